@@ -1,0 +1,699 @@
+/*
+ * devarray.h - device arrays, transfers, host memory, streams and events for C.
+ *
+ * This one header is the reference for the library.  Conventions that hold
+ * for every function unless its comment says otherwise:
+ *
+ *  - Every function that can fail returns a dv_status.  DV_OK is 0.  On
+ *    failure, out-parameters are set to NULL/0 and nothing observable has
+ *    changed (no array created, no memory leaked, no data copied).  A
+ *    human-readable detail is available from dv_last_error() on the failing
+ *    thread until the next failing call on that thread.
+ *  - Handles are opaque.  Objects that are shared (contexts aside) are
+ *    reference counted: *_retain adds a reference, *_release drops one, and
+ *    releasing NULL is a no-op.  An object returned through an out-parameter
+ *    carries one reference owned by the caller.
+ *  - Threads: a context may be used from many threads at once.  Arrays are
+ *    immutable descriptors and may be shared between threads freely.
+ *    Streams serialize the work queued on them; queuing onto one stream from
+ *    several threads is safe (the order between threads is the order in
+ *    which the calls happen).  dv_config objects are not thread-safe.
+ *  - Blocking: a function that takes a `dv_stream *stream` argument is
+ *    synchronous when stream is NULL (it runs on the context's default
+ *    stream and returns when the work is complete) and asynchronous when a
+ *    stream is given (it queues the work and returns).  For asynchronous
+ *    work the caller keeps every host buffer involved unchanged and alive
+ *    until the stream reaches that point (dv_stream_synchronize, an event,
+ *    or a callback says so).
+ *  - Byte counts, offsets and strides are size_t or int64_t, never int.
+ *    Strides are in bytes, as in NumPy.  All size arithmetic is checked for
+ *    overflow (DV_ERR_OVERFLOW).
+ */
+#ifndef DEVARRAY_H
+#define DEVARRAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(DV_SHARED_BUILD)
+#define DV_API __declspec(dllexport)
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#define DV_API __attribute__((visibility("default")))
+#else
+#define DV_API
+#endif
+
+#define DV_VERSION_MAJOR 0
+#define DV_VERSION_MINOR 1
+#define DV_VERSION_PATCH 0
+/** The library's version as "MAJOR.MINOR.PATCH" (static string). */
+DV_API const char *dv_version(void);
+
+/** Largest number of dimensions an array may have (NumPy's limit). */
+#define DV_MAXDIMS 32
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * X(NAME, value, description).  Groups by hundreds: 1xx bad argument,
+ * 2xx out of memory, 3xx not supported, 4xx driver/device error,
+ * 5xx library loading, 6xx misuse of the API.
+ */
+#define DV_STATUS_MAP(X)                                                            \
+  X(OK, 0, "success")                                                               \
+  X(ERR_INVALID_ARGUMENT, 100, "invalid argument")                                  \
+  X(ERR_NULL_ARGUMENT, 101, "a required argument is NULL")                          \
+  X(ERR_DTYPE_MISMATCH, 102, "dtypes do not match")                                 \
+  X(ERR_SHAPE_MISMATCH, 103, "shapes do not match")                                 \
+  X(ERR_BAD_SHAPE, 104, "invalid shape")                                            \
+  X(ERR_BAD_STRIDES, 105, "invalid strides")                                        \
+  X(ERR_BAD_ORDER, 106, "invalid order (expected 'C', 'F' or 'A')")                 \
+  X(ERR_INDEX, 107, "index out of range")                                           \
+  X(ERR_TOO_MANY_INDICES, 108, "too many indices for array")                        \
+  X(ERR_OVERFLOW, 109, "size arithmetic overflows")                                 \
+  X(ERR_RESHAPE_SIZE, 110, "reshape changes the size of the array")                 \
+  X(ERR_UNKNOWN_FIELD, 111, "no such record field")                                 \
+  X(ERR_COPY_NEEDED, 112, "a view is impossible and a copy was not allowed")        \
+  X(ERR_BAD_DTYPE, 113, "invalid dtype")                                            \
+  X(ERR_BAD_OPTION, 114, "unknown option or invalid option value")                  \
+  X(ERR_BAD_STEP, 115, "slice step cannot be zero")                                 \
+  X(ERR_OUT_OF_MEMORY, 200, "device out of memory")                                 \
+  X(ERR_HOST_OUT_OF_MEMORY, 201, "host out of memory")                              \
+  X(ERR_NOT_SUPPORTED, 300, "operation not supported")                              \
+  X(ERR_BACKEND_UNAVAILABLE, 301, "backend not available")                          \
+  X(ERR_DRIVER, 400, "driver or device error")                                      \
+  X(ERR_DEVICE_LOST, 401, "device or queue lost")                                   \
+  X(ERR_CORRUPTION, 402, "memory corruption detected (guard or poison bytes)")      \
+  X(ERR_LIBRARY_LOAD, 500, "driver library could not be loaded")                    \
+  X(ERR_SYMBOL_LOAD, 501, "driver library lacks a required entry point")            \
+  X(ERR_MISUSE, 600, "API misuse")                                                  \
+  X(ERR_BUSY, 601, "object still in use")                                           \
+  X(ERR_BACKEND_MISMATCH, 602, "objects belong to different contexts or backends")  \
+  X(ERR_NOT_READY, 603, "work not yet complete")
+
+typedef enum dv_status {
+#define DV__STATUS_ENUM(name, value, desc) DV_##name = value,
+  DV_STATUS_MAP(DV__STATUS_ENUM)
+#undef DV__STATUS_ENUM
+} dv_status;
+
+/** "DV_ERR_SHAPE_MISMATCH" for DV_ERR_SHAPE_MISMATCH; "DV_UNKNOWN" otherwise. Static. */
+DV_API const char *dv_status_name(dv_status s);
+/** A static one-line description of the status. Never NULL. */
+DV_API const char *dv_status_str(dv_status s);
+/**
+ * The detail message of the last failing call on this thread (which
+ * argument, which shapes, the driver's code).  Empty string when none.
+ * The pointer stays valid until the next failing call on the same thread.
+ */
+DV_API const char *dv_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Opaque handles                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct dv_context dv_context;
+typedef struct dv_config dv_config;
+typedef struct dv_array dv_array;
+typedef struct dv_stream dv_stream;
+typedef struct dv_event dv_event;
+typedef struct dv_dtype dv_dtype;
+typedef struct dv_scope dv_scope;
+
+/* ------------------------------------------------------------------------ */
+/* Options and configuration                                                 */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Options come from a descriptor table.  Each is read once per process from
+ * its environment variable (DV_<NAME>, and for the deallocation limits also
+ * Numba's NUMBA_CUDA_* names when the DV_ one is unset); an invalid value is
+ * logged as a warning and the default is kept; values out of range are
+ * clamped with a warning.  A dv_config passed to dv_context_create overrides
+ * both for that context.  Sizes accept K, M, G, T suffixes (powers of 1024);
+ * booleans accept 1/0, true/false, yes/no, on/off.
+ */
+typedef enum dv_option_source {
+  DV_SOURCE_DEFAULT = 0, /**< the built-in default */
+  DV_SOURCE_ENV = 1,     /**< the DV_ environment variable */
+  DV_SOURCE_ENV_NUMBA = 2, /**< Numba's environment variable (fallback name) */
+  DV_SOURCE_API = 3      /**< set through dv_config_set */
+} dv_option_source;
+
+typedef struct dv_option_info {
+  const char *name;        /**< e.g. "max_pending_deallocs_count" */
+  const char *env;         /**< e.g. "DV_MAX_PENDING_DEALLOCS_COUNT" */
+  const char *env_fallback;/**< Numba's name, or NULL */
+  const char *type;        /**< "int", "size", "double", "bool", "string" */
+  const char *default_value;
+  const char *description;
+} dv_option_info;
+
+/** Number of options in the table. */
+DV_API size_t dv_option_count(void);
+/** Describe option i (0 <= i < dv_option_count()); DV_ERR_INDEX otherwise. Strings are static. */
+DV_API dv_status dv_option_describe(size_t i, dv_option_info *out);
+/**
+ * The process-wide value of option `name` (environment or default) as a
+ * string written to buf (NUL-terminated, truncated to cap).  *source may be
+ * NULL.  DV_ERR_BAD_OPTION for an unknown name.  Thread-safe.
+ */
+DV_API dv_status dv_option_get(const char *name, char *buf, size_t cap, dv_option_source *source);
+
+/** Create an empty configuration (every option inherits the process value). */
+DV_API dv_status dv_config_create(dv_config **out);
+/**
+ * Set option `name` to `value` for contexts created with this config.
+ * Unlike environment values, a bad value here is an error:
+ * DV_ERR_BAD_OPTION (unknown name, unparsable or out-of-range value), and
+ * the config is unchanged.  Not thread-safe on one config.
+ */
+DV_API dv_status dv_config_set(dv_config *cfg, const char *name, const char *value);
+/** Destroy a config (NULL is a no-op).  Contexts created from it are unaffected. */
+DV_API void dv_config_destroy(dv_config *cfg);
+
+/* ------------------------------------------------------------------------ */
+/* Logging                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum dv_log_level {
+  DV_LOG_OFF = 0, DV_LOG_ERROR = 1, DV_LOG_WARN = 2, DV_LOG_INFO = 3, DV_LOG_DEBUG = 4
+} dv_log_level;
+
+typedef void (*dv_log_fn)(dv_log_level level, const char *message, void *user);
+/**
+ * Route library log messages (at or below the `log_level` option,
+ * DV_LOG_LEVEL, default "warn") to fn instead of stderr; fn == NULL restores
+ * stderr.  The callback may be called from any thread, including stream
+ * worker threads, and must not call back into devarray.  Thread-safe.
+ */
+DV_API void dv_set_log_callback(dv_log_fn fn, void *user);
+
+/* ------------------------------------------------------------------------ */
+/* Backends and contexts                                                     */
+/* ------------------------------------------------------------------------ */
+
+/** Number of backends compiled in (host, opencl, cuda). */
+DV_API size_t dv_backend_count(void);
+/** Name of backend i ("host", "opencl", "cuda"); NULL when out of range. */
+DV_API const char *dv_backend_name(size_t i);
+/**
+ * Whether backend `name` can be opened on this machine.  DV_OK when it can;
+ * otherwise the reason (e.g. DV_ERR_LIBRARY_LOAD, "libcuda.so.1: cannot open
+ * shared object file") as the status and in reason (may be NULL).  Opens and
+ * closes the driver; may take milliseconds.  Thread-safe.
+ */
+DV_API dv_status dv_backend_probe(const char *name, char *reason, size_t cap);
+
+typedef struct dv_device_info {
+  char backend[16];        /**< "host", "opencl", "cuda" */
+  char name[256];          /**< device name */
+  char vendor[128];
+  char driver_version[64];
+  uint64_t total_memory;   /**< bytes of device memory */
+  uint64_t max_allocation; /**< largest single allocation, bytes */
+  uint64_t base_alignment; /**< alignment of allocations and of views' origins, bytes */
+  int can_map_host_memory; /**< mapped arrays are supported */
+  int managed_memory;      /**< managed (unified) arrays are supported */
+  int compute_major, compute_minor; /**< CUDA compute capability, else 0 */
+  char pci_bus_id[32];     /**< empty when unknown */
+} dv_device_info;
+
+/**
+ * Create a context: choose a backend and a device, read options, create the
+ * default stream.  The backend is the `backend` option ("auto", "host",
+ * "opencl", "cuda"; DV_BACKEND); in automatic mode the order is cuda, then
+ * an OpenCL GPU, then the host simulator, which is always there.  cfg may be
+ * NULL.  Asking for an unavailable backend by name fails with its reason
+ * (DV_ERR_BACKEND_UNAVAILABLE, DV_ERR_LIBRARY_LOAD, ...).  Thread-safe.
+ */
+DV_API dv_status dv_context_create(const dv_config *cfg, dv_context **out);
+/**
+ * Destroy a context.  DV_ERR_BUSY (and nothing changes) while arrays,
+ * streams, events or scopes created from it are still alive.  Otherwise waits
+ * for all queued work, runs every pending deallocation, closes the backend.
+ * NULL is a no-op returning DV_OK.  Must not race with other use of ctx.
+ */
+DV_API dv_status dv_context_destroy(dv_context *ctx);
+/** The backend's name ("host", "opencl", "cuda").  Static string. */
+DV_API const char *dv_context_backend(const dv_context *ctx);
+/** Describe the context's device. */
+DV_API dv_status dv_context_device_info(dv_context *ctx, dv_device_info *out);
+/** Free and total device memory in bytes, as the backend reports them. */
+DV_API dv_status dv_context_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes);
+/** Block until all work queued on every stream of the context is complete. */
+DV_API dv_status dv_context_synchronize(dv_context *ctx);
+/**
+ * The context's default stream (borrowed: do not release it).  Work given a
+ * NULL stream runs here synchronously; passing this handle explicitly makes
+ * the work asynchronous on it, as with any stream.
+ */
+DV_API dv_stream *dv_context_default_stream(dv_context *ctx);
+/** The resolved value of option `name` for this context, as with dv_option_get. */
+DV_API dv_status dv_context_option(dv_context *ctx, const char *name, char *buf, size_t cap,
+                                   dv_option_source *source);
+
+/* ------------------------------------------------------------------------ */
+/* Statistics                                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct dv_counter {
+  uint64_t current; /**< bytes (or objects) held now */
+  uint64_t peak;    /**< highest value of current */
+  uint64_t total;   /**< sum of everything ever added */
+} dv_counter;
+
+#define DV_STATS_VERSION 1
+/** Counters of one context.  Set `size` to sizeof(dv_stats) before the call. */
+typedef struct dv_stats {
+  uint32_t size;      /**< in: sizeof(dv_stats) as the caller knows it */
+  uint32_t version;   /**< out: DV_STATS_VERSION */
+  dv_counter device;  /**< device memory bytes (allocated through the memory manager) */
+  dv_counter pinned;  /**< pinned host memory bytes */
+  dv_counter mapped;  /**< mapped host memory bytes */
+  dv_counter registered; /**< registered (pinned-in-place) host bytes */
+  dv_counter managed; /**< managed memory bytes */
+  dv_counter arrays;  /**< live array descriptors (count) */
+  uint64_t pending_deallocs;      /**< entries in the deallocation queues now */
+  uint64_t pending_bytes;         /**< bytes those entries will free */
+  uint64_t pending_peak;          /**< deepest the queues have been */
+  uint64_t flushes;               /**< queue flushes performed */
+  uint64_t oom_retries;           /**< allocations retried after out-of-memory */
+  uint64_t failed_frees;          /**< frees that reported an error */
+  uint64_t copies;                /**< transfer operations issued to the backend */
+  uint64_t staged_copies;         /**< transfers that went through a staging buffer */
+  uint64_t bytes_h2d, bytes_d2h, bytes_d2d; /**< element bytes moved, by direction */
+} dv_stats;
+
+/** Fill *out (see dv_stats.size).  DV_ERR_INVALID_ARGUMENT if out->size is too small. */
+DV_API dv_status dv_context_stats(dv_context *ctx, dv_stats *out);
+/**
+ * The statistics as one JSON object, written to buf (NUL-terminated); the
+ * length it needs (without the NUL) goes to *needed.  With buf == NULL or a
+ * cap too small, nothing is written but *needed, and DV_ERR_INVALID_ARGUMENT
+ * is returned when buf is not NULL.
+ */
+DV_API dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, size_t *needed);
+
+/* ------------------------------------------------------------------------ */
+/* Deferred deallocation (Numba's pending-deallocation queue)                */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Releasing the last reference to device, mapped or managed memory queues
+ * its free (with its bytes); pinned memory, streams and events are queued at
+ * 0 bytes.  The queue is flushed inside the release that makes the count
+ * strictly greater than `max_pending_deallocs_count` (default 10) or the
+ * bytes strictly greater than `max_pending_deallocs_ratio` (default 0.2) of
+ * total device memory.  A device allocation that fails for lack of memory
+ * flushes the queue and retries once.  While a defer-cleanup scope is open no
+ * flush happens.  A failing free is logged, counted, and does not stop the
+ * other frees.
+ */
+
+/** Open a defer-cleanup scope (they nest).  Thread-safe. */
+DV_API dv_status dv_defer_cleanup_begin(dv_context *ctx);
+/**
+ * Close the innermost defer-cleanup scope.  Does not flush, even when it is
+ * the outermost.  DV_ERR_MISUSE when no scope is open.
+ */
+DV_API dv_status dv_defer_cleanup_end(dv_context *ctx);
+/**
+ * Flush the pending-deallocation queues now (a no-op inside a defer-cleanup
+ * scope).  Every queued free is attempted; the first failure's status is
+ * returned, the others are logged.
+ */
+DV_API dv_status dv_context_flush_deallocs(dv_context *ctx);
+/** Entries and bytes waiting in the queues (either pointer may be NULL). */
+DV_API dv_status dv_context_pending_deallocs(dv_context *ctx, size_t *count, size_t *bytes);
+
+/* ------------------------------------------------------------------------ */
+/* Fault injection (host simulator and internal allocations)                */
+/* ------------------------------------------------------------------------ */
+
+typedef enum dv_fault_kind {
+  DV_FAULT_DEVICE_ALLOC = 0, /**< the k-th device allocation fails: DV_ERR_OUT_OF_MEMORY */
+  DV_FAULT_HOST_ALLOC = 1,   /**< the k-th library host allocation fails: DV_ERR_HOST_OUT_OF_MEMORY */
+  DV_FAULT_COPY = 2,         /**< the k-th copy issued to the backend fails: DV_ERR_DRIVER */
+  DV_FAULT_FREE = 3          /**< the k-th device free fails: DV_ERR_DRIVER (memory still freed) */
+} dv_fault_kind;
+
+/**
+ * Make the k-th next operation of `kind` fail (k = 1: the next one); k = 0
+ * disarms.  DV_FAULT_HOST_ALLOC counts every host allocation the library
+ * makes, process-wide (ctx may be NULL); the others count per context and
+ * are supported by the host backend only (DV_ERR_NOT_SUPPORTED elsewhere).
+ * The same can be set with the options fault_device_alloc, fault_host_alloc,
+ * fault_copy.  Thread-safe.
+ */
+DV_API dv_status dv_fault_inject(dv_context *ctx, dv_fault_kind kind, uint64_t k);
+/** Whether an armed fault of `kind` is still waiting (1) or fired/disarmed (0). */
+DV_API int dv_fault_pending(dv_context *ctx, dv_fault_kind kind);
+
+/* ------------------------------------------------------------------------ */
+/* Dtypes                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef enum dv_type_id {
+  DV_BOOL = 0, DV_INT8, DV_INT16, DV_INT32, DV_INT64,
+  DV_UINT8, DV_UINT16, DV_UINT32, DV_UINT64,
+  DV_FLOAT16, DV_FLOAT32, DV_FLOAT64, DV_COMPLEX64, DV_COMPLEX128,
+  DV_RECORD,
+  DV_TYPE_COUNT
+} dv_type_id;
+
+/** The built-in dtype for a numeric id (static; retain/release are no-ops). NULL for others. */
+DV_API const dv_dtype *dv_dtype_get(dv_type_id id);
+/** The built-in dtype named like NumPy ("float64", "f8", "<f8", "int32", "bool", "complex64"...). NULL if unknown. */
+DV_API const dv_dtype *dv_dtype_from_name(const char *name);
+DV_API dv_type_id dv_dtype_id(const dv_dtype *dt);
+DV_API size_t dv_dtype_itemsize(const dv_dtype *dt);
+DV_API size_t dv_dtype_alignment(const dv_dtype *dt);
+/** "float64", ... or "record" for records.  Static or owned by the dtype. */
+DV_API const char *dv_dtype_name(const dv_dtype *dt);
+/** 1 when the dtypes describe the same layout (records: same fields, offsets, itemsize). */
+DV_API int dv_dtype_equal(const dv_dtype *a, const dv_dtype *b);
+
+typedef struct dv_field_desc {
+  const char *name;      /**< unique, non-empty; copied */
+  const dv_dtype *dtype; /**< numeric or record; retained */
+  size_t offset;         /**< byte offset inside the record */
+  int ndim;              /**< 0 for a scalar field, else a sub-array field (C order) */
+  const int64_t *shape;  /**< ndim positive extents (copied) */
+} dv_field_desc;
+
+/**
+ * Create a record (structured) dtype.  itemsize 0 means "the end of the last
+ * field".  Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_BAD_DTYPE (no fields, empty
+ * or duplicate name, field past itemsize, overlapping fields, bad sub-array
+ * shape).  The result has one reference.
+ */
+DV_API dv_status dv_dtype_record_create(const dv_field_desc *fields, size_t nfields,
+                                        size_t itemsize, dv_dtype **out);
+DV_API const dv_dtype *dv_dtype_retain(const dv_dtype *dt);
+DV_API void dv_dtype_release(const dv_dtype *dt);
+/** Number of fields (0 for numeric dtypes). */
+DV_API size_t dv_dtype_field_count(const dv_dtype *dt);
+/** Field i of a record; the strings and dtype are borrowed from dt. */
+DV_API dv_status dv_dtype_field(const dv_dtype *dt, size_t i, dv_field_desc *out);
+
+/* ------------------------------------------------------------------------ */
+/* Arrays                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/** Where an array's memory lives. */
+typedef enum dv_memory_kind {
+  DV_MEM_DEVICE = 0,   /**< device memory */
+  DV_MEM_HOST = 1,     /**< pageable host memory (wrapped, or allocated by dv_copy_to_host) */
+  DV_MEM_PINNED = 2,   /**< page-locked host memory */
+  DV_MEM_MAPPED = 3,   /**< host memory that the device can address */
+  DV_MEM_MANAGED = 4   /**< managed (unified) memory */
+} dv_memory_kind;
+
+/** Flags for dv_mapped_array (passed to the driver where it has them). */
+#define DV_MAPPED_PORTABLE 0x1u
+#define DV_MAPPED_WRITECOMBINED 0x2u
+
+/**
+ * A new uninitialised device array.  shape has ndim entries (ndim 0 gives a
+ * 0-d array); dtype numeric or record; strides NULL for dense `order`
+ * ('C' or 'F'), else ndim byte strides (possibly negative or zero) that must
+ * fit inside the allocation made for them.  Size 0 allocates nothing.
+ * Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_BAD_SHAPE (negative extent or ndim
+ * outside 0..DV_MAXDIMS), DV_ERR_BAD_ORDER, DV_ERR_BAD_STRIDES (stride not a
+ * multiple of... no: strides whose elements would overlap the end),
+ * DV_ERR_OVERFLOW, DV_ERR_OUT_OF_MEMORY (after one flush-and-retry).
+ * stream: accepted for Numba parity; allocation itself is not stream-ordered
+ * with the direct memory manager.
+ */
+DV_API dv_status dv_device_array(dv_context *ctx, int ndim, const int64_t *shape,
+                                 const dv_dtype *dtype, const int64_t *strides, char order,
+                                 dv_stream *stream, dv_array **out);
+/**
+ * A new uninitialised device array shaped like `a` (on a's context).  C- or
+ * F-contiguous sources (or ndim <= 1) get a dense copy of the layout (F only
+ * if F- and not C-contiguous); others get dense strides in the source's
+ * stride order.
+ */
+DV_API dv_status dv_device_array_like(const dv_array *a, dv_stream *stream, dv_array **out);
+/** A new 0-d device array of record dtype (Numba's DeviceRecord). */
+DV_API dv_status dv_device_record(dv_context *ctx, const dv_dtype *dtype, dv_stream *stream,
+                                  dv_array **out);
+/**
+ * Describe caller-owned host memory as an array (no copy; devarray never
+ * frees it).  `data` points at element [0,...,0]; strides NULL means C order.
+ * The caller keeps the memory alive while the array or any view of it lives.
+ */
+DV_API dv_status dv_host_array_wrap(dv_context *ctx, void *data, int ndim, const int64_t *shape,
+                                    const dv_dtype *dtype, const int64_t *strides, dv_array **out);
+/** A new pageable host array owned by devarray (freed when the last reference goes). */
+DV_API dv_status dv_host_array(dv_context *ctx, int ndim, const int64_t *shape,
+                               const dv_dtype *dtype, const int64_t *strides, char order,
+                               dv_array **out);
+/** A new page-locked host array (its free is queued at 0 bytes). */
+DV_API dv_status dv_pinned_array(dv_context *ctx, int ndim, const int64_t *shape,
+                                 const dv_dtype *dtype, const int64_t *strides, char order,
+                                 dv_array **out);
+/**
+ * A new mapped host array: host memory the device can address.  It behaves
+ * as a host array for copies and dv_array_host_data; flags DV_MAPPED_PORTABLE
+ * and DV_MAPPED_WRITECOMBINED go to the driver.  DV_ERR_NOT_SUPPORTED when the
+ * device cannot map host memory.  Its free is queued with its bytes.
+ */
+DV_API dv_status dv_mapped_array(dv_context *ctx, int ndim, const int64_t *shape,
+                                 const dv_dtype *dtype, const int64_t *strides, char order,
+                                 unsigned flags, dv_array **out);
+
+DV_API dv_array *dv_array_retain(dv_array *a);
+/** Drop a reference.  The memory is freed (through the deferred queue for
+ *  device memory) when the last view of it goes; queued work that still uses
+ *  it completes first.  NULL is a no-op. */
+DV_API void dv_array_release(dv_array *a);
+
+DV_API int dv_array_ndim(const dv_array *a);
+/** The shape and strides arrays (ndim entries, borrowed from a; NULL for 0-d). */
+DV_API const int64_t *dv_array_shape(const dv_array *a);
+DV_API const int64_t *dv_array_strides(const dv_array *a);
+DV_API const dv_dtype *dv_array_dtype(const dv_array *a);
+/** Number of elements (1 for 0-d). */
+DV_API int64_t dv_array_size(const dv_array *a);
+/** size * itemsize. */
+DV_API int64_t dv_array_nbytes(const dv_array *a);
+DV_API dv_memory_kind dv_array_memory(const dv_array *a);
+DV_API dv_context *dv_array_context(const dv_array *a);
+/** NumPy's relaxed contiguity (0-d and size 0 are both; size-1 dims ignored). */
+DV_API int dv_array_is_c_contiguous(const dv_array *a);
+DV_API int dv_array_is_f_contiguous(const dv_array *a);
+/**
+ * Host address of element [0,...,0] of a host, pinned or mapped array.
+ * DV_ERR_MISUSE for device and managed arrays (copy them instead).
+ */
+DV_API dv_status dv_array_host_data(const dv_array *a, void **ptr);
+
+/* ---- transfers ---------------------------------------------------------- */
+
+/**
+ * Copy `src` into a device array.  When src is already a device array it is
+ * returned (retained) unchanged, as Numba does.  With `to` != NULL, the data
+ * is copied into `to` (dtypes must be equal: DV_ERR_DTYPE_MISMATCH; shapes
+ * equal after dropping size-1 dims: DV_ERR_SHAPE_MISMATCH) and `to` is
+ * returned retained in *out (out may be NULL then).  With copy == 0 a new
+ * array is allocated like src but not filled.  Any strided host view works,
+ * negative and zero strides included.
+ */
+DV_API dv_status dv_to_device(dv_context *ctx, const dv_array *src, dv_stream *stream, int copy,
+                              dv_array *to, dv_array **out);
+/**
+ * Copy a device array to the host.  With dst != NULL (host, pinned or mapped
+ * array) exactly src's elements go into exactly dst's elements, whatever
+ * either side's strides; *out (may be NULL) gets dst retained.  With dst ==
+ * NULL a new host array with src's dense layout is allocated and returned.
+ * DV_ERR_DTYPE_MISMATCH / DV_ERR_SHAPE_MISMATCH as for dv_to_device.
+ */
+DV_API dv_status dv_copy_to_host(const dv_array *src, dv_array *dst, dv_stream *stream,
+                                 dv_array **out);
+/** Copy src (host or device, any layout) into the device array dst.  Size 0 is a no-op. */
+DV_API dv_status dv_copy_to_device(dv_array *dst, const dv_array *src, dv_stream *stream);
+/**
+ * Copy between any two arrays of one context (host or device, any layouts,
+ * overlapping memory excepted).  The general form of the three above.
+ */
+DV_API dv_status dv_array_copy(dv_array *dst, const dv_array *src, dv_stream *stream);
+/** Set every byte of every element of a device or host array to `value`. */
+DV_API dv_status dv_array_memset(dv_array *a, int value, dv_stream *stream);
+/** A new dense C-order copy of a (same memory kind for device arrays). */
+DV_API dv_status dv_array_copy_new(const dv_array *a, char order, dv_stream *stream, dv_array **out);
+
+/* ---- views -------------------------------------------------------------- */
+
+/** Sentinel for "omitted" slice start/stop (Python's None). */
+#define DV_NONE INT64_MIN
+
+typedef enum dv_index_kind { DV_IDX_SLICE = 0, DV_IDX_INT = 1 } dv_index_kind;
+/** One entry of an index: a slice (start, stop, step) or an integer. */
+typedef struct dv_index {
+  dv_index_kind kind;
+  int64_t start, stop, step; /**< slice: DV_NONE for omitted start/stop; step != 0 */
+  int64_t index;             /**< integer: negative counts from the end */
+} dv_index;
+#define DV_SLICE(a, b, s) ((dv_index){DV_IDX_SLICE, (a), (b), (s), 0})
+#define DV_ALL ((dv_index){DV_IDX_SLICE, DV_NONE, DV_NONE, 1, 0})
+#define DV_AT(i) ((dv_index){DV_IDX_INT, 0, 0, 1, (i)})
+
+/**
+ * A view: nidx entries index the first nidx dimensions (NumPy basic
+ * indexing); the remaining dimensions are kept whole.  Slices follow Python
+ * (negative values count from the end, out-of-range clamps, empty ranges
+ * allowed); integers drop their dimension.  Errors: DV_ERR_BAD_STEP (step 0),
+ * DV_ERR_INDEX (integer out of range), DV_ERR_TOO_MANY_INDICES.  The view
+ * keeps a's memory alive.  No data moves; works for any memory kind.
+ */
+DV_API dv_status dv_array_slice(const dv_array *a, int nidx, const dv_index *idx, dv_array **out);
+/**
+ * Read one element: a full integer index (ndim entries) copies the element
+ * to out (outsize must be >= itemsize).  Synchronous when stream is NULL.
+ */
+DV_API dv_status dv_array_get_item(const dv_array *a, const int64_t *index, void *out,
+                                   size_t outsize, dv_stream *stream);
+/** Write one element from `value` (size >= itemsize bytes). */
+DV_API dv_status dv_array_set_item(dv_array *a, const int64_t *index, const void *value,
+                                   size_t size, dv_stream *stream);
+
+/** Flag for dv_array_reshape / dv_array_ravel: fail with DV_ERR_COPY_NEEDED rather than copy. */
+#define DV_VIEW_ONLY 0x1u
+
+/**
+ * Reshape to `shape` (one entry may be -1) reading elements in `order`
+ * ('C', 'F', or 'A': F when a is F- and not C-contiguous).  Returns a view
+ * whenever NumPy would (NumPy's no-copy rule, any strides); otherwise a new
+ * device array filled on the device (in stream order), unless DV_VIEW_ONLY is
+ * given, which fails with DV_ERR_COPY_NEEDED.  Errors: DV_ERR_BAD_SHAPE (two
+ * -1, extent < -1, cannot infer), DV_ERR_RESHAPE_SIZE, DV_ERR_BAD_ORDER.
+ */
+DV_API dv_status dv_array_reshape(const dv_array *a, int ndim, const int64_t *shape, char order,
+                                  unsigned flags, dv_stream *stream, dv_array **out);
+/** 1-D view when `order` matches a's contiguity ('A' matches either), else a copy (or DV_ERR_COPY_NEEDED). */
+DV_API dv_status dv_array_ravel(const dv_array *a, char order, unsigned flags, dv_stream *stream,
+                                dv_array **out);
+/**
+ * Split a 1-D unit-stride array into ceil(size/section) views, the last one
+ * shorter.  With views == NULL only *count is set.  Otherwise views must
+ * hold cap entries; DV_ERR_INVALID_ARGUMENT if cap is too small.  Other
+ * layouts are DV_ERR_INVALID_ARGUMENT (Numba's contract); section <= 0 too.
+ */
+DV_API dv_status dv_array_split(const dv_array *a, int64_t section, dv_array **views, size_t cap,
+                                size_t *count);
+
+/* ---- records ------------------------------------------------------------ */
+
+/**
+ * The view of field `name` of a record array (any ndim): a scalar field
+ * gives an array of the field's dtype with a's shape; a nested record a
+ * record array; a sub-array field appends its shape (C order).
+ * DV_ERR_UNKNOWN_FIELD for a name that is not there, DV_ERR_BAD_DTYPE if a is
+ * not a record array.
+ */
+DV_API dv_status dv_array_field(const dv_array *a, const char *name, dv_array **out);
+/** Copy field `name` of a 0-d record to out (size >= the field's bytes). */
+DV_API dv_status dv_record_get(const dv_array *rec, const char *name, void *out, size_t size,
+                               dv_stream *stream);
+/** Set field `name` of a 0-d record from value (size >= the field's bytes). */
+DV_API dv_status dv_record_set(dv_array *rec, const char *name, const void *value, size_t size,
+                               dv_stream *stream);
+
+/* ------------------------------------------------------------------------ */
+/* Host memory scopes: pinned, mapped, registered                            */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Register (page-lock) the memory of host arrays for the scope's life.  At
+ * dv_scope_end the memory is unregistered at once, even inside a
+ * defer-cleanup scope.  Arrays already pinned/mapped are left as they are.
+ * On failure nothing stays registered.
+ */
+DV_API dv_status dv_pinned_scope_begin(dv_context *ctx, size_t n, dv_array *const *arrays,
+                                       dv_scope **scope);
+/**
+ * Map host arrays into the device's address space for the scope's life.
+ * device_views[i] receives a device-kind array over the same memory (owned
+ * by the caller; release them before or after dv_scope_end; after the end
+ * they must not be used).  DV_ERR_NOT_SUPPORTED if the device cannot map.
+ */
+DV_API dv_status dv_mapped_scope_begin(dv_context *ctx, size_t n, dv_array *const *arrays,
+                                       dv_array **device_views, dv_scope **scope);
+/** End a pinned or mapped scope (unregisters immediately).  NULL is a no-op. */
+DV_API dv_status dv_scope_end(dv_scope *scope);
+/** Register (ROC's register) a host array's memory until dv_array_deregister. */
+DV_API dv_status dv_array_register(dv_array *a);
+/** Undo dv_array_register.  DV_ERR_MISUSE if it is not registered. */
+DV_API dv_status dv_array_deregister(dv_array *a);
+/** 1 when the host array's memory is pinned, mapped or registered. */
+DV_API int dv_array_is_pinned(const dv_array *a);
+
+/* ------------------------------------------------------------------------ */
+/* Streams and events                                                        */
+/* ------------------------------------------------------------------------ */
+
+#define DV_STREAM_NON_BLOCKING 0x1u
+
+/** A new in-order stream.  Released through the deferred queue. */
+DV_API dv_status dv_stream_create(dv_context *ctx, unsigned flags, dv_stream **out);
+DV_API dv_stream *dv_stream_retain(dv_stream *s);
+/** Drop a reference; queued work still completes.  The default stream is never released. */
+DV_API void dv_stream_release(dv_stream *s);
+/** Block until all work queued on s is complete.  Returns the first error a queued op hit since the last synchronize. */
+DV_API dv_status dv_stream_synchronize(dv_stream *s);
+/** DV_OK if all queued work is complete, DV_ERR_NOT_READY if not.  Never blocks. */
+DV_API dv_status dv_stream_query(dv_stream *s);
+
+typedef void (*dv_callback_fn)(dv_stream *stream, dv_status status, void *user);
+/**
+ * Call fn(stream, status, user) once all work queued before it is complete,
+ * on a thread of the library's choosing.  fn must not block on the stream
+ * and must not queue work on it.
+ */
+DV_API dv_status dv_stream_add_callback(dv_stream *s, dv_callback_fn fn, void *user);
+/**
+ * Auto-synchronize scope (Numba's stream.auto_synchronize()): end
+ * synchronizes the stream.  They nest; each end synchronizes.
+ */
+DV_API dv_status dv_stream_auto_sync_begin(dv_stream *s);
+DV_API dv_status dv_stream_auto_sync_end(dv_stream *s);
+
+#define DV_EVENT_TIMING 0x1u
+/** A new event; with DV_EVENT_TIMING it records times for dv_event_elapsed_ms. */
+DV_API dv_status dv_event_create(dv_context *ctx, unsigned flags, dv_event **out);
+DV_API void dv_event_release(dv_event *e);
+/** Record e on s (NULL: the default stream).  Re-recording replaces the earlier record. */
+DV_API dv_status dv_event_record(dv_event *e, dv_stream *s);
+/** Make stream s wait (on the device side) for e's last record.  Never blocks the host. */
+DV_API dv_status dv_stream_wait_event(dv_stream *s, dv_event *e);
+/** DV_OK when e's record has completed (or e was never recorded), DV_ERR_NOT_READY otherwise. */
+DV_API dv_status dv_event_query(dv_event *e);
+/** Block until e's last record completes. */
+DV_API dv_status dv_event_synchronize(dv_event *e);
+/** Milliseconds between two completed timing events.  DV_ERR_NOT_READY if either is pending. */
+DV_API dv_status dv_event_elapsed_ms(dv_event *start, dv_event *end, float *ms);
+
+/* ------------------------------------------------------------------------ */
+/* Memory (allocation-level) access                                          */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Check the integrity of every live allocation of the context: on the host
+ * simulator, guard bytes around device allocations and the poison of
+ * recently freed ones (DV_ERR_CORRUPTION with the address in the message).
+ * Other backends return DV_OK.  Blocks until queued work is complete.
+ */
+DV_API dv_status dv_context_check_memory(dv_context *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DEVARRAY_H */

@@ -1,0 +1,705 @@
+/*
+ * Array objects: reference-counted descriptors (dtype, shape, strides,
+ * offset) over one shared, reference-counted allocation.  Views share the
+ * allocation; the last reference to an allocation queues its free.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/internal.h"
+
+/* ---- allocations ------------------------------------------------------------ */
+
+static dv_status dv__dtor_device(dv_context *ctx, void *buf, void *aux) {
+  size_t bytes = (size_t)(uintptr_t)aux;
+  dv_status rc = ctx->mm->free(ctx, buf, bytes, NULL);
+  dv__stats_sub(ctx, DV_STAT_DEVICE, bytes);
+  return rc;
+}
+
+static dv_status dv__dtor_pinned(dv_context *ctx, void *handle, void *aux) {
+  dv_status rc = ctx->be->host_free(ctx->bst, handle);
+  dv__stats_sub(ctx, DV_STAT_PINNED, (size_t)(uintptr_t)aux);
+  return rc;
+}
+
+static dv_status dv__dtor_mapped(dv_context *ctx, void *handle, void *aux) {
+  dv_status rc = ctx->be->host_free(ctx->bst, handle);
+  dv__stats_sub(ctx, DV_STAT_MAPPED, (size_t)(uintptr_t)aux);
+  return rc;
+}
+
+static void dv__unregister_now(dv_alloc *a) {
+  dv_context *ctx = a->ctx;
+  dv_status rc = ctx->be->host_unregister(ctx->bst, a->reg_handle);
+  if (rc) dv__log(DV_LOG_ERROR, "unregistering host memory failed: %s", dv_last_error());
+  dv__stats_sub(ctx, DV_STAT_REGISTERED, a->bytes);
+  a->reg_handle = NULL;
+  a->reg_buf = NULL;
+}
+
+void dv__alloc_release(dv_alloc *a) {
+  if (!a || atomic_fetch_sub(&a->refs, 1) != 1) return;
+  dv_context *ctx = a->ctx;
+  if (a->reg_count > 0) {
+    a->reg_count = 0;
+    dv__unregister_now(a);
+  }
+  if (a->owned) {
+    dv_status rc = DV_OK;
+    switch (a->kind) {
+      case DV_MEM_DEVICE:
+      case DV_MEM_MANAGED:
+        if (a->buf)
+          rc = dv__defer_free(ctx, true, dv__dtor_device, a->buf, (void *)(uintptr_t)a->bytes, a->bytes);
+        break;
+      case DV_MEM_PINNED:
+        rc = dv__defer_free(ctx, true, dv__dtor_pinned, a->handle, (void *)(uintptr_t)a->bytes, 0);
+        break;
+      case DV_MEM_MAPPED:
+        rc = dv__defer_free(ctx, true, dv__dtor_mapped, a->handle, (void *)(uintptr_t)a->bytes, a->bytes);
+        break;
+      case DV_MEM_HOST:
+        dv__free(a->host);
+        break;
+    }
+    if (rc) dv__log(DV_LOG_ERROR, "releasing memory: %s", dv_last_error());
+  }
+  if (a->keep) dv_array_release(a->keep);
+  pthread_mutex_destroy(&a->reg_lock);
+  atomic_fetch_sub(&ctx->live_allocs, 1);
+  dv__free(a);
+}
+
+static dv_alloc *dv__alloc_new(dv_context *ctx, dv_memory_kind kind) {
+  dv_alloc *a = dv__calloc(1, sizeof *a);
+  if (!a) return NULL;
+  atomic_store(&a->refs, 1);
+  a->ctx = ctx;
+  a->kind = kind;
+  pthread_mutex_init(&a->reg_lock, NULL);
+  atomic_fetch_add(&ctx->live_allocs, 1);
+  return a;
+}
+
+/* Free memory obtained for an allocation that never got a descriptor. */
+static void dv__alloc_abandon(dv_alloc *a) { dv__alloc_release(a); }
+
+dv_status dv__array_new(dv_alloc *alloc, const dv_dtype *dt, int ndim, const int64_t *shape,
+                        const int64_t *strides, int64_t offset, dv_array **out) {
+  dv_array *a = dv__malloc(sizeof *a);
+  if (!a) {
+    *out = NULL;
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate an array descriptor");
+  }
+  atomic_store(&a->refs, 1);
+  atomic_fetch_add(&alloc->refs, 1);
+  a->alloc = alloc;
+  a->dtype = dv_dtype_retain(dt);
+  a->ndim = ndim;
+  a->offset = offset;
+  for (int i = 0; i < ndim; i++) a->shape[i] = shape[i], a->strides[i] = strides[i];
+  atomic_fetch_add(&alloc->ctx->live_arrays, 1);
+  dv__stats_add(alloc->ctx, DV_STAT_ARRAYS, 1);
+  *out = a;
+  return DV_OK;
+}
+
+dv_array *dv_array_retain(dv_array *a) {
+  if (a) atomic_fetch_add(&a->refs, 1);
+  return a;
+}
+
+void dv_array_release(dv_array *a) {
+  if (!a || atomic_fetch_sub(&a->refs, 1) != 1) return;
+  dv_context *ctx = a->alloc->ctx;
+  dv_dtype_release(a->dtype);
+  dv__alloc_release(a->alloc);
+  dv__stats_sub(ctx, DV_STAT_ARRAYS, 1);
+  atomic_fetch_sub(&ctx->live_arrays, 1);
+  dv__free(a);
+}
+
+/* Validate (ndim, shape, dtype, strides, order) and compute the strides,
+ * the allocation size and the offset of element 0. */
+static dv_status dv__check_layout(int ndim, const int64_t *shape, const dv_dtype *dtype,
+                                  const int64_t *strides, char order, int64_t *st,
+                                  int64_t *alloc_bytes, int64_t *offset) {
+  if (!dtype) return dv__error(DV_ERR_NULL_ARGUMENT, "dtype is NULL");
+  if (ndim < 0 || ndim > DV_MAXDIMS)
+    return dv__error(DV_ERR_BAD_SHAPE, "ndim %d is outside 0..%d", ndim, DV_MAXDIMS);
+  if (ndim > 0 && !shape) return dv__error(DV_ERR_NULL_ARGUMENT, "shape is NULL with ndim %d", ndim);
+  if (dtype->itemsize == 0) return dv__error(DV_ERR_BAD_DTYPE, "dtype has itemsize 0");
+  dv_status rc = dv__check_order(order);
+  if (rc) return rc;
+  int64_t size;
+  rc = dv__layout_size(ndim, shape, &size);
+  if (rc) return rc;
+  int64_t isz = (int64_t)dtype->itemsize, nbytes;
+  if (dv__mul_overflow(size, isz, &nbytes))
+    return dv__error(DV_ERR_OVERFLOW, "%lld elements of %lld bytes overflow", (long long)size, (long long)isz);
+  if (!strides) {
+    rc = dv__layout_dense(ndim, shape, isz, order, st);
+    if (rc) return rc;
+    *alloc_bytes = nbytes;
+    *offset = 0;
+    return DV_OK;
+  }
+  int64_t al = (int64_t)dtype->alignment;
+  for (int i = 0; i < ndim; i++) {
+    if (strides[i] % al != 0)
+      return dv__error(DV_ERR_BAD_STRIDES,
+                       "stride %lld of dimension %d is not a multiple of the %s alignment %lld",
+                       (long long)strides[i], i, dtype->name, (long long)al);
+    st[i] = strides[i];
+  }
+  int64_t lo, hi;
+  rc = dv__layout_extent(ndim, shape, st, isz, &lo, &hi);
+  if (rc) return rc;
+  *alloc_bytes = hi - lo;
+  *offset = -lo;
+  return DV_OK;
+}
+
+dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const int64_t *shape,
+                           const dv_dtype *dtype, const int64_t *strides, char order,
+                           unsigned flags, dv_array **out) {
+  int64_t st[DV_MAXDIMS], bytes, offset;
+  dv_status rc = dv__check_layout(ndim, shape, dtype, strides, order, st, &bytes, &offset);
+  if (rc) return rc;
+  dv_alloc *a = dv__alloc_new(ctx, kind);
+  if (!a) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate an allocation record");
+  a->bytes = (size_t)bytes;
+  a->owned = true;
+  switch (kind) {
+    case DV_MEM_DEVICE:
+      if (bytes > 0) rc = dv__device_alloc(ctx, (size_t)bytes, NULL, &a->buf);
+      if (!rc) dv__stats_add(ctx, DV_STAT_DEVICE, (uint64_t)bytes);
+      break;
+    case DV_MEM_HOST:
+      a->host = dv__malloc((size_t)bytes);
+      if (!a->host) rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate %lld bytes of host memory", (long long)bytes);
+      break;
+    case DV_MEM_PINNED:
+    case DV_MEM_MAPPED: {
+      unsigned hf = 0;
+      if (kind == DV_MEM_MAPPED) {
+        hf |= DV_HOSTMEM_MAPPED;
+        if (flags & DV_MAPPED_PORTABLE) hf |= DV_HOSTMEM_PORTABLE;
+        if (flags & DV_MAPPED_WRITECOMBINED) hf |= DV_HOSTMEM_WC;
+      }
+      rc = ctx->be->host_alloc(ctx->bst, bytes > 0 ? (size_t)bytes : 1, hf, &a->handle, &a->host,
+                               kind == DV_MEM_MAPPED ? &a->buf : NULL);
+      if (!rc) dv__stats_add(ctx, kind == DV_MEM_MAPPED ? DV_STAT_MAPPED : DV_STAT_PINNED, (uint64_t)bytes);
+      break;
+    }
+    case DV_MEM_MANAGED:
+      rc = dv__error(DV_ERR_NOT_SUPPORTED, "managed memory is not supported by backend %s", ctx->be->name);
+      break;
+  }
+  if (rc) {
+    a->owned = false; /* nothing to free */
+    dv__alloc_abandon(a);
+    return rc;
+  }
+  rc = dv__array_new(a, dtype, ndim, shape, st, offset, out);
+  dv__alloc_release(a); /* the descriptor holds it now, or it goes */
+  return rc;
+}
+
+/* ---- creation API ------------------------------------------------------------ */
+
+dv_status dv_device_array(dv_context *ctx, int ndim, const int64_t *shape, const dv_dtype *dtype,
+                          const int64_t *strides, char order, dv_stream *stream, dv_array **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  DV_CHECK_NULL(ctx);
+  (void)stream;
+  return dv__array_create(ctx, DV_MEM_DEVICE, ndim, shape, dtype, strides, order, 0, out);
+}
+
+static void dv__like_strides(const dv_array *a, int64_t *st) {
+  int64_t isz = (int64_t)a->dtype->itemsize;
+  bool c = dv__layout_is_c(a->ndim, a->shape, a->strides, isz);
+  bool f = dv__layout_is_f(a->ndim, a->shape, a->strides, isz);
+  if (a->ndim <= 1 || c || f)
+    dv__layout_dense(a->ndim, a->shape, isz, (f && !c) ? 'F' : 'C', st);
+  else
+    dv__layout_like(a->ndim, a->shape, a->strides, isz, st);
+}
+
+dv_status dv_device_array_like(const dv_array *a, dv_stream *stream, dv_array **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  DV_CHECK_NULL(a);
+  int64_t st[DV_MAXDIMS];
+  dv__like_strides(a, st);
+  return dv_device_array(a->alloc->ctx, a->ndim, a->shape, a->dtype, st, 'C', stream, out);
+}
+
+dv_status dv_device_record(dv_context *ctx, const dv_dtype *dtype, dv_stream *stream, dv_array **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  DV_CHECK_NULL(ctx);
+  DV_CHECK_NULL(dtype);
+  if (dtype->id != DV_RECORD)
+    return dv__error(DV_ERR_BAD_DTYPE, "dv_device_record needs a record dtype, not %s", dtype->name);
+  return dv_device_array(ctx, 0, NULL, dtype, NULL, 'C', stream, out);
+}
+
+dv_status dv_host_array_wrap(dv_context *ctx, void *data, int ndim, const int64_t *shape,
+                             const dv_dtype *dtype, const int64_t *strides, dv_array **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  DV_CHECK_NULL(ctx);
+  int64_t st[DV_MAXDIMS], bytes, offset;
+  dv_status rc = dv__check_layout(ndim, shape, dtype, strides, 'C', st, &bytes, &offset);
+  if (rc) return rc;
+  if (!data && bytes > 0) return dv__error(DV_ERR_NULL_ARGUMENT, "data is NULL for a non-empty array");
+  dv_alloc *a = dv__alloc_new(ctx, DV_MEM_HOST);
+  if (!a) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate an allocation record");
+  a->host = (char *)data - offset;
+  a->bytes = (size_t)bytes;
+  rc = dv__array_new(a, dtype, ndim, shape, st, offset, out);
+  dv__alloc_release(a);
+  return rc;
+}
+
+#define DV_HOST_CREATOR(fn, kind, flags)                                                      \
+  dv_status fn(dv_context *ctx, int ndim, const int64_t *shape, const dv_dtype *dtype,        \
+               const int64_t *strides, char order, dv_array **out) {                          \
+    DV_CHECK_NULL(out);                                                                       \
+    *out = NULL;                                                                              \
+    DV_CHECK_NULL(ctx);                                                                       \
+    return dv__array_create(ctx, kind, ndim, shape, dtype, strides, order, flags, out);        \
+  }
+DV_HOST_CREATOR(dv_host_array, DV_MEM_HOST, 0)
+DV_HOST_CREATOR(dv_pinned_array, DV_MEM_PINNED, 0)
+
+dv_status dv_mapped_array(dv_context *ctx, int ndim, const int64_t *shape, const dv_dtype *dtype,
+                          const int64_t *strides, char order, unsigned flags, dv_array **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  DV_CHECK_NULL(ctx);
+  if (flags & ~(DV_MAPPED_PORTABLE | DV_MAPPED_WRITECOMBINED))
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown mapped-array flags 0x%x", flags);
+  return dv__array_create(ctx, DV_MEM_MAPPED, ndim, shape, dtype, strides, order, flags, out);
+}
+
+/* ---- accessors ------------------------------------------------------------------ */
+
+int dv_array_ndim(const dv_array *a) { return a ? a->ndim : 0; }
+const int64_t *dv_array_shape(const dv_array *a) { return a && a->ndim ? a->shape : NULL; }
+const int64_t *dv_array_strides(const dv_array *a) { return a && a->ndim ? a->strides : NULL; }
+const dv_dtype *dv_array_dtype(const dv_array *a) { return a ? a->dtype : NULL; }
+dv_memory_kind dv_array_memory(const dv_array *a) { return a ? a->alloc->kind : DV_MEM_DEVICE; }
+dv_context *dv_array_context(const dv_array *a) { return a ? a->alloc->ctx : NULL; }
+
+int64_t dv_array_size(const dv_array *a) {
+  if (!a) return 0;
+  int64_t n = 1;
+  for (int i = 0; i < a->ndim; i++) n *= a->shape[i]; /* checked at creation */
+  return n;
+}
+
+int64_t dv_array_nbytes(const dv_array *a) { return a ? dv_array_size(a) * (int64_t)a->dtype->itemsize : 0; }
+
+int dv_array_is_c_contiguous(const dv_array *a) {
+  return a && dv__layout_is_c(a->ndim, a->shape, a->strides, (int64_t)a->dtype->itemsize);
+}
+int dv_array_is_f_contiguous(const dv_array *a) {
+  return a && dv__layout_is_f(a->ndim, a->shape, a->strides, (int64_t)a->dtype->itemsize);
+}
+
+dv_status dv_array_host_data(const dv_array *a, void **ptr) {
+  DV_CHECK_NULL(ptr);
+  *ptr = NULL;
+  DV_CHECK_NULL(a);
+  if (!dv__is_host_side(a))
+    return dv__error(DV_ERR_MISUSE, "the array lives in device memory; copy it to the host first");
+  *ptr = (char *)a->alloc->host + a->offset;
+  return DV_OK;
+}
+
+/* ---- transfers ---------------------------------------------------------------- */
+
+static void dv__fmt_shape(char *buf, size_t cap, const dv_array *a) {
+  size_t n = (size_t)snprintf(buf, cap, "(");
+  for (int i = 0; i < a->ndim && n < cap; i++)
+    n += (size_t)snprintf(buf + n, cap - n, "%lld%s", (long long)a->shape[i],
+                          (a->ndim == 1 || i + 1 < a->ndim) ? "," : "");
+  if (n < cap) snprintf(buf + n, cap - n, ")");
+}
+
+static dv_status dv__check_compat(const dv_array *dst, const dv_array *src) {
+  if (dst->alloc->ctx != src->alloc->ctx)
+    return dv__error(DV_ERR_BACKEND_MISMATCH, "the arrays belong to different contexts");
+  if (!dv_dtype_equal(dst->dtype, src->dtype))
+    return dv__error(DV_ERR_DTYPE_MISMATCH, "incompatible dtype: %s into %s", src->dtype->name,
+                     dst->dtype->name);
+  int64_t a[DV_MAXDIMS], b[DV_MAXDIMS];
+  int na = dv__layout_squeeze(src->ndim, src->shape, NULL, a, NULL);
+  int nb = dv__layout_squeeze(dst->ndim, dst->shape, NULL, b, NULL);
+  bool same = na == nb;
+  for (int i = 0; same && i < na; i++) same = a[i] == b[i];
+  if (!same) {
+    char s1[256], s2[256];
+    dv__fmt_shape(s1, sizeof s1, src);
+    dv__fmt_shape(s2, sizeof s2, dst);
+    return dv__error(DV_ERR_SHAPE_MISMATCH, "incompatible shape: %s into %s", s1, s2);
+  }
+  return DV_OK;
+}
+
+/* Copy, and wait when the call is synchronous (stream NULL). */
+static dv_status dv__copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
+  dv_context *ctx = dst->alloc->ctx;
+  if (stream && stream->ctx != ctx)
+    return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context");
+  dv_status rc = dv__transfer(ctx, dst, src, stream);
+  dv_status src2 = dv__sync_if_null(ctx, stream);
+  return rc ? rc : src2;
+}
+
+dv_status dv_array_copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
+  DV_CHECK_NULL(dst);
+  DV_CHECK_NULL(src);
+  dv_status rc = dv__check_compat(dst, src);
+  if (rc) return rc;
+  return dv__copy(dst, src, stream);
+}
+
+dv_status dv_to_device(dv_context *ctx, const dv_array *src, dv_stream *stream, int copy,
+                       dv_array *to, dv_array **out) {
+  if (out) *out = NULL;
+  DV_CHECK_NULL(ctx);
+  DV_CHECK_NULL(src);
+  if (src->alloc->ctx != ctx)
+    return dv__error(DV_ERR_BACKEND_MISMATCH, "the source array belongs to another context");
+  if (to) {
+    if (dv__is_host_side(to))
+      return dv__error(DV_ERR_INVALID_ARGUMENT, "`to` must be a device array");
+    dv_status rc = dv__check_compat(to, src);
+    if (!rc) rc = dv__copy(to, src, stream);
+    if (!rc && out) *out = dv_array_retain(to);
+    return rc;
+  }
+  DV_CHECK_NULL(out);
+  if (!dv__is_host_side(src)) {
+    *out = dv_array_retain((dv_array *)src); /* Numba returns device arrays as they are */
+    return DV_OK;
+  }
+  dv_array *d = NULL;
+  dv_status rc = dv_device_array_like(src, stream, &d);
+  if (rc) return rc;
+  if (copy) rc = dv__copy(d, src, stream);
+  if (rc) {
+    dv_array_release(d);
+    return rc;
+  }
+  *out = d;
+  return DV_OK;
+}
+
+dv_status dv_copy_to_host(const dv_array *src, dv_array *dst, dv_stream *stream, dv_array **out) {
+  if (out) *out = NULL;
+  DV_CHECK_NULL(src);
+  if (dst) {
+    if (!dv__is_host_side(dst))
+      return dv__error(DV_ERR_INVALID_ARGUMENT, "the destination of dv_copy_to_host must be a host array");
+    dv_status rc = dv__check_compat(dst, src);
+    if (!rc) rc = dv__copy(dst, src, stream);
+    if (!rc && out) *out = dv_array_retain(dst);
+    return rc;
+  }
+  DV_CHECK_NULL(out);
+  int64_t st[DV_MAXDIMS];
+  dv__like_strides(src, st);
+  dv_array *h = NULL;
+  dv_status rc = dv_host_array(src->alloc->ctx, src->ndim, src->shape, src->dtype, st, 'C', &h);
+  if (!rc) rc = dv__copy(h, src, stream);
+  if (rc) {
+    dv_array_release(h);
+    return rc;
+  }
+  *out = h;
+  return DV_OK;
+}
+
+dv_status dv_copy_to_device(dv_array *dst, const dv_array *src, dv_stream *stream) {
+  DV_CHECK_NULL(dst);
+  DV_CHECK_NULL(src);
+  if (dv__is_host_side(dst))
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "the destination of dv_copy_to_device must be a device array");
+  dv_status rc = dv__check_compat(dst, src);
+  if (rc) return rc;
+  return dv__copy(dst, src, stream);
+}
+
+dv_status dv_array_memset(dv_array *a, int value, dv_stream *stream) {
+  DV_CHECK_NULL(a);
+  dv_context *ctx = a->alloc->ctx;
+  if (stream && stream->ctx != ctx)
+    return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context");
+  dv_status rc = dv__memset(ctx, a, value, stream);
+  dv_status r2 = dv__sync_if_null(ctx, stream);
+  return rc ? rc : r2;
+}
+
+dv_status dv_array_copy_new(const dv_array *a, char order, dv_stream *stream, dv_array **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  DV_CHECK_NULL(a);
+  dv_array *n = NULL;
+  dv_memory_kind kind = dv__is_host_side(a) ? DV_MEM_HOST : DV_MEM_DEVICE;
+  dv_status rc = dv__array_create(a->alloc->ctx, kind, a->ndim, a->shape, a->dtype, NULL, order, 0, &n);
+  if (!rc) rc = dv__copy(n, a, stream);
+  if (rc) {
+    dv_array_release(n);
+    return rc;
+  }
+  *out = n;
+  return DV_OK;
+}
+
+/* ---- views ------------------------------------------------------------------------ */
+
+dv_status dv_array_slice(const dv_array *a, int nidx, const dv_index *idx, dv_array **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  DV_CHECK_NULL(a);
+  if (nidx < 0) return dv__error(DV_ERR_INVALID_ARGUMENT, "negative index count %d", nidx);
+  if (nidx > 0 && !idx) return dv__error(DV_ERR_NULL_ARGUMENT, "idx is NULL with %d entries", nidx);
+  if (nidx > a->ndim)
+    return dv__error(DV_ERR_TOO_MANY_INDICES, "too many indices for array: %d-dimensional, but %d were indexed",
+                     a->ndim, nidx);
+  int64_t shape[DV_MAXDIMS], strides[DV_MAXDIMS], offset = a->offset;
+  int nd = 0;
+  for (int i = 0; i < a->ndim; i++) {
+    int64_t len = a->shape[i], st = a->strides[i];
+    if (i >= nidx) {
+      shape[nd] = len, strides[nd] = st, nd++;
+      continue;
+    }
+    const dv_index *x = &idx[i];
+    if (x->kind == DV_IDX_INT) {
+      int64_t k = x->index;
+      if (k < 0) k += len;
+      if (k < 0 || k >= len)
+        return dv__error(DV_ERR_INDEX, "index %lld is out of bounds for axis %d with size %lld",
+                         (long long)x->index, i, (long long)len);
+      offset += k * st;
+      continue;
+    }
+    if (x->kind != DV_IDX_SLICE) return dv__error(DV_ERR_INVALID_ARGUMENT, "index %d has an unknown kind", i);
+    int64_t step = x->step;
+    if (step == 0) return dv__error(DV_ERR_BAD_STEP, "slice step cannot be zero (axis %d)", i);
+    if (step == INT64_MIN) step = -INT64_MAX; /* keep -step representable */
+    int64_t start = x->start, stop = x->stop;
+    if (start == DV_NONE) start = step < 0 ? len - 1 : 0;
+    else if (start < 0) {
+      start += len;
+      if (start < 0) start = step < 0 ? -1 : 0;
+    } else if (start >= len) start = step < 0 ? len - 1 : len;
+    if (stop == DV_NONE) stop = step < 0 ? -1 : len;
+    else if (stop < 0) {
+      stop += len;
+      if (stop < 0) stop = step < 0 ? -1 : 0;
+    } else if (stop >= len) stop = step < 0 ? len - 1 : len;
+    int64_t n;
+    if (step < 0) n = stop < start ? (start - stop - 1) / (-step) + 1 : 0;
+    else n = start < stop ? (stop - start - 1) / step + 1 : 0;
+    if (n > 0) offset += start * st;
+    shape[nd] = n;
+    /* step * stride cannot overflow for n > 1 (it stays inside the
+     * allocation); for n <= 1 the stride is irrelevant: keep it in range. */
+    int64_t ns;
+    if (dv__mul_overflow(step, st, &ns)) ns = st; /* only when n <= 1, where it is unused */
+    strides[nd] = ns;
+    nd++;
+  }
+  return dv__array_new(a->alloc, a->dtype, nd, shape, strides, offset, out);
+}
+
+static dv_status dv__element_view(const dv_array *a, const int64_t *index, dv_array **v) {
+  dv_index idx[DV_MAXDIMS];
+  for (int i = 0; i < a->ndim; i++) idx[i] = DV_AT(index[i]);
+  return dv_array_slice(a, a->ndim, idx, v);
+}
+
+static dv_status dv__item_io(dv_array *a, const int64_t *index, void *buf, size_t size,
+                             dv_stream *stream, bool get) {
+  DV_CHECK_NULL(a);
+  DV_CHECK_NULL(buf);
+  if (a->ndim > 0) DV_CHECK_NULL(index);
+  if (size < a->dtype->itemsize)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "buffer of %zu bytes is smaller than the %zu-byte element",
+                     size, a->dtype->itemsize);
+  dv_array *v = NULL, *h = NULL;
+  dv_status rc = dv__element_view(a, index, &v);
+  if (!rc) rc = dv_host_array_wrap(a->alloc->ctx, buf, 0, NULL, a->dtype, NULL, &h);
+  if (!rc) rc = get ? dv__copy(h, v, stream) : dv__copy(v, h, stream);
+  dv_array_release(h);
+  dv_array_release(v);
+  return rc;
+}
+
+dv_status dv_array_get_item(const dv_array *a, const int64_t *index, void *out, size_t outsize,
+                            dv_stream *stream) {
+  return dv__item_io((dv_array *)a, index, out, outsize, stream, true);
+}
+
+dv_status dv_array_set_item(dv_array *a, const int64_t *index, const void *value, size_t size,
+                            dv_stream *stream) {
+  return dv__item_io(a, index, (void *)value, size, stream, false);
+}
+
+static dv_status dv__resolve_order(const dv_array *a, char order, char *eff) {
+  if (order == 'C' || order == 'F') *eff = order;
+  else if (order == 'A') *eff = (dv_array_is_f_contiguous(a) && !dv_array_is_c_contiguous(a)) ? 'F' : 'C';
+  else
+    return dv__error(DV_ERR_BAD_ORDER, "order must be 'C', 'F' or 'A', not '%c'",
+                     (order >= 32 && order < 127) ? order : '?');
+  return DV_OK;
+}
+
+/* A copy of a laid out densely in `order` with shape (nnd, nshape). */
+static dv_status dv__reshape_copy(const dv_array *a, int nnd, const int64_t *nshape, char order,
+                                  dv_stream *stream, dv_array **out) {
+  dv_memory_kind kind = dv__is_host_side(a) ? DV_MEM_HOST : DV_MEM_DEVICE;
+  dv_array *n = NULL, *v = NULL;
+  dv_status rc = dv__array_create(a->alloc->ctx, kind, nnd, nshape, a->dtype, NULL, order, 0, &n);
+  if (rc) return rc;
+  /* View the new (dense) array with a's shape, reading in `order`: always
+   * possible, and then the copy is an ordinary element-wise transfer. */
+  int64_t vst[DV_MAXDIMS];
+  dv__layout_dense(a->ndim, a->shape, (int64_t)a->dtype->itemsize, order, vst);
+  rc = dv__array_new(n->alloc, a->dtype, a->ndim, a->shape, vst, n->offset, &v);
+  if (!rc) rc = dv__copy(v, a, stream);
+  dv_array_release(v);
+  if (rc) {
+    dv_array_release(n);
+    return rc;
+  }
+  *out = n;
+  return DV_OK;
+}
+
+dv_status dv_array_reshape(const dv_array *a, int ndim, const int64_t *shape, char order,
+                           unsigned flags, dv_stream *stream, dv_array **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  DV_CHECK_NULL(a);
+  if (ndim > 0) DV_CHECK_NULL(shape);
+  char eff;
+  dv_status rc = dv__resolve_order(a, order, &eff);
+  if (rc) return rc;
+  int64_t nshape[DV_MAXDIMS], nst[DV_MAXDIMS];
+  rc = dv__layout_resolve_shape(dv_array_size(a), ndim, shape, nshape);
+  if (rc) return rc;
+  if (dv__layout_reshape_view(a->ndim, a->shape, a->strides, (int64_t)a->dtype->itemsize, ndim,
+                              nshape, eff, nst))
+    return dv__array_new(a->alloc, a->dtype, ndim, nshape, nst, a->offset, out);
+  if (flags & DV_VIEW_ONLY)
+    return dv__error(DV_ERR_COPY_NEEDED, "reshape of this layout to the new shape needs a copy");
+  return dv__reshape_copy(a, ndim, nshape, eff, stream, out);
+}
+
+dv_status dv_array_ravel(const dv_array *a, char order, unsigned flags, dv_stream *stream,
+                         dv_array **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  DV_CHECK_NULL(a);
+  bool c = dv_array_is_c_contiguous(a), f = dv_array_is_f_contiguous(a);
+  char eff;
+  dv_status rc = dv__resolve_order(a, order, &eff);
+  if (rc) return rc;
+  int64_t n = dv_array_size(a), st = (int64_t)a->dtype->itemsize;
+  bool view = (order == 'C' && c) || (order == 'F' && f) || (order == 'A' && (c || f));
+  if (view) return dv__array_new(a->alloc, a->dtype, 1, &n, &st, a->offset, out);
+  if (flags & DV_VIEW_ONLY)
+    return dv__error(DV_ERR_COPY_NEEDED, "ravel of a non-contiguous array in order '%c' needs a copy", order);
+  return dv__reshape_copy(a, 1, &n, eff, stream, out);
+}
+
+dv_status dv_array_split(const dv_array *a, int64_t section, dv_array **views, size_t cap,
+                         size_t *count) {
+  DV_CHECK_NULL(count);
+  *count = 0;
+  DV_CHECK_NULL(a);
+  if (a->ndim != 1) return dv__error(DV_ERR_INVALID_ARGUMENT, "only support 1d array (got %d dims)", a->ndim);
+  if (a->strides[0] != (int64_t)a->dtype->itemsize)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "only support unit stride (stride %lld, itemsize %zu)",
+                     (long long)a->strides[0], a->dtype->itemsize);
+  if (section <= 0) return dv__error(DV_ERR_INVALID_ARGUMENT, "section must be positive, not %lld", (long long)section);
+  int64_t size = a->shape[0];
+  size_t n = (size_t)(size / section + (size % section != 0));
+  if (!views) {
+    *count = n;
+    return DV_OK;
+  }
+  if (cap < n) return dv__error(DV_ERR_INVALID_ARGUMENT, "%zu views need room, cap is %zu", n, cap);
+  for (size_t i = 0; i < n; i++) {
+    int64_t begin = (int64_t)i * section, len = size - begin < section ? size - begin : section;
+    dv_status rc = dv__array_new(a->alloc, a->dtype, 1, &len, a->strides,
+                                 a->offset + begin * a->strides[0], &views[i]);
+    if (rc) {
+      for (size_t j = 0; j < i; j++) dv_array_release(views[j]), views[j] = NULL;
+      return rc;
+    }
+  }
+  *count = n;
+  return DV_OK;
+}
+
+/* ---- records --------------------------------------------------------------------- */
+
+dv_status dv_array_field(const dv_array *a, const char *name, dv_array **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  DV_CHECK_NULL(a);
+  DV_CHECK_NULL(name);
+  if (a->dtype->id != DV_RECORD)
+    return dv__error(DV_ERR_BAD_DTYPE, "field access needs a record array, not %s", a->dtype->name);
+  const dv_field *f = dv__dtype_find_field(a->dtype, name);
+  if (!f) return dv__error(DV_ERR_UNKNOWN_FIELD, "no field named \"%s\"", name);
+  if (a->ndim + f->ndim > DV_MAXDIMS)
+    return dv__error(DV_ERR_BAD_SHAPE, "field view would have more than %d dimensions", DV_MAXDIMS);
+  int64_t shape[DV_MAXDIMS], st[DV_MAXDIMS];
+  int nd = 0;
+  for (int i = 0; i < a->ndim; i++) shape[nd] = a->shape[i], st[nd] = a->strides[i], nd++;
+  dv__layout_dense(f->ndim, f->shape, (int64_t)f->dtype->itemsize, 'C', st + nd);
+  for (int i = 0; i < f->ndim; i++) shape[nd + i] = f->shape[i];
+  nd += f->ndim;
+  return dv__array_new(a->alloc, f->dtype, nd, shape, st, a->offset + (int64_t)f->offset, out);
+}
+
+static dv_status dv__record_io(dv_array *rec, const char *name, void *buf, size_t size,
+                               dv_stream *stream, bool get) {
+  DV_CHECK_NULL(rec);
+  DV_CHECK_NULL(name);
+  DV_CHECK_NULL(buf);
+  if (rec->ndim != 0)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "a record is 0-d; this array has %d dims (use dv_array_field)", rec->ndim);
+  dv_array *f = NULL, *h = NULL;
+  dv_status rc = dv_array_field(rec, name, &f);
+  if (rc) return rc;
+  size_t need = (size_t)dv_array_nbytes(f);
+  if (size < need) {
+    dv_array_release(f);
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "field \"%s\" has %zu bytes; buffer has %zu", name, need, size);
+  }
+  rc = dv_host_array_wrap(rec->alloc->ctx, buf, f->ndim, f->shape, f->dtype, NULL, &h);
+  if (!rc) rc = get ? dv__copy(h, f, stream) : dv__copy(f, h, stream);
+  dv_array_release(h);
+  dv_array_release(f);
+  return rc;
+}
+
+dv_status dv_record_get(const dv_array *rec, const char *name, void *out, size_t size, dv_stream *stream) {
+  return dv__record_io((dv_array *)rec, name, out, size, stream, true);
+}
+
+dv_status dv_record_set(dv_array *rec, const char *name, const void *value, size_t size, dv_stream *stream) {
+  return dv__record_io(rec, name, (void *)value, size, stream, false);
+}

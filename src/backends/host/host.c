@@ -1,0 +1,834 @@
+/*
+ * The host simulator: a device model, not a stub.
+ *
+ *  - Device memory is host RAM owned by the simulator (never the caller's),
+ *    bounded by a capacity (option host_memory), so out-of-memory and the
+ *    pending-deallocation ratio limit are real.
+ *  - Each stream is a worker thread executing its queue in order, so
+ *    asynchronous work really happens later: a missing synchronize shows.
+ *  - Allocations carry guard bytes on both sides; freed memory is poisoned
+ *    and kept a while in a quarantine whose poison is checked, so stray
+ *    writes (before, after or after-free) are reported as DV_ERR_CORRUPTION.
+ *  - Copies are bounds-checked against their allocations when queued.
+ *  - Faults can be injected: the k-th device allocation, copy or free fails.
+ *  - Blocks are reference counted by the queued operations that use them, so
+ *    memory freed while work is queued is reclaimed when that work is done.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../core/internal.h"
+#include "../../core/memops.h"
+
+#define HB_FRONT 256 /* guard before the payload; keeps payloads 256-aligned */
+#define HB_BACK 64   /* guard after the payload */
+#define HB_GUARD_BYTE 0xAB
+#define HB_POISON_BYTE 0xDF
+#define HB_QUARANTINE_MAX_BYTES ((size_t)64 << 20)
+#define HB_QUARANTINE_MAX_BLOCK ((size_t)16 << 20)
+
+typedef struct hb_state hb_state;
+
+typedef struct hb_block {
+  _Atomic int refs;      /* owner (1 until freed) + queued operations */
+  _Atomic bool freed;    /* mem_free was called */
+  bool alias;            /* a device view of host memory (mapped): no guards, no capacity */
+  size_t bytes;          /* payload bytes */
+  size_t charged;        /* bytes counted against the capacity */
+  unsigned char *base;   /* allocation start (guards included) */
+  unsigned char *data;   /* payload */
+  struct hb_block *prev, *next; /* live list / quarantine list */
+  hb_state *st;
+} hb_block;
+
+typedef enum { OP_RECT, OP_STRIDED, OP_MEMSET, OP_CALLBACK, OP_RECORD, OP_WAIT } hb_opkind;
+
+struct dv_bevent {
+  _Atomic int refs; /* owner + queued record/wait operations */
+  pthread_mutex_t m;
+  pthread_cond_t cv;
+  uint64_t recorded, completed; /* generations */
+  double t_ms;
+  unsigned flags;
+};
+
+typedef struct hb_op {
+  hb_opkind kind;
+  struct hb_op *next;
+  hb_block *b1, *b2; /* blocks the op holds a reference on */
+  union {
+    dv_rect rect;
+    dv_strided strided;
+    struct { dv_memref dst; int value; size_t bytes; } set;
+    struct { dv_bcallback_fn fn; void *user; } cb;
+    struct { dv_bevent *e; uint64_t gen; } ev;
+  } u;
+} hb_op;
+
+struct dv_bstream {
+  hb_state *st;
+  pthread_mutex_t m;
+  pthread_cond_t cv_work, cv_done;
+  hb_op *head, *tail;
+  uint64_t queued, done; /* operations queued / completed */
+  bool stop;
+  dv_status error;       /* first error since the last synchronize */
+  pthread_t thread;
+};
+
+struct hb_state {
+  pthread_mutex_t lock;
+  size_t cap, used;
+  bool guard;
+  bool strided;
+  int64_t delay_us;
+  hb_block live;       /* sentinel of the live list */
+  hb_block quarantine; /* sentinel; oldest first */
+  size_t quarantine_bytes;
+  _Atomic uint64_t fault[4];
+  _Atomic uint64_t corruptions;
+  /* Device-wide synchronisation: operations queued on any stream. */
+  pthread_mutex_t idle_m;
+  pthread_cond_t idle_cv;
+  uint64_t outstanding;
+};
+
+static double hb_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static bool hb_fault_fires(hb_state *st, dv_fault_kind k) {
+  uint64_t v = atomic_load(&st->fault[k]);
+  while (v != 0)
+    if (atomic_compare_exchange_weak(&st->fault[k], &v, v - 1)) return v == 1;
+  return false;
+}
+
+/* ---- blocks --------------------------------------------------------------- */
+
+static void hb_list_insert(hb_block *head, hb_block *b) {
+  b->next = head;
+  b->prev = head->prev;
+  head->prev->next = b;
+  head->prev = b;
+}
+
+static void hb_list_remove(hb_block *b) {
+  b->prev->next = b->next;
+  b->next->prev = b->prev;
+  b->next = b->prev = NULL;
+}
+
+static bool hb_all(const unsigned char *p, size_t n, unsigned char v) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != v) return false;
+  return true;
+}
+
+static bool hb_guards_ok(const hb_block *b) {
+  return hb_all(b->base, HB_FRONT, HB_GUARD_BYTE) &&
+         hb_all(b->data + b->bytes, HB_BACK, HB_GUARD_BYTE);
+}
+
+static void hb_corruption(hb_state *st, const hb_block *b, const char *what) {
+  atomic_fetch_add(&st->corruptions, 1);
+  dv__log(DV_LOG_ERROR, "host simulator: %s of the %zu-byte block at %p", what, b->bytes,
+          (void *)b->data);
+}
+
+/* Evict quarantined blocks (oldest first) until under the byte limit,
+ * checking that their poison is intact.  Caller holds st->lock. */
+static void hb_quarantine_trim(hb_state *st, size_t limit) {
+  while (st->quarantine_bytes > limit && st->quarantine.next != &st->quarantine) {
+    hb_block *b = st->quarantine.next;
+    hb_list_remove(b);
+    st->quarantine_bytes -= b->bytes;
+    if (!hb_all(b->data, b->bytes, HB_POISON_BYTE)) hb_corruption(st, b, "write after free");
+    free(b->base);
+    free(b);
+  }
+}
+
+/* The last reference is gone: check guards, return capacity, poison. */
+static dv_status hb_block_destroy(hb_block *b) {
+  hb_state *st = b->st;
+  dv_status rc = DV_OK;
+  if (b->alias) {
+    free(b);
+    return DV_OK;
+  }
+  if (st->guard && !hb_guards_ok(b)) {
+    hb_corruption(st, b, "guard bytes overwritten (out-of-bounds write)");
+    rc = dv__error(DV_ERR_CORRUPTION, "guard bytes of the %zu-byte block at %p were overwritten",
+                   b->bytes, (void *)b->data);
+  }
+  pthread_mutex_lock(&st->lock);
+  hb_list_remove(b);
+  st->used -= b->charged;
+  if (st->guard && b->bytes <= HB_QUARANTINE_MAX_BLOCK) {
+    memset(b->data, HB_POISON_BYTE, b->bytes);
+    hb_list_insert(&st->quarantine, b);
+    st->quarantine_bytes += b->bytes;
+    hb_quarantine_trim(st, HB_QUARANTINE_MAX_BYTES);
+    b = NULL;
+  }
+  pthread_mutex_unlock(&st->lock);
+  if (b) {
+    free(b->base);
+    free(b);
+  }
+  return rc;
+}
+
+static dv_status hb_block_unref(hb_block *b) {
+  if (b && atomic_fetch_sub(&b->refs, 1) == 1) return hb_block_destroy(b);
+  return DV_OK;
+}
+
+static dv_status hb_mem_alloc(void *state, size_t bytes, void **buf) {
+  hb_state *st = state;
+  *buf = NULL;
+  if (hb_fault_fires(st, DV_FAULT_DEVICE_ALLOC))
+    return dv__error(DV_ERR_OUT_OF_MEMORY, "injected fault: device allocation of %zu bytes", bytes);
+  size_t charged = (bytes + 255) & ~(size_t)255;
+  if (charged < bytes) return dv__error(DV_ERR_OUT_OF_MEMORY, "allocation of %zu bytes", bytes);
+  pthread_mutex_lock(&st->lock);
+  if (charged > st->cap - st->used) {
+    size_t free_b = st->cap - st->used;
+    pthread_mutex_unlock(&st->lock);
+    return dv__error(DV_ERR_OUT_OF_MEMORY,
+                     "host simulator: %zu bytes requested, %zu free of %zu (option host_memory)",
+                     bytes, free_b, st->cap);
+  }
+  st->used += charged;
+  pthread_mutex_unlock(&st->lock);
+  hb_block *b = calloc(1, sizeof *b);
+  size_t total = HB_FRONT + charged + HB_BACK;
+  total = (total + 255) & ~(size_t)255;
+  unsigned char *base = b ? aligned_alloc(256, total) : NULL;
+  if (!base) {
+    free(b);
+    pthread_mutex_lock(&st->lock);
+    st->used -= charged;
+    pthread_mutex_unlock(&st->lock);
+    return dv__error(DV_ERR_OUT_OF_MEMORY, "host simulator: the system could not provide %zu bytes", total);
+  }
+  b->st = st;
+  b->bytes = bytes;
+  b->charged = charged;
+  b->base = base;
+  b->data = base + HB_FRONT;
+  atomic_store(&b->refs, 1);
+  if (st->guard) {
+    memset(base, HB_GUARD_BYTE, HB_FRONT);
+    memset(b->data + bytes, HB_GUARD_BYTE, total - HB_FRONT - bytes);
+    /* Fresh device memory is not zero on a GPU either. */
+    memset(b->data, 0xCD, bytes);
+  }
+  pthread_mutex_lock(&st->lock);
+  hb_list_insert(&st->live, b);
+  pthread_mutex_unlock(&st->lock);
+  *buf = b;
+  return DV_OK;
+}
+
+static dv_status hb_mem_free(void *state, void *buf) {
+  hb_state *st = state;
+  hb_block *b = buf;
+  if (!b) return dv__error(DV_ERR_INVALID_ARGUMENT, "free of a NULL device buffer");
+  bool was = atomic_exchange(&b->freed, true);
+  if (was) return dv__error(DV_ERR_INVALID_ARGUMENT, "double free of the device buffer %p", buf);
+  bool fault = hb_fault_fires(st, DV_FAULT_FREE);
+  dv_status rc = hb_block_unref(b);
+  if (fault) return dv__error(DV_ERR_DRIVER, "injected fault: device free of %p", buf);
+  return rc;
+}
+
+static dv_status hb_mem_info(void *state, size_t *free_bytes, size_t *total_bytes) {
+  hb_state *st = state;
+  pthread_mutex_lock(&st->lock);
+  *free_bytes = st->cap - st->used;
+  *total_bytes = st->cap;
+  pthread_mutex_unlock(&st->lock);
+  return DV_OK;
+}
+
+/* ---- host memory ---------------------------------------------------------- */
+
+typedef struct hb_host {
+  void *ptr;
+  bool owned;
+  hb_block *alias; /* device view when mapped */
+} hb_host;
+
+static hb_block *hb_alias_new(hb_state *st, void *ptr, size_t bytes) {
+  hb_block *b = dv__calloc(1, sizeof *b);
+  if (!b) return NULL;
+  b->st = st;
+  b->alias = true;
+  b->bytes = bytes;
+  b->data = ptr;
+  atomic_store(&b->refs, 1);
+  return b;
+}
+
+static dv_status hb_host_alloc(void *state, size_t bytes, unsigned flags, void **handle,
+                               void **ptr, void **dev_buf) {
+  hb_state *st = state;
+  *handle = *ptr = NULL;
+  if (dev_buf) *dev_buf = NULL;
+  hb_host *h = dv__calloc(1, sizeof *h);
+  void *p = h ? dv__malloc(bytes) : NULL;
+  hb_block *alias = NULL;
+  if (p && (flags & DV_HOSTMEM_MAPPED)) alias = hb_alias_new(st, p, bytes);
+  if (!h || !p || ((flags & DV_HOSTMEM_MAPPED) && !alias)) {
+    dv__free(p);
+    dv__free(h);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate %zu bytes of pinned host memory", bytes);
+  }
+  h->ptr = p;
+  h->owned = true;
+  h->alias = alias;
+  *handle = h;
+  *ptr = p;
+  if (dev_buf) *dev_buf = alias;
+  return DV_OK;
+}
+
+static _Thread_local bool hb_in_worker;
+static dv_status hb_stream_sync(void *state, dv_bstream *s);
+
+/* Like cuMemFreeHost, releasing host memory first waits for queued work, so
+ * an asynchronous copy never reads freed memory.  (Not from a worker thread,
+ * where waiting would deadlock: callbacks must not drop the last reference
+ * to host memory still used by queued work.) */
+static dv_status hb_host_release(hb_state *st, hb_host *h) {
+  if (!h) return dv__error(DV_ERR_INVALID_ARGUMENT, "NULL host-memory handle");
+  if (!hb_in_worker) hb_stream_sync(st, NULL);
+  if (h->alias) {
+    atomic_store(&h->alias->freed, true);
+    hb_block_unref(h->alias);
+  }
+  if (h->owned) dv__free(h->ptr);
+  dv__free(h);
+  return DV_OK;
+}
+
+static dv_status hb_host_free(void *state, void *handle) {
+  return hb_host_release(state, handle);
+}
+
+static dv_status hb_host_register(void *state, void *ptr, size_t bytes, unsigned flags,
+                                  void **handle, void **dev_buf) {
+  hb_state *st = state;
+  *handle = NULL;
+  if (dev_buf) *dev_buf = NULL;
+  if (!ptr || !bytes) return dv__error(DV_ERR_INVALID_ARGUMENT, "register of an empty range");
+  hb_host *h = dv__calloc(1, sizeof *h);
+  hb_block *alias = (h && (flags & DV_HOSTMEM_MAPPED)) ? hb_alias_new(st, ptr, bytes) : NULL;
+  if (!h || ((flags & DV_HOSTMEM_MAPPED) && !alias)) {
+    dv__free(h);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a registration record");
+  }
+  h->ptr = ptr;
+  h->alias = alias;
+  *handle = h;
+  if (dev_buf) *dev_buf = alias;
+  return DV_OK;
+}
+
+static dv_status hb_host_unregister(void *state, void *handle) {
+  return hb_host_release(state, handle);
+}
+
+/* ---- streams -------------------------------------------------------------- */
+
+static void hb_event_unref(dv_bevent *e) {
+  if (e && atomic_fetch_sub(&e->refs, 1) == 1) {
+    pthread_mutex_destroy(&e->m);
+    pthread_cond_destroy(&e->cv);
+    free(e);
+  }
+}
+
+static unsigned char *hb_addr(dv_memref r) {
+  return r.buf ? ((hb_block *)r.buf)->data + r.offset : (unsigned char *)r.ptr;
+}
+
+static void hb_execute(dv_bstream *s, hb_op *op) {
+  switch (op->kind) {
+    case OP_RECT: {
+      const dv_rect *r = &op->u.rect;
+      dv__rect_copy(hb_addr(r->dst), r->dst_pitch, r->dst_slice, hb_addr(r->src), r->src_pitch,
+                    r->src_slice, r->width, r->height, r->depth);
+      break;
+    }
+    case OP_STRIDED: {
+      const dv_strided *c = &op->u.strided;
+      dv__strided_copy(hb_addr(c->dst), c->dst_strides, hb_addr(c->src), c->src_strides, c->shape,
+                       c->nd, c->itemsize);
+      break;
+    }
+    case OP_MEMSET:
+      memset(hb_addr(op->u.set.dst), op->u.set.value, op->u.set.bytes);
+      break;
+    case OP_CALLBACK: {
+      pthread_mutex_lock(&s->m);
+      dv_status err = s->error;
+      pthread_mutex_unlock(&s->m);
+      op->u.cb.fn(op->u.cb.user, err);
+      break;
+    }
+    case OP_RECORD: {
+      dv_bevent *e = op->u.ev.e;
+      pthread_mutex_lock(&e->m);
+      if (e->completed < op->u.ev.gen) {
+        e->completed = op->u.ev.gen;
+        e->t_ms = hb_now_ms();
+      }
+      pthread_cond_broadcast(&e->cv);
+      pthread_mutex_unlock(&e->m);
+      break;
+    }
+    case OP_WAIT: {
+      dv_bevent *e = op->u.ev.e;
+      pthread_mutex_lock(&e->m);
+      while (e->completed < op->u.ev.gen) pthread_cond_wait(&e->cv, &e->m);
+      pthread_mutex_unlock(&e->m);
+      break;
+    }
+  }
+}
+
+static void hb_op_finish(hb_op *op) {
+  dv_status r1 = hb_block_unref(op->b1), r2 = hb_block_unref(op->b2);
+  (void)r1;
+  (void)r2; /* corruption is logged and counted by the block itself */
+  if (op->kind == OP_RECORD || op->kind == OP_WAIT) hb_event_unref(op->u.ev.e);
+  dv__free(op);
+}
+
+static void *hb_worker(void *arg) {
+  dv_bstream *s = arg;
+  hb_state *st = s->st;
+  hb_in_worker = true;
+  pthread_mutex_lock(&s->m);
+  for (;;) {
+    while (!s->head && !s->stop) pthread_cond_wait(&s->cv_work, &s->m);
+    if (!s->head) break; /* stop requested and queue drained */
+    hb_op *op = s->head;
+    pthread_mutex_unlock(&s->m);
+    if (st->delay_us > 0) usleep((useconds_t)st->delay_us);
+    hb_execute(s, op);
+    pthread_mutex_lock(&s->m);
+    s->head = op->next;
+    if (!s->head) s->tail = NULL;
+    s->done++;
+    pthread_cond_broadcast(&s->cv_done);
+    pthread_mutex_unlock(&s->m);
+    hb_op_finish(op);
+    pthread_mutex_lock(&st->idle_m);
+    if (--st->outstanding == 0) pthread_cond_broadcast(&st->idle_cv);
+    pthread_mutex_unlock(&st->idle_m);
+    pthread_mutex_lock(&s->m);
+  }
+  pthread_mutex_unlock(&s->m);
+  return NULL;
+}
+
+static hb_op *hb_op_new(hb_opkind kind) {
+  hb_op *op = dv__calloc(1, sizeof *op);
+  if (op) op->kind = kind;
+  return op;
+}
+
+static void hb_enqueue(dv_bstream *s, hb_op *op) {
+  hb_state *st = s->st;
+  pthread_mutex_lock(&st->idle_m);
+  st->outstanding++;
+  pthread_mutex_unlock(&st->idle_m);
+  pthread_mutex_lock(&s->m);
+  op->next = NULL;
+  if (s->tail)
+    s->tail->next = op;
+  else
+    s->head = op;
+  s->tail = op;
+  s->queued++;
+  pthread_cond_signal(&s->cv_work);
+  pthread_mutex_unlock(&s->m);
+}
+
+static dv_status hb_stream_create(void *state, unsigned flags, dv_bstream **out) {
+  (void)flags;
+  *out = NULL;
+  dv_bstream *s = dv__calloc(1, sizeof *s);
+  if (!s) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a stream");
+  s->st = state;
+  pthread_mutex_init(&s->m, NULL);
+  pthread_cond_init(&s->cv_work, NULL);
+  pthread_cond_init(&s->cv_done, NULL);
+  int e = pthread_create(&s->thread, NULL, hb_worker, s);
+  if (e) {
+    pthread_mutex_destroy(&s->m);
+    pthread_cond_destroy(&s->cv_work);
+    pthread_cond_destroy(&s->cv_done);
+    dv__free(s);
+    return dv__error(DV_ERR_DRIVER, "host simulator: cannot start a stream thread: %s", strerror(e));
+  }
+  *out = s;
+  return DV_OK;
+}
+
+static dv_status hb_stream_destroy(void *state, dv_bstream *s) {
+  (void)state;
+  pthread_mutex_lock(&s->m);
+  s->stop = true;
+  pthread_cond_signal(&s->cv_work);
+  pthread_mutex_unlock(&s->m);
+  pthread_join(s->thread, NULL); /* the worker drains the queue first */
+  pthread_mutex_destroy(&s->m);
+  pthread_cond_destroy(&s->cv_work);
+  pthread_cond_destroy(&s->cv_done);
+  dv__free(s);
+  return DV_OK;
+}
+
+static dv_status hb_stream_sync(void *state, dv_bstream *s) {
+  hb_state *st = state;
+  if (!s) {
+    pthread_mutex_lock(&st->idle_m);
+    while (st->outstanding) pthread_cond_wait(&st->idle_cv, &st->idle_m);
+    pthread_mutex_unlock(&st->idle_m);
+    return DV_OK;
+  }
+  pthread_mutex_lock(&s->m);
+  uint64_t target = s->queued;
+  while (s->done < target) pthread_cond_wait(&s->cv_done, &s->m);
+  dv_status err = s->error;
+  s->error = DV_OK;
+  pthread_mutex_unlock(&s->m);
+  return err;
+}
+
+static dv_status hb_stream_query(void *state, dv_bstream *s) {
+  (void)state;
+  pthread_mutex_lock(&s->m);
+  bool idle = s->done == s->queued;
+  pthread_mutex_unlock(&s->m);
+  return idle ? DV_OK : DV_ERR_NOT_READY;
+}
+
+static dv_status hb_stream_callback(void *state, dv_bstream *s, dv_bcallback_fn fn, void *user) {
+  (void)state;
+  hb_op *op = hb_op_new(OP_CALLBACK);
+  if (!op) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a callback");
+  op->u.cb.fn = fn;
+  op->u.cb.user = user;
+  hb_enqueue(s, op);
+  return DV_OK;
+}
+
+/* ---- copies --------------------------------------------------------------- */
+
+/* Check that [lo, hi) relative to r is inside its block; take a reference. */
+static dv_status hb_check_ref(dv_memref r, int64_t lo, int64_t hi, const char *side, hb_block **held) {
+  *held = NULL;
+  if (!r.buf) {
+    if (!r.ptr && hi > lo) return dv__error(DV_ERR_INVALID_ARGUMENT, "%s host pointer is NULL", side);
+    return DV_OK;
+  }
+  hb_block *b = r.buf;
+  if (atomic_load(&b->freed))
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "%s device buffer %p was freed", side, (void *)b);
+  int64_t a0 = (int64_t)r.offset + lo, a1 = (int64_t)r.offset + hi;
+  if (a0 < 0 || a1 > (int64_t)b->bytes)
+    return dv__error(DV_ERR_INVALID_ARGUMENT,
+                     "%s range [%lld, %lld) is outside its %zu-byte device buffer", side,
+                     (long long)a0, (long long)a1, b->bytes);
+  atomic_fetch_add(&b->refs, 1);
+  *held = b;
+  return DV_OK;
+}
+
+static dv_status hb_fault_copy(hb_state *st) {
+  if (hb_fault_fires(st, DV_FAULT_COPY))
+    return dv__error(DV_ERR_DRIVER, "injected fault: copy failed");
+  return DV_OK;
+}
+
+static dv_status hb_queue_checked(dv_bstream *s, hb_op *op, dv_memref src, int64_t slo, int64_t shi,
+                                  dv_memref dst, int64_t dlo, int64_t dhi) {
+  dv_status rc = hb_check_ref(src, slo, shi, "source", &op->b1);
+  if (!rc) rc = hb_check_ref(dst, dlo, dhi, "destination", &op->b2);
+  if (rc) {
+    hb_block_unref(op->b1);
+    hb_block_unref(op->b2);
+    dv__free(op);
+    return rc;
+  }
+  hb_enqueue(s, op);
+  return DV_OK;
+}
+
+static dv_status hb_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
+  dv_status rc = hb_fault_copy(state);
+  if (rc) return rc;
+  if (!r->width || !r->height || !r->depth) return DV_OK;
+  hb_op *op = hb_op_new(OP_RECT);
+  if (!op) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a copy");
+  op->u.rect = *r;
+  int64_t sh = (int64_t)((r->depth - 1) * r->src_slice + (r->height - 1) * r->src_pitch + r->width);
+  int64_t dh = (int64_t)((r->depth - 1) * r->dst_slice + (r->height - 1) * r->dst_pitch + r->width);
+  return hb_queue_checked(s, op, r->src, 0, sh, r->dst, 0, dh);
+}
+
+static void hb_span(const dv_strided *c, const int64_t *strides, int64_t *lo, int64_t *hi) {
+  *lo = 0;
+  *hi = (int64_t)c->itemsize;
+  for (int i = 0; i < c->nd; i++) {
+    int64_t e = (c->shape[i] - 1) * strides[i];
+    if (e < 0) *lo += e;
+    else *hi += e;
+  }
+}
+
+static dv_status hb_copy_strided(void *state, dv_bstream *s, const dv_strided *c) {
+  if (!((hb_state *)state)->strided) return DV_ERR_NOT_SUPPORTED; /* planner stages instead */
+  dv_status rc = hb_fault_copy(state);
+  if (rc) return rc;
+  for (int i = 0; i < c->nd; i++)
+    if (c->shape[i] == 0) return DV_OK;
+  hb_op *op = hb_op_new(OP_STRIDED);
+  if (!op) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a copy");
+  op->u.strided = *c;
+  int64_t slo, shi, dlo, dhi;
+  hb_span(c, c->src_strides, &slo, &shi);
+  hb_span(c, c->dst_strides, &dlo, &dhi);
+  return hb_queue_checked(s, op, c->src, slo, shi, c->dst, dlo, dhi);
+}
+
+static dv_status hb_memset(void *state, dv_bstream *s, dv_memref dst, int value, size_t bytes) {
+  (void)state;
+  if (!bytes) return DV_OK;
+  hb_op *op = hb_op_new(OP_MEMSET);
+  if (!op) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a memset");
+  op->u.set.dst = dst;
+  op->u.set.value = value;
+  op->u.set.bytes = bytes;
+  return hb_queue_checked(s, op, (dv_memref){0}, 0, 0, dst, 0, (int64_t)bytes);
+}
+
+/* ---- events --------------------------------------------------------------- */
+
+static dv_status hb_event_create(void *state, unsigned flags, dv_bevent **out) {
+  (void)state;
+  dv_bevent *e = dv__calloc(1, sizeof *e);
+  if (!e) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate an event");
+  pthread_mutex_init(&e->m, NULL);
+  pthread_cond_init(&e->cv, NULL);
+  atomic_store(&e->refs, 1);
+  e->flags = flags;
+  *out = e;
+  return DV_OK;
+}
+
+static dv_status hb_event_destroy(void *state, dv_bevent *e) {
+  (void)state;
+  hb_event_unref(e);
+  return DV_OK;
+}
+
+static dv_status hb_event_op(dv_bstream *s, dv_bevent *e, hb_opkind kind) {
+  hb_op *op = hb_op_new(kind);
+  if (!op) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue an event operation");
+  pthread_mutex_lock(&e->m);
+  op->u.ev.gen = kind == OP_RECORD ? ++e->recorded : e->recorded;
+  pthread_mutex_unlock(&e->m);
+  op->u.ev.e = e;
+  atomic_fetch_add(&e->refs, 1);
+  hb_enqueue(s, op);
+  return DV_OK;
+}
+
+static dv_status hb_event_record(void *state, dv_bevent *e, dv_bstream *s) {
+  (void)state;
+  return hb_event_op(s, e, OP_RECORD);
+}
+
+static dv_status hb_event_wait(void *state, dv_bstream *s, dv_bevent *e) {
+  (void)state;
+  return hb_event_op(s, e, OP_WAIT);
+}
+
+static dv_status hb_event_query(void *state, dv_bevent *e) {
+  (void)state;
+  pthread_mutex_lock(&e->m);
+  bool done = e->completed >= e->recorded;
+  pthread_mutex_unlock(&e->m);
+  return done ? DV_OK : DV_ERR_NOT_READY;
+}
+
+static dv_status hb_event_sync(void *state, dv_bevent *e) {
+  (void)state;
+  pthread_mutex_lock(&e->m);
+  uint64_t target = e->recorded;
+  while (e->completed < target) pthread_cond_wait(&e->cv, &e->m);
+  pthread_mutex_unlock(&e->m);
+  return DV_OK;
+}
+
+static dv_status hb_event_elapsed(void *state, dv_bevent *a, dv_bevent *b, float *ms) {
+  (void)state;
+  if (!(a->flags & DV_EVENT_TIMING) || !(b->flags & DV_EVENT_TIMING))
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "elapsed time needs two events created with DV_EVENT_TIMING");
+  pthread_mutex_lock(&a->m);
+  bool ra = a->recorded > 0 && a->completed >= a->recorded;
+  double ta = a->t_ms;
+  pthread_mutex_unlock(&a->m);
+  pthread_mutex_lock(&b->m);
+  bool rb = b->recorded > 0 && b->completed >= b->recorded;
+  double tb = b->t_ms;
+  pthread_mutex_unlock(&b->m);
+  if (!ra || !rb) {
+    if ((a->recorded == 0) || (b->recorded == 0))
+      return dv__error(DV_ERR_MISUSE, "elapsed time of an event that was never recorded");
+    return dv__error(DV_ERR_NOT_READY, "an event has not completed yet");
+  }
+  *ms = (float)(tb - ta);
+  return DV_OK;
+}
+
+/* ---- the rest ------------------------------------------------------------- */
+
+static dv_status hb_probe(char *reason, size_t cap) {
+  if (reason && cap) snprintf(reason, cap, "always available");
+  return DV_OK;
+}
+
+static dv_status hb_open(const dv_backend_config *cfg, void **state) {
+  *state = NULL;
+  hb_state *st = dv__calloc(1, sizeof *st);
+  if (!st) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the host simulator");
+  pthread_mutex_init(&st->lock, NULL);
+  pthread_mutex_init(&st->idle_m, NULL);
+  pthread_cond_init(&st->idle_cv, NULL);
+  st->cap = cfg->host_memory;
+  st->guard = cfg->host_guard != 0;
+  st->delay_us = cfg->host_delay_us;
+  st->strided = cfg->host_strided != 0;
+  st->live.next = st->live.prev = &st->live;
+  st->quarantine.next = st->quarantine.prev = &st->quarantine;
+  atomic_store(&st->fault[DV_FAULT_DEVICE_ALLOC], cfg->fault_device_alloc);
+  atomic_store(&st->fault[DV_FAULT_COPY], cfg->fault_copy);
+  *state = st;
+  return DV_OK;
+}
+
+static void hb_close(void *state) {
+  hb_state *st = state;
+  hb_stream_sync(st, NULL);
+  pthread_mutex_lock(&st->lock);
+  hb_quarantine_trim(st, 0);
+  /* Blocks still live here were leaked by the caller (or by devarray). */
+  for (hb_block *b = st->live.next; b != &st->live;) {
+    hb_block *n = b->next;
+    dv__log(DV_LOG_WARN, "host simulator: %zu-byte device block %p still allocated at close",
+            b->bytes, (void *)b->data);
+    free(b->base);
+    free(b);
+    b = n;
+  }
+  pthread_mutex_unlock(&st->lock);
+  pthread_mutex_destroy(&st->lock);
+  pthread_mutex_destroy(&st->idle_m);
+  pthread_cond_destroy(&st->idle_cv);
+  dv__free(st);
+}
+
+static dv_status hb_device_info(void *state, dv_device_info *out) {
+  hb_state *st = state;
+  snprintf(out->backend, sizeof out->backend, "host");
+  snprintf(out->name, sizeof out->name, "devarray host simulator");
+  snprintf(out->vendor, sizeof out->vendor, "devarray");
+  snprintf(out->driver_version, sizeof out->driver_version, "%s", dv_version());
+  out->total_memory = st->cap;
+  out->max_allocation = st->cap;
+  out->base_alignment = 256;
+  out->can_map_host_memory = 1;
+  out->managed_memory = 0;
+  return DV_OK;
+}
+
+static dv_status hb_fault_inject(void *state, dv_fault_kind kind, uint64_t k) {
+  hb_state *st = state;
+  atomic_store(&st->fault[kind], k);
+  return DV_OK;
+}
+
+static int hb_fault_pending(void *state, dv_fault_kind kind) {
+  hb_state *st = state;
+  return atomic_load(&st->fault[kind]) != 0;
+}
+
+static dv_status hb_check_memory(void *state) {
+  hb_state *st = state;
+  uint64_t bad = 0;
+  const hb_block *where = NULL;
+  pthread_mutex_lock(&st->lock);
+  if (st->guard) {
+    for (hb_block *b = st->live.next; b != &st->live; b = b->next)
+      if (!hb_guards_ok(b)) bad++, where = b;
+    for (hb_block *b = st->quarantine.next; b != &st->quarantine; b = b->next)
+      if (!hb_all(b->data, b->bytes, HB_POISON_BYTE)) bad++, where = b;
+  }
+  pthread_mutex_unlock(&st->lock);
+  uint64_t earlier = atomic_load(&st->corruptions);
+  if (bad)
+    return dv__error(DV_ERR_CORRUPTION, "%llu corrupted block(s), e.g. the one at %p",
+                     (unsigned long long)bad, where ? (void *)where->data : NULL);
+  if (earlier)
+    return dv__error(DV_ERR_CORRUPTION, "%llu corruption(s) detected earlier (see the log)",
+                     (unsigned long long)earlier);
+  return DV_OK;
+}
+
+const dv_backend dv__backend_host = {
+    .version = DV_BACKEND_VERSION,
+    .name = "host",
+    .probe = hb_probe,
+    .open = hb_open,
+    .close = hb_close,
+    .device_info = hb_device_info,
+    .mem_alloc = hb_mem_alloc,
+    .mem_free = hb_mem_free,
+    .mem_info = hb_mem_info,
+    .host_alloc = hb_host_alloc,
+    .host_free = hb_host_free,
+    .host_register = hb_host_register,
+    .host_unregister = hb_host_unregister,
+    .copy_rect = hb_copy_rect,
+    .copy_strided = hb_copy_strided,
+    .memset = hb_memset,
+    .stream_create = hb_stream_create,
+    .stream_destroy = hb_stream_destroy,
+    .stream_sync = hb_stream_sync,
+    .stream_query = hb_stream_query,
+    .stream_callback = hb_stream_callback,
+    .event_create = hb_event_create,
+    .event_destroy = hb_event_destroy,
+    .event_record = hb_event_record,
+    .event_wait = hb_event_wait,
+    .event_query = hb_event_query,
+    .event_sync = hb_event_sync,
+    .event_elapsed = hb_event_elapsed,
+    .fault_inject = hb_fault_inject,
+    .fault_pending = hb_fault_pending,
+    .check_memory = hb_check_memory,
+};

@@ -1,0 +1,218 @@
+/* The context: backend choice, options, default stream, queues, statistics. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const dv_backend *const dv__backends[] = {&dv__backend_host, &dv__backend_opencl,
+                                                 &dv__backend_cuda};
+#define DV_NBACKENDS (sizeof dv__backends / sizeof dv__backends[0])
+
+const dv_backend *dv__backend_at(size_t i) { return i < DV_NBACKENDS ? dv__backends[i] : NULL; }
+
+const dv_backend *dv__backend_find(const char *name) {
+  for (size_t i = 0; i < DV_NBACKENDS; i++)
+    if (strcmp(dv__backends[i]->name, name) == 0) return dv__backends[i];
+  return NULL;
+}
+
+size_t dv_backend_count(void) { return DV_NBACKENDS; }
+const char *dv_backend_name(size_t i) { return i < DV_NBACKENDS ? dv__backends[i]->name : NULL; }
+
+dv_status dv_backend_probe(const char *name, char *reason, size_t cap) {
+  DV_CHECK_NULL(name);
+  char tmp[512] = "";
+  const dv_backend *be = dv__backend_find(name);
+  dv_status rc;
+  if (!be) {
+    snprintf(tmp, sizeof tmp, "no backend named \"%s\"", name);
+    rc = dv__error(DV_ERR_BACKEND_UNAVAILABLE, "%s", tmp);
+  } else {
+    rc = be->probe(tmp, sizeof tmp);
+    if (rc) dv__error(rc, "%s", tmp);
+  }
+  if (reason && cap) snprintf(reason, cap, "%s", tmp);
+  return rc;
+}
+
+static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool automatic,
+                               dv_backend_config *bc, char *devbuf, size_t cap) {
+  memset(bc, 0, sizeof *bc);
+  bc->host_memory = (size_t)opt[DV_OPT_HOST_MEMORY].i;
+  bc->host_guard = (int)opt[DV_OPT_HOST_GUARD].i;
+  bc->fault_device_alloc = (uint64_t)opt[DV_OPT_FAULT_DEVICE_ALLOC].i;
+  bc->fault_copy = (uint64_t)opt[DV_OPT_FAULT_COPY].i;
+  bc->host_delay_us = opt[DV_OPT_HOST_DELAY_US].i;
+  bc->host_strided = (int)opt[DV_OPT_HOST_STRIDED].i;
+  devbuf[0] = 0;
+  if (strcmp(be->name, "opencl") == 0)
+    snprintf(devbuf, cap, "%s", opt[DV_OPT_OPENCL_DEVICE].s);
+  else if (strcmp(be->name, "cuda") == 0)
+    snprintf(devbuf, cap, "%lld", (long long)opt[DV_OPT_CUDA_DEVICE].i);
+  bc->device = devbuf;
+  /* In automatic mode an OpenCL CPU device is not preferred to the host
+   * simulator unless a device was named explicitly. */
+  bc->require_gpu = automatic && devbuf[0] == 0;
+}
+
+static dv_status dv__open_backend(dv_context *ctx) {
+  const char *want = ctx->opt[DV_OPT_BACKEND].s;
+  char devbuf[160];
+  dv_backend_config bc;
+  if (strcmp(want, "auto") != 0) {
+    const dv_backend *be = dv__backend_find(want);
+    if (!be) return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "no backend named \"%s\"", want);
+    dv__backend_config(ctx->opt, be, false, &bc, devbuf, sizeof devbuf);
+    dv_status rc = be->open(&bc, &ctx->bst);
+    if (rc) return rc; /* the backend set the detail */
+    ctx->be = be;
+    return DV_OK;
+  }
+  /* Automatic: cuda, then an OpenCL GPU, then the host simulator. */
+  for (size_t i = DV_NBACKENDS; i-- > 0;) {
+    const dv_backend *be = dv__backends[i];
+    dv__backend_config(ctx->opt, be, true, &bc, devbuf, sizeof devbuf);
+    dv_status rc = be->open(&bc, &ctx->bst);
+    if (rc == DV_OK) {
+      ctx->be = be;
+      return DV_OK;
+    }
+    dv__log(DV_LOG_INFO, "backend %s not used: %s", be->name, dv_last_error());
+    if (rc == DV_ERR_HOST_OUT_OF_MEMORY) return rc;
+  }
+  return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "no backend could be opened");
+}
+
+dv_status dv_context_create(const dv_config *cfg, dv_context **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  dv_context *ctx = dv__calloc(1, sizeof *ctx);
+  if (!ctx) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a context");
+  dv__options_resolve(cfg, ctx->opt);
+  if (ctx->opt[DV_OPT_LOG_LEVEL].source == DV_SOURCE_API)
+    dv__log_set_level((dv_log_level)ctx->opt[DV_OPT_LOG_LEVEL].i);
+  dv_status rc = dv__open_backend(ctx);
+  if (rc) {
+    dv__free(ctx);
+    return rc;
+  }
+  size_t free_b = 0, total_b = 0;
+  rc = ctx->be->mem_info(ctx->bst, &free_b, &total_b);
+  if (rc) goto fail_backend;
+  ctx->total_memory = total_b;
+  rc = ctx->be->stream_create(ctx->bst, 0, &ctx->default_stream.bs);
+  if (rc) goto fail_backend;
+  ctx->default_stream.ctx = ctx;
+  ctx->default_stream.is_default = true;
+  atomic_store(&ctx->default_stream.refs, 1);
+  pthread_mutex_init(&ctx->lock, NULL);
+  dv__stats_init(&ctx->stats);
+  ctx->mm = &dv__mm_direct;
+  dv__log(DV_LOG_INFO, "context on backend %s", ctx->be->name);
+  *out = ctx;
+  return DV_OK;
+fail_backend:
+  ctx->be->close(ctx->bst);
+  dv__free(ctx);
+  return rc;
+}
+
+dv_status dv_context_destroy(dv_context *ctx) {
+  if (!ctx) return DV_OK;
+  int64_t arrays = atomic_load(&ctx->live_arrays), streams = atomic_load(&ctx->live_streams),
+          events = atomic_load(&ctx->live_events), scopes = atomic_load(&ctx->live_scopes);
+  if (arrays || streams || events || scopes)
+    return dv__error(DV_ERR_BUSY,
+                     "context still has %lld array(s), %lld stream(s), %lld event(s), %lld scope(s)",
+                     (long long)arrays, (long long)streams, (long long)events, (long long)scopes);
+  dv_status rc = ctx->be->stream_sync(ctx->bst, ctx->default_stream.bs);
+  pthread_mutex_lock(&ctx->lock);
+  ctx->defer_depth = 0; /* destruction runs every pending free */
+  pthread_mutex_unlock(&ctx->lock);
+  dv_status frc = dv__flush(ctx);
+  if (!rc) rc = frc;
+  ctx->be->stream_destroy(ctx->bst, ctx->default_stream.bs);
+  ctx->be->close(ctx->bst);
+  dv__free(ctx->mem_queue.items);
+  dv__free(ctx->obj_queue.items);
+  pthread_mutex_destroy(&ctx->lock);
+  dv__stats_destroy(&ctx->stats);
+  dv__free(ctx);
+  return rc;
+}
+
+const char *dv_context_backend(const dv_context *ctx) { return ctx ? ctx->be->name : "none"; }
+
+dv_status dv_context_device_info(dv_context *ctx, dv_device_info *out) {
+  DV_CHECK_NULL(ctx);
+  DV_CHECK_NULL(out);
+  memset(out, 0, sizeof *out);
+  return ctx->be->device_info(ctx->bst, out);
+}
+
+dv_status dv_context_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes) {
+  DV_CHECK_NULL(ctx);
+  size_t f = 0, t = 0;
+  dv_status rc = ctx->mm->mem_info(ctx, &f, &t);
+  if (free_bytes) *free_bytes = rc ? 0 : f;
+  if (total_bytes) *total_bytes = rc ? 0 : t;
+  return rc;
+}
+
+dv_status dv_context_synchronize(dv_context *ctx) {
+  DV_CHECK_NULL(ctx);
+  /* Streams are independent on every backend; the default stream plus the
+   * backend's device-wide wait (stream_sync with NULL) covers all of them. */
+  return ctx->be->stream_sync(ctx->bst, NULL);
+}
+
+dv_stream *dv_context_default_stream(dv_context *ctx) { return ctx ? &ctx->default_stream : NULL; }
+
+dv_status dv_context_option(dv_context *ctx, const char *name, char *buf, size_t cap,
+                            dv_option_source *source) {
+  DV_CHECK_NULL(ctx);
+  DV_CHECK_NULL(name);
+  DV_CHECK_NULL(buf);
+  int id = dv__option_lookup(name);
+  if (id < 0) return dv__error(DV_ERR_BAD_OPTION, "unknown option \"%s\"", name);
+  dv__option_format((dv_opt_id)id, &ctx->opt[id], buf, cap);
+  if (source) *source = ctx->opt[id].source;
+  return DV_OK;
+}
+
+dv_status dv_fault_inject(dv_context *ctx, dv_fault_kind kind, uint64_t k) {
+  if (kind == DV_FAULT_HOST_ALLOC) {
+    dv__fault_host_set(k);
+    return DV_OK;
+  }
+  DV_CHECK_NULL(ctx);
+  if ((unsigned)kind > DV_FAULT_FREE)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown fault kind %d", (int)kind);
+  if (!ctx->be->fault_inject)
+    return dv__error(DV_ERR_NOT_SUPPORTED, "backend %s has no fault injection", ctx->be->name);
+  return ctx->be->fault_inject(ctx->bst, kind, k);
+}
+
+int dv_fault_pending(dv_context *ctx, dv_fault_kind kind) {
+  if (kind == DV_FAULT_HOST_ALLOC) return dv__fault_host_pending();
+  if (!ctx || !ctx->be->fault_pending) return 0;
+  return ctx->be->fault_pending(ctx->bst, kind);
+}
+
+dv_status dv_context_check_memory(dv_context *ctx) {
+  DV_CHECK_NULL(ctx);
+  dv_status rc = ctx->be->stream_sync(ctx->bst, NULL);
+  if (rc) return rc;
+  return ctx->be->check_memory ? ctx->be->check_memory(ctx->bst) : DV_OK;
+}
+
+dv_status dv__check_order(char order) {
+  if (order == 'C' || order == 'F') return DV_OK;
+  return dv__error(DV_ERR_BAD_ORDER, "order must be 'C' or 'F', not '%c' (0x%02x)",
+                   (order >= 32 && order < 127) ? order : '?', (unsigned char)order);
+}
+
+dv_status dv__sync_if_null(dv_context *ctx, dv_stream *s) {
+  if (s) return DV_OK;
+  return ctx->be->stream_sync(ctx->bst, ctx->default_stream.bs);
+}

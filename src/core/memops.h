@@ -1,0 +1,12 @@
+#ifndef DV_MEMOPS_H
+#define DV_MEMOPS_H
+#include <stddef.h>
+#include <stdint.h>
+/* Copy an nd-dimensional strided region (byte strides, any sign) of
+ * itemsize-byte elements from src to dst; pointers address element 0. */
+void dv__strided_copy(void *dst, const int64_t *dst_strides, const void *src,
+                      const int64_t *src_strides, const int64_t *shape, int nd, size_t itemsize);
+/* A rectangular copy (see dv_rect) between host addresses. */
+void dv__rect_copy(void *dst, size_t dpitch, size_t dslice, const void *src, size_t spitch,
+                   size_t sslice, size_t width, size_t height, size_t depth);
+#endif

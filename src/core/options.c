@@ -1,0 +1,273 @@
+/*
+ * Options: one descriptor table.  Values are read once per process from the
+ * environment (DV_<NAME>, then Numba's name where one exists), checked,
+ * clamped and warned about; a dv_config overrides them per context.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+typedef enum { T_INT, T_SIZE, T_DOUBLE, T_BOOL, T_STRING, T_LEVEL } dv_opt_type;
+
+typedef struct dv_opt_desc {
+  const char *name, *env, *env_fallback;
+  dv_opt_type type;
+  const char *def;
+  double min, max;
+  const char *description;
+} dv_opt_desc;
+
+/* Order matches dv_opt_id. */
+static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
+    {"backend", "DV_BACKEND", NULL, T_STRING, "auto", 0, 0,
+     "device backend: auto (cuda, then an OpenCL GPU, then host), host, opencl or cuda"},
+    {"log_level", "DV_LOG_LEVEL", NULL, T_LEVEL, "warn", 0, 4,
+     "messages printed: off, error, warn, info or debug"},
+    {"host_memory", "DV_HOST_MEMORY", NULL, T_SIZE, "1G", 1 << 20, 1099511627776.0,
+     "capacity of the host simulator's device memory"},
+    {"host_guard", "DV_HOST_GUARD", NULL, T_BOOL, "on", 0, 1,
+     "host simulator: guard bytes around allocations and poisoning of freed memory"},
+    {"max_pending_deallocs_count", "DV_MAX_PENDING_DEALLOCS_COUNT",
+     "NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", T_INT, "10", 0, 1e9,
+     "pending frees above which the queue is flushed"},
+    {"max_pending_deallocs_ratio", "DV_MAX_PENDING_DEALLOCS_RATIO",
+     "NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO", T_DOUBLE, "0.2", 0, 1,
+     "pending bytes, as a fraction of device memory, above which the queue is flushed"},
+    {"fault_device_alloc", "DV_FAULT_DEVICE_ALLOC", NULL, T_INT, "0", 0, 1e18,
+     "host simulator: make the k-th device allocation fail (0: never)"},
+    {"fault_host_alloc", "DV_FAULT_HOST_ALLOC", NULL, T_INT, "0", 0, 1e18,
+     "make the k-th host allocation of the library fail (0: never)"},
+    {"fault_copy", "DV_FAULT_COPY", NULL, T_INT, "0", 0, 1e18,
+     "host simulator: make the k-th copy fail (0: never)"},
+    {"opencl_device", "DV_OPENCL_DEVICE", NULL, T_STRING, "", 0, 0,
+     "OpenCL device: \"platform:device\" indices or a name substring"},
+    {"cuda_device", "DV_CUDA_DEVICE", NULL, T_INT, "0", 0, 1024, "CUDA device ordinal"},
+    {"host_strided", "DV_HOST_STRIDED", NULL, T_BOOL, "on", 0, 1,
+     "host simulator: gather/scatter strided copies in the stream workers (off: the planner "
+     "packs through staging buffers, as on devices without a strided-copy kernel)"},
+    {"host_delay_us", "DV_HOST_DELAY_US", NULL, T_INT, "0", 0, 10000000,
+     "host simulator: microseconds each queued operation waits before it runs"},
+};
+
+int dv__option_lookup(const char *name) {
+  if (!name) return -1;
+  for (int i = 0; i < DV_OPT_COUNT; i++)
+    if (strcmp(dv__opts[i].name, name) == 0) return i;
+  return -1;
+}
+
+int dv__parse_size(const char *s, int64_t *out) {
+  while (isspace((unsigned char)*s)) s++;
+  if (!*s || *s == '-') return -1;
+  errno = 0;
+  char *end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s) return -1;
+  int shift = 0;
+  switch (toupper((unsigned char)*end)) {
+    case 'K': shift = 10; end++; break;
+    case 'M': shift = 20; end++; break;
+    case 'G': shift = 30; end++; break;
+    case 'T': shift = 40; end++; break;
+    default: break;
+  }
+  if (shift && (*end == 'i' || *end == 'I')) end++;
+  if (shift && (*end == 'B' || *end == 'b')) end++;
+  while (isspace((unsigned char)*end)) end++;
+  if (*end) return -1;
+  if (v > ((unsigned long long)INT64_MAX >> shift)) return -1;
+  *out = (int64_t)(v << shift);
+  return 0;
+}
+
+static const char *const dv__levels[] = {"off", "error", "warn", "info", "debug"};
+
+/* Parse text for option id.  0 ok, -1 unparsable, 1 clamped. */
+static int dv__parse(int id, const char *text, dv_optval *v) {
+  const dv_opt_desc *d = &dv__opts[id];
+  int clamped = 0;
+  memset(v, 0, sizeof *v);
+  switch (d->type) {
+    case T_STRING:
+      if (strlen(text) >= sizeof v->s) return -1;
+      strcpy(v->s, text);
+      if (id == DV_OPT_BACKEND && strcmp(text, "auto") && strcmp(text, "host") &&
+          strcmp(text, "opencl") && strcmp(text, "cuda"))
+        return -1;
+      break;
+    case T_LEVEL: {
+      int found = -1;
+      for (int i = 0; i < 5; i++)
+        if (strcasecmp(text, dv__levels[i]) == 0) found = i;
+      if (found < 0) {
+        char *end;
+        long l = strtol(text, &end, 10);
+        if (*text && !*end && l >= 0 && l <= 4) found = (int)l;
+      }
+      if (found < 0) return -1;
+      v->i = found;
+      break;
+    }
+    case T_BOOL:
+      if (!strcasecmp(text, "1") || !strcasecmp(text, "true") || !strcasecmp(text, "yes") ||
+          !strcasecmp(text, "on"))
+        v->i = 1;
+      else if (!strcasecmp(text, "0") || !strcasecmp(text, "false") || !strcasecmp(text, "no") ||
+               !strcasecmp(text, "off"))
+        v->i = 0;
+      else
+        return -1;
+      break;
+    case T_INT: {
+      char *end;
+      errno = 0;
+      long long l = strtoll(text, &end, 10);
+      if (errno || end == text || *end) return -1;
+      if ((double)l < d->min) l = (long long)d->min, clamped = 1;
+      if ((double)l > d->max) l = (long long)d->max, clamped = 1;
+      v->i = l;
+      break;
+    }
+    case T_SIZE: {
+      int64_t s;
+      if (dv__parse_size(text, &s)) return -1;
+      if ((double)s < d->min) s = (int64_t)d->min, clamped = 1;
+      if ((double)s > d->max) s = (int64_t)d->max, clamped = 1;
+      v->i = s;
+      break;
+    }
+    case T_DOUBLE: {
+      char *end;
+      errno = 0;
+      double x = strtod(text, &end);
+      if (errno || end == text || *end || isnan(x)) return -1;
+      if (x < d->min) x = d->min, clamped = 1;
+      if (x > d->max) x = d->max, clamped = 1;
+      v->d = x;
+      break;
+    }
+  }
+  v->set = 1;
+  return clamped;
+}
+
+static dv_optval dv__process[DV_OPT_COUNT];
+static pthread_once_t dv__once = PTHREAD_ONCE_INIT;
+
+static void dv__options_read(void) {
+  for (int i = 0; i < DV_OPT_COUNT; i++) {
+    const dv_opt_desc *d = &dv__opts[i];
+    dv_optval v;
+    dv__parse(i, d->def, &v);
+    v.source = DV_SOURCE_DEFAULT;
+    dv__process[i] = v;
+  }
+  /* The log level first, so that warnings about the others obey it. */
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < DV_OPT_COUNT; i++) {
+      if ((pass == 0) != (i == DV_OPT_LOG_LEVEL)) continue;
+      const dv_opt_desc *d = &dv__opts[i];
+      const char *text = getenv(d->env);
+      dv_option_source src = DV_SOURCE_ENV;
+      const char *envname = d->env;
+      if ((!text || !*text) && d->env_fallback) {
+        text = getenv(d->env_fallback);
+        src = DV_SOURCE_ENV_NUMBA;
+        envname = d->env_fallback;
+      }
+      if (!text || !*text) continue;
+      dv_optval v;
+      int r = dv__parse(i, text, &v);
+      if (r < 0) {
+        dv__log(DV_LOG_WARN, "%s=\"%s\" is not a valid %s; using the default %s", envname, text,
+                d->name, d->def);
+        continue;
+      }
+      if (r > 0) dv__log(DV_LOG_WARN, "%s=\"%s\" is out of range; clamped", envname, text);
+      v.source = src;
+      dv__process[i] = v;
+      if (i == DV_OPT_LOG_LEVEL) dv__log_set_level((dv_log_level)v.i);
+    }
+  }
+  if (dv__process[DV_OPT_FAULT_HOST_ALLOC].i > 0)
+    dv__fault_host_set((uint64_t)dv__process[DV_OPT_FAULT_HOST_ALLOC].i);
+}
+
+const dv_optval *dv__options_process(void) {
+  pthread_once(&dv__once, dv__options_read);
+  return dv__process;
+}
+
+void dv__options_resolve(const dv_config *cfg, dv_optval *out) {
+  const dv_optval *p = dv__options_process();
+  for (int i = 0; i < DV_OPT_COUNT; i++) out[i] = (cfg && cfg->v[i].set) ? cfg->v[i] : p[i];
+}
+
+void dv__option_format(dv_opt_id id, const dv_optval *v, char *buf, size_t cap) {
+  const dv_opt_desc *d = &dv__opts[id];
+  switch (d->type) {
+    case T_STRING: snprintf(buf, cap, "%s", v->s); break;
+    case T_LEVEL: snprintf(buf, cap, "%s", dv__levels[v->i]); break;
+    case T_BOOL: snprintf(buf, cap, "%s", v->i ? "on" : "off"); break;
+    case T_INT: case T_SIZE: snprintf(buf, cap, "%lld", (long long)v->i); break;
+    case T_DOUBLE: snprintf(buf, cap, "%g", v->d); break;
+  }
+}
+
+size_t dv_option_count(void) { return DV_OPT_COUNT; }
+
+dv_status dv_option_describe(size_t i, dv_option_info *out) {
+  DV_CHECK_NULL(out);
+  if (i >= DV_OPT_COUNT) return dv__error(DV_ERR_INDEX, "option index %zu >= %d", i, DV_OPT_COUNT);
+  static const char *const types[] = {"int", "size", "double", "bool", "string", "level"};
+  const dv_opt_desc *d = &dv__opts[i];
+  out->name = d->name;
+  out->env = d->env;
+  out->env_fallback = d->env_fallback;
+  out->type = types[d->type];
+  out->default_value = d->def;
+  out->description = d->description;
+  return DV_OK;
+}
+
+dv_status dv_option_get(const char *name, char *buf, size_t cap, dv_option_source *source) {
+  DV_CHECK_NULL(name);
+  DV_CHECK_NULL(buf);
+  int id = dv__option_lookup(name);
+  if (id < 0) return dv__error(DV_ERR_BAD_OPTION, "unknown option \"%s\"", name);
+  const dv_optval *v = &dv__options_process()[id];
+  dv__option_format((dv_opt_id)id, v, buf, cap);
+  if (source) *source = v->source;
+  return DV_OK;
+}
+
+dv_status dv_config_create(dv_config **out) {
+  DV_CHECK_NULL(out);
+  *out = dv__calloc(1, sizeof(dv_config));
+  if (!*out) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a dv_config");
+  return DV_OK;
+}
+
+dv_status dv_config_set(dv_config *cfg, const char *name, const char *value) {
+  DV_CHECK_NULL(cfg);
+  DV_CHECK_NULL(name);
+  DV_CHECK_NULL(value);
+  int id = dv__option_lookup(name);
+  if (id < 0) return dv__error(DV_ERR_BAD_OPTION, "unknown option \"%s\"", name);
+  dv_optval v;
+  int r = dv__parse(id, value, &v);
+  if (r != 0)
+    return dv__error(DV_ERR_BAD_OPTION, "option %s: \"%s\" is %s", name, value,
+                     r < 0 ? "not a valid value" : "out of range");
+  v.source = DV_SOURCE_API;
+  cfg->v[id] = v;
+  return DV_OK;
+}
+
+void dv_config_destroy(dv_config *cfg) { dv__free(cfg); }

@@ -1,0 +1,106 @@
+/* Statistics: current/peak/total counters per context, and a JSON dump. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+void dv__stats_init(dv_stats_state *s) {
+  memset(s, 0, sizeof *s);
+  pthread_mutex_init(&s->lock, NULL);
+}
+
+void dv__stats_destroy(dv_stats_state *s) { pthread_mutex_destroy(&s->lock); }
+
+void dv__stats_add(dv_context *ctx, dv_stat_kind k, uint64_t n) {
+  dv_stats_state *s = &ctx->stats;
+  pthread_mutex_lock(&s->lock);
+  dv_counter *c = &s->c[k];
+  c->current += n;
+  c->total += n;
+  if (c->current > c->peak) c->peak = c->current;
+  pthread_mutex_unlock(&s->lock);
+}
+
+void dv__stats_sub(dv_context *ctx, dv_stat_kind k, uint64_t n) {
+  dv_stats_state *s = &ctx->stats;
+  pthread_mutex_lock(&s->lock);
+  s->c[k].current -= n;
+  pthread_mutex_unlock(&s->lock);
+}
+
+dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
+  DV_CHECK_NULL(ctx);
+  DV_CHECK_NULL(out);
+  if (out->size < sizeof(dv_stats))
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "dv_stats.size is %u, need %zu (set it to sizeof(dv_stats))",
+                     out->size, sizeof(dv_stats));
+  dv_stats r;
+  memset(&r, 0, sizeof r);
+  r.size = sizeof r;
+  r.version = DV_STATS_VERSION;
+  dv_stats_state *s = &ctx->stats;
+  pthread_mutex_lock(&ctx->lock);
+  r.pending_deallocs = ctx->mem_queue.count + ctx->obj_queue.count;
+  r.pending_bytes = ctx->mem_queue.bytes + ctx->obj_queue.bytes;
+  pthread_mutex_unlock(&ctx->lock);
+  pthread_mutex_lock(&s->lock);
+  r.device = s->c[DV_STAT_DEVICE];
+  r.pinned = s->c[DV_STAT_PINNED];
+  r.mapped = s->c[DV_STAT_MAPPED];
+  r.registered = s->c[DV_STAT_REGISTERED];
+  r.managed = s->c[DV_STAT_MANAGED];
+  r.arrays = s->c[DV_STAT_ARRAYS];
+  r.pending_peak = s->pending_peak;
+  r.flushes = s->flushes;
+  r.oom_retries = s->oom_retries;
+  r.failed_frees = s->failed_frees;
+  pthread_mutex_unlock(&s->lock);
+  r.copies = atomic_load(&s->copies);
+  r.staged_copies = atomic_load(&s->staged_copies);
+  r.bytes_h2d = atomic_load(&s->bytes_h2d);
+  r.bytes_d2h = atomic_load(&s->bytes_d2h);
+  r.bytes_d2d = atomic_load(&s->bytes_d2d);
+  *out = r;
+  return DV_OK;
+}
+
+dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, size_t *needed) {
+  DV_CHECK_NULL(ctx);
+  DV_CHECK_NULL(needed);
+  dv_stats st = {.size = sizeof st};
+  dv_status rc = dv_context_stats(ctx, &st);
+  if (rc) return rc;
+  char tmp[2048];
+  int n = 0;
+#define C(name) st.name.current, st.name.peak, st.name.total
+#define CF "{\"current\":%llu,\"peak\":%llu,\"total\":%llu}"
+  n = snprintf(tmp, sizeof tmp,
+               "{\"version\":%u,\"backend\":\"%s\",\"device\":" CF ",\"pinned\":" CF
+               ",\"mapped\":" CF ",\"registered\":" CF ",\"managed\":" CF ",\"arrays\":" CF
+               ",\"pending_deallocs\":%llu,\"pending_bytes\":%llu,\"pending_peak\":%llu,"
+               "\"flushes\":%llu,\"oom_retries\":%llu,\"failed_frees\":%llu,\"copies\":%llu,"
+               "\"staged_copies\":%llu,\"bytes_h2d\":%llu,\"bytes_d2h\":%llu,\"bytes_d2d\":%llu}",
+               st.version, ctx->be->name, (unsigned long long)st.device.current,
+               (unsigned long long)st.device.peak, (unsigned long long)st.device.total,
+               (unsigned long long)st.pinned.current, (unsigned long long)st.pinned.peak,
+               (unsigned long long)st.pinned.total, (unsigned long long)st.mapped.current,
+               (unsigned long long)st.mapped.peak, (unsigned long long)st.mapped.total,
+               (unsigned long long)st.registered.current, (unsigned long long)st.registered.peak,
+               (unsigned long long)st.registered.total, (unsigned long long)st.managed.current,
+               (unsigned long long)st.managed.peak, (unsigned long long)st.managed.total,
+               (unsigned long long)st.arrays.current, (unsigned long long)st.arrays.peak,
+               (unsigned long long)st.arrays.total, (unsigned long long)st.pending_deallocs,
+               (unsigned long long)st.pending_bytes, (unsigned long long)st.pending_peak,
+               (unsigned long long)st.flushes, (unsigned long long)st.oom_retries,
+               (unsigned long long)st.failed_frees, (unsigned long long)st.copies,
+               (unsigned long long)st.staged_copies, (unsigned long long)st.bytes_h2d,
+               (unsigned long long)st.bytes_d2h, (unsigned long long)st.bytes_d2d);
+#undef C
+#undef CF
+  *needed = (size_t)n;
+  if (!buf) return DV_OK;
+  if (cap <= (size_t)n)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "buffer of %zu bytes is too small; %d needed", cap, n + 1);
+  memcpy(buf, tmp, (size_t)n + 1);
+  return DV_OK;
+}

@@ -1,0 +1,143 @@
+/*
+ * Numba's pending-deallocation queues, kept exactly:
+ *  - entries are queued when the last reference goes;
+ *  - the enqueue itself flushes when the count is strictly greater than the
+ *    count limit or the bytes strictly greater than ratio x total memory;
+ *  - defer-cleanup scopes nest through a counter; while one is open nothing
+ *    is flushed, and leaving the outermost does not flush.
+ * Where devarray differs on purpose: a failing free is logged and counted and
+ * every other free is still attempted.
+ */
+#include <string.h>
+
+#include "../core/internal.h"
+
+static bool dv__over_limit(dv_context *ctx, const dv_pending_queue *q) {
+  int64_t count_limit = ctx->opt[DV_OPT_MAX_PENDING_COUNT].i;
+  /* Numba: int(total_memory * ratio), recomputed per check. */
+  double limit = (double)ctx->total_memory * ctx->opt[DV_OPT_MAX_PENDING_RATIO].d;
+  size_t byte_limit = (size_t)limit;
+  return (int64_t)q->count > count_limit || q->bytes > byte_limit;
+}
+
+/* Run the entries taken out of a queue; returns the first error. */
+static dv_status dv__run_entries(dv_context *ctx, dv_pending_entry *items, size_t n) {
+  dv_status first = DV_OK;
+  for (size_t i = 0; i < n; i++) {
+    dv_status rc = items[i].fn(ctx, items[i].handle, items[i].aux);
+    if (rc) {
+      dv__log(DV_LOG_ERROR, "deferred free failed: %s: %s", dv_status_name(rc), dv_last_error());
+      pthread_mutex_lock(&ctx->stats.lock);
+      ctx->stats.failed_frees++;
+      pthread_mutex_unlock(&ctx->stats.lock);
+      if (!first) first = rc;
+    }
+  }
+  return first;
+}
+
+/* Take every entry out of q (caller holds ctx->lock). */
+static dv_pending_entry *dv__take(dv_pending_queue *q, size_t *n) {
+  dv_pending_entry *items = q->items;
+  *n = q->count;
+  q->items = NULL;
+  q->count = q->cap = q->bytes = 0;
+  return items;
+}
+
+static dv_status dv__flush_taken(dv_context *ctx, dv_pending_entry *a, size_t na,
+                                 dv_pending_entry *b, size_t nb) {
+  if (na + nb) {
+    pthread_mutex_lock(&ctx->stats.lock);
+    ctx->stats.flushes++;
+    pthread_mutex_unlock(&ctx->stats.lock);
+  }
+  dv_status r1 = dv__run_entries(ctx, a, na);
+  dv_status r2 = dv__run_entries(ctx, b, nb);
+  dv__free(a);
+  dv__free(b);
+  return r1 ? r1 : r2;
+}
+
+dv_status dv__defer_free(dv_context *ctx, bool memory, dv_dtor_fn fn, void *handle, void *aux,
+                         size_t bytes) {
+  dv_pending_queue *q = memory ? &ctx->mem_queue : &ctx->obj_queue;
+  pthread_mutex_lock(&ctx->lock);
+  if (q->count == q->cap) {
+    size_t ncap = q->cap ? q->cap * 2 : 16;
+    dv_pending_entry *n = dv__malloc(ncap * sizeof *n);
+    if (!n) {
+      /* Cannot queue: free at once rather than leak. */
+      pthread_mutex_unlock(&ctx->lock);
+      dv__log(DV_LOG_WARN, "pending-deallocation queue could not grow; freeing at once");
+      dv_status rc = fn(ctx, handle, aux);
+      if (rc) dv__log(DV_LOG_ERROR, "free failed: %s", dv_last_error());
+      return rc;
+    }
+    if (q->count) memcpy(n, q->items, q->count * sizeof *n);
+    dv__free(q->items);
+    q->items = n;
+    q->cap = ncap;
+  }
+  q->items[q->count++] = (dv_pending_entry){fn, handle, aux, bytes};
+  q->bytes += bytes;
+  uint64_t depth = ctx->mem_queue.count + ctx->obj_queue.count;
+  pthread_mutex_lock(&ctx->stats.lock);
+  if (depth > ctx->stats.pending_peak) ctx->stats.pending_peak = depth;
+  pthread_mutex_unlock(&ctx->stats.lock);
+  if (ctx->defer_depth > 0 || !dv__over_limit(ctx, q)) {
+    pthread_mutex_unlock(&ctx->lock);
+    return DV_OK;
+  }
+  size_t n;
+  dv_pending_entry *items = dv__take(q, &n);
+  pthread_mutex_unlock(&ctx->lock);
+  return dv__flush_taken(ctx, items, n, NULL, 0);
+}
+
+dv_status dv__flush(dv_context *ctx) {
+  pthread_mutex_lock(&ctx->lock);
+  if (ctx->defer_depth > 0) {
+    pthread_mutex_unlock(&ctx->lock);
+    return DV_OK;
+  }
+  size_t na, nb;
+  dv_pending_entry *a = dv__take(&ctx->mem_queue, &na);
+  dv_pending_entry *b = dv__take(&ctx->obj_queue, &nb);
+  pthread_mutex_unlock(&ctx->lock);
+  return dv__flush_taken(ctx, a, na, b, nb);
+}
+
+dv_status dv_context_flush_deallocs(dv_context *ctx) {
+  DV_CHECK_NULL(ctx);
+  return dv__flush(ctx);
+}
+
+dv_status dv_context_pending_deallocs(dv_context *ctx, size_t *count, size_t *bytes) {
+  DV_CHECK_NULL(ctx);
+  pthread_mutex_lock(&ctx->lock);
+  if (count) *count = ctx->mem_queue.count + ctx->obj_queue.count;
+  if (bytes) *bytes = ctx->mem_queue.bytes + ctx->obj_queue.bytes;
+  pthread_mutex_unlock(&ctx->lock);
+  return DV_OK;
+}
+
+dv_status dv_defer_cleanup_begin(dv_context *ctx) {
+  DV_CHECK_NULL(ctx);
+  pthread_mutex_lock(&ctx->lock);
+  ctx->defer_depth++;
+  pthread_mutex_unlock(&ctx->lock);
+  return DV_OK;
+}
+
+dv_status dv_defer_cleanup_end(dv_context *ctx) {
+  DV_CHECK_NULL(ctx);
+  pthread_mutex_lock(&ctx->lock);
+  if (ctx->defer_depth == 0) {
+    pthread_mutex_unlock(&ctx->lock);
+    return dv__error(DV_ERR_MISUSE, "dv_defer_cleanup_end without a matching begin");
+  }
+  ctx->defer_depth--;
+  pthread_mutex_unlock(&ctx->lock);
+  return DV_OK;
+}

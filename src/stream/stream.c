@@ -1,0 +1,174 @@
+/*
+ * Streams and events: thin, reference-counted wrappers over the backend's,
+ * released through the context's object queue (Numba queues streams and
+ * events at 0 bytes).
+ */
+#include "../core/internal.h"
+
+static dv_status dv__dtor_stream(dv_context *ctx, void *handle, void *aux) {
+  (void)aux;
+  dv_stream *s = handle;
+  dv_status rc = ctx->be->stream_destroy(ctx->bst, s->bs);
+  dv__free(s);
+  return rc;
+}
+
+static dv_status dv__dtor_event(dv_context *ctx, void *handle, void *aux) {
+  (void)aux;
+  dv_event *e = handle;
+  dv_status rc = ctx->be->event_destroy(ctx->bst, e->be);
+  dv__free(e);
+  return rc;
+}
+
+dv_status dv_stream_create(dv_context *ctx, unsigned flags, dv_stream **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  DV_CHECK_NULL(ctx);
+  if (flags & ~DV_STREAM_NON_BLOCKING)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown stream flags 0x%x", flags);
+  dv_stream *s = dv__calloc(1, sizeof *s);
+  if (!s) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a stream");
+  dv_status rc = ctx->be->stream_create(ctx->bst, flags, &s->bs);
+  if (rc) {
+    dv__free(s);
+    return rc;
+  }
+  s->ctx = ctx;
+  atomic_store(&s->refs, 1);
+  atomic_fetch_add(&ctx->live_streams, 1);
+  *out = s;
+  return DV_OK;
+}
+
+dv_stream *dv_stream_retain(dv_stream *s) {
+  if (s && !s->is_default) atomic_fetch_add(&s->refs, 1);
+  return s;
+}
+
+void dv_stream_release(dv_stream *s) {
+  if (!s || s->is_default || atomic_fetch_sub(&s->refs, 1) != 1) return;
+  dv_context *ctx = s->ctx;
+  atomic_fetch_sub(&ctx->live_streams, 1);
+  dv_status rc = dv__defer_free(ctx, false, dv__dtor_stream, s, NULL, 0);
+  if (rc) dv__log(DV_LOG_ERROR, "releasing a stream: %s", dv_last_error());
+}
+
+dv_status dv_stream_synchronize(dv_stream *s) {
+  DV_CHECK_NULL(s);
+  return s->ctx->be->stream_sync(s->ctx->bst, s->bs);
+}
+
+dv_status dv_stream_query(dv_stream *s) {
+  DV_CHECK_NULL(s);
+  return s->ctx->be->stream_query(s->ctx->bst, s->bs);
+}
+
+typedef struct dv_user_cb {
+  dv_stream *stream;
+  dv_callback_fn fn;
+  void *user;
+} dv_user_cb;
+
+static void dv__user_cb(void *arg, dv_status status) {
+  dv_user_cb *c = arg;
+  c->fn(c->stream, status, c->user);
+  dv__free(c);
+}
+
+dv_status dv_stream_add_callback(dv_stream *s, dv_callback_fn fn, void *user) {
+  DV_CHECK_NULL(s);
+  DV_CHECK_NULL(fn);
+  dv_user_cb *c = dv__malloc(sizeof *c);
+  if (!c) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a callback record");
+  c->stream = s;
+  c->fn = fn;
+  c->user = user;
+  dv_status rc = s->ctx->be->stream_callback(s->ctx->bst, s->bs, dv__user_cb, c);
+  if (rc) dv__free(c);
+  return rc;
+}
+
+dv_status dv_stream_auto_sync_begin(dv_stream *s) {
+  DV_CHECK_NULL(s);
+  atomic_fetch_add(&s->auto_sync_depth, 1);
+  return DV_OK;
+}
+
+dv_status dv_stream_auto_sync_end(dv_stream *s) {
+  DV_CHECK_NULL(s);
+  int d = atomic_load(&s->auto_sync_depth);
+  do {
+    if (d == 0) return dv__error(DV_ERR_MISUSE, "dv_stream_auto_sync_end without a matching begin");
+  } while (!atomic_compare_exchange_weak(&s->auto_sync_depth, &d, d - 1));
+  return dv_stream_synchronize(s);
+}
+
+dv_status dv_event_create(dv_context *ctx, unsigned flags, dv_event **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  DV_CHECK_NULL(ctx);
+  if (flags & ~DV_EVENT_TIMING) return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown event flags 0x%x", flags);
+  dv_event *e = dv__calloc(1, sizeof *e);
+  if (!e) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate an event");
+  dv_status rc = ctx->be->event_create(ctx->bst, flags, &e->be);
+  if (rc) {
+    dv__free(e);
+    return rc;
+  }
+  e->ctx = ctx;
+  e->flags = flags;
+  atomic_fetch_add(&ctx->live_events, 1);
+  *out = e;
+  return DV_OK;
+}
+
+void dv_event_release(dv_event *e) {
+  if (!e) return;
+  dv_context *ctx = e->ctx;
+  atomic_fetch_sub(&ctx->live_events, 1);
+  dv_status rc = dv__defer_free(ctx, false, dv__dtor_event, e, NULL, 0);
+  if (rc) dv__log(DV_LOG_ERROR, "releasing an event: %s", dv_last_error());
+}
+
+static dv_status dv__same_ctx(dv_context *a, dv_context *b) {
+  if (a != b) return dv__error(DV_ERR_BACKEND_MISMATCH, "the event and the stream belong to different contexts");
+  return DV_OK;
+}
+
+dv_status dv_event_record(dv_event *e, dv_stream *s) {
+  DV_CHECK_NULL(e);
+  if (s) {
+    dv_status rc = dv__same_ctx(e->ctx, s->ctx);
+    if (rc) return rc;
+  }
+  return e->ctx->be->event_record(e->ctx->bst, e->be, dv__bstream(e->ctx, s));
+}
+
+dv_status dv_stream_wait_event(dv_stream *s, dv_event *e) {
+  DV_CHECK_NULL(s);
+  DV_CHECK_NULL(e);
+  dv_status rc = dv__same_ctx(e->ctx, s->ctx);
+  if (rc) return rc;
+  return e->ctx->be->event_wait(e->ctx->bst, s->bs, e->be);
+}
+
+dv_status dv_event_query(dv_event *e) {
+  DV_CHECK_NULL(e);
+  return e->ctx->be->event_query(e->ctx->bst, e->be);
+}
+
+dv_status dv_event_synchronize(dv_event *e) {
+  DV_CHECK_NULL(e);
+  return e->ctx->be->event_sync(e->ctx->bst, e->be);
+}
+
+dv_status dv_event_elapsed_ms(dv_event *start, dv_event *end, float *ms) {
+  DV_CHECK_NULL(ms);
+  *ms = 0;
+  DV_CHECK_NULL(start);
+  DV_CHECK_NULL(end);
+  dv_status rc = dv__same_ctx(start->ctx, end->ctx);
+  if (rc) return rc;
+  return start->ctx->be->event_elapsed(start->ctx->bst, start->be, end->be, ms);
+}

@@ -1,0 +1,435 @@
+/*
+ * The transfer planner: turns (source view, destination view) into the
+ * fewest backend operations.
+ *
+ *  1. Drop size-1 dimensions; flip dimensions whose strides are negative on
+ *     both sides; order dimensions by the destination's stride; merge
+ *     dimensions that are contiguous on both sides.
+ *  2. If what is left is at most three levels of positive pitches (rows of
+ *     contiguous bytes, or of single elements), it is one rectangular copy.
+ *  3. Otherwise, if the backend can gather/scatter (copy_strided), one
+ *     strided copy.
+ *  4. Otherwise pack/unpack through host staging, every phase in stream
+ *     order: device -> staging laid out in the device view's own order
+ *     (rectangular copies), a CPU repack on the host (a stream callback),
+ *     staging -> device (rectangular copies).  Host views are never copied
+ *     by the device as a whole: the CPU reads or writes exactly their
+ *     elements, so bytes between a host view's elements are never touched.
+ */
+#include <string.h>
+
+#include "../core/internal.h"
+#include "../core/memops.h"
+
+typedef struct dv_plan {
+  int nd;
+  size_t isz;
+  int64_t n[DV_MAXDIMS];
+  int64_t ss[DV_MAXDIMS], ds[DV_MAXDIMS]; /* source / destination strides */
+  int64_t soff, doff;                     /* byte offsets from the allocations */
+} dv_plan;
+
+static dv_memref dv__ref(const dv_array *a, int64_t off) {
+  dv_memref r = {0};
+  if (dv__is_host_side(a))
+    r.ptr = (char *)a->alloc->host + off;
+  else
+    r.buf = a->alloc->buf, r.offset = (size_t)off;
+  return r;
+}
+
+/* Build the normalised plan; returns false for size 0 (nothing to do). */
+static bool dv__plan_build(dv_plan *p, const dv_array *dst, const dv_array *src) {
+  int64_t sn[DV_MAXDIMS], sst[DV_MAXDIMS], dn[DV_MAXDIMS], dst_[DV_MAXDIMS];
+  int snd = dv__layout_squeeze(src->ndim, src->shape, src->strides, sn, sst);
+  int dnd = dv__layout_squeeze(dst->ndim, dst->shape, dst->strides, dn, dst_);
+  (void)dnd;
+  p->isz = src->dtype->itemsize;
+  p->soff = src->offset;
+  p->doff = dst->offset;
+  for (int i = 0; i < snd; i++)
+    if (sn[i] == 0) return false;
+  if (dv_array_size(src) == 0) return false;
+  /* Flip dimensions negative on both sides. */
+  for (int i = 0; i < snd; i++) {
+    if (sst[i] < 0 && dst_[i] < 0) {
+      p->soff += (sn[i] - 1) * sst[i];
+      p->doff += (sn[i] - 1) * dst_[i];
+      sst[i] = -sst[i];
+      dst_[i] = -dst_[i];
+    }
+  }
+  /* Order by decreasing |destination stride| (stable insertion sort). */
+  int perm[DV_MAXDIMS];
+  for (int i = 0; i < snd; i++) perm[i] = i;
+  for (int i = 1; i < snd; i++) {
+    int x = perm[i], j = i;
+    int64_t kx = dst_[x] < 0 ? -dst_[x] : dst_[x];
+    while (j > 0) {
+      int y = perm[j - 1];
+      int64_t ky = dst_[y] < 0 ? -dst_[y] : dst_[y];
+      if (ky >= kx) break;
+      perm[j] = y;
+      j--;
+    }
+    perm[j] = x;
+  }
+  /* Merge dimensions contiguous on both sides. */
+  int nd = 0;
+  for (int k = 0; k < snd; k++) {
+    int i = perm[k];
+    if (nd > 0 && p->ss[nd - 1] == sst[i] * sn[i] && p->ds[nd - 1] == dst_[i] * sn[i]) {
+      p->n[nd - 1] *= sn[i];
+      p->ss[nd - 1] = sst[i];
+      p->ds[nd - 1] = dst_[i];
+      continue;
+    }
+    p->n[nd] = sn[i];
+    p->ss[nd] = sst[i];
+    p->ds[nd] = dst_[i];
+    nd++;
+  }
+  p->nd = nd;
+  return true;
+}
+
+/* Express the plan as one rect if it fits (positive, non-overlapping pitches). */
+static bool dv__plan_rect(const dv_plan *p, dv_rect *r) {
+  int nd = p->nd;
+  int64_t isz = (int64_t)p->isz;
+  int rows; /* dims that become rows/slices */
+  memset(r, 0, sizeof *r);
+  if (nd == 0) {
+    r->width = p->isz, r->height = r->depth = 1;
+    return true;
+  }
+  if (p->ss[nd - 1] == isz && p->ds[nd - 1] == isz) {
+    r->width = (size_t)(p->n[nd - 1] * isz);
+    rows = nd - 1;
+  } else {
+    r->width = p->isz;
+    rows = nd;
+  }
+  if (rows > 2) return false;
+  size_t h = 1, d = 1, sp = r->width, dp = r->width, ssl = 0, dsl = 0;
+  if (rows >= 1) {
+    int i = rows == 2 ? 1 : 0;
+    h = (size_t)p->n[i];
+    if (p->ss[i] < (int64_t)r->width || p->ds[i] < (int64_t)r->width) return false;
+    sp = (size_t)p->ss[i], dp = (size_t)p->ds[i];
+  }
+  if (rows == 2) {
+    d = (size_t)p->n[0];
+    if (p->ss[0] < (int64_t)(sp * h) || p->ds[0] < (int64_t)(dp * h)) return false;
+    ssl = (size_t)p->ss[0], dsl = (size_t)p->ds[0];
+  }
+  r->height = h, r->depth = d;
+  r->src_pitch = sp, r->dst_pitch = dp, r->src_slice = ssl, r->dst_slice = dsl;
+  return true;
+}
+
+static void dv__count(dv_context *ctx, const dv_array *dst, const dv_array *src, uint64_t bytes) {
+  atomic_fetch_add(&ctx->stats.copies, 1);
+  bool sh = dv__is_host_side(src), dh = dv__is_host_side(dst);
+  if (sh && !dh) atomic_fetch_add(&ctx->stats.bytes_h2d, bytes);
+  else if (!sh && dh) atomic_fetch_add(&ctx->stats.bytes_d2h, bytes);
+  else if (!sh && !dh) atomic_fetch_add(&ctx->stats.bytes_d2d, bytes);
+}
+
+/* ---- staging ---------------------------------------------------------------- */
+
+/* A strided copy over plain host memory, run as a stream callback. */
+typedef struct dv_repack {
+  dv_strided c;
+  char *free1, *free2; /* staging buffers to free afterwards (if last) */
+} dv_repack;
+
+static void dv__repack_cb(void *user, dv_status status) {
+  dv_repack *r = user;
+  if (status == DV_OK)
+    dv__strided_copy(r->c.dst.ptr, r->c.dst_strides, r->c.src.ptr, r->c.src_strides, r->c.shape,
+                     r->c.nd, r->c.itemsize);
+  dv__free(r);
+}
+
+typedef struct dv_free_list { void *a, *b; } dv_free_list;
+static void dv__free_cb(void *user, dv_status status) {
+  (void)status;
+  dv_free_list *f = user;
+  dv__free(f->a);
+  dv__free(f->b);
+  dv__free(f);
+}
+
+/* Dense staging strides in the order of decreasing device stride (stable),
+ * with stride 0 where the device stride is 0 (a broadcast dimension is
+ * staged once).  perm receives that order. */
+static void dv__staging_strides(int nd, const int64_t *n, const int64_t *dvs, int64_t isz,
+                                int *perm, int64_t *st) {
+  for (int i = 0; i < nd; i++) perm[i] = i;
+  for (int i = 1; i < nd; i++) {
+    int x = perm[i], j = i;
+    while (j > 0 && dvs[perm[j - 1]] < dvs[x]) perm[j] = perm[j - 1], j--;
+    perm[j] = x;
+  }
+  int64_t s = isz;
+  for (int k = nd - 1; k >= 0; k--) {
+    int i = perm[k];
+    st[i] = dvs[i] == 0 ? 0 : s;
+    if (dvs[i] != 0) s *= n[i];
+  }
+}
+
+/*
+ * One device view <-> a dense host staging buffer in the device view's own
+ * order.  dims: n[] and device strides dv[] (after the caller flipped
+ * negative device strides); the staging strides st[] are computed here.
+ * Issues rect copies (looping over dimensions beyond three levels).
+ */
+static dv_status dv__device_staging(dv_context *ctx, dv_bstream *bs, int nd, const int64_t *n,
+                                    const int64_t *dvs, int64_t isz, dv_memref dev, char *stage,
+                                    bool to_device, int64_t *st) {
+  int perm[DV_MAXDIMS];
+  dv__staging_strides(nd, n, dvs, isz, perm, st);
+  /* Build a plan over the non-broadcast dims, device order, and merge. */
+  dv_plan p = {.isz = (size_t)isz};
+  for (int k = 0; k < nd; k++) {
+    int i = perm[k];
+    if (dvs[i] == 0) continue;
+    if (p.nd > 0 && p.ss[p.nd - 1] == st[i] * n[i] && p.ds[p.nd - 1] == dvs[i] * n[i]) {
+      p.n[p.nd - 1] *= n[i];
+      p.ss[p.nd - 1] = st[i];
+      p.ds[p.nd - 1] = dvs[i];
+      continue;
+    }
+    p.n[p.nd] = n[i], p.ss[p.nd] = st[i], p.ds[p.nd] = dvs[i];
+    p.nd++;
+  }
+  /* Outer dims beyond what one rect holds are looped over. */
+  int inner = p.nd;
+  int64_t isz64 = isz;
+  int levels = (p.nd > 0 && p.ss[p.nd - 1] == isz64 && p.ds[p.nd - 1] == isz64) ? 3 : 2;
+  int outer = p.nd > levels ? p.nd - levels : 0;
+  dv_plan q = p;
+  q.nd = inner - outer;
+  for (int i = 0; i < q.nd; i++) q.n[i] = p.n[outer + i], q.ss[i] = p.ss[outer + i], q.ds[i] = p.ds[outer + i];
+  dv_rect r;
+  if (!dv__plan_rect(&q, &r)) {
+    /* Overlapping device rows (strides smaller than the row): element rows. */
+    return dv__error(DV_ERR_NOT_SUPPORTED, "device view with overlapping rows cannot be staged");
+  }
+  int64_t idx[DV_MAXDIMS] = {0};
+  for (;;) {
+    int64_t so = 0, dof = 0;
+    for (int i = 0; i < outer; i++) so += idx[i] * p.ss[i], dof += idx[i] * p.ds[i];
+    dv_memref h = {.ptr = stage + so};
+    dv_memref d = dev;
+    d.offset += (size_t)dof;
+    r.src = to_device ? h : d;
+    r.dst = to_device ? d : h;
+    if (!to_device) {
+      size_t t;
+      t = r.src_pitch, r.src_pitch = r.dst_pitch, r.dst_pitch = t;
+      t = r.src_slice, r.src_slice = r.dst_slice, r.dst_slice = t;
+    }
+    dv_status rc = ctx->be->copy_rect(ctx->bst, bs, &r);
+    if (!to_device) {
+      size_t t;
+      t = r.src_pitch, r.src_pitch = r.dst_pitch, r.dst_pitch = t;
+      t = r.src_slice, r.src_slice = r.dst_slice, r.dst_slice = t;
+    }
+    if (rc) return rc;
+    atomic_fetch_add(&ctx->stats.copies, 1);
+    int k = outer - 1;
+    for (; k >= 0; k--) {
+      if (++idx[k] < p.n[k]) break;
+      idx[k] = 0;
+    }
+    if (k < 0) break;
+  }
+  return DV_OK;
+}
+
+static dv_status dv__staged(dv_context *ctx, dv_bstream *bs, const dv_array *dst,
+                            const dv_array *src, const dv_plan *p0) {
+  dv_plan p = *p0;
+  int64_t isz = (int64_t)p.isz;
+  bool sh = dv__is_host_side(src), dh = dv__is_host_side(dst);
+  atomic_fetch_add(&ctx->stats.staged_copies, 1);
+  int64_t count = 1;
+  for (int i = 0; i < p.nd; i++) count *= p.n[i];
+  int64_t bytes = count * isz;
+  char *sa = NULL, *sb = NULL;
+  int64_t sta[DV_MAXDIMS], stb[DV_MAXDIMS];
+  /* Source side: a device source goes to staging A (in its own order). */
+  int64_t s_off = p.soff, d_off = p.doff;
+  int64_t ss[DV_MAXDIMS], ds[DV_MAXDIMS];
+  memcpy(ss, p.ss, sizeof ss);
+  memcpy(ds, p.ds, sizeof ds);
+  dv_status rc = DV_OK;
+  if (!sh) {
+    sa = dv__malloc((size_t)bytes);
+    if (!sa) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate %lld staging bytes", (long long)bytes);
+    /* Flip the source's negative dims (the CPU repack handles the sign). */
+    int64_t dsv[DV_MAXDIMS], off = s_off;
+    for (int i = 0; i < p.nd; i++) {
+      dsv[i] = ss[i];
+      if (ss[i] < 0) off += (p.n[i] - 1) * ss[i], dsv[i] = -ss[i];
+    }
+    rc = dv__device_staging(ctx, bs, p.nd, p.n, dsv, isz, dv__ref(src, off), sa, false, sta);
+    if (rc) goto fail;
+    for (int i = 0; i < p.nd; i++)
+      if (ss[i] < 0) sta[i] = -sta[i]; /* element 0 of the view sits at the far end */
+    /* Staging A with strides sta, element 0 at: */
+    int64_t base = 0;
+    for (int i = 0; i < p.nd; i++)
+      if (sta[i] < 0) base -= (p.n[i] - 1) * sta[i];
+    s_off = base;
+    memcpy(ss, sta, sizeof ss);
+  }
+  int64_t dsv[DV_MAXDIMS], dev_off = d_off;
+  if (!dh) {
+    sb = dv__malloc((size_t)bytes);
+    if (!sb) {
+      rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate %lld staging bytes", (long long)bytes);
+      goto fail;
+    }
+    for (int i = 0; i < p.nd; i++) {
+      dsv[i] = ds[i];
+      if (ds[i] < 0) dev_off += (p.n[i] - 1) * ds[i], dsv[i] = -ds[i];
+    }
+    /* The layout of staging B is the device layout's order (computed by
+     * dv__device_staging); compute it without issuing copies first. */
+  }
+  /* The CPU repack: source (host view or staging A) -> destination (host view
+   * or staging B), in stream order. */
+  dv_repack *rp = dv__calloc(1, sizeof *rp);
+  if (!rp) {
+    rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a repack record");
+    goto fail;
+  }
+  rp->c.nd = p.nd;
+  rp->c.itemsize = p.isz;
+  memcpy(rp->c.shape, p.n, sizeof p.n);
+  rp->c.src.ptr = sh ? (char *)src->alloc->host + p.soff : sa + s_off;
+  memcpy(rp->c.src_strides, ss, sizeof ss);
+  if (dh) {
+    rp->c.dst.ptr = (char *)dst->alloc->host + p.doff;
+    memcpy(rp->c.dst_strides, ds, sizeof ds);
+  } else {
+    /* Staging B: dense in the device view's order, as dv__device_staging
+     * will lay it out. */
+    int perm[DV_MAXDIMS];
+    dv__staging_strides(p.nd, p.n, dsv, isz, perm, stb);
+    int64_t base = 0;
+    for (int i = 0; i < p.nd; i++) {
+      rp->c.dst_strides[i] = ds[i] < 0 ? -stb[i] : stb[i];
+      if (ds[i] < 0) base += (p.n[i] - 1) * stb[i];
+    }
+    rp->c.dst.ptr = sb + base;
+  }
+  rc = ctx->be->stream_callback(ctx->bst, bs, dv__repack_cb, rp);
+  if (rc) {
+    dv__free(rp);
+    goto fail;
+  }
+  if (!dh) {
+    int64_t st2[DV_MAXDIMS];
+    rc = dv__device_staging(ctx, bs, p.nd, p.n, dsv, isz, dv__ref(dst, dev_off), sb, true, st2);
+    if (rc) goto fail_queued;
+  }
+  dv_free_list *fl = dv__malloc(sizeof *fl);
+  if (!fl) {
+    rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a staging record");
+    goto fail_queued;
+  }
+  fl->a = sa, fl->b = sb;
+  rc = ctx->be->stream_callback(ctx->bst, bs, dv__free_cb, fl);
+  if (rc) {
+    dv__free(fl);
+    goto fail_queued;
+  }
+  dv__count(ctx, dst, src, (uint64_t)bytes);
+  return DV_OK;
+fail_queued:
+  /* Work using the staging buffers is queued: wait before freeing them. */
+  ctx->be->stream_sync(ctx->bst, bs);
+fail:
+  dv__free(sa);
+  dv__free(sb);
+  return rc;
+}
+
+dv_status dv__transfer(dv_context *ctx, const dv_array *dst, const dv_array *src,
+                       dv_stream *stream) {
+  dv_plan p;
+  if (!dv__plan_build(&p, dst, src)) return DV_OK;
+  dv_bstream *bs = dv__bstream(ctx, stream);
+  int64_t count = 1;
+  for (int i = 0; i < p.nd; i++) count *= p.n[i];
+  uint64_t bytes = (uint64_t)count * p.isz;
+  /* Host-to-host copies of views that are not dense would touch the bytes
+   * between elements if done as rows; the rect form only ever copies
+   * element bytes, so it is safe for every side. */
+  dv_rect r;
+  bool any_neg = false;
+  for (int i = 0; i < p.nd; i++)
+    if (p.ss[i] <= 0 || p.ds[i] <= 0) any_neg = true;
+  if (!any_neg && dv__plan_rect(&p, &r)) {
+    r.src = dv__ref(src, p.soff);
+    r.dst = dv__ref(dst, p.doff);
+    dv_status rc = ctx->be->copy_rect(ctx->bst, bs, &r);
+    if (rc == DV_OK) {
+      dv__count(ctx, dst, src, bytes);
+      return DV_OK;
+    }
+    if (rc != DV_ERR_NOT_SUPPORTED) return rc;
+  }
+  if (ctx->be->copy_strided) {
+    dv_strided c;
+    c.src = dv__ref(src, p.soff);
+    c.dst = dv__ref(dst, p.doff);
+    c.nd = p.nd;
+    c.itemsize = p.isz;
+    memcpy(c.shape, p.n, sizeof c.shape);
+    memcpy(c.src_strides, p.ss, sizeof c.src_strides);
+    memcpy(c.dst_strides, p.ds, sizeof c.dst_strides);
+    dv_status rc = ctx->be->copy_strided(ctx->bst, bs, &c);
+    if (rc == DV_OK) {
+      dv__count(ctx, dst, src, bytes);
+      return DV_OK;
+    }
+    if (rc != DV_ERR_NOT_SUPPORTED) return rc;
+  }
+  return dv__staged(ctx, bs, dst, src, &p);
+}
+
+static void dv__release_cb(void *user, dv_status status) {
+  (void)status;
+  dv_array_release(user);
+}
+
+dv_status dv__memset(dv_context *ctx, const dv_array *a, int value, dv_stream *stream) {
+  int64_t size = dv_array_size(a);
+  if (size == 0) return DV_OK;
+  int64_t lo, hi;
+  dv_status rc = dv__layout_extent(a->ndim, a->shape, a->strides, (int64_t)a->dtype->itemsize, &lo, &hi);
+  if (rc) return rc;
+  dv_bstream *bs = dv__bstream(ctx, stream);
+  int64_t nbytes = size * (int64_t)a->dtype->itemsize;
+  if (hi - lo == nbytes && !dv__is_host_side(a)) /* dense in some order: one memset */
+    return ctx->be->memset(ctx->bst, bs, dv__ref(a, a->offset + lo), value, (size_t)nbytes);
+  /* Otherwise scatter a pattern (a dense host array filled with value) in
+   * stream order, and release the pattern once the stream has used it. */
+  dv_array *tmp = NULL;
+  rc = dv_host_array(ctx, a->ndim, a->shape, a->dtype, NULL, 'C', &tmp);
+  if (rc) return rc;
+  memset(tmp->alloc->host, value, (size_t)nbytes);
+  rc = dv__transfer(ctx, a, tmp, stream);
+  if (rc == DV_OK) rc = ctx->be->stream_callback(ctx->bst, bs, dv__release_cb, tmp);
+  if (rc) {
+    ctx->be->stream_sync(ctx->bst, bs);
+    dv_array_release(tmp);
+  }
+  return rc;
+}

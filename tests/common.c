@@ -1,0 +1,122 @@
+#include "common.h"
+
+dv_context *g_ctx;
+const char *g_backend = "host";
+
+static dv_status vcontext(dv_context **out, va_list ap) {
+  dv_config *cfg = NULL;
+  dv_status rc = dv_config_create(&cfg);
+  if (rc) return rc;
+  const char *be = g_backend;
+  if (strcmp(be, "host-staged") == 0) {
+    be = "host";
+    dv_config_set(cfg, "host_strided", "off");
+  }
+  rc = dv_config_set(cfg, "backend", be);
+  for (const char *kv; !rc && (kv = va_arg(ap, const char *)) != NULL;) {
+    char name[128];
+    const char *eq = strchr(kv, '=');
+    if (!eq || (size_t)(eq - kv) >= sizeof name) {
+      rc = DV_ERR_INVALID_ARGUMENT;
+      break;
+    }
+    memcpy(name, kv, (size_t)(eq - kv));
+    name[eq - kv] = 0;
+    rc = dv_config_set(cfg, name, eq + 1);
+  }
+  if (!rc) rc = dv_context_create(cfg, out);
+  dv_config_destroy(cfg);
+  return rc;
+}
+
+dv_status test_context(dv_context **out, ...) {
+  va_list ap;
+  va_start(ap, out);
+  dv_status rc = vcontext(out, ap);
+  va_end(ap);
+  return rc;
+}
+
+int ctx_setup(void **state) {
+  (void)state;
+  dv_status rc = test_context(&g_ctx, NULL);
+  if (rc) {
+    fprintf(stderr, "context on %s: %s: %s\n", g_backend, dv_status_name(rc), dv_last_error());
+    return -1;
+  }
+  return 0;
+}
+
+int ctx_teardown(void **state) {
+  (void)state;
+  dv_status rc = dv_context_check_memory(g_ctx);
+  if (rc) {
+    fprintf(stderr, "memory check failed: %s: %s\n", dv_status_name(rc), dv_last_error());
+    return -1;
+  }
+  rc = dv_context_destroy(g_ctx);
+  if (rc) {
+    fprintf(stderr, "context destroy failed: %s: %s\n", dv_status_name(rc), dv_last_error());
+    return -1;
+  }
+  g_ctx = NULL;
+  return 0;
+}
+
+int test_main(int argc, char **argv, const char *suite, const struct CMUnitTest *tests, size_t n) {
+  if (argc > 1) g_backend = argv[1];
+  const char *probe = strcmp(g_backend, "host-staged") == 0 ? "host" : g_backend;
+  char reason[512];
+  dv_status rc = dv_backend_probe(probe, reason, sizeof reason);
+  if (rc == DV_OK) {
+    /* The probe can succeed while opening still fails (e.g. only a CPU
+     * OpenCL device); the skip decision is made on an actual open. */
+    dv_context *c = NULL;
+    rc = test_context(&c, NULL);
+    if (rc) snprintf(reason, sizeof reason, "%s", dv_last_error());
+    dv_context_destroy(c);
+  }
+  if (rc) {
+    printf("SKIPPED: suite %s on backend %s: %s (%s)\n", suite, g_backend, reason, dv_status_name(rc));
+    return 77;
+  }
+  char name[128];
+  snprintf(name, sizeof name, "%s[%s]", suite, g_backend);
+  printf("suite %s on backend %s: %zu tests\n", suite, g_backend, n);
+  return _cmocka_run_group_tests(name, tests, n, NULL, NULL);
+}
+
+void ref_copy(void *dst, const int64_t *dst_strides, const void *src, const int64_t *src_strides,
+              const int64_t *shape, int nd, size_t itemsize) {
+  int64_t total = 1;
+  for (int i = 0; i < nd; i++) total *= shape[i];
+  for (int64_t lin = 0; lin < total; lin++) {
+    int64_t rem = lin, doff = 0, soff = 0;
+    for (int i = nd - 1; i >= 0; i--) {
+      int64_t k = rem % shape[i];
+      rem /= shape[i];
+      doff += k * dst_strides[i];
+      soff += k * src_strides[i];
+    }
+    memcpy((char *)dst + doff, (const char *)src + soff, itemsize);
+  }
+}
+
+void fill_pattern(void *p, size_t n, unsigned seed) {
+  unsigned char *c = p;
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; i++) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    c[i] = (unsigned char)(x % 255 + 1);
+  }
+}
+
+static uint64_t g_rnd = 88172645463325252ull;
+void rnd_seed(uint64_t s) { g_rnd = s ? s : 88172645463325252ull; }
+uint64_t rnd(void) {
+  g_rnd ^= g_rnd << 13;
+  g_rnd ^= g_rnd >> 7;
+  g_rnd ^= g_rnd << 17;
+  return g_rnd;
+}
+int64_t rnd_range(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }

@@ -1,0 +1,62 @@
+/* Shared test helpers: backend selection, fixtures, a naive reference
+ * strided copy (written independently of the library's), fill patterns. */
+#ifndef DV_TEST_COMMON_H
+#define DV_TEST_COMMON_H
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "devarray.h"
+
+/* The context of the running test (created by the fixture). */
+extern dv_context *g_ctx;
+/* The backend under test: "host", "host-staged", "opencl", "cuda". */
+extern const char *g_backend;
+
+/* assert a status with its message printed on failure */
+#define assert_ok(expr)                                                                   \
+  do {                                                                                    \
+    dv_status s_ = (expr);                                                                \
+    if (s_ != DV_OK) fail_msg("%s -> %s: %s", #expr, dv_status_name(s_), dv_last_error()); \
+  } while (0)
+#define assert_status(expr, want)                                                          \
+  do {                                                                                     \
+    dv_status s_ = (expr);                                                                 \
+    if (s_ != (want))                                                                      \
+      fail_msg("%s -> %s (%s), expected %s", #expr, dv_status_name(s_), dv_last_error(),   \
+               dv_status_name(want));                                                      \
+    if ((want) != DV_OK && dv_last_error()[0] == 0) fail_msg("%s: empty error message", #expr); \
+  } while (0)
+
+/* Fixture: a fresh context on the backend under test. */
+int ctx_setup(void **state);
+/* Fixture: the context must destroy cleanly (nothing leaked, no BUSY). */
+int ctx_teardown(void **state);
+#define T(f) cmocka_unit_test_setup_teardown(f, ctx_setup, ctx_teardown)
+
+/* Create a context for the backend under test with extra options
+ * ("name=value" pairs, NULL-terminated). */
+dv_status test_context(dv_context **out, ...);
+
+/* Parse argv (backend name) and run the group; exits 77 if the backend is
+ * not available on this machine (CTest reports that as skipped). */
+int test_main(int argc, char **argv, const char *suite, const struct CMUnitTest *tests, size_t n);
+#define TEST_MAIN(suite, tests) \
+  int main(int argc, char **argv) { return test_main(argc, argv, suite, tests, sizeof(tests) / sizeof(tests[0])); }
+
+/* Naive reference: copy element by element using multi-indices. */
+void ref_copy(void *dst, const int64_t *dst_strides, const void *src, const int64_t *src_strides,
+              const int64_t *shape, int nd, size_t itemsize);
+/* Fill n bytes with a pattern derived from seed (no zeros). */
+void fill_pattern(void *p, size_t n, unsigned seed);
+/* xorshift random */
+uint64_t rnd(void);
+void rnd_seed(uint64_t s);
+int64_t rnd_range(int64_t lo, int64_t hi); /* inclusive */
+
+#endif

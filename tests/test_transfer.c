@@ -1,0 +1,424 @@
+/* Transfers in every direction between every layout, checked element for
+ * element against a naive reference, including the bytes that must NOT be
+ * touched (gaps between a view's elements). */
+#include "common.h"
+
+static const dv_type_id kTypes[] = {DV_INT8, DV_INT16, DV_FLOAT32, DV_FLOAT64, DV_COMPLEX128};
+
+/* A random view description over a buffer: shape, strides, offset of
+ * element 0 in bytes, and the buffer size needed. */
+typedef struct view {
+  int nd;
+  int64_t shape[6], strides[6];
+  int64_t offset, bytes;
+} view;
+
+/* Build a base layout with a random dimension order, then slice it so the
+ * result has exactly `shape`, with random steps (negative ones too). */
+static void random_view(view *v, int nd, const int64_t *shape, size_t isz) {
+  int64_t base[6], step[6], extra[6];
+  v->nd = nd;
+  for (int i = 0; i < nd; i++) {
+    step[i] = rnd_range(1, 3) * (rnd() % 3 == 0 ? -1 : 1);
+    extra[i] = rnd_range(0, 2);
+    int64_t mag = step[i] < 0 ? -step[i] : step[i];
+    base[i] = shape[i] == 0 ? extra[i] : (shape[i] - 1) * mag + 1 + extra[i];
+  }
+  /* dense strides over base in a random permutation */
+  int perm[6];
+  for (int i = 0; i < nd; i++) perm[i] = i;
+  for (int i = nd - 1; i > 0; i--) {
+    int j = (int)(rnd() % (uint64_t)(i + 1)), t = perm[i];
+    perm[i] = perm[j], perm[j] = t;
+  }
+  int64_t s = (int64_t)isz, bst[6];
+  for (int k = nd - 1; k >= 0; k--) bst[perm[k]] = s, s *= base[perm[k]] ? base[perm[k]] : 1;
+  v->bytes = s;
+  v->offset = 0;
+  for (int i = 0; i < nd; i++) {
+    int64_t start = step[i] > 0 ? rnd_range(0, extra[i]) : base[i] - 1 - rnd_range(0, extra[i]);
+    if (shape[i] == 0 || base[i] == 0) start = 0;
+    v->offset += start * bst[i];
+    v->shape[i] = shape[i];
+    v->strides[i] = step[i] * bst[i];
+  }
+}
+
+/* mask[b] = 1 for every byte that belongs to an element of v */
+static void view_mask(const view *v, size_t isz, unsigned char *mask) {
+  memset(mask, 0, (size_t)v->bytes);
+  int64_t total = 1;
+  for (int i = 0; i < v->nd; i++) total *= v->shape[i];
+  for (int64_t lin = 0; lin < total; lin++) {
+    int64_t rem = lin, off = v->offset;
+    for (int i = v->nd - 1; i >= 0; i--) off += (rem % v->shape[i]) * v->strides[i], rem /= v->shape[i];
+    memset(mask + off, 1, isz);
+  }
+}
+
+static void check_roundtrip(dv_type_id tid, int nd, const int64_t *shape) {
+  const dv_dtype *dt = dv_dtype_get(tid);
+  size_t isz = dv_dtype_itemsize(dt);
+  view hv, hv2;
+  random_view(&hv, nd, shape, isz);
+  random_view(&hv2, nd, shape, isz);
+  unsigned char *h = malloc((size_t)hv.bytes + 1), *h2 = malloc((size_t)hv2.bytes + 1);
+  unsigned char *h2_before = malloc((size_t)hv2.bytes + 1), *mask2 = malloc((size_t)hv2.bytes + 1);
+  unsigned char *want = malloc((size_t)hv2.bytes + 1);
+  fill_pattern(h, (size_t)hv.bytes, (unsigned)rnd());
+  fill_pattern(h2, (size_t)hv2.bytes, (unsigned)rnd());
+  memcpy(h2_before, h2, (size_t)hv2.bytes);
+  dv_array *src = NULL, *dst = NULL, *dev = NULL, *dev2 = NULL;
+  assert_ok(dv_host_array_wrap(g_ctx, h + hv.offset, nd, hv.shape, dt, hv.strides, &src));
+  assert_ok(dv_host_array_wrap(g_ctx, h2 + hv2.offset, nd, hv2.shape, dt, hv2.strides, &dst));
+  /* H2D into a fresh device array (dense), then D2D into a device array of
+   * a random F/C layout, then D2H into the strided host view. */
+  assert_ok(dv_to_device(g_ctx, src, NULL, 1, NULL, &dev));
+  assert_ok(dv_device_array(g_ctx, nd, shape, dt, NULL, (rnd() & 1) ? 'F' : 'C', NULL, &dev2));
+  assert_ok(dv_array_copy(dev2, dev, NULL));
+  assert_ok(dv_copy_to_host(dev2, dst, NULL, NULL));
+  /* expected: h2 with exactly hv2's elements replaced by hv's elements */
+  memcpy(want, h2_before, (size_t)hv2.bytes);
+  ref_copy(want + hv2.offset, hv2.strides, h + hv.offset, hv.strides, shape, nd, isz);
+  view_mask(&hv2, isz, mask2);
+  for (int64_t i = 0; i < hv2.bytes; i++) {
+    if (h2[i] != want[i])
+      fail_msg("%s nd=%d byte %lld (%s an element): got %u want %u", dv_dtype_name(dt), nd,
+               (long long)i, mask2[i] ? "inside" : "outside", h2[i], want[i]);
+  }
+  dv_array_release(src);
+  dv_array_release(dst);
+  dv_array_release(dev);
+  dv_array_release(dev2);
+  free(h), free(h2), free(h2_before), free(mask2), free(want);
+}
+
+static void test_random_layouts(void **state) {
+  (void)state;
+  rnd_seed(12345);
+  for (int iter = 0; iter < 300; iter++) {
+    int nd = (int)rnd_range(0, 5);
+    int64_t shape[6];
+    for (int i = 0; i < nd; i++) shape[i] = rnd_range(iter % 37 == 0 ? 0 : 1, 5);
+    check_roundtrip(kTypes[rnd() % 5], nd, shape);
+  }
+}
+
+/* Device-side views: slices with steps and negative strides of a device
+ * array, copied to and from the host, against the same slices on a host
+ * copy of the data. */
+static void test_device_slices(void **state) {
+  (void)state;
+  rnd_seed(999);
+  const dv_dtype *dt = dv_dtype_get(DV_INT32);
+  for (int iter = 0; iter < 200; iter++) {
+    int nd = (int)rnd_range(1, 4);
+    int64_t shape[4], n = 1;
+    for (int i = 0; i < nd; i++) shape[i] = rnd_range(1, 7), n *= shape[i];
+    int32_t *h = malloc((size_t)n * 4), *back = malloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++) h[i] = (int32_t)(i * 7 + 1);
+    dv_array *hh, *d;
+    assert_ok(dv_host_array_wrap(g_ctx, h, nd, shape, dt, NULL, &hh));
+    assert_ok(dv_to_device(g_ctx, hh, NULL, 1, NULL, &d));
+    dv_index idx[4];
+    for (int i = 0; i < nd; i++) {
+      int64_t a = rnd_range(-shape[i] - 1, shape[i] + 1), b = rnd_range(-shape[i] - 1, shape[i] + 1);
+      int64_t st = rnd_range(1, 3) * ((rnd() & 1) ? -1 : 1);
+      idx[i] = DV_SLICE(rnd() % 4 ? a : DV_NONE, rnd() % 4 ? b : DV_NONE, st);
+      if (rnd() % 5 == 0 && nd > 1) idx[i] = DV_AT(rnd_range(-shape[i], shape[i] - 1));
+    }
+    dv_array *dv, *hv;
+    assert_ok(dv_array_slice(d, nd, idx, &dv));
+    assert_ok(dv_array_slice(hh, nd, idx, &hv));
+    assert_int_equal(dv_array_ndim(dv), dv_array_ndim(hv));
+    for (int i = 0; i < dv_array_ndim(dv); i++) {
+      assert_int_equal(dv_array_shape(dv)[i], dv_array_shape(hv)[i]);
+      assert_int_equal(dv_array_strides(dv)[i], dv_array_strides(hv)[i]);
+    }
+    /* D2H of the device view must equal the host view's elements */
+    dv_array *out;
+    assert_ok(dv_copy_to_host(dv, NULL, NULL, &out));
+    int32_t *op, *hp;
+    assert_ok(dv_array_host_data(out, (void **)&op));
+    assert_ok(dv_array_host_data(hv, (void **)&hp));
+    int64_t m = dv_array_size(dv);
+    int32_t *a = malloc((size_t)(m ? m : 1) * 4), *b = malloc((size_t)(m ? m : 1) * 4);
+    int64_t dense[4];
+    int vnd = dv_array_ndim(dv);
+    for (int i = vnd - 1, s = 4; i >= 0; i--) dense[i] = s, s *= (int)dv_array_shape(dv)[i];
+    if (m) {
+      ref_copy(a, dense, op, dv_array_strides(out), dv_array_shape(out), vnd, 4);
+      ref_copy(b, dense, hp, dv_array_strides(hv), dv_array_shape(hv), vnd, 4);
+      assert_memory_equal(a, b, (size_t)m * 4);
+    }
+    /* H2D into the device view: write negated values, then check the whole
+     * device array against the same write on the host. */
+    for (int64_t i = 0; i < m; i++) a[i] = -a[i] - 1;
+    dv_array *src;
+    assert_ok(dv_host_array_wrap(g_ctx, a, vnd, dv_array_shape(dv), dt, dense, &src));
+    assert_ok(dv_copy_to_device(dv, src, NULL));
+    assert_ok(dv_array_copy(hv, src, NULL)); /* host-to-host reference */
+    dv_array *bk;
+    assert_ok(dv_host_array_wrap(g_ctx, back, nd, shape, dt, NULL, &bk));
+    assert_ok(dv_copy_to_host(d, bk, NULL, NULL));
+    assert_memory_equal(back, h, (size_t)n * 4);
+    dv_array_release(bk), dv_array_release(src), dv_array_release(out);
+    dv_array_release(dv), dv_array_release(hv), dv_array_release(d), dv_array_release(hh);
+    free(a), free(b), free(h), free(back);
+  }
+}
+
+/* Numba issue #3553: copying a sliced device view into a host view must not
+ * overwrite the host bytes between that view's rows. */
+static void test_no_gap_overwrite(void **state) {
+  (void)state;
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT64);
+  double host[4][6], dev_src[4][6];
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 6; j++) host[i][j] = -1.0, dev_src[i][j] = i * 10 + j;
+  int64_t shape[2] = {4, 6};
+  dv_array *hs, *d, *dsl, *h, *hsl;
+  assert_ok(dv_host_array_wrap(g_ctx, dev_src, 2, shape, dt, NULL, &hs));
+  assert_ok(dv_to_device(g_ctx, hs, NULL, 1, NULL, &d));
+  dv_index cols[2] = {DV_ALL, DV_SLICE(1, 4, 1)};
+  assert_ok(dv_array_slice(d, 2, cols, &dsl));
+  assert_ok(dv_host_array_wrap(g_ctx, host, 2, shape, dt, NULL, &h));
+  dv_index hcols[2] = {DV_ALL, DV_SLICE(2, 5, 1)};
+  assert_ok(dv_array_slice(h, 2, hcols, &hsl));
+  assert_ok(dv_copy_to_host(dsl, hsl, NULL, NULL));
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 6; j++) {
+      double want = (j >= 2 && j < 5) ? i * 10 + (j - 1) : -1.0;
+      assert_true(host[i][j] == want);
+    }
+  dv_array_release(hs), dv_array_release(d), dv_array_release(dsl), dv_array_release(h), dv_array_release(hsl);
+}
+
+/* Broadcast (zero-stride) host sources and negative-stride host sources go
+ * to the device element for element. */
+static void test_broadcast_and_negative(void **state) {
+  (void)state;
+  const dv_dtype *dt = dv_dtype_get(DV_INT64);
+  int64_t row[5] = {1, 2, 3, 4, 5};
+  int64_t shape[2] = {3, 5}, bst[2] = {0, 8};
+  dv_array *b, *d, *h;
+  assert_ok(dv_host_array_wrap(g_ctx, row, 2, shape, dt, bst, &b));
+  assert_ok(dv_to_device(g_ctx, b, NULL, 1, NULL, &d));
+  /* Numba's like-layout: the zero stride sorts first, so it is innermost */
+  assert_true(dv_array_is_f_contiguous(d));
+  int64_t out[3][5];
+  assert_ok(dv_host_array_wrap(g_ctx, out, 2, shape, dt, NULL, &h));
+  assert_ok(dv_copy_to_host(d, h, NULL, NULL));
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 5; j++) assert_int_equal(out[i][j], j + 1);
+  dv_array_release(b), dv_array_release(d), dv_array_release(h);
+  /* reversed host view */
+  int64_t one = 5, rst = -8;
+  dv_array *r, *rd, *o;
+  assert_ok(dv_host_array_wrap(g_ctx, &row[4], 1, &one, dt, &rst, &r));
+  assert_ok(dv_to_device(g_ctx, r, NULL, 1, NULL, &rd));
+  int64_t got[5];
+  assert_ok(dv_host_array_wrap(g_ctx, got, 1, &one, dt, NULL, &o));
+  assert_ok(dv_copy_to_host(rd, o, NULL, NULL));
+  for (int j = 0; j < 5; j++) assert_int_equal(got[j], 5 - j);
+  dv_array_release(r), dv_array_release(rd), dv_array_release(o);
+}
+
+static void test_every_dtype_contiguous(void **state) {
+  (void)state;
+  for (int t = 0; t < DV_RECORD; t++) {
+    const dv_dtype *dt = dv_dtype_get((dv_type_id)t);
+    size_t isz = dv_dtype_itemsize(dt);
+    int64_t shape[2] = {17, 9};
+    size_t n = 17 * 9 * isz;
+    unsigned char *a = malloc(n), *b = malloc(n);
+    fill_pattern(a, n, (unsigned)t + 1);
+    memset(b, 0, n);
+    dv_array *ha, *hb, *d;
+    assert_ok(dv_host_array_wrap(g_ctx, a, 2, shape, dt, NULL, &ha));
+    assert_ok(dv_host_array_wrap(g_ctx, b, 2, shape, dt, NULL, &hb));
+    assert_ok(dv_to_device(g_ctx, ha, NULL, 1, NULL, &d));
+    assert_int_equal(dv_array_nbytes(d), (int64_t)n);
+    assert_ok(dv_copy_to_host(d, hb, NULL, NULL));
+    assert_memory_equal(a, b, n);
+    dv_array_release(ha), dv_array_release(hb), dv_array_release(d);
+    free(a), free(b);
+  }
+}
+
+static void test_to_device_forms(void **state) {
+  (void)state;
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
+  float v[6] = {1, 2, 3, 4, 5, 6}, w[6] = {0};
+  int64_t shape[2] = {2, 3};
+  dv_array *h, *d, *same, *nocopy, *into, *hw;
+  assert_ok(dv_host_array_wrap(g_ctx, v, 2, shape, dt, NULL, &h));
+  assert_ok(dv_to_device(g_ctx, h, NULL, 1, NULL, &d));
+  assert_int_equal(dv_array_memory(d), DV_MEM_DEVICE);
+  /* a device source comes back as it is (retained) */
+  assert_ok(dv_to_device(g_ctx, d, NULL, 1, NULL, &same));
+  assert_ptr_equal(same, d);
+  dv_array_release(same);
+  /* copy = 0 allocates without copying */
+  assert_ok(dv_to_device(g_ctx, h, NULL, 0, NULL, &nocopy));
+  assert_int_equal(dv_array_size(nocopy), 6);
+  /* to = existing array */
+  v[0] = 42;
+  assert_ok(dv_to_device(g_ctx, h, NULL, 1, nocopy, &into));
+  assert_ptr_equal(into, nocopy);
+  assert_ok(dv_host_array_wrap(g_ctx, w, 2, shape, dt, NULL, &hw));
+  assert_ok(dv_copy_to_host(nocopy, hw, NULL, NULL));
+  assert_true(w[0] == 42 && w[5] == 6);
+  /* copy_to_host with no destination returns a new host array */
+  dv_array *nh;
+  assert_ok(dv_copy_to_host(d, NULL, NULL, &nh));
+  assert_int_equal(dv_array_memory(nh), DV_MEM_HOST);
+  float *p;
+  assert_ok(dv_array_host_data(nh, (void **)&p));
+  assert_true(p[0] == 1 && p[5] == 6);
+  /* device data is not host-addressable */
+  void *bad = (void *)1;
+  assert_status(dv_array_host_data(d, &bad), DV_ERR_MISUSE);
+  assert_null(bad);
+  dv_array_release(nh), dv_array_release(into), dv_array_release(nocopy), dv_array_release(d);
+  dv_array_release(h), dv_array_release(hw);
+}
+
+/* F-ordered device arrays and device_array_like keep layouts. */
+static void test_like_and_f_order(void **state) {
+  (void)state;
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT64);
+  int64_t shape[3] = {2, 3, 4};
+  dv_array *f, *lf, *c, *sl, *ls;
+  assert_ok(dv_device_array(g_ctx, 3, shape, dt, NULL, 'F', NULL, &f));
+  assert_true(dv_array_is_f_contiguous(f) && !dv_array_is_c_contiguous(f));
+  assert_ok(dv_device_array_like(f, NULL, &lf));
+  assert_true(dv_array_is_f_contiguous(lf));
+  assert_ok(dv_device_array(g_ctx, 3, shape, dt, NULL, 'C', NULL, &c));
+  /* a non-contiguous view keeps its stride order: transpose-like via F base sliced */
+  dv_index idx[3] = {DV_ALL, DV_SLICE(0, 3, 2), DV_ALL};
+  assert_ok(dv_array_slice(f, 3, idx, &sl));
+  assert_false(dv_array_is_f_contiguous(sl));
+  assert_ok(dv_device_array_like(sl, NULL, &ls));
+  const int64_t *s = dv_array_strides(ls);
+  assert_int_equal(s[0], 8);
+  assert_int_equal(s[1], 16);
+  assert_int_equal(s[2], 32);
+  dv_array_release(f), dv_array_release(lf), dv_array_release(c), dv_array_release(sl), dv_array_release(ls);
+}
+
+static void test_size0_and_0d(void **state) {
+  (void)state;
+  const dv_dtype *dt = dv_dtype_get(DV_INT32);
+  int64_t shape[2] = {0, 5};
+  dv_array *z, *hz, *zz;
+  assert_ok(dv_device_array(g_ctx, 2, shape, dt, NULL, 'C', NULL, &z));
+  assert_int_equal(dv_array_size(z), 0);
+  assert_true(dv_array_is_c_contiguous(z) && dv_array_is_f_contiguous(z));
+  assert_ok(dv_host_array_wrap(g_ctx, NULL, 2, shape, dt, NULL, &hz));
+  assert_ok(dv_copy_to_device(z, hz, NULL)); /* no-op */
+  assert_ok(dv_copy_to_host(z, NULL, NULL, &zz));
+  dv_array_release(z), dv_array_release(hz), dv_array_release(zz);
+  int32_t v = 7, w = 0;
+  dv_array *s, *ds, *hw;
+  assert_ok(dv_host_array_wrap(g_ctx, &v, 0, NULL, dt, NULL, &s));
+  assert_ok(dv_to_device(g_ctx, s, NULL, 1, NULL, &ds));
+  assert_int_equal(dv_array_ndim(ds), 0);
+  assert_int_equal(dv_array_size(ds), 1);
+  assert_true(dv_array_is_c_contiguous(ds) && dv_array_is_f_contiguous(ds));
+  assert_ok(dv_host_array_wrap(g_ctx, &w, 0, NULL, dt, NULL, &hw));
+  assert_ok(dv_copy_to_host(ds, hw, NULL, NULL));
+  assert_int_equal(w, 7);
+  int32_t item = 0;
+  assert_ok(dv_array_get_item(ds, NULL, &item, sizeof item, NULL));
+  assert_int_equal(item, 7);
+  dv_array_release(s), dv_array_release(ds), dv_array_release(hw);
+}
+
+static void test_items_and_memset(void **state) {
+  (void)state;
+  const dv_dtype *dt = dv_dtype_get(DV_INT16);
+  int64_t shape[2] = {3, 4};
+  dv_array *d, *col, *h;
+  assert_ok(dv_device_array(g_ctx, 2, shape, dt, NULL, 'C', NULL, &d));
+  assert_ok(dv_array_memset(d, 0, NULL));
+  int16_t v = 1234, got = 0;
+  int64_t at[2] = {2, -1};
+  assert_ok(dv_array_set_item(d, at, &v, sizeof v, NULL));
+  assert_ok(dv_array_get_item(d, at, &got, sizeof got, NULL));
+  assert_int_equal(got, 1234);
+  int64_t bad[2] = {3, 0};
+  assert_status(dv_array_get_item(d, bad, &got, sizeof got, NULL), DV_ERR_INDEX);
+  assert_status(dv_array_get_item(d, at, &got, 1, NULL), DV_ERR_INVALID_ARGUMENT);
+  /* memset of a strided column only touches that column */
+  dv_index idx[2] = {DV_ALL, DV_AT(1)};
+  assert_ok(dv_array_slice(d, 2, idx, &col));
+  assert_ok(dv_array_memset(col, 0xFF, NULL));
+  int16_t out[3][4];
+  assert_ok(dv_host_array_wrap(g_ctx, out, 2, shape, dt, NULL, &h));
+  assert_ok(dv_copy_to_host(d, h, NULL, NULL));
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 4; j++) {
+      int16_t want = j == 1 ? -1 : (i == 2 && j == 3 ? 1234 : 0);
+      assert_int_equal(out[i][j], want);
+    }
+  dv_array_release(d), dv_array_release(col), dv_array_release(h);
+}
+
+/* Asynchronous copies on a stream; the data is there after synchronize. */
+static void test_async_streams(void **state) {
+  (void)state;
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
+  enum { N = 1 << 16 };
+  float *a = malloc(N * 4), *b = malloc(N * 4);
+  for (int i = 0; i < N; i++) a[i] = (float)i, b[i] = -1;
+  int64_t n = N;
+  dv_stream *s;
+  assert_ok(dv_stream_create(g_ctx, 0, &s));
+  dv_array *ha, *hb, *d;
+  assert_ok(dv_host_array_wrap(g_ctx, a, 1, &n, dt, NULL, &ha));
+  assert_ok(dv_host_array_wrap(g_ctx, b, 1, &n, dt, NULL, &hb));
+  assert_ok(dv_to_device(g_ctx, ha, s, 1, NULL, &d));
+  assert_ok(dv_copy_to_host(d, hb, s, NULL));
+  assert_ok(dv_stream_synchronize(s));
+  assert_memory_equal(a, b, N * 4);
+  assert_ok(dv_stream_query(s));
+  dv_array_release(ha), dv_array_release(hb), dv_array_release(d);
+  dv_stream_release(s);
+  free(a), free(b);
+}
+
+static void test_mismatch_errors(void **state) {
+  (void)state;
+  int64_t s23[2] = {2, 3}, s32[2] = {3, 2}, s123[3] = {1, 2, 3};
+  dv_array *a, *b, *c, *d;
+  assert_ok(dv_device_array(g_ctx, 2, s23, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &a));
+  assert_ok(dv_device_array(g_ctx, 2, s23, dv_dtype_get(DV_FLOAT64), NULL, 'C', NULL, &b));
+  assert_ok(dv_device_array(g_ctx, 2, s32, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &c));
+  assert_ok(dv_device_array(g_ctx, 3, s123, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &d));
+  assert_status(dv_array_copy(a, b, NULL), DV_ERR_DTYPE_MISMATCH);
+  assert_non_null(strstr(dv_last_error(), "float64"));
+  assert_status(dv_array_copy(a, c, NULL), DV_ERR_SHAPE_MISMATCH);
+  assert_non_null(strstr(dv_last_error(), "(3,2)"));
+  assert_ok(dv_array_copy(a, d, NULL)); /* size-1 dims are ignored, as in Numba */
+  float hostbuf[6];
+  dv_array *h;
+  assert_ok(dv_host_array_wrap(g_ctx, hostbuf, 2, s23, dv_dtype_get(DV_FLOAT32), NULL, &h));
+  assert_status(dv_copy_to_device(h, a, NULL), DV_ERR_INVALID_ARGUMENT);
+  assert_status(dv_copy_to_host(a, c, NULL, NULL), DV_ERR_INVALID_ARGUMENT);
+  assert_status(dv_to_device(g_ctx, h, NULL, 1, h, NULL), DV_ERR_INVALID_ARGUMENT);
+  dv_array *out = (dv_array *)1;
+  assert_status(dv_to_device(g_ctx, NULL, NULL, 1, NULL, &out), DV_ERR_NULL_ARGUMENT);
+  assert_null(out);
+  dv_array_release(a), dv_array_release(b), dv_array_release(c), dv_array_release(d), dv_array_release(h);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      T(test_every_dtype_contiguous), T(test_random_layouts), T(test_device_slices),
+      T(test_no_gap_overwrite),       T(test_broadcast_and_negative), T(test_to_device_forms),
+      T(test_like_and_f_order),       T(test_size0_and_0d),  T(test_items_and_memset),
+      T(test_async_streams),          T(test_mismatch_errors),
+  };
+  return test_main(argc, argv, "transfer", tests, sizeof tests / sizeof tests[0]);
+}
