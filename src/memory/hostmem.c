@@ -13,6 +13,7 @@ struct dv_scope {
   dv_context *ctx;
   size_t n;
   dv_array **arrays; /* retained host arrays whose allocation we registered */
+  dv_alloc **views;  /* mapped scope: the device views' allocations (retained) */
 };
 
 /* Take one registration reference on a's allocation (registering if first). */
@@ -55,13 +56,16 @@ static bool dv__natively_pinned(const dv_alloc *a) {
 static dv_status dv__scope_new(dv_context *ctx, size_t n, dv_scope **out) {
   dv_scope *s = dv__calloc(1, sizeof *s);
   dv_array **arr = s ? dv__calloc(n ? n : 1, sizeof *arr) : NULL;
-  if (!s || !arr) {
+  dv_alloc **views = arr ? dv__calloc(n ? n : 1, sizeof *views) : NULL;
+  if (!s || !arr || !views) {
     dv__free(s);
     dv__free(arr);
+    dv__free(views);
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a scope");
   }
   s->ctx = ctx;
   s->arrays = arr;
+  s->views = views;
   *out = s;
   return DV_OK;
 }
@@ -69,6 +73,13 @@ static dv_status dv__scope_new(dv_context *ctx, size_t n, dv_scope **out) {
 /* Undo the first s->n registrations and free the scope. */
 static dv_status dv__scope_close(dv_scope *s) {
   dv_status first = DV_OK;
+  /* Device views of mapped memory die with the scope: their later use is an
+   * error (the planner refuses device arrays without memory), not a crash. */
+  for (size_t i = 0; i < s->n; i++) {
+    if (!s->views[i]) continue;
+    s->views[i]->buf = NULL;
+    dv__alloc_release(s->views[i]);
+  }
   for (size_t i = 0; i < s->n; i++) {
     dv_array *a = s->arrays[i];
     if (!dv__natively_pinned(a->alloc)) {
@@ -78,6 +89,7 @@ static dv_status dv__scope_close(dv_scope *s) {
     dv_array_release(a);
   }
   dv__free(s->arrays);
+  dv__free(s->views);
   dv__free(s);
   return first;
 }
@@ -161,8 +173,8 @@ dv_status dv_mapped_scope_begin(dv_context *ctx, size_t n, dv_array *const *arra
     d->keep = dv_array_retain(h);
     pthread_mutex_init(&d->reg_lock, NULL);
     atomic_fetch_add(&ctx->live_allocs, 1);
+    s->views[i] = d; /* the scope's reference */
     rc = dv__array_new(d, h->dtype, h->ndim, h->shape, h->strides, h->offset, &device_views[i]);
-    dv__alloc_release(d);
   }
   if (rc) {
     for (size_t i = 0; i < n; i++) dv_array_release(device_views[i]), device_views[i] = NULL;

@@ -360,10 +360,20 @@ fail:
   return rc;
 }
 
+static dv_status dv__check_live(const dv_array *a, const char *side) {
+  if (!dv__is_host_side(a) && !a->alloc->buf)
+    return dv__error(DV_ERR_INVALID_ARGUMENT,
+                     "the %s is a device view of host memory whose mapped scope has ended", side);
+  return DV_OK;
+}
+
 dv_status dv__transfer(dv_context *ctx, const dv_array *dst, const dv_array *src,
                        dv_stream *stream) {
   dv_plan p;
   if (!dv__plan_build(&p, dst, src)) return DV_OK;
+  dv_status lrc = dv__check_live(src, "source");
+  if (!lrc) lrc = dv__check_live(dst, "destination");
+  if (lrc) return lrc;
   dv_bstream *bs = dv__bstream(ctx, stream);
   int64_t count = 1;
   for (int i = 0; i < p.nd; i++) count *= p.n[i];

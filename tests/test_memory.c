@@ -1,0 +1,186 @@
+/* Deferred deallocation exactly as Numba does it (strict > on count 10 and
+ * ratio 0.2, one flush-and-retry on out-of-memory, nestable defer_cleanup
+ * that never flushes on exit), plus devarray's rule that one failing free
+ * never strands the others.  Statistics stay consistent throughout. */
+#include "common.h"
+
+static size_t pending(dv_context *c) {
+  size_t n = 0;
+  assert_ok(dv_context_pending_deallocs(c, &n, NULL));
+  return n;
+}
+
+static dv_array *bytes_array(dv_context *c, int64_t n) {
+  dv_array *a = NULL;
+  assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_UINT8), NULL, 'C', NULL, &a));
+  return a;
+}
+
+static void test_count_limit(void **state) {
+  (void)state;
+  dv_array *a[11];
+  for (int i = 0; i < 11; i++) a[i] = bytes_array(g_ctx, 1000);
+  for (int i = 0; i < 10; i++) {
+    dv_array_release(a[i]);
+    assert_int_equal(pending(g_ctx), (size_t)i + 1);
+  }
+  dv_array_release(a[10]); /* the 11th: strictly greater than 10 flushes all 11 */
+  assert_int_equal(pending(g_ctx), 0);
+  dv_stats st = {.size = sizeof st};
+  assert_ok(dv_context_stats(g_ctx, &st));
+  assert_int_equal(st.device.current, 0);
+  assert_int_equal(st.device.total, 11000);
+  assert_int_equal(st.device.peak, 11000);
+  assert_int_equal(st.flushes, 1);
+  assert_int_equal(st.pending_peak, 11);
+}
+
+static void test_views_are_references(void **state) {
+  (void)state;
+  dv_array *a = bytes_array(g_ctx, 64), *v;
+  dv_index idx[1] = {DV_SLICE(8, 16, 1)};
+  assert_ok(dv_array_slice(a, 1, idx, &v));
+  dv_array_release(a);
+  assert_int_equal(pending(g_ctx), 0); /* the view holds the memory */
+  dv_array_release(v);
+  assert_int_equal(pending(g_ctx), 1);
+}
+
+static void test_byte_limit(void **state) {
+  (void)state;
+  dv_context *c;
+  assert_ok(test_context(&c, "host_memory=16M", NULL));
+  if (strncmp(dv_context_backend(c), "host", 4) != 0) {
+    dv_context_destroy(c);
+    skip();
+  }
+  int64_t limit = (int64_t)(16777216 * 0.2); /* int(total * ratio) = 3355443 */
+  dv_array *a = bytes_array(c, limit), *b = bytes_array(c, 1);
+  size_t bytes = 0;
+  dv_array_release(a);
+  assert_ok(dv_context_pending_deallocs(c, NULL, &bytes));
+  assert_int_equal(bytes, (size_t)limit); /* exactly the limit: no flush */
+  dv_array_release(b);                     /* one byte more: flush */
+  assert_int_equal(pending(c), 0);
+  assert_ok(dv_context_destroy(c));
+}
+
+static void test_defer_cleanup_nesting(void **state) {
+  (void)state;
+  dv_array *a[16];
+  for (int i = 0; i < 16; i++) a[i] = bytes_array(g_ctx, 10);
+  assert_ok(dv_defer_cleanup_begin(g_ctx));
+  assert_ok(dv_defer_cleanup_begin(g_ctx));
+  for (int i = 0; i < 15; i++) dv_array_release(a[i]);
+  assert_int_equal(pending(g_ctx), 15); /* past the limit, nothing flushed */
+  assert_ok(dv_context_flush_deallocs(g_ctx)); /* explicit flush is a no-op too */
+  assert_int_equal(pending(g_ctx), 15);
+  assert_ok(dv_defer_cleanup_end(g_ctx));
+  assert_int_equal(pending(g_ctx), 15);
+  assert_ok(dv_defer_cleanup_end(g_ctx)); /* leaving the outermost does not flush */
+  assert_int_equal(pending(g_ctx), 15);
+  assert_status(dv_defer_cleanup_end(g_ctx), DV_ERR_MISUSE);
+  dv_array_release(a[15]); /* the next enqueue flushes */
+  assert_int_equal(pending(g_ctx), 0);
+}
+
+static void test_oom_retry(void **state) {
+  (void)state;
+  dv_context *c;
+  assert_ok(test_context(&c, "host_memory=16M", "max_pending_deallocs_ratio=1", NULL));
+  if (strncmp(dv_context_backend(c), "host", 4) != 0) {
+    dv_context_destroy(c);
+    skip();
+  }
+  dv_array *a = bytes_array(c, 10 << 20), *b = NULL, *x = (dv_array *)1;
+  dv_array_release(a);
+  assert_int_equal(pending(c), 1);
+  int64_t n = 10 << 20;
+  /* fails once, flushes the queue, succeeds on the retry */
+  assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_UINT8), NULL, 'C', NULL, &b));
+  dv_stats st = {.size = sizeof st};
+  assert_ok(dv_context_stats(c, &st));
+  assert_int_equal(st.oom_retries, 1);
+  assert_int_equal(pending(c), 0);
+  /* inside defer_cleanup the retry frees nothing: a real out-of-memory */
+  dv_array_release(b);
+  assert_ok(dv_defer_cleanup_begin(c));
+  assert_status(dv_device_array(c, 1, &n, dv_dtype_get(DV_UINT8), NULL, 'C', NULL, &x), DV_ERR_OUT_OF_MEMORY);
+  assert_null(x);
+  assert_non_null(strstr(dv_last_error(), "10485760"));
+  assert_ok(dv_defer_cleanup_end(c));
+  assert_int_equal(pending(c), 1);
+  /* larger than the device: out of memory after the retry */
+  int64_t huge = 64 << 20;
+  assert_status(dv_device_array(c, 1, &huge, dv_dtype_get(DV_UINT8), NULL, 'C', NULL, &x), DV_ERR_OUT_OF_MEMORY);
+  assert_int_equal(pending(c), 0);
+  assert_ok(dv_context_destroy(c));
+}
+
+static void test_failing_free_does_not_strand(void **state) {
+  (void)state;
+  if (strncmp(g_backend, "host", 4) != 0) skip();
+  dv_array *a[3];
+  for (int i = 0; i < 3; i++) a[i] = bytes_array(g_ctx, 4096);
+  assert_ok(dv_defer_cleanup_begin(g_ctx));
+  for (int i = 0; i < 3; i++) dv_array_release(a[i]);
+  assert_ok(dv_defer_cleanup_end(g_ctx));
+  assert_ok(dv_fault_inject(g_ctx, DV_FAULT_FREE, 2));
+  assert_status(dv_context_flush_deallocs(g_ctx), DV_ERR_DRIVER);
+  assert_int_equal(pending(g_ctx), 0);
+  dv_stats st = {.size = sizeof st};
+  assert_ok(dv_context_stats(g_ctx, &st));
+  assert_int_equal(st.failed_frees, 1);
+  assert_int_equal(st.device.current, 0);
+  size_t f, t;
+  assert_ok(dv_context_memory_info(g_ctx, &f, &t));
+  assert_int_equal(f, t); /* every block went back */
+}
+
+static void test_streams_events_queue(void **state) {
+  (void)state;
+  dv_stream *s[11];
+  for (int i = 0; i < 11; i++) assert_ok(dv_stream_create(g_ctx, 0, &s[i]));
+  dv_array *pin;
+  int64_t n = 100;
+  assert_ok(dv_pinned_array(g_ctx, 1, &n, dv_dtype_get(DV_UINT8), NULL, 'C', &pin));
+  dv_array_release(pin); /* pinned: queued at 0 bytes */
+  size_t cnt, bytes;
+  assert_ok(dv_context_pending_deallocs(g_ctx, &cnt, &bytes));
+  assert_int_equal(cnt, 1);
+  assert_int_equal(bytes, 0);
+  for (int i = 0; i < 10; i++) dv_stream_release(s[i]);
+  assert_int_equal(pending(g_ctx), 11);
+  dv_stream_release(s[10]); /* the object queue's 11th flushes it */
+  assert_int_equal(pending(g_ctx), 1);
+  dv_event *e;
+  assert_ok(dv_event_create(g_ctx, 0, &e));
+  dv_event_release(e);
+  assert_int_equal(pending(g_ctx), 2);
+}
+
+static void test_stats_json(void **state) {
+  (void)state;
+  dv_array *a = bytes_array(g_ctx, 512);
+  size_t need = 0;
+  assert_ok(dv_context_stats_json(g_ctx, NULL, 0, &need));
+  char *buf = malloc(need + 1);
+  assert_status(dv_context_stats_json(g_ctx, buf, need, &need), DV_ERR_INVALID_ARGUMENT);
+  assert_ok(dv_context_stats_json(g_ctx, buf, need + 1, &need));
+  assert_int_equal(strlen(buf), need);
+  assert_non_null(strstr(buf, "\"device\":{\"current\":512,"));
+  assert_non_null(strstr(buf, "\"pending_deallocs\":0"));
+  free(buf);
+  dv_stats small = {.size = 8};
+  assert_status(dv_context_stats(g_ctx, &small), DV_ERR_INVALID_ARGUMENT);
+  dv_array_release(a);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      T(test_count_limit),       T(test_views_are_references), T(test_byte_limit),
+      T(test_defer_cleanup_nesting), T(test_oom_retry),        T(test_failing_free_does_not_strand),
+      T(test_streams_events_queue), T(test_stats_json),
+  };
+  return test_main(argc, argv, "memory", tests, sizeof tests / sizeof tests[0]);
+}

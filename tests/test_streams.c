@@ -1,0 +1,186 @@
+#define _DEFAULT_SOURCE
+/* Streams, events and callbacks; proof that asynchronous work is really
+ * asynchronous (a gate holds the stream; a forgotten synchronize sees old
+ * data on the host simulator). */
+#include <pthread.h>
+#include <unistd.h>
+
+#include "common.h"
+
+typedef struct gate {
+  pthread_mutex_t m;
+  pthread_cond_t cv;
+  int open;
+} gate;
+
+static void gate_cb(dv_stream *s, dv_status st, void *user) {
+  (void)s, (void)st;
+  gate *g = user;
+  pthread_mutex_lock(&g->m);
+  while (!g->open) pthread_cond_wait(&g->cv, &g->m);
+  pthread_mutex_unlock(&g->m);
+}
+
+static void gate_open(gate *g) {
+  pthread_mutex_lock(&g->m);
+  g->open = 1;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->m);
+}
+
+static void test_async_is_async(void **state) {
+  (void)state;
+  enum { N = 4096 };
+  int32_t *src = malloc(N * 4), *dst = malloc(N * 4);
+  for (int i = 0; i < N; i++) src[i] = i + 1, dst[i] = -1;
+  int64_t n = N;
+  dv_array *hs, *hd, *d;
+  assert_ok(dv_host_array_wrap(g_ctx, src, 1, &n, dv_dtype_get(DV_INT32), NULL, &hs));
+  assert_ok(dv_host_array_wrap(g_ctx, dst, 1, &n, dv_dtype_get(DV_INT32), NULL, &hd));
+  assert_ok(dv_to_device(g_ctx, hs, NULL, 1, NULL, &d));
+  dv_stream *s;
+  assert_ok(dv_stream_create(g_ctx, 0, &s));
+  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  assert_ok(dv_stream_add_callback(s, gate_cb, &g));
+  assert_ok(dv_copy_to_host(d, hd, s, NULL));
+  /* the call returned; the copy has not happened */
+  assert_status(dv_stream_query(s), DV_ERR_NOT_READY);
+  assert_int_equal(dst[0], -1);
+  assert_int_equal(dst[N - 1], -1);
+  gate_open(&g);
+  assert_ok(dv_stream_synchronize(s));
+  assert_int_equal(dst[0], 1);
+  assert_int_equal(dst[N - 1], N);
+  dv_array_release(hs), dv_array_release(hd), dv_array_release(d);
+  dv_stream_release(s);
+  free(src), free(dst);
+}
+
+/* The simulator's point: forgetting to synchronize shows. */
+static void test_forgotten_sync_sees_old_data(void **state) {
+  (void)state;
+  if (strncmp(g_backend, "host", 4) != 0) skip();
+  dv_context *c;
+  assert_ok(test_context(&c, "host_delay_us=50000", NULL));
+  int64_t v[64], out[64];
+  for (int i = 0; i < 64; i++) v[i] = i, out[i] = 0;
+  int64_t n = 64;
+  dv_array *hv, *ho, *d;
+  assert_ok(dv_host_array_wrap(c, v, 1, &n, dv_dtype_get(DV_INT64), NULL, &hv));
+  assert_ok(dv_host_array_wrap(c, out, 1, &n, dv_dtype_get(DV_INT64), NULL, &ho));
+  assert_ok(dv_to_device(c, hv, NULL, 1, NULL, &d));
+  dv_stream *s;
+  assert_ok(dv_stream_create(c, 0, &s));
+  assert_ok(dv_copy_to_host(d, ho, s, NULL));
+  int64_t seen = out[63]; /* no synchronize: old data */
+  assert_int_equal(seen, 0);
+  assert_ok(dv_stream_synchronize(s));
+  assert_int_equal(out[63], 63); /* with synchronize: new data */
+  dv_array_release(hv), dv_array_release(ho), dv_array_release(d);
+  dv_stream_release(s);
+  assert_ok(dv_context_destroy(c));
+}
+
+static void test_events(void **state) {
+  (void)state;
+  dv_stream *a, *b;
+  assert_ok(dv_stream_create(g_ctx, 0, &a));
+  assert_ok(dv_stream_create(g_ctx, DV_STREAM_NON_BLOCKING, &b));
+  dv_event *start, *stop, *plain;
+  assert_ok(dv_event_create(g_ctx, DV_EVENT_TIMING, &start));
+  assert_ok(dv_event_create(g_ctx, DV_EVENT_TIMING, &stop));
+  assert_ok(dv_event_create(g_ctx, 0, &plain));
+  assert_ok(dv_event_query(plain)); /* never recorded: complete */
+  float ms = -1;
+  assert_status(dv_event_elapsed_ms(start, stop, &ms), DV_ERR_MISUSE);
+  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  assert_ok(dv_event_record(start, a));
+  assert_ok(dv_stream_add_callback(a, gate_cb, &g));
+  assert_ok(dv_event_record(stop, a));
+  assert_status(dv_event_query(stop), DV_ERR_NOT_READY);
+  /* b waits for a's event on the device side: b's later work waits too */
+  int32_t x = 5, y = 0;
+  dv_array *hx, *hy, *d;
+  assert_ok(dv_host_array_wrap(g_ctx, &x, 0, NULL, dv_dtype_get(DV_INT32), NULL, &hx));
+  assert_ok(dv_host_array_wrap(g_ctx, &y, 0, NULL, dv_dtype_get(DV_INT32), NULL, &hy));
+  assert_ok(dv_to_device(g_ctx, hx, NULL, 1, NULL, &d));
+  assert_ok(dv_stream_wait_event(b, stop));
+  assert_ok(dv_copy_to_host(d, hy, b, NULL));
+  usleep(20000);
+  assert_status(dv_stream_query(b), DV_ERR_NOT_READY);
+  assert_int_equal(y, 0);
+  gate_open(&g);
+  assert_ok(dv_stream_synchronize(b));
+  assert_int_equal(y, 5);
+  assert_ok(dv_event_synchronize(stop));
+  assert_ok(dv_event_query(stop));
+  assert_ok(dv_event_elapsed_ms(start, stop, &ms));
+  assert_true(ms >= 0.0f);
+  assert_ok(dv_event_record(plain, NULL));
+  assert_ok(dv_event_synchronize(plain));
+  assert_status(dv_event_elapsed_ms(start, plain, &ms), DV_ERR_INVALID_ARGUMENT);
+  dv_array_release(hx), dv_array_release(hy), dv_array_release(d);
+  dv_event_release(start), dv_event_release(stop), dv_event_release(plain);
+  dv_stream_release(a), dv_stream_release(b);
+}
+
+typedef struct order_log {
+  pthread_mutex_t m;
+  int n, seq[8];
+} order_log;
+static order_log g_log = {PTHREAD_MUTEX_INITIALIZER, 0, {0}};
+static int g_tags[3] = {1, 2, 3};
+static void log_cb(dv_stream *s, dv_status st, void *user) {
+  (void)s;
+  assert_int_equal(st, DV_OK);
+  pthread_mutex_lock(&g_log.m);
+  g_log.seq[g_log.n++] = *(int *)user;
+  pthread_mutex_unlock(&g_log.m);
+}
+
+static void test_callbacks_and_auto_sync(void **state) {
+  (void)state;
+  dv_stream *s;
+  assert_ok(dv_stream_create(g_ctx, 0, &s));
+  dv_stream *bad = (dv_stream *)1;
+  assert_status(dv_stream_create(g_ctx, 0x100, &bad), DV_ERR_INVALID_ARGUMENT);
+  assert_null(bad);
+  g_log.n = 0;
+  assert_ok(dv_stream_auto_sync_begin(s));
+  for (int i = 0; i < 3; i++) assert_ok(dv_stream_add_callback(s, log_cb, &g_tags[i]));
+  assert_ok(dv_stream_auto_sync_end(s)); /* synchronizes */
+  assert_int_equal(g_log.n, 3);
+  for (int i = 0; i < 3; i++) assert_int_equal(g_log.seq[i], i + 1);
+  assert_status(dv_stream_auto_sync_end(s), DV_ERR_MISUSE);
+  assert_status(dv_stream_add_callback(s, NULL, NULL), DV_ERR_NULL_ARGUMENT);
+  /* the default stream is borrowed: releasing it does nothing */
+  dv_stream *def = dv_context_default_stream(g_ctx);
+  dv_stream_release(def);
+  assert_ok(dv_stream_synchronize(def));
+  assert_ok(dv_context_synchronize(g_ctx));
+  dv_stream_release(s);
+}
+
+static void test_busy_context(void **state) {
+  (void)state;
+  dv_context *c;
+  assert_ok(test_context(&c, NULL));
+  dv_stream *s;
+  assert_ok(dv_stream_create(c, 0, &s));
+  assert_status(dv_context_destroy(c), DV_ERR_BUSY);
+  dv_stream_release(s);
+  int64_t n = 4;
+  dv_array *a;
+  assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_INT8), NULL, 'C', NULL, &a));
+  assert_status(dv_context_destroy(c), DV_ERR_BUSY);
+  assert_non_null(strstr(dv_last_error(), "1 array"));
+  dv_array_release(a);
+  assert_ok(dv_context_destroy(c));
+  assert_ok(dv_context_destroy(NULL));
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {T(test_async_is_async), T(test_forgotten_sync_sees_old_data),
+                                     T(test_events), T(test_callbacks_and_auto_sync), T(test_busy_context)};
+  return test_main(argc, argv, "streams", tests, sizeof tests / sizeof tests[0]);
+}
