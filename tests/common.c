@@ -5,6 +5,7 @@ const char *g_backend = "host";
 
 static dv_status vcontext(dv_context **out, va_list ap) {
   dv_config *cfg = NULL;
+  *out = NULL;
   dv_status rc = dv_config_create(&cfg);
   if (rc) return rc;
   const char *be = g_backend;

@@ -336,25 +336,25 @@ static dv_status dv__staged(dv_context *ctx, dv_bstream *bs, const dv_array *dst
   if (!dh) {
     int64_t st2[DV_MAXDIMS];
     rc = dv__device_staging(ctx, bs, p.nd, p.n, dsv, isz, dv__ref(dst, dev_off), sb, true, st2);
-    if (rc) goto fail_queued;
+    if (rc) goto fail;
   }
   dv_free_list *fl = dv__malloc(sizeof *fl);
   if (!fl) {
     rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a staging record");
-    goto fail_queued;
+    goto fail;
   }
   fl->a = sa, fl->b = sb;
   rc = ctx->be->stream_callback(ctx->bst, bs, dv__free_cb, fl);
   if (rc) {
     dv__free(fl);
-    goto fail_queued;
+    goto fail;
   }
   dv__count(ctx, dst, src, (uint64_t)bytes);
   return DV_OK;
-fail_queued:
-  /* Work using the staging buffers is queued: wait before freeing them. */
-  ctx->be->stream_sync(ctx->bst, bs);
 fail:
+  /* Copies into or out of the staging buffers may already be queued (even
+   * part of a phase): wait for the stream before freeing them. */
+  ctx->be->stream_sync(ctx->bst, bs);
   dv__free(sa);
   dv__free(sb);
   return rc;

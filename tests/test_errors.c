@@ -1,0 +1,122 @@
+/* Bad input: the right status, a useful message, out-parameters cleared,
+ * nothing changed and nothing leaked (the fixture's destroy proves no array
+ * survived; statistics are compared before and after). */
+#include "common.h"
+
+static dv_stats snap(void) {
+  dv_stats s = {.size = sizeof s};
+  assert_ok(dv_context_stats(g_ctx, &s));
+  return s;
+}
+
+static void same_stats(const dv_stats *a, const dv_stats *b) {
+  assert_int_equal(a->arrays.current, b->arrays.current);
+  assert_int_equal(a->device.current, b->device.current);
+  assert_int_equal(a->device.total, b->device.total);
+  assert_int_equal(a->pinned.total, b->pinned.total);
+  assert_int_equal(a->pending_deallocs, b->pending_deallocs);
+}
+
+#define EXPECT(call, status)                \
+  do {                                      \
+    dv_array *o_ = (dv_array *)1;           \
+    dv_array **out = &o_;                   \
+    (void)out;                              \
+    dv_stats before = snap();               \
+    assert_status(call, status);            \
+    assert_null(o_);                        \
+    dv_stats after = snap();                \
+    same_stats(&before, &after);            \
+  } while (0)
+
+static void test_creation_errors(void **state) {
+  (void)state;
+  const dv_dtype *f8 = dv_dtype_get(DV_FLOAT64);
+  int64_t ok[2] = {2, 3}, neg[2] = {2, -3}, big[2] = {INT64_MAX / 2, 4};
+  int64_t huge[2] = {(int64_t)1 << 40, (int64_t)1 << 21};
+  int64_t mis[2] = {24, 3}, ovs[2] = {(INT64_MAX / 16) * 8, 8}, four[2] = {4, 3};
+  EXPECT(dv_device_array(NULL, 2, ok, f8, NULL, 'C', NULL, out), DV_ERR_NULL_ARGUMENT);
+  EXPECT(dv_device_array(g_ctx, 2, ok, NULL, NULL, 'C', NULL, out), DV_ERR_NULL_ARGUMENT);
+  EXPECT(dv_device_array(g_ctx, 2, NULL, f8, NULL, 'C', NULL, out), DV_ERR_NULL_ARGUMENT);
+  EXPECT(dv_device_array(g_ctx, -1, ok, f8, NULL, 'C', NULL, out), DV_ERR_BAD_SHAPE);
+  EXPECT(dv_device_array(g_ctx, DV_MAXDIMS + 1, ok, f8, NULL, 'C', NULL, out), DV_ERR_BAD_SHAPE);
+  EXPECT(dv_device_array(g_ctx, 2, neg, f8, NULL, 'C', NULL, out), DV_ERR_BAD_SHAPE);
+  assert_non_null(strstr(dv_last_error(), "-3"));
+  EXPECT(dv_device_array(g_ctx, 2, big, f8, NULL, 'C', NULL, out), DV_ERR_OVERFLOW);
+  EXPECT(dv_device_array(g_ctx, 2, huge, f8, NULL, 'C', NULL, out), DV_ERR_OVERFLOW);
+  EXPECT(dv_device_array(g_ctx, 2, ok, f8, NULL, 'X', NULL, out), DV_ERR_BAD_ORDER);
+  EXPECT(dv_device_array(g_ctx, 2, ok, f8, NULL, 'A', NULL, out), DV_ERR_BAD_ORDER);
+  EXPECT(dv_device_array(g_ctx, 2, ok, f8, mis, 'C', NULL, out), DV_ERR_BAD_STRIDES);
+  EXPECT(dv_device_array(g_ctx, 2, four, f8, ovs, 'C', NULL, out), DV_ERR_OVERFLOW);
+  EXPECT(dv_pinned_array(g_ctx, 2, neg, f8, NULL, 'C', out), DV_ERR_BAD_SHAPE);
+  EXPECT(dv_mapped_array(g_ctx, 2, ok, f8, NULL, 'Q', 0, out), DV_ERR_BAD_ORDER);
+  EXPECT(dv_host_array(g_ctx, 2, ok, f8, NULL, 'Z', out), DV_ERR_BAD_ORDER);
+  EXPECT(dv_host_array_wrap(g_ctx, NULL, 2, ok, f8, NULL, out), DV_ERR_NULL_ARGUMENT);
+  EXPECT(dv_device_array_like(NULL, NULL, out), DV_ERR_NULL_ARGUMENT);
+  /* out NULL is itself an argument error */
+  assert_status(dv_device_array(g_ctx, 2, ok, f8, NULL, 'C', NULL, NULL), DV_ERR_NULL_ARGUMENT);
+  /* the largest legal request the device cannot satisfy */
+  int64_t toolarge = (int64_t)1 << 50;
+  EXPECT(dv_device_array(g_ctx, 1, &toolarge, dv_dtype_get(DV_UINT8), NULL, 'C', NULL, out), DV_ERR_OUT_OF_MEMORY);
+}
+
+static void test_cross_context(void **state) {
+  (void)state;
+  dv_context *other;
+  assert_ok(test_context(&other, NULL));
+  int64_t n = 4;
+  dv_array *a, *b;
+  assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &a));
+  assert_ok(dv_device_array(other, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &b));
+  assert_status(dv_array_copy(a, b, NULL), DV_ERR_BACKEND_MISMATCH);
+  EXPECT(dv_to_device(g_ctx, b, NULL, 1, NULL, out), DV_ERR_BACKEND_MISMATCH);
+  dv_stream *s;
+  assert_ok(dv_stream_create(other, 0, &s));
+  assert_status(dv_array_copy(a, a, s), DV_ERR_BACKEND_MISMATCH);
+  dv_event *e;
+  assert_ok(dv_event_create(g_ctx, 0, &e));
+  assert_status(dv_event_record(e, s), DV_ERR_BACKEND_MISMATCH);
+  assert_status(dv_stream_wait_event(s, e), DV_ERR_BACKEND_MISMATCH);
+  dv_scope *sc = (dv_scope *)1;
+  assert_status(dv_pinned_scope_begin(g_ctx, 1, &b, &sc), DV_ERR_BACKEND_MISMATCH);
+  assert_null(sc);
+  dv_event_release(e);
+  dv_stream_release(s);
+  dv_array_release(a), dv_array_release(b);
+  assert_ok(dv_context_destroy(other));
+}
+
+static void test_null_everywhere(void **state) {
+  (void)state;
+  assert_status(dv_array_copy(NULL, NULL, NULL), DV_ERR_NULL_ARGUMENT);
+  assert_status(dv_copy_to_device(NULL, NULL, NULL), DV_ERR_NULL_ARGUMENT);
+  assert_status(dv_copy_to_host(NULL, NULL, NULL, NULL), DV_ERR_NULL_ARGUMENT);
+  assert_status(dv_array_memset(NULL, 0, NULL), DV_ERR_NULL_ARGUMENT);
+  assert_status(dv_stream_synchronize(NULL), DV_ERR_NULL_ARGUMENT);
+  assert_status(dv_stream_query(NULL), DV_ERR_NULL_ARGUMENT);
+  assert_status(dv_event_query(NULL), DV_ERR_NULL_ARGUMENT);
+  assert_status(dv_event_record(NULL, NULL), DV_ERR_NULL_ARGUMENT);
+  assert_status(dv_context_memory_info(NULL, NULL, NULL), DV_ERR_NULL_ARGUMENT);
+  assert_status(dv_context_stats(g_ctx, NULL), DV_ERR_NULL_ARGUMENT);
+  assert_status(dv_defer_cleanup_begin(NULL), DV_ERR_NULL_ARGUMENT);
+  assert_status(dv_array_field(NULL, "x", NULL), DV_ERR_NULL_ARGUMENT);
+  assert_status(dv_array_split(NULL, 1, NULL, 0, NULL), DV_ERR_NULL_ARGUMENT);
+  float ms;
+  assert_status(dv_event_elapsed_ms(NULL, NULL, &ms), DV_ERR_NULL_ARGUMENT);
+  void *p;
+  assert_status(dv_array_host_data(NULL, &p), DV_ERR_NULL_ARGUMENT);
+  /* release of NULL is a no-op */
+  dv_array_release(NULL);
+  dv_stream_release(NULL);
+  dv_event_release(NULL);
+  dv_dtype_release(NULL);
+  dv_config_destroy(NULL);
+  assert_null(dv_array_retain(NULL));
+  assert_int_equal(dv_array_ndim(NULL), 0);
+  assert_int_equal(dv_array_size(NULL), 0);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {T(test_creation_errors), T(test_cross_context), T(test_null_everywhere)};
+  return test_main(argc, argv, "errors", tests, sizeof tests / sizeof tests[0]);
+}
