@@ -164,7 +164,7 @@ static dv_status dv__check_layout(int ndim, const int64_t *shape, const dv_dtype
 dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const int64_t *shape,
                            const dv_dtype *dtype, const int64_t *strides, char order,
                            unsigned flags, dv_array **out) {
-  int64_t st[DV_MAXDIMS], bytes, offset;
+  int64_t st[DV_MAXDIMS], bytes = 0, offset = 0;
   dv_status rc = dv__check_layout(ndim, shape, dtype, strides, order, st, &bytes, &offset);
   if (rc) return rc;
   dv_alloc *a = dv__alloc_new(ctx, kind);
@@ -252,7 +252,7 @@ dv_status dv_host_array_wrap(dv_context *ctx, void *data, int ndim, const int64_
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(ctx);
-  int64_t st[DV_MAXDIMS], bytes, offset;
+  int64_t st[DV_MAXDIMS], bytes = 0, offset = 0;
   dv_status rc = dv__check_layout(ndim, shape, dtype, strides, 'C', st, &bytes, &offset);
   if (rc) return rc;
   if (!data && bytes > 0) return dv__error(DV_ERR_NULL_ARGUMENT, "data is NULL for a non-empty array");
@@ -591,7 +591,7 @@ dv_status dv_array_reshape(const dv_array *a, int ndim, const int64_t *shape, ch
   *out = NULL;
   DV_CHECK_NULL(a);
   if (ndim > 0) DV_CHECK_NULL(shape);
-  char eff;
+  char eff = 'C';
   dv_status rc = dv__resolve_order(a, order, &eff);
   if (rc) return rc;
   int64_t nshape[DV_MAXDIMS], nst[DV_MAXDIMS];
@@ -611,7 +611,7 @@ dv_status dv_array_ravel(const dv_array *a, char order, unsigned flags, dv_strea
   *out = NULL;
   DV_CHECK_NULL(a);
   bool c = dv_array_is_c_contiguous(a), f = dv_array_is_f_contiguous(a);
-  char eff;
+  char eff = 'C';
   dv_status rc = dv__resolve_order(a, order, &eff);
   if (rc) return rc;
   int64_t n = dv_array_size(a), st = (int64_t)a->dtype->itemsize;

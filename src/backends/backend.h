@@ -40,8 +40,14 @@ typedef struct dv_memref {
  * layouts they cannot express (DV_ERR_NOT_SUPPORTED without a message) and
  * the planner then splits the copy.
  */
+/* Copy flags. */
+#define DV_COPY_SYNC 0x1u /* the caller waits for the stream right after: a
+                             backend may run the copy inline (or blocking)
+                             when the stream has nothing queued */
+
 typedef struct dv_rect {
   dv_memref src, dst;
+  unsigned flags;
   size_t width, height, depth;
   size_t src_pitch, src_slice, dst_pitch, dst_slice;
 } dv_rect;
@@ -54,6 +60,7 @@ typedef struct dv_rect {
  */
 typedef struct dv_strided {
   dv_memref src, dst;
+  unsigned flags;
   int nd;
   size_t itemsize;
   int64_t shape[DV_MAXDIMS];

@@ -388,6 +388,7 @@ dv_status dv__transfer(dv_context *ctx, const dv_array *dst, const dv_array *src
   if (!any_neg && dv__plan_rect(&p, &r)) {
     r.src = dv__ref(src, p.soff);
     r.dst = dv__ref(dst, p.doff);
+    r.flags = stream ? 0 : DV_COPY_SYNC;
     dv_status rc = ctx->be->copy_rect(ctx->bst, bs, &r);
     if (rc == DV_OK) {
       dv__count(ctx, dst, src, bytes);
@@ -399,6 +400,7 @@ dv_status dv__transfer(dv_context *ctx, const dv_array *dst, const dv_array *src
     dv_strided c;
     c.src = dv__ref(src, p.soff);
     c.dst = dv__ref(dst, p.doff);
+    c.flags = stream ? 0 : DV_COPY_SYNC;
     c.nd = p.nd;
     c.itemsize = p.isz;
     memcpy(c.shape, p.n, sizeof c.shape);
