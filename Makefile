@@ -1,0 +1,50 @@
+# The two commands (see README.md):
+#   make run    build everything (release) and run the tool's main job: devarray info, devarray bench --quick
+#   make test   build with AddressSanitizer + UndefinedBehaviorSanitizer and run every test,
+#               then the ThreadSanitizer target
+# Both install missing Debian packages first (scripts/setup; apt-get as root).
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE ?= cmake
+PREFIX ?= /usr/local
+
+.PHONY: all run test tsan bench install format clean setup
+
+all: build-rel/devarray
+
+setup:
+	@scripts/setup
+
+build-rel/devarray: setup
+	@$(CMAKE) -S . -B build-rel -DCMAKE_BUILD_TYPE=Release -DDV_BUILD_TESTS=OFF > /dev/null
+	@$(CMAKE) --build build-rel -j$(JOBS)
+
+run: build-rel/devarray
+	./build-rel/devarray info
+	./build-rel/devarray bench --quick
+
+test: setup
+	@$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDV_SANITIZE=ON -DDV_WERROR=ON > /dev/null
+	@$(CMAKE) --build build-asan -j$(JOBS)
+	@$(MAKE) --no-print-directory tsan
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest -j$(JOBS) --output-on-failure --timeout 600
+
+# ThreadSanitizer: the suites that share contexts and streams between threads.
+tsan: setup
+	@$(CMAKE) -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_TSAN=ON -DDV_WERROR=ON > /dev/null
+	@$(CMAKE) --build build-tsan -j$(JOBS) --target test_threads test_streams test_memory
+	TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/test_threads host
+	TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/test_streams host
+	TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/test_memory host
+
+bench: build-rel/devarray
+	./build-rel/devarray bench
+
+install: build-rel/devarray
+	$(CMAKE) --install build-rel --prefix $(PREFIX)
+
+format:
+	clang-format -i include/*.h src/*/*.c src/*/*.h src/backends/*/*.c tools/*/*.c tests/*.c tests/*.h examples/*.c bench/*.c
+
+clean:
+	rm -rf build build-rel build-asan build-tsan
