@@ -31,19 +31,8 @@
 #define HB_QUARANTINE_MAX_BYTES ((size_t)64 << 20)
 #define HB_QUARANTINE_MAX_BLOCK ((size_t)16 << 20)
 
-typedef struct hb_state hb_state;
 
-typedef struct hb_block {
-  _Atomic int refs;      /* owner (1 until freed) + queued operations */
-  _Atomic bool freed;    /* mem_free was called */
-  bool alias;            /* a device view of host memory (mapped): no guards, no capacity */
-  size_t bytes;          /* payload bytes */
-  size_t charged;        /* bytes counted against the capacity */
-  unsigned char *base;   /* allocation start (guards included) */
-  unsigned char *data;   /* payload */
-  struct hb_block *prev, *next; /* live list / quarantine list */
-  hb_state *st;
-} hb_block;
+#include "host_internal.h"
 
 typedef enum { OP_RECT, OP_STRIDED, OP_MEMSET, OP_CALLBACK, OP_RECORD, OP_WAIT } hb_opkind;
 
