@@ -205,49 +205,47 @@ static dv_status dv__device_staging(dv_context *ctx, dv_bstream *bs, int nd, con
     p.n[p.nd] = n[i], p.ss[p.nd] = st[i], p.ds[p.nd] = dvs[i];
     p.nd++;
   }
-  /* Outer dims beyond what one rect holds are looped over. */
-  int inner = p.nd;
+  /* Outer dims beyond what one rect holds are looped over.  A backend may
+   * refuse a rect (OpenCL wants slice pitches that are multiples of the row
+   * pitch): then one level fewer per rect, down to single rows. */
   int64_t isz64 = isz;
   int levels = (p.nd > 0 && p.ss[p.nd - 1] == isz64 && p.ds[p.nd - 1] == isz64) ? 3 : 2;
-  int outer = p.nd > levels ? p.nd - levels : 0;
-  dv_plan q = p;
-  q.nd = inner - outer;
-  for (int i = 0; i < q.nd; i++) q.n[i] = p.n[outer + i], q.ss[i] = p.ss[outer + i], q.ds[i] = p.ds[outer + i];
-  dv_rect r;
-  if (!dv__plan_rect(&q, &r)) {
-    /* Overlapping device rows (strides smaller than the row): element rows. */
-    return dv__error(DV_ERR_NOT_SUPPORTED, "device view with overlapping rows cannot be staged");
+  for (;; levels--) {
+    int outer = p.nd > levels ? p.nd - levels : 0;
+    dv_plan q = p;
+    q.nd = p.nd - outer;
+    for (int i = 0; i < q.nd; i++) q.n[i] = p.n[outer + i], q.ss[i] = p.ss[outer + i], q.ds[i] = p.ds[outer + i];
+    dv_rect r;
+    if (!dv__plan_rect(&q, &r))
+      return dv__error(DV_ERR_NOT_SUPPORTED, "device view with overlapping rows cannot be staged");
+    int64_t idx[DV_MAXDIMS] = {0};
+    bool first = true;
+    for (;;) {
+      int64_t so = 0, dof = 0;
+      for (int i = 0; i < outer; i++) so += idx[i] * p.ss[i], dof += idx[i] * p.ds[i];
+      dv_memref h = {.ptr = stage + so};
+      dv_memref d = dev;
+      d.offset += (size_t)dof;
+      dv_rect x = r;
+      x.src = to_device ? h : d;
+      x.dst = to_device ? d : h;
+      if (!to_device) {
+        x.src_pitch = r.dst_pitch, x.dst_pitch = r.src_pitch;
+        x.src_slice = r.dst_slice, x.dst_slice = r.src_slice;
+      }
+      dv_status rc = ctx->be->copy_rect(ctx->bst, bs, &x);
+      if (rc == DV_ERR_NOT_SUPPORTED && first && levels > 1) break; /* fewer levels */
+      if (rc) return rc;
+      first = false;
+      atomic_fetch_add(&ctx->stats.copies, 1);
+      int k = outer - 1;
+      for (; k >= 0; k--) {
+        if (++idx[k] < p.n[k]) break;
+        idx[k] = 0;
+      }
+      if (k < 0) return DV_OK;
+    }
   }
-  int64_t idx[DV_MAXDIMS] = {0};
-  for (;;) {
-    int64_t so = 0, dof = 0;
-    for (int i = 0; i < outer; i++) so += idx[i] * p.ss[i], dof += idx[i] * p.ds[i];
-    dv_memref h = {.ptr = stage + so};
-    dv_memref d = dev;
-    d.offset += (size_t)dof;
-    r.src = to_device ? h : d;
-    r.dst = to_device ? d : h;
-    if (!to_device) {
-      size_t t;
-      t = r.src_pitch, r.src_pitch = r.dst_pitch, r.dst_pitch = t;
-      t = r.src_slice, r.src_slice = r.dst_slice, r.dst_slice = t;
-    }
-    dv_status rc = ctx->be->copy_rect(ctx->bst, bs, &r);
-    if (!to_device) {
-      size_t t;
-      t = r.src_pitch, r.src_pitch = r.dst_pitch, r.dst_pitch = t;
-      t = r.src_slice, r.src_slice = r.dst_slice, r.dst_slice = t;
-    }
-    if (rc) return rc;
-    atomic_fetch_add(&ctx->stats.copies, 1);
-    int k = outer - 1;
-    for (; k >= 0; k--) {
-      if (++idx[k] < p.n[k]) break;
-      idx[k] = 0;
-    }
-    if (k < 0) break;
-  }
-  return DV_OK;
 }
 
 static dv_status dv__staged(dv_context *ctx, dv_bstream *bs, const dv_array *dst,

@@ -1,18 +1,981 @@
-/* The opencl backend: not built yet (see the issue tracker); it reports itself
- * unavailable so that automatic selection falls through to the next one. */
+/*
+ * The OpenCL backend: any OpenCL 1.2+ device (AMD, Intel, NVIDIA GPUs,
+ * CPUs through PoCL) through the ICD loader, libOpenCL.so.1, which is loaded
+ * with dlopen: the library neither links against it nor needs it to run.
+ *
+ *  - Device memory is a cl_mem buffer; views are (buffer, byte offset).
+ *    Kernels take the buffer and the offset as arguments, so no sub-buffer
+ *    is ever made and CL_DEVICE_MEM_BASE_ADDR_ALIGN never constrains a view.
+ *  - A stream is an in-order command queue (with profiling, for event
+ *    timing); an event is the marker of its last record.
+ *  - A host callback is a marker whose completion callback runs the
+ *    function and then completes a user event that a barrier on the queue
+ *    waits for, so that later commands wait for the callback, as on CUDA.
+ *  - Pinned memory is a CL_MEM_ALLOC_HOST_PTR buffer mapped once; mapped
+ *    memory is the same buffer, whose handle is also the device view;
+ *    registration wraps existing memory with CL_MEM_USE_HOST_PTR.
+ *  - Device-to-device copies that rects cannot express use a strided-copy
+ *    kernel built once per context (on first use) and cached.
+ */
+#include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #include "../../core/internal.h"
+#include "../../core/memops.h"
+#include "opencl.h"
 
-static dv_status probe(char *reason, size_t cap) {
-  if (reason && cap) snprintf(reason, cap, "the opencl backend is not implemented in this build");
+#if DV_HAVE_OPENCL_HEADERS
+
+/* ---- the dispatch table ------------------------------------------------------ */
+
+typedef struct dv_cl_api {
+#define DV_CL(name) __typeof__(&name) name;
+#include "opencl_symbols.def"
+#undef DV_CL
+} dv_cl_api;
+
+static dv_cl_api cl;
+static void *cl_lib;
+static dv_status cl_load_status = DV_ERR_LIBRARY_LOAD;
+static char cl_load_msg[512];
+static pthread_once_t cl_once = PTHREAD_ONCE_INIT;
+
+static void cl_load(void) {
+  const char *names[] = {"libOpenCL.so.1", "libOpenCL.so"};
+  for (size_t i = 0; i < 2 && !cl_lib; i++) cl_lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!cl_lib) {
+    const char *e = dlerror();
+    snprintf(cl_load_msg, sizeof cl_load_msg, "libOpenCL.so.1 could not be loaded: %s", e ? e : "not found");
+    cl_load_status = DV_ERR_LIBRARY_LOAD;
+    return;
+  }
+#define DV_CL(name)                                                                     \
+  *(void **)&cl.name = dlsym(cl_lib, #name);                                            \
+  if (!cl.name) {                                                                       \
+    snprintf(cl_load_msg, sizeof cl_load_msg, "libOpenCL.so.1 lacks the entry point %s", #name); \
+    cl_load_status = DV_ERR_SYMBOL_LOAD;                                                \
+    return;                                                                             \
+  }
+#include "opencl_symbols.def"
+#undef DV_CL
+  cl_load_status = DV_OK;
+}
+
+static dv_status cl_ensure(void) {
+  pthread_once(&cl_once, cl_load);
+  if (cl_load_status) return dv__error(cl_load_status, "%s", cl_load_msg);
+  return DV_OK;
+}
+
+const char *dv__cl_error_name(int code) {
+  switch (code) {
+#define DV_CLE(n) \
+  case n:         \
+    return #n;
+#include "cl_errors.def"
+#undef DV_CLE
+  }
+  return "CL_UNKNOWN_ERROR";
+}
+
+dv_status dv__cl_status(int code) {
+  switch (code) {
+    case CL_SUCCESS: return DV_OK;
+    case CL_MEM_OBJECT_ALLOCATION_FAILURE:
+    case CL_OUT_OF_RESOURCES:
+    case CL_INVALID_BUFFER_SIZE: return DV_ERR_OUT_OF_MEMORY;
+    case CL_OUT_OF_HOST_MEMORY: return DV_ERR_HOST_OUT_OF_MEMORY;
+    case CL_INVALID_COMMAND_QUEUE:
+    case CL_DEVICE_NOT_AVAILABLE:
+    case CL_INVALID_CONTEXT:
+    case CL_INVALID_DEVICE: return DV_ERR_DEVICE_LOST;
+    case CL_INVALID_VALUE:
+    case CL_INVALID_MEM_OBJECT:
+    case CL_MEM_COPY_OVERLAP:
+    case CL_INVALID_HOST_PTR: return DV_ERR_INVALID_ARGUMENT;
+    default: return DV_ERR_DRIVER;
+  }
+}
+
+/* A failed OpenCL call: the status it maps to, with the code and name kept. */
+static dv_status cl_fail(int code, const char *what) {
+  return dv__error(dv__cl_status(code), "OpenCL %s failed: %s (%d)", what, dv__cl_error_name(code), code);
+}
+#define CL_TRY(call, what)             \
+  do {                                 \
+    cl_int e_ = (call);                \
+    if (e_ != CL_SUCCESS) return cl_fail(e_, what); \
+  } while (0)
+
+/* ---- state -------------------------------------------------------------------- */
+
+struct dv_bstream {
+  cl_command_queue q;
+  struct dv_bstream *next;
+  pthread_mutex_t m;
+  cl_event last; /* event of the last command queued (for query), or NULL */
+};
+
+struct dv_bevent {
+  pthread_mutex_t m;
+  cl_event ev; /* the marker of the last record, or NULL */
+  unsigned flags;
+};
+
+typedef struct cl_state {
+  cl_platform_id platform;
+  cl_device_id device;
+  cl_context ctx;
+  cl_command_queue internal; /* maps, unmaps */
+  dv_device_info info;
+  size_t used;               /* bytes allocated (OpenCL cannot report free memory) */
+  pthread_mutex_t lock;      /* used, streams, kernel */
+  dv_bstream *streams;
+  cl_program prog;
+  cl_kernel k_strided;
+  /* Host callbacks run on this thread, never inside an OpenCL call (PoCL
+   * runs an event's callback on the calling thread when the event is
+   * already complete, which would run user code, and block, there). */
+  pthread_t cb_thread;
+  pthread_mutex_t cb_m;
+  pthread_cond_t cb_cv;
+  struct cl_cb *cb_head, *cb_tail;
+  bool cb_stop;
+} cl_state;
+
+typedef struct cl_host {
+  cl_mem mem;
+  void *ptr;
+  size_t bytes;
+} cl_host;
+
+/* ---- discovery ---------------------------------------------------------------- */
+
+typedef struct cl_dev_entry {
+  cl_platform_id p;
+  cl_device_id d;
+  unsigned pi, di;
+  cl_device_type type;
+  char name[256];
+} cl_dev_entry;
+
+#define CL_MAX_DEVS 64
+
+static dv_status cl_enumerate(cl_dev_entry *out, unsigned *n) {
+  *n = 0;
+  cl_platform_id plats[16];
+  cl_uint np = 0;
+  cl_int e = cl.clGetPlatformIDs(16, plats, &np);
+  if (e == CL_PLATFORM_NOT_FOUND_KHR || (e == CL_SUCCESS && np == 0))
+    return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "no OpenCL platform is installed (no ICD found)");
+  if (e) return cl_fail(e, "clGetPlatformIDs");
+  for (cl_uint p = 0; p < np && p < 16; p++) {
+    cl_device_id devs[16];
+    cl_uint nd = 0;
+    if (cl.clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &nd) != CL_SUCCESS) continue;
+    for (cl_uint d = 0; d < nd && d < 16 && *n < CL_MAX_DEVS; d++) {
+      cl_dev_entry *x = &out[(*n)++];
+      x->p = plats[p], x->d = devs[d], x->pi = p, x->di = d;
+      cl.clGetDeviceInfo(devs[d], CL_DEVICE_TYPE, sizeof x->type, &x->type, NULL);
+      x->name[0] = 0;
+      cl.clGetDeviceInfo(devs[d], CL_DEVICE_NAME, sizeof x->name, x->name, NULL);
+    }
+  }
+  if (*n == 0) return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "OpenCL platforms have no devices");
+  return DV_OK;
+}
+
+static bool cl_contains(const char *hay, const char *needle) {
+  size_t n = strlen(needle);
+  for (; *hay; hay++)
+    if (strncasecmp(hay, needle, n) == 0) return true;
+  return false;
+}
+
+/* Choose a device: "p:d", a name substring, or (empty) the first GPU, or,
+ * unless require_gpu, the first device of any type. */
+static dv_status cl_choose(const dv_backend_config *cfg, cl_dev_entry *chosen) {
+  cl_dev_entry devs[CL_MAX_DEVS];
+  unsigned n;
+  dv_status rc = cl_enumerate(devs, &n);
+  if (rc) return rc;
+  const char *sel = cfg->device ? cfg->device : "";
+  unsigned pi, di;
+  char tail;
+  if (*sel && sscanf(sel, "%u:%u%c", &pi, &di, &tail) == 2) {
+    for (unsigned i = 0; i < n; i++)
+      if (devs[i].pi == pi && devs[i].di == di) {
+        *chosen = devs[i];
+        return DV_OK;
+      }
+    return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "no OpenCL device %u:%u (%u device(s) found)", pi, di, n);
+  }
+  if (*sel) {
+    for (unsigned i = 0; i < n; i++)
+      if (cl_contains(devs[i].name, sel)) {
+        *chosen = devs[i];
+        return DV_OK;
+      }
+    return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "no OpenCL device name contains \"%s\"", sel);
+  }
+  for (unsigned i = 0; i < n; i++)
+    if (devs[i].type & CL_DEVICE_TYPE_GPU) {
+      *chosen = devs[i];
+      return DV_OK;
+    }
+  if (cfg->require_gpu)
+    return dv__error(DV_ERR_BACKEND_UNAVAILABLE,
+                     "no OpenCL GPU (found %u other device(s), e.g. \"%s\"; CPU devices are used only "
+                     "when asked for: DV_BACKEND=opencl or DV_OPENCL_DEVICE)",
+                     n, devs[0].name);
+  *chosen = devs[0];
+  return DV_OK;
+}
+
+static dv_status clb_probe(char *reason, size_t cap) {
+  dv_status rc = cl_ensure();
+  cl_dev_entry devs[CL_MAX_DEVS];
+  unsigned n = 0;
+  if (!rc) rc = cl_enumerate(devs, &n);
+  if (rc) {
+    if (reason && cap) snprintf(reason, cap, "%s", dv_last_error());
+    return rc;
+  }
+  if (reason && cap) {
+    size_t k = (size_t)snprintf(reason, cap, "%u device(s):", n);
+    for (unsigned i = 0; i < n && k < cap; i++)
+      k += (size_t)snprintf(reason + k, cap - k, " %u:%u %s (%s)%s", devs[i].pi, devs[i].di, devs[i].name,
+                            (devs[i].type & CL_DEVICE_TYPE_GPU) ? "GPU" : (devs[i].type & CL_DEVICE_TYPE_CPU) ? "CPU" : "other",
+                            i + 1 < n ? ";" : "");
+  }
+  return DV_OK;
+}
+
+static void cl_fill_info(cl_state *st) {
+  dv_device_info *d = &st->info;
+  memset(d, 0, sizeof *d);
+  snprintf(d->backend, sizeof d->backend, "opencl");
+  cl.clGetDeviceInfo(st->device, CL_DEVICE_NAME, sizeof d->name, d->name, NULL);
+  cl.clGetDeviceInfo(st->device, CL_DEVICE_VENDOR, sizeof d->vendor, d->vendor, NULL);
+  char ver[64] = "", plat[128] = "";
+  cl.clGetDeviceInfo(st->device, CL_DRIVER_VERSION, sizeof ver, ver, NULL);
+  cl.clGetPlatformInfo(st->platform, CL_PLATFORM_NAME, sizeof plat, plat, NULL);
+  snprintf(d->driver_version, sizeof d->driver_version, "%s", ver);
+  cl_ulong gm = 0, ma = 0;
+  cl_uint align_bits = 0;
+  cl_bool unified = CL_FALSE;
+  cl.clGetDeviceInfo(st->device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof gm, &gm, NULL);
+  cl.clGetDeviceInfo(st->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof ma, &ma, NULL);
+  cl.clGetDeviceInfo(st->device, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, NULL);
+  cl.clGetDeviceInfo(st->device, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, NULL);
+  d->total_memory = gm;
+  d->max_allocation = ma;
+  d->base_alignment = align_bits / 8;
+  d->can_map_host_memory = 1; /* CL_MEM_ALLOC_HOST_PTR / USE_HOST_PTR are core OpenCL */
+  d->managed_memory = 0;
+  (void)unified;
+  (void)plat;
+}
+
+static void *cl_cb_worker(void *arg);
+
+static dv_status clb_open(const dv_backend_config *cfg, void **state) {
+  *state = NULL;
+  dv_status rc = cl_ensure();
+  if (rc) return rc;
+  cl_dev_entry dev;
+  rc = cl_choose(cfg, &dev);
+  if (rc) return rc;
+  cl_state *st = dv__calloc(1, sizeof *st);
+  if (!st) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the OpenCL state");
+  st->platform = dev.p;
+  st->device = dev.d;
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev.p, 0};
+  cl_int e;
+  st->ctx = cl.clCreateContext(props, 1, &dev.d, NULL, NULL, &e);
+  if (!st->ctx) {
+    dv__free(st);
+    return cl_fail(e, "clCreateContext");
+  }
+  st->internal = cl.clCreateCommandQueue(st->ctx, dev.d, 0, &e);
+  if (!st->internal) {
+    cl.clReleaseContext(st->ctx);
+    dv__free(st);
+    return cl_fail(e, "clCreateCommandQueue");
+  }
+  pthread_mutex_init(&st->lock, NULL);
+  pthread_mutex_init(&st->cb_m, NULL);
+  pthread_cond_init(&st->cb_cv, NULL);
+  if (pthread_create(&st->cb_thread, NULL, cl_cb_worker, st) != 0) {
+    cl.clReleaseCommandQueue(st->internal);
+    cl.clReleaseContext(st->ctx);
+    pthread_mutex_destroy(&st->lock);
+    pthread_mutex_destroy(&st->cb_m);
+    pthread_cond_destroy(&st->cb_cv);
+    dv__free(st);
+    return dv__error(DV_ERR_DRIVER, "cannot start the OpenCL callback thread");
+  }
+  cl_fill_info(st);
+  *state = st;
+  return DV_OK;
+}
+
+static void clb_close(void *state) {
+  cl_state *st = state;
+  pthread_mutex_lock(&st->cb_m);
+  st->cb_stop = true;
+  pthread_cond_signal(&st->cb_cv);
+  pthread_mutex_unlock(&st->cb_m);
+  pthread_join(st->cb_thread, NULL);
+  pthread_mutex_destroy(&st->cb_m);
+  pthread_cond_destroy(&st->cb_cv);
+  if (st->k_strided) cl.clReleaseKernel(st->k_strided);
+  if (st->prog) cl.clReleaseProgram(st->prog);
+  cl.clFinish(st->internal);
+  cl.clReleaseCommandQueue(st->internal);
+  cl.clReleaseContext(st->ctx);
+  pthread_mutex_destroy(&st->lock);
+  dv__free(st);
+}
+
+static dv_status clb_device_info(void *state, dv_device_info *out) {
+  *out = ((cl_state *)state)->info;
+  return DV_OK;
+}
+
+/* ---- device memory -------------------------------------------------------------- */
+
+static dv_status clb_mem_alloc(void *state, size_t bytes, void **buf) {
+  cl_state *st = state;
+  *buf = NULL;
+  if (bytes > st->info.max_allocation)
+    return dv__error(DV_ERR_OUT_OF_MEMORY, "%zu bytes exceed the device's largest allocation (%llu, CL_DEVICE_MAX_MEM_ALLOC_SIZE)",
+                     bytes, (unsigned long long)st->info.max_allocation);
+  /* OpenCL allocates lazily and cannot report free memory: account here so
+   * that out-of-memory (and the pending-deallocation ratio) are real. */
+  pthread_mutex_lock(&st->lock);
+  if (bytes > st->info.total_memory - st->used) {
+    size_t f = st->info.total_memory - st->used;
+    pthread_mutex_unlock(&st->lock);
+    return dv__error(DV_ERR_OUT_OF_MEMORY, "OpenCL: %zu bytes requested, %zu of %llu free", bytes, f,
+                     (unsigned long long)st->info.total_memory);
+  }
+  st->used += bytes;
+  pthread_mutex_unlock(&st->lock);
+  cl_int e;
+  cl_mem m = cl.clCreateBuffer(st->ctx, CL_MEM_READ_WRITE, bytes, NULL, &e);
+  if (!m) {
+    pthread_mutex_lock(&st->lock);
+    st->used -= bytes;
+    pthread_mutex_unlock(&st->lock);
+    return cl_fail(e, "clCreateBuffer");
+  }
+  *buf = m;
+  return DV_OK;
+}
+
+static dv_status clb_mem_free(void *state, void *buf) {
+  cl_state *st = state;
+  size_t sz = 0;
+  cl.clGetMemObjectInfo((cl_mem)buf, CL_MEM_SIZE, sizeof sz, &sz, NULL);
+  cl_int e = cl.clReleaseMemObject((cl_mem)buf);
+  if (e) return cl_fail(e, "clReleaseMemObject");
+  pthread_mutex_lock(&st->lock);
+  st->used -= sz < st->used ? sz : st->used;
+  pthread_mutex_unlock(&st->lock);
+  return DV_OK;
+}
+
+static dv_status clb_mem_info(void *state, size_t *free_bytes, size_t *total_bytes) {
+  cl_state *st = state;
+  pthread_mutex_lock(&st->lock);
+  *total_bytes = st->info.total_memory;
+  *free_bytes = st->info.total_memory - st->used;
+  pthread_mutex_unlock(&st->lock);
+  return DV_OK;
+}
+
+/* ---- host memory ---------------------------------------------------------------- */
+
+static dv_status cl_host_new(cl_state *st, void *user_ptr, size_t bytes, void **handle, void **ptr, void **dev_buf) {
+  cl_host *h = dv__calloc(1, sizeof *h);
+  if (!h) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a host-memory record");
+  cl_int e;
+  cl_mem_flags fl = CL_MEM_READ_WRITE | (user_ptr ? CL_MEM_USE_HOST_PTR : CL_MEM_ALLOC_HOST_PTR);
+  h->mem = cl.clCreateBuffer(st->ctx, fl, bytes, user_ptr, &e);
+  if (!h->mem) {
+    dv__free(h);
+    return cl_fail(e, user_ptr ? "clCreateBuffer(CL_MEM_USE_HOST_PTR)" : "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)");
+  }
+  h->bytes = bytes;
+  if (user_ptr) {
+    h->ptr = user_ptr;
+  } else {
+    /* Mapped once, for the buffer's life: the host view of pinned memory. */
+    h->ptr = cl.clEnqueueMapBuffer(st->internal, h->mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, NULL,
+                                   NULL, &e);
+    if (!h->ptr) {
+      cl.clReleaseMemObject(h->mem);
+      dv__free(h);
+      return cl_fail(e, "clEnqueueMapBuffer");
+    }
+  }
+  *handle = h;
+  if (ptr) *ptr = h->ptr;
+  if (dev_buf) *dev_buf = h->mem;
+  return DV_OK;
+}
+
+static dv_status cl_host_release(cl_state *st, cl_host *h) {
+  if (!h) return dv__error(DV_ERR_INVALID_ARGUMENT, "NULL host-memory handle");
+  cl_int e = CL_SUCCESS;
+  /* Pinned memory was mapped at creation: unmap before releasing. */
+  cl_mem_flags fl = 0;
+  cl.clGetMemObjectInfo(h->mem, CL_MEM_FLAGS, sizeof fl, &fl, NULL);
+  if (fl & CL_MEM_ALLOC_HOST_PTR) {
+    e = cl.clEnqueueUnmapMemObject(st->internal, h->mem, h->ptr, 0, NULL, NULL);
+    cl.clFinish(st->internal);
+  }
+  cl_int e2 = cl.clReleaseMemObject(h->mem);
+  dv__free(h);
+  if (e) return cl_fail(e, "clEnqueueUnmapMemObject");
+  if (e2) return cl_fail(e2, "clReleaseMemObject");
+  return DV_OK;
+}
+
+static dv_status cl_sync_all(cl_state *st);
+
+static dv_status clb_host_alloc(void *state, size_t bytes, unsigned flags, void **handle, void **ptr, void **dev_buf) {
+  *handle = *ptr = NULL;
+  if (dev_buf) *dev_buf = NULL;
+  (void)flags; /* portable and write-combined have no OpenCL equivalent */
+  return cl_host_new(state, NULL, bytes, handle, ptr, dev_buf);
+}
+
+static dv_status clb_host_free(void *state, void *handle) {
+  cl_sync_all(state); /* queued copies may still use the memory */
+  return cl_host_release(state, handle);
+}
+
+static dv_status clb_host_register(void *state, void *ptr, size_t bytes, unsigned flags, void **handle, void **dev_buf) {
+  (void)flags;
+  *handle = NULL;
+  if (dev_buf) *dev_buf = NULL;
+  if (!ptr || !bytes) return dv__error(DV_ERR_INVALID_ARGUMENT, "register of an empty range");
+  return cl_host_new(state, ptr, bytes, handle, NULL, dev_buf);
+}
+
+static dv_status clb_host_unregister(void *state, void *handle) {
+  cl_sync_all(state);
+  return cl_host_release(state, handle);
+}
+
+/* ---- streams ------------------------------------------------------------------------ */
+
+static dv_status clb_stream_create(void *state, unsigned flags, dv_bstream **out) {
+  cl_state *st = state;
+  (void)flags;
+  *out = NULL;
+  dv_bstream *s = dv__calloc(1, sizeof *s);
+  if (!s) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a stream");
+  cl_int e;
+  s->q = cl.clCreateCommandQueue(st->ctx, st->device, CL_QUEUE_PROFILING_ENABLE, &e);
+  if (!s->q) {
+    dv__free(s);
+    return cl_fail(e, "clCreateCommandQueue");
+  }
+  pthread_mutex_init(&s->m, NULL);
+  pthread_mutex_lock(&st->lock);
+  s->next = st->streams;
+  st->streams = s;
+  pthread_mutex_unlock(&st->lock);
+  *out = s;
+  return DV_OK;
+}
+
+static dv_status clb_stream_destroy(void *state, dv_bstream *s) {
+  cl_state *st = state;
+  pthread_mutex_lock(&st->lock);
+  for (dv_bstream **p = &st->streams; *p; p = &(*p)->next)
+    if (*p == s) {
+      *p = s->next;
+      break;
+    }
+  pthread_mutex_unlock(&st->lock);
+  cl_int e = cl.clFinish(s->q);
+  cl_int e2 = cl.clReleaseCommandQueue(s->q);
+  if (s->last) cl.clReleaseEvent(s->last);
+  pthread_mutex_destroy(&s->m);
+  dv__free(s);
+  if (e) return cl_fail(e, "clFinish");
+  if (e2) return cl_fail(e2, "clReleaseCommandQueue");
+  return DV_OK;
+}
+
+static dv_status cl_sync_all(cl_state *st) {
+  /* Queues are only destroyed through the context, never while a sync of
+   * the whole device runs on another thread of the same context's owner;
+   * hold the lock while finishing each queue. */
+  dv_status first = DV_OK;
+  pthread_mutex_lock(&st->lock);
+  for (dv_bstream *s = st->streams; s; s = s->next) {
+    cl_int e = cl.clFinish(s->q);
+    if (e && !first) first = cl_fail(e, "clFinish");
+  }
+  pthread_mutex_unlock(&st->lock);
+  return first;
+}
+
+static dv_status clb_stream_sync(void *state, dv_bstream *s) {
+  if (!s) return cl_sync_all(state);
+  CL_TRY(cl.clFinish(s->q), "clFinish");
+  return DV_OK;
+}
+
+static dv_status clb_stream_query(void *state, dv_bstream *s) {
+  (void)state;
+  cl_int status = CL_COMPLETE, e = CL_SUCCESS;
+  pthread_mutex_lock(&s->m);
+  if (s->last) e = cl.clGetEventInfo(s->last, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL);
+  pthread_mutex_unlock(&s->m);
+  if (e) return cl_fail(e, "clGetEventInfo");
+  if (status < 0) return cl_fail(status, "a queued command");
+  return status == CL_COMPLETE ? DV_OK : DV_ERR_NOT_READY;
+}
+
+typedef struct cl_cb {
+  dv_bcallback_fn fn;
+  void *user;
+  cl_event gate; /* user event the queue's barrier waits on */
+  dv_status status;
+  cl_state *st;
+  struct cl_cb *next;
+} cl_cb;
+
+/* OpenCL's callback: hand the work to the callback thread and return. */
+static void CL_CALLBACK cl_cb_trampoline(cl_event ev, cl_int status, void *arg) {
+  (void)ev;
+  cl_cb *c = arg;
+  cl_state *st = c->st;
+  c->status = status == CL_COMPLETE ? DV_OK : dv__cl_status(status);
+  c->next = NULL;
+  pthread_mutex_lock(&st->cb_m);
+  if (st->cb_tail) st->cb_tail->next = c;
+  else st->cb_head = c;
+  st->cb_tail = c;
+  pthread_cond_signal(&st->cb_cv);
+  pthread_mutex_unlock(&st->cb_m);
+}
+
+static void *cl_cb_worker(void *arg) {
+  cl_state *st = arg;
+  pthread_mutex_lock(&st->cb_m);
+  for (;;) {
+    while (!st->cb_head && !st->cb_stop) pthread_cond_wait(&st->cb_cv, &st->cb_m);
+    cl_cb *c = st->cb_head;
+    if (!c) break;
+    st->cb_head = c->next;
+    if (!st->cb_head) st->cb_tail = NULL;
+    pthread_mutex_unlock(&st->cb_m);
+    c->fn(c->user, c->status);
+    cl.clSetUserEventStatus(c->gate, CL_COMPLETE); /* later commands may go on */
+    cl.clReleaseEvent(c->gate);
+    dv__free(c);
+    pthread_mutex_lock(&st->cb_m);
+  }
+  pthread_mutex_unlock(&st->cb_m);
+  return NULL;
+}
+
+/* Remember ev as the stream's last command (takes ownership of ev). */
+static void cl_track(dv_bstream *s, cl_event ev) {
+  pthread_mutex_lock(&s->m);
+  cl_event old = s->last;
+  s->last = ev;
+  pthread_mutex_unlock(&s->m);
+  if (old) cl.clReleaseEvent(old);
+}
+
+static dv_status clb_stream_callback(void *state, dv_bstream *s, dv_bcallback_fn fn, void *user) {
+  cl_state *st = state;
+  cl_cb *c = dv__malloc(sizeof *c);
+  if (!c) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a callback record");
+  cl_int e;
+  c->fn = fn, c->user = user, c->st = st;
+  c->gate = cl.clCreateUserEvent(st->ctx, &e);
+  if (!c->gate) {
+    dv__free(c);
+    return cl_fail(e, "clCreateUserEvent");
+  }
+  cl_event marker;
+  e = cl.clEnqueueMarkerWithWaitList(s->q, 0, NULL, &marker);
+  if (e) {
+    cl.clReleaseEvent(c->gate);
+    dv__free(c);
+    return cl_fail(e, "clEnqueueMarkerWithWaitList");
+  }
+  /* Later commands wait for the callback's user event. */
+  cl_event barrier = NULL;
+  e = cl.clEnqueueBarrierWithWaitList(s->q, 1, &c->gate, &barrier);
+  if (e) {
+    /* The marker is queued: complete the gate ourselves and drop the record. */
+    cl.clSetUserEventStatus(c->gate, CL_COMPLETE);
+    cl.clReleaseEvent(c->gate);
+    cl.clReleaseEvent(marker);
+    dv__free(c);
+    return cl_fail(e, "clEnqueueBarrierWithWaitList");
+  }
+  cl_track(s, barrier);
+  e = cl.clSetEventCallback(marker, CL_COMPLETE, cl_cb_trampoline, c);
+  cl.clReleaseEvent(marker);
+  if (e) {
+    cl.clSetUserEventStatus(c->gate, CL_COMPLETE);
+    cl.clReleaseEvent(c->gate);
+    dv__free(c);
+    return cl_fail(e, "clSetEventCallback");
+  }
+  cl.clFlush(s->q);
+  return DV_OK;
+}
+
+/* ---- copies -------------------------------------------------------------------------- */
+
+typedef struct cl_hostcopy {
+  dv_rect r;
+} cl_hostcopy;
+
+static void cl_hostcopy_cb(void *user, dv_status status) {
+  cl_hostcopy *h = user;
+  if (status == DV_OK)
+    dv__rect_copy(h->r.dst.ptr, h->r.dst_pitch, h->r.dst_slice, h->r.src.ptr, h->r.src_pitch, h->r.src_slice,
+                  h->r.width, h->r.height, h->r.depth);
+  dv__free(h);
+}
+
+/* OpenCL's rect rules: slice pitches must be multiples of the row pitch. */
+static bool cl_rect_ok(size_t pitch, size_t slice, size_t depth) {
+  return depth <= 1 || (pitch && slice % pitch == 0);
+}
+
+static void cl_origin(size_t off, size_t pitch, size_t slice, size_t o[3]) {
+  o[2] = slice ? off / slice : 0;
+  off -= o[2] * slice;
+  o[1] = pitch ? off / pitch : 0;
+  o[0] = off - o[1] * pitch;
+}
+
+static dv_status clb_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
+  cl_state *st = state;
+  if (!r->width || !r->height || !r->depth) return DV_OK;
+  bool sd = r->src.buf != NULL, dd = r->dst.buf != NULL;
+  cl_bool blocking = (r->flags & DV_COPY_SYNC) ? CL_TRUE : CL_FALSE;
+  size_t sp = r->height > 1 ? r->src_pitch : r->width, dp = r->height > 1 ? r->dst_pitch : r->width;
+  size_t ss = r->depth > 1 ? r->src_slice : sp * r->height, ds = r->depth > 1 ? r->dst_slice : dp * r->height;
+  if (!sd && !dd) {
+    /* host to host, in stream order: a callback does it */
+    cl_hostcopy *h = dv__malloc(sizeof *h);
+    if (!h) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a copy record");
+    h->r = *r;
+    dv_status rc = clb_stream_callback(st, s, cl_hostcopy_cb, h);
+    if (rc) dv__free(h);
+    return rc;
+  }
+  if (!cl_rect_ok(sp, ss, r->depth) || !cl_rect_ok(dp, ds, r->depth)) return DV_ERR_NOT_SUPPORTED;
+  bool flat = r->height == 1 && r->depth == 1;
+  size_t region[3] = {r->width, r->height, r->depth}, so[3], dofs[3], zero[3] = {0, 0, 0};
+  if (sd && dd) {
+    if (flat) {
+      CL_TRY(cl.clEnqueueCopyBuffer(s->q, r->src.buf, r->dst.buf, r->src.offset, r->dst.offset, r->width, 0, NULL, NULL),
+             "clEnqueueCopyBuffer");
+    } else {
+      cl_origin(r->src.offset, sp, ss, so);
+      cl_origin(r->dst.offset, dp, ds, dofs);
+      CL_TRY(cl.clEnqueueCopyBufferRect(s->q, r->src.buf, r->dst.buf, so, dofs, region, sp, ss, dp, ds, 0, NULL, NULL),
+             "clEnqueueCopyBufferRect");
+    }
+    if (blocking) CL_TRY(cl.clFinish(s->q), "clFinish");
+  } else if (dd) {
+    if (flat) {
+      CL_TRY(cl.clEnqueueWriteBuffer(s->q, r->dst.buf, blocking, r->dst.offset, r->width, r->src.ptr, 0, NULL, NULL),
+             "clEnqueueWriteBuffer");
+    } else {
+      cl_origin(r->dst.offset, dp, ds, dofs);
+      CL_TRY(cl.clEnqueueWriteBufferRect(s->q, r->dst.buf, blocking, dofs, zero, region, dp, ds, sp, ss, r->src.ptr, 0,
+                                         NULL, NULL),
+             "clEnqueueWriteBufferRect");
+    }
+  } else {
+    if (flat) {
+      CL_TRY(cl.clEnqueueReadBuffer(s->q, r->src.buf, blocking, r->src.offset, r->width, r->dst.ptr, 0, NULL, NULL),
+             "clEnqueueReadBuffer");
+    } else {
+      cl_origin(r->src.offset, sp, ss, so);
+      CL_TRY(cl.clEnqueueReadBufferRect(s->q, r->src.buf, blocking, so, zero, region, sp, ss, dp, ds, r->dst.ptr, 0, NULL,
+                                        NULL),
+             "clEnqueueReadBufferRect");
+    }
+  }
+  if (!blocking) {
+    cl_event ev;
+    if (cl.clEnqueueMarkerWithWaitList(s->q, 0, NULL, &ev) == CL_SUCCESS) cl_track(s, ev);
+    cl.clFlush(s->q);
+  }
+  return DV_OK;
+}
+
+/* The strided-copy kernel: one work-item per element, up to 8 dims. */
+static const char cl_strided_src[] =
+    "__kernel void dv_strided_copy(__global uchar *src, long soff, __global uchar *dst, long doff,\n"
+    "                              int nd, long8 shape, long8 ss, long8 ds, int isz) {\n"
+    "  long i = get_global_id(0);\n"
+    "  long so = soff, dof = doff;\n"
+    "  long sh[8] = {shape.s0, shape.s1, shape.s2, shape.s3, shape.s4, shape.s5, shape.s6, shape.s7};\n"
+    "  long a[8] = {ss.s0, ss.s1, ss.s2, ss.s3, ss.s4, ss.s5, ss.s6, ss.s7};\n"
+    "  long b[8] = {ds.s0, ds.s1, ds.s2, ds.s3, ds.s4, ds.s5, ds.s6, ds.s7};\n"
+    "  for (int d = nd - 1; d >= 0; d--) { long k = i % sh[d]; i /= sh[d]; so += k * a[d]; dof += k * b[d]; }\n"
+    "  for (int c = 0; c < isz; c++) dst[dof + c] = src[so + c];\n"
+    "}\n";
+
+dv_status dv__cl_build(void *state, const char *source, const char *options, void **program) {
+  cl_state *st = state;
+  *program = NULL;
+  cl_int e;
+  cl_program p = cl.clCreateProgramWithSource(st->ctx, 1, &source, NULL, &e);
+  if (!p) return cl_fail(e, "clCreateProgramWithSource");
+  e = cl.clBuildProgram(p, 1, &st->device, options, NULL, NULL);
+  if (e != CL_SUCCESS) {
+    char log[2048] = "";
+    size_t n = 0;
+    cl.clGetProgramBuildInfo(p, st->device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, &n);
+    log[sizeof log - 1] = 0;
+    cl.clReleaseProgram(p);
+    return dv__error(e == CL_BUILD_PROGRAM_FAILURE ? DV_ERR_DRIVER : dv__cl_status(e),
+                     "OpenCL kernel build failed: %s (%d); build log:\n%s", dv__cl_error_name(e), e, log);
+  }
+  *program = p;
+  return DV_OK;
+}
+
+void dv__cl_program_release(void *program) {
+  if (program) cl.clReleaseProgram(program);
+}
+
+static dv_status cl_get_kernel(cl_state *st, cl_kernel *out) {
+  pthread_mutex_lock(&st->lock);
+  dv_status rc = DV_OK;
+  if (!st->k_strided) {
+    void *p = NULL;
+    rc = dv__cl_build(st, cl_strided_src, "", &p);
+    if (!rc) {
+      cl_int e;
+      st->k_strided = cl.clCreateKernel(p, "dv_strided_copy", &e);
+      if (!st->k_strided) {
+        cl.clReleaseProgram(p);
+        rc = cl_fail(e, "clCreateKernel");
+      } else {
+        st->prog = p;
+      }
+    }
+  }
+  *out = st->k_strided;
+  if (rc) pthread_mutex_unlock(&st->lock);
+  return rc; /* on success the lock is held: kernel arguments are shared state */
+}
+
+static dv_status clb_copy_strided(void *state, dv_bstream *s, const dv_strided *c) {
+  cl_state *st = state;
+  if (!c->src.buf || !c->dst.buf || c->nd > 8) return DV_ERR_NOT_SUPPORTED; /* device to device only */
+  long long count = 1;
+  for (int i = 0; i < c->nd; i++) count *= c->shape[i];
+  if (count == 0) return DV_OK;
+  cl_kernel k;
+  dv_status rc = cl_get_kernel(st, &k);
+  if (rc) return rc;
+  cl_long8 shape, ss, ds;
+  for (int i = 0; i < 8; i++) {
+    shape.s[i] = i < c->nd ? c->shape[i] : 1;
+    ss.s[i] = i < c->nd ? c->src_strides[i] : 0;
+    ds.s[i] = i < c->nd ? c->dst_strides[i] : 0;
+  }
+  cl_long soff = (cl_long)c->src.offset, doff = (cl_long)c->dst.offset;
+  cl_int nd = c->nd, isz = (cl_int)c->itemsize;
+  cl_int e = CL_SUCCESS;
+  e |= cl.clSetKernelArg(k, 0, sizeof(cl_mem), &c->src.buf);
+  e |= cl.clSetKernelArg(k, 1, sizeof soff, &soff);
+  e |= cl.clSetKernelArg(k, 2, sizeof(cl_mem), &c->dst.buf);
+  e |= cl.clSetKernelArg(k, 3, sizeof doff, &doff);
+  e |= cl.clSetKernelArg(k, 4, sizeof nd, &nd);
+  e |= cl.clSetKernelArg(k, 5, sizeof shape, &shape);
+  e |= cl.clSetKernelArg(k, 6, sizeof ss, &ss);
+  e |= cl.clSetKernelArg(k, 7, sizeof ds, &ds);
+  e |= cl.clSetKernelArg(k, 8, sizeof isz, &isz);
+  size_t global = (size_t)count;
+  cl_event ev = NULL;
+  if (e == CL_SUCCESS) e = cl.clEnqueueNDRangeKernel(s->q, k, 1, NULL, &global, NULL, 0, NULL, &ev);
+  pthread_mutex_unlock(&st->lock);
+  if (e) return cl_fail(e, "the strided-copy kernel");
+  cl_track(s, ev);
+  if (c->flags & DV_COPY_SYNC) CL_TRY(cl.clFinish(s->q), "clFinish");
+  else cl.clFlush(s->q);
+  return DV_OK;
+}
+
+static dv_status clb_memset(void *state, dv_bstream *s, dv_memref dst, int value, size_t bytes) {
+  (void)state;
+  if (!bytes) return DV_OK;
+  if (!dst.buf) return DV_ERR_NOT_SUPPORTED;
+  cl_uchar pattern = (cl_uchar)value;
+  cl_event ev;
+  CL_TRY(cl.clEnqueueFillBuffer(s->q, dst.buf, &pattern, 1, dst.offset, bytes, 0, NULL, &ev), "clEnqueueFillBuffer");
+  cl_track(s, ev);
+  cl.clFlush(s->q);
+  return DV_OK;
+}
+
+/* ---- events --------------------------------------------------------------------------- */
+
+static dv_status clb_event_create(void *state, unsigned flags, dv_bevent **out) {
+  (void)state;
+  dv_bevent *e = dv__calloc(1, sizeof *e);
+  if (!e) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate an event");
+  pthread_mutex_init(&e->m, NULL);
+  e->flags = flags;
+  *out = e;
+  return DV_OK;
+}
+
+static dv_status clb_event_destroy(void *state, dv_bevent *e) {
+  (void)state;
+  if (e->ev) cl.clReleaseEvent(e->ev);
+  pthread_mutex_destroy(&e->m);
+  dv__free(e);
+  return DV_OK;
+}
+
+static dv_status clb_event_record(void *state, dv_bevent *e, dv_bstream *s) {
+  (void)state;
+  cl_event ev;
+  CL_TRY(cl.clEnqueueMarkerWithWaitList(s->q, 0, NULL, &ev), "clEnqueueMarkerWithWaitList");
+  cl.clFlush(s->q);
+  pthread_mutex_lock(&e->m);
+  cl_event old = e->ev;
+  e->ev = ev;
+  pthread_mutex_unlock(&e->m);
+  if (old) cl.clReleaseEvent(old);
+  return DV_OK;
+}
+
+static dv_status clb_event_wait(void *state, dv_bstream *s, dv_bevent *e) {
+  (void)state;
+  cl_event ev = NULL;
+  pthread_mutex_lock(&e->m);
+  cl_int err = e->ev ? cl.clEnqueueBarrierWithWaitList(s->q, 1, &e->ev, &ev) : CL_SUCCESS;
+  pthread_mutex_unlock(&e->m);
+  if (err) return cl_fail(err, "clEnqueueBarrierWithWaitList");
+  if (ev) cl_track(s, ev);
+  return DV_OK;
+}
+
+static dv_status clb_event_query(void *state, dv_bevent *e) {
+  (void)state;
+  pthread_mutex_lock(&e->m);
+  cl_int status = CL_COMPLETE, err = CL_SUCCESS;
+  if (e->ev) err = cl.clGetEventInfo(e->ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL);
+  pthread_mutex_unlock(&e->m);
+  if (err) return cl_fail(err, "clGetEventInfo");
+  if (status < 0) return cl_fail(status, "the recorded work");
+  return status == CL_COMPLETE ? DV_OK : DV_ERR_NOT_READY;
+}
+
+static dv_status clb_event_sync(void *state, dv_bevent *e) {
+  (void)state;
+  pthread_mutex_lock(&e->m);
+  cl_int err = e->ev ? cl.clWaitForEvents(1, &e->ev) : CL_SUCCESS;
+  pthread_mutex_unlock(&e->m);
+  if (err) return cl_fail(err, "clWaitForEvents");
+  return DV_OK;
+}
+
+static dv_status clb_event_elapsed(void *state, dv_bevent *a, dv_bevent *b, float *ms) {
+  (void)state;
+  if (!(a->flags & DV_EVENT_TIMING) || !(b->flags & DV_EVENT_TIMING))
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "elapsed time needs two events created with DV_EVENT_TIMING");
+  pthread_mutex_lock(&a->m);
+  pthread_mutex_lock(&b->m);
+  dv_status rc = DV_OK;
+  if (!a->ev || !b->ev) {
+    rc = dv__error(DV_ERR_MISUSE, "elapsed time of an event that was never recorded");
+  } else {
+    cl_int sa = 0, sb = 0;
+    cl.clGetEventInfo(a->ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof sa, &sa, NULL);
+    cl.clGetEventInfo(b->ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof sb, &sb, NULL);
+    if (sa != CL_COMPLETE || sb != CL_COMPLETE) {
+      rc = dv__error(DV_ERR_NOT_READY, "an event has not completed yet");
+    } else {
+      cl_ulong t0 = 0, t1 = 0;
+      cl_int e1 = cl.clGetEventProfilingInfo(a->ev, CL_PROFILING_COMMAND_END, sizeof t0, &t0, NULL);
+      cl_int e2 = cl.clGetEventProfilingInfo(b->ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+      if (e1 || e2) rc = cl_fail(e1 ? e1 : e2, "clGetEventProfilingInfo");
+      else *ms = (float)((double)((cl_long)(t1 - t0)) / 1e6);
+    }
+  }
+  pthread_mutex_unlock(&b->m);
+  pthread_mutex_unlock(&a->m);
+  return rc;
+}
+
+const dv_backend dv__backend_opencl = {
+    .version = DV_BACKEND_VERSION,
+    .name = "opencl",
+    .probe = clb_probe,
+    .open = clb_open,
+    .close = clb_close,
+    .device_info = clb_device_info,
+    .mem_alloc = clb_mem_alloc,
+    .mem_free = clb_mem_free,
+    .mem_info = clb_mem_info,
+    .host_alloc = clb_host_alloc,
+    .host_free = clb_host_free,
+    .host_register = clb_host_register,
+    .host_unregister = clb_host_unregister,
+    .copy_rect = clb_copy_rect,
+    .copy_strided = clb_copy_strided,
+    .memset = clb_memset,
+    .stream_create = clb_stream_create,
+    .stream_destroy = clb_stream_destroy,
+    .stream_sync = clb_stream_sync,
+    .stream_query = clb_stream_query,
+    .stream_callback = clb_stream_callback,
+    .event_create = clb_event_create,
+    .event_destroy = clb_event_destroy,
+    .event_record = clb_event_record,
+    .event_wait = clb_event_wait,
+    .event_query = clb_event_query,
+    .event_sync = clb_event_sync,
+    .event_elapsed = clb_event_elapsed,
+};
+
+#else /* no OpenCL headers at build time */
+
+static dv_status clb_probe(char *reason, size_t cap) {
+  if (reason && cap) snprintf(reason, cap, "built without OpenCL headers (install opencl-headers and rebuild)");
   return DV_ERR_BACKEND_UNAVAILABLE;
 }
-
-static dv_status open_(const dv_backend_config *cfg, void **state) {
+static dv_status clb_open(const dv_backend_config *cfg, void **state) {
   (void)cfg;
   *state = NULL;
-  return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "the opencl backend is not implemented in this build");
+  return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "built without OpenCL headers (install opencl-headers and rebuild)");
 }
-
-const dv_backend dv__backend_opencl = {.version = DV_BACKEND_VERSION, .name = "opencl", .probe = probe, .open = open_};
+const dv_backend dv__backend_opencl = {.version = DV_BACKEND_VERSION, .name = "opencl", .probe = clb_probe, .open = clb_open};
+dv_status dv__cl_status(int code) { return code ? DV_ERR_DRIVER : DV_OK; }
+const char *dv__cl_error_name(int code) { return code ? "CL_UNKNOWN_ERROR" : "CL_SUCCESS"; }
+dv_status dv__cl_build(void *state, const char *source, const char *options, void **program) {
+  (void)state, (void)source, (void)options;
+  *program = NULL;
+  return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "built without OpenCL headers");
+}
+void dv__cl_program_release(void *program) { (void)program; }
+#endif
