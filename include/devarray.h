@@ -499,8 +499,10 @@ DV_API dv_status dv_array_host_data(const dv_array *a, void **ptr);
 /* ---- transfers ---------------------------------------------------------- */
 
 /**
- * Copy `src` into a device array.  When src is already a device array it is
- * returned (retained) unchanged, as Numba does.  With `to` != NULL, the data
+ * Copy `src` into a device array of ctx.  When src is already a device array
+ * of ctx it is returned (retained) unchanged, as Numba does; a device array of
+ * another context (another device or backend) is copied through host
+ * staging.  With `to` != NULL, the data
  * is copied into `to` (dtypes must be equal: DV_ERR_DTYPE_MISMATCH; shapes
  * equal after dropping size-1 dims: DV_ERR_SHAPE_MISMATCH) and `to` is
  * returned retained in *out (out may be NULL then).  With copy == 0 a new
@@ -521,8 +523,12 @@ DV_API dv_status dv_copy_to_host(const dv_array *src, dv_array *dst, dv_stream *
 /** Copy src (host or device, any layout) into the device array dst.  Size 0 is a no-op. */
 DV_API dv_status dv_copy_to_device(dv_array *dst, const dv_array *src, dv_stream *stream);
 /**
- * Copy between any two arrays of one context (host or device, any layouts,
- * overlapping memory excepted).  The general form of the three above.
+ * Copy between any two arrays (host or device, any layouts, overlapping
+ * memory excepted).  The general form of the three above.  Arrays of two
+ * different contexts (two devices, or two backends such as opencl and host)
+ * are copied through a host staging buffer; such a copy is synchronous on the
+ * source's side, and `stream` must belong to the destination's context
+ * (DV_ERR_BACKEND_MISMATCH otherwise).
  */
 DV_API dv_status dv_array_copy(dv_array *dst, const dv_array *src, dv_stream *stream);
 /** Set every byte of every element of a device or host array to `value`. */

@@ -68,11 +68,11 @@ static void test_cross_context(void **state) {
   dv_array *a, *b;
   assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &a));
   assert_ok(dv_device_array(other, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &b));
-  assert_status(dv_array_copy(a, b, NULL), DV_ERR_BACKEND_MISMATCH);
-  EXPECT(dv_to_device(g_ctx, b, NULL, 1, NULL, out), DV_ERR_BACKEND_MISMATCH);
   dv_stream *s;
   assert_ok(dv_stream_create(other, 0, &s));
   assert_status(dv_array_copy(a, a, s), DV_ERR_BACKEND_MISMATCH);
+  assert_status(dv_array_copy(a, b, s), DV_ERR_BACKEND_MISMATCH); /* s is not a's context's */
+  EXPECT(dv_to_device(g_ctx, b, NULL, 1, b, out), DV_ERR_BACKEND_MISMATCH); /* `to` of another context */
   dv_event *e;
   assert_ok(dv_event_create(g_ctx, 0, &e));
   assert_status(dv_event_record(e, s), DV_ERR_BACKEND_MISMATCH);

@@ -413,8 +413,50 @@ static void test_mismatch_errors(void **state) {
   dv_array_release(a), dv_array_release(b), dv_array_release(c), dv_array_release(d), dv_array_release(h);
 }
 
+/* Copies between contexts: this backend and the host simulator (two
+ * backends), and two contexts of this backend (two devices' worth of
+ * separate memory), through host staging, with strided views on both sides. */
+static void test_cross_context(void **state) {
+  (void)state;
+  dv_context *hostctx, *twin;
+  dv_config *cfg;
+  assert_ok(dv_config_create(&cfg));
+  assert_ok(dv_config_set(cfg, "backend", "host"));
+  assert_ok(dv_context_create(cfg, &hostctx));
+  dv_config_destroy(cfg);
+  assert_ok(test_context(&twin, NULL));
+  const dv_dtype *dt = dv_dtype_get(DV_INT32);
+  int32_t src[6][5], out[6][5];
+  for (int i = 0; i < 30; i++) src[i / 5][i % 5] = i * 3 + 1, out[i / 5][i % 5] = -1;
+  int64_t shape[2] = {6, 5};
+  dv_array *hs, *ho, *a, *b, *c, *av, *cv;
+  assert_ok(dv_host_array_wrap(g_ctx, src, 2, shape, dt, NULL, &hs));
+  assert_ok(dv_host_array_wrap(g_ctx, out, 2, shape, dt, NULL, &ho));
+  assert_ok(dv_to_device(g_ctx, hs, NULL, 1, NULL, &a));          /* this backend */
+  assert_ok(dv_device_array(hostctx, 2, shape, dt, NULL, 'F', NULL, &b)); /* the simulator */
+  assert_ok(dv_array_copy(b, a, NULL));                           /* backend -> simulator */
+  assert_ok(dv_to_device(twin, b, NULL, 1, NULL, &c));            /* simulator -> twin context */
+  assert_int_equal(dv_array_context(c), twin);
+  dv_index rev[2] = {DV_SLICE(DV_NONE, DV_NONE, -2), DV_SLICE(1, 4, 1)};
+  assert_ok(dv_array_slice(c, 2, rev, &cv));
+  assert_ok(dv_array_slice(a, 2, rev, &av));
+  assert_ok(dv_array_memset(a, 0, NULL));
+  assert_ok(dv_array_copy(av, cv, NULL));                         /* twin -> this, strided both sides */
+  assert_ok(dv_copy_to_host(a, ho, NULL, NULL));
+  for (int i = 0; i < 6; i++)
+    for (int j = 0; j < 5; j++) {
+      int32_t want = (i % 2 == 1 && j >= 1 && j < 4) ? src[i][j] : 0;
+      assert_int_equal(out[i][j], want);
+    }
+  dv_array_release(hs), dv_array_release(ho), dv_array_release(a), dv_array_release(b);
+  dv_array_release(c), dv_array_release(av), dv_array_release(cv);
+  assert_ok(dv_context_destroy(twin));
+  assert_ok(dv_context_destroy(hostctx));
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
+      T(test_cross_context),
       T(test_every_dtype_contiguous), T(test_random_layouts), T(test_device_slices),
       T(test_no_gap_overwrite),       T(test_broadcast_and_negative), T(test_to_device_forms),
       T(test_like_and_f_order),       T(test_size0_and_0d),  T(test_items_and_memset),

@@ -332,8 +332,6 @@ static void dv__fmt_shape(char *buf, size_t cap, const dv_array *a) {
 }
 
 static dv_status dv__check_compat(const dv_array *dst, const dv_array *src) {
-  if (dst->alloc->ctx != src->alloc->ctx)
-    return dv__error(DV_ERR_BACKEND_MISMATCH, "the arrays belong to different contexts");
   if (!dv_dtype_equal(dst->dtype, src->dtype))
     return dv__error(DV_ERR_DTYPE_MISMATCH, "incompatible dtype: %s into %s", src->dtype->name,
                      dst->dtype->name);
@@ -351,11 +349,48 @@ static dv_status dv__check_compat(const dv_array *dst, const dv_array *src) {
   return DV_OK;
 }
 
+/*
+ * Between two contexts (two devices, or two backends) device memory is not
+ * shared: the copy goes through a dense host buffer, device -> host on the
+ * source's context, then host -> device on the destination's.  Host memory
+ * is reachable from every context, so a host side needs no staging.  Such
+ * copies are synchronous on the source side; the destination side follows
+ * `stream` (which must belong to the destination's context).
+ */
+static dv_status dv__copy_across(dv_array *dst, const dv_array *src, dv_stream *stream) {
+  dv_context *dctx = dst->alloc->ctx, *sctx = src->alloc->ctx;
+  if (dv__is_host_side(src)) {
+    dv_status rc = dv__transfer(dctx, dst, src, stream);
+    dv_status r2 = dv__sync_if_null(dctx, stream);
+    return rc ? rc : r2;
+  }
+  if (dv__is_host_side(dst)) {
+    dv_status rc = dv__transfer(sctx, dst, src, NULL);
+    dv_status r2 = dv__sync_if_null(sctx, NULL);
+    return rc ? rc : r2;
+  }
+  int64_t st[DV_MAXDIMS];
+  dv__layout_dense(src->ndim, src->shape, (int64_t)src->dtype->itemsize, 'C', st);
+  dv_array *tmp = NULL;
+  dv_status rc = dv__array_create(sctx, DV_MEM_HOST, src->ndim, src->shape, src->dtype, NULL, 'C', 0, &tmp);
+  if (rc) return rc;
+  rc = dv__transfer(sctx, tmp, src, NULL);
+  dv_status r2 = dv__sync_if_null(sctx, NULL);
+  if (!rc) rc = r2;
+  if (!rc) rc = dv__transfer(dctx, dst, tmp, stream);
+  /* the staging buffer is freed here: wait for the destination side */
+  r2 = dctx->be->stream_sync(dctx->bst, dv__bstream(dctx, stream));
+  if (!rc) rc = r2;
+  dv_array_release(tmp);
+  return rc;
+}
+
 /* Copy, and wait when the call is synchronous (stream NULL). */
 static dv_status dv__copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
   dv_context *ctx = dst->alloc->ctx;
   if (stream && stream->ctx != ctx)
-    return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context");
+    return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context than the destination");
+  if (src->alloc->ctx != ctx) return dv__copy_across(dst, src, stream);
   dv_status rc = dv__transfer(ctx, dst, src, stream);
   dv_status src2 = dv__sync_if_null(ctx, stream);
   return rc ? rc : src2;
@@ -374,8 +409,8 @@ dv_status dv_to_device(dv_context *ctx, const dv_array *src, dv_stream *stream, 
   if (out) *out = NULL;
   DV_CHECK_NULL(ctx);
   DV_CHECK_NULL(src);
-  if (src->alloc->ctx != ctx)
-    return dv__error(DV_ERR_BACKEND_MISMATCH, "the source array belongs to another context");
+  if (to && to->alloc->ctx != ctx)
+    return dv__error(DV_ERR_BACKEND_MISMATCH, "`to` belongs to another context than ctx");
   if (to) {
     if (dv__is_host_side(to))
       return dv__error(DV_ERR_INVALID_ARGUMENT, "`to` must be a device array");
@@ -385,12 +420,15 @@ dv_status dv_to_device(dv_context *ctx, const dv_array *src, dv_stream *stream, 
     return rc;
   }
   DV_CHECK_NULL(out);
-  if (!dv__is_host_side(src)) {
+  if (!dv__is_host_side(src) && src->alloc->ctx == ctx) {
     *out = dv_array_retain((dv_array *)src); /* Numba returns device arrays as they are */
     return DV_OK;
   }
+  /* A host array, or a device array of another context (device or backend). */
   dv_array *d = NULL;
-  dv_status rc = dv_device_array_like(src, stream, &d);
+  int64_t lst[DV_MAXDIMS];
+  dv__like_strides(src, lst);
+  dv_status rc = dv_device_array(ctx, src->ndim, src->shape, src->dtype, lst, 'C', stream, &d);
   if (rc) return rc;
   if (copy) rc = dv__copy(d, src, stream);
   if (rc) {

@@ -4,6 +4,8 @@
  * queue).  dv__device_alloc adds Numba's out-of-memory rule: flush the
  * pending queue and retry once.
  */
+#include <stdio.h>
+
 #include "../core/internal.h"
 
 static dv_status dv__direct_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, void **buf) {
@@ -35,12 +37,14 @@ dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, voi
   if (frc) dv__log(DV_LOG_ERROR, "flush before retrying the allocation failed");
   rc = ctx->mm->alloc(ctx, bytes, stream, buf);
   if (rc == DV_ERR_OUT_OF_MEMORY) {
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", dv_last_error());
     size_t f = 0, t = 0;
     ctx->mm->mem_info(ctx, &f, &t);
     return dv__error(DV_ERR_OUT_OF_MEMORY,
                      "cannot allocate %zu bytes of device memory (%zu free of %zu, after one "
-                     "flush of the pending-deallocation queue)",
-                     bytes, f, t);
+                     "flush of the pending-deallocation queue): %s",
+                     bytes, f, t, detail);
   }
   return rc;
 }
