@@ -26,8 +26,8 @@ test: setup
 	@$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDV_SANITIZE=ON -DDV_WERROR=ON > /dev/null
 	@$(CMAKE) --build build-asan -j$(JOBS)
 	@$(MAKE) --no-print-directory tsan
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest -j$(JOBS) --output-on-failure --timeout 600
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  scripts/run-tests build-asan -j$(JOBS) --output-on-failure --timeout 600
 
 # ThreadSanitizer: the suites that share contexts and streams between threads.
 tsan: setup

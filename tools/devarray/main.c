@@ -68,7 +68,7 @@ static int cmd_info(void) {
       printf("  %-7s unavailable: %s (%s)\n", name, dv_last_error(), dv_status_name(rc));
       continue;
     }
-    printf("  %-7s available\n", name);
+    printf("  %-7s available: %s\n", name, reason);
     dv_device_info di;
     if (dv_context_device_info(ctx, &di) == DV_OK) print_device(&di);
     dv_context_destroy(ctx);

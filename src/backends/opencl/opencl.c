@@ -245,11 +245,22 @@ static dv_status clb_probe(char *reason, size_t cap) {
     return rc;
   }
   if (reason && cap) {
-    size_t k = (size_t)snprintf(reason, cap, "%u device(s):", n);
-    for (unsigned i = 0; i < n && k < cap; i++)
-      k += (size_t)snprintf(reason + k, cap - k, " %u:%u %s (%s)%s", devs[i].pi, devs[i].di, devs[i].name,
+    size_t k = (size_t)snprintf(reason, cap, "%u device(s)", n);
+    for (unsigned i = 0; i < n && k < cap; i++) {
+      char plat[96] = "";
+      cl_ulong gm = 0, ma = 0;
+      cl_uint bits = 0;
+      cl.clGetPlatformInfo(devs[i].p, CL_PLATFORM_NAME, sizeof plat, plat, NULL);
+      cl.clGetDeviceInfo(devs[i].d, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof gm, &gm, NULL);
+      cl.clGetDeviceInfo(devs[i].d, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof ma, &ma, NULL);
+      cl.clGetDeviceInfo(devs[i].d, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof bits, &bits, NULL);
+      k += (size_t)snprintf(reason + k, cap - k,
+                            "\n      %u:%u %s [%s] on platform \"%s\": global memory %llu MiB, max allocation "
+                            "%llu MiB, base alignment %u bytes",
+                            devs[i].pi, devs[i].di, devs[i].name,
                             (devs[i].type & CL_DEVICE_TYPE_GPU) ? "GPU" : (devs[i].type & CL_DEVICE_TYPE_CPU) ? "CPU" : "other",
-                            i + 1 < n ? ";" : "");
+                            plat, (unsigned long long)(gm >> 20), (unsigned long long)(ma >> 20), bits / 8);
+    }
   }
   return DV_OK;
 }
