@@ -223,6 +223,7 @@ typedef struct dv_device_info {
   int managed_memory;      /**< managed (unified) arrays are supported */
   int compute_major, compute_minor; /**< CUDA compute capability, else 0 */
   char pci_bus_id[32];     /**< empty when unknown */
+  int peer_devices;        /**< other devices this one can access directly (peer access) */
 } dv_device_info;
 
 /**
@@ -249,6 +250,14 @@ DV_API dv_status dv_context_device_info(dv_context *ctx, dv_device_info *out);
 DV_API dv_status dv_context_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes);
 /** Block until all work queued on every stream of the context is complete. */
 DV_API dv_status dv_context_synchronize(dv_context *ctx);
+/**
+ * The driver's legacy default stream (CUDA's handle 1, which synchronizes
+ * with blocking streams) and per-thread default stream (handle 2).  Borrowed;
+ * on backends without them, the context's default stream.  Passing one makes
+ * work asynchronous on it, as with any stream.
+ */
+DV_API dv_stream *dv_context_legacy_stream(dv_context *ctx);
+DV_API dv_stream *dv_context_per_thread_stream(dv_context *ctx);
 /**
  * The context's default stream (borrowed: do not release it).  Work given a
  * NULL stream runs here synchronously; passing this handle explicitly makes
@@ -470,6 +479,18 @@ DV_API dv_status dv_mapped_array(dv_context *ctx, int ndim, const int64_t *shape
                                  const dv_dtype *dtype, const int64_t *strides, char order,
                                  unsigned flags, dv_array **out);
 
+/**
+ * A new managed (unified) array: one allocation addressable from the host
+ * and the device (CUDA's cuMemAllocManaged; attach_global != 0 for
+ * CU_MEM_ATTACH_GLOBAL, 0 for host attach).  dv_array_host_data gives its
+ * host address; the host may read it only after a synchronize of the work
+ * that wrote it.  Its free is queued with its bytes.  DV_ERR_NOT_SUPPORTED
+ * on backends and devices without managed memory.
+ */
+DV_API dv_status dv_managed_array(dv_context *ctx, int ndim, const int64_t *shape,
+                                  const dv_dtype *dtype, const int64_t *strides, char order,
+                                  int attach_global, dv_array **out);
+
 DV_API dv_array *dv_array_retain(dv_array *a);
 /** Drop a reference.  The memory is freed (through the deferred queue for
  *  device memory) when the last view of it goes; queued work that still uses
@@ -491,8 +512,8 @@ DV_API dv_context *dv_array_context(const dv_array *a);
 DV_API int dv_array_is_c_contiguous(const dv_array *a);
 DV_API int dv_array_is_f_contiguous(const dv_array *a);
 /**
- * Host address of element [0,...,0] of a host, pinned or mapped array.
- * DV_ERR_MISUSE for device and managed arrays (copy them instead).
+ * Host address of element [0,...,0] of a host, pinned, mapped or managed
+ * array.  DV_ERR_MISUSE for device arrays (copy them instead).
  */
 DV_API dv_status dv_array_host_data(const dv_array *a, void **ptr);
 

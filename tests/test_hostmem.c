@@ -139,8 +139,63 @@ static void test_register(void **state) {
   dv_array_release(d);
 }
 
+static void test_managed(void **state) {
+  (void)state;
+  dv_device_info di;
+  assert_ok(dv_context_device_info(g_ctx, &di));
+  int64_t n = 256;
+  dv_array *m = (dv_array *)1, *d;
+  dv_status rc = dv_managed_array(g_ctx, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', 1, &m);
+  if (!di.managed_memory) {
+    assert_int_equal(rc, DV_ERR_NOT_SUPPORTED);
+    assert_null(m);
+    return;
+  }
+  assert_ok(rc);
+  assert_int_equal(dv_array_memory(m), DV_MEM_MANAGED);
+  int32_t *p;
+  assert_ok(dv_array_host_data(m, (void **)&p));
+  for (int i = 0; i < 256; i++) p[i] = i * 5;
+  assert_ok(dv_to_device(g_ctx, m, NULL, 1, NULL, &d)); /* managed memory is device memory: returned as is */
+  assert_ptr_equal(d, m);
+  dv_array *copy;
+  assert_ok(dv_array_copy_new(m, 'C', NULL, &copy));
+  assert_ok(dv_array_memset(m, 0, NULL));
+  assert_ok(dv_context_synchronize(g_ctx)); /* before the host reads */
+  assert_int_equal(p[255], 0);
+  assert_ok(dv_copy_to_device(m, copy, NULL));
+  assert_ok(dv_context_synchronize(g_ctx));
+  assert_int_equal(p[255], 255 * 5);
+  dv_stats st = {.size = sizeof st};
+  assert_ok(dv_context_stats(g_ctx, &st));
+  assert_int_equal(st.managed.current, 1024);
+  dv_array_release(copy), dv_array_release(d), dv_array_release(m);
+}
+
+static void test_builtin_streams(void **state) {
+  (void)state;
+  dv_stream *leg = dv_context_legacy_stream(g_ctx), *pts = dv_context_per_thread_stream(g_ctx);
+  assert_non_null(leg);
+  assert_non_null(pts);
+  int64_t n = 1000;
+  float *h = malloc(4000), *o = malloc(4000);
+  for (int i = 0; i < 1000; i++) h[i] = (float)i, o[i] = 0;
+  dv_array *hh, *ho, *d;
+  assert_ok(dv_host_array_wrap(g_ctx, h, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, &hh));
+  assert_ok(dv_host_array_wrap(g_ctx, o, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, &ho));
+  assert_ok(dv_to_device(g_ctx, hh, leg, 1, NULL, &d));
+  assert_ok(dv_stream_synchronize(leg));
+  assert_ok(dv_copy_to_host(d, ho, pts, NULL));
+  assert_ok(dv_stream_synchronize(pts));
+  assert_memory_equal(h, o, 4000);
+  dv_stream_release(leg); /* borrowed: a no-op */
+  dv_stream_release(pts);
+  dv_array_release(hh), dv_array_release(ho), dv_array_release(d);
+  free(h), free(o);
+}
+
 int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {T(test_pinned_array), T(test_mapped_array), T(test_pinned_scope),
+  const struct CMUnitTest tests[] = {T(test_managed), T(test_builtin_streams), T(test_pinned_array), T(test_mapped_array), T(test_pinned_scope),
                                      T(test_mapped_scope_on_wrapped), T(test_register)};
   return test_main(argc, argv, "hostmem", tests, sizeof tests / sizeof tests[0]);
 }

@@ -17,6 +17,13 @@ static dv_status dv__dtor_device(dv_context *ctx, void *buf, void *aux) {
   return rc;
 }
 
+static dv_status dv__dtor_managed(dv_context *ctx, void *buf, void *aux) {
+  size_t bytes = (size_t)(uintptr_t)aux;
+  dv_status rc = ctx->be->mem_free(ctx->bst, buf);
+  dv__stats_sub(ctx, DV_STAT_MANAGED, bytes);
+  return rc;
+}
+
 static dv_status dv__dtor_pinned(dv_context *ctx, void *handle, void *aux) {
   dv_status rc = ctx->be->host_free(ctx->bst, handle);
   dv__stats_sub(ctx, DV_STAT_PINNED, (size_t)(uintptr_t)aux);
@@ -49,9 +56,12 @@ void dv__alloc_release(dv_alloc *a) {
     dv_status rc = DV_OK;
     switch (a->kind) {
       case DV_MEM_DEVICE:
-      case DV_MEM_MANAGED:
         if (a->buf)
           rc = dv__defer_free(ctx, true, dv__dtor_device, a->buf, (void *)(uintptr_t)a->bytes, a->bytes);
+        break;
+      case DV_MEM_MANAGED:
+        if (a->buf)
+          rc = dv__defer_free(ctx, true, dv__dtor_managed, a->buf, (void *)(uintptr_t)a->bytes, a->bytes);
         break;
       case DV_MEM_PINNED:
         rc = dv__defer_free(ctx, true, dv__dtor_pinned, a->handle, (void *)(uintptr_t)a->bytes, 0);
@@ -194,7 +204,21 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
       break;
     }
     case DV_MEM_MANAGED:
-      rc = dv__error(DV_ERR_NOT_SUPPORTED, "managed memory is not supported by backend %s", ctx->be->name);
+      if (!ctx->be->managed_alloc) {
+        rc = dv__error(DV_ERR_NOT_SUPPORTED, "managed memory is not supported by backend %s", ctx->be->name);
+        break;
+      }
+      if (bytes > 0) {
+        rc = ctx->be->managed_alloc(ctx->bst, (size_t)bytes, (int)(flags & 1u), &a->buf);
+        if (rc == DV_ERR_OUT_OF_MEMORY) { /* Numba: flush the queue and retry once */
+          dv__flush(ctx);
+          rc = ctx->be->managed_alloc(ctx->bst, (size_t)bytes, (int)(flags & 1u), &a->buf);
+        }
+      }
+      if (!rc) {
+        a->host = a->buf; /* one address for host and device */
+        dv__stats_add(ctx, DV_STAT_MANAGED, (uint64_t)bytes);
+      }
       break;
   }
   if (rc) {
@@ -276,6 +300,14 @@ dv_status dv_host_array_wrap(dv_context *ctx, void *data, int ndim, const int64_
 DV_HOST_CREATOR(dv_host_array, DV_MEM_HOST, 0)
 DV_HOST_CREATOR(dv_pinned_array, DV_MEM_PINNED, 0)
 
+dv_status dv_managed_array(dv_context *ctx, int ndim, const int64_t *shape, const dv_dtype *dtype,
+                           const int64_t *strides, char order, int attach_global, dv_array **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  DV_CHECK_NULL(ctx);
+  return dv__array_create(ctx, DV_MEM_MANAGED, ndim, shape, dtype, strides, order, attach_global ? 1u : 0u, out);
+}
+
 dv_status dv_mapped_array(dv_context *ctx, int ndim, const int64_t *shape, const dv_dtype *dtype,
                           const int64_t *strides, char order, unsigned flags, dv_array **out) {
   DV_CHECK_NULL(out);
@@ -315,7 +347,7 @@ dv_status dv_array_host_data(const dv_array *a, void **ptr) {
   DV_CHECK_NULL(ptr);
   *ptr = NULL;
   DV_CHECK_NULL(a);
-  if (!dv__is_host_side(a))
+  if (a->alloc->kind == DV_MEM_DEVICE)
     return dv__error(DV_ERR_MISUSE, "the array lives in device memory; copy it to the host first");
   *ptr = (char *)a->alloc->host + a->offset;
   return DV_OK;

@@ -18,7 +18,7 @@
 
 #include "devarray.h"
 
-#define DV_BACKEND_VERSION 1
+#define DV_BACKEND_VERSION 2 /* 2: managed_alloc, stream_builtin */
 
 typedef struct dv_backend dv_backend;
 typedef struct dv_bstream dv_bstream; /* backend stream */
@@ -139,6 +139,13 @@ struct dv_backend {
   int (*fault_pending)(void *state, dv_fault_kind kind);
   /* Integrity check of live and recently freed allocations; optional. */
   dv_status (*check_memory)(void *state);
+
+  /* Version 2. */
+  /* Managed (unified) memory; optional (NULL: not supported). */
+  dv_status (*managed_alloc)(void *state, size_t bytes, int attach_global, void **buf);
+  /* The driver's own default streams: which = 1 legacy, 2 per-thread;
+   * optional (NULL: the context's default stream stands in). */
+  dv_status (*stream_builtin)(void *state, int which, dv_bstream **out);
 };
 
 /* The registry: every backend compiled in, in automatic-selection order. */

@@ -105,6 +105,12 @@ dv_status dv_context_create(const dv_config *cfg, dv_context **out) {
   ctx->default_stream.ctx = ctx;
   ctx->default_stream.is_default = true;
   atomic_store(&ctx->default_stream.refs, 1);
+  ctx->legacy_stream = ctx->default_stream;
+  ctx->per_thread_stream = ctx->default_stream;
+  if (ctx->be->stream_builtin) {
+    ctx->be->stream_builtin(ctx->bst, 1, &ctx->legacy_stream.bs);
+    ctx->be->stream_builtin(ctx->bst, 2, &ctx->per_thread_stream.bs);
+  }
   pthread_mutex_init(&ctx->lock, NULL);
   dv__stats_init(&ctx->stats);
   ctx->mm = &dv__mm_direct;
@@ -167,6 +173,8 @@ dv_status dv_context_synchronize(dv_context *ctx) {
 }
 
 dv_stream *dv_context_default_stream(dv_context *ctx) { return ctx ? &ctx->default_stream : NULL; }
+dv_stream *dv_context_legacy_stream(dv_context *ctx) { return ctx ? &ctx->legacy_stream : NULL; }
+dv_stream *dv_context_per_thread_stream(dv_context *ctx) { return ctx ? &ctx->per_thread_stream : NULL; }
 
 dv_status dv_context_option(dv_context *ctx, const char *name, char *buf, size_t cap,
                             dv_option_source *source) {

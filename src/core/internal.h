@@ -170,6 +170,7 @@ struct dv_context {
 
   dv_stats_state stats;
   dv_stream default_stream;
+  dv_stream legacy_stream, per_thread_stream; /* borrowed; see dv_context_legacy_stream */
 
   _Atomic int64_t live_arrays, live_streams, live_events, live_scopes, live_allocs;
 };

@@ -1,18 +1,601 @@
-/* The cuda backend: not built yet (see the issue tracker); it reports itself
- * unavailable so that automatic selection falls through to the next one. */
+/*
+ * The CUDA backend: NVIDIA GPUs through the CUDA driver API, loaded at run
+ * time with dlopen("libcuda.so.1") through the X-macro list
+ * cuda_symbols.def.  The library never links against libcuda or libcudart
+ * and builds with no CUDA software present (the types are declared in
+ * cuda_driver.h).
+ *
+ *  - One primary context per device (cuDevicePrimaryCtxRetain), made
+ *    current on the calling thread at every entry.
+ *  - Device addresses are CUdeviceptr values carried in the buffer handle;
+ *    views add their byte offset.
+ *  - Copies: contiguous with cuMemcpy{HtoD,DtoH,DtoD}Async, rects with
+ *    cuMemcpy2DAsync / cuMemcpy3DAsync (3-D needs slice pitches that are
+ *    multiples of the row pitch, else the planner splits), host-to-host in
+ *    stream order through cuLaunchHostFunc.  No strided-copy kernel yet: the
+ *    planner stages through the host for layouts rects cannot express.
+ *  - Pinned memory: cuMemHostAlloc (PORTABLE, DEVICEMAP, WRITECOMBINED
+ *    honoured); registration: cuMemHostRegister; managed: cuMemAllocManaged.
+ *  - Streams: cuStreamCreate (blocking or non-blocking); the legacy and
+ *    per-thread default streams are the driver's handles 0x1 and 0x2.
+ */
+#include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../../core/internal.h"
+#include "../../core/memops.h"
+#include "cuda_backend.h"
+#include "cuda_driver.h"
 
-static dv_status probe(char *reason, size_t cap) {
-  if (reason && cap) snprintf(reason, cap, "the cuda backend is not implemented in this build");
-  return DV_ERR_BACKEND_UNAVAILABLE;
+typedef struct dv_cu_api {
+#define DV_CU(ret, name, params) ret(*name) params;
+#include "cuda_symbols.def"
+#undef DV_CU
+} dv_cu_api;
+
+static dv_cu_api cu;
+static void *cu_lib;
+static dv_status cu_load_status;
+static char cu_load_msg[512];
+static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+
+static void cu_load(void) {
+  const char *names[] = {"libcuda.so.1", "libcuda.so"};
+  for (size_t i = 0; i < 2 && !cu_lib; i++) cu_lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!cu_lib) {
+    const char *e = dlerror();
+    snprintf(cu_load_msg, sizeof cu_load_msg, "no CUDA driver: libcuda.so.1 could not be loaded (%s)",
+             e ? e : "not found");
+    cu_load_status = DV_ERR_LIBRARY_LOAD;
+    return;
+  }
+#define DV_CU(ret, name, params)                                                        \
+  *(void **)&cu.name = dlsym(cu_lib, #name);                                            \
+  if (!cu.name) {                                                                       \
+    snprintf(cu_load_msg, sizeof cu_load_msg, "libcuda.so.1 lacks the entry point %s (driver too old?)", #name); \
+    cu_load_status = DV_ERR_SYMBOL_LOAD;                                                \
+    return;                                                                             \
+  }
+#include "cuda_symbols.def"
+#undef DV_CU
+  dv_CUresult r = cu.cuInit(0);
+  if (r != DV_CUDA_SUCCESS) {
+    const char *n = NULL;
+    cu.cuGetErrorName(r, &n);
+    snprintf(cu_load_msg, sizeof cu_load_msg, "cuInit failed: %s (%d)", n ? n : "?", r);
+    cu_load_status = r == DV_CUDA_ERROR_NO_DEVICE ? DV_ERR_BACKEND_UNAVAILABLE : DV_ERR_DRIVER;
+    return;
+  }
+  cu_load_status = DV_OK;
 }
 
-static dv_status open_(const dv_backend_config *cfg, void **state) {
-  (void)cfg;
+static dv_status cu_ensure(void) {
+  pthread_once(&cu_once, cu_load);
+  if (cu_load_status) return dv__error(cu_load_status, "%s", cu_load_msg);
+  return DV_OK;
+}
+
+dv_status dv__cu_status(int r) {
+  switch (r) {
+    case DV_CUDA_SUCCESS: return DV_OK;
+    case DV_CUDA_ERROR_OUT_OF_MEMORY: return DV_ERR_OUT_OF_MEMORY;
+    case DV_CUDA_ERROR_NOT_READY: return DV_ERR_NOT_READY;
+    case DV_CUDA_ERROR_INVALID_VALUE:
+    case DV_CUDA_ERROR_INVALID_HANDLE: return DV_ERR_INVALID_ARGUMENT;
+    case DV_CUDA_ERROR_NO_DEVICE:
+    case DV_CUDA_ERROR_INVALID_DEVICE: return DV_ERR_BACKEND_UNAVAILABLE;
+    case DV_CUDA_ERROR_DEINITIALIZED:
+    case DV_CUDA_ERROR_INVALID_CONTEXT:
+    case DV_CUDA_ERROR_ILLEGAL_ADDRESS:
+    case DV_CUDA_ERROR_LAUNCH_FAILED: return DV_ERR_DEVICE_LOST;
+    case DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED:
+    case DV_CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED: return DV_ERR_MISUSE;
+    case DV_CUDA_ERROR_NOT_SUPPORTED: return DV_ERR_NOT_SUPPORTED;
+    default: return DV_ERR_DRIVER;
+  }
+}
+
+/* A failed driver call: devarray's status, with the driver's name and code kept. */
+static dv_status cu_fail(dv_CUresult r, const char *what) {
+  const char *name = NULL, *text = NULL;
+  if (cu.cuGetErrorName) cu.cuGetErrorName(r, &name);
+  if (cu.cuGetErrorString) cu.cuGetErrorString(r, &text);
+  return dv__error(dv__cu_status(r), "CUDA %s failed: %s (%d): %s", what, name ? name : "CUDA_ERROR_UNKNOWN", r,
+                   text ? text : "");
+}
+#define CU_TRY(call, what)                            \
+  do {                                                \
+    dv_CUresult r_ = (call);                          \
+    if (r_ != DV_CUDA_SUCCESS) return cu_fail(r_, what); \
+  } while (0)
+
+typedef struct cu_state {
+  dv_CUdevice dev;
+  int ordinal;
+  dv_CUcontext ctx;
+  dv_device_info info;
+} cu_state;
+
+struct dv_bstream {
+  dv_CUstream s;
+  bool builtin; /* legacy / per-thread: never destroyed */
+};
+
+struct dv_bevent {
+  dv_CUevent e;
+  unsigned flags;
+  bool recorded;
+};
+
+static dv_bstream cu_legacy = {DV_CU_STREAM_LEGACY, true}, cu_per_thread = {DV_CU_STREAM_PER_THREAD, true};
+
+/* Make the context current on this thread (cheap when it already is). */
+static dv_status cu_enter(cu_state *st) {
+  dv_CUcontext cur = NULL;
+  if (cu.cuCtxGetCurrent(&cur) == DV_CUDA_SUCCESS && cur == st->ctx) return DV_OK;
+  CU_TRY(cu.cuCtxSetCurrent(st->ctx), "cuCtxSetCurrent");
+  return DV_OK;
+}
+#define CU_ENTER(st)               \
+  do {                             \
+    dv_status e_ = cu_enter(st);   \
+    if (e_) return e_;             \
+  } while (0)
+
+static dv_CUdeviceptr cu_ptr(dv_memref r) { return (dv_CUdeviceptr)(uintptr_t)r.buf + r.offset; }
+
+/* ---- probe, open, close ----------------------------------------------------------- */
+
+static dv_status cub_probe(char *reason, size_t cap) {
+  dv_status rc = cu_ensure();
+  int n = 0;
+  if (!rc && cu.cuDeviceGetCount(&n) != DV_CUDA_SUCCESS) rc = dv__error(DV_ERR_DRIVER, "cuDeviceGetCount failed");
+  if (!rc && n == 0) rc = dv__error(DV_ERR_BACKEND_UNAVAILABLE, "the CUDA driver reports no device");
+  if (rc) {
+    if (reason && cap) snprintf(reason, cap, "%s", dv_last_error());
+    return rc;
+  }
+  if (reason && cap) {
+    int v = 0;
+    cu.cuDriverGetVersion(&v);
+    size_t k = (size_t)snprintf(reason, cap, "driver %d.%d, %d device(s)", v / 1000, (v % 1000) / 10, n);
+    for (int i = 0; i < n && k < cap; i++) {
+      dv_CUdevice d;
+      char name[128] = "";
+      if (cu.cuDeviceGet(&d, i) == DV_CUDA_SUCCESS) cu.cuDeviceGetName(name, sizeof name, d);
+      k += (size_t)snprintf(reason + k, cap - k, "\n      %d: %s", i, name);
+    }
+  }
+  return DV_OK;
+}
+
+static void cu_fill_info(cu_state *st) {
+  dv_device_info *d = &st->info;
+  memset(d, 0, sizeof *d);
+  snprintf(d->backend, sizeof d->backend, "cuda");
+  cu.cuDeviceGetName(d->name, sizeof d->name, st->dev);
+  snprintf(d->vendor, sizeof d->vendor, "NVIDIA");
+  int v = 0;
+  cu.cuDriverGetVersion(&v);
+  snprintf(d->driver_version, sizeof d->driver_version, "CUDA driver API %d.%d", v / 1000, (v % 1000) / 10);
+  size_t total = 0;
+  cu.cuDeviceTotalMem_v2(&total, st->dev);
+  d->total_memory = total;
+  d->max_allocation = total;
+  d->base_alignment = 256; /* cuMemAlloc's documented alignment */
+  int x = 0;
+  cu.cuDeviceGetAttribute(&x, DV_CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, st->dev);
+  d->can_map_host_memory = x;
+  x = 0;
+  cu.cuDeviceGetAttribute(&x, DV_CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, st->dev);
+  d->managed_memory = x;
+  cu.cuDeviceGetAttribute(&d->compute_major, DV_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, st->dev);
+  cu.cuDeviceGetAttribute(&d->compute_minor, DV_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, st->dev);
+  cu.cuDeviceGetPCIBusId(d->pci_bus_id, sizeof d->pci_bus_id, st->dev);
+  int n = 0;
+  cu.cuDeviceGetCount(&n);
+  for (int i = 0; i < n; i++) {
+    dv_CUdevice o;
+    int can = 0;
+    if (i != st->ordinal && cu.cuDeviceGet(&o, i) == DV_CUDA_SUCCESS &&
+        cu.cuDeviceCanAccessPeer(&can, st->dev, o) == DV_CUDA_SUCCESS && can)
+      d->peer_devices++;
+  }
+}
+
+static dv_status cub_open(const dv_backend_config *cfg, void **state) {
   *state = NULL;
-  return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "the cuda backend is not implemented in this build");
+  dv_status rc = cu_ensure();
+  if (rc) return rc;
+  int n = 0, ordinal = cfg->device && *cfg->device ? atoi(cfg->device) : 0;
+  CU_TRY(cu.cuDeviceGetCount(&n), "cuDeviceGetCount");
+  if (n == 0) return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "the CUDA driver reports no device");
+  if (ordinal < 0 || ordinal >= n)
+    return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "no CUDA device %d (%d device(s); option cuda_device)", ordinal, n);
+  cu_state *st = dv__calloc(1, sizeof *st);
+  if (!st) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the CUDA state");
+  st->ordinal = ordinal;
+  dv_CUresult r = cu.cuDeviceGet(&st->dev, ordinal);
+  if (!r) r = cu.cuDevicePrimaryCtxRetain(&st->ctx, st->dev);
+  if (r) {
+    dv__free(st);
+    return cu_fail(r, "cuDevicePrimaryCtxRetain");
+  }
+  if ((rc = cu_enter(st)) != DV_OK) {
+    cu.cuDevicePrimaryCtxRelease_v2(st->dev);
+    dv__free(st);
+    return rc;
+  }
+  cu_fill_info(st);
+  *state = st;
+  return DV_OK;
 }
 
-const dv_backend dv__backend_cuda = {.version = DV_BACKEND_VERSION, .name = "cuda", .probe = probe, .open = open_};
+static void cub_close(void *state) {
+  cu_state *st = state;
+  if (cu_enter(st) == DV_OK) cu.cuCtxSynchronize();
+  cu.cuDevicePrimaryCtxRelease_v2(st->dev);
+  dv__free(st);
+}
+
+static dv_status cub_device_info(void *state, dv_device_info *out) {
+  *out = ((cu_state *)state)->info;
+  return DV_OK;
+}
+
+/* ---- memory ----------------------------------------------------------------------------- */
+
+static dv_status cub_mem_alloc(void *state, size_t bytes, void **buf) {
+  *buf = NULL;
+  CU_ENTER((cu_state *)state);
+  dv_CUdeviceptr p = 0;
+  CU_TRY(cu.cuMemAlloc_v2(&p, bytes), "cuMemAlloc");
+  *buf = (void *)(uintptr_t)p;
+  return DV_OK;
+}
+
+static dv_status cub_managed_alloc(void *state, size_t bytes, int attach_global, void **buf) {
+  *buf = NULL;
+  cu_state *st = state;
+  CU_ENTER(st);
+  if (!st->info.managed_memory) return dv__error(DV_ERR_NOT_SUPPORTED, "device %s has no managed memory", st->info.name);
+  dv_CUdeviceptr p = 0;
+  CU_TRY(cu.cuMemAllocManaged(&p, bytes, attach_global ? DV_CU_MEM_ATTACH_GLOBAL : DV_CU_MEM_ATTACH_HOST),
+         "cuMemAllocManaged");
+  *buf = (void *)(uintptr_t)p;
+  return DV_OK;
+}
+
+static dv_status cub_mem_free(void *state, void *buf) {
+  CU_ENTER((cu_state *)state);
+  CU_TRY(cu.cuMemFree_v2((dv_CUdeviceptr)(uintptr_t)buf), "cuMemFree");
+  return DV_OK;
+}
+
+static dv_status cub_mem_info(void *state, size_t *free_bytes, size_t *total_bytes) {
+  CU_ENTER((cu_state *)state);
+  CU_TRY(cu.cuMemGetInfo_v2(free_bytes, total_bytes), "cuMemGetInfo");
+  return DV_OK;
+}
+
+typedef struct cu_host {
+  void *ptr;
+  bool registered;
+} cu_host;
+
+static dv_status cub_host_alloc(void *state, size_t bytes, unsigned flags, void **handle, void **ptr, void **dev_buf) {
+  cu_state *st = state;
+  *handle = *ptr = NULL;
+  if (dev_buf) *dev_buf = NULL;
+  CU_ENTER(st);
+  unsigned f = 0;
+  if (flags & DV_HOSTMEM_MAPPED) {
+    if (!st->info.can_map_host_memory) return dv__error(DV_ERR_NOT_SUPPORTED, "device %s cannot map host memory", st->info.name);
+    f |= DV_CU_MEMHOSTALLOC_DEVICEMAP;
+  }
+  if (flags & DV_HOSTMEM_PORTABLE) f |= DV_CU_MEMHOSTALLOC_PORTABLE;
+  if (flags & DV_HOSTMEM_WC) f |= DV_CU_MEMHOSTALLOC_WRITECOMBINED;
+  cu_host *h = dv__calloc(1, sizeof *h);
+  if (!h) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a host-memory record");
+  dv_CUresult r = cu.cuMemHostAlloc(&h->ptr, bytes, f);
+  if (r) {
+    dv__free(h);
+    return cu_fail(r, "cuMemHostAlloc");
+  }
+  if (flags & DV_HOSTMEM_MAPPED) {
+    dv_CUdeviceptr d = 0;
+    r = cu.cuMemHostGetDevicePointer_v2(&d, h->ptr, 0);
+    if (r) {
+      cu.cuMemFreeHost(h->ptr);
+      dv__free(h);
+      return cu_fail(r, "cuMemHostGetDevicePointer");
+    }
+    if (dev_buf) *dev_buf = (void *)(uintptr_t)d;
+  }
+  *handle = h;
+  *ptr = h->ptr;
+  return DV_OK;
+}
+
+static dv_status cub_host_free(void *state, void *handle) {
+  CU_ENTER((cu_state *)state);
+  cu_host *h = handle;
+  dv_CUresult r = h->registered ? cu.cuMemHostUnregister(h->ptr) : cu.cuMemFreeHost(h->ptr);
+  dv__free(h);
+  if (r) return cu_fail(r, "cuMemFreeHost/cuMemHostUnregister");
+  return DV_OK;
+}
+
+static dv_status cub_host_register(void *state, void *ptr, size_t bytes, unsigned flags, void **handle, void **dev_buf) {
+  cu_state *st = state;
+  *handle = NULL;
+  if (dev_buf) *dev_buf = NULL;
+  if (!ptr || !bytes) return dv__error(DV_ERR_INVALID_ARGUMENT, "register of an empty range");
+  CU_ENTER(st);
+  unsigned f = DV_CU_MEMHOSTREGISTER_PORTABLE;
+  bool map = (flags & DV_HOSTMEM_MAPPED) && st->info.can_map_host_memory;
+  if (map) f |= DV_CU_MEMHOSTREGISTER_DEVICEMAP;
+  cu_host *h = dv__calloc(1, sizeof *h);
+  if (!h) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a registration record");
+  dv_CUresult r = cu.cuMemHostRegister_v2(ptr, bytes, f);
+  if (r) {
+    dv__free(h);
+    return cu_fail(r, "cuMemHostRegister");
+  }
+  h->ptr = ptr;
+  h->registered = true;
+  if (map && dev_buf) {
+    dv_CUdeviceptr d = 0;
+    if (cu.cuMemHostGetDevicePointer_v2(&d, ptr, 0) == DV_CUDA_SUCCESS) *dev_buf = (void *)(uintptr_t)d;
+  }
+  *handle = h;
+  return DV_OK;
+}
+
+static dv_status cub_host_unregister(void *state, void *handle) { return cub_host_free(state, handle); }
+
+/* ---- streams -------------------------------------------------------------------------------- */
+
+static dv_status cub_stream_create(void *state, unsigned flags, dv_bstream **out) {
+  *out = NULL;
+  CU_ENTER((cu_state *)state);
+  dv_bstream *s = dv__calloc(1, sizeof *s);
+  if (!s) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a stream");
+  dv_CUresult r = cu.cuStreamCreate(&s->s, (flags & DV_STREAM_NON_BLOCKING) ? DV_CU_STREAM_NON_BLOCKING : 0);
+  if (r) {
+    dv__free(s);
+    return cu_fail(r, "cuStreamCreate");
+  }
+  *out = s;
+  return DV_OK;
+}
+
+static dv_status cub_stream_destroy(void *state, dv_bstream *s) {
+  if (s->builtin) return DV_OK;
+  CU_ENTER((cu_state *)state);
+  dv_CUresult r = cu.cuStreamDestroy_v2(s->s);
+  dv__free(s);
+  if (r) return cu_fail(r, "cuStreamDestroy");
+  return DV_OK;
+}
+
+static dv_status cub_stream_sync(void *state, dv_bstream *s) {
+  CU_ENTER((cu_state *)state);
+  if (!s) {
+    CU_TRY(cu.cuCtxSynchronize(), "cuCtxSynchronize");
+    return DV_OK;
+  }
+  CU_TRY(cu.cuStreamSynchronize(s->s), "cuStreamSynchronize");
+  return DV_OK;
+}
+
+static dv_status cub_stream_query(void *state, dv_bstream *s) {
+  CU_ENTER((cu_state *)state);
+  dv_CUresult r = cu.cuStreamQuery(s->s);
+  if (r == DV_CUDA_ERROR_NOT_READY) return DV_ERR_NOT_READY;
+  if (r) return cu_fail(r, "cuStreamQuery");
+  return DV_OK;
+}
+
+static dv_status cub_stream_builtin(void *state, int which, dv_bstream **out) {
+  (void)state;
+  *out = which == 1 ? &cu_legacy : &cu_per_thread;
+  return DV_OK;
+}
+
+typedef struct cu_cb {
+  dv_bcallback_fn fn;
+  void *user;
+} cu_cb;
+
+static void cu_cb_trampoline(void *arg) {
+  cu_cb *c = arg;
+  c->fn(c->user, DV_OK); /* errors of earlier work show at the next synchronize */
+  dv__free(c);
+}
+
+static dv_status cub_stream_callback(void *state, dv_bstream *s, dv_bcallback_fn fn, void *user) {
+  CU_ENTER((cu_state *)state);
+  cu_cb *c = dv__malloc(sizeof *c);
+  if (!c) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a callback record");
+  c->fn = fn, c->user = user;
+  dv_CUresult r = cu.cuLaunchHostFunc(s->s, cu_cb_trampoline, c);
+  if (r) {
+    dv__free(c);
+    return cu_fail(r, "cuLaunchHostFunc");
+  }
+  return DV_OK;
+}
+
+/* ---- copies ------------------------------------------------------------------------------------ */
+
+typedef struct cu_hostcopy {
+  dv_rect r;
+} cu_hostcopy;
+
+static void cu_hostcopy_cb(void *user, dv_status status) {
+  cu_hostcopy *h = user;
+  if (status == DV_OK)
+    dv__rect_copy(h->r.dst.ptr, h->r.dst_pitch, h->r.dst_slice, h->r.src.ptr, h->r.src_pitch, h->r.src_slice,
+                  h->r.width, h->r.height, h->r.depth);
+  dv__free(h);
+}
+
+static void cu_side2(const dv_memref *m, int *type, const void **host, dv_CUdeviceptr *dev) {
+  if (m->buf) *type = DV_CU_MEMORYTYPE_DEVICE, *dev = cu_ptr(*m), *host = NULL;
+  else *type = DV_CU_MEMORYTYPE_HOST, *host = m->ptr, *dev = 0;
+}
+
+static dv_status cub_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
+  cu_state *st = state;
+  if (!r->width || !r->height || !r->depth) return DV_OK;
+  CU_ENTER(st);
+  bool sd = r->src.buf != NULL, dd = r->dst.buf != NULL;
+  if (!sd && !dd) {
+    cu_hostcopy *h = dv__malloc(sizeof *h);
+    if (!h) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a copy record");
+    h->r = *r;
+    dv_status rc = cub_stream_callback(st, s, cu_hostcopy_cb, h);
+    if (rc) dv__free(h);
+    return rc;
+  }
+  if (r->height == 1 && r->depth == 1) {
+    if (sd && dd) CU_TRY(cu.cuMemcpyDtoDAsync_v2(cu_ptr(r->dst), cu_ptr(r->src), r->width, s->s), "cuMemcpyDtoDAsync");
+    else if (dd) CU_TRY(cu.cuMemcpyHtoDAsync_v2(cu_ptr(r->dst), r->src.ptr, r->width, s->s), "cuMemcpyHtoDAsync");
+    else CU_TRY(cu.cuMemcpyDtoHAsync_v2(r->dst.ptr, cu_ptr(r->src), r->width, s->s), "cuMemcpyDtoHAsync");
+  } else if (r->depth == 1) {
+    dv_CUDA_MEMCPY2D c;
+    memset(&c, 0, sizeof c);
+    const void *h;
+    cu_side2(&r->src, &c.srcMemoryType, &h, &c.srcDevice);
+    c.srcHost = h;
+    cu_side2(&r->dst, &c.dstMemoryType, &h, &c.dstDevice);
+    c.dstHost = (void *)h;
+    c.srcPitch = r->src_pitch, c.dstPitch = r->dst_pitch;
+    c.WidthInBytes = r->width, c.Height = r->height;
+    CU_TRY(cu.cuMemcpy2DAsync_v2(&c, s->s), "cuMemcpy2DAsync");
+  } else {
+    /* 3-D: a slice is srcHeight rows of srcPitch bytes. */
+    if (!r->src_pitch || !r->dst_pitch || r->src_slice % r->src_pitch || r->dst_slice % r->dst_pitch)
+      return DV_ERR_NOT_SUPPORTED;
+    dv_CUDA_MEMCPY3D c;
+    memset(&c, 0, sizeof c);
+    const void *h;
+    cu_side2(&r->src, &c.srcMemoryType, &h, &c.srcDevice);
+    c.srcHost = h;
+    cu_side2(&r->dst, &c.dstMemoryType, &h, &c.dstDevice);
+    c.dstHost = (void *)h;
+    c.srcPitch = r->src_pitch, c.srcHeight = r->src_slice / r->src_pitch;
+    c.dstPitch = r->dst_pitch, c.dstHeight = r->dst_slice / r->dst_pitch;
+    c.WidthInBytes = r->width, c.Height = r->height, c.Depth = r->depth;
+    CU_TRY(cu.cuMemcpy3DAsync_v2(&c, s->s), "cuMemcpy3DAsync");
+  }
+  if (r->flags & DV_COPY_SYNC) CU_TRY(cu.cuStreamSynchronize(s->s), "cuStreamSynchronize");
+  return DV_OK;
+}
+
+static dv_status cub_memset(void *state, dv_bstream *s, dv_memref dst, int value, size_t bytes) {
+  if (!bytes) return DV_OK;
+  if (!dst.buf) return DV_ERR_NOT_SUPPORTED;
+  CU_ENTER((cu_state *)state);
+  CU_TRY(cu.cuMemsetD8Async(cu_ptr(dst), (unsigned char)value, bytes, s->s), "cuMemsetD8Async");
+  return DV_OK;
+}
+
+/* ---- events ---------------------------------------------------------------------------------------- */
+
+static dv_status cub_event_create(void *state, unsigned flags, dv_bevent **out) {
+  *out = NULL;
+  CU_ENTER((cu_state *)state);
+  dv_bevent *e = dv__calloc(1, sizeof *e);
+  if (!e) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate an event");
+  dv_CUresult r = cu.cuEventCreate(&e->e, (flags & DV_EVENT_TIMING) ? 0 : DV_CU_EVENT_DISABLE_TIMING);
+  if (r) {
+    dv__free(e);
+    return cu_fail(r, "cuEventCreate");
+  }
+  e->flags = flags;
+  *out = e;
+  return DV_OK;
+}
+
+static dv_status cub_event_destroy(void *state, dv_bevent *e) {
+  CU_ENTER((cu_state *)state);
+  dv_CUresult r = cu.cuEventDestroy_v2(e->e);
+  dv__free(e);
+  if (r) return cu_fail(r, "cuEventDestroy");
+  return DV_OK;
+}
+
+static dv_status cub_event_record(void *state, dv_bevent *e, dv_bstream *s) {
+  CU_ENTER((cu_state *)state);
+  CU_TRY(cu.cuEventRecord(e->e, s->s), "cuEventRecord");
+  e->recorded = true;
+  return DV_OK;
+}
+
+static dv_status cub_event_wait(void *state, dv_bstream *s, dv_bevent *e) {
+  CU_ENTER((cu_state *)state);
+  CU_TRY(cu.cuStreamWaitEvent(s->s, e->e, 0), "cuStreamWaitEvent");
+  return DV_OK;
+}
+
+static dv_status cub_event_query(void *state, dv_bevent *e) {
+  CU_ENTER((cu_state *)state);
+  dv_CUresult r = cu.cuEventQuery(e->e);
+  if (r == DV_CUDA_ERROR_NOT_READY) return DV_ERR_NOT_READY;
+  if (r) return cu_fail(r, "cuEventQuery");
+  return DV_OK;
+}
+
+static dv_status cub_event_sync(void *state, dv_bevent *e) {
+  CU_ENTER((cu_state *)state);
+  CU_TRY(cu.cuEventSynchronize(e->e), "cuEventSynchronize");
+  return DV_OK;
+}
+
+static dv_status cub_event_elapsed(void *state, dv_bevent *a, dv_bevent *b, float *ms) {
+  if (!(a->flags & DV_EVENT_TIMING) || !(b->flags & DV_EVENT_TIMING))
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "elapsed time needs two events created with DV_EVENT_TIMING");
+  if (!a->recorded || !b->recorded) return dv__error(DV_ERR_MISUSE, "elapsed time of an event that was never recorded");
+  CU_ENTER((cu_state *)state);
+  dv_CUresult r = cu.cuEventElapsedTime(ms, a->e, b->e);
+  if (r == DV_CUDA_ERROR_NOT_READY) return dv__error(DV_ERR_NOT_READY, "an event has not completed yet");
+  if (r) return cu_fail(r, "cuEventElapsedTime");
+  return DV_OK;
+}
+
+const dv_backend dv__backend_cuda = {
+    .version = DV_BACKEND_VERSION,
+    .name = "cuda",
+    .probe = cub_probe,
+    .open = cub_open,
+    .close = cub_close,
+    .device_info = cub_device_info,
+    .mem_alloc = cub_mem_alloc,
+    .mem_free = cub_mem_free,
+    .mem_info = cub_mem_info,
+    .host_alloc = cub_host_alloc,
+    .host_free = cub_host_free,
+    .host_register = cub_host_register,
+    .host_unregister = cub_host_unregister,
+    .copy_rect = cub_copy_rect,
+    .copy_strided = NULL,
+    .memset = cub_memset,
+    .stream_create = cub_stream_create,
+    .stream_destroy = cub_stream_destroy,
+    .stream_sync = cub_stream_sync,
+    .stream_query = cub_stream_query,
+    .stream_callback = cub_stream_callback,
+    .event_create = cub_event_create,
+    .event_destroy = cub_event_destroy,
+    .event_record = cub_event_record,
+    .event_wait = cub_event_wait,
+    .event_query = cub_event_query,
+    .event_sync = cub_event_sync,
+    .event_elapsed = cub_event_elapsed,
+    .managed_alloc = cub_managed_alloc,
+    .stream_builtin = cub_stream_builtin,
+};

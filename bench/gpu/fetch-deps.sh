@@ -1,0 +1,11 @@
+#!/bin/sh
+# Run HERE (a machine with Debian's package registry), not on the GPU
+# machine: downloads the Debian packages the test build needs that the GPU
+# image lacks (cmocka), into .gpu-deps/ (ignored by git), to be carried to
+# the GPU machine, where run.sh unpacks them into a private prefix.
+set -eu
+cd "$(dirname "$0")/../.."
+mkdir -p .gpu-deps
+cd .gpu-deps
+apt-get download libcmocka0 libcmocka-dev >/dev/null
+ls -1 *.deb

@@ -1,0 +1,51 @@
+#!/bin/sh
+# On a GPU machine: build devarray, run the whole test suite (the *.cuda
+# suites run there), compute-sanitizer's memcheck on the CUDA suites, and the
+# benchmarks (bench_cuda against the raw driver; numba-cuda and CuPy).
+# Raw logs go to $OUT (the device tool's folder) or bench/results/gpu-DATE.
+#   bench/gpu/fetch-deps.sh        # here, first (cmocka for the tests)
+#   bench/gpu/run.sh               # there, with .gpu-deps carried
+set -u
+cd "$(dirname "$0")/../.."
+out="${OUT:-bench/results/gpu-$(date -u +%Y%m%d-%H%M)}"
+mkdir -p "$out"
+jobs=$(nproc)
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "command: bench/gpu/run.sh"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,pci.bus_id --format=csv || true
+  nvcc --version | tail -1 || true
+  uname -a
+} > "$out/env.txt" 2>&1
+cat "$out/env.txt"
+
+# cmocka from carried Debian packages, unpacked into a private prefix
+prefix="$PWD/.gpu-deps/root"
+if [ -d .gpu-deps ] && ls .gpu-deps/*.deb >/dev/null 2>&1; then
+  for f in .gpu-deps/*.deb; do dpkg -x "$f" "$prefix"; done
+  export PKG_CONFIG_PATH="$prefix/usr/lib/x86_64-linux-gnu/pkgconfig"
+  export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+  export CFLAGS="-I$prefix/usr/include"
+fi
+
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$out/build.txt" 2>&1 &&
+  cmake --build build-gpu -j"$jobs" >> "$out/build.txt" 2>&1 || { tail -30 "$out/build.txt"; echo "build failed"; }
+
+# 1. the whole suite; the cuda suites run here
+scripts/run-tests build-gpu -j4 --output-on-failure --timeout 600 > "$out/ctest.txt" 2>&1
+echo "ctest exit $?"; tail -8 "$out/ctest.txt"
+
+# 2. compute-sanitizer memcheck on the CUDA suites
+for t in transfer views records memory hostmem streams errors threads; do
+  if [ -x build-gpu/tests/test_$t ]; then
+    echo "== memcheck test_$t cuda"
+    compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 build-gpu/tests/test_$t cuda 2>&1 | tail -4
+  fi
+done > "$out/memcheck.txt" 2>&1
+grep -E "^==|ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.txt" | head -40
+
+# 3. benchmarks
+build-gpu/bench/bench_cuda > "$out/bench_cuda.txt" 2>&1; tail -40 "$out/bench_cuda.txt"
+build-gpu/devarray bench --backend cuda --json > "$out/devarray_bench_cuda.json" 2>/dev/null
+PYTHONUNBUFFERED=1 python3 bench/gpu/peers.py > "$out/peers.txt" 2>&1; tail -30 "$out/peers.txt"
+echo "logs in $out"

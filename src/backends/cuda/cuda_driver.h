@@ -1,0 +1,92 @@
+/*
+ * The few CUDA driver API types and constants devarray uses, declared from
+ * the driver API's documentation so that the library builds with no CUDA
+ * software installed.  Names carry a dv_ prefix so that they can sit beside
+ * the toolkit's cuda.h, against which tests/test_cuda_abi.c checks every
+ * size, offset and value when the toolkit is present at build time.
+ */
+#ifndef DV_CUDA_DRIVER_H
+#define DV_CUDA_DRIVER_H
+#include <stddef.h>
+
+typedef int dv_CUresult;
+typedef int dv_CUdevice;
+typedef unsigned long long dv_CUdeviceptr;
+typedef struct dv_CUctx_st *dv_CUcontext;
+typedef struct dv_CUstream_st *dv_CUstream;
+typedef struct dv_CUevent_st *dv_CUevent;
+typedef void (*dv_CUhostFn)(void *user);
+
+enum {
+  DV_CUDA_SUCCESS = 0,
+  DV_CUDA_ERROR_INVALID_VALUE = 1,
+  DV_CUDA_ERROR_OUT_OF_MEMORY = 2,
+  DV_CUDA_ERROR_NOT_INITIALIZED = 3,
+  DV_CUDA_ERROR_DEINITIALIZED = 4,
+  DV_CUDA_ERROR_NO_DEVICE = 100,
+  DV_CUDA_ERROR_INVALID_DEVICE = 101,
+  DV_CUDA_ERROR_INVALID_CONTEXT = 201,
+  DV_CUDA_ERROR_INVALID_HANDLE = 400,
+  DV_CUDA_ERROR_NOT_READY = 600,
+  DV_CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+  DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
+  DV_CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
+  DV_CUDA_ERROR_LAUNCH_FAILED = 719,
+  DV_CUDA_ERROR_NOT_SUPPORTED = 801,
+};
+
+enum {
+  DV_CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY = 19,
+  DV_CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING = 41,
+  DV_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+  DV_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+  DV_CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY = 83,
+  DV_CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS = 89,
+};
+
+enum { DV_CU_MEMORYTYPE_HOST = 1, DV_CU_MEMORYTYPE_DEVICE = 2 };
+enum { DV_CU_STREAM_NON_BLOCKING = 1 };
+enum { DV_CU_EVENT_DISABLE_TIMING = 2 };
+enum { DV_CU_MEM_ATTACH_GLOBAL = 1, DV_CU_MEM_ATTACH_HOST = 2 };
+#define DV_CU_MEMHOSTALLOC_PORTABLE 0x01
+#define DV_CU_MEMHOSTALLOC_DEVICEMAP 0x02
+#define DV_CU_MEMHOSTALLOC_WRITECOMBINED 0x04
+#define DV_CU_MEMHOSTREGISTER_PORTABLE 0x01
+#define DV_CU_MEMHOSTREGISTER_DEVICEMAP 0x02
+#define DV_CU_STREAM_LEGACY ((dv_CUstream)0x1)
+#define DV_CU_STREAM_PER_THREAD ((dv_CUstream)0x2)
+
+typedef struct dv_CUDA_MEMCPY2D {
+  size_t srcXInBytes, srcY;
+  int srcMemoryType;
+  const void *srcHost;
+  dv_CUdeviceptr srcDevice;
+  void *srcArray;
+  size_t srcPitch;
+  size_t dstXInBytes, dstY;
+  int dstMemoryType;
+  void *dstHost;
+  dv_CUdeviceptr dstDevice;
+  void *dstArray;
+  size_t dstPitch;
+  size_t WidthInBytes, Height;
+} dv_CUDA_MEMCPY2D;
+
+typedef struct dv_CUDA_MEMCPY3D {
+  size_t srcXInBytes, srcY, srcZ, srcLOD;
+  int srcMemoryType;
+  const void *srcHost;
+  dv_CUdeviceptr srcDevice;
+  void *srcArray;
+  void *reserved0;
+  size_t srcPitch, srcHeight;
+  size_t dstXInBytes, dstY, dstZ, dstLOD;
+  int dstMemoryType;
+  void *dstHost;
+  dv_CUdeviceptr dstDevice;
+  void *dstArray;
+  void *reserved1;
+  size_t dstPitch, dstHeight;
+  size_t WidthInBytes, Height, Depth;
+} dv_CUDA_MEMCPY3D;
+#endif
