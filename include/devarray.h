@@ -343,6 +343,97 @@ DV_API dv_status dv_context_flush_deallocs(dv_context *ctx);
 DV_API dv_status dv_context_pending_deallocs(dv_context *ctx, size_t *count, size_t *bytes);
 
 /* ------------------------------------------------------------------------ */
+/* Memory managers: the plug-in interface, the pool, statistics              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A memory manager decides how device memory is obtained for arrays.  Two
+ * are built in: "direct" (every allocation is a driver allocation, every free
+ * a driver free) and "pool" (a stream-ordered caching allocator).  The
+ * option `memory_manager` (DV_MEMORY_MANAGER) picks one by name per context;
+ * dv_config_set_memory_manager plugs in a third one.  Frees still pass
+ * through the pending-deallocation queue first (Numba's behaviour), then
+ * reach the manager.
+ *
+ * Device memory is addressed as a block: a backend buffer handle plus a byte
+ * offset (OpenCL buffers are not pointers).  Managers obtain memory with
+ * dv_backend_alloc / dv_backend_free, which bypass every manager.
+ */
+typedef struct dv_block {
+  void *buf;     /**< backend buffer handle */
+  size_t offset; /**< byte offset of the block inside buf */
+  void *handle;  /**< the manager's own record of the block (opaque to devarray; given back to free) */
+} dv_block;
+
+/** Manager statistics (all bytes; counters since creation). */
+typedef struct dv_mm_stats {
+  dv_counter allocated;     /**< bytes handed out to arrays (requested sizes) */
+  dv_counter active;        /**< bytes of blocks handed out (rounded sizes) */
+  dv_counter reserved;      /**< bytes obtained from the driver (cached included) */
+  uint64_t hits, misses;    /**< allocations served from cache / needing the driver */
+  uint64_t splits, merges;  /**< block splits and coalescings */
+  uint64_t releases;        /**< segments returned to the driver */
+  uint64_t largest_free;    /**< largest free block, bytes */
+  uint64_t free_cached;     /**< bytes cached free */
+  uint64_t segments;        /**< segments held now */
+} dv_mm_stats;
+
+#define DV_MEMORY_MANAGER_VERSION 1
+/**
+ * A memory manager: a versioned table of functions (append-only; optional
+ * entries may be NULL).  `state` is what init returned.  Every function may
+ * be called from several threads at once and must be thread-safe.  `stream`
+ * is where the memory will be used (NULL: the default stream); a manager
+ * may ignore it.
+ */
+typedef struct dv_memory_manager {
+  uint32_t version; /**< DV_MEMORY_MANAGER_VERSION */
+  const char *name;
+  void *user;       /**< passed to init */
+  dv_status (*init)(dv_context *ctx, void *user, void **state);
+  void (*fini)(void *state);
+  /** Allocate bytes (> 0) usable in stream order on `stream`; DV_ERR_OUT_OF_MEMORY when none. */
+  dv_status (*alloc)(void *state, size_t bytes, dv_stream *stream, dv_block *out);
+  /** Free a block of `bytes` allocated for `stream` (its work may still be queued there). */
+  dv_status (*free)(void *state, dv_block block, size_t bytes, dv_stream *stream);
+  dv_status (*mem_info)(void *state, size_t *free_bytes, size_t *total_bytes);
+  /* optional */
+  dv_status (*stats)(void *state, dv_mm_stats *out);
+  /** Return cached memory to the driver. */
+  dv_status (*trim)(void *state);
+  /** A stream is about to be destroyed: forget it (its work is complete). */
+  void (*stream_destroyed)(void *state, dv_stream *stream);
+  /** Export an IPC handle for a block (CUDA IPC; NULL: not supported). */
+  dv_status (*ipc_handle)(void *state, dv_block block, void *handle, size_t cap);
+} dv_memory_manager;
+
+/**
+ * Contexts created with cfg use mm (copied; mm->user must outlive them).
+ * DV_ERR_INVALID_ARGUMENT for a wrong version or missing required entries.
+ */
+DV_API dv_status dv_config_set_memory_manager(dv_config *cfg, const dv_memory_manager *mm);
+/** The built-in managers ("direct", "pool"); NULL for another name. */
+DV_API const dv_memory_manager *dv_memory_manager_builtin(const char *name);
+/** Name of the context's memory manager. */
+DV_API const char *dv_context_memory_manager(const dv_context *ctx);
+/** Allocate / free device memory from the driver, bypassing every manager. */
+DV_API dv_status dv_backend_alloc(dv_context *ctx, size_t bytes, dv_block *out);
+DV_API dv_status dv_backend_free(dv_context *ctx, dv_block block);
+DV_API dv_status dv_backend_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes);
+/** The manager's statistics (DV_ERR_NOT_SUPPORTED if it keeps none). */
+DV_API dv_status dv_memory_stats(dv_context *ctx, dv_mm_stats *out);
+/** Return cached device memory to the driver (a no-op for "direct"). Blocks
+ *  until work that used the returned memory is complete. */
+DV_API dv_status dv_memory_trim(dv_context *ctx);
+/**
+ * The pool's segments and blocks as JSON ({"segments":[{"size":..,"kind":..,
+ * "blocks":[{"offset":..,"size":..,"state":"allocated|free|pending",
+ * "stream":..}]}], "stats":{...}}), written like dv_context_stats_json.
+ * DV_ERR_NOT_SUPPORTED for managers other than "pool".
+ */
+DV_API dv_status dv_memory_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t *needed);
+
+/* ------------------------------------------------------------------------ */
 /* Fault injection (host simulator and internal allocations)                */
 /* ------------------------------------------------------------------------ */
 

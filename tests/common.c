@@ -8,9 +8,16 @@ static dv_status vcontext(dv_context **out, va_list ap) {
   *out = NULL;
   dv_status rc = dv_config_create(&cfg);
   if (rc) return rc;
-  const char *be = g_backend;
-  if (strcmp(be, "host-staged") == 0) {
-    be = "host";
+  /* "NAME-pool": backend NAME with the pool as memory manager;
+   * "host-staged": the simulator without its strided copies. */
+  char be[32];
+  snprintf(be, sizeof be, "%s", g_backend);
+  char *dash = strchr(be, '-');
+  if (dash && strcmp(dash, "-pool") == 0) {
+    *dash = 0;
+    dv_config_set(cfg, "memory_manager", "pool");
+  } else if (strcmp(be, "host-staged") == 0) {
+    be[4] = 0;
     dv_config_set(cfg, "host_strided", "off");
   }
   rc = dv_config_set(cfg, "backend", be);
@@ -66,7 +73,9 @@ int ctx_teardown(void **state) {
 
 int test_main(int argc, char **argv, const char *suite, const struct CMUnitTest *tests, size_t n) {
   if (argc > 1) g_backend = argv[1];
-  const char *probe = strcmp(g_backend, "host-staged") == 0 ? "host" : g_backend;
+  char probe[32];
+  snprintf(probe, sizeof probe, "%s", g_backend);
+  if (strchr(probe, '-')) *strchr(probe, '-') = 0;
   char reason[512];
   dv_status rc = dv_backend_probe(probe, reason, sizeof reason);
   if (rc == DV_OK) {

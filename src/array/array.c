@@ -10,10 +10,16 @@
 
 /* ---- allocations ------------------------------------------------------------ */
 
-static dv_status dv__dtor_device(dv_context *ctx, void *buf, void *aux) {
-  size_t bytes = (size_t)(uintptr_t)aux;
-  dv_status rc = ctx->mm->free(ctx, buf, bytes, NULL);
-  dv__stats_sub(ctx, DV_STAT_DEVICE, bytes);
+/* A queued device free: the allocation record carries the block, its size
+ * and the stream it belongs to. */
+static dv_status dv__dtor_device(dv_context *ctx, void *handle, void *aux) {
+  (void)aux;
+  dv_alloc *a = handle;
+  dv_block blk = {a->buf, a->buf_offset, a->mm_handle};
+  dv_status rc = ctx->mm.free(ctx->mm_state, blk, a->bytes, a->stream);
+  dv__stats_sub(ctx, DV_STAT_DEVICE, a->bytes);
+  dv__stream_irelease(a->stream);
+  dv__free(a);
   return rc;
 }
 
@@ -56,8 +62,14 @@ void dv__alloc_release(dv_alloc *a) {
     dv_status rc = DV_OK;
     switch (a->kind) {
       case DV_MEM_DEVICE:
-        if (a->buf)
-          rc = dv__defer_free(ctx, true, dv__dtor_device, a->buf, (void *)(uintptr_t)a->bytes, a->bytes);
+        if (a->buf) {
+          /* The record itself goes into the queue (it knows block and stream). */
+          pthread_mutex_destroy(&a->reg_lock);
+          atomic_fetch_sub(&ctx->live_allocs, 1);
+          rc = dv__defer_free(ctx, true, dv__dtor_device, a, NULL, a->bytes);
+          if (rc) dv__log(DV_LOG_ERROR, "releasing memory: %s", dv_last_error());
+          return;
+        }
         break;
       case DV_MEM_MANAGED:
         if (a->buf)
@@ -76,6 +88,7 @@ void dv__alloc_release(dv_alloc *a) {
     if (rc) dv__log(DV_LOG_ERROR, "releasing memory: %s", dv_last_error());
   }
   if (a->keep) dv_array_release(a->keep);
+  dv__stream_irelease(a->stream);
   pthread_mutex_destroy(&a->reg_lock);
   atomic_fetch_sub(&ctx->live_allocs, 1);
   dv__free(a);
@@ -173,7 +186,7 @@ static dv_status dv__check_layout(int ndim, const int64_t *shape, const dv_dtype
 
 dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const int64_t *shape,
                            const dv_dtype *dtype, const int64_t *strides, char order,
-                           unsigned flags, dv_array **out) {
+                           unsigned flags, dv_stream *stream, dv_array **out) {
   int64_t st[DV_MAXDIMS], bytes = 0, offset = 0;
   dv_status rc = dv__check_layout(ndim, shape, dtype, strides, order, st, &bytes, &offset);
   if (rc) return rc;
@@ -183,7 +196,14 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
   a->owned = true;
   switch (kind) {
     case DV_MEM_DEVICE:
-      if (bytes > 0) rc = dv__device_alloc(ctx, (size_t)bytes, NULL, &a->buf);
+      if (bytes > 0) {
+        dv_block blk;
+        rc = dv__device_alloc(ctx, (size_t)bytes, stream, &blk);
+        a->buf = blk.buf;
+        a->buf_offset = blk.offset;
+        a->mm_handle = blk.handle;
+        if (!rc && stream && !stream->is_default) a->stream = dv__stream_iretain(stream);
+      }
       if (!rc) dv__stats_add(ctx, DV_STAT_DEVICE, (uint64_t)bytes);
       break;
     case DV_MEM_HOST:
@@ -239,7 +259,9 @@ dv_status dv_device_array(dv_context *ctx, int ndim, const int64_t *shape, const
   *out = NULL;
   DV_CHECK_NULL(ctx);
   (void)stream;
-  return dv__array_create(ctx, DV_MEM_DEVICE, ndim, shape, dtype, strides, order, 0, out);
+  if (stream && stream->ctx != ctx)
+    return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context");
+  return dv__array_create(ctx, DV_MEM_DEVICE, ndim, shape, dtype, strides, order, 0, stream, out);
 }
 
 static void dv__like_strides(const dv_array *a, int64_t *st) {
@@ -295,7 +317,7 @@ dv_status dv_host_array_wrap(dv_context *ctx, void *data, int ndim, const int64_
     DV_CHECK_NULL(out);                                                                       \
     *out = NULL;                                                                              \
     DV_CHECK_NULL(ctx);                                                                       \
-    return dv__array_create(ctx, kind, ndim, shape, dtype, strides, order, flags, out);        \
+    return dv__array_create(ctx, kind, ndim, shape, dtype, strides, order, flags, NULL, out);        \
   }
 DV_HOST_CREATOR(dv_host_array, DV_MEM_HOST, 0)
 DV_HOST_CREATOR(dv_pinned_array, DV_MEM_PINNED, 0)
@@ -305,7 +327,7 @@ dv_status dv_managed_array(dv_context *ctx, int ndim, const int64_t *shape, cons
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(ctx);
-  return dv__array_create(ctx, DV_MEM_MANAGED, ndim, shape, dtype, strides, order, attach_global ? 1u : 0u, out);
+  return dv__array_create(ctx, DV_MEM_MANAGED, ndim, shape, dtype, strides, order, attach_global ? 1u : 0u, NULL, out);
 }
 
 dv_status dv_mapped_array(dv_context *ctx, int ndim, const int64_t *shape, const dv_dtype *dtype,
@@ -315,7 +337,7 @@ dv_status dv_mapped_array(dv_context *ctx, int ndim, const int64_t *shape, const
   DV_CHECK_NULL(ctx);
   if (flags & ~(DV_MAPPED_PORTABLE | DV_MAPPED_WRITECOMBINED))
     return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown mapped-array flags 0x%x", flags);
-  return dv__array_create(ctx, DV_MEM_MAPPED, ndim, shape, dtype, strides, order, flags, out);
+  return dv__array_create(ctx, DV_MEM_MAPPED, ndim, shape, dtype, strides, order, flags, NULL, out);
 }
 
 /* ---- accessors ------------------------------------------------------------------ */
@@ -404,7 +426,7 @@ static dv_status dv__copy_across(dv_array *dst, const dv_array *src, dv_stream *
   int64_t st[DV_MAXDIMS];
   dv__layout_dense(src->ndim, src->shape, (int64_t)src->dtype->itemsize, 'C', st);
   dv_array *tmp = NULL;
-  dv_status rc = dv__array_create(sctx, DV_MEM_HOST, src->ndim, src->shape, src->dtype, NULL, 'C', 0, &tmp);
+  dv_status rc = dv__array_create(sctx, DV_MEM_HOST, src->ndim, src->shape, src->dtype, NULL, 'C', 0, NULL, &tmp);
   if (rc) return rc;
   rc = dv__transfer(sctx, tmp, src, NULL);
   dv_status r2 = dv__sync_if_null(sctx, NULL);
@@ -522,7 +544,7 @@ dv_status dv_array_copy_new(const dv_array *a, char order, dv_stream *stream, dv
   DV_CHECK_NULL(a);
   dv_array *n = NULL;
   dv_memory_kind kind = dv__is_host_side(a) ? DV_MEM_HOST : DV_MEM_DEVICE;
-  dv_status rc = dv__array_create(a->alloc->ctx, kind, a->ndim, a->shape, a->dtype, NULL, order, 0, &n);
+  dv_status rc = dv__array_create(a->alloc->ctx, kind, a->ndim, a->shape, a->dtype, NULL, order, 0, stream, &n);
   if (!rc) rc = dv__copy(n, a, stream);
   if (rc) {
     dv_array_release(n);
@@ -638,7 +660,7 @@ static dv_status dv__reshape_copy(const dv_array *a, int nnd, const int64_t *nsh
                                   dv_stream *stream, dv_array **out) {
   dv_memory_kind kind = dv__is_host_side(a) ? DV_MEM_HOST : DV_MEM_DEVICE;
   dv_array *n = NULL, *v = NULL;
-  dv_status rc = dv__array_create(a->alloc->ctx, kind, nnd, nshape, a->dtype, NULL, order, 0, &n);
+  dv_status rc = dv__array_create(a->alloc->ctx, kind, nnd, nshape, a->dtype, NULL, order, 0, stream, &n);
   if (rc) return rc;
   /* View the new (dense) array with a's shape, reading in `order`: always
    * possible, and then the copy is an ordinary element-wise transfer. */

@@ -113,7 +113,15 @@ dv_status dv_context_create(const dv_config *cfg, dv_context **out) {
   }
   pthread_mutex_init(&ctx->lock, NULL);
   dv__stats_init(&ctx->stats);
-  ctx->mm = &dv__mm_direct;
+  if (cfg && cfg->has_mm) ctx->mm = cfg->mm;
+  else ctx->mm = *dv_memory_manager_builtin(ctx->opt[DV_OPT_MEMORY_MANAGER].s);
+  rc = ctx->mm.init(ctx, ctx->mm.user, &ctx->mm_state);
+  if (rc) {
+    ctx->be->stream_destroy(ctx->bst, ctx->default_stream.bs);
+    pthread_mutex_destroy(&ctx->lock);
+    dv__stats_destroy(&ctx->stats);
+    goto fail_backend;
+  }
   dv__log(DV_LOG_INFO, "context on backend %s", ctx->be->name);
   *out = ctx;
   return DV_OK;
@@ -135,8 +143,15 @@ dv_status dv_context_destroy(dv_context *ctx) {
   pthread_mutex_lock(&ctx->lock);
   ctx->defer_depth = 0; /* destruction runs every pending free */
   pthread_mutex_unlock(&ctx->lock);
-  dv_status frc = dv__flush(ctx);
-  if (!rc) rc = frc;
+  /* A flush can queue more (a freed allocation drops its stream): repeat. */
+  for (;;) {
+    dv_status frc = dv__flush(ctx);
+    if (!rc) rc = frc;
+    size_t left = 0;
+    dv_context_pending_deallocs(ctx, &left, NULL);
+    if (left == 0) break;
+  }
+  if (ctx->mm.fini) ctx->mm.fini(ctx->mm_state); /* returns every cached segment */
   ctx->be->stream_destroy(ctx->bst, ctx->default_stream.bs);
   ctx->be->close(ctx->bst);
   dv__free(ctx->mem_queue.items);
@@ -159,7 +174,7 @@ dv_status dv_context_device_info(dv_context *ctx, dv_device_info *out) {
 dv_status dv_context_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes) {
   DV_CHECK_NULL(ctx);
   size_t f = 0, t = 0;
-  dv_status rc = ctx->mm->mem_info(ctx, &f, &t);
+  dv_status rc = ctx->mm.mem_info(ctx->mm_state, &f, &t);
   if (free_bytes) *free_bytes = rc ? 0 : f;
   if (total_bytes) *total_bytes = rc ? 0 : t;
   return rc;

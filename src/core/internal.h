@@ -64,6 +64,9 @@ typedef enum dv_opt_id {
   DV_OPT_CUDA_DEVICE,
   DV_OPT_HOST_STRIDED,
   DV_OPT_HOST_DELAY_US,
+  DV_OPT_MEMORY_MANAGER,
+  DV_OPT_POOL_RELEASE_THRESHOLD,
+  DV_OPT_POOL_LOG,
   DV_OPT_COUNT
 } dv_opt_id;
 
@@ -77,6 +80,8 @@ typedef struct dv_optval {
 
 struct dv_config {
   dv_optval v[DV_OPT_COUNT];
+  bool has_mm;            /* a plugged-in memory manager */
+  dv_memory_manager mm;
 };
 
 /* The process-wide values (environment or defaults), read once. */
@@ -104,20 +109,11 @@ typedef struct dv_pending_queue {
   size_t count, cap, bytes;
 } dv_pending_queue;
 
-/* ---- memory manager (memory/manager.c) ---- */
-/*
- * The memory-manager interface: how device memory is obtained and returned.
- * The direct manager calls the backend and queues frees; a pool plugs in here.
- */
-typedef struct dv_memory_manager {
-  int version;
-  const char *name;
-  dv_status (*alloc)(dv_context *ctx, size_t bytes, dv_stream *stream, void **buf);
-  dv_status (*free)(dv_context *ctx, void *buf, size_t bytes, dv_stream *stream);
-  dv_status (*mem_info)(dv_context *ctx, size_t *free_bytes, size_t *total_bytes);
-} dv_memory_manager;
-
+/* ---- memory managers (memory/manager.c, memory/pool.c) ---- */
 extern const dv_memory_manager dv__mm_direct;
+extern const dv_memory_manager dv__mm_pool;
+/* The pool's JSON snapshot (pool.c). */
+dv_status dv__pool_snapshot(void *state, char *buf, size_t cap, size_t *needed);
 
 /* ---- statistics (stats.c) ---- */
 typedef enum dv_stat_kind {
@@ -139,11 +135,13 @@ void dv__stats_sub(dv_context *ctx, dv_stat_kind k, uint64_t n);
 
 /* ---- streams (stream/stream.c) ---- */
 struct dv_stream {
-  _Atomic int refs;
+  _Atomic int refs;      /* every reference: the user's and the library's */
+  _Atomic int user_refs; /* the user's (they make the context BUSY) */
   dv_context *ctx;
   dv_bstream *bs;
   bool is_default;
   _Atomic int auto_sync_depth;
+  void *_Atomic pool_slot; /* the pool's per-stream record, set once */
 };
 
 struct dv_event {
@@ -160,7 +158,8 @@ struct dv_context {
   const dv_backend *be;
   void *bst; /* backend state */
   dv_optval opt[DV_OPT_COUNT];
-  const dv_memory_manager *mm;
+  dv_memory_manager mm; /* a copy of the table */
+  void *mm_state;
   size_t total_memory; /* read once at creation (Numba reads it at initialize) */
 
   pthread_mutex_t lock;        /* guards the queues and defer count */
@@ -179,6 +178,10 @@ static inline dv_bstream *dv__bstream(dv_context *ctx, dv_stream *s) {
   return s ? s->bs : ctx->default_stream.bs;
 }
 
+/* Internal stream references (an allocation made for a stream keeps it). */
+dv_stream *dv__stream_iretain(dv_stream *s);
+void dv__stream_irelease(dv_stream *s);
+
 /* Queue a destructor; may flush.  Returns the flush's first error, if any. */
 dv_status dv__defer_free(dv_context *ctx, bool memory, dv_dtor_fn fn, void *handle, void *aux,
                          size_t bytes);
@@ -194,6 +197,9 @@ typedef struct dv_alloc {
   dv_memory_kind kind;
   bool owned;          /* devarray frees it */
   void *buf;           /* device buffer handle (device, mapped device view) */
+  size_t buf_offset;   /* byte offset of the allocation inside buf (pool blocks) */
+  void *mm_handle;     /* the memory manager's record of the block */
+  dv_stream *stream;   /* the stream device memory was allocated for (retained), or NULL */
   void *host;          /* host pointer (host kinds) */
   void *handle;        /* backend host-memory handle (pinned/mapped) */
   size_t bytes;
@@ -221,7 +227,7 @@ dv_status dv__array_new(dv_alloc *alloc, const dv_dtype *dt, int ndim, const int
 /* Allocate memory of `kind` for a layout and return a fresh array. */
 dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const int64_t *shape,
                            const dv_dtype *dtype, const int64_t *strides, char order,
-                           unsigned flags, dv_array **out);
+                           unsigned flags, dv_stream *stream, dv_array **out);
 void dv__alloc_release(dv_alloc *a);
 static inline bool dv__is_host_side(const dv_array *a) {
   return a->alloc->kind != DV_MEM_DEVICE && a->alloc->kind != DV_MEM_MANAGED;
@@ -275,7 +281,9 @@ dv_status dv__transfer(dv_context *ctx, const dv_array *dst, const dv_array *src
 dv_status dv__memset(dv_context *ctx, const dv_array *a, int value, dv_stream *stream);
 
 /* ---- helpers ---- */
-dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, void **buf);
+/* Device memory through the context's manager, with Numba's one
+ * flush-and-retry on out-of-memory. */
+dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, dv_block *out);
 dv_status dv__check_order(char order);
 
 #endif

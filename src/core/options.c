@@ -53,6 +53,14 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "packs through staging buffers, as on devices without a strided-copy kernel)"},
     {"host_delay_us", "DV_HOST_DELAY_US", NULL, T_INT, "0", 0, 10000000,
      "host simulator: microseconds each queued operation waits before it runs"},
+    {"memory_manager", "DV_MEMORY_MANAGER", NULL, T_STRING, "direct", 0, 0,
+     "device memory manager: direct (driver allocations behind the deferred queue) or pool "
+     "(stream-ordered caching allocator)"},
+    {"pool_release_threshold", "DV_POOL_RELEASE_THRESHOLD", NULL, T_SIZE, "0", 0, 1099511627776.0,
+     "pool: cached free bytes above which fully free segments go back to the device after a free "
+     "(0: keep everything cached until dv_memory_trim or out-of-memory)"},
+    {"pool_log", "DV_POOL_LOG", NULL, T_STRING, "", 0, 0,
+     "pool: append every allocation and free to this CSV file (RMM's Thread,Time,Action,Pointer,Size,Stream)"},
 };
 
 int dv__option_lookup(const char *name) {
@@ -100,6 +108,7 @@ static int dv__parse(int id, const char *text, dv_optval *v) {
       if (id == DV_OPT_BACKEND && strcmp(text, "auto") && strcmp(text, "host") &&
           strcmp(text, "opencl") && strcmp(text, "cuda"))
         return -1;
+      if (id == DV_OPT_MEMORY_MANAGER && strcmp(text, "direct") && strcmp(text, "pool")) return -1;
       break;
     case T_LEVEL: {
       int found = -1;

@@ -1,46 +1,133 @@
 /*
- * The direct memory manager: every allocation is a backend allocation and
- * every free a backend free (queued by the caller through the pending
- * queue).  dv__device_alloc adds Numba's out-of-memory rule: flush the
- * pending queue and retry once.
+ * Memory managers: the direct manager (every allocation a driver allocation,
+ * every free a driver free), the plug-in entry points, and dv__device_alloc,
+ * which adds Numba's out-of-memory rule on top of any manager: flush the
+ * pending-deallocation queue and retry once.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "../core/internal.h"
 
-static dv_status dv__direct_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, void **buf) {
+static dv_status dv__direct_init(dv_context *ctx, void *user, void **state) {
+  (void)user;
+  *state = ctx;
+  return DV_OK;
+}
+static void dv__direct_fini(void *state) { (void)state; }
+
+static dv_status dv__direct_alloc(void *state, size_t bytes, dv_stream *stream, dv_block *out) {
   (void)stream;
-  return ctx->be->mem_alloc(ctx->bst, bytes, buf);
+  return dv_backend_alloc(state, bytes, out);
 }
 
-static dv_status dv__direct_free(dv_context *ctx, void *buf, size_t bytes, dv_stream *stream) {
+static dv_status dv__direct_free(void *state, dv_block block, size_t bytes, dv_stream *stream) {
   (void)bytes;
   (void)stream;
-  return ctx->be->mem_free(ctx->bst, buf);
+  return dv_backend_free(state, block);
 }
 
-static dv_status dv__direct_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes) {
-  return ctx->be->mem_info(ctx->bst, free_bytes, total_bytes);
+static dv_status dv__direct_info(void *state, size_t *free_bytes, size_t *total_bytes) {
+  return dv_backend_memory_info(state, free_bytes, total_bytes);
 }
 
-const dv_memory_manager dv__mm_direct = {1, "direct", dv__direct_alloc, dv__direct_free,
-                                         dv__direct_info};
+const dv_memory_manager dv__mm_direct = {
+    .version = DV_MEMORY_MANAGER_VERSION,
+    .name = "direct",
+    .init = dv__direct_init,
+    .fini = dv__direct_fini,
+    .alloc = dv__direct_alloc,
+    .free = dv__direct_free,
+    .mem_info = dv__direct_info,
+};
 
-dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, void **buf) {
-  *buf = NULL;
-  dv_status rc = ctx->mm->alloc(ctx, bytes, stream, buf);
+const dv_memory_manager *dv_memory_manager_builtin(const char *name) {
+  if (!name) return NULL;
+  if (strcmp(name, "direct") == 0) return &dv__mm_direct;
+  if (strcmp(name, "pool") == 0) return &dv__mm_pool;
+  return NULL;
+}
+
+dv_status dv_config_set_memory_manager(dv_config *cfg, const dv_memory_manager *mm) {
+  DV_CHECK_NULL(cfg);
+  DV_CHECK_NULL(mm);
+  if (mm->version != DV_MEMORY_MANAGER_VERSION)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "memory manager \"%s\" has version %u; version %d required",
+                     mm->name ? mm->name : "?", mm->version, DV_MEMORY_MANAGER_VERSION);
+  if (!mm->name || !mm->init || !mm->alloc || !mm->free || !mm->mem_info)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "a memory manager needs name, init, alloc, free and mem_info");
+  cfg->mm = *mm;
+  cfg->has_mm = true;
+  return DV_OK;
+}
+
+const char *dv_context_memory_manager(const dv_context *ctx) { return ctx ? ctx->mm.name : "none"; }
+
+dv_status dv_backend_alloc(dv_context *ctx, size_t bytes, dv_block *out) {
+  DV_CHECK_NULL(ctx);
+  DV_CHECK_NULL(out);
+  out->buf = NULL;
+  out->offset = 0;
+  if (bytes == 0) return dv__error(DV_ERR_INVALID_ARGUMENT, "allocation of 0 bytes");
+  return ctx->be->mem_alloc(ctx->bst, bytes, &out->buf);
+}
+
+dv_status dv_backend_free(dv_context *ctx, dv_block block) {
+  DV_CHECK_NULL(ctx);
+  if (!block.buf) return dv__error(DV_ERR_INVALID_ARGUMENT, "free of a NULL device buffer");
+  return ctx->be->mem_free(ctx->bst, block.buf);
+}
+
+dv_status dv_backend_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes) {
+  DV_CHECK_NULL(ctx);
+  size_t f = 0, t = 0;
+  dv_status rc = ctx->be->mem_info(ctx->bst, &f, &t);
+  if (free_bytes) *free_bytes = f;
+  if (total_bytes) *total_bytes = t;
+  return rc;
+}
+
+dv_status dv_memory_stats(dv_context *ctx, dv_mm_stats *out) {
+  DV_CHECK_NULL(ctx);
+  DV_CHECK_NULL(out);
+  memset(out, 0, sizeof *out);
+  if (!ctx->mm.stats) return dv__error(DV_ERR_NOT_SUPPORTED, "memory manager \"%s\" keeps no statistics", ctx->mm.name);
+  return ctx->mm.stats(ctx->mm_state, out);
+}
+
+dv_status dv_memory_trim(dv_context *ctx) {
+  DV_CHECK_NULL(ctx);
+  dv_status rc = dv__flush(ctx);
+  if (!ctx->mm.trim) return rc;
+  dv_status r2 = ctx->mm.trim(ctx->mm_state);
+  return rc ? rc : r2;
+}
+
+dv_status dv_memory_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t *needed) {
+  DV_CHECK_NULL(ctx);
+  DV_CHECK_NULL(needed);
+  *needed = 0;
+  if (ctx->mm.init != dv__mm_pool.init)
+    return dv__error(DV_ERR_NOT_SUPPORTED, "snapshots are kept by the pool; this context uses \"%s\"", ctx->mm.name);
+  return dv__pool_snapshot(ctx->mm_state, buf, cap, needed);
+}
+
+dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, dv_block *out) {
+  out->buf = NULL;
+  out->offset = 0;
+  dv_status rc = ctx->mm.alloc(ctx->mm_state, bytes, stream, out);
   if (rc != DV_ERR_OUT_OF_MEMORY) return rc;
   pthread_mutex_lock(&ctx->stats.lock);
   ctx->stats.oom_retries++;
   pthread_mutex_unlock(&ctx->stats.lock);
   dv_status frc = dv__flush(ctx);
   if (frc) dv__log(DV_LOG_ERROR, "flush before retrying the allocation failed");
-  rc = ctx->mm->alloc(ctx, bytes, stream, buf);
+  rc = ctx->mm.alloc(ctx->mm_state, bytes, stream, out);
   if (rc == DV_ERR_OUT_OF_MEMORY) {
-    char detail[512];
+    char detail[768];
     snprintf(detail, sizeof detail, "%s", dv_last_error());
     size_t f = 0, t = 0;
-    ctx->mm->mem_info(ctx, &f, &t);
+    ctx->mm.mem_info(ctx->mm_state, &f, &t);
     return dv__error(DV_ERR_OUT_OF_MEMORY,
                      "cannot allocate %zu bytes of device memory (%zu free of %zu, after one "
                      "flush of the pending-deallocation queue): %s",

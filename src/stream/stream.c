@@ -8,6 +8,10 @@
 static dv_status dv__dtor_stream(dv_context *ctx, void *handle, void *aux) {
   (void)aux;
   dv_stream *s = handle;
+  if (ctx->mm.stream_destroyed) {
+    ctx->be->stream_sync(ctx->bst, s->bs); /* the manager may forget it: its work is done */
+    ctx->mm.stream_destroyed(ctx->mm_state, s);
+  }
   dv_status rc = ctx->be->stream_destroy(ctx->bst, s->bs);
   dv__free(s);
   return rc;
@@ -36,22 +40,35 @@ dv_status dv_stream_create(dv_context *ctx, unsigned flags, dv_stream **out) {
   }
   s->ctx = ctx;
   atomic_store(&s->refs, 1);
+  atomic_store(&s->user_refs, 1);
   atomic_fetch_add(&ctx->live_streams, 1);
   *out = s;
   return DV_OK;
 }
 
 dv_stream *dv_stream_retain(dv_stream *s) {
+  if (s && !s->is_default) {
+    atomic_fetch_add(&s->user_refs, 1);
+    atomic_fetch_add(&s->refs, 1);
+  }
+  return s;
+}
+
+dv_stream *dv__stream_iretain(dv_stream *s) {
   if (s && !s->is_default) atomic_fetch_add(&s->refs, 1);
   return s;
 }
 
-void dv_stream_release(dv_stream *s) {
+void dv__stream_irelease(dv_stream *s) {
   if (!s || s->is_default || atomic_fetch_sub(&s->refs, 1) != 1) return;
-  dv_context *ctx = s->ctx;
-  atomic_fetch_sub(&ctx->live_streams, 1);
-  dv_status rc = dv__defer_free(ctx, false, dv__dtor_stream, s, NULL, 0);
+  dv_status rc = dv__defer_free(s->ctx, false, dv__dtor_stream, s, NULL, 0);
   if (rc) dv__log(DV_LOG_ERROR, "releasing a stream: %s", dv_last_error());
+}
+
+void dv_stream_release(dv_stream *s) {
+  if (!s || s->is_default) return;
+  if (atomic_fetch_sub(&s->user_refs, 1) == 1) atomic_fetch_sub(&s->ctx->live_streams, 1);
+  dv__stream_irelease(s);
 }
 
 dv_status dv_stream_synchronize(dv_stream *s) {

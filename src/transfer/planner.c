@@ -34,7 +34,7 @@ static dv_memref dv__ref(const dv_array *a, int64_t off) {
   if (dv__is_host_side(a))
     r.ptr = (char *)a->alloc->host + off;
   else
-    r.buf = a->alloc->buf, r.offset = (size_t)off;
+    r.buf = a->alloc->buf, r.offset = a->alloc->buf_offset + (size_t)off;
   return r;
 }
 

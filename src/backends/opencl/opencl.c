@@ -695,6 +695,10 @@ static dv_status clb_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
     return rc;
   }
   if (!cl_rect_ok(sp, ss, r->depth) || !cl_rect_ok(dp, ds, r->depth)) return DV_ERR_NOT_SUPPORTED;
+  /* Within one buffer (pool blocks share segments) OpenCL wants equal
+   * pitches on both sides; otherwise let the planner use the kernel. */
+  if (sd && dd && r->src.buf == r->dst.buf && (r->height > 1 || r->depth > 1) && (sp != dp || ss != ds))
+    return DV_ERR_NOT_SUPPORTED;
   bool flat = r->height == 1 && r->depth == 1;
   size_t region[3] = {r->width, r->height, r->depth}, so[3], dofs[3], zero[3] = {0, 0, 0};
   if (sd && dd) {

@@ -1,0 +1,745 @@
+/*
+ * The pool: a stream-ordered caching allocator over the backend's plain
+ * allocations (so CUDA IPC keeps working on its segments).
+ *
+ * Stream order.  Every block belongs to a stream: the one it was allocated
+ * for, then the one it was freed on.  A free block is reusable at once on
+ * its own stream (later work there runs after the work that used it).  On
+ * another stream it is reusable only once an event recorded on its stream,
+ * after its free, has completed: each stream keeps a free sequence number
+ * and a fence event; a steal records the fence lazily (only when needed) and
+ * queries it, and never waits on the host.
+ *
+ * Small requests (up to 1 MiB) use size classes, four per power of two: each
+ * class has its own lock, free list and slabs (segments cut into blocks of
+ * the class), so the fast path takes no global lock.  Larger requests use
+ * best fit over segregated bins (two levels, like TLSF) with splitting and
+ * coalescing, under one lock.
+ *
+ * Out of memory: return cached segments to the device (after waiting for
+ * the device, the only place the pool synchronizes), retry; the core then
+ * flushes the pending-deallocation queue and retries once more.  The final
+ * message gives requested bytes, free device memory, cached bytes, the
+ * largest free block and fragmentation.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/internal.h"
+
+#define POOL_ALIGN 512u
+#define SMALL_MAX ((size_t)1 << 20)
+#define SLAB_MIN ((size_t)2 << 20)
+#define LARGE_GRAIN ((size_t)2 << 20)
+#define NCLASS 48
+#define NBIN_FL 48
+#define NBIN_SL 8
+#define STEAL_SCAN 16
+
+typedef struct pool_stream {
+  dv_stream *stream; /* NULL for the context's default stream */
+  dv_bstream *bs;    /* NULL once the stream is destroyed */
+  pthread_mutex_t m;
+  _Atomic uint64_t free_seq; /* frees on this stream so far */
+  _Atomic uint64_t done_upto; /* frees with seq < done_upto are complete */
+  dv_bevent *fence;
+  uint64_t fence_covers;     /* the fence's record covers seq < fence_covers */
+  struct pool_stream *next;
+  int id;
+} pool_stream;
+
+typedef struct pool_segment pool_segment;
+
+typedef struct pool_block {
+  pool_segment *seg;
+  size_t offset, size, requested;
+  bool free;
+  pool_stream *ps;
+  uint64_t seq;
+  struct pool_block *prev, *next;   /* address order (large segments) */
+  struct pool_block *fprev, *fnext; /* free list */
+} pool_block;
+
+struct pool_segment {
+  dv_block mem;
+  size_t size;
+  int cls; /* size class, or -1 for a large segment */
+  size_t nfree, nblocks;
+  pool_block *blocks; /* small: array of nblocks; large: first block */
+  pool_segment *prev, *next;
+};
+
+typedef struct pool_class {
+  pthread_mutex_t m;
+  size_t size;
+  pool_block *free; /* LIFO */
+  pool_segment *slabs;
+} pool_class;
+
+typedef struct pool_atomic_counter {
+  _Atomic uint64_t current, peak, total;
+} pool_atomic_counter;
+
+typedef struct pool {
+  dv_context *ctx;
+  pool_class cls[NCLASS];
+  int ncls;
+  pthread_mutex_t large_m;
+  pool_block *bins[NBIN_FL][NBIN_SL];
+  pool_segment *large;
+  pthread_mutex_t streams_m;
+  pool_stream *streams, *default_ps;
+  int next_stream_id;
+  pool_atomic_counter allocated, active, reserved;
+  _Atomic uint64_t hits, misses, splits, merges, releases, segments, free_cached;
+  size_t release_threshold;
+  FILE *log;
+  pthread_mutex_t log_m;
+} pool;
+
+/* ---- counters ------------------------------------------------------------------ */
+
+static void cnt_add(pool_atomic_counter *c, uint64_t n) {
+  uint64_t cur = atomic_fetch_add(&c->current, n) + n;
+  atomic_fetch_add(&c->total, n);
+  uint64_t pk = atomic_load(&c->peak);
+  while (cur > pk && !atomic_compare_exchange_weak(&c->peak, &pk, cur)) {
+  }
+}
+static void cnt_sub(pool_atomic_counter *c, uint64_t n) { atomic_fetch_sub(&c->current, n); }
+static dv_counter cnt_get(pool_atomic_counter *c) {
+  dv_counter r = {atomic_load(&c->current), atomic_load(&c->peak), atomic_load(&c->total)};
+  return r;
+}
+
+/* ---- streams and fences --------------------------------------------------------- */
+
+static pool_stream *ps_new(pool *p, dv_stream *s) {
+  pool_stream *ps = dv__calloc(1, sizeof *ps);
+  if (!ps) return NULL;
+  ps->stream = s;
+  ps->bs = dv__bstream(p->ctx, s);
+  pthread_mutex_init(&ps->m, NULL);
+  pthread_mutex_lock(&p->streams_m);
+  ps->id = p->next_stream_id++;
+  ps->next = p->streams;
+  p->streams = ps;
+  pthread_mutex_unlock(&p->streams_m);
+  return ps;
+}
+
+/* The record of stream s (created once, then found without a lock). */
+static pool_stream *ps_of(pool *p, dv_stream *s) {
+  if (!s || s->is_default) return p->default_ps;
+  pool_stream *ps = atomic_load(&s->pool_slot);
+  if (ps) return ps;
+  pthread_mutex_lock(&p->streams_m);
+  ps = atomic_load(&s->pool_slot);
+  pthread_mutex_unlock(&p->streams_m);
+  if (ps) return ps;
+  ps = ps_new(p, s);
+  if (!ps) return NULL;
+  void *expected = NULL;
+  if (!atomic_compare_exchange_strong(&s->pool_slot, &expected, ps)) {
+    /* another thread won; ours stays on the list, unused */
+    return expected;
+  }
+  return ps;
+}
+
+/* Can block b (free) be used on stream `to`?  Never waits. */
+static bool usable(pool *p, const pool_block *b, pool_stream *to) {
+  pool_stream *from = b->ps;
+  if (from == to || !from) return true;
+  if (b->seq < atomic_load(&from->done_upto)) return true;
+  dv_context *ctx = p->ctx;
+  bool ok = false;
+  pthread_mutex_lock(&from->m);
+  if (!from->bs) {
+    ok = true; /* its stream is gone: its work finished before */
+  } else {
+    if (!from->fence && ctx->be->event_create(ctx->bst, 0, &from->fence) != DV_OK) from->fence = NULL;
+    if (from->fence) {
+      if (from->fence_covers <= b->seq) {
+        /* record the fence now: it covers every free so far on that stream */
+        uint64_t covers = atomic_load(&from->free_seq);
+        if (ctx->be->event_record(ctx->bst, from->fence, from->bs) == DV_OK) from->fence_covers = covers;
+      } else if (ctx->be->event_query(ctx->bst, from->fence) == DV_OK) {
+        atomic_store(&from->done_upto, from->fence_covers);
+        ok = b->seq < from->fence_covers;
+      }
+    }
+  }
+  pthread_mutex_unlock(&from->m);
+  return ok;
+}
+
+static void pool_log(pool *p, const char *action, const dv_block *blk, size_t size, pool_stream *ps) {
+  if (!p->log) return;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  pthread_mutex_lock(&p->log_m);
+  fprintf(p->log, "%lu,%lld.%09ld,%s,%p,%zu,%d\n", (unsigned long)pthread_self(), (long long)ts.tv_sec, ts.tv_nsec,
+          action, (void *)((char *)blk->buf + blk->offset), size, ps ? ps->id : 0);
+  pthread_mutex_unlock(&p->log_m);
+}
+
+/* ---- small: size classes ------------------------------------------------------------ */
+
+static int class_of(pool *p, size_t bytes) {
+  /* classes are increasing; a binary search would do, 48 entries scan fast */
+  for (int i = 0; i < p->ncls; i++)
+    if (p->cls[i].size >= bytes) return i;
+  return -1;
+}
+
+static dv_status slab_new(pool *p, pool_class *c, int ci) {
+  size_t sz = c->size * 4 > SLAB_MIN ? c->size * 4 : SLAB_MIN;
+  sz = sz / c->size * c->size;
+  pool_segment *seg = dv__calloc(1, sizeof *seg);
+  size_t n = sz / c->size;
+  pool_block *blocks = seg ? dv__calloc(n, sizeof *blocks) : NULL;
+  if (!seg || !blocks) {
+    dv__free(seg);
+    dv__free(blocks);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate pool metadata");
+  }
+  dv_status rc = dv_backend_alloc(p->ctx, sz, &seg->mem);
+  if (rc) {
+    dv__free(seg);
+    dv__free(blocks);
+    return rc;
+  }
+  seg->size = sz;
+  seg->cls = ci;
+  seg->nblocks = seg->nfree = n;
+  seg->blocks = blocks;
+  for (size_t i = n; i-- > 0;) {
+    pool_block *b = &blocks[i];
+    b->seg = seg;
+    b->offset = i * c->size;
+    b->size = c->size;
+    b->free = true;
+    b->fnext = c->free;
+    if (c->free) c->free->fprev = b;
+    c->free = b;
+  }
+  seg->next = c->slabs;
+  if (c->slabs) c->slabs->prev = seg;
+  c->slabs = seg;
+  cnt_add(&p->reserved, sz);
+  atomic_fetch_add(&p->segments, 1);
+  atomic_fetch_add(&p->free_cached, sz);
+  return DV_OK;
+}
+
+static void flist_remove(pool_block **head, pool_block *b) {
+  if (b->fprev) b->fprev->fnext = b->fnext;
+  else *head = b->fnext;
+  if (b->fnext) b->fnext->fprev = b->fprev;
+  b->fprev = b->fnext = NULL;
+}
+
+static void flist_push(pool_block **head, pool_block *b) {
+  b->fprev = NULL;
+  b->fnext = *head;
+  if (*head) (*head)->fprev = b;
+  *head = b;
+}
+
+static dv_status small_alloc(pool *p, int ci, pool_stream *ps, pool_block **out) {
+  pool_class *c = &p->cls[ci];
+  pthread_mutex_lock(&c->m);
+  pool_block *b = c->free;
+  int scanned = 0;
+  for (; b && scanned < STEAL_SCAN; b = b->fnext, scanned++)
+    if (usable(p, b, ps)) break;
+  if (!b || scanned >= STEAL_SCAN) {
+    b = NULL;
+    dv_status rc = slab_new(p, c, ci);
+    if (rc) {
+      pthread_mutex_unlock(&c->m);
+      return rc;
+    }
+    atomic_fetch_add(&p->misses, 1);
+    b = c->free;
+  } else {
+    atomic_fetch_add(&p->hits, 1);
+  }
+  flist_remove(&c->free, b);
+  b->free = false;
+  b->ps = ps;
+  b->seg->nfree--;
+  atomic_fetch_sub(&p->free_cached, b->size);
+  pthread_mutex_unlock(&c->m);
+  *out = b;
+  return DV_OK;
+}
+
+/* ---- large: best fit in segregated bins, split and coalesce ---------------------------- */
+
+static void bin_index(size_t size, int *fl, int *sl) {
+  int f = 63 - __builtin_clzll((unsigned long long)size);
+  int s = (int)((size >> (f >= 3 ? f - 3 : 0)) & (NBIN_SL - 1));
+  if (f >= NBIN_FL) f = NBIN_FL - 1, s = NBIN_SL - 1;
+  *fl = f, *sl = s;
+}
+
+static void bin_insert(pool *p, pool_block *b) {
+  int f, s;
+  bin_index(b->size, &f, &s);
+  flist_push(&p->bins[f][s], b);
+}
+
+static void bin_remove(pool *p, pool_block *b) {
+  int f, s;
+  bin_index(b->size, &f, &s);
+  flist_remove(&p->bins[f][s], b);
+}
+
+/* Best fit: the smallest usable free block >= size (caller holds large_m). */
+static pool_block *best_fit(pool *p, size_t size, pool_stream *ps) {
+  int f0, s0;
+  bin_index(size, &f0, &s0);
+  for (int f = f0; f < NBIN_FL; f++)
+    for (int s = (f == f0 ? s0 : 0); s < NBIN_SL; s++) {
+      pool_block *best = NULL;
+      for (pool_block *b = p->bins[f][s]; b; b = b->fnext)
+        if (b->size >= size && (!best || b->size < best->size) && usable(p, b, ps)) best = b;
+      if (best) return best;
+    }
+  return NULL;
+}
+
+static dv_status large_segment(pool *p, size_t size) {
+  size_t sz = (size + LARGE_GRAIN - 1) / LARGE_GRAIN * LARGE_GRAIN;
+  pool_segment *seg = dv__calloc(1, sizeof *seg);
+  pool_block *b = seg ? dv__calloc(1, sizeof *b) : NULL;
+  if (!seg || !b) {
+    dv__free(seg);
+    dv__free(b);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate pool metadata");
+  }
+  dv_status rc = dv_backend_alloc(p->ctx, sz, &seg->mem);
+  if (rc) {
+    dv__free(seg);
+    dv__free(b);
+    return rc;
+  }
+  seg->size = sz;
+  seg->cls = -1;
+  seg->blocks = b;
+  b->seg = seg;
+  b->size = sz;
+  b->free = true;
+  b->ps = NULL; /* fresh memory: usable anywhere */
+  seg->next = p->large;
+  if (p->large) p->large->prev = seg;
+  p->large = seg;
+  bin_insert(p, b);
+  cnt_add(&p->reserved, sz);
+  atomic_fetch_add(&p->segments, 1);
+  atomic_fetch_add(&p->free_cached, sz);
+  return DV_OK;
+}
+
+static void segment_unlink(pool_segment **head, pool_segment *seg) {
+  if (seg->prev) seg->prev->next = seg->next;
+  else *head = seg->next;
+  if (seg->next) seg->next->prev = seg->prev;
+}
+
+static dv_status segment_release(pool *p, pool_segment *seg) {
+  dv_status rc = dv_backend_free(p->ctx, seg->mem);
+  cnt_sub(&p->reserved, seg->size);
+  atomic_fetch_sub(&p->segments, 1);
+  atomic_fetch_sub(&p->free_cached, seg->size);
+  atomic_fetch_add(&p->releases, 1);
+  if (seg->cls < 0) dv__free(seg->blocks);
+  else dv__free(seg->blocks);
+  dv__free(seg);
+  return rc;
+}
+
+/* Release every fully free segment (all = true: regardless of fences; the
+ * caller has waited for the device).  Returns bytes released. */
+static size_t release_free_segments(pool *p, bool all) {
+  size_t released = 0;
+  pthread_mutex_lock(&p->large_m);
+  for (pool_segment *seg = p->large, *next; seg; seg = next) {
+    next = seg->next;
+    pool_block *b = seg->blocks;
+    if (b->free && b->size == seg->size && (all || usable(p, b, NULL))) {
+      bin_remove(p, b);
+      segment_unlink(&p->large, seg);
+      released += seg->size;
+      segment_release(p, seg);
+    }
+  }
+  pthread_mutex_unlock(&p->large_m);
+  for (int ci = 0; ci < p->ncls; ci++) {
+    pool_class *c = &p->cls[ci];
+    pthread_mutex_lock(&c->m);
+    for (pool_segment *seg = c->slabs, *next; seg; seg = next) {
+      next = seg->next;
+      if (seg->nfree != seg->nblocks) continue;
+      bool ok = true;
+      for (size_t i = 0; ok && !all && i < seg->nblocks; i++) ok = usable(p, &seg->blocks[i], NULL);
+      if (!ok) continue;
+      for (size_t i = 0; i < seg->nblocks; i++) flist_remove(&c->free, &seg->blocks[i]);
+      segment_unlink(&c->slabs, seg);
+      released += seg->size;
+      segment_release(p, seg);
+    }
+    pthread_mutex_unlock(&c->m);
+  }
+  return released;
+}
+
+static void largest_free(pool *p, uint64_t *largest) {
+  uint64_t l = 0;
+  pthread_mutex_lock(&p->large_m);
+  for (pool_segment *seg = p->large; seg; seg = seg->next)
+    for (pool_block *b = seg->blocks; b; b = b->next)
+      if (b->free && b->size > l) l = b->size;
+  pthread_mutex_unlock(&p->large_m);
+  for (int ci = 0; ci < p->ncls; ci++) {
+    pool_class *c = &p->cls[ci];
+    pthread_mutex_lock(&c->m);
+    if (c->free && c->size > l) l = c->size;
+    pthread_mutex_unlock(&c->m);
+  }
+  *largest = l;
+}
+
+static dv_status large_alloc(pool *p, size_t size, pool_stream *ps, pool_block **out) {
+  pthread_mutex_lock(&p->large_m);
+  pool_block *b = best_fit(p, size, ps);
+  if (b) {
+    atomic_fetch_add(&p->hits, 1);
+  } else {
+    dv_status rc = large_segment(p, size);
+    if (rc) {
+      pthread_mutex_unlock(&p->large_m);
+      return rc;
+    }
+    atomic_fetch_add(&p->misses, 1);
+    b = best_fit(p, size, ps);
+  }
+  bin_remove(p, b);
+  if (b->size - size > SMALL_MAX) { /* split: the remainder stays free */
+    pool_block *r = dv__calloc(1, sizeof *r);
+    if (r) {
+      r->seg = b->seg;
+      r->offset = b->offset + size;
+      r->size = b->size - size;
+      r->free = true;
+      r->ps = b->ps;
+      r->seq = b->seq;
+      r->prev = b;
+      r->next = b->next;
+      if (b->next) b->next->prev = r;
+      b->next = r;
+      b->size = size;
+      bin_insert(p, r);
+      atomic_fetch_add(&p->splits, 1);
+    }
+  }
+  b->free = false;
+  b->ps = ps;
+  atomic_fetch_sub(&p->free_cached, b->size);
+  pthread_mutex_unlock(&p->large_m);
+  *out = b;
+  return DV_OK;
+}
+
+/* Merge b with its free neighbours that belong to the same stream. */
+static pool_block *coalesce(pool *p, pool_block *b) {
+  pool_block *n = b->next;
+  if (n && n->free && n->ps == b->ps) {
+    bin_remove(p, n);
+    b->size += n->size;
+    if (n->seq > b->seq) b->seq = n->seq;
+    b->next = n->next;
+    if (n->next) n->next->prev = b;
+    dv__free(n);
+    atomic_fetch_add(&p->merges, 1);
+  }
+  pool_block *v = b->prev;
+  if (v && v->free && v->ps == b->ps) {
+    bin_remove(p, v);
+    v->size += b->size;
+    if (b->seq > v->seq) v->seq = b->seq;
+    v->next = b->next;
+    if (b->next) b->next->prev = v;
+    dv__free(b);
+    b = v;
+    atomic_fetch_add(&p->merges, 1);
+  }
+  return b;
+}
+
+/* ---- the manager table ------------------------------------------------------------------ */
+
+static dv_status pool_init(dv_context *ctx, void *user, void **state) {
+  (void)user;
+  *state = NULL;
+  pool *p = dv__calloc(1, sizeof *p);
+  if (!p) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the pool");
+  p->ctx = ctx;
+  /* classes: 512, 640, 768, 896, 1024, 1280, ... up to 1 MiB */
+  size_t sz = POOL_ALIGN;
+  while (sz <= SMALL_MAX && p->ncls < NCLASS) {
+    size_t step = sz / 4 < POOL_ALIGN ? POOL_ALIGN : sz / 4;
+    for (int k = 0; k < 4 && sz <= SMALL_MAX && p->ncls < NCLASS; k++, sz += step) {
+      p->cls[p->ncls].size = sz;
+      pthread_mutex_init(&p->cls[p->ncls].m, NULL);
+      p->ncls++;
+    }
+  }
+  pthread_mutex_init(&p->large_m, NULL);
+  pthread_mutex_init(&p->streams_m, NULL);
+  pthread_mutex_init(&p->log_m, NULL);
+  p->release_threshold = (size_t)ctx->opt[DV_OPT_POOL_RELEASE_THRESHOLD].i;
+  p->default_ps = ps_new(p, NULL);
+  const char *log = ctx->opt[DV_OPT_POOL_LOG].s;
+  if (log[0]) {
+    p->log = fopen(log, "a");
+    if (!p->log) dv__log(DV_LOG_WARN, "pool: cannot open the allocation log %s", log);
+    else if (ftell(p->log) == 0) fprintf(p->log, "Thread,Time,Action,Pointer,Size,Stream\n");
+  }
+  if (!p->default_ps) {
+    dv__free(p);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the pool");
+  }
+  *state = p;
+  return DV_OK;
+}
+
+static void pool_fini(void *state) {
+  pool *p = state;
+  dv_context *ctx = p->ctx;
+  ctx->be->stream_sync(ctx->bst, NULL);
+  release_free_segments(p, true);
+  /* segments still holding allocated blocks were leaked by their owners */
+  if (p->large || atomic_load(&p->segments))
+    dv__log(DV_LOG_WARN, "pool: %llu segment(s) still hold allocated blocks at close",
+            (unsigned long long)atomic_load(&p->segments));
+  for (pool_stream *ps = p->streams, *n; ps; ps = n) {
+    n = ps->next;
+    if (ps->fence) ctx->be->event_destroy(ctx->bst, ps->fence);
+    pthread_mutex_destroy(&ps->m);
+    dv__free(ps);
+  }
+  for (int i = 0; i < p->ncls; i++) pthread_mutex_destroy(&p->cls[i].m);
+  pthread_mutex_destroy(&p->large_m);
+  pthread_mutex_destroy(&p->streams_m);
+  pthread_mutex_destroy(&p->log_m);
+  if (p->log) fclose(p->log);
+  dv__free(p);
+}
+
+static dv_status pool_alloc(void *state, size_t bytes, dv_stream *stream, dv_block *out) {
+  pool *p = state;
+  pool_stream *ps = ps_of(p, stream);
+  if (!ps) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate pool metadata");
+  size_t size = (bytes + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
+  if (size < bytes) return dv__error(DV_ERR_OUT_OF_MEMORY, "allocation of %zu bytes", bytes);
+  pool_block *b;
+  int ci = size <= SMALL_MAX ? class_of(p, size) : -1;
+  dv_status rc = ci >= 0 ? small_alloc(p, ci, ps, &b) : large_alloc(p, size, ps, &b);
+  if (rc == DV_ERR_OUT_OF_MEMORY) {
+    /* give cached memory back to the device (after waiting for it: the
+     * pool's only host synchronisation) and try again */
+    dv_context *ctx = p->ctx;
+    ctx->be->stream_sync(ctx->bst, NULL);
+    size_t released = release_free_segments(p, true);
+    if (released) rc = ci >= 0 ? small_alloc(p, ci, ps, &b) : large_alloc(p, size, ps, &b);
+    if (rc == DV_ERR_OUT_OF_MEMORY) {
+      char detail[256];
+      snprintf(detail, sizeof detail, "%s", dv_last_error());
+      size_t f = 0, t = 0;
+      dv_backend_memory_info(ctx, &f, &t);
+      uint64_t largest = 0, cached = atomic_load(&p->free_cached);
+      largest_free(p, &largest);
+      double frag = cached ? 1.0 - (double)largest / (double)cached : 0.0;
+      return dv__error(DV_ERR_OUT_OF_MEMORY,
+                       "pool: %zu bytes requested; device free %zu of %zu; pool cached %llu bytes (largest free "
+                       "block %llu, fragmentation %.2f) after returning %zu cached bytes to the device; %s",
+                       bytes, f, t, (unsigned long long)cached, (unsigned long long)largest, frag, released, detail);
+    }
+  }
+  if (rc) return rc;
+  b->requested = bytes;
+  out->buf = b->seg->mem.buf;
+  out->offset = b->seg->mem.offset + b->offset;
+  out->handle = b;
+  cnt_add(&p->allocated, bytes);
+  cnt_add(&p->active, b->size);
+  pool_log(p, "allocate", out, bytes, ps);
+  return DV_OK;
+}
+
+static dv_status pool_free(void *state, dv_block blk, size_t bytes, dv_stream *stream) {
+  pool *p = state;
+  pool_block *b = blk.handle;
+  if (!b || b->free) return dv__error(DV_ERR_INVALID_ARGUMENT, "pool: free of a block it does not hold");
+  pool_stream *ps = ps_of(p, stream);
+  if (!ps) ps = b->ps;
+  pool_log(p, "free", &blk, bytes, ps);
+  cnt_sub(&p->allocated, b->requested);
+  cnt_sub(&p->active, b->size);
+  size_t size = b->size;
+  if (b->seg->cls >= 0) {
+    pool_class *c = &p->cls[b->seg->cls];
+    pthread_mutex_lock(&c->m);
+    b->free = true;
+    b->ps = ps;
+    b->seq = atomic_fetch_add(&ps->free_seq, 1);
+    b->seg->nfree++;
+    flist_push(&c->free, b);
+    atomic_fetch_add(&p->free_cached, size);
+    pthread_mutex_unlock(&c->m);
+  } else {
+    pthread_mutex_lock(&p->large_m);
+    b->free = true;
+    b->ps = ps;
+    b->seq = atomic_fetch_add(&ps->free_seq, 1);
+    atomic_fetch_add(&p->free_cached, size);
+    b = coalesce(p, b);
+    bin_insert(p, b);
+    pthread_mutex_unlock(&p->large_m);
+  }
+  if (p->release_threshold && atomic_load(&p->free_cached) > p->release_threshold) release_free_segments(p, false);
+  return DV_OK;
+}
+
+static dv_status pool_mem_info(void *state, size_t *free_bytes, size_t *total_bytes) {
+  pool *p = state;
+  dv_status rc = dv_backend_memory_info(p->ctx, free_bytes, total_bytes);
+  if (!rc) *free_bytes += atomic_load(&p->free_cached); /* cached memory is available to arrays */
+  return rc;
+}
+
+static dv_status pool_stats(void *state, dv_mm_stats *out) {
+  pool *p = state;
+  out->allocated = cnt_get(&p->allocated);
+  out->active = cnt_get(&p->active);
+  out->reserved = cnt_get(&p->reserved);
+  out->hits = atomic_load(&p->hits);
+  out->misses = atomic_load(&p->misses);
+  out->splits = atomic_load(&p->splits);
+  out->merges = atomic_load(&p->merges);
+  out->releases = atomic_load(&p->releases);
+  out->free_cached = atomic_load(&p->free_cached);
+  out->segments = atomic_load(&p->segments);
+  largest_free(p, &out->largest_free);
+  return DV_OK;
+}
+
+static dv_status pool_trim(void *state) {
+  pool *p = state;
+  dv_status rc = p->ctx->be->stream_sync(p->ctx->bst, NULL);
+  release_free_segments(p, true);
+  return rc;
+}
+
+static void pool_stream_destroyed(void *state, dv_stream *s) {
+  pool *p = state;
+  pool_stream *ps = atomic_load(&s->pool_slot);
+  if (!ps) return;
+  pthread_mutex_lock(&ps->m);
+  ps->bs = NULL; /* the stream's work is complete (the caller synchronized it) */
+  atomic_store(&ps->done_upto, UINT64_MAX);
+  if (ps->fence) {
+    p->ctx->be->event_destroy(p->ctx->bst, ps->fence);
+    ps->fence = NULL;
+  }
+  pthread_mutex_unlock(&ps->m);
+}
+
+/* ---- snapshot ----------------------------------------------------------------------------- */
+
+typedef struct sbuf {
+  char *p;
+  size_t cap, len;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) DV_PRINTF(2, 3);
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(b->p && b->len < b->cap ? b->p + b->len : NULL, b->p && b->len < b->cap ? b->cap - b->len : 0, fmt, ap);
+  va_end(ap);
+  if (n > 0) b->len += (size_t)n;
+}
+
+static const char *block_state(pool_block *b) {
+  if (!b->free) return "allocated";
+  return (b->ps == NULL || b->seq < atomic_load(&b->ps->done_upto)) ? "free" : "pending";
+}
+
+static void snap_segment(pool *p, sbuf *b, pool_segment *seg, bool *first) {
+  sb_printf(b, "%s{\"size\":%zu,\"kind\":\"%s\",\"class\":%zu,\"blocks\":[", *first ? "" : ",", seg->size,
+            seg->cls >= 0 ? "small" : "large", seg->cls >= 0 ? p->cls[seg->cls].size : 0);
+  *first = false;
+  bool f = true;
+  if (seg->cls >= 0) {
+    for (size_t i = 0; i < seg->nblocks; i++) {
+      pool_block *x = &seg->blocks[i];
+      sb_printf(b, "%s{\"offset\":%zu,\"size\":%zu,\"state\":\"%s\",\"stream\":%d}", f ? "" : ",", x->offset, x->size,
+                block_state(x), x->ps ? x->ps->id : -1);
+      f = false;
+    }
+  } else {
+    for (pool_block *x = seg->blocks; x; x = x->next) {
+      sb_printf(b, "%s{\"offset\":%zu,\"size\":%zu,\"state\":\"%s\",\"stream\":%d}", f ? "" : ",", x->offset, x->size,
+                block_state(x), x->ps ? x->ps->id : -1);
+      f = false;
+    }
+  }
+  sb_printf(b, "]}");
+}
+
+dv_status dv__pool_snapshot(void *state, char *buf, size_t cap, size_t *needed) {
+  pool *p = state;
+  sbuf b = {buf, cap, 0};
+  bool first = true;
+  sb_printf(&b, "{\"segments\":[");
+  pthread_mutex_lock(&p->large_m);
+  for (pool_segment *seg = p->large; seg; seg = seg->next) snap_segment(p, &b, seg, &first);
+  pthread_mutex_unlock(&p->large_m);
+  for (int ci = 0; ci < p->ncls; ci++) {
+    pthread_mutex_lock(&p->cls[ci].m);
+    for (pool_segment *seg = p->cls[ci].slabs; seg; seg = seg->next) snap_segment(p, &b, seg, &first);
+    pthread_mutex_unlock(&p->cls[ci].m);
+  }
+  dv_mm_stats st;
+  pool_stats(p, &st);
+  sb_printf(&b,
+            "],\"stats\":{\"allocated\":%llu,\"active\":%llu,\"reserved\":%llu,\"hits\":%llu,\"misses\":%llu,"
+            "\"splits\":%llu,\"merges\":%llu,\"releases\":%llu,\"largest_free\":%llu,\"free_cached\":%llu}}",
+            (unsigned long long)st.allocated.current, (unsigned long long)st.active.current,
+            (unsigned long long)st.reserved.current, (unsigned long long)st.hits, (unsigned long long)st.misses,
+            (unsigned long long)st.splits, (unsigned long long)st.merges, (unsigned long long)st.releases,
+            (unsigned long long)st.largest_free, (unsigned long long)st.free_cached);
+  *needed = b.len;
+  if (buf && b.len >= cap)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "buffer of %zu bytes is too small; %zu needed", cap, b.len + 1);
+  return DV_OK;
+}
+
+const dv_memory_manager dv__mm_pool = {
+    .version = DV_MEMORY_MANAGER_VERSION,
+    .name = "pool",
+    .init = pool_init,
+    .fini = pool_fini,
+    .alloc = pool_alloc,
+    .free = pool_free,
+    .mem_info = pool_mem_info,
+    .stats = pool_stats,
+    .trim = pool_trim,
+    .stream_destroyed = pool_stream_destroyed,
+};
