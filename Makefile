@@ -32,8 +32,10 @@ test: setup
 # ThreadSanitizer: the suites that share contexts and streams between threads.
 tsan: setup
 	@$(CMAKE) -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_TSAN=ON -DDV_WERROR=ON > /dev/null
-	@$(CMAKE) --build build-tsan -j$(JOBS) --target test_threads test_streams test_memory
+	@$(CMAKE) --build build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool
 	TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/test_threads host
+	TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/test_threads host-pool
+	TSAN_OPTIONS=halt_on_error=1 DV_MODEL_OPS=20000 ./build-tsan/tests/test_pool host
 	TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/test_streams host
 	TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/test_memory host
 

@@ -426,9 +426,12 @@ DV_API dv_status dv_memory_stats(dv_context *ctx, dv_mm_stats *out);
  *  until work that used the returned memory is complete. */
 DV_API dv_status dv_memory_trim(dv_context *ctx);
 /**
- * The pool's segments and blocks as JSON ({"segments":[{"size":..,"kind":..,
- * "blocks":[{"offset":..,"size":..,"state":"allocated|free|pending",
- * "stream":..}]}], "stats":{...}}), written like dv_context_stats_json.
+ * The pool's segments and blocks as JSON ({"segments":[{"size":..,"kind":
+ * "small|large","class":..,"blocks":[{"offset":..,"size":..,"state":
+ * "allocated|free","stream":ID,"any_stream":true|false}]}],"stats":{...}}),
+ * written like dv_context_stats_json.  `stream` is the block's stream (-1:
+ * none); `any_stream` tells whether a free block is known to be reusable on
+ * other streams already.
  * DV_ERR_NOT_SUPPORTED for managers other than "pool".
  */
 DV_API dv_status dv_memory_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t *needed);

@@ -357,26 +357,32 @@ static dv_status segment_release(pool *p, pool_segment *seg) {
   atomic_fetch_sub(&p->segments, 1);
   atomic_fetch_sub(&p->free_cached, seg->size);
   atomic_fetch_add(&p->releases, 1);
-  if (seg->cls < 0) dv__free(seg->blocks);
-  else dv__free(seg->blocks);
+  dv__free(seg->blocks); /* small: the block array; large: the first block */
   dv__free(seg);
   return rc;
 }
 
-/* Release every fully free segment (all = true: regardless of fences; the
- * caller has waited for the device).  Returns bytes released. */
-static size_t release_free_segments(pool *p, bool all) {
+/* Release every segment whose blocks are all free.  No fence is needed:
+ * freeing device memory is safe with work still queued (cuMemFree waits for
+ * the device, OpenCL defers the release, the simulator counts references).
+ * Returns the bytes released. */
+static size_t release_free_segments(pool *p) {
   size_t released = 0;
   pthread_mutex_lock(&p->large_m);
   for (pool_segment *seg = p->large, *next; seg; seg = next) {
     next = seg->next;
-    pool_block *b = seg->blocks;
-    if (b->free && b->size == seg->size && (all || usable(p, b, NULL))) {
+    bool all_free = true;
+    for (pool_block *b = seg->blocks; b && all_free; b = b->next) all_free = b->free;
+    if (!all_free) continue;
+    for (pool_block *b = seg->blocks, *n; b; b = n) {
+      n = b->next;
       bin_remove(p, b);
-      segment_unlink(&p->large, seg);
-      released += seg->size;
-      segment_release(p, seg);
+      if (b != seg->blocks) dv__free(b);
     }
+    seg->blocks->next = NULL;
+    segment_unlink(&p->large, seg);
+    released += seg->size;
+    segment_release(p, seg);
   }
   pthread_mutex_unlock(&p->large_m);
   for (int ci = 0; ci < p->ncls; ci++) {
@@ -385,9 +391,6 @@ static size_t release_free_segments(pool *p, bool all) {
     for (pool_segment *seg = c->slabs, *next; seg; seg = next) {
       next = seg->next;
       if (seg->nfree != seg->nblocks) continue;
-      bool ok = true;
-      for (size_t i = 0; ok && !all && i < seg->nblocks; i++) ok = usable(p, &seg->blocks[i], NULL);
-      if (!ok) continue;
       for (size_t i = 0; i < seg->nblocks; i++) flist_remove(&c->free, &seg->blocks[i]);
       segment_unlink(&c->slabs, seg);
       released += seg->size;
@@ -522,7 +525,7 @@ static void pool_fini(void *state) {
   pool *p = state;
   dv_context *ctx = p->ctx;
   ctx->be->stream_sync(ctx->bst, NULL);
-  release_free_segments(p, true);
+  release_free_segments(p);
   /* segments still holding allocated blocks were leaked by their owners */
   if (p->large || atomic_load(&p->segments))
     dv__log(DV_LOG_WARN, "pool: %llu segment(s) still hold allocated blocks at close",
@@ -555,7 +558,7 @@ static dv_status pool_alloc(void *state, size_t bytes, dv_stream *stream, dv_blo
      * pool's only host synchronisation) and try again */
     dv_context *ctx = p->ctx;
     ctx->be->stream_sync(ctx->bst, NULL);
-    size_t released = release_free_segments(p, true);
+    size_t released = release_free_segments(p);
     if (released) rc = ci >= 0 ? small_alloc(p, ci, ps, &b) : large_alloc(p, size, ps, &b);
     if (rc == DV_ERR_OUT_OF_MEMORY) {
       char detail[256];
@@ -612,7 +615,7 @@ static dv_status pool_free(void *state, dv_block blk, size_t bytes, dv_stream *s
     bin_insert(p, b);
     pthread_mutex_unlock(&p->large_m);
   }
-  if (p->release_threshold && atomic_load(&p->free_cached) > p->release_threshold) release_free_segments(p, false);
+  if (p->release_threshold && atomic_load(&p->free_cached) > p->release_threshold) release_free_segments(p);
   return DV_OK;
 }
 
@@ -642,7 +645,7 @@ static dv_status pool_stats(void *state, dv_mm_stats *out) {
 static dv_status pool_trim(void *state) {
   pool *p = state;
   dv_status rc = p->ctx->be->stream_sync(p->ctx->bst, NULL);
-  release_free_segments(p, true);
+  release_free_segments(p);
   return rc;
 }
 
@@ -676,9 +679,10 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
   if (n > 0) b->len += (size_t)n;
 }
 
-static const char *block_state(pool_block *b) {
-  if (!b->free) return "allocated";
-  return (b->ps == NULL || b->seq < atomic_load(&b->ps->done_upto)) ? "free" : "pending";
+static const char *block_state(pool_block *b) { return b->free ? "free" : "allocated"; }
+/* Free and known reusable on every stream (its stream has passed the free). */
+static int block_fenced(pool_block *b) {
+  return b->free && (b->ps == NULL || b->seq < atomic_load(&b->ps->done_upto));
 }
 
 static void snap_segment(pool *p, sbuf *b, pool_segment *seg, bool *first) {
@@ -689,14 +693,14 @@ static void snap_segment(pool *p, sbuf *b, pool_segment *seg, bool *first) {
   if (seg->cls >= 0) {
     for (size_t i = 0; i < seg->nblocks; i++) {
       pool_block *x = &seg->blocks[i];
-      sb_printf(b, "%s{\"offset\":%zu,\"size\":%zu,\"state\":\"%s\",\"stream\":%d}", f ? "" : ",", x->offset, x->size,
-                block_state(x), x->ps ? x->ps->id : -1);
+      sb_printf(b, "%s{\"offset\":%zu,\"size\":%zu,\"state\":\"%s\",\"stream\":%d,\"any_stream\":%s}", f ? "" : ",",
+                x->offset, x->size, block_state(x), x->ps ? x->ps->id : -1, block_fenced(x) ? "true" : "false");
       f = false;
     }
   } else {
     for (pool_block *x = seg->blocks; x; x = x->next) {
-      sb_printf(b, "%s{\"offset\":%zu,\"size\":%zu,\"state\":\"%s\",\"stream\":%d}", f ? "" : ",", x->offset, x->size,
-                block_state(x), x->ps ? x->ps->id : -1);
+      sb_printf(b, "%s{\"offset\":%zu,\"size\":%zu,\"state\":\"%s\",\"stream\":%d,\"any_stream\":%s}", f ? "" : ",",
+                x->offset, x->size, block_state(x), x->ps ? x->ps->id : -1, block_fenced(x) ? "true" : "false");
       f = false;
     }
   }
