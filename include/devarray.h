@@ -278,7 +278,7 @@ typedef struct dv_counter {
   uint64_t total;   /**< sum of everything ever added */
 } dv_counter;
 
-#define DV_STATS_VERSION 1
+#define DV_STATS_VERSION 2
 /** Counters of one context.  Set `size` to sizeof(dv_stats) before the call. */
 typedef struct dv_stats {
   uint32_t size;      /**< in: sizeof(dv_stats) as the caller knows it */
@@ -298,6 +298,9 @@ typedef struct dv_stats {
   uint64_t copies;                /**< transfer operations issued to the backend */
   uint64_t staged_copies;         /**< transfers that went through a staging buffer */
   uint64_t bytes_h2d, bytes_d2h, bytes_d2d; /**< element bytes moved, by direction */
+  /* appended in version 2 */
+  dv_counter staging;             /**< pinned staging pool bytes held (cached or in use) */
+  uint64_t staging_hits, staging_misses; /**< staging buffers reused / newly pinned */
 } dv_stats;
 
 /** Fill *out (see dv_stats.size).  DV_ERR_INVALID_ARGUMENT if out->size is too small. */

@@ -113,12 +113,14 @@ dv_status dv_context_create(const dv_config *cfg, dv_context **out) {
   }
   pthread_mutex_init(&ctx->lock, NULL);
   dv__stats_init(&ctx->stats);
+  pthread_mutex_init(&ctx->staging.m, NULL);
   if (cfg && cfg->has_mm) ctx->mm = cfg->mm;
   else ctx->mm = *dv_memory_manager_builtin(ctx->opt[DV_OPT_MEMORY_MANAGER].s);
   rc = ctx->mm.init(ctx, ctx->mm.user, &ctx->mm_state);
   if (rc) {
     ctx->be->stream_destroy(ctx->bst, ctx->default_stream.bs);
     pthread_mutex_destroy(&ctx->lock);
+    pthread_mutex_destroy(&ctx->staging.m);
     dv__stats_destroy(&ctx->stats);
     goto fail_backend;
   }
@@ -152,6 +154,7 @@ dv_status dv_context_destroy(dv_context *ctx) {
     if (left == 0) break;
   }
   if (ctx->mm.fini) ctx->mm.fini(ctx->mm_state); /* returns every cached segment */
+  dv__staging_fini(ctx);
   ctx->be->stream_destroy(ctx->bst, ctx->default_stream.bs);
   ctx->be->close(ctx->bst);
   dv__free(ctx->mem_queue.items);

@@ -118,7 +118,7 @@ dv_status dv__pool_snapshot(void *state, char *buf, size_t cap, size_t *needed);
 /* ---- statistics (stats.c) ---- */
 typedef enum dv_stat_kind {
   DV_STAT_DEVICE, DV_STAT_PINNED, DV_STAT_MAPPED, DV_STAT_REGISTERED, DV_STAT_MANAGED,
-  DV_STAT_ARRAYS, DV_STAT_KINDS
+  DV_STAT_ARRAYS, DV_STAT_STAGING, DV_STAT_KINDS
 } dv_stat_kind;
 
 typedef struct dv_stats_state {
@@ -153,6 +153,24 @@ struct dv_event {
 /* The backend stream to use for `s` (NULL: default). */
 static inline dv_bstream *dv__bstream(dv_context *ctx, dv_stream *s);
 
+/* ---- pinned staging pool (memory/staging.c) ---- */
+#define DV_STAGING_CLASSES 16 /* 64 KiB .. 2 GiB */
+typedef struct dv_staging_buf {
+  void *ptr, *handle;
+  size_t size;
+  int cls;
+  struct dv_staging_buf *next;
+} dv_staging_buf;
+typedef struct dv_staging {
+  pthread_mutex_t m;
+  dv_staging_buf *free[DV_STAGING_CLASSES];
+  size_t cached, reserved;
+  uint64_t hits, misses;
+} dv_staging;
+dv_status dv__staging_get(dv_context *ctx, size_t bytes, dv_staging_buf **out);
+void dv__staging_put(dv_context *ctx, dv_staging_buf *b); /* safe from stream callbacks */
+void dv__staging_fini(dv_context *ctx);
+
 /* ---- context (context.c) ---- */
 struct dv_context {
   const dv_backend *be;
@@ -168,6 +186,7 @@ struct dv_context {
   int defer_depth;
 
   dv_stats_state stats;
+  dv_staging staging;
   dv_stream default_stream;
   dv_stream legacy_stream, per_thread_stream; /* borrowed; see dv_context_legacy_stream */
 

@@ -50,11 +50,16 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
   r.registered = s->c[DV_STAT_REGISTERED];
   r.managed = s->c[DV_STAT_MANAGED];
   r.arrays = s->c[DV_STAT_ARRAYS];
+  r.staging = s->c[DV_STAT_STAGING];
   r.pending_peak = s->pending_peak;
   r.flushes = s->flushes;
   r.oom_retries = s->oom_retries;
   r.failed_frees = s->failed_frees;
   pthread_mutex_unlock(&s->lock);
+  pthread_mutex_lock(&ctx->staging.m);
+  r.staging_hits = ctx->staging.hits;
+  r.staging_misses = ctx->staging.misses;
+  pthread_mutex_unlock(&ctx->staging.m);
   r.copies = atomic_load(&s->copies);
   r.staged_copies = atomic_load(&s->staged_copies);
   r.bytes_h2d = atomic_load(&s->bytes_h2d);
@@ -70,7 +75,7 @@ dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, size_t *
   dv_stats st = {.size = sizeof st};
   dv_status rc = dv_context_stats(ctx, &st);
   if (rc) return rc;
-  char tmp[2048];
+  char tmp[2560];
   int n = 0;
 #define C(name) st.name.current, st.name.peak, st.name.total
 #define CF "{\"current\":%llu,\"peak\":%llu,\"total\":%llu}"
@@ -79,7 +84,8 @@ dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, size_t *
                ",\"mapped\":" CF ",\"registered\":" CF ",\"managed\":" CF ",\"arrays\":" CF
                ",\"pending_deallocs\":%llu,\"pending_bytes\":%llu,\"pending_peak\":%llu,"
                "\"flushes\":%llu,\"oom_retries\":%llu,\"failed_frees\":%llu,\"copies\":%llu,"
-               "\"staged_copies\":%llu,\"bytes_h2d\":%llu,\"bytes_d2h\":%llu,\"bytes_d2d\":%llu}",
+               "\"staged_copies\":%llu,\"bytes_h2d\":%llu,\"bytes_d2h\":%llu,\"bytes_d2d\":%llu,"
+               "\"staging\":" CF ",\"staging_hits\":%llu,\"staging_misses\":%llu}",
                st.version, ctx->be->name, (unsigned long long)st.device.current,
                (unsigned long long)st.device.peak, (unsigned long long)st.device.total,
                (unsigned long long)st.pinned.current, (unsigned long long)st.pinned.peak,
@@ -94,7 +100,10 @@ dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, size_t *
                (unsigned long long)st.flushes, (unsigned long long)st.oom_retries,
                (unsigned long long)st.failed_frees, (unsigned long long)st.copies,
                (unsigned long long)st.staged_copies, (unsigned long long)st.bytes_h2d,
-               (unsigned long long)st.bytes_d2h, (unsigned long long)st.bytes_d2d);
+               (unsigned long long)st.bytes_d2h, (unsigned long long)st.bytes_d2d,
+               (unsigned long long)st.staging.current, (unsigned long long)st.staging.peak,
+               (unsigned long long)st.staging.total, (unsigned long long)st.staging_hits,
+               (unsigned long long)st.staging_misses);
 #undef C
 #undef CF
   *needed = (size_t)n;

@@ -120,7 +120,9 @@ static bool dv__plan_rect(const dv_plan *p, dv_rect *r) {
   }
   if (rows == 2) {
     d = (size_t)p->n[0];
-    if (p->ss[0] < (int64_t)(sp * h) || p->ds[0] < (int64_t)(dp * h)) return false;
+    /* slices must not overlap: the last row of one ends before the next;
+     * backends with stricter rules (slice >= pitch * height) refuse */
+    if (p->ss[0] < (int64_t)(sp * (h - 1) + r->width) || p->ds[0] < (int64_t)(dp * (h - 1) + r->width)) return false;
     ssl = (size_t)p->ss[0], dsl = (size_t)p->ds[0];
   }
   r->height = h, r->depth = d;
@@ -152,12 +154,16 @@ static void dv__repack_cb(void *user, dv_status status) {
   dv__free(r);
 }
 
-typedef struct dv_free_list { void *a, *b; } dv_free_list;
+/* Staging buffers go back to the pinned pool once the stream is past them. */
+typedef struct dv_free_list {
+  dv_context *ctx;
+  dv_staging_buf *a, *b;
+} dv_free_list;
 static void dv__free_cb(void *user, dv_status status) {
   (void)status;
   dv_free_list *f = user;
-  dv__free(f->a);
-  dv__free(f->b);
+  dv__staging_put(f->ctx, f->a);
+  dv__staging_put(f->ctx, f->b);
   dv__free(f);
 }
 
@@ -258,6 +264,7 @@ static dv_status dv__staged(dv_context *ctx, dv_bstream *bs, const dv_array *dst
   for (int i = 0; i < p.nd; i++) count *= p.n[i];
   int64_t bytes = count * isz;
   char *sa = NULL, *sb = NULL;
+  dv_staging_buf *ba = NULL, *bb = NULL;
   int64_t sta[DV_MAXDIMS], stb[DV_MAXDIMS];
   /* Source side: a device source goes to staging A (in its own order). */
   int64_t s_off = p.soff, d_off = p.doff;
@@ -266,8 +273,9 @@ static dv_status dv__staged(dv_context *ctx, dv_bstream *bs, const dv_array *dst
   memcpy(ds, p.ds, sizeof ds);
   dv_status rc = DV_OK;
   if (!sh) {
-    sa = dv__malloc((size_t)bytes);
-    if (!sa) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate %lld staging bytes", (long long)bytes);
+    rc = dv__staging_get(ctx, (size_t)bytes, &ba);
+    if (rc) return rc;
+    sa = ba->ptr;
     /* Flip the source's negative dims (the CPU repack handles the sign). */
     int64_t dsv[DV_MAXDIMS], off = s_off;
     for (int i = 0; i < p.nd; i++) {
@@ -287,11 +295,9 @@ static dv_status dv__staged(dv_context *ctx, dv_bstream *bs, const dv_array *dst
   }
   int64_t dsv[DV_MAXDIMS], dev_off = d_off;
   if (!dh) {
-    sb = dv__malloc((size_t)bytes);
-    if (!sb) {
-      rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate %lld staging bytes", (long long)bytes);
-      goto fail;
-    }
+    rc = dv__staging_get(ctx, (size_t)bytes, &bb);
+    if (rc) goto fail;
+    sb = bb->ptr;
     for (int i = 0; i < p.nd; i++) {
       dsv[i] = ds[i];
       if (ds[i] < 0) dev_off += (p.n[i] - 1) * ds[i], dsv[i] = -ds[i];
@@ -341,7 +347,7 @@ static dv_status dv__staged(dv_context *ctx, dv_bstream *bs, const dv_array *dst
     rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a staging record");
     goto fail;
   }
-  fl->a = sa, fl->b = sb;
+  fl->ctx = ctx, fl->a = ba, fl->b = bb;
   rc = ctx->be->stream_callback(ctx->bst, bs, dv__free_cb, fl);
   if (rc) {
     dv__free(fl);
@@ -353,8 +359,8 @@ fail:
   /* Copies into or out of the staging buffers may already be queued (even
    * part of a phase): wait for the stream before freeing them. */
   ctx->be->stream_sync(ctx->bst, bs);
-  dv__free(sa);
-  dv__free(sb);
+  dv__staging_put(ctx, ba);
+  dv__staging_put(ctx, bb);
   return rc;
 }
 

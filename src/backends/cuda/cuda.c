@@ -478,7 +478,8 @@ static dv_status cub_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
     CU_TRY(cu.cuMemcpy2DAsync_v2(&c, s->s), "cuMemcpy2DAsync");
   } else {
     /* 3-D: a slice is srcHeight rows of srcPitch bytes. */
-    if (!r->src_pitch || !r->dst_pitch || r->src_slice % r->src_pitch || r->dst_slice % r->dst_pitch)
+    if (!r->src_pitch || !r->dst_pitch || r->src_slice % r->src_pitch || r->dst_slice % r->dst_pitch ||
+        r->src_slice < r->src_pitch * r->height || r->dst_slice < r->dst_pitch * r->height)
       return DV_ERR_NOT_SUPPORTED;
     dv_CUDA_MEMCPY3D c;
     memset(&c, 0, sizeof c);

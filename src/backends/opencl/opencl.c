@@ -666,9 +666,10 @@ static void cl_hostcopy_cb(void *user, dv_status status) {
   dv__free(h);
 }
 
-/* OpenCL's rect rules: slice pitches must be multiples of the row pitch. */
-static bool cl_rect_ok(size_t pitch, size_t slice, size_t depth) {
-  return depth <= 1 || (pitch && slice % pitch == 0);
+/* OpenCL's rect rules: a slice pitch is a multiple of the row pitch and
+ * holds `height` rows. */
+static bool cl_rect_ok(size_t pitch, size_t slice, size_t height, size_t depth) {
+  return depth <= 1 || (pitch && slice % pitch == 0 && slice >= pitch * height);
 }
 
 static void cl_origin(size_t off, size_t pitch, size_t slice, size_t o[3]) {
@@ -694,7 +695,7 @@ static dv_status clb_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
     if (rc) dv__free(h);
     return rc;
   }
-  if (!cl_rect_ok(sp, ss, r->depth) || !cl_rect_ok(dp, ds, r->depth)) return DV_ERR_NOT_SUPPORTED;
+  if (!cl_rect_ok(sp, ss, r->height, r->depth) || !cl_rect_ok(dp, ds, r->height, r->depth)) return DV_ERR_NOT_SUPPORTED;
   /* Within one buffer (pool blocks share segments) OpenCL wants equal
    * pitches on both sides; otherwise let the planner use the kernel. */
   if (sd && dd && r->src.buf == r->dst.buf && (r->height > 1 || r->depth > 1) && (sp != dp || ss != ds))
