@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 #include "../core/internal.h"
@@ -71,11 +72,23 @@ struct pool_segment {
   pool_segment *prev, *next;
 };
 
+/* The class lock: held for a few dozen instructions, so a spinlock (with a
+ * yield under contention) costs less than a mutex on the fast path. */
+typedef struct spin {
+  atomic_flag f;
+} spin;
+static inline void spin_lock(spin *l) {
+  while (atomic_flag_test_and_set_explicit(&l->f, memory_order_acquire)) sched_yield();
+}
+static inline void spin_unlock(spin *l) { atomic_flag_clear_explicit(&l->f, memory_order_release); }
+
 typedef struct pool_class {
-  pthread_mutex_t m;
+  spin m;
   size_t size;
   pool_block *free; /* LIFO */
   pool_segment *slabs;
+  /* counted under the class lock, summed by the statistics */
+  uint64_t hits, free_cached;
 } pool_class;
 
 typedef struct pool_atomic_counter {
@@ -101,14 +114,16 @@ typedef struct pool {
 
 /* ---- counters ------------------------------------------------------------------ */
 
-static void cnt_add(pool_atomic_counter *c, uint64_t n) {
-  uint64_t cur = atomic_fetch_add(&c->current, n) + n;
-  atomic_fetch_add(&c->total, n);
-  uint64_t pk = atomic_load(&c->peak);
+static inline void cnt_add(pool_atomic_counter *c, uint64_t n) {
+  uint64_t cur = atomic_fetch_add_explicit(&c->current, n, memory_order_relaxed) + n;
+  atomic_fetch_add_explicit(&c->total, n, memory_order_relaxed);
+  uint64_t pk = atomic_load_explicit(&c->peak, memory_order_relaxed);
   while (cur > pk && !atomic_compare_exchange_weak(&c->peak, &pk, cur)) {
   }
 }
-static void cnt_sub(pool_atomic_counter *c, uint64_t n) { atomic_fetch_sub(&c->current, n); }
+static inline void cnt_sub(pool_atomic_counter *c, uint64_t n) {
+  atomic_fetch_sub_explicit(&c->current, n, memory_order_relaxed);
+}
 static dv_counter cnt_get(pool_atomic_counter *c) {
   dv_counter r = {atomic_load(&c->current), atomic_load(&c->peak), atomic_load(&c->total)};
   return r;
@@ -188,11 +203,15 @@ static void pool_log(pool *p, const char *action, const dv_block *blk, size_t si
 
 /* ---- small: size classes ------------------------------------------------------------ */
 
+/* Classes are 512, 640, 768, 896 (steps of 128), then four per power of
+ * two: 1024, 1280, 1536, 1792, 2048, ...  O(1) from the bit length. */
 static int class_of(pool *p, size_t bytes) {
-  /* classes are increasing; a binary search would do, 48 entries scan fast */
-  for (int i = 0; i < p->ncls; i++)
-    if (p->cls[i].size >= bytes) return i;
-  return -1;
+  (void)p;
+  if (bytes <= POOL_ALIGN) return 0;
+  size_t v = bytes - 1;
+  int lg = 63 - __builtin_clzll((unsigned long long)v); /* 2^lg <= v < 2^(lg+1) */
+  int sub = (int)((v >> (lg - 2)) & 3);                 /* quarter within the octave */
+  return (lg - 9) * 4 + sub + 1;
 }
 
 static dv_status slab_new(pool *p, pool_class *c, int ci) {
@@ -231,7 +250,7 @@ static dv_status slab_new(pool *p, pool_class *c, int ci) {
   c->slabs = seg;
   cnt_add(&p->reserved, sz);
   atomic_fetch_add(&p->segments, 1);
-  atomic_fetch_add(&p->free_cached, sz);
+  c->free_cached += sz;
   return DV_OK;
 }
 
@@ -251,29 +270,29 @@ static void flist_push(pool_block **head, pool_block *b) {
 
 static dv_status small_alloc(pool *p, int ci, pool_stream *ps, pool_block **out) {
   pool_class *c = &p->cls[ci];
-  pthread_mutex_lock(&c->m);
+  spin_lock(&c->m);
   pool_block *b = c->free;
   int scanned = 0;
   for (; b && scanned < STEAL_SCAN; b = b->fnext, scanned++)
-    if (usable(p, b, ps)) break;
+    if (b->ps == ps || usable(p, b, ps)) break;
   if (!b || scanned >= STEAL_SCAN) {
     b = NULL;
     dv_status rc = slab_new(p, c, ci);
     if (rc) {
-      pthread_mutex_unlock(&c->m);
+      spin_unlock(&c->m);
       return rc;
     }
     atomic_fetch_add(&p->misses, 1);
     b = c->free;
   } else {
-    atomic_fetch_add(&p->hits, 1);
+    c->hits++;
   }
   flist_remove(&c->free, b);
   b->free = false;
   b->ps = ps;
   b->seg->nfree--;
-  atomic_fetch_sub(&p->free_cached, b->size);
-  pthread_mutex_unlock(&c->m);
+  c->free_cached -= b->size;
+  spin_unlock(&c->m);
   *out = b;
   return DV_OK;
 }
@@ -387,18 +406,31 @@ static size_t release_free_segments(pool *p) {
   pthread_mutex_unlock(&p->large_m);
   for (int ci = 0; ci < p->ncls; ci++) {
     pool_class *c = &p->cls[ci];
-    pthread_mutex_lock(&c->m);
+    spin_lock(&c->m);
     for (pool_segment *seg = c->slabs, *next; seg; seg = next) {
       next = seg->next;
       if (seg->nfree != seg->nblocks) continue;
       for (size_t i = 0; i < seg->nblocks; i++) flist_remove(&c->free, &seg->blocks[i]);
       segment_unlink(&c->slabs, seg);
       released += seg->size;
+      c->free_cached -= seg->size;
+      atomic_fetch_add(&p->free_cached, seg->size); /* segment_release takes it off the total */
       segment_release(p, seg);
     }
-    pthread_mutex_unlock(&c->m);
+    spin_unlock(&c->m);
   }
   return released;
+}
+
+/* Free cached bytes: the large pool's (atomic) plus every class's. */
+static uint64_t free_cached(pool *p) {
+  uint64_t t = atomic_load(&p->free_cached);
+  for (int ci = 0; ci < p->ncls; ci++) {
+    spin_lock(&p->cls[ci].m);
+    t += p->cls[ci].free_cached;
+    spin_unlock(&p->cls[ci].m);
+  }
+  return t;
 }
 
 static void largest_free(pool *p, uint64_t *largest) {
@@ -410,9 +442,9 @@ static void largest_free(pool *p, uint64_t *largest) {
   pthread_mutex_unlock(&p->large_m);
   for (int ci = 0; ci < p->ncls; ci++) {
     pool_class *c = &p->cls[ci];
-    pthread_mutex_lock(&c->m);
+    spin_lock(&c->m);
     if (c->free && c->size > l) l = c->size;
-    pthread_mutex_unlock(&c->m);
+    spin_unlock(&c->m);
   }
   *largest = l;
 }
@@ -492,15 +524,17 @@ static dv_status pool_init(dv_context *ctx, void *user, void **state) {
   pool *p = dv__calloc(1, sizeof *p);
   if (!p) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the pool");
   p->ctx = ctx;
-  /* classes: 512, 640, 768, 896, 1024, 1280, ... up to 1 MiB */
-  size_t sz = POOL_ALIGN;
-  while (sz <= SMALL_MAX && p->ncls < NCLASS) {
-    size_t step = sz / 4 < POOL_ALIGN ? POOL_ALIGN : sz / 4;
-    for (int k = 0; k < 4 && sz <= SMALL_MAX && p->ncls < NCLASS; k++, sz += step) {
-      p->cls[p->ncls].size = sz;
-      pthread_mutex_init(&p->cls[p->ncls].m, NULL);
-      p->ncls++;
+  /* classes: 512, then four per octave (see class_of) up to 1 MiB */
+  for (int c = 0; c < NCLASS; c++) {
+    size_t size = POOL_ALIGN;
+    if (c > 0) {
+      int lg = 9 + (c - 1) / 4, sub = (c - 1) % 4;
+      size = ((size_t)1 << lg) + (size_t)(sub + 1) * ((size_t)1 << (lg - 2));
     }
+    if (size > SMALL_MAX) break;
+    p->cls[c].size = size;
+    atomic_flag_clear(&p->cls[c].m.f);
+    p->ncls = c + 1;
   }
   pthread_mutex_init(&p->large_m, NULL);
   pthread_mutex_init(&p->streams_m, NULL);
@@ -536,7 +570,6 @@ static void pool_fini(void *state) {
     pthread_mutex_destroy(&ps->m);
     dv__free(ps);
   }
-  for (int i = 0; i < p->ncls; i++) pthread_mutex_destroy(&p->cls[i].m);
   pthread_mutex_destroy(&p->large_m);
   pthread_mutex_destroy(&p->streams_m);
   pthread_mutex_destroy(&p->log_m);
@@ -565,7 +598,7 @@ static dv_status pool_alloc(void *state, size_t bytes, dv_stream *stream, dv_blo
       snprintf(detail, sizeof detail, "%s", dv_last_error());
       size_t f = 0, t = 0;
       dv_backend_memory_info(ctx, &f, &t);
-      uint64_t largest = 0, cached = atomic_load(&p->free_cached);
+      uint64_t largest = 0, cached = free_cached(p);
       largest_free(p, &largest);
       double frag = cached ? 1.0 - (double)largest / (double)cached : 0.0;
       return dv__error(DV_ERR_OUT_OF_MEMORY,
@@ -597,14 +630,14 @@ static dv_status pool_free(void *state, dv_block blk, size_t bytes, dv_stream *s
   size_t size = b->size;
   if (b->seg->cls >= 0) {
     pool_class *c = &p->cls[b->seg->cls];
-    pthread_mutex_lock(&c->m);
+    spin_lock(&c->m);
     b->free = true;
     b->ps = ps;
-    b->seq = atomic_fetch_add(&ps->free_seq, 1);
+    b->seq = atomic_fetch_add_explicit(&ps->free_seq, 1, memory_order_relaxed);
     b->seg->nfree++;
     flist_push(&c->free, b);
-    atomic_fetch_add(&p->free_cached, size);
-    pthread_mutex_unlock(&c->m);
+    c->free_cached += size;
+    spin_unlock(&c->m);
   } else {
     pthread_mutex_lock(&p->large_m);
     b->free = true;
@@ -615,14 +648,14 @@ static dv_status pool_free(void *state, dv_block blk, size_t bytes, dv_stream *s
     bin_insert(p, b);
     pthread_mutex_unlock(&p->large_m);
   }
-  if (p->release_threshold && atomic_load(&p->free_cached) > p->release_threshold) release_free_segments(p);
+  if (p->release_threshold && free_cached(p) > p->release_threshold) release_free_segments(p);
   return DV_OK;
 }
 
 static dv_status pool_mem_info(void *state, size_t *free_bytes, size_t *total_bytes) {
   pool *p = state;
   dv_status rc = dv_backend_memory_info(p->ctx, free_bytes, total_bytes);
-  if (!rc) *free_bytes += atomic_load(&p->free_cached); /* cached memory is available to arrays */
+  if (!rc) *free_bytes += free_cached(p); /* cached memory is available to arrays */
   return rc;
 }
 
@@ -631,12 +664,18 @@ static dv_status pool_stats(void *state, dv_mm_stats *out) {
   out->allocated = cnt_get(&p->allocated);
   out->active = cnt_get(&p->active);
   out->reserved = cnt_get(&p->reserved);
-  out->hits = atomic_load(&p->hits);
+  uint64_t hits = atomic_load(&p->hits);
+  for (int ci = 0; ci < p->ncls; ci++) {
+    spin_lock(&p->cls[ci].m);
+    hits += p->cls[ci].hits;
+    spin_unlock(&p->cls[ci].m);
+  }
+  out->hits = hits;
   out->misses = atomic_load(&p->misses);
   out->splits = atomic_load(&p->splits);
   out->merges = atomic_load(&p->merges);
   out->releases = atomic_load(&p->releases);
-  out->free_cached = atomic_load(&p->free_cached);
+  out->free_cached = free_cached(p);
   out->segments = atomic_load(&p->segments);
   largest_free(p, &out->largest_free);
   return DV_OK;
@@ -716,9 +755,9 @@ dv_status dv__pool_snapshot(void *state, char *buf, size_t cap, size_t *needed) 
   for (pool_segment *seg = p->large; seg; seg = seg->next) snap_segment(p, &b, seg, &first);
   pthread_mutex_unlock(&p->large_m);
   for (int ci = 0; ci < p->ncls; ci++) {
-    pthread_mutex_lock(&p->cls[ci].m);
+    spin_lock(&p->cls[ci].m);
     for (pool_segment *seg = p->cls[ci].slabs; seg; seg = seg->next) snap_segment(p, &b, seg, &first);
-    pthread_mutex_unlock(&p->cls[ci].m);
+    spin_unlock(&p->cls[ci].m);
   }
   dv_mm_stats st;
   pool_stats(p, &st);

@@ -3,10 +3,11 @@
  *
  *   devarray info                 backends, devices, capacities, options
  *   devarray bench [options]      transfer sweep against memcpy of the same bytes
+ *   devarray report [options]     the pool after a random workload: statistics, segment map (PNG), snapshot, CSV log
  *
  * Progress goes to stderr, results to stdout.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,15 +295,170 @@ static int cmd_bench(int argc, char **argv) {
   return 0;
 }
 
+
+/* ---- report ------------------------------------------------------------------- */
+
+/* RMM's random_allocations rule: 73% allocate while under n live, else free
+ * a random live one; sizes uniform in [1, max_mib] MiB (here in bytes, so
+ * small blocks appear too when max_mib is small). */
+static unsigned long long rng_state = 0x9E3779B97F4A7C15ull;
+static unsigned long long rng(void) {
+  rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+  return rng_state;
+}
+
+/* Draw the segment map from the snapshot JSON (our own, known format). */
+static int draw_map(const char *json, const char *png) {
+  char dat[] = "/tmp/devarray-map-XXXXXX";
+  int fd = mkstemp(dat);
+  if (fd < 0) return -1;
+  FILE *f = fdopen(fd, "w");
+  const char *p = json;
+  int seg = 0;
+  double maxx = 0;
+  while ((p = strstr(p, "{\"size\":")) != NULL) {
+    unsigned long long ssize = 0;
+    char kind[16] = "";
+    if (sscanf(p, "{\"size\":%llu,\"kind\":\"%15[a-z]\"", &ssize, kind) != 2) break;
+    const char *end = strstr(p, "]}");
+    const char *b = strstr(p, "\"blocks\":[");
+    if (!end || !b) break;
+    /* merge runs of blocks in the same state for drawing */
+    double run0 = -1, run1 = 0;
+    char runstate[16] = "";
+    while ((b = strstr(b, "{\"offset\":")) != NULL && b < end) {
+      unsigned long long off, sz;
+      char st[16];
+      if (sscanf(b, "{\"offset\":%llu,\"size\":%llu,\"state\":\"%15[a-z]\"", &off, &sz, st) != 3) break;
+      double x0 = off / 1048576.0, x1 = (off + sz) / 1048576.0;
+      if (run0 >= 0 && strcmp(st, runstate) == 0 && x0 <= run1 + 1e-9) {
+        run1 = x1;
+      } else {
+        if (run0 >= 0) fprintf(f, "%g %g %d %d\n", (run0 + run1) / 2, (run1 - run0) / 2, seg, strcmp(runstate, "free") ? 0xd62728 : 0x2ca02c);
+        run0 = x0, run1 = x1;
+        snprintf(runstate, sizeof runstate, "%s", st);
+      }
+      b++;
+    }
+    if (run0 >= 0)
+      fprintf(f, "%g %g %d %d\n", (run0 + run1) / 2, (run1 - run0) / 2, seg, strcmp(runstate, "free") ? 0xd62728 : 0x2ca02c);
+    if (ssize / 1048576.0 > maxx) maxx = ssize / 1048576.0;
+    seg++;
+    p = end;
+  }
+  fclose(f);
+  FILE *g = popen("gnuplot 2>/dev/null", "w");
+  if (!g) return -1;
+  fprintf(g,
+          "set terminal pngcairo size 1000,%d noenhanced\nset output '%s'\n"
+          "set title 'devarray pool: segments (rows) and blocks; red allocated, green free'\n"
+          "set xlabel 'offset in segment (MiB)'\nset ylabel 'segment'\nset yrange [-1:%d]\nset xrange [0:%g]\n"
+          "set style fill solid 0.8 border -1\nunset key\n"
+          "plot '%s' using 1:3:2:(0.4):4 with boxxyerror lc rgb variable\n",
+          200 + 18 * seg, png, seg, maxx > 0 ? maxx : 1, dat);
+  int rc = pclose(g);
+  remove(dat);
+  return rc == 0 ? seg : -1;
+}
+
+static int cmd_report(int argc, char **argv) {
+  const char *backend = NULL, *png = "devarray-segments.png", *json = NULL, *csv = NULL;
+  int steps = 1500, live_max = 120;
+  size_t max_bytes = (size_t)3 << 20;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
+    else if (!strcmp(argv[i], "--png") && i + 1 < argc) png = argv[++i];
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+    else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
+    else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--max") && i + 1 < argc) max_bytes = (size_t)strtoull(argv[++i], NULL, 0);
+    else {
+      fprintf(stderr, "usage: devarray report [--backend NAME] [--steps N] [--max BYTES] [--png FILE] [--json FILE] [--csv FILE]\n");
+      return 2;
+    }
+  }
+  dv_config *cfg = NULL;
+  dv_context *ctx = NULL;
+  dv_config_create(&cfg);
+  dv_config_set(cfg, "memory_manager", "pool");
+  if (backend && dv_config_set(cfg, "backend", backend)) {
+    fprintf(stderr, "devarray report: %s\n", dv_last_error());
+    dv_config_destroy(cfg);
+    return 2;
+  }
+  if (csv && dv_config_set(cfg, "pool_log", csv)) {
+    fprintf(stderr, "devarray report: %s\n", dv_last_error());
+    dv_config_destroy(cfg);
+    return 2;
+  }
+  dv_status rc = dv_context_create(cfg, &ctx);
+  dv_config_destroy(cfg);
+  if (rc) {
+    fprintf(stderr, "devarray report: %s: %s\n", dv_status_name(rc), dv_last_error());
+    return 1;
+  }
+  /* a workload that leaves allocated and cached blocks behind */
+  dv_array **live = calloc((size_t)live_max, sizeof *live);
+  int nlive = 0;
+  for (int i = 0; i < steps; i++) {
+    if (nlive < live_max && (rng() % 100 < 73 || nlive == 0)) {
+      int64_t n = (int64_t)(1 + rng() % max_bytes);
+      if (dv_device_array(ctx, 1, &n, dv_dtype_get(DV_UINT8), NULL, 'C', NULL, &live[nlive]) == DV_OK) nlive++;
+    } else if (nlive) {
+      int k = (int)(rng() % (unsigned)nlive);
+      dv_array_release(live[k]);
+      live[k] = live[--nlive];
+    }
+  }
+  dv_context_flush_deallocs(ctx);
+  dv_mm_stats ms;
+  dv_memory_stats(ctx, &ms);
+  double frag = ms.free_cached ? 1.0 - (double)ms.largest_free / (double)ms.free_cached : 0.0;
+  printf("pool on backend %s after %d random steps (%d arrays live)\n\n", dv_context_backend(ctx), steps, nlive);
+  printf("%-12s %14s %14s %14s\n", "bytes", "current", "peak", "total");
+  printf("%-12s %14llu %14llu %14llu\n", "allocated", (unsigned long long)ms.allocated.current,
+         (unsigned long long)ms.allocated.peak, (unsigned long long)ms.allocated.total);
+  printf("%-12s %14llu %14llu %14llu\n", "active", (unsigned long long)ms.active.current,
+         (unsigned long long)ms.active.peak, (unsigned long long)ms.active.total);
+  printf("%-12s %14llu %14llu %14llu\n", "reserved", (unsigned long long)ms.reserved.current,
+         (unsigned long long)ms.reserved.peak, (unsigned long long)ms.reserved.total);
+  printf("\nhits %llu, misses %llu, splits %llu, merges %llu, releases %llu; %llu segments; cached free %llu "
+         "bytes, largest free block %llu, fragmentation %.3f\n",
+         (unsigned long long)ms.hits, (unsigned long long)ms.misses, (unsigned long long)ms.splits,
+         (unsigned long long)ms.merges, (unsigned long long)ms.releases, (unsigned long long)ms.segments,
+         (unsigned long long)ms.free_cached, (unsigned long long)ms.largest_free, frag);
+  size_t need = 0;
+  dv_memory_snapshot_json(ctx, NULL, 0, &need);
+  char *snap = malloc(need + 1);
+  if (snap && dv_memory_snapshot_json(ctx, snap, need + 1, &need) == DV_OK) {
+    if (json) {
+      FILE *f = fopen(json, "w");
+      if (f) fputs(snap, f), fputc('\n', f), fclose(f);
+      printf("snapshot: %s\n", json);
+    }
+    int segs = draw_map(snap, png);
+    if (segs >= 0) printf("segment map: %s (%d segments)\n", png, segs);
+    else printf("segment map: not drawn (gnuplot with the pngcairo terminal is needed: Debian's gnuplot-nox)\n");
+  }
+  if (csv) printf("allocation log (RMM format): %s\n", csv);
+  free(snap);
+  for (int i = 0; i < nlive; i++) dv_array_release(live[i]);
+  free(live);
+  dv_context_destroy(ctx);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "info")) return cmd_info();
   if (argc >= 2 && !strcmp(argv[1], "bench")) return cmd_bench(argc - 2, argv + 2);
+  if (argc >= 2 && !strcmp(argv[1], "report")) return cmd_report(argc - 2, argv + 2);
   if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) {
     printf("devarray %s\n", dv_version());
     return 0;
   }
   fprintf(stderr,
           "usage: devarray info\n"
-          "       devarray bench [--json] [--quick] [--backend NAME] [--reps N] [--max BYTES]\n");
+          "       devarray bench [--json] [--quick] [--backend NAME] [--reps N] [--max BYTES]\n"
+          "       devarray report [--backend NAME] [--steps N] [--max BYTES] [--png FILE] [--json FILE] [--csv FILE]\n");
   return argc < 2 ? 2 : (strcmp(argv[1], "help") && strcmp(argv[1], "--help") ? 2 : 0);
 }

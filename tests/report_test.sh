@@ -1,0 +1,20 @@
+#!/bin/sh
+# devarray report: statistics table, segment map PNG, snapshot JSON, RMM CSV.
+set -eu
+tool="$1"
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+out=$("$tool" report --backend host --steps 600 --png "$d/map.png" --json "$d/snap.json" --csv "$d/log.csv")
+echo "$out"
+echo "$out" | grep -q "^allocated "
+echo "$out" | grep -q "^reserved "
+echo "$out" | grep -q "fragmentation"
+grep -q '"segments":\[{"size":' "$d/snap.json"
+head -1 "$d/log.csv" | grep -qx "Thread,Time,Action,Pointer,Size,Stream"
+grep -q ",allocate,0x" "$d/log.csv"
+if command -v gnuplot >/dev/null 2>&1; then
+  head -c 8 "$d/map.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a"
+  echo "segment map is a PNG"
+else
+  echo "gnuplot missing: the map was not drawn (scripts/setup installs gnuplot-nox)"
+fi
