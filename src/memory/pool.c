@@ -107,6 +107,7 @@ typedef struct pool {
   int next_stream_id;
   pool_atomic_counter allocated, active, reserved;
   _Atomic uint64_t hits, misses, splits, merges, releases, segments, free_cached;
+  _Atomic int64_t free_segments; /* segments known to be entirely free */
   size_t release_threshold;
   FILE *log;
   pthread_mutex_t log_m;
@@ -250,6 +251,7 @@ static dv_status slab_new(pool *p, pool_class *c, int ci) {
   c->slabs = seg;
   cnt_add(&p->reserved, sz);
   atomic_fetch_add(&p->segments, 1);
+  atomic_fetch_add(&p->free_segments, 1);
   c->free_cached += sz;
   return DV_OK;
 }
@@ -290,7 +292,7 @@ static dv_status small_alloc(pool *p, int ci, pool_stream *ps, pool_block **out)
   flist_remove(&c->free, b);
   b->free = false;
   b->ps = ps;
-  b->seg->nfree--;
+  if (b->seg->nfree-- == b->seg->nblocks) atomic_fetch_sub(&p->free_segments, 1);
   c->free_cached -= b->size;
   spin_unlock(&c->m);
   *out = b;
@@ -360,6 +362,7 @@ static dv_status large_segment(pool *p, size_t size) {
   bin_insert(p, b);
   cnt_add(&p->reserved, sz);
   atomic_fetch_add(&p->segments, 1);
+  atomic_fetch_add(&p->free_segments, 1);
   atomic_fetch_add(&p->free_cached, sz);
   return DV_OK;
 }
@@ -393,6 +396,7 @@ static size_t release_free_segments(pool *p) {
     bool all_free = true;
     for (pool_block *b = seg->blocks; b && all_free; b = b->next) all_free = b->free;
     if (!all_free) continue;
+    if (seg->blocks->size == seg->size) atomic_fetch_sub(&p->free_segments, 1);
     for (pool_block *b = seg->blocks, *n; b; b = n) {
       n = b->next;
       bin_remove(p, b);
@@ -410,6 +414,7 @@ static size_t release_free_segments(pool *p) {
     for (pool_segment *seg = c->slabs, *next; seg; seg = next) {
       next = seg->next;
       if (seg->nfree != seg->nblocks) continue;
+      atomic_fetch_sub(&p->free_segments, 1);
       for (size_t i = 0; i < seg->nblocks; i++) flist_remove(&c->free, &seg->blocks[i]);
       segment_unlink(&c->slabs, seg);
       released += seg->size;
@@ -433,18 +438,25 @@ static uint64_t free_cached(pool *p) {
   return t;
 }
 
+/* The largest free block: the largest in the highest non-empty bin (bins
+ * are ordered by size), or the largest class with a free block. */
 static void largest_free(pool *p, uint64_t *largest) {
   uint64_t l = 0;
   pthread_mutex_lock(&p->large_m);
-  for (pool_segment *seg = p->large; seg; seg = seg->next)
-    for (pool_block *b = seg->blocks; b; b = b->next)
-      if (b->free && b->size > l) l = b->size;
+  for (int f = NBIN_FL - 1; f >= 0 && !l; f--)
+    for (int s2 = NBIN_SL - 1; s2 >= 0 && !l; s2--)
+      for (pool_block *b = p->bins[f][s2]; b; b = b->fnext)
+        if (b->size > l) l = b->size;
   pthread_mutex_unlock(&p->large_m);
-  for (int ci = 0; ci < p->ncls; ci++) {
+  for (int ci = p->ncls - 1; ci >= 0; ci--) {
     pool_class *c = &p->cls[ci];
     spin_lock(&c->m);
-    if (c->free && c->size > l) l = c->size;
+    bool any = c->free != NULL;
     spin_unlock(&c->m);
+    if (any) {
+      if (c->size > l) l = c->size;
+      break;
+    }
   }
   *largest = l;
 }
@@ -464,6 +476,7 @@ static dv_status large_alloc(pool *p, size_t size, pool_stream *ps, pool_block *
     b = best_fit(p, size, ps);
   }
   bin_remove(p, b);
+  if (b->size == b->seg->size) atomic_fetch_sub(&p->free_segments, 1);
   if (b->size - size > SMALL_MAX) { /* split: the remainder stays free */
     pool_block *r = dv__calloc(1, sizeof *r);
     if (r) {
@@ -590,8 +603,13 @@ static dv_status pool_alloc(void *state, size_t bytes, dv_stream *stream, dv_blo
     /* give cached memory back to the device (after waiting for it: the
      * pool's only host synchronisation) and try again */
     dv_context *ctx = p->ctx;
-    ctx->be->stream_sync(ctx->bst, NULL);
-    size_t released = release_free_segments(p);
+    size_t dfree = 0, dtotal = 0, released = 0;
+    dv_backend_memory_info(ctx, &dfree, &dtotal);
+    /* only when giving the cache back can make room for this request */
+    if (atomic_load(&p->free_segments) > 0 && dfree + free_cached(p) >= size) {
+      ctx->be->stream_sync(ctx->bst, NULL);
+      released = release_free_segments(p);
+    }
     if (released) rc = ci >= 0 ? small_alloc(p, ci, ps, &b) : large_alloc(p, size, ps, &b);
     if (rc == DV_ERR_OUT_OF_MEMORY) {
       char detail[256];
@@ -634,7 +652,7 @@ static dv_status pool_free(void *state, dv_block blk, size_t bytes, dv_stream *s
     b->free = true;
     b->ps = ps;
     b->seq = atomic_fetch_add_explicit(&ps->free_seq, 1, memory_order_relaxed);
-    b->seg->nfree++;
+    if (++b->seg->nfree == b->seg->nblocks) atomic_fetch_add(&p->free_segments, 1);
     flist_push(&c->free, b);
     c->free_cached += size;
     spin_unlock(&c->m);
@@ -645,6 +663,7 @@ static dv_status pool_free(void *state, dv_block blk, size_t bytes, dv_stream *s
     b->seq = atomic_fetch_add(&ps->free_seq, 1);
     atomic_fetch_add(&p->free_cached, size);
     b = coalesce(p, b);
+    if (b->size == b->seg->size) atomic_fetch_add(&p->free_segments, 1);
     bin_insert(p, b);
     pthread_mutex_unlock(&p->large_m);
   }
