@@ -108,7 +108,29 @@ def run_cupy():
     latency("cupy 4 KiB asarray (alloc+copy)", lambda: cp.asarray(small))
 
 
-for name, fn in (("numba-cuda", run_numba), ("CuPy", run_cupy)):
+def run_cupy_pools():
+    """RMM's random_allocations (N=10k, max 1 MiB) through CuPy's default pool and
+    through cudaMallocAsync (cupy.cuda.MemoryAsyncPool), for bench_alloc's table."""
+    import random
+    import cupy as cp
+    for label, pool in (("cupy pool", cp.cuda.MemoryPool()), ("cudaMallocAsync", cp.cuda.MemoryAsyncPool())):
+        cp.cuda.set_allocator(pool.malloc)
+        rng = random.Random(1)
+        n, live = 10000, []
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        for _ in range(2 * n):
+            if len(live) < n and rng.random() < 0.73:
+                live.append(cp.cuda.alloc(1 + rng.randrange(1 << 20)))
+            elif live:
+                live.pop(rng.randrange(len(live)))
+        live.clear()
+        cp.cuda.Device().synchronize()
+        print(f"{label:34s} random_allocations N=10000 max=1MiB: {(time.perf_counter() - t0) * 1e3:.2f} ms")
+    cp.cuda.set_allocator(cp.cuda.MemoryPool().malloc)
+
+
+for name, fn in (("numba-cuda", run_numba), ("CuPy", run_cupy), ("CuPy pools", run_cupy_pools)):
     print(f"== {name}")
     try:
         fn()

@@ -47,5 +47,8 @@ grep -E "^==|ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.txt" | head -40
 # 3. benchmarks
 build-gpu/bench/bench_cuda > "$out/bench_cuda.txt" 2>&1; tail -40 "$out/bench_cuda.txt"
 build-gpu/devarray bench --backend cuda --json > "$out/devarray_bench_cuda.json" 2>/dev/null
+build-gpu/bench/bench_alloc --backend cuda > "$out/bench_alloc.txt" 2>&1; tail -14 "$out/bench_alloc.txt"
+(cd /tmp && valgrind --version >/dev/null 2>&1 && valgrind --tool=callgrind --toggle-collect=fastpath_loop \
+  "$OLDPWD/build-gpu/bench/bench_alloc" --backend cuda --fastpath-only 100000 2>&1 | grep Collected) >> "$out/bench_alloc.txt" 2>&1
 PYTHONUNBUFFERED=1 python3 bench/gpu/peers.py > "$out/peers.txt" 2>&1; tail -30 "$out/peers.txt"
 echo "logs in $out"
