@@ -47,6 +47,7 @@ static void print_device(const dv_device_info *d) {
          d->managed_memory ? "yes" : "no");
   if (d->compute_major) printf("    compute:         %d.%d\n", d->compute_major, d->compute_minor);
   if (d->pci_bus_id[0]) printf("    PCI bus id:      %s\n", d->pci_bus_id);
+  printf("    peer access:     %d other device(s)\n", d->peer_devices);
 }
 
 static int cmd_info(void) {
@@ -114,8 +115,8 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-typedef enum { H2D, D2H, D2D, H2D_STRIDED, D2H_STRIDED } direction;
-static const char *dir_name[] = {"h2d", "d2h", "d2d", "h2d-strided", "d2h-strided"};
+typedef enum { H2D, D2H, D2D, H2D_STRIDED, D2H_STRIDED, D2D_STRIDED } direction;
+static const char *dir_name[] = {"h2d", "d2h", "d2d", "h2d-strided", "d2h-strided", "d2d-strided"};
 
 typedef struct result {
   direction dir;
@@ -149,7 +150,7 @@ static void progress(int done, int total, const char *what) {
 static dv_status measure(dv_context *ctx, direction dir, int pinned, size_t bytes, int reps, result *r) {
   const dv_dtype *f8 = dv_dtype_get(DV_FLOAT64);
   int64_t n = (int64_t)(bytes / 8);
-  bool strided = dir == H2D_STRIDED || dir == D2H_STRIDED;
+  bool strided = dir == H2D_STRIDED || dir == D2H_STRIDED || dir == D2D_STRIDED;
   /* strided: a (rows, 2*cols) host array viewed as [:, ::2] */
   int64_t cols = n < 512 ? n : 512, rows = n / cols;
   int64_t shape2[2] = {rows, cols}, wide[2] = {rows, 2 * cols};
@@ -166,6 +167,13 @@ static dv_status measure(dv_context *ctx, direction dir, int pinned, size_t byte
     dv_index idx[2] = {DV_ALL, DV_SLICE(DV_NONE, DV_NONE, 2)};
     CHECK(dv_array_slice(host, 2, idx, &view));
     CHECK(dv_device_array(ctx, 2, shape2, f8, NULL, 'C', NULL, &dev));
+    if (dir == D2D_STRIDED) { /* the wide array on the device, its every other column */
+      CHECK(dv_device_array(ctx, 2, wide, f8, NULL, 'C', NULL, &dev2));
+      dv_array *dview = NULL;
+      CHECK(dv_array_slice(dev2, 2, idx, &dview));
+      dv_array_release(dev2);
+      dev2 = dview;
+    }
   } else {
     if (pinned)
       CHECK(dv_pinned_array(ctx, 1, &n, f8, NULL, 'C', &host));
@@ -195,6 +203,7 @@ static dv_status measure(dv_context *ctx, direction dir, int pinned, size_t byte
       case H2D: case H2D_STRIDED: CHECK(dv_copy_to_device(dev, view, NULL)); break;
       case D2H: case D2H_STRIDED: CHECK(dv_copy_to_host(dev, view, NULL, NULL)); break;
       case D2D: CHECK(dv_array_copy(dev2, dev, NULL)); break;
+      case D2D_STRIDED: CHECK(dv_array_copy(dev, dev2, NULL)); break;
     }
     double t1 = now_s();
     memcpy(m2, m1, moved);
@@ -254,7 +263,7 @@ static int cmd_bench(int argc, char **argv) {
   int ns = 0;
   for (size_t s = min; s <= max && ns < 32; s *= 4) sizes[ns++] = s;
   struct { direction d; int pinned; } plan[] = {{H2D, 0}, {H2D, 1}, {D2H, 0}, {D2H, 1}, {D2D, 0},
-                                                {H2D_STRIDED, 0}, {D2H_STRIDED, 0}};
+                                                {H2D_STRIDED, 0}, {D2H_STRIDED, 0}, {D2D_STRIDED, 0}};
   int nplan = (int)(sizeof plan / sizeof plan[0]), total = nplan * ns, done = 0;
   result *res = calloc((size_t)total, sizeof *res);
   for (int p = 0; p < nplan; p++)
