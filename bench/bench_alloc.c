@@ -21,17 +21,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "core/internal.h"
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-static int cmpd(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 static dv_context *make(const char *backend, const char *mm) {
   dv_config *cfg;
@@ -61,7 +53,7 @@ static double random_allocations(dv_context *c, int n, size_t max_mib, int *fail
   size_t usage = 0, cap = (size_t)16000 << 20;
   *fails = 0;
   rs = 0x1234567ull + (unsigned long long)n * 31 + max_mib;
-  double t0 = now();
+  double t0 = bench_now();
   for (int step = 0; step < 2 * n; step++) {
     bool do_alloc = nlive < n && usage < cap && rnd() % 100 < 73;
     if (do_alloc) {
@@ -83,7 +75,7 @@ static double random_allocations(dv_context *c, int n, size_t max_mib, int *fail
   }
   for (int i = 0; i < nlive; i++) c->mm.free(c->mm_state, live[i], sizes[i], NULL);
   c->be->stream_sync(c->bst, NULL);
-  double t = now() - t0;
+  double t = bench_now() - t0;
   free(live), free(sizes);
   return t;
 }
@@ -129,11 +121,11 @@ int main(int argc, char **argv) {
     double t[NB];
     fastpath_loop(probe, 10);
     for (int k = 0; k < NB; k++) {
-      double t0 = now();
+      double t0 = bench_now();
       fastpath_loop(probe, BATCH);
-      t[k] = (now() - t0) / BATCH;
+      t[k] = (bench_now() - t0) / BATCH;
     }
-    qsort(t, NB, sizeof *t, cmpd);
+    qsort(t, NB, sizeof *t, bench_cmpd);
     printf("backend %s (%s): pool fast path, 1 KiB allocate+free pair: %.1f ns (median of %d x %d)\n", backends[bi],
            di.name, t[NB / 2] * 1e9, NB, BATCH);
     dv_context_destroy(probe);

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "devarray.h"
 
 #define CK(call)                                                                  \
@@ -39,19 +40,6 @@
     }                                                                             \
   } while (0)
 
-static int cmpd(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmpd);
-  return v[n / 2];
-}
-static double wall(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static dv_context *ctx;
 static dv_stream *dvs;
@@ -75,7 +63,7 @@ static double raw_copy(int h2d, CUdeviceptr d, void *h, size_t n, int iters) {
     CK(cuEventElapsedTime(&ms, c0, c1));
     if (k >= 0) t[k] = ms / 1e3 / iters;
   }
-  return median(t, trials);
+  return bench_median(t, trials);
 }
 
 static double dv_copy(int h2d, dv_array *dev, dv_array *host, int iters) {
@@ -92,7 +80,7 @@ static double dv_copy(int h2d, dv_array *dev, dv_array *host, int iters) {
     DV(dv_event_elapsed_ms(e0, e1, &ms));
     if (k >= 0) t[k] = ms / 1e3 / iters;
   }
-  return median(t, trials);
+  return bench_median(t, trials);
 }
 
 int main(int argc, char **argv) {
@@ -178,23 +166,23 @@ int main(int argc, char **argv) {
     CUdeviceptr d;
     CK(cuMemAlloc(&d, 4096));
     for (int i = 0; i < REPS; i++) {
-      double t0 = wall();
+      double t0 = bench_now();
       CK(cuMemcpyHtoD(d, host, 4096));
-      double t1 = wall();
+      double t1 = bench_now();
       DV(dv_copy_to_device(dev, hv, NULL));
-      double t2 = wall();
+      double t2 = bench_now();
       CUdeviceptr x;
       CK(cuMemAlloc(&x, 4096));
       CK(cuMemcpyHtoD(x, host, 4096));
-      double t3 = wall();
+      double t3 = bench_now();
       dv_array *y;
       DV(dv_to_device(ctx, hv, NULL, 1, NULL, &y));
-      double t4 = wall();
+      double t4 = bench_now();
       CK(cuMemFree(x));
       dv_array_release(y);
       tr[i] = t1 - t0, tv[i] = t2 - t1, ta[i] = t3 - t2, tb[i] = t4 - t3;
     }
-    double r = median(tr, REPS), v = median(tv, REPS), a = median(ta, REPS), b = median(tb, REPS);
+    double r = bench_median(tr, REPS), v = bench_median(tv, REPS), a = bench_median(ta, REPS), b = bench_median(tb, REPS);
     printf("\n4 KiB synchronous h2d: raw cuMemcpyHtoD %.2f us, devarray %.2f us (ratio %.3f)\n", r * 1e6, v * 1e6, v / r);
     printf("4 KiB to_device (allocate + copy): raw cuMemAlloc+cuMemcpyHtoD %.2f us, devarray %.2f us (ratio %.3f)\n",
            a * 1e6, b * 1e6, b / a);

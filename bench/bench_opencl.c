@@ -14,21 +14,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "devarray.h"
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-static int cmpd(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmpd);
-  return v[n / 2];
-}
 #define DV(call)                                                                     \
   do {                                                                               \
     dv_status s_ = (call);                                                           \
@@ -88,20 +76,20 @@ int main(int argc, char **argv) {
     for (int dir = 0; dir < 2; dir++) {
       double *traw = malloc(sizeof(double) * (size_t)batches), *tdv = malloc(sizeof(double) * (size_t)batches);
       for (int b = -1; b < batches; b++) {
-        double t0 = now();
+        double t0 = bench_now();
         for (int i = 0; i < per; i++) {
           if (dir == 0) CL(clEnqueueWriteBuffer(q, buf, CL_TRUE, 0, bytes, host, 0, NULL, NULL));
           else CL(clEnqueueReadBuffer(q, buf, CL_TRUE, 0, bytes, host2, 0, NULL, NULL));
         }
-        double t1 = now();
+        double t1 = bench_now();
         for (int i = 0; i < per; i++) {
           if (dir == 0) DV(dv_copy_to_device(d, h, NULL));
           else DV(dv_copy_to_host(d, h2, NULL, NULL));
         }
-        double t2 = now();
+        double t2 = bench_now();
         if (b >= 0) traw[b] = (t1 - t0) / per, tdv[b] = (t2 - t1) / per;
       }
-      double r = median(traw, batches), v = median(tdv, batches);
+      double r = bench_median(traw, batches), v = bench_median(tdv, batches);
       printf("%-5s %10zu %14.2f %14.2f %12.3f   (%.2f vs %.2f GB/s)\n", dir ? "d2h" : "h2d", bytes, r * 1e6, v * 1e6,
              v / r, bytes / r / 1e9, bytes / v / 1e9);
       free(traw), free(tdv);

@@ -455,8 +455,9 @@ typedef enum dv_fault_kind {
  * disarms.  DV_FAULT_HOST_ALLOC counts every host allocation the library
  * makes, process-wide (ctx may be NULL); the others count per context and
  * are supported by the host backend only (DV_ERR_NOT_SUPPORTED elsewhere).
- * The same can be set with the options fault_device_alloc, fault_host_alloc,
- * fault_copy.  Thread-safe.
+ * The same can be set with the options fault_device_alloc, fault_host_alloc
+ * (process-wide: armed when the environment is read, or when a context is
+ * created from a config that sets it), fault_copy.  Thread-safe.
  */
 DV_API dv_status dv_fault_inject(dv_context *ctx, dv_fault_kind kind, uint64_t k);
 /** Whether an armed fault of `kind` is still waiting (1) or fired/disarmed (0). */
@@ -779,8 +780,12 @@ DV_API dv_status dv_stream_query(dv_stream *s);
 typedef void (*dv_callback_fn)(dv_stream *stream, dv_status status, void *user);
 /**
  * Call fn(stream, status, user) once all work queued before it is complete,
- * on a thread of the library's choosing.  fn must not block on the stream
- * and must not queue work on it.
+ * on a thread of the library's choosing; work queued on the stream after the
+ * callback waits until fn returns.  fn must not block on the stream, must
+ * not queue work on it, and must not call devarray functions that
+ * synchronize or free memory (releasing the last reference to an array
+ * included): as with CUDA's host functions, that could wait on the very
+ * stream that runs fn.
  */
 DV_API dv_status dv_stream_add_callback(dv_stream *s, dv_callback_fn fn, void *user);
 /**

@@ -131,8 +131,31 @@ static void test_log_callback(void **state) {
   assert_ok(dv_context_destroy(c));
 }
 
+/* The fault options work through a config too. */
+static void test_fault_options(void **state) {
+  (void)state;
+  dv_context *c = (dv_context *)1;
+  assert_status(test_context(&c, "fault_host_alloc=1", NULL), DV_ERR_HOST_OUT_OF_MEMORY);
+  assert_null(c);
+  assert_false(dv_fault_pending(NULL, DV_FAULT_HOST_ALLOC));
+  assert_ok(test_context(&c, "fault_device_alloc=1", "fault_copy=2", NULL));
+  assert_true(dv_fault_pending(c, DV_FAULT_DEVICE_ALLOC));
+  int64_t n = 8;
+  dv_array *a;
+  /* the first attempt fails, the retry after the flush succeeds */
+  assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_INT8), NULL, 'C', NULL, &a));
+  assert_false(dv_fault_pending(c, DV_FAULT_DEVICE_ALLOC));
+  int8_t h[8] = {0};
+  dv_array *hh;
+  assert_ok(dv_host_array_wrap(c, h, 1, &n, dv_dtype_get(DV_INT8), NULL, &hh));
+  assert_ok(dv_copy_to_device(a, hh, NULL));
+  assert_status(dv_copy_to_device(a, hh, NULL), DV_ERR_DRIVER); /* the 2nd copy */
+  dv_array_release(a), dv_array_release(hh);
+  assert_ok(dv_context_destroy(c));
+}
+
 int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_status_table), cmocka_unit_test(test_options),
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_fault_options), cmocka_unit_test(test_status_table), cmocka_unit_test(test_options),
                                      cmocka_unit_test(test_backends), cmocka_unit_test(test_log_callback)};
   return test_main(argc, argv, "api", tests, sizeof tests / sizeof tests[0]);
 }

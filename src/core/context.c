@@ -91,6 +91,9 @@ dv_status dv_context_create(const dv_config *cfg, dv_context **out) {
   dv__options_resolve(cfg, ctx->opt);
   if (ctx->opt[DV_OPT_LOG_LEVEL].source == DV_SOURCE_API)
     dv__log_set_level((dv_log_level)ctx->opt[DV_OPT_LOG_LEVEL].i);
+  /* host-allocation faults are process-wide; a config arms them too */
+  if (ctx->opt[DV_OPT_FAULT_HOST_ALLOC].source == DV_SOURCE_API && ctx->opt[DV_OPT_FAULT_HOST_ALLOC].i > 0)
+    dv__fault_host_set((uint64_t)ctx->opt[DV_OPT_FAULT_HOST_ALLOC].i);
   dv_status rc = dv__open_backend(ctx);
   if (rc) {
     dv__free(ctx);

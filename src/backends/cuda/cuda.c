@@ -431,18 +431,6 @@ static dv_status cub_stream_callback(void *state, dv_bstream *s, dv_bcallback_fn
 
 /* ---- copies ------------------------------------------------------------------------------------ */
 
-typedef struct cu_hostcopy {
-  dv_rect r;
-} cu_hostcopy;
-
-static void cu_hostcopy_cb(void *user, dv_status status) {
-  cu_hostcopy *h = user;
-  if (status == DV_OK)
-    dv__rect_copy(h->r.dst.ptr, h->r.dst_pitch, h->r.dst_slice, h->r.src.ptr, h->r.src_pitch, h->r.src_slice,
-                  h->r.width, h->r.height, h->r.depth);
-  dv__free(h);
-}
-
 static void cu_side2(const dv_memref *m, int *type, const void **host, dv_CUdeviceptr *dev) {
   if (m->buf) *type = DV_CU_MEMORYTYPE_DEVICE, *dev = cu_ptr(*m), *host = NULL;
   else *type = DV_CU_MEMORYTYPE_HOST, *host = m->ptr, *dev = 0;
@@ -453,14 +441,7 @@ static dv_status cub_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
   if (!r->width || !r->height || !r->depth) return DV_OK;
   CU_ENTER(st);
   bool sd = r->src.buf != NULL, dd = r->dst.buf != NULL;
-  if (!sd && !dd) {
-    cu_hostcopy *h = dv__malloc(sizeof *h);
-    if (!h) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a copy record");
-    h->r = *r;
-    dv_status rc = cub_stream_callback(st, s, cu_hostcopy_cb, h);
-    if (rc) dv__free(h);
-    return rc;
-  }
+  if (!sd && !dd) return dv__host_rect_in_order(cub_stream_callback, st, s, r); /* host to host */
   if (r->height == 1 && r->depth == 1) {
     if (sd && dd) CU_TRY(cu.cuMemcpyDtoDAsync_v2(cu_ptr(r->dst), cu_ptr(r->src), r->width, s->s), "cuMemcpyDtoDAsync");
     else if (dd) CU_TRY(cu.cuMemcpyHtoDAsync_v2(cu_ptr(r->dst), r->src.ptr, r->width, s->s), "cuMemcpyHtoDAsync");

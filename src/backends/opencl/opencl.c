@@ -654,18 +654,6 @@ static dv_status clb_stream_callback(void *state, dv_bstream *s, dv_bcallback_fn
 
 /* ---- copies -------------------------------------------------------------------------- */
 
-typedef struct cl_hostcopy {
-  dv_rect r;
-} cl_hostcopy;
-
-static void cl_hostcopy_cb(void *user, dv_status status) {
-  cl_hostcopy *h = user;
-  if (status == DV_OK)
-    dv__rect_copy(h->r.dst.ptr, h->r.dst_pitch, h->r.dst_slice, h->r.src.ptr, h->r.src_pitch, h->r.src_slice,
-                  h->r.width, h->r.height, h->r.depth);
-  dv__free(h);
-}
-
 /* OpenCL's rect rules: a slice pitch is a multiple of the row pitch and
  * holds `height` rows. */
 static bool cl_rect_ok(size_t pitch, size_t slice, size_t height, size_t depth) {
@@ -686,15 +674,7 @@ static dv_status clb_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
   cl_bool blocking = (r->flags & DV_COPY_SYNC) ? CL_TRUE : CL_FALSE;
   size_t sp = r->height > 1 ? r->src_pitch : r->width, dp = r->height > 1 ? r->dst_pitch : r->width;
   size_t ss = r->depth > 1 ? r->src_slice : sp * r->height, ds = r->depth > 1 ? r->dst_slice : dp * r->height;
-  if (!sd && !dd) {
-    /* host to host, in stream order: a callback does it */
-    cl_hostcopy *h = dv__malloc(sizeof *h);
-    if (!h) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a copy record");
-    h->r = *r;
-    dv_status rc = clb_stream_callback(st, s, cl_hostcopy_cb, h);
-    if (rc) dv__free(h);
-    return rc;
-  }
+  if (!sd && !dd) return dv__host_rect_in_order(clb_stream_callback, st, s, r); /* host to host */
   if (!cl_rect_ok(sp, ss, r->height, r->depth) || !cl_rect_ok(dp, ds, r->height, r->depth)) return DV_ERR_NOT_SUPPORTED;
   /* Within one buffer (pool blocks share segments) OpenCL wants equal
    * pitches on both sides; otherwise let the planner use the kernel. */
