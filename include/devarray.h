@@ -419,11 +419,19 @@ DV_API dv_status dv_config_set_memory_manager(dv_config *cfg, const dv_memory_ma
 DV_API const dv_memory_manager *dv_memory_manager_builtin(const char *name);
 /** Name of the context's memory manager. */
 DV_API const char *dv_context_memory_manager(const dv_context *ctx);
-/** Allocate / free device memory from the driver, bypassing every manager. */
+/**
+ * Allocate (bytes > 0) / free device memory from the driver, bypassing every
+ * manager: what a plugged-in manager builds on.  The caller owns the block
+ * and must free it with dv_backend_free.  Statuses as the driver's
+ * (DV_ERR_OUT_OF_MEMORY with no retry, DV_ERR_INVALID_ARGUMENT for 0 bytes or
+ * a NULL buffer).  They block as the driver does (cuMemFree waits for the
+ * device).  Thread-safe.
+ */
 DV_API dv_status dv_backend_alloc(dv_context *ctx, size_t bytes, dv_block *out);
 DV_API dv_status dv_backend_free(dv_context *ctx, dv_block block);
+/** The driver's free and total device memory (either pointer may be NULL). */
 DV_API dv_status dv_backend_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes);
-/** The manager's statistics (DV_ERR_NOT_SUPPORTED if it keeps none). */
+/** The manager's statistics into *out (DV_ERR_NOT_SUPPORTED if it keeps none). Thread-safe, non-blocking. */
 DV_API dv_status dv_memory_stats(dv_context *ctx, dv_mm_stats *out);
 /** Return cached device memory to the driver (a no-op for "direct"). Blocks
  *  until work that used the returned memory is complete. */

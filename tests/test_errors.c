@@ -48,6 +48,9 @@ static void test_creation_errors(void **state) {
   EXPECT(dv_device_array(g_ctx, 2, ok, f8, NULL, 'A', NULL, out), DV_ERR_BAD_ORDER);
   EXPECT(dv_device_array(g_ctx, 2, ok, f8, mis, 'C', NULL, out), DV_ERR_BAD_STRIDES);
   EXPECT(dv_device_array(g_ctx, 2, four, f8, ovs, 'C', NULL, out), DV_ERR_OVERFLOW);
+  int64_t big8 = ((INT64_MAX / 2) / 8 + 1) * 8; /* each stride fits; the span 2*big8 does not */
+  int64_t two[2] = {2, 2}, span[2] = {big8, -big8};
+  EXPECT(dv_device_array(g_ctx, 2, two, f8, span, 'C', NULL, out), DV_ERR_OVERFLOW);
   EXPECT(dv_pinned_array(g_ctx, 2, neg, f8, NULL, 'C', out), DV_ERR_BAD_SHAPE);
   EXPECT(dv_mapped_array(g_ctx, 2, ok, f8, NULL, 'Q', 0, out), DV_ERR_BAD_ORDER);
   EXPECT(dv_host_array(g_ctx, 2, ok, f8, NULL, 'Z', out), DV_ERR_BAD_ORDER);

@@ -176,10 +176,12 @@ static dv_status dv__check_layout(int ndim, const int64_t *shape, const dv_dtype
                        (long long)strides[i], i, dtype->name, (long long)al);
     st[i] = strides[i];
   }
-  int64_t lo, hi;
+  int64_t lo, hi, span;
   rc = dv__layout_extent(ndim, shape, st, isz, &lo, &hi);
   if (rc) return rc;
-  *alloc_bytes = hi - lo;
+  if (lo == INT64_MIN || dv__add_overflow(hi, -lo, &span))
+    return dv__error(DV_ERR_OVERFLOW, "the strides' byte span overflows");
+  *alloc_bytes = span;
   *offset = -lo;
   return DV_OK;
 }
