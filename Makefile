@@ -7,7 +7,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 PREFIX ?= /usr/local
 
-.PHONY: all run test tsan bench install format clean setup
+.PHONY: all run test tsan fuzz bench install format clean setup
 
 all: build-rel/devarray
 
@@ -26,6 +26,7 @@ test: setup
 	@$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDV_SANITIZE=ON -DDV_WERROR=ON > /dev/null
 	@$(CMAKE) --build build-asan -j$(JOBS)
 	@$(MAKE) --no-print-directory tsan
+	@$(MAKE) --no-print-directory fuzz
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  scripts/run-tests build-asan -j$(JOBS) --output-on-failure --timeout 600
 
@@ -39,6 +40,14 @@ tsan: setup
 	TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/test_streams host
 	TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/test_memory host
 
+# libFuzzer (clang): views, slicing, reshape, ravel, split on arbitrary layouts; a short run.
+FUZZ_RUNS ?= 200000
+fuzz: setup
+	@$(CMAKE) -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DDV_FUZZ=ON -DDV_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+	@$(CMAKE) --build build-fuzz -j$(JOBS) --target fuzz_views
+	cd build-fuzz && ./fuzz/fuzz_views -runs=$(FUZZ_RUNS) -max_len=128 -seed=1 > fuzz.log 2>&1 || { tail -30 fuzz.log; exit 1; }
+	@tail -2 build-fuzz/fuzz.log
+
 bench: build-rel/devarray
 	./build-rel/devarray bench
 
@@ -49,4 +58,4 @@ format:
 	clang-format -i include/*.h src/*/*.c src/*/*.h src/backends/*/*.c tools/*/*.c tests/*.c tests/*.h examples/*.c bench/*.c
 
 clean:
-	rm -rf build build-rel build-asan build-tsan
+	rm -rf build build-rel build-asan build-tsan build-fuzz
