@@ -391,12 +391,15 @@ static dv_status cub_stream_sync(void *state, dv_bstream *s) {
   return DV_OK;
 }
 
+/* A query's result: DV_OK (complete), DV_ERR_NOT_READY, or the failure. */
+static dv_status cu_query(dv_CUresult r, const char *what) {
+  if (r == DV_CUDA_ERROR_NOT_READY) return DV_ERR_NOT_READY;
+  return r ? cu_fail(r, what) : DV_OK;
+}
+
 static dv_status cub_stream_query(void *state, dv_bstream *s) {
   CU_ENTER((cu_state *)state);
-  dv_CUresult r = cu.cuStreamQuery(s->s);
-  if (r == DV_CUDA_ERROR_NOT_READY) return DV_ERR_NOT_READY;
-  if (r) return cu_fail(r, "cuStreamQuery");
-  return DV_OK;
+  return cu_query(cu.cuStreamQuery(s->s), "cuStreamQuery");
 }
 
 static dv_status cub_stream_builtin(void *state, int which, dv_bstream **out) {
@@ -526,10 +529,7 @@ static dv_status cub_event_wait(void *state, dv_bstream *s, dv_bevent *e) {
 
 static dv_status cub_event_query(void *state, dv_bevent *e) {
   CU_ENTER((cu_state *)state);
-  dv_CUresult r = cu.cuEventQuery(e->e);
-  if (r == DV_CUDA_ERROR_NOT_READY) return DV_ERR_NOT_READY;
-  if (r) return cu_fail(r, "cuEventQuery");
-  return DV_OK;
+  return cu_query(cu.cuEventQuery(e->e), "cuEventQuery");
 }
 
 static dv_status cub_event_sync(void *state, dv_bevent *e) {
