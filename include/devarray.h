@@ -83,6 +83,8 @@ DV_API const char *dv_version(void);
   X(ERR_BAD_DTYPE, 113, "invalid dtype")                                            \
   X(ERR_BAD_OPTION, 114, "unknown option or invalid option value")                  \
   X(ERR_BAD_STEP, 115, "slice step cannot be zero")                                 \
+  X(ERR_LAUNCH_CONFIG, 116, "kernel launch configuration exceeds a device limit")     \
+  X(ERR_KERNEL_ARGUMENT, 117, "kernel arguments do not match the kernel")           \
   X(ERR_OUT_OF_MEMORY, 200, "device out of memory")                                 \
   X(ERR_HOST_OUT_OF_MEMORY, 201, "host out of memory")                              \
   X(ERR_NOT_SUPPORTED, 300, "operation not supported")                              \
@@ -90,8 +92,11 @@ DV_API const char *dv_version(void);
   X(ERR_DRIVER, 400, "driver or device error")                                      \
   X(ERR_DEVICE_LOST, 401, "device or queue lost")                                   \
   X(ERR_CORRUPTION, 402, "memory corruption detected (guard or poison bytes)")      \
+  X(ERR_COMPILE, 403, "kernel source failed to compile (see the build log)")        \
+  X(ERR_KERNEL_FAULT, 404, "a kernel faulted (divergent barrier, bad access, trap)") \
   X(ERR_LIBRARY_LOAD, 500, "driver library could not be loaded")                    \
   X(ERR_SYMBOL_LOAD, 501, "driver library lacks a required entry point")            \
+  X(ERR_NO_COMPILER, 502, "no kernel compiler found (NVRTC or a C compiler)")       \
   X(ERR_MISUSE, 600, "API misuse")                                                  \
   X(ERR_BUSY, 601, "object still in use")                                           \
   X(ERR_BACKEND_MISMATCH, 602, "objects belong to different contexts or backends")  \
@@ -829,6 +834,223 @@ DV_API dv_status dv_event_elapsed_ms(dv_event *start, dv_event *end, float *ms);
  * Other backends return DV_OK.  Blocks until queued work is complete.
  */
 DV_API dv_status dv_context_check_memory(dv_context *ctx);
+
+
+/* ------------------------------------------------------------------------ */
+/* Kernels: programs, modules, launches                                      */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A kernel source is written once in the dialect of <devarray/kernel.h>
+ * (docs/kernels.md) and compiled at run time for the context's backend:
+ * NVRTC on CUDA, the OpenCL driver's compiler, the system C compiler on the
+ * host simulator.  A dv_program holds the source, defines, compiler options
+ * and constant arrays; dv_program_build turns it into a dv_module loaded on
+ * the program's context (from the compiled-module cache on disk when it can);
+ * kernels are looked up in a module by name and launched on a stream.
+ *
+ * Threads: a program is used by one thread at a time.  Modules and kernels
+ * may be used (looked up, launched) from many threads at once.
+ */
+
+/** Source, defines, options and constants of a kernel program.  Not shared. */
+typedef struct dv_program dv_program;
+/** A program built and loaded for one context.  Reference-counted. */
+typedef struct dv_module dv_module;
+/** An entry point of a module.  Owned by the module: valid while it lives. */
+typedef struct dv_kernel dv_kernel;
+
+/**
+ * A new program for ctx.  `name` names the source in compiler messages
+ * ("matmul.dvk"; NULL: "kernel"); `source` is copied.  Errors:
+ * DV_ERR_NULL_ARGUMENT, DV_ERR_HOST_OUT_OF_MEMORY.  *out is NULL on failure.
+ */
+DV_API dv_status dv_program_create(dv_context *ctx, const char *name, const char *source,
+                                   dv_program **out);
+/**
+ * `#define name value` before the source (value NULL: "1").  A name must be a
+ * C identifier and is defined once (DV_ERR_INVALID_ARGUMENT otherwise).
+ * Defines are part of the cache key.
+ */
+DV_API dv_status dv_program_define(dv_program *p, const char *name, const char *value);
+/**
+ * Extra options for one backend's compiler ("cuda": NVRTC options, "opencl":
+ * clBuildProgram options, "host": C compiler flags), appended to devarray's
+ * own; they apply only when the program is built on that backend.  Replaces
+ * earlier options for the same backend.  DV_ERR_INVALID_ARGUMENT for an
+ * unknown backend name.
+ */
+DV_API dv_status dv_program_options(dv_program *p, const char *backend, const char *options);
+/**
+ * Declare a constant array `name` (Numba's cuda.const.array_like): inside
+ * kernels, `name` is a read-only array of the host array's dtype and size
+ * (numeric dtypes; C order of its elements).  The data is copied now and
+ * uploaded when the program is built; dv_module_set_constant changes it
+ * later.  All constants of a program share one constant buffer, limited by
+ * the device (64 KiB on CUDA; CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE on OpenCL);
+ * a build over the limit fails with DV_ERR_LAUNCH_CONFIG naming it.
+ * Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_INVALID_ARGUMENT (not a C identifier,
+ * declared twice, not a host array, empty), DV_ERR_BAD_DTYPE (records).
+ */
+DV_API dv_status dv_program_constant(dv_program *p, const char *name, const dv_array *host);
+
+/* Build flags. */
+#define DV_BUILD_DEBUG 0x1u    /**< debug information (-G/-lineinfo, -g); host: checks always on */
+#define DV_BUILD_NO_CACHE 0x2u /**< neither read nor write the compiled-module cache */
+
+/**
+ * Compile and load the program for its context.  On a compile error returns
+ * DV_ERR_COMPILE: dv_program_log has the compiler's whole log (line numbers
+ * refer to the user's source) and the detail message its first lines.  A
+ * missing compiler is DV_ERR_NO_COMPILER naming what was tried.  The
+ * compiled module is read from and written to the cache on disk unless
+ * DV_BUILD_NO_CACHE or the kernel_cache option is off.  Blocks the caller
+ * while compiling.  *out (one reference) is NULL on failure.
+ */
+DV_API dv_status dv_program_build(dv_program *p, unsigned flags, dv_module **out);
+/** The compiler log of the last build ("" when none).  Owned by the program. */
+DV_API const char *dv_program_log(const dv_program *p);
+/** Free the program (modules built from it live on).  NULL is a no-op. */
+DV_API void dv_program_destroy(dv_program *p);
+
+/** Another reference to m; returns m. */
+DV_API dv_module *dv_module_retain(dv_module *m);
+/**
+ * Drop a reference.  The last one unloads the module through the context's
+ * deferred-deallocation queue, after launches already queued have run.
+ * NULL is a no-op.
+ */
+DV_API void dv_module_release(dv_module *m);
+/**
+ * The kernel `name` of the module (borrowed: valid while the module lives).
+ * DV_ERR_INVALID_ARGUMENT names the missing kernel.
+ */
+DV_API dv_status dv_module_kernel(dv_module *m, const char *name, dv_kernel **out);
+/**
+ * Replace the contents of constant array `name` with `src` (a host or device
+ * array of the declared dtype and number of elements, any layout), ordered on
+ * `stream` (NULL: synchronous on the default stream): launches queued on
+ * that stream before see the old contents, launches queued after see the
+ * new ones.  Launches on other streams are ordered with it only through
+ * events.  Errors: DV_ERR_INVALID_ARGUMENT (unknown name), DV_ERR_DTYPE_MISMATCH,
+ * DV_ERR_SHAPE_MISMATCH (element count), DV_ERR_BACKEND_MISMATCH.
+ */
+DV_API dv_status dv_module_set_constant(dv_module *m, const char *name, const dv_array *src,
+                                        dv_stream *stream);
+/** Whether the module came from the compiled-module cache on disk (1) or was compiled (0). */
+DV_API int dv_module_from_cache(const dv_module *m);
+
+/** What a kernel needs and allows on its device. */
+typedef struct dv_kernel_attrs {
+  int max_threads_per_block;  /**< largest block this kernel can be launched with */
+  size_t static_shared_bytes; /**< shared (OpenCL: local) memory declared in the source */
+  size_t max_dynamic_shared_bytes; /**< largest dynamic shared size a launch may ask for */
+  size_t local_bytes_per_thread;   /**< per-thread local memory; 0 when unknown */
+  size_t constant_bytes;      /**< the module's constant arrays */
+  int registers;              /**< registers per thread; -1 when the backend does not say */
+  int wave_size;              /**< warp / wavefront / sub-group size; 1 when none */
+} dv_kernel_attrs;
+
+/** Fill *out with k's attributes (cleared on failure). */
+DV_API dv_status dv_kernel_attributes(dv_kernel *k, dv_kernel_attrs *out);
+/** The kernel's name (owned by the kernel). */
+DV_API const char *dv_kernel_name(const dv_kernel *k);
+
+/** Three extents; 0 means 1 in dv_launch_config (so {n} is a 1-D grid). */
+typedef struct dv_dim3 {
+  uint32_t x, y, z;
+} dv_dim3;
+
+/** A launch: grid of blocks, threads per block, dynamic shared bytes, stream. */
+typedef struct dv_launch_config {
+  dv_dim3 grid;          /**< blocks per grid in x, y, z (0 is read as 1) */
+  dv_dim3 block;         /**< threads per block in x, y, z (0 is read as 1) */
+  size_t dynamic_shared; /**< bytes of dynamic shared memory (DV_DYN_SHARED_*) */
+  dv_stream *stream;     /**< NULL: synchronous on the default stream */
+} dv_launch_config;
+
+/** How a kernel argument is passed. */
+typedef enum dv_arg_kind {
+  DV_ARG_SCALAR = 1, /**< a value of a numeric dtype (parameter `T name`) */
+  DV_ARG_ARRAY = 2,  /**< an array: parameter DV_ARRAY(T, name) */
+  DV_ARG_VIEW = 3    /**< an array with shape and strides: DV_VIEW(T, name) */
+} dv_arg_kind;
+
+/** One kernel argument.  Use the DV_ARG_* constructors. */
+typedef struct dv_arg {
+  dv_arg_kind kind;
+  dv_type_id type;      /**< scalars: the value's dtype */
+  const void *value;    /**< scalars: points at the value (copied at launch) */
+  const dv_array *array; /**< arrays: device, mapped or managed memory of the kernel's context */
+} dv_arg;
+
+#define DV_ARG_I32(v) ((dv_arg){DV_ARG_SCALAR, DV_INT32, &(int32_t){(v)}, NULL})
+#define DV_ARG_U32(v) ((dv_arg){DV_ARG_SCALAR, DV_UINT32, &(uint32_t){(v)}, NULL})
+#define DV_ARG_I64(v) ((dv_arg){DV_ARG_SCALAR, DV_INT64, &(int64_t){(v)}, NULL})
+#define DV_ARG_U64(v) ((dv_arg){DV_ARG_SCALAR, DV_UINT64, &(uint64_t){(v)}, NULL})
+#define DV_ARG_F32(v) ((dv_arg){DV_ARG_SCALAR, DV_FLOAT32, &(float){(v)}, NULL})
+#define DV_ARG_F64(v) ((dv_arg){DV_ARG_SCALAR, DV_FLOAT64, &(double){(v)}, NULL})
+#define DV_ARG_ARRAY(a) ((dv_arg){DV_ARG_ARRAY, DV_BOOL, NULL, (a)})
+#define DV_ARG_VIEW(a) ((dv_arg){DV_ARG_VIEW, DV_BOOL, NULL, (a)})
+
+/**
+ * Launch k over cfg->grid blocks of cfg->block threads with `nargs`
+ * arguments.  The configuration is checked against the kernel and device
+ * before anything is queued: a block over max_threads_per_block or a
+ * per-dimension limit, an empty or oversized grid, static plus dynamic shared
+ * memory over the device's limit all fail with DV_ERR_LAUNCH_CONFIG naming
+ * the limit and both numbers.  Arguments: arrays must be device, mapped or
+ * managed memory of k's context (DV_ERR_BACKEND_MISMATCH, DV_ERR_MISUSE for
+ * host arrays); a DV_VIEW array has at most 8 dimensions; where the backend
+ * can tell, the count and kinds must match the kernel's parameters
+ * (DV_ERR_KERNEL_ARGUMENT).  Scalars are copied: the caller's values may
+ * change as soon as this returns.
+ *
+ * Asynchronous on cfg->stream (NULL: synchronous on the default stream); the
+ * launch takes part in stream order, events and callbacks like a copy, and
+ * arrays released while it is queued are reclaimed only after it has run.
+ * Faults found while the kernel runs (the host simulator's divergent-barrier
+ * and out-of-bounds reports) come back from the stream's next synchronize
+ * as DV_ERR_KERNEL_FAULT, or from this call when it is synchronous.
+ */
+DV_API dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nargs,
+                                  const dv_arg *args);
+
+/* ---- native handles and foreign memory ---------------------------------- */
+
+/**
+ * The backend's own context and device: CUDA (CUcontext, CUdevice cast to
+ * a pointer-sized integer), OpenCL (cl_context, cl_device_id), host (NULL,
+ * NULL).  Borrowed: never release them.  Outputs may be NULL.
+ */
+DV_API dv_status dv_context_native(dv_context *ctx, void **context, void **device);
+/**
+ * The native stream (CUstream / cl_command_queue) behind s (NULL: the
+ * default stream).  Borrowed.  Work the caller queues there directly is
+ * ordered with devarray's work on s.  Host simulator: DV_ERR_NOT_SUPPORTED.
+ */
+DV_API dv_status dv_stream_native(dv_stream *s, void **handle);
+/**
+ * The native memory of a device, mapped or managed array: CUDA (the
+ * CUdeviceptr of the allocation, as a pointer), OpenCL (the cl_mem), host
+ * simulator (a host pointer); *offset is the byte offset of element 0 in it.
+ * Borrowed: valid while the array lives.  Host arrays: DV_ERR_MISUSE.
+ */
+DV_API dv_status dv_array_native(const dv_array *a, void **buffer, size_t *offset);
+/** Called once when devarray no longer uses wrapped memory. */
+typedef void (*dv_release_fn)(void *user);
+/**
+ * An array over device memory devarray did not allocate: `buffer` (a
+ * CUdeviceptr, a cl_mem, or on the host simulator a host pointer) of `bytes`
+ * bytes, element 0 at byte `offset`, with the given layout (strides NULL:
+ * C order) that must fit inside it.  devarray never frees the memory; when
+ * the last array over it is gone (and queued work done) it calls
+ * release(user) if release is not NULL.  On failure release is not called.
+ */
+DV_API dv_status dv_device_array_wrap(dv_context *ctx, void *buffer, size_t offset, size_t bytes,
+                                      int ndim, const int64_t *shape, const dv_dtype *dtype,
+                                      const int64_t *strides, dv_release_fn release, void *user,
+                                      dv_array **out);
 
 #ifdef __cplusplus
 }

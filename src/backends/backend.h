@@ -18,11 +18,13 @@
 
 #include "devarray.h"
 
-#define DV_BACKEND_VERSION 2 /* 2: managed_alloc, stream_builtin */
+#define DV_BACKEND_VERSION 3 /* 2: managed_alloc, stream_builtin; 3: kernels, native handles */
 
 typedef struct dv_backend dv_backend;
 typedef struct dv_bstream dv_bstream; /* backend stream */
 typedef struct dv_bevent dv_bevent;   /* backend event */
+typedef struct dv_bmodule dv_bmodule; /* backend module (a built program) */
+typedef struct dv_bkernel dv_bkernel; /* backend kernel (owned by its module) */
 
 /* One side of a copy: device memory (buf != NULL: handle + offset) or host
  * memory (buf == NULL: ptr). */
@@ -82,6 +84,73 @@ typedef struct dv_backend_config {
   const char *device;       /* backend-specific device selector, or "" */
   int require_gpu;          /* automatic selection: accept only GPU devices */
 } dv_backend_config;
+
+
+/* ---- kernels (version 3) ------------------------------------------------------
+ *
+ * The kernel layer (src/kernel/) hands a backend one complete translation
+ * unit: <devarray/kernel.h>, then a generated prelude (the program's
+ * defines, DV__CONSTANT_BUFFER(n) and one `#define name DV__CONST(T, off)`
+ * per constant array), then `#line 1 "<name>"` and the user's source.  The
+ * backend compiles it with its own compiler (NVRTC, clBuildProgram, the
+ * system C compiler), loads it, and returns the compiled image so the
+ * kernel layer can keep it in the cache on disk; module_load takes such an
+ * image back.  The backend never reads or writes the cache itself.
+ */
+typedef struct dv_build_req {
+  const char *name;     /* the program's name, for messages */
+  const char *source;   /* the complete translation unit (NUL-terminated) */
+  const char *options;  /* the user's extra options for this backend, or "" */
+  unsigned flags;       /* DV_BUILD_* */
+  size_t const_bytes;   /* size of the constant buffer (0: none) */
+  const void *const_init; /* its initial contents (const_bytes bytes) */
+} dv_build_req;
+
+/* One argument of a launch, as the backend receives it: a buffer (the
+ * native memory of buf, passed as a pointer / cl_mem) or a value of `size`
+ * bytes.  An array argument arrives as a buffer followed by its byte offset
+ * (an int64 value), then for DV_VIEW a dv_kview value (DV_BARG_VIEW). */
+typedef enum dv_barg_kind {
+  DV_BARG_BUFFER = 1, /* buf: device buffer handle (never NULL) */
+  DV_BARG_VALUE = 2,  /* value/size; type says how a host call passes it */
+  DV_BARG_VIEW = 3    /* value points at a struct dv_bkview (size = sizeof) */
+} dv_barg_kind;
+
+typedef struct dv_barg {
+  dv_barg_kind kind;
+  dv_type_id type;  /* DV_BARG_VALUE: the scalar's dtype (int64 for offsets) */
+  void *buf;        /* DV_BARG_BUFFER */
+  const void *value;
+  size_t size;
+} dv_barg;
+
+/* The kernel's view struct (kernel.h's dv_kview), 64-bit fields only so that
+ * host, CUDA and OpenCL agree on its layout. */
+#define DV_BKVIEW_MAXDIMS 8
+typedef struct dv_bkview {
+  int64_t ndim;
+  int64_t shape[DV_BKVIEW_MAXDIMS];
+  int64_t strides[DV_BKVIEW_MAXDIMS];
+} dv_bkview;
+
+typedef struct dv_blaunch {
+  uint32_t grid[3], block[3]; /* all >= 1, checked against the limits */
+  size_t dynamic_shared;
+  size_t nargs;
+  const dv_barg *args;        /* valid only during the call: copy what a queued launch needs */
+} dv_blaunch;
+
+/* Device-wide launch limits (filled once per context). */
+typedef struct dv_klimits {
+  uint32_t max_threads_per_block;
+  uint32_t max_block[3];
+  uint32_t max_grid[3];
+  size_t max_shared_per_block;       /* without opt-in */
+  size_t max_shared_per_block_optin; /* with opt-in (CUDA); = max_shared_per_block elsewhere */
+  size_t max_constant_bytes;
+  size_t max_arg_bytes;              /* all parameters together; 0: unknown */
+  int wave_size;                     /* warp / sub-group size; 1 when none */
+} dv_klimits;
 
 typedef void (*dv_bcallback_fn)(void *user, dv_status status);
 
@@ -146,6 +215,46 @@ struct dv_backend {
   /* The driver's own default streams: which = 1 legacy, 2 per-thread;
    * optional (NULL: the context's default stream stands in). */
   dv_status (*stream_builtin)(void *state, int which, dv_bstream **out);
+
+  /* Version 3: kernels (all optional together: NULL module_build means the
+   * backend cannot run kernels), native handles, foreign memory. */
+  dv_status (*kernel_limits)(void *state, dv_klimits *out);
+  /* A string that changes whenever the same source would compile to a
+   * different image: device or architecture, compiler and driver versions. */
+  dv_status (*kernel_target_id)(void *state, char *buf, size_t cap);
+  /* Compile req and load it.  *image / *image_size: a dv__malloc'd copy of
+   * the compiled image for the cache (NULL, 0 when the backend has none);
+   * *log: a dv__malloc'd, NUL-terminated compiler log (may be NULL), set on
+   * success and on failure (DV_ERR_COMPILE). */
+  dv_status (*module_build)(void *state, const dv_build_req *req, dv_bmodule **out, void **image,
+                            size_t *image_size, char **log);
+  /* Load an image module_build returned earlier (possibly in another
+   * process).  A damaged or foreign image fails (any status); the caller
+   * then builds from source. */
+  dv_status (*module_load)(void *state, const dv_build_req *req, const void *image,
+                           size_t image_size, dv_bmodule **out, char **log);
+  /* Unload; the caller guarantees no queued launch still uses it. */
+  dv_status (*module_unload)(void *state, dv_bmodule *m);
+  /* The kernel `name` (DV_ERR_INVALID_ARGUMENT if the module has none). */
+  dv_status (*kernel_get)(void *state, dv_bmodule *m, const char *name, dv_bkernel **out);
+  dv_status (*kernel_attrs)(void *state, dv_bkernel *k, dv_kernel_attrs *out);
+  /* Copy `bytes` from src (host pointer or device buffer) into the module's
+   * constant buffer at `offset`, queued on s. */
+  dv_status (*constant_write)(void *state, dv_bmodule *m, dv_bstream *s, size_t offset,
+                              dv_memref src, size_t bytes);
+  /* Queue a launch on s.  Argument count and kinds already match what the
+   * kernel layer could check; the backend checks what only it can (OpenCL's
+   * CL_KERNEL_NUM_ARGS, the host module's signature). */
+  dv_status (*launch)(void *state, dv_bstream *s, dv_bkernel *k, const dv_blaunch *l);
+  /* Native handles (see dv_context_native, dv_stream_native, dv_array_native). */
+  dv_status (*native_context)(void *state, void **context, void **device);
+  dv_status (*native_stream)(void *state, dv_bstream *s, void **handle);
+  dv_status (*native_buffer)(void *state, void *buf, void **native);
+  /* A buffer handle over foreign memory; buffer_unwrap drops it without
+   * freeing the memory.  Accesses are checked against `bytes` where the
+   * backend checks anything. */
+  dv_status (*buffer_wrap)(void *state, void *native, size_t bytes, void **buf);
+  dv_status (*buffer_unwrap)(void *state, void *buf);
 };
 
 /* The registry: every backend compiled in, in automatic-selection order. */
