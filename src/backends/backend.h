@@ -83,6 +83,13 @@ typedef struct dv_backend_config {
   int64_t host_delay_us;    /* host simulator: delay before each queued op */
   const char *device;       /* backend-specific device selector, or "" */
   int require_gpu;          /* automatic selection: accept only GPU devices */
+  /* Kernels (the strings live as long as the context). */
+  int kernel_check;         /* host simulator: bounds checks in kernels */
+  const char *host_cc;      /* host simulator: C compiler ("" : search) */
+  const char *host_cflags;  /* host simulator: compiler flags */
+  size_t host_fiber_stack;  /* host simulator: stack bytes per simulated thread */
+  int host_wave_size;       /* host simulator: threads per wave */
+  const char *nvrtc_library; /* CUDA: NVRTC to load ("": search) */
 } dv_backend_config;
 
 

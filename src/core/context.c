@@ -44,6 +44,12 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
   bc->fault_copy = (uint64_t)opt[DV_OPT_FAULT_COPY].i;
   bc->host_delay_us = opt[DV_OPT_HOST_DELAY_US].i;
   bc->host_strided = (int)opt[DV_OPT_HOST_STRIDED].i;
+  bc->kernel_check = (int)opt[DV_OPT_KERNEL_CHECK].i;
+  bc->host_cc = opt[DV_OPT_HOST_CC].s;
+  bc->host_cflags = opt[DV_OPT_HOST_CFLAGS].s;
+  bc->host_fiber_stack = (size_t)opt[DV_OPT_HOST_FIBER_STACK].i;
+  bc->host_wave_size = (int)opt[DV_OPT_HOST_WAVE_SIZE].i;
+  bc->nvrtc_library = opt[DV_OPT_NVRTC_LIBRARY].s;
   devbuf[0] = 0;
   if (strcmp(be->name, "opencl") == 0)
     snprintf(devbuf, cap, "%s", opt[DV_OPT_OPENCL_DEVICE].s);

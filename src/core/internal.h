@@ -67,6 +67,14 @@ typedef enum dv_opt_id {
   DV_OPT_MEMORY_MANAGER,
   DV_OPT_POOL_RELEASE_THRESHOLD,
   DV_OPT_POOL_LOG,
+  DV_OPT_KERNEL_CACHE,
+  DV_OPT_KERNEL_CACHE_DIR,
+  DV_OPT_KERNEL_CHECK,
+  DV_OPT_HOST_CC,
+  DV_OPT_HOST_CFLAGS,
+  DV_OPT_HOST_FIBER_STACK,
+  DV_OPT_HOST_WAVE_SIZE,
+  DV_OPT_NVRTC_LIBRARY,
   DV_OPT_COUNT
 } dv_opt_id;
 
@@ -75,7 +83,7 @@ typedef struct dv_optval {
   dv_option_source source;
   int64_t i;               /* int, size, bool */
   double d;                /* double */
-  char s[128];             /* string */
+  char s[512];             /* string */
 } dv_optval;
 
 struct dv_config {

@@ -13,6 +13,12 @@
 
 #include "internal.h"
 
+#ifdef NDEBUG
+#define DV__KERNEL_CHECK_DEFAULT "off"
+#else
+#define DV__KERNEL_CHECK_DEFAULT "on"
+#endif
+
 typedef enum { T_INT, T_SIZE, T_DOUBLE, T_BOOL, T_STRING, T_LEVEL } dv_opt_type;
 
 typedef struct dv_opt_desc {
@@ -61,6 +67,24 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "(0: keep everything cached until dv_memory_trim or out-of-memory)"},
     {"pool_log", "DV_POOL_LOG", NULL, T_STRING, "", 0, 0,
      "pool: append every allocation and free to this CSV file (RMM's Thread,Time,Action,Pointer,Size,Stream)"},
+    {"kernel_cache", "DV_KERNEL_CACHE", NULL, T_BOOL, "on", 0, 1,
+     "keep compiled kernel modules in a cache on disk and reuse them"},
+    {"kernel_cache_dir", "DV_KERNEL_CACHE_DIR", NULL, T_STRING, "", 0, 0,
+     "directory of the kernel cache (empty: $XDG_CACHE_HOME/devarray/kernels, else "
+     "~/.cache/devarray/kernels)"},
+    {"kernel_check", "DV_KERNEL_CHECK", NULL, T_BOOL, DV__KERNEL_CHECK_DEFAULT, 0, 1,
+     "host simulator: check kernels' shared, local and global accesses (on by default in debug "
+     "builds of devarray); divergent barriers are always reported"},
+    {"host_cc", "DV_HOST_CC", NULL, T_STRING, "", 0, 0,
+     "host simulator: C compiler for kernels (empty: $CC, then cc, gcc, clang)"},
+    {"host_cflags", "DV_HOST_CFLAGS", NULL, T_STRING, "-O2", 0, 0,
+     "host simulator: flags for the kernel compiler (devarray adds -shared -fPIC and its own)"},
+    {"host_fiber_stack", "DV_HOST_FIBER_STACK", NULL, T_SIZE, "128K", 16384, 67108864.0,
+     "host simulator: stack of each simulated GPU thread (local arrays live there)"},
+    {"host_wave_size", "DV_HOST_WAVE_SIZE", NULL, T_INT, "32", 1, 1024,
+     "host simulator: threads per wave (warp) for dv_wavebarrier and dv_wave_size"},
+    {"nvrtc_library", "DV_NVRTC_LIBRARY", NULL, T_STRING, "", 0, 0,
+     "CUDA: NVRTC library to load (empty: libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so)"},
 };
 
 int dv__option_lookup(const char *name) {
