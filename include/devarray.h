@@ -1025,8 +1025,8 @@ DV_API dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, siz
  */
 DV_API dv_status dv_context_native(dv_context *ctx, void **context, void **device);
 /**
- * The native stream (CUstream / cl_command_queue) behind s (NULL: the
- * default stream).  Borrowed.  Work the caller queues there directly is
+ * The native stream (CUstream / cl_command_queue) behind s (for the default
+ * stream pass dv_context_default_stream(ctx)).  Borrowed.  Work the caller queues there directly is
  * ordered with devarray's work on s.  Host simulator: DV_ERR_NOT_SUPPORTED.
  */
 DV_API dv_status dv_stream_native(dv_stream *s, void **handle);
