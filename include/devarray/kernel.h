@@ -374,6 +374,8 @@ typedef struct dv__host_rt {
   void (*barrier)(int site, int fence, int line);
   void (*wavebarrier)(int site, int line);
   int (*wave_size)(void);
+  /* Stop the calling thread's block with a fault (never returns). */
+  void (*fault)(const char *what, int line);
 } dv__host_rt;
 
 DV__EXPORT extern const dv__host_rt *dv__rt;

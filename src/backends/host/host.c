@@ -24,8 +24,6 @@
 #include "../../core/internal.h"
 #include "../../core/memops.h"
 
-#define HB_FRONT 256 /* guard before the payload; keeps payloads 256-aligned */
-#define HB_BACK 64   /* guard after the payload */
 #define HB_GUARD_BYTE 0xAB
 #define HB_POISON_BYTE 0xDF
 #define HB_QUARANTINE_MAX_BYTES ((size_t)64 << 20)
@@ -34,7 +32,7 @@
 
 #include "host_internal.h"
 
-typedef enum { OP_RECT, OP_STRIDED, OP_MEMSET, OP_CALLBACK, OP_RECORD, OP_WAIT } hb_opkind;
+typedef enum { OP_RECT, OP_STRIDED, OP_MEMSET, OP_CALLBACK, OP_RECORD, OP_WAIT, OP_KERNEL } hb_opkind;
 
 struct dv_bevent {
   _Atomic int refs; /* owner + queued record/wait operations */
@@ -55,6 +53,7 @@ typedef struct hb_op {
     struct { dv_memref dst; int value; size_t bytes; } set;
     struct { dv_bcallback_fn fn; void *user; } cb;
     struct { dv_bevent *e; uint64_t gen; } ev;
+    hk_job *kernel; /* host_kernel.c */
   } u;
 } hb_op;
 
@@ -67,6 +66,7 @@ struct dv_bstream {
   bool stop;
   bool inline_running;   /* a synchronous op runs on its caller's thread */
   dv_status error;       /* first error since the last synchronize */
+  char errmsg[768];      /* its detail message */
   pthread_t thread;
 };
 
@@ -85,7 +85,11 @@ struct hb_state {
   pthread_mutex_t idle_m;
   pthread_cond_t idle_cv;
   uint64_t outstanding;
+  hk_state *k; /* kernels (host_kernel.c) */
 };
+
+bool hb__guarded(const hb_state *st) { return st->guard; }
+hk_state *hb__kstate(const hb_state *st) { return st->k; }
 
 static double hb_now_ms(void) {
   struct timespec ts;
@@ -115,13 +119,15 @@ static void hb_list_remove(hb_block *b) {
   b->next = b->prev = NULL;
 }
 
-static bool hb_all(const unsigned char *p, size_t n, unsigned char v) {
+/* Not instrumented: while a kernel runs, an ASan build poisons the guards of
+ * its arguments (host_kernel.c), and checks may read them meanwhile. */
+DV_NO_ASAN static bool hb_all(const unsigned char *p, size_t n, unsigned char v) {
   for (size_t i = 0; i < n; i++)
     if (p[i] != v) return false;
   return true;
 }
 
-static bool hb_guards_ok(const hb_block *b) {
+bool hb__guards_ok(const hb_block *b) {
   return hb_all(b->base, HB_FRONT, HB_GUARD_BYTE) &&
          hb_all(b->data + b->bytes, HB_BACK, HB_GUARD_BYTE);
 }
@@ -153,7 +159,7 @@ static dv_status hb_block_destroy(hb_block *b) {
     free(b);
     return DV_OK;
   }
-  if (st->guard && !hb_guards_ok(b)) {
+  if (st->guard && !hb__guards_ok(b)) {
     hb_corruption(st, b, "guard bytes overwritten (out-of-bounds write)");
     rc = dv__error(DV_ERR_CORRUPTION, "guard bytes of the %zu-byte block at %p were overwritten",
                    b->bytes, (void *)b->data);
@@ -176,7 +182,7 @@ static dv_status hb_block_destroy(hb_block *b) {
   return rc;
 }
 
-static dv_status hb_block_unref(hb_block *b) {
+dv_status hb__block_unref(hb_block *b) {
   if (b && atomic_fetch_sub(&b->refs, 1) == 1) return hb_block_destroy(b);
   return DV_OK;
 }
@@ -235,7 +241,7 @@ static dv_status hb_mem_free(void *state, void *buf) {
   bool was = atomic_exchange(&b->freed, true);
   if (was) return dv__error(DV_ERR_INVALID_ARGUMENT, "double free of the device buffer %p", buf);
   bool fault = hb_fault_fires(st, DV_FAULT_FREE);
-  dv_status rc = hb_block_unref(b);
+  dv_status rc = hb__block_unref(b);
   if (fault) return dv__error(DV_ERR_DRIVER, "injected fault: device free of %p", buf);
   return rc;
 }
@@ -257,7 +263,7 @@ typedef struct hb_host {
   hb_block *alias; /* device view when mapped */
 } hb_host;
 
-static hb_block *hb_alias_new(hb_state *st, void *ptr, size_t bytes) {
+hb_block *hb__alias_new(hb_state *st, void *ptr, size_t bytes) {
   hb_block *b = dv__calloc(1, sizeof *b);
   if (!b) return NULL;
   b->st = st;
@@ -276,7 +282,7 @@ static dv_status hb_host_alloc(void *state, size_t bytes, unsigned flags, void *
   hb_host *h = dv__calloc(1, sizeof *h);
   void *p = h ? dv__malloc(bytes) : NULL;
   hb_block *alias = NULL;
-  if (p && (flags & DV_HOSTMEM_MAPPED)) alias = hb_alias_new(st, p, bytes);
+  if (p && (flags & DV_HOSTMEM_MAPPED)) alias = hb__alias_new(st, p, bytes);
   if (!h || !p || ((flags & DV_HOSTMEM_MAPPED) && !alias)) {
     dv__free(p);
     dv__free(h);
@@ -303,7 +309,7 @@ static dv_status hb_host_release(hb_state *st, hb_host *h) {
   if (!hb_in_worker) hb_stream_sync(st, NULL);
   if (h->alias) {
     atomic_store(&h->alias->freed, true);
-    hb_block_unref(h->alias);
+    hb__block_unref(h->alias);
   }
   if (h->owned) dv__free(h->ptr);
   dv__free(h);
@@ -321,7 +327,7 @@ static dv_status hb_host_register(void *state, void *ptr, size_t bytes, unsigned
   if (dev_buf) *dev_buf = NULL;
   if (!ptr || !bytes) return dv__error(DV_ERR_INVALID_ARGUMENT, "register of an empty range");
   hb_host *h = dv__calloc(1, sizeof *h);
-  hb_block *alias = (h && (flags & DV_HOSTMEM_MAPPED)) ? hb_alias_new(st, ptr, bytes) : NULL;
+  hb_block *alias = (h && (flags & DV_HOSTMEM_MAPPED)) ? hb__alias_new(st, ptr, bytes) : NULL;
   if (!h || ((flags & DV_HOSTMEM_MAPPED) && !alias)) {
     dv__free(h);
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a registration record");
@@ -393,14 +399,31 @@ static void hb_execute(dv_bstream *s, hb_op *op) {
       pthread_mutex_unlock(&e->m);
       break;
     }
+    case OP_KERNEL: {
+      /* A kernel fault is the stream's error, like a failed copy on a GPU:
+       * the next synchronize returns it (and its message). */
+      char msg[sizeof s->errmsg];
+      msg[0] = 0;
+      dv_status rc = hk_run(op->u.kernel, msg, sizeof msg);
+      if (rc) {
+        pthread_mutex_lock(&s->m);
+        if (!s->error) {
+          s->error = rc;
+          snprintf(s->errmsg, sizeof s->errmsg, "%s", msg);
+        }
+        pthread_mutex_unlock(&s->m);
+      }
+      break;
+    }
   }
 }
 
 static void hb_op_finish(hb_op *op) {
-  dv_status r1 = hb_block_unref(op->b1), r2 = hb_block_unref(op->b2);
+  dv_status r1 = hb__block_unref(op->b1), r2 = hb__block_unref(op->b2);
   (void)r1;
   (void)r2; /* corruption is logged and counted by the block itself */
   if (op->kind == OP_RECORD || op->kind == OP_WAIT) hb_event_unref(op->u.ev.e);
+  if (op->kind == OP_KERNEL) hk_launch_free(op->u.kernel);
   dv__free(op);
 }
 
@@ -430,6 +453,7 @@ static void *hb_worker(void *arg) {
     pthread_mutex_lock(&s->m);
   }
   pthread_mutex_unlock(&s->m);
+  hk_thread_exit(); /* the kernel executor this thread may have set up */
   return NULL;
 }
 
@@ -454,6 +478,14 @@ static void hb_enqueue(dv_bstream *s, hb_op *op) {
   s->queued++;
   pthread_cond_signal(&s->cv_work);
   pthread_mutex_unlock(&s->m);
+}
+
+dv_status hb__enqueue_kernel(dv_bstream *s, hk_job *l) {
+  hb_op *op = hb_op_new(OP_KERNEL);
+  if (!op) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a kernel launch");
+  op->u.kernel = l;
+  hb_enqueue(s, op);
+  return DV_OK;
 }
 
 static dv_status hb_stream_create(void *state, unsigned flags, dv_bstream **out) {
@@ -504,7 +536,10 @@ static dv_status hb_stream_sync(void *state, dv_bstream *s) {
   while (s->done < target) pthread_cond_wait(&s->cv_done, &s->m);
   dv_status err = s->error;
   s->error = DV_OK;
+  char msg[sizeof s->errmsg];
+  if (err) snprintf(msg, sizeof msg, "%s", s->errmsg);
   pthread_mutex_unlock(&s->m);
+  if (err) return dv__error(err, "%s", msg);
   return err;
 }
 
@@ -591,8 +626,8 @@ static dv_status hb_queue_checked(dv_bstream *s, hb_op *op, unsigned flags, dv_m
   dv_status rc = hb_check_ref(src, slo, shi, "source", &op->b1);
   if (!rc) rc = hb_check_ref(dst, dlo, dhi, "destination", &op->b2);
   if (rc) {
-    hb_block_unref(op->b1);
-    hb_block_unref(op->b2);
+    hb__block_unref(op->b1);
+    hb__block_unref(op->b2);
     dv__free(op);
     return rc;
   }
@@ -601,7 +636,7 @@ static dv_status hb_queue_checked(dv_bstream *s, hb_op *op, unsigned flags, dv_m
   return DV_OK;
 }
 
-static dv_status hb_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
+dv_status hb__copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
   dv_status rc = hb_fault_copy(state);
   if (rc) return rc;
   if (!r->width || !r->height || !r->depth) return DV_OK;
@@ -751,6 +786,14 @@ static dv_status hb_open(const dv_backend_config *cfg, void **state) {
   st->quarantine.next = st->quarantine.prev = &st->quarantine;
   atomic_store(&st->fault[DV_FAULT_DEVICE_ALLOC], cfg->fault_device_alloc);
   atomic_store(&st->fault[DV_FAULT_COPY], cfg->fault_copy);
+  dv_status rc = hk_open(st, cfg, &st->k);
+  if (rc) {
+    pthread_mutex_destroy(&st->lock);
+    pthread_mutex_destroy(&st->idle_m);
+    pthread_cond_destroy(&st->idle_cv);
+    dv__free(st);
+    return rc;
+  }
   *state = st;
   return DV_OK;
 }
@@ -758,6 +801,7 @@ static dv_status hb_open(const dv_backend_config *cfg, void **state) {
 static void hb_close(void *state) {
   hb_state *st = state;
   hb_stream_sync(st, NULL);
+  hk_close(st->k); /* after the streams: queued launches have run */
   pthread_mutex_lock(&st->lock);
   hb_quarantine_trim(st, 0);
   /* Blocks still live here were leaked by the caller (or by devarray). */
@@ -808,7 +852,7 @@ static dv_status hb_check_memory(void *state) {
   pthread_mutex_lock(&st->lock);
   if (st->guard) {
     for (hb_block *b = st->live.next; b != &st->live; b = b->next)
-      if (!hb_guards_ok(b)) bad++, where = b;
+      if (!hb__guards_ok(b)) bad++, where = b;
     for (hb_block *b = st->quarantine.next; b != &st->quarantine; b = b->next)
       if (!hb_all(b->data, b->bytes, HB_POISON_BYTE)) bad++, where = b;
   }
@@ -837,7 +881,7 @@ const dv_backend dv__backend_host = {
     .host_free = hb_host_free,
     .host_register = hb_host_register,
     .host_unregister = hb_host_unregister,
-    .copy_rect = hb_copy_rect,
+    .copy_rect = hb__copy_rect,
     .copy_strided = hb_copy_strided,
     .memset = hb_memset,
     .stream_create = hb_stream_create,
@@ -855,4 +899,21 @@ const dv_backend dv__backend_host = {
     .fault_inject = hb_fault_inject,
     .fault_pending = hb_fault_pending,
     .check_memory = hb_check_memory,
+    .managed_alloc = NULL,
+    .stream_builtin = NULL,
+    /* Version 3 (host_kernel.c). */
+    .kernel_limits = hk_kernel_limits,
+    .kernel_target_id = hk_kernel_target_id,
+    .module_build = hk_module_build,
+    .module_load = hk_module_load,
+    .module_unload = hk_module_unload,
+    .kernel_get = hk_kernel_get,
+    .kernel_attrs = hk_kernel_attrs,
+    .constant_write = hk_constant_write,
+    .launch = hk_launch,
+    .native_context = hk_native_context,
+    .native_stream = hk_native_stream,
+    .native_buffer = hk_native_buffer,
+    .buffer_wrap = hk_buffer_wrap,
+    .buffer_unwrap = hk_buffer_unwrap,
 };

@@ -1,12 +1,31 @@
 /* The host simulator's block layout, shared with its white-box tests
- * (tests/test_simulator.c), which corrupt memory on purpose. */
+ * (tests/test_simulator.c), which corrupt memory on purpose, and the
+ * seam between host.c (memory, streams) and host_kernel.c (kernels). */
 #ifndef DV_HOST_INTERNAL_H
 #define DV_HOST_INTERNAL_H
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../backend.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define DV_HOST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DV_HOST_ASAN 1
+#endif
+#endif
+#if DV_HOST_ASAN
+#define DV_NO_ASAN __attribute__((no_sanitize_address))
+#else
+#define DV_NO_ASAN
+#endif
+
 typedef struct hb_state hb_state;
+
+#define HB_FRONT 256 /* guard before the payload; keeps payloads 256-aligned */
+#define HB_BACK 64   /* guard after the payload */
 
 typedef struct hb_block {
   _Atomic int refs;      /* owner (1 until freed) + queued operations */
@@ -18,6 +37,46 @@ typedef struct hb_block {
   unsigned char *data;   /* payload */
   struct hb_block *prev, *next; /* live list / quarantine list */
   hb_state *st;
+  _Atomic int kernel_users; /* running kernels that use it (ASan: guards poisoned meanwhile) */
 } hb_block;
+
+/* ---- host.c, for host_kernel.c ---- */
+typedef struct hk_state hk_state;   /* the kernel part of the simulator's state */
+typedef struct hk_job hk_job; /* one queued launch */
+
+dv_status hb__block_unref(hb_block *b);
+bool hb__guards_ok(const hb_block *b);
+bool hb__guarded(const hb_state *st);
+hk_state *hb__kstate(const hb_state *st);
+hb_block *hb__alias_new(hb_state *st, void *ptr, size_t bytes);
+dv_status hb__enqueue_kernel(dv_bstream *s, hk_job *l);
+dv_status hb__copy_rect(void *state, dv_bstream *s, const dv_rect *r);
+
+/* ---- host_kernel.c, for host.c ---- */
+dv_status hk_open(hb_state *st, const dv_backend_config *cfg, hk_state **out);
+void hk_close(hk_state *k);
+/* Run a queued launch on the calling stream worker; msg gets the fault. */
+dv_status hk_run(hk_job *l, char *msg, size_t cap);
+void hk_launch_free(hk_job *l);
+/* A stream worker ends: free the kernel executor it may have set up. */
+void hk_thread_exit(void);
+
+dv_status hk_kernel_limits(void *state, dv_klimits *out);
+dv_status hk_kernel_target_id(void *state, char *buf, size_t cap);
+dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out, void **image,
+                          size_t *image_size, char **log);
+dv_status hk_module_load(void *state, const dv_build_req *req, const void *image,
+                         size_t image_size, dv_bmodule **out, char **log);
+dv_status hk_module_unload(void *state, dv_bmodule *m);
+dv_status hk_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel **out);
+dv_status hk_kernel_attrs(void *state, dv_bkernel *k, dv_kernel_attrs *out);
+dv_status hk_constant_write(void *state, dv_bmodule *m, dv_bstream *s, size_t offset,
+                            dv_memref src, size_t bytes);
+dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_blaunch *l);
+dv_status hk_native_context(void *state, void **context, void **device);
+dv_status hk_native_stream(void *state, dv_bstream *s, void **handle);
+dv_status hk_native_buffer(void *state, void *buf, void **native);
+dv_status hk_buffer_wrap(void *state, void *native, size_t bytes, void **buf);
+dv_status hk_buffer_unwrap(void *state, void *buf);
 
 #endif

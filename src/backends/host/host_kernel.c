@@ -1,0 +1,2163 @@
+/*
+ * The host simulator's kernels: build, load, launch and run kernel sources
+ * written in the dialect of <devarray/kernel.h>, with the semantics of a GPU
+ * and the checks a GPU does not make.
+ *
+ * Build.  The kernel layer hands us one translation unit (the dialect
+ * header, its prelude, `#line 1 "<program>"`, the user's source).  We append
+ * a small trailer (the runtime pointer dv__rt, the thread-local dv__self,
+ * a hidden __stack_chk_fail), write it to a private temporary directory and
+ * run the system C compiler with posix_spawn (no shell): $host_cc, else
+ * $CC, cc, gcc, clang on PATH; `-std=c11 -shared -fPIC -fvisibility=hidden`,
+ * then host_cflags, then the program's own options.  The compiled image is
+ * the .so's bytes (the kernel layer caches them on disk); loading writes an
+ * image to a fresh private file, dlopens it RTLD_LOCAL|RTLD_NOW and deletes
+ * the name but keeps a descriptor open until unload: glibc recognises an
+ * already loaded object by device and inode, and an inode freed by one
+ * module must not be reused under another that dlopen would then take for
+ * the first.
+ *
+ * Calls.  A kernel is a plain C function; its parameter list comes from
+ * `dv__sig_<kernel>` (the stringified parameters), which we parse to check
+ * the launch's arguments (count, kind, and the scalar types we can read) and
+ * libffi builds the call from run-time argument lists.
+ *
+ * Execution.  A launch is an operation queued on a stream like a copy; it
+ * holds a reference on every buffer it uses.  The stream's worker runs it:
+ * blocks are taken from a shared counter by the worker and by helper
+ * threads of a small per-context pool (so blocks really run in parallel,
+ * as on a GPU, and can wait for each other through atomics); each OS thread
+ * runs one block at a time.  The threads of a block are fibers on that OS
+ * thread (fiber.c), stacks of host_fiber_stack bytes mmap'ed with a
+ * PROT_NONE guard page below each and reused across blocks.  Measured in
+ * the research for this design: a fiber barrier is >= 21x cheaper than an
+ * OS thread per GPU thread, and the scheduler sees every thread's state, so
+ * a barrier that part of a block never reaches is an exact error, not a
+ * hang: when no fiber can run, either every thread waits at the same
+ * barrier (release them), or every thread of a wave waits at the same wave
+ * barrier (release that wave), or the block is stopped and the launch
+ * fails with DV_ERR_KERNEL_FAULT naming the kernel, block, threads and
+ * barriers.  Barrier sites are __COUNTER__ values, so two barriers on one
+ * line are told apart.  A module whose source (after the dialect header)
+ * never names a barrier runs each block's threads one after the other on a
+ * single fiber: no switches at all.
+ *
+ * Checks.  Static shared arrays get their slot in a per-executor arena on
+ * first use in a block, filled with 0xDF (read-before-write shows) and
+ * followed by a 64-byte redzone holding a canary; with kernel_check (or
+ * DV_BUILD_DEBUG) the canaries are checked at every barrier and at the end
+ * of each block, and a hit names the array and its line.  The dynamic area
+ * is one more slot; DV_DYN_SHARED_TAKE past the launch's dynamic_shared is
+ * a fault.  With kernel_check, kernels are compiled with
+ * -fstack-protector-strong and our own __stack_chk_fail, so a local array
+ * written past its end faults the launch instead of aborting, and the guard
+ * bytes of every buffer argument are checked after the kernel (global
+ * out-of-bounds writes).  When devarray itself is built with
+ * AddressSanitizer, kernels are compiled with -fsanitize=address too (an
+ * instrumented .so can only be loaded into an instrumented process), the
+ * shared redzones and the buffers' guards are poisoned while the kernel
+ * runs, and ASan reports the first bad access with its stack.
+ *
+ * Faults.  SIGSEGV, SIGBUS, SIGFPE and SIGILL get a process-wide handler
+ * (installed while some host context has launched kernels; it chains to the
+ * previous handler for faults outside kernels).  Executor threads have an
+ * alternate signal stack, so a fiber's stack overflow into its guard page
+ * is handled too; the handler siglongjmps back to the block's scheduler and
+ * the launch fails with DV_ERR_KERNEL_FAULT naming the signal, address,
+ * block and thread.  The process goes on; the fibers of that block are
+ * abandoned (their stacks are reused).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ffi.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../core/internal.h"
+#include "devarray/kernel.h"
+#include "fiber.h"
+#include "host_internal.h"
+
+#if DV_HOST_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+extern char **environ;
+
+#define HK_MAX_THREADS 1024
+#define HK_SHARED_LIMIT ((size_t)48 << 10) /* static + dynamic shared bytes per block */
+#define HK_CONST_LIMIT ((size_t)64 << 10)
+#define HK_REDZONE 64
+#define HK_CANARY 0xFD
+#define HK_POISON 0xDF
+#define HK_ARENA_BYTES ((size_t)128 << 10) /* shared limit + redzones + alignment */
+#define HK_MAX_SLOTS 256
+#define HK_ALTSTACK ((size_t)64 << 10)
+#define HK_GUARD_BYTE 0xAB /* host.c's guard pattern */
+
+/* ========================================================================== */
+/* State                                                                       */
+/* ========================================================================== */
+
+struct hk_state {
+  hb_state *st;
+  int check;          /* option kernel_check */
+  char *cc_option;    /* option host_cc ("" : search) */
+  char *cflags;       /* option host_cflags */
+  size_t fiber_stack; /* usable bytes per fiber (page multiple) */
+  size_t page;
+  int wave;           /* option host_wave_size */
+
+  pthread_mutex_t lock; /* compiler identity */
+  bool cc_probed;
+  dv_status cc_status;
+  char cc_msg[512];
+  char **cc_argv; /* the compiler and the words that came with it (NULL-terminated) */
+  int cc_argc;
+  char *ident;
+
+  /* Helper threads that join launches with more than one block. */
+  pthread_mutex_t pm;
+  pthread_cond_t pwork, pdone;
+  hk_job *jobs;
+  pthread_t *helpers;
+  int nhelpers;
+  bool pool_started, stop;
+  bool signals; /* this state counts in the signal handler's users */
+};
+
+static void hk_sig_release(void);
+
+dv_status hk_open(hb_state *st, const dv_backend_config *cfg, hk_state **out) {
+  *out = NULL;
+  hk_state *k = dv__calloc(1, sizeof *k);
+  if (!k) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the host kernel state");
+  k->st = st;
+  k->check = cfg->kernel_check != 0;
+  k->cc_option = dv__strdup(cfg->host_cc ? cfg->host_cc : "");
+  k->cflags = dv__strdup(cfg->host_cflags ? cfg->host_cflags : "");
+  long pg = sysconf(_SC_PAGESIZE);
+  k->page = pg > 0 ? (size_t)pg : 4096;
+  size_t fs = cfg->host_fiber_stack ? cfg->host_fiber_stack : ((size_t)128 << 10);
+  if (fs < 16384) fs = 16384;
+  k->fiber_stack = (fs + k->page - 1) & ~(k->page - 1);
+  k->wave = cfg->host_wave_size > 0 ? cfg->host_wave_size : 32;
+  if (!k->cc_option || !k->cflags) {
+    dv__free(k->cc_option);
+    dv__free(k->cflags);
+    dv__free(k);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the host kernel state");
+  }
+  pthread_mutex_init(&k->lock, NULL);
+  pthread_mutex_init(&k->pm, NULL);
+  pthread_cond_init(&k->pwork, NULL);
+  pthread_cond_init(&k->pdone, NULL);
+  *out = k;
+  return DV_OK;
+}
+
+static void hk_free_words(char **w) {
+  if (!w) return;
+  for (char **p = w; *p; p++) dv__free(*p);
+  dv__free(w);
+}
+
+void hk_close(hk_state *k) {
+  if (!k) return;
+  pthread_mutex_lock(&k->pm);
+  k->stop = true;
+  pthread_cond_broadcast(&k->pwork);
+  pthread_mutex_unlock(&k->pm);
+  for (int i = 0; i < k->nhelpers; i++) pthread_join(k->helpers[i], NULL);
+  dv__free(k->helpers);
+  if (k->signals) hk_sig_release();
+  hk_free_words(k->cc_argv);
+  dv__free(k->ident);
+  dv__free(k->cc_option);
+  dv__free(k->cflags);
+  pthread_mutex_destroy(&k->lock);
+  pthread_mutex_destroy(&k->pm);
+  pthread_cond_destroy(&k->pwork);
+  pthread_cond_destroy(&k->pdone);
+  dv__free(k);
+}
+
+/* Is devarray itself built with AddressSanitizer (then kernels are too)? */
+static bool hk_asan(void) {
+#if DV_HOST_ASAN
+  return true;
+#else
+  return false;
+#endif
+}
+
+/* snprintf that may truncate (messages), without the compiler's warning. */
+__attribute__((format(printf, 3, 4))) static void hk_fmt(char *buf, size_t cap, const char *fmt,
+                                                         ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, cap, fmt, ap);
+  va_end(ap);
+}
+
+/* ========================================================================== */
+/* Running the compiler                                                        */
+/* ========================================================================== */
+
+/* Split s on blanks into a NULL-terminated dv__malloc'd array (appended to
+ * *v of *n words).  Returns false on allocation failure. */
+static bool hk_words(const char *s, char ***v, int *n) {
+  while (s && *s) {
+    while (*s == ' ' || *s == '\t' || *s == '\n') s++;
+    if (!*s) break;
+    const char *e = s;
+    while (*e && *e != ' ' && *e != '\t' && *e != '\n') e++;
+    char **nv = dv__malloc((size_t)(*n + 2) * sizeof *nv);
+    char *w = dv__malloc((size_t)(e - s) + 1);
+    if (!nv || !w) {
+      dv__free(nv);
+      dv__free(w);
+      return false;
+    }
+    memcpy(w, s, (size_t)(e - s));
+    w[e - s] = 0;
+    if (*n) memcpy(nv, *v, (size_t)*n * sizeof *nv);
+    nv[(*n)++] = w;
+    nv[*n] = NULL;
+    dv__free(*v);
+    *v = nv;
+    s = e;
+  }
+  return true;
+}
+
+/* Append one word (as is) to *v. */
+static bool hk_word(const char *w, char ***v, int *n) {
+  char **nv = dv__malloc((size_t)(*n + 2) * sizeof *nv);
+  char *c = dv__strdup(w);
+  if (!nv || !c) {
+    dv__free(nv);
+    dv__free(c);
+    return false;
+  }
+  if (*n) memcpy(nv, *v, (size_t)*n * sizeof *nv);
+  nv[(*n)++] = c;
+  nv[*n] = NULL;
+  dv__free(*v);
+  *v = nv;
+  return true;
+}
+
+static bool hk_executable(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && access(path, X_OK) == 0;
+}
+
+/* The full path of program `prog` (as execvp would find it), or NULL. */
+static char *hk_which(const char *prog) {
+  if (!*prog) return NULL;
+  if (strchr(prog, '/')) return hk_executable(prog) ? dv__strdup(prog) : NULL;
+  const char *path = getenv("PATH");
+  if (!path || !*path) path = "/usr/local/bin:/usr/bin:/bin";
+  char buf[4096];
+  while (*path) {
+    const char *e = strchr(path, ':');
+    size_t len = e ? (size_t)(e - path) : strlen(path);
+    int k = snprintf(buf, sizeof buf, "%.*s/%s", (int)len, len ? path : ".", prog);
+    if (k > 0 && (size_t)k < sizeof buf && hk_executable(buf)) return dv__strdup(buf);
+    if (!e) break;
+    path = e + 1;
+  }
+  return NULL;
+}
+
+/* Run argv[0] (a full path) with stdout and stderr into out_path; *code is
+ * its exit status (or 128 + signal).  Returns errno-style failure or 0. */
+static int hk_spawn(char *const argv[], const char *out_path, int *code) {
+  posix_spawn_file_actions_t fa;
+  if (posix_spawn_file_actions_init(&fa)) return ENOMEM;
+  int e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  if (!e) e = posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (!e) e = posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = 0;
+  if (!e) e = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (e) return e;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return errno;
+  }
+  if (WIFEXITED(status))
+    *code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    *code = 128 + WTERMSIG(status);
+  else
+    *code = 255;
+  return 0;
+}
+
+/* Whole file into a NUL-terminated dv__malloc'd buffer. */
+static char *hk_read_file(const char *path, size_t *size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || sb.st_size < 0) {
+    close(fd);
+    return NULL;
+  }
+  size_t n = (size_t)sb.st_size;
+  char *buf = dv__malloc(n + 1);
+  size_t got = 0;
+  while (buf && got < n) {
+    ssize_t r = read(fd, buf + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  close(fd);
+  if (!buf) return NULL;
+  buf[got] = 0;
+  if (size) *size = got;
+  return buf;
+}
+
+static bool hk_write_file(const char *path, const void *data, size_t n) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const char *p = data;
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = write(fd, p + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    done += (size_t)w;
+  }
+  return close(fd) == 0 && done == n;
+}
+
+/* A private temporary directory (mode 0700) in $TMPDIR or /tmp. */
+static bool hk_tempdir(char *buf, size_t cap) {
+  const char *t = getenv("TMPDIR");
+  if (!t || !*t || access(t, W_OK) != 0) t = "/tmp";
+  int k = snprintf(buf, cap, "%s/devarray-kernel-XXXXXX", t);
+  if (k < 0 || (size_t)k >= cap) return false;
+  return mkdtemp(buf) != NULL;
+}
+
+static void hk_path(char *buf, size_t cap, const char *dir, const char *file) {
+  snprintf(buf, cap, "%s/%s", dir, file);
+}
+
+/* Find the compiler and its identity, once per state.  Caller holds k->lock. */
+static dv_status hk_probe_compiler(hk_state *k) {
+  if (k->cc_probed) {
+    if (k->cc_status) return dv__error(k->cc_status, "%s", k->cc_msg);
+    return DV_OK;
+  }
+  char tried[400] = "";
+  size_t tn = 0;
+  char **words = NULL;
+  int nwords = 0;
+  char *path = NULL;
+  bool oom = false;
+  const char *cands[5];
+  const char *labels[5];
+  int nc = 0;
+  if (k->cc_option[0]) {
+    cands[nc] = k->cc_option, labels[nc++] = "host_cc option";
+  } else {
+    const char *cc = getenv("CC");
+    if (cc && *cc) cands[nc] = cc, labels[nc++] = "$CC";
+    cands[nc] = "cc", labels[nc++] = NULL;
+    cands[nc] = "gcc", labels[nc++] = NULL;
+    cands[nc] = "clang", labels[nc++] = NULL;
+  }
+  for (int i = 0; i < nc && !path && !oom; i++) {
+    hk_free_words(words);
+    words = NULL;
+    nwords = 0;
+    if (!hk_words(cands[i], &words, &nwords)) {
+      oom = true;
+      break;
+    }
+    int w = snprintf(tried + tn, sizeof tried - tn, "%s%s%s\"%s\"", tn ? ", " : "",
+                     labels[i] ? labels[i] : "", labels[i] ? " " : "", cands[i]);
+    if (w > 0 && tn + (size_t)w < sizeof tried) tn += (size_t)w;
+    if (nwords == 0) continue;
+    path = hk_which(words[0]);
+  }
+  if (oom || !path) {
+    hk_free_words(words);
+    k->cc_probed = true;
+    k->cc_status = oom ? DV_ERR_HOST_OUT_OF_MEMORY : DV_ERR_NO_COMPILER;
+    if (oom)
+      snprintf(k->cc_msg, sizeof k->cc_msg, "out of memory looking for a C compiler");
+    else
+      snprintf(k->cc_msg, sizeof k->cc_msg,
+               "host simulator: no C compiler for kernels: tried %s (on PATH); set the host_cc "
+               "option (DV_HOST_CC) or CC", tried);
+    if (oom) k->cc_probed = false; /* try again later */
+    return dv__error(oom ? DV_ERR_HOST_OUT_OF_MEMORY : DV_ERR_NO_COMPILER, "%s", k->cc_msg);
+  }
+  dv__free(words[0]);
+  words[0] = path;
+
+  /* Identity: path, first line of --version, -dumpmachine, flags. */
+  char dir[512], out[600], version[256] = "?", machine[128] = "?";
+  if (hk_tempdir(dir, sizeof dir)) {
+    hk_path(out, sizeof out, dir, "probe.txt");
+    const char *what[2] = {"--version", "-dumpmachine"};
+    char *dst[2] = {version, machine};
+    size_t cap[2] = {sizeof version, sizeof machine};
+    for (int i = 0; i < 2; i++) {
+      char *argv[64];
+      int a = 0;
+      for (int j = 0; j < nwords && a < 60; j++) argv[a++] = words[j];
+      argv[a++] = (char *)what[i];
+      argv[a] = NULL;
+      int code = -1;
+      if (hk_spawn(argv, out, &code) == 0 && code == 0) {
+        char *txt = hk_read_file(out, NULL);
+        if (txt) {
+          size_t l = strcspn(txt, "\n");
+          snprintf(dst[i], cap[i], "%.*s", (int)l, txt);
+          dv__free(txt);
+        }
+      }
+    }
+    unlink(out);
+    rmdir(dir);
+  }
+  size_t need = 64 + strlen(path) + strlen(version) + strlen(machine) + strlen(k->cflags) +
+                strlen(k->cc_option);
+  char *ident = dv__malloc(need);
+  if (!ident) {
+    hk_free_words(words);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot record the compiler's identity");
+  }
+  snprintf(ident, need, "cc=%s|%s|%s|flags=%s|asan=%d|check=%d|fiber", path, version, machine,
+           k->cflags, hk_asan() ? 1 : 0, k->check);
+  k->cc_argv = words;
+  k->cc_argc = nwords;
+  k->ident = ident;
+  k->cc_probed = true;
+  k->cc_status = DV_OK;
+  return DV_OK;
+}
+
+dv_status hk_kernel_target_id(void *state, char *buf, size_t cap) {
+  hk_state *k = hb__kstate(state);
+  pthread_mutex_lock(&k->lock);
+  dv_status rc = hk_probe_compiler(k);
+  if (!rc) {
+    size_t n = strlen(k->ident);
+    if (n < cap) {
+      memcpy(buf, k->ident, n + 1);
+    } else if (cap) {
+      /* Too long for the caller: a prefix and a hash of the whole. */
+      uint64_t h = 1469598103934665603ull;
+      for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)k->ident[i]) * 1099511628211ull;
+      char tail[24];
+      snprintf(tail, sizeof tail, "#%016llx", (unsigned long long)h);
+      size_t tl = strlen(tail);
+      if (cap > tl + 1) {
+        memcpy(buf, k->ident, cap - tl - 1);
+        memcpy(buf + cap - tl - 1, tail, tl + 1);
+      } else {
+        buf[0] = 0;
+      }
+    }
+  }
+  pthread_mutex_unlock(&k->lock);
+  return rc;
+}
+
+dv_status hk_kernel_limits(void *state, dv_klimits *out) {
+  hk_state *k = hb__kstate(state);
+  memset(out, 0, sizeof *out);
+  out->max_threads_per_block = HK_MAX_THREADS;
+  out->max_block[0] = 1024, out->max_block[1] = 1024, out->max_block[2] = 64;
+  out->max_grid[0] = 2147483647u, out->max_grid[1] = 65535, out->max_grid[2] = 65535;
+  out->max_shared_per_block = HK_SHARED_LIMIT;
+  out->max_shared_per_block_optin = HK_SHARED_LIMIT;
+  out->max_constant_bytes = HK_CONST_LIMIT;
+  out->max_arg_bytes = 0;
+  out->wave_size = k->wave;
+  return DV_OK;
+}
+
+/* ========================================================================== */
+/* Modules and kernels                                                         */
+/* ========================================================================== */
+
+typedef enum { HK_P_ARRAY = 1, HK_P_VIEW, HK_P_SCALAR } hk_pkind;
+
+typedef struct hk_param {
+  hk_pkind kind;
+  char text[96]; /* as written (shortened), for messages */
+  int size;      /* scalars: bytes; 0 unknown type; -1 a pointer */
+  bool is_float;
+  ffi_type *ffi; /* scalars of a known type */
+} hk_param;
+
+struct dv_bkernel {
+  dv_bmodule *m;
+  char *name;
+  void (*fn)(void);
+  hk_param *params;
+  int nparams;
+  dv_bkernel *next;
+};
+
+struct dv_bmodule {
+  hk_state *k;
+  void *dl;
+  int fd; /* keeps the deleted file's inode (see the top) */
+  char *name;
+  unsigned char *cbuf;
+  size_t cbytes;
+  dv__hthread **(*self_slot)(void);
+  bool barriers; /* the source names a barrier: run blocks' threads as fibers */
+  bool check;    /* kernel_check or DV_BUILD_DEBUG */
+  pthread_mutex_t lock;
+  dv_bkernel *kernels;
+};
+
+static const dv__host_rt hk_rt; /* the runtime (below) */
+
+/* Appended to every host translation unit. */
+static const char hk_trailer[] =
+    "\n#line 1 \"<devarray host runtime>\"\n"
+    "DV__EXPORT const dv__host_rt *dv__rt;\n"
+    "DV__EXPORT _Thread_local dv__hthread *dv__self;\n"
+    "DV__EXPORT dv__hthread **dv__self_slot(void);\n"
+    "dv__hthread **dv__self_slot(void) { return &dv__self; }\n"
+    /* -fstack-protector's failure: a fault of this thread, not abort(). */
+    "__attribute__((visibility(\"hidden\"), noreturn)) void __stack_chk_fail(void);\n"
+    "void __stack_chk_fail(void) {\n"
+    "  dv__rt->fault(\"a local array was written past its end (stack protector)\", 0);\n"
+    "  __builtin_trap();\n"
+    "}\n";
+
+/* Does the user's part of the unit name a barrier?  The dialect header's
+ * own text does, so look after its end; without that marker, assume so. */
+static bool hk_uses_barriers(const char *src) {
+  const char *marker = "#endif /* DEVARRAY_KERNEL_H */";
+  const char *p = NULL;
+  for (const char *q = strstr(src, marker); q; q = strstr(q + 1, marker)) p = q;
+  if (!p) return true;
+  p += strlen(marker);
+  return strstr(p, "dv_syncthreads") || strstr(p, "dv_barrier") || strstr(p, "dv_wavebarrier");
+}
+
+static void hk_module_free(dv_bmodule *m) {
+  if (!m) return;
+  for (dv_bkernel *kn = m->kernels, *next; kn; kn = next) {
+    next = kn->next;
+    dv__free(kn->params);
+    dv__free(kn->name);
+    dv__free(kn);
+  }
+  if (m->dl) dlclose(m->dl);
+  if (m->fd >= 0) close(m->fd);
+  pthread_mutex_destroy(&m->lock);
+  dv__free(m->name);
+  dv__free(m);
+}
+
+/* dlopen the module at path (then the name may go), fill in the runtime and
+ * the initial constants. */
+static dv_status hk_load_path(hk_state *k, const dv_build_req *req, const char *path,
+                              dv_bmodule **out) {
+  *out = NULL;
+  dv_bmodule *m = dv__calloc(1, sizeof *m);
+  char *name = dv__strdup(req->name ? req->name : "kernel");
+  if (!m || !name) {
+    dv__free(m);
+    dv__free(name);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a kernel module");
+  }
+  pthread_mutex_init(&m->lock, NULL);
+  m->k = k;
+  m->name = name;
+  m->fd = open(path, O_RDONLY | O_CLOEXEC);
+  m->barriers = hk_uses_barriers(req->source ? req->source : "");
+  m->check = k->check || (req->flags & DV_BUILD_DEBUG);
+  dv_status rc = DV_OK;
+  if (m->fd < 0) {
+    rc = dv__error(DV_ERR_LIBRARY_LOAD, "cannot open the compiled module %s: %s", path,
+                   strerror(errno));
+    goto fail;
+  }
+  m->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!m->dl) {
+    const char *e = dlerror();
+    rc = dv__error(DV_ERR_LIBRARY_LOAD, "cannot load kernel module %s: %s", m->name,
+                   e ? e : "dlopen failed");
+    goto fail;
+  }
+  const dv__host_rt **rt = dlsym(m->dl, "dv__rt");
+  void *slot = dlsym(m->dl, "dv__self_slot");
+  memcpy(&m->self_slot, &slot, sizeof slot); /* POSIX: dlsym's pointer works as a function's */
+  if (!rt || !slot) {
+    rc = dv__error(DV_ERR_SYMBOL_LOAD, "kernel module %s lacks the host runtime's symbols "
+                   "(dv__rt, dv__self_slot): not built by this devarray", m->name);
+    goto fail;
+  }
+  *rt = &hk_rt;
+  if (req->const_bytes) {
+    m->cbuf = dlsym(m->dl, "dv__cbuf");
+    if (!m->cbuf) {
+      rc = dv__error(DV_ERR_SYMBOL_LOAD, "kernel module %s lacks its constant buffer dv__cbuf",
+                     m->name);
+      goto fail;
+    }
+    m->cbytes = req->const_bytes;
+    if (req->const_init) memcpy(m->cbuf, req->const_init, req->const_bytes);
+  }
+  *out = m;
+  return DV_OK;
+fail:
+  hk_module_free(m);
+  return rc;
+}
+
+/* The first lines of a compiler log, for the detail message. */
+static void hk_log_head(const char *log, char *buf, size_t cap) {
+  size_t n = 0;
+  int lines = 0;
+  while (log[n] && n + 1 < cap && lines < 6) {
+    if (log[n] == '\n') lines++;
+    n++;
+  }
+  memcpy(buf, log, n);
+  buf[n] = 0;
+}
+
+dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out, void **image,
+                          size_t *image_size, char **log) {
+  hk_state *k = hb__kstate(state);
+  *out = NULL;
+  if (image) *image = NULL;
+  if (image_size) *image_size = 0;
+  if (log) *log = NULL;
+  if (!req || !req->source) return dv__error(DV_ERR_NULL_ARGUMENT, "build request without source");
+  pthread_mutex_lock(&k->lock);
+  dv_status rc = hk_probe_compiler(k);
+  pthread_mutex_unlock(&k->lock);
+  if (rc) return rc;
+  bool check = k->check || (req->flags & DV_BUILD_DEBUG);
+
+  char dir[512], src[600], so[600], out_path[600];
+  if (!hk_tempdir(dir, sizeof dir))
+    return dv__error(DV_ERR_DRIVER, "host simulator: cannot create a temporary directory: %s",
+                     strerror(errno));
+  hk_path(src, sizeof src, dir, "kernel.c");
+  hk_path(so, sizeof so, dir, "kernel.so");
+  hk_path(out_path, sizeof out_path, dir, "compiler.txt");
+
+  char **argv = NULL;
+  int argc = 0;
+  char *text = NULL, *logtxt = NULL;
+  size_t sl = strlen(req->source);
+  text = dv__malloc(sl + sizeof hk_trailer);
+  bool ok = text != NULL;
+  if (ok) {
+    memcpy(text, req->source, sl);
+    memcpy(text + sl, hk_trailer, sizeof hk_trailer);
+  }
+  /* The command line: compiler (and its words), ours, host_cflags, the program's options. */
+  for (int i = 0; ok && i < k->cc_argc; i++) ok = hk_word(k->cc_argv[i], &argv, &argc);
+  if (ok) ok = hk_words("-std=c11 -shared -fPIC -fvisibility=hidden", &argv, &argc);
+  if (ok && check) ok = hk_words("-fstack-protector-strong -fstack-clash-protection", &argv, &argc);
+  if (ok && hk_asan()) ok = hk_words("-fsanitize=address -fno-omit-frame-pointer", &argv, &argc);
+  if (ok) ok = hk_words(k->cflags, &argv, &argc);
+  if (ok) ok = hk_words(req->options, &argv, &argc);
+  if (ok && (req->flags & DV_BUILD_DEBUG)) ok = hk_words("-g", &argv, &argc);
+  if (ok) ok = hk_word("-o", &argv, &argc) && hk_word(so, &argv, &argc) &&
+               hk_word(src, &argv, &argc) && hk_word("-lm", &argv, &argc);
+  if (!ok) {
+    rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble the compiler's command line");
+    goto done;
+  }
+  if (!hk_write_file(src, text, sl + sizeof hk_trailer - 1)) {
+    rc = dv__error(DV_ERR_DRIVER, "host simulator: cannot write %s: %s", src, strerror(errno));
+    goto done;
+  }
+  int code = -1;
+  int e = hk_spawn(argv, out_path, &code);
+  if (e) {
+    rc = dv__error(DV_ERR_NO_COMPILER, "host simulator: cannot run the C compiler %s: %s",
+                   argv[0], strerror(e));
+    goto done;
+  }
+  logtxt = hk_read_file(out_path, NULL);
+  if (!logtxt) logtxt = dv__strdup("");
+  if (!logtxt) {
+    rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot read the compiler's log");
+    goto done;
+  }
+  if (code != 0) {
+    char head[700];
+    hk_log_head(logtxt, head, sizeof head);
+    rc = dv__error(DV_ERR_COMPILE, "program %s failed to compile (%s exited with %d):\n%s",
+                   req->name ? req->name : "kernel", argv[0], code, head);
+    goto done;
+  }
+  if (image) {
+    size_t n = 0;
+    char *bytes = hk_read_file(so, &n);
+    if (!bytes) {
+      rc = dv__error(DV_ERR_DRIVER, "host simulator: cannot read the compiled module %s", so);
+      goto done;
+    }
+    *image = bytes;
+    if (image_size) *image_size = n;
+  }
+  rc = hk_load_path(k, req, so, out);
+  if (rc && image) {
+    dv__free(*image);
+    *image = NULL;
+    if (image_size) *image_size = 0;
+  }
+done:
+  unlink(src);
+  unlink(so);
+  unlink(out_path);
+  rmdir(dir);
+  hk_free_words(argv);
+  dv__free(text);
+  if (log)
+    *log = logtxt;
+  else
+    dv__free(logtxt);
+  return rc;
+}
+
+dv_status hk_module_load(void *state, const dv_build_req *req, const void *image,
+                         size_t image_size, dv_bmodule **out, char **log) {
+  hk_state *k = hb__kstate(state);
+  *out = NULL;
+  if (log) *log = NULL;
+  if (!image || image_size < 4 || memcmp(image, "\177ELF", 4) != 0)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "not a host kernel module image");
+  char dir[512], so[600];
+  if (!hk_tempdir(dir, sizeof dir))
+    return dv__error(DV_ERR_DRIVER, "host simulator: cannot create a temporary directory: %s",
+                     strerror(errno));
+  hk_path(so, sizeof so, dir, "kernel.so");
+  dv_status rc;
+  if (!hk_write_file(so, image, image_size))
+    rc = dv__error(DV_ERR_DRIVER, "host simulator: cannot write %s: %s", so, strerror(errno));
+  else
+    rc = hk_load_path(k, req, so, out);
+  unlink(so);
+  rmdir(dir);
+  return rc;
+}
+
+dv_status hk_module_unload(void *state, dv_bmodule *m) {
+  (void)state;
+  hk_module_free(m);
+  return DV_OK;
+}
+
+/* ---- the kernel's parameter list ---------------------------------------- */
+
+typedef struct hk_ctype {
+  const char *name;
+  int size;
+  bool is_float, is_signed;
+} hk_ctype;
+
+static const hk_ctype hk_ctypes[] = {
+    {"char", 1, false, true},          {"signed char", 1, false, true},
+    {"unsigned char", 1, false, false}, {"_Bool", 1, false, false},
+    {"bool", 1, false, false},         {"int8_t", 1, false, true},
+    {"uint8_t", 1, false, false},      {"dv_i8", 1, false, true},
+    {"dv_u8", 1, false, false},        {"short", 2, false, true},
+    {"short int", 2, false, true},     {"signed short", 2, false, true},
+    {"signed short int", 2, false, true}, {"unsigned short", 2, false, false},
+    {"unsigned short int", 2, false, false}, {"int16_t", 2, false, true},
+    {"uint16_t", 2, false, false},     {"dv_i16", 2, false, true},
+    {"dv_u16", 2, false, false},       {"int", 4, false, true},
+    {"signed", 4, false, true},        {"signed int", 4, false, true},
+    {"unsigned", 4, false, false},     {"unsigned int", 4, false, false},
+    {"int32_t", 4, false, true},       {"uint32_t", 4, false, false},
+    {"dv_i32", 4, false, true},        {"dv_u32", 4, false, false},
+    {"long", (int)sizeof(long), false, true}, {"long int", (int)sizeof(long), false, true},
+    {"signed long", (int)sizeof(long), false, true},
+    {"unsigned long", (int)sizeof(long), false, false},
+    {"unsigned long int", (int)sizeof(long), false, false},
+    {"long long", 8, false, true},     {"long long int", 8, false, true},
+    {"signed long long", 8, false, true}, {"unsigned long long", 8, false, false},
+    {"unsigned long long int", 8, false, false}, {"int64_t", 8, false, true},
+    {"uint64_t", 8, false, false},     {"dv_i64", 8, false, true},
+    {"dv_u64", 8, false, false},       {"size_t", (int)sizeof(size_t), false, false},
+    {"ptrdiff_t", (int)sizeof(ptrdiff_t), false, true},
+    {"intptr_t", (int)sizeof(intptr_t), false, true},
+    {"uintptr_t", (int)sizeof(uintptr_t), false, false},
+    {"float", 4, true, true},          {"dv_f32", 4, true, true},
+    {"double", 8, true, true},         {"dv_f64", 8, true, true},
+};
+
+static ffi_type *hk_ffi_int(int size, bool is_signed) {
+  switch (size) {
+    case 1: return is_signed ? &ffi_type_sint8 : &ffi_type_uint8;
+    case 2: return is_signed ? &ffi_type_sint16 : &ffi_type_uint16;
+    case 4: return is_signed ? &ffi_type_sint32 : &ffi_type_uint32;
+    case 8: return is_signed ? &ffi_type_sint64 : &ffi_type_uint64;
+    default: return NULL;
+  }
+}
+
+static bool hk_ident_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* Fill p (kind SCALAR) from the declaration text "const unsigned int n". */
+static void hk_scalar_type(hk_param *p, const char *decl, size_t len) {
+  p->size = 0;
+  p->is_float = false;
+  p->ffi = NULL;
+  /* Drop the parameter's name (the last identifier). */
+  size_t e = len;
+  while (e > 0 && (decl[e - 1] == ' ' || decl[e - 1] == '\t')) e--;
+  size_t nstart = e;
+  while (nstart > 0 && hk_ident_char(decl[nstart - 1])) nstart--;
+  if (nstart == e || nstart == 0) return; /* no separate name: unknown */
+  for (size_t i = 0; i < nstart; i++)
+    if (decl[i] == '*' || decl[i] == '[' || decl[i] == '(') {
+      p->size = -1;
+      return;
+    }
+  /* Words of the type, without qualifiers, joined by one space. */
+  char norm[96];
+  size_t nn = 0;
+  size_t i = 0;
+  while (i < nstart) {
+    while (i < nstart && !hk_ident_char(decl[i])) i++;
+    size_t ws = i;
+    while (i < nstart && hk_ident_char(decl[i])) i++;
+    size_t wl = i - ws;
+    if (!wl) continue;
+    static const char *const skip[] = {"const", "volatile", "restrict", "register",
+                                       "__restrict", "__restrict__", "DV_RESTRICT"};
+    bool drop = false;
+    for (size_t s = 0; s < sizeof skip / sizeof *skip; s++)
+      if (strlen(skip[s]) == wl && memcmp(decl + ws, skip[s], wl) == 0) drop = true;
+    if (drop) continue;
+    if (nn + wl + 2 >= sizeof norm) return;
+    if (nn) norm[nn++] = ' ';
+    memcpy(norm + nn, decl + ws, wl);
+    nn += wl;
+  }
+  norm[nn] = 0;
+  for (size_t t = 0; t < sizeof hk_ctypes / sizeof *hk_ctypes; t++)
+    if (strcmp(norm, hk_ctypes[t].name) == 0) {
+      p->size = hk_ctypes[t].size;
+      p->is_float = hk_ctypes[t].is_float;
+      p->ffi = p->is_float ? (p->size == 4 ? &ffi_type_float : &ffi_type_double)
+                           : hk_ffi_int(p->size, hk_ctypes[t].is_signed);
+      return;
+    }
+}
+
+static bool hk_starts_macro(const char *s, size_t len, const char *macro) {
+  size_t ml = strlen(macro);
+  if (len < ml || memcmp(s, macro, ml) != 0) return false;
+  size_t i = ml;
+  while (i < len && (s[i] == ' ' || s[i] == '\t')) i++;
+  return i < len && s[i] == '(';
+}
+
+/* Parse "DV_ARRAY(const float, A), int n" into params. */
+static dv_status hk_parse_sig(const char *sig, hk_param **out, int *count) {
+  *out = NULL;
+  *count = 0;
+  int cap = 1;
+  for (const char *c = sig; *c; c++)
+    if (*c == ',') cap++;
+  hk_param *ps = dv__calloc((size_t)cap, sizeof *ps);
+  if (!ps) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot parse a kernel signature");
+  int n = 0;
+  const char *s = sig;
+  while (*s) {
+    int depth = 0;
+    const char *e = s;
+    while (*e && !(depth == 0 && *e == ',')) {
+      if (*e == '(' || *e == '[') depth++;
+      if ((*e == ')' || *e == ']') && depth > 0) depth--;
+      e++;
+    }
+    const char *a = s, *b = e;
+    while (a < b && (*a == ' ' || *a == '\t' || *a == '\n')) a++;
+    while (b > a && (b[-1] == ' ' || b[-1] == '\t' || b[-1] == '\n')) b--;
+    size_t len = (size_t)(b - a);
+    bool is_void = len == 4 && memcmp(a, "void", 4) == 0;
+    if (len && !is_void && n < cap) {
+      hk_param *p = &ps[n++];
+      snprintf(p->text, sizeof p->text, "%.*s", (int)len, a);
+      if (hk_starts_macro(a, len, "DV_ARRAY"))
+        p->kind = HK_P_ARRAY;
+      else if (hk_starts_macro(a, len, "DV_VIEW"))
+        p->kind = HK_P_VIEW;
+      else {
+        p->kind = HK_P_SCALAR;
+        hk_scalar_type(p, a, len);
+      }
+    }
+    s = *e ? e + 1 : e;
+  }
+  *out = ps;
+  *count = n;
+  return DV_OK;
+}
+
+dv_status hk_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel **out) {
+  (void)state;
+  *out = NULL;
+  if (!m || !name) return dv__error(DV_ERR_NULL_ARGUMENT, "kernel_get without module or name");
+  char signame[300];
+  int w = snprintf(signame, sizeof signame, "dv__sig_%s", name);
+  void *fn = dlsym(m->dl, name);
+  const char *sig = (w > 0 && (size_t)w < sizeof signame) ? dlsym(m->dl, signame) : NULL;
+  if (!fn || !sig)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "program %s has no kernel %s%s", m->name, name,
+                     fn ? " (the symbol exists but is not a DV_KERNEL)" : "");
+  dv_bkernel *kn = dv__calloc(1, sizeof *kn);
+  char *nm = dv__strdup(name);
+  if (!kn || !nm) {
+    dv__free(kn);
+    dv__free(nm);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a kernel");
+  }
+  dv_status rc = hk_parse_sig(sig, &kn->params, &kn->nparams);
+  if (rc) {
+    dv__free(kn);
+    dv__free(nm);
+    return rc;
+  }
+  kn->m = m;
+  kn->name = nm;
+  /* A function pointer from dlsym's object pointer (POSIX guarantees it works). */
+  memcpy(&kn->fn, &fn, sizeof fn);
+  pthread_mutex_lock(&m->lock);
+  kn->next = m->kernels;
+  m->kernels = kn;
+  pthread_mutex_unlock(&m->lock);
+  *out = kn;
+  return DV_OK;
+}
+
+dv_status hk_kernel_attrs(void *state, dv_bkernel *kn, dv_kernel_attrs *out) {
+  hk_state *k = hb__kstate(state);
+  memset(out, 0, sizeof *out);
+  out->max_threads_per_block = HK_MAX_THREADS;
+  out->static_shared_bytes = 0; /* known only when a block runs */
+  out->max_dynamic_shared_bytes = HK_SHARED_LIMIT;
+  out->local_bytes_per_thread = 0;
+  out->constant_bytes = kn->m->cbytes;
+  out->registers = -1;
+  out->wave_size = k->wave;
+  return DV_OK;
+}
+
+/* ========================================================================== */
+/* Launches                                                                    */
+/* ========================================================================== */
+
+typedef union hk_val {
+  void *p;
+  uint64_t u;
+  double d;
+  unsigned char raw[8];
+} hk_val;
+
+struct hk_job {
+  hk_state *k;
+  dv_bkernel *kern;
+  uint32_t grid[3], block[3];
+  size_t dyn;
+  uint64_t nblocks;
+  int nthreads;
+  ffi_cif cif;
+  size_t nargs;
+  ffi_type **types;
+  void **values;
+  hk_val *vals;
+  dv_bkview *views;
+  hb_block **held; /* one reference each */
+  int *held_param; /* which parameter */
+  size_t nheld;
+
+  /* While it runs. */
+  _Atomic uint64_t next; /* next block to take */
+  _Atomic int abort;     /* a block faulted: take no more */
+  pthread_mutex_t em;
+  dv_status err;
+  uint64_t err_block;
+  char msg[768];
+  /* Helper threads (hk_state.pm). */
+  int want, joined, active;
+  hk_job *jnext;
+  bool listed;
+};
+
+/* The kernel's view struct by value: 17 int64 (kernel.h's dv_kview). */
+static ffi_type *hk_view_elems[2 + 2 * DV_BKVIEW_MAXDIMS] = {
+    &ffi_type_sint64, &ffi_type_sint64, &ffi_type_sint64, &ffi_type_sint64, &ffi_type_sint64,
+    &ffi_type_sint64, &ffi_type_sint64, &ffi_type_sint64, &ffi_type_sint64, &ffi_type_sint64,
+    &ffi_type_sint64, &ffi_type_sint64, &ffi_type_sint64, &ffi_type_sint64, &ffi_type_sint64,
+    &ffi_type_sint64, &ffi_type_sint64, NULL};
+static ffi_type hk_view_ffi = {sizeof(dv_bkview), _Alignof(dv_bkview), FFI_TYPE_STRUCT,
+                               hk_view_elems};
+_Static_assert(sizeof(dv_bkview) == 17 * sizeof(int64_t), "dv_bkview is 17 int64");
+_Static_assert(sizeof(dv_kview) == sizeof(dv_bkview), "kernel.h's dv_kview matches dv_bkview");
+
+static ffi_type *hk_dtype_ffi(dv_type_id t) {
+  switch (t) {
+    case DV_BOOL: return &ffi_type_uint8;
+    case DV_INT8: return &ffi_type_sint8;
+    case DV_INT16: return &ffi_type_sint16;
+    case DV_INT32: return &ffi_type_sint32;
+    case DV_INT64: return &ffi_type_sint64;
+    case DV_UINT8: return &ffi_type_uint8;
+    case DV_UINT16: return &ffi_type_uint16;
+    case DV_UINT32: return &ffi_type_uint32;
+    case DV_UINT64: return &ffi_type_uint64;
+    case DV_FLOAT32: return &ffi_type_float;
+    case DV_FLOAT64: return &ffi_type_double;
+    default: return NULL;
+  }
+}
+
+static const char *hk_dtype_name(dv_type_id t) {
+  const dv_dtype *d = dv_dtype_get(t);
+  return d ? dv_dtype_name(d) : "?";
+}
+
+static const char *hk_arg_desc(const dv_blaunch *bl, size_t j) {
+  if (j >= bl->nargs) return "missing";
+  switch (bl->args[j].kind) {
+    case DV_BARG_BUFFER:
+      return j + 2 < bl->nargs && bl->args[j + 2].kind == DV_BARG_VIEW
+                 ? "an array with shape and strides (DV_ARG_VIEW)"
+                 : "an array (DV_ARG_ARRAY)";
+    case DV_BARG_VALUE: return "a scalar";
+    default: return "a stray view";
+  }
+}
+
+/* The number of arguments the caller meant (arrays count once). */
+static size_t hk_user_args(const dv_blaunch *bl) {
+  size_t n = 0;
+  for (size_t j = 0; j < bl->nargs; n++) {
+    if (bl->args[j].kind == DV_BARG_BUFFER) {
+      j += 2;
+      if (j < bl->nargs && bl->args[j].kind == DV_BARG_VIEW) j++;
+    } else {
+      j++;
+    }
+  }
+  return n;
+}
+
+/* Check the lowered arguments against the kernel's parameter list and
+ * choose each one's libffi type. */
+static dv_status hk_match_args(const dv_bkernel *kn, const dv_blaunch *bl, ffi_type **types) {
+  size_t j = 0;
+  for (int i = 0; i < kn->nparams; i++) {
+    const hk_param *p = &kn->params[i];
+    if (j >= bl->nargs)
+      return dv__error(DV_ERR_KERNEL_ARGUMENT,
+                       "kernel %s takes %d parameter(s); the launch passes %zu argument(s) "
+                       "(parameter %d `%s` is missing)", kn->name, kn->nparams, hk_user_args(bl),
+                       i, p->text);
+    const dv_barg *a = &bl->args[j];
+    bool arr = a->kind == DV_BARG_BUFFER;
+    bool view = arr && j + 2 < bl->nargs && bl->args[j + 2].kind == DV_BARG_VIEW;
+    switch (p->kind) {
+      case HK_P_ARRAY:
+      case HK_P_VIEW:
+        if (!arr || view != (p->kind == HK_P_VIEW))
+          return dv__error(DV_ERR_KERNEL_ARGUMENT,
+                           "kernel %s, parameter %d `%s` takes %s; argument %d is %s", kn->name, i,
+                           p->text,
+                           p->kind == HK_P_VIEW ? "an array with shape and strides (DV_ARG_VIEW)"
+                                                : "an array (DV_ARG_ARRAY)",
+                           i, hk_arg_desc(bl, j));
+        if (!a->buf || j + 1 >= bl->nargs || bl->args[j + 1].kind != DV_BARG_VALUE ||
+            bl->args[j + 1].size != sizeof(int64_t) || !bl->args[j + 1].value)
+          return dv__error(DV_ERR_KERNEL_ARGUMENT,
+                           "kernel %s, argument %d: an array needs a buffer and an int64 byte "
+                           "offset", kn->name, i);
+        types[j] = &ffi_type_pointer;
+        types[j + 1] = &ffi_type_sint64;
+        if (view) {
+          if (!bl->args[j + 2].value || bl->args[j + 2].size != sizeof(dv_bkview))
+            return dv__error(DV_ERR_KERNEL_ARGUMENT, "kernel %s, argument %d: malformed view",
+                             kn->name, i);
+          types[j + 2] = &hk_view_ffi;
+        }
+        j += view ? 3 : 2;
+        break;
+      case HK_P_SCALAR: {
+        if (a->kind != DV_BARG_VALUE)
+          return dv__error(DV_ERR_KERNEL_ARGUMENT,
+                           "kernel %s, parameter %d `%s` takes a scalar; argument %d is %s",
+                           kn->name, i, p->text, i, hk_arg_desc(bl, j));
+        ffi_type *ft = hk_dtype_ffi(a->type);
+        if (!ft || !a->value || a->size != ft->size || a->size > sizeof(hk_val))
+          return dv__error(DV_ERR_KERNEL_ARGUMENT,
+                           "kernel %s, argument %d: scalars of dtype %s are not supported",
+                           kn->name, i, hk_dtype_name(a->type));
+        bool af = a->type == DV_FLOAT32 || a->type == DV_FLOAT64;
+        if (p->size < 0)
+          return dv__error(DV_ERR_KERNEL_ARGUMENT,
+                           "kernel %s, parameter %d `%s` is a pointer: pass arrays as "
+                           "DV_ARRAY(T, name) parameters", kn->name, i, p->text);
+        /* Known C types must agree in size and in integer vs floating point;
+         * signedness may differ (the bits are passed as they are). */
+        if (p->size > 0 && ((size_t)p->size != a->size || p->is_float != af))
+          return dv__error(DV_ERR_KERNEL_ARGUMENT,
+                           "kernel %s, parameter %d `%s` takes a %d-byte %s; argument %d is %s "
+                           "(%zu-byte %s)", kn->name, i, p->text, p->size,
+                           p->is_float ? "floating-point value" : "integer", i,
+                           hk_dtype_name(a->type), a->size, af ? "floating-point" : "integer");
+        types[j] = p->ffi ? p->ffi : ft;
+        j++;
+        break;
+      }
+    }
+  }
+  if (j != bl->nargs)
+    return dv__error(DV_ERR_KERNEL_ARGUMENT,
+                     "kernel %s takes %d parameter(s); the launch passes %zu argument(s)",
+                     kn->name, kn->nparams, hk_user_args(bl));
+  return DV_OK;
+}
+
+void hk_launch_free(hk_job *l) {
+  if (!l) return;
+  for (size_t i = 0; i < l->nheld; i++) hb__block_unref(l->held[i]);
+  pthread_mutex_destroy(&l->em);
+  dv__free(l->types);
+  dv__free(l->values);
+  dv__free(l->vals);
+  dv__free(l->views);
+  dv__free(l->held);
+  dv__free(l->held_param);
+  dv__free(l);
+}
+
+dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch *bl) {
+  hk_state *k = hb__kstate(state);
+  if (!s || !kn || !bl) return dv__error(DV_ERR_NULL_ARGUMENT, "launch without stream, kernel or config");
+  uint64_t threads = 1, blocks = 1;
+  static const uint32_t maxb[3] = {1024, 1024, 64}, maxg[3] = {2147483647u, 65535, 65535};
+  for (int d = 0; d < 3; d++) {
+    if (bl->block[d] < 1 || bl->block[d] > maxb[d] || bl->grid[d] < 1 || bl->grid[d] > maxg[d])
+      return dv__error(DV_ERR_LAUNCH_CONFIG,
+                       "kernel %s: grid (%u,%u,%u) of blocks (%u,%u,%u) is outside the host "
+                       "simulator's limits", kn->name, bl->grid[0], bl->grid[1], bl->grid[2],
+                       bl->block[0], bl->block[1], bl->block[2]);
+    threads *= bl->block[d];
+    blocks *= bl->grid[d];
+  }
+  if (threads > HK_MAX_THREADS)
+    return dv__error(DV_ERR_LAUNCH_CONFIG, "kernel %s: %llu threads per block; the limit is %d",
+                     kn->name, (unsigned long long)threads, HK_MAX_THREADS);
+  if (bl->dynamic_shared > HK_SHARED_LIMIT)
+    return dv__error(DV_ERR_LAUNCH_CONFIG,
+                     "kernel %s: %zu bytes of dynamic shared memory; the limit is %zu", kn->name,
+                     bl->dynamic_shared, HK_SHARED_LIMIT);
+  if (bl->nargs && !bl->args) return dv__error(DV_ERR_NULL_ARGUMENT, "launch arguments are NULL");
+
+  hk_job *l = dv__calloc(1, sizeof *l);
+  size_t na = bl->nargs ? bl->nargs : 1;
+  if (l) {
+    pthread_mutex_init(&l->em, NULL);
+    l->types = dv__calloc(na, sizeof *l->types);
+    l->values = dv__calloc(na, sizeof *l->values);
+    l->vals = dv__calloc(na, sizeof *l->vals);
+    l->views = dv__calloc(na, sizeof *l->views);
+    l->held = dv__calloc(na, sizeof *l->held);
+    l->held_param = dv__calloc(na, sizeof *l->held_param);
+  }
+  if (!l || !l->types || !l->values || !l->vals || !l->views || !l->held || !l->held_param) {
+    hk_launch_free(l);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a kernel launch");
+  }
+  dv_status rc = hk_match_args(kn, bl, l->types);
+  if (rc) {
+    hk_launch_free(l);
+    return rc;
+  }
+  l->k = k;
+  l->kern = kn;
+  memcpy(l->grid, bl->grid, sizeof l->grid);
+  memcpy(l->block, bl->block, sizeof l->block);
+  l->dyn = bl->dynamic_shared;
+  l->nblocks = blocks;
+  l->nthreads = (int)threads;
+  l->nargs = bl->nargs;
+  int param = -1;
+  for (size_t j = 0; j < bl->nargs; j++) {
+    const dv_barg *a = &bl->args[j];
+    /* A buffer starts an array argument (its offset and view follow); any
+     * other value starts a scalar one. */
+    if (a->kind == DV_BARG_BUFFER ||
+        (a->kind == DV_BARG_VALUE && !(j > 0 && bl->args[j - 1].kind == DV_BARG_BUFFER)))
+      param++;
+    switch (a->kind) {
+      case DV_BARG_BUFFER: {
+        hb_block *b = a->buf;
+        if (atomic_load(&b->freed)) {
+          hk_launch_free(l);
+          return dv__error(DV_ERR_INVALID_ARGUMENT, "kernel %s, argument %d: its device buffer "
+                           "was freed", kn->name, param);
+        }
+        atomic_fetch_add(&b->refs, 1);
+        l->held_param[l->nheld] = param;
+        l->held[l->nheld++] = b;
+        l->vals[j].p = b->data;
+        l->values[j] = &l->vals[j];
+        break;
+      }
+      case DV_BARG_VALUE:
+        memcpy(l->vals[j].raw, a->value, a->size);
+        l->values[j] = &l->vals[j];
+        break;
+      case DV_BARG_VIEW:
+        memcpy(&l->views[j], a->value, sizeof(dv_bkview));
+        l->values[j] = &l->views[j];
+        break;
+    }
+  }
+  if (ffi_prep_cif(&l->cif, FFI_DEFAULT_ABI, (unsigned)l->nargs, &ffi_type_void, l->types) !=
+      FFI_OK) {
+    hk_launch_free(l);
+    return dv__error(DV_ERR_KERNEL_ARGUMENT, "kernel %s: libffi cannot build this call",
+                     kn->name);
+  }
+  rc = hb__enqueue_kernel(s, l);
+  if (rc) hk_launch_free(l);
+  return rc;
+}
+
+/* ========================================================================== */
+/* Executors: an OS thread that runs blocks                                    */
+/* ========================================================================== */
+
+typedef enum { HK_T_RUN, HK_T_BAR, HK_T_WAVE, HK_T_EXIT, HK_T_FAULT } hk_tstate;
+
+typedef struct hk_thr {
+  fb_fiber f;
+  int state; /* hk_tstate */
+  int site, line;
+} hk_thr;
+
+typedef struct hk_slot {
+  size_t off, bytes;
+  const char *name; /* static string of the kernel's module */
+  int line;
+} hk_slot;
+
+typedef struct hk_exec {
+  hk_state *k;
+  fb_fiber sched;
+  /* Fiber stacks: nstacks of `stride` bytes, a guard page at the bottom of each. */
+  unsigned char *stacks;
+  size_t nstacks, stride, map_bytes;
+  hk_thr *thr;
+  dv__hthread *ht;
+  size_t cap; /* entries of thr and ht */
+  /* Alternate signal stack. */
+  void *alt;
+  stack_t alt_old;
+  bool alt_set;
+  /* Shared memory of the running block. */
+  unsigned char *arena;
+  hk_slot slots[HK_MAX_SLOTS];
+  int nslots;
+  int *site_slot; /* site -> slot + 1 */
+  int site_cap;
+  size_t arena_used, static_bytes;
+  unsigned char *dyn;
+  size_t dyn_bytes;
+  /* The running block. */
+  hk_job *l;
+  dv_bmodule *m;
+  uint64_t block;
+  int n, nf; /* threads, fibers */
+  int cur;   /* simulated thread running */
+  hk_thr *running;
+  dv__hthread **self;
+  sigjmp_buf jb;
+  volatile sig_atomic_t in_kernel;
+  volatile int sig, sig_code;
+  void *volatile sig_addr;
+  char fault[700];
+} hk_exec;
+
+static _Thread_local hk_exec *hk_cur; /* this OS thread's executor */
+
+static void hk_unmap_stacks(hk_exec *ex) {
+  if (!ex->stacks) return;
+#if DV_HOST_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(ex->stacks, ex->map_bytes);
+#endif
+  munmap(ex->stacks, ex->map_bytes);
+  ex->stacks = NULL;
+  ex->nstacks = 0;
+  ex->map_bytes = 0;
+}
+
+static void hk_exec_free(hk_exec *ex) {
+  if (!ex) return;
+  for (size_t i = 0; i < ex->cap; i++) fb_release(&ex->thr[i].f);
+  hk_unmap_stacks(ex);
+  if (ex->alt_set) {
+    stack_t cur;
+    /* Put back what was there (or nothing). */
+    if (sigaltstack(NULL, &cur) == 0 && cur.ss_sp == ex->alt) sigaltstack(&ex->alt_old, NULL);
+  }
+  if (ex->alt) munmap(ex->alt, HK_ALTSTACK);
+  fb_sched_fini(&ex->sched);
+  dv__free(ex->thr);
+  dv__free(ex->ht);
+  dv__free(ex->arena);
+  dv__free(ex->site_slot);
+  dv__free(ex);
+}
+
+static hk_exec *hk_exec_new(hk_state *k) {
+  hk_exec *ex = dv__calloc(1, sizeof *ex);
+  if (!ex) return NULL;
+  ex->k = k;
+  fb_sched_init(&ex->sched);
+  ex->arena = dv__malloc(HK_ARENA_BYTES);
+  if (!ex->arena) {
+    hk_exec_free(ex);
+    return NULL;
+  }
+  /* An alternate signal stack, unless the thread has a big enough one. */
+  stack_t cur;
+  if (sigaltstack(NULL, &cur) == 0 && ((cur.ss_flags & SS_DISABLE) || cur.ss_size < HK_ALTSTACK)) {
+    void *p = mmap(NULL, HK_ALTSTACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) {
+      ex->alt = p;
+      stack_t ss = {.ss_sp = p, .ss_flags = 0, .ss_size = HK_ALTSTACK};
+      if (sigaltstack(&ss, &ex->alt_old) == 0) ex->alt_set = true;
+    }
+  }
+  return ex;
+}
+
+/* Room for n simulated threads and nf fiber stacks. */
+static bool hk_exec_reserve(hk_exec *ex, int n, int nf) {
+  if ((size_t)n > ex->cap) {
+    hk_thr *t = dv__calloc((size_t)n, sizeof *t);
+    dv__hthread *h = dv__calloc((size_t)n, sizeof *h);
+    if (!t || !h) {
+      dv__free(t);
+      dv__free(h);
+      return false;
+    }
+    if (ex->cap) memcpy(t, ex->thr, ex->cap * sizeof *t); /* keeps ThreadSanitizer's fibers */
+    dv__free(ex->thr);
+    dv__free(ex->ht);
+    ex->thr = t;
+    ex->ht = h;
+    ex->cap = (size_t)n;
+  }
+  size_t page = ex->k->page;
+  size_t stride = ex->k->fiber_stack + page;
+  if ((size_t)nf > ex->nstacks || stride != ex->stride) {
+    hk_unmap_stacks(ex);
+    size_t bytes = stride * (size_t)nf;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (p == MAP_FAILED) return false;
+    ex->stacks = p;
+    ex->map_bytes = bytes;
+    ex->stride = stride;
+    ex->nstacks = (size_t)nf;
+    for (int i = 0; i < nf; i++) mprotect(ex->stacks + (size_t)i * stride, page, PROT_NONE);
+  }
+  return true;
+}
+
+static void hk_coords(uint64_t lin, const uint32_t dim[3], unsigned c[3]) {
+  c[0] = (unsigned)(lin % dim[0]);
+  c[1] = (unsigned)((lin / dim[0]) % dim[1]);
+  c[2] = (unsigned)(lin / ((uint64_t)dim[0] * dim[1]));
+}
+
+/* "kernel K, block (x,y,z)" */
+static int hk_where(const hk_exec *ex, char *buf, size_t cap) {
+  unsigned b[3];
+  hk_coords(ex->block, ex->l->grid, b);
+  return snprintf(buf, cap, "kernel %s, block (%u,%u,%u)", ex->l->kern->name, b[0], b[1], b[2]);
+}
+
+static void hk_thread_name(const hk_exec *ex, int i, char *buf, size_t cap) {
+  unsigned t[3];
+  hk_coords((uint64_t)i, ex->l->block, t);
+  snprintf(buf, cap, "thread (%u,%u,%u)", t[0], t[1], t[2]);
+}
+
+/* Stop the calling simulated thread's block with a fault; never returns. */
+__attribute__((noreturn, format(printf, 2, 3))) static void hk_fault(hk_exec *ex, const char *fmt,
+                                                                     ...) {
+  char what[480], where[160], who[64];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  hk_where(ex, where, sizeof where);
+  hk_thread_name(ex, ex->cur, who, sizeof who);
+  hk_fmt(ex->fault, sizeof ex->fault, "%s, %s: %s", where, who, what);
+  hk_thr *t = ex->running;
+  t->state = HK_T_FAULT;
+  fb_yield(&t->f, true);
+  __builtin_trap(); /* never resumed */
+}
+
+/* ---- the runtime the kernels call (dv__rt) -------------------------------- */
+
+static void hk_fill_redzone(unsigned char *p) {
+  memset(p, HK_CANARY, HK_REDZONE);
+#if DV_HOST_ASAN
+  ASAN_POISON_MEMORY_REGION(p, HK_REDZONE);
+#endif
+}
+
+static void *hk_rt_shared(int site, size_t bytes, size_t align, const char *name, int line) {
+  hk_exec *ex = hk_cur;
+  if (site < 0 || site >= (1 << 20)) hk_fault(ex, "shared array %s: bad site id %d", name, site);
+  if (site >= ex->site_cap) {
+    int ncap = ex->site_cap ? ex->site_cap : 64;
+    while (ncap <= site) ncap *= 2;
+    int *ns = dv__calloc((size_t)ncap, sizeof *ns);
+    if (!ns) hk_fault(ex, "out of host memory for shared array %s", name);
+    if (ex->site_cap) memcpy(ns, ex->site_slot, (size_t)ex->site_cap * sizeof *ns);
+    dv__free(ex->site_slot);
+    ex->site_slot = ns;
+    ex->site_cap = ncap;
+  }
+  int s = ex->site_slot[site];
+  if (s) {
+    hk_slot *sl = &ex->slots[s - 1];
+    if (sl->bytes != bytes)
+      hk_fault(ex, "shared array %s (%s:%d) is declared with %zu bytes here but %zu bytes by "
+               "another thread", name, ex->m->name, line, bytes, sl->bytes);
+    return ex->arena + sl->off;
+  }
+  /* First use in this block: a fresh slot, poisoned, with a redzone. */
+  if (ex->static_bytes + bytes < bytes || ex->static_bytes + bytes + ex->dyn_bytes > HK_SHARED_LIMIT)
+    hk_fault(ex, "shared memory exceeds the device's %zu bytes per block: %zu bytes of static "
+             "arrays up to %s (%s:%d) plus %zu bytes of dynamic shared memory", HK_SHARED_LIMIT,
+             ex->static_bytes + bytes, name, ex->m->name, line, ex->dyn_bytes);
+  if (align < 16) align = 16;
+  if (align & (align - 1)) hk_fault(ex, "shared array %s: alignment %zu", name, align);
+  size_t off = (ex->arena_used + align - 1) & ~(align - 1);
+  if (ex->nslots >= HK_MAX_SLOTS || off + bytes + HK_REDZONE > HK_ARENA_BYTES)
+    hk_fault(ex, "too many shared arrays (at most %d per block)", HK_MAX_SLOTS);
+  memset(ex->arena + off, HK_POISON, bytes);
+  hk_fill_redzone(ex->arena + off + bytes);
+  hk_slot *sl = &ex->slots[ex->nslots++];
+  sl->off = off;
+  sl->bytes = bytes;
+  sl->name = name;
+  sl->line = line;
+  ex->site_slot[site] = ex->nslots;
+  ex->arena_used = off + bytes + HK_REDZONE;
+  ex->static_bytes += bytes;
+  return ex->arena + off;
+}
+
+static unsigned char *hk_rt_dyn(size_t *bytes) {
+  hk_exec *ex = hk_cur;
+  if (bytes) *bytes = ex->dyn_bytes;
+  return ex->dyn;
+}
+
+static void *hk_rt_dyn_take(size_t *cursor, size_t bytes, size_t align, const char *name,
+                            int line) {
+  hk_exec *ex = hk_cur;
+  if (!align || (align & (align - 1))) align = 1;
+  size_t c = (*cursor + align - 1) & ~(align - 1);
+  if (c < *cursor || c + bytes < c || c + bytes > ex->dyn_bytes)
+    hk_fault(ex, "dynamic shared array %s (%s:%d) needs bytes [%zu, %zu) of dynamic shared "
+             "memory, but the launch gave %zu bytes (dynamic_shared)", name, ex->m->name, line, c,
+             c + bytes, ex->dyn_bytes);
+  *cursor = c + bytes;
+  return ex->dyn + c;
+}
+
+static void hk_rt_barrier(int site, int fence, int line) {
+  (void)fence; /* the threads of a block share one OS thread: memory is coherent */
+  hk_exec *ex = hk_cur;
+  if (ex->nf == 1 && ex->n > 1)
+    hk_fault(ex, "reached the barrier at %s:%d, but the program's own source names no barrier "
+             "(a barrier hidden in an included header is not supported)", ex->m->name, line);
+  hk_thr *t = ex->running;
+  t->state = HK_T_BAR;
+  t->site = site;
+  t->line = line;
+  fb_yield(&t->f, false);
+}
+
+static void hk_rt_wavebarrier(int site, int line) {
+  hk_exec *ex = hk_cur;
+  if (ex->nf == 1 && ex->n > 1)
+    hk_fault(ex, "reached the wave barrier at %s:%d, but the program's own source names no "
+             "barrier", ex->m->name, line);
+  hk_thr *t = ex->running;
+  t->state = HK_T_WAVE;
+  t->site = site;
+  t->line = line;
+  fb_yield(&t->f, false);
+}
+
+static int hk_rt_wave_size(void) { return hk_cur->k->wave; }
+
+static void hk_rt_fault(const char *what, int line) {
+  hk_exec *ex = hk_cur;
+  if (line > 0) hk_fault(ex, "%s (%s:%d)", what, ex->m->name, line);
+  hk_fault(ex, "%s", what);
+}
+
+static const dv__host_rt hk_rt = {
+    .version = 1,
+    .shared = hk_rt_shared,
+    .dyn = hk_rt_dyn,
+    .dyn_take = hk_rt_dyn_take,
+    .barrier = hk_rt_barrier,
+    .wavebarrier = hk_rt_wavebarrier,
+    .wave_size = hk_rt_wave_size,
+    .fault = hk_rt_fault,
+};
+
+/* ---- fibers' bodies ------------------------------------------------------- */
+
+static void hk_fiber_main(void *arg) {
+  hk_thr *t = arg;
+  hk_exec *ex = hk_cur;
+  hk_job *l = ex->l;
+  ffi_call(&l->cif, l->kern->fn, NULL, l->values);
+  t->state = HK_T_EXIT;
+  fb_yield(&t->f, true);
+}
+
+/* A module without barriers: the block's threads one after the other. */
+static void hk_plain_main(void *arg) {
+  hk_thr *t = arg;
+  hk_exec *ex = hk_cur;
+  hk_job *l = ex->l;
+  for (int i = 0; i < ex->n; i++) {
+    ex->cur = i;
+    *ex->self = &ex->ht[i];
+    ffi_call(&l->cif, l->kern->fn, NULL, l->values);
+  }
+  t->state = HK_T_EXIT;
+  fb_yield(&t->f, true);
+}
+
+/* ---- the block scheduler -------------------------------------------------- */
+
+/* Index of the first shared slot whose redzone was written, or -1. */
+static int hk_bad_redzone(const hk_exec *ex) {
+#if DV_HOST_ASAN
+  (void)ex;
+  return -1; /* poisoned: ASan reports the access itself */
+#else
+  for (int s = 0; s < ex->nslots; s++) {
+    const unsigned char *rz = ex->arena + ex->slots[s].off + ex->slots[s].bytes;
+    for (int i = 0; i < HK_REDZONE; i++)
+      if (rz[i] != HK_CANARY) return s;
+  }
+  return -1;
+#endif
+}
+
+static void hk_redzone_fault(hk_exec *ex, int s, const char *when) {
+  char where[160];
+  hk_where(ex, where, sizeof where);
+  const hk_slot *sl = &ex->slots[s];
+  if (sl->line > 0)
+    hk_fmt(ex->fault, sizeof ex->fault,
+             "%s: shared array %s (%s:%d, %zu bytes) was written past its end (its redzone was "
+             "overwritten; found %s)", where, sl->name, ex->m->name, sl->line, sl->bytes, when);
+  else
+    hk_fmt(ex->fault, sizeof ex->fault,
+             "%s: %s (%zu bytes) was written past its end (its redzone was overwritten; found %s)",
+             where, sl->name, sl->bytes, when);
+}
+
+typedef struct hk_group {
+  int state, site, line, count, first;
+} hk_group;
+
+/* Describe why threads [lo, hi) cannot go on. */
+static void hk_divergence(hk_exec *ex, int lo, int hi, const char *what) {
+  hk_group g[4];
+  int ng = 0, more = 0, nexit = 0, first_exit = -1;
+  for (int i = lo; i < hi; i++) {
+    const hk_thr *t = &ex->thr[i];
+    if (t->state == HK_T_EXIT) {
+      if (!nexit++) first_exit = i;
+      continue;
+    }
+    int j = 0;
+    while (j < ng && !(g[j].state == t->state && g[j].site == t->site)) j++;
+    if (j == ng) {
+      if (ng == 4) {
+        more++;
+        continue;
+      }
+      g[ng++] = (hk_group){t->state, t->site, t->line, 0, i};
+    }
+    g[j].count++;
+  }
+  char buf[700];
+  size_t n = (size_t)hk_where(ex, buf, sizeof buf);
+#define HK_ADD(...)                                                              \
+  do {                                                                           \
+    if (n < sizeof buf) {                                                        \
+      int w_ = snprintf(buf + n, sizeof buf - n, __VA_ARGS__);                   \
+      if (w_ > 0) n += (size_t)w_;                                               \
+    }                                                                            \
+  } while (0)
+  HK_ADD(": %s: ", what);
+  for (int j = 0; j < ng; j++) {
+    char who[64];
+    hk_thread_name(ex, g[j].first, who, sizeof who);
+    bool again = false; /* another barrier on the same line */
+    for (int q = 0; q < j; q++)
+      if (g[q].line == g[j].line) again = true;
+    HK_ADD("%s%d thread%s wait%s at %s%sbarrier at %s:%d (first: %s)", j ? ", " : "", g[j].count,
+           g[j].count == 1 ? "" : "s", g[j].count == 1 ? "s" : "", again ? "another " : "the ",
+           g[j].state == HK_T_WAVE ? "wave " : "", ex->m->name, g[j].line, who);
+  }
+  if (more) HK_ADD(", %d more thread%s wait elsewhere", more, more == 1 ? "" : "s");
+  if (nexit) {
+    char who[64];
+    hk_thread_name(ex, first_exit, who, sizeof who);
+    HK_ADD(", %d thread%s exited (first: %s)", nexit, nexit == 1 ? "" : "s", who);
+  }
+#undef HK_ADD
+  hk_fmt(ex->fault, sizeof ex->fault, "%s", buf);
+}
+
+/* Run the fibers of the block until all have returned.  0: done; 1: fault
+ * (ex->fault says what). */
+static int hk_schedule(hk_exec *ex) {
+  const int n = ex->n, nf = ex->nf, W = ex->k->wave;
+  const bool check = ex->m->check;
+  for (;;) {
+    for (int i = 0; i < nf; i++) {
+      hk_thr *t = &ex->thr[i];
+      if (t->state != HK_T_RUN) continue;
+      ex->cur = i;
+      ex->running = t;
+      *ex->self = &ex->ht[i];
+      ex->in_kernel = 1;
+      fb_resume(&ex->sched, &t->f);
+      ex->in_kernel = 0;
+      if (t->state == HK_T_FAULT) return 1;
+    }
+    int nbar = 0, nwave = 0;
+    for (int i = 0; i < nf; i++) {
+      nbar += ex->thr[i].state == HK_T_BAR;
+      nwave += ex->thr[i].state == HK_T_WAVE;
+    }
+    if (!nbar && !nwave) {
+      int bad = check ? hk_bad_redzone(ex) : -1;
+      if (bad >= 0) {
+        hk_redzone_fault(ex, bad, "at the end of the block");
+        return 1;
+      }
+      return 0;
+    }
+    /* Whole waves waiting at one wave barrier go on. */
+    bool released = false;
+    for (int w0 = 0; nwave && w0 < n; w0 += W) {
+      int w1 = w0 + W < n ? w0 + W : n;
+      bool all = true;
+      for (int i = w0; i < w1 && all; i++)
+        all = ex->thr[i].state == HK_T_WAVE && ex->thr[i].site == ex->thr[w0].site;
+      if (!all) continue;
+      for (int i = w0; i < w1; i++) ex->thr[i].state = HK_T_RUN;
+      released = true;
+    }
+    if (released) continue;
+    /* The whole block waiting at one barrier goes on. */
+    if (nbar == n) {
+      bool same = true;
+      for (int i = 1; i < n && same; i++) same = ex->thr[i].site == ex->thr[0].site;
+      if (same) {
+        int bad = check ? hk_bad_redzone(ex) : -1;
+        if (bad >= 0) {
+          char when[160];
+          hk_fmt(when, sizeof when, "at the barrier at %s:%d", ex->m->name, ex->thr[0].line);
+          hk_redzone_fault(ex, bad, when);
+          return 1;
+        }
+        for (int i = 0; i < n; i++) ex->thr[i].state = HK_T_RUN;
+        continue;
+      }
+    }
+    /* Stuck: a divergent barrier. */
+    if (nwave) {
+      for (int w0 = 0; w0 < n; w0 += W) {
+        int w1 = w0 + W < n ? w0 + W : n;
+        bool has = false;
+        for (int i = w0; i < w1; i++) has |= ex->thr[i].state == HK_T_WAVE;
+        if (!has) continue;
+        char what[96];
+        hk_fmt(what, sizeof what, "divergent wave barrier in wave %d (threads %d-%d)", w0 / W,
+                 w0, w1 - 1);
+        hk_divergence(ex, w0, w1, what);
+        return 1;
+      }
+    }
+    hk_divergence(ex, 0, n, "divergent barrier");
+    return 1;
+  }
+}
+
+static void hk_signal_text(hk_exec *ex) {
+  char where[160], who[64], what[300];
+  hk_where(ex, where, sizeof where);
+  hk_thread_name(ex, ex->cur, who, sizeof who);
+  uintptr_t a = (uintptr_t)ex->sig_addr, s0 = (uintptr_t)ex->stacks;
+  bool guard = ex->stacks && a >= s0 && a < s0 + ex->map_bytes && (a - s0) % ex->stride < ex->k->page;
+  switch (ex->sig) {
+    case SIGSEGV:
+      if (guard)
+        hk_fmt(what, sizeof what, "stack overflow: the thread used more than its %zu bytes of "
+                 "stack (option host_fiber_stack; local arrays live there)", ex->k->fiber_stack);
+      else
+        hk_fmt(what, sizeof what, "SIGSEGV (invalid memory access) at address %p", ex->sig_addr);
+      break;
+    case SIGBUS:
+      hk_fmt(what, sizeof what, "SIGBUS (bus error) at address %p", ex->sig_addr);
+      break;
+    case SIGFPE:
+      hk_fmt(what, sizeof what, "SIGFPE (%s)",
+               ex->sig_code == FPE_INTDIV ? "integer division by zero"
+               : ex->sig_code == FPE_INTOVF ? "integer overflow" : "arithmetic exception");
+      break;
+    case SIGILL:
+      hk_fmt(what, sizeof what, "SIGILL (illegal instruction or trap) at %p", ex->sig_addr);
+      break;
+    default:
+      hk_fmt(what, sizeof what, "signal %d", ex->sig);
+  }
+  hk_fmt(ex->fault, sizeof ex->fault, "%s, %s: %s", where, who, what);
+}
+
+/* Where the scheduler comes back to when a signal stops the block. */
+static int hk_schedule_guarded(hk_exec *ex) {
+  if (sigsetjmp(ex->jb, 1)) {
+    fb_escaped(&ex->sched);
+    ex->in_kernel = 0;
+    hk_signal_text(ex);
+    return 1;
+  }
+  return hk_schedule(ex);
+}
+
+static void hk_launch_fail(hk_job *l, uint64_t block, const char *msg) {
+  pthread_mutex_lock(&l->em);
+  if (!l->err || block < l->err_block) {
+    l->err = DV_ERR_KERNEL_FAULT;
+    l->err_block = block;
+    hk_fmt(l->msg, sizeof l->msg, "%s", msg);
+  }
+  pthread_mutex_unlock(&l->em);
+  atomic_store(&l->abort, 1);
+}
+
+static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
+  const int n = l->nthreads;
+  const int nf = l->kern->m->barriers ? n : 1;
+  if (!hk_exec_reserve(ex, n, nf)) {
+    pthread_mutex_lock(&l->em);
+    if (!l->err) {
+      l->err = DV_ERR_HOST_OUT_OF_MEMORY;
+      hk_fmt(l->msg, sizeof l->msg, "kernel %s: no memory for %d fiber stacks of %zu bytes",
+               l->kern->name, nf, ex->k->fiber_stack);
+    }
+    pthread_mutex_unlock(&l->em);
+    atomic_store(&l->abort, 1);
+    return;
+  }
+  ex->l = l;
+  ex->m = l->kern->m;
+  ex->block = b;
+  ex->n = n;
+  ex->nf = nf;
+  unsigned bc[3];
+  hk_coords(b, l->grid, bc);
+  for (int i = 0; i < n; i++) {
+    dv__hthread *h = &ex->ht[i];
+    unsigned tc[3];
+    hk_coords((uint64_t)i, l->block, tc);
+    for (int d = 0; d < 3; d++) {
+      h->tid[d] = (int)tc[d];
+      h->bid[d] = (int)bc[d];
+      h->bdim[d] = (int)l->block[d];
+      h->gdim[d] = (int)l->grid[d];
+    }
+    h->block = ex;
+  }
+  /* Shared memory: the dynamic area first, then static arrays as they come. */
+  if (ex->site_cap) memset(ex->site_slot, 0, (size_t)ex->site_cap * sizeof *ex->site_slot);
+  ex->nslots = 0;
+  ex->static_bytes = 0;
+  ex->dyn = ex->arena;
+  ex->dyn_bytes = l->dyn;
+  memset(ex->dyn, HK_POISON, l->dyn);
+  hk_fill_redzone(ex->arena + l->dyn);
+  ex->slots[0] = (hk_slot){0, l->dyn, "dynamic shared memory", 0};
+  ex->nslots = 1;
+  ex->arena_used = l->dyn + HK_REDZONE;
+  ex->self = ex->m->self_slot();
+  ex->fault[0] = 0;
+  for (int i = 0; i < nf; i++) {
+    hk_thr *t = &ex->thr[i];
+    t->state = HK_T_RUN;
+    if (fb_prepare(&t->f, &ex->sched, ex->stacks + (size_t)i * ex->stride + ex->k->page,
+                   ex->k->fiber_stack, nf == 1 ? hk_plain_main : hk_fiber_main, t) != 0) {
+      for (int j = 0; j < i; j++) ex->thr[j].state = HK_T_EXIT;
+      hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: cannot set up a fiber", l->kern->name);
+      hk_launch_fail(l, b, ex->fault);
+      return;
+    }
+  }
+  int rc = hk_schedule_guarded(ex);
+  for (int i = 0; i < nf; i++)
+    if (ex->thr[i].state != HK_T_EXIT) fb_abandon(&ex->thr[i].f);
+#if DV_HOST_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(ex->arena, HK_ARENA_BYTES);
+#endif
+  *ex->self = NULL;
+  if (rc) hk_launch_fail(l, b, ex->fault);
+}
+
+static void hk_run_blocks(hk_exec *ex, hk_job *l) {
+  while (!atomic_load(&l->abort)) {
+    uint64_t b = atomic_fetch_add(&l->next, 1);
+    if (b >= l->nblocks) break;
+    hk_run_block(ex, l, b);
+  }
+}
+
+/* ========================================================================== */
+/* Signals                                                                     */
+/* ========================================================================== */
+
+static const int hk_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+#define HK_NSIGS ((int)(sizeof hk_sigs / sizeof *hk_sigs))
+static struct sigaction hk_sig_old[HK_NSIGS];
+static pthread_mutex_t hk_sig_lock = PTHREAD_MUTEX_INITIALIZER;
+static int hk_sig_users;
+
+static void hk_on_signal(int sig, siginfo_t *si, void *uc) {
+  hk_exec *ex = hk_cur;
+  if (ex && ex->in_kernel) {
+    ex->in_kernel = 0;
+    ex->sig = sig;
+    ex->sig_code = si ? si->si_code : 0;
+    ex->sig_addr = si ? si->si_addr : NULL;
+    fb_escape(&ex->running->f);
+    siglongjmp(ex->jb, 1);
+  }
+  /* Not ours: whoever handled it before. */
+  for (int i = 0; i < HK_NSIGS; i++) {
+    if (hk_sigs[i] != sig) continue;
+    const struct sigaction *old = &hk_sig_old[i];
+    if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction) {
+      old->sa_sigaction(sig, si, uc);
+    } else if (old->sa_handler == SIG_IGN) {
+      return;
+    } else if (old->sa_handler == SIG_DFL) {
+      signal(sig, SIG_DFL);
+      raise(sig); /* delivered when this handler returns (or the fault repeats) */
+    } else {
+      old->sa_handler(sig);
+    }
+    return;
+  }
+}
+
+static void hk_sig_acquire(hk_state *k) {
+  pthread_mutex_lock(&hk_sig_lock);
+  if (!k->signals) {
+    k->signals = true;
+    if (hk_sig_users++ == 0) {
+      struct sigaction sa;
+      memset(&sa, 0, sizeof sa);
+      sa.sa_sigaction = hk_on_signal;
+      sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+      sigemptyset(&sa.sa_mask);
+      for (int i = 0; i < HK_NSIGS; i++) sigaction(hk_sigs[i], &sa, &hk_sig_old[i]);
+    }
+  }
+  pthread_mutex_unlock(&hk_sig_lock);
+}
+
+static void hk_sig_release(void) {
+  pthread_mutex_lock(&hk_sig_lock);
+  if (--hk_sig_users == 0) {
+    for (int i = 0; i < HK_NSIGS; i++) {
+      struct sigaction cur;
+      if (sigaction(hk_sigs[i], NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+          cur.sa_sigaction == hk_on_signal)
+        sigaction(hk_sigs[i], &hk_sig_old[i], NULL);
+    }
+  }
+  pthread_mutex_unlock(&hk_sig_lock);
+}
+
+/* ========================================================================== */
+/* Running a launch: the stream's worker and the helper threads                */
+/* ========================================================================== */
+
+static hk_exec *hk_exec_here(hk_state *k) {
+  if (hk_cur && hk_cur->k != k) {
+    hk_exec_free(hk_cur);
+    hk_cur = NULL;
+  }
+  if (!hk_cur) hk_cur = hk_exec_new(k);
+  return hk_cur;
+}
+
+void hk_thread_exit(void) {
+  hk_exec_free(hk_cur);
+  hk_cur = NULL;
+}
+
+static void *hk_helper(void *arg) {
+  hk_state *k = arg;
+  pthread_mutex_lock(&k->pm);
+  for (;;) {
+    hk_job *job = NULL;
+    while (!k->stop) {
+      for (hk_job **pp = &k->jobs; *pp; pp = &(*pp)->jnext)
+        if ((*pp)->joined < (*pp)->want) {
+          job = *pp;
+          if (++job->joined >= job->want) { /* full: off the list */
+            *pp = job->jnext;
+            job->listed = false;
+          }
+          break;
+        }
+      if (job) break;
+      pthread_cond_wait(&k->pwork, &k->pm);
+    }
+    if (!job) break;
+    job->active++;
+    pthread_mutex_unlock(&k->pm);
+    hk_exec *ex = hk_exec_here(k);
+    if (ex) hk_run_blocks(ex, job);
+    pthread_mutex_lock(&k->pm);
+    if (--job->active == 0) pthread_cond_broadcast(&k->pdone);
+  }
+  pthread_mutex_unlock(&k->pm);
+  hk_thread_exit();
+  return NULL;
+}
+
+/* Start the helpers once (one per extra core, at least one). */
+static void hk_pool_start(hk_state *k) {
+  pthread_mutex_lock(&k->pm);
+  if (!k->pool_started && !k->stop) {
+    k->pool_started = true;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int want = ncpu > 1 ? (int)ncpu - 1 : 1;
+    if (want > 63) want = 63;
+    k->helpers = dv__calloc((size_t)want, sizeof *k->helpers);
+    for (int i = 0; k->helpers && i < want; i++) {
+      if (pthread_create(&k->helpers[i], NULL, hk_helper, k) != 0) break;
+      k->nhelpers++;
+    }
+  }
+  pthread_mutex_unlock(&k->pm);
+}
+
+DV_NO_ASAN static void hk_guard_fill(unsigned char *p, size_t n) {
+  volatile unsigned char *v = p;
+  for (size_t i = 0; i < n; i++) v[i] = HK_GUARD_BYTE;
+}
+
+/* The guards of the buffers a launch uses: poisoned for ASan while it runs. */
+static void hk_guards_begin(hk_job *l) {
+#if DV_HOST_ASAN
+  hb_state *st = l->k->st;
+  if (!hb__guarded(st)) return;
+  for (size_t i = 0; i < l->nheld; i++) {
+    hb_block *b = l->held[i];
+    if (b->alias || atomic_fetch_add(&b->kernel_users, 1) != 0) continue;
+    ASAN_POISON_MEMORY_REGION(b->data - HB_FRONT, HB_FRONT);
+    ASAN_POISON_MEMORY_REGION(b->data + b->bytes, HB_BACK);
+  }
+#else
+  (void)l;
+#endif
+}
+
+/* After the kernel: with checks on, a guard written is this launch's fault. */
+static void hk_guards_end(hk_job *l, bool check) {
+  hb_state *st = l->k->st;
+  if (!hb__guarded(st)) return;
+  for (size_t i = 0; i < l->nheld; i++) {
+    hb_block *b = l->held[i];
+    if (b->alias) continue;
+#if DV_HOST_ASAN
+    if (atomic_fetch_sub(&b->kernel_users, 1) == 1) {
+      ASAN_UNPOISON_MEMORY_REGION(b->data - HB_FRONT, HB_FRONT);
+      ASAN_UNPOISON_MEMORY_REGION(b->data + b->bytes, HB_BACK);
+    }
+#endif
+    if (!check || hb__guards_ok(b)) continue;
+    const hk_param *p = &l->kern->params[l->held_param[i] < l->kern->nparams ? l->held_param[i] : 0];
+    char msg[600];
+    hk_fmt(msg, sizeof msg,
+             "kernel %s wrote outside the %zu-byte device buffer of argument %d (`%s`): its guard "
+             "bytes were overwritten (found after the kernel; the block and thread are unknown)",
+             l->kern->name, b->bytes, l->held_param[i], p->text);
+    pthread_mutex_lock(&l->em);
+    if (!l->err) {
+      l->err = DV_ERR_KERNEL_FAULT;
+      hk_fmt(l->msg, sizeof l->msg, "%s", msg);
+    }
+    pthread_mutex_unlock(&l->em);
+    /* Reported here; put the guards back so the free does not report it again. */
+    hk_guard_fill(b->data - HB_FRONT, HB_FRONT);
+    hk_guard_fill(b->data + b->bytes, HB_BACK);
+  }
+}
+
+dv_status hk_run(hk_job *l, char *msg, size_t cap) {
+  hk_state *k = l->k;
+  hk_exec *ex = hk_exec_here(k);
+  if (!ex) {
+    snprintf(msg, cap, "kernel %s: the host simulator cannot set up a thread to run it",
+             l->kern->name);
+    return DV_ERR_HOST_OUT_OF_MEMORY;
+  }
+  hk_sig_acquire(k);
+  hk_guards_begin(l);
+  bool posted = false;
+  if (l->nblocks > 1) {
+    hk_pool_start(k);
+    pthread_mutex_lock(&k->pm);
+    if (k->nhelpers > 0) {
+      uint64_t want = l->nblocks - 1 < (uint64_t)k->nhelpers ? l->nblocks - 1 : (uint64_t)k->nhelpers;
+      l->want = (int)want;
+      l->jnext = k->jobs;
+      k->jobs = l;
+      l->listed = true;
+      posted = true;
+      pthread_cond_broadcast(&k->pwork);
+    }
+    pthread_mutex_unlock(&k->pm);
+  }
+  hk_run_blocks(ex, l);
+  if (posted) {
+    pthread_mutex_lock(&k->pm);
+    if (l->listed) {
+      for (hk_job **pp = &k->jobs; *pp; pp = &(*pp)->jnext)
+        if (*pp == l) {
+          *pp = l->jnext;
+          break;
+        }
+      l->listed = false;
+    }
+    while (l->active) pthread_cond_wait(&k->pdone, &k->pm);
+    pthread_mutex_unlock(&k->pm);
+  }
+  hk_guards_end(l, l->kern->m->check);
+  if (l->err) {
+    snprintf(msg, cap, "%s", l->msg);
+    return l->err;
+  }
+  return DV_OK;
+}
+
+/* ========================================================================== */
+/* Constants, native handles, foreign memory                                   */
+/* ========================================================================== */
+
+dv_status hk_constant_write(void *state, dv_bmodule *m, dv_bstream *s, size_t offset,
+                            dv_memref src, size_t bytes) {
+  if (!m || !s) return dv__error(DV_ERR_NULL_ARGUMENT, "constant write without module or stream");
+  if (offset > m->cbytes || bytes > m->cbytes - offset)
+    return dv__error(DV_ERR_INVALID_ARGUMENT,
+                     "constant write of %zu bytes at offset %zu outside the %zu-byte constant "
+                     "buffer of program %s", bytes, offset, m->cbytes, m->name);
+  if (!bytes) return DV_OK;
+  dv_rect r;
+  memset(&r, 0, sizeof r);
+  r.src = src;
+  r.dst.ptr = m->cbuf + offset;
+  r.width = bytes;
+  r.height = 1;
+  r.depth = 1;
+  return hb__copy_rect(state, s, &r);
+}
+
+dv_status hk_native_context(void *state, void **context, void **device) {
+  (void)state;
+  if (context) *context = NULL;
+  if (device) *device = NULL;
+  return DV_OK;
+}
+
+dv_status hk_native_stream(void *state, dv_bstream *s, void **handle) {
+  (void)state;
+  (void)s;
+  if (handle) *handle = NULL;
+  return dv__error(DV_ERR_NOT_SUPPORTED,
+                   "the host simulator's streams are worker threads with no native handle");
+}
+
+dv_status hk_native_buffer(void *state, void *buf, void **native) {
+  (void)state;
+  if (!buf) return dv__error(DV_ERR_NULL_ARGUMENT, "buffer is NULL");
+  *native = ((hb_block *)buf)->data;
+  return DV_OK;
+}
+
+dv_status hk_buffer_wrap(void *state, void *native, size_t bytes, void **buf) {
+  *buf = NULL;
+  if (!native && bytes)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "cannot wrap a NULL pointer of %zu bytes", bytes);
+  hb_block *b = hb__alias_new(state, native, bytes);
+  if (!b) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a wrapped buffer");
+  *buf = b;
+  return DV_OK;
+}
+
+dv_status hk_buffer_unwrap(void *state, void *buf) {
+  (void)state;
+  hb_block *b = buf;
+  if (!b || !b->alias)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "buffer %p was not made by buffer_wrap", buf);
+  atomic_store(&b->freed, true);
+  return hb__block_unref(b); /* queued work keeps its own references */
+}
