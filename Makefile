@@ -7,7 +7,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 PREFIX ?= /usr/local
 
-.PHONY: all run test tsan fuzz bench install format clean setup
+.PHONY: all run test tsan fuzz bench install docs format clean setup
 
 all: build-rel/devarray
 
@@ -50,6 +50,12 @@ fuzz: setup
 
 bench: build-rel/devarray
 	./build-rel/devarray bench
+
+# The API reference (Doxygen, from include/devarray.h): build-rel/docs/html/index.html.
+docs: setup
+	@$(CMAKE) -S . -B build-rel -DCMAKE_BUILD_TYPE=Release -DDV_BUILD_TESTS=OFF > /dev/null
+	@$(CMAKE) --build build-rel --target docs
+	@echo "API reference: build-rel/docs/html/index.html"
 
 install: build-rel/devarray
 	$(CMAKE) --install build-rel --prefix $(PREFIX)
