@@ -57,8 +57,12 @@ docs: setup
 	@$(CMAKE) --build build-rel --target docs
 	@echo "API reference: build-rel/docs/html/index.html"
 
-install: build-rel/devarray
-	$(CMAKE) --install build-rel --prefix $(PREFIX)
+# The prefix is given at configure time too, so that the libdir is the GNU
+# one for it (lib/<multiarch> under /usr, lib elsewhere).
+install: setup
+	@$(CMAKE) -S . -B build-rel -DCMAKE_BUILD_TYPE=Release -DDV_BUILD_TESTS=OFF -DCMAKE_INSTALL_PREFIX=$(PREFIX) > /dev/null
+	@$(CMAKE) --build build-rel -j$(JOBS)
+	$(CMAKE) --install build-rel
 
 format:
 	clang-format -i include/*.h src/*/*.c src/*/*.h src/backends/*/*.c tools/*/*.c tests/*.c tests/*.h examples/*.c bench/*.c
