@@ -16,7 +16,7 @@ quiet="--log-level=ERROR"
 # shellcheck disable=SC2086
 cmake -S "$src" -B "$work/build" $quiet -DCMAKE_BUILD_TYPE=Release -DDV_BUILD_TESTS=OFF \
   -DCMAKE_INSTALL_PREFIX="$prefix" >/dev/null
-cmake --build "$work/build" -j2 --target devarray devarray_static devarray_tool >/dev/null
+sh "$src/scripts/build" "$work/build" -j2 --target devarray devarray_static devarray_tool
 cmake --install "$work/build" >/dev/null
 test -f "$prefix/include/devarray.h"
 pc=$(find "$prefix" -name devarray.pc)
@@ -47,7 +47,7 @@ fi
 # shellcheck disable=SC2086
 cmake -S "$src/tests/consumer" -B "$work/consumer" $quiet -DCMAKE_PREFIX_PATH="$prefix" \
   -DEXAMPLE="$example" >/dev/null
-cmake --build "$work/consumer" >/dev/null
+sh "$src/scripts/build" "$work/consumer"
 
 unset LD_LIBRARY_PATH
 export DV_BACKEND=host
