@@ -1182,7 +1182,9 @@ DV_API const char *dv_kernel_name(const dv_kernel *k);
 
 /** Three extents; 0 means 1 in dv_launch_config (so {n} is a 1-D grid). */
 typedef struct dv_dim3 {
-  uint32_t x, y, z;
+  uint32_t x; /**< extent in x */
+  uint32_t y; /**< extent in y */
+  uint32_t z; /**< extent in z */
 } dv_dim3;
 
 /** A launch: grid of blocks, threads per block, dynamic shared bytes, stream. */
@@ -1202,19 +1204,30 @@ typedef enum dv_arg_kind {
 
 /** One kernel argument.  Use the DV_ARG_* constructors. */
 typedef struct dv_arg {
-  dv_arg_kind kind;
+  dv_arg_kind kind;     /**< scalar, array or view */
   dv_type_id type;      /**< scalars: the value's dtype */
   const void *value;    /**< scalars: points at the value (copied at launch) */
   const dv_array *array; /**< arrays: device, mapped or managed memory of the kernel's context */
 } dv_arg;
 
+/* The constructors are C compound literals: they live until the end of the
+ * enclosing block, long enough for the dv_kernel_launch call that uses them
+ * (C only; C++ callers fill dv_arg themselves). */
+/** A scalar `int` (int32) argument. */
 #define DV_ARG_I32(v) ((dv_arg){DV_ARG_SCALAR, DV_INT32, &(int32_t){(v)}, NULL})
+/** A scalar `unsigned` (uint32) argument. */
 #define DV_ARG_U32(v) ((dv_arg){DV_ARG_SCALAR, DV_UINT32, &(uint32_t){(v)}, NULL})
+/** A scalar int64 argument (`dv_i64` in kernels). */
 #define DV_ARG_I64(v) ((dv_arg){DV_ARG_SCALAR, DV_INT64, &(int64_t){(v)}, NULL})
+/** A scalar uint64 argument (`dv_u64` in kernels). */
 #define DV_ARG_U64(v) ((dv_arg){DV_ARG_SCALAR, DV_UINT64, &(uint64_t){(v)}, NULL})
+/** A scalar `float` argument. */
 #define DV_ARG_F32(v) ((dv_arg){DV_ARG_SCALAR, DV_FLOAT32, &(float){(v)}, NULL})
+/** A scalar `double` argument (OpenCL devices need cl_khr_fp64). */
 #define DV_ARG_F64(v) ((dv_arg){DV_ARG_SCALAR, DV_FLOAT64, &(double){(v)}, NULL})
+/** An array for a DV_ARRAY(T, name) parameter. */
 #define DV_ARG_ARRAY(a) ((dv_arg){DV_ARG_ARRAY, DV_BOOL, NULL, (a)})
+/** An array for a DV_VIEW(T, name) parameter (shape and strides too; at most 8 dimensions). */
 #define DV_ARG_VIEW(a) ((dv_arg){DV_ARG_VIEW, DV_BOOL, NULL, (a)})
 
 /**
