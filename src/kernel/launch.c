@@ -165,10 +165,12 @@ static dv_status dv__check_config(const dv_kernel *k, const dv_launch_config *cf
       return dv__error(DV_ERR_LAUNCH_CONFIG,
                        "kernel %s: block.%c = %u exceeds the device's limit of %u threads in %c",
                        k->name, axis[d], block[d], L->max_block[d], axis[d]);
-    if (L->max_grid[d] && grid[d] > L->max_grid[d])
+    /* Block indices are ints in the dialect, whatever the device allows. */
+    uint32_t gmax = L->max_grid[d] && L->max_grid[d] < INT32_MAX ? L->max_grid[d] : INT32_MAX;
+    if (grid[d] > gmax)
       return dv__error(DV_ERR_LAUNCH_CONFIG,
                        "kernel %s: grid.%c = %u exceeds the device's limit of %u blocks in %c",
-                       k->name, axis[d], grid[d], L->max_grid[d], axis[d]);
+                       k->name, axis[d], grid[d], gmax, axis[d]);
   }
   if (L->max_threads_per_block && threads > L->max_threads_per_block)
     return dv__error(DV_ERR_LAUNCH_CONFIG,
@@ -217,6 +219,9 @@ dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nar
   int64_t offsets[DV__KMAXARGS];
   dv_bkview views[DV__KMAXARGS];
   size_t nb = 0;
+  dv_bstream *launch_bs = dv__bstream(ctx, cfg->stream);
+  dv_bstream *others[DV__KMAXARGS];
+  size_t nothers = 0;
   for (size_t i = 0; i < nargs; i++) {
     const dv_arg *a = &args[i];
     switch (a->kind) {
@@ -258,6 +263,13 @@ dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nar
                            "mapped or managed array)", k->name, i,
                            arr->alloc->kind == DV_MEM_PINNED ? "pinned host" : "host");
         offsets[i] = (int64_t)arr->alloc->buf_offset + arr->offset;
+        /* Memory a stream-ordered manager gave to another stream. */
+        if (buf && arr->alloc->kind == DV_MEM_DEVICE && arr->alloc->stream) {
+          dv_bstream *own = dv__bstream(ctx, arr->alloc->stream);
+          bool seen = own == launch_bs;
+          for (size_t j = 0; j < nothers && !seen; j++) seen = others[j] == own;
+          if (!seen) others[nothers++] = own;
+        }
         bargs[nb++] = (dv_barg){DV_BARG_BUFFER, DV_BOOL, buf, NULL, 0};
         bargs[nb++] = (dv_barg){DV_BARG_VALUE, DV_INT64, NULL, &offsets[i], sizeof(int64_t)};
         if (a->kind == DV_ARG_VIEW) {
@@ -284,7 +296,21 @@ dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nar
   bl.dynamic_shared = cfg->dynamic_shared;
   bl.nargs = nb;
   bl.args = bargs;
-  rc = ctx->be->launch(ctx->bst, dv__bstream(ctx, cfg->stream), k->bk, &bl);
+  rc = ctx->be->launch(ctx->bst, launch_bs, k->bk, &bl);
   if (rc) return rc;
+  if (nothers) {
+    /* The memory manager reuses a freed block in the order of the stream it
+     * was allocated for; make that stream's later work wait for this launch,
+     * so a block released while the kernel runs is not handed out early. */
+    dv_bevent *ev = NULL;
+    rc = ctx->be->event_create(ctx->bst, 0, &ev);
+    if (!rc) rc = ctx->be->event_record(ctx->bst, ev, launch_bs);
+    for (size_t j = 0; !rc && j < nothers; j++) rc = ctx->be->event_wait(ctx->bst, others[j], ev);
+    if (ev) {
+      dv_status r2 = ctx->be->event_destroy(ctx->bst, ev);
+      if (!rc) rc = r2;
+    }
+    if (rc) return rc;
+  }
   return dv__sync_if_null(ctx, cfg->stream);
 }
