@@ -837,7 +837,7 @@ static void test_host_checks(void **state) {
   assert_ok(BUILD("divergent.dvk", &m));
   expect_fault(m, "early_return", 64, 0, "divergent.dvk:8", "block (0,0,0)");
   expect_fault(m, "two_sites", 8, 0, "divergent.dvk:15", "thread");
-  expect_fault(m, "loop_count", 8, 0, "divergent.dvk:21", NULL);
+  expect_fault(m, "loop_count", 8, 0, "divergent.dvk:22", NULL);
   expect_fault(m, "shared_oob", 17, 0, "small", NULL);
   expect_fault(m, "dyn_overflow", 8, 64, "dynamic", NULL);
   /* After faults the context still works. */
