@@ -37,17 +37,19 @@ test: setup
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  scripts/run-tests build-asan -j$(JOBS) --output-on-failure --timeout 600
 
-# ThreadSanitizer: the suites that share contexts and streams between threads.
+# ThreadSanitizer: the suites that share contexts and streams between threads
+# (and the host simulator's kernels: fibers, helper threads, streams at once).
 TSAN = TSAN_OPTIONS=halt_on_error=1 scripts/quietly build-tsan/tsan.log
 tsan: setup
 	@$(CONFIGURE) -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_TSAN=ON -DDV_WERROR=ON > /dev/null
-	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool
+	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool test_host_kernels
 	@rm -f build-tsan/tsan.log
 	@$(TSAN) ./build-tsan/tests/test_threads host
 	@$(TSAN) ./build-tsan/tests/test_threads host-pool
 	@$(TSAN) env DV_MODEL_OPS=20000 ./build-tsan/tests/test_pool host
 	@$(TSAN) ./build-tsan/tests/test_streams host
 	@$(TSAN) ./build-tsan/tests/test_memory host
+	@$(TSAN) ./build-tsan/tests/test_host_kernels host
 
 # libFuzzer (clang): views, slicing, reshape, ravel, split on arbitrary layouts; a short run.
 FUZZ_RUNS ?= 200000

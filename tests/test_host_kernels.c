@@ -12,7 +12,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "core/internal.h"
@@ -557,9 +559,6 @@ static const char *src_crash =
 
 static void test_faults_do_not_kill(void **state) {
   (void)state;
-#if HK_TEST_ASAN || HK_TEST_TSAN
-  skip(); /* the sanitizers' own SEGV handling takes over in those builds */
-#endif
   dv_context *c = new_ctx("kernel_check=on", NULL);
   dv_module *m = build_in(c, "crash.dvk", src_crash, NULL);
   dv_array *a = dev_new(c, 64, DV_INT32);
@@ -628,6 +627,63 @@ static void test_local_and_global_overflow(void **state) {
                                    "of argument 0 (`DV_ARRAY(int, a)`)");
   dv_array_release(a);
   finish(c, m); /* the guards were repaired: no corruption left */
+}
+
+/* In an ASan build kernels are instrumented and a buffer's guards are
+ * poisoned while a kernel runs: ASan itself reports both writes (and ends
+ * the process, as ASan does).  Run each in a child process. */
+static int child_scenario(const char *which) {
+  dv_context *c = new_ctx("kernel_check=on", NULL);
+  dv_module *m = build_in(c, "bounds.dvk", src_bounds, NULL);
+  dv_array *a = dev_new(c, 100, DV_INT32);
+  dv_launch_config lc = cfg1(1, 4, 0, NULL);
+  dv_arg args[] = {DV_ARG_ARRAY(a), DV_ARG_I32(strcmp(which, "local") == 0 ? 24 : 100)};
+  dv_status rc = dv_kernel_launch(kernel_of(m, strcmp(which, "local") == 0 ? "local_oob" : "global_oob"),
+                                  &lc, 2, args);
+  printf("child %s: %s: %s\n", which, dv_status_name(rc), dv_last_error());
+  dv_array_release(a);
+  finish(c, m);
+  return 0;
+}
+
+static void test_asan_reports_overflows(void **state) {
+  (void)state;
+#if !HK_TEST_ASAN
+  skip(); /* the ASan build's behaviour; others: test_local_and_global_overflow */
+#else
+  const char *which[2] = {"local", "global"};
+  const char *expect[2] = {"stack-buffer-overflow", "use-after-poison"};
+  for (int i = 0; i < 2; i++) {
+    char out[256];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(out, sizeof out, "%s/hk-child-XXXXXX", tmp ? tmp : "/tmp");
+    int fd = mkstemp(out);
+    assert_true(fd >= 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      setenv("HK_CHILD", which[i], 1);
+      setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+      execl("/proc/self/exe", "test_host_kernels", "host", (char *)NULL);
+      _exit(127);
+    }
+    close(fd);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = 0;
+    fclose(f);
+    unlink(out);
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) != 0) || !strstr(text, expect[i]))
+      fail_msg("%s overflow: the child should die with an ASan %s report; status %d, output:\n%s",
+               which[i], expect[i], st, text);
+  }
+#endif
 }
 
 /* ---- atomics under contention ----------------------------------------------- */
@@ -1107,6 +1163,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_shared_overflow_detected),
       cmocka_unit_test(test_faults_do_not_kill),
       cmocka_unit_test(test_local_and_global_overflow),
+      cmocka_unit_test(test_asan_reports_overflows),
       cmocka_unit_test(test_atomics_contention),
       cmocka_unit_test(test_blocks_in_parallel),
       cmocka_unit_test(test_no_compiler),
@@ -1120,6 +1177,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_image_roundtrip),
       cmocka_unit_test(test_costs),
   };
+  if (getenv("HK_CHILD")) return child_scenario(getenv("HK_CHILD"));
   char *host_argv[] = {argv[0], (char *)"host", NULL};
   if (argc < 2) argc = 2, argv = host_argv;
   return test_main(argc, argv, "host_kernels", tests, sizeof tests / sizeof tests[0]);

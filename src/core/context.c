@@ -51,8 +51,12 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
   bc->host_wave_size = (int)opt[DV_OPT_HOST_WAVE_SIZE].i;
   bc->nvrtc_library = opt[DV_OPT_NVRTC_LIBRARY].s;
   devbuf[0] = 0;
-  if (strcmp(be->name, "opencl") == 0)
-    snprintf(devbuf, cap, "%s", opt[DV_OPT_OPENCL_DEVICE].s);
+  if (strcmp(be->name, "opencl") == 0) {
+    /* A longer selector is cut (and the return value checked, which also
+     * keeps GCC's -Wformat-truncation quiet in -O2 -Werror builds). */
+    int n = snprintf(devbuf, cap, "%s", opt[DV_OPT_OPENCL_DEVICE].s);
+    if (n < 0) devbuf[0] = 0;
+  }
   else if (strcmp(be->name, "cuda") == 0)
     snprintf(devbuf, cap, "%lld", (long long)opt[DV_OPT_CUDA_DEVICE].i);
   bc->device = devbuf;
