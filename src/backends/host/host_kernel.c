@@ -38,9 +38,13 @@
  * barrier (release that wave), or the block is stopped and the launch
  * fails with DV_ERR_KERNEL_FAULT naming the kernel, block, threads and
  * barriers.  Barrier sites are __COUNTER__ values, so two barriers on one
- * line are told apart.  A module whose source (after the dialect header)
- * never names a barrier runs each block's threads one after the other on a
- * single fiber: no switches at all.
+ * line are told apart.  Fibers are made only as needed (HIP-CPU runs a
+ * block's threads plainly until one reaches a barrier): a "runner" fiber
+ * runs thread 0, 1, 2, ... one after the other; when the running thread
+ * stops at a barrier, that fiber stays with it and a new runner goes on
+ * with the next thread.  A kernel without barriers thus costs one fiber
+ * per block and no switch per thread; threads run in the same order as
+ * with one fiber each from the start.
  *
  * Checks.  Static shared arrays get their slot in a per-executor arena on
  * first use in a block, filled with 0xDF (read-before-write shows) and
@@ -528,7 +532,6 @@ struct dv_bmodule {
   unsigned char *cbuf;
   size_t cbytes;
   dv__hthread **(*self_slot)(void);
-  bool barriers; /* the source names a barrier: run blocks' threads as fibers */
   bool check;    /* kernel_check or DV_BUILD_DEBUG */
   pthread_mutex_t lock;
   dv_bkernel *kernels;
@@ -549,17 +552,6 @@ static const char hk_trailer[] =
     "  dv__rt->fault(\"a local array was written past its end (stack protector)\", 0);\n"
     "  __builtin_trap();\n"
     "}\n";
-
-/* Does the user's part of the unit name a barrier?  The dialect header's
- * own text does, so look after its end; without that marker, assume so. */
-static bool hk_uses_barriers(const char *src) {
-  const char *marker = "#endif /* DEVARRAY_KERNEL_H */";
-  const char *p = NULL;
-  for (const char *q = strstr(src, marker); q; q = strstr(q + 1, marker)) p = q;
-  if (!p) return true;
-  p += strlen(marker);
-  return strstr(p, "dv_syncthreads") || strstr(p, "dv_barrier") || strstr(p, "dv_wavebarrier");
-}
 
 static void hk_module_free(dv_bmodule *m) {
   if (!m) return;
@@ -592,7 +584,6 @@ static dv_status hk_load_path(hk_state *k, const dv_build_req *req, const char *
   m->k = k;
   m->name = name;
   m->fd = open(path, O_RDONLY | O_CLOEXEC);
-  m->barriers = hk_uses_barriers(req->source ? req->source : "");
   m->check = k->check || (req->flags & DV_BUILD_DEBUG);
   dv_status rc = DV_OK;
   if (m->fd < 0) {
@@ -1261,13 +1252,22 @@ dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch
 /* Executors: an OS thread that runs blocks                                    */
 /* ========================================================================== */
 
-typedef enum { HK_T_RUN, HK_T_BAR, HK_T_WAVE, HK_T_EXIT, HK_T_FAULT } hk_tstate;
+typedef enum { HK_T_NEW, HK_T_RUN, HK_T_BAR, HK_T_WAVE, HK_T_EXIT, HK_T_FAULT } hk_tstate;
 
+/* A simulated thread of the running block. */
 typedef struct hk_thr {
-  fb_fiber f;
   int state; /* hk_tstate */
   int site, line;
+  int fiber; /* the fiber it runs on */
 } hk_thr;
+
+/* A fiber: a runner (threads one after the other) until its thread waits
+ * at a barrier; from then on that thread's. */
+typedef struct hk_fib {
+  fb_fiber f;
+  bool taken; /* its thread waited at a barrier: run no other thread */
+  bool done;  /* returned (its stack holds nothing) */
+} hk_fib;
 
 typedef struct hk_slot {
   size_t off, bytes;
@@ -1283,7 +1283,8 @@ typedef struct hk_exec {
   size_t nstacks, stride, map_bytes;
   hk_thr *thr;
   dv__hthread *ht;
-  size_t cap; /* entries of thr and ht */
+  hk_fib *fib;
+  size_t cap; /* entries of thr, ht and fib */
   /* Alternate signal stack. */
   void *alt;
   stack_t alt_old;
@@ -1301,9 +1302,11 @@ typedef struct hk_exec {
   hk_job *l;
   dv_bmodule *m;
   uint64_t block;
-  int n, nf; /* threads, fibers */
-  int cur;   /* simulated thread running */
-  hk_thr *running;
+  int n;           /* threads */
+  int nfib;        /* fibers made for this block */
+  int next_thread; /* the next one a runner takes */
+  int cur;         /* simulated thread running */
+  hk_fib *rfib;    /* the fiber running */
   dv__hthread **self;
   sigjmp_buf jb;
   volatile sig_atomic_t in_kernel;
@@ -1327,7 +1330,7 @@ static void hk_unmap_stacks(hk_exec *ex) {
 
 static void hk_exec_free(hk_exec *ex) {
   if (!ex) return;
-  for (size_t i = 0; i < ex->cap; i++) fb_release(&ex->thr[i].f);
+  for (size_t i = 0; i < ex->cap; i++) fb_release(&ex->fib[i].f);
   hk_unmap_stacks(ex);
   if (ex->alt_set) {
     stack_t cur;
@@ -1338,6 +1341,7 @@ static void hk_exec_free(hk_exec *ex) {
   fb_sched_fini(&ex->sched);
   dv__free(ex->thr);
   dv__free(ex->ht);
+  dv__free(ex->fib);
   dv__free(ex->arena);
   dv__free(ex->site_slot);
   dv__free(ex);
@@ -1366,21 +1370,26 @@ static hk_exec *hk_exec_new(hk_state *k) {
   return ex;
 }
 
-/* Room for n simulated threads and nf fiber stacks. */
-static bool hk_exec_reserve(hk_exec *ex, int n, int nf) {
+/* Room for n simulated threads, fibers and fiber stacks. */
+static bool hk_exec_reserve(hk_exec *ex, int n) {
+  int nf = n;
   if ((size_t)n > ex->cap) {
     hk_thr *t = dv__calloc((size_t)n, sizeof *t);
     dv__hthread *h = dv__calloc((size_t)n, sizeof *h);
-    if (!t || !h) {
+    hk_fib *f = dv__calloc((size_t)n, sizeof *f);
+    if (!t || !h || !f) {
       dv__free(t);
       dv__free(h);
+      dv__free(f);
       return false;
     }
-    if (ex->cap) memcpy(t, ex->thr, ex->cap * sizeof *t); /* keeps ThreadSanitizer's fibers */
+    if (ex->cap) memcpy(f, ex->fib, ex->cap * sizeof *f); /* keeps ThreadSanitizer's fibers */
     dv__free(ex->thr);
     dv__free(ex->ht);
+    dv__free(ex->fib);
     ex->thr = t;
     ex->ht = h;
+    ex->fib = f;
     ex->cap = (size_t)n;
   }
   size_t page = ex->k->page;
@@ -1430,10 +1439,9 @@ __attribute__((noreturn, format(printf, 2, 3))) static void hk_fault(hk_exec *ex
   hk_where(ex, where, sizeof where);
   hk_thread_name(ex, ex->cur, who, sizeof who);
   hk_fmt(ex->fault, sizeof ex->fault, "%s, %s: %s", where, who, what);
-  hk_thr *t = ex->running;
-  t->state = HK_T_FAULT;
-  fb_yield(&t->f, true);
-  __builtin_trap(); /* never resumed */
+  ex->thr[ex->cur].state = HK_T_FAULT;
+  fb_yield(&ex->rfib->f, true); /* not `done`: its stack is abandoned */
+  __builtin_trap();             /* never resumed */
 }
 
 /* ---- the runtime the kernels call (dv__rt) -------------------------------- */
@@ -1507,30 +1515,20 @@ static void *hk_rt_dyn_take(size_t *cursor, size_t bytes, size_t align, const ch
   return ex->dyn + c;
 }
 
-static void hk_rt_barrier(int site, int fence, int line) {
-  (void)fence; /* the threads of a block share one OS thread: memory is coherent */
-  hk_exec *ex = hk_cur;
-  if (ex->nf == 1 && ex->n > 1)
-    hk_fault(ex, "reached the barrier at %s:%d, but the program's own source names no barrier "
-             "(a barrier hidden in an included header is not supported)", ex->m->name, line);
-  hk_thr *t = ex->running;
-  t->state = HK_T_BAR;
+static void hk_wait(hk_exec *ex, int state, int site, int line) {
+  hk_thr *t = &ex->thr[ex->cur];
+  t->state = state;
   t->site = site;
   t->line = line;
-  fb_yield(&t->f, false);
+  fb_yield(&ex->rfib->f, false);
 }
 
-static void hk_rt_wavebarrier(int site, int line) {
-  hk_exec *ex = hk_cur;
-  if (ex->nf == 1 && ex->n > 1)
-    hk_fault(ex, "reached the wave barrier at %s:%d, but the program's own source names no "
-             "barrier", ex->m->name, line);
-  hk_thr *t = ex->running;
-  t->state = HK_T_WAVE;
-  t->site = site;
-  t->line = line;
-  fb_yield(&t->f, false);
+static void hk_rt_barrier(int site, int fence, int line) {
+  (void)fence; /* the threads of a block share one OS thread: memory is coherent */
+  hk_wait(hk_cur, HK_T_BAR, site, line);
 }
+
+static void hk_rt_wavebarrier(int site, int line) { hk_wait(hk_cur, HK_T_WAVE, site, line); }
 
 static int hk_rt_wave_size(void) { return hk_cur->k->wave; }
 
@@ -1551,29 +1549,24 @@ static const dv__host_rt hk_rt = {
     .fault = hk_rt_fault,
 };
 
-/* ---- fibers' bodies ------------------------------------------------------- */
+/* ---- the runner: threads one after the other -------------------------------- */
 
-static void hk_fiber_main(void *arg) {
-  hk_thr *t = arg;
+static void hk_runner_main(void *arg) {
+  hk_fib *fb = arg;
   hk_exec *ex = hk_cur;
   hk_job *l = ex->l;
-  ffi_call(&l->cif, l->kern->fn, NULL, l->values);
-  t->state = HK_T_EXIT;
-  fb_yield(&t->f, true);
-}
-
-/* A module without barriers: the block's threads one after the other. */
-static void hk_plain_main(void *arg) {
-  hk_thr *t = arg;
-  hk_exec *ex = hk_cur;
-  hk_job *l = ex->l;
-  for (int i = 0; i < ex->n; i++) {
+  while (!fb->taken && ex->next_thread < ex->n) {
+    int i = ex->next_thread++;
+    hk_thr *t = &ex->thr[i];
+    t->fiber = (int)(fb - ex->fib);
+    t->state = HK_T_RUN;
     ex->cur = i;
     *ex->self = &ex->ht[i];
     ffi_call(&l->cif, l->kern->fn, NULL, l->values);
+    t->state = HK_T_EXIT;
   }
-  t->state = HK_T_EXIT;
-  fb_yield(&t->f, true);
+  fb->done = true;
+  fb_yield(&fb->f, true);
 }
 
 /* ---- the block scheduler -------------------------------------------------- */
@@ -1660,22 +1653,42 @@ static void hk_divergence(hk_exec *ex, int lo, int hi, const char *what) {
 /* Run the fibers of the block until all have returned.  0: done; 1: fault
  * (ex->fault says what). */
 static int hk_schedule(hk_exec *ex) {
-  const int n = ex->n, nf = ex->nf, W = ex->k->wave;
+  const int n = ex->n, W = ex->k->wave;
   const bool check = ex->m->check;
+  /* First every thread runs, in order, on runners made as they are needed. */
+  while (ex->next_thread < n) {
+    hk_fib *fb = &ex->fib[ex->nfib];
+    fb->taken = fb->done = false;
+    if (fb_prepare(&fb->f, &ex->sched, ex->stacks + (size_t)ex->nfib * ex->stride + ex->k->page,
+                   ex->k->fiber_stack, hk_runner_main, fb) != 0) {
+      int w = hk_where(ex, ex->fault, sizeof ex->fault);
+      if (w > 0 && (size_t)w < sizeof ex->fault)
+        hk_fmt(ex->fault + w, sizeof ex->fault - (size_t)w, ": cannot set up a fiber");
+      fb->done = true;
+      return 1;
+    }
+    ex->nfib++;
+    ex->rfib = fb;
+    ex->in_kernel = 1;
+    fb_resume(&ex->sched, &fb->f);
+    ex->in_kernel = 0;
+    if (ex->thr[ex->cur].state == HK_T_FAULT) return 1;
+    if (!fb->done) fb->taken = true; /* its thread waits at a barrier */
+  }
   for (;;) {
-    for (int i = 0; i < nf; i++) {
+    for (int i = 0; i < n; i++) {
       hk_thr *t = &ex->thr[i];
       if (t->state != HK_T_RUN) continue;
       ex->cur = i;
-      ex->running = t;
+      ex->rfib = &ex->fib[t->fiber];
       *ex->self = &ex->ht[i];
       ex->in_kernel = 1;
-      fb_resume(&ex->sched, &t->f);
+      fb_resume(&ex->sched, &ex->rfib->f);
       ex->in_kernel = 0;
       if (t->state == HK_T_FAULT) return 1;
     }
     int nbar = 0, nwave = 0;
-    for (int i = 0; i < nf; i++) {
+    for (int i = 0; i < n; i++) {
       nbar += ex->thr[i].state == HK_T_BAR;
       nwave += ex->thr[i].state == HK_T_WAVE;
     }
@@ -1789,13 +1802,12 @@ static void hk_launch_fail(hk_job *l, uint64_t block, const char *msg) {
 
 static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   const int n = l->nthreads;
-  const int nf = l->kern->m->barriers ? n : 1;
-  if (!hk_exec_reserve(ex, n, nf)) {
+  if (!hk_exec_reserve(ex, n)) {
     pthread_mutex_lock(&l->em);
     if (!l->err) {
       l->err = DV_ERR_HOST_OUT_OF_MEMORY;
       hk_fmt(l->msg, sizeof l->msg, "kernel %s: no memory for %d fiber stacks of %zu bytes",
-               l->kern->name, nf, ex->k->fiber_stack);
+               l->kern->name, n, ex->k->fiber_stack);
     }
     pthread_mutex_unlock(&l->em);
     atomic_store(&l->abort, 1);
@@ -1805,7 +1817,8 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   ex->m = l->kern->m;
   ex->block = b;
   ex->n = n;
-  ex->nf = nf;
+  ex->nfib = 0;
+  ex->next_thread = 0;
   unsigned bc[3];
   hk_coords(b, l->grid, bc);
   for (int i = 0; i < n; i++) {
@@ -1833,20 +1846,11 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   ex->arena_used = l->dyn + HK_REDZONE;
   ex->self = ex->m->self_slot();
   ex->fault[0] = 0;
-  for (int i = 0; i < nf; i++) {
-    hk_thr *t = &ex->thr[i];
-    t->state = HK_T_RUN;
-    if (fb_prepare(&t->f, &ex->sched, ex->stacks + (size_t)i * ex->stride + ex->k->page,
-                   ex->k->fiber_stack, nf == 1 ? hk_plain_main : hk_fiber_main, t) != 0) {
-      for (int j = 0; j < i; j++) ex->thr[j].state = HK_T_EXIT;
-      hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: cannot set up a fiber", l->kern->name);
-      hk_launch_fail(l, b, ex->fault);
-      return;
-    }
-  }
+  for (int i = 0; i < n; i++) ex->thr[i].state = HK_T_NEW, ex->thr[i].fiber = -1;
+  ex->cur = 0;
   int rc = hk_schedule_guarded(ex);
-  for (int i = 0; i < nf; i++)
-    if (ex->thr[i].state != HK_T_EXIT) fb_abandon(&ex->thr[i].f);
+  for (int f = 0; f < ex->nfib; f++)
+    if (!ex->fib[f].done) fb_abandon(&ex->fib[f].f);
   *ex->self = NULL;
   if (rc) hk_launch_fail(l, b, ex->fault);
 }
@@ -1876,7 +1880,7 @@ static void hk_on_signal(int sig, siginfo_t *si, void *uc) {
     ex->sig = sig;
     ex->sig_code = si ? si->si_code : 0;
     ex->sig_addr = si ? si->si_addr : NULL;
-    fb_escape(&ex->running->f);
+    fb_escape(&ex->rfib->f);
     siglongjmp(ex->jb, 1);
   }
   /* Not ours: whoever handled it before. */
