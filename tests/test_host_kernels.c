@@ -1096,6 +1096,49 @@ static void test_image_roundtrip(void **state) {
   finish(c, NULL);
 }
 
+/* Every host allocation on the way (build, kernel lookup, launch, the
+ * executor a stream worker sets up, a shared array's first use) fails in
+ * turn: each failure is a clean status and leaks nothing (ASan build). */
+static void test_host_alloc_failures(void **state) {
+  (void)state;
+  bool clean = false;
+  int fired = 0;
+  for (uint64_t k = 1; k < 2000 && !clean; k++) {
+    /* A fresh context each time: its worker and helper threads set up
+     * their executors at its first launch. */
+    dv_context *c = new_ctx(NULL, NULL);
+    dv_array *a = dev_new(c, 3 * 256, DV_INT32);
+    dv_program *p = NULL;
+    assert_ok(dv_program_create(c, "reverse.dvk", src_reverse, &p));
+    assert_ok(dv_fault_inject(c, DV_FAULT_HOST_ALLOC, k));
+    dv_module *m = NULL;
+    dv_kernel *kn = NULL;
+    dv_status rc = dv_program_build(p, DV_BUILD_NO_CACHE, &m);
+    if (!rc) rc = dv_module_kernel(m, "reverse", &kn);
+    if (!rc) {
+      dv_launch_config lc = cfg1(3, 256, 0, NULL);
+      dv_arg args[] = {DV_ARG_ARRAY(a)};
+      rc = dv_kernel_launch(kn, &lc, 1, args);
+    }
+    bool pending = dv__fault_host_pending();
+    assert_ok(dv_fault_inject(c, DV_FAULT_HOST_ALLOC, 0));
+    /* A failure is reported, never swallowed. */
+    if (rc == DV_OK && !pending) fail_msg("k=%llu: an allocation failed but all succeeded",
+                                          (unsigned long long)k);
+    clean = rc == DV_OK;
+    if (rc != DV_OK && rc != DV_ERR_HOST_OUT_OF_MEMORY && rc != DV_ERR_KERNEL_FAULT)
+      fail_msg("k=%llu: %s: %s", (unsigned long long)k, dv_status_name(rc), dv_last_error());
+    if (rc == DV_ERR_KERNEL_FAULT) assert_contains(dv_last_error(), "out of host memory");
+    fired += rc != DV_OK;
+    dv_module_release(m);
+    dv_program_destroy(p);
+    dv_array_release(a);
+    finish(c, NULL);
+  }
+  assert_true(clean);
+  assert_true(fired > 5);
+}
+
 /* ---- cost (informational; DV_HK_BENCH=1 prints) -------------------------------- */
 
 static double now_s(void) {
@@ -1178,6 +1221,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_streams_concurrently),
       cmocka_unit_test(test_native_and_wrap),
       cmocka_unit_test(test_image_roundtrip),
+      cmocka_unit_test(test_host_alloc_failures),
       cmocka_unit_test(test_costs),
   };
   if (getenv("HK_CHILD")) return child_scenario(getenv("HK_CHILD"));

@@ -268,10 +268,16 @@ static bool hk_executable(const char *path) {
   return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && access(path, X_OK) == 0;
 }
 
-/* The full path of program `prog` (as execvp would find it), or NULL. */
+/* The full path of program `prog` (as execvp would find it), or NULL
+ * (errno ENOMEM: found, but no memory for the path). */
 static char *hk_which(const char *prog) {
+  errno = 0;
   if (!*prog) return NULL;
-  if (strchr(prog, '/')) return hk_executable(prog) ? dv__strdup(prog) : NULL;
+  if (strchr(prog, '/')) {
+    char *r = hk_executable(prog) ? dv__strdup(prog) : NULL;
+    if (!r && hk_executable(prog)) errno = ENOMEM;
+    return r;
+  }
   const char *path = getenv("PATH");
   if (!path || !*path) path = "/usr/local/bin:/usr/bin:/bin";
   char buf[4096];
@@ -279,7 +285,11 @@ static char *hk_which(const char *prog) {
     const char *e = strchr(path, ':');
     size_t len = e ? (size_t)(e - path) : strlen(path);
     int k = snprintf(buf, sizeof buf, "%.*s/%s", (int)len, len ? path : ".", prog);
-    if (k > 0 && (size_t)k < sizeof buf && hk_executable(buf)) return dv__strdup(buf);
+    if (k > 0 && (size_t)k < sizeof buf && hk_executable(buf)) {
+      char *r = dv__strdup(buf);
+      if (!r) errno = ENOMEM;
+      return r;
+    }
     if (!e) break;
     path = e + 1;
   }
@@ -322,6 +332,7 @@ static char *hk_read_file(const char *path, size_t *size) {
   }
   size_t n = (size_t)sb.st_size;
   char *buf = dv__malloc(n + 1);
+  if (!buf) errno = ENOMEM;
   size_t got = 0;
   while (buf && got < n) {
     ssize_t r = read(fd, buf + got, n - got);
@@ -330,7 +341,10 @@ static char *hk_read_file(const char *path, size_t *size) {
     got += (size_t)r;
   }
   close(fd);
-  if (!buf) return NULL;
+  if (!buf) {
+    errno = ENOMEM;
+    return NULL;
+  }
   buf[got] = 0;
   if (size) *size = got;
   return buf;
@@ -400,6 +414,7 @@ static dv_status hk_probe_compiler(hk_state *k) {
     if (w > 0 && tn + (size_t)w < sizeof tried) tn += (size_t)w;
     if (nwords == 0) continue;
     path = hk_which(words[0]);
+    if (!path && errno == ENOMEM) oom = true;
   }
   if (oom || !path) {
     hk_free_words(words);
@@ -419,6 +434,7 @@ static dv_status hk_probe_compiler(hk_state *k) {
 
   /* Identity: path, first line of --version, -dumpmachine, flags. */
   char dir[512], out[600], version[256] = "?", machine[128] = "?";
+  bool probe_oom = false;
   if (hk_tempdir(dir, sizeof dir)) {
     hk_path(out, sizeof out, dir, "probe.txt");
     const char *what[2] = {"--version", "-dumpmachine"};
@@ -432,11 +448,14 @@ static dv_status hk_probe_compiler(hk_state *k) {
       argv[a] = NULL;
       int code = -1;
       if (hk_spawn(argv, out, &code) == 0 && code == 0) {
+        errno = 0;
         char *txt = hk_read_file(out, NULL);
         if (txt) {
           size_t l = strcspn(txt, "\n");
           snprintf(dst[i], cap[i], "%.*s", (int)l, txt);
           dv__free(txt);
+        } else if (errno == ENOMEM) {
+          probe_oom = true; /* not an identity to keep */
         }
       }
     }
@@ -445,7 +464,7 @@ static dv_status hk_probe_compiler(hk_state *k) {
   }
   size_t need = 64 + strlen(path) + strlen(version) + strlen(machine) + strlen(k->cflags) +
                 strlen(k->cc_option);
-  char *ident = dv__malloc(need);
+  char *ident = probe_oom ? NULL : dv__malloc(need);
   if (!ident) {
     hk_free_words(words);
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot record the compiler's identity");
@@ -693,8 +712,9 @@ dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out
                    argv[0], strerror(e));
     goto done;
   }
+  errno = 0;
   logtxt = hk_read_file(out_path, NULL);
-  if (!logtxt) logtxt = dv__strdup("");
+  if (!logtxt && errno != ENOMEM) logtxt = dv__strdup("");
   if (!logtxt) {
     rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot read the compiler's log");
     goto done;
@@ -708,9 +728,12 @@ dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out
   }
   if (image) {
     size_t n = 0;
+    errno = 0;
     char *bytes = hk_read_file(so, &n);
     if (!bytes) {
-      rc = dv__error(DV_ERR_DRIVER, "host simulator: cannot read the compiled module %s", so);
+      rc = errno == ENOMEM
+               ? dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "no memory for the compiled module's image")
+               : dv__error(DV_ERR_DRIVER, "host simulator: cannot read the compiled module %s", so);
       goto done;
     }
     *image = bytes;
@@ -1970,7 +1993,18 @@ static void *hk_helper(void *arg) {
     job->active++;
     pthread_mutex_unlock(&k->pm);
     hk_exec *ex = hk_exec_here(k);
-    if (ex) hk_run_blocks(ex, job);
+    if (ex) {
+      hk_run_blocks(ex, job);
+    } else {
+      pthread_mutex_lock(&job->em);
+      if (!job->err) {
+        job->err = DV_ERR_HOST_OUT_OF_MEMORY;
+        hk_fmt(job->msg, sizeof job->msg, "kernel %s: no memory to set up a helper thread",
+               job->kern->name);
+      }
+      pthread_mutex_unlock(&job->em);
+      atomic_store(&job->abort, 1);
+    }
     pthread_mutex_lock(&k->pm);
     if (--job->active == 0) pthread_cond_broadcast(&k->pdone);
   }
@@ -1979,21 +2013,31 @@ static void *hk_helper(void *arg) {
   return NULL;
 }
 
-/* Start the helpers once (one per extra core, at least one). */
-static void hk_pool_start(hk_state *k) {
+/* Start the helpers once (one per extra core, at least one, so that blocks
+ * can wait for each other even on one core).  False: no memory (try again
+ * at the next launch). */
+static bool hk_pool_start(hk_state *k) {
+  bool ok = true;
   pthread_mutex_lock(&k->pm);
   if (!k->pool_started && !k->stop) {
-    k->pool_started = true;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int want = ncpu > 1 ? (int)ncpu - 1 : 1;
     if (want > 63) want = 63;
     k->helpers = dv__calloc((size_t)want, sizeof *k->helpers);
-    for (int i = 0; k->helpers && i < want; i++) {
-      if (pthread_create(&k->helpers[i], NULL, hk_helper, k) != 0) break;
+    ok = k->helpers != NULL;
+    k->pool_started = ok;
+    for (int i = 0; ok && i < want; i++) {
+      int e = pthread_create(&k->helpers[i], NULL, hk_helper, k);
+      if (e) {
+        dv__log(DV_LOG_WARN, "host simulator: %d of %d kernel helper threads started: %s",
+                k->nhelpers, want, strerror(e));
+        break;
+      }
       k->nhelpers++;
     }
   }
   pthread_mutex_unlock(&k->pm);
+  return ok;
 }
 
 DV_NO_ASAN static void hk_guard_fill(unsigned char *p, size_t n) {
@@ -2061,7 +2105,12 @@ dv_status hk_run(hk_job *l, char *msg, size_t cap) {
   hk_guards_begin(l);
   bool posted = false;
   if (l->nblocks > 1) {
-    hk_pool_start(k);
+    if (!hk_pool_start(k)) {
+      hk_guards_end(l, false);
+      snprintf(msg, cap, "kernel %s: no memory to start the host simulator's helper threads",
+               l->kern->name);
+      return DV_ERR_HOST_OUT_OF_MEMORY;
+    }
     pthread_mutex_lock(&k->pm);
     if (k->nhelpers > 0) {
       uint64_t want = l->nblocks - 1 < (uint64_t)k->nhelpers ? l->nblocks - 1 : (uint64_t)k->nhelpers;
