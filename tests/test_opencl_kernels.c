@@ -1,8 +1,9 @@
 /*
  * White-box tests of the OpenCL backend's kernel methods (opencl_kernel.c),
  * called through the backend table with hand-made build requests: the
- * translation unit is <devarray/kernel.h> + a prelude + `#line 1 "name"` +
- * the kernel source, as the kernel layer makes it.  Run on PoCL in CI.
+ * translation unit is <devarray/kernel.h> (as embedded in the library) + a
+ * prelude + `#line 1 "name"` + the kernel source, as the kernel layer makes
+ * it.  Run on PoCL in CI.
  *
  * Every barrier here is reached by the whole work-group: PoCL 3.1 crashes
  * the process on a divergent barrier, so no test ever launches one.
@@ -19,32 +20,15 @@
 
 /* ---- helpers --------------------------------------------------------------------- */
 
-static char *g_kernel_h; /* include/devarray/kernel.h, read once */
-
-static char *read_file(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  rewind(f);
-  char *b = malloc((size_t)n + 1);
-  if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-    free(b);
-    b = NULL;
-  }
-  if (b) b[n] = 0;
-  fclose(f);
-  return b;
-}
+/* include/devarray/kernel.h as the library embeds it. */
+extern const char dv__kernel_header[];
 
 /* The translation unit: dialect header, prelude, #line, user source. */
 static char *make_tu(const char *name, const char *prelude, const char *src) {
-  if (!g_kernel_h) g_kernel_h = read_file(DV_KERNEL_H_PATH);
-  assert_non_null(g_kernel_h);
-  size_t n = strlen(g_kernel_h) + strlen(prelude) + strlen(name) + strlen(src) + 64;
+  size_t n = strlen(dv__kernel_header) + strlen(prelude) + strlen(name) + strlen(src) + 64;
   char *tu = malloc(n);
   assert_non_null(tu);
-  snprintf(tu, n, "%s\n%s\n#line 1 \"%s\"\n%s", g_kernel_h, prelude, name, src);
+  snprintf(tu, n, "%s\n%s\n#line 1 \"%s\"\n%s", dv__kernel_header, prelude, name, src);
   return tu;
 }
 
@@ -1021,13 +1005,6 @@ static void test_launch_threads(void **state) {
   assert_ok(BE->module_unload(BST, m));
 }
 
-static int suite_teardown(void **state) {
-  (void)state;
-  free(g_kernel_h);
-  g_kernel_h = NULL;
-  return 0;
-}
-
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "opencl") != 0) {
     printf("SKIPPED: suite opencl_kernels on backend %s: OpenCL-only tests\n", argv[1]);
@@ -1039,7 +1016,5 @@ int main(int argc, char **argv) {
       T(test_argument_errors),  T(test_binary_roundtrip),  T(test_native_roundtrip),     T(test_strided_kernel),
       T(test_launch_threads),
   };
-  int rc = test_main(argc, argv, "opencl_kernels", tests, sizeof tests / sizeof tests[0]);
-  suite_teardown(NULL);
-  return rc;
+  return test_main(argc, argv, "opencl_kernels", tests, sizeof tests / sizeof tests[0]);
 }

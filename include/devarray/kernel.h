@@ -1,5 +1,5 @@
 /*
- * devarray/kernel.h — the kernel dialect: one kernel source that compiles as
+ * devarray/kernel.h -- the kernel dialect: one kernel source that compiles as
  * CUDA C++ (NVRTC), OpenCL C 1.2+ (clBuildProgram) and C11 (the host
  * simulator, with the system C compiler).
  *

@@ -58,6 +58,11 @@ void dv__alloc_release(dv_alloc *a) {
     a->reg_count = 0;
     dv__unregister_now(a);
   }
+  if (a->foreign) {
+    dv_status frc = dv__foreign_release(a); /* it owns the record now */
+    if (frc) dv__log(DV_LOG_ERROR, "releasing wrapped memory: %s", dv_last_error());
+    return;
+  }
   if (a->owned) {
     dv_status rc = DV_OK;
     switch (a->kind) {
@@ -94,7 +99,7 @@ void dv__alloc_release(dv_alloc *a) {
   dv__free(a);
 }
 
-static dv_alloc *dv__alloc_new(dv_context *ctx, dv_memory_kind kind) {
+dv_alloc *dv__alloc_new(dv_context *ctx, dv_memory_kind kind) {
   dv_alloc *a = dv__calloc(1, sizeof *a);
   if (!a) return NULL;
   atomic_store(&a->refs, 1);

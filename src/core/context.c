@@ -145,11 +145,14 @@ fail_backend:
 dv_status dv_context_destroy(dv_context *ctx) {
   if (!ctx) return DV_OK;
   int64_t arrays = atomic_load(&ctx->live_arrays), streams = atomic_load(&ctx->live_streams),
-          events = atomic_load(&ctx->live_events), scopes = atomic_load(&ctx->live_scopes);
-  if (arrays || streams || events || scopes)
+          events = atomic_load(&ctx->live_events), scopes = atomic_load(&ctx->live_scopes),
+          modules = atomic_load(&ctx->live_modules);
+  if (arrays || streams || events || scopes || modules)
     return dv__error(DV_ERR_BUSY,
-                     "context still has %lld array(s), %lld stream(s), %lld event(s), %lld scope(s)",
-                     (long long)arrays, (long long)streams, (long long)events, (long long)scopes);
+                     "context still has %lld array(s), %lld stream(s), %lld event(s), %lld scope(s), "
+                     "%lld kernel module(s)",
+                     (long long)arrays, (long long)streams, (long long)events, (long long)scopes,
+                     (long long)modules);
   dv_status rc = ctx->be->stream_sync(ctx->bst, ctx->default_stream.bs);
   pthread_mutex_lock(&ctx->lock);
   ctx->defer_depth = 0; /* destruction runs every pending free */
@@ -250,4 +253,18 @@ dv_status dv__check_order(char order) {
 dv_status dv__sync_if_null(dv_context *ctx, dv_stream *s) {
   if (s) return DV_OK;
   return ctx->be->stream_sync(ctx->bst, ctx->default_stream.bs);
+}
+
+dv_status dv_context_native(dv_context *ctx, void **context, void **device) {
+  if (context) *context = NULL;
+  if (device) *device = NULL;
+  DV_CHECK_NULL(ctx);
+  if (!ctx->be->native_context)
+    return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend has no native context", ctx->be->name);
+  void *c = NULL, *d = NULL;
+  dv_status rc = ctx->be->native_context(ctx->bst, &c, &d);
+  if (rc) return rc;
+  if (context) *context = c;
+  if (device) *device = d;
+  return DV_OK;
 }

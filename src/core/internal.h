@@ -199,6 +199,7 @@ struct dv_context {
   dv_stream legacy_stream, per_thread_stream; /* borrowed; see dv_context_legacy_stream */
 
   _Atomic int64_t live_arrays, live_streams, live_events, live_scopes, live_allocs;
+  _Atomic int64_t live_modules; /* kernel modules (src/kernel) */
 };
 
 static inline dv_bstream *dv__bstream(dv_context *ctx, dv_stream *s) {
@@ -236,6 +237,9 @@ typedef struct dv_alloc {
   int reg_count;       /* dv_array_register / scopes holding it */
   pthread_mutex_t reg_lock;
   dv_array *keep;      /* a host array kept alive by a mapped device view */
+  bool foreign;        /* device memory wrapped by dv_device_array_wrap */
+  dv_release_fn release; /* foreign: called once the memory is no longer used */
+  void *release_user;
 } dv_alloc;
 
 struct dv_array {
@@ -256,6 +260,10 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
                            const dv_dtype *dtype, const int64_t *strides, char order,
                            unsigned flags, dv_stream *stream, dv_array **out);
 void dv__alloc_release(dv_alloc *a);
+/* A new allocation record of `kind` (one reference, nothing allocated). */
+dv_alloc *dv__alloc_new(dv_context *ctx, dv_memory_kind kind);
+/* Queued destruction of a foreign allocation (array/foreign.c). */
+dv_status dv__foreign_release(dv_alloc *a);
 static inline bool dv__is_host_side(const dv_array *a) {
   return a->alloc->kind != DV_MEM_DEVICE && a->alloc->kind != DV_MEM_MANAGED;
 }

@@ -189,3 +189,17 @@ dv_status dv_event_elapsed_ms(dv_event *start, dv_event *end, float *ms) {
   if (rc) return rc;
   return start->ctx->be->event_elapsed(start->ctx->bst, start->be, end->be, ms);
 }
+
+dv_status dv_stream_native(dv_stream *s, void **handle) {
+  DV_CHECK_NULL(handle);
+  *handle = NULL;
+  DV_CHECK_NULL(s);
+  dv_context *ctx = s->ctx;
+  if (!ctx->be->native_stream)
+    return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend has no native streams", ctx->be->name);
+  void *h = NULL;
+  dv_status rc = ctx->be->native_stream(ctx->bst, s->bs, &h);
+  if (rc) return rc;
+  *handle = h;
+  return DV_OK;
+}

@@ -36,7 +36,10 @@
 #include "opencl_internal.h"
 
 #if DV_HAVE_OPENCL_HEADERS
-#include "dv_embedded_opencl.h"
+#include "../../kernel/kernel_internal.h" /* dv__kernel_header */
+
+/* src/kernel/copy_kernels.dvk, embedded at build time. */
+extern const char dv__copy_kernels_source[];
 
 /* OpenCL 2.1 names (the headers hide them below CL_TARGET_OPENCL_VERSION 210). */
 #define CLK_DEVICE_MAX_NUM_SUB_GROUPS 0x105C
@@ -884,13 +887,13 @@ static dv_status clk_copy_module(cl_state *st, dv_bmodule **out) {
   pthread_mutex_lock(&st->kmu);
   if (!st->copy_mod && st->copy_status == DV_OK) {
     static const char line[] = "\n#line 1 \"copy_kernels.dvk\"\n";
-    size_t n = strlen(dv__cl_kernel_h) + strlen(line) + strlen(dv__cl_copy_kernels) + 1;
+    size_t n = strlen(dv__kernel_header) + strlen(line) + strlen(dv__copy_kernels_source) + 1;
     char *tu = dv__malloc(n);
     dv_status rc;
     if (!tu) {
       rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the copy kernels' source");
     } else {
-      snprintf(tu, n, "%s%s%s", dv__cl_kernel_h, line, dv__cl_copy_kernels);
+      snprintf(tu, n, "%s%s%s", dv__kernel_header, line, dv__copy_kernels_source);
       dv_build_req req = {.name = "copy_kernels.dvk", .source = tu, .options = ""};
       rc = dv__clk_module_build(st, &req, &st->copy_mod, NULL, NULL, NULL);
       dv__free(tu);

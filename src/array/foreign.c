@@ -1,0 +1,112 @@
+/*
+ * The array layer's edge to memory devarray did not allocate: native
+ * handles of arrays, and arrays over foreign device memory.  A foreign
+ * allocation is a borrowed block: nothing else in the library knows it is
+ * foreign except its release, which drops the backend's wrapper and calls
+ * the owner's release function instead of freeing.
+ */
+#include <string.h>
+
+#include "../core/internal.h"
+
+dv_status dv_array_native(const dv_array *a, void **buffer, size_t *offset) {
+  if (buffer) *buffer = NULL;
+  if (offset) *offset = 0;
+  DV_CHECK_NULL(a);
+  dv_context *ctx = a->alloc->ctx;
+  dv_memory_kind k = a->alloc->kind;
+  if (k != DV_MEM_DEVICE && k != DV_MEM_MANAGED && k != DV_MEM_MAPPED)
+    return dv__error(DV_ERR_MISUSE, "dv_array_native: a host array has no device memory");
+  if (!a->alloc->buf) {
+    /* An empty array owns no memory. */
+    return DV_OK;
+  }
+  if (!ctx->be->native_buffer)
+    return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend has no native buffers", ctx->be->name);
+  void *nat = NULL;
+  dv_status rc = ctx->be->native_buffer(ctx->bst, a->alloc->buf, &nat);
+  if (rc) return rc;
+  if (buffer) *buffer = nat;
+  if (offset) *offset = a->alloc->buf_offset + (size_t)a->offset;
+  return DV_OK;
+}
+
+/* Runs at a flush: queued work may still read the memory, so wait for the
+ * device before handing it back to its owner.  The allocation record is the
+ * queue entry (as for device frees). */
+static dv_status dv__dtor_foreign(dv_context *ctx, void *handle, void *aux) {
+  (void)aux;
+  dv_alloc *a = handle;
+  dv_status rc = ctx->be->stream_sync(ctx->bst, NULL);
+  dv_status r2 = a->buf ? ctx->be->buffer_unwrap(ctx->bst, a->buf) : DV_OK;
+  if (a->release) a->release(a->release_user);
+  dv__free(a);
+  return rc ? rc : r2;
+}
+
+dv_status dv__foreign_release(dv_alloc *a) {
+  dv_context *ctx = a->ctx;
+  pthread_mutex_destroy(&a->reg_lock);
+  atomic_fetch_sub(&ctx->live_allocs, 1);
+  return dv__defer_free(ctx, true, dv__dtor_foreign, a, NULL, 0);
+}
+
+dv_status dv_device_array_wrap(dv_context *ctx, void *buffer, size_t offset, size_t bytes,
+                               int ndim, const int64_t *shape, const dv_dtype *dtype,
+                               const int64_t *strides, dv_release_fn release, void *user,
+                               dv_array **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  DV_CHECK_NULL(ctx);
+  DV_CHECK_NULL(buffer);
+  DV_CHECK_NULL(dtype);
+  if (ndim < 0 || ndim > DV_MAXDIMS)
+    return dv__error(DV_ERR_BAD_SHAPE, "ndim %d is outside 0..%d", ndim, DV_MAXDIMS);
+  if (ndim > 0 && !shape) return dv__error(DV_ERR_NULL_ARGUMENT, "shape is NULL");
+  if (!ctx->be->buffer_wrap)
+    return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend cannot wrap foreign memory",
+                     ctx->be->name);
+  for (int d = 0; d < ndim; d++)
+    if (shape[d] < 0) return dv__error(DV_ERR_BAD_SHAPE, "shape[%d] = %lld is negative", d, (long long)shape[d]);
+  int64_t st[DV_MAXDIMS];
+  int64_t isz = (int64_t)dtype->itemsize;
+  dv_status rc;
+  if (strides) {
+    memcpy(st, strides, (size_t)ndim * sizeof *st);
+  } else {
+    rc = dv__layout_dense(ndim, shape, isz, 'C', st);
+    if (rc) return rc;
+  }
+  int64_t lo = 0, hi = 0;
+  rc = dv__layout_extent(ndim, shape, st, isz, &lo, &hi);
+  if (rc) return rc;
+  if (offset > (size_t)INT64_MAX || (int64_t)offset + lo < 0 ||
+      (hi > 0 && (uint64_t)((int64_t)offset + hi) > bytes))
+    return dv__error(DV_ERR_BAD_STRIDES,
+                     "the layout reaches bytes [%lld, %lld) of a %zu-byte buffer (offset %zu)",
+                     (long long)((int64_t)offset + lo), (long long)((int64_t)offset + hi), bytes,
+                     offset);
+  void *buf = NULL;
+  rc = ctx->be->buffer_wrap(ctx->bst, buffer, bytes, &buf);
+  if (rc) return rc;
+  dv_alloc *a = dv__alloc_new(ctx, DV_MEM_DEVICE);
+  if (!a) {
+    ctx->be->buffer_unwrap(ctx->bst, buf);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate an allocation record");
+  }
+  a->owned = false;
+  a->foreign = true;
+  a->buf = buf;
+  a->bytes = bytes;
+  a->release = release;
+  a->release_user = user;
+  rc = dv__array_new(a, dtype, ndim, shape, st, (int64_t)offset, out);
+  if (rc) {
+    /* Undo without calling the owner's release: the call failed. */
+    a->release = NULL;
+    dv__alloc_release(a);
+    return rc;
+  }
+  dv__alloc_release(a); /* the descriptor holds it */
+  return DV_OK;
+}

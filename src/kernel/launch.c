@@ -1,0 +1,316 @@
+/*
+ * Modules, kernels and launches.  A launch is checked here against the
+ * device's limits and the kernel's attributes before anything is queued,
+ * its arguments are lowered to the backend's form (an array becomes its
+ * buffer, the byte offset of element 0, and for DV_VIEW its shape and
+ * strides), and the backend queues it on the stream like a copy.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernel_internal.h"
+
+/* ---- modules ------------------------------------------------------------------- */
+
+dv_module *dv_module_retain(dv_module *m) {
+  if (m) atomic_fetch_add(&m->refs, 1);
+  return m;
+}
+
+/* The queued unload: launches already queued may still use the module, so
+ * wait for the device first.  Runs at a flush, never in a stream callback
+ * (the header forbids releasing objects there). */
+static dv_status dv__dtor_module(dv_context *ctx, void *handle, void *aux) {
+  (void)aux;
+  dv_module *m = handle;
+  dv_status rc = ctx->be->stream_sync(ctx->bst, NULL);
+  dv_status r2 = ctx->be->module_unload(ctx->bst, m->bm);
+  for (dv_kernel *k = m->kernels, *next; k; k = next) {
+    next = k->next;
+    dv__free(k->name);
+    dv__free(k);
+  }
+  for (size_t i = 0; i < m->nconsts; i++) dv__free(m->consts[i].name);
+  dv__free(m->consts);
+  pthread_mutex_destroy(&m->lock);
+  dv__free(m);
+  return rc ? rc : r2;
+}
+
+void dv_module_release(dv_module *m) {
+  if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
+  dv_context *ctx = m->ctx;
+  atomic_fetch_sub(&ctx->live_modules, 1);
+  dv_status rc = dv__defer_free(ctx, false, dv__dtor_module, m, NULL, 0);
+  if (rc) dv__log(DV_LOG_ERROR, "unloading a kernel module: %s", dv_last_error());
+}
+
+int dv_module_from_cache(const dv_module *m) { return m ? m->from_cache : 0; }
+
+dv_status dv_module_kernel(dv_module *m, const char *name, dv_kernel **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  DV_CHECK_NULL(m);
+  DV_CHECK_NULL(name);
+  dv_context *ctx = m->ctx;
+  pthread_mutex_lock(&m->lock);
+  for (dv_kernel *k = m->kernels; k; k = k->next)
+    if (strcmp(k->name, name) == 0) {
+      pthread_mutex_unlock(&m->lock);
+      *out = k;
+      return DV_OK;
+    }
+  dv_bkernel *bk = NULL;
+  dv_status rc = ctx->be->kernel_get(ctx->bst, m->bm, name, &bk);
+  dv_kernel *k = NULL;
+  if (!rc) {
+    k = dv__calloc(1, sizeof *k);
+    char *nm = dv__strdup(name);
+    if (!k || !nm) {
+      dv__free(k), dv__free(nm);
+      k = NULL;
+      rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a kernel");
+    } else {
+      k->module = m;
+      k->bk = bk;
+      k->name = nm;
+      rc = ctx->be->kernel_attrs(ctx->bst, bk, &k->attrs);
+      if (rc) {
+        dv__free(k->name);
+        dv__free(k);
+        k = NULL;
+      }
+    }
+  }
+  if (k) {
+    k->next = m->kernels;
+    m->kernels = k;
+  }
+  pthread_mutex_unlock(&m->lock);
+  *out = k;
+  return rc;
+}
+
+const char *dv_kernel_name(const dv_kernel *k) { return k ? k->name : ""; }
+
+dv_status dv_kernel_attributes(dv_kernel *k, dv_kernel_attrs *out) {
+  DV_CHECK_NULL(out);
+  memset(out, 0, sizeof *out);
+  DV_CHECK_NULL(k);
+  *out = k->attrs;
+  return DV_OK;
+}
+
+/* ---- constants ------------------------------------------------------------------ */
+
+dv_status dv_module_set_constant(dv_module *m, const char *name, const dv_array *src,
+                                 dv_stream *stream) {
+  DV_CHECK_NULL(m);
+  DV_CHECK_NULL(name);
+  DV_CHECK_NULL(src);
+  dv_context *ctx = m->ctx;
+  const dv_kconst *c = NULL;
+  for (size_t i = 0; i < m->nconsts; i++)
+    if (strcmp(m->consts[i].name, name) == 0) c = &m->consts[i];
+  if (!c) return dv__error(DV_ERR_INVALID_ARGUMENT, "the module has no constant array %s", name);
+  if (src->alloc->ctx != ctx || (stream && stream->ctx != ctx))
+    return dv__error(DV_ERR_BACKEND_MISMATCH, "constant %s: array or stream of another context", name);
+  if (src->dtype->id != c->type)
+    return dv__error(DV_ERR_DTYPE_MISMATCH, "constant %s has dtype %s; the array has %s", name,
+                     dv_dtype_name(dv_dtype_get(c->type)), src->dtype->name);
+  int64_t n = dv_array_size(src);
+  if (n != c->count)
+    return dv__error(DV_ERR_SHAPE_MISMATCH, "constant %s has %lld elements; the array has %lld",
+                     name, (long long)c->count, (long long)n);
+  dv_status rc;
+  if (dv_array_is_c_contiguous(src)) {
+    dv_memref r = {0};
+    if (dv__is_host_side(src))
+      r.ptr = (char *)src->alloc->host + src->offset;
+    else
+      r.buf = src->alloc->buf, r.offset = src->alloc->buf_offset + (size_t)src->offset;
+    rc = ctx->be->constant_write(ctx->bst, m->bm, dv__bstream(ctx, stream), c->offset, r,
+                                 (size_t)n * c->itemsize);
+    if (!rc) rc = dv__sync_if_null(ctx, stream);
+    return rc;
+  }
+  /* Any other layout: a dense device copy first, in the same stream order. */
+  dv_array *tmp = NULL;
+  rc = dv_array_copy_new(src, 'C', stream, &tmp);
+  if (rc) return rc;
+  dv_memref r = {.buf = tmp->alloc->buf, .offset = tmp->alloc->buf_offset + (size_t)tmp->offset};
+  rc = ctx->be->constant_write(ctx->bst, m->bm, dv__bstream(ctx, stream), c->offset, r,
+                               (size_t)n * c->itemsize);
+  if (!rc) rc = dv__sync_if_null(ctx, stream);
+  dv_array_release(tmp);
+  return rc;
+}
+
+/* ---- launches --------------------------------------------------------------------- */
+
+#define DV__KMAXARGS 64
+
+static uint32_t dv__one(uint32_t v) { return v ? v : 1; }
+
+static dv_status dv__check_config(const dv_kernel *k, const dv_launch_config *cfg,
+                                  uint32_t grid[3], uint32_t block[3]) {
+  const dv_klimits *L = &k->module->limits;
+  const char *axis = "xyz";
+  grid[0] = dv__one(cfg->grid.x), grid[1] = dv__one(cfg->grid.y), grid[2] = dv__one(cfg->grid.z);
+  block[0] = dv__one(cfg->block.x), block[1] = dv__one(cfg->block.y),
+  block[2] = dv__one(cfg->block.z);
+  uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
+  for (int d = 0; d < 3; d++) {
+    if (L->max_block[d] && block[d] > L->max_block[d])
+      return dv__error(DV_ERR_LAUNCH_CONFIG,
+                       "kernel %s: block.%c = %u exceeds the device's limit of %u threads in %c",
+                       k->name, axis[d], block[d], L->max_block[d], axis[d]);
+    /* Block indices are ints in the dialect, whatever the device allows. */
+    uint32_t gmax = L->max_grid[d] && L->max_grid[d] < INT32_MAX ? L->max_grid[d] : INT32_MAX;
+    if (grid[d] > gmax)
+      return dv__error(DV_ERR_LAUNCH_CONFIG,
+                       "kernel %s: grid.%c = %u exceeds the device's limit of %u blocks in %c",
+                       k->name, axis[d], grid[d], gmax, axis[d]);
+  }
+  if (L->max_threads_per_block && threads > L->max_threads_per_block)
+    return dv__error(DV_ERR_LAUNCH_CONFIG,
+                     "kernel %s: a block of %llu threads exceeds the device's limit of %u threads "
+                     "per block", k->name, (unsigned long long)threads, L->max_threads_per_block);
+  if (k->attrs.max_threads_per_block > 0 && threads > (uint64_t)k->attrs.max_threads_per_block)
+    return dv__error(DV_ERR_LAUNCH_CONFIG,
+                     "kernel %s: a block of %llu threads exceeds this kernel's limit of %d threads "
+                     "per block (its registers or local memory)", k->name,
+                     (unsigned long long)threads, k->attrs.max_threads_per_block);
+  size_t shared_limit = L->max_shared_per_block_optin > L->max_shared_per_block
+                            ? L->max_shared_per_block_optin
+                            : L->max_shared_per_block;
+  size_t stat = k->attrs.static_shared_bytes;
+  if (shared_limit &&
+      (cfg->dynamic_shared > shared_limit || stat + cfg->dynamic_shared > shared_limit))
+    return dv__error(DV_ERR_LAUNCH_CONFIG,
+                     "kernel %s: %zu bytes of static plus %zu bytes of dynamic shared memory exceed "
+                     "the device's limit of %zu bytes per block", k->name, stat,
+                     cfg->dynamic_shared, shared_limit);
+  if (k->attrs.max_dynamic_shared_bytes && cfg->dynamic_shared > k->attrs.max_dynamic_shared_bytes)
+    return dv__error(DV_ERR_LAUNCH_CONFIG,
+                     "kernel %s: %zu bytes of dynamic shared memory exceed this kernel's limit of "
+                     "%zu bytes", k->name, cfg->dynamic_shared, k->attrs.max_dynamic_shared_bytes);
+  return DV_OK;
+}
+
+dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nargs,
+                           const dv_arg *args) {
+  DV_CHECK_NULL(k);
+  DV_CHECK_NULL(cfg);
+  if (nargs && !args) return dv__error(DV_ERR_NULL_ARGUMENT, "args is NULL with nargs = %zu", nargs);
+  dv_context *ctx = k->module->ctx;
+  if (cfg->stream && cfg->stream->ctx != ctx)
+    return dv__error(DV_ERR_BACKEND_MISMATCH, "kernel %s: the stream belongs to another context",
+                     k->name);
+  uint32_t grid[3], block[3];
+  dv_status rc = dv__check_config(k, cfg, grid, block);
+  if (rc) return rc;
+  if (nargs > DV__KMAXARGS)
+    return dv__error(DV_ERR_KERNEL_ARGUMENT, "kernel %s: %zu arguments; at most %d are supported",
+                     k->name, nargs, DV__KMAXARGS);
+
+  /* Lower the arguments: each array becomes up to three backend arguments. */
+  dv_barg bargs[3 * DV__KMAXARGS];
+  int64_t offsets[DV__KMAXARGS];
+  dv_bkview views[DV__KMAXARGS];
+  size_t nb = 0;
+  dv_bstream *launch_bs = dv__bstream(ctx, cfg->stream);
+  dv_bstream *others[DV__KMAXARGS];
+  size_t nothers = 0;
+  for (size_t i = 0; i < nargs; i++) {
+    const dv_arg *a = &args[i];
+    switch (a->kind) {
+      case DV_ARG_SCALAR: {
+        const char *ct = dv__kernel_ctype(a->type);
+        if (!ct)
+          return dv__error(DV_ERR_KERNEL_ARGUMENT,
+                           "kernel %s, argument %zu: scalar dtype %d is not supported in kernels",
+                           k->name, i, (int)a->type);
+        if (!a->value)
+          return dv__error(DV_ERR_NULL_ARGUMENT, "kernel %s, argument %zu: scalar value is NULL",
+                           k->name, i);
+        bargs[nb++] = (dv_barg){DV_BARG_VALUE, a->type, NULL, a->value,
+                                dv_dtype_itemsize(dv_dtype_get(a->type))};
+        break;
+      }
+      case DV_ARG_ARRAY:
+      case DV_ARG_VIEW: {
+        const dv_array *arr = a->array;
+        if (!arr)
+          return dv__error(DV_ERR_NULL_ARGUMENT, "kernel %s, argument %zu: array is NULL", k->name, i);
+        if (arr->alloc->ctx != ctx)
+          return dv__error(DV_ERR_BACKEND_MISMATCH,
+                           "kernel %s, argument %zu: the array belongs to another context", k->name, i);
+        void *buf = NULL;
+        switch (arr->alloc->kind) {
+          case DV_MEM_DEVICE:
+          case DV_MEM_MANAGED:
+          case DV_MEM_MAPPED:
+            buf = arr->alloc->buf;
+            break;
+          default:
+            break;
+        }
+        int64_t size = dv_array_size(arr);
+        if (!buf && (size > 0 || arr->alloc->kind == DV_MEM_HOST || arr->alloc->kind == DV_MEM_PINNED))
+          return dv__error(DV_ERR_MISUSE,
+                           "kernel %s, argument %zu: a %s array is not device memory (use a device, "
+                           "mapped or managed array)", k->name, i,
+                           arr->alloc->kind == DV_MEM_PINNED ? "pinned host" : "host");
+        offsets[i] = (int64_t)arr->alloc->buf_offset + arr->offset;
+        /* Memory a stream-ordered manager gave to another stream. */
+        if (buf && arr->alloc->kind == DV_MEM_DEVICE && arr->alloc->stream) {
+          dv_bstream *own = dv__bstream(ctx, arr->alloc->stream);
+          bool seen = own == launch_bs;
+          for (size_t j = 0; j < nothers && !seen; j++) seen = others[j] == own;
+          if (!seen) others[nothers++] = own;
+        }
+        bargs[nb++] = (dv_barg){DV_BARG_BUFFER, DV_BOOL, buf, NULL, 0};
+        bargs[nb++] = (dv_barg){DV_BARG_VALUE, DV_INT64, NULL, &offsets[i], sizeof(int64_t)};
+        if (a->kind == DV_ARG_VIEW) {
+          if (arr->ndim > DV_BKVIEW_MAXDIMS)
+            return dv__error(DV_ERR_KERNEL_ARGUMENT,
+                             "kernel %s, argument %zu: a DV_VIEW array has at most %d dimensions; "
+                             "this one has %d", k->name, i, DV_BKVIEW_MAXDIMS, arr->ndim);
+          dv_bkview *v = &views[i];
+          memset(v, 0, sizeof *v);
+          v->ndim = arr->ndim;
+          for (int d = 0; d < arr->ndim; d++) v->shape[d] = arr->shape[d], v->strides[d] = arr->strides[d];
+          bargs[nb++] = (dv_barg){DV_BARG_VIEW, DV_BOOL, NULL, v, sizeof *v};
+        }
+        break;
+      }
+      default:
+        return dv__error(DV_ERR_KERNEL_ARGUMENT, "kernel %s, argument %zu: unknown kind %d",
+                         k->name, i, (int)a->kind);
+    }
+  }
+  dv_blaunch bl;
+  memcpy(bl.grid, grid, sizeof bl.grid);
+  memcpy(bl.block, block, sizeof bl.block);
+  bl.dynamic_shared = cfg->dynamic_shared;
+  bl.nargs = nb;
+  bl.args = bargs;
+  rc = ctx->be->launch(ctx->bst, launch_bs, k->bk, &bl);
+  if (rc) return rc;
+  if (nothers) {
+    /* The memory manager reuses a freed block in the order of the stream it
+     * was allocated for; make that stream's later work wait for this launch,
+     * so a block released while the kernel runs is not handed out early. */
+    dv_bevent *ev = NULL;
+    rc = ctx->be->event_create(ctx->bst, 0, &ev);
+    if (!rc) rc = ctx->be->event_record(ctx->bst, ev, launch_bs);
+    for (size_t j = 0; !rc && j < nothers; j++) rc = ctx->be->event_wait(ctx->bst, others[j], ev);
+    if (ev) {
+      dv_status r2 = ctx->be->event_destroy(ctx->bst, ev);
+      if (!rc) rc = r2;
+    }
+    if (rc) return rc;
+  }
+  return dv__sync_if_null(ctx, cfg->stream);
+}
