@@ -194,8 +194,8 @@ static void clk_device_str(cl_state *st, cl_device_info what, char *buf, size_t 
   buf[cap - 1] = 0;
 }
 
-dv_status dv__clk_target_id(void *state, char *buf, size_t cap) {
-  cl_state *st = state;
+/* The full description of what an image depends on (may be long). */
+static void clk_target_full(cl_state *st, char *buf, size_t cap) {
   char pname[256] = "", pver[256] = "", dname[256] = "", dver[256] = "", drv[256] = "", clc[256] = "";
   cl.clGetPlatformInfo(st->platform, CL_PLATFORM_NAME, sizeof pname, pname, NULL);
   cl.clGetPlatformInfo(st->platform, CL_PLATFORM_VERSION, sizeof pver, pver, NULL);
@@ -204,18 +204,34 @@ dv_status dv__clk_target_id(void *state, char *buf, size_t cap) {
   clk_device_str(st, CL_DEVICE_VERSION, dver, sizeof dver);
   clk_device_str(st, CL_DRIVER_VERSION, drv, sizeof drv);
   clk_device_str(st, CL_DEVICE_OPENCL_C_VERSION, clc, sizeof clc);
-  int n = snprintf(buf, cap,
-                   "opencl backend 1 (image %s, options \"%s\"); platform: %s, %s; device: %s, %s; driver: %s; "
-                   "%s; address bits %u",
-                   CLK_IMAGE_MAGIC, CLK_OPTIONS, pname, pver, dname, dver, drv, clc, st->addr_bits);
-  if (n < 0 || (size_t)n >= cap)
-    return dv__error(DV_ERR_INVALID_ARGUMENT, "the OpenCL target id needs %d bytes, the buffer has %zu", n, cap);
+  snprintf(buf, cap,
+           "opencl backend 1 (image %s, options \"%s\"); device: %s, %s; driver: %s; %s; address bits %u; "
+           "platform: %s, %s",
+           CLK_IMAGE_MAGIC, CLK_OPTIONS, dname, dver, drv, clc, st->addr_bits, pname, pver);
+}
+
+dv_status dv__clk_target_id(void *state, char *buf, size_t cap) {
+  cl_state *st = state;
+  char full[2048];
+  clk_target_full(st, full, sizeof full);
+  size_t n = strlen(full);
+  if (n < cap) {
+    memcpy(buf, full, n + 1);
+    return DV_OK;
+  }
+  /* Too long for the caller: its start and a hash of the whole. */
+  if (cap < 64)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "the OpenCL target id needs at least 64 bytes, the buffer has %zu", cap);
+  char tail[32];
+  int t = snprintf(tail, sizeof tail, "... #%016llx", (unsigned long long)clk_fnv(CLK_FNV_INIT, full, n));
+  memcpy(buf, full, cap - (size_t)t - 1);
+  memcpy(buf + cap - (size_t)t - 1, tail, (size_t)t + 1);
   return DV_OK;
 }
 
 static uint64_t clk_target_hash(cl_state *st) {
   char id[2048];
-  if (dv__clk_target_id(st, id, sizeof id)) id[0] = 0;
+  clk_target_full(st, id, sizeof id);
   return clk_fnv(CLK_FNV_INIT, id, strlen(id));
 }
 
