@@ -68,6 +68,7 @@ struct dv_bkernel {
   const char *kinds; /* per user parameter: 'g' global, 'c' constant, 'l' local, 'p' value; NULL: unknown */
   size_t wg, static_local, priv;
   size_t local_limit; /* CL_DEVICE_LOCAL_MEM_SIZE */
+  size_t dyn_set;     /* the dynamic local size last set (0: none yet); under m */
   int wave;
   struct dv_bkernel *next;
 };
@@ -516,9 +517,9 @@ dv_status dv__clk_module_load(void *state, const dv_build_req *req, const void *
   if (log) *log = NULL;
   dv_status rc = clk_req_check(st, req);
   if (rc) return rc;
-  const char *meta;
-  const unsigned char *bin;
-  size_t bsz;
+  const char *meta = NULL;
+  const unsigned char *bin = NULL;
+  size_t bsz = 0;
   rc = clk_image_check(st, image, image_size, &meta, &bin, &bsz);
   if (rc) return rc;
   cl_int e, bst = CL_SUCCESS;
@@ -664,6 +665,12 @@ dv_status dv__clk_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bk
                                            lsz, sizeof sg, &sg, NULL) == CL_SUCCESS && sg > 0)
       k->wave = (int)sg;
   }
+  /* The constant buffer never changes: set it once, here. */
+  e = cl.clSetKernelArg(ck, na - 2, sizeof(cl_mem), m->cbuf ? &m->cbuf : NULL);
+  if (e) {
+    rc = clk_fail(e, "clSetKernelArg (the constant buffer)");
+    goto done;
+  }
   k->mod = m;
   k->k = ck;
   pthread_mutex_init(&k->m, NULL);
@@ -676,6 +683,7 @@ done:
   if (ck) cl.clReleaseKernel(ck);
   if (k) {
     dv__free(k->name);
+    dv__free((char *)k->kinds);
     dv__free(k);
   }
   pthread_mutex_unlock(&m->m);
@@ -784,7 +792,6 @@ dv_status dv__clk_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_bla
                      "(CL_DEVICE_LOCAL_MEM_SIZE)",
                      k->name, k->static_local, l->dynamic_shared, k->local_limit);
   size_t dyn = l->dynamic_shared ? l->dynamic_shared : 1; /* OpenCL refuses 0-byte local arguments */
-  cl_mem cbuf = k->mod->cbuf;
   cl_event ev = NULL;
   cl_int e = CL_SUCCESS;
   dv_status rc = DV_OK;
@@ -807,12 +814,10 @@ dv_status dv__clk_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_bla
     }
     if (!rc && e) rc = clk_arg_error(k, i, e);
   }
-  if (!rc) {
-    e = cl.clSetKernelArg(k->k, k->nargs, sizeof(cl_mem), cbuf ? &cbuf : NULL);
-    if (e) rc = clk_fail(e, "clSetKernelArg (the constant buffer)");
-  }
-  if (!rc) {
+  /* (the constant buffer was set once by kernel_get) */
+  if (!rc && dyn != k->dyn_set) {
     e = cl.clSetKernelArg(k->k, k->nargs + 1, dyn, NULL);
+    if (!e) k->dyn_set = dyn;
     if (e) rc = dv__error(e == CL_INVALID_ARG_SIZE ? DV_ERR_LAUNCH_CONFIG : dv__cl_status(e),
                           "kernel \"%s\": %zu bytes of dynamic local memory refused: %s (%d)", k->name, l->dynamic_shared,
                           dv__cl_error_name(e), e);
