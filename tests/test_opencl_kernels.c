@@ -951,6 +951,106 @@ static void test_strided_kernel(void **state) {
   assert_ok(BE->stream_destroy(BST, s));
 }
 
+/* A dense host side: a permutation of C-order strides, some negated;
+ * element 0 at *off. */
+static size_t dense_side(int nd, const int64_t *n, size_t isz, int64_t *strides, int64_t *off) {
+  int perm[DV_MAXDIMS];
+  for (int i = 0; i < nd; i++) perm[i] = i;
+  for (int i = nd - 1; i > 0; i--) {
+    int j = (int)rnd_range(0, i), t = perm[i];
+    perm[i] = perm[j], perm[j] = t;
+  }
+  int64_t st = (int64_t)isz, lo = 0;
+  for (int k = nd - 1; k >= 0; k--) {
+    int i = perm[k];
+    strides[i] = (rnd() & 1) ? -st : st;
+    if (strides[i] < 0) lo += (n[i] - 1) * strides[i];
+    st *= n[i];
+  }
+  *off = -lo;
+  return (size_t)st;
+}
+
+/* Strided host <-> device copies with a dense host side: one contiguous
+ * transfer and the kernel on the device (copy_strided takes them), checked
+ * byte for byte on both sides; a host side with gaps is left to the
+ * planner's staging. */
+static void test_strided_host_device(void **state) {
+  (void)state;
+  rnd_seed(777);
+  static const size_t items[] = {1, 2, 4, 8, 12, 16};
+  dv_bstream *s;
+  assert_ok(BE->stream_create(BST, 0, &s));
+  for (int trial = 0; trial < 60; trial++) {
+    int nd = (int)rnd_range(1, 4);
+    size_t isz = items[rnd_range(0, 5)];
+    int64_t n[DV_MAXDIMS], hs[DV_MAXDIMS], ds[DV_MAXDIMS], hoff, doff;
+    for (int i = 0; i < nd; i++) n[i] = rnd_range(1, 12);
+    size_t hb = dense_side(nd, n, isz, hs, &hoff), db = random_side(nd, n, isz, ds, &doff);
+    bool to_dev = trial % 2 == 0;
+    dv_bstream *q = trial % 3 == 0 ? s : DS;
+    unsigned char *host = malloc(hb), *want_host = malloc(hb), *dev0 = malloc(db), *want_dev = malloc(db),
+                  *got = malloc(db > hb ? db : hb);
+    assert_true(host && want_host && dev0 && want_dev && got);
+    fill_pattern(host, hb, (unsigned)rnd());
+    fill_pattern(dev0, db, (unsigned)rnd());
+    memcpy(want_host, host, hb);
+    memcpy(want_dev, dev0, db);
+    void *bd = dalloc(db);
+    h2d(bd, 0, dev0, db);
+    dv_strided c = {.nd = nd, .itemsize = isz, .flags = q == s ? 0 : DV_COPY_SYNC};
+    memcpy(c.shape, n, (size_t)nd * sizeof *n);
+    if (to_dev) {
+      c.src.ptr = host + hoff, c.dst.buf = bd, c.dst.offset = (size_t)doff;
+      memcpy(c.src_strides, hs, (size_t)nd * sizeof *hs), memcpy(c.dst_strides, ds, (size_t)nd * sizeof *ds);
+      ref_copy(want_dev + doff, ds, host + hoff, hs, n, nd, isz);
+    } else {
+      c.src.buf = bd, c.src.offset = (size_t)doff, c.dst.ptr = host + hoff;
+      memcpy(c.src_strides, ds, (size_t)nd * sizeof *ds), memcpy(c.dst_strides, hs, (size_t)nd * sizeof *hs);
+      ref_copy(want_host + hoff, hs, dev0 + doff, ds, n, nd, isz);
+    }
+    assert_ok(BE->copy_strided(BST, q, &c));
+    if (q == s) assert_ok(BE->stream_sync(BST, s));
+    d2h(got, bd, 0, db);
+    if (memcmp(got, want_dev, db) != 0) fail_msg("trial %d (%s, nd %d, itemsize %zu): device bytes differ", trial, to_dev ? "H2D" : "D2H", nd, isz);
+    if (memcmp(host, want_host, hb) != 0) fail_msg("trial %d (%s, nd %d, itemsize %zu): host bytes differ", trial, to_dev ? "H2D" : "D2H", nd, isz);
+    dfree(bd);
+    free(host), free(want_host), free(dev0), free(want_dev), free(got);
+  }
+  assert_ok(BE->stream_destroy(BST, s));
+  /* A host side with gaps: not for the backend. */
+  int hostmem[8];
+  void *b = dalloc(64);
+  dv_strided cg = {.nd = 1, .itemsize = 4, .shape = {4}, .src_strides = {8}, .dst_strides = {12}};
+  cg.src.ptr = hostmem, cg.dst.buf = b;
+  assert_int_equal(BE->copy_strided(BST, DS, &cg), DV_ERR_NOT_SUPPORTED);
+  dfree(b);
+
+  /* Through the public API: a C-order host array into a transposed,
+   * reversed device view and back is not staged through host memory. */
+  enum { R = 37, C = 29 };
+  static double h[R][C], back[R][C];
+  for (int i = 0; i < R; i++)
+    for (int j = 0; j < C; j++) h[i][j] = i * 100.0 + j;
+  int64_t shp[2] = {R, C};
+  dv_array *ha, *da, *hb2;
+  assert_ok(dv_host_array_wrap(g_ctx, h, 2, shp, dv_dtype_get(DV_FLOAT64), NULL, &ha));
+  assert_ok(dv_host_array_wrap(g_ctx, back, 2, shp, dv_dtype_get(DV_FLOAT64), NULL, &hb2));
+  assert_ok(dv_device_array(g_ctx, 2, shp, dv_dtype_get(DV_FLOAT64), NULL, 'F', NULL, &da)); /* strides (8, 8R) */
+  dv_index rev[2] = {DV_SLICE(DV_NONE, DV_NONE, -1), DV_SLICE(DV_NONE, DV_NONE, 1)};
+  dv_array *dr;
+  assert_ok(dv_array_slice(da, 2, rev, &dr)); /* strides (-8, 8R) */
+  dv_stats st0 = {.size = sizeof st0}, st1 = {.size = sizeof st1};
+  assert_ok(dv_context_stats(g_ctx, &st0));
+  assert_ok(dv_array_copy(dr, ha, NULL));
+  assert_ok(dv_array_copy(hb2, dr, NULL));
+  assert_ok(dv_context_stats(g_ctx, &st1));
+  assert_memory_equal(back, h, sizeof h);
+  assert_int_equal(st1.staged_copies, st0.staged_copies);
+  assert_int_equal(st1.bytes_h2d - st0.bytes_h2d, sizeof h);
+  dv_array_release(dr), dv_array_release(da), dv_array_release(ha), dv_array_release(hb2);
+}
+
 /* ---- launches from several threads --------------------------------------------------------------------------------- */
 
 typedef struct thr {
@@ -1021,7 +1121,7 @@ int main(int argc, char **argv) {
       T(test_build_and_launch), T(test_limits_and_target), T(test_build_error_log), T(test_dynamic_local),
       T(test_constant_memory),  T(test_barriers),          T(test_wavebarrier_fallback), T(test_atomics),
       T(test_argument_errors),  T(test_binary_roundtrip),  T(test_native_roundtrip),     T(test_strided_kernel),
-      T(test_launch_threads),
+      T(test_strided_host_device), T(test_launch_threads),
   };
   return test_main(argc, argv, "opencl_kernels", tests, sizeof tests / sizeof tests[0]);
 }
