@@ -75,7 +75,7 @@ static dv_status home_from_passwd(char **out) {
 static dv_status resolve_dir(const char *dir_option, char **out) {
   *out = NULL;
   const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  char *p;
+  char *p = NULL;
   if (dir_option && dir_option[0]) {
     p = dv__strdup(dir_option);
   } else if (xdg && xdg[0] == '/') {
@@ -460,7 +460,7 @@ dv_status dv__kcache_usage(const char *dir_option, uint64_t *entries, uint64_t *
   if (entries) *entries = 0;
   if (bytes) *bytes = 0;
   if (path && cap) path[0] = 0;
-  char *p;
+  char *p = NULL;
   DIR *d;
   dv_status rc = open_existing(dir_option, &p, &d);
   if (rc) {
@@ -493,7 +493,7 @@ done:
 }
 
 dv_status dv__kcache_clear(const char *dir_option) {
-  char *p;
+  char *p = NULL;
   DIR *d;
   dv_status rc = open_existing(dir_option, &p, &d);
   /* Go on after a failure: remove what can be removed. */

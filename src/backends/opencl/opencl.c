@@ -494,6 +494,7 @@ static dv_status cl_sync_all(cl_state *st) {
   dv_status first = DV_OK;
   pthread_mutex_lock(&st->lock);
   for (dv_bstream *s = st->streams; s; s = s->next) {
+    atomic_store(&s->untracked, false);
     cl_int e = cl.clFinish(s->q);
     if (e && !first) first = cl_fail(e, "clFinish");
   }
@@ -503,6 +504,9 @@ static dv_status cl_sync_all(cl_state *st) {
 
 static dv_status clb_stream_sync(void *state, dv_bstream *s) {
   if (!s) return cl_sync_all(state);
+  /* Everything queued so far is done when clFinish returns; a launch queued
+   * meanwhile sets the flag again. */
+  atomic_store(&s->untracked, false);
   CL_TRY(cl.clFinish(s->q), "clFinish");
   return DV_OK;
 }
@@ -510,14 +514,16 @@ static dv_status clb_stream_sync(void *state, dv_bstream *s) {
 static dv_status clb_stream_query(void *state, dv_bstream *s) {
   (void)state;
   cl_int status = CL_COMPLETE, e = CL_SUCCESS;
-  if (atomic_load(&s->native)) {
-    /* The caller may have queued work we did not see: ask a fresh marker,
-     * given a moment to pass an idle queue (the answer may still be
+  bool native = atomic_load(&s->native);
+  if (native || atomic_exchange(&s->untracked, false)) {
+    /* Work we did not track (the caller's own on a native queue, or
+     * launches queued without events): ask a fresh marker.  For a native
+     * queue give it a moment to pass an idle queue (the answer may still be
      * NOT_READY just after the work is done). */
     cl_event ev;
     CL_TRY(cl.clEnqueueMarkerWithWaitList(s->q, 0, NULL, &ev), "clEnqueueMarkerWithWaitList");
     cl.clFlush(s->q);
-    for (int i = 0; i < 100; i++) {
+    for (int i = 0; native && i < 100; i++) {
       if (cl.clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) != CL_SUCCESS ||
           status <= CL_COMPLETE)
         break;

@@ -792,7 +792,7 @@ dv_status dv__clk_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_bla
                      "(CL_DEVICE_LOCAL_MEM_SIZE)",
                      k->name, k->static_local, l->dynamic_shared, k->local_limit);
   size_t dyn = l->dynamic_shared ? l->dynamic_shared : 1; /* OpenCL refuses 0-byte local arguments */
-  cl_event ev = NULL;
+
   cl_int e = CL_SUCCESS;
   dv_status rc = DV_OK;
   pthread_mutex_lock(&k->m);
@@ -822,7 +822,7 @@ dv_status dv__clk_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_bla
                           "kernel \"%s\": %zu bytes of dynamic local memory refused: %s (%d)", k->name, l->dynamic_shared,
                           dv__cl_error_name(e), e);
   }
-  if (!rc) e = cl.clEnqueueNDRangeKernel(s->q, k->k, dims, NULL, global, local, 0, NULL, &ev);
+  if (!rc) e = cl.clEnqueueNDRangeKernel(s->q, k->k, dims, NULL, global, local, 0, NULL, NULL);
   pthread_mutex_unlock(&k->m);
   if (rc) return rc;
   switch (e) {
@@ -843,7 +843,8 @@ dv_status dv__clk_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_bla
     default:
       return clk_fail(e, "clEnqueueNDRangeKernel");
   }
-  cl_track(s, ev);
+  /* No event: the next query enqueues a marker instead (see untracked). */
+  atomic_store(&s->untracked, true);
   cl.clFlush(s->q);
   return DV_OK;
 }
