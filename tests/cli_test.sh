@@ -12,10 +12,11 @@
 #   each case is reported as SKIP by name and the script exits 77, which CTest
 #   shows as skipped (never as passed).
 set -u
-tool=$1
+tool=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 section=${2:-usage}
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
+mkdir "$d/cwd" # the tool runs here: a default output can never land in the caller's directory
 failed=0
 passed=0
 skipped=0
@@ -33,7 +34,7 @@ fail() {
 # the status in $status.
 tool_path=$PATH
 run() {
-  PATH="$tool_path" "$tool" "$@" >"$d/out" 2>"$d/err" </dev/null
+  (cd "$d/cwd" && PATH="$tool_path" exec "$tool" "$@" >"$d/out" 2>"$d/err" </dev/null)
   status=$?
 }
 
@@ -200,7 +201,7 @@ failure "bench --plot /nonexistent/x.svg" bench "cannot write '/nonexistent/x.sv
 failure "bench --plot /nonexistent/x.png" bench "cannot write '/nonexistent/x.png': No such file" \
   bench --quick --plot /nonexistent/x.png
 if [ -w /dev/full ]; then
-  "$tool" info >/dev/full 2>"$d/err"
+  (cd "$d/cwd" && exec "$tool" info >/dev/full 2>"$d/err")
   status=$?
   if [ "$status" -eq 1 ] && grep -q "^devarray: write error on standard output" "$d/err"; then
     pass "info >/dev/full"
@@ -230,9 +231,10 @@ expect "bench --plot, no gnuplot: no file" test ! -e "$d/nogp.svg"
 failure "report --png, no gnuplot" report "--png: gnuplot was not found on PATH" \
   report --png "$d/nogp.png"
 tool_path=$PATH
-(cd "$d" && PATH="$d/nobin" "$tool" report --steps 50 >"$d/out" 2>"$d/err")
-status=$?
-if [ "$status" -eq 0 ] && grep -q "^segment map: not drawn" "$d/out" && [ ! -e "$d/devarray-segments.png" ]; then
+tool_path="$d/nobin"
+run report --steps 50
+tool_path=$PATH
+if [ "$status" -eq 0 ] && grep -q "^segment map: not drawn" "$d/out" && [ ! -e "$d/cwd/devarray-segments.png" ]; then
   pass "report without --png, no gnuplot: a note"
 else fail "report without --png, no gnuplot: a note" "exit status $status"; fi
 
@@ -242,7 +244,8 @@ if [ "$status" -ne 0 ] || [ -s "$d/err" ]; then fail "info --json" "exit status 
 elif ! python3 -c 'import json, sys; json.load(sys.stdin)' <"$d/out" 2>/dev/null; then fail "info --json" "not JSON"
 else pass "info --json is JSON"; fi
 cp "$d/out" "$d/info.json"
-"$tool" info >"$d/info.txt" 2>/dev/null
+run info
+cp "$d/out" "$d/info.txt"
 if python3 - "$d/info.json" "$d/info.txt" <<'EOF'; then pass "info --json keys"; else fail "info --json keys" "see above"; fi
 import json, re, sys
 info = json.load(open(sys.argv[1]))
@@ -279,11 +282,16 @@ for o in info["options"]:
          "option keys: %s" % sorted(o))
     need(o["source"] in ("default", "env", "env_numba", "api"), "source " + o["source"])
 EOF
-DV_LOG_LEVEL=debug "$tool" info --json 2>/dev/null | python3 -c '
+DV_LOG_LEVEL=debug
+export DV_LOG_LEVEL
+run info --json
+unset DV_LOG_LEVEL
+if python3 -c '
 import json, sys
 o = {x["name"]: x for x in json.load(sys.stdin)["options"]}["log_level"]
-sys.exit(not (o["value"] == "debug" and o["source"] == "env"))' 2>/dev/null && pass "info --json: an option from the environment" \
-  || fail "info --json: an option from the environment" "log_level is not debug from env"
+sys.exit(not (o["value"] == "debug" and o["source"] == "env"))' <"$d/out" 2>/dev/null; then
+  pass "info --json: an option from the environment"
+else fail "info --json: an option from the environment" "log_level is not debug from env"; fi
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
