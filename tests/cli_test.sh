@@ -254,8 +254,13 @@ def need(cond, what):
     if not cond:
         print("     " + what)
         sys.exit(1)
-for key in ("version", "backends", "devices", "default_backend", "options"):
+for key in ("version", "backends", "devices", "default_backend", "kernel_cache", "options"):
     need(key in info, "no key " + key)
+kc = info["kernel_cache"]
+need(("error" in kc) != (kc["path"] is not None), "kernel_cache: a path or an error")
+if kc["path"] is not None:
+    need(isinstance(kc["entries"], int) and isinstance(kc["bytes"], int), "kernel_cache sizes")
+    need("kernel cache: " + kc["path"] in text, "kernel cache path differs from devarray info")
 need(re.match(r"\d+\.\d+\.\d+$", info["version"]), "version")
 names = [b["name"] for b in info["backends"]]
 need("host" in names, "no host backend")

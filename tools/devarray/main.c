@@ -697,8 +697,9 @@ static const char info_help[] =
     "Options:\n"
     "      --json    the same as one JSON object, for scripts: version, backends\n"
     "                (name, available, status, reason, device), devices,\n"
-    "                default_backend, options (name, env, env_fallback, type,\n"
-    "                default, value, source, description)\n"
+    "                default_backend, kernel_cache (path, entries, bytes, or\n"
+    "                error), options (name, env, env_fallback, type, default,\n"
+    "                value, source, description)\n"
     "  -h, --help    print this help and exit\n";
 
 static int cmd_info(int argc, char **argv) {
@@ -730,6 +731,11 @@ static int cmd_info(int argc, char **argv) {
     default_backend = dv_context_backend(ctx);
   else
     snprintf(default_error, sizeof default_error, "%s", dv_last_error());
+  /* The compiled-module cache of kernels: where, how big (nothing created). */
+  char cache_path[4096] = "", cache_error[1024] = "";
+  uint64_t cache_entries = 0, cache_bytes = 0;
+  if (dv_kernel_cache_info(NULL, cache_path, sizeof cache_path, &cache_entries, &cache_bytes))
+    snprintf(cache_error, sizeof cache_error, "%s", dv_last_error());
 
   if (json) {
     printf("{\"version\":");
@@ -758,6 +764,14 @@ static int cmd_info(int argc, char **argv) {
     printf("],\"default_backend\":");
     json_string_or_null(stdout, default_backend);
     if (!default_backend) printf(",\"default_error\":"), json_string(stdout, default_error);
+    printf(",\"kernel_cache\":{\"path\":");
+    json_string_or_null(stdout, cache_error[0] ? NULL : cache_path);
+    if (cache_error[0])
+      printf(",\"error\":"), json_string(stdout, cache_error);
+    else
+      printf(",\"entries\":%llu,\"bytes\":%llu", (unsigned long long)cache_entries,
+             (unsigned long long)cache_bytes);
+    printf("}");
     printf(",\"options\":[");
     for (size_t i = 0, first = 1; i < dv_option_count(); i++) {
       dv_option_info oi;
@@ -795,6 +809,12 @@ static int cmd_info(int argc, char **argv) {
           default_backend);
     else
       printf("\nno default context: %s\n", default_error);
+    if (cache_error[0])
+      printf("\nkernel cache: unavailable: %s\n", cache_error);
+    else
+      printf("\nkernel cache: %s (%llu module%s, %.1f KiB)\n", cache_path,
+             (unsigned long long)cache_entries, cache_entries == 1 ? "" : "s",
+             (double)cache_bytes / 1024.0);
     printf("\noptions (environment variable, value, source):\n");
     for (size_t i = 0; i < dv_option_count(); i++) {
       dv_option_info oi;
