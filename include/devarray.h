@@ -101,6 +101,7 @@ DV_API const char *dv_version(void);
   X(ERR_CORRUPTION, 402, "memory corruption detected (guard or poison bytes)")      \
   X(ERR_COMPILE, 403, "kernel source failed to compile (see the build log)")        \
   X(ERR_KERNEL_FAULT, 404, "a kernel faulted (divergent barrier, bad access, trap)") \
+  X(ERR_IO, 405, "a file could not be read or written")                            \
   X(ERR_LIBRARY_LOAD, 500, "driver library could not be loaded")                    \
   X(ERR_SYMBOL_LOAD, 501, "driver library lacks a required entry point")            \
   X(ERR_NO_COMPILER, 502, "no kernel compiler found (NVRTC or a C compiler)")       \
@@ -1252,6 +1253,22 @@ typedef struct dv_arg {
  */
 DV_API dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nargs,
                                   const dv_arg *args);
+
+/**
+ * Where the compiled-module cache is for contexts made with cfg (NULL: the
+ * environment's options), and how many entries and bytes it holds.  Creates
+ * nothing: a cache that does not exist yet has 0 entries.  *path gets the
+ * directory (DV_ERR_INVALID_ARGUMENT if cap is too small).  Outputs may be
+ * NULL except path.
+ */
+DV_API dv_status dv_kernel_cache_info(const dv_config *cfg, char *path, size_t cap,
+                                      uint64_t *entries, uint64_t *bytes);
+/**
+ * Remove every entry of the compiled-module cache of contexts made with cfg
+ * (NULL: the environment's options).  Only the cache's own files are
+ * removed.  A cache that does not exist is already clear.
+ */
+DV_API dv_status dv_kernel_cache_clear(const dv_config *cfg);
 
 /* ---- native handles and foreign memory ---------------------------------- */
 

@@ -51,12 +51,8 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
   bc->host_wave_size = (int)opt[DV_OPT_HOST_WAVE_SIZE].i;
   bc->nvrtc_library = opt[DV_OPT_NVRTC_LIBRARY].s;
   devbuf[0] = 0;
-  if (strcmp(be->name, "opencl") == 0) {
-    /* A longer selector is cut (and the return value checked, which also
-     * keeps GCC's -Wformat-truncation quiet in -O2 -Werror builds). */
-    int n = snprintf(devbuf, cap, "%s", opt[DV_OPT_OPENCL_DEVICE].s);
-    if (n < 0) devbuf[0] = 0;
-  }
+  if (strcmp(be->name, "opencl") == 0)
+    snprintf(devbuf, cap, "%s", opt[DV_OPT_OPENCL_DEVICE].s);
   else if (strcmp(be->name, "cuda") == 0)
     snprintf(devbuf, cap, "%lld", (long long)opt[DV_OPT_CUDA_DEVICE].i);
   bc->device = devbuf;
@@ -67,7 +63,7 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
 
 static dv_status dv__open_backend(dv_context *ctx) {
   const char *want = ctx->opt[DV_OPT_BACKEND].s;
-  char devbuf[160];
+  char devbuf[sizeof ((dv_optval *)0)->s];
   dv_backend_config bc;
   if (strcmp(want, "auto") != 0) {
     const dv_backend *be = dv__backend_find(want);
