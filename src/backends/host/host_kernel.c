@@ -589,7 +589,7 @@ static void hk_module_free(dv_bmodule *m) {
 
 /* dlopen the module at path (then the name may go), fill in the runtime and
  * the initial constants. */
-static dv_status hk_load_path(hk_state *k, const dv_build_req *req, const char *path,
+static dv_status hk_load_path(hk_state *k, const dv_build_req *req, const char *path, int fd,
                               dv_bmodule **out) {
   *out = NULL;
   dv_bmodule *m = dv__calloc(1, sizeof *m);
@@ -602,7 +602,7 @@ static dv_status hk_load_path(hk_state *k, const dv_build_req *req, const char *
   pthread_mutex_init(&m->lock, NULL);
   m->k = k;
   m->name = name;
-  m->fd = open(path, O_RDONLY | O_CLOEXEC);
+  m->fd = fd >= 0 ? fd : open(path, O_RDONLY | O_CLOEXEC);
   m->check = k->check || (req->flags & DV_BUILD_DEBUG);
   dv_status rc = DV_OK;
   if (m->fd < 0) {
@@ -639,8 +639,63 @@ static dv_status hk_load_path(hk_state *k, const dv_build_req *req, const char *
   *out = m;
   return DV_OK;
 fail:
+  if (fd >= 0 && m->fd == fd) m->fd = -1; /* the caller's */
   hk_module_free(m);
   return rc;
+}
+
+/* Where the temporary directory is mounted noexec, dlopen fails; load the
+ * image from an anonymous memory file instead (Linux). */
+static dv_status hk_load_memfd(hk_state *k, const dv_build_req *req, const void *image,
+                               size_t n, dv_bmodule **out) {
+  *out = NULL;
+#ifdef MFD_CLOEXEC
+  int fd = memfd_create("devarray-kernel", MFD_CLOEXEC);
+  if (fd < 0) return dv__error(DV_ERR_LIBRARY_LOAD, "memfd_create: %s", strerror(errno));
+  const char *p = image;
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = write(fd, p + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    done += (size_t)w;
+  }
+  char path[64];
+  /* dlopen knows loaded objects by name: a module that outlived its
+   * descriptor would answer for a new one with the same number. */
+  for (int tries = 0; done == n && tries < 16; tries++) {
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) break;
+    dlclose(h);
+    int fd2 = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
+    close(fd);
+    fd = fd2;
+    if (fd < 0) break;
+  }
+  if (fd < 0 || done != n) {
+    if (fd >= 0) close(fd);
+    return dv__error(DV_ERR_LIBRARY_LOAD, "cannot write the kernel module to a memory file");
+  }
+  dv_status rc = hk_load_path(k, req, path, fd, out);
+  if (rc) close(fd);
+  return rc;
+#else
+  (void)k, (void)req, (void)image, (void)n;
+  return dv__error(DV_ERR_LIBRARY_LOAD, "no memory files here");
+#endif
+}
+
+/* Load the module at path (its bytes: image); from memory if that fails. */
+static dv_status hk_load(hk_state *k, const dv_build_req *req, const char *path,
+                         const void *image, size_t n, dv_bmodule **out) {
+  dv_status rc = hk_load_path(k, req, path, -1, out);
+  if (rc != DV_ERR_LIBRARY_LOAD) return rc;
+  char first[512];
+  snprintf(first, sizeof first, "%s", dv_last_error());
+  dv_status r2 = hk_load_memfd(k, req, image, n, out);
+  if (r2 == DV_OK || r2 == DV_ERR_HOST_OUT_OF_MEMORY) return r2;
+  return dv__error(rc, "%s", first);
 }
 
 /* The first lines of a compiler log, for the detail message. */
@@ -726,24 +781,21 @@ dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out
                    req->name ? req->name : "kernel", argv[0], code, head);
     goto done;
   }
-  if (image) {
-    size_t n = 0;
-    errno = 0;
-    char *bytes = hk_read_file(so, &n);
-    if (!bytes) {
-      rc = errno == ENOMEM
-               ? dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "no memory for the compiled module's image")
-               : dv__error(DV_ERR_DRIVER, "host simulator: cannot read the compiled module %s", so);
-      goto done;
-    }
+  size_t n = 0;
+  errno = 0;
+  char *bytes = hk_read_file(so, &n);
+  if (!bytes) {
+    rc = errno == ENOMEM
+             ? dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "no memory for the compiled module's image")
+             : dv__error(DV_ERR_DRIVER, "host simulator: cannot read the compiled module %s", so);
+    goto done;
+  }
+  rc = hk_load(k, req, so, bytes, n, out);
+  if (!rc && image) {
     *image = bytes;
     if (image_size) *image_size = n;
-  }
-  rc = hk_load_path(k, req, so, out);
-  if (rc && image) {
-    dv__free(*image);
-    *image = NULL;
-    if (image_size) *image_size = 0;
+  } else {
+    dv__free(bytes);
   }
 done:
   unlink(src);
@@ -767,15 +819,13 @@ dv_status hk_module_load(void *state, const dv_build_req *req, const void *image
   if (!image || image_size < 4 || memcmp(image, "\177ELF", 4) != 0)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "not a host kernel module image");
   char dir[512], so[600];
-  if (!hk_tempdir(dir, sizeof dir))
-    return dv__error(DV_ERR_DRIVER, "host simulator: cannot create a temporary directory: %s",
-                     strerror(errno));
+  if (!hk_tempdir(dir, sizeof dir)) return hk_load_memfd(k, req, image, image_size, out);
   hk_path(so, sizeof so, dir, "kernel.so");
   dv_status rc;
   if (!hk_write_file(so, image, image_size))
-    rc = dv__error(DV_ERR_DRIVER, "host simulator: cannot write %s: %s", so, strerror(errno));
+    rc = hk_load_memfd(k, req, image, image_size, out);
   else
-    rc = hk_load_path(k, req, so, out);
+    rc = hk_load(k, req, so, image, image_size, out);
   unlink(so);
   rmdir(dir);
   return rc;
