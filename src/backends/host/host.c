@@ -13,6 +13,9 @@
  *  - Faults can be injected: the k-th device allocation, copy or free fails.
  *  - Blocks are reference counted by the queued operations that use them, so
  *    memory freed while work is queued is reclaimed when that work is done.
+ *  - Kernels (host_kernel.c, fiber.c) are queued operations too (OP_KERNEL):
+ *    compiled with the system C compiler, run by the stream's worker and a
+ *    few helper threads, with the checks a GPU does not make.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -88,9 +91,6 @@ struct hb_state {
   hk_state *k; /* kernels (host_kernel.c) */
 };
 
-bool hb__guarded(const hb_state *st) { return st->guard; }
-hk_state *hb__kstate(const hb_state *st) { return st->k; }
-
 static double hb_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -127,7 +127,7 @@ DV_NO_ASAN static bool hb_all(const unsigned char *p, size_t n, unsigned char v)
   return true;
 }
 
-bool hb__guards_ok(const hb_block *b) {
+static bool hb_guards_ok(const hb_block *b) {
   return hb_all(b->base, HB_FRONT, HB_GUARD_BYTE) &&
          hb_all(b->data + b->bytes, HB_BACK, HB_GUARD_BYTE);
 }
@@ -159,7 +159,7 @@ static dv_status hb_block_destroy(hb_block *b) {
     free(b);
     return DV_OK;
   }
-  if (st->guard && !hb__guards_ok(b)) {
+  if (st->guard && !hb_guards_ok(b)) {
     hb_corruption(st, b, "guard bytes overwritten (out-of-bounds write)");
     rc = dv__error(DV_ERR_CORRUPTION, "guard bytes of the %zu-byte block at %p were overwritten",
                    b->bytes, (void *)b->data);
@@ -182,7 +182,7 @@ static dv_status hb_block_destroy(hb_block *b) {
   return rc;
 }
 
-dv_status hb__block_unref(hb_block *b) {
+static dv_status hb_block_unref(hb_block *b) {
   if (b && atomic_fetch_sub(&b->refs, 1) == 1) return hb_block_destroy(b);
   return DV_OK;
 }
@@ -241,7 +241,7 @@ static dv_status hb_mem_free(void *state, void *buf) {
   bool was = atomic_exchange(&b->freed, true);
   if (was) return dv__error(DV_ERR_INVALID_ARGUMENT, "double free of the device buffer %p", buf);
   bool fault = hb_fault_fires(st, DV_FAULT_FREE);
-  dv_status rc = hb__block_unref(b);
+  dv_status rc = hb_block_unref(b);
   if (fault) return dv__error(DV_ERR_DRIVER, "injected fault: device free of %p", buf);
   return rc;
 }
@@ -263,7 +263,7 @@ typedef struct hb_host {
   hb_block *alias; /* device view when mapped */
 } hb_host;
 
-hb_block *hb__alias_new(hb_state *st, void *ptr, size_t bytes) {
+static hb_block *hb_alias_new(hb_state *st, void *ptr, size_t bytes) {
   hb_block *b = dv__calloc(1, sizeof *b);
   if (!b) return NULL;
   b->st = st;
@@ -282,7 +282,7 @@ static dv_status hb_host_alloc(void *state, size_t bytes, unsigned flags, void *
   hb_host *h = dv__calloc(1, sizeof *h);
   void *p = h ? dv__malloc(bytes) : NULL;
   hb_block *alias = NULL;
-  if (p && (flags & DV_HOSTMEM_MAPPED)) alias = hb__alias_new(st, p, bytes);
+  if (p && (flags & DV_HOSTMEM_MAPPED)) alias = hb_alias_new(st, p, bytes);
   if (!h || !p || ((flags & DV_HOSTMEM_MAPPED) && !alias)) {
     dv__free(p);
     dv__free(h);
@@ -309,7 +309,7 @@ static dv_status hb_host_release(hb_state *st, hb_host *h) {
   if (!hb_in_worker) hb_stream_sync(st, NULL);
   if (h->alias) {
     atomic_store(&h->alias->freed, true);
-    hb__block_unref(h->alias);
+    hb_block_unref(h->alias);
   }
   if (h->owned) dv__free(h->ptr);
   dv__free(h);
@@ -327,7 +327,7 @@ static dv_status hb_host_register(void *state, void *ptr, size_t bytes, unsigned
   if (dev_buf) *dev_buf = NULL;
   if (!ptr || !bytes) return dv__error(DV_ERR_INVALID_ARGUMENT, "register of an empty range");
   hb_host *h = dv__calloc(1, sizeof *h);
-  hb_block *alias = (h && (flags & DV_HOSTMEM_MAPPED)) ? hb__alias_new(st, ptr, bytes) : NULL;
+  hb_block *alias = (h && (flags & DV_HOSTMEM_MAPPED)) ? hb_alias_new(st, ptr, bytes) : NULL;
   if (!h || ((flags & DV_HOSTMEM_MAPPED) && !alias)) {
     dv__free(h);
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a registration record");
@@ -419,7 +419,7 @@ static void hb_execute(dv_bstream *s, hb_op *op) {
 }
 
 static void hb_op_finish(hb_op *op) {
-  dv_status r1 = hb__block_unref(op->b1), r2 = hb__block_unref(op->b2);
+  dv_status r1 = hb_block_unref(op->b1), r2 = hb_block_unref(op->b2);
   (void)r1;
   (void)r2; /* corruption is logged and counted by the block itself */
   if (op->kind == OP_RECORD || op->kind == OP_WAIT) hb_event_unref(op->u.ev.e);
@@ -478,14 +478,6 @@ static void hb_enqueue(dv_bstream *s, hb_op *op) {
   s->queued++;
   pthread_cond_signal(&s->cv_work);
   pthread_mutex_unlock(&s->m);
-}
-
-dv_status hb__enqueue_kernel(dv_bstream *s, hk_job *l) {
-  hb_op *op = hb_op_new(OP_KERNEL);
-  if (!op) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a kernel launch");
-  op->u.kernel = l;
-  hb_enqueue(s, op);
-  return DV_OK;
 }
 
 static dv_status hb_stream_create(void *state, unsigned flags, dv_bstream **out) {
@@ -626,8 +618,8 @@ static dv_status hb_queue_checked(dv_bstream *s, hb_op *op, unsigned flags, dv_m
   dv_status rc = hb_check_ref(src, slo, shi, "source", &op->b1);
   if (!rc) rc = hb_check_ref(dst, dlo, dhi, "destination", &op->b2);
   if (rc) {
-    hb__block_unref(op->b1);
-    hb__block_unref(op->b2);
+    hb_block_unref(op->b1);
+    hb_block_unref(op->b2);
     dv__free(op);
     return rc;
   }
@@ -636,7 +628,7 @@ static dv_status hb_queue_checked(dv_bstream *s, hb_op *op, unsigned flags, dv_m
   return DV_OK;
 }
 
-dv_status hb__copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
+static dv_status hb_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
   dv_status rc = hb_fault_copy(state);
   if (rc) return rc;
   if (!r->width || !r->height || !r->depth) return DV_OK;
@@ -852,7 +844,7 @@ static dv_status hb_check_memory(void *state) {
   pthread_mutex_lock(&st->lock);
   if (st->guard) {
     for (hb_block *b = st->live.next; b != &st->live; b = b->next)
-      if (!hb__guards_ok(b)) bad++, where = b;
+      if (!hb_guards_ok(b)) bad++, where = b;
     for (hb_block *b = st->quarantine.next; b != &st->quarantine; b = b->next)
       if (!hb_all(b->data, b->bytes, HB_POISON_BYTE)) bad++, where = b;
   }
@@ -864,6 +856,23 @@ static dv_status hb_check_memory(void *state) {
   if (earlier)
     return dv__error(DV_ERR_CORRUPTION, "%llu corruption(s) detected earlier (see the log)",
                      (unsigned long long)earlier);
+  return DV_OK;
+}
+
+/* ---- for host_kernel.c (host_internal.h) ----------------------------------- */
+
+bool hb__guarded(const hb_state *st) { return st->guard; }
+hk_state *hb__kstate(const hb_state *st) { return st->k; }
+bool hb__guards_ok(const hb_block *b) { return hb_guards_ok(b); }
+dv_status hb__block_unref(hb_block *b) { return hb_block_unref(b); }
+hb_block *hb__alias_new(hb_state *st, void *ptr, size_t bytes) { return hb_alias_new(st, ptr, bytes); }
+dv_status hb__copy_rect(void *state, dv_bstream *s, const dv_rect *r) { return hb_copy_rect(state, s, r); }
+
+dv_status hb__enqueue_kernel(dv_bstream *s, hk_job *l) {
+  hb_op *op = hb_op_new(OP_KERNEL);
+  if (!op) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a kernel launch");
+  op->u.kernel = l;
+  hb_enqueue(s, op);
   return DV_OK;
 }
 
@@ -881,7 +890,7 @@ const dv_backend dv__backend_host = {
     .host_free = hb_host_free,
     .host_register = hb_host_register,
     .host_unregister = hb_host_unregister,
-    .copy_rect = hb__copy_rect,
+    .copy_rect = hb_copy_rect,
     .copy_strided = hb_copy_strided,
     .memset = hb_memset,
     .stream_create = hb_stream_create,
