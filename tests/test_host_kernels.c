@@ -519,12 +519,48 @@ static void test_shared_overflow_detected(void **state) {
   assert_contains(dv_last_error(), "at the barrier at oob.dvk:8");
   dv_array_release(a);
   finish(c, m);
-  /* Without the checks the same launch "works", as on a GPU. */
+  /* Without the checks the same launch "works", as on a GPU... */
   c = new_ctx("kernel_check=off", NULL);
   m = build_in(c, "oob.dvk", src_oob, NULL);
   a = dev_new(c, 48, DV_INT32);
   dv_arg args2[] = {DV_ARG_ARRAY(a)};
   assert_ok(dv_kernel_launch(kernel_of(m, "oob"), &lc, 1, args2));
+  dv_module_release(m);
+  /* ...unless the module is built with DV_BUILD_DEBUG. */
+  dv_program *p = NULL;
+  assert_ok(dv_program_create(c, "oob.dvk", src_oob, &p));
+  assert_ok(dv_program_build(p, DV_BUILD_DEBUG, &m));
+  dv_program_destroy(p);
+  assert_status(dv_kernel_launch(kernel_of(m, "oob"), &lc, 1, args2), DV_ERR_KERNEL_FAULT);
+  assert_contains(dv_last_error(), "shared array tile");
+  dv_array_release(a);
+  finish(c, m);
+}
+
+/* Static and dynamic shared memory together are limited like a GPU's. */
+static const char *src_big_shared =
+    "DV_KERNEL(big, DV_ARRAY(int, a)) {\n"
+    "  DV_BIND(int, a);\n"
+    "  DV_SHARED(int, first, 8192);   /* 32 KiB */\n"
+    "  DV_SHARED(int, second, 2048);  /* 8 KiB */\n"
+    "  first[dv_thread_idx(0)] = 1; second[dv_thread_idx(0)] = 2;\n"
+    "  dv_syncthreads();\n"
+    "  a[dv_thread_idx(0)] = first[0] + second[0];\n"
+    "}\n";
+
+static void test_shared_limit(void **state) {
+  (void)state;
+  dv_context *c = new_ctx(NULL, NULL);
+  dv_module *m = build_in(c, "big.dvk", src_big_shared, NULL);
+  dv_array *a = dev_new(c, 32, DV_INT32);
+  dv_arg args[] = {DV_ARG_ARRAY(a)};
+  dv_launch_config lc = cfg1(1, 32, 8192, NULL); /* 40 KiB + 8 KiB = 48 KiB: fits */
+  assert_ok(dv_kernel_launch(kernel_of(m, "big"), &lc, 1, args));
+  lc.dynamic_shared = 8193;
+  assert_status(dv_kernel_launch(kernel_of(m, "big"), &lc, 1, args), DV_ERR_KERNEL_FAULT);
+  assert_contains(dv_last_error(), "shared memory exceeds the device's 49152 bytes per block: "
+                                   "40960 bytes of static arrays up to second (big.dvk:4) plus "
+                                   "8193 bytes of dynamic shared memory");
   dv_array_release(a);
   finish(c, m);
 }
@@ -1207,6 +1243,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_fault_on_stream),
       cmocka_unit_test(test_wave_barriers),
       cmocka_unit_test(test_shared_overflow_detected),
+      cmocka_unit_test(test_shared_limit),
       cmocka_unit_test(test_faults_do_not_kill),
       cmocka_unit_test(test_local_and_global_overflow),
       cmocka_unit_test(test_asan_reports_overflows),
