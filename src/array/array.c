@@ -603,12 +603,18 @@ dv_status dv_array_slice(const dv_array *a, int nidx, const dv_index *idx, dv_ar
     int64_t n;
     if (step < 0) n = stop < start ? (start - stop - 1) / (-step) + 1 : 0;
     else n = start < stop ? (stop - start - 1) / step + 1 : 0;
-    if (n > 0) offset += start * st;
     shape[nd] = n;
-    /* step * stride cannot overflow for n > 1 (it stays inside the
-     * allocation); for n <= 1 the stride is irrelevant: keep it in range. */
-    int64_t ns;
-    if (dv__mul_overflow(step, st, &ns)) ns = st; /* only when n <= 1, where it is unused */
+    /* NumPy's rule: an empty range behaves as if its step were 1 and its
+     * start 0, so the dimension keeps the parent's stride and the view's
+     * start does not move.  Otherwise the stride is step * stride, which
+     * cannot overflow for n > 1 (it stays inside the allocation); for n == 1
+     * it is never used to reach an element, so an overflow keeps the
+     * parent's stride rather than failing. */
+    int64_t ns = st;
+    if (n > 0) {
+      offset += start * st;
+      if (dv__mul_overflow(step, st, &ns)) ns = st;
+    }
     strides[nd] = ns;
     nd++;
   }
