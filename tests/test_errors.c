@@ -119,7 +119,20 @@ static void test_null_everywhere(void **state) {
   assert_int_equal(dv_array_size(NULL), 0);
 }
 
+/* An unknown fault kind is not pending and reads nothing outside the
+ * backend's table (UBSan's bounds check and ASan watch the host's). */
+static void test_unknown_fault_kind(void **state) {
+  (void)state;
+  const unsigned kinds[] = {4, 7, 100, 100000, 0xffffffffu};
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+    assert_int_equal(dv_fault_pending(g_ctx, (dv_fault_kind)kinds[i]), 0);
+    assert_int_equal(dv_fault_pending(NULL, (dv_fault_kind)kinds[i]), 0);
+    assert_status(dv_fault_inject(g_ctx, (dv_fault_kind)kinds[i], 1), DV_ERR_INVALID_ARGUMENT);
+  }
+}
+
 int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {T(test_creation_errors), T(test_cross_context), T(test_null_everywhere)};
+  const struct CMUnitTest tests[] = {T(test_creation_errors), T(test_cross_context), T(test_null_everywhere),
+                                     T(test_unknown_fault_kind)};
   return test_main(argc, argv, "errors", tests, sizeof tests / sizeof tests[0]);
 }

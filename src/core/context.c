@@ -223,6 +223,9 @@ dv_status dv_fault_inject(dv_context *ctx, dv_fault_kind kind, uint64_t k) {
 }
 
 int dv_fault_pending(dv_context *ctx, dv_fault_kind kind) {
+  /* Backends keep one counter per known kind: an unknown one is never
+   * pending, and must not index their tables. */
+  if ((unsigned)kind > DV_FAULT_FREE) return 0;
   if (kind == DV_FAULT_HOST_ALLOC) return dv__fault_host_pending();
   if (!ctx || !ctx->be->fault_pending) return 0;
   return ctx->be->fault_pending(ctx->bst, kind);
