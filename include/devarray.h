@@ -507,7 +507,9 @@ typedef struct dv_field_desc {
  * Create a record (structured) dtype.  itemsize 0 means "the end of the last
  * field".  Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_BAD_DTYPE (no fields, empty
  * or duplicate name, field past itemsize, overlapping fields, bad sub-array
- * shape).  The result has one reference.
+ * shape), DV_ERR_OVERFLOW (the itemsize, or a field's offset or end, offset
+ * + itemsize x sub-array count, exceeds INT64_MAX).  The result has one
+ * reference.
  */
 DV_API dv_status dv_dtype_record_create(const dv_field_desc *fields, size_t nfields,
                                         size_t itemsize, dv_dtype **out);
