@@ -289,9 +289,9 @@ typedef struct dv_stats {
   dv_counter registered; /**< registered (pinned-in-place) host bytes */
   dv_counter managed; /**< managed memory bytes */
   dv_counter arrays;  /**< live array descriptors (count) */
-  uint64_t pending_deallocs;      /**< entries in the deallocation queues now */
+  uint64_t pending_deallocs;      /**< entries in the deallocation queue now */
   uint64_t pending_bytes;         /**< bytes those entries will free */
-  uint64_t pending_peak;          /**< deepest the queues have been */
+  uint64_t pending_peak;          /**< deepest the queue has been */
   uint64_t flushes;               /**< queue flushes performed */
   uint64_t oom_retries;           /**< allocations retried after out-of-memory */
   uint64_t failed_frees;          /**< frees that reported an error */
@@ -337,12 +337,12 @@ DV_API dv_status dv_defer_cleanup_begin(dv_context *ctx);
  */
 DV_API dv_status dv_defer_cleanup_end(dv_context *ctx);
 /**
- * Flush the pending-deallocation queues now (a no-op inside a defer-cleanup
+ * Flush the pending-deallocation queue now (a no-op inside a defer-cleanup
  * scope).  Every queued free is attempted; the first failure's status is
  * returned, the others are logged.
  */
 DV_API dv_status dv_context_flush_deallocs(dv_context *ctx);
-/** Entries and bytes waiting in the queues (either pointer may be NULL). */
+/** Entries and bytes waiting in the queue (either pointer may be NULL). */
 DV_API dv_status dv_context_pending_deallocs(dv_context *ctx, size_t *count, size_t *bytes);
 
 /* ------------------------------------------------------------------------ */

@@ -66,20 +66,20 @@ void dv__alloc_release(dv_alloc *a) {
           /* The record itself goes into the queue (it knows block and stream). */
           pthread_mutex_destroy(&a->reg_lock);
           atomic_fetch_sub(&ctx->live_allocs, 1);
-          rc = dv__defer_free(ctx, true, dv__dtor_device, a, NULL, a->bytes);
+          rc = dv__defer_free(ctx, dv__dtor_device, a, NULL, a->bytes);
           if (rc) dv__log(DV_LOG_ERROR, "releasing memory: %s", dv_last_error());
           return;
         }
         break;
       case DV_MEM_MANAGED:
         if (a->buf)
-          rc = dv__defer_free(ctx, true, dv__dtor_managed, a->buf, (void *)(uintptr_t)a->bytes, a->bytes);
+          rc = dv__defer_free(ctx, dv__dtor_managed, a->buf, (void *)(uintptr_t)a->bytes, a->bytes);
         break;
       case DV_MEM_PINNED:
-        rc = dv__defer_free(ctx, true, dv__dtor_pinned, a->handle, (void *)(uintptr_t)a->bytes, 0);
+        rc = dv__defer_free(ctx, dv__dtor_pinned, a->handle, (void *)(uintptr_t)a->bytes, 0);
         break;
       case DV_MEM_MAPPED:
-        rc = dv__defer_free(ctx, true, dv__dtor_mapped, a->handle, (void *)(uintptr_t)a->bytes, a->bytes);
+        rc = dv__defer_free(ctx, dv__dtor_mapped, a->handle, (void *)(uintptr_t)a->bytes, a->bytes);
         break;
       case DV_MEM_HOST:
         dv__free(a->host);

@@ -160,8 +160,7 @@ dv_status dv_context_destroy(dv_context *ctx) {
   dv__staging_fini(ctx);
   ctx->be->stream_destroy(ctx->bst, ctx->default_stream.bs);
   ctx->be->close(ctx->bst);
-  dv__free(ctx->mem_queue.items);
-  dv__free(ctx->obj_queue.items);
+  dv__free(ctx->pending.items);
   pthread_mutex_destroy(&ctx->lock);
   dv__stats_destroy(&ctx->stats);
   dv__free(ctx);

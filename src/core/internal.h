@@ -180,9 +180,8 @@ struct dv_context {
   void *mm_state;
   size_t total_memory; /* read once at creation (Numba reads it at initialize) */
 
-  pthread_mutex_t lock;        /* guards the queues and defer count */
-  dv_pending_queue mem_queue;  /* device, mapped, managed, pinned frees */
-  dv_pending_queue obj_queue;  /* streams, events */
+  pthread_mutex_t lock;     /* guards the queue and the defer count */
+  dv_pending_queue pending; /* memory, pinned memory, streams, events: one queue, as Numba's */
   int defer_depth;
 
   dv_stats_state stats;
@@ -201,10 +200,10 @@ static inline dv_bstream *dv__bstream(dv_context *ctx, dv_stream *s) {
 dv_stream *dv__stream_iretain(dv_stream *s);
 void dv__stream_irelease(dv_stream *s);
 
-/* Queue a destructor; may flush.  Returns the flush's first error, if any. */
-dv_status dv__defer_free(dv_context *ctx, bool memory, dv_dtor_fn fn, void *handle, void *aux,
-                         size_t bytes);
-/* Flush both queues unless deferred. */
+/* Queue a destructor (bytes: 0 for pinned memory, streams and events); may
+ * flush.  Returns the flush's first error, if any. */
+dv_status dv__defer_free(dv_context *ctx, dv_dtor_fn fn, void *handle, void *aux, size_t bytes);
+/* Flush the queue unless deferred. */
 dv_status dv__flush(dv_context *ctx);
 /* Wait for the given stream (or default) after queuing synchronous work. */
 dv_status dv__sync_if_null(dv_context *ctx, dv_stream *s);

@@ -40,8 +40,8 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
   r.version = DV_STATS_VERSION;
   dv_stats_state *s = &ctx->stats;
   pthread_mutex_lock(&ctx->lock);
-  r.pending_deallocs = ctx->mem_queue.count + ctx->obj_queue.count;
-  r.pending_bytes = ctx->mem_queue.bytes + ctx->obj_queue.bytes;
+  r.pending_deallocs = ctx->pending.count;
+  r.pending_bytes = ctx->pending.bytes;
   pthread_mutex_unlock(&ctx->lock);
   pthread_mutex_lock(&s->lock);
   r.device = s->c[DV_STAT_DEVICE];

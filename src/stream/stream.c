@@ -61,7 +61,7 @@ dv_stream *dv__stream_iretain(dv_stream *s) {
 
 void dv__stream_irelease(dv_stream *s) {
   if (!s || s->is_default || atomic_fetch_sub(&s->refs, 1) != 1) return;
-  dv_status rc = dv__defer_free(s->ctx, false, dv__dtor_stream, s, NULL, 0);
+  dv_status rc = dv__defer_free(s->ctx, dv__dtor_stream, s, NULL, 0);
   if (rc) dv__log(DV_LOG_ERROR, "releasing a stream: %s", dv_last_error());
 }
 
@@ -144,7 +144,7 @@ void dv_event_release(dv_event *e) {
   if (!e) return;
   dv_context *ctx = e->ctx;
   atomic_fetch_sub(&ctx->live_events, 1);
-  dv_status rc = dv__defer_free(ctx, false, dv__dtor_event, e, NULL, 0);
+  dv_status rc = dv__defer_free(ctx, dv__dtor_event, e, NULL, 0);
   if (rc) dv__log(DV_LOG_ERROR, "releasing an event: %s", dv_last_error());
 }
 
