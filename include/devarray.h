@@ -24,7 +24,9 @@
  *    stream is given (it queues the work and returns).  For asynchronous
  *    work the caller keeps every host buffer involved unchanged and alive
  *    until the stream reaches that point (dv_stream_synchronize, an event,
- *    or a callback says so).
+ *    or a callback says so).  A stream must belong to the context the work
+ *    runs on (the destination's, for copies): DV_ERR_BACKEND_MISMATCH
+ *    otherwise, before anything is allocated or queued.
  *  - Byte counts, offsets and strides are size_t or int64_t, never int.
  *    Strides are in bytes, as in NumPy.  All size arithmetic is checked for
  *    overflow (DV_ERR_OVERFLOW).

@@ -28,6 +28,14 @@ static void same_stats(const dv_stats *a, const dv_stats *b) {
     dv_stats after = snap();                \
     same_stats(&before, &after);            \
   } while (0)
+/* The same for calls without an array out-parameter. */
+#define EXPECT_NO_OUT(call, status)         \
+  do {                                      \
+    dv_stats before = snap();               \
+    assert_status(call, status);            \
+    dv_stats after = snap();                \
+    same_stats(&before, &after);            \
+  } while (0)
 
 static void test_creation_errors(void **state) {
   (void)state;
@@ -131,8 +139,68 @@ static void test_unknown_fault_kind(void **state) {
   }
 }
 
+/* Every function taking a stream refuses one of another context before it
+ * allocates, queues or retains anything: the pending queue, the statistics
+ * and the foreign stream are as before, whatever path the call would take
+ * (a view or a copy).  A stream retained by a pending free of this context
+ * would outlive its own context (ASan sees the use after free at teardown),
+ * and with the pool the pool's record would be attached to it. */
+static void test_foreign_stream_first(void **state) {
+  (void)state;
+  dv_context *other;
+  assert_ok(test_context(&other, NULL));
+  dv_stream *s;
+  assert_ok(dv_stream_create(other, 0, &s));
+  const dv_dtype *f8 = dv_dtype_get(DV_FLOAT64);
+  int64_t sh[2] = {4, 6}, n12 = 12, m1 = -1, idx0[2] = {0, 0};
+  dv_array *c, *f, *st, *h;
+  double buf[24] = {0};
+  assert_ok(dv_device_array(g_ctx, 2, sh, f8, NULL, 'C', NULL, &c));
+  assert_ok(dv_device_array(g_ctx, 2, sh, f8, NULL, 'F', NULL, &f));
+  assert_ok(dv_host_array_wrap(g_ctx, buf, 2, sh, f8, NULL, &h));
+  dv_index half[2] = {DV_ALL, DV_SLICE(0, 3, 1)};
+  assert_ok(dv_array_slice(c, 2, half, &st));
+  dv_field_desc fd[1] = {{"x", f8, 0, 0, NULL}};
+  dv_dtype *rt;
+  assert_ok(dv_dtype_record_create(fd, 1, 0, &rt));
+  dv_array *rec;
+  assert_ok(dv_device_record(g_ctx, rt, NULL, &rec));
+  assert_ok(dv_context_synchronize(g_ctx));
+  size_t before = 0;
+  assert_ok(dv_context_pending_deallocs(g_ctx, &before, NULL));
+  double x = 0;
+  EXPECT(dv_array_copy_new(c, 'C', s, out), DV_ERR_BACKEND_MISMATCH);
+  EXPECT(dv_array_copy_new(h, 'F', s, out), DV_ERR_BACKEND_MISMATCH);
+  EXPECT(dv_array_ravel(f, 'C', 0, s, out), DV_ERR_BACKEND_MISMATCH);  /* a copy */
+  EXPECT(dv_array_ravel(c, 'C', 0, s, out), DV_ERR_BACKEND_MISMATCH);  /* a view */
+  EXPECT(dv_array_reshape(st, 1, &n12, 'C', 0, s, out), DV_ERR_BACKEND_MISMATCH); /* a copy */
+  EXPECT(dv_array_reshape(c, 1, &m1, 'C', 0, s, out), DV_ERR_BACKEND_MISMATCH);   /* a view */
+  EXPECT(dv_copy_to_host(c, NULL, s, out), DV_ERR_BACKEND_MISMATCH);
+  EXPECT(dv_copy_to_host(c, h, s, out), DV_ERR_BACKEND_MISMATCH);
+  EXPECT(dv_to_device(g_ctx, h, s, 1, NULL, out), DV_ERR_BACKEND_MISMATCH);
+  EXPECT(dv_to_device(g_ctx, h, s, 1, c, out), DV_ERR_BACKEND_MISMATCH);
+  EXPECT(dv_device_array_like(st, s, out), DV_ERR_BACKEND_MISMATCH);
+  EXPECT(dv_device_record(g_ctx, rt, s, out), DV_ERR_BACKEND_MISMATCH);
+  EXPECT_NO_OUT(dv_array_get_item(c, idx0, &x, sizeof x, s), DV_ERR_BACKEND_MISMATCH);
+  EXPECT_NO_OUT(dv_array_set_item(c, idx0, &x, sizeof x, s), DV_ERR_BACKEND_MISMATCH);
+  EXPECT_NO_OUT(dv_record_get(rec, "x", &x, sizeof x, s), DV_ERR_BACKEND_MISMATCH);
+  EXPECT_NO_OUT(dv_record_set(rec, "x", &x, sizeof x, s), DV_ERR_BACKEND_MISMATCH);
+  EXPECT_NO_OUT(dv_array_copy(c, h, s), DV_ERR_BACKEND_MISMATCH);
+  EXPECT_NO_OUT(dv_copy_to_device(c, h, s), DV_ERR_BACKEND_MISMATCH);
+  EXPECT_NO_OUT(dv_array_memset(c, 0, s), DV_ERR_BACKEND_MISMATCH);
+  size_t after = 0;
+  assert_ok(dv_context_pending_deallocs(g_ctx, &after, NULL));
+  assert_int_equal(after, before);
+  dv_array_release(rec);
+  dv_dtype_release(rt);
+  dv_array_release(st), dv_array_release(h), dv_array_release(f), dv_array_release(c);
+  dv_stream_release(s);
+  assert_ok(dv_context_destroy(other));
+  assert_ok(dv_context_flush_deallocs(g_ctx));
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {T(test_creation_errors), T(test_cross_context), T(test_null_everywhere),
-                                     T(test_unknown_fault_kind)};
+                                     T(test_unknown_fault_kind), T(test_foreign_stream_first)};
   return test_main(argc, argv, "errors", tests, sizeof tests / sizeof tests[0]);
 }

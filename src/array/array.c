@@ -253,6 +253,16 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
   return rc;
 }
 
+/* A stream argument must belong to the context the work runs on.  Every
+ * entry point that takes one checks it before it allocates, queues or
+ * retains anything, so a refused call leaves nothing behind (a pending free
+ * holding the foreign stream, a pool record attached to it). */
+static dv_status dv__check_stream(const dv_context *ctx, const dv_stream *stream) {
+  if (stream && stream->ctx != ctx)
+    return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context");
+  return DV_OK;
+}
+
 /* ---- creation API ------------------------------------------------------------ */
 
 dv_status dv_device_array(dv_context *ctx, int ndim, const int64_t *shape, const dv_dtype *dtype,
@@ -260,9 +270,8 @@ dv_status dv_device_array(dv_context *ctx, int ndim, const int64_t *shape, const
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(ctx);
-  (void)stream;
-  if (stream && stream->ctx != ctx)
-    return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context");
+  dv_status rc = dv__check_stream(ctx, stream);
+  if (rc) return rc;
   return dv__array_create(ctx, DV_MEM_DEVICE, ndim, shape, dtype, strides, order, 0, stream, out);
 }
 
@@ -455,7 +464,8 @@ static dv_status dv__copy(dv_array *dst, const dv_array *src, dv_stream *stream)
 dv_status dv_array_copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
   DV_CHECK_NULL(dst);
   DV_CHECK_NULL(src);
-  dv_status rc = dv__check_compat(dst, src);
+  dv_status rc = dv__check_stream(dst->alloc->ctx, stream);
+  if (!rc) rc = dv__check_compat(dst, src);
   if (rc) return rc;
   return dv__copy(dst, src, stream);
 }
@@ -465,6 +475,8 @@ dv_status dv_to_device(dv_context *ctx, const dv_array *src, dv_stream *stream, 
   if (out) *out = NULL;
   DV_CHECK_NULL(ctx);
   DV_CHECK_NULL(src);
+  dv_status src_rc = dv__check_stream(ctx, stream);
+  if (src_rc) return src_rc;
   if (to && to->alloc->ctx != ctx)
     return dv__error(DV_ERR_BACKEND_MISMATCH, "`to` belongs to another context than ctx");
   if (to) {
@@ -498,6 +510,10 @@ dv_status dv_to_device(dv_context *ctx, const dv_array *src, dv_stream *stream, 
 dv_status dv_copy_to_host(const dv_array *src, dv_array *dst, dv_stream *stream, dv_array **out) {
   if (out) *out = NULL;
   DV_CHECK_NULL(src);
+  /* The work runs on the destination's context (a new host array is made
+   * on the source's). */
+  dv_status src_rc = dv__check_stream(dst ? dst->alloc->ctx : src->alloc->ctx, stream);
+  if (src_rc) return src_rc;
   if (dst) {
     if (!dv__is_host_side(dst))
       return dv__error(DV_ERR_INVALID_ARGUMENT, "the destination of dv_copy_to_host must be a host array");
@@ -523,9 +539,11 @@ dv_status dv_copy_to_host(const dv_array *src, dv_array *dst, dv_stream *stream,
 dv_status dv_copy_to_device(dv_array *dst, const dv_array *src, dv_stream *stream) {
   DV_CHECK_NULL(dst);
   DV_CHECK_NULL(src);
+  dv_status rc = dv__check_stream(dst->alloc->ctx, stream);
+  if (rc) return rc;
   if (dv__is_host_side(dst))
     return dv__error(DV_ERR_INVALID_ARGUMENT, "the destination of dv_copy_to_device must be a device array");
-  dv_status rc = dv__check_compat(dst, src);
+  rc = dv__check_compat(dst, src);
   if (rc) return rc;
   return dv__copy(dst, src, stream);
 }
@@ -533,9 +551,9 @@ dv_status dv_copy_to_device(dv_array *dst, const dv_array *src, dv_stream *strea
 dv_status dv_array_memset(dv_array *a, int value, dv_stream *stream) {
   DV_CHECK_NULL(a);
   dv_context *ctx = a->alloc->ctx;
-  if (stream && stream->ctx != ctx)
-    return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context");
-  dv_status rc = dv__memset(ctx, a, value, stream);
+  dv_status rc = dv__check_stream(ctx, stream);
+  if (rc) return rc;
+  rc = dv__memset(ctx, a, value, stream);
   dv_status r2 = dv__sync_if_null(ctx, stream);
   return rc ? rc : r2;
 }
@@ -544,9 +562,11 @@ dv_status dv_array_copy_new(const dv_array *a, char order, dv_stream *stream, dv
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(a);
+  dv_status rc = dv__check_stream(a->alloc->ctx, stream);
+  if (rc) return rc;
   dv_array *n = NULL;
   dv_memory_kind kind = dv__is_host_side(a) ? DV_MEM_HOST : DV_MEM_DEVICE;
-  dv_status rc = dv__array_create(a->alloc->ctx, kind, a->ndim, a->shape, a->dtype, NULL, order, 0, stream, &n);
+  rc = dv__array_create(a->alloc->ctx, kind, a->ndim, a->shape, a->dtype, NULL, order, 0, stream, &n);
   if (!rc) rc = dv__copy(n, a, stream);
   if (rc) {
     dv_array_release(n);
@@ -632,11 +652,13 @@ static dv_status dv__item_io(dv_array *a, const int64_t *index, void *buf, size_
   DV_CHECK_NULL(a);
   DV_CHECK_NULL(buf);
   if (a->ndim > 0) DV_CHECK_NULL(index);
+  dv_status rc = dv__check_stream(a->alloc->ctx, stream);
+  if (rc) return rc;
   if (size < a->dtype->itemsize)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "buffer of %zu bytes is smaller than the %zu-byte element",
                      size, a->dtype->itemsize);
   dv_array *v = NULL, *h = NULL;
-  dv_status rc = dv__element_view(a, index, &v);
+  rc = dv__element_view(a, index, &v);
   if (!rc) rc = dv_host_array_wrap(a->alloc->ctx, buf, 0, NULL, a->dtype, NULL, &h);
   if (!rc) rc = get ? dv__copy(h, v, stream) : dv__copy(v, h, stream);
   dv_array_release(h);
@@ -691,8 +713,10 @@ dv_status dv_array_reshape(const dv_array *a, int ndim, const int64_t *shape, ch
   *out = NULL;
   DV_CHECK_NULL(a);
   if (ndim > 0) DV_CHECK_NULL(shape);
+  dv_status rc = dv__check_stream(a->alloc->ctx, stream);
+  if (rc) return rc;
   char eff = 'C';
-  dv_status rc = dv__resolve_order(a, order, &eff);
+  rc = dv__resolve_order(a, order, &eff);
   if (rc) return rc;
   int64_t nshape[DV_MAXDIMS], nst[DV_MAXDIMS];
   rc = dv__layout_resolve_shape(dv_array_size(a), ndim, shape, nshape);
@@ -710,9 +734,11 @@ dv_status dv_array_ravel(const dv_array *a, char order, unsigned flags, dv_strea
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(a);
+  dv_status rc = dv__check_stream(a->alloc->ctx, stream);
+  if (rc) return rc;
   bool c = dv_array_is_c_contiguous(a), f = dv_array_is_f_contiguous(a);
   char eff = 'C';
-  dv_status rc = dv__resolve_order(a, order, &eff);
+  rc = dv__resolve_order(a, order, &eff);
   if (rc) return rc;
   int64_t n = dv_array_size(a), st = (int64_t)a->dtype->itemsize;
   bool view = (order == 'C' && c) || (order == 'F' && f) || (order == 'A' && (c || f));
@@ -779,10 +805,12 @@ static dv_status dv__record_io(dv_array *rec, const char *name, void *buf, size_
   DV_CHECK_NULL(rec);
   DV_CHECK_NULL(name);
   DV_CHECK_NULL(buf);
+  dv_status rc = dv__check_stream(rec->alloc->ctx, stream);
+  if (rc) return rc;
   if (rec->ndim != 0)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "a record is 0-d; this array has %d dims (use dv_array_field)", rec->ndim);
   dv_array *f = NULL, *h = NULL;
-  dv_status rc = dv_array_field(rec, name, &f);
+  rc = dv_array_field(rec, name, &f);
   if (rc) return rc;
   size_t need = (size_t)dv_array_nbytes(f);
   if (size < need) {
