@@ -199,8 +199,115 @@ static void test_foreign_stream_first(void **state) {
   assert_ok(dv_context_flush_deallocs(g_ctx));
 }
 
+/* Bad input changes nothing: every counter of dv_context_stats (totals and
+ * peaks included) and the pending queue are the same after each failing
+ * call, because every argument is checked before anything is made, counted
+ * or queued, and internal temporaries are never counted. */
+#define BAD(call, status)                                                                  \
+  do {                                                                                     \
+    dv_stats b_ = snap();                                                                  \
+    assert_status(call, status);                                                           \
+    assert_ok(dv_context_synchronize(g_ctx));                                              \
+    dv_stats a_ = snap();                                                                  \
+    if (memcmp(&a_, &b_, sizeof a_) != 0) fail_msg("%s changed the statistics", #call);    \
+  } while (0)
+
+static void test_bad_input_changes_nothing(void **state) {
+  (void)state;
+  const dv_dtype *f8 = dv_dtype_get(DV_FLOAT64), *i4 = dv_dtype_get(DV_INT32);
+  int64_t sh[2] = {4, 6}, sh3[1] = {3}, n12 = 12, two[2] = {-1, -1}, bad[2] = {5, 5};
+  dv_array *c, *f, *h, *h3, *st, *rec, *recs, *o = NULL;
+  double buf[24] = {0}, x = 0;
+  assert_ok(dv_device_array(g_ctx, 2, sh, f8, NULL, 'C', NULL, &c));
+  assert_ok(dv_device_array(g_ctx, 2, sh, f8, NULL, 'F', NULL, &f));
+  assert_ok(dv_host_array_wrap(g_ctx, buf, 2, sh, f8, NULL, &h));
+  assert_ok(dv_host_array_wrap(g_ctx, buf, 1, sh3, f8, NULL, &h3));
+  dv_index half[2] = {DV_ALL, DV_SLICE(0, 3, 1)};
+  assert_ok(dv_array_slice(c, 2, half, &st));
+  int64_t sub = 3;
+  dv_field_desc fd[2] = {{"x", f8, 0, 0, NULL}, {"v", i4, 8, 1, &sub}};
+  dv_dtype *rt;
+  assert_ok(dv_dtype_record_create(fd, 2, 0, &rt));
+  assert_ok(dv_device_record(g_ctx, rt, NULL, &rec));
+  assert_ok(dv_device_array(g_ctx, 1, sh3, rt, NULL, 'C', NULL, &recs));
+  assert_ok(dv_context_synchronize(g_ctx));
+  size_t pend0 = 0, pend1 = 0;
+  assert_ok(dv_context_pending_deallocs(g_ctx, &pend0, NULL));
+  int32_t v3[3];
+  int64_t idx_oob[2] = {4, 0}, idx_neg[2] = {0, -7}, idx0[2] = {0, 0};
+  dv_index zero_step[1] = {DV_SLICE(0, 4, 0)}, oob[1] = {DV_AT(9)}, three[3] = {DV_ALL, DV_ALL, DV_ALL};
+  dv_index weird[1] = {{(dv_index_kind)7, 0, 0, 1, 0}};
+  /* records */
+  BAD(dv_record_get(rec, "v", v3, sizeof v3 - 1, NULL), DV_ERR_INVALID_ARGUMENT);
+  BAD(dv_record_set(rec, "v", v3, 4, NULL), DV_ERR_INVALID_ARGUMENT);
+  BAD(dv_record_get(rec, "nope", &x, sizeof x, NULL), DV_ERR_UNKNOWN_FIELD);
+  BAD(dv_record_set(rec, "nope", &x, sizeof x, NULL), DV_ERR_UNKNOWN_FIELD);
+  BAD(dv_record_get(recs, "x", &x, sizeof x, NULL), DV_ERR_INVALID_ARGUMENT);
+  BAD(dv_record_get(c, "x", &x, sizeof x, NULL), DV_ERR_INVALID_ARGUMENT);
+  BAD(dv_record_get(rec, NULL, &x, sizeof x, NULL), DV_ERR_NULL_ARGUMENT);
+  BAD(dv_array_field(rec, "nope", &o), DV_ERR_UNKNOWN_FIELD);
+  BAD(dv_array_field(c, "x", &o), DV_ERR_BAD_DTYPE);
+  /* elements */
+  BAD(dv_array_get_item(c, idx_oob, &x, sizeof x, NULL), DV_ERR_INDEX);
+  BAD(dv_array_set_item(c, idx_neg, &x, sizeof x, NULL), DV_ERR_INDEX);
+  BAD(dv_array_get_item(c, idx0, &x, 4, NULL), DV_ERR_INVALID_ARGUMENT);
+  BAD(dv_array_get_item(c, NULL, &x, sizeof x, NULL), DV_ERR_NULL_ARGUMENT);
+  /* views */
+  BAD(dv_array_slice(c, 1, zero_step, &o), DV_ERR_BAD_STEP);
+  BAD(dv_array_slice(c, 1, oob, &o), DV_ERR_INDEX);
+  BAD(dv_array_slice(c, 3, three, &o), DV_ERR_TOO_MANY_INDICES);
+  BAD(dv_array_slice(c, 1, weird, &o), DV_ERR_INVALID_ARGUMENT);
+  BAD(dv_array_reshape(c, 2, two, 'C', 0, NULL, &o), DV_ERR_BAD_SHAPE);
+  BAD(dv_array_reshape(c, 2, bad, 'C', 0, NULL, &o), DV_ERR_RESHAPE_SIZE);
+  BAD(dv_array_reshape(c, 1, &n12, 'Q', 0, NULL, &o), DV_ERR_BAD_ORDER);
+  BAD(dv_array_reshape(st, 1, &n12, 'C', DV_VIEW_ONLY, NULL, &o), DV_ERR_COPY_NEEDED);
+  BAD(dv_array_ravel(f, 'C', DV_VIEW_ONLY, NULL, &o), DV_ERR_COPY_NEEDED);
+  BAD(dv_array_ravel(c, 'K', 0, NULL, &o), DV_ERR_BAD_ORDER);
+  dv_array *parts[4];
+  size_t cnt;
+  BAD(dv_array_split(c, 2, parts, 4, &cnt), DV_ERR_INVALID_ARGUMENT);
+  BAD(dv_array_split(h3, 1, parts, 2, &cnt), DV_ERR_INVALID_ARGUMENT);
+  BAD(dv_array_split(h3, 0, parts, 4, &cnt), DV_ERR_INVALID_ARGUMENT);
+  /* copies */
+  BAD(dv_array_copy(c, h3, NULL), DV_ERR_SHAPE_MISMATCH);
+  BAD(dv_array_copy(rec, h3, NULL), DV_ERR_DTYPE_MISMATCH);
+  BAD(dv_copy_to_host(c, f, NULL, &o), DV_ERR_INVALID_ARGUMENT);
+  BAD(dv_copy_to_device(h, c, NULL), DV_ERR_INVALID_ARGUMENT);
+  BAD(dv_to_device(g_ctx, h3, NULL, 1, c, &o), DV_ERR_SHAPE_MISMATCH);
+  BAD(dv_to_device(g_ctx, h, NULL, 1, h, &o), DV_ERR_INVALID_ARGUMENT);
+  BAD(dv_array_copy_new(c, 'A', NULL, &o), DV_ERR_BAD_ORDER);
+  /* creation */
+  BAD(dv_device_array(g_ctx, 2, sh, f8, NULL, 'X', NULL, &o), DV_ERR_BAD_ORDER);
+  BAD(dv_host_array(g_ctx, -1, sh, f8, NULL, 'C', &o), DV_ERR_BAD_SHAPE);
+  BAD(dv_pinned_scope_begin(g_ctx, 1, &c, (dv_scope **)&o), DV_ERR_INVALID_ARGUMENT);
+  /* a device view of host memory whose mapped scope has ended is dead:
+   * using it is bad input too, refused before any copy is made for it */
+  dv_array *dv = NULL;
+  dv_scope *sc = NULL;
+  if (dv_mapped_scope_begin(g_ctx, 1, &h, &dv, &sc) == DV_OK) {
+    assert_ok(dv_scope_end(sc));
+    BAD(dv_copy_to_host(dv, NULL, NULL, &o), DV_ERR_INVALID_ARGUMENT);
+    BAD(dv_array_copy_new(dv, 'C', NULL, &o), DV_ERR_INVALID_ARGUMENT);
+    BAD(dv_array_ravel(dv, 'F', 0, NULL, &o), DV_ERR_INVALID_ARGUMENT);
+    int64_t n24 = 24;
+    BAD(dv_array_reshape(dv, 1, &n24, 'F', 0, NULL, &o), DV_ERR_INVALID_ARGUMENT);
+    BAD(dv_array_get_item(dv, idx0, &x, sizeof x, NULL), DV_ERR_INVALID_ARGUMENT);
+    BAD(dv_array_copy(c, dv, NULL), DV_ERR_INVALID_ARGUMENT);
+    BAD(dv_array_memset(dv, 0, NULL), DV_ERR_INVALID_ARGUMENT);
+    BAD(dv_to_device(g_ctx, dv, NULL, 1, c, &o), DV_ERR_INVALID_ARGUMENT);
+    dv_array_release(dv);
+  }
+  assert_null(o);
+  assert_ok(dv_context_pending_deallocs(g_ctx, &pend1, NULL));
+  assert_int_equal(pend1, pend0);
+  dv_array_release(recs), dv_array_release(rec);
+  dv_dtype_release(rt);
+  dv_array_release(st), dv_array_release(h3), dv_array_release(h), dv_array_release(f), dv_array_release(c);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {T(test_creation_errors), T(test_cross_context), T(test_null_everywhere),
-                                     T(test_unknown_fault_kind), T(test_foreign_stream_first)};
+                                     T(test_unknown_fault_kind), T(test_foreign_stream_first),
+                                     T(test_bad_input_changes_nothing)};
   return test_main(argc, argv, "errors", tests, sizeof tests / sizeof tests[0]);
 }

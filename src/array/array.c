@@ -263,6 +263,45 @@ static dv_status dv__check_stream(const dv_context *ctx, const dv_stream *stream
   return DV_OK;
 }
 
+/* A device view whose memory is gone (a mapped scope that has ended) is bad
+ * input; entry points that would allocate for it check this first, so that
+ * the refusal changes nothing.  Size-0 arrays have no memory to lose. */
+static dv_status dv__check_live(const dv_array *a, const char *what) {
+  if (!dv__is_host_side(a) && !a->alloc->buf && dv_array_size(a) > 0)
+    return dv__error(DV_ERR_INVALID_ARGUMENT,
+                     "the %s is a device view of host memory whose mapped scope has ended", what);
+  return DV_OK;
+}
+
+/*
+ * Descriptors on the caller's stack for the internal side of a copy (an
+ * element, a field, the caller's buffer): neither reference counted nor
+ * counted in the statistics, so internal temporaries never show in
+ * dv_context_stats and a call that fails has changed nothing.  They must
+ * not outlive the call; transfers copy what they need from them.
+ */
+static void dv__stack_view(dv_array *v, dv_alloc *alloc, const dv_dtype *dt, int ndim,
+                           const int64_t *shape, const int64_t *strides, int64_t offset) {
+  memset(v, 0, sizeof *v);
+  v->alloc = alloc;
+  v->dtype = dt;
+  v->ndim = ndim;
+  v->offset = offset;
+  for (int i = 0; i < ndim; i++) v->shape[i] = shape[i], v->strides[i] = strides[i];
+}
+
+/* The caller's host buffer as a dense C-order stack descriptor. */
+static void dv__stack_host(dv_array *v, dv_alloc *alloc, dv_context *ctx, void *buf,
+                           const dv_dtype *dt, int ndim, const int64_t *shape) {
+  memset(alloc, 0, sizeof *alloc);
+  alloc->ctx = ctx;
+  alloc->kind = DV_MEM_HOST;
+  alloc->host = buf;
+  int64_t st[DV_MAXDIMS];
+  dv__layout_dense(ndim, shape, (int64_t)dt->itemsize, 'C', st); /* fits: the other side exists */
+  dv__stack_view(v, alloc, dt, ndim, shape, st, 0);
+}
+
 /* ---- creation API ------------------------------------------------------------ */
 
 dv_status dv_device_array(dv_context *ctx, int ndim, const int64_t *shape, const dv_dtype *dtype,
@@ -455,8 +494,12 @@ static dv_status dv__copy(dv_array *dst, const dv_array *src, dv_stream *stream)
   dv_context *ctx = dst->alloc->ctx;
   if (stream && stream->ctx != ctx)
     return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context than the destination");
+  /* before a copy across contexts makes its staging array */
+  dv_status rc = dv__check_live(src, "source");
+  if (!rc) rc = dv__check_live(dst, "destination");
+  if (rc) return rc;
   if (src->alloc->ctx != ctx) return dv__copy_across(dst, src, stream);
-  dv_status rc = dv__transfer(ctx, dst, src, stream);
+  rc = dv__transfer(ctx, dst, src, stream);
   dv_status src2 = dv__sync_if_null(ctx, stream);
   return rc ? rc : src2;
 }
@@ -476,6 +519,7 @@ dv_status dv_to_device(dv_context *ctx, const dv_array *src, dv_stream *stream, 
   DV_CHECK_NULL(ctx);
   DV_CHECK_NULL(src);
   dv_status src_rc = dv__check_stream(ctx, stream);
+  if (!src_rc && copy) src_rc = dv__check_live(src, "source");
   if (src_rc) return src_rc;
   if (to && to->alloc->ctx != ctx)
     return dv__error(DV_ERR_BACKEND_MISMATCH, "`to` belongs to another context than ctx");
@@ -513,6 +557,7 @@ dv_status dv_copy_to_host(const dv_array *src, dv_array *dst, dv_stream *stream,
   /* The work runs on the destination's context (a new host array is made
    * on the source's). */
   dv_status src_rc = dv__check_stream(dst ? dst->alloc->ctx : src->alloc->ctx, stream);
+  if (!src_rc) src_rc = dv__check_live(src, "source");
   if (src_rc) return src_rc;
   if (dst) {
     if (!dv__is_host_side(dst))
@@ -552,6 +597,7 @@ dv_status dv_array_memset(dv_array *a, int value, dv_stream *stream) {
   DV_CHECK_NULL(a);
   dv_context *ctx = a->alloc->ctx;
   dv_status rc = dv__check_stream(ctx, stream);
+  if (!rc) rc = dv__check_live(a, "array");
   if (rc) return rc;
   rc = dv__memset(ctx, a, value, stream);
   dv_status r2 = dv__sync_if_null(ctx, stream);
@@ -563,6 +609,7 @@ dv_status dv_array_copy_new(const dv_array *a, char order, dv_stream *stream, dv
   *out = NULL;
   DV_CHECK_NULL(a);
   dv_status rc = dv__check_stream(a->alloc->ctx, stream);
+  if (!rc) rc = dv__check_live(a, "source");
   if (rc) return rc;
   dv_array *n = NULL;
   dv_memory_kind kind = dv__is_host_side(a) ? DV_MEM_HOST : DV_MEM_DEVICE;
@@ -641,10 +688,20 @@ dv_status dv_array_slice(const dv_array *a, int nidx, const dv_index *idx, dv_ar
   return dv__array_new(a->alloc, a->dtype, nd, shape, strides, offset, out);
 }
 
-static dv_status dv__element_view(const dv_array *a, const int64_t *index, dv_array **v) {
-  dv_index idx[DV_MAXDIMS];
-  for (int i = 0; i < a->ndim; i++) idx[i] = DV_AT(index[i]);
-  return dv_array_slice(a, a->ndim, idx, v);
+/* The byte offset of element `index` (negative entries count from the
+ * end), with dv_array_slice's messages for indices out of range. */
+static dv_status dv__element_offset(const dv_array *a, const int64_t *index, int64_t *offset) {
+  int64_t off = a->offset;
+  for (int i = 0; i < a->ndim; i++) {
+    int64_t k = index[i];
+    if (k < 0) k += a->shape[i];
+    if (k < 0 || k >= a->shape[i])
+      return dv__error(DV_ERR_INDEX, "index %lld is out of bounds for axis %d with size %lld",
+                       (long long)index[i], i, (long long)a->shape[i]);
+    off += k * a->strides[i];
+  }
+  *offset = off;
+  return DV_OK;
 }
 
 static dv_status dv__item_io(dv_array *a, const int64_t *index, void *buf, size_t size,
@@ -657,13 +714,16 @@ static dv_status dv__item_io(dv_array *a, const int64_t *index, void *buf, size_
   if (size < a->dtype->itemsize)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "buffer of %zu bytes is smaller than the %zu-byte element",
                      size, a->dtype->itemsize);
-  dv_array *v = NULL, *h = NULL;
-  rc = dv__element_view(a, index, &v);
-  if (!rc) rc = dv_host_array_wrap(a->alloc->ctx, buf, 0, NULL, a->dtype, NULL, &h);
-  if (!rc) rc = get ? dv__copy(h, v, stream) : dv__copy(v, h, stream);
-  dv_array_release(h);
-  dv_array_release(v);
-  return rc;
+  int64_t off;
+  rc = dv__element_offset(a, index, &off);
+  if (rc) return rc;
+  rc = dv__check_live(a, get ? "source" : "destination");
+  if (rc) return rc;
+  dv_array v, h;
+  dv_alloc hal;
+  dv__stack_view(&v, a->alloc, a->dtype, 0, NULL, NULL, off);
+  dv__stack_host(&h, &hal, a->alloc->ctx, buf, a->dtype, 0, NULL);
+  return get ? dv__copy(&h, &v, stream) : dv__copy(&v, &h, stream);
 }
 
 dv_status dv_array_get_item(const dv_array *a, const int64_t *index, void *out, size_t outsize,
@@ -689,16 +749,17 @@ static dv_status dv__resolve_order(const dv_array *a, char order, char *eff) {
 static dv_status dv__reshape_copy(const dv_array *a, int nnd, const int64_t *nshape, char order,
                                   dv_stream *stream, dv_array **out) {
   dv_memory_kind kind = dv__is_host_side(a) ? DV_MEM_HOST : DV_MEM_DEVICE;
-  dv_array *n = NULL, *v = NULL;
-  dv_status rc = dv__array_create(a->alloc->ctx, kind, nnd, nshape, a->dtype, NULL, order, 0, stream, &n);
+  dv_status rc = dv__check_live(a, "source");
+  if (rc) return rc;
+  dv_array *n = NULL, v;
+  rc = dv__array_create(a->alloc->ctx, kind, nnd, nshape, a->dtype, NULL, order, 0, stream, &n);
   if (rc) return rc;
   /* View the new (dense) array with a's shape, reading in `order`: always
    * possible, and then the copy is an ordinary element-wise transfer. */
   int64_t vst[DV_MAXDIMS];
   dv__layout_dense(a->ndim, a->shape, (int64_t)a->dtype->itemsize, order, vst);
-  rc = dv__array_new(n->alloc, a->dtype, a->ndim, a->shape, vst, n->offset, &v);
-  if (!rc) rc = dv__copy(v, a, stream);
-  dv_array_release(v);
+  dv__stack_view(&v, n->alloc, a->dtype, a->ndim, a->shape, vst, n->offset);
+  rc = dv__copy(&v, a, stream);
   if (rc) {
     dv_array_release(n);
     return rc;
@@ -809,19 +870,27 @@ static dv_status dv__record_io(dv_array *rec, const char *name, void *buf, size_
   if (rc) return rc;
   if (rec->ndim != 0)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "a record is 0-d; this array has %d dims (use dv_array_field)", rec->ndim);
-  dv_array *f = NULL, *h = NULL;
-  rc = dv_array_field(rec, name, &f);
-  if (rc) return rc;
-  size_t need = (size_t)dv_array_nbytes(f);
-  if (size < need) {
-    dv_array_release(f);
+  if (rec->dtype->id != DV_RECORD)
+    return dv__error(DV_ERR_BAD_DTYPE, "field access needs a record array, not %s", rec->dtype->name);
+  const dv_field *f = dv__dtype_find_field(rec->dtype, name);
+  if (!f) return dv__error(DV_ERR_UNKNOWN_FIELD, "no field named \"%s\"", name);
+  /* The field's bytes fit int64_t (checked when the dtype was made). */
+  int64_t count;
+  dv__layout_size(f->ndim, f->shape, &count);
+  size_t need = (size_t)count * f->dtype->itemsize;
+  if (size < need)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "field \"%s\" has %zu bytes; buffer has %zu", name, need, size);
-  }
-  rc = dv_host_array_wrap(rec->alloc->ctx, buf, f->ndim, f->shape, f->dtype, NULL, &h);
-  if (!rc) rc = get ? dv__copy(h, f, stream) : dv__copy(f, h, stream);
-  dv_array_release(h);
-  dv_array_release(f);
-  return rc;
+  rc = dv__check_live(rec, get ? "source" : "destination");
+  if (rc) return rc;
+  /* The field inside the record (C order for sub-arrays) and the caller's
+   * buffer, both as stack descriptors. */
+  int64_t st[DV_MAXDIMS];
+  dv__layout_dense(f->ndim, f->shape, (int64_t)f->dtype->itemsize, 'C', st);
+  dv_array fv, h;
+  dv_alloc hal;
+  dv__stack_view(&fv, rec->alloc, f->dtype, f->ndim, f->shape, st, rec->offset + (int64_t)f->offset);
+  dv__stack_host(&h, &hal, rec->alloc->ctx, buf, f->dtype, f->ndim, f->shape);
+  return get ? dv__copy(&h, &fv, stream) : dv__copy(&fv, &h, stream);
 }
 
 dv_status dv_record_get(const dv_array *rec, const char *name, void *out, size_t size, dv_stream *stream) {
