@@ -6,7 +6,10 @@
  *
  *  - Every function that can fail returns a dv_status.  DV_OK is 0.  On
  *    failure, out-parameters are set to NULL/0 and nothing observable has
- *    changed (no array created, no memory leaked, no data copied).  A
+ *    changed (no array created, no memory leaked, no data copied, no
+ *    statistic counted).  Buffers that receive data (an element, a field,
+ *    JSON text) are left untouched instead; the JSON writers still report
+ *    the length they need, and dv_stats.size stays the caller's.  A
  *    human-readable detail is available from dv_last_error() on the failing
  *    thread until the next failing call on that thread.
  *  - Handles are opaque.  Objects that are shared (contexts aside) are
@@ -305,7 +308,8 @@ typedef struct dv_stats {
   uint64_t staging_hits, staging_misses; /**< staging buffers reused / newly pinned */
 } dv_stats;
 
-/** Fill *out (see dv_stats.size).  DV_ERR_INVALID_ARGUMENT if out->size is too small. */
+/** Fill *out (see dv_stats.size).  DV_ERR_INVALID_ARGUMENT if out->size is too
+ *  small; then the out->size bytes the caller has are cleared, `size` aside. */
 DV_API dv_status dv_context_stats(dv_context *ctx, dv_stats *out);
 /**
  * The statistics as one JSON object, written to buf (NUL-terminated); the
@@ -721,7 +725,8 @@ DV_API dv_status dv_array_ravel(const dv_array *a, char order, unsigned flags, d
 /**
  * Split a 1-D unit-stride array into ceil(size/section) views, the last one
  * shorter.  With views == NULL only *count is set.  Otherwise views must
- * hold cap entries; DV_ERR_INVALID_ARGUMENT if cap is too small.  Other
+ * hold cap entries (those not filled are set to NULL, all of them on
+ * failure); DV_ERR_INVALID_ARGUMENT if cap is too small.  Other
  * layouts are DV_ERR_INVALID_ARGUMENT (Numba's contract); section <= 0 too.
  */
 DV_API dv_status dv_array_split(const dv_array *a, int64_t section, dv_array **views, size_t cap,

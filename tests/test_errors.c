@@ -305,9 +305,169 @@ static void test_bad_input_changes_nothing(void **state) {
   dv_array_release(st), dv_array_release(h3), dv_array_release(h), dv_array_release(f), dv_array_release(c);
 }
 
+/* Every out-parameter of every failing call is cleared (NULL/0), as the
+ * header's first convention says; each is filled with garbage first.  The
+ * exceptions the header states: a too-small JSON buffer and a failing
+ * element or field read leave the caller's buffer untouched (nothing is
+ * written or copied), the JSON writers still report the length needed, and
+ * dv_stats.size stays the caller's. */
+#define GARBAGE(x) memset(&(x), 0xA5, sizeof(x))
+static int all_zero(const void *p, size_t n) {
+  const unsigned char *c = p;
+  for (size_t i = 0; i < n; i++)
+    if (c[i]) return 0;
+  return 1;
+}
+#define ASSERT_CLEARED(x) \
+  do { if (!all_zero(&(x), sizeof(x))) fail_msg("%s is not cleared", #x); } while (0)
+
+static void test_outputs_cleared_on_failure(void **state) {
+  (void)state;
+  char buf[64];
+  size_t sz1, sz2;
+  /* options */
+  dv_option_info info;
+  GARBAGE(info);
+  assert_status(dv_option_describe(dv_option_count(), &info), DV_ERR_INDEX);
+  ASSERT_CLEARED(info);
+  dv_option_source src;
+  GARBAGE(buf), GARBAGE(src);
+  assert_status(dv_option_get("no_such_option", buf, sizeof buf, &src), DV_ERR_BAD_OPTION);
+  assert_int_equal(buf[0], 0);
+  ASSERT_CLEARED(src);
+  GARBAGE(buf), GARBAGE(src);
+  assert_status(dv_context_option(g_ctx, "no_such_option", buf, sizeof buf, &src), DV_ERR_BAD_OPTION);
+  assert_int_equal(buf[0], 0);
+  ASSERT_CLEARED(src);
+  GARBAGE(buf), GARBAGE(src);
+  assert_status(dv_context_option(NULL, "backend", buf, sizeof buf, &src), DV_ERR_NULL_ARGUMENT);
+  assert_int_equal(buf[0], 0);
+  ASSERT_CLEARED(src);
+  GARBAGE(buf);
+  assert_status(dv_backend_probe(NULL, buf, sizeof buf), DV_ERR_NULL_ARGUMENT);
+  assert_int_equal(buf[0], 0);
+  /* contexts and statistics */
+  dv_device_info di;
+  GARBAGE(di);
+  assert_status(dv_context_device_info(NULL, &di), DV_ERR_NULL_ARGUMENT);
+  ASSERT_CLEARED(di);
+  GARBAGE(sz1), GARBAGE(sz2);
+  assert_status(dv_context_memory_info(NULL, &sz1, &sz2), DV_ERR_NULL_ARGUMENT);
+  ASSERT_CLEARED(sz1); ASSERT_CLEARED(sz2);
+  GARBAGE(sz1), GARBAGE(sz2);
+  assert_status(dv_context_pending_deallocs(NULL, &sz1, &sz2), DV_ERR_NULL_ARGUMENT);
+  ASSERT_CLEARED(sz1); ASSERT_CLEARED(sz2);
+  dv_stats st;
+  GARBAGE(st);
+  st.size = sizeof st;
+  assert_status(dv_context_stats(NULL, &st), DV_ERR_NULL_ARGUMENT);
+  assert_int_equal(st.size, sizeof st);
+  st.size = 0;
+  ASSERT_CLEARED(st);
+  GARBAGE(st);
+  st.size = 16; /* an older, smaller dv_stats: only its 16 bytes are the caller's */
+  assert_status(dv_context_stats(g_ctx, &st), DV_ERR_INVALID_ARGUMENT);
+  assert_int_equal(st.size, 16);
+  assert_true(all_zero((char *)&st + 4, 12));
+  assert_int_equal(((unsigned char *)&st)[16], 0xA5);
+  GARBAGE(sz1), GARBAGE(buf);
+  assert_status(dv_context_stats_json(NULL, buf, sizeof buf, &sz1), DV_ERR_NULL_ARGUMENT);
+  ASSERT_CLEARED(sz1);
+  assert_int_equal((unsigned char)buf[0], 0xA5);
+  GARBAGE(sz1);
+  assert_status(dv_memory_snapshot_json(NULL, buf, sizeof buf, &sz1), DV_ERR_NULL_ARGUMENT);
+  ASSERT_CLEARED(sz1);
+  /* memory managers */
+  dv_mm_stats ms;
+  GARBAGE(ms);
+  assert_status(dv_memory_stats(NULL, &ms), DV_ERR_NULL_ARGUMENT);
+  ASSERT_CLEARED(ms);
+  dv_block blk;
+  GARBAGE(blk);
+  assert_status(dv_backend_alloc(NULL, 64, &blk), DV_ERR_NULL_ARGUMENT);
+  ASSERT_CLEARED(blk);
+  GARBAGE(blk);
+  assert_status(dv_backend_alloc(g_ctx, 0, &blk), DV_ERR_INVALID_ARGUMENT);
+  ASSERT_CLEARED(blk);
+  GARBAGE(sz1), GARBAGE(sz2);
+  assert_status(dv_backend_memory_info(NULL, &sz1, &sz2), DV_ERR_NULL_ARGUMENT);
+  ASSERT_CLEARED(sz1); ASSERT_CLEARED(sz2);
+  /* dtypes */
+  dv_field_desc fd;
+  GARBAGE(fd);
+  assert_status(dv_dtype_field(dv_dtype_get(DV_INT32), 0, &fd), DV_ERR_INDEX);
+  ASSERT_CLEARED(fd);
+  GARBAGE(fd);
+  assert_status(dv_dtype_field(NULL, 0, &fd), DV_ERR_NULL_ARGUMENT);
+  ASSERT_CLEARED(fd);
+  dv_dtype *dt;
+  GARBAGE(dt);
+  assert_status(dv_dtype_record_create(NULL, 1, 0, &dt), DV_ERR_NULL_ARGUMENT);
+  ASSERT_CLEARED(dt);
+  /* arrays, views, scopes, streams, events */
+  int64_t sh[2] = {2, 3};
+  dv_array *d, *h, *o;
+  double hb[6] = {1, 2, 3, 4, 5, 6}, x;
+  assert_ok(dv_device_array(g_ctx, 2, sh, dv_dtype_get(DV_FLOAT64), NULL, 'C', NULL, &d));
+  assert_ok(dv_host_array_wrap(g_ctx, hb, 2, sh, dv_dtype_get(DV_FLOAT64), NULL, &h));
+  GARBAGE(o);
+  assert_status(dv_device_array(NULL, 2, sh, dv_dtype_get(DV_FLOAT64), NULL, 'C', NULL, &o), DV_ERR_NULL_ARGUMENT);
+  ASSERT_CLEARED(o);
+  GARBAGE(o);
+  assert_status(dv_array_reshape(d, 1, sh, 'C', 0, NULL, &o), DV_ERR_RESHAPE_SIZE);
+  ASSERT_CLEARED(o);
+  void *ptr;
+  GARBAGE(ptr);
+  assert_status(dv_array_host_data(d, &ptr), DV_ERR_MISUSE);
+  ASSERT_CLEARED(ptr);
+  dv_array *views[4];
+  size_t count;
+  GARBAGE(views), GARBAGE(count);
+  assert_status(dv_array_split(d, 2, views, 4, &count), DV_ERR_INVALID_ARGUMENT);
+  ASSERT_CLEARED(views); ASSERT_CLEARED(count);
+  dv_scope *sc;
+  dv_array *mv[1];
+  GARBAGE(sc), GARBAGE(mv);
+  assert_status(dv_mapped_scope_begin(NULL, 1, &h, mv, &sc), DV_ERR_NULL_ARGUMENT);
+  ASSERT_CLEARED(sc); ASSERT_CLEARED(mv);
+  GARBAGE(sc), GARBAGE(mv);
+  assert_status(dv_mapped_scope_begin(g_ctx, 1, &d, mv, &sc), DV_ERR_INVALID_ARGUMENT);
+  ASSERT_CLEARED(sc); ASSERT_CLEARED(mv);
+  dv_stream *s;
+  GARBAGE(s);
+  assert_status(dv_stream_create(g_ctx, 0x80, &s), DV_ERR_INVALID_ARGUMENT);
+  ASSERT_CLEARED(s);
+  dv_event *e;
+  GARBAGE(e);
+  assert_status(dv_event_create(NULL, 0, &e), DV_ERR_NULL_ARGUMENT);
+  ASSERT_CLEARED(e);
+  float ms_;
+  GARBAGE(ms_);
+  assert_status(dv_event_elapsed_ms(NULL, NULL, &ms_), DV_ERR_NULL_ARGUMENT);
+  ASSERT_CLEARED(ms_);
+  /* data destinations: nothing copied */
+  int64_t bad_idx[2] = {5, 0};
+  GARBAGE(x);
+  assert_status(dv_array_get_item(d, bad_idx, &x, sizeof x, NULL), DV_ERR_INDEX);
+  assert_true(((unsigned char *)&x)[0] == 0xA5 && ((unsigned char *)&x)[7] == 0xA5);
+  /* host allocation failures clear them too */
+  dv_config *cfg;
+  GARBAGE(cfg);
+  assert_ok(dv_fault_inject(NULL, DV_FAULT_HOST_ALLOC, 1));
+  assert_status(dv_config_create(&cfg), DV_ERR_HOST_OUT_OF_MEMORY);
+  ASSERT_CLEARED(cfg);
+  dv_context *ctx2;
+  GARBAGE(ctx2);
+  assert_ok(dv_fault_inject(NULL, DV_FAULT_HOST_ALLOC, 1));
+  assert_status(dv_context_create(NULL, &ctx2), DV_ERR_HOST_OUT_OF_MEMORY);
+  ASSERT_CLEARED(ctx2);
+  assert_int_equal(dv_fault_pending(NULL, DV_FAULT_HOST_ALLOC), 0);
+  dv_array_release(h), dv_array_release(d);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {T(test_creation_errors), T(test_cross_context), T(test_null_everywhere),
                                      T(test_unknown_fault_kind), T(test_foreign_stream_first),
-                                     T(test_bad_input_changes_nothing)};
+                                     T(test_bad_input_changes_nothing), T(test_outputs_cleared_on_failure)};
   return test_main(argc, argv, "errors", tests, sizeof tests / sizeof tests[0]);
 }

@@ -813,6 +813,9 @@ dv_status dv_array_split(const dv_array *a, int64_t section, dv_array **views, s
                          size_t *count) {
   DV_CHECK_NULL(count);
   *count = 0;
+  /* views has cap entries: all NULL unless they receive a view */
+  if (views)
+    for (size_t i = 0; i < cap; i++) views[i] = NULL;
   DV_CHECK_NULL(a);
   if (a->ndim != 1) return dv__error(DV_ERR_INVALID_ARGUMENT, "only support 1d array (got %d dims)", a->ndim);
   if (a->strides[0] != (int64_t)a->dtype->itemsize)

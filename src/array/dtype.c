@@ -92,8 +92,9 @@ const dv_field *dv__dtype_find_field(const dv_dtype *dt, const char *name) {
 }
 
 dv_status dv_dtype_field(const dv_dtype *dt, size_t i, dv_field_desc *out) {
-  DV_CHECK_NULL(dt);
   DV_CHECK_NULL(out);
+  memset(out, 0, sizeof *out);
+  DV_CHECK_NULL(dt);
   if (i >= dt->nfields)
     return dv__error(DV_ERR_INDEX, "field index %zu out of range (%zu fields)", i, dt->nfields);
   const dv_field *f = &dt->fields[i];

@@ -20,6 +20,7 @@ size_t dv_backend_count(void) { return DV_NBACKENDS; }
 const char *dv_backend_name(size_t i) { return i < DV_NBACKENDS ? dv__backends[i]->name : NULL; }
 
 dv_status dv_backend_probe(const char *name, char *reason, size_t cap) {
+  if (reason && cap) reason[0] = 0;
   DV_CHECK_NULL(name);
   char tmp[512] = "";
   const dv_backend *be = dv__backend_find(name);
@@ -170,13 +171,17 @@ dv_status dv_context_destroy(dv_context *ctx) {
 const char *dv_context_backend(const dv_context *ctx) { return ctx ? ctx->be->name : "none"; }
 
 dv_status dv_context_device_info(dv_context *ctx, dv_device_info *out) {
-  DV_CHECK_NULL(ctx);
   DV_CHECK_NULL(out);
   memset(out, 0, sizeof *out);
-  return ctx->be->device_info(ctx->bst, out);
+  DV_CHECK_NULL(ctx);
+  dv_status rc = ctx->be->device_info(ctx->bst, out);
+  if (rc) memset(out, 0, sizeof *out);
+  return rc;
 }
 
 dv_status dv_context_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes) {
+  if (free_bytes) *free_bytes = 0;
+  if (total_bytes) *total_bytes = 0;
   DV_CHECK_NULL(ctx);
   size_t f = 0, t = 0;
   dv_status rc = ctx->mm.mem_info(ctx->mm_state, &f, &t);
@@ -198,6 +203,8 @@ dv_stream *dv_context_per_thread_stream(dv_context *ctx) { return ctx ? &ctx->pe
 
 dv_status dv_context_option(dv_context *ctx, const char *name, char *buf, size_t cap,
                             dv_option_source *source) {
+  if (buf && cap) buf[0] = 0;
+  if (source) *source = DV_SOURCE_DEFAULT;
   DV_CHECK_NULL(ctx);
   DV_CHECK_NULL(name);
   DV_CHECK_NULL(buf);

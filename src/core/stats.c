@@ -29,11 +29,17 @@ void dv__stats_sub(dv_context *ctx, dv_stat_kind k, uint64_t n) {
 }
 
 dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
-  DV_CHECK_NULL(ctx);
   DV_CHECK_NULL(out);
-  if (out->size < sizeof(dv_stats))
+  if (!ctx || out->size < sizeof(dv_stats)) {
+    /* Cleared on failure: every byte the caller's struct holds (out->size
+     * says how many: an older, smaller dv_stats has fewer) except `size`,
+     * which is the caller's. */
+    size_t have = out->size < sizeof *out ? out->size : sizeof *out;
+    if (have > sizeof out->size) memset((char *)out + sizeof out->size, 0, have - sizeof out->size);
+    DV_CHECK_NULL(ctx);
     return dv__error(DV_ERR_INVALID_ARGUMENT, "dv_stats.size is %u, need %zu (set it to sizeof(dv_stats))",
                      out->size, sizeof(dv_stats));
+  }
   dv_stats r;
   memset(&r, 0, sizeof r);
   r.size = sizeof r;
@@ -70,8 +76,9 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
 }
 
 dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, size_t *needed) {
-  DV_CHECK_NULL(ctx);
   DV_CHECK_NULL(needed);
+  *needed = 0;
+  DV_CHECK_NULL(ctx);
   dv_stats st = {.size = sizeof st};
   dv_status rc = dv_context_stats(ctx, &st);
   if (rc) return rc;

@@ -141,9 +141,10 @@ dv_status dv_mapped_scope_begin(dv_context *ctx, size_t n, dv_array *const *arra
                                 dv_array **device_views, dv_scope **scope) {
   DV_CHECK_NULL(scope);
   *scope = NULL;
+  if (device_views)
+    for (size_t i = 0; i < n; i++) device_views[i] = NULL;
   DV_CHECK_NULL(ctx);
   if (n > 0) DV_CHECK_NULL(device_views);
-  for (size_t i = 0; i < n; i++) device_views[i] = NULL;
   dv_status rc = dv__check_host_arrays(ctx, n, arrays);
   if (rc) return rc;
   for (size_t i = 0; i < n; i++)

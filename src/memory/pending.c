@@ -112,6 +112,8 @@ dv_status dv_context_flush_deallocs(dv_context *ctx) {
 }
 
 dv_status dv_context_pending_deallocs(dv_context *ctx, size_t *count, size_t *bytes) {
+  if (count) *count = 0;
+  if (bytes) *bytes = 0;
   DV_CHECK_NULL(ctx);
   pthread_mutex_lock(&ctx->lock);
   if (count) *count = ctx->pending.count;
