@@ -658,8 +658,11 @@ DV_API dv_status dv_copy_to_host(const dv_array *src, dv_array *dst, dv_stream *
 /** Copy src (host or device, any layout) into the device array dst.  Size 0 is a no-op. */
 DV_API dv_status dv_copy_to_device(dv_array *dst, const dv_array *src, dv_stream *stream);
 /**
- * Copy between any two arrays (host or device, any layouts, overlapping
- * memory excepted).  The general form of the three above.  Arrays of two
+ * Copy between any two arrays (host or device, any layouts).  Views of the
+ * same memory may be copied when no byte is shared, however their rows
+ * interleave; views that share a byte are DV_ERR_INVALID_ARGUMENT on every
+ * backend (copy through a temporary array instead).  The general form of
+ * the three above.  Arrays of two
  * different contexts (two devices, or two backends such as opencl and host)
  * are copied through a host staging buffer; such a copy is synchronous on the
  * source's side, and `stream` must belong to the destination's context

@@ -294,6 +294,16 @@ dv_status dv__layout_resolve_shape(int64_t size, int nnd, const int64_t *in, int
 int dv__layout_squeeze(int ndim, const int64_t *shape, const int64_t *strides, int64_t *oshape,
                        int64_t *ostrides);
 
+/* ---- overlap of two views of the same memory (transfer/overlap.c) ---- */
+typedef enum dv_overlap { DV_OVERLAP_NO, DV_OVERLAP_YES, DV_OVERLAP_UNKNOWN } dv_overlap;
+/* nd dimensions of extents n, elements of itemsize bytes; one view's element
+ * 0 at address a0 with strides as, the other's at b0 with strides bs.
+ * UNKNOWN when the exact search exceeds dv__overlap_max_work steps. */
+dv_overlap dv__overlap(int nd, const int64_t *n, int64_t a0, const int64_t *as, int64_t b0,
+                       const int64_t *bs, int64_t itemsize);
+/* The search's work limit; white-box tests lower it to drive the fallback. */
+extern _Atomic int64_t dv__overlap_max_work;
+
 /* ---- transfer planner (transfer/planner.c) ---- */
 dv_status dv__transfer(dv_context *ctx, const dv_array *dst, const dv_array *src, dv_stream *stream);
 dv_status dv__memset(dv_context *ctx, const dv_array *a, int value, dv_stream *stream);

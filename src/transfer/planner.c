@@ -15,6 +15,12 @@
  *     staging -> device (rectangular copies).  Host views are never copied
  *     by the device as a whole: the CPU reads or writes exactly their
  *     elements, so bytes between a host view's elements are never touched.
+ *
+ * Two views of the same memory (one device buffer, or host memory) are
+ * first tested for shared bytes (overlap.c): views that share one are
+ * refused with DV_ERR_INVALID_ARGUMENT on every backend, whatever a driver
+ * would have made of them; when the exact test runs out of work the copy
+ * goes through a dense temporary, which is right either way.
  */
 #include <string.h>
 
@@ -364,6 +370,71 @@ fail:
   return rc;
 }
 
+/* Addresses of both sides in the one address space they share, if they
+ * share one: the same device buffer (byte offsets in it) or host memory
+ * (pointers). */
+static bool dv__same_memory(const dv_array *dst, const dv_array *src, int64_t *dbase, int64_t *sbase) {
+  bool sh = dv__is_host_side(src), dh = dv__is_host_side(dst);
+  if (sh != dh) return false;
+  if (sh) {
+    *sbase = (int64_t)(uintptr_t)src->alloc->host;
+    *dbase = (int64_t)(uintptr_t)dst->alloc->host;
+    return true;
+  }
+  if (src->alloc->buf != dst->alloc->buf) return false;
+  *sbase = (int64_t)src->alloc->buf_offset;
+  *dbase = (int64_t)dst->alloc->buf_offset;
+  return true;
+}
+
+/* A stack descriptor in the plan's dimensions over `alloc`. */
+static void dv__plan_view(dv_array *v, dv_alloc *alloc, const dv_dtype *dt, const dv_plan *p,
+                          const int64_t *strides, int64_t offset) {
+  memset(v, 0, sizeof *v);
+  v->alloc = alloc;
+  v->dtype = dt;
+  v->ndim = p->nd;
+  v->offset = offset;
+  for (int i = 0; i < p->nd; i++) v->shape[i] = p->n[i], v->strides[i] = strides[i];
+}
+
+/* src -> a dense pinned temporary -> dst, in stream order.  Used when the
+ * overlap test could not decide: right whether or not the views share
+ * bytes, as NumPy's copies through a temporary are. */
+static dv_status dv__via_temporary(dv_context *ctx, dv_bstream *bs, const dv_array *dst,
+                                   const dv_array *src, const dv_plan *p, dv_stream *stream) {
+  int64_t count = 1, isz = (int64_t)p->isz;
+  for (int i = 0; i < p->nd; i++) count *= p->n[i];
+  dv_staging_buf *b = NULL;
+  dv_status rc = dv__staging_get(ctx, (size_t)(count * isz), &b);
+  if (rc) return rc;
+  dv_alloc ta;
+  memset(&ta, 0, sizeof ta);
+  ta.ctx = ctx;
+  ta.kind = DV_MEM_HOST;
+  ta.host = b->ptr;
+  int64_t dense[DV_MAXDIMS], s = isz;
+  for (int i = p->nd - 1; i >= 0; i--) dense[i] = s, s *= p->n[i];
+  dv_array t, sv, dv;
+  dv__plan_view(&t, &ta, src->dtype, p, dense, 0);
+  dv__plan_view(&sv, src->alloc, src->dtype, p, p->ss, p->soff);
+  dv__plan_view(&dv, dst->alloc, dst->dtype, p, p->ds, p->doff);
+  rc = dv__transfer(ctx, &t, &sv, stream);
+  if (!rc) rc = dv__transfer(ctx, &dv, &t, stream);
+  dv_free_list *fl = rc ? NULL : dv__malloc(sizeof *fl);
+  if (!rc && !fl) rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a staging record");
+  if (!rc) {
+    fl->ctx = ctx, fl->a = b, fl->b = NULL;
+    rc = ctx->be->stream_callback(ctx->bst, bs, dv__free_cb, fl);
+    if (!rc) return DV_OK;
+    dv__free(fl);
+  }
+  /* Copies into or out of the temporary may be queued: wait before it goes back. */
+  ctx->be->stream_sync(ctx->bst, bs);
+  dv__staging_put(ctx, b);
+  return rc;
+}
+
 static dv_status dv__check_live(const dv_array *a, const char *side) {
   if (!dv__is_host_side(a) && !a->alloc->buf)
     return dv__error(DV_ERR_INVALID_ARGUMENT,
@@ -379,6 +450,14 @@ dv_status dv__transfer(dv_context *ctx, const dv_array *dst, const dv_array *src
   if (!lrc) lrc = dv__check_live(dst, "destination");
   if (lrc) return lrc;
   dv_bstream *bs = dv__bstream(ctx, stream);
+  int64_t sbase, dbase;
+  if (dv__same_memory(dst, src, &dbase, &sbase)) {
+    dv_overlap ov = dv__overlap(p.nd, p.n, sbase + p.soff, p.ss, dbase + p.doff, p.ds, (int64_t)p.isz);
+    if (ov == DV_OVERLAP_YES)
+      return dv__error(DV_ERR_INVALID_ARGUMENT,
+                       "the source and destination views share memory (copy through a temporary array)");
+    if (ov == DV_OVERLAP_UNKNOWN) return dv__via_temporary(ctx, bs, dst, src, &p, stream);
+  }
   int64_t count = 1;
   for (int i = 0; i < p.nd; i++) count *= p.n[i];
   uint64_t bytes = (uint64_t)count * p.isz;

@@ -681,6 +681,19 @@ static dv_status clb_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
   if (sd && dd && r->src.buf == r->dst.buf && (r->height > 1 || r->depth > 1) && (sp != dp || ss != ds))
     return DV_ERR_NOT_SUPPORTED;
   bool flat = r->height == 1 && r->depth == 1;
+  /* Within one buffer OpenCL refuses a rect copy (CL_MEM_COPY_OVERLAP) when
+   * the two regions overlap as its specification's test sees them: that
+   * test compares linear ranges from each origin to origin + depth x slice
+   * + height x pitch + width, far past the bytes the rows touch (PoCL
+   * follows it; other drivers compare bounding boxes).  The planner has
+   * refused views whose elements share bytes, so such a copy is right but
+   * would be refused: leave it to the strided-copy kernel, which moves
+   * exactly the elements.  A flat copy's range is its bytes. */
+  if (sd && dd && r->src.buf == r->dst.buf && !flat) {
+    size_t s0 = r->src.offset, s1 = s0 + r->depth * ss + r->height * sp + r->width;
+    size_t d0 = r->dst.offset, d1 = d0 + r->depth * ds + r->height * dp + r->width;
+    if (s0 < d1 && d0 < s1) return DV_ERR_NOT_SUPPORTED;
+  }
   size_t region[3] = {r->width, r->height, r->depth}, so[3], dofs[3], zero[3] = {0, 0, 0};
   if (sd && dd) {
     if (flat) {
