@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/internal.h"
+#include "array/array.h"
 
 static int rd(FILE *f, int64_t *v) { return fscanf(f, "%lld", (long long *)v) == 1; }
 

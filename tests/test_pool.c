@@ -21,7 +21,7 @@ static dv_array *bytes_on(dv_context *c, int64_t n, dv_stream *s) {
 }
 
 /* The device address of an array's first element (white-box: block identity). */
-#include "core/internal.h"
+#include "array/array.h"
 static uintptr_t addr_of(dv_array *a) { return (uintptr_t)a->alloc->buf + a->alloc->buf_offset + (uintptr_t)a->offset; }
 
 static void release_now(dv_context *c, dv_array *a) {

@@ -482,7 +482,7 @@ static void test_staging_pool_reuse(void **state) {
 
 /* ---- copies between views of the same memory ------------------------------ */
 
-#include "core/internal.h" /* dv__overlap_max_work: the fallback is driven by lowering it */
+#include "transfer/transfer.h" /* dv__overlap_max_work: the fallback is driven by lowering it */
 
 enum { CUBE = 4, CELLS = CUBE * CUBE * CUBE };
 

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/internal.h"
+#include "array.h"
 
 /* ---- allocations ------------------------------------------------------------ */
 
@@ -31,22 +31,16 @@ static dv_status dv__dtor_managed(dv_context *ctx, void *buf, void *aux) {
 }
 
 static dv_status dv__dtor_pinned(dv_context *ctx, void *handle, void *aux) {
-  dv_status rc = ctx->be->host_free(ctx->bst, handle);
-  dv__stats_sub(ctx, DV_STAT_PINNED, (size_t)(uintptr_t)aux);
-  return rc;
+  return dv__host_free(ctx, handle, (size_t)(uintptr_t)aux, 0);
 }
 
 static dv_status dv__dtor_mapped(dv_context *ctx, void *handle, void *aux) {
-  dv_status rc = ctx->be->host_free(ctx->bst, handle);
-  dv__stats_sub(ctx, DV_STAT_MAPPED, (size_t)(uintptr_t)aux);
-  return rc;
+  return dv__host_free(ctx, handle, (size_t)(uintptr_t)aux, DV_HOSTMEM_MAPPED);
 }
 
 static void dv__unregister_now(dv_alloc *a) {
-  dv_context *ctx = a->ctx;
-  dv_status rc = ctx->be->host_unregister(ctx->bst, a->reg_handle);
+  dv_status rc = dv__host_unregister(a->ctx, a->reg_handle, a->bytes);
   if (rc) dv__log(DV_LOG_ERROR, "unregistering host memory failed: %s", dv_last_error());
-  dv__stats_sub(ctx, DV_STAT_REGISTERED, a->bytes);
   a->reg_handle = NULL;
   a->reg_buf = NULL;
 }
@@ -220,9 +214,7 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
         if (flags & DV_MAPPED_PORTABLE) hf |= DV_HOSTMEM_PORTABLE;
         if (flags & DV_MAPPED_WRITECOMBINED) hf |= DV_HOSTMEM_WC;
       }
-      rc = ctx->be->host_alloc(ctx->bst, bytes > 0 ? (size_t)bytes : 1, hf, &a->handle, &a->host,
-                               kind == DV_MEM_MAPPED ? &a->buf : NULL);
-      if (!rc) dv__stats_add(ctx, kind == DV_MEM_MAPPED ? DV_STAT_MAPPED : DV_STAT_PINNED, (uint64_t)bytes);
+      rc = dv__host_alloc(ctx, (size_t)bytes, hf, &a->handle, &a->host, kind == DV_MEM_MAPPED ? &a->buf : NULL);
       break;
     }
     case DV_MEM_MANAGED:
@@ -274,32 +266,39 @@ static dv_status dv__check_live(const dv_array *a, const char *what) {
 }
 
 /*
- * Descriptors on the caller's stack for the internal side of a copy (an
- * element, a field, the caller's buffer): neither reference counted nor
- * counted in the statistics, so internal temporaries never show in
- * dv_context_stats and a call that fails has changed nothing.  They must
- * not outlive the call; transfers copy what they need from them.
+ * The planner's views of arrays.  Internal copies (an element, a field, the
+ * caller's buffer, a copy's destination laid out for the reading order) are
+ * described as plain views on the stack: nothing is allocated, reference
+ * counted or counted in the statistics for them, so a call that fails has
+ * changed nothing.
  */
-static void dv__stack_view(dv_array *v, dv_alloc *alloc, const dv_dtype *dt, int ndim,
-                           const int64_t *shape, const int64_t *strides, int64_t offset) {
+static void dv__view_part(const dv_array *a, const dv_dtype *dt, int ndim, const int64_t *shape,
+                          const int64_t *strides, int64_t offset, dv_view *v) {
   memset(v, 0, sizeof *v);
-  v->alloc = alloc;
-  v->dtype = dt;
+  v->host = dv__is_host_side(a);
+  if (v->host)
+    v->base.ptr = a->alloc->host;
+  else
+    v->base.buf = a->alloc->buf, v->base.offset = a->alloc->buf_offset;
   v->ndim = ndim;
+  v->itemsize = dt->itemsize;
   v->offset = offset;
   for (int i = 0; i < ndim; i++) v->shape[i] = shape[i], v->strides[i] = strides[i];
 }
 
-/* The caller's host buffer as a dense C-order stack descriptor. */
-static void dv__stack_host(dv_array *v, dv_alloc *alloc, dv_context *ctx, void *buf,
-                           const dv_dtype *dt, int ndim, const int64_t *shape) {
-  memset(alloc, 0, sizeof *alloc);
-  alloc->ctx = ctx;
-  alloc->kind = DV_MEM_HOST;
-  alloc->host = buf;
-  int64_t st[DV_MAXDIMS];
-  dv__layout_dense(ndim, shape, (int64_t)dt->itemsize, 'C', st); /* fits: the other side exists */
-  dv__stack_view(v, alloc, dt, ndim, shape, st, 0);
+static void dv__view_of(const dv_array *a, dv_view *v) {
+  dv__view_part(a, a->dtype, a->ndim, a->shape, a->strides, a->offset, v);
+}
+
+/* The caller's host buffer, dense in C order. */
+static void dv__view_host(void *buf, const dv_dtype *dt, int ndim, const int64_t *shape, dv_view *v) {
+  memset(v, 0, sizeof *v);
+  v->base.ptr = buf;
+  v->host = true;
+  v->ndim = ndim;
+  v->itemsize = dt->itemsize;
+  dv__layout_dense(ndim, shape, (int64_t)dt->itemsize, 'C', v->strides); /* fits: the other side exists */
+  for (int i = 0; i < ndim; i++) v->shape[i] = shape[i];
 }
 
 /* ---- creation API ------------------------------------------------------------ */
@@ -461,47 +460,60 @@ static dv_status dv__check_compat(const dv_array *dst, const dv_array *src) {
  * copies are synchronous on the source side; the destination side follows
  * `stream` (which must belong to the destination's context).
  */
-static dv_status dv__copy_across(dv_array *dst, const dv_array *src, dv_stream *stream) {
-  dv_context *dctx = dst->alloc->ctx, *sctx = src->alloc->ctx;
-  if (dv__is_host_side(src)) {
+static dv_status dv__copy_across(dv_context *dctx, const dv_view *dst, dv_context *sctx, const dv_view *src,
+                                 dv_stream *stream) {
+  if (src->host) {
     dv_status rc = dv__transfer(dctx, dst, src, stream);
     dv_status r2 = dv__sync_if_null(dctx, stream);
     return rc ? rc : r2;
   }
-  if (dv__is_host_side(dst)) {
+  if (dst->host) {
     dv_status rc = dv__transfer(sctx, dst, src, NULL);
     dv_status r2 = dv__sync_if_null(sctx, NULL);
     return rc ? rc : r2;
   }
-  int64_t st[DV_MAXDIMS];
-  dv__layout_dense(src->ndim, src->shape, (int64_t)src->dtype->itemsize, 'C', st);
-  dv_array *tmp = NULL;
-  dv_status rc = dv__array_create(sctx, DV_MEM_HOST, src->ndim, src->shape, src->dtype, NULL, 'C', 0, NULL, &tmp);
-  if (rc) return rc;
-  rc = dv__transfer(sctx, tmp, src, NULL);
+  int64_t count = 1; /* the source's size: checked when it was made */
+  for (int i = 0; i < src->ndim; i++) count *= src->shape[i];
+  void *buf = dv__malloc((size_t)count * src->itemsize);
+  if (!buf) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a %lld-byte staging buffer",
+                             (long long)count * (long long)src->itemsize);
+  dv_view tmp = {.base = {.ptr = buf}, .host = true, .ndim = src->ndim, .itemsize = src->itemsize};
+  int64_t st = (int64_t)src->itemsize;
+  for (int i = src->ndim - 1; i >= 0; i--) tmp.shape[i] = src->shape[i], tmp.strides[i] = st, st *= src->shape[i];
+  dv_status rc = dv__transfer(sctx, &tmp, src, NULL);
   dv_status r2 = dv__sync_if_null(sctx, NULL);
   if (!rc) rc = r2;
-  if (!rc) rc = dv__transfer(dctx, dst, tmp, stream);
+  if (!rc) rc = dv__transfer(dctx, dst, &tmp, stream);
   /* the staging buffer is freed here: wait for the destination side */
   r2 = dctx->be->stream_sync(dctx->bst, dv__bstream(dctx, stream));
   if (!rc) rc = r2;
-  dv_array_release(tmp);
+  dv__free(buf);
   return rc;
 }
 
-/* Copy, and wait when the call is synchronous (stream NULL). */
+/* Copy view src (memory of sctx) into view dst (memory of dctx), and wait
+ * when the call is synchronous (stream NULL). */
+static dv_status dv__copy_views(dv_context *dctx, const dv_view *dst, dv_context *sctx, const dv_view *src,
+                                dv_stream *stream) {
+  if (sctx != dctx) return dv__copy_across(dctx, dst, sctx, src, stream);
+  dv_status rc = dv__transfer(dctx, dst, src, stream);
+  dv_status r2 = dv__sync_if_null(dctx, stream);
+  return rc ? rc : r2;
+}
+
+/* Copy array src into array dst (compatible), and wait when synchronous. */
 static dv_status dv__copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
   dv_context *ctx = dst->alloc->ctx;
   if (stream && stream->ctx != ctx)
     return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context than the destination");
-  /* before a copy across contexts makes its staging array */
+  /* before a copy across contexts makes its staging buffer */
   dv_status rc = dv__check_live(src, "source");
   if (!rc) rc = dv__check_live(dst, "destination");
   if (rc) return rc;
-  if (src->alloc->ctx != ctx) return dv__copy_across(dst, src, stream);
-  rc = dv__transfer(ctx, dst, src, stream);
-  dv_status src2 = dv__sync_if_null(ctx, stream);
-  return rc ? rc : src2;
+  dv_view dv, sv;
+  dv__view_of(dst, &dv);
+  dv__view_of(src, &sv);
+  return dv__copy_views(ctx, &dv, src->alloc->ctx, &sv, stream);
 }
 
 dv_status dv_array_copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
@@ -599,7 +611,9 @@ dv_status dv_array_memset(dv_array *a, int value, dv_stream *stream) {
   dv_status rc = dv__check_stream(ctx, stream);
   if (!rc) rc = dv__check_live(a, "array");
   if (rc) return rc;
-  rc = dv__memset(ctx, a, value, stream);
+  dv_view v;
+  dv__view_of(a, &v);
+  rc = dv__memset(ctx, &v, value, stream);
   dv_status r2 = dv__sync_if_null(ctx, stream);
   return rc ? rc : r2;
 }
@@ -719,11 +733,11 @@ static dv_status dv__item_io(dv_array *a, const int64_t *index, void *buf, size_
   if (rc) return rc;
   rc = dv__check_live(a, get ? "source" : "destination");
   if (rc) return rc;
-  dv_array v, h;
-  dv_alloc hal;
-  dv__stack_view(&v, a->alloc, a->dtype, 0, NULL, NULL, off);
-  dv__stack_host(&h, &hal, a->alloc->ctx, buf, a->dtype, 0, NULL);
-  return get ? dv__copy(&h, &v, stream) : dv__copy(&v, &h, stream);
+  dv_view v, h;
+  dv__view_part(a, a->dtype, 0, NULL, NULL, off, &v);
+  dv__view_host(buf, a->dtype, 0, NULL, &h);
+  dv_context *ctx = a->alloc->ctx;
+  return get ? dv__copy_views(ctx, &h, ctx, &v, stream) : dv__copy_views(ctx, &v, ctx, &h, stream);
 }
 
 dv_status dv_array_get_item(const dv_array *a, const int64_t *index, void *out, size_t outsize,
@@ -751,15 +765,17 @@ static dv_status dv__reshape_copy(const dv_array *a, int nnd, const int64_t *nsh
   dv_memory_kind kind = dv__is_host_side(a) ? DV_MEM_HOST : DV_MEM_DEVICE;
   dv_status rc = dv__check_live(a, "source");
   if (rc) return rc;
-  dv_array *n = NULL, v;
+  dv_array *n = NULL;
   rc = dv__array_create(a->alloc->ctx, kind, nnd, nshape, a->dtype, NULL, order, 0, stream, &n);
   if (rc) return rc;
   /* View the new (dense) array with a's shape, reading in `order`: always
    * possible, and then the copy is an ordinary element-wise transfer. */
   int64_t vst[DV_MAXDIMS];
   dv__layout_dense(a->ndim, a->shape, (int64_t)a->dtype->itemsize, order, vst);
-  dv__stack_view(&v, n->alloc, a->dtype, a->ndim, a->shape, vst, n->offset);
-  rc = dv__copy(&v, a, stream);
+  dv_view v, av;
+  dv__view_part(n, a->dtype, a->ndim, a->shape, vst, n->offset, &v);
+  dv__view_of(a, &av);
+  rc = dv__copy_views(n->alloc->ctx, &v, a->alloc->ctx, &av, stream);
   if (rc) {
     dv_array_release(n);
     return rc;
@@ -889,11 +905,11 @@ static dv_status dv__record_io(dv_array *rec, const char *name, void *buf, size_
    * buffer, both as stack descriptors. */
   int64_t st[DV_MAXDIMS];
   dv__layout_dense(f->ndim, f->shape, (int64_t)f->dtype->itemsize, 'C', st);
-  dv_array fv, h;
-  dv_alloc hal;
-  dv__stack_view(&fv, rec->alloc, f->dtype, f->ndim, f->shape, st, rec->offset + (int64_t)f->offset);
-  dv__stack_host(&h, &hal, rec->alloc->ctx, buf, f->dtype, f->ndim, f->shape);
-  return get ? dv__copy(&h, &fv, stream) : dv__copy(&fv, &h, stream);
+  dv_view fv, h;
+  dv__view_part(rec, f->dtype, f->ndim, f->shape, st, rec->offset + (int64_t)f->offset, &fv);
+  dv__view_host(buf, f->dtype, f->ndim, f->shape, &h);
+  dv_context *ctx = rec->alloc->ctx;
+  return get ? dv__copy_views(ctx, &h, ctx, &fv, stream) : dv__copy_views(ctx, &fv, ctx, &h, stream);
 }
 
 dv_status dv_record_get(const dv_array *rec, const char *name, void *out, size_t size, dv_stream *stream) {

@@ -2,7 +2,7 @@
  * (reference counted, with named fields, offsets, nesting and sub-arrays). */
 #include <string.h>
 
-#include "../core/internal.h"
+#include "array.h"
 
 #define DV_STATIC_DTYPE(ID, SIZE, NAME) {-1, ID, SIZE, SIZE, NAME, 0, NULL}
 static const dv_dtype dv__builtin[DV_RECORD] = {

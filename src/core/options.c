@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "internal.h"
+#include "core.h"
 
 typedef enum { T_INT, T_SIZE, T_DOUBLE, T_BOOL, T_STRING, T_LEVEL } dv_opt_type;
 

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core.h"
 
 void dv__stats_init(dv_stats_state *s) {
   memset(s, 0, sizeof *s);
@@ -62,10 +62,8 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
   r.oom_retries = s->oom_retries;
   r.failed_frees = s->failed_frees;
   pthread_mutex_unlock(&s->lock);
-  pthread_mutex_lock(&ctx->staging.m);
-  r.staging_hits = ctx->staging.hits;
-  r.staging_misses = ctx->staging.misses;
-  pthread_mutex_unlock(&ctx->staging.m);
+  r.staging_hits = atomic_load(&s->staging_hits);
+  r.staging_misses = atomic_load(&s->staging_misses);
   r.copies = atomic_load(&s->copies);
   r.staged_copies = atomic_load(&s->staged_copies);
   r.bytes_h2d = atomic_load(&s->bytes_h2d);
@@ -93,7 +91,7 @@ dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, size_t *
                "\"flushes\":%llu,\"oom_retries\":%llu,\"failed_frees\":%llu,\"copies\":%llu,"
                "\"staged_copies\":%llu,\"bytes_h2d\":%llu,\"bytes_d2h\":%llu,\"bytes_d2d\":%llu,"
                "\"staging\":" CF ",\"staging_hits\":%llu,\"staging_misses\":%llu}",
-               st.version, ctx->be->name, (unsigned long long)st.device.current,
+               st.version, ctx->backend_name, (unsigned long long)st.device.current,
                (unsigned long long)st.device.peak, (unsigned long long)st.device.total,
                (unsigned long long)st.pinned.current, (unsigned long long)st.pinned.peak,
                (unsigned long long)st.pinned.total, (unsigned long long)st.mapped.current,

@@ -28,7 +28,7 @@
 #include <sched.h>
 #include <time.h>
 
-#include "../core/internal.h"
+#include "memory.h"
 
 #define POOL_ALIGN 512u
 #define SMALL_MAX ((size_t)1 << 20)

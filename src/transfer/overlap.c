@@ -20,7 +20,7 @@
  */
 #include <stdlib.h>
 
-#include "../core/internal.h"
+#include "transfer.h"
 
 _Atomic int64_t dv__overlap_max_work = 1 << 14;
 

@@ -21,7 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../core/internal.h"
+#include "../../core/core.h"
+#include "../backend.h"
 #include "../../core/memops.h"
 
 #define HB_FRONT 256 /* guard before the payload; keeps payloads 256-aligned */

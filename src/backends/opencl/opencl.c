@@ -23,8 +23,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../../core/internal.h"
-#include "../../core/memops.h"
+#include "../../core/core.h"
+#include "../backend.h"
 #include "opencl.h"
 
 #if DV_HAVE_OPENCL_HEADERS

@@ -10,10 +10,14 @@
  *    is flushed, and leaving the outermost does not flush.
  * Where devarray differs on purpose: a failing free is logged and counted and
  * every other free is still attempted.
+ *
+ * The queue lives in the core because every layer hands it destructors:
+ * arrays their memory, streams and events themselves.  It runs them through
+ * the function pointers it was given and knows none of them.
  */
 #include <string.h>
 
-#include "../core/internal.h"
+#include "core.h"
 
 static bool dv__over_limit(dv_context *ctx, const dv_pending_queue *q) {
   int64_t count_limit = ctx->opt[DV_OPT_MAX_PENDING_COUNT].i;
