@@ -728,7 +728,7 @@ static dv_status dv__item_io(dv_array *a, const int64_t *index, void *buf, size_
   if (size < a->dtype->itemsize)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "buffer of %zu bytes is smaller than the %zu-byte element",
                      size, a->dtype->itemsize);
-  int64_t off;
+  int64_t off = 0;
   rc = dv__element_offset(a, index, &off);
   if (rc) return rc;
   rc = dv__check_live(a, get ? "source" : "destination");

@@ -135,10 +135,11 @@ dv_status dv_dtype_record_create(const dv_field_desc *fields, size_t nfields, si
      * everywhere else: the field's bytes (itemsize x sub-array count), its
      * offset and its end.  Nested records were checked when they were made,
      * so their itemsize fits too. */
-    int64_t sz, fend;
-    if (!rc && (f->dtype->itemsize > (size_t)INT64_MAX || dv__mul_overflow(n, (int64_t)f->dtype->itemsize, &sz)))
+    if (rc) break;
+    int64_t sz = 0, fend = 0;
+    if (f->dtype->itemsize > (size_t)INT64_MAX || dv__mul_overflow(n, (int64_t)f->dtype->itemsize, &sz))
       rc = dv__error(DV_ERR_OVERFLOW, "field \"%s\" is too large", f->name);
-    else if (!rc && (f->offset > (size_t)INT64_MAX || dv__add_overflow((int64_t)f->offset, sz, &fend)))
+    else if (f->offset > (size_t)INT64_MAX || dv__add_overflow((int64_t)f->offset, sz, &fend))
       rc = dv__error(DV_ERR_OVERFLOW, "field \"%s\" at offset %zu ends past the largest byte count (%lld)",
                      f->name, f->offset, (long long)INT64_MAX);
     if (rc) break;
