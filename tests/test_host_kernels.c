@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "core/internal.h"
+#include "array/array.h"
+#include "backends/backend.h"
+#include "core/core.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define HK_TEST_ASAN 1
@@ -1099,7 +1101,6 @@ static void test_image_roundtrip(void **state) {
   char tid[512];
   assert_ok(be->kernel_target_id(c->bst, tid, sizeof tid));
   assert_contains(tid, "cc=");
-  extern const char dv__kernel_header[];
   size_t hl = strlen(dv__kernel_header), sl = strlen(src_saxpy);
   char *unit = malloc(hl + sl + 64);
   assert_non_null(unit);

@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/internal.h"
-#include "../../core/memops.h"
+#include "../../core/core.h"
+#include "../backend.h"
 #include "cuda_backend.h"
 #include "cuda_driver.h"
 

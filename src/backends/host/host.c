@@ -24,7 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../core/internal.h"
+#include "../../core/core.h"
+#include "../backend.h"
 #include "../../core/memops.h"
 
 #define HB_GUARD_BYTE 0xAB
@@ -74,6 +75,7 @@ struct dv_bstream {
 };
 
 struct hb_state {
+  hb_state_head head; /* first: the kernel state (host_internal.h) */
   pthread_mutex_t lock;
   size_t cap, used;
   bool guard;
@@ -88,7 +90,6 @@ struct hb_state {
   pthread_mutex_t idle_m;
   pthread_cond_t idle_cv;
   uint64_t outstanding;
-  hk_state *k; /* kernels (host_kernel.c) */
 };
 
 static double hb_now_ms(void) {
@@ -758,6 +759,24 @@ static dv_status hb_event_elapsed(void *state, dv_bevent *a, dv_bevent *b, float
 
 /* ---- the rest ------------------------------------------------------------- */
 
+/* ---- for host_kernel.c (host_internal.h) ----------------------------------- */
+
+static dv_status hb_enqueue_kernel(dv_bstream *s, hk_job *l) {
+  hb_op *op = hb_op_new(OP_KERNEL);
+  if (!op) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a kernel launch");
+  op->u.kernel = l;
+  hb_enqueue(s, op);
+  return DV_OK;
+}
+
+static const hk_services hb_services = {
+    .block_unref = hb_block_unref,
+    .guards_ok = hb_guards_ok,
+    .alias_new = hb_alias_new,
+    .enqueue = hb_enqueue_kernel,
+    .copy_rect = hb_copy_rect,
+};
+
 static dv_status hb_probe(char *reason, size_t cap) {
   if (reason && cap) snprintf(reason, cap, "always available");
   return DV_OK;
@@ -778,7 +797,7 @@ static dv_status hb_open(const dv_backend_config *cfg, void **state) {
   st->quarantine.next = st->quarantine.prev = &st->quarantine;
   atomic_store(&st->fault[DV_FAULT_DEVICE_ALLOC], cfg->fault_device_alloc);
   atomic_store(&st->fault[DV_FAULT_COPY], cfg->fault_copy);
-  dv_status rc = hk_open(st, cfg, &st->k);
+  dv_status rc = hk_open(st, cfg, &hb_services, &st->head.k);
   if (rc) {
     pthread_mutex_destroy(&st->lock);
     pthread_mutex_destroy(&st->idle_m);
@@ -793,7 +812,7 @@ static dv_status hb_open(const dv_backend_config *cfg, void **state) {
 static void hb_close(void *state) {
   hb_state *st = state;
   hb_stream_sync(st, NULL);
-  hk_close(st->k); /* after the streams: queued launches have run */
+  hk_close(st->head.k); /* after the streams: queued launches have run */
   pthread_mutex_lock(&st->lock);
   hb_quarantine_trim(st, 0);
   /* Blocks still live here were leaked by the caller (or by devarray). */
@@ -828,12 +847,15 @@ static dv_status hb_device_info(void *state, dv_device_info *out) {
 
 static dv_status hb_fault_inject(void *state, dv_fault_kind kind, uint64_t k) {
   hb_state *st = state;
+  if ((unsigned)kind >= sizeof st->fault / sizeof st->fault[0])
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown fault kind %d", (int)kind);
   atomic_store(&st->fault[kind], k);
   return DV_OK;
 }
 
 static int hb_fault_pending(void *state, dv_fault_kind kind) {
   hb_state *st = state;
+  if ((unsigned)kind >= sizeof st->fault / sizeof st->fault[0]) return 0;
   return atomic_load(&st->fault[kind]) != 0;
 }
 
@@ -856,23 +878,6 @@ static dv_status hb_check_memory(void *state) {
   if (earlier)
     return dv__error(DV_ERR_CORRUPTION, "%llu corruption(s) detected earlier (see the log)",
                      (unsigned long long)earlier);
-  return DV_OK;
-}
-
-/* ---- for host_kernel.c (host_internal.h) ----------------------------------- */
-
-bool hb__guarded(const hb_state *st) { return st->guard; }
-hk_state *hb__kstate(const hb_state *st) { return st->k; }
-bool hb__guards_ok(const hb_block *b) { return hb_guards_ok(b); }
-dv_status hb__block_unref(hb_block *b) { return hb_block_unref(b); }
-hb_block *hb__alias_new(hb_state *st, void *ptr, size_t bytes) { return hb_alias_new(st, ptr, bytes); }
-dv_status hb__copy_rect(void *state, dv_bstream *s, const dv_rect *r) { return hb_copy_rect(state, s, r); }
-
-dv_status hb__enqueue_kernel(dv_bstream *s, hk_job *l) {
-  hb_op *op = hb_op_new(OP_KERNEL);
-  if (!op) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a kernel launch");
-  op->u.kernel = l;
-  hb_enqueue(s, op);
   return DV_OK;
 }
 

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../../core/core.h"
 #include "../backend.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -40,20 +41,29 @@ typedef struct hb_block {
   _Atomic int kernel_users; /* running kernels that use it (ASan: guards poisoned meanwhile) */
 } hb_block;
 
-/* ---- host.c, for host_kernel.c ---- */
-typedef struct hk_state hk_state;   /* the kernel part of the simulator's state */
-typedef struct hk_job hk_job; /* one queued launch */
+/* ---- host.c, for host_kernel.c ----
+ * host.c calls host_kernel.c; host_kernel.c reaches host.c's blocks and
+ * streams only through this table, which host.c hands to hk_open (so the
+ * two files never call each other in a circle: scripts/check-layers). */
+typedef struct hk_state hk_state; /* the kernel part of the simulator's state */
+typedef struct hk_job hk_job;     /* one queued launch */
 
-dv_status hb__block_unref(hb_block *b);
-bool hb__guards_ok(const hb_block *b);
-bool hb__guarded(const hb_state *st);
-hk_state *hb__kstate(const hb_state *st);
-hb_block *hb__alias_new(hb_state *st, void *ptr, size_t bytes);
-dv_status hb__enqueue_kernel(dv_bstream *s, hk_job *l);
-dv_status hb__copy_rect(void *state, dv_bstream *s, const dv_rect *r);
+typedef struct hk_services {
+  dv_status (*block_unref)(hb_block *b);
+  bool (*guards_ok)(const hb_block *b);
+  hb_block *(*alias_new)(hb_state *st, void *ptr, size_t bytes);
+  dv_status (*enqueue)(dv_bstream *s, hk_job *l);            /* queue an OP_KERNEL */
+  dv_status (*copy_rect)(void *state, dv_bstream *s, const dv_rect *r);
+} hk_services;
+
+/* hb_state begins with this, so host_kernel.c finds its part. */
+typedef struct hb_state_head {
+  hk_state *k;
+} hb_state_head;
 
 /* ---- host_kernel.c, for host.c ---- */
-dv_status hk_open(hb_state *st, const dv_backend_config *cfg, hk_state **out);
+dv_status hk_open(hb_state *st, const dv_backend_config *cfg, const hk_services *sv,
+                  hk_state **out);
 void hk_close(hk_state *k);
 /* Run a queued launch on the calling stream worker; msg gets the fault. */
 dv_status hk_run(hk_job *l, char *msg, size_t cap);

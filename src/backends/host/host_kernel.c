@@ -88,7 +88,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../core/internal.h"
+#include "../../core/core.h"
+#include "../backend.h"
 #include "devarray/kernel.h"
 #include "fiber.h"
 #include "host_internal.h"
@@ -116,6 +117,8 @@ extern char **environ;
 
 struct hk_state {
   hb_state *st;
+  const hk_services *sv; /* host.c's blocks and streams */
+  bool guarded;          /* option host_guard: buffers have guard bytes */
   int check;          /* option kernel_check */
   char *cc_option;    /* option host_cc ("" : search) */
   char *cflags;       /* option host_cflags */
@@ -143,11 +146,14 @@ struct hk_state {
 
 static void hk_sig_release(void);
 
-dv_status hk_open(hb_state *st, const dv_backend_config *cfg, hk_state **out) {
+dv_status hk_open(hb_state *st, const dv_backend_config *cfg, const hk_services *sv,
+                  hk_state **out) {
   *out = NULL;
   hk_state *k = dv__calloc(1, sizeof *k);
   if (!k) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the host kernel state");
   k->st = st;
+  k->sv = sv;
+  k->guarded = cfg->host_guard != 0;
   k->check = cfg->kernel_check != 0;
   k->cc_option = dv__strdup(cfg->host_cc ? cfg->host_cc : "");
   k->cflags = dv__strdup(cfg->host_cflags ? cfg->host_cflags : "");
@@ -480,7 +486,7 @@ static dv_status hk_probe_compiler(hk_state *k) {
 }
 
 dv_status hk_kernel_target_id(void *state, char *buf, size_t cap) {
-  hk_state *k = hb__kstate(state);
+  hk_state *k = ((hb_state_head *)state)->k;
   pthread_mutex_lock(&k->lock);
   dv_status rc = hk_probe_compiler(k);
   if (!rc) {
@@ -507,7 +513,7 @@ dv_status hk_kernel_target_id(void *state, char *buf, size_t cap) {
 }
 
 dv_status hk_kernel_limits(void *state, dv_klimits *out) {
-  hk_state *k = hb__kstate(state);
+  hk_state *k = ((hb_state_head *)state)->k;
   memset(out, 0, sizeof *out);
   out->max_threads_per_block = HK_MAX_THREADS;
   out->max_block[0] = 1024, out->max_block[1] = 1024, out->max_block[2] = 64;
@@ -712,7 +718,7 @@ static void hk_log_head(const char *log, char *buf, size_t cap) {
 
 dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out, void **image,
                           size_t *image_size, char **log) {
-  hk_state *k = hb__kstate(state);
+  hk_state *k = ((hb_state_head *)state)->k;
   *out = NULL;
   if (image) *image = NULL;
   if (image_size) *image_size = 0;
@@ -813,7 +819,7 @@ done:
 
 dv_status hk_module_load(void *state, const dv_build_req *req, const void *image,
                          size_t image_size, dv_bmodule **out, char **log) {
-  hk_state *k = hb__kstate(state);
+  hk_state *k = ((hb_state_head *)state)->k;
   *out = NULL;
   if (log) *log = NULL;
   if (!image || image_size < 4 || memcmp(image, "\177ELF", 4) != 0)
@@ -1026,7 +1032,7 @@ dv_status hk_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel
 }
 
 dv_status hk_kernel_attrs(void *state, dv_bkernel *kn, dv_kernel_attrs *out) {
-  hk_state *k = hb__kstate(state);
+  hk_state *k = ((hb_state_head *)state)->k;
   memset(out, 0, sizeof *out);
   out->max_threads_per_block = HK_MAX_THREADS;
   out->static_shared_bytes = 0; /* known only when a block runs */
@@ -1107,9 +1113,25 @@ static ffi_type *hk_dtype_ffi(dv_type_id t) {
   }
 }
 
+/* (Backends sit below the array layer: names here, not dv_dtype_name.) */
 static const char *hk_dtype_name(dv_type_id t) {
-  const dv_dtype *d = dv_dtype_get(t);
-  return d ? dv_dtype_name(d) : "?";
+  switch (t) {
+    case DV_BOOL: return "bool";
+    case DV_INT8: return "int8";
+    case DV_INT16: return "int16";
+    case DV_INT32: return "int32";
+    case DV_INT64: return "int64";
+    case DV_UINT8: return "uint8";
+    case DV_UINT16: return "uint16";
+    case DV_UINT32: return "uint32";
+    case DV_UINT64: return "uint64";
+    case DV_FLOAT16: return "float16";
+    case DV_FLOAT32: return "float32";
+    case DV_FLOAT64: return "float64";
+    case DV_COMPLEX64: return "complex64";
+    case DV_COMPLEX128: return "complex128";
+    default: return "a record or unknown dtype";
+  }
 }
 
 static const char *hk_arg_desc(const dv_blaunch *bl, size_t j) {
@@ -1215,7 +1237,7 @@ static dv_status hk_match_args(const dv_bkernel *kn, const dv_blaunch *bl, ffi_t
 
 void hk_launch_free(hk_job *l) {
   if (!l) return;
-  for (size_t i = 0; i < l->nheld; i++) hb__block_unref(l->held[i]);
+  for (size_t i = 0; i < l->nheld; i++) l->k->sv->block_unref(l->held[i]);
   pthread_mutex_destroy(&l->em);
   dv__free(l->types);
   dv__free(l->values);
@@ -1227,7 +1249,7 @@ void hk_launch_free(hk_job *l) {
 }
 
 dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch *bl) {
-  hk_state *k = hb__kstate(state);
+  hk_state *k = ((hb_state_head *)state)->k;
   if (!s || !kn || !bl) return dv__error(DV_ERR_NULL_ARGUMENT, "launch without stream, kernel or config");
   uint64_t threads = 1, blocks = 1;
   static const uint32_t maxb[3] = {1024, 1024, 64}, maxg[3] = {2147483647u, 65535, 65535};
@@ -1316,7 +1338,7 @@ dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch
     return dv__error(DV_ERR_KERNEL_ARGUMENT, "kernel %s: libffi cannot build this call",
                      kn->name);
   }
-  rc = hb__enqueue_kernel(s, l);
+  rc = k->sv->enqueue(s, l);
   if (rc) hk_launch_free(l);
   return rc;
 }
@@ -2098,8 +2120,7 @@ DV_NO_ASAN static void hk_guard_fill(unsigned char *p, size_t n) {
 /* The guards of the buffers a launch uses: poisoned for ASan while it runs. */
 static void hk_guards_begin(hk_job *l) {
 #if DV_HOST_ASAN
-  hb_state *st = l->k->st;
-  if (!hb__guarded(st)) return;
+  if (!l->k->guarded) return;
   for (size_t i = 0; i < l->nheld; i++) {
     hb_block *b = l->held[i];
     if (b->alias || atomic_fetch_add(&b->kernel_users, 1) != 0) continue;
@@ -2113,8 +2134,7 @@ static void hk_guards_begin(hk_job *l) {
 
 /* After the kernel: with checks on, a guard written is this launch's fault. */
 static void hk_guards_end(hk_job *l, bool check) {
-  hb_state *st = l->k->st;
-  if (!hb__guarded(st)) return;
+  if (!l->k->guarded) return;
   for (size_t i = 0; i < l->nheld; i++) {
     hb_block *b = l->held[i];
     if (b->alias) continue;
@@ -2124,7 +2144,7 @@ static void hk_guards_end(hk_job *l, bool check) {
       ASAN_UNPOISON_MEMORY_REGION(b->data + b->bytes, HB_BACK);
     }
 #endif
-    if (!check || hb__guards_ok(b)) continue;
+    if (!check || l->k->sv->guards_ok(b)) continue;
     const hk_param *p = &l->kern->params[l->held_param[i] < l->kern->nparams ? l->held_param[i] : 0];
     char msg[600];
     hk_fmt(msg, sizeof msg,
@@ -2214,7 +2234,7 @@ dv_status hk_constant_write(void *state, dv_bmodule *m, dv_bstream *s, size_t of
   r.width = bytes;
   r.height = 1;
   r.depth = 1;
-  return hb__copy_rect(state, s, &r);
+  return ((hb_state_head *)state)->k->sv->copy_rect(state, s, &r);
 }
 
 dv_status hk_native_context(void *state, void **context, void **device) {
@@ -2243,17 +2263,16 @@ dv_status hk_buffer_wrap(void *state, void *native, size_t bytes, void **buf) {
   *buf = NULL;
   if (!native && bytes)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "cannot wrap a NULL pointer of %zu bytes", bytes);
-  hb_block *b = hb__alias_new(state, native, bytes);
+  hb_block *b = ((hb_state_head *)state)->k->sv->alias_new(state, native, bytes);
   if (!b) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a wrapped buffer");
   *buf = b;
   return DV_OK;
 }
 
 dv_status hk_buffer_unwrap(void *state, void *buf) {
-  (void)state;
   hb_block *b = buf;
   if (!b || !b->alias)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "buffer %p was not made by buffer_wrap", buf);
   atomic_store(&b->freed, true);
-  return hb__block_unref(b); /* queued work keeps its own references */
+  return ((hb_state_head *)state)->k->sv->block_unref(b); /* queued work keeps its own refs */
 }
