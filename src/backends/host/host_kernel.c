@@ -395,14 +395,18 @@ static dv_status hk_probe_compiler(hk_state *k) {
   int nwords = 0;
   char *path = NULL;
   bool oom = false;
-  const char *cands[5];
-  const char *labels[5];
+  const char *cands[6];
+  const char *labels[6];
   int nc = 0;
   if (k->cc_option[0]) {
     cands[nc] = k->cc_option, labels[nc++] = "host_cc option";
   } else {
     const char *cc = getenv("CC");
     if (cc && *cc) cands[nc] = cc, labels[nc++] = "$CC";
+#if defined(__clang__)
+    /* An instrumented module needs the sanitizer runtime of devarray's own compiler. */
+    if (hk_asan()) cands[nc] = "clang", labels[nc++] = NULL;
+#endif
     cands[nc] = "cc", labels[nc++] = NULL;
     cands[nc] = "gcc", labels[nc++] = NULL;
     cands[nc] = "clang", labels[nc++] = NULL;
