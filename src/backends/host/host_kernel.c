@@ -9,13 +9,15 @@
  * a hidden __stack_chk_fail), write it to a private temporary directory and
  * run the system C compiler with posix_spawn (no shell): $host_cc, else
  * $CC, cc, gcc, clang on PATH; `-std=c11 -shared -fPIC -fvisibility=hidden`,
- * then host_cflags, then the program's own options.  The compiled image is
- * the .so's bytes (the kernel layer caches them on disk); loading writes an
- * image to a fresh private file, dlopens it RTLD_LOCAL|RTLD_NOW and deletes
- * the name but keeps a descriptor open until unload: glibc recognises an
- * already loaded object by device and inode, and an inode freed by one
- * module must not be reused under another that dlopen would then take for
- * the first.
+ * then host_cflags, then the program's own options; a missing compiler is
+ * DV_ERR_NO_COMPILER naming what was tried, a failed compile DV_ERR_COMPILE
+ * with the whole log.  The compiled image is the .so's bytes (the kernel
+ * layer caches them on disk); loading writes an image to a fresh private
+ * file, dlopens it RTLD_LOCAL|RTLD_NOW and deletes the name but keeps a
+ * descriptor open until unload: glibc recognises an already loaded object
+ * by device and inode, and an inode freed by one module must not be reused
+ * under another that dlopen would then take for the first.  Where the
+ * temporary directory is noexec, the image is loaded from a memfd.
  *
  * Calls.  A kernel is a plain C function; its parameter list comes from
  * `dv__sig_<kernel>` (the stringified parameters), which we parse to check
@@ -27,7 +29,9 @@
  * blocks are taken from a shared counter by the worker and by helper
  * threads of a small per-context pool (so blocks really run in parallel,
  * as on a GPU, and can wait for each other through atomics); each OS thread
- * runs one block at a time.  The threads of a block are fibers on that OS
+ * runs one block at a time.  A fault is the stream's error (host.c keeps
+ * it with its message): the launch returns it when synchronous, else the
+ * stream's next synchronize.  The threads of a block are fibers on that OS
  * thread (fiber.c), stacks of host_fiber_stack bytes mmap'ed with a
  * PROT_NONE guard page below each and reused across blocks.  Measured in
  * the research for this design: a fiber barrier is >= 21x cheaper than an
@@ -52,9 +56,12 @@
  * DV_BUILD_DEBUG) the canaries are checked at every barrier and at the end
  * of each block, and a hit names the array and its line.  The dynamic area
  * is one more slot; DV_DYN_SHARED_TAKE past the launch's dynamic_shared is
- * a fault.  With kernel_check, kernels are compiled with
+ * a fault, and so are static plus dynamic shared bytes over 48 KiB (a GPU
+ * refuses such a kernel).  With kernel_check, kernels are compiled with
  * -fstack-protector-strong and our own __stack_chk_fail, so a local array
- * written past its end faults the launch instead of aborting, and the guard
+ * written past its end faults the launch instead of aborting, with
+ * -fstack-clash-protection so a huge local array hits the guard page
+ * instead of a neighbour's stack, and the guard
  * bytes of every buffer argument are checked after the kernel (global
  * out-of-bounds writes).  When devarray itself is built with
  * AddressSanitizer, kernels are compiled with -fsanitize=address too (an
