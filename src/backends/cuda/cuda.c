@@ -18,6 +18,7 @@
  *    honoured); registration: cuMemHostRegister; managed: cuMemAllocManaged.
  *  - Streams: cuStreamCreate (blocking or non-blocking); the legacy and
  *    per-thread default streams are the driver's handles 0x1 and 0x2.
+ *  - Kernels, native handles, foreign memory: cuda_kernel.c (NVRTC: nvrtc.c).
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -26,16 +27,9 @@
 
 #include "../../core/internal.h"
 #include "../../core/memops.h"
-#include "cuda_backend.h"
-#include "cuda_driver.h"
+#include "cuda_internal.h"
 
-typedef struct dv_cu_api {
-#define DV_CU(ret, name, params) ret(*name) params;
-#include "cuda_symbols.def"
-#undef DV_CU
-} dv_cu_api;
-
-static dv_cu_api cu;
+dv_cu_api dv__cu;
 static void *cu_lib;
 static dv_status cu_load_status;
 static char cu_load_msg[512];
@@ -100,31 +94,13 @@ dv_status dv__cu_status(int r) {
 }
 
 /* A failed driver call: devarray's status, with the driver's name and code kept. */
-static dv_status cu_fail(dv_CUresult r, const char *what) {
+dv_status dv__cu_fail(dv_CUresult r, const char *what) {
   const char *name = NULL, *text = NULL;
   if (cu.cuGetErrorName) cu.cuGetErrorName(r, &name);
   if (cu.cuGetErrorString) cu.cuGetErrorString(r, &text);
   return dv__error(dv__cu_status(r), "CUDA %s failed: %s (%d): %s", what, name ? name : "CUDA_ERROR_UNKNOWN", r,
                    text ? text : "");
 }
-#define CU_TRY(call, what)                            \
-  do {                                                \
-    dv_CUresult r_ = (call);                          \
-    if (r_ != DV_CUDA_SUCCESS) return cu_fail(r_, what); \
-  } while (0)
-
-typedef struct cu_state {
-  dv_CUdevice dev;
-  int ordinal;
-  dv_CUcontext ctx;
-  dv_device_info info;
-} cu_state;
-
-struct dv_bstream {
-  dv_CUstream s;
-  bool builtin; /* legacy / per-thread: never destroyed */
-};
-
 struct dv_bevent {
   dv_CUevent e;
   unsigned flags;
@@ -134,19 +110,12 @@ struct dv_bevent {
 static dv_bstream cu_legacy = {DV_CU_STREAM_LEGACY, true}, cu_per_thread = {DV_CU_STREAM_PER_THREAD, true};
 
 /* Make the context current on this thread (cheap when it already is). */
-static dv_status cu_enter(cu_state *st) {
+dv_status dv__cu_enter(cu_state *st) {
   dv_CUcontext cur = NULL;
   if (cu.cuCtxGetCurrent(&cur) == DV_CUDA_SUCCESS && cur == st->ctx) return DV_OK;
   CU_TRY(cu.cuCtxSetCurrent(st->ctx), "cuCtxSetCurrent");
   return DV_OK;
 }
-#define CU_ENTER(st)               \
-  do {                             \
-    dv_status e_ = cu_enter(st);   \
-    if (e_) return e_;             \
-  } while (0)
-
-static dv_CUdeviceptr cu_ptr(dv_memref r) { return (dv_CUdeviceptr)(uintptr_t)r.buf + r.offset; }
 
 /* ---- probe, open, close ----------------------------------------------------------- */
 
@@ -231,6 +200,11 @@ static dv_status cub_open(const dv_backend_config *cfg, void **state) {
     return rc;
   }
   cu_fill_info(st);
+  if ((rc = dv__cu_kernel_open(st, cfg)) != DV_OK) {
+    cu.cuDevicePrimaryCtxRelease_v2(st->dev);
+    dv__free(st);
+    return rc;
+  }
   *state = st;
   return DV_OK;
 }
@@ -238,6 +212,7 @@ static dv_status cub_open(const dv_backend_config *cfg, void **state) {
 static void cub_close(void *state) {
   cu_state *st = state;
   if (cu_enter(st) == DV_OK) cu.cuCtxSynchronize();
+  dv__cu_kernel_close(st);
   cu.cuDevicePrimaryCtxRelease_v2(st->dev);
   dv__free(st);
 }
@@ -582,4 +557,18 @@ const dv_backend dv__backend_cuda = {
     .event_elapsed = cub_event_elapsed,
     .managed_alloc = cub_managed_alloc,
     .stream_builtin = cub_stream_builtin,
+    .kernel_limits = dv__cub_kernel_limits,
+    .kernel_target_id = dv__cub_kernel_target_id,
+    .module_build = dv__cub_module_build,
+    .module_load = dv__cub_module_load,
+    .module_unload = dv__cub_module_unload,
+    .kernel_get = dv__cub_kernel_get,
+    .kernel_attrs = dv__cub_kernel_attrs,
+    .constant_write = dv__cub_constant_write,
+    .launch = dv__cub_launch,
+    .native_context = dv__cub_native_context,
+    .native_stream = dv__cub_native_stream,
+    .native_buffer = dv__cub_native_buffer,
+    .buffer_wrap = dv__cub_buffer_wrap,
+    .buffer_unwrap = dv__cub_buffer_unwrap,
 };
