@@ -12,8 +12,8 @@
  *  - Copies: contiguous with cuMemcpy{HtoD,DtoH,DtoD}Async, rects with
  *    cuMemcpy2DAsync / cuMemcpy3DAsync (3-D needs slice pitches that are
  *    multiples of the row pitch, else the planner splits), host-to-host in
- *    stream order through cuLaunchHostFunc.  No strided-copy kernel yet: the
- *    planner stages through the host for layouts rects cannot express.
+ *    stream order through cuLaunchHostFunc.  Device-to-device layouts rects
+ *    cannot express run the built-in strided-copy kernels (cuda_kernel.c).
  *  - Pinned memory: cuMemHostAlloc (PORTABLE, DEVICEMAP, WRITECOMBINED
  *    honoured); registration: cuMemHostRegister; managed: cuMemAllocManaged.
  *  - Streams: cuStreamCreate (blocking or non-blocking); the legacy and
@@ -541,7 +541,7 @@ const dv_backend dv__backend_cuda = {
     .host_register = cub_host_register,
     .host_unregister = cub_host_unregister,
     .copy_rect = cub_copy_rect,
-    .copy_strided = NULL,
+    .copy_strided = dv__cub_copy_strided,
     .memset = cub_memset,
     .stream_create = cub_stream_create,
     .stream_destroy = cub_stream_destroy,

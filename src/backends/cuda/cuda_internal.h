@@ -1,7 +1,8 @@
 /*
  * What the CUDA backend's files share: the driver's entry points, the
  * per-context state, streams, and the error helpers.  cuda.c holds memory,
- * copies, streams and events; cuda_kernel.c kernels and native handles.
+ * copies, streams and events; cuda_kernel.c kernels, native handles and the
+ * strided-copy kernels.
  */
 #ifndef DV_CUDA_INTERNAL_H
 #define DV_CUDA_INTERNAL_H
@@ -30,6 +31,11 @@ typedef struct cu_state {
   char *nvrtc_library; /* the option's value ("": search) */
   dv_klimits klimits;
   int driver_version;
+  int sm_count;
+  pthread_mutex_t copy_lock;
+  int copy_state; /* built-in copy kernels: 0 not loaded yet, 1 loaded, -1 unusable */
+  dv_CUmodule copy_module;
+  dv_CUfunction copy_fn[5]; /* 1-, 2-, 4-, 8-, 16-byte words */
 } cu_state;
 
 struct dv_bstream {
@@ -63,7 +69,7 @@ static inline dv_CUdeviceptr cu_ptr(dv_memref r) {
 dv_status dv__cu_kernel_open(cu_state *st, const dv_backend_config *cfg);
 void dv__cu_kernel_close(cu_state *st);
 
-/* The version-3 methods (cuda_kernel.c). */
+/* The version-3 methods and the strided copy (cuda_kernel.c). */
 dv_status dv__cub_kernel_limits(void *state, dv_klimits *out);
 dv_status dv__cub_kernel_target_id(void *state, char *buf, size_t cap);
 dv_status dv__cub_module_build(void *state, const dv_build_req *req, dv_bmodule **out,
@@ -81,6 +87,23 @@ dv_status dv__cub_native_stream(void *state, dv_bstream *s, void **handle);
 dv_status dv__cub_native_buffer(void *state, void *buf, void **native);
 dv_status dv__cub_buffer_wrap(void *state, void *native, size_t bytes, void **buf);
 dv_status dv__cub_buffer_unwrap(void *state, void *buf);
+dv_status dv__cub_copy_strided(void *state, dv_bstream *s, const dv_strided *c);
+
+/*
+ * A strided copy as the built-in copy kernels take it (src/kernel/
+ * copy_kernels.dvk): the widest word (1, 2, 4, 8 or 16 bytes; word_index
+ * 0..4) dividing the item size, both start addresses and every stride; the
+ * views in words (an item of several words adds an innermost dimension);
+ * the number of words.  False when the kernels cannot do it (more than 8
+ * dimensions after that, a negative shape): the planner then stages.
+ */
+typedef struct dv_cu_copy_plan {
+  size_t word;
+  int word_index;
+  int64_t count;
+  dv_bkview dst, src;
+} dv_cu_copy_plan;
+bool dv__cu_copy_plan(const dv_strided *c, uint64_t src_addr, uint64_t dst_addr, dv_cu_copy_plan *p);
 
 /*
  * The compiled image devarray keeps in its module cache: a 16-byte header

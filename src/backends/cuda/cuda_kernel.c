@@ -1,6 +1,6 @@
 /*
  * Kernels on the CUDA backend (backend table version 3), native handles,
- * foreign memory.
+ * foreign memory, and the built-in strided-copy kernels.
  *
  *  - Build: the kernel layer's translation unit compiled by NVRTC (nvrtc.c)
  *    to a CUBIN for the device's own architecture, or to PTX of NVRTC's
@@ -13,10 +13,15 @@
  *    static plus dynamic shared memory beyond the device's default per-block
  *    limit opts in with CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, up
  *    to the opt-in limit.
+ *  - Strided copies between device buffers run src/kernel/copy_kernels.dvk,
+ *    precompiled to PTX (copy_kernels_ptx.h) and loaded once per context,
+ *    so copies never need NVRTC.  If that module cannot be loaded (a driver
+ *    older than the PTX), the planner's staging through the host stands in.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "copy_kernels_ptx.h"
 #include "cuda_internal.h"
 #include "nvrtc.h"
 
@@ -62,6 +67,9 @@ static int cu_attr(cu_state *st, dv_CUdevice_attribute a) {
 dv_status dv__cu_kernel_open(cu_state *st, const dv_backend_config *cfg) {
   st->nvrtc_library = dv__strdup(cfg->nvrtc_library ? cfg->nvrtc_library : "");
   if (!st->nvrtc_library) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot copy nvrtc_library");
+  pthread_mutex_init(&st->copy_lock, NULL);
+  st->copy_state = 0;
+  st->copy_module = NULL;
   st->driver_version = 0;
   cu.cuDriverGetVersion(&st->driver_version);
   dv_klimits *L = &st->klimits;
@@ -81,12 +89,16 @@ dv_status dv__cu_kernel_open(cu_state *st, const dv_backend_config *cfg) {
   L->max_constant_bytes = (size_t)cu_attr(st, DV_CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY);
   /* Kernel parameters: 4 KiB, or 32764 bytes from CUDA 12.1 on Volta and newer. */
   L->max_arg_bytes = st->driver_version >= 12010 && st->info.compute_major >= 7 ? 32764 : 4096;
+  st->sm_count = cu_attr(st, DV_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   L->wave_size = cu_attr(st, DV_CU_DEVICE_ATTRIBUTE_WARP_SIZE);
   if (L->wave_size < 1) L->wave_size = 32;
   return DV_OK;
 }
 
 void dv__cu_kernel_close(cu_state *st) {
+  if (st->copy_module) cu.cuModuleUnload(st->copy_module);
+  st->copy_module = NULL;
+  pthread_mutex_destroy(&st->copy_lock);
   dv__free(st->nvrtc_library);
   st->nvrtc_library = NULL;
 }
@@ -523,5 +535,100 @@ dv_status dv__cub_buffer_wrap(void *state, void *native, size_t bytes, void **bu
 dv_status dv__cub_buffer_unwrap(void *state, void *buf) {
   (void)state;
   (void)buf; /* the memory is its owner's; nothing was allocated */
+  return DV_OK;
+}
+
+/* ---- the built-in strided copy ------------------------------------------------------------- */
+
+static const char *const cu_copy_names[5] = {"dv_copy_w1", "dv_copy_w2", "dv_copy_w4", "dv_copy_w8",
+                                             "dv_copy_w16"};
+
+/* The copy kernels of this context, loaded on first use.  False when they
+ * cannot be (logged once): the caller then falls back to staging. */
+static bool cu_copy_kernels(cu_state *st) {
+  pthread_mutex_lock(&st->copy_lock);
+  if (st->copy_state == 0) {
+    char *log = NULL;
+    dv_CUmodule mod = NULL;
+    dv_status rc = cu_load_image(st, dv__cu_copy_ptx, 1, "devarray's strided-copy kernels", &mod, &log);
+    for (int i = 0; !rc && i < 5; i++) {
+      dv_CUresult r = cu.cuModuleGetFunction(&st->copy_fn[i], mod, cu_copy_names[i]);
+      if (r) rc = cu_fail(r, "cuModuleGetFunction (copy kernels)");
+    }
+    if (rc) {
+      dv__log(DV_LOG_DEBUG, "cuda: strided copies stage through the host: %s", dv_last_error());
+      if (mod) cu.cuModuleUnload(mod);
+      st->copy_state = -1;
+    } else {
+      st->copy_module = mod;
+      st->copy_state = 1;
+    }
+    dv__free(log);
+  }
+  bool ok = st->copy_state == 1;
+  pthread_mutex_unlock(&st->copy_lock);
+  return ok;
+}
+
+static uint64_t cu_abs64(int64_t v) { return v < 0 ? 0 - (uint64_t)v : (uint64_t)v; }
+
+bool dv__cu_copy_plan(const dv_strided *c, uint64_t src_addr, uint64_t dst_addr, dv_cu_copy_plan *p) {
+  memset(p, 0, sizeof *p);
+  if (c->nd < 0 || c->nd > DV_BKVIEW_MAXDIMS || !c->itemsize) return false;
+  uint64_t count = 1;
+  for (int i = 0; i < c->nd; i++) {
+    if (c->shape[i] < 0) return false;
+    if (c->shape[i] == 0) return true; /* nothing to copy: count 0 */
+    if (count > UINT64_MAX / (uint64_t)c->shape[i]) return false;
+    count *= (uint64_t)c->shape[i];
+  }
+  /* The widest word dividing the item size, both addresses and every stride. */
+  uint64_t bits = (uint64_t)c->itemsize | src_addr | dst_addr;
+  for (int i = 0; i < c->nd; i++) bits |= cu_abs64(c->src_strides[i]) | cu_abs64(c->dst_strides[i]);
+  size_t w = 16;
+  int wi = 4;
+  while (w > 1 && (bits & (w - 1))) w >>= 1, wi--;
+  uint64_t words = c->itemsize / w;
+  int nd = c->nd + (words > 1);
+  if (nd > DV_BKVIEW_MAXDIMS || count > UINT64_MAX / words || count * words > (uint64_t)INT64_MAX)
+    return false;
+  p->word = w;
+  p->word_index = wi;
+  p->count = (int64_t)(count * words);
+  p->dst.ndim = p->src.ndim = nd;
+  for (int i = 0; i < c->nd; i++) {
+    p->dst.shape[i] = p->src.shape[i] = c->shape[i];
+    p->dst.strides[i] = c->dst_strides[i];
+    p->src.strides[i] = c->src_strides[i];
+  }
+  if (words > 1) { /* the words of an item: one more, innermost, dimension */
+    p->dst.shape[c->nd] = p->src.shape[c->nd] = (int64_t)words;
+    p->dst.strides[c->nd] = p->src.strides[c->nd] = (int64_t)w;
+  }
+  return true;
+}
+
+dv_status dv__cub_copy_strided(void *state, dv_bstream *s, const dv_strided *c) {
+  cu_state *st = state;
+  /* Device to device only: a host side is packed or unpacked by the planner. */
+  if (!c->src.buf || !c->dst.buf) return DV_ERR_NOT_SUPPORTED;
+  dv_cu_copy_plan p;
+  if (!dv__cu_copy_plan(c, cu_ptr(c->src), cu_ptr(c->dst), &p)) return DV_ERR_NOT_SUPPORTED;
+  if (p.count == 0) return DV_OK;
+  CU_ENTER(st);
+  if (!cu_copy_kernels(st)) return DV_ERR_NOT_SUPPORTED;
+  /* DV_VIEW(T, dst), DV_VIEW(const T, src), count: base, offset, view each. */
+  dv_CUdeviceptr dbase = (dv_CUdeviceptr)(uintptr_t)c->dst.buf, sbase = (dv_CUdeviceptr)(uintptr_t)c->src.buf;
+  int64_t doff = (int64_t)c->dst.offset, soff = (int64_t)c->src.offset;
+  void *params[7] = {&dbase, &doff, &p.dst, &sbase, &soff, &p.src, &p.count};
+  /* A grid-stride loop: enough blocks to fill the device, no more. */
+  unsigned threads = 256;
+  uint64_t blocks = ((uint64_t)p.count + threads - 1) / threads;
+  uint64_t cap = st->sm_count > 0 ? (uint64_t)st->sm_count * 32 : 4096;
+  if (blocks > cap) blocks = cap;
+  CU_TRY(cu.cuLaunchKernel(st->copy_fn[p.word_index], (unsigned)blocks, 1, 1, threads, 1, 1, 0, s->s,
+                           params, NULL),
+         "cuLaunchKernel (strided copy)");
+  if (c->flags & DV_COPY_SYNC) CU_TRY(cu.cuStreamSynchronize(s->s), "cuStreamSynchronize");
   return DV_OK;
 }
