@@ -3,11 +3,17 @@
 #   make test   build with AddressSanitizer + UndefinedBehaviorSanitizer and run every test,
 #               then the ThreadSanitizer target
 # Both install missing Debian packages first (scripts/setup; apt-get as root).
+# Output is kept short: CMake's configure output goes nowhere but errors, each
+# build says in one line what it compiled (its full log is DIR/build.log), and
+# the tests print failures, skips and totals (all of it in build-asan/ctest-output.txt).
+# A second `make test` rebuilds nothing that did not change.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 PREFIX ?= /usr/local
+CONFIGURE = $(CMAKE) --log-level=ERROR -S .
+BUILD = scripts/build
 
-.PHONY: all run test tsan fuzz bench install format clean setup
+.PHONY: all run test tsan fuzz bench install docs format clean setup
 
 all: build-rel/devarray
 
@@ -15,44 +21,57 @@ setup:
 	@scripts/setup
 
 build-rel/devarray: setup
-	@$(CMAKE) -S . -B build-rel -DCMAKE_BUILD_TYPE=Release -DDV_BUILD_TESTS=OFF > /dev/null
-	@$(CMAKE) --build build-rel -j$(JOBS)
+	@$(CONFIGURE) -B build-rel -DCMAKE_BUILD_TYPE=Release -DDV_BUILD_TESTS=OFF > /dev/null
+	@$(BUILD) build-rel -j$(JOBS)
 
 run: build-rel/devarray
 	./build-rel/devarray info
 	./build-rel/devarray bench --quick
 
 test: setup
-	@$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDV_SANITIZE=ON -DDV_WERROR=ON > /dev/null
-	@$(CMAKE) --build build-asan -j$(JOBS)
+	@$(CONFIGURE) -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDV_SANITIZE=ON -DDV_WERROR=ON > /dev/null
+	@$(BUILD) build-asan -j$(JOBS)
 	@$(MAKE) --no-print-directory tsan
 	@$(MAKE) --no-print-directory fuzz
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	@echo "ctest (ASan+UBSan) in build-asan:"
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  scripts/run-tests build-asan -j$(JOBS) --output-on-failure --timeout 600
 
 # ThreadSanitizer: the suites that share contexts and streams between threads.
+TSAN = TSAN_OPTIONS=halt_on_error=1 scripts/quietly build-tsan/tsan.log
 tsan: setup
-	@$(CMAKE) -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_TSAN=ON -DDV_WERROR=ON > /dev/null
-	@$(CMAKE) --build build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool
-	TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/test_threads host
-	TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/test_threads host-pool
-	TSAN_OPTIONS=halt_on_error=1 DV_MODEL_OPS=20000 ./build-tsan/tests/test_pool host
-	TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/test_streams host
-	TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/test_memory host
+	@$(CONFIGURE) -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_TSAN=ON -DDV_WERROR=ON > /dev/null
+	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool
+	@rm -f build-tsan/tsan.log
+	@$(TSAN) ./build-tsan/tests/test_threads host
+	@$(TSAN) ./build-tsan/tests/test_threads host-pool
+	@$(TSAN) env DV_MODEL_OPS=20000 ./build-tsan/tests/test_pool host
+	@$(TSAN) ./build-tsan/tests/test_streams host
+	@$(TSAN) ./build-tsan/tests/test_memory host
 
 # libFuzzer (clang): views, slicing, reshape, ravel, split on arbitrary layouts; a short run.
 FUZZ_RUNS ?= 200000
 fuzz: setup
-	@$(CMAKE) -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DDV_FUZZ=ON -DDV_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
-	@$(CMAKE) --build build-fuzz -j$(JOBS) --target fuzz_views
-	cd build-fuzz && ./fuzz/fuzz_views -runs=$(FUZZ_RUNS) -max_len=128 -seed=1 > fuzz.log 2>&1 || { tail -30 fuzz.log; exit 1; }
-	@tail -2 build-fuzz/fuzz.log
+	@$(CONFIGURE) -B build-fuzz -DCMAKE_C_COMPILER=clang -DDV_FUZZ=ON -DDV_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+	@$(BUILD) build-fuzz -j$(JOBS) --target fuzz_views
+	@cd build-fuzz && ./fuzz/fuzz_views -runs=$(FUZZ_RUNS) -max_len=128 -seed=1 > fuzz.log 2>&1 || { tail -30 fuzz.log; exit 1; }
+	@echo "fuzz_views: $$(tail -1 build-fuzz/fuzz.log)"
 
 bench: build-rel/devarray
 	./build-rel/devarray bench
 
-install: build-rel/devarray
-	$(CMAKE) --install build-rel --prefix $(PREFIX)
+# The API reference (Doxygen, from include/devarray.h): build-rel/docs/html/index.html.
+docs: setup
+	@$(CONFIGURE) -B build-rel -DCMAKE_BUILD_TYPE=Release -DDV_BUILD_TESTS=OFF > /dev/null
+	@$(BUILD) build-rel --target docs
+	@echo "API reference: build-rel/docs/html/index.html"
+
+# The prefix is given at configure time too, so that the libdir is the GNU
+# one for it (lib/<multiarch> under /usr, lib elsewhere).
+install: setup
+	@$(CONFIGURE) -B build-rel -DCMAKE_BUILD_TYPE=Release -DDV_BUILD_TESTS=OFF -DCMAKE_INSTALL_PREFIX=$(PREFIX) > /dev/null
+	@$(BUILD) build-rel -j$(JOBS)
+	$(CMAKE) --install build-rel
 
 format:
 	clang-format -i include/*.h src/*/*.c src/*/*.h src/backends/*/*.c tools/*/*.c tests/*.c tests/*.h examples/*.c bench/*.c

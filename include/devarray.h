@@ -1,4 +1,5 @@
-/*
+/**
+ * @file devarray.h
  * devarray.h - device arrays, transfers, host memory, streams and events for C.
  *
  * This one header is the reference for the library.  Conventions that hold
@@ -39,6 +40,7 @@
 extern "C" {
 #endif
 
+/** Marks the library's public functions (exported from the shared library). */
 #if defined(_WIN32) && defined(DV_SHARED_BUILD)
 #define DV_API __declspec(dllexport)
 #elif defined(__GNUC__) && __GNUC__ >= 4
@@ -47,9 +49,9 @@ extern "C" {
 #define DV_API
 #endif
 
-#define DV_VERSION_MAJOR 0
-#define DV_VERSION_MINOR 1
-#define DV_VERSION_PATCH 0
+#define DV_VERSION_MAJOR 0 /**< this header's major version (incompatible API changes) */
+#define DV_VERSION_MINOR 1 /**< this header's minor version (compatible additions) */
+#define DV_VERSION_PATCH 0 /**< this header's patch level (fixes) */
 /** The library's version as "MAJOR.MINOR.PATCH" (static string). */
 DV_API const char *dv_version(void);
 
@@ -60,9 +62,14 @@ DV_API const char *dv_version(void);
 /* Status codes                                                              */
 /* ------------------------------------------------------------------------ */
 
-/*
- * X(NAME, value, description).  Groups by hundreds: 1xx bad argument,
- * 2xx out of memory, 3xx not supported, 4xx driver/device error,
+/** @defgroup status Status codes
+ *  Every function that can fail returns a dv_status; dv_last_error() has the detail.
+ *  @{ */
+
+/**
+ * The status codes: X(NAME, value, description) gives DV_NAME = value, and
+ * dv_status_str() returns the description.  Groups by hundreds: 1xx bad
+ * argument, 2xx out of memory, 3xx not supported, 4xx driver/device error,
  * 5xx library loading, 6xx misuse of the API.
  */
 #define DV_STATUS_MAP(X)                                                            \
@@ -94,6 +101,7 @@ DV_API const char *dv_version(void);
   X(ERR_CORRUPTION, 402, "memory corruption detected (guard or poison bytes)")      \
   X(ERR_COMPILE, 403, "kernel source failed to compile (see the build log)")        \
   X(ERR_KERNEL_FAULT, 404, "a kernel faulted (divergent barrier, bad access, trap)") \
+  X(ERR_IO, 405, "a file could not be read or written")                            \
   X(ERR_LIBRARY_LOAD, 500, "driver library could not be loaded")                    \
   X(ERR_SYMBOL_LOAD, 501, "driver library lacks a required entry point")            \
   X(ERR_NO_COMPILER, 502, "no kernel compiler found (NVRTC or a C compiler)")       \
@@ -102,6 +110,7 @@ DV_API const char *dv_version(void);
   X(ERR_BACKEND_MISMATCH, 602, "objects belong to different contexts or backends")  \
   X(ERR_NOT_READY, 603, "work not yet complete")
 
+/** A status: DV_OK (0) or one of the errors listed in DV_STATUS_MAP. */
 typedef enum dv_status {
 #define DV__STATUS_ENUM(name, value, desc) DV_##name = value,
   DV_STATUS_MAP(DV__STATUS_ENUM)
@@ -119,23 +128,40 @@ DV_API const char *dv_status_str(dv_status s);
  */
 DV_API const char *dv_last_error(void);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Opaque handles                                                            */
 /* ------------------------------------------------------------------------ */
 
+/** @defgroup handles Opaque handles
+ *  The library's objects, known to callers only through pointers.
+ *  @{ */
+
+/** A device opened through one backend: options, memory manager, default stream. */
 typedef struct dv_context dv_context;
+/** Options for dv_context_create (not thread-safe). */
 typedef struct dv_config dv_config;
+/** An array (shape, strides, dtype) over host or device memory; reference counted. */
 typedef struct dv_array dv_array;
+/** An in-order queue of device work; reference counted. */
 typedef struct dv_stream dv_stream;
+/** A marker recorded in a stream: ordering between streams, completion, timing. */
 typedef struct dv_event dv_event;
+/** An element type: a NumPy numeric type or a record with named fields. */
 typedef struct dv_dtype dv_dtype;
+/** A pinned or mapped host-memory scope (dv_pinned_scope_begin, dv_mapped_scope_begin). */
 typedef struct dv_scope dv_scope;
+
+/** @} */
 
 /* ------------------------------------------------------------------------ */
 /* Options and configuration                                                 */
 /* ------------------------------------------------------------------------ */
 
-/*
+/**
+ * @defgroup options Options and configuration
+ *
  * Options come from a descriptor table.  Each is read once per process from
  * its environment variable (DV_<NAME>, and for the deallocation limits also
  * Numba's NUMBA_CUDA_* names when the DV_ one is unset); an invalid value is
@@ -143,7 +169,10 @@ typedef struct dv_scope dv_scope;
  * clamped with a warning.  A dv_config passed to dv_context_create overrides
  * both for that context.  Sizes accept K, M, G, T suffixes (powers of 1024);
  * booleans accept 1/0, true/false, yes/no, on/off.
+ * @{
  */
+
+/** Where an option's value came from. */
 typedef enum dv_option_source {
   DV_SOURCE_DEFAULT = 0, /**< the built-in default */
   DV_SOURCE_ENV = 1,     /**< the DV_ environment variable */
@@ -151,13 +180,14 @@ typedef enum dv_option_source {
   DV_SOURCE_API = 3      /**< set through dv_config_set */
 } dv_option_source;
 
+/** One entry of the options table (dv_option_describe); every string is static. */
 typedef struct dv_option_info {
   const char *name;        /**< e.g. "max_pending_deallocs_count" */
   const char *env;         /**< e.g. "DV_MAX_PENDING_DEALLOCS_COUNT" */
   const char *env_fallback;/**< Numba's name, or NULL */
   const char *type;        /**< "int", "size", "double", "bool", "string" */
-  const char *default_value;
-  const char *description;
+  const char *default_value; /**< the built-in default, as text */
+  const char *description; /**< one line for `devarray info` */
 } dv_option_info;
 
 /** Number of options in the table. */
@@ -183,14 +213,26 @@ DV_API dv_status dv_config_set(dv_config *cfg, const char *name, const char *val
 /** Destroy a config (NULL is a no-op).  Contexts created from it are unaffected. */
 DV_API void dv_config_destroy(dv_config *cfg);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Logging                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/** @defgroup logging Logging
+ *  Library messages go to stderr or to a callback; the `log_level` option filters them.
+ *  @{ */
+
+/** Severity of a log message; also the values of the `log_level` option. */
 typedef enum dv_log_level {
-  DV_LOG_OFF = 0, DV_LOG_ERROR = 1, DV_LOG_WARN = 2, DV_LOG_INFO = 3, DV_LOG_DEBUG = 4
+  DV_LOG_OFF = 0,   /**< "off": no messages */
+  DV_LOG_ERROR = 1, /**< "error": a failure the library could not report as a status */
+  DV_LOG_WARN = 2,  /**< "warn": e.g. an invalid option value in the environment */
+  DV_LOG_INFO = 3,  /**< "info": contexts opened, devices chosen */
+  DV_LOG_DEBUG = 4  /**< "debug": details for developers */
 } dv_log_level;
 
+/** A log sink: one message (no trailing newline) at `level`; calls are serialized. */
 typedef void (*dv_log_fn)(dv_log_level level, const char *message, void *user);
 /**
  * Route library log messages (at or below the `log_level` option,
@@ -200,9 +242,15 @@ typedef void (*dv_log_fn)(dv_log_level level, const char *message, void *user);
  */
 DV_API void dv_set_log_callback(dv_log_fn fn, void *user);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Backends and contexts                                                     */
 /* ------------------------------------------------------------------------ */
+
+/** @defgroup contexts Backends and contexts
+ *  A context is one device opened through one backend: host, opencl or cuda.
+ *  @{ */
 
 /** Number of backends compiled in (host, opencl, cuda). */
 DV_API size_t dv_backend_count(void);
@@ -216,17 +264,20 @@ DV_API const char *dv_backend_name(size_t i);
  */
 DV_API dv_status dv_backend_probe(const char *name, char *reason, size_t cap);
 
+/** A device's description (dv_context_device_info); strings are NUL-terminated. */
 typedef struct dv_device_info {
   char backend[16];        /**< "host", "opencl", "cuda" */
   char name[256];          /**< device name */
-  char vendor[128];
-  char driver_version[64];
+  char vendor[128];        /**< device vendor, as the driver names it */
+  char driver_version[64]; /**< driver version, as the driver reports it */
   uint64_t total_memory;   /**< bytes of device memory */
   uint64_t max_allocation; /**< largest single allocation, bytes */
   uint64_t base_alignment; /**< alignment of allocations and of views' origins, bytes */
   int can_map_host_memory; /**< mapped arrays are supported */
   int managed_memory;      /**< managed (unified) arrays are supported */
-  int compute_major, compute_minor; /**< CUDA compute capability, else 0 */
+  /** CUDA compute capability (major, minor); 0 elsewhere. @{ */
+  int compute_major, compute_minor;
+  /** @} */
   char pci_bus_id[32];     /**< empty when unknown */
   int peer_devices;        /**< other devices this one can access directly (peer access) */
 } dv_device_info;
@@ -262,6 +313,7 @@ DV_API dv_status dv_context_synchronize(dv_context *ctx);
  * work asynchronous on it, as with any stream.
  */
 DV_API dv_stream *dv_context_legacy_stream(dv_context *ctx);
+/** The per-thread default stream (CUDA's handle 2); see dv_context_legacy_stream(). */
 DV_API dv_stream *dv_context_per_thread_stream(dv_context *ctx);
 /**
  * The context's default stream (borrowed: do not release it).  Work given a
@@ -273,21 +325,34 @@ DV_API dv_stream *dv_context_default_stream(dv_context *ctx);
 DV_API dv_status dv_context_option(dv_context *ctx, const char *name, char *buf, size_t cap,
                                    dv_option_source *source);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Statistics                                                                */
 /* ------------------------------------------------------------------------ */
 
+/** @defgroup stats Statistics
+ *  Per-context counters of memory, queues and transfers, as a struct or as JSON.
+ *  @{ */
+
+/** One counter: what is held now, the most ever held, everything ever added. */
 typedef struct dv_counter {
   uint64_t current; /**< bytes (or objects) held now */
   uint64_t peak;    /**< highest value of current */
   uint64_t total;   /**< sum of everything ever added */
 } dv_counter;
 
+/** The version of dv_stats this header describes (fields are only ever appended). */
 #define DV_STATS_VERSION 2
-/** Counters of one context.  Set `size` to sizeof(dv_stats) before the call. */
+/**
+ * Counters of one context (dv_context_stats).  The struct grows at its end
+ * from version to version: `size` tells the library how much of it the
+ * caller has, `version` tells the caller which fields were filled.  Declare
+ * it as `dv_stats st = {.size = sizeof st};`.
+ */
 typedef struct dv_stats {
-  uint32_t size;      /**< in: sizeof(dv_stats) as the caller knows it */
-  uint32_t version;   /**< out: DV_STATS_VERSION */
+  uint32_t size;      /**< in: sizeof(dv_stats) as the caller knows it; out: the bytes filled */
+  uint32_t version;   /**< out: the version of the fields filled (DV_STATS_VERSION, or older) */
   dv_counter device;  /**< device memory bytes (allocated through the memory manager) */
   dv_counter pinned;  /**< pinned host memory bytes */
   dv_counter mapped;  /**< mapped host memory bytes */
@@ -302,13 +367,26 @@ typedef struct dv_stats {
   uint64_t failed_frees;          /**< frees that reported an error */
   uint64_t copies;                /**< transfer operations issued to the backend */
   uint64_t staged_copies;         /**< transfers that went through a staging buffer */
-  uint64_t bytes_h2d, bytes_d2h, bytes_d2d; /**< element bytes moved, by direction */
+  /** Element bytes moved, host to device, device to host, device to device. @{ */
+  uint64_t bytes_h2d, bytes_d2h, bytes_d2d;
+  /** @} */
   /* appended in version 2 */
   dv_counter staging;             /**< pinned staging pool bytes held (cached or in use) */
-  uint64_t staging_hits, staging_misses; /**< staging buffers reused / newly pinned */
+  /** Staging buffers reused from the pool / newly pinned. @{ */
+  uint64_t staging_hits, staging_misses;
+  /** @} */
 } dv_stats;
 
-/** Fill *out (see dv_stats.size).  DV_ERR_INVALID_ARGUMENT if out->size is too small. */
+/**
+ * Fill *out with the context's counters.  The caller sets out->size to the
+ * size of its dv_stats (sizeof(dv_stats) in the header it was compiled
+ * with).  The library fills the newest version of the struct that fits in
+ * that size, so a program built against an older header keeps working, and
+ * sets out->size to the bytes filled and out->version to their version;
+ * bytes past them are not touched.  DV_ERR_INVALID_ARGUMENT, and nothing
+ * written, when out->size is smaller than the first version's struct (left
+ * 0, for instance).  Thread-safe; does not wait for the device.
+ */
 DV_API dv_status dv_context_stats(dv_context *ctx, dv_stats *out);
 /**
  * The statistics as one JSON object, written to buf (NUL-terminated); the
@@ -318,11 +396,15 @@ DV_API dv_status dv_context_stats(dv_context *ctx, dv_stats *out);
  */
 DV_API dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, size_t *needed);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Deferred deallocation (Numba's pending-deallocation queue)                */
 /* ------------------------------------------------------------------------ */
 
-/*
+/**
+ * @defgroup deferred Deferred deallocation
+ *
  * Releasing the last reference to device, mapped or managed memory queues
  * its free (with its bytes); pinned memory, streams and events are queued at
  * 0 bytes.  The queue is flushed inside the release that makes the count
@@ -332,6 +414,7 @@ DV_API dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, s
  * flushes the queue and retries once.  While a defer-cleanup scope is open no
  * flush happens.  A failing free is logged, counted, and does not stop the
  * other frees.
+ * @{
  */
 
 /** Open a defer-cleanup scope (they nest).  Thread-safe. */
@@ -350,11 +433,15 @@ DV_API dv_status dv_context_flush_deallocs(dv_context *ctx);
 /** Entries and bytes waiting in the queues (either pointer may be NULL). */
 DV_API dv_status dv_context_pending_deallocs(dv_context *ctx, size_t *count, size_t *bytes);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Memory managers: the plug-in interface, the pool, statistics              */
 /* ------------------------------------------------------------------------ */
 
-/*
+/**
+ * @defgroup managers Memory managers
+ *
  * A memory manager decides how device memory is obtained for arrays.  Two
  * are built in: "direct" (every allocation is a driver allocation, every free
  * a driver free) and "pool" (a stream-ordered caching allocator).  The
@@ -366,7 +453,10 @@ DV_API dv_status dv_context_pending_deallocs(dv_context *ctx, size_t *count, siz
  * Device memory is addressed as a block: a backend buffer handle plus a byte
  * offset (OpenCL buffers are not pointers).  Managers obtain memory with
  * dv_backend_alloc / dv_backend_free, which bypass every manager.
+ * @{
  */
+
+/** A block of device memory: a backend buffer and a byte offset into it. */
 typedef struct dv_block {
   void *buf;     /**< backend buffer handle */
   size_t offset; /**< byte offset of the block inside buf */
@@ -378,40 +468,48 @@ typedef struct dv_mm_stats {
   dv_counter allocated;     /**< bytes handed out to arrays (requested sizes) */
   dv_counter active;        /**< bytes of blocks handed out (rounded sizes) */
   dv_counter reserved;      /**< bytes obtained from the driver (cached included) */
-  uint64_t hits, misses;    /**< allocations served from cache / needing the driver */
-  uint64_t splits, merges;  /**< block splits and coalescings */
+  /** Allocations served from the cache / needing the driver. @{ */
+  uint64_t hits, misses;
+  /** @} */
+  /** Block splits / coalescings. @{ */
+  uint64_t splits, merges;
+  /** @} */
   uint64_t releases;        /**< segments returned to the driver */
   uint64_t largest_free;    /**< largest free block, bytes */
   uint64_t free_cached;     /**< bytes cached free */
   uint64_t segments;        /**< segments held now */
 } dv_mm_stats;
 
+/** The version of dv_memory_manager this header describes. */
 #define DV_MEMORY_MANAGER_VERSION 1
 /**
  * A memory manager: a versioned table of functions (append-only; optional
- * entries may be NULL).  `state` is what init returned.  Every function may
- * be called from several threads at once and must be thread-safe.  `stream`
- * is where the memory will be used (NULL: the default stream); a manager
- * may ignore it.
+ * entries may be NULL; name, init, alloc, free and mem_info are required).
+ * `state` is what init returned.  Every function may be called from several
+ * threads at once and must be thread-safe.  `stream` is where the memory
+ * will be used (NULL: the default stream); a manager may ignore it.
  */
 typedef struct dv_memory_manager {
   uint32_t version; /**< DV_MEMORY_MANAGER_VERSION */
-  const char *name;
+  const char *name; /**< the manager's name, as dv_context_memory_manager() returns it */
   void *user;       /**< passed to init */
+  /** Set up a manager for a new context; *state is passed to every other entry. */
   dv_status (*init)(dv_context *ctx, void *user, void **state);
+  /** Optional: tear it down at context destruction, after every pending free has run. */
   void (*fini)(void *state);
   /** Allocate bytes (> 0) usable in stream order on `stream`; DV_ERR_OUT_OF_MEMORY when none. */
   dv_status (*alloc)(void *state, size_t bytes, dv_stream *stream, dv_block *out);
   /** Free a block of `bytes` allocated for `stream` (its work may still be queued there). */
   dv_status (*free)(void *state, dv_block block, size_t bytes, dv_stream *stream);
+  /** Free and total device memory as the manager sees it (dv_context_memory_info). */
   dv_status (*mem_info)(void *state, size_t *free_bytes, size_t *total_bytes);
-  /* optional */
+  /** Optional: the manager's statistics (dv_memory_stats). */
   dv_status (*stats)(void *state, dv_mm_stats *out);
-  /** Return cached memory to the driver. */
+  /** Optional: return cached memory to the driver. */
   dv_status (*trim)(void *state);
-  /** A stream is about to be destroyed: forget it (its work is complete). */
+  /** Optional: a stream is about to be destroyed; forget it (its work is complete). */
   void (*stream_destroyed)(void *state, dv_stream *stream);
-  /** Export an IPC handle for a block (CUDA IPC; NULL: not supported). */
+  /** Optional: export an IPC handle for a block (CUDA IPC; NULL: not supported). */
   dv_status (*ipc_handle)(void *state, dv_block block, void *handle, size_t cap);
 } dv_memory_manager;
 
@@ -433,6 +531,7 @@ DV_API const char *dv_context_memory_manager(const dv_context *ctx);
  * device).  Thread-safe.
  */
 DV_API dv_status dv_backend_alloc(dv_context *ctx, size_t bytes, dv_block *out);
+/** Free a block from dv_backend_alloc(), bypassing every manager; see there. */
 DV_API dv_status dv_backend_free(dv_context *ctx, dv_block block);
 /** The driver's free and total device memory (either pointer may be NULL). */
 DV_API dv_status dv_backend_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes);
@@ -452,10 +551,17 @@ DV_API dv_status dv_memory_trim(dv_context *ctx);
  */
 DV_API dv_status dv_memory_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t *needed);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Fault injection (host simulator and internal allocations)                */
 /* ------------------------------------------------------------------------ */
 
+/** @defgroup faults Fault injection
+ *  Make the k-th allocation, copy or free fail, so that tests reach every error path.
+ *  @{ */
+
+/** What dv_fault_inject() makes fail. */
 typedef enum dv_fault_kind {
   DV_FAULT_DEVICE_ALLOC = 0, /**< the k-th device allocation fails: DV_ERR_OUT_OF_MEMORY */
   DV_FAULT_HOST_ALLOC = 1,   /**< the k-th library host allocation fails: DV_ERR_HOST_OUT_OF_MEMORY */
@@ -476,30 +582,52 @@ DV_API dv_status dv_fault_inject(dv_context *ctx, dv_fault_kind kind, uint64_t k
 /** Whether an armed fault of `kind` is still waiting (1) or fired/disarmed (0). */
 DV_API int dv_fault_pending(dv_context *ctx, dv_fault_kind kind);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Dtypes                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/** @defgroup dtypes Dtypes
+ *  Element types: every NumPy numeric type, and records (structured dtypes).
+ *  @{ */
+
+/** The kinds of dtype, named as NumPy names them. */
 typedef enum dv_type_id {
-  DV_BOOL = 0, DV_INT8, DV_INT16, DV_INT32, DV_INT64,
-  DV_UINT8, DV_UINT16, DV_UINT32, DV_UINT64,
-  DV_FLOAT16, DV_FLOAT32, DV_FLOAT64, DV_COMPLEX64, DV_COMPLEX128,
-  DV_RECORD,
-  DV_TYPE_COUNT
+  DV_BOOL = 0,   /**< bool (1 byte) */
+  DV_INT8,       /**< int8 */
+  DV_INT16,      /**< int16 */
+  DV_INT32,      /**< int32 */
+  DV_INT64,      /**< int64 */
+  DV_UINT8,      /**< uint8 */
+  DV_UINT16,     /**< uint16 */
+  DV_UINT32,     /**< uint32 */
+  DV_UINT64,     /**< uint64 */
+  DV_FLOAT16,    /**< float16 (IEEE half precision) */
+  DV_FLOAT32,    /**< float32 */
+  DV_FLOAT64,    /**< float64 */
+  DV_COMPLEX64,  /**< complex64 (two float32) */
+  DV_COMPLEX128, /**< complex128 (two float64) */
+  DV_RECORD,     /**< a record dtype (dv_dtype_record_create) */
+  DV_TYPE_COUNT  /**< the number of ids; not a dtype */
 } dv_type_id;
 
 /** The built-in dtype for a numeric id (static; retain/release are no-ops). NULL for others. */
 DV_API const dv_dtype *dv_dtype_get(dv_type_id id);
 /** The built-in dtype named like NumPy ("float64", "f8", "<f8", "int32", "bool", "complex64"...). NULL if unknown. */
 DV_API const dv_dtype *dv_dtype_from_name(const char *name);
+/** The dtype's kind (DV_RECORD for records); DV_TYPE_COUNT for NULL. */
 DV_API dv_type_id dv_dtype_id(const dv_dtype *dt);
+/** Bytes per element (0 for NULL). */
 DV_API size_t dv_dtype_itemsize(const dv_dtype *dt);
+/** Required alignment of elements, in bytes: strides must be multiples of it (records: 1). */
 DV_API size_t dv_dtype_alignment(const dv_dtype *dt);
 /** "float64", ... or "record" for records.  Static or owned by the dtype. */
 DV_API const char *dv_dtype_name(const dv_dtype *dt);
 /** 1 when the dtypes describe the same layout (records: same fields, offsets, itemsize). */
 DV_API int dv_dtype_equal(const dv_dtype *a, const dv_dtype *b);
 
+/** One field of a record dtype: given to dv_dtype_record_create, read by dv_dtype_field. */
 typedef struct dv_field_desc {
   const char *name;      /**< unique, non-empty; copied */
   const dv_dtype *dtype; /**< numeric or record; retained */
@@ -516,16 +644,27 @@ typedef struct dv_field_desc {
  */
 DV_API dv_status dv_dtype_record_create(const dv_field_desc *fields, size_t nfields,
                                         size_t itemsize, dv_dtype **out);
+/** Add a reference to a record dtype and return dt (a no-op for built-in dtypes). */
 DV_API const dv_dtype *dv_dtype_retain(const dv_dtype *dt);
+/**
+ * Drop a reference; a record dtype is freed with its last one.  Arrays hold
+ * their own references.  A no-op for built-in dtypes and NULL.
+ */
 DV_API void dv_dtype_release(const dv_dtype *dt);
 /** Number of fields (0 for numeric dtypes). */
 DV_API size_t dv_dtype_field_count(const dv_dtype *dt);
 /** Field i of a record; the strings and dtype are borrowed from dt. */
 DV_API dv_status dv_dtype_field(const dv_dtype *dt, size_t i, dv_field_desc *out);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Arrays                                                                    */
 /* ------------------------------------------------------------------------ */
+
+/** @defgroup arrays Arrays
+ *  Device and host arrays: creation, references, shape, strides and dtype.
+ *  @{ */
 
 /** Where an array's memory lives. */
 typedef enum dv_memory_kind {
@@ -536,19 +675,21 @@ typedef enum dv_memory_kind {
   DV_MEM_MANAGED = 4   /**< managed (unified) memory */
 } dv_memory_kind;
 
-/** Flags for dv_mapped_array (passed to the driver where it has them). */
+/** Flag for dv_mapped_array: mapped in every context (passed to the driver where it has it). */
 #define DV_MAPPED_PORTABLE 0x1u
+/** Flag for dv_mapped_array: write-combined memory (passed to the driver where it has it). */
 #define DV_MAPPED_WRITECOMBINED 0x2u
 
 /**
  * A new uninitialised device array.  shape has ndim entries (ndim 0 gives a
  * 0-d array); dtype numeric or record; strides NULL for dense `order`
- * ('C' or 'F'), else ndim byte strides (possibly negative or zero) that must
- * fit inside the allocation made for them.  Size 0 allocates nothing.
- * Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_BAD_SHAPE (negative extent or ndim
- * outside 0..DV_MAXDIMS), DV_ERR_BAD_ORDER, DV_ERR_BAD_STRIDES (stride not a
- * multiple of... no: strides whose elements would overlap the end),
- * DV_ERR_OVERFLOW, DV_ERR_OUT_OF_MEMORY (after one flush-and-retry).
+ * ('C' or 'F'), else ndim byte strides (possibly negative or zero); the
+ * allocation is sized to span every element they reach.  Size 0 allocates
+ * nothing.  Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_BAD_SHAPE (negative extent
+ * or ndim outside 0..DV_MAXDIMS), DV_ERR_BAD_ORDER, DV_ERR_BAD_STRIDES (a
+ * stride that is not a multiple of the dtype's alignment), DV_ERR_OVERFLOW
+ * (the size or the strides' byte span), DV_ERR_OUT_OF_MEMORY (after one
+ * flush-and-retry).
  * stream: accepted for Numba parity; allocation itself is not stream-ordered
  * with the direct memory manager.
  */
@@ -602,25 +743,35 @@ DV_API dv_status dv_managed_array(dv_context *ctx, int ndim, const int64_t *shap
                                   const dv_dtype *dtype, const int64_t *strides, char order,
                                   int attach_global, dv_array **out);
 
+/** Add a reference to a and return a (NULL: returns NULL).  Thread-safe. */
 DV_API dv_array *dv_array_retain(dv_array *a);
 /** Drop a reference.  The memory is freed (through the deferred queue for
  *  device memory) when the last view of it goes; queued work that still uses
  *  it completes first.  NULL is a no-op. */
 DV_API void dv_array_release(dv_array *a);
 
+/** Number of dimensions (0 for a 0-d array). */
 DV_API int dv_array_ndim(const dv_array *a);
 /** The shape and strides arrays (ndim entries, borrowed from a; NULL for 0-d). */
 DV_API const int64_t *dv_array_shape(const dv_array *a);
+/** The byte strides (ndim entries, borrowed from a; NULL for 0-d); see dv_array_shape(). */
 DV_API const int64_t *dv_array_strides(const dv_array *a);
+/** The element type (borrowed from a: retain it to keep it longer than a). */
 DV_API const dv_dtype *dv_array_dtype(const dv_array *a);
 /** Number of elements (1 for 0-d). */
 DV_API int64_t dv_array_size(const dv_array *a);
 /** size * itemsize. */
 DV_API int64_t dv_array_nbytes(const dv_array *a);
+/** Where the memory lives; views share their base's kind. */
 DV_API dv_memory_kind dv_array_memory(const dv_array *a);
+/** The context the array was created on (not a new reference). */
 DV_API dv_context *dv_array_context(const dv_array *a);
-/** NumPy's relaxed contiguity (0-d and size 0 are both; size-1 dims ignored). */
+/**
+ * 1 when a is C-contiguous, else 0.  NumPy's relaxed contiguity (0-d and
+ * size 0 are both C and F; size-1 dims ignored).
+ */
 DV_API int dv_array_is_c_contiguous(const dv_array *a);
+/** 1 when a is F-contiguous, else 0; see dv_array_is_c_contiguous(). */
 DV_API int dv_array_is_f_contiguous(const dv_array *a);
 /**
  * Host address of element [0,...,0] of a host, pinned, mapped or managed
@@ -628,7 +779,28 @@ DV_API int dv_array_is_f_contiguous(const dv_array *a);
  */
 DV_API dv_status dv_array_host_data(const dv_array *a, void **ptr);
 
+/** @} */
+
 /* ---- transfers ---------------------------------------------------------- */
+
+/**
+ * @defgroup transfers Transfers
+ *
+ * Copies between any two arrays, host or device, whatever their layouts.
+ *
+ * Argument order, one rule for every function here (Numba's): the array
+ * the operation belongs to comes first, as `self` does in the Numba method
+ * it mirrors; the other arguments follow in that method's order, and
+ * out-parameters come last.  So dv_copy_to_host(src, dst, ...) is Numba's
+ * `src.copy_to_host(dst)` and takes the device source first, while
+ * dv_copy_to_device(dst, src, ...) is `dst.copy_to_device(src)` and takes
+ * the device destination first.  dv_array_copy(dst, src, ...), the general
+ * form of both, has no Numba method: it reads as copy_to_device does, into
+ * its first argument (as memcpy).  dv_array_memset and dv_array_copy_new act
+ * on their first argument.  dv_to_device mirrors the module function
+ * `cuda.to_device(obj, stream, copy, to)`, so the context comes first.
+ * @{
+ */
 
 /**
  * Copy `src` into a device array of ctx.  When src is already a device array
@@ -665,23 +837,40 @@ DV_API dv_status dv_copy_to_device(dv_array *dst, const dv_array *src, dv_stream
 DV_API dv_status dv_array_copy(dv_array *dst, const dv_array *src, dv_stream *stream);
 /** Set every byte of every element of a device or host array to `value`. */
 DV_API dv_status dv_array_memset(dv_array *a, int value, dv_stream *stream);
-/** A new dense C-order copy of a (same memory kind for device arrays). */
+/**
+ * A new dense copy of a, laid out in `order` ('C' or 'F'; DV_ERR_BAD_ORDER
+ * otherwise), on a's context: a device array when a is device or managed
+ * memory, a pageable host array owned by devarray when a is host, pinned or
+ * mapped memory.
+ */
 DV_API dv_status dv_array_copy_new(const dv_array *a, char order, dv_stream *stream, dv_array **out);
 
+/** @} */
+
 /* ---- views -------------------------------------------------------------- */
+
+/** @defgroup views Views
+ *  Slicing, element access, reshape, ravel and split, NumPy's way; no data moves for a view.
+ *  @{ */
 
 /** Sentinel for "omitted" slice start/stop (Python's None). */
 #define DV_NONE INT64_MIN
 
+/** The kind of a dv_index entry: DV_IDX_SLICE (a slice) or DV_IDX_INT (an integer). */
 typedef enum dv_index_kind { DV_IDX_SLICE = 0, DV_IDX_INT = 1 } dv_index_kind;
 /** One entry of an index: a slice (start, stop, step) or an integer. */
 typedef struct dv_index {
-  dv_index_kind kind;
-  int64_t start, stop, step; /**< slice: DV_NONE for omitted start/stop; step != 0 */
+  dv_index_kind kind;        /**< which of the two the entry is */
+  /** Slice: DV_NONE for an omitted start or stop; step != 0. @{ */
+  int64_t start, stop, step;
+  /** @} */
   int64_t index;             /**< integer: negative counts from the end */
 } dv_index;
+/** The slice a:b:s (Python's `a:b:s`; DV_NONE for an omitted bound). */
 #define DV_SLICE(a, b, s) ((dv_index){DV_IDX_SLICE, (a), (b), (s), 0})
+/** The whole dimension (Python's `:`). */
 #define DV_ALL ((dv_index){DV_IDX_SLICE, DV_NONE, DV_NONE, 1, 0})
+/** The integer index i (negative counts from the end); its dimension is dropped. */
 #define DV_AT(i) ((dv_index){DV_IDX_INT, 0, 0, 1, (i)})
 
 /**
@@ -728,7 +917,13 @@ DV_API dv_status dv_array_ravel(const dv_array *a, char order, unsigned flags, d
 DV_API dv_status dv_array_split(const dv_array *a, int64_t section, dv_array **views, size_t cap,
                                 size_t *count);
 
+/** @} */
+
 /* ---- records ------------------------------------------------------------ */
+
+/** @defgroup records Records
+ *  Fields of record arrays as views; fields of one record read and written.
+ *  @{ */
 
 /**
  * The view of field `name` of a record array (any ndim): a scalar field
@@ -745,9 +940,15 @@ DV_API dv_status dv_record_get(const dv_array *rec, const char *name, void *out,
 DV_API dv_status dv_record_set(dv_array *rec, const char *name, const void *value, size_t size,
                                dv_stream *stream);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Host memory scopes: pinned, mapped, registered                            */
 /* ------------------------------------------------------------------------ */
+
+/** @defgroup hostmem Host memory scopes
+ *  Pinning (page-locking), mapping and registering host arrays that already exist.
+ *  @{ */
 
 /**
  * Register (page-lock) the memory of host arrays for the scope's life.  At
@@ -774,14 +975,22 @@ DV_API dv_status dv_array_deregister(dv_array *a);
 /** 1 when the host array's memory is pinned, mapped or registered. */
 DV_API int dv_array_is_pinned(const dv_array *a);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Streams and events                                                        */
 /* ------------------------------------------------------------------------ */
 
+/** @defgroup streams Streams and events
+ *  Ordering, waiting and timing of asynchronous work.
+ *  @{ */
+
+/** Flag for dv_stream_create: the stream does not synchronize with the legacy default stream. */
 #define DV_STREAM_NON_BLOCKING 0x1u
 
 /** A new in-order stream.  Released through the deferred queue. */
 DV_API dv_status dv_stream_create(dv_context *ctx, unsigned flags, dv_stream **out);
+/** Add a reference to s and return s (a no-op for the context's default stream). */
 DV_API dv_stream *dv_stream_retain(dv_stream *s);
 /** Drop a reference; queued work still completes.  The default stream is never released. */
 DV_API void dv_stream_release(dv_stream *s);
@@ -790,6 +999,11 @@ DV_API dv_status dv_stream_synchronize(dv_stream *s);
 /** DV_OK if all queued work is complete, DV_ERR_NOT_READY if not.  Never blocks. */
 DV_API dv_status dv_stream_query(dv_stream *s);
 
+/**
+ * A stream callback.  `status` is DV_OK, or an error that earlier work on the
+ * stream hit where the backend can tell (the host and OpenCL backends; CUDA
+ * passes DV_OK); dv_stream_synchronize reports such errors in any case.
+ */
 typedef void (*dv_callback_fn)(dv_stream *stream, dv_status status, void *user);
 /**
  * Call fn(stream, status, user) once all work queued before it is complete,
@@ -806,11 +1020,17 @@ DV_API dv_status dv_stream_add_callback(dv_stream *s, dv_callback_fn fn, void *u
  * synchronizes the stream.  They nest; each end synchronizes.
  */
 DV_API dv_status dv_stream_auto_sync_begin(dv_stream *s);
+/**
+ * Close the innermost auto-synchronize scope of s and synchronize it (its
+ * status is returned).  DV_ERR_MISUSE without a matching begin.
+ */
 DV_API dv_status dv_stream_auto_sync_end(dv_stream *s);
 
+/** Flag for dv_event_create: the event records times (dv_event_elapsed_ms). */
 #define DV_EVENT_TIMING 0x1u
 /** A new event; with DV_EVENT_TIMING it records times for dv_event_elapsed_ms. */
 DV_API dv_status dv_event_create(dv_context *ctx, unsigned flags, dv_event **out);
+/** Destroy an event through the deferred queue (a pending record completes).  NULL: no-op. */
 DV_API void dv_event_release(dv_event *e);
 /** Record e on s (NULL: the default stream).  Re-recording replaces the earlier record. */
 DV_API dv_status dv_event_record(dv_event *e, dv_stream *s);
@@ -823,11 +1043,16 @@ DV_API dv_status dv_event_synchronize(dv_event *e);
 /** Milliseconds between two completed timing events.  DV_ERR_NOT_READY if either is pending. */
 DV_API dv_status dv_event_elapsed_ms(dv_event *start, dv_event *end, float *ms);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Memory (allocation-level) access                                          */
 /* ------------------------------------------------------------------------ */
 
-/**
+/** @defgroup memcheck Memory (allocation-level) access
+ *  Checks over every allocation of a context. */
+
+/** @ingroup memcheck
  * Check the integrity of every live allocation of the context: on the host
  * simulator, guard bytes around device allocations and the poison of
  * recently freed ones (DV_ERR_CORRUPTION with the address in the message).
@@ -958,7 +1183,9 @@ DV_API const char *dv_kernel_name(const dv_kernel *k);
 
 /** Three extents; 0 means 1 in dv_launch_config (so {n} is a 1-D grid). */
 typedef struct dv_dim3 {
-  uint32_t x, y, z;
+  uint32_t x; /**< extent in x */
+  uint32_t y; /**< extent in y */
+  uint32_t z; /**< extent in z */
 } dv_dim3;
 
 /** A launch: grid of blocks, threads per block, dynamic shared bytes, stream. */
@@ -978,19 +1205,30 @@ typedef enum dv_arg_kind {
 
 /** One kernel argument.  Use the DV_ARG_* constructors. */
 typedef struct dv_arg {
-  dv_arg_kind kind;
+  dv_arg_kind kind;     /**< scalar, array or view */
   dv_type_id type;      /**< scalars: the value's dtype */
   const void *value;    /**< scalars: points at the value (copied at launch) */
   const dv_array *array; /**< arrays: device, mapped or managed memory of the kernel's context */
 } dv_arg;
 
+/* The constructors are C compound literals: they live until the end of the
+ * enclosing block, long enough for the dv_kernel_launch call that uses them
+ * (C only; C++ callers fill dv_arg themselves). */
+/** A scalar `int` (int32) argument. */
 #define DV_ARG_I32(v) ((dv_arg){DV_ARG_SCALAR, DV_INT32, &(int32_t){(v)}, NULL})
+/** A scalar `unsigned` (uint32) argument. */
 #define DV_ARG_U32(v) ((dv_arg){DV_ARG_SCALAR, DV_UINT32, &(uint32_t){(v)}, NULL})
+/** A scalar int64 argument (`dv_i64` in kernels). */
 #define DV_ARG_I64(v) ((dv_arg){DV_ARG_SCALAR, DV_INT64, &(int64_t){(v)}, NULL})
+/** A scalar uint64 argument (`dv_u64` in kernels). */
 #define DV_ARG_U64(v) ((dv_arg){DV_ARG_SCALAR, DV_UINT64, &(uint64_t){(v)}, NULL})
+/** A scalar `float` argument. */
 #define DV_ARG_F32(v) ((dv_arg){DV_ARG_SCALAR, DV_FLOAT32, &(float){(v)}, NULL})
+/** A scalar `double` argument (OpenCL devices need cl_khr_fp64). */
 #define DV_ARG_F64(v) ((dv_arg){DV_ARG_SCALAR, DV_FLOAT64, &(double){(v)}, NULL})
+/** An array for a DV_ARRAY(T, name) parameter. */
 #define DV_ARG_ARRAY(a) ((dv_arg){DV_ARG_ARRAY, DV_BOOL, NULL, (a)})
+/** An array for a DV_VIEW(T, name) parameter (shape and strides too; at most 8 dimensions). */
 #define DV_ARG_VIEW(a) ((dv_arg){DV_ARG_VIEW, DV_BOOL, NULL, (a)})
 
 /**
@@ -1015,6 +1253,22 @@ typedef struct dv_arg {
  */
 DV_API dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nargs,
                                   const dv_arg *args);
+
+/**
+ * Where the compiled-module cache is for contexts made with cfg (NULL: the
+ * environment's options), and how many entries and bytes it holds.  Creates
+ * nothing: a cache that does not exist yet has 0 entries.  *path gets the
+ * directory (DV_ERR_INVALID_ARGUMENT if cap is too small).  Outputs may be
+ * NULL except path.
+ */
+DV_API dv_status dv_kernel_cache_info(const dv_config *cfg, char *path, size_t cap,
+                                      uint64_t *entries, uint64_t *bytes);
+/**
+ * Remove every entry of the compiled-module cache of contexts made with cfg
+ * (NULL: the environment's options).  Only the cache's own files are
+ * removed.  A cache that does not exist is already clear.
+ */
+DV_API dv_status dv_kernel_cache_clear(const dv_config *cfg);
 
 /* ---- native handles and foreign memory ---------------------------------- */
 

@@ -1,31 +1,78 @@
 #!/bin/sh
-# Build and install devarray (release, no sanitizers) into a temporary
-# prefix, then build the README example against the installed copy through
-# pkg-config and through find_package(devarray), and run them.
+# install_test.sh SOURCE WORK EXAMPLE: build devarray (release, no
+# sanitizers), install it into WORK/prefix, then build the README's program
+# (EXAMPLE) against the installed copy as a user would (pkg-config, shared
+# and static; find_package, shared and static) and run each one, with no
+# LD_LIBRARY_PATH: the way the README says to link is the way that is tested.
+# WORK persists under the build tree, so a second run rebuilds only what
+# changed.
 set -eu
-src=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cmake -S "$src" -B "$tmp/build" -DCMAKE_BUILD_TYPE=Release -DDV_BUILD_TESTS=OFF >/dev/null
-cmake --build "$tmp/build" -j2 >/dev/null
-cmake --install "$tmp/build" --prefix "$tmp/prefix" >/dev/null
-libdir=$(ls -d "$tmp"/prefix/lib*)
-for f in include/devarray.h; do test -f "$tmp/prefix/$f"; done
-ls "$libdir"/libdevarray.so* "$libdir"/libdevarray.a "$libdir"/pkgconfig/devarray.pc "$libdir"/cmake/devarray/devarrayConfig.cmake >/dev/null
-export PKG_CONFIG_PATH="$libdir/pkgconfig"
-cc -std=c11 "$src/examples/basic.c" $(pkg-config --cflags --libs devarray) -o "$tmp/pc_shared"
-# static: the archive from -L, then the private libraries pkg-config lists
-private=$(pkg-config --static --libs-only-l devarray | sed 's/-ldevarray//')
-cc -std=c11 "$src/examples/basic.c" $(pkg-config --cflags devarray) -o "$tmp/pc_static" \
-  $(pkg-config --libs-only-L devarray) -Wl,-Bstatic -ldevarray -Wl,-Bdynamic $private
-cmake -S "$src/tests/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DEXAMPLE="$src/examples/basic.c" >/dev/null
-cmake --build "$tmp/consumer" >/dev/null
+src="$1"
+work="$2"
+example="$3"
+prefix="$work/prefix"
+mkdir -p "$work"
+quiet="--log-level=ERROR"
+# shellcheck disable=SC2086
+cmake -S "$src" -B "$work/build" $quiet -DCMAKE_BUILD_TYPE=Release -DDV_BUILD_TESTS=OFF \
+  -DCMAKE_INSTALL_PREFIX="$prefix" >/dev/null
+sh "$src/scripts/build" "$work/build" -j2 --target devarray devarray_static devarray_tool
+cmake --install "$work/build" >/dev/null
+test -f "$prefix/include/devarray.h"
+pc=$(find "$prefix" -name devarray.pc)
+export PKG_CONFIG_PATH="${pc%/devarray.pc}"
+libdir=$(pkg-config --variable=libdir devarray)
+ls "$libdir"/libdevarray.so.0 "$libdir"/libdevarray.a "$libdir"/cmake/devarray/devarrayConfig.cmake >/dev/null
+
+# stale OUT INPUT...: OUT is missing or older than one of the inputs.
+stale() {
+  out="$1"
+  shift
+  [ -e "$out" ] || return 0
+  for f in "$@"; do [ "$f" -nt "$out" ] && return 0; done
+  return 1
+}
+inputs="$example $pc $prefix/include/devarray.h $libdir/libdevarray.a $libdir/libdevarray.so.0"
+# Shared, as the README says for a prefix outside the system's: an rpath to libdir.
+# shellcheck disable=SC2086
+if stale "$work/pc_shared" $inputs; then
+  cc -std=c11 "$example" $(pkg-config --cflags --libs devarray) -Wl,-rpath,"$libdir" -o "$work/pc_shared"
+fi
+# Static: the archive, then the private libraries pkg-config lists.
+# shellcheck disable=SC2086
+if stale "$work/pc_static" $inputs; then
+  cc -std=c11 "$example" $(pkg-config --cflags devarray) -o "$work/pc_static" "$libdir/libdevarray.a" \
+    $(pkg-config --static --libs-only-l devarray | sed 's/-ldevarray//')
+fi
+# shellcheck disable=SC2086
+cmake -S "$src/tests/consumer" -B "$work/consumer" $quiet -DCMAKE_PREFIX_PATH="$prefix" \
+  -DEXAMPLE="$example" >/dev/null
+sh "$src/scripts/build" "$work/consumer"
+
+unset LD_LIBRARY_PATH
 export DV_BACKEND=host
-LD_LIBRARY_PATH="$libdir" "$tmp/pc_shared"
-"$tmp/pc_static"
-LD_LIBRARY_PATH="$libdir" "$tmp/consumer/consumer_shared"
-"$tmp/consumer/consumer_static"
-# the static consumer really is static in devarray; the shared one is not
-! nm "$tmp/consumer/consumer_shared" | grep -q " T dv_context_create"
-nm "$tmp/consumer/consumer_static" | grep -q " T dv_context_create"
-echo "install test: pkg-config (shared, static) and find_package (shared, static) consumers ran"
+for p in "$work/pc_shared" "$work/pc_static" "$work/consumer/consumer_shared" "$work/consumer/consumer_static"; do
+  "$p" >/dev/null
+done
+# The shared programs load the installed library, found through their rpath.
+installed=$(readlink -f "$libdir/libdevarray.so.0")
+for p in pc_shared consumer/consumer_shared; do
+  loaded=$(ldd "$work/$p" | sed -n 's/^[[:space:]]*libdevarray\.so\.0 => \(.*\) (0x.*$/\1/p')
+  if [ -z "$loaded" ] || [ "$(readlink -f "$loaded")" != "$installed" ]; then
+    echo "FAIL: $p loads '${loaded:-nothing}', not $installed"
+    exit 1
+  fi
+done
+# The static programs really are static in devarray; the shared ones are not.
+# (Not `! cmd`, which set -e ignores.)
+for p in consumer/consumer_shared pc_shared; do
+  if nm "$work/$p" | grep -q " T dv_context_create"; then
+    echo "FAIL: $p contains the library"
+    exit 1
+  fi
+done
+nm "$work/consumer/consumer_static" | grep -q " T dv_context_create"
+nm "$work/pc_static" | grep -q " T dv_context_create"
+# The installed tool runs as installed (it links the static library).
+"$prefix/bin/devarray" info >/dev/null
+echo "install test: pkg-config (shared, static) and find_package (shared, static) consumers ran from $prefix"

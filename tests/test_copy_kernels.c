@@ -7,7 +7,7 @@
  * zero and gapped strides, items of 1 to 32 bytes, misaligned starts) are
  * compared with the reference copy of tests/common.c, including the bytes
  * between destination elements, which must stay untouched.  Both index
- * paths: 32-bit, and 64-bit (forced by lowering the limit).
+ * widths: the _i32 kernels the plan picks, and now and then the _i64 ones.
  */
 #include "common.h"
 #include "backends/cuda/cuda_internal.h"
@@ -16,23 +16,21 @@
  * symbols are renamed so that they cannot meet the library's own. */
 #define dv__rt dv_test_copy_rt
 #define dv__self dv_test_copy_self
-static long long g_index32_limit = 0x7fffffff;
-#define DV_COPY_INDEX32_LIMIT g_index32_limit
 #include "devarray/kernel.h"
 #include "kernel/copy_kernels.dvk"
 const dv__host_rt *dv_test_copy_rt;
 _Thread_local dv__hthread *dv_test_copy_self;
 
-typedef void (*copy_fn)(void *dst, long long doff, dv_kview dv, const void *src, long long soff,
-                        dv_kview sv, dv_i64 count);
-static copy_fn kernel_for(int word_index) {
-  switch (word_index) {
-    case 0: return (copy_fn)dv_copy_w1;
-    case 1: return (copy_fn)dv_copy_w2;
-    case 2: return (copy_fn)dv_copy_w4;
-    case 3: return (copy_fn)dv_copy_w8;
-    default: return (copy_fn)dv_copy_w16;
-  }
+/* DV_VIEW(const W, src), DV_VIEW(W, dst), count, as the host branch declares them. */
+typedef void (*copy_fn)(const void *src, long long soff, dv_kview sv, void *dst, long long doff,
+                        dv_kview dv, dv_i64 count);
+static copy_fn kernel_for(int word_index, int wide) {
+  static const copy_fn k[5][2] = {
+      {(copy_fn)dv_copy_w1_i32, (copy_fn)dv_copy_w1_i64},   {(copy_fn)dv_copy_w2_i32, (copy_fn)dv_copy_w2_i64},
+      {(copy_fn)dv_copy_w4_i32, (copy_fn)dv_copy_w4_i64},   {(copy_fn)dv_copy_w8_i32, (copy_fn)dv_copy_w8_i64},
+      {(copy_fn)dv_copy_w16_i32, (copy_fn)dv_copy_w16_i64},
+  };
+  return k[word_index][wide];
 }
 
 static dv_kview kview(const dv_bkview *b) {
@@ -43,9 +41,9 @@ static dv_kview kview(const dv_bkview *b) {
 }
 
 /* Run the kernel as a grid of `blocks` x `threads` would. */
-static void run_grid(const dv_cu_copy_plan *p, void *dbase, int64_t doff, const void *sbase, int64_t soff,
-                     int blocks, int threads) {
-  copy_fn f = kernel_for(p->word_index);
+static void run_grid(const dv_cu_copy_plan *p, int wide, void *dbase, int64_t doff, const void *sbase,
+                     int64_t soff, int blocks, int threads) {
+  copy_fn f = kernel_for(p->word_index, wide);
   dv__hthread th;
   memset(&th, 0, sizeof th);
   for (int d = 0; d < 3; d++) th.bdim[d] = th.gdim[d] = 1;
@@ -56,7 +54,7 @@ static void run_grid(const dv_cu_copy_plan *p, void *dbase, int64_t doff, const 
     for (int t = 0; t < threads; t++) {
       th.bid[0] = b;
       th.tid[0] = t;
-      f(dbase, doff, kview(&p->dst), sbase, soff, kview(&p->src), p->count);
+      f(sbase, soff, kview(&p->src), dbase, doff, kview(&p->dst), p->count);
     }
   dv_test_copy_self = NULL;
 }
@@ -88,7 +86,7 @@ static void random_layout(int nd, const int64_t *n, size_t isz, bool allow_zero,
   *span = hi - lo;
 }
 
-static void one_case(int nd, const int64_t *n, size_t isz, int blocks, int threads) {
+static void one_case(int nd, const int64_t *n, size_t isz, int blocks, int threads, int wide) {
   dv_strided c;
   memset(&c, 0, sizeof c);
   c.nd = nd;
@@ -117,16 +115,24 @@ static void one_case(int nd, const int64_t *n, size_t isz, int blocks, int threa
   /* The word divides the item, both starts and every stride; twice it does not. */
   uint64_t bits = isz | (uint64_t)(uintptr_t)(src + soff) | (uint64_t)(uintptr_t)(dst + doff);
   for (int i = 0; i < nd; i++)
-    bits |= (uint64_t)llabs(c.src_strides[i]) | (uint64_t)llabs(c.dst_strides[i]);
+    if (n[i] > 1) bits |= (uint64_t)llabs(c.src_strides[i]) | (uint64_t)llabs(c.dst_strides[i]);
   assert_int_equal(bits % p.word, 0);
   if (p.word < 16) assert_true(bits % (2 * p.word) != 0);
   assert_int_equal((size_t)1 << p.word_index, p.word);
   int64_t count = 1;
   for (int i = 0; i < nd; i++) count *= n[i];
   assert_int_equal(p.count, count * (int64_t)(isz / p.word));
-  assert_int_equal(p.dst.ndim, nd + (isz > p.word));
+  assert_int_equal(p.wide_index, 0);
+  assert_true(p.dst.ndim >= 1 && p.dst.ndim <= DV_BKVIEW_MAXDIMS && p.src.ndim == p.dst.ndim);
+  int64_t words = 1;
+  for (int i = 0; i < p.dst.ndim; i++) {
+    assert_int_equal(p.src.shape[i], p.dst.shape[i]);
+    assert_true(p.dst.shape[i] > 1 || p.dst.ndim == 1);
+    words *= p.dst.shape[i];
+  }
+  assert_int_equal(words, p.count);
 
-  run_grid(&p, dst, doff, src, soff, blocks, threads);
+  run_grid(&p, wide, dst, doff, src, soff, blocks, threads);
   if (memcmp(dst, want, dbytes) != 0) {
     size_t at = 0;
     while (dst[at] == want[at]) at++;
@@ -148,10 +154,8 @@ static void test_random_layouts(void **state) {
     for (int i = 0; i < nd; i++) n[i] = rnd_range(1, nd > 4 ? 3 : 6);
     size_t isz = sizes[rnd_range(0, 9)];
     if (nd == 7 && isz > 1) isz = 16; /* 8 dims with the word dimension */
-    g_index32_limit = rnd_range(0, 4) == 0 ? -1 : 0x7fffffff; /* the 64-bit path too */
-    one_case(nd, n, isz, (int)rnd_range(1, 3), (int)rnd_range(1, 40));
+    one_case(nd, n, isz, (int)rnd_range(1, 3), (int)rnd_range(1, 40), rnd_range(0, 4) == 0);
   }
-  g_index32_limit = 0x7fffffff;
 }
 
 /* What the kernels cannot take: the planner stages instead. */
@@ -160,7 +164,7 @@ static void test_plan_limits(void **state) {
   dv_strided c;
   memset(&c, 0, sizeof c);
   dv_cu_copy_plan p;
-  c.itemsize = 12; /* three 4-byte words: a ninth dimension */
+  c.itemsize = 12; /* three 4-byte words: a ninth dimension (nothing merges) */
   c.nd = 8;
   for (int i = 0; i < 8; i++) c.shape[i] = 2, c.src_strides[i] = c.dst_strides[i] = 12 << i;
   assert_false(dv__cu_copy_plan(&c, 0, 0, &p));
@@ -169,8 +173,14 @@ static void test_plan_limits(void **state) {
   assert_true(dv__cu_copy_plan(&c, 0, 0, &p));
   assert_int_equal(p.word, 16);
   assert_int_equal(p.dst.ndim, 8);
-  c.nd = 9;
+  c.nd = 9; /* nine dims that do not merge: too many */
+  c.shape[8] = 2, c.src_strides[8] = c.dst_strides[8] = 16 << 8;
   assert_false(dv__cu_copy_plan(&c, 0, 0, &p));
+  for (int i = 0; i < 9; i++) /* nine that do (dense, C order): one */
+    c.src_strides[i] = c.dst_strides[i] = (int64_t)16 << (8 - i);
+  assert_true(dv__cu_copy_plan(&c, 0, 0, &p));
+  assert_int_equal(p.dst.ndim, 1);
+  assert_int_equal(p.count, 512);
   c.nd = 2;
   c.shape[1] = 0; /* empty: nothing to do */
   assert_true(dv__cu_copy_plan(&c, 0, 0, &p));
@@ -185,6 +195,26 @@ static void test_plan_limits(void **state) {
   assert_true(dv__cu_copy_plan(&c, 1, 0, &p));
   assert_int_equal(p.word, 1);
   assert_int_equal(p.count, 2 * 3 * 8);
+  /* Contiguous dims merge (items of 8 bytes in dense 2 x 3: one run of 6
+   * words); extents of 1 disappear; 2^31 words need the 64-bit kernels. */
+  c.shape[0] = 2, c.shape[1] = 3, c.src_strides[1] = c.dst_strides[1] = 8;
+  c.src_strides[0] = c.dst_strides[0] = 24;
+  assert_true(dv__cu_copy_plan(&c, 0, 0, &p));
+  assert_int_equal(p.word, 8);
+  assert_int_equal(p.dst.ndim, 1);
+  assert_int_equal(p.dst.shape[0], 6);
+  c.nd = 3;
+  c.shape[2] = 1, c.src_strides[2] = 4, c.dst_strides[2] = -4; /* ignored: extent 1 */
+  assert_true(dv__cu_copy_plan(&c, 0, 0, &p));
+  assert_int_equal(p.word, 8);
+  assert_int_equal(p.dst.ndim, 1);
+  c.nd = 1;
+  c.shape[0] = (int64_t)1 << 31, c.itemsize = 1, c.src_strides[0] = 1, c.dst_strides[0] = 2;
+  assert_true(dv__cu_copy_plan(&c, 0, 0, &p));
+  assert_int_equal(p.wide_index, 1);
+  c.shape[0] -= 1;
+  assert_true(dv__cu_copy_plan(&c, 0, 0, &p));
+  assert_int_equal(p.wide_index, 0);
 }
 
 int main(void) {

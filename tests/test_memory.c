@@ -177,11 +177,49 @@ static void test_stats_json(void **state) {
   dv_array_release(a);
 }
 
+/* dv_stats is versioned by its size: a caller built against the version-1
+ * header (the struct ended before `staging`) gets version 1 and nothing
+ * written past it; one built against a newer, larger header gets this
+ * version and its extra bytes untouched; a size left 0 is an error. */
+static void test_stats_versions(void **state) {
+  (void)state;
+  dv_array *a = bytes_array(g_ctx, 256);
+  const size_t v1 = offsetof(dv_stats, staging);
+  union {
+    dv_stats st;
+    unsigned char bytes[sizeof(dv_stats) + 64];
+  } buf;
+  memset(&buf, 0xAB, sizeof buf);
+  buf.st.size = (uint32_t)v1;
+  assert_ok(dv_context_stats(g_ctx, &buf.st));
+  assert_int_equal(buf.st.version, 1);
+  assert_int_equal(buf.st.size, v1);
+  assert_int_equal(buf.st.device.current, 256);
+  for (size_t i = v1; i < sizeof buf; i++) assert_int_equal(buf.bytes[i], 0xAB);
+
+  memset(&buf, 0xAB, sizeof buf);
+  buf.st.size = (uint32_t)sizeof buf; /* a newer header's larger struct */
+  assert_ok(dv_context_stats(g_ctx, &buf.st));
+  assert_int_equal(buf.st.version, DV_STATS_VERSION);
+  assert_int_equal(buf.st.size, sizeof(dv_stats));
+  assert_int_equal(buf.st.device.current, 256);
+  for (size_t i = sizeof(dv_stats); i < sizeof buf; i++) assert_int_equal(buf.bytes[i], 0xAB);
+
+  dv_stats zero = {0};
+  assert_status(dv_context_stats(g_ctx, &zero), DV_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(dv_last_error(), "sizeof(dv_stats)"));
+  dv_stats odd = {.size = (uint32_t)v1 + 8}; /* between versions: the older one */
+  assert_ok(dv_context_stats(g_ctx, &odd));
+  assert_int_equal(odd.version, 1);
+  assert_int_equal(odd.size, v1);
+  dv_array_release(a);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_count_limit),       T(test_views_are_references), T(test_byte_limit),
       T(test_defer_cleanup_nesting), T(test_oom_retry),        T(test_failing_free_does_not_strand),
-      T(test_streams_events_queue), T(test_stats_json),
+      T(test_streams_events_queue), T(test_stats_json),       T(test_stats_versions),
   };
   return test_main(argc, argv, "memory", tests, sizeof tests / sizeof tests[0]);
 }

@@ -6,12 +6,17 @@
 static void test_build_failure_has_log(void **state) {
   (void)state;
   void *prog = (void *)1;
-  dv_status rc = dv__cl_build(g_ctx->bst, "__kernel void broken(__global int *x) { x[0] = undeclared_thing; }", "", &prog);
+  char *log = NULL;
+  dv_status rc = dv__cl_build(g_ctx->bst, "__kernel void broken(__global int *x) { x[0] = undeclared_thing; }", "", &prog,
+                              &log);
   assert_int_equal(rc, DV_ERR_DRIVER);
   assert_null(prog);
   assert_non_null(strstr(dv_last_error(), "build log"));
   assert_non_null(strstr(dv_last_error(), "undeclared_thing"));
-  assert_ok(dv__cl_build(g_ctx->bst, "__kernel void fine(__global int *x) { x[0] = 1; }", "", &prog));
+  assert_non_null(log); /* the whole log, also returned */
+  assert_non_null(strstr(log, "undeclared_thing"));
+  dv__free(log);
+  assert_ok(dv__cl_build(g_ctx->bst, "__kernel void fine(__global int *x) { x[0] = 1; }", "", &prog, NULL));
   dv__cl_program_release(prog);
 }
 

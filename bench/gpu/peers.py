@@ -130,7 +130,60 @@ def run_cupy_pools():
     cp.cuda.set_allocator(cp.cuda.MemoryPool().malloc)
 
 
-for name, fn in (("numba-cuda", run_numba), ("CuPy", run_cupy), ("CuPy pools", run_cupy_pools)):
+def run_launch_overhead():
+    """Empty-kernel launch overhead through numba-cuda and CuPy, for bench_kernels'
+    rows (queued back to back, and launch + synchronize)."""
+    n = 20000
+    try:
+        from numba import cuda
+
+        @cuda.jit
+        def empty(x):
+            pass
+
+        s = cuda.stream()
+        empty[1, 1, s](0)
+        s.synchronize()
+        ts = []
+        for _ in range(TRIALS):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                empty[1, 1, s](0)
+            s.synchronize()
+            ts.append((time.perf_counter() - t0) / n)
+        print(f"{'numba-cuda launch, queued':34s} {statistics.median(ts) * 1e6:10.2f} us")
+        latency("numba-cuda launch + sync", lambda: (empty[1, 1, s](0), s.synchronize()), 2000)
+    except Exception as exc:
+        print(f"numba-cuda launch failed: {exc!r}")
+    try:
+        import cupy as cp
+        k = cp.RawKernel(r'extern "C" __global__ void empty(int x) {}', "empty")
+        s = cp.cuda.Stream(non_blocking=True)
+        x = np.int32(0)
+        with s:
+            k((1,), (1,), (x,))
+        s.synchronize()
+        ts = []
+        for _ in range(TRIALS):
+            t0 = time.perf_counter()
+            with s:
+                for _ in range(n):
+                    k((1,), (1,), (x,))
+            s.synchronize()
+            ts.append((time.perf_counter() - t0) / n)
+        print(f"{'cupy RawKernel launch, queued':34s} {statistics.median(ts) * 1e6:10.2f} us")
+
+        def once():
+            with s:
+                k((1,), (1,), (x,))
+            s.synchronize()
+        latency("cupy RawKernel launch + sync", once, 2000)
+    except Exception as exc:
+        print(f"CuPy launch failed: {exc!r}")
+
+
+for name, fn in (("numba-cuda", run_numba), ("CuPy", run_cupy), ("CuPy pools", run_cupy_pools),
+                 ("kernel launch overhead", run_launch_overhead)):
     print(f"== {name}")
     try:
         fn()

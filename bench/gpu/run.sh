@@ -36,7 +36,7 @@ scripts/run-tests build-gpu -j4 --output-on-failure --timeout 600 > "$out/ctest.
 echo "ctest exit $?"; tail -8 "$out/ctest.txt"
 
 # 2. compute-sanitizer memcheck on the CUDA suites
-for t in transfer views records memory hostmem streams errors threads; do
+for t in transfer views records memory hostmem streams errors threads kernels; do
   if [ -x build-gpu/tests/test_$t ]; then
     echo "== memcheck test_$t cuda"
     compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 build-gpu/tests/test_$t cuda 2>&1 | tail -4
@@ -48,6 +48,10 @@ grep -E "^==|ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.txt" | head -40
 build-gpu/bench/bench_cuda > "$out/bench_cuda.txt" 2>&1; tail -40 "$out/bench_cuda.txt"
 build-gpu/devarray bench --backend cuda --json > "$out/devarray_bench_cuda.json" 2>/dev/null
 build-gpu/bench/bench_alloc --backend cuda > "$out/bench_alloc.txt" 2>&1; tail -14 "$out/bench_alloc.txt"
+build-gpu/bench/bench_kernels --backend cuda --n 2048 > "$out/bench_kernels.txt" 2>&1; cat "$out/bench_kernels.txt"
+for ex in matmul dynamic_shared local_array constant_memory barriers; do
+  build-gpu/examples/example_$ex --backend cuda
+done > "$out/examples.txt" 2>&1; cat "$out/examples.txt"
 (cd /tmp && valgrind --version >/dev/null 2>&1 && valgrind --tool=callgrind --toggle-collect=fastpath_loop \
   "$OLDPWD/build-gpu/bench/bench_alloc" --backend cuda --fastpath-only 100000 2>&1 | grep Collected) >> "$out/bench_alloc.txt" 2>&1
 PYTHONUNBUFFERED=1 python3 bench/gpu/peers.py > "$out/peers.txt" 2>&1; tail -30 "$out/peers.txt"

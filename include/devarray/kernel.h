@@ -184,6 +184,9 @@ DV_DEVICE float dv_atomic_max_f32(float *p, float v) {
 #ifdef cl_khr_int64_extended_atomics
 #pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable
 #endif
+#ifdef cl_khr_subgroups
+#pragma OPENCL EXTENSION cl_khr_subgroups : enable
+#endif
 
 typedef char dv_i8;
 typedef uchar dv_u8;

@@ -63,7 +63,7 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
 
 static dv_status dv__open_backend(dv_context *ctx) {
   const char *want = ctx->opt[DV_OPT_BACKEND].s;
-  char devbuf[160];
+  char devbuf[sizeof ((dv_optval *)0)->s];
   dv_backend_config bc;
   if (strcmp(want, "auto") != 0) {
     const dv_backend *be = dv__backend_find(want);

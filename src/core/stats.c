@@ -1,4 +1,5 @@
 /* Statistics: current/peak/total counters per context, and a JSON dump. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,16 +29,23 @@ void dv__stats_sub(dv_context *ctx, dv_stat_kind k, uint64_t n) {
   pthread_mutex_unlock(&s->lock);
 }
 
+/* dv_stats only grows at its end: version 1 ended where `staging` begins.
+ * A caller built against an older header passes its smaller size and gets
+ * the fields its version has; one built against a newer header gets ours. */
+#define DV__STATS_V1_SIZE offsetof(dv_stats, staging)
+
 dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
   DV_CHECK_NULL(ctx);
   DV_CHECK_NULL(out);
-  if (out->size < sizeof(dv_stats))
-    return dv__error(DV_ERR_INVALID_ARGUMENT, "dv_stats.size is %u, need %zu (set it to sizeof(dv_stats))",
-                     out->size, sizeof(dv_stats));
+  if (out->size < DV__STATS_V1_SIZE)
+    return dv__error(DV_ERR_INVALID_ARGUMENT,
+                     "dv_stats.size is %u, smaller than any version of dv_stats (set it to sizeof(dv_stats))",
+                     out->size);
+  size_t filled = out->size >= sizeof(dv_stats) ? sizeof(dv_stats) : DV__STATS_V1_SIZE;
   dv_stats r;
   memset(&r, 0, sizeof r);
-  r.size = sizeof r;
-  r.version = DV_STATS_VERSION;
+  r.size = (uint32_t)filled;
+  r.version = filled == sizeof(dv_stats) ? DV_STATS_VERSION : 1;
   dv_stats_state *s = &ctx->stats;
   pthread_mutex_lock(&ctx->lock);
   r.pending_deallocs = ctx->mem_queue.count + ctx->obj_queue.count;
@@ -65,7 +73,7 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
   r.bytes_h2d = atomic_load(&s->bytes_h2d);
   r.bytes_d2h = atomic_load(&s->bytes_d2h);
   r.bytes_d2d = atomic_load(&s->bytes_d2d);
-  *out = r;
+  memcpy(out, &r, filled);
   return DV_OK;
 }
 

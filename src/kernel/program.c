@@ -252,12 +252,8 @@ char *dv__program_unit(const dv_program *p) {
   return b.s;
 }
 
-static void dv__hash_str(dv__sha256_ctx *h, const char *s) {
-  /* Length-prefixed, so that ("ab","c") and ("a","bc") differ. */
-  uint64_t n = strlen(s);
-  dv__sha256_update(h, &n, sizeof n);
-  dv__sha256_update(h, s, (size_t)n);
-}
+/* Key fields are length-prefixed, so that ("ab","c") and ("a","bc") differ. */
+static void dv__hash_str(dv__sha256_ctx *h, const char *s) { dv__sha256_field(h, s, strlen(s)); }
 
 static double dv__now_ms(void) {
   struct timespec ts;
@@ -353,7 +349,7 @@ dv_status dv_program_build(dv_program *p, unsigned flags, dv_module **out) {
   dv__hash_str(&h, be->name);
   dv__hash_str(&h, target);
   unsigned kf = flags & DV_BUILD_DEBUG;
-  dv__sha256_update(&h, &kf, sizeof kf);
+  dv__sha256_field(&h, &kf, sizeof kf);
   dv__hash_str(&h, options);
   dv__hash_str(&h, unit);
   dv__sha256_final(&h, key);
@@ -418,4 +414,34 @@ dv_status dv_program_build(dv_program *p, unsigned flags, dv_module **out) {
     return keep;
   }
   return DV_OK;
+}
+
+/* ---- the cache, for tools ------------------------------------------------------ */
+
+static void dv__cache_dir_option(const dv_config *cfg, char *dir, size_t cap) {
+  dv_optval opt[DV_OPT_COUNT];
+  dv__options_resolve(cfg, opt);
+  snprintf(dir, cap, "%s", opt[DV_OPT_KERNEL_CACHE_DIR].s);
+}
+
+dv_status dv_kernel_cache_info(const dv_config *cfg, char *path, size_t cap, uint64_t *entries,
+                               uint64_t *bytes) {
+  if (path && cap) path[0] = 0;
+  if (entries) *entries = 0;
+  if (bytes) *bytes = 0;
+  DV_CHECK_NULL(path);
+  char dir[sizeof ((dv_optval *)0)->s];
+  dv__cache_dir_option(cfg, dir, sizeof dir);
+  uint64_t e = 0, b = 0;
+  dv_status rc = dv__kcache_usage(dir, &e, &b, path, cap);
+  if (rc) return rc;
+  if (entries) *entries = e;
+  if (bytes) *bytes = b;
+  return DV_OK;
+}
+
+dv_status dv_kernel_cache_clear(const dv_config *cfg) {
+  char dir[sizeof ((dv_optval *)0)->s];
+  dv__cache_dir_option(cfg, dir, sizeof dir);
+  return dv__kcache_clear(dir);
 }

@@ -35,7 +35,7 @@ typedef struct cu_state {
   pthread_mutex_t copy_lock;
   int copy_state; /* built-in copy kernels: 0 not loaded yet, 1 loaded, -1 unusable */
   dv_CUmodule copy_module;
-  dv_CUfunction copy_fn[5]; /* 1-, 2-, 4-, 8-, 16-byte words */
+  dv_CUfunction copy_fn[5][2]; /* 1-, 2-, 4-, 8-, 16-byte words; 32-, 64-bit indices */
 } cu_state;
 
 struct dv_bstream {
@@ -93,13 +93,16 @@ dv_status dv__cub_copy_strided(void *state, dv_bstream *s, const dv_strided *c);
  * A strided copy as the built-in copy kernels take it (src/kernel/
  * copy_kernels.dvk): the widest word (1, 2, 4, 8 or 16 bytes; word_index
  * 0..4) dividing the item size, both start addresses and every stride; the
- * views in words (an item of several words adds an innermost dimension);
- * the number of words.  False when the kernels cannot do it (more than 8
- * dimensions after that, a negative shape): the planner then stages.
+ * views in words (extents of 1 dropped, an item of several words adds an
+ * innermost dimension, dimensions contiguous on both sides merged); the
+ * number of words and whether it needs 64-bit indices.  False when the
+ * kernels cannot do it (more than 8 dimensions left, a negative shape): the
+ * planner then stages.
  */
 typedef struct dv_cu_copy_plan {
   size_t word;
   int word_index;
+  int wide_index; /* 1: the _i64 kernels (2^31 words or more) */
   int64_t count;
   dv_bkview dst, src;
 } dv_cu_copy_plan;

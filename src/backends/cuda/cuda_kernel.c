@@ -540,8 +540,11 @@ dv_status dv__cub_buffer_unwrap(void *state, void *buf) {
 
 /* ---- the built-in strided copy ------------------------------------------------------------- */
 
-static const char *const cu_copy_names[5] = {"dv_copy_w1", "dv_copy_w2", "dv_copy_w4", "dv_copy_w8",
-                                             "dv_copy_w16"};
+/* dv_copy_w<W>_i32 below 2^31 words, _i64 from there. */
+static const char *const cu_copy_names[5][2] = {
+    {"dv_copy_w1_i32", "dv_copy_w1_i64"}, {"dv_copy_w2_i32", "dv_copy_w2_i64"},
+    {"dv_copy_w4_i32", "dv_copy_w4_i64"}, {"dv_copy_w8_i32", "dv_copy_w8_i64"},
+    {"dv_copy_w16_i32", "dv_copy_w16_i64"}};
 
 /* The copy kernels of this context, loaded on first use.  False when they
  * cannot be (logged once): the caller then falls back to staging. */
@@ -551,8 +554,8 @@ static bool cu_copy_kernels(cu_state *st) {
     char *log = NULL;
     dv_CUmodule mod = NULL;
     dv_status rc = cu_load_image(st, dv__cu_copy_ptx, 1, "devarray's strided-copy kernels", &mod, &log);
-    for (int i = 0; !rc && i < 5; i++) {
-      dv_CUresult r = cu.cuModuleGetFunction(&st->copy_fn[i], mod, cu_copy_names[i]);
+    for (int i = 0; !rc && i < 10; i++) {
+      dv_CUresult r = cu.cuModuleGetFunction(&st->copy_fn[i / 2][i % 2], mod, cu_copy_names[i / 2][i % 2]);
       if (r) rc = cu_fail(r, "cuModuleGetFunction (copy kernels)");
     }
     if (rc) {
@@ -574,7 +577,7 @@ static uint64_t cu_abs64(int64_t v) { return v < 0 ? 0 - (uint64_t)v : (uint64_t
 
 bool dv__cu_copy_plan(const dv_strided *c, uint64_t src_addr, uint64_t dst_addr, dv_cu_copy_plan *p) {
   memset(p, 0, sizeof *p);
-  if (c->nd < 0 || c->nd > DV_BKVIEW_MAXDIMS || !c->itemsize) return false;
+  if (c->nd < 0 || c->nd > DV_MAXDIMS || !c->itemsize) return false;
   uint64_t count = 1;
   for (int i = 0; i < c->nd; i++) {
     if (c->shape[i] < 0) return false;
@@ -582,29 +585,44 @@ bool dv__cu_copy_plan(const dv_strided *c, uint64_t src_addr, uint64_t dst_addr,
     if (count > UINT64_MAX / (uint64_t)c->shape[i]) return false;
     count *= (uint64_t)c->shape[i];
   }
-  /* The widest word dividing the item size, both addresses and every stride. */
+  /* The widest word dividing the item size, both addresses and every stride
+   * (of a dimension longer than 1). */
   uint64_t bits = (uint64_t)c->itemsize | src_addr | dst_addr;
-  for (int i = 0; i < c->nd; i++) bits |= cu_abs64(c->src_strides[i]) | cu_abs64(c->dst_strides[i]);
+  for (int i = 0; i < c->nd; i++)
+    if (c->shape[i] > 1) bits |= cu_abs64(c->src_strides[i]) | cu_abs64(c->dst_strides[i]);
   size_t w = 16;
   int wi = 4;
   while (w > 1 && (bits & (w - 1))) w >>= 1, wi--;
   uint64_t words = c->itemsize / w;
-  int nd = c->nd + (words > 1);
-  if (nd > DV_BKVIEW_MAXDIMS || count > UINT64_MAX / words || count * words > (uint64_t)INT64_MAX)
-    return false;
+  if (count > UINT64_MAX / words || count * words > (uint64_t)INT64_MAX) return false;
+  /* Dimensions of words, outermost first: extents of 1 dropped, the words of
+   * an item appended, dimensions contiguous on both sides merged. */
+  int nd = 0;
+  for (int i = 0; i <= c->nd; i++) {
+    int64_t e, a, b;
+    if (i < c->nd) {
+      if (c->shape[i] == 1) continue;
+      e = c->shape[i], a = c->src_strides[i], b = c->dst_strides[i];
+    } else {
+      if (words == 1) break;
+      e = (int64_t)words, a = b = (int64_t)w;
+    }
+    if (nd > 0 && p->src.strides[nd - 1] == a * e && p->dst.strides[nd - 1] == b * e) {
+      p->src.shape[nd - 1] *= e;
+      p->src.strides[nd - 1] = a, p->dst.strides[nd - 1] = b;
+      continue;
+    }
+    if (nd == DV_BKVIEW_MAXDIMS) return false; /* more than the kernels take: staging */
+    p->src.shape[nd] = e, p->src.strides[nd] = a, p->dst.strides[nd] = b;
+    nd++;
+  }
+  if (nd == 0) p->src.shape[0] = 1, nd = 1; /* one word */
+  for (int i = 0; i < nd; i++) p->dst.shape[i] = p->src.shape[i];
+  p->src.ndim = p->dst.ndim = nd;
   p->word = w;
   p->word_index = wi;
   p->count = (int64_t)(count * words);
-  p->dst.ndim = p->src.ndim = nd;
-  for (int i = 0; i < c->nd; i++) {
-    p->dst.shape[i] = p->src.shape[i] = c->shape[i];
-    p->dst.strides[i] = c->dst_strides[i];
-    p->src.strides[i] = c->src_strides[i];
-  }
-  if (words > 1) { /* the words of an item: one more, innermost, dimension */
-    p->dst.shape[c->nd] = p->src.shape[c->nd] = (int64_t)words;
-    p->dst.strides[c->nd] = p->src.strides[c->nd] = (int64_t)w;
-  }
+  p->wide_index = (uint64_t)p->count >= ((uint64_t)1 << 31);
   return true;
 }
 
@@ -617,16 +635,16 @@ dv_status dv__cub_copy_strided(void *state, dv_bstream *s, const dv_strided *c) 
   if (p.count == 0) return DV_OK;
   CU_ENTER(st);
   if (!cu_copy_kernels(st)) return DV_ERR_NOT_SUPPORTED;
-  /* DV_VIEW(T, dst), DV_VIEW(const T, src), count: base, offset, view each. */
+  /* DV_VIEW(const W, src), DV_VIEW(W, dst), count: base, offset and view each. */
   dv_CUdeviceptr dbase = (dv_CUdeviceptr)(uintptr_t)c->dst.buf, sbase = (dv_CUdeviceptr)(uintptr_t)c->src.buf;
   int64_t doff = (int64_t)c->dst.offset, soff = (int64_t)c->src.offset;
-  void *params[7] = {&dbase, &doff, &p.dst, &sbase, &soff, &p.src, &p.count};
+  void *params[7] = {&sbase, &soff, &p.src, &dbase, &doff, &p.dst, &p.count};
   /* A grid-stride loop: enough blocks to fill the device, no more. */
   unsigned threads = 256;
   uint64_t blocks = ((uint64_t)p.count + threads - 1) / threads;
   uint64_t cap = st->sm_count > 0 ? (uint64_t)st->sm_count * 32 : 4096;
   if (blocks > cap) blocks = cap;
-  CU_TRY(cu.cuLaunchKernel(st->copy_fn[p.word_index], (unsigned)blocks, 1, 1, threads, 1, 1, 0, s->s,
+  CU_TRY(cu.cuLaunchKernel(st->copy_fn[p.word_index][p.wide_index], (unsigned)blocks, 1, 1, threads, 1, 1, 0, s->s,
                            params, NULL),
          "cuLaunchKernel (strided copy)");
   if (c->flags & DV_COPY_SYNC) CU_TRY(cu.cuStreamSynchronize(s->s), "cuStreamSynchronize");

@@ -14,30 +14,25 @@
  *  - Pinned memory is a CL_MEM_ALLOC_HOST_PTR buffer mapped once; mapped
  *    memory is the same buffer, whose handle is also the device view;
  *    registration wraps existing memory with CL_MEM_USE_HOST_PTR.
- *  - Device-to-device copies that rects cannot express use a strided-copy
- *    kernel built once per context (on first use) and cached.
+ *  - Device-to-device copies that rects cannot express use the strided-copy
+ *    kernel (src/kernel/copy_kernels.dvk) built once per context on first
+ *    use; programs, kernels and launches are in opencl_kernel.c.
  */
 #include <dlfcn.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "../../core/internal.h"
 #include "../../core/memops.h"
-#include "opencl.h"
+#include "opencl_internal.h"
 
 #if DV_HAVE_OPENCL_HEADERS
 
 /* ---- the dispatch table ------------------------------------------------------ */
 
-typedef struct dv_cl_api {
-#define DV_CL(name) __typeof__(&name) name;
-#include "opencl_symbols.def"
-#undef DV_CL
-} dv_cl_api;
-
-static dv_cl_api cl;
+dv_cl_api dv__cl;
 static void *cl_lib;
 static dv_status cl_load_status = DV_ERR_LIBRARY_LOAD;
 static char cl_load_msg[512];
@@ -111,40 +106,6 @@ static dv_status cl_fail(int code, const char *what) {
   } while (0)
 
 /* ---- state -------------------------------------------------------------------- */
-
-struct dv_bstream {
-  cl_command_queue q;
-  struct dv_bstream *next;
-  pthread_mutex_t m;
-  cl_event last; /* event of the last command queued (for query), or NULL */
-};
-
-struct dv_bevent {
-  pthread_mutex_t m;
-  cl_event ev; /* the marker of the last record, or NULL */
-  unsigned flags;
-};
-
-typedef struct cl_state {
-  cl_platform_id platform;
-  cl_device_id device;
-  cl_context ctx;
-  cl_command_queue internal; /* maps, unmaps */
-  dv_device_info info;
-  size_t used;               /* bytes allocated (OpenCL cannot report free memory) */
-  pthread_mutex_t lock;      /* used, streams, kernel */
-  dv_bstream *streams;
-  cl_program prog;
-  cl_kernel k_strided;
-  /* Host callbacks run on this thread, never inside an OpenCL call (PoCL
-   * runs an event's callback on the calling thread when the event is
-   * already complete, which would run user code, and block, there). */
-  pthread_t cb_thread;
-  pthread_mutex_t cb_m;
-  pthread_cond_t cb_cv;
-  struct cl_cb *cb_head, *cb_tail;
-  bool cb_stop;
-} cl_state;
 
 typedef struct cl_host {
   cl_mem mem;
@@ -330,6 +291,7 @@ static dv_status clb_open(const dv_backend_config *cfg, void **state) {
     return dv__error(DV_ERR_DRIVER, "cannot start the OpenCL callback thread");
   }
   cl_fill_info(st);
+  dv__cl_kernel_init(st);
   *state = st;
   return DV_OK;
 }
@@ -343,9 +305,8 @@ static void clb_close(void *state) {
   pthread_join(st->cb_thread, NULL);
   pthread_mutex_destroy(&st->cb_m);
   pthread_cond_destroy(&st->cb_cv);
-  if (st->k_strided) cl.clReleaseKernel(st->k_strided);
-  if (st->prog) cl.clReleaseProgram(st->prog);
   cl.clFinish(st->internal);
+  dv__cl_kernel_fini(st);
   cl.clReleaseCommandQueue(st->internal);
   cl.clReleaseContext(st->ctx);
   pthread_mutex_destroy(&st->lock);
@@ -533,6 +494,7 @@ static dv_status cl_sync_all(cl_state *st) {
   dv_status first = DV_OK;
   pthread_mutex_lock(&st->lock);
   for (dv_bstream *s = st->streams; s; s = s->next) {
+    atomic_store(&s->untracked, false);
     cl_int e = cl.clFinish(s->q);
     if (e && !first) first = cl_fail(e, "clFinish");
   }
@@ -542,6 +504,9 @@ static dv_status cl_sync_all(cl_state *st) {
 
 static dv_status clb_stream_sync(void *state, dv_bstream *s) {
   if (!s) return cl_sync_all(state);
+  /* Everything queued so far is done when clFinish returns; a launch queued
+   * meanwhile sets the flag again. */
+  atomic_store(&s->untracked, false);
   CL_TRY(cl.clFinish(s->q), "clFinish");
   return DV_OK;
 }
@@ -549,6 +514,23 @@ static dv_status clb_stream_sync(void *state, dv_bstream *s) {
 static dv_status clb_stream_query(void *state, dv_bstream *s) {
   (void)state;
   cl_int status = CL_COMPLETE, e = CL_SUCCESS;
+  bool native = atomic_load(&s->native);
+  if (native || atomic_exchange(&s->untracked, false)) {
+    /* Work we did not track (the caller's own on a native queue, or
+     * launches queued without events): ask a fresh marker.  For a native
+     * queue give it a moment to pass an idle queue (the answer may still be
+     * NOT_READY just after the work is done). */
+    cl_event ev;
+    CL_TRY(cl.clEnqueueMarkerWithWaitList(s->q, 0, NULL, &ev), "clEnqueueMarkerWithWaitList");
+    cl.clFlush(s->q);
+    for (int i = 0; native && i < 100; i++) {
+      if (cl.clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) != CL_SUCCESS ||
+          status <= CL_COMPLETE)
+        break;
+      sched_yield();
+    }
+    cl_track(s, ev);
+  }
   pthread_mutex_lock(&s->m);
   if (s->last) e = cl.clGetEventInfo(s->last, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL);
   pthread_mutex_unlock(&s->m);
@@ -599,15 +581,6 @@ static void *cl_cb_worker(void *arg) {
   }
   pthread_mutex_unlock(&st->cb_m);
   return NULL;
-}
-
-/* Remember ev as the stream's last command (takes ownership of ev). */
-static void cl_track(dv_bstream *s, cl_event ev) {
-  pthread_mutex_lock(&s->m);
-  cl_event old = s->last;
-  s->last = ev;
-  pthread_mutex_unlock(&s->m);
-  if (old) cl.clReleaseEvent(old);
 }
 
 static dv_status clb_stream_callback(void *state, dv_bstream *s, dv_bcallback_fn fn, void *user) {
@@ -719,103 +692,6 @@ static dv_status clb_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
     if (cl.clEnqueueMarkerWithWaitList(s->q, 0, NULL, &ev) == CL_SUCCESS) cl_track(s, ev);
     cl.clFlush(s->q);
   }
-  return DV_OK;
-}
-
-/* The strided-copy kernel: one work-item per element, up to 8 dims. */
-static const char cl_strided_src[] =
-    "__kernel void dv_strided_copy(__global uchar *src, long soff, __global uchar *dst, long doff,\n"
-    "                              int nd, long8 shape, long8 ss, long8 ds, int isz) {\n"
-    "  long i = get_global_id(0);\n"
-    "  long so = soff, dof = doff;\n"
-    "  long sh[8] = {shape.s0, shape.s1, shape.s2, shape.s3, shape.s4, shape.s5, shape.s6, shape.s7};\n"
-    "  long a[8] = {ss.s0, ss.s1, ss.s2, ss.s3, ss.s4, ss.s5, ss.s6, ss.s7};\n"
-    "  long b[8] = {ds.s0, ds.s1, ds.s2, ds.s3, ds.s4, ds.s5, ds.s6, ds.s7};\n"
-    "  for (int d = nd - 1; d >= 0; d--) { long k = i % sh[d]; i /= sh[d]; so += k * a[d]; dof += k * b[d]; }\n"
-    "  for (int c = 0; c < isz; c++) dst[dof + c] = src[so + c];\n"
-    "}\n";
-
-dv_status dv__cl_build(void *state, const char *source, const char *options, void **program) {
-  cl_state *st = state;
-  *program = NULL;
-  cl_int e;
-  cl_program p = cl.clCreateProgramWithSource(st->ctx, 1, &source, NULL, &e);
-  if (!p) return cl_fail(e, "clCreateProgramWithSource");
-  e = cl.clBuildProgram(p, 1, &st->device, options, NULL, NULL);
-  if (e != CL_SUCCESS) {
-    char log[2048] = "";
-    size_t n = 0;
-    cl.clGetProgramBuildInfo(p, st->device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, &n);
-    log[sizeof log - 1] = 0;
-    cl.clReleaseProgram(p);
-    return dv__error(e == CL_BUILD_PROGRAM_FAILURE ? DV_ERR_DRIVER : dv__cl_status(e),
-                     "OpenCL kernel build failed: %s (%d); build log:\n%s", dv__cl_error_name(e), e, log);
-  }
-  *program = p;
-  return DV_OK;
-}
-
-void dv__cl_program_release(void *program) {
-  if (program) cl.clReleaseProgram(program);
-}
-
-static dv_status cl_get_kernel(cl_state *st, cl_kernel *out) {
-  pthread_mutex_lock(&st->lock);
-  dv_status rc = DV_OK;
-  if (!st->k_strided) {
-    void *p = NULL;
-    rc = dv__cl_build(st, cl_strided_src, "", &p);
-    if (!rc) {
-      cl_int e;
-      st->k_strided = cl.clCreateKernel(p, "dv_strided_copy", &e);
-      if (!st->k_strided) {
-        cl.clReleaseProgram(p);
-        rc = cl_fail(e, "clCreateKernel");
-      } else {
-        st->prog = p;
-      }
-    }
-  }
-  *out = st->k_strided;
-  if (rc) pthread_mutex_unlock(&st->lock);
-  return rc; /* on success the lock is held: kernel arguments are shared state */
-}
-
-static dv_status clb_copy_strided(void *state, dv_bstream *s, const dv_strided *c) {
-  cl_state *st = state;
-  if (!c->src.buf || !c->dst.buf || c->nd > 8) return DV_ERR_NOT_SUPPORTED; /* device to device only */
-  long long count = 1;
-  for (int i = 0; i < c->nd; i++) count *= c->shape[i];
-  if (count == 0) return DV_OK;
-  cl_kernel k;
-  dv_status rc = cl_get_kernel(st, &k);
-  if (rc) return rc;
-  cl_long8 shape, ss, ds;
-  for (int i = 0; i < 8; i++) {
-    shape.s[i] = i < c->nd ? c->shape[i] : 1;
-    ss.s[i] = i < c->nd ? c->src_strides[i] : 0;
-    ds.s[i] = i < c->nd ? c->dst_strides[i] : 0;
-  }
-  cl_long soff = (cl_long)c->src.offset, doff = (cl_long)c->dst.offset;
-  cl_int nd = c->nd, isz = (cl_int)c->itemsize;
-  cl_int e = CL_SUCCESS;
-  e |= cl.clSetKernelArg(k, 0, sizeof(cl_mem), &c->src.buf);
-  e |= cl.clSetKernelArg(k, 1, sizeof soff, &soff);
-  e |= cl.clSetKernelArg(k, 2, sizeof(cl_mem), &c->dst.buf);
-  e |= cl.clSetKernelArg(k, 3, sizeof doff, &doff);
-  e |= cl.clSetKernelArg(k, 4, sizeof nd, &nd);
-  e |= cl.clSetKernelArg(k, 5, sizeof shape, &shape);
-  e |= cl.clSetKernelArg(k, 6, sizeof ss, &ss);
-  e |= cl.clSetKernelArg(k, 7, sizeof ds, &ds);
-  e |= cl.clSetKernelArg(k, 8, sizeof isz, &isz);
-  size_t global = (size_t)count;
-  cl_event ev = NULL;
-  if (e == CL_SUCCESS) e = cl.clEnqueueNDRangeKernel(s->q, k, 1, NULL, &global, NULL, 0, NULL, &ev);
-  pthread_mutex_unlock(&st->lock);
-  if (e) return cl_fail(e, "the strided-copy kernel");
-  cl_track(s, ev);
-  if (c->flags & DV_COPY_SYNC) CL_TRY(cl.clFinish(s->q), "clFinish");
-  else cl.clFlush(s->q);
   return DV_OK;
 }
 
@@ -938,7 +814,7 @@ const dv_backend dv__backend_opencl = {
     .host_register = clb_host_register,
     .host_unregister = clb_host_unregister,
     .copy_rect = clb_copy_rect,
-    .copy_strided = clb_copy_strided,
+    .copy_strided = dv__clk_copy_strided,
     .memset = clb_memset,
     .stream_create = clb_stream_create,
     .stream_destroy = clb_stream_destroy,
@@ -952,6 +828,20 @@ const dv_backend dv__backend_opencl = {
     .event_query = clb_event_query,
     .event_sync = clb_event_sync,
     .event_elapsed = clb_event_elapsed,
+    .kernel_limits = dv__clk_limits,
+    .kernel_target_id = dv__clk_target_id,
+    .module_build = dv__clk_module_build,
+    .module_load = dv__clk_module_load,
+    .module_unload = dv__clk_module_unload,
+    .kernel_get = dv__clk_kernel_get,
+    .kernel_attrs = dv__clk_kernel_attrs,
+    .constant_write = dv__clk_constant_write,
+    .launch = dv__clk_launch,
+    .native_context = dv__clk_native_context,
+    .native_stream = dv__clk_native_stream,
+    .native_buffer = dv__clk_native_buffer,
+    .buffer_wrap = dv__clk_buffer_wrap,
+    .buffer_unwrap = dv__clk_buffer_unwrap,
 };
 
 #else /* no OpenCL headers at build time */
@@ -968,9 +858,10 @@ static dv_status clb_open(const dv_backend_config *cfg, void **state) {
 const dv_backend dv__backend_opencl = {.version = DV_BACKEND_VERSION, .name = "opencl", .probe = clb_probe, .open = clb_open};
 dv_status dv__cl_status(int code) { return code ? DV_ERR_DRIVER : DV_OK; }
 const char *dv__cl_error_name(int code) { return code ? "CL_UNKNOWN_ERROR" : "CL_SUCCESS"; }
-dv_status dv__cl_build(void *state, const char *source, const char *options, void **program) {
+dv_status dv__cl_build(void *state, const char *source, const char *options, void **program, char **log) {
   (void)state, (void)source, (void)options;
   *program = NULL;
+  if (log) *log = NULL;
   return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "built without OpenCL headers");
 }
 void dv__cl_program_release(void *program) { (void)program; }

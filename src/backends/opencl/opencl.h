@@ -14,7 +14,9 @@
 dv_status dv__cl_status(int code);
 const char *dv__cl_error_name(int code);
 /* Build a program from source on the context's device; a failed build
- * returns DV_ERR_DRIVER with the build log in the message. */
-dv_status dv__cl_build(void *state, const char *source, const char *options, void **program);
+ * returns DV_ERR_DRIVER with the start of the build log in the message.
+ * *log (if log is not NULL): the whole build log, dv__malloc'd, on success
+ * and on failure (NULL if it could not be read). */
+dv_status dv__cl_build(void *state, const char *source, const char *options, void **program, char **log);
 void dv__cl_program_release(void *program);
 #endif

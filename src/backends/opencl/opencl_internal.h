@@ -1,0 +1,104 @@
+/*
+ * Shared between the OpenCL backend's two files: opencl.c (devices, memory,
+ * copies, streams, events) and opencl_kernel.c (programs, kernels,
+ * launches, native handles, the strided-copy kernel).
+ */
+#ifndef DV_OPENCL_INTERNAL_H
+#define DV_OPENCL_INTERNAL_H
+
+#include "../../core/internal.h"
+#include "opencl.h"
+
+#if DV_HAVE_OPENCL_HEADERS
+
+/* The entry points loaded from libOpenCL.so.1 (opencl_symbols.def). */
+typedef struct dv_cl_api {
+#define DV_CL(name) __typeof__(&name) name;
+#include "opencl_symbols.def"
+#undef DV_CL
+} dv_cl_api;
+
+extern dv_cl_api dv__cl;
+#define cl dv__cl /* both files call cl.clFoo(...) */
+
+struct dv_bstream {
+  cl_command_queue q;
+  struct dv_bstream *next;
+  pthread_mutex_t m;
+  cl_event last; /* event of the last command queued (for query), or NULL */
+  /* The queue was handed out (dv_stream_native): work devarray does not
+   * see may be queued on it, so a query enqueues a marker first. */
+  _Atomic bool native;
+  /* Launches queued since `last` without an event of their own (an event per
+   * launch costs ~20% of an empty launch): a query enqueues a marker first. */
+  _Atomic bool untracked;
+};
+
+struct dv_bevent {
+  pthread_mutex_t m;
+  cl_event ev; /* the marker of the last record, or NULL */
+  unsigned flags;
+};
+
+typedef struct cl_state {
+  cl_platform_id platform;
+  cl_device_id device;
+  cl_context ctx;
+  cl_command_queue internal; /* maps, unmaps */
+  dv_device_info info;
+  size_t used;               /* bytes allocated (OpenCL cannot report free memory) */
+  pthread_mutex_t lock;      /* used, streams */
+  dv_bstream *streams;
+  /* Kernels (opencl_kernel.c): the built-in strided-copy module, built on
+   * first use under kmu; copy_status remembers a failed build. */
+  pthread_mutex_t kmu;
+  struct dv_bmodule *copy_mod;
+  dv_status copy_status;
+  cl_uint addr_bits;  /* CL_DEVICE_ADDRESS_BITS */
+  void *subgroup_fn;  /* clGetKernelSubGroupInfo(KHR) when the device has sub-groups */
+  int wave;           /* the device's sub-group size where known, else 1 */
+  /* Host callbacks run on this thread, never inside an OpenCL call (PoCL
+   * runs an event's callback on the calling thread when the event is
+   * already complete, which would run user code, and block, there). */
+  pthread_t cb_thread;
+  pthread_mutex_t cb_m;
+  pthread_cond_t cb_cv;
+  struct cl_cb *cb_head, *cb_tail;
+  bool cb_stop;
+} cl_state;
+
+/* Remember ev as the stream's last command (takes ownership of ev). */
+static inline void cl_track(dv_bstream *s, cl_event ev) {
+  pthread_mutex_lock(&s->m);
+  cl_event old = s->last;
+  s->last = ev;
+  pthread_mutex_unlock(&s->m);
+  if (old) cl.clReleaseEvent(old);
+}
+
+/* opencl_kernel.c: per-context setup and teardown of the kernel state. */
+void dv__cl_kernel_init(cl_state *st);
+void dv__cl_kernel_fini(cl_state *st);
+
+/* opencl_kernel.c: the methods of the backend table. */
+dv_status dv__clk_copy_strided(void *state, dv_bstream *s, const dv_strided *c);
+dv_status dv__clk_limits(void *state, dv_klimits *out);
+dv_status dv__clk_target_id(void *state, char *buf, size_t cap);
+dv_status dv__clk_module_build(void *state, const dv_build_req *req, dv_bmodule **out, void **image,
+                               size_t *image_size, char **log);
+dv_status dv__clk_module_load(void *state, const dv_build_req *req, const void *image, size_t image_size,
+                              dv_bmodule **out, char **log);
+dv_status dv__clk_module_unload(void *state, dv_bmodule *m);
+dv_status dv__clk_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel **out);
+dv_status dv__clk_kernel_attrs(void *state, dv_bkernel *k, dv_kernel_attrs *out);
+dv_status dv__clk_constant_write(void *state, dv_bmodule *m, dv_bstream *s, size_t offset, dv_memref src,
+                                 size_t bytes);
+dv_status dv__clk_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_blaunch *l);
+dv_status dv__clk_native_context(void *state, void **context, void **device);
+dv_status dv__clk_native_stream(void *state, dv_bstream *s, void **handle);
+dv_status dv__clk_native_buffer(void *state, void *buf, void **native);
+dv_status dv__clk_buffer_wrap(void *state, void *native, size_t bytes, void **buf);
+dv_status dv__clk_buffer_unwrap(void *state, void *buf);
+
+#endif /* DV_HAVE_OPENCL_HEADERS */
+#endif
