@@ -22,7 +22,8 @@
 #include <time.h>
 
 #include "bench_util.h"
-#include "core/internal.h"
+#include "backends/backend.h"
+#include "core/core.h"
 
 
 static dv_context *make(const char *backend, const char *mm) {

@@ -7,7 +7,10 @@
  *
  *  - Every function that can fail returns a dv_status.  DV_OK is 0.  On
  *    failure, out-parameters are set to NULL/0 and nothing observable has
- *    changed (no array created, no memory leaked, no data copied).  A
+ *    changed (no array created, no memory leaked, no data copied, no
+ *    statistic counted).  Buffers that receive data (an element, a field,
+ *    JSON text) are left untouched instead; the JSON writers still report
+ *    the length they need, and dv_stats.size stays the caller's.  A
  *    human-readable detail is available from dv_last_error() on the failing
  *    thread until the next failing call on that thread.
  *  - Handles are opaque.  Objects that are shared (contexts aside) are
@@ -25,7 +28,9 @@
  *    stream is given (it queues the work and returns).  For asynchronous
  *    work the caller keeps every host buffer involved unchanged and alive
  *    until the stream reaches that point (dv_stream_synchronize, an event,
- *    or a callback says so).
+ *    or a callback says so).  A stream must belong to the context the work
+ *    runs on (the destination's, for copies): DV_ERR_BACKEND_MISMATCH
+ *    otherwise, before anything is allocated or queued.
  *  - Byte counts, offsets and strides are size_t or int64_t, never int.
  *    Strides are in bytes, as in NumPy.  All size arithmetic is checked for
  *    overflow (DV_ERR_OVERFLOW).
@@ -359,9 +364,9 @@ typedef struct dv_stats {
   dv_counter registered; /**< registered (pinned-in-place) host bytes */
   dv_counter managed; /**< managed memory bytes */
   dv_counter arrays;  /**< live array descriptors (count) */
-  uint64_t pending_deallocs;      /**< entries in the deallocation queues now */
+  uint64_t pending_deallocs;      /**< entries in the deallocation queue now */
   uint64_t pending_bytes;         /**< bytes those entries will free */
-  uint64_t pending_peak;          /**< deepest the queues have been */
+  uint64_t pending_peak;          /**< deepest the queue has been */
   uint64_t flushes;               /**< queue flushes performed */
   uint64_t oom_retries;           /**< allocations retried after out-of-memory */
   uint64_t failed_frees;          /**< frees that reported an error */
@@ -383,9 +388,10 @@ typedef struct dv_stats {
  * with).  The library fills the newest version of the struct that fits in
  * that size, so a program built against an older header keeps working, and
  * sets out->size to the bytes filled and out->version to their version;
- * bytes past them are not touched.  DV_ERR_INVALID_ARGUMENT, and nothing
- * written, when out->size is smaller than the first version's struct (left
- * 0, for instance).  Thread-safe; does not wait for the device.
+ * bytes past them are not touched.  DV_ERR_INVALID_ARGUMENT when out->size is
+ * smaller than the first version's struct (left 0, for instance); then the
+ * out->size bytes the caller has are cleared, `size` aside.  Thread-safe;
+ * does not wait for the device.
  */
 DV_API dv_status dv_context_stats(dv_context *ctx, dv_stats *out);
 /**
@@ -425,12 +431,12 @@ DV_API dv_status dv_defer_cleanup_begin(dv_context *ctx);
  */
 DV_API dv_status dv_defer_cleanup_end(dv_context *ctx);
 /**
- * Flush the pending-deallocation queues now (a no-op inside a defer-cleanup
+ * Flush the pending-deallocation queue now (a no-op inside a defer-cleanup
  * scope).  Every queued free is attempted; the first failure's status is
  * returned, the others are logged.
  */
 DV_API dv_status dv_context_flush_deallocs(dv_context *ctx);
-/** Entries and bytes waiting in the queues (either pointer may be NULL). */
+/** Entries and bytes waiting in the queue (either pointer may be NULL). */
 DV_API dv_status dv_context_pending_deallocs(dv_context *ctx, size_t *count, size_t *bytes);
 
 /** @} */
@@ -640,7 +646,9 @@ typedef struct dv_field_desc {
  * Create a record (structured) dtype.  itemsize 0 means "the end of the last
  * field".  Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_BAD_DTYPE (no fields, empty
  * or duplicate name, field past itemsize, overlapping fields, bad sub-array
- * shape).  The result has one reference.
+ * shape), DV_ERR_OVERFLOW (the itemsize, or a field's offset or end, offset
+ * + itemsize x sub-array count, exceeds INT64_MAX).  The result has one
+ * reference.
  */
 DV_API dv_status dv_dtype_record_create(const dv_field_desc *fields, size_t nfields,
                                         size_t itemsize, dv_dtype **out);
@@ -827,8 +835,11 @@ DV_API dv_status dv_copy_to_host(const dv_array *src, dv_array *dst, dv_stream *
 /** Copy src (host or device, any layout) into the device array dst.  Size 0 is a no-op. */
 DV_API dv_status dv_copy_to_device(dv_array *dst, const dv_array *src, dv_stream *stream);
 /**
- * Copy between any two arrays (host or device, any layouts, overlapping
- * memory excepted).  The general form of the three above.  Arrays of two
+ * Copy between any two arrays (host or device, any layouts).  Views of the
+ * same memory may be copied when no byte is shared, however their rows
+ * interleave; views that share a byte are DV_ERR_INVALID_ARGUMENT on every
+ * backend (copy through a temporary array instead).  The general form of
+ * the three above.  Arrays of two
  * different contexts (two devices, or two backends such as opencl and host)
  * are copied through a host staging buffer; such a copy is synchronous on the
  * source's side, and `stream` must belong to the destination's context
@@ -911,7 +922,8 @@ DV_API dv_status dv_array_ravel(const dv_array *a, char order, unsigned flags, d
 /**
  * Split a 1-D unit-stride array into ceil(size/section) views, the last one
  * shorter.  With views == NULL only *count is set.  Otherwise views must
- * hold cap entries; DV_ERR_INVALID_ARGUMENT if cap is too small.  Other
+ * hold cap entries (those not filled are set to NULL, all of them on
+ * failure); DV_ERR_INVALID_ARGUMENT if cap is too small.  Other
  * layouts are DV_ERR_INVALID_ARGUMENT (Numba's contract); section <= 0 too.
  */
 DV_API dv_status dv_array_split(const dv_array *a, int64_t section, dv_array **views, size_t cap,

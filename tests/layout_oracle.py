@@ -48,6 +48,24 @@ def make(shape, strides):
     return as_strided(base, shape=shape, strides=strides), buf
 
 
+def rand_slice(n):
+    """A random slice of a dimension of extent n.  A third of them are empty
+    on purpose (stop at, or on the wrong side of, start) and most of those
+    have a step other than 1: NumPy gives an empty dimension the parent's
+    stride and keeps the view's start, whatever the step."""
+    def b():
+        return None if rng.random() < 0.3 else rng.randint(-n - 2, n + 2)
+    r = rng.random()
+    if r < 0.2:  # empty: stop == start
+        st = rng.randint(-n - 2, n + 2)
+        return st, st, rng.choice([1, 2, 3, 5, -1, -2, -3])
+    if r < 0.33:  # empty: stop on the wrong side of start for the step's sign
+        lo, hi = sorted((rng.randint(0, n + 2), rng.randint(0, n + 2)))
+        step = rng.choice([1, 2, 3, -1, -2, -3])
+        return (hi, lo, step) if step > 0 else (lo, hi, step)
+    return b(), b(), rng.choice([1, 1, 2, 3, -1, -2])
+
+
 def fmt(xs):
     return " ".join(str(x) for x in xs)
 
@@ -103,17 +121,17 @@ def main():
                     idx.append(i)
                     desc.append(f"I {i}")
                 else:
-                    def b():
-                        return None if rng.random() < 0.3 else rng.randint(-shape[d] - 2, shape[d] + 2)
-                    st, sp = b(), b()
-                    step = rng.choice([1, 1, 2, 3, -1, -2])
+                    st, sp, step = rand_slice(shape[d])
                     idx.append(slice(st, sp, step))
                     desc.append(f"S {'N' if st is None else st} {'N' if sp is None else sp} {step}")
             v = a[tuple(idx) + (Ellipsis,)]  # a view even when every index is an integer
             off = v.__array_interface__["data"][0] - a.__array_interface__["data"][0]
-            if v.size == 0:
-                off = "X"  # devarray keeps the offset of empty views where it is
-            lines.append(f"S {head} {k} {' '.join(desc)} {v.ndim} {fmt(v.shape)} {fmt(v.strides)} {off}")
+            # Every stride and the offset are compared, empty and one-element
+            # dimensions included, with the view's contiguity flags and what
+            # split (Numba's contract: 1-D and unit stride) makes of it.
+            split = int(v.ndim == 1 and v.strides[0] == ITEM)
+            lines.append(f"S {head} {k} {' '.join(desc)} {v.ndim} {fmt(v.shape)} {fmt(v.strides)} {off} "
+                         f"{int(v.flags.c_contiguous)} {int(v.flags.f_contiguous)} {split}")
     text = "\n".join(" ".join(l.split()) for l in lines) + "\n"
     p = subprocess.run([checker], input=text.encode(), capture_output=True)
     sys.stdout.write(p.stdout.decode())

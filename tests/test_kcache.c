@@ -15,7 +15,7 @@
 
 #include "common.h"
 
-#include "core/internal.h"
+#include "core/core.h"
 #include "kernel/cache.h"
 #include "kernel/sha256.h"
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/internal.h"
+#include "array/array.h"
 
 static int rd(FILE *f, int64_t *v) { return fscanf(f, "%lld", (long long *)v) == 1; }
 
@@ -71,8 +71,8 @@ int main(void) {
       rd(stdin, &ond);
       for (int i = 0; i < ond; i++) rd(stdin, &os[i]);
       for (int i = 0; i < ond; i++) rd(stdin, &ost[i]);
-      char offs[32];
-      if (scanf("%31s", offs) != 1) return 2;
+      int64_t off, wc, wf, wsplit;
+      rd(stdin, &off), rd(stdin, &wc), rd(stdin, &wf), rd(stdin, &wsplit);
       dv_array *a, *v;
       if (dv_host_array_wrap(ctx, buf + sizeof buf / 2, (int)nd, shape, dv_dtype_get(DV_FLOAT64), strides, &a)) {
         fprintf(stderr, "wrap failed: %s\n", dv_last_error());
@@ -81,15 +81,28 @@ int main(void) {
       if (dv_array_slice(a, (int)k, idx, &v)) {
         bad++, fprintf(stderr, "slice case %ld failed: %s\n", cases, dv_last_error());
       } else {
+        /* Every stride (empty and one-element dimensions too) and the
+         * offset, as NumPy stores them; then what follows from them: the
+         * contiguity flags and whether split accepts the view. */
         int mism = dv_array_ndim(v) != ond;
-        for (int i = 0; !mism && i < ond; i++) {
-          mism |= dv_array_shape(v)[i] != os[i];
-          if (os[i] > 1) mism |= dv_array_strides(v)[i] != ost[i];
-        }
+        for (int i = 0; !mism && i < ond; i++)
+          mism |= dv_array_shape(v)[i] != os[i] || dv_array_strides(v)[i] != ost[i];
         void *pa, *pv;
         dv_array_host_data(a, &pa), dv_array_host_data(v, &pv);
-        if (offs[0] != 'X') mism |= (char *)pv - (char *)pa != atoll(offs);
-        if (mism) bad++, fprintf(stderr, "slice case %ld: mismatch\n", cases);
+        mism |= (char *)pv - (char *)pa != off;
+        mism |= dv_array_is_c_contiguous(v) != wc || dv_array_is_f_contiguous(v) != wf;
+        size_t cnt = 0;
+        mism |= (dv_array_split(v, 1, NULL, 0, &cnt) == DV_OK) != wsplit;
+        if (mism) {
+          bad++;
+          fprintf(stderr, "slice case %ld: got shape", cases);
+          for (int i = 0; i < dv_array_ndim(v); i++) fprintf(stderr, " %lld", (long long)dv_array_shape(v)[i]);
+          fprintf(stderr, " strides");
+          for (int i = 0; i < dv_array_ndim(v); i++) fprintf(stderr, " %lld", (long long)dv_array_strides(v)[i]);
+          fprintf(stderr, " offset %lld; NumPy: strides", (long long)((char *)pv - (char *)pa));
+          for (int i = 0; i < ond; i++) fprintf(stderr, " %lld", (long long)ost[i]);
+          fprintf(stderr, " offset %lld\n", (long long)off);
+        }
         dv_array_release(v);
       }
       dv_array_release(a);

@@ -138,26 +138,42 @@ static void test_failing_free_does_not_strand(void **state) {
   assert_int_equal(f, t); /* every block went back */
 }
 
-static void test_streams_events_queue(void **state) {
+/* Numba keeps one queue: device, mapped and pinned memory, streams and
+ * events all count toward the one count limit (default 10), pinned memory,
+ * streams and events with 0 bytes; the 11th pending entry of any kind
+ * flushes all 11. */
+static void test_one_queue(void **state) {
   (void)state;
-  dv_stream *s[11];
-  for (int i = 0; i < 11; i++) assert_ok(dv_stream_create(g_ctx, 0, &s[i]));
-  dv_array *pin;
+  dv_array *dev[4], *pin;
+  dv_stream *s[4];
+  dv_event *e[2];
   int64_t n = 100;
+  for (int i = 0; i < 4; i++) dev[i] = bytes_array(g_ctx, 1000);
   assert_ok(dv_pinned_array(g_ctx, 1, &n, dv_dtype_get(DV_UINT8), NULL, 'C', &pin));
+  for (int i = 0; i < 4; i++) assert_ok(dv_stream_create(g_ctx, 0, &s[i]));
+  for (int i = 0; i < 2; i++) assert_ok(dv_event_create(g_ctx, 0, &e[i]));
+  dv_stats st0 = {.size = sizeof st0};
+  assert_ok(dv_context_stats(g_ctx, &st0));
+  size_t want = 0, cnt, bytes;
+  for (int i = 0; i < 4; i++) dv_array_release(dev[i]), assert_int_equal(pending(g_ctx), ++want);
   dv_array_release(pin); /* pinned: queued at 0 bytes */
-  size_t cnt, bytes;
   assert_ok(dv_context_pending_deallocs(g_ctx, &cnt, &bytes));
-  assert_int_equal(cnt, 1);
-  assert_int_equal(bytes, 0);
-  for (int i = 0; i < 10; i++) dv_stream_release(s[i]);
-  assert_int_equal(pending(g_ctx), 11);
-  dv_stream_release(s[10]); /* the object queue's 11th flushes it */
-  assert_int_equal(pending(g_ctx), 1);
-  dv_event *e;
-  assert_ok(dv_event_create(g_ctx, 0, &e));
-  dv_event_release(e);
-  assert_int_equal(pending(g_ctx), 2);
+  assert_int_equal(cnt, ++want);
+  assert_int_equal(bytes, 4000);
+  for (int i = 0; i < 3; i++) dv_stream_release(s[i]), assert_int_equal(pending(g_ctx), ++want);
+  for (int i = 0; i < 2; i++) dv_event_release(e[i]), assert_int_equal(pending(g_ctx), ++want);
+  assert_int_equal(want, 10); /* exactly the limit: nothing flushed */
+  dv_stats st = {.size = sizeof st};
+  assert_ok(dv_context_stats(g_ctx, &st));
+  assert_int_equal(st.flushes, st0.flushes);
+  assert_int_equal(st.pending_deallocs, 10);
+  dv_stream_release(s[3]); /* the 11th entry, whatever its kind, flushes all 11 */
+  assert_int_equal(pending(g_ctx), 0);
+  assert_ok(dv_context_stats(g_ctx, &st));
+  assert_int_equal(st.flushes, st0.flushes + 1);
+  assert_int_equal(st.pending_peak, 11);
+  assert_int_equal(st.device.current, 0);
+  assert_int_equal(st.pinned.current, 0);
 }
 
 static void test_stats_json(void **state) {
@@ -219,7 +235,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_count_limit),       T(test_views_are_references), T(test_byte_limit),
       T(test_defer_cleanup_nesting), T(test_oom_retry),        T(test_failing_free_does_not_strand),
-      T(test_streams_events_queue), T(test_stats_json),       T(test_stats_versions),
+      T(test_one_queue), T(test_stats_json), T(test_stats_versions),
   };
   return test_main(argc, argv, "memory", tests, sizeof tests / sizeof tests[0]);
 }

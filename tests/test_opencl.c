@@ -1,6 +1,6 @@
 /* Tests specific to the OpenCL backend (run on PoCL in CI). */
 #include "common.h"
-#include "core/internal.h"
+#include "core/core.h"
 #include "backends/opencl/opencl.h"
 
 static void test_build_failure_has_log(void **state) {

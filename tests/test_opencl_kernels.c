@@ -11,7 +11,7 @@
 #include <pthread.h>
 
 #include "common.h"
-#include "core/internal.h"
+#include "array/array.h"
 #include "backends/opencl/opencl_internal.h"
 
 #define BE (g_ctx->be)

@@ -21,7 +21,7 @@ static dv_array *bytes_on(dv_context *c, int64_t n, dv_stream *s) {
 }
 
 /* The device address of an array's first element (white-box: block identity). */
-#include "core/internal.h"
+#include "array/array.h"
 static uintptr_t addr_of(dv_array *a) { return (uintptr_t)a->alloc->buf + a->alloc->buf_offset + (uintptr_t)a->offset; }
 
 static void release_now(dv_context *c, dv_array *a) {
@@ -365,12 +365,53 @@ static void test_model(void **state) {
   assert_ok(dv_context_destroy(c));
 }
 
+/* The JSON writers follow snprintf's contract as the header states it: with
+ * a buffer too small they return DV_ERR_INVALID_ARGUMENT, report the length
+ * needed, and write nothing at all into the buffer. */
+typedef dv_status (*json_fn)(dv_context *, char *, size_t, size_t *);
+static void check_json_writer(dv_context *c, json_fn fn, const char *what) {
+  size_t need = 0;
+  assert_ok(fn(c, NULL, 0, &need));
+  assert_true(need > 10);
+  char *buf = malloc(need + 2);
+  size_t caps[] = {1, 2, need / 2, need - 1, need};
+  for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+    memset(buf, 'Z', need + 2);
+    size_t got = 0;
+    assert_status(fn(c, buf, caps[i], &got), DV_ERR_INVALID_ARGUMENT);
+    assert_int_equal(got, need);
+    for (size_t j = 0; j < need + 2; j++)
+      if (buf[j] != 'Z') fail_msg("%s wrote byte %zu of a %zu-byte buffer (cap %zu)", what, j, need + 2, caps[i]);
+  }
+  memset(buf, 'Z', need + 2);
+  assert_ok(fn(c, buf, need + 1, &need));
+  assert_int_equal(strlen(buf), need);
+  assert_int_equal(buf[need + 1], 'Z');
+  /* a NULL context or needed changes nothing either */
+  memset(buf, 'Z', need + 2);
+  assert_status(fn(NULL, buf, need + 1, &need), DV_ERR_NULL_ARGUMENT);
+  assert_status(fn(c, buf, need + 1, NULL), DV_ERR_NULL_ARGUMENT);
+  assert_int_equal(buf[0], 'Z');
+  free(buf);
+}
+
+static void test_json_small_buffers(void **state) {
+  (void)state;
+  dv_context *c = pool_ctx(NULL);
+  dv_array *a = bytes_on(c, 1000, NULL), *b = bytes_on(c, 3 << 20, NULL);
+  check_json_writer(c, dv_memory_snapshot_json, "dv_memory_snapshot_json");
+  check_json_writer(c, dv_context_stats_json, "dv_context_stats_json");
+  dv_array_release(a);
+  dv_array_release(b);
+  assert_ok(dv_context_destroy(c));
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_same_stream_reuse), cmocka_unit_test(test_cross_stream_reuse_waits),
       cmocka_unit_test(test_split_coalesce_trim), cmocka_unit_test(test_oom_releases_cache),
       cmocka_unit_test(test_log_and_release_threshold), cmocka_unit_test(test_third_party_manager),
-      cmocka_unit_test(test_model),
+      cmocka_unit_test(test_model), cmocka_unit_test(test_json_small_buffers),
   };
   return test_main(argc, argv, "pool", tests, sizeof tests / sizeof tests[0]);
 }

@@ -149,7 +149,54 @@ static void test_record_arrays(void **state) {
   dv_dtype_release(in);
 }
 
+/* Every size in a record dtype fits int64_t (byte counts and offsets are
+ * int64_t everywhere else): the itemsize, each field's offset and end
+ * (offset + itemsize x sub-array count), nested records included.  Before
+ * this was checked, a field at offset 2^63 made a dtype whose byte counts
+ * went negative, and dv_record_set on a wrapped 1-byte buffer wrote 2^63
+ * bytes away from it. */
+static void test_dtype_size_overflow(void **state) {
+  (void)state;
+  const dv_dtype *i1 = dv_dtype_get(DV_INT8), *i4 = dv_dtype_get(DV_INT32);
+  const size_t big = (size_t)INT64_MAX;
+  dv_dtype *dt = (dv_dtype *)1;
+  dv_field_desc far[1] = {{"f", i1, (size_t)1 << 63, 0, NULL}};
+  assert_status(dv_dtype_record_create(far, 1, 0, &dt), DV_ERR_OVERFLOW);
+  assert_null(dt);
+  dv_field_desc end[1] = {{"f", i1, big, 0, NULL}}; /* ends at 2^63 */
+  assert_status(dv_dtype_record_create(end, 1, 0, &dt), DV_ERR_OVERFLOW);
+  dv_field_desc end4[1] = {{"f", i4, big - 3, 0, NULL}};
+  assert_status(dv_dtype_record_create(end4, 1, 0, &dt), DV_ERR_OVERFLOW);
+  dv_field_desc wrap[1] = {{"f", i4, SIZE_MAX - 1, 0, NULL}};
+  assert_status(dv_dtype_record_create(wrap, 1, 0, &dt), DV_ERR_OVERFLOW);
+  dv_field_desc small[1] = {{"f", i1, 0, 0, NULL}};
+  assert_status(dv_dtype_record_create(small, 1, big + 1, &dt), DV_ERR_OVERFLOW);
+  assert_status(dv_dtype_record_create(small, 1, SIZE_MAX, &dt), DV_ERR_OVERFLOW);
+  int64_t sub[2] = {(int64_t)1 << 40, (int64_t)1 << 21};
+  dv_field_desc subs[1] = {{"s", i4, 0, 2, sub}}; /* 2^61 elements of 4 bytes */
+  assert_status(dv_dtype_record_create(subs, 1, 0, &dt), DV_ERR_OVERFLOW);
+  assert_null(dt);
+  /* the largest legal record ends exactly at INT64_MAX... */
+  dv_dtype *huge = NULL;
+  dv_field_desc last[1] = {{"f", i1, big - 1, 0, NULL}};
+  assert_ok(dv_dtype_record_create(last, 1, 0, &huge));
+  assert_int_equal(dv_dtype_itemsize(huge), big);
+  /* ...and nothing can be placed after it, nor two of it side by side */
+  dv_field_desc nest[2] = {{"a", i1, 0, 0, NULL}, {"h", huge, 1, 0, NULL}};
+  assert_status(dv_dtype_record_create(nest, 2, 0, &dt), DV_ERR_OVERFLOW);
+  int64_t two = 2;
+  dv_field_desc pair[1] = {{"h", huge, 0, 1, &two}};
+  assert_status(dv_dtype_record_create(pair, 1, 0, &dt), DV_ERR_OVERFLOW);
+  assert_null(dt);
+  /* a device record of it is simply too large for the device */
+  dv_array *r = (dv_array *)1;
+  assert_status(dv_device_record(g_ctx, huge, NULL, &r), DV_ERR_OUT_OF_MEMORY);
+  assert_null(r);
+  dv_dtype_release(huge);
+}
+
 int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {T(test_dtype_errors), T(test_device_record), T(test_record_arrays)};
+  const struct CMUnitTest tests[] = {T(test_dtype_errors), T(test_device_record), T(test_record_arrays),
+                                     T(test_dtype_size_overflow)};
   return test_main(argc, argv, "records", tests, sizeof tests / sizeof tests[0]);
 }

@@ -1,7 +1,7 @@
 /* White-box tests of the host simulator's own checks: it must notice
  * out-of-bounds writes (guard bytes) and writes after free (poison). */
 #include "common.h"
-#include "core/internal.h"
+#include "array/array.h"
 #include "backends/host/host_internal.h"
 
 static hb_block *block_of(dv_array *a) { return (hb_block *)a->alloc->buf; }

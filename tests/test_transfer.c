@@ -542,9 +542,199 @@ static void test_staging_pool_reuse(void **state) {
   dv_array_release(v), dv_array_release(d);
 }
 
+/* ---- copies between views of the same memory ------------------------------ */
+
+#include "transfer/transfer.h" /* dv__overlap_max_work: the fallback is driven by lowering it */
+
+enum { CUBE = 4, CELLS = CUBE * CUBE * CUBE };
+
+/* Random slices of a 4x4x4 cube for the source, and slices of the same
+ * lengths for the destination; cells[] gets each view's cell numbers in
+ * C order of the view. */
+static void cube_slices(dv_index *si, dv_index *di, int64_t *len) {
+  for (int k = 0; k < 3; k++) {
+    int64_t st = rnd_range(1, 3) * (rnd() & 1 ? -1 : 1), L = rnd_range(1, 1 + (CUBE - 1) / (st < 0 ? -st : st));
+    int64_t span = (L - 1) * (st < 0 ? -st : st), a = rnd_range(0, CUBE - 1 - span);
+    si[k] = st > 0 ? DV_SLICE(a, a + span + 1, st) : DV_SLICE(a + span, a - 1 < 0 ? DV_NONE : a - 1, st);
+    len[k] = L;
+    /* the destination: a step that fits L elements, anywhere it fits */
+    int64_t dst_step;
+    do dst_step = rnd_range(1, 3) * (rnd() & 1 ? -1 : 1);
+    while ((L - 1) * (dst_step < 0 ? -dst_step : dst_step) > CUBE - 1);
+    span = (L - 1) * (dst_step < 0 ? -dst_step : dst_step);
+    a = rnd_range(0, CUBE - 1 - span);
+    di[k] = dst_step > 0 ? DV_SLICE(a, a + span + 1, dst_step) : DV_SLICE(a + span, a - 1 < 0 ? DV_NONE : a - 1, dst_step);
+  }
+}
+
+static void slice_cells(const dv_index *ix, const int64_t *len, int *cells) {
+  int n = 0;
+  for (int64_t i = 0; i < len[0]; i++)
+    for (int64_t j = 0; j < len[1]; j++)
+      for (int64_t k = 0; k < len[2]; k++) {
+        int64_t c[3] = {i, j, k}, lin = 0;
+        for (int d = 0; d < 3; d++) lin = lin * CUBE + ix[d].start + c[d] * ix[d].step;
+        cells[n++] = (int)lin;
+      }
+}
+
+/* One round: copy random slices of one array into random slices of the same
+ * array (device and host), against the expectation: shared cells are an
+ * error that changes nothing; otherwise exactly the destination's cells
+ * change.  With through_temporary the overlap test always gives up, and the
+ * copy must then behave as through a temporary, shared cells or not. */
+static void same_memory_round(bool through_temporary) {
+  const dv_dtype *dt = dv_dtype_get(DV_INT16);
+  int64_t shape[3] = {CUBE, CUBE, CUBE};
+  int16_t init[CELLS], hbuf[CELLS], want[CELLS], got[CELLS];
+  for (int i = 0; i < CELLS; i++) init[i] = (int16_t)(1000 + i);
+  dv_array *dev, *host, *hinit, *hgot;
+  assert_ok(dv_device_array(g_ctx, 3, shape, dt, NULL, 'C', NULL, &dev));
+  assert_ok(dv_host_array_wrap(g_ctx, hbuf, 3, shape, dt, NULL, &host));
+  assert_ok(dv_host_array_wrap(g_ctx, init, 3, shape, dt, NULL, &hinit));
+  assert_ok(dv_host_array_wrap(g_ctx, got, 3, shape, dt, NULL, &hgot));
+  int64_t saved = atomic_load(&dv__overlap_max_work);
+  if (through_temporary) atomic_store(&dv__overlap_max_work, 0);
+  int overlapping = 0;
+  for (int iter = 0; iter < 400; iter++) {
+    dv_index si[3], di[3];
+    int64_t len[3];
+    cube_slices(si, di, len);
+    int sc[CELLS], dc[CELLS], n = (int)(len[0] * len[1] * len[2]);
+    slice_cells(si, len, sc);
+    slice_cells(di, len, dc);
+    bool shared = false;
+    char mark[CELLS] = {0};
+    for (int i = 0; i < n; i++) mark[sc[i]] = 1;
+    for (int i = 0; i < n; i++) shared |= mark[dc[i]];
+    overlapping += shared;
+    memcpy(want, init, sizeof want);
+    for (int i = 0; i < n; i++) want[dc[i]] = init[sc[i]];
+    for (int side = 0; side < 2; side++) {
+      dv_array *base = side ? host : dev, *sv, *dv;
+      if (side == 0) assert_ok(dv_copy_to_device(dev, hinit, NULL));
+      else memcpy(hbuf, init, sizeof hbuf);
+      assert_ok(dv_array_slice(base, 3, si, &sv));
+      assert_ok(dv_array_slice(base, 3, di, &dv));
+      dv_status rc = dv_array_copy(dv, sv, NULL);
+      if (side == 0) assert_ok(dv_copy_to_host(dev, hgot, NULL, NULL));
+      else memcpy(got, hbuf, sizeof got);
+      if (shared && !through_temporary) {
+        if (rc != DV_ERR_INVALID_ARGUMENT || !strstr(dv_last_error(), "share memory"))
+          fail_msg("iter %d side %d: overlapping views gave %s (%s)", iter, side, dv_status_name(rc), dv_last_error());
+        assert_memory_equal(got, init, sizeof got); /* nothing changed */
+      } else {
+        if (rc) fail_msg("iter %d side %d: %s: %s", iter, side, dv_status_name(rc), dv_last_error());
+        for (int i = 0; i < CELLS; i++)
+          if (got[i] != want[i]) fail_msg("iter %d side %d%s: cell %d is %d, want %d", iter, side, shared ? " (shared)" : "", i, got[i], want[i]);
+      }
+      dv_array_release(sv), dv_array_release(dv);
+    }
+  }
+  atomic_store(&dv__overlap_max_work, saved);
+  assert_true(overlapping > 50 && overlapping < 350); /* both kinds were exercised */
+  dv_array_release(hgot), dv_array_release(hinit), dv_array_release(host), dv_array_release(dev);
+}
+
+/*
+ * Views of one allocation whose elements are disjoint copy on every backend,
+ * even where their bounding boxes meet (OpenCL refuses such rect copies with
+ * CL_MEM_COPY_OVERLAP); views that share bytes are refused with the same
+ * clear status on every backend.
+ */
+static void test_same_memory_copies(void **state) {
+  (void)state;
+  const dv_dtype *i4 = dv_dtype_get(DV_INT32);
+  int64_t n = 32, rs[2] = {2, 4};
+  int32_t h[32], o[32];
+  for (int i = 0; i < 32; i++) h[i] = i;
+  dv_array *b, *hb, *ho;
+  assert_ok(dv_device_array(g_ctx, 1, &n, i4, NULL, 'C', NULL, &b));
+  assert_ok(dv_host_array_wrap(g_ctx, h, 1, &n, i4, NULL, &hb));
+  assert_ok(dv_host_array_wrap(g_ctx, o, 1, &n, i4, NULL, &ho));
+  assert_ok(dv_copy_to_device(b, hb, NULL));
+  /* rows of 3 at a pitch of 4 elements, starting at element 2 (a row
+   * crosses the pitch grid) and at element 12: disjoint, even in their
+   * bounding boxes, yet OpenCL's overlap test refused them */
+  dv_index a1 = DV_SLICE(2, 10, 1), a2 = DV_SLICE(12, 20, 1), c3[2] = {DV_ALL, DV_SLICE(0, 3, 1)};
+  dv_array *v1, *v2, *r1, *r2, *s1, *s2;
+  assert_ok(dv_array_slice(b, 1, &a1, &v1));
+  assert_ok(dv_array_slice(b, 1, &a2, &v2));
+  assert_ok(dv_array_reshape(v1, 2, rs, 'C', DV_VIEW_ONLY, NULL, &r1));
+  assert_ok(dv_array_reshape(v2, 2, rs, 'C', DV_VIEW_ONLY, NULL, &r2));
+  assert_ok(dv_array_slice(r1, 2, c3, &s1));
+  assert_ok(dv_array_slice(r2, 2, c3, &s2));
+  assert_ok(dv_array_copy(s2, s1, NULL));
+  assert_ok(dv_copy_to_host(b, ho, NULL, NULL));
+  int32_t want[32];
+  memcpy(want, h, sizeof want);
+  for (int r = 0; r < 2; r++)
+    for (int c = 0; c < 3; c++) want[12 + 4 * r + c] = h[2 + 4 * r + c];
+  assert_memory_equal(o, want, sizeof o);
+  /* interleaved: b[1::2] = b[0::2] */
+  dv_index ev = DV_SLICE(0, 32, 2), od = DV_SLICE(1, 32, 2);
+  dv_array *e, *d;
+  assert_ok(dv_array_slice(b, 1, &ev, &e));
+  assert_ok(dv_array_slice(b, 1, &od, &d));
+  assert_ok(dv_array_copy(d, e, NULL));
+  assert_ok(dv_copy_to_host(b, ho, NULL, NULL));
+  for (int i = 0; i < 16; i++) want[2 * i + 1] = want[2 * i];
+  assert_memory_equal(o, want, sizeof o);
+  dv_array_release(e), dv_array_release(d);
+  /* shared bytes: shifted ranges, the same view, strided shifts */
+  dv_index x0 = DV_SLICE(0, 8, 1), x4 = DV_SLICE(4, 12, 1), y0 = DV_SLICE(0, 14, 2), y2 = DV_SLICE(2, 16, 2);
+  dv_array *p0, *p4;
+  assert_ok(dv_array_slice(b, 1, &x0, &p0));
+  assert_ok(dv_array_slice(b, 1, &x4, &p4));
+  assert_status(dv_array_copy(p4, p0, NULL), DV_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(dv_last_error(), "share memory"));
+  assert_status(dv_array_copy(b, b, NULL), DV_ERR_INVALID_ARGUMENT);
+  dv_array_release(p0), dv_array_release(p4);
+  assert_ok(dv_array_slice(b, 1, &y0, &p0));
+  assert_ok(dv_array_slice(b, 1, &y2, &p4));
+  assert_status(dv_array_copy(p0, p4, NULL), DV_ERR_INVALID_ARGUMENT);
+  assert_ok(dv_copy_to_host(b, ho, NULL, NULL));
+  assert_memory_equal(o, want, sizeof o); /* refused copies changed nothing */
+  dv_array_release(p0), dv_array_release(p4);
+  /* two arrays next to each other (one pool segment under the pool) */
+  dv_array *x, *y, *xs, *ys;
+  int64_t s34[2] = {3, 4};
+  assert_ok(dv_device_array(g_ctx, 2, s34, i4, NULL, 'C', NULL, &x));
+  assert_ok(dv_device_array(g_ctx, 2, s34, i4, NULL, 'C', NULL, &y));
+  dv_index cols[2] = {DV_ALL, DV_SLICE(1, 4, 1)};
+  assert_ok(dv_array_slice(x, 2, cols, &xs));
+  assert_ok(dv_array_slice(y, 2, cols, &ys));
+  int32_t hx[12], hy[12];
+  for (int i = 0; i < 12; i++) hx[i] = 100 + i, hy[i] = -1;
+  dv_array *hxa, *hya;
+  assert_ok(dv_host_array_wrap(g_ctx, hx, 2, s34, i4, NULL, &hxa));
+  assert_ok(dv_host_array_wrap(g_ctx, hy, 2, s34, i4, NULL, &hya));
+  assert_ok(dv_copy_to_device(x, hxa, NULL));
+  assert_ok(dv_copy_to_device(y, hya, NULL));
+  assert_ok(dv_array_copy(ys, xs, NULL));
+  assert_ok(dv_copy_to_host(y, hya, NULL, NULL));
+  for (int i = 0; i < 12; i++) assert_int_equal(hy[i], i % 4 ? 100 + i : -1);
+  dv_array_release(hxa), dv_array_release(hya), dv_array_release(xs), dv_array_release(ys);
+  dv_array_release(x), dv_array_release(y);
+  dv_array_release(s1), dv_array_release(s2), dv_array_release(r1), dv_array_release(r2);
+  dv_array_release(v1), dv_array_release(v2), dv_array_release(hb), dv_array_release(ho), dv_array_release(b);
+  /* random slices of one array, device and host */
+  rnd_seed(777);
+  same_memory_round(false);
+}
+
+/* When the overlap test gives up, the copy goes through a temporary: right
+ * for disjoint and for overlapping views alike. */
+static void test_same_memory_fallback(void **state) {
+  (void)state;
+  rnd_seed(778);
+  same_memory_round(true);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_staging_pool_reuse),
+      T(test_same_memory_copies),     T(test_same_memory_fallback),
       T(test_cross_context),
       T(test_every_dtype_contiguous), T(test_random_layouts), T(test_device_slices),
       T(test_deep_device_views),      T(test_no_gap_overwrite),       T(test_broadcast_and_negative), T(test_to_device_forms),

@@ -218,10 +218,53 @@ static void test_split(void **state) {
   dv_array_release(st), dv_array_release(two), dv_array_release(d);
 }
 
+/* A dimension sliced to length 0 keeps NumPy's layout: the parent's stride
+ * (as if the step were 1) and the parent's start, whatever the step; split
+ * (Numba's unit-stride contract) then accepts it like NumPy's view. */
+static void test_empty_slices(void **state) {
+  (void)state;
+  int64_t n = 10;
+  dv_array *a, *v;
+  assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &a));
+  dv_index cases[] = {DV_SLICE(5, 5, 1), DV_SLICE(5, 5, 2), DV_SLICE(2, 2, -3), DV_SLICE(8, 2, 1),
+                      DV_SLICE(8, 2, 3), DV_SLICE(2, 8, -1), DV_SLICE(20, 30, 4)};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    assert_ok(dv_array_slice(a, 1, &cases[i], &v));
+    assert_int_equal(dv_array_shape(v)[0], 0);
+    if (dv_array_strides(v)[0] != 4) fail_msg("case %zu: stride %lld, NumPy 4", i, (long long)dv_array_strides(v)[0]);
+    assert_true(dv_array_is_c_contiguous(v) && dv_array_is_f_contiguous(v));
+    size_t count = 99;
+    dv_array *parts[1];
+    assert_ok(dv_array_split(v, 3, parts, 1, &count));
+    assert_int_equal(count, 0);
+    dv_array_release(v);
+  }
+  /* 2-D: an empty row range keeps the row stride; the column slice is ordinary */
+  int64_t s45[2] = {4, 5};
+  dv_array *b;
+  assert_ok(dv_device_array(g_ctx, 2, s45, dv_dtype_get(DV_FLOAT64), NULL, 'C', NULL, &b));
+  dv_index e2[2] = {DV_SLICE(3, 1, 2), DV_SLICE(1, DV_NONE, 2)};
+  assert_ok(dv_array_slice(b, 2, e2, &v));
+  assert_int_equal(dv_array_shape(v)[0], 0);
+  assert_int_equal(dv_array_shape(v)[1], 2);
+  assert_int_equal(dv_array_strides(v)[0], 40);
+  assert_int_equal(dv_array_strides(v)[1], 16);
+  dv_array_release(v);
+  /* a one-element range stores step * stride, as NumPy does */
+  dv_index one[1] = {DV_SLICE(3, 4, 3)};
+  assert_ok(dv_array_slice(a, 1, one, &v));
+  assert_int_equal(dv_array_shape(v)[0], 1);
+  assert_int_equal(dv_array_strides(v)[0], 12);
+  dv_array_release(v);
+  dv_array_release(b);
+  dv_array_release(a);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_slice_errors), T(test_slices_values), T(test_contiguity_rules),
       T(test_reshape),      T(test_ravel),         T(test_split),
+      T(test_empty_slices),
   };
   return test_main(argc, argv, "views", tests, sizeof tests / sizeof tests[0]);
 }

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/internal.h"
+#include "array.h"
 
 /* ---- allocations ------------------------------------------------------------ */
 
@@ -31,24 +31,40 @@ static dv_status dv__dtor_managed(dv_context *ctx, void *buf, void *aux) {
 }
 
 static dv_status dv__dtor_pinned(dv_context *ctx, void *handle, void *aux) {
-  dv_status rc = ctx->be->host_free(ctx->bst, handle);
-  dv__stats_sub(ctx, DV_STAT_PINNED, (size_t)(uintptr_t)aux);
-  return rc;
+  return dv__host_free(ctx, handle, (size_t)(uintptr_t)aux, 0);
 }
 
 static dv_status dv__dtor_mapped(dv_context *ctx, void *handle, void *aux) {
-  dv_status rc = ctx->be->host_free(ctx->bst, handle);
-  dv__stats_sub(ctx, DV_STAT_MAPPED, (size_t)(uintptr_t)aux);
-  return rc;
+  return dv__host_free(ctx, handle, (size_t)(uintptr_t)aux, DV_HOSTMEM_MAPPED);
 }
 
 static void dv__unregister_now(dv_alloc *a) {
-  dv_context *ctx = a->ctx;
-  dv_status rc = ctx->be->host_unregister(ctx->bst, a->reg_handle);
+  dv_status rc = dv__host_unregister(a->ctx, a->reg_handle, a->bytes);
   if (rc) dv__log(DV_LOG_ERROR, "unregistering host memory failed: %s", dv_last_error());
-  dv__stats_sub(ctx, DV_STAT_REGISTERED, a->bytes);
   a->reg_handle = NULL;
   a->reg_buf = NULL;
+}
+
+/* Foreign memory (dv_device_array_wrap, array/foreign.c) goes back to its
+ * owner through the same queue as device frees. */
+/* Runs at a flush: queued work may still read the memory, so wait for the
+ * device before handing it back to its owner.  The allocation record is the
+ * queue entry (as for device frees). */
+static dv_status dv__dtor_foreign(dv_context *ctx, void *handle, void *aux) {
+  (void)aux;
+  dv_alloc *a = handle;
+  dv_status rc = ctx->be->stream_sync(ctx->bst, NULL);
+  dv_status r2 = a->buf ? ctx->be->buffer_unwrap(ctx->bst, a->buf) : DV_OK;
+  if (a->release) a->release(a->release_user);
+  dv__free(a);
+  return rc ? rc : r2;
+}
+
+static dv_status dv__foreign_release(dv_alloc *a) {
+  dv_context *ctx = a->ctx;
+  pthread_mutex_destroy(&a->reg_lock);
+  atomic_fetch_sub(&ctx->live_allocs, 1);
+  return dv__defer_free(ctx, dv__dtor_foreign, a, NULL, 0);
 }
 
 void dv__alloc_release(dv_alloc *a) {
@@ -71,20 +87,20 @@ void dv__alloc_release(dv_alloc *a) {
           /* The record itself goes into the queue (it knows block and stream). */
           pthread_mutex_destroy(&a->reg_lock);
           atomic_fetch_sub(&ctx->live_allocs, 1);
-          rc = dv__defer_free(ctx, true, dv__dtor_device, a, NULL, a->bytes);
+          rc = dv__defer_free(ctx, dv__dtor_device, a, NULL, a->bytes);
           if (rc) dv__log(DV_LOG_ERROR, "releasing memory: %s", dv_last_error());
           return;
         }
         break;
       case DV_MEM_MANAGED:
         if (a->buf)
-          rc = dv__defer_free(ctx, true, dv__dtor_managed, a->buf, (void *)(uintptr_t)a->bytes, a->bytes);
+          rc = dv__defer_free(ctx, dv__dtor_managed, a->buf, (void *)(uintptr_t)a->bytes, a->bytes);
         break;
       case DV_MEM_PINNED:
-        rc = dv__defer_free(ctx, true, dv__dtor_pinned, a->handle, (void *)(uintptr_t)a->bytes, 0);
+        rc = dv__defer_free(ctx, dv__dtor_pinned, a->handle, (void *)(uintptr_t)a->bytes, 0);
         break;
       case DV_MEM_MAPPED:
-        rc = dv__defer_free(ctx, true, dv__dtor_mapped, a->handle, (void *)(uintptr_t)a->bytes, a->bytes);
+        rc = dv__defer_free(ctx, dv__dtor_mapped, a->handle, (void *)(uintptr_t)a->bytes, a->bytes);
         break;
       case DV_MEM_HOST:
         dv__free(a->host);
@@ -225,9 +241,7 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
         if (flags & DV_MAPPED_PORTABLE) hf |= DV_HOSTMEM_PORTABLE;
         if (flags & DV_MAPPED_WRITECOMBINED) hf |= DV_HOSTMEM_WC;
       }
-      rc = ctx->be->host_alloc(ctx->bst, bytes > 0 ? (size_t)bytes : 1, hf, &a->handle, &a->host,
-                               kind == DV_MEM_MAPPED ? &a->buf : NULL);
-      if (!rc) dv__stats_add(ctx, kind == DV_MEM_MAPPED ? DV_STAT_MAPPED : DV_STAT_PINNED, (uint64_t)bytes);
+      rc = dv__host_alloc(ctx, (size_t)bytes, hf, &a->handle, &a->host, kind == DV_MEM_MAPPED ? &a->buf : NULL);
       break;
     }
     case DV_MEM_MANAGED:
@@ -258,6 +272,62 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
   return rc;
 }
 
+/* A stream argument must belong to the context the work runs on.  Every
+ * entry point that takes one checks it before it allocates, queues or
+ * retains anything, so a refused call leaves nothing behind (a pending free
+ * holding the foreign stream, a pool record attached to it). */
+static dv_status dv__check_stream(const dv_context *ctx, const dv_stream *stream) {
+  if (stream && stream->ctx != ctx)
+    return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context");
+  return DV_OK;
+}
+
+/* A device view whose memory is gone (a mapped scope that has ended) is bad
+ * input; entry points that would allocate for it check this first, so that
+ * the refusal changes nothing.  Size-0 arrays have no memory to lose. */
+static dv_status dv__check_live(const dv_array *a, const char *what) {
+  if (!dv__is_host_side(a) && !a->alloc->buf && dv_array_size(a) > 0)
+    return dv__error(DV_ERR_INVALID_ARGUMENT,
+                     "the %s is a device view of host memory whose mapped scope has ended", what);
+  return DV_OK;
+}
+
+/*
+ * The planner's views of arrays.  Internal copies (an element, a field, the
+ * caller's buffer, a copy's destination laid out for the reading order) are
+ * described as plain views on the stack: nothing is allocated, reference
+ * counted or counted in the statistics for them, so a call that fails has
+ * changed nothing.
+ */
+static void dv__view_part(const dv_array *a, const dv_dtype *dt, int ndim, const int64_t *shape,
+                          const int64_t *strides, int64_t offset, dv_view *v) {
+  memset(v, 0, sizeof *v);
+  v->host = dv__is_host_side(a);
+  if (v->host)
+    v->base.ptr = a->alloc->host;
+  else
+    v->base.buf = a->alloc->buf, v->base.offset = a->alloc->buf_offset;
+  v->ndim = ndim;
+  v->itemsize = dt->itemsize;
+  v->offset = offset;
+  for (int i = 0; i < ndim; i++) v->shape[i] = shape[i], v->strides[i] = strides[i];
+}
+
+static void dv__view_of(const dv_array *a, dv_view *v) {
+  dv__view_part(a, a->dtype, a->ndim, a->shape, a->strides, a->offset, v);
+}
+
+/* The caller's host buffer, dense in C order. */
+static void dv__view_host(void *buf, const dv_dtype *dt, int ndim, const int64_t *shape, dv_view *v) {
+  memset(v, 0, sizeof *v);
+  v->base.ptr = buf;
+  v->host = true;
+  v->ndim = ndim;
+  v->itemsize = dt->itemsize;
+  dv__layout_dense(ndim, shape, (int64_t)dt->itemsize, 'C', v->strides); /* fits: the other side exists */
+  for (int i = 0; i < ndim; i++) v->shape[i] = shape[i];
+}
+
 /* ---- creation API ------------------------------------------------------------ */
 
 dv_status dv_device_array(dv_context *ctx, int ndim, const int64_t *shape, const dv_dtype *dtype,
@@ -265,9 +335,8 @@ dv_status dv_device_array(dv_context *ctx, int ndim, const int64_t *shape, const
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(ctx);
-  (void)stream;
-  if (stream && stream->ctx != ctx)
-    return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context");
+  dv_status rc = dv__check_stream(ctx, stream);
+  if (rc) return rc;
   return dv__array_create(ctx, DV_MEM_DEVICE, ndim, shape, dtype, strides, order, 0, stream, out);
 }
 
@@ -418,49 +487,67 @@ static dv_status dv__check_compat(const dv_array *dst, const dv_array *src) {
  * copies are synchronous on the source side; the destination side follows
  * `stream` (which must belong to the destination's context).
  */
-static dv_status dv__copy_across(dv_array *dst, const dv_array *src, dv_stream *stream) {
-  dv_context *dctx = dst->alloc->ctx, *sctx = src->alloc->ctx;
-  if (dv__is_host_side(src)) {
+static dv_status dv__copy_across(dv_context *dctx, const dv_view *dst, dv_context *sctx, const dv_view *src,
+                                 dv_stream *stream) {
+  if (src->host) {
     dv_status rc = dv__transfer(dctx, dst, src, stream);
     dv_status r2 = dv__sync_if_null(dctx, stream);
     return rc ? rc : r2;
   }
-  if (dv__is_host_side(dst)) {
+  if (dst->host) {
     dv_status rc = dv__transfer(sctx, dst, src, NULL);
     dv_status r2 = dv__sync_if_null(sctx, NULL);
     return rc ? rc : r2;
   }
-  int64_t st[DV_MAXDIMS];
-  dv__layout_dense(src->ndim, src->shape, (int64_t)src->dtype->itemsize, 'C', st);
-  dv_array *tmp = NULL;
-  dv_status rc = dv__array_create(sctx, DV_MEM_HOST, src->ndim, src->shape, src->dtype, NULL, 'C', 0, NULL, &tmp);
-  if (rc) return rc;
-  rc = dv__transfer(sctx, tmp, src, NULL);
+  int64_t count = 1; /* the source's size: checked when it was made */
+  for (int i = 0; i < src->ndim; i++) count *= src->shape[i];
+  void *buf = dv__malloc((size_t)count * src->itemsize);
+  if (!buf) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a %lld-byte staging buffer",
+                             (long long)count * (long long)src->itemsize);
+  dv_view tmp = {.base = {.ptr = buf}, .host = true, .ndim = src->ndim, .itemsize = src->itemsize};
+  int64_t st = (int64_t)src->itemsize;
+  for (int i = src->ndim - 1; i >= 0; i--) tmp.shape[i] = src->shape[i], tmp.strides[i] = st, st *= src->shape[i];
+  dv_status rc = dv__transfer(sctx, &tmp, src, NULL);
   dv_status r2 = dv__sync_if_null(sctx, NULL);
   if (!rc) rc = r2;
-  if (!rc) rc = dv__transfer(dctx, dst, tmp, stream);
+  if (!rc) rc = dv__transfer(dctx, dst, &tmp, stream);
   /* the staging buffer is freed here: wait for the destination side */
   r2 = dctx->be->stream_sync(dctx->bst, dv__bstream(dctx, stream));
   if (!rc) rc = r2;
-  dv_array_release(tmp);
+  dv__free(buf);
   return rc;
 }
 
-/* Copy, and wait when the call is synchronous (stream NULL). */
+/* Copy view src (memory of sctx) into view dst (memory of dctx), and wait
+ * when the call is synchronous (stream NULL). */
+static dv_status dv__copy_views(dv_context *dctx, const dv_view *dst, dv_context *sctx, const dv_view *src,
+                                dv_stream *stream) {
+  if (sctx != dctx) return dv__copy_across(dctx, dst, sctx, src, stream);
+  dv_status rc = dv__transfer(dctx, dst, src, stream);
+  dv_status r2 = dv__sync_if_null(dctx, stream);
+  return rc ? rc : r2;
+}
+
+/* Copy array src into array dst (compatible), and wait when synchronous. */
 static dv_status dv__copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
   dv_context *ctx = dst->alloc->ctx;
   if (stream && stream->ctx != ctx)
     return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context than the destination");
-  if (src->alloc->ctx != ctx) return dv__copy_across(dst, src, stream);
-  dv_status rc = dv__transfer(ctx, dst, src, stream);
-  dv_status src2 = dv__sync_if_null(ctx, stream);
-  return rc ? rc : src2;
+  /* before a copy across contexts makes its staging buffer */
+  dv_status rc = dv__check_live(src, "source");
+  if (!rc) rc = dv__check_live(dst, "destination");
+  if (rc) return rc;
+  dv_view dv, sv;
+  dv__view_of(dst, &dv);
+  dv__view_of(src, &sv);
+  return dv__copy_views(ctx, &dv, src->alloc->ctx, &sv, stream);
 }
 
 dv_status dv_array_copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
   DV_CHECK_NULL(dst);
   DV_CHECK_NULL(src);
-  dv_status rc = dv__check_compat(dst, src);
+  dv_status rc = dv__check_stream(dst->alloc->ctx, stream);
+  if (!rc) rc = dv__check_compat(dst, src);
   if (rc) return rc;
   return dv__copy(dst, src, stream);
 }
@@ -470,6 +557,9 @@ dv_status dv_to_device(dv_context *ctx, const dv_array *src, dv_stream *stream, 
   if (out) *out = NULL;
   DV_CHECK_NULL(ctx);
   DV_CHECK_NULL(src);
+  dv_status src_rc = dv__check_stream(ctx, stream);
+  if (!src_rc && copy) src_rc = dv__check_live(src, "source");
+  if (src_rc) return src_rc;
   if (to && to->alloc->ctx != ctx)
     return dv__error(DV_ERR_BACKEND_MISMATCH, "`to` belongs to another context than ctx");
   if (to) {
@@ -503,6 +593,11 @@ dv_status dv_to_device(dv_context *ctx, const dv_array *src, dv_stream *stream, 
 dv_status dv_copy_to_host(const dv_array *src, dv_array *dst, dv_stream *stream, dv_array **out) {
   if (out) *out = NULL;
   DV_CHECK_NULL(src);
+  /* The work runs on the destination's context (a new host array is made
+   * on the source's). */
+  dv_status src_rc = dv__check_stream(dst ? dst->alloc->ctx : src->alloc->ctx, stream);
+  if (!src_rc) src_rc = dv__check_live(src, "source");
+  if (src_rc) return src_rc;
   if (dst) {
     if (!dv__is_host_side(dst))
       return dv__error(DV_ERR_INVALID_ARGUMENT, "the destination of dv_copy_to_host must be a host array");
@@ -528,9 +623,11 @@ dv_status dv_copy_to_host(const dv_array *src, dv_array *dst, dv_stream *stream,
 dv_status dv_copy_to_device(dv_array *dst, const dv_array *src, dv_stream *stream) {
   DV_CHECK_NULL(dst);
   DV_CHECK_NULL(src);
+  dv_status rc = dv__check_stream(dst->alloc->ctx, stream);
+  if (rc) return rc;
   if (dv__is_host_side(dst))
     return dv__error(DV_ERR_INVALID_ARGUMENT, "the destination of dv_copy_to_device must be a device array");
-  dv_status rc = dv__check_compat(dst, src);
+  rc = dv__check_compat(dst, src);
   if (rc) return rc;
   return dv__copy(dst, src, stream);
 }
@@ -538,9 +635,12 @@ dv_status dv_copy_to_device(dv_array *dst, const dv_array *src, dv_stream *strea
 dv_status dv_array_memset(dv_array *a, int value, dv_stream *stream) {
   DV_CHECK_NULL(a);
   dv_context *ctx = a->alloc->ctx;
-  if (stream && stream->ctx != ctx)
-    return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context");
-  dv_status rc = dv__memset(ctx, a, value, stream);
+  dv_status rc = dv__check_stream(ctx, stream);
+  if (!rc) rc = dv__check_live(a, "array");
+  if (rc) return rc;
+  dv_view v;
+  dv__view_of(a, &v);
+  rc = dv__memset(ctx, &v, value, stream);
   dv_status r2 = dv__sync_if_null(ctx, stream);
   return rc ? rc : r2;
 }
@@ -549,9 +649,12 @@ dv_status dv_array_copy_new(const dv_array *a, char order, dv_stream *stream, dv
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(a);
+  dv_status rc = dv__check_stream(a->alloc->ctx, stream);
+  if (!rc) rc = dv__check_live(a, "source");
+  if (rc) return rc;
   dv_array *n = NULL;
   dv_memory_kind kind = dv__is_host_side(a) ? DV_MEM_HOST : DV_MEM_DEVICE;
-  dv_status rc = dv__array_create(a->alloc->ctx, kind, a->ndim, a->shape, a->dtype, NULL, order, 0, stream, &n);
+  rc = dv__array_create(a->alloc->ctx, kind, a->ndim, a->shape, a->dtype, NULL, order, 0, stream, &n);
   if (!rc) rc = dv__copy(n, a, stream);
   if (rc) {
     dv_array_release(n);
@@ -608,22 +711,38 @@ dv_status dv_array_slice(const dv_array *a, int nidx, const dv_index *idx, dv_ar
     int64_t n;
     if (step < 0) n = stop < start ? (start - stop - 1) / (-step) + 1 : 0;
     else n = start < stop ? (stop - start - 1) / step + 1 : 0;
-    if (n > 0) offset += start * st;
     shape[nd] = n;
-    /* step * stride cannot overflow for n > 1 (it stays inside the
-     * allocation); for n <= 1 the stride is irrelevant: keep it in range. */
-    int64_t ns;
-    if (dv__mul_overflow(step, st, &ns)) ns = st; /* only when n <= 1, where it is unused */
+    /* NumPy's rule: an empty range behaves as if its step were 1 and its
+     * start 0, so the dimension keeps the parent's stride and the view's
+     * start does not move.  Otherwise the stride is step * stride, which
+     * cannot overflow for n > 1 (it stays inside the allocation); for n == 1
+     * it is never used to reach an element, so an overflow keeps the
+     * parent's stride rather than failing. */
+    int64_t ns = st;
+    if (n > 0) {
+      offset += start * st;
+      if (dv__mul_overflow(step, st, &ns)) ns = st;
+    }
     strides[nd] = ns;
     nd++;
   }
   return dv__array_new(a->alloc, a->dtype, nd, shape, strides, offset, out);
 }
 
-static dv_status dv__element_view(const dv_array *a, const int64_t *index, dv_array **v) {
-  dv_index idx[DV_MAXDIMS];
-  for (int i = 0; i < a->ndim; i++) idx[i] = DV_AT(index[i]);
-  return dv_array_slice(a, a->ndim, idx, v);
+/* The byte offset of element `index` (negative entries count from the
+ * end), with dv_array_slice's messages for indices out of range. */
+static dv_status dv__element_offset(const dv_array *a, const int64_t *index, int64_t *offset) {
+  int64_t off = a->offset;
+  for (int i = 0; i < a->ndim; i++) {
+    int64_t k = index[i];
+    if (k < 0) k += a->shape[i];
+    if (k < 0 || k >= a->shape[i])
+      return dv__error(DV_ERR_INDEX, "index %lld is out of bounds for axis %d with size %lld",
+                       (long long)index[i], i, (long long)a->shape[i]);
+    off += k * a->strides[i];
+  }
+  *offset = off;
+  return DV_OK;
 }
 
 static dv_status dv__item_io(dv_array *a, const int64_t *index, void *buf, size_t size,
@@ -631,16 +750,21 @@ static dv_status dv__item_io(dv_array *a, const int64_t *index, void *buf, size_
   DV_CHECK_NULL(a);
   DV_CHECK_NULL(buf);
   if (a->ndim > 0) DV_CHECK_NULL(index);
+  dv_status rc = dv__check_stream(a->alloc->ctx, stream);
+  if (rc) return rc;
   if (size < a->dtype->itemsize)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "buffer of %zu bytes is smaller than the %zu-byte element",
                      size, a->dtype->itemsize);
-  dv_array *v = NULL, *h = NULL;
-  dv_status rc = dv__element_view(a, index, &v);
-  if (!rc) rc = dv_host_array_wrap(a->alloc->ctx, buf, 0, NULL, a->dtype, NULL, &h);
-  if (!rc) rc = get ? dv__copy(h, v, stream) : dv__copy(v, h, stream);
-  dv_array_release(h);
-  dv_array_release(v);
-  return rc;
+  int64_t off = 0;
+  rc = dv__element_offset(a, index, &off);
+  if (rc) return rc;
+  rc = dv__check_live(a, get ? "source" : "destination");
+  if (rc) return rc;
+  dv_view v, h;
+  dv__view_part(a, a->dtype, 0, NULL, NULL, off, &v);
+  dv__view_host(buf, a->dtype, 0, NULL, &h);
+  dv_context *ctx = a->alloc->ctx;
+  return get ? dv__copy_views(ctx, &h, ctx, &v, stream) : dv__copy_views(ctx, &v, ctx, &h, stream);
 }
 
 dv_status dv_array_get_item(const dv_array *a, const int64_t *index, void *out, size_t outsize,
@@ -666,16 +790,19 @@ static dv_status dv__resolve_order(const dv_array *a, char order, char *eff) {
 static dv_status dv__reshape_copy(const dv_array *a, int nnd, const int64_t *nshape, char order,
                                   dv_stream *stream, dv_array **out) {
   dv_memory_kind kind = dv__is_host_side(a) ? DV_MEM_HOST : DV_MEM_DEVICE;
-  dv_array *n = NULL, *v = NULL;
-  dv_status rc = dv__array_create(a->alloc->ctx, kind, nnd, nshape, a->dtype, NULL, order, 0, stream, &n);
+  dv_status rc = dv__check_live(a, "source");
+  if (rc) return rc;
+  dv_array *n = NULL;
+  rc = dv__array_create(a->alloc->ctx, kind, nnd, nshape, a->dtype, NULL, order, 0, stream, &n);
   if (rc) return rc;
   /* View the new (dense) array with a's shape, reading in `order`: always
    * possible, and then the copy is an ordinary element-wise transfer. */
   int64_t vst[DV_MAXDIMS];
   dv__layout_dense(a->ndim, a->shape, (int64_t)a->dtype->itemsize, order, vst);
-  rc = dv__array_new(n->alloc, a->dtype, a->ndim, a->shape, vst, n->offset, &v);
-  if (!rc) rc = dv__copy(v, a, stream);
-  dv_array_release(v);
+  dv_view v, av;
+  dv__view_part(n, a->dtype, a->ndim, a->shape, vst, n->offset, &v);
+  dv__view_of(a, &av);
+  rc = dv__copy_views(n->alloc->ctx, &v, a->alloc->ctx, &av, stream);
   if (rc) {
     dv_array_release(n);
     return rc;
@@ -690,8 +817,10 @@ dv_status dv_array_reshape(const dv_array *a, int ndim, const int64_t *shape, ch
   *out = NULL;
   DV_CHECK_NULL(a);
   if (ndim > 0) DV_CHECK_NULL(shape);
+  dv_status rc = dv__check_stream(a->alloc->ctx, stream);
+  if (rc) return rc;
   char eff = 'C';
-  dv_status rc = dv__resolve_order(a, order, &eff);
+  rc = dv__resolve_order(a, order, &eff);
   if (rc) return rc;
   int64_t nshape[DV_MAXDIMS], nst[DV_MAXDIMS];
   rc = dv__layout_resolve_shape(dv_array_size(a), ndim, shape, nshape);
@@ -709,9 +838,11 @@ dv_status dv_array_ravel(const dv_array *a, char order, unsigned flags, dv_strea
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(a);
+  dv_status rc = dv__check_stream(a->alloc->ctx, stream);
+  if (rc) return rc;
   bool c = dv_array_is_c_contiguous(a), f = dv_array_is_f_contiguous(a);
   char eff = 'C';
-  dv_status rc = dv__resolve_order(a, order, &eff);
+  rc = dv__resolve_order(a, order, &eff);
   if (rc) return rc;
   int64_t n = dv_array_size(a), st = (int64_t)a->dtype->itemsize;
   bool view = (order == 'C' && c) || (order == 'F' && f) || (order == 'A' && (c || f));
@@ -725,6 +856,9 @@ dv_status dv_array_split(const dv_array *a, int64_t section, dv_array **views, s
                          size_t *count) {
   DV_CHECK_NULL(count);
   *count = 0;
+  /* views has cap entries: all NULL unless they receive a view */
+  if (views)
+    for (size_t i = 0; i < cap; i++) views[i] = NULL;
   DV_CHECK_NULL(a);
   if (a->ndim != 1) return dv__error(DV_ERR_INVALID_ARGUMENT, "only support 1d array (got %d dims)", a->ndim);
   if (a->strides[0] != (int64_t)a->dtype->itemsize)
@@ -778,21 +912,31 @@ static dv_status dv__record_io(dv_array *rec, const char *name, void *buf, size_
   DV_CHECK_NULL(rec);
   DV_CHECK_NULL(name);
   DV_CHECK_NULL(buf);
+  dv_status rc = dv__check_stream(rec->alloc->ctx, stream);
+  if (rc) return rc;
   if (rec->ndim != 0)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "a record is 0-d; this array has %d dims (use dv_array_field)", rec->ndim);
-  dv_array *f = NULL, *h = NULL;
-  dv_status rc = dv_array_field(rec, name, &f);
-  if (rc) return rc;
-  size_t need = (size_t)dv_array_nbytes(f);
-  if (size < need) {
-    dv_array_release(f);
+  if (rec->dtype->id != DV_RECORD)
+    return dv__error(DV_ERR_BAD_DTYPE, "field access needs a record array, not %s", rec->dtype->name);
+  const dv_field *f = dv__dtype_find_field(rec->dtype, name);
+  if (!f) return dv__error(DV_ERR_UNKNOWN_FIELD, "no field named \"%s\"", name);
+  /* The field's bytes fit int64_t (checked when the dtype was made). */
+  int64_t count;
+  dv__layout_size(f->ndim, f->shape, &count);
+  size_t need = (size_t)count * f->dtype->itemsize;
+  if (size < need)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "field \"%s\" has %zu bytes; buffer has %zu", name, need, size);
-  }
-  rc = dv_host_array_wrap(rec->alloc->ctx, buf, f->ndim, f->shape, f->dtype, NULL, &h);
-  if (!rc) rc = get ? dv__copy(h, f, stream) : dv__copy(f, h, stream);
-  dv_array_release(h);
-  dv_array_release(f);
-  return rc;
+  rc = dv__check_live(rec, get ? "source" : "destination");
+  if (rc) return rc;
+  /* The field inside the record (C order for sub-arrays) and the caller's
+   * buffer, both as stack descriptors. */
+  int64_t st[DV_MAXDIMS];
+  dv__layout_dense(f->ndim, f->shape, (int64_t)f->dtype->itemsize, 'C', st);
+  dv_view fv, h;
+  dv__view_part(rec, f->dtype, f->ndim, f->shape, st, rec->offset + (int64_t)f->offset, &fv);
+  dv__view_host(buf, f->dtype, f->ndim, f->shape, &h);
+  dv_context *ctx = rec->alloc->ctx;
+  return get ? dv__copy_views(ctx, &h, ctx, &fv, stream) : dv__copy_views(ctx, &fv, ctx, &h, stream);
 }
 
 dv_status dv_record_get(const dv_array *rec, const char *name, void *out, size_t size, dv_stream *stream) {

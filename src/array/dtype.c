@@ -2,7 +2,7 @@
  * (reference counted, with named fields, offsets, nesting and sub-arrays). */
 #include <string.h>
 
-#include "../core/internal.h"
+#include "array.h"
 
 #define DV_STATIC_DTYPE(ID, SIZE, NAME) {-1, ID, SIZE, SIZE, NAME, 0, NULL}
 static const dv_dtype dv__builtin[DV_RECORD] = {
@@ -92,8 +92,9 @@ const dv_field *dv__dtype_find_field(const dv_dtype *dt, const char *name) {
 }
 
 dv_status dv_dtype_field(const dv_dtype *dt, size_t i, dv_field_desc *out) {
-  DV_CHECK_NULL(dt);
   DV_CHECK_NULL(out);
+  memset(out, 0, sizeof *out);
+  DV_CHECK_NULL(dt);
   if (i >= dt->nfields)
     return dv__error(DV_ERR_INDEX, "field index %zu out of range (%zu fields)", i, dt->nfields);
   const dv_field *f = &dt->fields[i];
@@ -130,15 +131,24 @@ dv_status dv_dtype_record_create(const dv_field_desc *fields, size_t nfields, si
     for (int k = 0; k < f->ndim && !rc; k++)
       if (f->shape[k] <= 0 || dv__mul_overflow(n, f->shape[k], &n))
         rc = dv__error(DV_ERR_BAD_DTYPE, "field \"%s\" has a bad sub-array shape", f->name);
-    int64_t sz;
-    if (!rc && dv__mul_overflow(n, (int64_t)f->dtype->itemsize, &sz))
+    /* Every size of a dtype fits int64_t, as byte counts and offsets do
+     * everywhere else: the field's bytes (itemsize x sub-array count), its
+     * offset and its end.  Nested records were checked when they were made,
+     * so their itemsize fits too. */
+    if (rc) break;
+    int64_t sz = 0, fend = 0;
+    if (f->dtype->itemsize > (size_t)INT64_MAX || dv__mul_overflow(n, (int64_t)f->dtype->itemsize, &sz))
       rc = dv__error(DV_ERR_OVERFLOW, "field \"%s\" is too large", f->name);
+    else if (f->offset > (size_t)INT64_MAX || dv__add_overflow((int64_t)f->offset, sz, &fend))
+      rc = dv__error(DV_ERR_OVERFLOW, "field \"%s\" at offset %zu ends past the largest byte count (%lld)",
+                     f->name, f->offset, (long long)INT64_MAX);
     if (rc) break;
     fsz[i] = (size_t)sz;
-    if (f->offset + fsz[i] < f->offset) rc = dv__error(DV_ERR_OVERFLOW, "field offset overflows");
-    else if (f->offset + fsz[i] > end) end = f->offset + fsz[i];
+    if ((size_t)fend > end) end = (size_t)fend;
     if (f->dtype->alignment > align) align = f->dtype->alignment;
   }
+  if (!rc && itemsize > (size_t)INT64_MAX)
+    rc = dv__error(DV_ERR_OVERFLOW, "itemsize %zu exceeds the largest byte count (%lld)", itemsize, (long long)INT64_MAX);
   /* Overlapping fields: NumPy refuses them for records holding objects only,
    * but for device data an overlap is almost surely a mistake. */
   for (size_t i = 0; i < nfields && !rc; i++)

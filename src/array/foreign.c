@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "../core/internal.h"
+#include "array.h"
 
 dv_status dv_array_native(const dv_array *a, void **buffer, size_t *offset) {
   if (buffer) *buffer = NULL;
@@ -29,26 +29,6 @@ dv_status dv_array_native(const dv_array *a, void **buffer, size_t *offset) {
   if (buffer) *buffer = nat;
   if (offset) *offset = a->alloc->buf_offset + (size_t)a->offset;
   return DV_OK;
-}
-
-/* Runs at a flush: queued work may still read the memory, so wait for the
- * device before handing it back to its owner.  The allocation record is the
- * queue entry (as for device frees). */
-static dv_status dv__dtor_foreign(dv_context *ctx, void *handle, void *aux) {
-  (void)aux;
-  dv_alloc *a = handle;
-  dv_status rc = ctx->be->stream_sync(ctx->bst, NULL);
-  dv_status r2 = a->buf ? ctx->be->buffer_unwrap(ctx->bst, a->buf) : DV_OK;
-  if (a->release) a->release(a->release_user);
-  dv__free(a);
-  return rc ? rc : r2;
-}
-
-dv_status dv__foreign_release(dv_alloc *a) {
-  dv_context *ctx = a->ctx;
-  pthread_mutex_destroy(&a->reg_lock);
-  atomic_fetch_sub(&ctx->live_allocs, 1);
-  return dv__defer_free(ctx, true, dv__dtor_foreign, a, NULL, 0);
 }
 
 dv_status dv_device_array_wrap(dv_context *ctx, void *buffer, size_t offset, size_t bytes,

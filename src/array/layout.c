@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "../core/internal.h"
+#include "array.h"
 
 dv_status dv__layout_size(int ndim, const int64_t *shape, int64_t *size) {
   int64_t n = 1;
@@ -199,4 +199,10 @@ int dv__layout_squeeze(int ndim, const int64_t *shape, const int64_t *strides, i
       n++;
     }
   return n;
+}
+
+dv_status dv__check_order(char order) {
+  if (order == 'C' || order == 'F') return DV_OK;
+  return dv__error(DV_ERR_BAD_ORDER, "order must be 'C' or 'F', not '%c' (0x%02x)",
+                   (order >= 32 && order < 127) ? order : '?', (unsigned char)order);
 }

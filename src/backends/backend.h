@@ -159,6 +159,12 @@ typedef struct dv_klimits {
   int wave_size;                     /* warp / sub-group size; 1 when none */
 } dv_klimits;
 
+/* The text of include/devarray/kernel.h and of src/kernel/copy_kernels.dvk,
+ * embedded at build time (in the build tree): the kernel layer prepends the
+ * first to every program; backends build their copy kernels from both. */
+extern const char dv__kernel_header[];
+extern const char dv__copy_kernels_source[];
+
 typedef void (*dv_bcallback_fn)(void *user, dv_status status);
 
 struct dv_backend {
@@ -264,11 +270,19 @@ struct dv_backend {
   dv_status (*buffer_unwrap)(void *state, void *buf);
 };
 
-/* The registry: every backend compiled in, in automatic-selection order. */
+/* The registry (registry.c): every backend compiled in, host first; the
+ * automatic selection tries them from the last one back. */
 extern const dv_backend dv__backend_host;
 extern const dv_backend dv__backend_opencl;
 extern const dv_backend dv__backend_cuda;
 const dv_backend *dv__backend_find(const char *name);
-const dv_backend *dv__backend_at(size_t i);
+const dv_backend *dv__backend_at(size_t i); /* NULL past the last */
+
+/* ---- helpers the backends share (common.c) ---- */
+/* A backend's stream_callback method. */
+typedef dv_status (*dv_bcallback_queue_fn)(void *state, dv_bstream *s, dv_bcallback_fn fn, void *user);
+/* Queue a host-to-host rect copy in stream order through `queue`, for
+ * drivers that only copy to or from device memory. */
+dv_status dv__host_rect_in_order(dv_bcallback_queue_fn queue, void *state, dv_bstream *s, const dv_rect *r);
 
 #endif

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core.h"
 
 /* 0: disarmed; k > 0: the k-th next allocation fails. */
 static _Atomic uint64_t dv__host_fault;

@@ -1,7 +1,7 @@
 /* Logging: a level (option log_level) and a sink (stderr or a callback). */
 #include <stdio.h>
 
-#include "internal.h"
+#include "core.h"
 
 static _Atomic int dv__level = DV_LOG_WARN;
 static pthread_mutex_t dv__log_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "internal.h"
+#include "core.h"
 
 #ifdef NDEBUG
 #define DV__KERNEL_CHECK_DEFAULT "off"
@@ -257,6 +257,7 @@ size_t dv_option_count(void) { return DV_OPT_COUNT; }
 
 dv_status dv_option_describe(size_t i, dv_option_info *out) {
   DV_CHECK_NULL(out);
+  memset(out, 0, sizeof *out);
   if (i >= DV_OPT_COUNT) return dv__error(DV_ERR_INDEX, "option index %zu >= %d", i, DV_OPT_COUNT);
   static const char *const types[] = {"int", "size", "double", "bool", "string", "level"};
   const dv_opt_desc *d = &dv__opts[i];
@@ -270,6 +271,8 @@ dv_status dv_option_describe(size_t i, dv_option_info *out) {
 }
 
 dv_status dv_option_get(const char *name, char *buf, size_t cap, dv_option_source *source) {
+  if (buf && cap) buf[0] = 0;
+  if (source) *source = DV_SOURCE_DEFAULT;
   DV_CHECK_NULL(name);
   DV_CHECK_NULL(buf);
   int id = dv__option_lookup(name);

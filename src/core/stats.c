@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core.h"
 
 void dv__stats_init(dv_stats_state *s) {
   memset(s, 0, sizeof *s);
@@ -35,12 +35,17 @@ void dv__stats_sub(dv_context *ctx, dv_stat_kind k, uint64_t n) {
 #define DV__STATS_V1_SIZE offsetof(dv_stats, staging)
 
 dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
-  DV_CHECK_NULL(ctx);
   DV_CHECK_NULL(out);
-  if (out->size < DV__STATS_V1_SIZE)
+  if (!ctx || out->size < DV__STATS_V1_SIZE) {
+    /* Cleared on failure: every byte the caller's struct holds (out->size
+     * says how many) except `size`, which is the caller's. */
+    size_t have = out->size < sizeof *out ? out->size : sizeof *out;
+    if (have > sizeof out->size) memset((char *)out + sizeof out->size, 0, have - sizeof out->size);
+    DV_CHECK_NULL(ctx);
     return dv__error(DV_ERR_INVALID_ARGUMENT,
                      "dv_stats.size is %u, smaller than any version of dv_stats (set it to sizeof(dv_stats))",
                      out->size);
+  }
   size_t filled = out->size >= sizeof(dv_stats) ? sizeof(dv_stats) : DV__STATS_V1_SIZE;
   dv_stats r;
   memset(&r, 0, sizeof r);
@@ -48,8 +53,8 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
   r.version = filled == sizeof(dv_stats) ? DV_STATS_VERSION : 1;
   dv_stats_state *s = &ctx->stats;
   pthread_mutex_lock(&ctx->lock);
-  r.pending_deallocs = ctx->mem_queue.count + ctx->obj_queue.count;
-  r.pending_bytes = ctx->mem_queue.bytes + ctx->obj_queue.bytes;
+  r.pending_deallocs = ctx->pending.count;
+  r.pending_bytes = ctx->pending.bytes;
   pthread_mutex_unlock(&ctx->lock);
   pthread_mutex_lock(&s->lock);
   r.device = s->c[DV_STAT_DEVICE];
@@ -64,10 +69,8 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
   r.oom_retries = s->oom_retries;
   r.failed_frees = s->failed_frees;
   pthread_mutex_unlock(&s->lock);
-  pthread_mutex_lock(&ctx->staging.m);
-  r.staging_hits = ctx->staging.hits;
-  r.staging_misses = ctx->staging.misses;
-  pthread_mutex_unlock(&ctx->staging.m);
+  r.staging_hits = atomic_load(&s->staging_hits);
+  r.staging_misses = atomic_load(&s->staging_misses);
   r.copies = atomic_load(&s->copies);
   r.staged_copies = atomic_load(&s->staged_copies);
   r.bytes_h2d = atomic_load(&s->bytes_h2d);
@@ -78,8 +81,9 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
 }
 
 dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, size_t *needed) {
-  DV_CHECK_NULL(ctx);
   DV_CHECK_NULL(needed);
+  *needed = 0;
+  DV_CHECK_NULL(ctx);
   dv_stats st = {.size = sizeof st};
   dv_status rc = dv_context_stats(ctx, &st);
   if (rc) return rc;
@@ -94,7 +98,7 @@ dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, size_t *
                "\"flushes\":%llu,\"oom_retries\":%llu,\"failed_frees\":%llu,\"copies\":%llu,"
                "\"staged_copies\":%llu,\"bytes_h2d\":%llu,\"bytes_d2h\":%llu,\"bytes_d2d\":%llu,"
                "\"staging\":" CF ",\"staging_hits\":%llu,\"staging_misses\":%llu}",
-               st.version, ctx->be->name, (unsigned long long)st.device.current,
+               st.version, ctx->backend_name, (unsigned long long)st.device.current,
                (unsigned long long)st.device.peak, (unsigned long long)st.device.total,
                (unsigned long long)st.pinned.current, (unsigned long long)st.pinned.peak,
                (unsigned long long)st.pinned.total, (unsigned long long)st.mapped.current,

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core.h"
 
 static _Thread_local char dv__msg[1024];
 

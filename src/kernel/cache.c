@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/internal.h"
+#include "../core/core.h"
 #include "sha256.h"
 
 struct dv__kcache {

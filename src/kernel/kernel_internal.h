@@ -8,10 +8,10 @@
 #ifndef DV_KERNEL_INTERNAL_H
 #define DV_KERNEL_INTERNAL_H
 
-#include "../core/internal.h"
-
-/* The text of include/devarray/kernel.h, embedded at build time. */
-extern const char dv__kernel_header[];
+#include "../array/array.h"
+#include "../backends/backend.h"
+#include "../core/core.h"
+#include "../stream/stream.h"
 
 typedef struct dv_kconst {
   char *name;

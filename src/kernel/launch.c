@@ -41,7 +41,7 @@ void dv_module_release(dv_module *m) {
   if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
   dv_context *ctx = m->ctx;
   atomic_fetch_sub(&ctx->live_modules, 1);
-  dv_status rc = dv__defer_free(ctx, false, dv__dtor_module, m, NULL, 0);
+  dv_status rc = dv__defer_free(ctx, dv__dtor_module, m, NULL, 0);
   if (rc) dv__log(DV_LOG_ERROR, "unloading a kernel module: %s", dv_last_error());
 }
 

@@ -2,12 +2,14 @@
  * Memory managers: the direct manager (every allocation a driver allocation,
  * every free a driver free), the plug-in entry points, and dv__device_alloc,
  * which adds Numba's out-of-memory rule on top of any manager: flush the
- * pending-deallocation queue and retry once.
+ * pending-deallocation queue and retry once.  Both built-in managers get
+ * their memory from device.c, below them; this file knows the pool only by
+ * its table and its snapshot.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/internal.h"
+#include "memory.h"
 
 static dv_status dv__direct_init(dv_context *ctx, void *user, void **state) {
   (void)user;
@@ -63,36 +65,14 @@ dv_status dv_config_set_memory_manager(dv_config *cfg, const dv_memory_manager *
 
 const char *dv_context_memory_manager(const dv_context *ctx) { return ctx ? ctx->mm.name : "none"; }
 
-dv_status dv_backend_alloc(dv_context *ctx, size_t bytes, dv_block *out) {
-  DV_CHECK_NULL(ctx);
-  DV_CHECK_NULL(out);
-  out->buf = NULL;
-  out->offset = 0;
-  if (bytes == 0) return dv__error(DV_ERR_INVALID_ARGUMENT, "allocation of 0 bytes");
-  return ctx->be->mem_alloc(ctx->bst, bytes, &out->buf);
-}
-
-dv_status dv_backend_free(dv_context *ctx, dv_block block) {
-  DV_CHECK_NULL(ctx);
-  if (!block.buf) return dv__error(DV_ERR_INVALID_ARGUMENT, "free of a NULL device buffer");
-  return ctx->be->mem_free(ctx->bst, block.buf);
-}
-
-dv_status dv_backend_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes) {
-  DV_CHECK_NULL(ctx);
-  size_t f = 0, t = 0;
-  dv_status rc = ctx->be->mem_info(ctx->bst, &f, &t);
-  if (free_bytes) *free_bytes = f;
-  if (total_bytes) *total_bytes = t;
-  return rc;
-}
-
 dv_status dv_memory_stats(dv_context *ctx, dv_mm_stats *out) {
-  DV_CHECK_NULL(ctx);
   DV_CHECK_NULL(out);
   memset(out, 0, sizeof *out);
+  DV_CHECK_NULL(ctx);
   if (!ctx->mm.stats) return dv__error(DV_ERR_NOT_SUPPORTED, "memory manager \"%s\" keeps no statistics", ctx->mm.name);
-  return ctx->mm.stats(ctx->mm_state, out);
+  dv_status rc = ctx->mm.stats(ctx->mm_state, out);
+  if (rc) memset(out, 0, sizeof *out); /* a plugged-in manager may have filled part of it */
+  return rc;
 }
 
 dv_status dv_memory_trim(dv_context *ctx) {
@@ -104,9 +84,9 @@ dv_status dv_memory_trim(dv_context *ctx) {
 }
 
 dv_status dv_memory_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t *needed) {
-  DV_CHECK_NULL(ctx);
   DV_CHECK_NULL(needed);
   *needed = 0;
+  DV_CHECK_NULL(ctx);
   if (ctx->mm.init != dv__mm_pool.init)
     return dv__error(DV_ERR_NOT_SUPPORTED, "snapshots are kept by the pool; this context uses \"%s\"", ctx->mm.name);
   return dv__pool_snapshot(ctx->mm_state, buf, cap, needed);

@@ -28,7 +28,7 @@
 #include <sched.h>
 #include <time.h>
 
-#include "../core/internal.h"
+#include "memory.h"
 
 #define POOL_ALIGN 512u
 #define SMALL_MAX ((size_t)1 << 20)
@@ -765,31 +765,51 @@ static void snap_segment(pool *p, sbuf *b, pool_segment *seg, bool *first) {
   sb_printf(b, "]}");
 }
 
-dv_status dv__pool_snapshot(void *state, char *buf, size_t cap, size_t *needed) {
-  pool *p = state;
-  sbuf b = {buf, cap, 0};
+/* Render the snapshot into b (b->p NULL: measure only); returns its length. */
+static size_t snapshot_render(pool *p, sbuf *b) {
   bool first = true;
-  sb_printf(&b, "{\"segments\":[");
+  sb_printf(b, "{\"segments\":[");
   pthread_mutex_lock(&p->large_m);
-  for (pool_segment *seg = p->large; seg; seg = seg->next) snap_segment(p, &b, seg, &first);
+  for (pool_segment *seg = p->large; seg; seg = seg->next) snap_segment(p, b, seg, &first);
   pthread_mutex_unlock(&p->large_m);
   for (int ci = 0; ci < p->ncls; ci++) {
     spin_lock(&p->cls[ci].m);
-    for (pool_segment *seg = p->cls[ci].slabs; seg; seg = seg->next) snap_segment(p, &b, seg, &first);
+    for (pool_segment *seg = p->cls[ci].slabs; seg; seg = seg->next) snap_segment(p, b, seg, &first);
     spin_unlock(&p->cls[ci].m);
   }
   dv_mm_stats st;
   pool_stats(p, &st);
-  sb_printf(&b,
+  sb_printf(b,
             "],\"stats\":{\"allocated\":%llu,\"active\":%llu,\"reserved\":%llu,\"hits\":%llu,\"misses\":%llu,"
             "\"splits\":%llu,\"merges\":%llu,\"releases\":%llu,\"largest_free\":%llu,\"free_cached\":%llu}}",
             (unsigned long long)st.allocated.current, (unsigned long long)st.active.current,
             (unsigned long long)st.reserved.current, (unsigned long long)st.hits, (unsigned long long)st.misses,
             (unsigned long long)st.splits, (unsigned long long)st.merges, (unsigned long long)st.releases,
             (unsigned long long)st.largest_free, (unsigned long long)st.free_cached);
-  *needed = b.len;
-  if (buf && b.len >= cap)
-    return dv__error(DV_ERR_INVALID_ARGUMENT, "buffer of %zu bytes is too small; %zu needed", cap, b.len + 1);
+  return b->len;
+}
+
+dv_status dv__pool_snapshot(void *state, char *buf, size_t cap, size_t *needed) {
+  pool *p = state;
+  sbuf m = {NULL, 0, 0};
+  size_t len = snapshot_render(p, &m);
+  *needed = len;
+  if (!buf) return DV_OK;
+  if (len >= cap)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "buffer of %zu bytes is too small; %zu needed", cap, len + 1);
+  /* The caller's buffer gets the whole document or nothing: it is rendered
+   * into memory of our own first, because other threads may change the pool
+   * between the measuring pass and this one and make it longer than cap. */
+  sbuf w = {dv__malloc(cap), cap, 0};
+  if (!w.p) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate %zu bytes for the snapshot", cap);
+  len = snapshot_render(p, &w);
+  *needed = len;
+  if (len >= cap) {
+    dv__free(w.p);
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "buffer of %zu bytes is too small; %zu needed", cap, len + 1);
+  }
+  memcpy(buf, w.p, len + 1);
+  dv__free(w.p);
   return DV_OK;
 }
 

@@ -10,7 +10,7 @@
  * that may wait on the very stream running them); the pool is trimmed to its
  * cap when buffers are taken, and emptied when the context is destroyed.
  */
-#include "../core/internal.h"
+#include "memory.h"
 
 #define STG_MIN_SHIFT 16 /* 64 KiB */
 #define STG_CAP ((size_t)256 << 20)
@@ -21,19 +21,27 @@ static int stg_class(size_t bytes) {
   return c - STG_MIN_SHIFT;
 }
 
+dv_status dv__staging_init(dv_context *ctx) {
+  dv_staging *st = dv__calloc(1, sizeof *st);
+  if (!st) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the staging pool");
+  pthread_mutex_init(&st->m, NULL);
+  ctx->staging = st;
+  return DV_OK;
+}
+
 dv_status dv__staging_get(dv_context *ctx, size_t bytes, dv_staging_buf **out) {
   *out = NULL;
   int c = stg_class(bytes);
   if (c >= DV_STAGING_CLASSES)
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "staging buffer of %zu bytes is too large", bytes);
-  dv_staging *st = &ctx->staging;
+  dv_staging *st = ctx->staging;
   dv_staging_buf *trim = NULL;
   pthread_mutex_lock(&st->m);
   dv_staging_buf *b = st->free[c];
   if (b) {
     st->free[c] = b->next;
     st->cached -= b->size;
-    st->hits++;
+    atomic_fetch_add(&ctx->stats.staging_hits, 1);
   }
   /* over the cap: take the largest cached buffers out, to free below */
   for (int k = DV_STAGING_CLASSES - 1; k >= 0 && st->cached > STG_CAP; k--)
@@ -66,8 +74,8 @@ dv_status dv__staging_get(dv_context *ctx, size_t bytes, dv_staging_buf **out) {
     return rc;
   }
   dv__stats_add(ctx, DV_STAT_STAGING, b->size);
+  atomic_fetch_add(&ctx->stats.staging_misses, 1);
   pthread_mutex_lock(&st->m);
-  st->misses++;
   st->reserved += b->size;
   pthread_mutex_unlock(&st->m);
   *out = b;
@@ -76,7 +84,7 @@ dv_status dv__staging_get(dv_context *ctx, size_t bytes, dv_staging_buf **out) {
 
 void dv__staging_put(dv_context *ctx, dv_staging_buf *b) {
   if (!b) return;
-  dv_staging *st = &ctx->staging;
+  dv_staging *st = ctx->staging;
   pthread_mutex_lock(&st->m);
   b->next = st->free[b->cls];
   st->free[b->cls] = b;
@@ -85,7 +93,8 @@ void dv__staging_put(dv_context *ctx, dv_staging_buf *b) {
 }
 
 void dv__staging_fini(dv_context *ctx) {
-  dv_staging *st = &ctx->staging;
+  dv_staging *st = ctx->staging;
+  if (!st) return;
   for (int k = 0; k < DV_STAGING_CLASSES; k++)
     for (dv_staging_buf *x = st->free[k], *n; x; x = n) {
       n = x->next;
@@ -94,4 +103,6 @@ void dv__staging_fini(dv_context *ctx) {
       dv__free(x);
     }
   pthread_mutex_destroy(&st->m);
+  dv__free(st);
+  ctx->staging = NULL;
 }

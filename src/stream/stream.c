@@ -1,13 +1,16 @@
 /*
  * Streams and events: thin, reference-counted wrappers over the backend's,
- * released through the context's object queue (Numba queues streams and
- * events at 0 bytes).
+ * released through the context's pending-deallocation queue (Numba queues
+ * streams and events at 0 bytes).
  */
-#include "../core/internal.h"
+#include "stream.h"
 
 static dv_status dv__dtor_stream(dv_context *ctx, void *handle, void *aux) {
   (void)aux;
   dv_stream *s = handle;
+  /* The memory manager may keep a record per stream (the pool does): it
+   * hears of the stream's end through its table, the one call from this
+   * layer to the one above, made as an observer hook. */
   if (ctx->mm.stream_destroyed) {
     ctx->be->stream_sync(ctx->bst, s->bs); /* the manager may forget it: its work is done */
     ctx->mm.stream_destroyed(ctx->mm_state, s);
@@ -61,7 +64,7 @@ dv_stream *dv__stream_iretain(dv_stream *s) {
 
 void dv__stream_irelease(dv_stream *s) {
   if (!s || s->is_default || atomic_fetch_sub(&s->refs, 1) != 1) return;
-  dv_status rc = dv__defer_free(s->ctx, false, dv__dtor_stream, s, NULL, 0);
+  dv_status rc = dv__defer_free(s->ctx, dv__dtor_stream, s, NULL, 0);
   if (rc) dv__log(DV_LOG_ERROR, "releasing a stream: %s", dv_last_error());
 }
 
@@ -144,7 +147,7 @@ void dv_event_release(dv_event *e) {
   if (!e) return;
   dv_context *ctx = e->ctx;
   atomic_fetch_sub(&ctx->live_events, 1);
-  dv_status rc = dv__defer_free(ctx, false, dv__dtor_event, e, NULL, 0);
+  dv_status rc = dv__defer_free(ctx, dv__dtor_event, e, NULL, 0);
   if (rc) dv__log(DV_LOG_ERROR, "releasing an event: %s", dv_last_error());
 }
 
@@ -188,6 +191,44 @@ dv_status dv_event_elapsed_ms(dv_event *start, dv_event *end, float *ms) {
   dv_status rc = dv__same_ctx(start->ctx, end->ctx);
   if (rc) return rc;
   return start->ctx->be->event_elapsed(start->ctx->bst, start->be, end->be, ms);
+}
+
+dv_status dv__streams_open(dv_context *ctx) {
+  /* One block for the three records: the default stream, and the legacy
+   * and per-thread streams, which are the default one where the backend
+   * has no built-in streams. */
+  dv_stream *s = dv__calloc(3, sizeof *s);
+  if (!s) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the default streams");
+  dv_status rc = ctx->be->stream_create(ctx->bst, 0, &s[0].bs);
+  if (rc) {
+    dv__free(s);
+    return rc;
+  }
+  s[0].ctx = ctx;
+  s[0].is_default = true;
+  atomic_store(&s[0].refs, 1);
+  s[1] = s[0];
+  s[2] = s[0];
+  if (ctx->be->stream_builtin) {
+    ctx->be->stream_builtin(ctx->bst, 1, &s[1].bs);
+    ctx->be->stream_builtin(ctx->bst, 2, &s[2].bs);
+  }
+  ctx->default_stream = &s[0];
+  ctx->legacy_stream = &s[1];
+  ctx->per_thread_stream = &s[2];
+  return DV_OK;
+}
+
+void dv__streams_close(dv_context *ctx) {
+  if (!ctx->default_stream) return;
+  ctx->be->stream_destroy(ctx->bst, ctx->default_stream->bs);
+  dv__free(ctx->default_stream); /* the block of all three */
+  ctx->default_stream = ctx->legacy_stream = ctx->per_thread_stream = NULL;
+}
+
+dv_status dv__sync_if_null(dv_context *ctx, dv_stream *s) {
+  if (s) return DV_OK;
+  return ctx->be->stream_sync(ctx->bst, ctx->default_stream->bs);
 }
 
 dv_status dv_stream_native(dv_stream *s, void **handle) {

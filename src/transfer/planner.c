@@ -19,41 +19,63 @@
  *     contiguous copy between the temporary and staging.  Host views are never copied
  *     by the device as a whole: the CPU reads or writes exactly their
  *     elements, so bytes between a host view's elements are never touched.
+ *
+ * Two views of the same memory (one device buffer, or host memory) are
+ * first tested for shared bytes (overlap.c): views that share one are
+ * refused with DV_ERR_INVALID_ARGUMENT on every backend, whatever a driver
+ * would have made of them; when the exact test runs out of work the copy
+ * goes through a dense temporary, which is right either way.
  */
 #include <string.h>
 
-#include "../core/internal.h"
 #include "../core/memops.h"
+#include "../memory/memory.h"
+#include "../stream/stream.h"
+#include "transfer.h"
 
 typedef struct dv_plan {
   int nd;
   size_t isz;
   int64_t n[DV_MAXDIMS];
   int64_t ss[DV_MAXDIMS], ds[DV_MAXDIMS]; /* source / destination strides */
-  int64_t soff, doff;                     /* byte offsets from the allocations */
+  int64_t soff, doff;                     /* byte offsets from the views' bases */
 } dv_plan;
 
-static dv_memref dv__ref(const dv_array *a, int64_t off) {
-  dv_memref r = {0};
-  if (dv__is_host_side(a))
-    r.ptr = (char *)a->alloc->host + off;
+/* The address of byte `off` of view v. */
+static dv_memref dv__ref(const dv_view *v, int64_t off) {
+  dv_memref r = v->base;
+  if (v->host)
+    r.ptr = (char *)v->base.ptr + off;
   else
-    r.buf = a->alloc->buf, r.offset = a->alloc->buf_offset + (size_t)off;
+    r.offset = v->base.offset + (size_t)off;
   return r;
 }
 
-/* Build the normalised plan; returns false for size 0 (nothing to do). */
-static bool dv__plan_build(dv_plan *p, const dv_array *dst, const dv_array *src) {
+/* The view's extents and strides without its size-1 dimensions (their
+ * strides never reach an element); returns how many are left. */
+static int dv__squeeze(const dv_view *v, int64_t *n, int64_t *st) {
+  int k = 0;
+  for (int i = 0; i < v->ndim; i++)
+    if (v->shape[i] != 1) n[k] = v->shape[i], st[k] = v->strides[i], k++;
+  return k;
+}
+
+static int64_t dv__view_size(const dv_view *v) {
+  int64_t n = 1;
+  for (int i = 0; i < v->ndim; i++) n *= v->shape[i]; /* checked when the array was made */
+  return n;
+}
+
+/* Build the normalised plan; returns false for size 0 (nothing to do).
+ * Both views have the same shape once size-1 dimensions are dropped. */
+static bool dv__plan_build(dv_plan *p, const dv_view *dst, const dv_view *src) {
   int64_t sn[DV_MAXDIMS], sst[DV_MAXDIMS], dn[DV_MAXDIMS], dst_[DV_MAXDIMS];
-  int snd = dv__layout_squeeze(src->ndim, src->shape, src->strides, sn, sst);
-  int dnd = dv__layout_squeeze(dst->ndim, dst->shape, dst->strides, dn, dst_);
-  (void)dnd;
-  p->isz = src->dtype->itemsize;
+  int snd = dv__squeeze(src, sn, sst);
+  dv__squeeze(dst, dn, dst_);
+  p->isz = src->itemsize;
   p->soff = src->offset;
   p->doff = dst->offset;
-  for (int i = 0; i < snd; i++)
-    if (sn[i] == 0) return false;
-  if (dv_array_size(src) == 0) return false;
+  if (dv__view_size(src) == 0) return false;
   /* Flip dimensions negative on both sides. */
   for (int i = 0; i < snd; i++) {
     if (sst[i] < 0 && dst_[i] < 0) {
@@ -134,9 +156,9 @@ static bool dv__plan_rect(const dv_plan *p, dv_rect *r) {
   return true;
 }
 
-static void dv__count(dv_context *ctx, const dv_array *dst, const dv_array *src, uint64_t bytes) {
+static void dv__count(dv_context *ctx, const dv_view *dst, const dv_view *src, uint64_t bytes) {
   atomic_fetch_add(&ctx->stats.copies, 1);
-  bool sh = dv__is_host_side(src), dh = dv__is_host_side(dst);
+  bool sh = src->host, dh = dst->host;
   if (sh && !dh) atomic_fetch_add(&ctx->stats.bytes_h2d, bytes);
   else if (!sh && dh) atomic_fetch_add(&ctx->stats.bytes_d2h, bytes);
   else if (!sh && !dh) atomic_fetch_add(&ctx->stats.bytes_d2d, bytes);
@@ -190,48 +212,71 @@ static void dv__staging_strides(int nd, const int64_t *n, const int64_t *dvs, in
   }
 }
 
+/* A device temporary of the planner: freed through the pending queue, so
+ * that work queued on its stream is done with it first (as for arrays). */
+typedef struct dv_ptemp {
+  dv_block blk;
+  size_t bytes;
+  dv_stream *stream;
+} dv_ptemp;
+
+static dv_status dv__dtor_ptemp(dv_context *ctx, void *handle, void *aux) {
+  (void)aux;
+  dv_ptemp *t = handle;
+  dv_status rc = ctx->mm.free(ctx->mm_state, t->blk, t->bytes, t->stream);
+  dv__stats_sub(ctx, DV_STAT_DEVICE, t->bytes);
+  dv__stream_irelease(t->stream);
+  dv__free(t);
+  return rc;
+}
+
 /*
  * Pack (or unpack) a device view on the device: the backend's strided copy
  * between the view and a dense device temporary laid out as the staging
  * buffer, and one contiguous copy between the temporary and staging.
  * DV_ERR_NOT_SUPPORTED when that cannot be done (no memory for the
  * temporary, a layout the backend's kernels refuse): the caller then uses
- * rectangular copies.  The temporary is released at once; the memory
- * manager reclaims it after the stream has passed it.
+ * rectangular copies.
  */
 static dv_status dv__device_pack(dv_context *ctx, dv_stream *stream, dv_bstream *bs,
                                  const dv_plan *p, dv_memref dev, char *stage, bool to_device) {
   int64_t count = 1;
   for (int i = 0; i < p->nd; i++) count *= p->n[i];
-  int64_t bytes = count * (int64_t)p->isz;
-  dv_array *tmp = NULL;
-  if (dv_device_array(ctx, 1, &bytes, dv_dtype_get(DV_UINT8), NULL, 'C', stream, &tmp) != DV_OK) {
-    dv__log(DV_LOG_DEBUG, "device packing: no temporary of %lld bytes (%s); copying by rows",
-            (long long)bytes, dv_last_error());
+  size_t bytes = (size_t)count * p->isz;
+  dv_ptemp *t = dv__calloc(1, sizeof *t);
+  if (!t) return DV_ERR_NOT_SUPPORTED;
+  if (dv__device_alloc(ctx, bytes, stream, &t->blk) != DV_OK) {
+    dv__log(DV_LOG_DEBUG, "device packing: no temporary of %zu bytes (%s); copying by rows", bytes,
+            dv_last_error());
+    dv__free(t);
     return DV_ERR_NOT_SUPPORTED;
   }
-  dv_memref t = dv__ref(tmp, tmp->offset), h = {.ptr = stage};
+  t->bytes = bytes;
+  if (stream && !stream->is_default) t->stream = dv__stream_iretain(stream);
+  dv__stats_add(ctx, DV_STAT_DEVICE, bytes);
+  dv_memref tmp = {.buf = t->blk.buf, .offset = t->blk.offset}, h = {.ptr = stage};
   dv_strided c;
   memset(&c, 0, sizeof c);
   c.nd = p->nd;
   c.itemsize = p->isz;
   memcpy(c.shape, p->n, sizeof c.shape);
-  c.src = to_device ? t : dev;
-  c.dst = to_device ? dev : t;
+  c.src = to_device ? tmp : dev;
+  c.dst = to_device ? dev : tmp;
   memcpy(c.src_strides, to_device ? p->ss : p->ds, sizeof c.src_strides);
   memcpy(c.dst_strides, to_device ? p->ds : p->ss, sizeof c.dst_strides);
   dv_rect r;
   memset(&r, 0, sizeof r);
-  r.src = to_device ? h : t;
-  r.dst = to_device ? t : h;
-  r.width = (size_t)bytes;
+  r.src = to_device ? h : tmp;
+  r.dst = to_device ? tmp : h;
+  r.width = bytes;
   r.height = r.depth = 1;
   dv_status rc = DV_OK;
   if (to_device) rc = ctx->be->copy_rect(ctx->bst, bs, &r);
   if (!rc) rc = ctx->be->copy_strided(ctx->bst, bs, &c);
   if (!rc && !to_device) rc = ctx->be->copy_rect(ctx->bst, bs, &r);
   if (rc == DV_OK) atomic_fetch_add(&ctx->stats.copies, 2);
-  dv_array_release(tmp);
+  dv_status frc = dv__defer_free(ctx, dv__dtor_ptemp, t, NULL, bytes);
+  if (frc) dv__log(DV_LOG_ERROR, "releasing a packing temporary: %s", dv_last_error());
   return rc;
 }
 
@@ -307,11 +352,11 @@ static dv_status dv__device_staging(dv_context *ctx, dv_stream *stream, dv_bstre
   }
 }
 
-static dv_status dv__staged(dv_context *ctx, dv_stream *stream, dv_bstream *bs, const dv_array *dst,
-                            const dv_array *src, const dv_plan *p0) {
+static dv_status dv__staged(dv_context *ctx, dv_stream *stream, dv_bstream *bs, const dv_view *dst,
+                            const dv_view *src, const dv_plan *p0) {
   dv_plan p = *p0;
   int64_t isz = (int64_t)p.isz;
-  bool sh = dv__is_host_side(src), dh = dv__is_host_side(dst);
+  bool sh = src->host, dh = dst->host;
   atomic_fetch_add(&ctx->stats.staged_copies, 1);
   int64_t count = 1;
   for (int i = 0; i < p.nd; i++) count *= p.n[i];
@@ -368,10 +413,10 @@ static dv_status dv__staged(dv_context *ctx, dv_stream *stream, dv_bstream *bs, 
   rp->c.nd = p.nd;
   rp->c.itemsize = p.isz;
   memcpy(rp->c.shape, p.n, sizeof p.n);
-  rp->c.src.ptr = sh ? (char *)src->alloc->host + p.soff : sa + s_off;
+  rp->c.src.ptr = sh ? (char *)src->base.ptr + p.soff : sa + s_off;
   memcpy(rp->c.src_strides, ss, sizeof ss);
   if (dh) {
-    rp->c.dst.ptr = (char *)dst->alloc->host + p.doff;
+    rp->c.dst.ptr = (char *)dst->base.ptr + p.doff;
     memcpy(rp->c.dst_strides, ds, sizeof ds);
   } else {
     /* Staging B: dense in the device view's order, as dv__device_staging
@@ -417,21 +462,87 @@ fail:
   return rc;
 }
 
-static dv_status dv__check_live(const dv_array *a, const char *side) {
-  if (!dv__is_host_side(a) && !a->alloc->buf)
+/* Addresses of both sides in the one address space they share, if they
+ * share one: the same device buffer (byte offsets in it) or host memory
+ * (pointers). */
+static bool dv__same_memory(const dv_view *dst, const dv_view *src, int64_t *dbase, int64_t *sbase) {
+  if (src->host != dst->host) return false;
+  if (src->host) {
+    *sbase = (int64_t)(uintptr_t)src->base.ptr;
+    *dbase = (int64_t)(uintptr_t)dst->base.ptr;
+    return true;
+  }
+  if (src->base.buf != dst->base.buf) return false;
+  *sbase = (int64_t)src->base.offset;
+  *dbase = (int64_t)dst->base.offset;
+  return true;
+}
+
+/* A view in the plan's dimensions over the memory at base. */
+static void dv__plan_view(dv_view *v, const dv_view *base, const dv_plan *p, const int64_t *strides,
+                          int64_t offset) {
+  *v = *base;
+  v->ndim = p->nd;
+  v->offset = offset;
+  for (int i = 0; i < p->nd; i++) v->shape[i] = p->n[i], v->strides[i] = strides[i];
+}
+
+/* src -> a dense pinned temporary -> dst, in stream order.  Used when the
+ * overlap test could not decide: right whether or not the views share
+ * bytes, as NumPy's copies through a temporary are. */
+static dv_status dv__via_temporary(dv_context *ctx, dv_bstream *bs, const dv_view *dst,
+                                   const dv_view *src, const dv_plan *p, dv_stream *stream) {
+  int64_t count = 1, isz = (int64_t)p->isz;
+  for (int i = 0; i < p->nd; i++) count *= p->n[i];
+  dv_staging_buf *b = NULL;
+  dv_status rc = dv__staging_get(ctx, (size_t)(count * isz), &b);
+  if (rc) return rc;
+  dv_view tmp = {.base = {.ptr = b->ptr}, .host = true, .itemsize = p->isz};
+  int64_t dense[DV_MAXDIMS], s = isz;
+  for (int i = p->nd - 1; i >= 0; i--) dense[i] = s, s *= p->n[i];
+  dv_view t, sv, dv;
+  dv__plan_view(&t, &tmp, p, dense, 0);
+  dv__plan_view(&sv, src, p, p->ss, p->soff);
+  dv__plan_view(&dv, dst, p, p->ds, p->doff);
+  rc = dv__transfer(ctx, &t, &sv, stream);
+  if (!rc) rc = dv__transfer(ctx, &dv, &t, stream);
+  dv_free_list *fl = rc ? NULL : dv__malloc(sizeof *fl);
+  if (!rc && !fl) rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a staging record");
+  if (!rc) {
+    fl->ctx = ctx, fl->a = b, fl->b = NULL;
+    rc = ctx->be->stream_callback(ctx->bst, bs, dv__free_cb, fl);
+    if (!rc) return DV_OK;
+    dv__free(fl);
+  }
+  /* Copies into or out of the temporary may be queued: wait before it goes back. */
+  ctx->be->stream_sync(ctx->bst, bs);
+  dv__staging_put(ctx, b);
+  return rc;
+}
+
+/* A device view without a buffer has lost its memory: an error, not a crash. */
+static dv_status dv__check_live(const dv_view *v, const char *side) {
+  if (!v->host && !v->base.buf)
     return dv__error(DV_ERR_INVALID_ARGUMENT,
                      "the %s is a device view of host memory whose mapped scope has ended", side);
   return DV_OK;
 }
 
-dv_status dv__transfer(dv_context *ctx, const dv_array *dst, const dv_array *src,
-                       dv_stream *stream) {
+dv_status dv__transfer(dv_context *ctx, const dv_view *dst, const dv_view *src, dv_stream *stream) {
   dv_plan p;
   if (!dv__plan_build(&p, dst, src)) return DV_OK;
   dv_status lrc = dv__check_live(src, "source");
   if (!lrc) lrc = dv__check_live(dst, "destination");
   if (lrc) return lrc;
   dv_bstream *bs = dv__bstream(ctx, stream);
+  int64_t sbase, dbase;
+  if (dv__same_memory(dst, src, &dbase, &sbase)) {
+    dv_overlap ov = dv__overlap(p.nd, p.n, sbase + p.soff, p.ss, dbase + p.doff, p.ds, (int64_t)p.isz);
+    if (ov == DV_OVERLAP_YES)
+      return dv__error(DV_ERR_INVALID_ARGUMENT,
+                       "the source and destination views share memory (copy through a temporary array)");
+    if (ov == DV_OVERLAP_UNKNOWN) return dv__via_temporary(ctx, bs, dst, src, &p, stream);
+  }
   int64_t count = 1;
   for (int i = 0; i < p.nd; i++) count *= p.n[i];
   uint64_t bytes = (uint64_t)count * p.isz;
@@ -473,32 +584,38 @@ dv_status dv__transfer(dv_context *ctx, const dv_array *dst, const dv_array *src
   return dv__staged(ctx, stream, bs, dst, src, &p);
 }
 
-static void dv__release_cb(void *user, dv_status status) {
+static void dv__free_pattern_cb(void *user, dv_status status) {
   (void)status;
-  dv_array_release(user);
+  dv__free(user);
 }
 
-dv_status dv__memset(dv_context *ctx, const dv_array *a, int value, dv_stream *stream) {
-  int64_t size = dv_array_size(a);
+dv_status dv__memset(dv_context *ctx, const dv_view *a, int value, dv_stream *stream) {
+  int64_t size = dv__view_size(a);
   if (size == 0) return DV_OK;
-  int64_t lo, hi;
-  dv_status rc = dv__layout_extent(a->ndim, a->shape, a->strides, (int64_t)a->dtype->itemsize, &lo, &hi);
-  if (rc) return rc;
+  if (!a->host && !a->base.buf) return dv__check_live(a, "array");
+  /* Dense in some order when the elements fill their byte range exactly:
+   * then one memset over that range. */
+  int64_t isz = (int64_t)a->itemsize, lo = 0, hi = isz, nbytes = size * isz;
+  for (int i = 0; i < a->ndim; i++) {
+    int64_t e = (a->shape[i] - 1) * a->strides[i]; /* inside the allocation: no overflow */
+    if (e < 0) lo += e; else hi += e;
+  }
   dv_bstream *bs = dv__bstream(ctx, stream);
-  int64_t nbytes = size * (int64_t)a->dtype->itemsize;
-  if (hi - lo == nbytes && !dv__is_host_side(a)) /* dense in some order: one memset */
+  if (hi - lo == nbytes && !a->host)
     return ctx->be->memset(ctx->bst, bs, dv__ref(a, a->offset + lo), value, (size_t)nbytes);
-  /* Otherwise scatter a pattern (a dense host array filled with value) in
-   * stream order, and release the pattern once the stream has used it. */
-  dv_array *tmp = NULL;
-  rc = dv_host_array(ctx, a->ndim, a->shape, a->dtype, NULL, 'C', &tmp);
-  if (rc) return rc;
-  memset(tmp->alloc->host, value, (size_t)nbytes);
-  rc = dv__transfer(ctx, a, tmp, stream);
-  if (rc == DV_OK) rc = ctx->be->stream_callback(ctx->bst, bs, dv__release_cb, tmp);
+  /* Otherwise scatter a pattern (dense host memory filled with value) in
+   * stream order, and free the pattern once the stream has used it. */
+  char *pat = dv__malloc((size_t)nbytes);
+  if (!pat) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate %lld bytes for a memset pattern", (long long)nbytes);
+  memset(pat, value, (size_t)nbytes);
+  dv_view pv = {.base = {.ptr = pat}, .host = true, .ndim = a->ndim, .itemsize = a->itemsize};
+  int64_t st = isz;
+  for (int i = a->ndim - 1; i >= 0; i--) pv.shape[i] = a->shape[i], pv.strides[i] = st, st *= a->shape[i];
+  dv_status rc = dv__transfer(ctx, a, &pv, stream);
+  if (rc == DV_OK) rc = ctx->be->stream_callback(ctx->bst, bs, dv__free_pattern_cb, pat);
   if (rc) {
     ctx->be->stream_sync(ctx->bst, bs);
-    dv_array_release(tmp);
+    dv__free(pat);
   }
   return rc;
 }

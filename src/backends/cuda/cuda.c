@@ -25,11 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/internal.h"
-#include "../../core/memops.h"
 #include "cuda_internal.h"
 
-dv_cu_api dv__cu;
 static void *cu_lib;
 static dv_status cu_load_status;
 static char cu_load_msg[512];
@@ -71,36 +68,6 @@ static dv_status cu_ensure(void) {
   return DV_OK;
 }
 
-dv_status dv__cu_status(int r) {
-  switch (r) {
-    case DV_CUDA_SUCCESS: return DV_OK;
-    case DV_CUDA_ERROR_OUT_OF_MEMORY: return DV_ERR_OUT_OF_MEMORY;
-    case DV_CUDA_ERROR_NOT_READY: return DV_ERR_NOT_READY;
-    case DV_CUDA_ERROR_INVALID_VALUE:
-    case DV_CUDA_ERROR_INVALID_HANDLE: return DV_ERR_INVALID_ARGUMENT;
-    case DV_CUDA_ERROR_NO_DEVICE:
-    case DV_CUDA_ERROR_INVALID_DEVICE: return DV_ERR_BACKEND_UNAVAILABLE;
-    case DV_CUDA_ERROR_DEINITIALIZED:
-    case DV_CUDA_ERROR_INVALID_CONTEXT:
-    case DV_CUDA_ERROR_ILLEGAL_ADDRESS:
-    case DV_CUDA_ERROR_LAUNCH_FAILED: return DV_ERR_DEVICE_LOST;
-    case DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED:
-    case DV_CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED: return DV_ERR_MISUSE;
-    case DV_CUDA_ERROR_NOT_SUPPORTED: return DV_ERR_NOT_SUPPORTED;
-    case DV_CUDA_ERROR_NOT_FOUND: return DV_ERR_INVALID_ARGUMENT;
-    case DV_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: return DV_ERR_LAUNCH_CONFIG;
-    default: return DV_ERR_DRIVER;
-  }
-}
-
-/* A failed driver call: devarray's status, with the driver's name and code kept. */
-dv_status dv__cu_fail(dv_CUresult r, const char *what) {
-  const char *name = NULL, *text = NULL;
-  if (cu.cuGetErrorName) cu.cuGetErrorName(r, &name);
-  if (cu.cuGetErrorString) cu.cuGetErrorString(r, &text);
-  return dv__error(dv__cu_status(r), "CUDA %s failed: %s (%d): %s", what, name ? name : "CUDA_ERROR_UNKNOWN", r,
-                   text ? text : "");
-}
 struct dv_bevent {
   dv_CUevent e;
   unsigned flags;
@@ -108,14 +75,6 @@ struct dv_bevent {
 };
 
 static dv_bstream cu_legacy = {DV_CU_STREAM_LEGACY, true}, cu_per_thread = {DV_CU_STREAM_PER_THREAD, true};
-
-/* Make the context current on this thread (cheap when it already is). */
-dv_status dv__cu_enter(cu_state *st) {
-  dv_CUcontext cur = NULL;
-  if (cu.cuCtxGetCurrent(&cur) == DV_CUDA_SUCCESS && cur == st->ctx) return DV_OK;
-  CU_TRY(cu.cuCtxSetCurrent(st->ctx), "cuCtxSetCurrent");
-  return DV_OK;
-}
 
 /* ---- probe, open, close ----------------------------------------------------------- */
 

@@ -1,13 +1,14 @@
 /*
  * What the CUDA backend's files share: the driver's entry points, the
  * per-context state, streams, and the error helpers.  cuda.c holds memory,
- * copies, streams and events; cuda_kernel.c kernels, native handles and the
- * strided-copy kernels.
+ * copies, streams, events and the backend table; cuda_kernel.c kernels,
+ * native handles and the strided-copy kernels; cuda_common.c, below both,
+ * the entry points and the helpers; nvrtc.c the run-time compiler.
  */
 #ifndef DV_CUDA_INTERNAL_H
 #define DV_CUDA_INTERNAL_H
 
-#include "../../core/internal.h"
+#include "../../core/core.h"
 #include "../backend.h"
 #include "cuda_backend.h"
 #include "cuda_driver.h"
@@ -18,7 +19,7 @@ typedef struct dv_cu_api {
 #undef DV_CU
 } dv_cu_api;
 
-/* The driver's entry points (filled once by cuda.c's loader). */
+/* The driver's entry points (cuda_common.c; filled once by cuda.c's loader). */
 extern dv_cu_api dv__cu;
 #define cu dv__cu
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/internal.h"
+#include "../../core/core.h"
 
 typedef struct dv_nvrtc_entry {
   struct dv_nvrtc_entry *next;

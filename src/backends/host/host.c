@@ -21,7 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../core/internal.h"
+#include "../../core/core.h"
+#include "../backend.h"
 #include "../../core/memops.h"
 
 #define HB_FRONT 256 /* guard before the payload; keeps payloads 256-aligned */
@@ -792,12 +793,15 @@ static dv_status hb_device_info(void *state, dv_device_info *out) {
 
 static dv_status hb_fault_inject(void *state, dv_fault_kind kind, uint64_t k) {
   hb_state *st = state;
+  if ((unsigned)kind >= sizeof st->fault / sizeof st->fault[0])
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown fault kind %d", (int)kind);
   atomic_store(&st->fault[kind], k);
   return DV_OK;
 }
 
 static int hb_fault_pending(void *state, dv_fault_kind kind) {
   hb_state *st = state;
+  if ((unsigned)kind >= sizeof st->fault / sizeof st->fault[0]) return 0;
   return atomic_load(&st->fault[kind]) != 0;
 }
 

@@ -6,7 +6,8 @@
 #ifndef DV_OPENCL_INTERNAL_H
 #define DV_OPENCL_INTERNAL_H
 
-#include "../../core/internal.h"
+#include "../../core/core.h"
+#include "../backend.h"
 #include "opencl.h"
 
 #if DV_HAVE_OPENCL_HEADERS

@@ -36,10 +36,8 @@
 #include "opencl_internal.h"
 
 #if DV_HAVE_OPENCL_HEADERS
-#include "../../kernel/kernel_internal.h" /* dv__kernel_header */
 
 /* src/kernel/copy_kernels.dvk, embedded at build time. */
-extern const char dv__copy_kernels_source[];
 
 /* OpenCL 2.1 names (the headers hide them below CL_TARGET_OPENCL_VERSION 210). */
 #define CLK_DEVICE_MAX_NUM_SUB_GROUPS 0x105C

@@ -1,5 +1,8 @@
 /*
- * Numba's pending-deallocation queues, kept exactly:
+ * Numba's pending-deallocation queue, kept exactly:
+ *  - one queue for everything (device, mapped and managed memory with their
+ *    bytes; pinned memory, streams and events with 0 bytes), so the count
+ *    limit bounds all of them together;
  *  - entries are queued when the last reference goes;
  *  - the enqueue itself flushes when the count is strictly greater than the
  *    count limit or the bytes strictly greater than ratio x total memory;
@@ -7,10 +10,14 @@
  *    is flushed, and leaving the outermost does not flush.
  * Where devarray differs on purpose: a failing free is logged and counted and
  * every other free is still attempted.
+ *
+ * The queue lives in the core because every layer hands it destructors:
+ * arrays their memory, streams and events themselves.  It runs them through
+ * the function pointers it was given and knows none of them.
  */
 #include <string.h>
 
-#include "../core/internal.h"
+#include "core.h"
 
 static bool dv__over_limit(dv_context *ctx, const dv_pending_queue *q) {
   int64_t count_limit = ctx->opt[DV_OPT_MAX_PENDING_COUNT].i;
@@ -45,23 +52,19 @@ static dv_pending_entry *dv__take(dv_pending_queue *q, size_t *n) {
   return items;
 }
 
-static dv_status dv__flush_taken(dv_context *ctx, dv_pending_entry *a, size_t na,
-                                 dv_pending_entry *b, size_t nb) {
-  if (na + nb) {
+static dv_status dv__flush_taken(dv_context *ctx, dv_pending_entry *items, size_t n) {
+  if (n) {
     pthread_mutex_lock(&ctx->stats.lock);
     ctx->stats.flushes++;
     pthread_mutex_unlock(&ctx->stats.lock);
   }
-  dv_status r1 = dv__run_entries(ctx, a, na);
-  dv_status r2 = dv__run_entries(ctx, b, nb);
-  dv__free(a);
-  dv__free(b);
-  return r1 ? r1 : r2;
+  dv_status rc = dv__run_entries(ctx, items, n);
+  dv__free(items);
+  return rc;
 }
 
-dv_status dv__defer_free(dv_context *ctx, bool memory, dv_dtor_fn fn, void *handle, void *aux,
-                         size_t bytes) {
-  dv_pending_queue *q = memory ? &ctx->mem_queue : &ctx->obj_queue;
+dv_status dv__defer_free(dv_context *ctx, dv_dtor_fn fn, void *handle, void *aux, size_t bytes) {
+  dv_pending_queue *q = &ctx->pending;
   pthread_mutex_lock(&ctx->lock);
   if (q->count == q->cap) {
     size_t ncap = q->cap ? q->cap * 2 : 16;
@@ -81,7 +84,7 @@ dv_status dv__defer_free(dv_context *ctx, bool memory, dv_dtor_fn fn, void *hand
   }
   q->items[q->count++] = (dv_pending_entry){fn, handle, aux, bytes};
   q->bytes += bytes;
-  uint64_t depth = ctx->mem_queue.count + ctx->obj_queue.count;
+  uint64_t depth = q->count;
   pthread_mutex_lock(&ctx->stats.lock);
   if (depth > ctx->stats.pending_peak) ctx->stats.pending_peak = depth;
   pthread_mutex_unlock(&ctx->stats.lock);
@@ -92,7 +95,7 @@ dv_status dv__defer_free(dv_context *ctx, bool memory, dv_dtor_fn fn, void *hand
   size_t n;
   dv_pending_entry *items = dv__take(q, &n);
   pthread_mutex_unlock(&ctx->lock);
-  return dv__flush_taken(ctx, items, n, NULL, 0);
+  return dv__flush_taken(ctx, items, n);
 }
 
 dv_status dv__flush(dv_context *ctx) {
@@ -101,11 +104,10 @@ dv_status dv__flush(dv_context *ctx) {
     pthread_mutex_unlock(&ctx->lock);
     return DV_OK;
   }
-  size_t na, nb;
-  dv_pending_entry *a = dv__take(&ctx->mem_queue, &na);
-  dv_pending_entry *b = dv__take(&ctx->obj_queue, &nb);
+  size_t n;
+  dv_pending_entry *items = dv__take(&ctx->pending, &n);
   pthread_mutex_unlock(&ctx->lock);
-  return dv__flush_taken(ctx, a, na, b, nb);
+  return dv__flush_taken(ctx, items, n);
 }
 
 dv_status dv_context_flush_deallocs(dv_context *ctx) {
@@ -114,10 +116,12 @@ dv_status dv_context_flush_deallocs(dv_context *ctx) {
 }
 
 dv_status dv_context_pending_deallocs(dv_context *ctx, size_t *count, size_t *bytes) {
+  if (count) *count = 0;
+  if (bytes) *bytes = 0;
   DV_CHECK_NULL(ctx);
   pthread_mutex_lock(&ctx->lock);
-  if (count) *count = ctx->mem_queue.count + ctx->obj_queue.count;
-  if (bytes) *bytes = ctx->mem_queue.bytes + ctx->obj_queue.bytes;
+  if (count) *count = ctx->pending.count;
+  if (bytes) *bytes = ctx->pending.bytes;
   pthread_mutex_unlock(&ctx->lock);
   return DV_OK;
 }

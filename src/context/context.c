@@ -1,39 +1,17 @@
-/* The context: backend choice, options, default stream, queues, statistics. */
+/*
+ * The context, the top of the library: creating one chooses and opens a
+ * backend, resolves the options, makes the default streams, the staging
+ * pool and the memory manager's state; destroying one takes them down in
+ * the reverse order.  Everything else reads the record (core/core.h) that
+ * this file fills.
+ */
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
-
-static const dv_backend *const dv__backends[] = {&dv__backend_host, &dv__backend_opencl,
-                                                 &dv__backend_cuda};
-#define DV_NBACKENDS (sizeof dv__backends / sizeof dv__backends[0])
-
-const dv_backend *dv__backend_at(size_t i) { return i < DV_NBACKENDS ? dv__backends[i] : NULL; }
-
-const dv_backend *dv__backend_find(const char *name) {
-  for (size_t i = 0; i < DV_NBACKENDS; i++)
-    if (strcmp(dv__backends[i]->name, name) == 0) return dv__backends[i];
-  return NULL;
-}
-
-size_t dv_backend_count(void) { return DV_NBACKENDS; }
-const char *dv_backend_name(size_t i) { return i < DV_NBACKENDS ? dv__backends[i]->name : NULL; }
-
-dv_status dv_backend_probe(const char *name, char *reason, size_t cap) {
-  DV_CHECK_NULL(name);
-  char tmp[512] = "";
-  const dv_backend *be = dv__backend_find(name);
-  dv_status rc;
-  if (!be) {
-    snprintf(tmp, sizeof tmp, "no backend named \"%s\"", name);
-    rc = dv__error(DV_ERR_BACKEND_UNAVAILABLE, "%s", tmp);
-  } else {
-    rc = be->probe(tmp, sizeof tmp);
-    if (rc) dv__error(rc, "%s", tmp);
-  }
-  if (reason && cap) snprintf(reason, cap, "%s", tmp);
-  return rc;
-}
+#include "../backends/backend.h"
+#include "../core/core.h"
+#include "../memory/memory.h"
+#include "../stream/stream.h"
 
 static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool automatic,
                                dv_backend_config *bc, char *devbuf, size_t cap) {
@@ -72,15 +50,17 @@ static dv_status dv__open_backend(dv_context *ctx) {
     dv_status rc = be->open(&bc, &ctx->bst);
     if (rc) return rc; /* the backend set the detail */
     ctx->be = be;
+    ctx->backend_name = be->name;
     return DV_OK;
   }
   /* Automatic: cuda, then an OpenCL GPU, then the host simulator. */
-  for (size_t i = DV_NBACKENDS; i-- > 0;) {
-    const dv_backend *be = dv__backends[i];
+  for (size_t i = dv_backend_count(); i-- > 0;) {
+    const dv_backend *be = dv__backend_at(i);
     dv__backend_config(ctx->opt, be, true, &bc, devbuf, sizeof devbuf);
     dv_status rc = be->open(&bc, &ctx->bst);
     if (rc == DV_OK) {
       ctx->be = be;
+      ctx->backend_name = be->name;
       return DV_OK;
     }
     dv__log(DV_LOG_INFO, "backend %s not used: %s", be->name, dv_last_error());
@@ -109,33 +89,25 @@ dv_status dv_context_create(const dv_config *cfg, dv_context **out) {
   rc = ctx->be->mem_info(ctx->bst, &free_b, &total_b);
   if (rc) goto fail_backend;
   ctx->total_memory = total_b;
-  rc = ctx->be->stream_create(ctx->bst, 0, &ctx->default_stream.bs);
+  rc = dv__streams_open(ctx);
   if (rc) goto fail_backend;
-  ctx->default_stream.ctx = ctx;
-  ctx->default_stream.is_default = true;
-  atomic_store(&ctx->default_stream.refs, 1);
-  ctx->legacy_stream = ctx->default_stream;
-  ctx->per_thread_stream = ctx->default_stream;
-  if (ctx->be->stream_builtin) {
-    ctx->be->stream_builtin(ctx->bst, 1, &ctx->legacy_stream.bs);
-    ctx->be->stream_builtin(ctx->bst, 2, &ctx->per_thread_stream.bs);
-  }
   pthread_mutex_init(&ctx->lock, NULL);
   dv__stats_init(&ctx->stats);
-  pthread_mutex_init(&ctx->staging.m, NULL);
+  rc = dv__staging_init(ctx);
+  if (rc) goto fail_streams;
   if (cfg && cfg->has_mm) ctx->mm = cfg->mm;
   else ctx->mm = *dv_memory_manager_builtin(ctx->opt[DV_OPT_MEMORY_MANAGER].s);
   rc = ctx->mm.init(ctx, ctx->mm.user, &ctx->mm_state);
-  if (rc) {
-    ctx->be->stream_destroy(ctx->bst, ctx->default_stream.bs);
-    pthread_mutex_destroy(&ctx->lock);
-    pthread_mutex_destroy(&ctx->staging.m);
-    dv__stats_destroy(&ctx->stats);
-    goto fail_backend;
-  }
+  if (rc) goto fail_staging;
   dv__log(DV_LOG_INFO, "context on backend %s", ctx->be->name);
   *out = ctx;
   return DV_OK;
+fail_staging:
+  dv__staging_fini(ctx);
+fail_streams:
+  dv__streams_close(ctx);
+  pthread_mutex_destroy(&ctx->lock);
+  dv__stats_destroy(&ctx->stats);
 fail_backend:
   ctx->be->close(ctx->bst);
   dv__free(ctx);
@@ -153,7 +125,7 @@ dv_status dv_context_destroy(dv_context *ctx) {
                      "%lld kernel module(s)",
                      (long long)arrays, (long long)streams, (long long)events, (long long)scopes,
                      (long long)modules);
-  dv_status rc = ctx->be->stream_sync(ctx->bst, ctx->default_stream.bs);
+  dv_status rc = ctx->be->stream_sync(ctx->bst, ctx->default_stream->bs);
   pthread_mutex_lock(&ctx->lock);
   ctx->defer_depth = 0; /* destruction runs every pending free */
   pthread_mutex_unlock(&ctx->lock);
@@ -167,10 +139,9 @@ dv_status dv_context_destroy(dv_context *ctx) {
   }
   if (ctx->mm.fini) ctx->mm.fini(ctx->mm_state); /* returns every cached segment */
   dv__staging_fini(ctx);
-  ctx->be->stream_destroy(ctx->bst, ctx->default_stream.bs);
+  dv__streams_close(ctx);
   ctx->be->close(ctx->bst);
-  dv__free(ctx->mem_queue.items);
-  dv__free(ctx->obj_queue.items);
+  dv__free(ctx->pending.items);
   pthread_mutex_destroy(&ctx->lock);
   dv__stats_destroy(&ctx->stats);
   dv__free(ctx);
@@ -180,13 +151,17 @@ dv_status dv_context_destroy(dv_context *ctx) {
 const char *dv_context_backend(const dv_context *ctx) { return ctx ? ctx->be->name : "none"; }
 
 dv_status dv_context_device_info(dv_context *ctx, dv_device_info *out) {
-  DV_CHECK_NULL(ctx);
   DV_CHECK_NULL(out);
   memset(out, 0, sizeof *out);
-  return ctx->be->device_info(ctx->bst, out);
+  DV_CHECK_NULL(ctx);
+  dv_status rc = ctx->be->device_info(ctx->bst, out);
+  if (rc) memset(out, 0, sizeof *out);
+  return rc;
 }
 
 dv_status dv_context_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes) {
+  if (free_bytes) *free_bytes = 0;
+  if (total_bytes) *total_bytes = 0;
   DV_CHECK_NULL(ctx);
   size_t f = 0, t = 0;
   dv_status rc = ctx->mm.mem_info(ctx->mm_state, &f, &t);
@@ -202,12 +177,14 @@ dv_status dv_context_synchronize(dv_context *ctx) {
   return ctx->be->stream_sync(ctx->bst, NULL);
 }
 
-dv_stream *dv_context_default_stream(dv_context *ctx) { return ctx ? &ctx->default_stream : NULL; }
-dv_stream *dv_context_legacy_stream(dv_context *ctx) { return ctx ? &ctx->legacy_stream : NULL; }
-dv_stream *dv_context_per_thread_stream(dv_context *ctx) { return ctx ? &ctx->per_thread_stream : NULL; }
+dv_stream *dv_context_default_stream(dv_context *ctx) { return ctx ? ctx->default_stream : NULL; }
+dv_stream *dv_context_legacy_stream(dv_context *ctx) { return ctx ? ctx->legacy_stream : NULL; }
+dv_stream *dv_context_per_thread_stream(dv_context *ctx) { return ctx ? ctx->per_thread_stream : NULL; }
 
 dv_status dv_context_option(dv_context *ctx, const char *name, char *buf, size_t cap,
                             dv_option_source *source) {
+  if (buf && cap) buf[0] = 0;
+  if (source) *source = DV_SOURCE_DEFAULT;
   DV_CHECK_NULL(ctx);
   DV_CHECK_NULL(name);
   DV_CHECK_NULL(buf);
@@ -232,6 +209,9 @@ dv_status dv_fault_inject(dv_context *ctx, dv_fault_kind kind, uint64_t k) {
 }
 
 int dv_fault_pending(dv_context *ctx, dv_fault_kind kind) {
+  /* Backends keep one counter per known kind: an unknown one is never
+   * pending, and must not index their tables. */
+  if ((unsigned)kind > DV_FAULT_FREE) return 0;
   if (kind == DV_FAULT_HOST_ALLOC) return dv__fault_host_pending();
   if (!ctx || !ctx->be->fault_pending) return 0;
   return ctx->be->fault_pending(ctx->bst, kind);
@@ -242,17 +222,6 @@ dv_status dv_context_check_memory(dv_context *ctx) {
   dv_status rc = ctx->be->stream_sync(ctx->bst, NULL);
   if (rc) return rc;
   return ctx->be->check_memory ? ctx->be->check_memory(ctx->bst) : DV_OK;
-}
-
-dv_status dv__check_order(char order) {
-  if (order == 'C' || order == 'F') return DV_OK;
-  return dv__error(DV_ERR_BAD_ORDER, "order must be 'C' or 'F', not '%c' (0x%02x)",
-                   (order >= 32 && order < 127) ? order : '?', (unsigned char)order);
-}
-
-dv_status dv__sync_if_null(dv_context *ctx, dv_stream *s) {
-  if (s) return DV_OK;
-  return ctx->be->stream_sync(ctx->bst, ctx->default_stream.bs);
 }
 
 dv_status dv_context_native(dv_context *ctx, void **context, void **device) {

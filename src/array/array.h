@@ -1,0 +1,111 @@
+/*
+ * The array layer: dtypes (dtype.c), layout, pure functions over shapes and
+ * strides (layout.c), array objects over reference-counted allocations
+ * (array.c) and the scopes that register or map host arrays (scope.c).  It
+ * describes its arrays to the transfer planner as plain views and gets its
+ * memory from the memory layer.
+ */
+#ifndef DV_ARRAY_H
+#define DV_ARRAY_H
+
+#include "../backends/backend.h"
+#include "../core/core.h"
+#include "../memory/memory.h"
+#include "../stream/stream.h"
+#include "../transfer/transfer.h"
+
+/* ---- allocations and arrays (array.c) ---- */
+typedef struct dv_alloc {
+  _Atomic int refs;
+  dv_context *ctx;
+  dv_memory_kind kind;
+  bool owned;          /* devarray frees it */
+  void *buf;           /* device buffer handle (device, mapped device view) */
+  size_t buf_offset;   /* byte offset of the allocation inside buf (pool blocks) */
+  void *mm_handle;     /* the memory manager's record of the block */
+  dv_stream *stream;   /* the stream device memory was allocated for (retained), or NULL */
+  void *host;          /* host pointer (host kinds) */
+  void *handle;        /* backend host-memory handle (pinned/mapped) */
+  size_t bytes;
+  void *reg_handle;    /* registration handle while registered */
+  void *reg_buf;       /* device handle of the registered (mapped) memory */
+  bool user_registered; /* dv_array_register holds one registration */
+  int reg_count;       /* dv_array_register / scopes holding it */
+  pthread_mutex_t reg_lock;
+  dv_array *keep;      /* a host array kept alive by a mapped device view */
+  bool foreign;        /* device memory wrapped by dv_device_array_wrap */
+  dv_release_fn release; /* foreign: called once the memory is no longer used */
+  void *release_user;
+} dv_alloc;
+
+struct dv_array {
+  _Atomic int refs;
+  dv_alloc *alloc;
+  const dv_dtype *dtype;
+  int ndim;
+  int64_t offset; /* byte offset of element [0,..,0] from the allocation start */
+  int64_t shape[DV_MAXDIMS];
+  int64_t strides[DV_MAXDIMS];
+};
+
+/* Make an array descriptor over alloc (retains alloc and dtype). */
+dv_status dv__array_new(dv_alloc *alloc, const dv_dtype *dt, int ndim, const int64_t *shape,
+                        const int64_t *strides, int64_t offset, dv_array **out);
+/* Allocate memory of `kind` for a layout and return a fresh array. */
+dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const int64_t *shape,
+                           const dv_dtype *dtype, const int64_t *strides, char order,
+                           unsigned flags, dv_stream *stream, dv_array **out);
+void dv__alloc_release(dv_alloc *a);
+/* A new allocation record of `kind` (one reference, nothing allocated). */
+dv_alloc *dv__alloc_new(dv_context *ctx, dv_memory_kind kind);
+
+static inline bool dv__is_host_side(const dv_array *a) {
+  return a->alloc->kind != DV_MEM_DEVICE && a->alloc->kind != DV_MEM_MANAGED;
+}
+
+/* ---- dtype internals (dtype.c) ---- */
+typedef struct dv_field {
+  char *name;
+  const dv_dtype *dtype;
+  size_t offset;
+  int ndim;
+  int64_t shape[DV_MAXDIMS];
+} dv_field;
+
+struct dv_dtype {
+  _Atomic int refs; /* -1: static */
+  dv_type_id id;
+  size_t itemsize, alignment;
+  const char *name;
+  size_t nfields;
+  dv_field *fields;
+};
+
+const dv_field *dv__dtype_find_field(const dv_dtype *dt, const char *name);
+
+/* ---- layout (layout.c): pure functions over shape/strides ---- */
+dv_status dv__layout_size(int ndim, const int64_t *shape, int64_t *size);
+/* Byte range [lo, hi) touched relative to element 0 (lo <= 0). Size 0: 0,0. */
+dv_status dv__layout_extent(int ndim, const int64_t *shape, const int64_t *strides,
+                            int64_t itemsize, int64_t *lo, int64_t *hi);
+bool dv__layout_is_c(int ndim, const int64_t *shape, const int64_t *strides, int64_t itemsize);
+bool dv__layout_is_f(int ndim, const int64_t *shape, const int64_t *strides, int64_t itemsize);
+/* Dense strides for order 'C'/'F'; DV_ERR_OVERFLOW possible. */
+dv_status dv__layout_dense(int ndim, const int64_t *shape, int64_t itemsize, char order,
+                           int64_t *strides);
+/* Dense strides keeping the stride order of `like` (device_array_like). */
+void dv__layout_like(int ndim, const int64_t *shape, const int64_t *like, int64_t itemsize,
+                     int64_t *strides);
+/* NumPy's no-copy reshape; returns false when a copy is needed. */
+bool dv__layout_reshape_view(int ndim, const int64_t *shape, const int64_t *strides,
+                             int64_t itemsize, int nnd, const int64_t *nshape, char order,
+                             int64_t *nstrides);
+/* Fill in -1 and check the size: statuses as dv_array_reshape. */
+dv_status dv__layout_resolve_shape(int64_t size, int nnd, const int64_t *in, int64_t *out);
+/* Drop size-1 dims (Numba's comparison of shapes). */
+int dv__layout_squeeze(int ndim, const int64_t *shape, const int64_t *strides, int64_t *oshape,
+                       int64_t *ostrides);
+/* 'C' or 'F'; DV_ERR_BAD_ORDER otherwise. */
+dv_status dv__check_order(char order);
+
+#endif

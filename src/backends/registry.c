@@ -1,0 +1,38 @@
+/* The registry of backends: every backend compiled in, found by name. */
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/core.h"
+#include "backend.h"
+
+static const dv_backend *const dv__backends[] = {&dv__backend_host, &dv__backend_opencl,
+                                                 &dv__backend_cuda};
+#define DV_NBACKENDS (sizeof dv__backends / sizeof dv__backends[0])
+
+const dv_backend *dv__backend_at(size_t i) { return i < DV_NBACKENDS ? dv__backends[i] : NULL; }
+
+const dv_backend *dv__backend_find(const char *name) {
+  for (size_t i = 0; i < DV_NBACKENDS; i++)
+    if (strcmp(dv__backends[i]->name, name) == 0) return dv__backends[i];
+  return NULL;
+}
+
+size_t dv_backend_count(void) { return DV_NBACKENDS; }
+const char *dv_backend_name(size_t i) { return i < DV_NBACKENDS ? dv__backends[i]->name : NULL; }
+
+dv_status dv_backend_probe(const char *name, char *reason, size_t cap) {
+  if (reason && cap) reason[0] = 0;
+  DV_CHECK_NULL(name);
+  char tmp[512] = "";
+  const dv_backend *be = dv__backend_find(name);
+  dv_status rc;
+  if (!be) {
+    snprintf(tmp, sizeof tmp, "no backend named \"%s\"", name);
+    rc = dv__error(DV_ERR_BACKEND_UNAVAILABLE, "%s", tmp);
+  } else {
+    rc = be->probe(tmp, sizeof tmp);
+    if (rc) dv__error(rc, "%s", tmp);
+  }
+  if (reason && cap) snprintf(reason, cap, "%s", tmp);
+  return rc;
+}

@@ -1,0 +1,189 @@
+/*
+ * The core: what every layer uses and what uses no layer.  Status and the
+ * thread's detail message, logging, the host-allocation hook, checked
+ * arithmetic, options, statistics, Numba's pending-deallocation queue, and
+ * the context record that carries them.
+ *
+ * The layers above, each with its own header, from the top down: the
+ * context's lifecycle (src/context/), arrays (src/array/array.h), the
+ * transfer planner (src/transfer/transfer.h), memory (src/memory/memory.h),
+ * streams (src/stream/stream.h), backends (src/backends/backend.h).  A file
+ * includes headers of its own layer and of layers below it only;
+ * scripts/check-layers checks that, and the calls between the built
+ * objects, with every test run.  The core includes nothing of theirs: the
+ * context refers to their parts through pointers to incomplete types.
+ */
+#ifndef DV_CORE_H
+#define DV_CORE_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "devarray.h"
+
+#if defined(__GNUC__)
+#define DV_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define DV_LIKELY(x) __builtin_expect(!!(x), 1)
+#define DV_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define DV_PRINTF(a, b)
+#define DV_LIKELY(x) (x)
+#define DV_UNLIKELY(x) (x)
+#endif
+
+/* ---- status / errors (status.c) ---- */
+/* Set the thread's detail message and return s. */
+dv_status dv__error(dv_status s, const char *fmt, ...) DV_PRINTF(2, 3);
+#define DV_CHECK_NULL(p)                                                        \
+  do {                                                                          \
+    if (DV_UNLIKELY((p) == NULL)) return dv__error(DV_ERR_NULL_ARGUMENT, "%s is NULL", #p); \
+  } while (0)
+
+/* ---- logging (log.c) ---- */
+void dv__log(dv_log_level level, const char *fmt, ...) DV_PRINTF(2, 3);
+void dv__log_set_level(dv_log_level level);
+dv_log_level dv__log_level(void);
+
+/* ---- host allocation hook with fault injection (alloc.c) ---- */
+void *dv__malloc(size_t n);
+void *dv__calloc(size_t n, size_t size);
+void dv__free(void *p);
+char *dv__strdup(const char *s);
+void dv__fault_host_set(uint64_t k);
+int dv__fault_host_pending(void);
+
+/* ---- checked arithmetic ---- */
+static inline bool dv__mul_overflow(int64_t a, int64_t b, int64_t *r) {
+  return __builtin_mul_overflow(a, b, r);
+}
+static inline bool dv__add_overflow(int64_t a, int64_t b, int64_t *r) {
+  return __builtin_add_overflow(a, b, r);
+}
+
+/* ---- options (options.c) ---- */
+typedef enum dv_opt_id {
+  DV_OPT_BACKEND,
+  DV_OPT_LOG_LEVEL,
+  DV_OPT_HOST_MEMORY,
+  DV_OPT_HOST_GUARD,
+  DV_OPT_MAX_PENDING_COUNT,
+  DV_OPT_MAX_PENDING_RATIO,
+  DV_OPT_FAULT_DEVICE_ALLOC,
+  DV_OPT_FAULT_HOST_ALLOC,
+  DV_OPT_FAULT_COPY,
+  DV_OPT_OPENCL_DEVICE,
+  DV_OPT_CUDA_DEVICE,
+  DV_OPT_HOST_STRIDED,
+  DV_OPT_HOST_DELAY_US,
+  DV_OPT_MEMORY_MANAGER,
+  DV_OPT_POOL_RELEASE_THRESHOLD,
+  DV_OPT_POOL_LOG,
+  DV_OPT_KERNEL_CACHE,
+  DV_OPT_KERNEL_CACHE_DIR,
+  DV_OPT_KERNEL_CHECK,
+  DV_OPT_HOST_CC,
+  DV_OPT_HOST_CFLAGS,
+  DV_OPT_HOST_FIBER_STACK,
+  DV_OPT_HOST_WAVE_SIZE,
+  DV_OPT_NVRTC_LIBRARY,
+  DV_OPT_COUNT
+} dv_opt_id;
+
+typedef struct dv_optval {
+  int set;                 /* value present at this level */
+  dv_option_source source;
+  int64_t i;               /* int, size, bool */
+  double d;                /* double */
+  char s[512];             /* string */
+} dv_optval;
+
+struct dv_config {
+  dv_optval v[DV_OPT_COUNT];
+  bool has_mm;            /* a plugged-in memory manager */
+  dv_memory_manager mm;
+};
+
+/* The process-wide values (environment or defaults), read once. */
+const dv_optval *dv__options_process(void);
+/* Resolve config over process values into out[DV_OPT_COUNT]. */
+void dv__options_resolve(const dv_config *cfg, dv_optval *out);
+/* Format a resolved value as text. */
+void dv__option_format(dv_opt_id id, const dv_optval *v, char *buf, size_t cap);
+int dv__option_lookup(const char *name);
+/* Parse a size string ("1G", "512M", "4096"). Returns 0 on success. */
+int dv__parse_size(const char *s, int64_t *out);
+
+/* ---- pending-deallocation queue (pending.c) ---- */
+/* Every layer queues its destructors here (arrays their memory, streams
+ * and events themselves): the queue runs them and knows none of them. */
+typedef dv_status (*dv_dtor_fn)(dv_context *ctx, void *handle, void *aux);
+
+typedef struct dv_pending_entry {
+  dv_dtor_fn fn;
+  void *handle;
+  void *aux;
+  size_t bytes;
+} dv_pending_entry;
+
+typedef struct dv_pending_queue {
+  dv_pending_entry *items;
+  size_t count, cap, bytes;
+} dv_pending_queue;
+
+/* Queue a destructor (bytes: 0 for pinned memory, streams and events); may
+ * flush.  Returns the flush's first error, if any. */
+dv_status dv__defer_free(dv_context *ctx, dv_dtor_fn fn, void *handle, void *aux, size_t bytes);
+/* Flush the queue unless deferred. */
+dv_status dv__flush(dv_context *ctx);
+
+/* ---- statistics (stats.c) ---- */
+typedef enum dv_stat_kind {
+  DV_STAT_DEVICE, DV_STAT_PINNED, DV_STAT_MAPPED, DV_STAT_REGISTERED, DV_STAT_MANAGED,
+  DV_STAT_ARRAYS, DV_STAT_STAGING, DV_STAT_KINDS
+} dv_stat_kind;
+
+typedef struct dv_stats_state {
+  pthread_mutex_t lock;
+  dv_counter c[DV_STAT_KINDS];
+  uint64_t pending_peak, flushes, oom_retries, failed_frees;
+  _Atomic uint64_t copies, staged_copies, bytes_h2d, bytes_d2h, bytes_d2d;
+  _Atomic uint64_t staging_hits, staging_misses;
+} dv_stats_state;
+
+void dv__stats_init(dv_stats_state *s);
+void dv__stats_destroy(dv_stats_state *s);
+void dv__stats_add(dv_context *ctx, dv_stat_kind k, uint64_t n);
+void dv__stats_sub(dv_context *ctx, dv_stat_kind k, uint64_t n);
+
+/* ---- the context ---- */
+/* Parts that belong to the layers above, known here by name only. */
+typedef struct dv_backend dv_backend; /* backends/backend.h */
+typedef struct dv_staging dv_staging; /* memory/memory.h */
+
+/* Made and torn down by src/context/context.c; every layer reads it. */
+struct dv_context {
+  const dv_backend *be;
+  void *bst; /* backend state */
+  const char *backend_name; /* be->name, for the core, which reports it */
+  dv_optval opt[DV_OPT_COUNT];
+  dv_memory_manager mm; /* a copy of the table */
+  void *mm_state;
+  size_t total_memory; /* read once at creation (Numba reads it at initialize) */
+
+  pthread_mutex_t lock;     /* guards the queue and the defer count */
+  dv_pending_queue pending; /* memory, pinned memory, streams, events: one queue, as Numba's */
+  int defer_depth;
+
+  dv_stats_state stats;
+  dv_staging *staging; /* the pinned staging pool */
+  /* The default stream, and the driver's legacy and per-thread default
+   * streams (borrowed by the caller; see dv_context_legacy_stream). */
+  dv_stream *default_stream, *legacy_stream, *per_thread_stream;
+
+  _Atomic int64_t live_arrays, live_streams, live_events, live_scopes, live_allocs;
+  _Atomic int64_t live_modules; /* kernel modules (src/kernel) */
+};
+
+#endif

@@ -1,0 +1,53 @@
+/*
+ * The memory layer: device memory through the context's memory manager
+ * (manager.c, with the built-in direct manager and the pool, pool.c, both
+ * over the driver's own allocations, device.c), page-locked and registered
+ * host memory (hostmem.c) and the planner's pinned staging pool
+ * (staging.c).  Above the streams: the pool orders its reuse by stream.
+ */
+#ifndef DV_MEMORY_H
+#define DV_MEMORY_H
+
+#include "../backends/backend.h"
+#include "../core/core.h"
+#include "../stream/stream.h"
+
+/* ---- memory managers (manager.c, pool.c) ---- */
+extern const dv_memory_manager dv__mm_direct;
+extern const dv_memory_manager dv__mm_pool;
+/* The pool's JSON snapshot (pool.c). */
+dv_status dv__pool_snapshot(void *state, char *buf, size_t cap, size_t *needed);
+/* Device memory through the context's manager, with Numba's one
+ * flush-and-retry on out-of-memory. */
+dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, dv_block *out);
+
+/* ---- host memory (hostmem.c): the backend's, counted in the statistics ---- */
+/* Page-locked memory; with DV_HOSTMEM_MAPPED also device-addressable
+ * (*dev_buf, which may then be NULL only where the backend cannot map).
+ * Counted as mapped or pinned bytes by that flag. */
+dv_status dv__host_alloc(dv_context *ctx, size_t bytes, unsigned flags, void **handle, void **ptr,
+                         void **dev_buf);
+dv_status dv__host_free(dv_context *ctx, void *handle, size_t bytes, unsigned flags);
+/* Page-lock (and map) existing memory; counted as registered bytes. */
+dv_status dv__host_register(dv_context *ctx, void *ptr, size_t bytes, void **handle, void **dev_buf);
+dv_status dv__host_unregister(dv_context *ctx, void *handle, size_t bytes);
+
+/* ---- pinned staging pool (staging.c) ---- */
+#define DV_STAGING_CLASSES 16 /* 64 KiB .. 2 GiB */
+typedef struct dv_staging_buf {
+  void *ptr, *handle;
+  size_t size;
+  int cls;
+  struct dv_staging_buf *next;
+} dv_staging_buf;
+struct dv_staging {
+  pthread_mutex_t m;
+  dv_staging_buf *free[DV_STAGING_CLASSES];
+  size_t cached, reserved;
+};
+dv_status dv__staging_init(dv_context *ctx);
+dv_status dv__staging_get(dv_context *ctx, size_t bytes, dv_staging_buf **out);
+void dv__staging_put(dv_context *ctx, dv_staging_buf *b); /* safe from stream callbacks */
+void dv__staging_fini(dv_context *ctx);
+
+#endif
