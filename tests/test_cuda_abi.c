@@ -1,13 +1,18 @@
-/* devarray declares the CUDA driver types itself (src/backends/cuda/
- * cuda_driver.h) so that it builds without CUDA.  Where the toolkit's cuda.h
- * is present at build time, this test checks every declaration against it:
- * struct sizes and field offsets, enum values and flags. */
+/* devarray declares the CUDA driver and NVRTC types itself (src/backends/
+ * cuda/cuda_driver.h, nvrtc.h) so that it builds without CUDA.  Where the
+ * toolkit's cuda.h and nvrtc.h are present at build time, this test checks
+ * every declaration against them: struct sizes and field offsets, enum values
+ * and flags, and the prototype of every entry point devarray loads (each is
+ * redeclared with the toolkit's type names: a mismatch does not compile). */
 #include <cuda.h>
+#include <nvrtc.h>
 #include <stddef.h>
 #include <stdio.h>
 
+#include "backends/backend.h"
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/nvrtc.h"
 
 #define SAME_OFFSET(T1, T2, f) (offsetof(T1, f) == offsetof(T2, f))
 _Static_assert(sizeof(dv_CUDA_MEMCPY2D) == sizeof(CUDA_MEMCPY2D), "CUDA_MEMCPY2D size");
@@ -34,6 +39,89 @@ _Static_assert(DV_CU_MEMHOSTREGISTER_PORTABLE == CU_MEMHOSTREGISTER_PORTABLE && 
 _Static_assert(DV_CU_STREAM_NON_BLOCKING == CU_STREAM_NON_BLOCKING && DV_CU_EVENT_DISABLE_TIMING == CU_EVENT_DISABLE_TIMING, "flags");
 _Static_assert(DV_CU_MEM_ATTACH_GLOBAL == CU_MEM_ATTACH_GLOBAL && DV_CU_MEM_ATTACH_HOST == CU_MEM_ATTACH_HOST, "flags");
 
+/* Kernels: modules, functions, launch limits, JIT options, load errors. */
+_Static_assert(sizeof(dv_CUmodule) == sizeof(CUmodule) && sizeof(dv_CUfunction) == sizeof(CUfunction), "handles");
+_Static_assert(sizeof(dv_CUdevice_attribute) == sizeof(CUdevice_attribute), "enum size");
+_Static_assert(sizeof(dv_CUfunction_attribute) == sizeof(CUfunction_attribute), "enum size");
+_Static_assert(sizeof(dv_CUjit_option) == sizeof(CUjit_option), "enum size");
+_Static_assert(DV_CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK == CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "attr");
+_Static_assert(DV_CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X == CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, "attr");
+_Static_assert(DV_CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y == CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, "attr");
+_Static_assert(DV_CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z == CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, "attr");
+_Static_assert(DV_CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X == CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, "attr");
+_Static_assert(DV_CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y == CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, "attr");
+_Static_assert(DV_CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z == CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, "attr");
+_Static_assert(DV_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, "attr");
+_Static_assert(DV_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, "attr");
+_Static_assert(DV_CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY == CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, "attr");
+_Static_assert(DV_CU_DEVICE_ATTRIBUTE_WARP_SIZE == CU_DEVICE_ATTRIBUTE_WARP_SIZE, "attr");
+_Static_assert(DV_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "attr");
+_Static_assert(DV_CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "fattr");
+_Static_assert(DV_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES == CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, "fattr");
+_Static_assert(DV_CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES == CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, "fattr");
+_Static_assert(DV_CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES == CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, "fattr");
+_Static_assert(DV_CU_FUNC_ATTRIBUTE_NUM_REGS == CU_FUNC_ATTRIBUTE_NUM_REGS, "fattr");
+_Static_assert(DV_CU_FUNC_ATTRIBUTE_PTX_VERSION == CU_FUNC_ATTRIBUTE_PTX_VERSION, "fattr");
+_Static_assert(DV_CU_FUNC_ATTRIBUTE_BINARY_VERSION == CU_FUNC_ATTRIBUTE_BINARY_VERSION, "fattr");
+_Static_assert(DV_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, "fattr");
+_Static_assert(DV_CU_JIT_INFO_LOG_BUFFER == CU_JIT_INFO_LOG_BUFFER && DV_CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, "jit");
+_Static_assert(DV_CU_JIT_ERROR_LOG_BUFFER == CU_JIT_ERROR_LOG_BUFFER && DV_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, "jit");
+_Static_assert(DV_CU_JIT_LOG_VERBOSE == CU_JIT_LOG_VERBOSE, "jit");
+_Static_assert(DV_CUDA_ERROR_INVALID_IMAGE == CUDA_ERROR_INVALID_IMAGE && DV_CUDA_ERROR_NO_BINARY_FOR_GPU == CUDA_ERROR_NO_BINARY_FOR_GPU, "err");
+_Static_assert(DV_CUDA_ERROR_INVALID_PTX == CUDA_ERROR_INVALID_PTX && DV_CUDA_ERROR_UNSUPPORTED_PTX_VERSION == CUDA_ERROR_UNSUPPORTED_PTX_VERSION, "err");
+_Static_assert(DV_CUDA_ERROR_JIT_COMPILER_NOT_FOUND == CUDA_ERROR_JIT_COMPILER_NOT_FOUND && DV_CUDA_ERROR_NOT_FOUND == CUDA_ERROR_NOT_FOUND, "err");
+_Static_assert(DV_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "err");
+/* NVRTC. */
+_Static_assert(sizeof(dv_nvrtcResult) == sizeof(nvrtcResult) && sizeof(dv_nvrtcProgram) == sizeof(nvrtcProgram), "nvrtc");
+_Static_assert(DV_NVRTC_SUCCESS == NVRTC_SUCCESS && DV_NVRTC_ERROR_OUT_OF_MEMORY == NVRTC_ERROR_OUT_OF_MEMORY, "nvrtc");
+_Static_assert(DV_NVRTC_ERROR_INVALID_OPTION == NVRTC_ERROR_INVALID_OPTION && DV_NVRTC_ERROR_COMPILATION == NVRTC_ERROR_COMPILATION, "nvrtc");
+/* The kernel-side view (kernel.h's dv_kview, passed by value to CUDA kernels)
+ * has the layout the backend fills: 64-bit fields only. */
+_Static_assert(sizeof(dv_bkview) == 8 + 2 * 8 * DV_BKVIEW_MAXDIMS && offsetof(dv_bkview, strides) == 8 + 8 * DV_BKVIEW_MAXDIMS, "view");
+
+/* Every entry point, redeclared with the toolkit's types: the compiler
+ * rejects a redeclaration whose parameters or result differ from cuda.h's
+ * (and nvrtc.h's) prototype.  Names that cuda.h maps (cuMemAlloc ->
+ * cuMemAlloc_v2) are declared under the mapped name there, as here. */
+#define dv_CUresult CUresult
+#define dv_CUdevice CUdevice
+#define dv_CUdeviceptr CUdeviceptr
+#define dv_CUcontext CUcontext
+#define dv_CUstream CUstream
+#define dv_CUevent CUevent
+#define dv_CUmodule CUmodule
+#define dv_CUfunction CUfunction
+#define dv_CUhostFn CUhostFn
+#define dv_CUdevice_attribute CUdevice_attribute
+#define dv_CUfunction_attribute CUfunction_attribute
+#define dv_CUjit_option CUjit_option
+#define dv_CUDA_MEMCPY2D CUDA_MEMCPY2D
+#define dv_CUDA_MEMCPY3D CUDA_MEMCPY3D
+#define DV_CU(ret, name, params) extern ret CUDAAPI name params;
+#include "backends/cuda/cuda_symbols.def"
+#undef DV_CU
+#define dv_nvrtcResult nvrtcResult
+#define dv_nvrtcProgram nvrtcProgram
+#define DV_NVRTC(ret, name, params, optional) extern ret name params;
+#include "backends/cuda/nvrtc_symbols.def"
+#undef DV_NVRTC
+#undef dv_CUresult
+#undef dv_CUdevice
+#undef dv_CUdeviceptr
+#undef dv_CUcontext
+#undef dv_CUstream
+#undef dv_CUevent
+#undef dv_CUmodule
+#undef dv_CUfunction
+#undef dv_CUhostFn
+#undef dv_CUdevice_attribute
+#undef dv_CUfunction_attribute
+#undef dv_CUjit_option
+#undef dv_CUDA_MEMCPY2D
+#undef dv_CUDA_MEMCPY3D
+#undef dv_nvrtcResult
+#undef dv_nvrtcProgram
+
 #define F2(f) SAME_OFFSET(dv_CUDA_MEMCPY2D, CUDA_MEMCPY2D, f)
 #define F3(f) SAME_OFFSET(dv_CUDA_MEMCPY3D, CUDA_MEMCPY3D, f)
 
@@ -53,6 +141,9 @@ int main(void) {
        dv__cu_status(CUDA_ERROR_ILLEGAL_ADDRESS) == DV_ERR_DEVICE_LOST &&
        dv__cu_status(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) == DV_ERR_MISUSE &&
        dv__cu_status(CUDA_ERROR_UNKNOWN) == DV_ERR_DRIVER;
-  printf("CUDA driver declarations %s cuda.h (CUDA %d)\n", ok ? "match" : "DO NOT MATCH", CUDA_VERSION);
+  ok = ok && dv__cu_status(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES) == DV_ERR_LAUNCH_CONFIG &&
+       dv__cu_status(CUDA_ERROR_NOT_FOUND) == DV_ERR_INVALID_ARGUMENT;
+  printf("CUDA driver and NVRTC declarations %s cuda.h and nvrtc.h (CUDA %d)\n", ok ? "match" : "DO NOT MATCH",
+         CUDA_VERSION);
   return ok ? 0 : 1;
 }

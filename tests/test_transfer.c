@@ -168,6 +168,68 @@ static void test_device_slices(void **state) {
   }
 }
 
+/* Device views that take more than three levels of rows (sliced in four to
+ * six dimensions), to and from strided host views.  Backends with strided
+ * copies pack and unpack them on the device; others copy row by row.  The
+ * bytes between elements stay untouched on both sides. */
+static void test_deep_device_views(void **state) {
+  (void)state;
+  rnd_seed(4242);
+  for (int iter = 0; iter < 60; iter++) {
+    const dv_dtype *dt = dv_dtype_get(kTypes[rnd() % 5]);
+    size_t isz = dv_dtype_itemsize(dt);
+    int nd = (int)rnd_range(4, 6);
+    int64_t shape[6], n = 1;
+    for (int i = 0; i < nd; i++) shape[i] = rnd_range(2, 5), n *= shape[i];
+    unsigned char *h = malloc((size_t)n * isz), *back = malloc((size_t)n * isz);
+    fill_pattern(h, (size_t)n * isz, (unsigned)rnd());
+    dv_array *hh, *d;
+    assert_ok(dv_host_array_wrap(g_ctx, h, nd, shape, dt, NULL, &hh));
+    assert_ok(dv_to_device(g_ctx, hh, NULL, 1, NULL, &d));
+    dv_index idx[6];
+    for (int i = 0; i < nd; i++) {
+      int64_t step = rnd_range(1, 2) * ((rnd() & 1) ? -1 : 1);
+      idx[i] = DV_SLICE(rnd() % 3 ? DV_NONE : (step > 0 ? 1 : -2), DV_NONE, step);
+    }
+    dv_array *dv, *hv;
+    assert_ok(dv_array_slice(d, nd, idx, &dv));
+    assert_ok(dv_array_slice(hh, nd, idx, &hv));
+    const int64_t *vs = dv_array_shape(dv);
+    unsigned char *hp;
+    assert_ok(dv_array_host_data(hv, (void **)&hp));
+    /* D2H into a strided host view. */
+    view ov;
+    random_view(&ov, nd, vs, isz);
+    unsigned char *ob = malloc((size_t)ov.bytes + 1), *want = malloc((size_t)ov.bytes + 1);
+    fill_pattern(ob, (size_t)ov.bytes, (unsigned)rnd());
+    memcpy(want, ob, (size_t)ov.bytes);
+    ref_copy(want + ov.offset, ov.strides, hp, dv_array_strides(hv), vs, nd, isz);
+    dv_array *oh;
+    assert_ok(dv_host_array_wrap(g_ctx, ob + ov.offset, nd, vs, dt, ov.strides, &oh));
+    assert_ok(dv_copy_to_host(dv, oh, NULL, NULL));
+    if (memcmp(ob, want, (size_t)ov.bytes) != 0) fail_msg("D2H of a %d-d device view, %s", nd, dv_dtype_name(dt));
+    /* H2D from a strided host view, then the whole device array read back. */
+    view iv;
+    random_view(&iv, nd, vs, isz);
+    unsigned char *ib = malloc((size_t)iv.bytes + 1);
+    fill_pattern(ib, (size_t)iv.bytes, (unsigned)rnd());
+    dv_array *ih, *bk;
+    assert_ok(dv_host_array_wrap(g_ctx, ib + iv.offset, nd, vs, dt, iv.strides, &ih));
+    dv_stream *s = NULL;
+    if (iter % 2) assert_ok(dv_stream_create(g_ctx, 0, &s));
+    assert_ok(dv_copy_to_device(dv, ih, s));
+    assert_ok(dv_array_copy(hv, ih, NULL)); /* the same write on the host copy */
+    assert_ok(dv_host_array_wrap(g_ctx, back, nd, shape, dt, NULL, &bk));
+    assert_ok(dv_copy_to_host(d, bk, s, NULL));
+    if (s) assert_ok(dv_stream_synchronize(s));
+    if (memcmp(back, h, (size_t)n * isz) != 0) fail_msg("H2D into a %d-d device view, %s", nd, dv_dtype_name(dt));
+    dv_stream_release(s);
+    dv_array_release(bk), dv_array_release(ih), dv_array_release(oh);
+    dv_array_release(dv), dv_array_release(hv), dv_array_release(d), dv_array_release(hh);
+    free(h), free(back), free(ob), free(want), free(ib);
+  }
+}
+
 /* Numba issue #3553: copying a sliced device view into a host view must not
  * overwrite the host bytes between that view's rows. */
 static void test_no_gap_overwrite(void **state) {
@@ -675,7 +737,7 @@ int main(int argc, char **argv) {
       T(test_same_memory_copies),     T(test_same_memory_fallback),
       T(test_cross_context),
       T(test_every_dtype_contiguous), T(test_random_layouts), T(test_device_slices),
-      T(test_no_gap_overwrite),       T(test_broadcast_and_negative), T(test_to_device_forms),
+      T(test_deep_device_views),      T(test_no_gap_overwrite),       T(test_broadcast_and_negative), T(test_to_device_forms),
       T(test_like_and_f_order),       T(test_size0_and_0d),  T(test_items_and_memset),
       T(test_async_streams),          T(test_mismatch_errors),
   };

@@ -62,4 +62,9 @@ struct dv_module {
  * and scalars of that dtype are not supported in kernels. */
 const char *dv__kernel_ctype(dv_type_id id);
 
+/* The translation unit a build hands to the backend (dv__malloc'd; NULL
+ * when out of memory): the dialect header, the prelude, `#line 1`, the
+ * source. */
+char *dv__program_unit(const dv_program *p);
+
 #endif

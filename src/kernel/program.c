@@ -233,8 +233,9 @@ static void dv__sb_add(dv_sbuf *b, const char *fmt, ...) {
   }
 }
 
-/* The whole translation unit handed to the backend's compiler. */
-static char *dv__program_unit(const dv_program *p) {
+/* The whole translation unit handed to the backend's compiler (also used by
+ * tests/test_nvrtc.c, so that it compiles exactly what a build compiles). */
+char *dv__program_unit(const dv_program *p) {
   dv_sbuf b = {0};
   dv__sb_add(&b, "%s\n/* ---- devarray prelude: program %s ---- */\n", dv__kernel_header, p->name);
   for (size_t i = 0; i < p->ndefines; i++)

@@ -12,7 +12,11 @@
  *  4. Otherwise pack/unpack through host staging, every phase in stream
  *     order: device -> staging laid out in the device view's own order
  *     (rectangular copies), a CPU repack on the host (a stream callback),
- *     staging -> device (rectangular copies).  Host views are never copied
+ *     staging -> device (rectangular copies).  A device view that would take
+ *     more than one rectangular copy is packed (or unpacked) on the device
+ *     instead when the backend has copy_strided: a strided copy between the
+ *     view and a dense device temporary in the staging layout, and one
+ *     contiguous copy between the temporary and staging.  Host views are never copied
  *     by the device as a whole: the CPU reads or writes exactly their
  *     elements, so bytes between a host view's elements are never touched.
  *
@@ -208,15 +212,83 @@ static void dv__staging_strides(int nd, const int64_t *n, const int64_t *dvs, in
   }
 }
 
+/* A device temporary of the planner: freed through the pending queue, so
+ * that work queued on its stream is done with it first (as for arrays). */
+typedef struct dv_ptemp {
+  dv_block blk;
+  size_t bytes;
+  dv_stream *stream;
+} dv_ptemp;
+
+static dv_status dv__dtor_ptemp(dv_context *ctx, void *handle, void *aux) {
+  (void)aux;
+  dv_ptemp *t = handle;
+  dv_status rc = ctx->mm.free(ctx->mm_state, t->blk, t->bytes, t->stream);
+  dv__stats_sub(ctx, DV_STAT_DEVICE, t->bytes);
+  dv__stream_irelease(t->stream);
+  dv__free(t);
+  return rc;
+}
+
+/*
+ * Pack (or unpack) a device view on the device: the backend's strided copy
+ * between the view and a dense device temporary laid out as the staging
+ * buffer, and one contiguous copy between the temporary and staging.
+ * DV_ERR_NOT_SUPPORTED when that cannot be done (no memory for the
+ * temporary, a layout the backend's kernels refuse): the caller then uses
+ * rectangular copies.
+ */
+static dv_status dv__device_pack(dv_context *ctx, dv_stream *stream, dv_bstream *bs,
+                                 const dv_plan *p, dv_memref dev, char *stage, bool to_device) {
+  int64_t count = 1;
+  for (int i = 0; i < p->nd; i++) count *= p->n[i];
+  size_t bytes = (size_t)count * p->isz;
+  dv_ptemp *t = dv__calloc(1, sizeof *t);
+  if (!t) return DV_ERR_NOT_SUPPORTED;
+  if (dv__device_alloc(ctx, bytes, stream, &t->blk) != DV_OK) {
+    dv__log(DV_LOG_DEBUG, "device packing: no temporary of %zu bytes (%s); copying by rows", bytes,
+            dv_last_error());
+    dv__free(t);
+    return DV_ERR_NOT_SUPPORTED;
+  }
+  t->bytes = bytes;
+  if (stream && !stream->is_default) t->stream = dv__stream_iretain(stream);
+  dv__stats_add(ctx, DV_STAT_DEVICE, bytes);
+  dv_memref tmp = {.buf = t->blk.buf, .offset = t->blk.offset}, h = {.ptr = stage};
+  dv_strided c;
+  memset(&c, 0, sizeof c);
+  c.nd = p->nd;
+  c.itemsize = p->isz;
+  memcpy(c.shape, p->n, sizeof c.shape);
+  c.src = to_device ? tmp : dev;
+  c.dst = to_device ? dev : tmp;
+  memcpy(c.src_strides, to_device ? p->ss : p->ds, sizeof c.src_strides);
+  memcpy(c.dst_strides, to_device ? p->ds : p->ss, sizeof c.dst_strides);
+  dv_rect r;
+  memset(&r, 0, sizeof r);
+  r.src = to_device ? h : tmp;
+  r.dst = to_device ? tmp : h;
+  r.width = bytes;
+  r.height = r.depth = 1;
+  dv_status rc = DV_OK;
+  if (to_device) rc = ctx->be->copy_rect(ctx->bst, bs, &r);
+  if (!rc) rc = ctx->be->copy_strided(ctx->bst, bs, &c);
+  if (!rc && !to_device) rc = ctx->be->copy_rect(ctx->bst, bs, &r);
+  if (rc == DV_OK) atomic_fetch_add(&ctx->stats.copies, 2);
+  dv_status frc = dv__defer_free(ctx, dv__dtor_ptemp, t, NULL, bytes);
+  if (frc) dv__log(DV_LOG_ERROR, "releasing a packing temporary: %s", dv_last_error());
+  return rc;
+}
+
 /*
  * One device view <-> a dense host staging buffer in the device view's own
  * order.  dims: n[] and device strides dv[] (after the caller flipped
  * negative device strides); the staging strides st[] are computed here.
  * Issues rect copies (looping over dimensions beyond three levels).
  */
-static dv_status dv__device_staging(dv_context *ctx, dv_bstream *bs, int nd, const int64_t *n,
-                                    const int64_t *dvs, int64_t isz, dv_memref dev, char *stage,
-                                    bool to_device, int64_t *st) {
+static dv_status dv__device_staging(dv_context *ctx, dv_stream *stream, dv_bstream *bs, int nd,
+                                    const int64_t *n, const int64_t *dvs, int64_t isz,
+                                    dv_memref dev, char *stage, bool to_device, int64_t *st) {
   int perm[DV_MAXDIMS];
   dv__staging_strides(nd, n, dvs, isz, perm, st);
   /* Build a plan over the non-broadcast dims, device order, and merge. */
@@ -238,6 +310,10 @@ static dv_status dv__device_staging(dv_context *ctx, dv_bstream *bs, int nd, con
    * pitch): then one level fewer per rect, down to single rows. */
   int64_t isz64 = isz;
   int levels = (p.nd > 0 && p.ss[p.nd - 1] == isz64 && p.ds[p.nd - 1] == isz64) ? 3 : 2;
+  if (p.nd > levels && ctx->be->copy_strided) {
+    dv_status rc = dv__device_pack(ctx, stream, bs, &p, dev, stage, to_device);
+    if (rc != DV_ERR_NOT_SUPPORTED) return rc;
+  }
   for (;; levels--) {
     int outer = p.nd > levels ? p.nd - levels : 0;
     dv_plan q = p;
@@ -276,7 +352,7 @@ static dv_status dv__device_staging(dv_context *ctx, dv_bstream *bs, int nd, con
   }
 }
 
-static dv_status dv__staged(dv_context *ctx, dv_bstream *bs, const dv_view *dst,
+static dv_status dv__staged(dv_context *ctx, dv_stream *stream, dv_bstream *bs, const dv_view *dst,
                             const dv_view *src, const dv_plan *p0) {
   dv_plan p = *p0;
   int64_t isz = (int64_t)p.isz;
@@ -304,7 +380,7 @@ static dv_status dv__staged(dv_context *ctx, dv_bstream *bs, const dv_view *dst,
       dsv[i] = ss[i];
       if (ss[i] < 0) off += (p.n[i] - 1) * ss[i], dsv[i] = -ss[i];
     }
-    rc = dv__device_staging(ctx, bs, p.nd, p.n, dsv, isz, dv__ref(src, off), sa, false, sta);
+    rc = dv__device_staging(ctx, stream, bs, p.nd, p.n, dsv, isz, dv__ref(src, off), sa, false, sta);
     if (rc) goto fail;
     for (int i = 0; i < p.nd; i++)
       if (ss[i] < 0) sta[i] = -sta[i]; /* element 0 of the view sits at the far end */
@@ -361,7 +437,7 @@ static dv_status dv__staged(dv_context *ctx, dv_bstream *bs, const dv_view *dst,
   }
   if (!dh) {
     int64_t st2[DV_MAXDIMS];
-    rc = dv__device_staging(ctx, bs, p.nd, p.n, dsv, isz, dv__ref(dst, dev_off), sb, true, st2);
+    rc = dv__device_staging(ctx, stream, bs, p.nd, p.n, dsv, isz, dv__ref(dst, dev_off), sb, true, st2);
     if (rc) goto fail;
   }
   dv_free_list *fl = dv__malloc(sizeof *fl);
@@ -505,7 +581,7 @@ dv_status dv__transfer(dv_context *ctx, const dv_view *dst, const dv_view *src, 
     }
     if (rc != DV_ERR_NOT_SUPPORTED) return rc;
   }
-  return dv__staged(ctx, bs, dst, src, &p);
+  return dv__staged(ctx, stream, bs, dst, src, &p);
 }
 
 static void dv__free_pattern_cb(void *user, dv_status status) {

@@ -12,30 +12,21 @@
  *  - Copies: contiguous with cuMemcpy{HtoD,DtoH,DtoD}Async, rects with
  *    cuMemcpy2DAsync / cuMemcpy3DAsync (3-D needs slice pitches that are
  *    multiples of the row pitch, else the planner splits), host-to-host in
- *    stream order through cuLaunchHostFunc.  No strided-copy kernel yet: the
- *    planner stages through the host for layouts rects cannot express.
+ *    stream order through cuLaunchHostFunc.  Device-to-device layouts rects
+ *    cannot express run the built-in strided-copy kernels (cuda_kernel.c).
  *  - Pinned memory: cuMemHostAlloc (PORTABLE, DEVICEMAP, WRITECOMBINED
  *    honoured); registration: cuMemHostRegister; managed: cuMemAllocManaged.
  *  - Streams: cuStreamCreate (blocking or non-blocking); the legacy and
  *    per-thread default streams are the driver's handles 0x1 and 0x2.
+ *  - Kernels, native handles, foreign memory: cuda_kernel.c (NVRTC: nvrtc.c).
  */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/core.h"
-#include "../backend.h"
-#include "cuda_backend.h"
-#include "cuda_driver.h"
+#include "cuda_internal.h"
 
-typedef struct dv_cu_api {
-#define DV_CU(ret, name, params) ret(*name) params;
-#include "cuda_symbols.def"
-#undef DV_CU
-} dv_cu_api;
-
-static dv_cu_api cu;
 static void *cu_lib;
 static dv_status cu_load_status;
 static char cu_load_msg[512];
@@ -77,52 +68,6 @@ static dv_status cu_ensure(void) {
   return DV_OK;
 }
 
-dv_status dv__cu_status(int r) {
-  switch (r) {
-    case DV_CUDA_SUCCESS: return DV_OK;
-    case DV_CUDA_ERROR_OUT_OF_MEMORY: return DV_ERR_OUT_OF_MEMORY;
-    case DV_CUDA_ERROR_NOT_READY: return DV_ERR_NOT_READY;
-    case DV_CUDA_ERROR_INVALID_VALUE:
-    case DV_CUDA_ERROR_INVALID_HANDLE: return DV_ERR_INVALID_ARGUMENT;
-    case DV_CUDA_ERROR_NO_DEVICE:
-    case DV_CUDA_ERROR_INVALID_DEVICE: return DV_ERR_BACKEND_UNAVAILABLE;
-    case DV_CUDA_ERROR_DEINITIALIZED:
-    case DV_CUDA_ERROR_INVALID_CONTEXT:
-    case DV_CUDA_ERROR_ILLEGAL_ADDRESS:
-    case DV_CUDA_ERROR_LAUNCH_FAILED: return DV_ERR_DEVICE_LOST;
-    case DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED:
-    case DV_CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED: return DV_ERR_MISUSE;
-    case DV_CUDA_ERROR_NOT_SUPPORTED: return DV_ERR_NOT_SUPPORTED;
-    default: return DV_ERR_DRIVER;
-  }
-}
-
-/* A failed driver call: devarray's status, with the driver's name and code kept. */
-static dv_status cu_fail(dv_CUresult r, const char *what) {
-  const char *name = NULL, *text = NULL;
-  if (cu.cuGetErrorName) cu.cuGetErrorName(r, &name);
-  if (cu.cuGetErrorString) cu.cuGetErrorString(r, &text);
-  return dv__error(dv__cu_status(r), "CUDA %s failed: %s (%d): %s", what, name ? name : "CUDA_ERROR_UNKNOWN", r,
-                   text ? text : "");
-}
-#define CU_TRY(call, what)                            \
-  do {                                                \
-    dv_CUresult r_ = (call);                          \
-    if (r_ != DV_CUDA_SUCCESS) return cu_fail(r_, what); \
-  } while (0)
-
-typedef struct cu_state {
-  dv_CUdevice dev;
-  int ordinal;
-  dv_CUcontext ctx;
-  dv_device_info info;
-} cu_state;
-
-struct dv_bstream {
-  dv_CUstream s;
-  bool builtin; /* legacy / per-thread: never destroyed */
-};
-
 struct dv_bevent {
   dv_CUevent e;
   unsigned flags;
@@ -130,21 +75,6 @@ struct dv_bevent {
 };
 
 static dv_bstream cu_legacy = {DV_CU_STREAM_LEGACY, true}, cu_per_thread = {DV_CU_STREAM_PER_THREAD, true};
-
-/* Make the context current on this thread (cheap when it already is). */
-static dv_status cu_enter(cu_state *st) {
-  dv_CUcontext cur = NULL;
-  if (cu.cuCtxGetCurrent(&cur) == DV_CUDA_SUCCESS && cur == st->ctx) return DV_OK;
-  CU_TRY(cu.cuCtxSetCurrent(st->ctx), "cuCtxSetCurrent");
-  return DV_OK;
-}
-#define CU_ENTER(st)               \
-  do {                             \
-    dv_status e_ = cu_enter(st);   \
-    if (e_) return e_;             \
-  } while (0)
-
-static dv_CUdeviceptr cu_ptr(dv_memref r) { return (dv_CUdeviceptr)(uintptr_t)r.buf + r.offset; }
 
 /* ---- probe, open, close ----------------------------------------------------------- */
 
@@ -229,6 +159,11 @@ static dv_status cub_open(const dv_backend_config *cfg, void **state) {
     return rc;
   }
   cu_fill_info(st);
+  if ((rc = dv__cu_kernel_open(st, cfg)) != DV_OK) {
+    cu.cuDevicePrimaryCtxRelease_v2(st->dev);
+    dv__free(st);
+    return rc;
+  }
   *state = st;
   return DV_OK;
 }
@@ -236,6 +171,7 @@ static dv_status cub_open(const dv_backend_config *cfg, void **state) {
 static void cub_close(void *state) {
   cu_state *st = state;
   if (cu_enter(st) == DV_OK) cu.cuCtxSynchronize();
+  dv__cu_kernel_close(st);
   cu.cuDevicePrimaryCtxRelease_v2(st->dev);
   dv__free(st);
 }
@@ -564,7 +500,7 @@ const dv_backend dv__backend_cuda = {
     .host_register = cub_host_register,
     .host_unregister = cub_host_unregister,
     .copy_rect = cub_copy_rect,
-    .copy_strided = NULL,
+    .copy_strided = dv__cub_copy_strided,
     .memset = cub_memset,
     .stream_create = cub_stream_create,
     .stream_destroy = cub_stream_destroy,
@@ -580,4 +516,18 @@ const dv_backend dv__backend_cuda = {
     .event_elapsed = cub_event_elapsed,
     .managed_alloc = cub_managed_alloc,
     .stream_builtin = cub_stream_builtin,
+    .kernel_limits = dv__cub_kernel_limits,
+    .kernel_target_id = dv__cub_kernel_target_id,
+    .module_build = dv__cub_module_build,
+    .module_load = dv__cub_module_load,
+    .module_unload = dv__cub_module_unload,
+    .kernel_get = dv__cub_kernel_get,
+    .kernel_attrs = dv__cub_kernel_attrs,
+    .constant_write = dv__cub_constant_write,
+    .launch = dv__cub_launch,
+    .native_context = dv__cub_native_context,
+    .native_stream = dv__cub_native_stream,
+    .native_buffer = dv__cub_native_buffer,
+    .buffer_wrap = dv__cub_buffer_wrap,
+    .buffer_unwrap = dv__cub_buffer_unwrap,
 };

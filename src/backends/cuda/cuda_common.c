@@ -1,0 +1,50 @@
+/*
+ * What both files of the CUDA backend use (cuda.c: devices, memory, copies,
+ * streams, the table; cuda_kernel.c: kernels, native handles, the copy
+ * kernels): the driver's entry points (filled by cuda.c's loader), CUDA
+ * errors as devarray statuses, and making a context current.  A file of its
+ * own so that the two above call down into it and never each other in a
+ * circle (scripts/check-layers).
+ */
+#include "cuda_internal.h"
+
+dv_cu_api dv__cu;
+
+dv_status dv__cu_status(int r) {
+  switch (r) {
+    case DV_CUDA_SUCCESS: return DV_OK;
+    case DV_CUDA_ERROR_OUT_OF_MEMORY: return DV_ERR_OUT_OF_MEMORY;
+    case DV_CUDA_ERROR_NOT_READY: return DV_ERR_NOT_READY;
+    case DV_CUDA_ERROR_INVALID_VALUE:
+    case DV_CUDA_ERROR_INVALID_HANDLE: return DV_ERR_INVALID_ARGUMENT;
+    case DV_CUDA_ERROR_NO_DEVICE:
+    case DV_CUDA_ERROR_INVALID_DEVICE: return DV_ERR_BACKEND_UNAVAILABLE;
+    case DV_CUDA_ERROR_DEINITIALIZED:
+    case DV_CUDA_ERROR_INVALID_CONTEXT:
+    case DV_CUDA_ERROR_ILLEGAL_ADDRESS:
+    case DV_CUDA_ERROR_LAUNCH_FAILED: return DV_ERR_DEVICE_LOST;
+    case DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED:
+    case DV_CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED: return DV_ERR_MISUSE;
+    case DV_CUDA_ERROR_NOT_SUPPORTED: return DV_ERR_NOT_SUPPORTED;
+    case DV_CUDA_ERROR_NOT_FOUND: return DV_ERR_INVALID_ARGUMENT;
+    case DV_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: return DV_ERR_LAUNCH_CONFIG;
+    default: return DV_ERR_DRIVER;
+  }
+}
+
+/* A failed driver call: devarray's status, with the driver's name and code kept. */
+dv_status dv__cu_fail(dv_CUresult r, const char *what) {
+  const char *name = NULL, *text = NULL;
+  if (cu.cuGetErrorName) cu.cuGetErrorName(r, &name);
+  if (cu.cuGetErrorString) cu.cuGetErrorString(r, &text);
+  return dv__error(dv__cu_status(r), "CUDA %s failed: %s (%d): %s", what, name ? name : "CUDA_ERROR_UNKNOWN", r,
+                   text ? text : "");
+}
+
+/* Make the context current on this thread (cheap when it already is). */
+dv_status dv__cu_enter(cu_state *st) {
+  dv_CUcontext cur = NULL;
+  if (cu.cuCtxGetCurrent(&cur) == DV_CUDA_SUCCESS && cur == st->ctx) return DV_OK;
+  CU_TRY(cu.cuCtxSetCurrent(st->ctx), "cuCtxSetCurrent");
+  return DV_OK;
+}

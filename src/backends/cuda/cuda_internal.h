@@ -1,0 +1,123 @@
+/*
+ * What the CUDA backend's files share: the driver's entry points, the
+ * per-context state, streams, and the error helpers.  cuda.c holds memory,
+ * copies, streams, events and the backend table; cuda_kernel.c kernels,
+ * native handles and the strided-copy kernels; cuda_common.c, below both,
+ * the entry points and the helpers; nvrtc.c the run-time compiler.
+ */
+#ifndef DV_CUDA_INTERNAL_H
+#define DV_CUDA_INTERNAL_H
+
+#include "../../core/core.h"
+#include "../backend.h"
+#include "cuda_backend.h"
+#include "cuda_driver.h"
+
+typedef struct dv_cu_api {
+#define DV_CU(ret, name, params) ret(*name) params;
+#include "cuda_symbols.def"
+#undef DV_CU
+} dv_cu_api;
+
+/* The driver's entry points (cuda_common.c; filled once by cuda.c's loader). */
+extern dv_cu_api dv__cu;
+#define cu dv__cu
+
+typedef struct cu_state {
+  dv_CUdevice dev;
+  int ordinal;
+  dv_CUcontext ctx;
+  dv_device_info info;
+  /* Kernels (cuda_kernel.c). */
+  char *nvrtc_library; /* the option's value ("": search) */
+  dv_klimits klimits;
+  int driver_version;
+  int sm_count;
+  pthread_mutex_t copy_lock;
+  int copy_state; /* built-in copy kernels: 0 not loaded yet, 1 loaded, -1 unusable */
+  dv_CUmodule copy_module;
+  dv_CUfunction copy_fn[5][2]; /* 1-, 2-, 4-, 8-, 16-byte words; 32-, 64-bit indices */
+} cu_state;
+
+struct dv_bstream {
+  dv_CUstream s;
+  bool builtin; /* legacy / per-thread: never destroyed */
+};
+
+/* A failed driver call: devarray's status, with the driver's name and code kept. */
+dv_status dv__cu_fail(dv_CUresult r, const char *what);
+/* Make the context current on this thread (cheap when it already is). */
+dv_status dv__cu_enter(cu_state *st);
+#define cu_fail dv__cu_fail
+#define cu_enter dv__cu_enter
+
+#define CU_TRY(call, what)                                 \
+  do {                                                     \
+    dv_CUresult r_ = (call);                               \
+    if (r_ != DV_CUDA_SUCCESS) return cu_fail(r_, what);   \
+  } while (0)
+#define CU_ENTER(st)             \
+  do {                           \
+    dv_status e_ = cu_enter(st); \
+    if (e_) return e_;           \
+  } while (0)
+
+static inline dv_CUdeviceptr cu_ptr(dv_memref r) {
+  return (dv_CUdeviceptr)(uintptr_t)r.buf + r.offset;
+}
+
+/* cuda_kernel.c: per-context kernel state, set up by open and torn down by close. */
+dv_status dv__cu_kernel_open(cu_state *st, const dv_backend_config *cfg);
+void dv__cu_kernel_close(cu_state *st);
+
+/* The version-3 methods and the strided copy (cuda_kernel.c). */
+dv_status dv__cub_kernel_limits(void *state, dv_klimits *out);
+dv_status dv__cub_kernel_target_id(void *state, char *buf, size_t cap);
+dv_status dv__cub_module_build(void *state, const dv_build_req *req, dv_bmodule **out,
+                               void **image, size_t *image_size, char **log);
+dv_status dv__cub_module_load(void *state, const dv_build_req *req, const void *image,
+                              size_t image_size, dv_bmodule **out, char **log);
+dv_status dv__cub_module_unload(void *state, dv_bmodule *m);
+dv_status dv__cub_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel **out);
+dv_status dv__cub_kernel_attrs(void *state, dv_bkernel *k, dv_kernel_attrs *out);
+dv_status dv__cub_constant_write(void *state, dv_bmodule *m, dv_bstream *s, size_t offset,
+                                 dv_memref src, size_t bytes);
+dv_status dv__cub_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_blaunch *l);
+dv_status dv__cub_native_context(void *state, void **context, void **device);
+dv_status dv__cub_native_stream(void *state, dv_bstream *s, void **handle);
+dv_status dv__cub_native_buffer(void *state, void *buf, void **native);
+dv_status dv__cub_buffer_wrap(void *state, void *native, size_t bytes, void **buf);
+dv_status dv__cub_buffer_unwrap(void *state, void *buf);
+dv_status dv__cub_copy_strided(void *state, dv_bstream *s, const dv_strided *c);
+
+/*
+ * A strided copy as the built-in copy kernels take it (src/kernel/
+ * copy_kernels.dvk): the widest word (1, 2, 4, 8 or 16 bytes; word_index
+ * 0..4) dividing the item size, both start addresses and every stride; the
+ * views in words (extents of 1 dropped, an item of several words adds an
+ * innermost dimension, dimensions contiguous on both sides merged); the
+ * number of words and whether it needs 64-bit indices.  False when the
+ * kernels cannot do it (more than 8 dimensions left, a negative shape): the
+ * planner then stages.
+ */
+typedef struct dv_cu_copy_plan {
+  size_t word;
+  int word_index;
+  int wide_index; /* 1: the _i64 kernels (2^31 words or more) */
+  int64_t count;
+  dv_bkview dst, src;
+} dv_cu_copy_plan;
+bool dv__cu_copy_plan(const dv_strided *c, uint64_t src_addr, uint64_t dst_addr, dv_cu_copy_plan *p);
+
+/*
+ * The compiled image devarray keeps in its module cache: a 16-byte header
+ * ("DVCUMOD1", then "CUBIN" or "PTX", NUL-padded to 8 bytes) and the bytes
+ * cuModuleLoadData takes (PTX with its terminating NUL).  Unpack refuses
+ * anything else with DV_ERR_INVALID_ARGUMENT.
+ */
+dv_status dv__cu_image_pack(const void *data, size_t size, int is_ptx, void **image,
+                            size_t *image_size);
+dv_status dv__cu_image_unpack(const void *image, size_t image_size, const void **data,
+                              size_t *size, int *is_ptx);
+
+#endif

@@ -1,0 +1,346 @@
+/*
+ * CUDA kernels compiled without a GPU: every kernel source of the repository
+ * (tests/kernels/*.dvk, examples/*.dvk, src/kernel/*.dvk, listed when CMake
+ * configures) goes through devarray's own NVRTC path, white-box: the same
+ * translation unit a build assembles (dv__program_unit), the same options,
+ * the target the backend picks for an sm_90 device.  Also: compile errors
+ * with their line, a missing NVRTC, the choice between CUBIN and PTX, the
+ * constant buffer, and the image devarray caches.  Skipped (77), naming
+ * NVRTC, where libnvrtc cannot be loaded.
+ */
+#define _GNU_SOURCE /* memmem */
+#include <ctype.h>
+
+#include "common.h"
+#include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/nvrtc.h"
+#include "kernel/kernel_internal.h"
+#include "nvrtc_sources.h" /* generated: const char *const dv_test_kernel_sources[] */
+
+static const dv_nvrtc *g_nv;
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) fail_msg("cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)n + 1);
+  assert_non_null(s);
+  assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
+  s[n] = 0;
+  fclose(f);
+  return s;
+}
+
+static const char *base_name(const char *path) {
+  const char *b = strrchr(path, '/');
+  return b ? b + 1 : path;
+}
+
+/* What a source needs from its host program: defines and constant arrays. */
+typedef struct ksetup {
+  const char *file;
+  const char *defines[4];            /* "NAME=VALUE" */
+  struct { const char *name; dv_type_id type; int64_t n; } consts[3];
+  const char *must_fail_at;          /* a compile error expected at "file(line)" */
+  int required;                      /* the source does not compile without this */
+} ksetup;
+
+static const ksetup g_setups[] = {
+    {"constant.dvk", {"NIDX=5"}, {{"coef", DV_FLOAT32, 8}, {"idx", DV_INT32, 5}}, NULL, 1},
+    {"constant_memory.dvk", {"NCOEF=4"}, {{"coef", DV_FLOAT32, 4}}, NULL, 1},
+    {"dialect.dvk", {NULL}, {{"ctab", DV_FLOAT32, 4}}, NULL, 1},
+    {"error.dvk", {NULL}, {{NULL}}, "error.dvk(4)", 1},
+    /* Variants the tests build (the plain source is compiled too). */
+    {"reverse.dvk", {"NO_SYNC"}, {{NULL}}, NULL, 0},
+    {"reverse.dvk", {"USE_SYNCTHREADS", "SCOPE=DV_FENCE_LOCAL"}, {{NULL}}, NULL, 0},
+    {"matmul.dvk", {"TPB=32"}, {{NULL}}, NULL, 0},
+};
+
+/* The program as the kernel layer holds it (on a host context: only its
+ * source assembly is used), then the unit a build would compile. */
+static char *assemble(dv_context *ctx, const char *name, const char *source, const ksetup *su) {
+  dv_program *p = NULL;
+  assert_ok(dv_program_create(ctx, name, source, &p));
+  for (int i = 0; su && i < 4 && su->defines[i]; i++) {
+    char def[128];
+    snprintf(def, sizeof def, "%s", su->defines[i]);
+    char *eq = strchr(def, '=');
+    if (eq) *eq = 0;
+    assert_ok(dv_program_define(p, def, eq ? eq + 1 : NULL));
+  }
+  for (int i = 0; su && i < 3 && su->consts[i].name; i++) {
+    int64_t n = su->consts[i].n;
+    static double zeros[64]; /* the values do not matter for compiling */
+    assert_true((size_t)n * dv_dtype_itemsize(dv_dtype_get(su->consts[i].type)) <= sizeof zeros);
+    dv_array *h = NULL;
+    assert_ok(dv_host_array_wrap(ctx, zeros, 1, &n, dv_dtype_get(su->consts[i].type), NULL, &h));
+    assert_ok(dv_program_constant(p, su->consts[i].name, h));
+    dv_array_release(h);
+  }
+  char *unit = dv__program_unit(p);
+  assert_non_null(unit);
+  dv_program_destroy(p);
+  return unit;
+}
+
+static bool is_elf(const dv_nvrtc_out *o) {
+  return o->size > 4 && memcmp(o->image, "\x7f" "ELF", 4) == 0;
+}
+
+/* Compile for the sm_90 target the backend would choose: a CUBIN. */
+static void compile_one(dv_context *ctx, const char *path, const ksetup *su) {
+  char *src = read_file(path);
+  const char *name = base_name(path);
+  char *unit = assemble(ctx, name, src, su);
+  free(src);
+  char arch[32];
+  int is_ptx = -1;
+  assert_ok(dv__nvrtc_target(g_nv, 90, arch, sizeof arch, &is_ptx));
+  dv_nvrtc_out o;
+  dv_status rc = dv__nvrtc_compile(g_nv, name, unit, arch, 0, "", &o);
+  if (su && su->must_fail_at) {
+    if (rc != DV_ERR_COMPILE) fail_msg("%s compiled, but should fail at %s", name, su->must_fail_at);
+    assert_non_null(o.log);
+    if (!strstr(o.log, su->must_fail_at)) fail_msg("%s: the log lacks %s:\n%s", name, su->must_fail_at, o.log);
+    assert_null(o.image);
+    print_message("[   ok   ] %-22s fails as expected at %s\n", name, su->must_fail_at);
+  } else {
+    if (rc != DV_OK)
+      fail_msg("%s (defines %s) does not compile for %s: %s\n%s\n(a new source that needs defines or "
+               "constant arrays: add it to g_setups in tests/test_nvrtc.c)",
+               name, su && su->defines[0] ? su->defines[0] : "none", arch, dv_last_error(),
+               o.log ? o.log : "(no log)");
+    assert_int_equal(o.is_ptx, 0);
+    assert_true(is_elf(&o));
+    print_message("[   ok   ] %-22s %-30s %s CUBIN %zu bytes\n", name,
+                  su && su->defines[0] ? su->defines[0] : "", arch, o.size);
+  }
+  dv__nvrtc_out_free(&o);
+  free(unit);
+}
+
+static void test_every_kernel_source(void **state) {
+  (void)state;
+  dv_context *ctx = NULL;
+  assert_ok(test_context(&ctx, NULL));
+  size_t n = 0;
+  for (const char *const *p = dv_test_kernel_sources; *p; p++, n++) {
+    const char *name = base_name(*p);
+    int variants = 0;
+    for (size_t i = 0; i < sizeof g_setups / sizeof *g_setups; i++)
+      if (strcmp(g_setups[i].file, name) == 0) {
+        compile_one(ctx, *p, &g_setups[i]);
+        variants++;
+      }
+    /* Sources listed only for variants (defines) also compile as they stand;
+     * those that need constant arrays or fail on purpose do not. */
+    bool needs_setup = false;
+    for (size_t i = 0; i < sizeof g_setups / sizeof *g_setups; i++)
+      if (strcmp(g_setups[i].file, name) == 0 &&
+          (g_setups[i].consts[0].name || g_setups[i].must_fail_at || g_setups[i].required))
+        needs_setup = true;
+    if (!variants || !needs_setup) compile_one(ctx, *p, NULL);
+  }
+  /* The list comes from a glob: it must have found the repository's kernels. */
+  assert_true(n >= 3);
+  assert_ok(dv_context_destroy(ctx));
+}
+
+/* Debug builds (-G -lineinfo), PTX for a virtual architecture, and the
+ * constant buffer the prelude declares, visible by name in the PTX. */
+static void test_debug_ptx_and_constants(void **state) {
+  (void)state;
+  dv_context *ctx = NULL;
+  assert_ok(test_context(&ctx, NULL));
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/kernels/dialect.dvk", DV_TEST_SOURCE_DIR);
+  char *src = read_file(path);
+  const ksetup *su = NULL;
+  for (size_t i = 0; i < sizeof g_setups / sizeof *g_setups; i++)
+    if (strcmp(g_setups[i].file, "dialect.dvk") == 0) su = &g_setups[i];
+  char *unit = assemble(ctx, "dialect.dvk", src, su);
+  free(src);
+  dv_nvrtc_out o;
+  assert_ok(dv__nvrtc_compile(g_nv, "dialect.dvk", unit, "sm_90", DV_BUILD_DEBUG, "", &o));
+  assert_true(is_elf(&o));
+  /* The CUBIN's symbol table names the constant buffer (a module-local
+   * symbol, as nvcc's own __constant__ variables that cudaMemcpyToSymbol
+   * finds through the driver). */
+  assert_non_null(memmem(o.image, o.size, "dv__cbuf", 9));
+  dv__nvrtc_out_free(&o);
+  assert_ok(dv__nvrtc_compile(g_nv, "dialect.dvk", unit, "compute_90", 0, "-DEXTRA=1  -lineinfo ", &o));
+  assert_int_equal(o.is_ptx, 1);
+  const char *ptx = o.image;
+  assert_true(strlen(ptx) + 1 == o.size);
+  assert_non_null(strstr(ptx, ".version"));
+  assert_non_null(strstr(ptx, ".target sm_90"));
+  /* The kernels keep their C names (extern "C") ... */
+  assert_non_null(strstr(ptx, ".entry dialect_all("));
+  assert_non_null(strstr(ptx, ".entry dialect_views("));
+  /* ... and the constant buffer its own, for cuModuleGetGlobal. */
+  const char *cb = strstr(ptx, ".const .align 16 .b8 dv__cbuf[16]");
+  if (!cb) fail_msg("no 16-byte-aligned constant buffer dv__cbuf[16] in the PTX");
+  /* Kernels read it with constant loads. */
+  assert_non_null(strstr(ptx, "ld.const"));
+  dv__nvrtc_out_free(&o);
+  free(unit);
+  assert_ok(dv_context_destroy(ctx));
+}
+
+/* A compile error: DV_ERR_COMPILE, the log names the program and its line
+ * (counted in the user's source, after the prelude), no image. */
+static void test_compile_error_line(void **state) {
+  (void)state;
+  dv_context *ctx = NULL;
+  assert_ok(test_context(&ctx, NULL));
+  const char *src = "/* 1 */\n/* 2 */\nDV_KERNEL(k, int n) {\n  n += nope;\n}\n";
+  char *unit = assemble(ctx, "broken.dvk", src, NULL);
+  dv_nvrtc_out o;
+  assert_status(dv__nvrtc_compile(g_nv, "broken.dvk", unit, "sm_90", 0, "", &o), DV_ERR_COMPILE);
+  assert_non_null(o.log);
+  if (!strstr(o.log, "broken.dvk(4)")) fail_msg("log without broken.dvk(4):\n%s", o.log);
+  assert_non_null(strstr(o.log, "nope"));
+  assert_null(o.image);
+  assert_int_equal(o.size, 0);
+  dv__nvrtc_out_free(&o);
+  /* An option NVRTC rejects is a compile error whose log names it. */
+  const char *ok = "DV_KERNEL(k, int n) { (void)n; }\n";
+  char *unit2 = assemble(ctx, "opt.dvk", ok, NULL);
+  assert_status(dv__nvrtc_compile(g_nv, "opt.dvk", unit2, "sm_90", 0, "--no-such-option", &o),
+                DV_ERR_COMPILE);
+  assert_non_null(o.log);
+  assert_non_null(strstr(o.log, "--no-such-option"));
+  dv__nvrtc_out_free(&o);
+  /* The user's options reach NVRTC (a define the source requires). */
+  const char *needs = "#ifndef NEED\n#error NEED is not defined\n#endif\nDV_KERNEL(k, int n) { (void)n; }\n";
+  char *unit3 = assemble(ctx, "need.dvk", needs, NULL);
+  assert_status(dv__nvrtc_compile(g_nv, "need.dvk", unit3, "sm_90", 0, "", &o), DV_ERR_COMPILE);
+  assert_non_null(strstr(o.log, "NEED is not defined"));
+  dv__nvrtc_out_free(&o);
+  assert_ok(dv__nvrtc_compile(g_nv, "need.dvk", unit3, "sm_90", 0, " -DNEED=1\t-lineinfo", &o));
+  assert_true(is_elf(&o));
+  dv__nvrtc_out_free(&o);
+  free(unit);
+  free(unit2);
+  free(unit3);
+  assert_ok(dv_context_destroy(ctx));
+}
+
+/* CUBIN for an architecture NVRTC has, PTX of NVRTC's newest for a newer
+ * device, an error for a device older than all of them. */
+static void test_target_choice(void **state) {
+  (void)state;
+  char arch[32];
+  int ptx = -1;
+  assert_ok(dv__nvrtc_target(g_nv, 90, arch, sizeof arch, &ptx));
+  assert_string_equal(arch, "sm_90");
+  assert_int_equal(ptx, 0);
+  if (g_nv->narchs == 0) {
+    print_message("[ info ] NVRTC %d.%d cannot list its architectures\n", g_nv->major, g_nv->minor);
+    return;
+  }
+  int lo = g_nv->archs[0], hi = g_nv->archs[g_nv->narchs - 1];
+  char want[32];
+  assert_ok(dv__nvrtc_target(g_nv, hi + 10, arch, sizeof arch, &ptx));
+  snprintf(want, sizeof want, "compute_%d", hi);
+  assert_string_equal(arch, want);
+  assert_int_equal(ptx, 1);
+  assert_ok(dv__nvrtc_target(g_nv, lo, arch, sizeof arch, &ptx));
+  snprintf(want, sizeof want, "sm_%d", lo);
+  assert_string_equal(arch, want);
+  assert_int_equal(ptx, 0);
+  if (lo > 10) {
+    assert_status(dv__nvrtc_target(g_nv, lo - 1, arch, sizeof arch, &ptx), DV_ERR_NO_COMPILER);
+    assert_non_null(strstr(dv_last_error(), "NVRTC"));
+  }
+  /* Between two listed architectures: PTX of the one below. */
+  for (int i = 0; i + 1 < g_nv->narchs; i++)
+    if (g_nv->archs[i + 1] - g_nv->archs[i] > 1) {
+      assert_ok(dv__nvrtc_target(g_nv, g_nv->archs[i] + 1, arch, sizeof arch, &ptx));
+      snprintf(want, sizeof want, "compute_%d", g_nv->archs[i]);
+      assert_string_equal(arch, want);
+      assert_int_equal(ptx, 1);
+      break;
+    }
+  /* What the CUBIN compile gives, PTX gives too (for the newer device). */
+  dv_context *ctx = NULL;
+  assert_ok(test_context(&ctx, NULL));
+  char *unit = assemble(ctx, "p.dvk", "DV_KERNEL(k, DV_ARRAY(float, x)) { DV_BIND(float, x); x[0] = 1; }", NULL);
+  assert_ok(dv__nvrtc_target(g_nv, hi + 10, arch, sizeof arch, &ptx));
+  dv_nvrtc_out o;
+  assert_ok(dv__nvrtc_compile(g_nv, "p.dvk", unit, arch, 0, "", &o));
+  assert_int_equal(o.is_ptx, 1);
+  assert_non_null(strstr(o.image, ".entry k("));
+  dv__nvrtc_out_free(&o);
+  free(unit);
+  assert_ok(dv_context_destroy(ctx));
+}
+
+/* A library that is not there: DV_ERR_NO_COMPILER naming what was tried. */
+static void test_missing_library(void **state) {
+  (void)state;
+  const dv_nvrtc *nv = (const dv_nvrtc *)state;
+  assert_status(dv__nvrtc_load("/nonexistent/libnvrtc.so", &nv), DV_ERR_NO_COMPILER);
+  assert_null(nv);
+  const char *msg = dv_last_error();
+  assert_non_null(strstr(msg, "NVRTC not found"));
+  assert_non_null(strstr(msg, "/nonexistent/libnvrtc.so"));
+  assert_non_null(strstr(msg, "No such file")); /* dlerror's reason */
+  /* A library that is not NVRTC: the missing entry point is named. */
+  assert_status(dv__nvrtc_load("libm.so.6", &nv), DV_ERR_NO_COMPILER);
+  assert_non_null(strstr(dv_last_error(), "nvrtc"));
+  /* The default search loads once: the same record twice. */
+  const dv_nvrtc *a = NULL, *b = NULL;
+  assert_ok(dv__nvrtc_load("", &a));
+  assert_ok(dv__nvrtc_load(NULL, &b));
+  assert_ptr_equal(a, b);
+}
+
+/* The image kept in the cache: a marker saying CUBIN or PTX, then the bytes. */
+static void test_cache_image(void **state) {
+  (void)state;
+  const char cubin[] = "\x7f" "ELF rest of a cubin";
+  void *img = NULL;
+  size_t n = 0;
+  assert_ok(dv__cu_image_pack(cubin, sizeof cubin - 1, 0, &img, &n));
+  const void *payload = NULL;
+  size_t psz = 0;
+  int is_ptx = -1;
+  assert_ok(dv__cu_image_unpack(img, n, &payload, &psz, &is_ptx));
+  assert_int_equal(is_ptx, 0);
+  assert_int_equal(psz, sizeof cubin - 1);
+  assert_memory_equal(payload, cubin, psz);
+  /* Damaged or foreign images are refused, never loaded. */
+  ((char *)img)[0] ^= 1;
+  assert_status(dv__cu_image_unpack(img, n, &payload, &psz, &is_ptx), DV_ERR_INVALID_ARGUMENT);
+  assert_status(dv__cu_image_unpack(img, 3, &payload, &psz, &is_ptx), DV_ERR_INVALID_ARGUMENT);
+  free(img);
+  const char ptx[] = "//\n.version 9.0\n.target sm_90\n";
+  assert_ok(dv__cu_image_pack(ptx, sizeof ptx, 1, &img, &n)); /* PTX with its NUL */
+  assert_ok(dv__cu_image_unpack(img, n, &payload, &psz, &is_ptx));
+  assert_int_equal(is_ptx, 1);
+  assert_string_equal(payload, ptx);
+  /* PTX must end in its NUL (cuModuleLoadData reads a C string). */
+  assert_status(dv__cu_image_unpack(img, n - 1, &payload, &psz, &is_ptx), DV_ERR_INVALID_ARGUMENT);
+  free(img);
+}
+
+int main(void) {
+  dv_status rc = dv__nvrtc_load(getenv("DV_NVRTC_LIBRARY"), &g_nv);
+  if (rc) {
+    printf("nvrtc: skipped: NVRTC cannot be loaded here (%s): %s\n", dv_status_name(rc), dv_last_error());
+    return 77;
+  }
+  printf("NVRTC %d.%d from %s; architectures:", g_nv->major, g_nv->minor, g_nv->name);
+  for (int i = 0; i < g_nv->narchs; i++) printf(" %d", g_nv->archs[i]);
+  printf("\n");
+  g_backend = "host";
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_kernel_source), cmocka_unit_test(test_debug_ptx_and_constants),
+      cmocka_unit_test(test_compile_error_line),  cmocka_unit_test(test_target_choice),
+      cmocka_unit_test(test_missing_library),     cmocka_unit_test(test_cache_image),
+  };
+  return cmocka_run_group_tests_name("nvrtc", tests, NULL, NULL);
+}
