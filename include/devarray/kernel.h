@@ -419,6 +419,10 @@ DV__EXPORT extern _Thread_local dv__hthread *dv__self;
   DV__EXPORT _Alignas(16) unsigned char dv__cbuf[bytes];
 #define DV__CONST(T, off) ((const T *)(dv__cbuf + (off)))
 
+/* CUDA's and OpenCL's reciprocal square root, for the same source everywhere. */
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+
 #define DV__HOST_RMW(name, T, op)                                              \
   static inline T name(T *p, T v) { return op(p, v, __ATOMIC_RELAXED); }
 DV__HOST_RMW(dv_atomic_add_i32, dv_i32, __atomic_fetch_add)
