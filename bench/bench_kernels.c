@@ -72,17 +72,21 @@ static const char *k_src =
 
 static int reps = 7;
 
-/* Per-launch microseconds: `count` launches queued back to back, then a wait. */
-static double dv_launch_us(dv_kernel *k, dv_stream *s, int count, int sync_each) {
+/* Per-launch microseconds of one batch: `count` launches queued back to back
+ * on s then a wait, or (sync_each) each synchronous (the NULL stream). */
+static double dv_launch_us_once(dv_kernel *k, dv_stream *s, int count, int sync_each) {
   dv_arg a[] = {DV_ARG_I32(0)};
   dv_launch_config c = {{1, 1, 1}, {1, 1, 1}, 0, sync_each ? NULL : s};
+  double t0 = bench_now();
+  for (int i = 0; i < count; i++) DV(dv_kernel_launch(k, &c, 1, a));
+  if (!sync_each) DV(dv_stream_synchronize(s));
+  return (bench_now() - t0) / count * 1e6;
+}
+
+/* The median over reps batches. */
+static double dv_launch_us(dv_kernel *k, dv_stream *s, int count, int sync_each) {
   double t[64];
-  for (int r = 0; r < reps; r++) {
-    double t0 = bench_now();
-    for (int i = 0; i < count; i++) DV(dv_kernel_launch(k, &c, 1, a));
-    if (!sync_each) DV(dv_stream_synchronize(s));
-    t[r] = (bench_now() - t0) / count * 1e6;
-  }
+  for (int r = 0; r < reps; r++) t[r] = dv_launch_us_once(k, s, count, sync_each);
   return bench_median(t, reps);
 }
 
@@ -103,7 +107,9 @@ static void raw_opencl(dv_context *ctx, dv_stream *s, dv_kernel *k) {
   cl_command_queue q = (cl_command_queue)cq;
   size_t one = 1;
   const int N = 2000;
-  double async_raw[64], sync_raw[64];
+  double async_raw[64], sync_raw[64], async_dv[64], sync_dv[64];
+  /* Batches interleaved (raw, devarray, raw, ...) so drift on a noisy
+   * machine hits both sides alike. */
   for (int r = 0; r < reps; r++) {
     double t0 = bench_now();
     for (int i = 0; i < N; i++) {
@@ -113,6 +119,7 @@ static void raw_opencl(dv_context *ctx, dv_stream *s, dv_kernel *k) {
     }
     clFinish(q);
     async_raw[r] = (bench_now() - t0) / N * 1e6;
+    async_dv[r] = dv_launch_us_once(k, s, N, 0);
     t0 = bench_now();
     for (int i = 0; i < N / 10; i++) {
       int x = 0;
@@ -123,9 +130,10 @@ static void raw_opencl(dv_context *ctx, dv_stream *s, dv_kernel *k) {
       clReleaseEvent(ev);
     }
     sync_raw[r] = (bench_now() - t0) / (N / 10) * 1e6;
+    sync_dv[r] = dv_launch_us_once(k, s, N / 10, 1);
   }
   double ra = bench_median(async_raw, reps), rs = bench_median(sync_raw, reps);
-  double da = dv_launch_us(k, s, N, 0), ds = dv_launch_us(k, s, N / 10, 1);
+  double da = bench_median(async_dv, reps), ds = bench_median(sync_dv, reps);
   printf("launch, queued:      devarray %8.2f us   raw clEnqueueNDRangeKernel %8.2f us   ratio %.2f\n",
          da, ra, da / ra);
   printf("launch + wait:       devarray %8.2f us   raw enqueue + wait          %8.2f us   ratio %.2f\n",
@@ -175,7 +183,7 @@ static void raw_cuda(dv_context *ctx, dv_stream *s, dv_kernel *k) {
   }
   CUstream st = (CUstream)cs;
   const int N = 20000;
-  double async_raw[64], sync_raw[64];
+  double async_raw[64], sync_raw[64], async_dv[64], sync_dv[64];
   for (int r = 0; r < reps; r++) {
     int x = 0;
     void *params[] = {&x};
@@ -183,15 +191,17 @@ static void raw_cuda(dv_context *ctx, dv_stream *s, dv_kernel *k) {
     for (int i = 0; i < N; i++) cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, st, params, NULL);
     cuStreamSynchronize(st);
     async_raw[r] = (bench_now() - t0) / N * 1e6;
+    async_dv[r] = dv_launch_us_once(k, s, N, 0);
     t0 = bench_now();
     for (int i = 0; i < N / 10; i++) {
       cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, st, params, NULL);
       cuStreamSynchronize(st);
     }
     sync_raw[r] = (bench_now() - t0) / (N / 10) * 1e6;
+    sync_dv[r] = dv_launch_us_once(k, s, N / 10, 1);
   }
   double ra = bench_median(async_raw, reps), rs = bench_median(sync_raw, reps);
-  double da = dv_launch_us(k, s, N, 0), ds = dv_launch_us(k, s, N / 10, 1);
+  double da = bench_median(async_dv, reps), ds = bench_median(sync_dv, reps);
   printf("launch, queued:      devarray %8.2f us   raw cuLaunchKernel          %8.2f us   ratio %.2f\n",
          da, ra, da / ra);
   printf("launch + wait:       devarray %8.2f us   raw launch + sync           %8.2f us   ratio %.2f\n",
