@@ -298,7 +298,8 @@ typedef struct dv_device_info {
 DV_API dv_status dv_context_create(const dv_config *cfg, dv_context **out);
 /**
  * Destroy a context.  DV_ERR_BUSY (and nothing changes) while arrays,
- * streams, events or scopes created from it are still alive.  Otherwise waits
+ * streams, events, scopes, kernel programs or kernel modules created from it
+ * are still alive.  Otherwise waits
  * for all queued work, runs every pending deallocation, closes the backend.
  * NULL is a no-op returning DV_OK.  Must not race with other use of ctx.
  */
@@ -1099,8 +1100,11 @@ typedef struct dv_kernel dv_kernel;
 
 /**
  * A new program for ctx.  `name` names the source in compiler messages
- * ("matmul.dvk"; NULL: "kernel"); `source` is copied.  Errors:
- * DV_ERR_NULL_ARGUMENT, DV_ERR_HOST_OUT_OF_MEMORY.  *out is NULL on failure.
+ * ("matmul.dvk"; NULL: "kernel"; 1 to 255 characters, no quote, backslash or
+ * control character); `source` is copied.  The program keeps its context
+ * BUSY until destroyed.  Errors: DV_ERR_NULL_ARGUMENT,
+ * DV_ERR_INVALID_ARGUMENT (the name), DV_ERR_HOST_OUT_OF_MEMORY.  *out is
+ * NULL on failure.
  */
 DV_API dv_status dv_program_create(dv_context *ctx, const char *name, const char *source,
                                    dv_program **out);
@@ -1142,7 +1146,10 @@ DV_API dv_status dv_program_constant(dv_program *p, const char *name, const dv_a
  * missing compiler is DV_ERR_NO_COMPILER naming what was tried.  The
  * compiled module is read from and written to the cache on disk unless
  * DV_BUILD_NO_CACHE or the kernel_cache option is off.  Blocks the caller
- * while compiling.  *out (one reference) is NULL on failure.
+ * while compiling.  Other errors: DV_ERR_NOT_SUPPORTED (the backend cannot
+ * run kernels), DV_ERR_INVALID_ARGUMENT (unknown flags or compiler options),
+ * DV_ERR_LAUNCH_CONFIG (constant arrays over the device's limit),
+ * DV_ERR_HOST_OUT_OF_MEMORY.  *out (one reference) is NULL on failure.
  */
 DV_API dv_status dv_program_build(dv_program *p, unsigned flags, dv_module **out);
 /** The compiler log of the last build ("" when none).  Owned by the program. */
@@ -1160,7 +1167,9 @@ DV_API dv_module *dv_module_retain(dv_module *m);
 DV_API void dv_module_release(dv_module *m);
 /**
  * The kernel `name` of the module (borrowed: valid while the module lives).
- * DV_ERR_INVALID_ARGUMENT names the missing kernel.
+ * DV_ERR_INVALID_ARGUMENT names the missing kernel; DV_ERR_KERNEL_ARGUMENT
+ * when the entry point was not declared with DV_KERNEL (OpenCL can tell).
+ * Thread-safe.
  */
 DV_API dv_status dv_module_kernel(dv_module *m, const char *name, dv_kernel **out);
 /**
@@ -1309,9 +1318,16 @@ typedef void (*dv_release_fn)(void *user);
  * An array over device memory devarray did not allocate: `buffer` (a
  * CUdeviceptr, a cl_mem, or on the host simulator a host pointer) of `bytes`
  * bytes, element 0 at byte `offset`, with the given layout (strides NULL:
- * C order) that must fit inside it.  devarray never frees the memory; when
- * the last array over it is gone (and queued work done) it calls
- * release(user) if release is not NULL.  On failure release is not called.
+ * C order; byte strides multiples of the dtype's alignment, offset aligned
+ * too) that must fit inside it.  devarray never frees the memory.  When the
+ * last array over it is released, the release joins the context's
+ * pending-deallocation queue like a device free: at the next flush (the
+ * queue's count limit, dv_context_flush_deallocs, an out-of-memory retry,
+ * dv_context_destroy), on the thread that flushes and after the device is
+ * idle, devarray calls release(user) if release is not NULL; release must
+ * not call devarray functions of this context.  On failure release is not
+ * called.  Errors: as dv_device_array (DV_ERR_BAD_SHAPE, DV_ERR_BAD_STRIDES,
+ * DV_ERR_OVERFLOW, ...), DV_ERR_NOT_SUPPORTED where the backend cannot wrap.
  */
 DV_API dv_status dv_device_array_wrap(dv_context *ctx, void *buffer, size_t offset, size_t bytes,
                                       int ndim, const int64_t *shape, const dv_dtype *dtype,

@@ -369,6 +369,23 @@ static void test_constant_memory(void **state) {
   assert_status(dv_program_constant(p, "coef", hc), DV_ERR_INVALID_ARGUMENT);
   assert_status(dv_program_constant(p, "2bad", hc), DV_ERR_INVALID_ARGUMENT);
   assert_status(dv_program_define(p, "NIDX", "6"), DV_ERR_INVALID_ARGUMENT);
+  dv_array *dev_data = dev_from(coef, 8, DV_FLOAT32), *empty;
+  assert_status(dv_program_constant(p, "on_device", dev_data), DV_ERR_INVALID_ARGUMENT);
+  dv_array_release(dev_data);
+  int64_t zero = 0;
+  assert_ok(dv_host_array_wrap(g_ctx, coef, 1, &zero, dv_dtype_get(DV_FLOAT32), NULL, &empty));
+  assert_status(dv_program_constant(p, "empty", empty), DV_ERR_INVALID_ARGUMENT);
+  dv_array_release(empty);
+  dv_field_desc fields[2] = {{"a", dv_dtype_get(DV_INT32), 0, 0, NULL}, {"b", dv_dtype_get(DV_FLOAT32), 4, 0, NULL}};
+  dv_dtype *rec;
+  assert_ok(dv_dtype_record_create(fields, 2, 0, &rec));
+  char recbuf[16] = {0};
+  int64_t two = 2;
+  dv_array *hrec;
+  assert_ok(dv_host_array_wrap(g_ctx, recbuf, 1, &two, rec, NULL, &hrec));
+  assert_status(dv_program_constant(p, "records", hrec), DV_ERR_BAD_DTYPE);
+  dv_array_release(hrec);
+  dv_dtype_release(rec);
   dv_module *m;
   assert_ok(dv_program_build(p, 0, &m));
   /* The host data may change after declaration: the copy was taken. */
@@ -393,6 +410,22 @@ static void test_constant_memory(void **state) {
   assert_ok(dv_kernel_launch(k, &c, 2, a));
   to_host(d, out);
   for (int i = 0; i < N; i++) assert_true(out[i] == (float)(100 + idx[i % 5]) * 2.0f);
+  /* A strided host source: every other element of a 16-element array. */
+  float wide[16];
+  for (int i = 0; i < 16; i++) wide[i] = (i % 2) ? -1.0f : (float)(200 + i / 2);
+  int64_t n16 = 16;
+  dv_array *hw, *hstrided;
+  assert_ok(dv_host_array_wrap(g_ctx, wide, 1, &n16, dv_dtype_get(DV_FLOAT32), NULL, &hw));
+  dv_index ev2 = DV_SLICE(0, DV_NONE, 2);
+  assert_ok(dv_array_slice(hw, 1, &ev2, &hstrided));
+  assert_ok(dv_module_set_constant(m, "coef", hstrided, NULL));
+  assert_ok(dv_kernel_launch(k, &c, 2, a));
+  to_host(d, out);
+  for (int i = 0; i < N; i++) assert_true(out[i] == (float)(200 + idx[i % 5]) * 2.0f);
+  dv_array_release(hstrided);
+  dv_array_release(hw);
+  for (int i = 0; i < 8; i++) coef[i] = (float)(100 + i);
+  assert_ok(dv_module_set_constant(m, "coef", hc, NULL));
   int32_t idx2[5] = {2, 2, 2, 2, 2};
   dv_array *di = dev_from(idx2, 5, DV_INT32);
   dv_stream *s;
@@ -668,6 +701,54 @@ static void test_stream_order_and_release(void **state) {
   dv_module_release(m);
 }
 
+static void test_empty_array_argument(void **state) {
+  (void)state;
+  dv_module *m;
+  assert_ok(BUILD("basic.dvk", &m));
+  int64_t zero = 0;
+  dv_array *e1, *e2;
+  assert_ok(dv_device_array(g_ctx, 1, &zero, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &e1));
+  assert_ok(dv_device_array(g_ctx, 1, &zero, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &e2));
+  dv_arg a[] = {DV_ARG_ARRAY(e1), DV_ARG_ARRAY(e2), DV_ARG_F32(1.0f), DV_ARG_I32(0)};
+  dv_launch_config c = cfg1(1, 32);
+  assert_ok(dv_kernel_launch(kernel(m, "scale"), &c, 4, a));
+  dv_array_release(e1);
+  dv_array_release(e2);
+  dv_module_release(m);
+}
+
+/* An array allocated on the default stream, used by a slow kernel on another
+ * stream and released at once: a stream-ordered manager must not give its
+ * memory to the default stream's next allocation before the kernel ran. */
+static void test_release_during_cross_stream_launch(void **state) {
+  (void)state;
+  enum { N = 256 };
+  dv_module *m;
+  assert_ok(BUILD("basic.dvk", &m));
+  dv_kernel *k = kernel(m, "spin_fill");
+  dv_stream *s;
+  assert_ok(dv_stream_create(g_ctx, DV_STREAM_NON_BLOCKING, &s));
+  int64_t n = N;
+  dv_array *a, *b;
+  assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &a));
+  dv_arg args[] = {DV_ARG_ARRAY(a), DV_ARG_I32(N), DV_ARG_I32(is_backend("host") ? 200000 : 20000)};
+  dv_launch_config c = cfg1(N / 64, 64);
+  c.stream = s;
+  assert_ok(dv_kernel_launch(k, &c, 3, args));
+  dv_array_release(a);
+  assert_ok(dv_context_flush_deallocs(g_ctx));
+  assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &b));
+  assert_ok(dv_array_memset(b, 0, NULL));
+  assert_ok(dv_stream_synchronize(s));
+  int out[N];
+  to_host(b, out);
+  for (int i = 0; i < N; i++)
+    if (out[i] != 0) fail_msg("element %d is %d: the kernel wrote into memory given to a new array", i, out[i]);
+  dv_array_release(b);
+  dv_stream_release(s);
+  dv_module_release(m);
+}
+
 /* ---- native handles and foreign memory ------------------------------------------------ */
 
 static int g_released;
@@ -710,6 +791,22 @@ static void test_native_round_trip(void **state) {
                                      dv_dtype_get(DV_FLOAT32), &st, on_release, &one, &bad),
                 DV_ERR_BAD_STRIDES);
   assert_null(bad);
+  /* Misaligned strides or element 0, and element counts that overflow. */
+  int64_t st2 = 2;
+  assert_status(dv_device_array_wrap(g_ctx, buf, off, 16 * sizeof(float), 1, &n,
+                                     dv_dtype_get(DV_FLOAT32), &st2, NULL, NULL, &bad),
+                DV_ERR_BAD_STRIDES);
+  assert_status(dv_device_array_wrap(g_ctx, buf, off + 1, 16 * sizeof(float), 1, &n,
+                                     dv_dtype_get(DV_FLOAT32), NULL, NULL, NULL, &bad),
+                DV_ERR_BAD_STRIDES);
+  int64_t huge[2] = {(int64_t)1 << 40, (int64_t)1 << 40}, zst[2] = {0, 0};
+  assert_status(dv_device_array_wrap(g_ctx, buf, off, 16 * sizeof(float), 2, huge,
+                                     dv_dtype_get(DV_FLOAT32), zst, NULL, NULL, &bad),
+                DV_ERR_OVERFLOW);
+  assert_status(dv_device_array_wrap(g_ctx, buf, (size_t)INT64_MAX, 16 * sizeof(float), 1, &n,
+                                     dv_dtype_get(DV_FLOAT32), NULL, NULL, NULL, &bad),
+                DV_ERR_BAD_STRIDES);
+  assert_int_equal(g_released, 0);
   dv_array_release(w);
   assert_ok(dv_context_flush_deallocs(g_ctx));
   assert_int_equal(g_released, 1);
@@ -886,7 +983,8 @@ int main(int argc, char **argv) {
       T(test_dynamic_shared_sizes), T(test_local_arrays_private), T(test_constant_memory),
       T(test_atomics_contention),  T(test_matmul),           T(test_launch_limits),
       T(test_build_error_log),     T(test_stream_order_and_release), T(test_native_round_trip),
-      T(test_module_cache),        T(test_host_checks),
+      T(test_module_cache),        T(test_host_checks),      T(test_empty_array_argument),
+      T(test_release_during_cross_stream_launch),
   };
   int rc = test_main(argc, argv, "kernels", tests, sizeof tests / sizeof tests[0]);
   char cmd[400];

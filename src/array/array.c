@@ -166,7 +166,7 @@ void dv_array_release(dv_array *a) {
 
 /* Validate (ndim, shape, dtype, strides, order) and compute the strides,
  * the allocation size and the offset of element 0. */
-static dv_status dv__check_layout(int ndim, const int64_t *shape, const dv_dtype *dtype,
+dv_status dv__check_layout(int ndim, const int64_t *shape, const dv_dtype *dtype,
                                   const int64_t *strides, char order, int64_t *st,
                                   int64_t *alloc_bytes, int64_t *offset) {
   if (!dtype) return dv__error(DV_ERR_NULL_ARGUMENT, "dtype is NULL");

@@ -56,6 +56,12 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
                            const dv_dtype *dtype, const int64_t *strides, char order,
                            unsigned flags, dv_stream *stream, dv_array **out);
 void dv__alloc_release(dv_alloc *a);
+/* Check a layout for a new array (ndim, shape, dtype, strides or order):
+ * on success st[] holds the strides, *alloc_bytes the bytes the layout spans
+ * and *offset the byte offset of element 0 from the lowest byte. */
+dv_status dv__check_layout(int ndim, const int64_t *shape, const dv_dtype *dtype,
+                           const int64_t *strides, char order, int64_t *st,
+                           int64_t *alloc_bytes, int64_t *offset);
 /* A new allocation record of `kind` (one reference, nothing allocated). */
 dv_alloc *dv__alloc_new(dv_context *ctx, dv_memory_kind kind);
 

@@ -40,31 +40,25 @@ dv_status dv_device_array_wrap(dv_context *ctx, void *buffer, size_t offset, siz
   DV_CHECK_NULL(ctx);
   DV_CHECK_NULL(buffer);
   DV_CHECK_NULL(dtype);
-  if (ndim < 0 || ndim > DV_MAXDIMS)
-    return dv__error(DV_ERR_BAD_SHAPE, "ndim %d is outside 0..%d", ndim, DV_MAXDIMS);
-  if (ndim > 0 && !shape) return dv__error(DV_ERR_NULL_ARGUMENT, "shape is NULL");
   if (!ctx->be->buffer_wrap)
     return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend cannot wrap foreign memory",
                      ctx->be->name);
-  for (int d = 0; d < ndim; d++)
-    if (shape[d] < 0) return dv__error(DV_ERR_BAD_SHAPE, "shape[%d] = %lld is negative", d, (long long)shape[d]);
-  int64_t st[DV_MAXDIMS];
-  int64_t isz = (int64_t)dtype->itemsize;
-  dv_status rc;
-  if (strides) {
-    memcpy(st, strides, (size_t)ndim * sizeof *st);
-  } else {
-    rc = dv__layout_dense(ndim, shape, isz, 'C', st);
-    if (rc) return rc;
-  }
-  int64_t lo = 0, hi = 0;
-  rc = dv__layout_extent(ndim, shape, st, isz, &lo, &hi);
+  /* The checks every array constructor makes (shape, dtype, strides'
+   * alignment, overflow), then the layout must fit the buffer. */
+  int64_t st[DV_MAXDIMS], span = 0, lo_off = 0;
+  dv_status rc = dv__check_layout(ndim, shape, dtype, strides, 'C', st, &span, &lo_off);
   if (rc) return rc;
-  if (offset > (size_t)INT64_MAX || (int64_t)offset + lo < 0 ||
-      (hi > 0 && (uint64_t)((int64_t)offset + hi) > bytes))
+  int64_t al = (int64_t)dtype->alignment;
+  if (offset > (size_t)INT64_MAX || bytes > (size_t)INT64_MAX || (int64_t)offset % al != 0)
     return dv__error(DV_ERR_BAD_STRIDES,
-                     "the layout reaches bytes [%lld, %lld) of a %zu-byte buffer (offset %zu)",
-                     (long long)((int64_t)offset + lo), (long long)((int64_t)offset + hi), bytes,
+                     "element 0 at byte offset %zu is not aligned to the %s alignment %lld",
+                     offset, dtype->name, (long long)al);
+  /* The layout covers [offset - lo_off, offset - lo_off + span). */
+  int64_t first = (int64_t)offset - lo_off, end = 0;
+  if (first < 0 || dv__add_overflow(first, span, &end) || end > (int64_t)bytes)
+    return dv__error(DV_ERR_BAD_STRIDES,
+                     "the layout reaches bytes [%lld, %lld + %lld) of a %zu-byte buffer (element 0 "
+                     "at byte %zu)", (long long)first, (long long)first, (long long)span, bytes,
                      offset);
   void *buf = NULL;
   rc = ctx->be->buffer_wrap(ctx->bst, buffer, bytes, &buf);

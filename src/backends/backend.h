@@ -118,7 +118,7 @@ typedef struct dv_build_req {
  * bytes.  An array argument arrives as a buffer followed by its byte offset
  * (an int64 value), then for DV_VIEW a dv_kview value (DV_BARG_VIEW). */
 typedef enum dv_barg_kind {
-  DV_BARG_BUFFER = 1, /* buf: device buffer handle (never NULL) */
+  DV_BARG_BUFFER = 1, /* buf: device buffer handle; NULL for an empty array (the kernel gets NULL) */
   DV_BARG_VALUE = 2,  /* value/size; type says how a host call passes it */
   DV_BARG_VIEW = 3    /* value points at a struct dv_bkview (size = sizeof) */
 } dv_barg_kind;

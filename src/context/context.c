@@ -118,13 +118,13 @@ dv_status dv_context_destroy(dv_context *ctx) {
   if (!ctx) return DV_OK;
   int64_t arrays = atomic_load(&ctx->live_arrays), streams = atomic_load(&ctx->live_streams),
           events = atomic_load(&ctx->live_events), scopes = atomic_load(&ctx->live_scopes),
-          modules = atomic_load(&ctx->live_modules);
-  if (arrays || streams || events || scopes || modules)
+          modules = atomic_load(&ctx->live_modules), programs = atomic_load(&ctx->live_programs);
+  if (arrays || streams || events || scopes || modules || programs)
     return dv__error(DV_ERR_BUSY,
                      "context still has %lld array(s), %lld stream(s), %lld event(s), %lld scope(s), "
-                     "%lld kernel module(s)",
+                     "%lld kernel program(s), %lld kernel module(s)",
                      (long long)arrays, (long long)streams, (long long)events, (long long)scopes,
-                     (long long)modules);
+                     (long long)programs, (long long)modules);
   dv_status rc = ctx->be->stream_sync(ctx->bst, ctx->default_stream->bs);
   pthread_mutex_lock(&ctx->lock);
   ctx->defer_depth = 0; /* destruction runs every pending free */

@@ -183,7 +183,7 @@ struct dv_context {
   dv_stream *default_stream, *legacy_stream, *per_thread_stream;
 
   _Atomic int64_t live_arrays, live_streams, live_events, live_scopes, live_allocs;
-  _Atomic int64_t live_modules; /* kernel modules (src/kernel) */
+  _Atomic int64_t live_modules, live_programs; /* kernel modules and programs (src/kernel) */
 };
 
 #endif

@@ -134,14 +134,21 @@ dv_status dv_module_set_constant(dv_module *m, const char *name, const dv_array 
     if (!rc) rc = dv__sync_if_null(ctx, stream);
     return rc;
   }
-  /* Any other layout: a dense device copy first, in the same stream order. */
+  /* Any other layout: a dense copy first (device or host, as the source),
+   * in the same stream order.  The write may read the copy later, so the
+   * stream is waited for before the copy goes. */
   dv_array *tmp = NULL;
   rc = dv_array_copy_new(src, 'C', stream, &tmp);
   if (rc) return rc;
-  dv_memref r = {.buf = tmp->alloc->buf, .offset = tmp->alloc->buf_offset + (size_t)tmp->offset};
-  rc = ctx->be->constant_write(ctx->bst, m->bm, dv__bstream(ctx, stream), c->offset, r,
-                               (size_t)n * c->itemsize);
-  if (!rc) rc = dv__sync_if_null(ctx, stream);
+  dv_memref r = {0};
+  if (dv__is_host_side(tmp))
+    r.ptr = (char *)tmp->alloc->host + tmp->offset;
+  else
+    r.buf = tmp->alloc->buf, r.offset = tmp->alloc->buf_offset + (size_t)tmp->offset;
+  dv_bstream *bs = dv__bstream(ctx, stream);
+  rc = ctx->be->constant_write(ctx->bst, m->bm, bs, c->offset, r, (size_t)n * c->itemsize);
+  dv_status r2 = ctx->be->stream_sync(ctx->bst, bs);
+  if (!rc) rc = r2;
   dv_array_release(tmp);
   return rc;
 }
@@ -159,7 +166,8 @@ static dv_status dv__check_config(const dv_kernel *k, const dv_launch_config *cf
   grid[0] = dv__one(cfg->grid.x), grid[1] = dv__one(cfg->grid.y), grid[2] = dv__one(cfg->grid.z);
   block[0] = dv__one(cfg->block.x), block[1] = dv__one(cfg->block.y),
   block[2] = dv__one(cfg->block.z);
-  uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
+  uint64_t threads = (uint64_t)block[0] * block[1]; /* < 2^64 */
+  if (__builtin_mul_overflow(threads, (uint64_t)block[2], &threads)) threads = UINT64_MAX;
   for (int d = 0; d < 3; d++) {
     if (L->max_block[d] && block[d] > L->max_block[d])
       return dv__error(DV_ERR_LAUNCH_CONFIG,
@@ -220,6 +228,10 @@ dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nar
   dv_bkview views[DV__KMAXARGS];
   size_t nb = 0;
   dv_bstream *launch_bs = dv__bstream(ctx, cfg->stream);
+  /* The direct manager frees through the deferred queue to the driver, which
+   * keeps memory in use by queued work alive; any other manager (the pool, a
+   * plug-in) reuses a freed block in the order of its stream. */
+  bool ordered = strcmp(ctx->mm.name ? ctx->mm.name : "", "direct") != 0;
   dv_bstream *others[DV__KMAXARGS];
   size_t nothers = 0;
   for (size_t i = 0; i < nargs; i++) {
@@ -263,8 +275,9 @@ dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nar
                            "mapped or managed array)", k->name, i,
                            arr->alloc->kind == DV_MEM_PINNED ? "pinned host" : "host");
         offsets[i] = (int64_t)arr->alloc->buf_offset + arr->offset;
-        /* Memory a stream-ordered manager gave to another stream. */
-        if (buf && arr->alloc->kind == DV_MEM_DEVICE && arr->alloc->stream) {
+        /* Memory a stream-ordered manager gave to another stream (the
+         * default stream when alloc->stream is NULL). */
+        if (ordered && buf && arr->alloc->kind == DV_MEM_DEVICE && !arr->alloc->foreign) {
           dv_bstream *own = dv__bstream(ctx, arr->alloc->stream);
           bool seen = own == launch_bs;
           for (size_t j = 0; j < nothers && !seen; j++) seen = others[j] == own;
@@ -296,21 +309,35 @@ dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nar
   bl.dynamic_shared = cfg->dynamic_shared;
   bl.nargs = nb;
   bl.args = bargs;
-  rc = ctx->be->launch(ctx->bst, launch_bs, k->bk, &bl);
-  if (rc) return rc;
+  /* The memory manager reuses a freed block in the order of the stream it
+   * was allocated for; make that stream's later work wait for this launch,
+   * so a block released while the kernel runs is not handed out early.  The
+   * event is made first: after the launch is queued, only recording and
+   * waiting can still fail. */
+  dv_bevent *ev = NULL;
   if (nothers) {
-    /* The memory manager reuses a freed block in the order of the stream it
-     * was allocated for; make that stream's later work wait for this launch,
-     * so a block released while the kernel runs is not handed out early. */
-    dv_bevent *ev = NULL;
     rc = ctx->be->event_create(ctx->bst, 0, &ev);
-    if (!rc) rc = ctx->be->event_record(ctx->bst, ev, launch_bs);
-    for (size_t j = 0; !rc && j < nothers; j++) rc = ctx->be->event_wait(ctx->bst, others[j], ev);
-    if (ev) {
-      dv_status r2 = ctx->be->event_destroy(ctx->bst, ev);
-      if (!rc) rc = r2;
-    }
     if (rc) return rc;
   }
+  rc = ctx->be->launch(ctx->bst, launch_bs, k->bk, &bl);
+  if (!rc && ev) {
+    rc = ctx->be->event_record(ctx->bst, ev, launch_bs);
+    for (size_t j = 0; !rc && j < nothers; j++) rc = ctx->be->event_wait(ctx->bst, others[j], ev);
+    if (rc) {
+      /* The kernel is queued: a synchronous launch still waits for it. */
+      dv_status keep = rc;
+      char msg[512];
+      snprintf(msg, sizeof msg, "%s", dv_last_error());
+      if (!cfg->stream) (void)dv__sync_if_null(ctx, NULL);
+      ctx->be->event_destroy(ctx->bst, ev);
+      return dv__error(keep, "kernel %s was queued, but ordering its arrays' streams after it "
+                       "failed: %s", k->name, msg);
+    }
+  }
+  if (ev) {
+    dv_status r2 = ctx->be->event_destroy(ctx->bst, ev);
+    if (!rc) rc = r2;
+  }
+  if (rc) return rc;
   return dv__sync_if_null(ctx, cfg->stream);
 }

@@ -60,12 +60,18 @@ dv_status dv_program_create(dv_context *ctx, const char *name, const char *sourc
   *out = NULL;
   DV_CHECK_NULL(ctx);
   DV_CHECK_NULL(source);
-  if (name && (!*name || strchr(name, '"') || strchr(name, '\n') || strchr(name, '\\')))
-    return dv__error(DV_ERR_INVALID_ARGUMENT,
-                     "program name must be non-empty and contain no quote, backslash or newline");
+  if (name) {
+    bool bad = !*name || strlen(name) > 255;
+    for (const char *c = name; *c && !bad; c++) bad = *c == '"' || *c == '\\' || (unsigned char)*c < 32;
+    if (bad)
+      return dv__error(DV_ERR_INVALID_ARGUMENT,
+                       "program name must be 1 to 255 characters with no quote, backslash or "
+                       "control character");
+  }
   dv_program *p = dv__calloc(1, sizeof *p);
   if (!p) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a program");
   p->ctx = ctx;
+  atomic_fetch_add(&ctx->live_programs, 1);
   p->name = dv__strdup(name ? name : "kernel");
   p->source = dv__strdup(source);
   if (!p->name || !p->source) {
@@ -78,6 +84,7 @@ dv_status dv_program_create(dv_context *ctx, const char *name, const char *sourc
 
 void dv_program_destroy(dv_program *p) {
   if (!p) return;
+  atomic_fetch_sub(&p->ctx->live_programs, 1);
   for (size_t i = 0; i < 2 * p->ndefines; i++) dv__free(p->defines[i]);
   dv__free(p->defines);
   for (int i = 0; i < DV__KBACKENDS; i++) dv__free(p->options[i]);
@@ -237,7 +244,7 @@ static void dv__sb_add(dv_sbuf *b, const char *fmt, ...) {
  * tests/test_nvrtc.c, so that it compiles exactly what a build compiles). */
 char *dv__program_unit(const dv_program *p) {
   dv_sbuf b = {0};
-  dv__sb_add(&b, "%s\n/* ---- devarray prelude: program %s ---- */\n", dv__kernel_header, p->name);
+  dv__sb_add(&b, "%s\n/* ---- devarray prelude ---- */\n", dv__kernel_header);
   for (size_t i = 0; i < p->ndefines; i++)
     dv__sb_add(&b, "#define %s %s\n", p->defines[2 * i], p->defines[2 * i + 1]);
   if (p->const_bytes) dv__sb_add(&b, "DV__CONSTANT_BUFFER(%zu)\n", p->const_bytes);

@@ -32,7 +32,7 @@ struct dv_bkernel {
   char *name;
   size_t static_shared;
   pthread_mutex_t lock; /* dyn_attr */
-  size_t dyn_attr;      /* the function's MAX_DYNAMIC_SHARED_SIZE_BYTES now */
+  _Atomic size_t dyn_attr; /* the function's MAX_DYNAMIC_SHARED_SIZE_BYTES now */
 };
 
 struct dv_bmodule {
@@ -383,7 +383,7 @@ dv_status dv__cub_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bk
   k->f = f;
   k->name = nm;
   k->static_shared = (size_t)stat;
-  k->dyn_attr = (size_t)dyn;
+  atomic_store(&k->dyn_attr, (size_t)dyn);
   pthread_mutex_init(&k->lock, NULL);
   pthread_mutex_lock(&m->lock);
   k->next = m->kernels;
@@ -448,12 +448,12 @@ static dv_status cu_dynamic_shared(cu_state *st, dv_bkernel *k, size_t dyn) {
                      "kernel %s: %zu bytes of static plus %zu bytes of dynamic shared memory exceed "
                      "the device's limit of %zu bytes per block (with opt-in)", k->name, stat, dyn,
                      optin);
-  if (stat + dyn <= st->klimits.max_shared_per_block && dyn <= k->dyn_attr) return DV_OK;
+  if (stat + dyn <= st->klimits.max_shared_per_block && dyn <= atomic_load(&k->dyn_attr)) return DV_OK;
   pthread_mutex_lock(&k->lock);
   dv_CUresult r = DV_CUDA_SUCCESS;
-  if (dyn > k->dyn_attr) {
+  if (dyn > atomic_load(&k->dyn_attr)) {
     r = cu.cuFuncSetAttribute(k->f, DV_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)dyn);
-    if (!r) k->dyn_attr = dyn;
+    if (!r) atomic_store(&k->dyn_attr, dyn);
   }
   pthread_mutex_unlock(&k->lock);
   if (r) {

@@ -1195,7 +1195,8 @@ static dv_status hk_match_args(const dv_bkernel *kn, const dv_blaunch *bl, ffi_t
                            p->kind == HK_P_VIEW ? "an array with shape and strides (DV_ARG_VIEW)"
                                                 : "an array (DV_ARG_ARRAY)",
                            i, hk_arg_desc(bl, j));
-        if (!a->buf || j + 1 >= bl->nargs || bl->args[j + 1].kind != DV_BARG_VALUE ||
+        /* (a NULL buffer is an empty array: the kernel gets a NULL pointer) */
+        if (j + 1 >= bl->nargs || bl->args[j + 1].kind != DV_BARG_VALUE ||
             bl->args[j + 1].size != sizeof(int64_t) || !bl->args[j + 1].value)
           return dv__error(DV_ERR_KERNEL_ARGUMENT,
                            "kernel %s, argument %d: an array needs a buffer and an int64 byte "
@@ -1321,6 +1322,11 @@ dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch
     switch (a->kind) {
       case DV_BARG_BUFFER: {
         hb_block *b = a->buf;
+        if (!b) { /* an empty array owns no memory */
+          l->vals[j].p = NULL;
+          l->values[j] = &l->vals[j];
+          break;
+        }
         if (atomic_load(&b->freed)) {
           hk_launch_free(l);
           return dv__error(DV_ERR_INVALID_ARGUMENT, "kernel %s, argument %d: its device buffer "
