@@ -22,7 +22,9 @@
  * Calls.  A kernel is a plain C function; its parameter list comes from
  * `dv__sig_<kernel>` (the stringified parameters), which we parse to check
  * the launch's arguments (count, kind, and the scalar types we can read) and
- * libffi builds the call from run-time argument lists.
+ * libffi builds the call from run-time argument lists; on x86-64 Linux the
+ * arguments are sorted once per launch into the registers and stack slots
+ * of the System V convention and each thread is a plain call (hk_flat).
  *
  * Execution.  A launch is an operation queued on a stream like a copy; it
  * holds a reference on every buffer it uses.  The stream's worker runs it:
@@ -1070,6 +1072,25 @@ typedef union hk_val {
   unsigned char raw[8];
 } hk_val;
 
+/* The System V x86-64 calling convention, done by hand: a kernel's
+ * arguments are the same for every thread of a launch, so they are sorted
+ * once into the registers and stack slots the ABI gives them (integers and
+ * pointers: rdi, rsi, rdx, rcx, r8, r9; float and double: xmm0-7; the rest
+ * and structs by value: 8-byte stack slots in order) and each thread is a
+ * plain call through a prototype with all of those (a callee ignores the
+ * registers and slots past its own parameters; the caller pops them).
+ * libffi classifies and copies every argument on every call, which cost
+ * more than a thread of a small kernel.  Elsewhere, or for an argument
+ * this does not know, libffi makes every call. */
+#if defined(__x86_64__) && defined(__linux__)
+#define HK_FLAT 1
+#define HK_FLAT_STACK 40
+typedef struct hk_flat {
+  bool ok;
+  uint64_t g[6], x[8], s[HK_FLAT_STACK];
+} hk_flat;
+#endif
+
 struct hk_job {
   hk_state *k;
   dv_bkernel *kern;
@@ -1077,6 +1098,9 @@ struct hk_job {
   size_t dyn;
   uint64_t nblocks;
   int nthreads;
+#if HK_FLAT
+  hk_flat flat;
+#endif
   ffi_cif cif;
   size_t nargs;
   ffi_type **types;
@@ -1250,6 +1274,94 @@ static dv_status hk_match_args(const dv_bkernel *kn, const dv_blaunch *bl, ffi_t
   return DV_OK;
 }
 
+/* Sort the launch's arguments for hk_call (see hk_flat); leaves flat.ok
+ * false for an argument type it does not know or too many stack slots. */
+static void hk_flat_build(hk_job *l) {
+#if HK_FLAT
+  hk_flat *f = &l->flat;
+  memset(f, 0, sizeof *f);
+  int ng = 0, nx = 0, ns = 0;
+  for (size_t j = 0; j < l->nargs; j++) {
+    const ffi_type *t = l->types[j];
+    const void *v = l->values[j];
+    uint64_t u = 0;
+    bool sse = false;
+    if (t == &hk_view_ffi) { /* class MEMORY: its bytes in stack slots */
+      if (ns + (int)(sizeof(dv_bkview) / 8) > HK_FLAT_STACK) return;
+      memcpy(&f->s[ns], v, sizeof(dv_bkview));
+      ns += (int)(sizeof(dv_bkview) / 8);
+      continue;
+    }
+#define HK_INT(ft, T)         \
+  if (t == &ft) {             \
+    T x_;                     \
+    memcpy(&x_, v, sizeof x_); \
+    u = (uint64_t)x_;         \
+  } else
+    if (t == &ffi_type_pointer) {
+      void *p;
+      memcpy(&p, v, sizeof p);
+      u = (uint64_t)(uintptr_t)p;
+    } else HK_INT(ffi_type_sint8, int8_t) HK_INT(ffi_type_sint16, int16_t)
+      HK_INT(ffi_type_sint32, int32_t) HK_INT(ffi_type_sint64, int64_t)
+      HK_INT(ffi_type_uint8, uint8_t) HK_INT(ffi_type_uint16, uint16_t)
+      HK_INT(ffi_type_uint32, uint32_t) HK_INT(ffi_type_uint64, uint64_t)
+    if (t == &ffi_type_float) {
+      uint32_t b;
+      memcpy(&b, v, sizeof b);
+      u = b; /* the low half of the register or slot */
+      sse = true;
+    } else if (t == &ffi_type_double) {
+      memcpy(&u, v, sizeof u);
+      sse = true;
+    } else {
+      return;
+    }
+#undef HK_INT
+    if (sse && nx < 8)
+      f->x[nx++] = u;
+    else if (!sse && ng < 6)
+      f->g[ng++] = u;
+    else if (ns < HK_FLAT_STACK)
+      f->s[ns++] = u;
+    else
+      return;
+  }
+  f->ok = true;
+#else
+  (void)l;
+#endif
+}
+
+#if HK_FLAT
+#define HK_S8(b) uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t
+typedef void (*hk_flat_fn)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, double,
+                           double, double, double, double, double, double, double, HK_S8(0),
+                           HK_S8(1), HK_S8(2), HK_S8(3), HK_S8(4));
+_Static_assert(HK_FLAT_STACK == 40, "hk_flat_fn passes 40 stack slots");
+#undef HK_S8
+#endif
+
+/* One simulated thread: the kernel with the launch's arguments. */
+static void hk_call(hk_job *l) {
+#if HK_FLAT
+  const hk_flat *f = &l->flat;
+  if (f->ok) {
+    hk_flat_fn fn = (hk_flat_fn)l->kern->fn;
+    double x[8];
+    memcpy(x, f->x, sizeof x); /* bit patterns: a float's in the low half */
+    const uint64_t *s = f->s;
+    fn(f->g[0], f->g[1], f->g[2], f->g[3], f->g[4], f->g[5], x[0], x[1], x[2], x[3], x[4], x[5],
+       x[6], x[7], s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
+       s[12], s[13], s[14], s[15], s[16], s[17], s[18], s[19], s[20], s[21], s[22], s[23], s[24],
+       s[25], s[26], s[27], s[28], s[29], s[30], s[31], s[32], s[33], s[34], s[35], s[36], s[37],
+       s[38], s[39]);
+    return;
+  }
+#endif
+  ffi_call(&l->cif, l->kern->fn, NULL, l->values);
+}
+
 void hk_launch_free(hk_job *l) {
   if (!l) return;
   for (size_t i = 0; i < l->nheld; i++) l->k->sv->block_unref(l->held[i]);
@@ -1353,6 +1465,7 @@ dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch
     return dv__error(DV_ERR_KERNEL_ARGUMENT, "kernel %s: libffi cannot build this call",
                      kn->name);
   }
+  hk_flat_build(l);
   rc = k->sv->enqueue(s, l);
   if (rc) hk_launch_free(l);
   return rc;
@@ -1694,7 +1807,7 @@ static void hk_runner_main(void *arg) {
     t->state = HK_T_RUN;
     ex->cur = i;
     *ex->self = &ex->ht[i];
-    ffi_call(&l->cif, l->kern->fn, NULL, l->values);
+    hk_call(l);
     t->state = HK_T_EXIT;
   }
   fb->done = true;
