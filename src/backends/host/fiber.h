@@ -76,17 +76,6 @@ void fb_yield(fb_fiber *f, bool exiting);
  * returns when something switches back to from. */
 void fb_switch(fb_fiber *from, fb_fiber *to);
 
-/* Hint: f is resumed soon; bring its saved context and the frames above it
- * into the cache. */
-static inline void fb_prefetch(const fb_fiber *f) {
-#if DV_FIBER_ASM
-  const char *p = (const char *)f->sp;
-  for (int i = 0; i < 6; i++) __builtin_prefetch(p + 64 * i, 1, 3);
-#else
-  (void)f;
-#endif
-}
-
 /* f was left suspended for good (its block was stopped): forget the state
  * the sanitizers keep for its stack before the stack is reused. */
 void fb_abandon(fb_fiber *f);

@@ -1477,20 +1477,22 @@ dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch
 
 typedef enum { HK_T_NEW, HK_T_RUN, HK_T_BAR, HK_T_WAVE, HK_T_EXIT, HK_T_FAULT } hk_tstate;
 
+typedef struct hk_fib hk_fib;
+
 /* A simulated thread of the running block. */
 typedef struct hk_thr {
   int state; /* hk_tstate */
   int site, line;
-  int fiber; /* the fiber it runs on */
+  hk_fib *fib; /* the fiber it runs on */
 } hk_thr;
 
 /* A fiber: a runner (threads one after the other) until its thread waits
  * at a barrier; from then on that thread's. */
-typedef struct hk_fib {
+struct hk_fib {
   fb_fiber f;
   bool taken; /* its thread waited at a barrier: run no other thread */
   bool done;  /* returned (its stack holds nothing) */
-} hk_fib;
+};
 
 typedef struct hk_slot {
   size_t off, bytes;
@@ -1531,6 +1533,10 @@ typedef struct hk_exec {
   int cur;         /* simulated thread running */
   hk_fib *rfib;    /* the fiber running */
   bool direct;     /* every thread has its fiber: a waiting one switches to the next */
+  /* Threads waiting at a barrier (HK_T_BAR) and at a wave barrier, counted
+   * as they arrive; bar_mixed: not all of the former at bar_site. */
+  int nbar, nwave, bar_site;
+  bool bar_mixed;
   dv__hthread **self;
   sigjmp_buf jb;
   volatile sig_atomic_t in_kernel;
@@ -1746,22 +1752,28 @@ static void *hk_rt_dyn_take(size_t *cursor, size_t bytes, size_t align, const ch
  * scheduler, which decides whom a barrier releases. */
 static void hk_wait(hk_exec *ex, int state, int site, int line) {
   int i = ex->cur;
-  hk_thr *t = &ex->thr[i];
+  hk_thr *thr = ex->thr, *t = &thr[i];
   t->state = state;
   t->site = site;
   t->line = line;
+  if (state == HK_T_BAR) {
+    if (ex->nbar++ == 0)
+      ex->bar_site = site;
+    else if (site != ex->bar_site)
+      ex->bar_mixed = true;
+  } else {
+    ex->nwave++;
+  }
   hk_fib *from = ex->rfib;
   if (ex->direct) {
-    for (int j = i + 1; j < ex->n; j++) {
-      hk_thr *u = &ex->thr[j];
-      if (u->state != HK_T_RUN) continue;
+    const int n = ex->n;
+    for (int j = i + 1; j < n; j++) {
+      if (thr[j].state != HK_T_RUN) continue;
+      hk_fib *to = thr[j].fib;
       ex->cur = j;
-      ex->rfib = &ex->fib[u->fiber];
+      ex->rfib = to;
       *ex->self = &ex->ht[j];
-      /* The stacks are far apart and each is touched once per pass: fetch
-       * the top of the one after next while this one runs. */
-      if (j + 1 < ex->n && u[1].state == HK_T_RUN) fb_prefetch(&ex->fib[u[1].fiber].f);
-      fb_switch(&from->f, &ex->rfib->f);
+      fb_switch(&from->f, &to->f);
       return;
     }
   }
@@ -1803,7 +1815,7 @@ static void hk_runner_main(void *arg) {
   while (!fb->taken && ex->next_thread < ex->n) {
     int i = ex->next_thread++;
     hk_thr *t = &ex->thr[i];
-    t->fiber = (int)(fb - ex->fib);
+    t->fib = fb;
     t->state = HK_T_RUN;
     ex->cur = i;
     *ex->self = &ex->ht[i];
@@ -1933,7 +1945,7 @@ static int hk_schedule(hk_exec *ex) {
         continue;
       }
       ex->cur = i;
-      ex->rfib = &ex->fib[t->fiber];
+      ex->rfib = t->fib;
       *ex->self = &ex->ht[i];
       ex->in_kernel = 1;
       fb_resume(&ex->sched, &ex->rfib->f);
@@ -1941,11 +1953,8 @@ static int hk_schedule(hk_exec *ex) {
       if (ex->thr[ex->cur].state == HK_T_FAULT) return 1;
       i = ex->cur + 1;
     }
-    int nbar = 0, nwave = 0;
-    for (int i = 0; i < n; i++) {
-      nbar += ex->thr[i].state == HK_T_BAR;
-      nwave += ex->thr[i].state == HK_T_WAVE;
-    }
+    /* A pass leaves no thread runnable: each one returned or waits. */
+    const int nbar = ex->nbar, nwave = ex->nwave;
     if (!nbar && !nwave) {
       int bad = check ? hk_bad_redzone(ex) : -1;
       if (bad >= 0) {
@@ -1963,14 +1972,13 @@ static int hk_schedule(hk_exec *ex) {
         all = ex->thr[i].state == HK_T_WAVE && ex->thr[i].site == ex->thr[w0].site;
       if (!all) continue;
       for (int i = w0; i < w1; i++) ex->thr[i].state = HK_T_RUN;
+      ex->nwave -= w1 - w0;
       released = true;
     }
     if (released) continue;
     /* The whole block waiting at one barrier goes on. */
     if (nbar == n) {
-      bool same = true;
-      for (int i = 1; i < n && same; i++) same = ex->thr[i].site == ex->thr[0].site;
-      if (same) {
+      if (!ex->bar_mixed) {
         int bad = check ? hk_bad_redzone(ex) : -1;
         if (bad >= 0) {
           char when[160];
@@ -1979,6 +1987,7 @@ static int hk_schedule(hk_exec *ex) {
           return 1;
         }
         for (int i = 0; i < n; i++) ex->thr[i].state = HK_T_RUN;
+        ex->nbar = 0;
         continue;
       }
     }
@@ -2101,7 +2110,9 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   ex->arena_used = l->dyn + HK_REDZONE;
   ex->self = ex->m->self_slot();
   ex->fault[0] = 0;
-  for (int i = 0; i < n; i++) ex->thr[i].state = HK_T_NEW, ex->thr[i].fiber = -1;
+  for (int i = 0; i < n; i++) ex->thr[i].state = HK_T_NEW, ex->thr[i].fib = NULL;
+  ex->nbar = ex->nwave = 0;
+  ex->bar_mixed = false;
   ex->cur = 0;
   int rc = hk_schedule_guarded(ex);
   for (int f = 0; f < ex->nfib; f++)
