@@ -917,6 +917,56 @@ static void test_view_argument(void **state) {
   finish(c, m);
 }
 
+/* Many arguments of every kind: integer registers run out (the view and
+ * what follows go on the stack), float and double registers run out, a
+ * view by value in between, narrow and unsigned integers extended. */
+static const char *src_many =
+    "DV_KERNEL(mix, DV_ARRAY(double, out), dv_i8 a, dv_i16 b, int c, dv_i64 d,\n"
+    "          DV_VIEW(const double, v), unsigned e, float f0, double f1, float f2, double f3,\n"
+    "          float f4, double f5, float f6, double f7, float f8, double f9, int g, dv_u64 h,\n"
+    "          dv_u8 i) {\n"
+    "  DV_BIND(double, out); DV_BIND(const double, v);\n"
+    "  if (dv_thread_idx(0) != 3) return;\n"
+    "  double s = 0;\n"
+    "  for (dv_i64 j = 0; j < DV_SHAPE(v, 0); j++) s += DV_ITEM1(v, j);\n"
+    "  double r[] = {a, b, c, (double)d, s, (double)DV_SHAPE(v, 0), e, f0, f1, f2, f3, f4, f5,\n"
+    "                f6, f7, f8, f9, g, (double)h, i};\n"
+    "  for (int k = 0; k < 20; k++) out[k] = r[k];\n"
+    "}\n";
+
+static void test_many_arguments(void **state) {
+  (void)state;
+  dv_context *c = new_ctx(NULL, NULL);
+  dv_module *m = build_in(c, "many.dvk", src_many, NULL);
+  double h[6] = {1, 2, 3, 4, 5, 6};
+  dv_array *d = dev_from(c, h, 6, DV_FLOAT64), *v = NULL;
+  assert_ok(dv_array_slice(d, 1, &DV_SLICE(1, 6, 2), &v)); /* 2, 4, 6 */
+  dv_array *out = dev_new(c, 20, DV_FLOAT64);
+  dv_launch_config lc = cfg1(1, 8, 0, NULL);
+  dv_arg args[] = {DV_ARG_ARRAY(out),
+                   {DV_ARG_SCALAR, DV_INT8, &(int8_t){-5}, NULL},
+                   {DV_ARG_SCALAR, DV_INT16, &(int16_t){-300}, NULL},
+                   DV_ARG_I32(-70000),
+                   DV_ARG_I64(-5000000000),
+                   DV_ARG_VIEW(v),
+                   DV_ARG_U32(4000000000u),
+                   DV_ARG_F32(0.5f), DV_ARG_F64(1.25), DV_ARG_F32(2.5f), DV_ARG_F64(3.25),
+                   DV_ARG_F32(4.5f), DV_ARG_F64(5.25), DV_ARG_F32(6.5f), DV_ARG_F64(7.25),
+                   DV_ARG_F32(8.5f), DV_ARG_F64(9.25),
+                   DV_ARG_I32(-11),
+                   DV_ARG_U64(1u << 20),
+                   {DV_ARG_SCALAR, DV_UINT8, &(uint8_t){200}, NULL}};
+  assert_ok(dv_kernel_launch(kernel_of(m, "mix"), &lc, 20, args));
+  double r[20];
+  to_host(out, r, 20, DV_FLOAT64);
+  const double want[20] = {-5,   -300, -70000, -5000000000.0, 12,   3,     4000000000.0,
+                           0.5,  1.25, 2.5,    3.25,          4.5,  5.25,  6.5,
+                           7.25, 8.5,  9.25,   -11,           1 << 20, 200};
+  for (int k = 0; k < 20; k++) assert_true(r[k] == want[k]);
+  dv_array_release(out), dv_array_release(v), dv_array_release(d);
+  finish(c, m);
+}
+
 /* Constants: initial data, then replaced in stream order. */
 static const char *src_const =
     "DV_KERNEL(readc, DV_ARRAY(float, out)) {\n"
@@ -1254,6 +1304,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_compile_error),
       cmocka_unit_test(test_argument_checks),
       cmocka_unit_test(test_view_argument),
+      cmocka_unit_test(test_many_arguments),
       cmocka_unit_test(test_constants),
       cmocka_unit_test(test_stream_order_and_release),
       cmocka_unit_test(test_streams_concurrently),

@@ -3,11 +3,13 @@
  *
  * Why not only ucontext: glibc's swapcontext saves and restores the signal
  * mask, one rt_sigprocmask system call per switch (strace shows it), and a
- * barrier costs two switches per simulated thread.  The x86-64 switch below
+ * barrier costs a switch per simulated thread.  The x86-64 switch below
  * saves what the System V ABI says a callee keeps (rbx, rbp, r12-r15, the
  * MXCSR and x87 control words) and nothing else.  Signal masks are restored
  * where they can change: the fault path leaves a signal handler with
- * siglongjmp.  Elsewhere (and with -DDV_FIBER_UCONTEXT) swapcontext is used;
+ * siglongjmp.  The control words are loaded only when they differ from the
+ * running context's (ldmxcsr and fldcw serialise; they almost never
+ * differ).  Elsewhere (and with -DDV_FIBER_UCONTEXT) swapcontext is used;
  * measured here, a barrier then costs about 10x more, and AddressSanitizer
  * prints its one-time "doesn't fully support makecontext/swapcontext"
  * warning (its interceptor does, annotations or not) though the fiber
@@ -47,10 +49,21 @@ __asm__(
     "  subq $8, %rsp\n"
     "  stmxcsr (%rsp)\n"
     "  fnstcw 4(%rsp)\n"
+    "  movl (%rsp), %eax\n"      /* this context's MXCSR */
+    "  movzwl 4(%rsp), %ecx\n"   /* and x87 control word */
     "  movq %rsp, (%rdi)\n"
     "  movq %rsi, %rsp\n"
-    "  ldmxcsr (%rsp)\n"
-    "  fldcw 4(%rsp)\n"
+    /* ldmxcsr and fldcw are slow (they serialise): load them only when the
+     * control bits differ.  The MXCSR's low six bits are exception flags,
+     * which the ABI does not ask a callee to keep: they follow the OS
+     * thread. */
+    "  xorl (%rsp), %eax\n"
+    "  movzwl 4(%rsp), %edx\n"
+    "  xorl %edx, %ecx\n"
+    "  andl $-64, %eax\n"
+    "  orl %ecx, %eax\n"
+    "  jnz 2f\n"
+    "1:\n"
     "  addq $8, %rsp\n"
     "  popq %r15\n"
     "  popq %r14\n"
@@ -59,6 +72,10 @@ __asm__(
     "  popq %rbx\n"
     "  popq %rbp\n"
     "  ret\n"
+    "2:\n"
+    "  ldmxcsr (%rsp)\n"
+    "  fldcw 4(%rsp)\n"
+    "  jmp 1b\n"
     ".size fb_switch_asm, .-fb_switch_asm\n"
     /* A new fiber 'returns' here from its first switch; r12 holds the fiber. */
     ".p2align 4\n"
@@ -189,11 +206,22 @@ void fb_yield(fb_fiber *f, bool exiting) {
 #endif
   fb_ctx_switch(f, sched);
 #if DV_FIBER_ASAN
-  const void *lo = NULL;
-  size_t sz = 0;
-  __sanitizer_finish_switch_fiber(f->asan_fake, &lo, &sz);
-  sched->stack_lo = (unsigned char *)(uintptr_t)lo;
-  sched->stack_size = sz;
+  /* Resumed by the scheduler or by another fiber (fb_switch): the
+   * scheduler's stack is the one fb_entry learnt. */
+  __sanitizer_finish_switch_fiber(f->asan_fake, NULL, NULL);
+#endif
+}
+
+void fb_switch(fb_fiber *from, fb_fiber *to) {
+#if DV_FIBER_ASAN
+  __sanitizer_start_switch_fiber(&from->asan_fake, to->stack_lo, to->stack_size);
+#endif
+#if DV_FIBER_TSAN
+  __tsan_switch_to_fiber(to->tsan, 0);
+#endif
+  fb_ctx_switch(from, to);
+#if DV_FIBER_ASAN
+  __sanitizer_finish_switch_fiber(from->asan_fake, NULL, NULL);
 #endif
 }
 

@@ -72,6 +72,9 @@ void fb_release(fb_fiber *f);
 void fb_resume(fb_fiber *sched, fb_fiber *f);
 /* f -> its scheduler.  exiting: f never runs again (until prepared anew). */
 void fb_yield(fb_fiber *f, bool exiting);
+/* Fiber from -> fiber to (both of one scheduler, to already started);
+ * returns when something switches back to from. */
+void fb_switch(fb_fiber *from, fb_fiber *to);
 
 /* f was left suspended for good (its block was stopped): forget the state
  * the sanitizers keep for its stack before the stack is reused. */

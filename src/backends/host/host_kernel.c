@@ -22,7 +22,9 @@
  * Calls.  A kernel is a plain C function; its parameter list comes from
  * `dv__sig_<kernel>` (the stringified parameters), which we parse to check
  * the launch's arguments (count, kind, and the scalar types we can read) and
- * libffi builds the call from run-time argument lists.
+ * libffi builds the call from run-time argument lists; on x86-64 Linux the
+ * arguments are sorted once per launch into the registers and stack slots
+ * of the System V convention and each thread is a plain call (hk_flat).
  *
  * Execution.  A launch is an operation queued on a stream like a copy; it
  * holds a reference on every buffer it uses.  The stream's worker runs it:
@@ -48,7 +50,11 @@
  * stops at a barrier, that fiber stays with it and a new runner goes on
  * with the next thread.  A kernel without barriers thus costs one fiber
  * per block and no switch per thread; threads run in the same order as
- * with one fiber each from the start.
+ * with one fiber each from the start.  Once every thread has started, one
+ * that waits at a barrier switches straight to the next thread that can run
+ * (one switch per thread and barrier, between two stacks at the same call
+ * site, so the CPU predicts the returns); the last of a pass goes back to
+ * the scheduler, which applies the rules above.
  *
  * Checks.  Static shared arrays get their slot in a per-executor arena on
  * first use in a block, filled with 0xDF (read-before-write shows) and
@@ -1066,6 +1072,25 @@ typedef union hk_val {
   unsigned char raw[8];
 } hk_val;
 
+/* The System V x86-64 calling convention, done by hand: a kernel's
+ * arguments are the same for every thread of a launch, so they are sorted
+ * once into the registers and stack slots the ABI gives them (integers and
+ * pointers: rdi, rsi, rdx, rcx, r8, r9; float and double: xmm0-7; the rest
+ * and structs by value: 8-byte stack slots in order) and each thread is a
+ * plain call through a prototype with all of those (a callee ignores the
+ * registers and slots past its own parameters; the caller pops them).
+ * libffi classifies and copies every argument on every call, which cost
+ * more than a thread of a small kernel.  Elsewhere, or for an argument
+ * this does not know, libffi makes every call. */
+#if defined(__x86_64__) && defined(__linux__)
+#define HK_FLAT 1
+#define HK_FLAT_STACK 40
+typedef struct hk_flat {
+  bool ok;
+  uint64_t g[6], x[8], s[HK_FLAT_STACK];
+} hk_flat;
+#endif
+
 struct hk_job {
   hk_state *k;
   dv_bkernel *kern;
@@ -1073,6 +1098,9 @@ struct hk_job {
   size_t dyn;
   uint64_t nblocks;
   int nthreads;
+#if HK_FLAT
+  hk_flat flat;
+#endif
   ffi_cif cif;
   size_t nargs;
   ffi_type **types;
@@ -1247,6 +1275,94 @@ static dv_status hk_match_args(const dv_bkernel *kn, const dv_blaunch *bl, ffi_t
   return DV_OK;
 }
 
+/* Sort the launch's arguments for hk_call (see hk_flat); leaves flat.ok
+ * false for an argument type it does not know or too many stack slots. */
+static void hk_flat_build(hk_job *l) {
+#if HK_FLAT
+  hk_flat *f = &l->flat;
+  memset(f, 0, sizeof *f);
+  int ng = 0, nx = 0, ns = 0;
+  for (size_t j = 0; j < l->nargs; j++) {
+    const ffi_type *t = l->types[j];
+    const void *v = l->values[j];
+    uint64_t u = 0;
+    bool sse = false;
+    if (t == &hk_view_ffi) { /* class MEMORY: its bytes in stack slots */
+      if (ns + (int)(sizeof(dv_bkview) / 8) > HK_FLAT_STACK) return;
+      memcpy(&f->s[ns], v, sizeof(dv_bkview));
+      ns += (int)(sizeof(dv_bkview) / 8);
+      continue;
+    }
+#define HK_INT(ft, T)         \
+  if (t == &ft) {             \
+    T x_;                     \
+    memcpy(&x_, v, sizeof x_); \
+    u = (uint64_t)x_;         \
+  } else
+    if (t == &ffi_type_pointer) {
+      void *p;
+      memcpy(&p, v, sizeof p);
+      u = (uint64_t)(uintptr_t)p;
+    } else HK_INT(ffi_type_sint8, int8_t) HK_INT(ffi_type_sint16, int16_t)
+      HK_INT(ffi_type_sint32, int32_t) HK_INT(ffi_type_sint64, int64_t)
+      HK_INT(ffi_type_uint8, uint8_t) HK_INT(ffi_type_uint16, uint16_t)
+      HK_INT(ffi_type_uint32, uint32_t) HK_INT(ffi_type_uint64, uint64_t)
+    if (t == &ffi_type_float) {
+      uint32_t b;
+      memcpy(&b, v, sizeof b);
+      u = b; /* the low half of the register or slot */
+      sse = true;
+    } else if (t == &ffi_type_double) {
+      memcpy(&u, v, sizeof u);
+      sse = true;
+    } else {
+      return;
+    }
+#undef HK_INT
+    if (sse && nx < 8)
+      f->x[nx++] = u;
+    else if (!sse && ng < 6)
+      f->g[ng++] = u;
+    else if (ns < HK_FLAT_STACK)
+      f->s[ns++] = u;
+    else
+      return;
+  }
+  f->ok = true;
+#else
+  (void)l;
+#endif
+}
+
+#if HK_FLAT
+#define HK_S8(b) uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t
+typedef void (*hk_flat_fn)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, double,
+                           double, double, double, double, double, double, double, HK_S8(0),
+                           HK_S8(1), HK_S8(2), HK_S8(3), HK_S8(4));
+_Static_assert(HK_FLAT_STACK == 40, "hk_flat_fn passes 40 stack slots");
+#undef HK_S8
+#endif
+
+/* One simulated thread: the kernel with the launch's arguments. */
+static void hk_call(hk_job *l) {
+#if HK_FLAT
+  const hk_flat *f = &l->flat;
+  if (f->ok) {
+    hk_flat_fn fn = (hk_flat_fn)l->kern->fn;
+    double x[8];
+    memcpy(x, f->x, sizeof x); /* bit patterns: a float's in the low half */
+    const uint64_t *s = f->s;
+    fn(f->g[0], f->g[1], f->g[2], f->g[3], f->g[4], f->g[5], x[0], x[1], x[2], x[3], x[4], x[5],
+       x[6], x[7], s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
+       s[12], s[13], s[14], s[15], s[16], s[17], s[18], s[19], s[20], s[21], s[22], s[23], s[24],
+       s[25], s[26], s[27], s[28], s[29], s[30], s[31], s[32], s[33], s[34], s[35], s[36], s[37],
+       s[38], s[39]);
+    return;
+  }
+#endif
+  ffi_call(&l->cif, l->kern->fn, NULL, l->values);
+}
+
 void hk_launch_free(hk_job *l) {
   if (!l) return;
   for (size_t i = 0; i < l->nheld; i++) l->k->sv->block_unref(l->held[i]);
@@ -1355,6 +1471,7 @@ dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch
     return dv__error(DV_ERR_KERNEL_ARGUMENT, "kernel %s: libffi cannot build this call",
                      kn->name);
   }
+  hk_flat_build(l);
   rc = k->sv->enqueue(s, l);
   if (rc) hk_launch_free(l);
   return rc;
@@ -1366,20 +1483,22 @@ dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch
 
 typedef enum { HK_T_NEW, HK_T_RUN, HK_T_BAR, HK_T_WAVE, HK_T_EXIT, HK_T_FAULT } hk_tstate;
 
+typedef struct hk_fib hk_fib;
+
 /* A simulated thread of the running block. */
 typedef struct hk_thr {
   int state; /* hk_tstate */
   int site, line;
-  int fiber; /* the fiber it runs on */
+  hk_fib *fib; /* the fiber it runs on */
 } hk_thr;
 
 /* A fiber: a runner (threads one after the other) until its thread waits
  * at a barrier; from then on that thread's. */
-typedef struct hk_fib {
+struct hk_fib {
   fb_fiber f;
   bool taken; /* its thread waited at a barrier: run no other thread */
   bool done;  /* returned (its stack holds nothing) */
-} hk_fib;
+};
 
 typedef struct hk_slot {
   size_t off, bytes;
@@ -1419,6 +1538,11 @@ typedef struct hk_exec {
   int next_thread; /* the next one a runner takes */
   int cur;         /* simulated thread running */
   hk_fib *rfib;    /* the fiber running */
+  bool direct;     /* every thread has its fiber: a waiting one switches to the next */
+  /* Threads waiting at a barrier (HK_T_BAR) and at a wave barrier, counted
+   * as they arrive; bar_mixed: not all of the former at bar_site. */
+  int nbar, nwave, bar_site;
+  bool bar_mixed;
   dv__hthread **self;
   sigjmp_buf jb;
   volatile sig_atomic_t in_kernel;
@@ -1627,12 +1751,39 @@ static void *hk_rt_dyn_take(size_t *cursor, size_t bytes, size_t align, const ch
   return ex->dyn + c;
 }
 
+/* The running thread waits at a barrier.  Once every thread has its fiber,
+ * it switches straight to the next thread of the scheduler's pass (one
+ * switch per thread and barrier, not two, and both sides of the switch have
+ * the same call stack); the last one of the pass goes back to the
+ * scheduler, which decides whom a barrier releases. */
 static void hk_wait(hk_exec *ex, int state, int site, int line) {
-  hk_thr *t = &ex->thr[ex->cur];
+  int i = ex->cur;
+  hk_thr *thr = ex->thr, *t = &thr[i];
   t->state = state;
   t->site = site;
   t->line = line;
-  fb_yield(&ex->rfib->f, false);
+  if (state == HK_T_BAR) {
+    if (ex->nbar++ == 0)
+      ex->bar_site = site;
+    else if (site != ex->bar_site)
+      ex->bar_mixed = true;
+  } else {
+    ex->nwave++;
+  }
+  hk_fib *from = ex->rfib;
+  if (ex->direct) {
+    const int n = ex->n;
+    for (int j = i + 1; j < n; j++) {
+      if (thr[j].state != HK_T_RUN) continue;
+      hk_fib *to = thr[j].fib;
+      ex->cur = j;
+      ex->rfib = to;
+      *ex->self = &ex->ht[j];
+      fb_switch(&from->f, &to->f);
+      return;
+    }
+  }
+  fb_yield(&from->f, false);
 }
 
 static void hk_rt_barrier(int site, int fence, int line) {
@@ -1670,11 +1821,11 @@ static void hk_runner_main(void *arg) {
   while (!fb->taken && ex->next_thread < ex->n) {
     int i = ex->next_thread++;
     hk_thr *t = &ex->thr[i];
-    t->fiber = (int)(fb - ex->fib);
+    t->fib = fb;
     t->state = HK_T_RUN;
     ex->cur = i;
     *ex->self = &ex->ht[i];
-    ffi_call(&l->cif, l->kern->fn, NULL, l->values);
+    hk_call(l);
     t->state = HK_T_EXIT;
   }
   fb->done = true;
@@ -1787,23 +1938,29 @@ static int hk_schedule(hk_exec *ex) {
     if (ex->thr[ex->cur].state == HK_T_FAULT) return 1;
     if (!fb->done) fb->taken = true; /* its thread waits at a barrier */
   }
+  /* Then passes over the threads that can run, in order: the scheduler
+   * resumes the first, each one that waits switches to the next (hk_wait),
+   * and control comes back here when one returns, faults, or waits with
+   * none after it. */
+  ex->direct = true;
   for (;;) {
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n;) {
       hk_thr *t = &ex->thr[i];
-      if (t->state != HK_T_RUN) continue;
+      if (t->state != HK_T_RUN) {
+        i++;
+        continue;
+      }
       ex->cur = i;
-      ex->rfib = &ex->fib[t->fiber];
+      ex->rfib = t->fib;
       *ex->self = &ex->ht[i];
       ex->in_kernel = 1;
       fb_resume(&ex->sched, &ex->rfib->f);
       ex->in_kernel = 0;
-      if (t->state == HK_T_FAULT) return 1;
+      if (ex->thr[ex->cur].state == HK_T_FAULT) return 1;
+      i = ex->cur + 1;
     }
-    int nbar = 0, nwave = 0;
-    for (int i = 0; i < n; i++) {
-      nbar += ex->thr[i].state == HK_T_BAR;
-      nwave += ex->thr[i].state == HK_T_WAVE;
-    }
+    /* A pass leaves no thread runnable: each one returned or waits. */
+    const int nbar = ex->nbar, nwave = ex->nwave;
     if (!nbar && !nwave) {
       int bad = check ? hk_bad_redzone(ex) : -1;
       if (bad >= 0) {
@@ -1821,14 +1978,13 @@ static int hk_schedule(hk_exec *ex) {
         all = ex->thr[i].state == HK_T_WAVE && ex->thr[i].site == ex->thr[w0].site;
       if (!all) continue;
       for (int i = w0; i < w1; i++) ex->thr[i].state = HK_T_RUN;
+      ex->nwave -= w1 - w0;
       released = true;
     }
     if (released) continue;
     /* The whole block waiting at one barrier goes on. */
     if (nbar == n) {
-      bool same = true;
-      for (int i = 1; i < n && same; i++) same = ex->thr[i].site == ex->thr[0].site;
-      if (same) {
+      if (!ex->bar_mixed) {
         int bad = check ? hk_bad_redzone(ex) : -1;
         if (bad >= 0) {
           char when[160];
@@ -1837,6 +1993,7 @@ static int hk_schedule(hk_exec *ex) {
           return 1;
         }
         for (int i = 0; i < n; i++) ex->thr[i].state = HK_T_RUN;
+        ex->nbar = 0;
         continue;
       }
     }
@@ -1931,6 +2088,7 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   ex->n = n;
   ex->nfib = 0;
   ex->next_thread = 0;
+  ex->direct = false;
   unsigned bc[3];
   hk_coords(b, l->grid, bc);
   for (int i = 0; i < n; i++) {
@@ -1958,7 +2116,9 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   ex->arena_used = l->dyn + HK_REDZONE;
   ex->self = ex->m->self_slot();
   ex->fault[0] = 0;
-  for (int i = 0; i < n; i++) ex->thr[i].state = HK_T_NEW, ex->thr[i].fiber = -1;
+  for (int i = 0; i < n; i++) ex->thr[i].state = HK_T_NEW, ex->thr[i].fib = NULL;
+  ex->nbar = ex->nwave = 0;
+  ex->bar_mixed = false;
   ex->cur = 0;
   int rc = hk_schedule_guarded(ex);
   for (int f = 0; f < ex->nfib; f++)
