@@ -631,6 +631,21 @@ static void test_build_error_log(void **state) {
   assert_non_null(strstr(log2, "missing_symbol_000"));
   assert_non_null(strstr(log2, "missing_symbol_010"));
   dv_program_destroy(p2);
+  /* Numba's rule: a shared or local array's length must be positive. */
+  const char *zero_len[] = {
+      "DV_KERNEL(z, DV_ARRAY(int, out)) { DV_BIND(int, out); DV_SHARED(int, s, 0);\n"
+      "  s[0] = 1; out[0] = s[0]; }\n",
+      "DV_KERNEL(z, DV_ARRAY(int, out)) { DV_BIND(int, out); DV_LOCAL_ARRAY(int, l, -2);\n"
+      "  l[0] = 1; out[0] = l[0]; }\n",
+      "DV_KERNEL(z, DV_ARRAY(int, out)) { DV_BIND(int, out); DV_SHARED2(int, s2, 4, 0);\n"
+      "  s2[0][0] = 1; out[0] = s2[0][0]; }\n"};
+  for (int i = 0; i < 3; i++) {
+    dv_program *pz;
+    assert_ok(dv_program_create(g_ctx, "zero.dvk", zero_len[i], &pz));
+    assert_status(dv_program_build(pz, DV_BUILD_NO_CACHE, &m), DV_ERR_COMPILE);
+    if (!is_backend("cuda")) assert_non_null(strstr(dv_program_log(pz), "dv__length_of_"));
+    dv_program_destroy(pz);
+  }
   /* Bad arguments to the program API. */
   assert_status(dv_program_options(p, "metal", "-O3"), DV_ERR_INVALID_ARGUMENT);
   assert_status(dv_program_define(p, "has space", "1"), DV_ERR_INVALID_ARGUMENT);

@@ -55,6 +55,13 @@
 /** Dimensions a DV_VIEW parameter carries (the library refuses more). */
 #define DV_KVIEW_MAXDIMS 8
 
+/* Numba's rule: a shared or local array has a positive length, known when
+ * the kernel is compiled; anything else is a compile error naming the array
+ * (dv__length_of_<name>). */
+#define DV__POSITIVE(n, N) typedef char dv__length_of_##n[(N) > 0 ? 1 : -1] __attribute__((unused))
+#define DV__POSITIVE2(n, N0, N1) \
+  typedef char dv__length_of_##n[(N0) > 0 && (N1) > 0 ? 1 : -1] __attribute__((unused))
+
 /* Fence scopes for dv_barrier (ROC's barrier(scope)). */
 #define DV_FENCE_LOCAL 1  /**< order shared (work-group local) memory */
 #define DV_FENCE_GLOBAL 2 /**< order global memory */
@@ -99,8 +106,8 @@ typedef struct dv_kview {
 #define dv_grid_dim(d) dv__dim(gridDim, d)
 #define dv_wave_size() ((int)warpSize)
 
-#define DV_SHARED(T, n, N) __shared__ T n[N]
-#define DV_SHARED2(T, n, N0, N1) __shared__ T n[N0][N1]
+#define DV_SHARED(T, n, N) DV__POSITIVE(n, N); __shared__ T n[N]
+#define DV_SHARED2(T, n, N0, N1) DV__POSITIVE2(n, N0, N1); __shared__ T n[N0][N1]
 #define DV__DYN_BASE() (dv__dyn_shared)
 #define DV_DYN_SHARED_BEGIN() \
   extern __shared__ __align__(16) unsigned char dv__dyn_shared[]; \
@@ -110,8 +117,8 @@ typedef struct dv_kview {
   T *n = (T *)(dv__dyn_shared + dv__dyn_cur);                                              \
   dv__dyn_cur += (unsigned long long)(count) * sizeof(T)
 
-#define DV_LOCAL_ARRAY(T, n, N) T n[N]
-#define DV_LOCAL_ARRAY2(T, n, N0, N1) T n[N0][N1]
+#define DV_LOCAL_ARRAY(T, n, N) DV__POSITIVE(n, N); T n[N]
+#define DV_LOCAL_ARRAY2(T, n, N0, N1) DV__POSITIVE2(n, N0, N1); T n[N0][N1]
 
 #define dv_syncthreads() __syncthreads()
 #define dv_barrier(scope) __syncthreads()
@@ -233,16 +240,16 @@ typedef struct dv_kview {
 #define dv_wave_size() 1
 #endif
 
-#define DV_SHARED(T, n, N) __local T n[N]
-#define DV_SHARED2(T, n, N0, N1) __local T n[N0][N1]
+#define DV_SHARED(T, n, N) DV__POSITIVE(n, N); __local T n[N]
+#define DV_SHARED2(T, n, N0, N1) DV__POSITIVE2(n, N0, N1); __local T n[N0][N1]
 #define DV_DYN_SHARED_BEGIN() ulong dv__dyn_cur = 0
 #define DV_DYN_SHARED_TAKE(T, n, count)                                           \
   dv__dyn_cur = (dv__dyn_cur + __alignof__(T) - 1) & ~(ulong)(__alignof__(T) - 1); \
   __local T *n = (__local T *)(dv__dyn_shared + dv__dyn_cur);                     \
   dv__dyn_cur += (ulong)(count) * sizeof(T)
 
-#define DV_LOCAL_ARRAY(T, n, N) T n[N]
-#define DV_LOCAL_ARRAY2(T, n, N0, N1) T n[N0][N1]
+#define DV_LOCAL_ARRAY(T, n, N) DV__POSITIVE(n, N); T n[N]
+#define DV_LOCAL_ARRAY2(T, n, N0, N1) DV__POSITIVE2(n, N0, N1); T n[N0][N1]
 
 #define dv_syncthreads() barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)
 #define dv_barrier(scope)                                         \
@@ -398,16 +405,18 @@ DV__EXPORT extern _Thread_local dv__hthread *dv__self;
 #define dv_wave_size() (dv__rt->wave_size())
 
 #define DV_SHARED(T, n, N) \
+  DV__POSITIVE(n, N);      \
   T *n = (T *)dv__rt->shared(__COUNTER__, sizeof(T) * (size_t)(N), _Alignof(T), #n, __LINE__)
 #define DV_SHARED2(T, n, N0, N1)                                                               \
+  DV__POSITIVE2(n, N0, N1);                                                                    \
   T(*n)[N1] = (T(*)[N1])dv__rt->shared(__COUNTER__, sizeof(T) * (size_t)(N0) * (size_t)(N1), \
                                        _Alignof(T), #n, __LINE__)
 #define DV_DYN_SHARED_BEGIN() size_t dv__dyn_cur = 0
 #define DV_DYN_SHARED_TAKE(T, n, count) \
   T *n = (T *)dv__rt->dyn_take(&dv__dyn_cur, sizeof(T) * (size_t)(count), _Alignof(T), #n, __LINE__)
 
-#define DV_LOCAL_ARRAY(T, n, N) T n[N]
-#define DV_LOCAL_ARRAY2(T, n, N0, N1) T n[N0][N1]
+#define DV_LOCAL_ARRAY(T, n, N) DV__POSITIVE(n, N); T n[N]
+#define DV_LOCAL_ARRAY2(T, n, N0, N1) DV__POSITIVE2(n, N0, N1); T n[N0][N1]
 
 #define dv_syncthreads() dv__rt->barrier(__COUNTER__, DV_FENCE_LOCAL | DV_FENCE_GLOBAL, __LINE__)
 #define dv_barrier(scope) dv__rt->barrier(__COUNTER__, (scope), __LINE__)
