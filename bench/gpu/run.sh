@@ -28,6 +28,16 @@ if [ -d .gpu-deps ] && ls .gpu-deps/*.deb >/dev/null 2>&1; then
   export CFLAGS="-I$prefix/usr/include"
 fi
 
+# NVRTC for the kernel suites: where ldconfig does not list it, the toolkit's
+# copy, else the pip wheel's (nvidia-cuda-nvrtc); the copy kernels need none.
+if ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so'; then
+  wheel=$(python3 -c 'import glob, os, nvidia.cuda_nvrtc as m; print(" ".join(sorted(glob.glob(os.path.join(list(m.__path__)[0], "lib", "libnvrtc.so*")))))' 2>/dev/null)
+  for f in /usr/local/cuda/lib64/libnvrtc.so.13 /usr/local/cuda/lib64/libnvrtc.so.12 $wheel; do
+    if [ -e "$f" ]; then DV_NVRTC_LIBRARY="$f"; export DV_NVRTC_LIBRARY; break; fi
+  done
+fi
+echo "nvrtc: ${DV_NVRTC_LIBRARY:-found by ldconfig}" >> "$out/env.txt"
+
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$out/build.txt" 2>&1 &&
   cmake --build build-gpu -j"$jobs" >> "$out/build.txt" 2>&1 || { tail -30 "$out/build.txt"; echo "build failed"; }
 
