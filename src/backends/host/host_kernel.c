@@ -396,6 +396,20 @@ static void hk_path(char *buf, size_t cap, const char *dir, const char *file) {
   snprintf(buf, cap, "%s/%s", dir, file);
 }
 
+/* Appended to every host translation unit. */
+static const char hk_trailer[] =
+    "\n#line 1 \"<devarray host runtime>\"\n"
+    "DV__EXPORT const dv__host_rt *dv__rt;\n"
+    "DV__EXPORT _Thread_local dv__hthread *dv__self;\n"
+    "DV__EXPORT dv__hthread **dv__self_slot(void);\n"
+    "dv__hthread **dv__self_slot(void) { return &dv__self; }\n"
+    /* -fstack-protector's failure: a fault of this thread, not abort(). */
+    "__attribute__((visibility(\"hidden\"), noreturn)) void __stack_chk_fail(void);\n"
+    "void __stack_chk_fail(void) {\n"
+    "  dv__rt->fault(\"a local array was written past its end (stack protector)\", 0);\n"
+    "  __builtin_trap();\n"
+    "}\n";
+
 /* Find the compiler and its identity, once per state.  Caller holds k->lock. */
 static dv_status hk_probe_compiler(hk_state *k) {
   if (k->cc_probed) {
@@ -485,15 +499,19 @@ static dv_status hk_probe_compiler(hk_state *k) {
     unlink(out);
     rmdir(dir);
   }
-  size_t need = 64 + strlen(path) + strlen(version) + strlen(machine) + strlen(k->cflags) +
+  size_t need = 96 + strlen(path) + strlen(version) + strlen(machine) + strlen(k->cflags) +
                 strlen(k->cc_option);
   char *ident = probe_oom ? NULL : dv__malloc(need);
   if (!ident) {
     hk_free_words(words);
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot record the compiler's identity");
   }
-  snprintf(ident, need, "cc=%s|%s|%s|flags=%s|asan=%d|check=%d|fiber", path, version, machine,
-           k->cflags, hk_asan() ? 1 : 0, k->check);
+  /* The runtime trailer is compiled into every module: a change to it must
+   * not load modules built with the old one from the cache. */
+  uint64_t th = 1469598103934665603ull;
+  for (size_t i = 0; hk_trailer[i]; i++) th = (th ^ (unsigned char)hk_trailer[i]) * 1099511628211ull;
+  snprintf(ident, need, "cc=%s|%s|%s|flags=%s|asan=%d|check=%d|fiber|rt=%016llx", path, version,
+           machine, k->cflags, hk_asan() ? 1 : 0, k->check, (unsigned long long)th);
   k->cc_argv = words;
   k->cc_argc = nwords;
   k->ident = ident;
@@ -580,20 +598,6 @@ struct dv_bmodule {
 };
 
 static const dv__host_rt hk_rt; /* the runtime (below) */
-
-/* Appended to every host translation unit. */
-static const char hk_trailer[] =
-    "\n#line 1 \"<devarray host runtime>\"\n"
-    "DV__EXPORT const dv__host_rt *dv__rt;\n"
-    "DV__EXPORT _Thread_local dv__hthread *dv__self;\n"
-    "DV__EXPORT dv__hthread **dv__self_slot(void);\n"
-    "dv__hthread **dv__self_slot(void) { return &dv__self; }\n"
-    /* -fstack-protector's failure: a fault of this thread, not abort(). */
-    "__attribute__((visibility(\"hidden\"), noreturn)) void __stack_chk_fail(void);\n"
-    "void __stack_chk_fail(void) {\n"
-    "  dv__rt->fault(\"a local array was written past its end (stack protector)\", 0);\n"
-    "  __builtin_trap();\n"
-    "}\n";
 
 static void hk_module_free(dv_bmodule *m) {
   if (!m) return;
