@@ -1280,14 +1280,19 @@ DV_API dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, siz
  * environment's options), and how many entries and bytes it holds.  Creates
  * nothing: a cache that does not exist yet has 0 entries.  *path gets the
  * directory (DV_ERR_INVALID_ARGUMENT if cap is too small).  Outputs may be
- * NULL except path.
+ * NULL except path; cleared on failure.  Errors: DV_ERR_NULL_ARGUMENT,
+ * DV_ERR_INVALID_ARGUMENT (cap too small, or the directory is a file),
+ * DV_ERR_IO.  Reads the directory; thread-safe.
  */
 DV_API dv_status dv_kernel_cache_info(const dv_config *cfg, char *path, size_t cap,
                                       uint64_t *entries, uint64_t *bytes);
 /**
  * Remove every entry of the compiled-module cache of contexts made with cfg
  * (NULL: the environment's options).  Only the cache's own files are
- * removed.  A cache that does not exist is already clear.
+ * removed.  A cache that does not exist is already clear.  Errors:
+ * DV_ERR_INVALID_ARGUMENT (not a directory), DV_ERR_IO (a file could not be
+ * removed; the others still are).  Safe while other processes use the cache:
+ * their builds miss and rebuild.
  */
 DV_API dv_status dv_kernel_cache_clear(const dv_config *cfg);
 
@@ -1296,20 +1301,25 @@ DV_API dv_status dv_kernel_cache_clear(const dv_config *cfg);
 /**
  * The backend's own context and device: CUDA (CUcontext, CUdevice cast to
  * a pointer-sized integer), OpenCL (cl_context, cl_device_id), host (NULL,
- * NULL).  Borrowed: never release them.  Outputs may be NULL.
+ * NULL).  Borrowed: never release them.  Outputs may be NULL (cleared on
+ * failure).  DV_ERR_NULL_ARGUMENT for a NULL ctx.  Thread-safe; does not
+ * block.
  */
 DV_API dv_status dv_context_native(dv_context *ctx, void **context, void **device);
 /**
  * The native stream (CUstream / cl_command_queue) behind s (for the default
  * stream pass dv_context_default_stream(ctx)).  Borrowed.  Work the caller queues there directly is
  * ordered with devarray's work on s.  Host simulator: DV_ERR_NOT_SUPPORTED.
+ * *handle is NULL on failure.  Thread-safe; does not block.
  */
 DV_API dv_status dv_stream_native(dv_stream *s, void **handle);
 /**
  * The native memory of a device, mapped or managed array: CUDA (the
  * CUdeviceptr of the allocation, as a pointer), OpenCL (the cl_mem), host
  * simulator (a host pointer); *offset is the byte offset of element 0 in it.
- * Borrowed: valid while the array lives.  Host arrays: DV_ERR_MISUSE.
+ * Borrowed: valid while the array lives.  Host arrays: DV_ERR_MISUSE; an
+ * empty array gives NULL and 0.  Outputs may be NULL (cleared on failure).
+ * Thread-safe; does not block.
  */
 DV_API dv_status dv_array_native(const dv_array *a, void **buffer, size_t *offset);
 /** Called once when devarray no longer uses wrapped memory. */

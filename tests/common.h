@@ -54,6 +54,9 @@ void ref_copy(void *dst, const int64_t *dst_strides, const void *src, const int6
               const int64_t *shape, int nd, size_t itemsize);
 /* Fill n bytes with a pattern derived from seed (no zeros). */
 void fill_pattern(void *p, size_t n, unsigned seed);
+/* The whole file at path, NUL-terminated (malloc'd; the caller frees); fails
+ * the running test if it cannot be read. */
+char *read_text_file(const char *path);
 /* xorshift random */
 uint64_t rnd(void);
 void rnd_seed(uint64_t s);

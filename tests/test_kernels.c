@@ -27,17 +27,7 @@ static char g_cache_dir[256];
 static char *read_source(const char *file) {
   char path[512];
   snprintf(path, sizeof path, "%s/%s", DV_TEST_KERNELS_DIR, file);
-  FILE *f = fopen(path, "rb");
-  if (!f) fail_msg("cannot open %s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  assert_non_null(s);
-  assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
-  s[n] = 0;
-  fclose(f);
-  return s;
+  return read_text_file(path);
 }
 
 static bool is_backend(const char *name) { return strncmp(g_backend, name, strlen(name)) == 0; }

@@ -19,20 +19,6 @@
 
 static const dv_nvrtc *g_nv;
 
-static char *read_file(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) fail_msg("cannot open %s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  assert_non_null(s);
-  assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
-  s[n] = 0;
-  fclose(f);
-  return s;
-}
-
 static const char *base_name(const char *path) {
   const char *b = strrchr(path, '/');
   return b ? b + 1 : path;
@@ -91,7 +77,7 @@ static bool is_elf(const dv_nvrtc_out *o) {
 
 /* Compile for the sm_90 target the backend would choose: a CUBIN. */
 static void compile_one(dv_context *ctx, const char *path, const ksetup *su) {
-  char *src = read_file(path);
+  char *src = read_text_file(path);
   const char *name = base_name(path);
   char *unit = assemble(ctx, name, src, su);
   free(src);
@@ -156,7 +142,7 @@ static void test_debug_ptx_and_constants(void **state) {
   assert_ok(test_context(&ctx, NULL));
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/kernels/dialect.dvk", DV_TEST_SOURCE_DIR);
-  char *src = read_file(path);
+  char *src = read_text_file(path);
   const ksetup *su = NULL;
   for (size_t i = 0; i < sizeof g_setups / sizeof *g_setups; i++)
     if (strcmp(g_setups[i].file, "dialect.dvk") == 0) su = &g_setups[i];
