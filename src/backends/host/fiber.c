@@ -180,19 +180,6 @@ static void fb_entry(fb_fiber *f) {
   __builtin_trap();
 }
 
-void fb_resume(fb_fiber *sched, fb_fiber *f) {
-#if DV_FIBER_ASAN
-  __sanitizer_start_switch_fiber(&sched->asan_fake, f->stack_lo, f->stack_size);
-#endif
-#if DV_FIBER_TSAN
-  __tsan_switch_to_fiber(f->tsan, 0);
-#endif
-  fb_ctx_switch(sched, f);
-#if DV_FIBER_ASAN
-  __sanitizer_finish_switch_fiber(sched->asan_fake, NULL, NULL);
-#endif
-}
-
 void fb_yield(fb_fiber *f, bool exiting) {
   fb_fiber *sched = f->sched;
 #if DV_FIBER_ASAN
@@ -224,6 +211,9 @@ void fb_switch(fb_fiber *from, fb_fiber *to) {
   __sanitizer_finish_switch_fiber(from->asan_fake, NULL, NULL);
 #endif
 }
+
+/* The scheduler resuming a fiber is one fiber switching to another. */
+void fb_resume(fb_fiber *sched, fb_fiber *f) { fb_switch(sched, f); }
 
 void fb_abandon(fb_fiber *f) {
 #if DV_FIBER_ASAN
