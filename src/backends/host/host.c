@@ -69,6 +69,7 @@ struct dv_bstream {
   uint64_t queued, done; /* operations queued / completed */
   bool stop;
   bool inline_running;   /* a synchronous op runs on its caller's thread */
+  int waiters;           /* threads in hb_stream_sync (an inline op wakes only them) */
   dv_status error;       /* first error since the last synchronize */
   char errmsg[768];      /* its detail message */
   pthread_t thread;
@@ -89,7 +90,7 @@ struct hb_state {
   /* Device-wide synchronisation: operations queued on any stream. */
   pthread_mutex_t idle_m;
   pthread_cond_t idle_cv;
-  uint64_t outstanding;
+  _Atomic uint64_t outstanding; /* changed without idle_m; idle_m only to wait and wake */
 };
 
 static double hb_now_ms(void) {
@@ -419,13 +420,31 @@ static void hb_execute(dv_bstream *s, hb_op *op) {
   }
 }
 
-static void hb_op_finish(hb_op *op) {
+/* Drop what a finished operation holds (its record itself stays). */
+static void hb_op_release(hb_op *op) {
   dv_status r1 = hb_block_unref(op->b1), r2 = hb_block_unref(op->b2);
   (void)r1;
   (void)r2; /* corruption is logged and counted by the block itself */
   if (op->kind == OP_RECORD || op->kind == OP_WAIT) hb_event_unref(op->u.ev.e);
   if (op->kind == OP_KERNEL) hk_launch_free(op->u.kernel);
+}
+
+static void hb_op_finish(hb_op *op) {
+  hb_op_release(op);
   dv__free(op);
+}
+
+/* Device-wide count of queued operations: atomic, so that queuing and
+ * finishing work take no device-wide lock.  The lock is taken only when the
+ * count reaches zero, to wake device-wide synchronizes (which test the count
+ * under it, so no wake-up is lost). */
+static void hb_outstanding_add(hb_state *st) { atomic_fetch_add(&st->outstanding, 1); }
+static void hb_outstanding_done(hb_state *st) {
+  if (atomic_fetch_sub(&st->outstanding, 1) == 1) {
+    pthread_mutex_lock(&st->idle_m);
+    pthread_cond_broadcast(&st->idle_cv);
+    pthread_mutex_unlock(&st->idle_m);
+  }
 }
 
 static void *hb_worker(void *arg) {
@@ -448,9 +467,7 @@ static void *hb_worker(void *arg) {
     pthread_cond_broadcast(&s->cv_done);
     pthread_mutex_unlock(&s->m);
     hb_op_finish(op);
-    pthread_mutex_lock(&st->idle_m);
-    if (--st->outstanding == 0) pthread_cond_broadcast(&st->idle_cv);
-    pthread_mutex_unlock(&st->idle_m);
+    hb_outstanding_done(st);
     pthread_mutex_lock(&s->m);
   }
   pthread_mutex_unlock(&s->m);
@@ -458,17 +475,31 @@ static void *hb_worker(void *arg) {
   return NULL;
 }
 
+/* An operation record sized for its kind's payload (a strided copy's
+ * record is ~840 bytes, every other kind's at most ~100): only the header
+ * is set, the caller fills the payload. */
+static size_t hb_op_size(hb_opkind kind) {
+  size_t payload;
+  switch (kind) {
+    case OP_RECT: payload = sizeof(dv_rect); break;
+    case OP_STRIDED: payload = sizeof(dv_strided); break;
+    case OP_MEMSET: payload = sizeof(((hb_op *)0)->u.set); break;
+    case OP_CALLBACK: payload = sizeof(((hb_op *)0)->u.cb); break;
+    case OP_RECORD:
+    case OP_WAIT: payload = sizeof(((hb_op *)0)->u.ev); break;
+    default: payload = sizeof(hk_job *); break;
+  }
+  return offsetof(hb_op, u) + payload;
+}
+
 static hb_op *hb_op_new(hb_opkind kind) {
-  hb_op *op = dv__calloc(1, sizeof *op);
-  if (op) op->kind = kind;
+  hb_op *op = dv__malloc(hb_op_size(kind));
+  if (op) op->kind = kind, op->next = NULL, op->b1 = op->b2 = NULL;
   return op;
 }
 
 static void hb_enqueue(dv_bstream *s, hb_op *op) {
-  hb_state *st = s->st;
-  pthread_mutex_lock(&st->idle_m);
-  st->outstanding++;
-  pthread_mutex_unlock(&st->idle_m);
+  hb_outstanding_add(s->st);
   pthread_mutex_lock(&s->m);
   op->next = NULL;
   if (s->tail)
@@ -520,13 +551,15 @@ static dv_status hb_stream_sync(void *state, dv_bstream *s) {
   hb_state *st = state;
   if (!s) {
     pthread_mutex_lock(&st->idle_m);
-    while (st->outstanding) pthread_cond_wait(&st->idle_cv, &st->idle_m);
+    while (atomic_load(&st->outstanding)) pthread_cond_wait(&st->idle_cv, &st->idle_m);
     pthread_mutex_unlock(&st->idle_m);
     return DV_OK;
   }
   pthread_mutex_lock(&s->m);
   uint64_t target = s->queued;
+  s->waiters++;
   while (s->done < target) pthread_cond_wait(&s->cv_done, &s->m);
+  s->waiters--;
   dv_status err = s->error;
   s->error = DV_OK;
   char msg[sizeof s->errmsg];
@@ -596,35 +629,44 @@ static bool hb_try_inline(dv_bstream *s, hb_op *op) {
   s->inline_running = true;
   s->queued++;
   pthread_mutex_unlock(&s->m);
-  pthread_mutex_lock(&st->idle_m);
-  st->outstanding++;
-  pthread_mutex_unlock(&st->idle_m);
+  hb_outstanding_add(st);
   if (st->delay_us > 0) usleep((useconds_t)st->delay_us);
   hb_execute(s, op);
-  hb_op_finish(op);
+  hb_op_release(op);
   pthread_mutex_lock(&s->m);
   s->inline_running = false;
   s->done++;
-  pthread_cond_broadcast(&s->cv_done);
-  pthread_cond_signal(&s->cv_work);
+  /* Wake the worker only when work was queued behind the inline op, and
+   * waiters only when there are any (hb_stream_sync counts them). */
+  if (s->waiters) pthread_cond_broadcast(&s->cv_done);
+  if (s->head) pthread_cond_signal(&s->cv_work);
   pthread_mutex_unlock(&s->m);
-  pthread_mutex_lock(&st->idle_m);
-  if (--st->outstanding == 0) pthread_cond_broadcast(&st->idle_cv);
-  pthread_mutex_unlock(&st->idle_m);
+  hb_outstanding_done(st);
   return true;
 }
 
-static dv_status hb_queue_checked(dv_bstream *s, hb_op *op, unsigned flags, dv_memref src,
+/* Check both sides of a copy described by `t` (the caller's record on its
+ * stack, payload filled), then run it inline (synchronous, idle stream: no
+ * record is allocated) or queue a heap copy of it sized for its kind. */
+static dv_status hb_queue_checked(dv_bstream *s, hb_op *t, unsigned flags, dv_memref src,
                                   int64_t slo, int64_t shi, dv_memref dst, int64_t dlo, int64_t dhi) {
-  dv_status rc = hb_check_ref(src, slo, shi, "source", &op->b1);
-  if (!rc) rc = hb_check_ref(dst, dlo, dhi, "destination", &op->b2);
+  t->next = NULL;
+  dv_status rc = hb_check_ref(src, slo, shi, "source", &t->b1);
+  if (!rc) rc = hb_check_ref(dst, dlo, dhi, "destination", &t->b2);
   if (rc) {
-    hb_block_unref(op->b1);
-    hb_block_unref(op->b2);
-    dv__free(op);
+    hb_block_unref(t->b1);
+    hb_block_unref(t->b2);
     return rc;
   }
-  if ((flags & DV_COPY_SYNC) && hb_try_inline(s, op)) return DV_OK;
+  if ((flags & DV_COPY_SYNC) && hb_try_inline(s, t)) return DV_OK;
+  size_t size = hb_op_size(t->kind);
+  hb_op *op = dv__malloc(size);
+  if (!op) {
+    hb_block_unref(t->b1);
+    hb_block_unref(t->b2);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a copy");
+  }
+  memcpy(op, t, size);
   hb_enqueue(s, op);
   return DV_OK;
 }
@@ -633,8 +675,8 @@ static dv_status hb_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
   dv_status rc = hb_fault_copy(state);
   if (rc) return rc;
   if (!r->width || !r->height || !r->depth) return DV_OK;
-  hb_op *op = hb_op_new(OP_RECT);
-  if (!op) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a copy");
+  hb_op t, *op = &t;
+  t.kind = OP_RECT;
   op->u.rect = *r;
   int64_t sh = (int64_t)((r->depth - 1) * r->src_slice + (r->height - 1) * r->src_pitch + r->width);
   int64_t dh = (int64_t)((r->depth - 1) * r->dst_slice + (r->height - 1) * r->dst_pitch + r->width);
@@ -657,8 +699,8 @@ static dv_status hb_copy_strided(void *state, dv_bstream *s, const dv_strided *c
   if (rc) return rc;
   for (int i = 0; i < c->nd; i++)
     if (c->shape[i] == 0) return DV_OK;
-  hb_op *op = hb_op_new(OP_STRIDED);
-  if (!op) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a copy");
+  hb_op t, *op = &t;
+  t.kind = OP_STRIDED;
   op->u.strided = *c;
   int64_t slo, shi, dlo, dhi;
   hb_span(c, c->src_strides, &slo, &shi);
@@ -669,8 +711,8 @@ static dv_status hb_copy_strided(void *state, dv_bstream *s, const dv_strided *c
 static dv_status hb_memset(void *state, dv_bstream *s, dv_memref dst, int value, size_t bytes) {
   (void)state;
   if (!bytes) return DV_OK;
-  hb_op *op = hb_op_new(OP_MEMSET);
-  if (!op) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a memset");
+  hb_op t, *op = &t;
+  t.kind = OP_MEMSET;
   op->u.set.dst = dst;
   op->u.set.value = value;
   op->u.set.bytes = bytes;
