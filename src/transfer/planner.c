@@ -26,6 +26,7 @@
  * would have made of them; when the exact test runs out of work the copy
  * goes through a dense temporary, which is right either way.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "../core/memops.h"
@@ -212,49 +213,33 @@ static void dv__staging_strides(int nd, const int64_t *n, const int64_t *dvs, in
   }
 }
 
-/* A device temporary of the planner: freed through the pending queue, so
- * that work queued on its stream is done with it first (as for arrays). */
-typedef struct dv_ptemp {
-  dv_block blk;
-  size_t bytes;
-  dv_stream *stream;
-} dv_ptemp;
-
-static dv_status dv__dtor_ptemp(dv_context *ctx, void *handle, void *aux) {
-  (void)aux;
-  dv_ptemp *t = handle;
-  dv_status rc = ctx->mm.free(ctx->mm_state, t->blk, t->bytes, t->stream);
-  dv__stats_sub(ctx, DV_STAT_DEVICE, t->bytes);
-  dv__stream_irelease(t->stream);
-  dv__free(t);
-  return rc;
-}
-
 /*
  * Pack (or unpack) a device view on the device: the backend's strided copy
  * between the view and a dense device temporary laid out as the staging
  * buffer, and one contiguous copy between the temporary and staging.
  * DV_ERR_NOT_SUPPORTED when that cannot be done (no memory for the
  * temporary, a layout the backend's kernels refuse): the caller then uses
- * rectangular copies.
+ * rectangular copies.  The temporary is an optimisation: it comes straight
+ * from the memory manager (no flush-and-retry, and the thread's error
+ * message is left as it was when there is none), and goes back to it as
+ * soon as its copies are queued: a manager's free takes the stream the
+ * block's work is queued on (dv_memory_manager.free).
  */
 static dv_status dv__device_pack(dv_context *ctx, dv_stream *stream, dv_bstream *bs,
                                  const dv_plan *p, dv_memref dev, char *stage, bool to_device) {
   int64_t count = 1;
   for (int i = 0; i < p->nd; i++) count *= p->n[i];
   size_t bytes = (size_t)count * p->isz;
-  dv_ptemp *t = dv__calloc(1, sizeof *t);
-  if (!t) return DV_ERR_NOT_SUPPORTED;
-  if (dv__device_alloc(ctx, bytes, stream, &t->blk) != DV_OK) {
+  char saved[1024];
+  snprintf(saved, sizeof saved, "%s", dv_last_error());
+  dv_block blk = {NULL, 0, NULL};
+  if (ctx->mm.alloc(ctx->mm_state, bytes, stream, &blk) != DV_OK) {
     dv__log(DV_LOG_DEBUG, "device packing: no temporary of %zu bytes (%s); copying by rows", bytes,
             dv_last_error());
-    dv__free(t);
+    dv__error(DV_OK, "%s", saved); /* the fallback succeeds or reports its own error */
     return DV_ERR_NOT_SUPPORTED;
   }
-  t->bytes = bytes;
-  if (stream && !stream->is_default) t->stream = dv__stream_iretain(stream);
-  dv__stats_add(ctx, DV_STAT_DEVICE, bytes);
-  dv_memref tmp = {.buf = t->blk.buf, .offset = t->blk.offset}, h = {.ptr = stage};
+  dv_memref tmp = {.buf = blk.buf, .offset = blk.offset}, h = {.ptr = stage};
   dv_strided c;
   memset(&c, 0, sizeof c);
   c.nd = p->nd;
@@ -275,7 +260,9 @@ static dv_status dv__device_pack(dv_context *ctx, dv_stream *stream, dv_bstream 
   if (!rc) rc = ctx->be->copy_strided(ctx->bst, bs, &c);
   if (!rc && !to_device) rc = ctx->be->copy_rect(ctx->bst, bs, &r);
   if (rc == DV_OK) atomic_fetch_add(&ctx->stats.copies, 2);
-  dv_status frc = dv__defer_free(ctx, dv__dtor_ptemp, t, NULL, bytes);
+  /* A copy that failed to queue may still have queued its first phase:
+   * the manager's free is stream-ordered either way. */
+  dv_status frc = ctx->mm.free(ctx->mm_state, blk, bytes, stream);
   if (frc) dv__log(DV_LOG_ERROR, "releasing a packing temporary: %s", dv_last_error());
   return rc;
 }
