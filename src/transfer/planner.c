@@ -474,19 +474,40 @@ static void dv__plan_view(dv_view *v, const dv_view *base, const dv_plan *p, con
   for (int i = 0; i < p->nd; i++) v->shape[i] = p->n[i], v->strides[i] = strides[i];
 }
 
-/* src -> a dense pinned temporary -> dst, in stream order.  Used when the
+/* Dense C-order byte strides for nd extents n of isz-byte elements. */
+static void dv__dense_strides(int nd, const int64_t *n, int64_t isz, int64_t *st) {
+  int64_t s = isz;
+  for (int i = nd - 1; i >= 0; i--) st[i] = s, s *= n[i];
+}
+
+/* A pageable temporary too large for the staging pool, freed by the stream
+ * once it is past it. */
+static void dv__free_host_cb(void *user, dv_status status) {
+  (void)status;
+  dv__free(user);
+}
+
+/* src -> a dense host temporary -> dst, in stream order.  Used when the
  * overlap test could not decide: right whether or not the views share
- * bytes, as NumPy's copies through a temporary are. */
+ * bytes, as NumPy's copies through a temporary are (so it is never split
+ * into chunks: a chunk's writes could change what a later chunk reads).
+ * The temporary is a pinned staging buffer up to the staging pool's
+ * largest class (2 GiB), pageable host memory beyond it. */
+_Atomic int64_t dv__via_pinned_max = (int64_t)1 << (16 + DV_STAGING_CLASSES - 1); /* 2 GiB */
+static dv_status dv__via_pageable(dv_context *ctx, dv_bstream *bs, const dv_view *dst,
+                                  const dv_view *src, const dv_plan *p, dv_stream *stream);
 static dv_status dv__via_temporary(dv_context *ctx, dv_bstream *bs, const dv_view *dst,
                                    const dv_view *src, const dv_plan *p, dv_stream *stream) {
   int64_t count = 1, isz = (int64_t)p->isz;
   for (int i = 0; i < p->nd; i++) count *= p->n[i];
+  if (count * isz > atomic_load(&dv__via_pinned_max))
+    return dv__via_pageable(ctx, bs, dst, src, p, stream);
   dv_staging_buf *b = NULL;
   dv_status rc = dv__staging_get(ctx, (size_t)(count * isz), &b);
   if (rc) return rc;
   dv_view tmp = {.base = {.ptr = b->ptr}, .host = true, .itemsize = p->isz};
-  int64_t dense[DV_MAXDIMS], s = isz;
-  for (int i = p->nd - 1; i >= 0; i--) dense[i] = s, s *= p->n[i];
+  int64_t dense[DV_MAXDIMS];
+  dv__dense_strides(p->nd, p->n, isz, dense);
   dv_view t, sv, dv;
   dv__plan_view(&t, &tmp, p, dense, 0);
   dv__plan_view(&sv, src, p, p->ss, p->soff);
@@ -504,6 +525,30 @@ static dv_status dv__via_temporary(dv_context *ctx, dv_bstream *bs, const dv_vie
   /* Copies into or out of the temporary may be queued: wait before it goes back. */
   ctx->be->stream_sync(ctx->bst, bs);
   dv__staging_put(ctx, b);
+  return rc;
+}
+
+static dv_status dv__via_pageable(dv_context *ctx, dv_bstream *bs, const dv_view *dst,
+                                  const dv_view *src, const dv_plan *p, dv_stream *stream) {
+  int64_t count = 1, isz = (int64_t)p->isz;
+  for (int i = 0; i < p->nd; i++) count *= p->n[i];
+  void *buf = dv__malloc((size_t)(count * isz));
+  if (!buf)
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a %lld-byte temporary for a copy",
+                     (long long)(count * isz));
+  dv_view tmp = {.base = {.ptr = buf}, .host = true, .itemsize = p->isz};
+  int64_t dense[DV_MAXDIMS];
+  dv__dense_strides(p->nd, p->n, isz, dense);
+  dv_view t, sv, dv;
+  dv__plan_view(&t, &tmp, p, dense, 0);
+  dv__plan_view(&sv, src, p, p->ss, p->soff);
+  dv__plan_view(&dv, dst, p, p->ds, p->doff);
+  dv_status rc = dv__transfer(ctx, &t, &sv, stream);
+  if (!rc) rc = dv__transfer(ctx, &dv, &t, stream);
+  if (!rc) rc = ctx->be->stream_callback(ctx->bst, bs, dv__free_host_cb, buf);
+  if (!rc) return DV_OK;
+  ctx->be->stream_sync(ctx->bst, bs);
+  dv__free(buf);
   return rc;
 }
 
@@ -571,11 +616,6 @@ dv_status dv__transfer(dv_context *ctx, const dv_view *dst, const dv_view *src, 
   return dv__staged(ctx, stream, bs, dst, src, &p);
 }
 
-static void dv__free_pattern_cb(void *user, dv_status status) {
-  (void)status;
-  dv__free(user);
-}
-
 dv_status dv__memset(dv_context *ctx, const dv_view *a, int value, dv_stream *stream) {
   int64_t size = dv__view_size(a);
   if (size == 0) return DV_OK;
@@ -596,10 +636,10 @@ dv_status dv__memset(dv_context *ctx, const dv_view *a, int value, dv_stream *st
   if (!pat) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate %lld bytes for a memset pattern", (long long)nbytes);
   memset(pat, value, (size_t)nbytes);
   dv_view pv = {.base = {.ptr = pat}, .host = true, .ndim = a->ndim, .itemsize = a->itemsize};
-  int64_t st = isz;
-  for (int i = a->ndim - 1; i >= 0; i--) pv.shape[i] = a->shape[i], pv.strides[i] = st, st *= a->shape[i];
+  memcpy(pv.shape, a->shape, sizeof pv.shape);
+  dv__dense_strides(a->ndim, a->shape, isz, pv.strides);
   dv_status rc = dv__transfer(ctx, a, &pv, stream);
-  if (rc == DV_OK) rc = ctx->be->stream_callback(ctx->bst, bs, dv__free_pattern_cb, pat);
+  if (rc == DV_OK) rc = ctx->be->stream_callback(ctx->bst, bs, dv__free_host_cb, pat);
   if (rc) {
     ctx->be->stream_sync(ctx->bst, bs);
     dv__free(pat);
