@@ -505,8 +505,8 @@ static dv_status dv__copy_across(dv_context *dctx, const dv_view *dst, dv_contex
   if (!buf) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a %lld-byte staging buffer",
                              (long long)count * (long long)src->itemsize);
   dv_view tmp = {.base = {.ptr = buf}, .host = true, .ndim = src->ndim, .itemsize = src->itemsize};
-  int64_t st = (int64_t)src->itemsize;
-  for (int i = src->ndim - 1; i >= 0; i--) tmp.shape[i] = src->shape[i], tmp.strides[i] = st, st *= src->shape[i];
+  memcpy(tmp.shape, src->shape, sizeof tmp.shape);
+  dv__layout_dense(src->ndim, src->shape, (int64_t)src->itemsize, 'C', tmp.strides); /* fits: src exists */
   dv_status rc = dv__transfer(sctx, &tmp, src, NULL);
   dv_status r2 = dv__sync_if_null(sctx, NULL);
   if (!rc) rc = r2;
