@@ -131,7 +131,7 @@ static void dv__alloc_abandon(dv_alloc *a) { dv__alloc_release(a); }
 
 dv_status dv__array_new(dv_alloc *alloc, const dv_dtype *dt, int ndim, const int64_t *shape,
                         const int64_t *strides, int64_t offset, dv_array **out) {
-  dv_array *a = dv__malloc(sizeof *a);
+  dv_array *a = dv__malloc(sizeof *a + 2 * (size_t)ndim * sizeof(int64_t));
   if (!a) {
     *out = NULL;
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate an array descriptor");
@@ -142,6 +142,8 @@ dv_status dv__array_new(dv_alloc *alloc, const dv_dtype *dt, int ndim, const int
   a->dtype = dv_dtype_retain(dt);
   a->ndim = ndim;
   a->offset = offset;
+  a->shape = a->dims_;
+  a->strides = a->dims_ + ndim;
   for (int i = 0; i < ndim; i++) a->shape[i] = shape[i], a->strides[i] = strides[i];
   atomic_fetch_add(&alloc->ctx->live_arrays, 1);
   dv__stats_add(alloc->ctx, DV_STAT_ARRAYS, 1);

@@ -38,14 +38,17 @@ typedef struct dv_alloc {
   void *release_user;
 } dv_alloc;
 
+/* A descriptor is sized by its ndim (48 + 16 * ndim bytes): shape and
+ * strides point into its own tail, which dv__array_new allocates with it. */
 struct dv_array {
   _Atomic int refs;
+  int ndim;
   dv_alloc *alloc;
   const dv_dtype *dtype;
-  int ndim;
-  int64_t offset; /* byte offset of element [0,..,0] from the allocation start */
-  int64_t shape[DV_MAXDIMS];
-  int64_t strides[DV_MAXDIMS];
+  int64_t offset;   /* byte offset of element [0,..,0] from the allocation start */
+  int64_t *shape;   /* ndim extents (dims_) */
+  int64_t *strides; /* ndim byte strides (dims_ + ndim) */
+  int64_t dims_[];  /* storage of both */
 };
 
 /* Make an array descriptor over alloc (retains alloc and dtype). */
