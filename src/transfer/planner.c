@@ -560,7 +560,45 @@ static dv_status dv__check_live(const dv_view *v, const char *side) {
   return DV_OK;
 }
 
+/* Bytes of a view whose elements are dense in C order (size-1 dimensions
+ * ignored), or -1; 0 for size 0. */
+static int64_t dv__c_dense_bytes(const dv_view *v) {
+  int64_t s = (int64_t)v->itemsize;
+  for (int i = v->ndim - 1; i >= 0; i--) {
+    if (v->shape[i] == 0) return 0;
+    if (v->shape[i] != 1 && v->strides[i] != s) return -1;
+    s *= v->shape[i];
+  }
+  return s;
+}
+
+/* The common case without a plan: both sides dense in C order, in two
+ * different buffers (or one host side): one contiguous copy.  Returns
+ * DV_ERR_NOT_SUPPORTED when the general planner must decide. */
+static dv_status dv__transfer_dense(dv_context *ctx, const dv_view *dst, const dv_view *src,
+                                    dv_stream *stream) {
+  int64_t bytes = dv__c_dense_bytes(src);
+  if (bytes < 0 || dv__c_dense_bytes(dst) != bytes) return DV_ERR_NOT_SUPPORTED;
+  if (bytes == 0) return DV_OK;
+  if (src->host == dst->host && (src->host || src->base.buf == dst->base.buf)) return DV_ERR_NOT_SUPPORTED;
+  if (!src->host && !src->base.buf) return DV_ERR_NOT_SUPPORTED; /* the planner's message */
+  if (!dst->host && !dst->base.buf) return DV_ERR_NOT_SUPPORTED;
+  dv_rect r;
+  r.src = dv__ref(src, src->offset);
+  r.dst = dv__ref(dst, dst->offset);
+  r.width = (size_t)bytes;
+  r.height = r.depth = 1;
+  r.src_pitch = r.dst_pitch = r.width;
+  r.src_slice = r.dst_slice = 0;
+  r.flags = stream ? 0 : DV_COPY_SYNC;
+  dv_status rc = ctx->be->copy_rect(ctx->bst, dv__bstream(ctx, stream), &r);
+  if (rc == DV_OK) dv__count(ctx, dst, src, (uint64_t)bytes);
+  return rc;
+}
+
 dv_status dv__transfer(dv_context *ctx, const dv_view *dst, const dv_view *src, dv_stream *stream) {
+  dv_status frc = dv__transfer_dense(ctx, dst, src, stream);
+  if (frc != DV_ERR_NOT_SUPPORTED) return frc;
   dv_plan p;
   if (!dv__plan_build(&p, dst, src)) return DV_OK;
   dv_status lrc = dv__check_live(src, "source");
