@@ -13,20 +13,28 @@ void dv__stats_init(dv_stats_state *s) {
 void dv__stats_destroy(dv_stats_state *s) { pthread_mutex_destroy(&s->lock); }
 
 void dv__stats_add(dv_context *ctx, dv_stat_kind k, uint64_t n) {
-  dv_stats_state *s = &ctx->stats;
-  pthread_mutex_lock(&s->lock);
-  dv_counter *c = &s->c[k];
-  c->current += n;
-  c->total += n;
-  if (c->current > c->peak) c->peak = c->current;
-  pthread_mutex_unlock(&s->lock);
+  dv_atomic_counter *c = &ctx->stats.c[k];
+  uint64_t cur = atomic_fetch_add_explicit(&c->current, n, memory_order_relaxed) + n;
+  atomic_fetch_add_explicit(&c->total, n, memory_order_relaxed);
+  uint64_t pk = atomic_load_explicit(&c->peak, memory_order_relaxed);
+  while (cur > pk && !atomic_compare_exchange_weak_explicit(&c->peak, &pk, cur, memory_order_relaxed,
+                                                            memory_order_relaxed)) {
+  }
 }
 
 void dv__stats_sub(dv_context *ctx, dv_stat_kind k, uint64_t n) {
-  dv_stats_state *s = &ctx->stats;
-  pthread_mutex_lock(&s->lock);
-  s->c[k].current -= n;
-  pthread_mutex_unlock(&s->lock);
+  atomic_fetch_sub_explicit(&ctx->stats.c[k].current, n, memory_order_relaxed);
+}
+
+/* A counter's value; the peak is at least the current value read (they are
+ * read one after the other, without a lock). */
+static dv_counter dv__counter_get(dv_atomic_counter *c) {
+  dv_counter r;
+  r.current = atomic_load(&c->current);
+  r.total = atomic_load(&c->total);
+  r.peak = atomic_load(&c->peak);
+  if (r.peak < r.current) r.peak = r.current;
+  return r;
 }
 
 /* dv_stats only grows at its end: version 1 ended where `staging` begins.
@@ -57,13 +65,13 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
   r.pending_bytes = ctx->pending.bytes;
   pthread_mutex_unlock(&ctx->lock);
   pthread_mutex_lock(&s->lock);
-  r.device = s->c[DV_STAT_DEVICE];
-  r.pinned = s->c[DV_STAT_PINNED];
-  r.mapped = s->c[DV_STAT_MAPPED];
-  r.registered = s->c[DV_STAT_REGISTERED];
-  r.managed = s->c[DV_STAT_MANAGED];
-  r.arrays = s->c[DV_STAT_ARRAYS];
-  r.staging = s->c[DV_STAT_STAGING];
+  r.device = dv__counter_get(&s->c[DV_STAT_DEVICE]);
+  r.pinned = dv__counter_get(&s->c[DV_STAT_PINNED]);
+  r.mapped = dv__counter_get(&s->c[DV_STAT_MAPPED]);
+  r.registered = dv__counter_get(&s->c[DV_STAT_REGISTERED]);
+  r.managed = dv__counter_get(&s->c[DV_STAT_MANAGED]);
+  r.arrays = dv__counter_get(&s->c[DV_STAT_ARRAYS]);
+  r.staging = dv__counter_get(&s->c[DV_STAT_STAGING]);
   r.pending_peak = s->pending_peak;
   r.flushes = s->flushes;
   r.oom_retries = s->oom_retries;

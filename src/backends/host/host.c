@@ -91,6 +91,7 @@ struct hb_state {
   pthread_mutex_t idle_m;
   pthread_cond_t idle_cv;
   _Atomic uint64_t outstanding; /* changed without idle_m; idle_m only to wait and wake */
+  _Atomic int idle_waiters;     /* threads waiting for the whole device */
 };
 
 static double hb_now_ms(void) {
@@ -440,7 +441,10 @@ static void hb_op_finish(hb_op *op) {
  * under it, so no wake-up is lost). */
 static void hb_outstanding_add(hb_state *st) { atomic_fetch_add(&st->outstanding, 1); }
 static void hb_outstanding_done(hb_state *st) {
-  if (atomic_fetch_sub(&st->outstanding, 1) == 1) {
+  /* Both sides use sequentially consistent atomics: a waiter counts itself
+   * then reads the count, we drop the count then read the waiters, so at
+   * least one of us sees the other. */
+  if (atomic_fetch_sub(&st->outstanding, 1) == 1 && atomic_load(&st->idle_waiters)) {
     pthread_mutex_lock(&st->idle_m);
     pthread_cond_broadcast(&st->idle_cv);
     pthread_mutex_unlock(&st->idle_m);
@@ -551,7 +555,9 @@ static dv_status hb_stream_sync(void *state, dv_bstream *s) {
   hb_state *st = state;
   if (!s) {
     pthread_mutex_lock(&st->idle_m);
+    atomic_fetch_add(&st->idle_waiters, 1);
     while (atomic_load(&st->outstanding)) pthread_cond_wait(&st->idle_cv, &st->idle_m);
+    atomic_fetch_sub(&st->idle_waiters, 1);
     pthread_mutex_unlock(&st->idle_m);
     return DV_OK;
   }
