@@ -4,12 +4,13 @@
  * (memcpy of the same bytes, or NumPy through /usr/bin/python3), median of
  * interleaved batches.
  *
- *   bench_overhead [--quick] [--numpy PYTHON] [--mm direct|pool]
+ *   bench_overhead [--quick] [--numpy PYTHON] [--mm direct|pool] [--only SECTION]
  *       contiguous sweep (4 KiB .. 16 MiB) against memcpy, context switches
  *       over 20,000 1 MiB copies, strided copies with short inner runs,
  *       a 4096x4096 float32 transpose (against NumPy's ascontiguousarray(a.T)
  *       when PYTHON has NumPy), allocating dv_to_device with the direct
- *       manager against the pool.
+ *       manager against the pool.  SECTION: contiguous, strided, transpose or
+ *       todevice (only that one).
  *   bench_overhead --count WHAT N
  *       runs only N calls of WHAT inside a function named count_loop, for
  *       callgrind --toggle-collect=count_loop (bench/callgrind.sh):
@@ -321,14 +322,15 @@ static void to_device(int quick) {
 
 int main(int argc, char **argv) {
   int quick = 0;
-  const char *py = NULL, *mm = NULL;
+  const char *py = NULL, *mm = NULL, *only = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = 1;
     else if (!strcmp(argv[i], "--numpy") && i + 1 < argc) py = argv[++i];
     else if (!strcmp(argv[i], "--mm") && i + 1 < argc) mm = argv[++i];
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--count") && i + 2 < argc) return count_mode(argv[i + 1], atol(argv[i + 2]));
     else {
-      fprintf(stderr, "usage: bench_overhead [--quick] [--numpy PYTHON] [--mm direct|pool] | --count WHAT N\n");
+      fprintf(stderr, "usage: bench_overhead [--quick] [--numpy PYTHON] [--mm direct|pool] [--only SECTION] | --count WHAT N\n");
       return 2;
     }
   }
@@ -339,11 +341,12 @@ int main(int argc, char **argv) {
   }
   printf("bench_overhead: host backend, memory manager %s%s\n\n", dv_context_memory_manager(c),
          quick ? ", --quick" : "");
-  contiguous(c, quick);
-  strided(c, quick);
-  transpose(c, py, quick);
+#define RUN(name) (!only || !strcmp(only, name))
+  if (RUN("contiguous")) contiguous(c, quick);
+  if (RUN("strided")) strided(c, quick);
+  if (RUN("transpose")) transpose(c, py, quick);
   dv_context_destroy(c);
-  to_device(quick);
+  if (RUN("todevice")) to_device(quick);
   (void)sink;
   return 0;
 }
