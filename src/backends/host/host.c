@@ -66,11 +66,14 @@ struct dv_bstream {
   pthread_mutex_t m;
   pthread_cond_t cv_work, cv_done;
   hb_op *head, *tail;
-  uint64_t queued, done; /* operations queued / completed */
+  /* Operations queued / completed, and the first error since the last
+   * synchronize: changed only under m, read without it by the synchronize
+   * of an idle stream (hb_stream_sync's fast path). */
+  _Atomic uint64_t queued, done;
   bool stop;
   bool inline_running;   /* a synchronous op runs on its caller's thread */
   int waiters;           /* threads in hb_stream_sync (an inline op wakes only them) */
-  dv_status error;       /* first error since the last synchronize */
+  _Atomic dv_status error; /* first error since the last synchronize */
   char errmsg[768];      /* its detail message */
   pthread_t thread;
 };
@@ -435,6 +438,12 @@ static void hb_op_finish(hb_op *op) {
   dv__free(op);
 }
 
+/* A stream counter, changed under the stream's lock only: no atomic
+ * read-modify-write needed, only a release store for lock-free readers. */
+static inline void hb_bump(_Atomic uint64_t *c) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_release);
+}
+
 /* Device-wide count of queued operations: atomic, so that queuing and
  * finishing work take no device-wide lock.  The lock is taken only when the
  * count reaches zero, to wake device-wide synchronizes (which test the count
@@ -467,7 +476,7 @@ static void *hb_worker(void *arg) {
     pthread_mutex_lock(&s->m);
     s->head = op->next;
     if (!s->head) s->tail = NULL;
-    s->done++;
+    hb_bump(&s->done);
     pthread_cond_broadcast(&s->cv_done);
     pthread_mutex_unlock(&s->m);
     hb_op_finish(op);
@@ -511,7 +520,7 @@ static void hb_enqueue(dv_bstream *s, hb_op *op) {
   else
     s->head = op;
   s->tail = op;
-  s->queued++;
+  hb_bump(&s->queued);
   pthread_cond_signal(&s->cv_work);
   pthread_mutex_unlock(&s->m);
 }
@@ -561,6 +570,13 @@ static dv_status hb_stream_sync(void *state, dv_bstream *s) {
     pthread_mutex_unlock(&st->idle_m);
     return DV_OK;
   }
+  /* An idle stream without an error (the usual state after a synchronous
+   * copy ran on the caller's thread) needs no lock: every operation queued
+   * before this call has completed when done has caught up with queued. */
+  uint64_t q = atomic_load_explicit(&s->queued, memory_order_acquire);
+  if (atomic_load_explicit(&s->done, memory_order_acquire) >= q &&
+      atomic_load_explicit(&s->error, memory_order_acquire) == DV_OK)
+    return DV_OK;
   pthread_mutex_lock(&s->m);
   uint64_t target = s->queued;
   s->waiters++;
@@ -633,7 +649,7 @@ static bool hb_try_inline(dv_bstream *s, hb_op *op) {
     return false;
   }
   s->inline_running = true;
-  s->queued++;
+  hb_bump(&s->queued);
   pthread_mutex_unlock(&s->m);
   hb_outstanding_add(st);
   if (st->delay_us > 0) usleep((useconds_t)st->delay_us);
@@ -641,7 +657,7 @@ static bool hb_try_inline(dv_bstream *s, hb_op *op) {
   hb_op_release(op);
   pthread_mutex_lock(&s->m);
   s->inline_running = false;
-  s->done++;
+  hb_bump(&s->done);
   /* Wake the worker only when work was queued behind the inline op, and
    * waiters only when there are any (hb_stream_sync counts them). */
   if (s->waiters) pthread_cond_broadcast(&s->cv_done);
