@@ -1110,16 +1110,22 @@ DV_API dv_status dv_program_create(dv_context *ctx, const char *name, const char
                                    dv_program **out);
 /**
  * `#define name value` before the source (value NULL: "1").  A name must be a
- * C identifier and is defined once (DV_ERR_INVALID_ARGUMENT otherwise).
- * Defines are part of the cache key.
+ * C identifier and is defined once (DV_ERR_INVALID_ARGUMENT otherwise; also
+ * for a value with a newline).  Both strings are copied.  Defines are part of
+ * the cache key.  Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_INVALID_ARGUMENT,
+ * DV_ERR_HOST_OUT_OF_MEMORY; a failed call changes nothing.  A program is
+ * not thread-safe: one thread at a time may call the dv_program_* functions
+ * on it.
  */
 DV_API dv_status dv_program_define(dv_program *p, const char *name, const char *value);
 /**
  * Extra options for one backend's compiler ("cuda": NVRTC options, "opencl":
  * clBuildProgram options, "host": C compiler flags), appended to devarray's
  * own; they apply only when the program is built on that backend.  Replaces
- * earlier options for the same backend.  DV_ERR_INVALID_ARGUMENT for an
- * unknown backend name.
+ * earlier options for the same backend; the string is copied.  Errors:
+ * DV_ERR_NULL_ARGUMENT (p or options), DV_ERR_INVALID_ARGUMENT (unknown
+ * backend name), DV_ERR_HOST_OUT_OF_MEMORY; a failed call changes nothing.
+ * Options the compiler rejects are reported by dv_program_build.
  */
 DV_API dv_status dv_program_options(dv_program *p, const char *backend, const char *options);
 /**
@@ -1152,17 +1158,22 @@ DV_API dv_status dv_program_constant(dv_program *p, const char *name, const dv_a
  * DV_ERR_HOST_OUT_OF_MEMORY.  *out (one reference) is NULL on failure.
  */
 DV_API dv_status dv_program_build(dv_program *p, unsigned flags, dv_module **out);
-/** The compiler log of the last build ("" when none).  Owned by the program. */
+/**
+ * The compiler log of the last build ("" when none, or p NULL).  Owned by the
+ * program: valid until its next dv_program_build or dv_program_destroy.
+ */
 DV_API const char *dv_program_log(const dv_program *p);
 /** Free the program (modules built from it live on).  NULL is a no-op. */
 DV_API void dv_program_destroy(dv_program *p);
 
-/** Another reference to m; returns m. */
+/** Another reference to m; returns m (NULL stays NULL).  Thread-safe; does not block. */
 DV_API dv_module *dv_module_retain(dv_module *m);
 /**
  * Drop a reference.  The last one unloads the module through the context's
- * deferred-deallocation queue, after launches already queued have run.
- * NULL is a no-op.
+ * deferred-deallocation queue, after launches already queued have run (the
+ * flush that runs it waits for the device; this call itself does not block).
+ * NULL is a no-op.  Thread-safe; kernels of m must not be used after the
+ * caller's last reference is gone.
  */
 DV_API void dv_module_release(dv_module *m);
 /**
@@ -1178,12 +1189,21 @@ DV_API dv_status dv_module_kernel(dv_module *m, const char *name, dv_kernel **ou
  * `stream` (NULL: synchronous on the default stream): launches queued on
  * that stream before see the old contents, launches queued after see the
  * new ones.  Launches on other streams are ordered with it only through
- * events.  Errors: DV_ERR_INVALID_ARGUMENT (unknown name), DV_ERR_DTYPE_MISMATCH,
- * DV_ERR_SHAPE_MISMATCH (element count), DV_ERR_BACKEND_MISMATCH.
+ * events.  A C-contiguous src may be read when the stream gets to the write:
+ * keep its contents until then (as for any copy on a stream).  Another layout
+ * is first copied to a dense temporary and the call waits for the stream.
+ * Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_INVALID_ARGUMENT (unknown name),
+ * DV_ERR_DTYPE_MISMATCH, DV_ERR_SHAPE_MISMATCH (element count),
+ * DV_ERR_BACKEND_MISMATCH (array or stream of another context).  Thread-safe
+ * with respect to other modules; concurrent writes of one constant race as
+ * copies into one array do.
  */
 DV_API dv_status dv_module_set_constant(dv_module *m, const char *name, const dv_array *src,
                                         dv_stream *stream);
-/** Whether the module came from the compiled-module cache on disk (1) or was compiled (0). */
+/**
+ * Whether the module came from the compiled-module cache on disk (1) or was
+ * compiled (0; also for m NULL).  Thread-safe.
+ */
 DV_API int dv_module_from_cache(const dv_module *m);
 
 /** What a kernel needs and allows on its device. */
@@ -1197,9 +1217,12 @@ typedef struct dv_kernel_attrs {
   int wave_size;              /**< warp / wavefront / sub-group size; 1 when none */
 } dv_kernel_attrs;
 
-/** Fill *out with k's attributes (cleared on failure). */
+/**
+ * Fill *out with k's attributes (read when the kernel was looked up; cleared
+ * on failure).  Errors: DV_ERR_NULL_ARGUMENT.  Thread-safe; does not block.
+ */
 DV_API dv_status dv_kernel_attributes(dv_kernel *k, dv_kernel_attrs *out);
-/** The kernel's name (owned by the kernel). */
+/** The kernel's name (owned by the kernel; "" for k NULL).  Thread-safe. */
 DV_API const char *dv_kernel_name(const dv_kernel *k);
 
 /** Three extents; 0 means 1 in dv_launch_config (so {n} is a 1-D grid). */
@@ -1291,8 +1314,8 @@ DV_API dv_status dv_kernel_cache_info(const dv_config *cfg, char *path, size_t c
  * (NULL: the environment's options).  Only the cache's own files are
  * removed.  A cache that does not exist is already clear.  Errors:
  * DV_ERR_INVALID_ARGUMENT (not a directory), DV_ERR_IO (a file could not be
- * removed; the others still are).  Safe while other processes use the cache:
- * their builds miss and rebuild.
+ * removed; the others still are).  Safe while other threads and processes
+ * use the cache: their builds miss and rebuild.  Blocks on the file system.
  */
 DV_API dv_status dv_kernel_cache_clear(const dv_config *cfg);
 
