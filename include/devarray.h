@@ -1344,6 +1344,95 @@ DV_API dv_status dv_device_array_wrap(dv_context *ctx, void *buffer, size_t offs
                                       const int64_t *strides, dv_release_fn release, void *user,
                                       dv_array **out);
 
+/* ---- DLPack ------------------------------------------------------------- */
+
+/**
+ * @defgroup dlpack DLPack
+ * Arrays to and from other libraries (NumPy, CuPy, PyTorch, JAX) through
+ * DLPack's `DLManagedTensor` (the unversioned structure of DLPack 0.x, as
+ * `<dlpack/dlpack.h>` declares it).  This header does not include
+ * dlpack.h: the functions take and return a pointer to the forward-declared
+ * `struct DLManagedTensor`, which callers with the header use as is and
+ * callers without it (a ctypes binding) pass around as a pointer.  A
+ * devarray built without dlpack.h (CMake says so) has both functions, and
+ * they return DV_ERR_NOT_SUPPORTED.
+ * @{ */
+
+struct DLManagedTensor;
+
+/**
+ * Export a as a new DLPack tensor (*out) that views a's memory (no copy).
+ *
+ * Device: the host simulator's device and managed arrays and every host
+ * array are `kDLCPU` (the simulator's device memory is host memory, so a CPU
+ * consumer such as NumPy reads it); on CUDA device arrays are `kDLCUDA`
+ * (device id: the context's device), managed arrays `kDLCUDAManaged`,
+ * pinned and mapped arrays `kDLCUDAHost`; on OpenCL device arrays are
+ * `kDLOpenCL` (device id 0) with `data` the cl_mem and `byte_offset` the
+ * offset of element 0 in it.  Elsewhere `data` is the address of element 0
+ * and `byte_offset` 0.  `strides` are always given (in elements; negative
+ * ones as in a); the dtype is `kDLInt`/`kDLUInt`/`kDLFloat`/`kDLComplex`
+ * with lanes 1.
+ *
+ * Ordering ("stream"): `stream` is the devarray stream whose work on a the
+ * consumer must see (NULL: the context's default stream).  With
+ * `consumer_stream` NULL the call blocks until `stream` has finished
+ * everything queued on it so far, so the tensor may then be used anywhere.
+ * With a native `consumer_stream` (a CUstream on CUDA, including DLPack's 1
+ * and 2 for the legacy and per-thread default streams), devarray records an
+ * event on `stream` and makes `consumer_stream` wait for it: work queued on
+ * consumer_stream after the call runs after that work; the call does not
+ * block.  Backends without that ability (OpenCL) block as for NULL.  A
+ * `kDLCPU` tensor takes no consumer stream (DV_ERR_INVALID_ARGUMENT).
+ *
+ * Ownership: the tensor holds a reference to a (so the memory and the
+ * context live) until the consumer calls its `deleter`, exactly once, from
+ * any thread; releasing a meanwhile is fine.  Errors (nothing is made, *out
+ * NULL): DV_ERR_NULL_ARGUMENT; DV_ERR_BAD_DTYPE (records, and bool with
+ * DLPack 0.x, which has no bool type); DV_ERR_BAD_STRIDES (a byte stride
+ * that is not a multiple of the itemsize: DLPack counts strides in
+ * elements); DV_ERR_INVALID_ARGUMENT (a device view whose mapped scope
+ * ended); DV_ERR_BACKEND_MISMATCH (stream of another context); the stream's
+ * pending error; DV_ERR_NOT_SUPPORTED (no dlpack.h at build time).
+ * Thread-safe.
+ */
+DV_API dv_status dv_array_to_dlpack(dv_array *a, dv_stream *stream, void *consumer_stream,
+                                    struct DLManagedTensor **out);
+/**
+ * Import a DLPack tensor as an array that views its memory (no copy).
+ *
+ * Where it lands: on the host simulator a `kDLCPU` tensor becomes a device
+ * array (kernels and copies use it in place); on CUDA a `kDLCUDA` or
+ * `kDLCUDAManaged` tensor of the context's device becomes a device array,
+ * and `kDLCPU`/`kDLCUDAHost` tensors host arrays; on OpenCL a `kDLOpenCL`
+ * tensor (device id 0; `data` a cl_mem of the context) becomes a device
+ * array and a `kDLCPU` tensor a host array.  The producer must have ordered
+ * its work before the call (DLPack's contract: the consumer names its
+ * stream to the producer); devarray reads nothing at import.
+ *
+ * Every field is checked, each refusal with its status: ndim outside
+ * 0..DV_MAXDIMS, a NULL shape with ndim > 0, a negative extent
+ * (DV_ERR_BAD_SHAPE); lanes other than 1, a code/bits pair with no devarray
+ * dtype (DV_ERR_BAD_DTYPE); a device type this context cannot use or
+ * another device id (DV_ERR_BACKEND_MISMATCH); NULL data with elements
+ * (DV_ERR_NULL_ARGUMENT); element 0 (data + byte_offset) not aligned to the
+ * dtype (DV_ERR_BAD_STRIDES); the element count, strides in bytes, the
+ * layout's extent or data + byte_offset + extent overflowing, byte_offset
+ * above INT64_MAX (DV_ERR_OVERFLOW); `strides` NULL means C order.  The
+ * view covers exactly the bytes its layout reaches.
+ *
+ * Ownership: on success devarray owns the tensor and calls its deleter
+ * (when not NULL) exactly once after the last array over it is released:
+ * the release joins the pending-deallocation queue (see
+ * dv_device_array_wrap), so the deleter runs at the next flush, after the
+ * device is idle, on the flushing thread.  On failure the caller still
+ * owns the tensor (the deleter is not called) and *out is NULL.
+ * Thread-safe.
+ */
+DV_API dv_status dv_array_from_dlpack(dv_context *ctx, struct DLManagedTensor *tensor,
+                                      dv_array **out);
+/** @} */
+
 #ifdef __cplusplus
 }
 #endif
