@@ -1433,6 +1433,68 @@ DV_API dv_status dv_array_from_dlpack(dv_context *ctx, struct DLManagedTensor *t
                                       dv_array **out);
 /** @} */
 
+/* ---- IPC handles -------------------------------------------------------- */
+
+/**
+ * @defgroup ipc IPC handles
+ * A device array's memory shared with another process of the same user on
+ * the same machine (Numba's `get_ipc_handle` / `open_ipc_array`).  CUDA
+ * uses the driver's IPC (cuIpcGetMemHandle / cuIpcOpenMemHandle); a
+ * pool-allocated array exports its pool segment and its offset in it, and
+ * the opener sees only the array's bytes.  The host simulator shares its
+ * device memory through memfds, in contexts created with the option
+ * `host_ipc=on` (each allocation then holds a file descriptor).  OpenCL
+ * has no IPC: DV_ERR_NOT_SUPPORTED.
+ * @{ */
+
+/** Bytes in an IPC handle. */
+#define DV_IPC_HANDLE_SIZE 128
+/** An IPC handle: plain bytes, copyable and sendable as they are (a pipe, a file, MPI). */
+typedef struct dv_ipc_handle {
+  unsigned char bytes[DV_IPC_HANDLE_SIZE]; /**< opaque; all of them travel */
+} dv_ipc_handle;
+
+/**
+ * Describe device array a's memory in *out for dv_ipc_open in another
+ * process.  The handle is valid while a's memory lives (until the last
+ * view of a is released and its deferred free has run); the exporter must
+ * keep a alive while other processes use it, as with Numba.  Does not
+ * wait: synchronize the stream that wrote a before the other process
+ * reads.  Errors (*out zeroed): DV_ERR_NULL_ARGUMENT; DV_ERR_MISUSE (not a
+ * device array, or memory devarray does not own: wrapped, DLPack-imported,
+ * opened from a handle); DV_ERR_INVALID_ARGUMENT (an empty array, a device
+ * view whose mapped scope ended); DV_ERR_NOT_SUPPORTED (OpenCL; the host
+ * simulator without host_ipc=on); the driver's error.  Thread-safe.
+ */
+DV_API dv_status dv_ipc_export(const dv_array *a, dv_ipc_handle *out);
+/**
+ * Open a handle another process exported, as a device array with the
+ * given layout (strides NULL: C order), element 0 where the exported
+ * array's element 0 is; the layout must fit inside the exported array's
+ * allocation (DV_ERR_BAD_STRIDES otherwise).  The memory is mapped until
+ * the last view of *out is released (dv_ipc_close or dv_array_release;
+ * the unmap joins the deferred-deallocation queue and runs once the device
+ * is idle).  Refusals (*out NULL): DV_ERR_INVALID_ARGUMENT (not a devarray
+ * handle or another format version; a stale handle: the exporter freed
+ * the memory or exited -- the host simulator detects both, CUDA reports
+ * what the driver says); DV_ERR_BACKEND_MISMATCH (a handle from another
+ * backend); DV_ERR_MISUSE (the handle was exported by this process: use
+ * the array itself -- CUDA refuses this too); DV_ERR_NOT_SUPPORTED
+ * (OpenCL); layout errors as dv_device_array_wrap.  Thread-safe.
+ */
+DV_API dv_status dv_ipc_open(dv_context *ctx, const dv_ipc_handle *handle, int ndim,
+                             const int64_t *shape, const dv_dtype *dtype, const int64_t *strides,
+                             dv_array **out);
+/**
+ * Release the caller's reference to an array dv_ipc_open made (or a view
+ * of it) and flush the deferred deallocations, so the mapping closes now
+ * when no other view remains (later, with the last view, otherwise).
+ * DV_ERR_MISUSE (and nothing changes) for any other array.  May block
+ * while the device finishes work that uses the mapping.
+ */
+DV_API dv_status dv_ipc_close(dv_array *a);
+/** @} */
+
 #ifdef __cplusplus
 }
 #endif

@@ -90,6 +90,7 @@ typedef struct dv_backend_config {
   size_t host_fiber_stack;  /* host simulator: stack bytes per simulated thread */
   int host_wave_size;       /* host simulator: threads per wave */
   const char *nvrtc_library; /* CUDA: NVRTC to load ("": search) */
+  int host_ipc;             /* host simulator: device memory in memfds (dv_ipc_export) */
 } dv_backend_config;
 
 
