@@ -1360,6 +1360,9 @@ DV_API dv_status dv_device_array_wrap(dv_context *ctx, void *buffer, size_t offs
 
 struct DLManagedTensor;
 
+/** consumer_stream value for "do not order anything" (DLPack's stream -1): the consumer synchronizes itself. */
+#define DV_DLPACK_NO_SYNC ((void *)(intptr_t)-1)
+
 /**
  * Export a as a new DLPack tensor (*out) that views a's memory (no copy).
  *
@@ -1382,8 +1385,12 @@ struct DLManagedTensor;
  * and 2 for the legacy and per-thread default streams), devarray records an
  * event on `stream` and makes `consumer_stream` wait for it: work queued on
  * consumer_stream after the call runs after that work; the call does not
- * block.  Backends without that ability (OpenCL) block as for NULL.  A
- * `kDLCPU` tensor takes no consumer stream (DV_ERR_INVALID_ARGUMENT).
+ * block.  Backends without that ability (OpenCL) block as for NULL.
+ * DV_DLPACK_NO_SYNC orders nothing and never blocks.  A `kDLCPU` tensor
+ * takes no consumer stream other than NULL or DV_DLPACK_NO_SYNC
+ * (DV_ERR_INVALID_ARGUMENT).  (For `__dlpack__(stream=None)` on CUDA a
+ * binding passes `(void *)1`, the legacy default stream, as the protocol
+ * says.)
  *
  * Ownership: the tensor holds a reference to a (so the memory and the
  * context live) until the consumer calls its `deleter`, exactly once, from

@@ -218,6 +218,8 @@ static void test_export_refusals(void **state) {
   assert_null(t);
   if (device_type() == kDLCPU) /* a CPU tensor takes no consumer stream */
     assert_status(dv_array_to_dlpack(a, NULL, (void *)0x2, &t), DV_ERR_INVALID_ARGUMENT);
+  assert_ok(dv_array_to_dlpack(a, NULL, DV_DLPACK_NO_SYNC, &t)); /* orders nothing */
+  t->deleter(t);
   dv_array_release(a);
   dv_stream_release(s);
   assert_ok(dv_context_destroy(other));

@@ -373,6 +373,7 @@ static dv_status dv__dl_locate(const dv_array *a, dv__dl_desc *d) {
 /* Order the export for the consumer: see dv_array_to_dlpack. */
 static dv_status dv__dl_order(dv_context *ctx, dv_stream *stream, void *consumer, int device_type) {
   dv_bstream *bs = dv__bstream(ctx, stream);
+  if (consumer == DV_DLPACK_NO_SYNC) return DV_OK; /* the consumer's choice */
   if (consumer && device_type == kDLCPU)
     return dv__error(DV_ERR_INVALID_ARGUMENT,
                      "a kDLCPU tensor has no consumer stream (pass NULL: the export then waits)");
