@@ -1468,8 +1468,8 @@ typedef struct dv_ipc_handle {
  * keep a alive while other processes use it, as with Numba.  Does not
  * wait: synchronize the stream that wrote a before the other process
  * reads.  Errors (*out zeroed): DV_ERR_NULL_ARGUMENT; DV_ERR_MISUSE (not a
- * device array, or memory devarray does not own: wrapped, DLPack-imported,
- * opened from a handle); DV_ERR_INVALID_ARGUMENT (an empty array, a device
+ * device array, a mapped scope's device view, or memory devarray does not
+ * own: wrapped, DLPack-imported, opened from a handle); DV_ERR_INVALID_ARGUMENT (an empty array, a device
  * view whose mapped scope ended); DV_ERR_NOT_SUPPORTED (OpenCL; the host
  * simulator without host_ipc=on); the driver's error.  Thread-safe.
  */

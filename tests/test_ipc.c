@@ -255,6 +255,12 @@ static void test_refusals(void **state) {
   assert_ok(dv_device_array(c, 1, &zero, i4, NULL, 'C', NULL, &e));
   assert_status(dv_ipc_export(e, &h), DV_ERR_INVALID_ARGUMENT);
   assert_status(dv_ipc_close(d), DV_ERR_MISUSE);
+  dv_array *views[1] = {NULL};
+  dv_scope *sc = NULL;
+  assert_ok(dv_mapped_scope_begin(c, 1, &hst, views, &sc));
+  assert_status(dv_ipc_export(views[0], &h), DV_ERR_MISUSE); /* a device view of host memory */
+  assert_ok(dv_scope_end(sc));
+  dv_array_release(views[0]);
   assert_status(dv_ipc_export(NULL, &h), DV_ERR_NULL_ARGUMENT);
   dv_array_release(hst), dv_array_release(w), dv_array_release(e), dv_array_release(d);
   assert_ok(dv_context_destroy(c));

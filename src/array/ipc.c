@@ -46,7 +46,10 @@ dv_status dv_ipc_export(const dv_array *a, dv_ipc_handle *out) {
   dv_context *ctx = al->ctx;
   if (al->kind != DV_MEM_DEVICE)
     return dv__error(DV_ERR_MISUSE, "only device arrays can be shared between processes");
-  if (al->foreign)
+  if (al->keep)
+    return dv__error(DV_ERR_MISUSE, "a device view of host memory (a mapped scope) cannot be "
+                     "shared between processes");
+  if (al->foreign || !al->owned)
     return dv__error(DV_ERR_MISUSE,
                      "the array's memory is not devarray's (wrapped, imported or opened from a "
                      "handle): only its owner can share it");
