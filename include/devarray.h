@@ -1495,7 +1495,8 @@ DV_API dv_status dv_ipc_open(dv_context *ctx, const dv_ipc_handle *handle, int n
 /**
  * Release the caller's reference to an array dv_ipc_open made (or a view
  * of it) and flush the deferred deallocations, so the mapping closes now
- * when no other view remains (later, with the last view, otherwise).
+ * when no other view remains (later, with the last view, otherwise; inside
+ * dv_defer_cleanup_begin/end, at the first flush after the scope).
  * DV_ERR_MISUSE (and nothing changes) for any other array.  May block
  * while the device finishes work that uses the mapping.
  */
