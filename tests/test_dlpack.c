@@ -243,6 +243,44 @@ static void test_export_keeps_alive(void **state) {
   free(ref);
 }
 
+/* Host-side arrays are kDLCPU on the host simulator and OpenCL, read in
+ * place; a mapped scope's device view that has ended is refused. */
+static void test_export_host_side(void **state) {
+  (void)state;
+  int64_t n = 32;
+  dv_array *h = NULL, *m = NULL;
+  assert_ok(dv_host_array(g_ctx, 1, &n, dv_dtype_get(DV_INT16), NULL, 'C', &h));
+  int16_t *p = NULL;
+  assert_ok(dv_array_host_data(h, (void **)&p));
+  for (int i = 0; i < n; i++) p[i] = (int16_t)(7 * i);
+  DLManagedTensor *t = NULL;
+  assert_ok(dv_array_to_dlpack(h, NULL, NULL, &t));
+  assert_int_equal(t->dl_tensor.device.device_type, kDLCPU);
+  assert_ptr_equal(t->dl_tensor.data, p);
+  t->deleter(t);
+  if (dv_mapped_array(g_ctx, 1, &n, dv_dtype_get(DV_INT16), NULL, 'C', 0, &m) == DV_OK) {
+    assert_ok(dv_array_to_dlpack(m, NULL, NULL, &t));
+    assert_int_equal(t->dl_tensor.device.device_type, kDLCPU); /* kDLCUDAHost on CUDA */
+    void *mp = NULL;
+    assert_ok(dv_array_host_data(m, &mp));
+    assert_ptr_equal(t->dl_tensor.data, mp);
+    t->deleter(t);
+    dv_array_release(m);
+  }
+  dv_array *views[1] = {NULL};
+  dv_scope *sc = NULL;
+  if (dv_mapped_scope_begin(g_ctx, 1, &h, views, &sc) == DV_OK) {
+    assert_ok(dv_array_to_dlpack(views[0], NULL, NULL, &t));
+    t->deleter(t);
+    assert_ok(dv_scope_end(sc));
+    t = (DLManagedTensor *)1;
+    assert_status(dv_array_to_dlpack(views[0], NULL, NULL, &t), DV_ERR_INVALID_ARGUMENT);
+    assert_null(t);
+    dv_array_release(views[0]);
+  }
+  dv_array_release(h);
+}
+
 /* "Ordered": with no consumer stream the export waits for the producer's
  * stream, so the data a slow queued copy writes is there when it returns. */
 static void test_export_ordered(void **state) {
@@ -442,7 +480,7 @@ static void test_import_refusals(void **state) {
 
 static const struct CMUnitTest tests[] = {
     T(test_every_dtype),         T(test_layouts),        T(test_export_refusals),
-    T(test_export_keeps_alive),  T(test_export_ordered), T(test_import_and_deleter_once),
+    T(test_export_keeps_alive),  T(test_export_ordered), T(test_export_host_side), T(test_import_and_deleter_once),
     T(test_import_refusals),
 };
 TEST_MAIN("dlpack", tests)
