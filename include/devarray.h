@@ -1433,8 +1433,8 @@ DV_API dv_status dv_array_to_dlpack(dv_array *a, dv_stream *stream, void *consum
  * the release joins the pending-deallocation queue (see
  * dv_device_array_wrap), so the deleter runs at the next flush, after the
  * device is idle, on the flushing thread.  On failure the caller still
- * owns the tensor (the deleter is not called) and *out is NULL.
- * Thread-safe.
+ * owns the tensor (the deleter is not called) and *out is NULL.  Does not
+ * block.  Thread-safe.
  */
 DV_API dv_status dv_array_from_dlpack(dv_context *ctx, struct DLManagedTensor *tensor,
                                       dv_array **out);
@@ -1487,7 +1487,8 @@ DV_API dv_status dv_ipc_export(const dv_array *a, dv_ipc_handle *out);
  * what the driver says); DV_ERR_BACKEND_MISMATCH (a handle from another
  * backend); DV_ERR_MISUSE (the handle was exported by this process: use
  * the array itself -- CUDA refuses this too); DV_ERR_NOT_SUPPORTED
- * (OpenCL); layout errors as dv_device_array_wrap.  Thread-safe.
+ * (OpenCL); layout errors as dv_device_array_wrap.  Does not block (it
+ * maps memory; the driver may take a while).  Thread-safe.
  */
 DV_API dv_status dv_ipc_open(dv_context *ctx, const dv_ipc_handle *handle, int ndim,
                              const int64_t *shape, const dv_dtype *dtype, const int64_t *strides,
@@ -1497,8 +1498,9 @@ DV_API dv_status dv_ipc_open(dv_context *ctx, const dv_ipc_handle *handle, int n
  * of it) and flush the deferred deallocations, so the mapping closes now
  * when no other view remains (later, with the last view, otherwise; inside
  * dv_defer_cleanup_begin/end, at the first flush after the scope).
- * DV_ERR_MISUSE (and nothing changes) for any other array.  May block
- * while the device finishes work that uses the mapping.
+ * DV_ERR_MISUSE (and nothing changes) for any other array; otherwise the
+ * status of the flush.  May block while the device finishes work that uses
+ * the mapping.  Thread-safe (a reference is released, as dv_array_release).
  */
 DV_API dv_status dv_ipc_close(dv_array *a);
 /** @} */
