@@ -823,7 +823,6 @@ static void hb_close(void *state) {
     hb_block *n = b->next;
     dv__log(DV_LOG_WARN, "host simulator: %zu-byte device block %p still allocated at close",
             b->bytes, (void *)b->data);
-    if (b->shared) hb_shared_revoke(b);
     hb_base_free(b);
     free(b);
     b = n;
