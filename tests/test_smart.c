@@ -540,6 +540,64 @@ static void test_smart_misuse(void **state) {
   dv_module_release(m);
 }
 
+/* Every k-th device allocation, copy and host allocation failing in a
+ * launch with a host argument and a smart argument, then get(host): a
+ * status comes back, values are right whenever it is DV_OK, the smart
+ * array's state stays usable, and nothing leaks (ASan, the arrays count). */
+static void test_fault_sweep(void **state) {
+  (void)state;
+  enum { N = 64 };
+  dv_module *m = build_smart();
+  dv_kernel *k = kernel(m, "scale");
+  const dv_fault_kind kinds[] = {DV_FAULT_DEVICE_ALLOC, DV_FAULT_COPY, DV_FAULT_HOST_ALLOC};
+  for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
+    for (uint64_t n = 1; n < 64; n++) {
+      float x[N];
+      for (int i = 0; i < N; i++) x[i] = (float)i;
+      dv_stats st = {.size = sizeof st};
+      assert_ok(dv_context_stats(g_ctx, &st));
+      uint64_t arrays0 = st.arrays.current;
+      dv_array *hx = wrap(x, N);
+      int64_t len = N;
+      dv_smart *s;
+      assert_ok(dv_smart_create(g_ctx, 1, &len, dv_dtype_get(DV_FLOAT32), NULL, 'C', DV_WHERE_HOST, NULL, &s));
+      dv_status rc = dv_fault_inject(kinds[ki] == DV_FAULT_HOST_ALLOC ? NULL : g_ctx, kinds[ki], n);
+      if (rc == DV_ERR_NOT_SUPPORTED) {
+        dv_smart_release(s);
+        dv_array_release(hx);
+        dv_module_release(m);
+        skip();
+      }
+      assert_ok(rc);
+      dv_launch_config c = cfg1(N, NULL);
+      dv_arg a[] = {DV_ARG_ARRAY_IN(hx), DV_ARG_SMART_OUT(s), DV_ARG_F32(2.0f), DV_ARG_I32(N)};
+      dv_array *h = NULL;
+      rc = dv_kernel_launch(k, &c, 4, a);
+      if (!rc) rc = dv_smart_get(s, DV_WHERE_HOST, NULL, &h);
+      bool fired = !dv_fault_pending(kinds[ki] == DV_FAULT_HOST_ALLOC ? NULL : g_ctx, kinds[ki]);
+      dv_fault_inject(kinds[ki] == DV_FAULT_HOST_ALLOC ? NULL : g_ctx, kinds[ki], 0);
+      if (rc) {
+        assert_true(fired);
+        assert_true(dv_last_error()[0] != 0);
+      } else {
+        float *hd = host_data(h);
+        for (int i = 0; i < N; i++) assert_true(hd[i] == 2.0f * (float)i);
+      }
+      /* one copy is always current, and the array still works */
+      assert_true(dv_smart_is_current(s, DV_WHERE_HOST) || dv_smart_is_current(s, DV_WHERE_DEVICE));
+      assert_ok(dv_kernel_launch(k, &c, 4, a));
+      assert_ok(dv_smart_get(s, DV_WHERE_HOST, NULL, &h));
+      dv_smart_release(s);
+      dv_array_release(hx);
+      assert_ok(dv_context_flush_deallocs(g_ctx));
+      assert_ok(dv_context_stats(g_ctx, &st));
+      assert_int_equal(st.arrays.current, arrays0);
+      if (!fired) break; /* past the last operation of this kind */
+    }
+  }
+  dv_module_release(m);
+}
+
 /* dv_stats version 3 and the older versions' sizes; the JSON has the counts. */
 static void test_stats_v3(void **state) {
   (void)state;
@@ -613,7 +671,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_host_argument_directions), T(test_host_argument_layouts), T(test_smart_chain),
       T(test_smart_mark_changed),       T(test_smart_layouts),         T(test_smart_streams),
-      T(test_smart_misuse),             T(test_stats_v3),
+      T(test_smart_misuse),             T(test_fault_sweep),           T(test_stats_v3),
   };
   int rc = test_main(argc, argv, "smart", tests, sizeof tests / sizeof tests[0]);
   char cmd[400];
