@@ -114,7 +114,7 @@ dv_status dv_smart_from_array(dv_array *a, unsigned flags, dv_stream *stream, dv
     return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown flags 0x%x for dv_smart_from_array", flags);
   if (stream && stream->ctx != a->alloc->ctx)
     return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context than the array");
-  dv_where where;
+  dv_where where = DV_WHERE_HOST;
   dv_status rc = dv__copy_slot(a, &where);
   if (rc) return rc;
   dv_array *mine = NULL;
@@ -133,7 +133,7 @@ dv_status dv_smart_from_array(dv_array *a, unsigned flags, dv_stream *stream, dv
 dv_status dv_smart_attach(dv_smart *s, dv_array *a) {
   DV_CHECK_NULL(s);
   DV_CHECK_NULL(a);
-  dv_where where;
+  dv_where where = DV_WHERE_HOST;
   dv_status rc = dv__copy_slot(a, &where);
   if (rc) return rc;
   if (a->alloc->ctx != s->ctx)
@@ -205,6 +205,7 @@ dv_status dv_smart_get(dv_smart *s, dv_where where, dv_stream *stream, dv_array 
   dv_status rc = dv__check_where(where);
   if (!rc) rc = dv__check_stream_of(s, stream);
   if (rc) return rc;
+  where = where == DV_WHERE_DEVICE ? DV_WHERE_DEVICE : DV_WHERE_HOST; /* checked; for the compiler */
   pthread_mutex_lock(&s->lock);
   bool moved;
   rc = dv__smart_update(s, where, stream, &moved);
@@ -220,13 +221,14 @@ dv_status dv_smart_mark_changed(dv_smart *s, dv_where where) {
   DV_CHECK_NULL(s);
   dv_status rc = dv__check_where(where);
   if (rc) return rc;
+  int w = where == DV_WHERE_DEVICE; /* checked: 0 or 1 */
   pthread_mutex_lock(&s->lock);
-  if (!s->valid[where]) {
+  if (!s->valid[w]) {
     rc = dv__error(DV_ERR_MISUSE,
                    "the smart array's %s copy is stale: get it (dv_smart_get) before writing it, or "
                    "the data only the other copy holds is lost", dv__where_name(where));
   } else {
-    s->valid[!where] = false;
+    s->valid[!w] = false;
   }
   pthread_mutex_unlock(&s->lock);
   return rc;
