@@ -111,9 +111,27 @@ static double run(int way, uint64_t *up, uint64_t *down) {
   return t;
 }
 
+/* The small-launch loops, as functions of their own so that callgrind can
+ * count each (--toggle-collect=launch_device_loop / launch_smart_loop). */
+__attribute__((noinline)) void launch_device_loop(int count, dv_array *da, dv_array *db) {
+  dv_launch_config c = {{1, 1, 1}, {64, 1, 1}, 0, NULL};
+  for (int i = 0; i < count; i++) {
+    dv_arg a[] = {DV_ARG_ARRAY(da), DV_ARG_ARRAY(db), DV_ARG_F32(0.25f), DV_ARG_I32(64)};
+    DV(dv_kernel_launch(g_k, &c, 4, a));
+  }
+}
+
+__attribute__((noinline)) void launch_smart_loop(int count, dv_smart *sa, dv_smart *sb) {
+  dv_launch_config c = {{1, 1, 1}, {64, 1, 1}, 0, NULL};
+  for (int i = 0; i < count; i++) {
+    dv_arg a[] = {DV_ARG_SMART_IN(sa), DV_ARG_SMART_OUT(sb), DV_ARG_F32(0.25f), DV_ARG_I32(64)};
+    DV(dv_kernel_launch(g_k, &c, 4, a));
+  }
+}
+
 int main(int argc, char **argv) {
   const char *backend = NULL;
-  int reps = 5;
+  int reps = 5, launch_only = 0;
   g_n = 1 << 20;
   g_iters = 50;
   for (int i = 1; i < argc; i++) {
@@ -121,8 +139,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--n") && i + 1 < argc) g_n = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--iters") && i + 1 < argc) g_iters = atol(argv[++i]);
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--launch-only") && i + 1 < argc) launch_only = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: %s [--backend B] [--n N] [--iters K] [--reps R]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--backend B] [--n N] [--iters K] [--reps R] [--launch-only COUNT]\n",
+              argv[0]);
       return 2;
     }
   }
@@ -141,6 +161,7 @@ int main(int argc, char **argv) {
   g_b = malloc((size_t)g_n * sizeof *g_b);
   if (!g_a || !g_b) return 1;
 
+  if (launch_only) goto small;
   printf("bench_smart: backend %s, %ld steps on %d floats (%.1f MiB per array), median of %d\n",
          dv_context_backend(g_ctx), g_iters, g_n, g_n * 4.0 / 1048576.0, reps);
   double med[WAYS];
@@ -157,11 +178,10 @@ int main(int argc, char **argv) {
     printf("  %-28s %8llu %8llu %11.2f %8.2fx\n", way_name[w], (unsigned long long)up[w],
            (unsigned long long)down[w], med[w] * 1e3, med[w] / med[EXPLICIT]);
 
+small:;
   /* Per-launch cost of a smart argument whose device copy is current,
    * against a device array, on a 64-element array (the kernel is trivial). */
-  int saved_n = g_n;
-  g_n = 64;
-  int64_t len = g_n;
+  int64_t len = 64;
   const dv_dtype *f32 = dv_dtype_get(DV_FLOAT32);
   dv_array *da, *db;
   DV(dv_device_array(g_ctx, 1, &len, f32, NULL, 'C', NULL, &da));
@@ -169,27 +189,25 @@ int main(int argc, char **argv) {
   dv_smart *sa, *sb;
   DV(dv_smart_create(g_ctx, 1, &len, f32, NULL, 'C', DV_WHERE_DEVICE, NULL, &sa));
   DV(dv_smart_create(g_ctx, 1, &len, f32, NULL, 'C', DV_WHERE_DEVICE, NULL, &sb));
-  dv_launch_config c = {{1, 1, 1}, {64, 1, 1}, 0, NULL};
-  enum { LAUNCHES = 2000 };
-  double td[99], ts[99];
-  for (int r = 0; r < reps; r++) {
-    double t0 = bench_now();
-    for (int i = 0; i < LAUNCHES; i++) {
-      dv_arg a[] = {DV_ARG_ARRAY(da), DV_ARG_ARRAY(db), DV_ARG_F32(0.25f), DV_ARG_I32(g_n)};
-      DV(dv_kernel_launch(g_k, &c, 4, a));
+  if (launch_only) {
+    launch_smart_loop(1, sa, sb); /* the device copies exist from here on */
+    launch_device_loop(launch_only, da, db);
+    launch_smart_loop(launch_only, sa, sb);
+  } else {
+    enum { LAUNCHES = 2000 };
+    double td[99], ts[99];
+    for (int r = 0; r < reps; r++) {
+      double t0 = bench_now();
+      launch_device_loop(LAUNCHES, da, db);
+      td[r] = (bench_now() - t0) / LAUNCHES;
+      t0 = bench_now();
+      launch_smart_loop(LAUNCHES, sa, sb);
+      ts[r] = (bench_now() - t0) / LAUNCHES;
     }
-    td[r] = (bench_now() - t0) / LAUNCHES;
-    t0 = bench_now();
-    for (int i = 0; i < LAUNCHES; i++) {
-      dv_arg a[] = {DV_ARG_SMART_IN(sa), DV_ARG_SMART_OUT(sb), DV_ARG_F32(0.25f), DV_ARG_I32(g_n)};
-      DV(dv_kernel_launch(g_k, &c, 4, a));
-    }
-    ts[r] = (bench_now() - t0) / LAUNCHES;
+    double mtd = bench_median(td, reps), mts = bench_median(ts, reps);
+    printf("  synchronous launch, 64 floats: device arrays %.2f us, smart arrays %.2f us (%.2fx)\n",
+           mtd * 1e6, mts * 1e6, mts / mtd);
   }
-  double mtd = bench_median(td, reps), mts = bench_median(ts, reps);
-  printf("  synchronous launch, 64 floats: device arrays %.2f us, smart arrays %.2f us (%.2fx)\n",
-         mtd * 1e6, mts * 1e6, mts / mtd);
-  g_n = saved_n;
   dv_smart_release(sa);
   dv_smart_release(sb);
   dv_array_release(da);
