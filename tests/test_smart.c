@@ -431,6 +431,40 @@ static void test_smart_streams(void **state) {
   dv_module_release(m);
 }
 
+/* One smart array used from two streams and the default stream, with no
+ * events from the caller: each use waits for the last work on the device
+ * copy, whatever stream queued it. */
+static void test_smart_across_streams(void **state) {
+  (void)state;
+  enum { N = 256 };
+  dv_module *m = build_smart();
+  dv_stream *s1, *s2;
+  assert_ok(dv_stream_create(g_ctx, DV_STREAM_NON_BLOCKING, &s1));
+  assert_ok(dv_stream_create(g_ctx, DV_STREAM_NON_BLOCKING, &s2));
+  float x[N];
+  for (int i = 0; i < N; i++) x[i] = (float)i;
+  dv_array *hx = wrap(x, N);
+  dv_smart *s;
+  assert_ok(dv_smart_from_array(hx, 0, NULL, &s));
+  int spins = strncmp(g_backend, "host", 4) == 0 ? 200000 : 20000;
+  for (int round = 0; round < 3; round++) {
+    dv_launch_config c1 = cfg1(N, s1), c2 = cfg1(N, s2);
+    dv_arg slow[] = {DV_ARG_SMART(s), DV_ARG_I32(N), DV_ARG_I32(spins)};
+    dv_arg fast[] = {DV_ARG_SMART(s), DV_ARG_I32(N)};
+    assert_ok(dv_kernel_launch(kernel(m, "incr_slow"), &c1, 3, slow)); /* uploads on s1 first */
+    assert_ok(dv_kernel_launch(kernel(m, "incr"), &c2, 2, fast));
+    dv_array *h;
+    assert_ok(dv_smart_get(s, DV_WHERE_HOST, NULL, &h)); /* the default stream, after s2 */
+    for (int i = 0; i < N; i++) assert_true(x[i] == (float)i + 2.0f * (float)(round + 1));
+    assert_ok(dv_smart_mark_changed(s, DV_WHERE_HOST));
+  }
+  dv_smart_release(s);
+  dv_array_release(hx);
+  dv_stream_release(s1);
+  dv_stream_release(s2);
+  dv_module_release(m);
+}
+
 /* Misuse and bad input: clear statuses, outputs cleared, nothing moved or
  * allocated by a refused call. */
 static void test_smart_misuse(void **state) {
@@ -671,7 +705,8 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_host_argument_directions), T(test_host_argument_layouts), T(test_smart_chain),
       T(test_smart_mark_changed),       T(test_smart_layouts),         T(test_smart_streams),
-      T(test_smart_misuse),             T(test_fault_sweep),           T(test_stats_v3),
+      T(test_smart_across_streams),     T(test_smart_misuse),          T(test_fault_sweep),
+      T(test_stats_v3),
   };
   int rc = test_main(argc, argv, "smart", tests, sizeof tests / sizeof tests[0]);
   char cmd[400];

@@ -21,6 +21,11 @@ struct dv_smart {
   pthread_mutex_t lock;
   dv_array *copy[2]; /* [DV_WHERE_HOST], [DV_WHERE_DEVICE]; NULL until made */
   bool valid[2];
+  /* The stream of the last work queued on the device copy (an upload, a
+   * launch, a download), internally retained; NULL before any.  Work queued
+   * on another stream waits for it first (an event), so a smart array is
+   * safe to use from several streams without the caller's events. */
+  dv_stream *dev_stream;
 };
 
 static const char *dv__where_name(dv_where w) { return w == DV_WHERE_HOST ? "host" : "device"; }
@@ -185,14 +190,42 @@ static dv_status dv__smart_alloc(dv_smart *s, dv_where where, dv_stream *stream)
   return rc;
 }
 
+/* The stream work queued with `stream` goes to (NULL: the default stream). */
+static dv_stream *dv__smart_stream(const dv_smart *s, dv_stream *stream) {
+  return stream ? stream : s->ctx->default_stream;
+}
+
+/* Order work about to be queued on `stream` that uses the device copy after
+ * the last work queued on it on another stream.  Lock held. */
+static dv_status dv__smart_order(dv_smart *s, dv_stream *stream) {
+  dv_stream *next = dv__smart_stream(s, stream);
+  if (!s->dev_stream || s->dev_stream == next) return DV_OK;
+  dv_event *e = NULL;
+  dv_status rc = dv_event_create(s->ctx, 0, &e);
+  if (!rc) rc = dv_event_record(e, s->dev_stream);
+  if (!rc) rc = dv_stream_wait_event(next, e);
+  dv_event_release(e);
+  return rc;
+}
+
+/* Work that uses the device copy was queued on `stream`.  Lock held. */
+static void dv__smart_touched(dv_smart *s, dv_stream *stream) {
+  dv_stream *next = dv__smart_stream(s, stream);
+  if (s->dev_stream == next) return;
+  dv__stream_irelease(s->dev_stream);
+  s->dev_stream = dv__stream_iretain(next);
+}
+
 /* Make the copy in `where` current (allocating it first), transferring
  * from the other copy on `stream` if it is stale.  Lock held. */
 static dv_status dv__smart_update(dv_smart *s, dv_where where, dv_stream *stream, bool *moved) {
   *moved = false;
   dv_status rc = dv__smart_alloc(s, where, stream);
   if (rc || s->valid[where]) return rc;
-  rc = dv_array_copy(s->copy[where], s->copy[!where], stream);
+  rc = dv__smart_order(s, stream);
+  if (!rc) rc = dv_array_copy(s->copy[where], s->copy[!where], stream);
   if (rc) return rc;
+  dv__smart_touched(s, stream);
   s->valid[where] = true;
   *moved = true;
   return DV_OK;
@@ -265,6 +298,7 @@ void dv_smart_release(dv_smart *s) {
   if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return;
   dv_array_release(s->copy[DV_WHERE_HOST]);
   dv_array_release(s->copy[DV_WHERE_DEVICE]);
+  dv__stream_irelease(s->dev_stream);
   pthread_mutex_destroy(&s->lock);
   dv__free(s);
 }
@@ -286,6 +320,9 @@ dv_status dv__smart_for_launch(dv_smart *s, dv_stream *stream, bool upload, dv_a
   dv_status rc = DV_OK;
   bool moved;
   if (upload) rc = dv__smart_update(s, DV_WHERE_DEVICE, stream, &moved);
+  /* The kernel is queued on `stream` next: after earlier work on the copy. */
+  if (!rc) rc = dv__smart_order(s, stream);
+  if (!rc && s->copy[DV_WHERE_DEVICE]) dv__smart_touched(s, stream);
   if (!rc) *dev = s->copy[DV_WHERE_DEVICE];
   pthread_mutex_unlock(&s->lock);
   if (!rc && !*dev) rc = dv__error(DV_ERR_MISUSE, "smart array: no device copy was reserved");
