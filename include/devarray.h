@@ -1385,8 +1385,8 @@ DV_API dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, siz
  * (the write is lost at the next transfer the other way, or the other copy
  * is used stale); a copy written through an array obtained before the last
  * dv_smart_get of the other side, by a kernel or copy still running, or
- * through another view of adopted memory; work on another stream that uses
- * a copy while dv_smart_get updates it.  What is detected:
+ * through another view of adopted memory; work the caller queued on a copy
+ * directly, on another stream, while dv_smart_get updates it.  What is detected:
  * dv_smart_mark_changed of a copy that is stale (it was never made current,
  * so a partial write would lose data) is DV_ERR_MISUSE; adopting arrays
  * whose shapes or dtypes differ is DV_ERR_SHAPE_MISMATCH or
@@ -1455,11 +1455,14 @@ DV_API dv_status dv_smart_attach(dv_smart *s, dv_array *a);
  * (NULL: synchronous on the default stream), and work that uses the device
  * copy must follow it in that stream's order (same stream, or an event).
  * DV_WHERE_HOST returns when the host copy is readable: when a download was
- * needed it is queued on `stream` after the work already queued there (the
- * kernels that wrote the device copy, if they were queued on that stream)
- * and this call waits for the stream.  Work on other streams is not waited
- * for: order it before with an event.  When the host copy is already
- * current nothing is waited for.  Getting does not mark anything changed:
+ * needed it is queued on `stream` after the work already queued there, and
+ * this call waits for the stream.  Streams: every transfer and launch a
+ * smart array queues on its device copy waits first for the last one it
+ * queued there, on whatever stream (an event), so launches on one stream
+ * and a get on another need no events from the caller; work the caller
+ * queued on the device copy directly (a copy into the array this returns)
+ * is ordered by the caller.  When the host copy is already current nothing
+ * is waited for.  Getting does not mark anything changed:
  * write, then call dv_smart_mark_changed.  Errors: DV_ERR_NULL_ARGUMENT,
  * DV_ERR_INVALID_ARGUMENT (where), DV_ERR_BACKEND_MISMATCH (stream),
  * allocation and transfer failures (then the copy stays stale).
