@@ -1336,9 +1336,11 @@ typedef struct dv_arg {
  * its direction is DV_DIR_IN.  With DV_DIR_OUT the temporary starts
  * uninitialised and all of it is copied back: the kernel must write every
  * element.  The temporaries go back through the deferred-release path once
- * the work is queued.  On a stream the host array is read and written in
- * stream order: do not touch it, and keep its memory alive, until the
- * stream has passed the launch (as for dv_array_copy on a stream).  Mapped
+ * the work is queued.  A host array given twice gets two temporaries (they
+ * do not alias), copied back in argument order.  On a stream the host
+ * array is read and written in stream order: do not touch it, and keep its
+ * memory alive, until the stream has passed the launch (as for
+ * dv_array_copy on a stream).  Mapped
  * arrays are passed with no copy (on every backend the device addresses
  * them), as are device and managed arrays.  Smart arrays: see
  * dv_smart_get; the launch makes the device copy current on cfg->stream
