@@ -6,6 +6,7 @@
  * asserts the exact number of host-to-device and device-to-host copies,
  * and checks the values that arrive.  Kernels: tests/kernels/smart.dvk.
  */
+#include <pthread.h>
 #include <stdbool.h>
 #include <unistd.h>
 
@@ -465,6 +466,43 @@ static void test_smart_across_streams(void **state) {
   dv_module_release(m);
 }
 
+/* Threads: eight threads asking one smart array for its device copy at
+ * once get the same array, and exactly one upload happens. */
+typedef struct getter {
+  dv_smart *s;
+  dv_array *got;
+  dv_status rc;
+} getter;
+
+static void *get_device(void *p) {
+  getter *g = p;
+  g->rc = dv_smart_get(g->s, DV_WHERE_DEVICE, NULL, &g->got);
+  if (!g->rc && !dv_smart_is_current(g->s, DV_WHERE_DEVICE)) g->rc = DV_ERR_MISUSE;
+  return NULL;
+}
+
+static void test_smart_threads(void **state) {
+  (void)state;
+  enum { T = 8 };
+  int64_t n = 1000;
+  dv_smart *s;
+  assert_ok(dv_smart_create(g_ctx, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', DV_WHERE_HOST, NULL, &s));
+  moves b = count_now();
+  pthread_t th[T];
+  getter g[T];
+  for (int i = 0; i < T; i++) {
+    g[i] = (getter){s, NULL, DV_OK};
+    assert_int_equal(pthread_create(&th[i], NULL, get_device, &g[i]), 0);
+  }
+  for (int i = 0; i < T; i++) assert_int_equal(pthread_join(th[i], NULL), 0);
+  for (int i = 0; i < T; i++) {
+    assert_ok(g[i].rc);
+    assert_ptr_equal(g[i].got, g[0].got);
+  }
+  assert_moves(b, 1, 0);
+  dv_smart_release(s);
+}
+
 /* Misuse and bad input: clear statuses, outputs cleared, nothing moved or
  * allocated by a refused call. */
 static void test_smart_misuse(void **state) {
@@ -706,7 +744,7 @@ int main(int argc, char **argv) {
       T(test_host_argument_directions), T(test_host_argument_layouts), T(test_smart_chain),
       T(test_smart_mark_changed),       T(test_smart_layouts),         T(test_smart_streams),
       T(test_smart_across_streams),     T(test_smart_misuse),          T(test_fault_sweep),
-      T(test_stats_v3),
+      T(test_smart_threads),            T(test_stats_v3),
   };
   int rc = test_main(argc, argv, "smart", tests, sizeof tests / sizeof tests[0]);
   char cmd[400];
