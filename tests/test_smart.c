@@ -143,6 +143,17 @@ static void test_host_argument_directions(void **state) {
   for (int i = 0; i < N; i++) assert_true(pd[i] == (float)(2 * i) + 1.0f);
   dv_array_release(p);
 
+  /* registered (pinned in place) memory: copied like pageable memory */
+  dv_status reg = dv_array_register(hx);
+  if (reg != DV_ERR_NOT_SUPPORTED) {
+    assert_ok(reg);
+    b = count_now();
+    assert_ok(dv_kernel_launch(kernel(m, "incr"), &c, 2, a1));
+    assert_moves(b, 1, 1);
+    for (int i = 0; i < N; i++) assert_true(x[i] == (float)i + 3.0f);
+    assert_ok(dv_array_deregister(hx));
+  }
+
   /* mapped memory: the device addresses it; nothing is copied */
   dv_array *mp = NULL;
   dv_status rc = dv_mapped_array(g_ctx, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', 0, &mp);
