@@ -1324,8 +1324,11 @@ typedef struct dv_arg {
  * belong to k's context (DV_ERR_BACKEND_MISMATCH); a DV_VIEW array has at
  * most 8 dimensions; where the backend can tell, the count and kinds must
  * match the kernel's parameters (DV_ERR_KERNEL_ARGUMENT); an unknown kind or
- * direction is DV_ERR_KERNEL_ARGUMENT.  Every argument is checked before
- * anything is allocated, copied or queued.  Scalars are copied: the
+ * direction is DV_ERR_KERNEL_ARGUMENT.  Each argument (kind, direction,
+ * NULL, context, rank) is checked before anything is allocated, copied or
+ * queued; the match with the kernel's parameters is checked by the backend
+ * as the kernel is queued, after any copies in (they stay queued and do no
+ * harm).  Scalars are copied: the
  * caller's values may change as soon as this returns.
  *
  * Host arrays (pageable, pinned or registered) are moved for the kernel, as
