@@ -477,6 +477,38 @@ static void test_smart_across_streams(void **state) {
   dv_module_release(m);
 }
 
+/* A 0-d smart array moves one element; an empty one moves nothing but
+ * still keeps its valid bits. */
+static void test_smart_edge_shapes(void **state) {
+  (void)state;
+  dv_smart *s;
+  assert_ok(dv_smart_create(g_ctx, 0, NULL, dv_dtype_get(DV_FLOAT64), NULL, 'C', DV_WHERE_HOST, NULL, &s));
+  assert_null(dv_smart_shape(s));
+  dv_array *h, *d;
+  assert_ok(dv_smart_get(s, DV_WHERE_HOST, NULL, &h));
+  double *hd = (double *)host_data(h);
+  *hd = 2.5;
+  assert_ok(dv_smart_mark_changed(s, DV_WHERE_HOST));
+  moves b = count_now();
+  assert_ok(dv_smart_get(s, DV_WHERE_DEVICE, NULL, &d));
+  assert_moves(b, 1, 0);
+  double back = 0;
+  assert_ok(dv_array_get_item(d, NULL, &back, sizeof back, NULL));
+  assert_true(back == 2.5);
+  dv_smart_release(s);
+
+  int64_t zero[2] = {3, 0};
+  assert_ok(dv_smart_create(g_ctx, 2, zero, dv_dtype_get(DV_INT16), NULL, 'F', DV_WHERE_DEVICE, NULL, &s));
+  b = count_now();
+  assert_ok(dv_smart_get(s, DV_WHERE_HOST, NULL, &h));
+  assert_moves(b, 0, 0);
+  assert_int_equal(dv_array_size(h), 0);
+  assert_true(dv_smart_is_current(s, DV_WHERE_HOST));
+  assert_ok(dv_smart_mark_changed(s, DV_WHERE_HOST));
+  assert_false(dv_smart_is_current(s, DV_WHERE_DEVICE));
+  dv_smart_release(s);
+}
+
 /* Threads: eight threads asking one smart array for its device copy at
  * once get the same array, and exactly one upload happens. */
 typedef struct getter {
@@ -755,7 +787,7 @@ int main(int argc, char **argv) {
       T(test_host_argument_directions), T(test_host_argument_layouts), T(test_smart_chain),
       T(test_smart_mark_changed),       T(test_smart_layouts),         T(test_smart_streams),
       T(test_smart_across_streams),     T(test_smart_misuse),          T(test_fault_sweep),
-      T(test_smart_threads),            T(test_stats_v3),
+      T(test_smart_edge_shapes),        T(test_smart_threads),         T(test_stats_v3),
   };
   int rc = test_main(argc, argv, "smart", tests, sizeof tests / sizeof tests[0]);
   char cmd[400];
