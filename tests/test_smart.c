@@ -713,6 +713,53 @@ static void test_fault_sweep(void **state) {
   dv_module_release(m);
 }
 
+/* The same sweep over the create paths: dv_smart_create, dv_smart_from_array
+ * with DV_SMART_COPY, and the first dv_smart_get of the missing copy.  A
+ * failure leaves the output NULL (or the copy stale) and leaks nothing. */
+static void test_create_fault_sweep(void **state) {
+  (void)state;
+  const dv_fault_kind kinds[] = {DV_FAULT_DEVICE_ALLOC, DV_FAULT_COPY, DV_FAULT_HOST_ALLOC};
+  int64_t n = 32;
+  for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
+    dv_context *fc = kinds[ki] == DV_FAULT_HOST_ALLOC ? NULL : g_ctx;
+    for (uint64_t k = 1; k < 64; k++) {
+      dv_stats st = {.size = sizeof st};
+      assert_ok(dv_context_stats(g_ctx, &st));
+      uint64_t arrays0 = st.arrays.current;
+      dv_array *h;
+      assert_ok(dv_host_array(g_ctx, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', &h));
+      dv_status rc = dv_fault_inject(fc, kinds[ki], k);
+      if (rc == DV_ERR_NOT_SUPPORTED) {
+        dv_array_release(h);
+        skip();
+      }
+      assert_ok(rc);
+      dv_smart *a = NULL, *b = NULL;
+      dv_array *got = NULL;
+      rc = dv_smart_create(g_ctx, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', DV_WHERE_DEVICE, NULL, &a);
+      if (rc) assert_null(a);
+      dv_status r2 = dv_smart_from_array(h, DV_SMART_COPY, NULL, &b);
+      if (r2) assert_null(b);
+      dv_status r3 = b ? dv_smart_get(b, DV_WHERE_DEVICE, NULL, &got) : DV_OK;
+      if (r3) {
+        assert_null(got);
+        assert_false(dv_smart_is_current(b, DV_WHERE_DEVICE));
+      }
+      dv_status r4 = a ? dv_smart_get(a, DV_WHERE_HOST, NULL, &got) : DV_OK;
+      bool fired = !dv_fault_pending(fc, kinds[ki]);
+      dv_fault_inject(fc, kinds[ki], 0);
+      if (rc || r2 || r3 || r4) assert_true(fired);
+      dv_smart_release(a);
+      dv_smart_release(b);
+      dv_array_release(h);
+      assert_ok(dv_context_flush_deallocs(g_ctx));
+      assert_ok(dv_context_stats(g_ctx, &st));
+      assert_int_equal(st.arrays.current, arrays0);
+      if (!fired) break;
+    }
+  }
+}
+
 /* dv_stats version 3 and the older versions' sizes; the JSON has the counts. */
 static void test_stats_v3(void **state) {
   (void)state;
@@ -787,7 +834,8 @@ int main(int argc, char **argv) {
       T(test_host_argument_directions), T(test_host_argument_layouts), T(test_smart_chain),
       T(test_smart_mark_changed),       T(test_smart_layouts),         T(test_smart_streams),
       T(test_smart_across_streams),     T(test_smart_misuse),          T(test_fault_sweep),
-      T(test_smart_edge_shapes),        T(test_smart_threads),         T(test_stats_v3),
+      T(test_create_fault_sweep),       T(test_smart_edge_shapes),     T(test_smart_threads),
+      T(test_stats_v3),
   };
   int rc = test_main(argc, argv, "smart", tests, sizeof tests / sizeof tests[0]);
   char cmd[400];
