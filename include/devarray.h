@@ -1127,16 +1127,22 @@ DV_API dv_status dv_program_create(dv_context *ctx, const char *name, const char
                                    dv_program **out);
 /**
  * `#define name value` before the source (value NULL: "1").  A name must be a
- * C identifier and is defined once (DV_ERR_INVALID_ARGUMENT otherwise).
- * Defines are part of the cache key.
+ * C identifier and is defined once (DV_ERR_INVALID_ARGUMENT otherwise; also
+ * for a value with a newline).  Both strings are copied.  Defines are part of
+ * the cache key.  Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_INVALID_ARGUMENT,
+ * DV_ERR_HOST_OUT_OF_MEMORY; a failed call changes nothing.  A program is
+ * not thread-safe: one thread at a time may call the dv_program_* functions
+ * on it.
  */
 DV_API dv_status dv_program_define(dv_program *p, const char *name, const char *value);
 /**
  * Extra options for one backend's compiler ("cuda": NVRTC options, "opencl":
  * clBuildProgram options, "host": C compiler flags), appended to devarray's
  * own; they apply only when the program is built on that backend.  Replaces
- * earlier options for the same backend.  DV_ERR_INVALID_ARGUMENT for an
- * unknown backend name.
+ * earlier options for the same backend; the string is copied.  Errors:
+ * DV_ERR_NULL_ARGUMENT (p or options), DV_ERR_INVALID_ARGUMENT (unknown
+ * backend name), DV_ERR_HOST_OUT_OF_MEMORY; a failed call changes nothing.
+ * Options the compiler rejects are reported by dv_program_build.
  */
 DV_API dv_status dv_program_options(dv_program *p, const char *backend, const char *options);
 /**
@@ -1169,17 +1175,22 @@ DV_API dv_status dv_program_constant(dv_program *p, const char *name, const dv_a
  * DV_ERR_HOST_OUT_OF_MEMORY.  *out (one reference) is NULL on failure.
  */
 DV_API dv_status dv_program_build(dv_program *p, unsigned flags, dv_module **out);
-/** The compiler log of the last build ("" when none).  Owned by the program. */
+/**
+ * The compiler log of the last build ("" when none, or p NULL).  Owned by the
+ * program: valid until its next dv_program_build or dv_program_destroy.
+ */
 DV_API const char *dv_program_log(const dv_program *p);
 /** Free the program (modules built from it live on).  NULL is a no-op. */
 DV_API void dv_program_destroy(dv_program *p);
 
-/** Another reference to m; returns m. */
+/** Another reference to m; returns m (NULL stays NULL).  Thread-safe; does not block. */
 DV_API dv_module *dv_module_retain(dv_module *m);
 /**
  * Drop a reference.  The last one unloads the module through the context's
- * deferred-deallocation queue, after launches already queued have run.
- * NULL is a no-op.
+ * deferred-deallocation queue, after launches already queued have run (the
+ * flush that runs it waits for the device; this call itself does not block).
+ * NULL is a no-op.  Thread-safe; kernels of m must not be used after the
+ * caller's last reference is gone.
  */
 DV_API void dv_module_release(dv_module *m);
 /**
@@ -1195,12 +1206,21 @@ DV_API dv_status dv_module_kernel(dv_module *m, const char *name, dv_kernel **ou
  * `stream` (NULL: synchronous on the default stream): launches queued on
  * that stream before see the old contents, launches queued after see the
  * new ones.  Launches on other streams are ordered with it only through
- * events.  Errors: DV_ERR_INVALID_ARGUMENT (unknown name), DV_ERR_DTYPE_MISMATCH,
- * DV_ERR_SHAPE_MISMATCH (element count), DV_ERR_BACKEND_MISMATCH.
+ * events.  A C-contiguous src may be read when the stream gets to the write:
+ * keep its contents until then (as for any copy on a stream).  Another layout
+ * is first copied to a dense temporary and the call waits for the stream.
+ * Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_INVALID_ARGUMENT (unknown name),
+ * DV_ERR_DTYPE_MISMATCH, DV_ERR_SHAPE_MISMATCH (element count),
+ * DV_ERR_BACKEND_MISMATCH (array or stream of another context).  Thread-safe
+ * with respect to other modules; concurrent writes of one constant race as
+ * copies into one array do.
  */
 DV_API dv_status dv_module_set_constant(dv_module *m, const char *name, const dv_array *src,
                                         dv_stream *stream);
-/** Whether the module came from the compiled-module cache on disk (1) or was compiled (0). */
+/**
+ * Whether the module came from the compiled-module cache on disk (1) or was
+ * compiled (0; also for m NULL).  Thread-safe.
+ */
 DV_API int dv_module_from_cache(const dv_module *m);
 
 /** What a kernel needs and allows on its device. */
@@ -1214,9 +1234,12 @@ typedef struct dv_kernel_attrs {
   int wave_size;              /**< warp / wavefront / sub-group size; 1 when none */
 } dv_kernel_attrs;
 
-/** Fill *out with k's attributes (cleared on failure). */
+/**
+ * Fill *out with k's attributes (read when the kernel was looked up; cleared
+ * on failure).  Errors: DV_ERR_NULL_ARGUMENT.  Thread-safe; does not block.
+ */
 DV_API dv_status dv_kernel_attributes(dv_kernel *k, dv_kernel_attrs *out);
-/** The kernel's name (owned by the kernel). */
+/** The kernel's name (owned by the kernel; "" for k NULL).  Thread-safe. */
 DV_API const char *dv_kernel_name(const dv_kernel *k);
 
 /** Three extents; 0 means 1 in dv_launch_config (so {n} is a 1-D grid). */
@@ -1518,8 +1541,8 @@ DV_API dv_status dv_kernel_cache_info(const dv_config *cfg, char *path, size_t c
  * (NULL: the environment's options).  Only the cache's own files are
  * removed.  A cache that does not exist is already clear.  Errors:
  * DV_ERR_INVALID_ARGUMENT (not a directory), DV_ERR_IO (a file could not be
- * removed; the others still are).  Safe while other processes use the cache:
- * their builds miss and rebuild.
+ * removed; the others still are).  Safe while other threads and processes
+ * use the cache: their builds miss and rebuild.  Blocks on the file system.
  */
 DV_API dv_status dv_kernel_cache_clear(const dv_config *cfg);
 
@@ -1570,6 +1593,167 @@ DV_API dv_status dv_device_array_wrap(dv_context *ctx, void *buffer, size_t offs
                                       int ndim, const int64_t *shape, const dv_dtype *dtype,
                                       const int64_t *strides, dv_release_fn release, void *user,
                                       dv_array **out);
+
+/* ---- DLPack ------------------------------------------------------------- */
+
+/**
+ * @defgroup dlpack DLPack
+ * Arrays to and from other libraries (NumPy, CuPy, PyTorch, JAX) through
+ * DLPack's `DLManagedTensor` (the unversioned structure of DLPack 0.x, as
+ * `<dlpack/dlpack.h>` declares it).  This header does not include
+ * dlpack.h: the functions take and return a pointer to the forward-declared
+ * `struct DLManagedTensor`, which callers with the header use as is and
+ * callers without it (a ctypes binding) pass around as a pointer.  A
+ * devarray built without dlpack.h (CMake says so) has both functions, and
+ * they return DV_ERR_NOT_SUPPORTED.
+ * @{ */
+
+struct DLManagedTensor;
+
+/** consumer_stream value for "do not order anything" (DLPack's stream -1): the consumer synchronizes itself. */
+#define DV_DLPACK_NO_SYNC ((void *)(intptr_t)-1)
+
+/**
+ * Export a as a new DLPack tensor (*out) that views a's memory (no copy).
+ *
+ * Device: the host simulator's device and managed arrays and every host
+ * array are `kDLCPU` (the simulator's device memory is host memory, so a CPU
+ * consumer such as NumPy reads it); on CUDA device arrays are `kDLCUDA`
+ * (device id: the context's device), managed arrays `kDLCUDAManaged`,
+ * pinned and mapped arrays `kDLCUDAHost`; on OpenCL device arrays are
+ * `kDLOpenCL` (device id 0) with `data` the cl_mem and `byte_offset` the
+ * offset of element 0 in it.  Elsewhere `data` is the address of element 0
+ * and `byte_offset` 0.  `strides` are always given (in elements; negative
+ * ones as in a); the dtype is `kDLInt`/`kDLUInt`/`kDLFloat`/`kDLComplex`
+ * with lanes 1.
+ *
+ * Ordering ("stream"): `stream` is the devarray stream whose work on a the
+ * consumer must see (NULL: the context's default stream).  With
+ * `consumer_stream` NULL the call blocks until `stream` has finished
+ * everything queued on it so far, so the tensor may then be used anywhere.
+ * With a native `consumer_stream` (a CUstream on CUDA, including DLPack's 1
+ * and 2 for the legacy and per-thread default streams), devarray records an
+ * event on `stream` and makes `consumer_stream` wait for it: work queued on
+ * consumer_stream after the call runs after that work; the call does not
+ * block.  Backends without that ability (OpenCL) block as for NULL.
+ * DV_DLPACK_NO_SYNC orders nothing and never blocks.  A `kDLCPU` tensor
+ * takes no consumer stream other than NULL or DV_DLPACK_NO_SYNC
+ * (DV_ERR_INVALID_ARGUMENT).  (For `__dlpack__(stream=None)` on CUDA a
+ * binding passes `(void *)1`, the legacy default stream, as the protocol
+ * says.)
+ *
+ * Ownership: the tensor holds a reference to a (so the memory and the
+ * context live) until the consumer calls its `deleter`, exactly once, from
+ * any thread; releasing a meanwhile is fine.  Errors (nothing is made, *out
+ * NULL): DV_ERR_NULL_ARGUMENT; DV_ERR_BAD_DTYPE (records, and bool with
+ * DLPack 0.x, which has no bool type); DV_ERR_BAD_STRIDES (a byte stride
+ * that is not a multiple of the itemsize: DLPack counts strides in
+ * elements); DV_ERR_INVALID_ARGUMENT (a device view whose mapped scope
+ * ended); DV_ERR_BACKEND_MISMATCH (stream of another context); the stream's
+ * pending error; DV_ERR_NOT_SUPPORTED (no dlpack.h at build time).
+ * Thread-safe.
+ */
+DV_API dv_status dv_array_to_dlpack(dv_array *a, dv_stream *stream, void *consumer_stream,
+                                    struct DLManagedTensor **out);
+/**
+ * Import a DLPack tensor as an array that views its memory (no copy).
+ *
+ * Where it lands: on the host simulator a `kDLCPU` tensor becomes a device
+ * array (kernels and copies use it in place); on CUDA a `kDLCUDA` or
+ * `kDLCUDAManaged` tensor of the context's device becomes a device array,
+ * and `kDLCPU`/`kDLCUDAHost` tensors host arrays; on OpenCL a `kDLOpenCL`
+ * tensor (device id 0; `data` a cl_mem of the context) becomes a device
+ * array and a `kDLCPU` tensor a host array.  The producer must have ordered
+ * its work before the call (DLPack's contract: the consumer names its
+ * stream to the producer); devarray reads nothing at import.
+ *
+ * Every field is checked, each refusal with its status: ndim outside
+ * 0..DV_MAXDIMS, a NULL shape with ndim > 0, a negative extent
+ * (DV_ERR_BAD_SHAPE); lanes other than 1, a code/bits pair with no devarray
+ * dtype (DV_ERR_BAD_DTYPE); a device type this context cannot use or
+ * another device id (DV_ERR_BACKEND_MISMATCH); NULL data with elements
+ * (DV_ERR_NULL_ARGUMENT); element 0 (data + byte_offset) not aligned to the
+ * dtype (DV_ERR_BAD_STRIDES); the element count, strides in bytes, the
+ * layout's extent or data + byte_offset + extent overflowing, byte_offset
+ * above INT64_MAX (DV_ERR_OVERFLOW); `strides` NULL means C order.  The
+ * view covers exactly the bytes its layout reaches.
+ *
+ * Ownership: on success devarray owns the tensor and calls its deleter
+ * (when not NULL) exactly once after the last array over it is released:
+ * the release joins the pending-deallocation queue (see
+ * dv_device_array_wrap), so the deleter runs at the next flush, after the
+ * device is idle, on the flushing thread.  On failure the caller still
+ * owns the tensor (the deleter is not called) and *out is NULL.  Does not
+ * block.  Thread-safe.
+ */
+DV_API dv_status dv_array_from_dlpack(dv_context *ctx, struct DLManagedTensor *tensor,
+                                      dv_array **out);
+/** @} */
+
+/* ---- IPC handles -------------------------------------------------------- */
+
+/**
+ * @defgroup ipc IPC handles
+ * A device array's memory shared with another process of the same user on
+ * the same machine (Numba's `get_ipc_handle` / `open_ipc_array`).  CUDA
+ * uses the driver's IPC (cuIpcGetMemHandle / cuIpcOpenMemHandle); a
+ * pool-allocated array exports its pool segment and its offset in it, and
+ * the opener sees only the array's bytes.  The host simulator shares its
+ * device memory through memfds, in contexts created with the option
+ * `host_ipc=on` (each allocation then holds a file descriptor).  OpenCL
+ * has no IPC: DV_ERR_NOT_SUPPORTED.
+ * @{ */
+
+/** Bytes in an IPC handle. */
+#define DV_IPC_HANDLE_SIZE 128
+/** An IPC handle: plain bytes, copyable and sendable as they are (a pipe, a file, MPI). */
+typedef struct dv_ipc_handle {
+  unsigned char bytes[DV_IPC_HANDLE_SIZE]; /**< opaque; all of them travel */
+} dv_ipc_handle;
+
+/**
+ * Describe device array a's memory in *out for dv_ipc_open in another
+ * process.  The handle is valid while a's memory lives (until the last
+ * view of a is released and its deferred free has run); the exporter must
+ * keep a alive while other processes use it, as with Numba.  Does not
+ * wait: synchronize the stream that wrote a before the other process
+ * reads.  Errors (*out zeroed): DV_ERR_NULL_ARGUMENT; DV_ERR_MISUSE (not a
+ * device array, a mapped scope's device view, or memory devarray does not
+ * own: wrapped, DLPack-imported, opened from a handle); DV_ERR_INVALID_ARGUMENT (an empty array, a device
+ * view whose mapped scope ended); DV_ERR_NOT_SUPPORTED (OpenCL; the host
+ * simulator without host_ipc=on); the driver's error.  Thread-safe.
+ */
+DV_API dv_status dv_ipc_export(const dv_array *a, dv_ipc_handle *out);
+/**
+ * Open a handle another process exported, as a device array with the
+ * given layout (strides NULL: C order), element 0 where the exported
+ * array's element 0 is; the layout must fit inside the exported array's
+ * allocation (DV_ERR_BAD_STRIDES otherwise).  The memory is mapped until
+ * the last view of *out is released (dv_ipc_close or dv_array_release;
+ * the unmap joins the deferred-deallocation queue and runs once the device
+ * is idle).  Refusals (*out NULL): DV_ERR_INVALID_ARGUMENT (not a devarray
+ * handle or another format version; a stale handle: the exporter freed
+ * the memory or exited -- the host simulator detects both, CUDA reports
+ * what the driver says); DV_ERR_BACKEND_MISMATCH (a handle from another
+ * backend); DV_ERR_MISUSE (the handle was exported by this process: use
+ * the array itself -- CUDA refuses this too); DV_ERR_NOT_SUPPORTED
+ * (OpenCL); layout errors as dv_device_array_wrap.  Does not block (it
+ * maps memory; the driver may take a while).  Thread-safe.
+ */
+DV_API dv_status dv_ipc_open(dv_context *ctx, const dv_ipc_handle *handle, int ndim,
+                             const int64_t *shape, const dv_dtype *dtype, const int64_t *strides,
+                             dv_array **out);
+/**
+ * Release the caller's reference to an array dv_ipc_open made (or a view
+ * of it) and flush the deferred deallocations, so the mapping closes now
+ * when no other view remains (later, with the last view, otherwise; inside
+ * dv_defer_cleanup_begin/end, at the first flush after the scope).
+ * DV_ERR_MISUSE (and nothing changes) for any other array; otherwise the
+ * status of the flush.  May block while the device finishes work that uses
+ * the mapping.  Thread-safe (a reference is released, as dv_array_release).
+ */
+DV_API dv_status dv_ipc_close(dv_array *a);
+/** @} */
 
 #ifdef __cplusplus
 }

@@ -46,10 +46,9 @@ static void dv__unregister_now(dv_alloc *a) {
 }
 
 /* Foreign memory (dv_device_array_wrap, array/foreign.c) goes back to its
- * owner through the same queue as device frees. */
-/* Runs at a flush: queued work may still read the memory, so wait for the
- * device before handing it back to its owner.  The allocation record is the
- * queue entry (as for device frees). */
+ * owner through the same queue as device frees.  Runs at a flush: queued
+ * work may still read the memory, so wait for the device before handing it
+ * back to its owner.  The allocation record is the queue entry. */
 static dv_status dv__dtor_foreign(dv_context *ctx, void *handle, void *aux) {
   (void)aux;
   dv_alloc *a = handle;
@@ -285,7 +284,7 @@ static dv_status dv__check_stream(const dv_context *ctx, const dv_stream *stream
 /* A device view whose memory is gone (a mapped scope that has ended) is bad
  * input; entry points that would allocate for it check this first, so that
  * the refusal changes nothing.  Size-0 arrays have no memory to lose. */
-static dv_status dv__check_live(const dv_array *a, const char *what) {
+dv_status dv__check_live(const dv_array *a, const char *what) {
   if (!dv__is_host_side(a) && !a->alloc->buf && dv_array_size(a) > 0)
     return dv__error(DV_ERR_INVALID_ARGUMENT,
                      "the %s is a device view of host memory whose mapped scope has ended", what);

@@ -65,6 +65,11 @@ dv_status dv__check_layout(int ndim, const int64_t *shape, const dv_dtype *dtype
 /* A new allocation record of `kind` (one reference, nothing allocated). */
 dv_alloc *dv__alloc_new(dv_context *ctx, dv_memory_kind kind);
 
+/* DV_ERR_INVALID_ARGUMENT when a is a device view of host memory whose
+ * mapped scope has ended (its memory is gone); `what` names it in the
+ * message ("array", "source", ...).  Size-0 arrays are always live. */
+dv_status dv__check_live(const dv_array *a, const char *what);
+
 static inline bool dv__is_host_side(const dv_array *a) {
   return a->alloc->kind != DV_MEM_DEVICE && a->alloc->kind != DV_MEM_MANAGED;
 }

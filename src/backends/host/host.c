@@ -80,6 +80,7 @@ struct hb_state {
   size_t cap, used;
   bool guard;
   bool strided;
+  bool ipc; /* option host_ipc: blocks in memfds (host_ipc.c) */
   int64_t delay_us;
   hb_block live;       /* sentinel of the live list */
   hb_block quarantine; /* sentinel; oldest first */
@@ -147,7 +148,7 @@ static void hb_quarantine_trim(hb_state *st, size_t limit) {
     hb_list_remove(b);
     st->quarantine_bytes -= b->bytes;
     if (!hb_all(b->data, b->bytes, HB_POISON_BYTE)) hb_corruption(st, b, "write after free");
-    free(b->base);
+    hb_base_free(b);
     free(b);
   }
 }
@@ -165,6 +166,7 @@ static dv_status hb_block_destroy(hb_block *b) {
     rc = dv__error(DV_ERR_CORRUPTION, "guard bytes of the %zu-byte block at %p were overwritten",
                    b->bytes, (void *)b->data);
   }
+  if (b->shared) hb_shared_revoke(b); /* handles to it no longer open */
   pthread_mutex_lock(&st->lock);
   hb_list_remove(b);
   st->used -= b->charged;
@@ -177,7 +179,7 @@ static dv_status hb_block_destroy(hb_block *b) {
   }
   pthread_mutex_unlock(&st->lock);
   if (b) {
-    free(b->base);
+    hb_base_free(b);
     free(b);
   }
   return rc;
@@ -208,7 +210,7 @@ static dv_status hb_mem_alloc(void *state, size_t bytes, void **buf) {
   hb_block *b = calloc(1, sizeof *b);
   size_t total = HB_FRONT + charged + HB_BACK;
   total = (total + 255) & ~(size_t)255;
-  unsigned char *base = b ? aligned_alloc(256, total) : NULL;
+  unsigned char *base = !b ? NULL : st->ipc ? hb_shared_alloc(b, total) : aligned_alloc(256, total);
   if (!base) {
     free(b);
     pthread_mutex_lock(&st->lock);
@@ -793,6 +795,7 @@ static dv_status hb_open(const dv_backend_config *cfg, void **state) {
   st->guard = cfg->host_guard != 0;
   st->delay_us = cfg->host_delay_us;
   st->strided = cfg->host_strided != 0;
+  st->ipc = cfg->host_ipc != 0;
   st->live.next = st->live.prev = &st->live;
   st->quarantine.next = st->quarantine.prev = &st->quarantine;
   atomic_store(&st->fault[DV_FAULT_DEVICE_ALLOC], cfg->fault_device_alloc);
@@ -820,7 +823,7 @@ static void hb_close(void *state) {
     hb_block *n = b->next;
     dv__log(DV_LOG_WARN, "host simulator: %zu-byte device block %p still allocated at close",
             b->bytes, (void *)b->data);
-    free(b->base);
+    hb_base_free(b);
     free(b);
     b = n;
   }
@@ -930,4 +933,7 @@ const dv_backend dv__backend_host = {
     .native_buffer = hk_native_buffer,
     .buffer_wrap = hk_buffer_wrap,
     .buffer_unwrap = hk_buffer_unwrap,
+    .ipc_export = hb_ipc_export,
+    .ipc_open = hb_ipc_open,
+    .ipc_close = hb_ipc_close,
 };
