@@ -57,12 +57,11 @@ int main(int argc, char **argv) {
            "device arrays and smart arrays, with the transfers and time of each.");
   int n = (int)o.n;
   const float r = 0.25f;
-  float *init = malloc((size_t)n * sizeof *init), *ref = malloc((size_t)n * sizeof *ref);
-  float *tmp = malloc((size_t)n * sizeof *tmp), *a = malloc((size_t)n * sizeof *a);
+  float *init = malloc((size_t)n * sizeof *init), *a = malloc((size_t)n * sizeof *a);
   float *b = malloc((size_t)n * sizeof *b);
   float *res[3];
   for (int w = 0; w < 3; w++) res[w] = malloc((size_t)n * sizeof *res[w]);
-  if (!init || !ref || !tmp || !a || !b || !res[0] || !res[1] || !res[2]) return 1;
+  if (!init || !a || !b || !res[0] || !res[1] || !res[2]) return 1;
   for (int i = 0; i < n; i++) init[i] = (i > n / 3 && i < 2 * n / 3) ? 100.0f : 0.0f;
 
   /* The host reference, in double precision. */
@@ -155,7 +154,7 @@ int main(int argc, char **argv) {
   dv_module_release(m);
   dv_program_destroy(p);
   TRY(dv_context_destroy(ctx));
-  free(init), free(ref), free(tmp), free(a), free(b), free(du), free(dv);
+  free(init), free(a), free(b), free(du), free(dv);
   for (int w = 0; w < 3; w++) free(res[w]);
   return bad || err > 1e-2 ? 1 : 0;
 }
