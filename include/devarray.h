@@ -1401,8 +1401,10 @@ DV_API dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, siz
  *
  * Both copies have the same shape and dtype; their layouts may differ (a
  * copy the smart array allocates is dense, laid out as
- * dv_device_array_like lays out the existing one).  Host copies made by the
- * smart array are pinned memory when the backend gives it, else pageable.
+ * dv_device_array_like lays out the existing one).  Host copies the smart
+ * array allocates (dv_smart_create, a missing host copy) are pinned memory
+ * when the backend gives it, else pageable; a DV_SMART_COPY copy is the
+ * pageable array dv_array_copy_new makes.
  *
  * Thread safety: every function here may be called from any thread; calls
  * on one smart array are serialised by its lock.  The data itself is not:
