@@ -42,7 +42,7 @@ test: setup
 TSAN = TSAN_OPTIONS=halt_on_error=1 scripts/quietly build-tsan/tsan.log
 tsan: setup
 	@$(CONFIGURE) -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_TSAN=ON -DDV_WERROR=ON > /dev/null
-	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool test_host_kernels
+	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool test_host_kernels test_smart
 	@rm -f build-tsan/tsan.log
 	@$(TSAN) ./build-tsan/tests/test_threads host
 	@$(TSAN) ./build-tsan/tests/test_threads host-pool
@@ -50,6 +50,7 @@ tsan: setup
 	@$(TSAN) ./build-tsan/tests/test_streams host
 	@$(TSAN) ./build-tsan/tests/test_memory host
 	@$(TSAN) ./build-tsan/tests/test_host_kernels host
+	@$(TSAN) ./build-tsan/tests/test_smart host
 
 # libFuzzer (clang): views, slicing, reshape, ravel, split on arbitrary layouts, and DLPack
 # import of arbitrary tensors; short runs.

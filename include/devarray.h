@@ -157,6 +157,8 @@ typedef struct dv_event dv_event;
 typedef struct dv_dtype dv_dtype;
 /** A pinned or mapped host-memory scope (dv_pinned_scope_begin, dv_mapped_scope_begin). */
 typedef struct dv_scope dv_scope;
+/** A smart array: one array kept in host and device memory, moved only when stale. */
+typedef struct dv_smart dv_smart;
 
 /** @} */
 
@@ -349,7 +351,7 @@ typedef struct dv_counter {
 } dv_counter;
 
 /** The version of dv_stats this header describes (fields are only ever appended). */
-#define DV_STATS_VERSION 2
+#define DV_STATS_VERSION 3
 /**
  * Counters of one context (dv_context_stats).  The struct grows at its end
  * from version to version: `size` tells the library how much of it the
@@ -380,6 +382,21 @@ typedef struct dv_stats {
   dv_counter staging;             /**< pinned staging pool bytes held (cached or in use) */
   /** Staging buffers reused from the pool / newly pinned. @{ */
   uint64_t staging_hits, staging_misses;
+  /** @} */
+  /* appended in version 3 */
+  /**
+   * Transfers by direction, host to device, device to host, device to
+   * device: one per copy the library makes for a caller, however many
+   * backend operations (rows, chunks, staging phases) it takes.  A dv_*
+   * copy call counts one; so does each array argument a launch copies in or
+   * out, and each update of a smart array's copy.  Host-to-host copies count
+   * in none.  A copy between two contexts counts a device-to-host on the
+   * source's context and a host-to-device on the destination's; a copy
+   * between views of one device buffer whose overlap cannot be decided goes
+   * through host memory and counts one of each; a memset of a device view
+   * that is not dense scatters a host pattern and counts one host to device.
+   * The bytes_* counters above follow the same rules. @{ */
+  uint64_t transfers_h2d, transfers_d2h, transfers_d2d;
   /** @} */
 } dv_stats;
 
@@ -1244,15 +1261,36 @@ typedef struct dv_launch_config {
 typedef enum dv_arg_kind {
   DV_ARG_SCALAR = 1, /**< a value of a numeric dtype (parameter `T name`) */
   DV_ARG_ARRAY = 2,  /**< an array: parameter DV_ARRAY(T, name) */
-  DV_ARG_VIEW = 3    /**< an array with shape and strides: DV_VIEW(T, name) */
+  DV_ARG_VIEW = 3,   /**< an array with shape and strides: DV_VIEW(T, name) */
+  DV_ARG_SMART = 4,  /**< a smart array (dv_arg.smart) for a DV_ARRAY(T, name) parameter */
+  DV_ARG_SMART_VIEW = 5 /**< a smart array for a DV_VIEW(T, name) parameter */
 } dv_arg_kind;
 
-/** One kernel argument.  Use the DV_ARG_* constructors. */
+/**
+ * What a kernel does with an array argument, so that a launch moves only
+ * the data it needs (host arrays, smart arrays; device, mapped and managed
+ * arrays are never copied and ignore it).  The zero value is the
+ * conservative default: copied in and out.
+ */
+typedef enum dv_arg_dir {
+  DV_DIR_DEFAULT = 0, /**< as DV_DIR_INOUT (every constructor without a direction) */
+  DV_DIR_IN = 1,      /**< the kernel only reads it: copied in, never back */
+  DV_DIR_OUT = 2,     /**< the kernel writes every element and reads none: never copied in */
+  DV_DIR_INOUT = 3    /**< read and written: copied in before and back after */
+} dv_arg_dir;
+
+/**
+ * One kernel argument.  Use the DV_ARG_* constructors.  The fields after
+ * `array` were appended with smart arrays; a constructor (or an initializer)
+ * that leaves them out gets DV_DIR_DEFAULT and no smart array.
+ */
 typedef struct dv_arg {
-  dv_arg_kind kind;     /**< scalar, array or view */
+  dv_arg_kind kind;     /**< scalar, array, view, smart array */
   dv_type_id type;      /**< scalars: the value's dtype */
   const void *value;    /**< scalars: points at the value (copied at launch) */
-  const dv_array *array; /**< arrays: device, mapped or managed memory of the kernel's context */
+  const dv_array *array; /**< arrays: memory of the kernel's context (host arrays are copied) */
+  dv_arg_dir dir;       /**< arrays and smart arrays: direction hint (0: in and out) */
+  dv_smart *smart;      /**< DV_ARG_SMART, DV_ARG_SMART_VIEW: the smart array */
 } dv_arg;
 
 /* The constructors are C compound literals: they live until the end of the
@@ -1274,6 +1312,30 @@ typedef struct dv_arg {
 #define DV_ARG_ARRAY(a) ((dv_arg){DV_ARG_ARRAY, DV_BOOL, NULL, (a)})
 /** An array for a DV_VIEW(T, name) parameter (shape and strides too; at most 8 dimensions). */
 #define DV_ARG_VIEW(a) ((dv_arg){DV_ARG_VIEW, DV_BOOL, NULL, (a)})
+/** An array the kernel only reads (a host array is copied in, not back). */
+#define DV_ARG_ARRAY_IN(a) ((dv_arg){DV_ARG_ARRAY, DV_BOOL, NULL, (a), DV_DIR_IN, NULL})
+/** An array the kernel only writes, every element (a host array is copied back, not in). */
+#define DV_ARG_ARRAY_OUT(a) ((dv_arg){DV_ARG_ARRAY, DV_BOOL, NULL, (a), DV_DIR_OUT, NULL})
+/** An array the kernel reads and writes (the default: a host array is copied in and back). */
+#define DV_ARG_ARRAY_INOUT(a) ((dv_arg){DV_ARG_ARRAY, DV_BOOL, NULL, (a), DV_DIR_INOUT, NULL})
+/** DV_ARG_VIEW, read only; see DV_ARG_ARRAY_IN. */
+#define DV_ARG_VIEW_IN(a) ((dv_arg){DV_ARG_VIEW, DV_BOOL, NULL, (a), DV_DIR_IN, NULL})
+/** DV_ARG_VIEW, written only; see DV_ARG_ARRAY_OUT. */
+#define DV_ARG_VIEW_OUT(a) ((dv_arg){DV_ARG_VIEW, DV_BOOL, NULL, (a), DV_DIR_OUT, NULL})
+/** DV_ARG_VIEW, read and written; see DV_ARG_ARRAY_INOUT. */
+#define DV_ARG_VIEW_INOUT(a) ((dv_arg){DV_ARG_VIEW, DV_BOOL, NULL, (a), DV_DIR_INOUT, NULL})
+/** A smart array for a DV_ARRAY(T, name) parameter, read and written (the default). */
+#define DV_ARG_SMART(s) ((dv_arg){DV_ARG_SMART, DV_BOOL, NULL, NULL, DV_DIR_INOUT, (s)})
+/** A smart array the kernel only reads: made current on the device, not marked changed. */
+#define DV_ARG_SMART_IN(s) ((dv_arg){DV_ARG_SMART, DV_BOOL, NULL, NULL, DV_DIR_IN, (s)})
+/** A smart array the kernel overwrites: never uploaded, marked changed on the device. */
+#define DV_ARG_SMART_OUT(s) ((dv_arg){DV_ARG_SMART, DV_BOOL, NULL, NULL, DV_DIR_OUT, (s)})
+/** A smart array for a DV_VIEW(T, name) parameter, read and written. */
+#define DV_ARG_SMART_VIEW(s) ((dv_arg){DV_ARG_SMART_VIEW, DV_BOOL, NULL, NULL, DV_DIR_INOUT, (s)})
+/** DV_ARG_SMART_VIEW, read only. */
+#define DV_ARG_SMART_VIEW_IN(s) ((dv_arg){DV_ARG_SMART_VIEW, DV_BOOL, NULL, NULL, DV_DIR_IN, (s)})
+/** DV_ARG_SMART_VIEW, overwritten. */
+#define DV_ARG_SMART_VIEW_OUT(s) ((dv_arg){DV_ARG_SMART_VIEW, DV_BOOL, NULL, NULL, DV_DIR_OUT, (s)})
 
 /**
  * Launch k over cfg->grid blocks of cfg->block threads with `nargs`
@@ -1281,12 +1343,39 @@ typedef struct dv_arg {
  * before anything is queued: a block over max_threads_per_block or a
  * per-dimension limit, an empty or oversized grid, static plus dynamic shared
  * memory over the device's limit all fail with DV_ERR_LAUNCH_CONFIG naming
- * the limit and both numbers.  Arguments: arrays must be device, mapped or
- * managed memory of k's context (DV_ERR_BACKEND_MISMATCH, DV_ERR_MISUSE for
- * host arrays); a DV_VIEW array has at most 8 dimensions; where the backend
- * can tell, the count and kinds must match the kernel's parameters
- * (DV_ERR_KERNEL_ARGUMENT).  Scalars are copied: the caller's values may
- * change as soon as this returns.
+ * the limit and both numbers.  Arguments: arrays and smart arrays must
+ * belong to k's context (DV_ERR_BACKEND_MISMATCH); a DV_VIEW array has at
+ * most 8 dimensions; where the backend can tell, the count and kinds must
+ * match the kernel's parameters (DV_ERR_KERNEL_ARGUMENT); an unknown kind or
+ * direction is DV_ERR_KERNEL_ARGUMENT.  Each argument (kind, direction,
+ * NULL, context, rank) is checked before anything is allocated, copied or
+ * queued; the match with the kernel's parameters is checked by the backend
+ * as the kernel is queued, after any copies in (they stay queued and do no
+ * harm).  Scalars are copied: the
+ * caller's values may change as soon as this returns.
+ *
+ * Host arrays (pageable, pinned or registered) are moved for the kernel, as
+ * Numba does: each is copied to a temporary device array (dense, laid out as
+ * dv_device_array_like would; a DV_VIEW parameter sees its shape and
+ * strides) on cfg->stream before the kernel, unless its direction is
+ * DV_DIR_OUT, and copied back into the host array after the kernel, unless
+ * its direction is DV_DIR_IN.  With DV_DIR_OUT the temporary starts
+ * uninitialised and all of it is copied back: the kernel must write every
+ * element.  The temporaries go back through the deferred-release path once
+ * the work is queued.  A host array given twice gets two temporaries (they
+ * do not alias), copied back in argument order.  On a stream the host
+ * array is read and written in stream order: do not touch it, and keep its
+ * memory alive, until the stream has passed the launch (as for
+ * dv_array_copy on a stream).  Mapped
+ * arrays are passed with no copy (on every backend the device addresses
+ * them), as are device and managed arrays.  Smart arrays: see
+ * dv_smart_get; the launch makes the device copy current on cfg->stream
+ * first (unless DV_DIR_OUT, which only allocates it) and marks it changed
+ * afterwards (unless DV_DIR_IN).  Each copy counts in dv_stats.transfers_*.
+ * The temporaries (and smart arrays' missing device copies) are all
+ * allocated before anything is queued, so running out of memory queues
+ * nothing; a failure after the kernel is queued (a copy back) is returned,
+ * and a synchronous launch still waits for the stream.
  *
  * Asynchronous on cfg->stream (NULL: synchronous on the default stream); the
  * launch takes part in stream order, events and callbacks like a copy, and
@@ -1297,6 +1386,146 @@ typedef struct dv_arg {
  */
 DV_API dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nargs,
                                   const dv_arg *args);
+
+/* ---- smart arrays ------------------------------------------------------- */
+
+/**
+ * @defgroup smart Smart arrays
+ *
+ * One array kept in two memory spaces, host and device, with a valid bit
+ * for each copy (Numba's SmartArray).  Data moves only when the copy asked
+ * for is stale: dv_smart_get(s, DV_WHERE_DEVICE, ...) uploads only if the
+ * host copy changed since, and a chain of launches on a smart array
+ * transfers nothing until the host asks for the result.  Writers say what
+ * they wrote with dv_smart_mark_changed; the other copy becomes stale.
+ *
+ * Both copies have the same shape and dtype; their layouts may differ (a
+ * copy the smart array allocates is dense, laid out as
+ * dv_device_array_like lays out the existing one).  Host copies the smart
+ * array allocates (dv_smart_create, a missing host copy) are pinned memory
+ * when the backend gives it, else pageable; a DV_SMART_COPY copy is the
+ * pageable array dv_array_copy_new makes.
+ *
+ * Thread safety: every function here may be called from any thread; calls
+ * on one smart array are serialised by its lock.  The data itself is not:
+ * two threads writing a copy, or one writing while a launch reads, need the
+ * caller's own ordering, as for arrays.
+ *
+ * What cannot be detected: a copy written without dv_smart_mark_changed
+ * (the write is lost at the next transfer the other way, or the other copy
+ * is used stale); a copy written through an array obtained before the last
+ * dv_smart_get of the other side, by a kernel or copy still running, or
+ * through another view of adopted memory; work the caller queued on a copy
+ * directly, on another stream, while dv_smart_get updates it.  What is detected:
+ * dv_smart_mark_changed of a copy that is stale (it was never made current,
+ * so a partial write would lose data) is DV_ERR_MISUSE; adopting arrays
+ * whose shapes or dtypes differ is DV_ERR_SHAPE_MISMATCH or
+ * DV_ERR_DTYPE_MISMATCH; a mapped or managed array (the device addresses it
+ * already) is DV_ERR_MISUSE.
+ * @{
+ */
+
+/** A memory space of a smart array. */
+typedef enum dv_where {
+  DV_WHERE_HOST = 0,  /**< host memory: the CPU reads and writes it */
+  DV_WHERE_DEVICE = 1 /**< device memory: kernels read and write it */
+} dv_where;
+
+/** Flag for dv_smart_from_array: copy the array instead of adopting it. */
+#define DV_SMART_COPY 0x1u
+
+/**
+ * A new smart array with one copy, in `where`, allocated (uninitialised)
+ * with the given layout: shape has ndim entries, strides NULL for dense
+ * `order` ('C' or 'F') or ndim byte strides, as dv_device_array and
+ * dv_host_array.  That copy is current; the other is made when first asked
+ * for.  *out gets one reference (release with dv_smart_release); NULL on
+ * failure.  Errors: those of dv_device_array / dv_pinned_array,
+ * DV_ERR_INVALID_ARGUMENT (where), DV_ERR_BACKEND_MISMATCH (stream).  A
+ * device copy is allocated for `stream` (stream-ordered managers); does not
+ * block.
+ */
+DV_API dv_status dv_smart_create(dv_context *ctx, int ndim, const int64_t *shape,
+                                 const dv_dtype *dtype, const int64_t *strides, char order,
+                                 dv_where where, dv_stream *stream, dv_smart **out);
+/**
+ * A new smart array over an existing array of any layout.  A host array
+ * (pageable, pinned or registered) becomes the host copy, a device array
+ * the device copy; that copy is current.  Without DV_SMART_COPY the array is
+ * adopted: the smart array holds a reference to it (the caller keeps its
+ * own) and uses its memory, so the caller may read and write it through the
+ * smart array's rules (dv_smart_get, then dv_smart_mark_changed).  With
+ * DV_SMART_COPY a new dense copy is made and `a` is not kept: the copy is
+ * queued on `stream` as dv_array_copy_new does (do not change `a` until the
+ * stream has passed it; NULL: synchronous).  *out gets one reference;
+ * NULL on failure.  Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_MISUSE (a mapped or
+ * managed array), DV_ERR_INVALID_ARGUMENT (unknown flags, a dead mapped
+ * view), DV_ERR_BACKEND_MISMATCH (stream), allocation failures.
+ */
+DV_API dv_status dv_smart_from_array(dv_array *a, unsigned flags, dv_stream *stream,
+                                     dv_smart **out);
+/**
+ * Adopt `a` as the copy s does not have yet (a host array for the host
+ * copy, a device array for the device copy), for instance a device buffer
+ * the program already has.  It is stale until dv_smart_get moves data into
+ * it.  Errors: DV_ERR_DTYPE_MISMATCH, DV_ERR_SHAPE_MISMATCH (shapes must be
+ * equal, size-1 dimensions included), DV_ERR_BACKEND_MISMATCH (another
+ * context), DV_ERR_MISUSE (s already has that copy; a mapped or managed
+ * array); nothing changes on failure.  Retains a; does not block.
+ */
+DV_API dv_status dv_smart_attach(dv_smart *s, dv_array *a);
+/**
+ * The copy of s in `where`, made current: if it is stale the other copy is
+ * copied into it on `stream` (allocating it first if s has none), else
+ * nothing moves.  *out is borrowed: owned by s and valid while s lives (the
+ * array object never changes; retain it to keep it longer); NULL on
+ * failure.
+ *
+ * Blocking: DV_WHERE_DEVICE does not wait: the upload is queued on `stream`
+ * (NULL: synchronous on the default stream), and work that uses the device
+ * copy must follow it in that stream's order (same stream, or an event).
+ * DV_WHERE_HOST returns when the host copy is readable: when a download was
+ * needed it is queued on `stream` after the work already queued there, and
+ * this call waits for the stream.  Streams: every transfer and launch a
+ * smart array queues on its device copy waits first for the last one it
+ * queued there, on whatever stream (an event), so launches on one stream
+ * and a get on another need no events from the caller; work the caller
+ * queued on the device copy directly (a copy into the array this returns)
+ * is ordered by the caller.  When the host copy is already current nothing
+ * is waited for.  Getting does not mark anything changed:
+ * write, then call dv_smart_mark_changed.  Errors: DV_ERR_NULL_ARGUMENT,
+ * DV_ERR_INVALID_ARGUMENT (where), DV_ERR_BACKEND_MISMATCH (stream),
+ * allocation and transfer failures (then the copy stays stale).
+ * Each transfer counts in dv_stats.transfers_*.
+ */
+DV_API dv_status dv_smart_get(dv_smart *s, dv_where where, dv_stream *stream, dv_array **out);
+/**
+ * Record that the copy in `where` was written: the other copy becomes
+ * stale and is updated only when asked for (a device-side change is not
+ * copied to the host until dv_smart_get(host)).  The copy must be current:
+ * DV_ERR_MISUSE when it is stale or absent (get it first), and nothing
+ * changes.  DV_ERR_INVALID_ARGUMENT for an unknown `where`.  Does not block.
+ */
+DV_API dv_status dv_smart_mark_changed(dv_smart *s, dv_where where);
+/** 1 when s has a current copy in `where`, 0 when it is stale or absent (or s is NULL). */
+DV_API int dv_smart_is_current(const dv_smart *s, dv_where where);
+/** The dtype of s (borrowed from s). */
+DV_API const dv_dtype *dv_smart_dtype(const dv_smart *s);
+/** Number of dimensions of s (0 for a 0-d array or NULL). */
+DV_API int dv_smart_ndim(const dv_smart *s);
+/** The shape of s (ndim entries, borrowed from s; NULL for 0-d or NULL). */
+DV_API const int64_t *dv_smart_shape(const dv_smart *s);
+/** Add a reference to s and return s (NULL: returns NULL).  Thread-safe. */
+DV_API dv_smart *dv_smart_retain(dv_smart *s);
+/**
+ * Drop a reference; the last one releases both copies (adopted arrays lose
+ * the smart array's reference only), through the deferred path as for
+ * arrays: queued work that uses them completes first.  NULL is a no-op.
+ * The context is DV_ERR_BUSY while a smart array's copies live.
+ */
+DV_API void dv_smart_release(dv_smart *s);
+
+/** @} */
 
 /**
  * Where the compiled-module cache is for contexts made with cfg (NULL: the

@@ -156,6 +156,7 @@ typedef struct dv_stats_state {
   uint64_t pending_peak, flushes, oom_retries, failed_frees;
   _Atomic uint64_t copies, staged_copies, bytes_h2d, bytes_d2h, bytes_d2d;
   _Atomic uint64_t staging_hits, staging_misses;
+  _Atomic uint64_t n_h2d, n_d2h, n_d2d; /* transfers by direction (dv_stats v3) */
 } dv_stats_state;
 
 void dv__stats_init(dv_stats_state *s);

@@ -41,6 +41,7 @@ static dv_counter dv__counter_get(dv_atomic_counter *c) {
  * A caller built against an older header passes its smaller size and gets
  * the fields its version has; one built against a newer header gets ours. */
 #define DV__STATS_V1_SIZE offsetof(dv_stats, staging)
+#define DV__STATS_V2_SIZE offsetof(dv_stats, transfers_h2d)
 
 dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
   DV_CHECK_NULL(out);
@@ -54,11 +55,13 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
                      "dv_stats.size is %u, smaller than any version of dv_stats (set it to sizeof(dv_stats))",
                      out->size);
   }
-  size_t filled = out->size >= sizeof(dv_stats) ? sizeof(dv_stats) : DV__STATS_V1_SIZE;
+  size_t filled = out->size >= sizeof(dv_stats)     ? sizeof(dv_stats)
+                  : out->size >= DV__STATS_V2_SIZE ? DV__STATS_V2_SIZE
+                                                   : DV__STATS_V1_SIZE;
   dv_stats r;
   memset(&r, 0, sizeof r);
   r.size = (uint32_t)filled;
-  r.version = filled == sizeof(dv_stats) ? DV_STATS_VERSION : 1;
+  r.version = filled == sizeof(dv_stats) ? DV_STATS_VERSION : filled == DV__STATS_V2_SIZE ? 2 : 1;
   dv_stats_state *s = &ctx->stats;
   pthread_mutex_lock(&ctx->lock);
   r.pending_deallocs = ctx->pending.count;
@@ -84,6 +87,9 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
   r.bytes_h2d = atomic_load(&s->bytes_h2d);
   r.bytes_d2h = atomic_load(&s->bytes_d2h);
   r.bytes_d2d = atomic_load(&s->bytes_d2d);
+  r.transfers_h2d = atomic_load(&s->n_h2d);
+  r.transfers_d2h = atomic_load(&s->n_d2h);
+  r.transfers_d2d = atomic_load(&s->n_d2d);
   memcpy(out, &r, filled);
   return DV_OK;
 }
@@ -105,7 +111,8 @@ dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, size_t *
                ",\"pending_deallocs\":%llu,\"pending_bytes\":%llu,\"pending_peak\":%llu,"
                "\"flushes\":%llu,\"oom_retries\":%llu,\"failed_frees\":%llu,\"copies\":%llu,"
                "\"staged_copies\":%llu,\"bytes_h2d\":%llu,\"bytes_d2h\":%llu,\"bytes_d2d\":%llu,"
-               "\"staging\":" CF ",\"staging_hits\":%llu,\"staging_misses\":%llu}",
+               "\"staging\":" CF ",\"staging_hits\":%llu,\"staging_misses\":%llu,"
+               "\"transfers_h2d\":%llu,\"transfers_d2h\":%llu,\"transfers_d2d\":%llu}",
                st.version, ctx->backend_name, (unsigned long long)st.device.current,
                (unsigned long long)st.device.peak, (unsigned long long)st.device.total,
                (unsigned long long)st.pinned.current, (unsigned long long)st.pinned.peak,
@@ -123,7 +130,8 @@ dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, size_t *
                (unsigned long long)st.bytes_d2h, (unsigned long long)st.bytes_d2d,
                (unsigned long long)st.staging.current, (unsigned long long)st.staging.peak,
                (unsigned long long)st.staging.total, (unsigned long long)st.staging_hits,
-               (unsigned long long)st.staging_misses);
+               (unsigned long long)st.staging_misses, (unsigned long long)st.transfers_h2d,
+               (unsigned long long)st.transfers_d2h, (unsigned long long)st.transfers_d2d);
 #undef C
 #undef CF
   *needed = (size_t)n;

@@ -160,9 +160,9 @@ static bool dv__plan_rect(const dv_plan *p, dv_rect *r) {
 static void dv__count(dv_context *ctx, const dv_view *dst, const dv_view *src, uint64_t bytes) {
   atomic_fetch_add(&ctx->stats.copies, 1);
   bool sh = src->host, dh = dst->host;
-  if (sh && !dh) atomic_fetch_add(&ctx->stats.bytes_h2d, bytes);
-  else if (!sh && dh) atomic_fetch_add(&ctx->stats.bytes_d2h, bytes);
-  else if (!sh && !dh) atomic_fetch_add(&ctx->stats.bytes_d2d, bytes);
+  if (sh && !dh) atomic_fetch_add(&ctx->stats.bytes_h2d, bytes), atomic_fetch_add(&ctx->stats.n_h2d, 1);
+  else if (!sh && dh) atomic_fetch_add(&ctx->stats.bytes_d2h, bytes), atomic_fetch_add(&ctx->stats.n_d2h, 1);
+  else if (!sh && !dh) atomic_fetch_add(&ctx->stats.bytes_d2d, bytes), atomic_fetch_add(&ctx->stats.n_d2d, 1);
 }
 
 /* ---- staging ---------------------------------------------------------------- */
