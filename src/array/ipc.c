@@ -68,7 +68,8 @@ dv_status dv_ipc_export(const dv_array *a, dv_ipc_handle *out) {
   memset(&h, 0, sizeof h);
   memcpy(h.magic, DV__IPC_MAGIC, sizeof DV__IPC_MAGIC);
   h.version = DV__IPC_VERSION;
-  strncpy(h.backend, ctx->be->name, sizeof h.backend);
+  size_t blen = strlen(ctx->be->name); /* NUL-padded, not NUL-terminated when 8 long */
+  memcpy(h.backend, ctx->be->name, blen < sizeof h.backend ? blen : sizeof h.backend);
   h.pid = (int64_t)getpid();
   h.range_offset = al->buf_offset;
   h.range_bytes = al->bytes;
