@@ -320,6 +320,29 @@ static void dv__view_of(const dv_array *a, dv_view *v) {
   dv__view_part(a, a->dtype, a->ndim, a->shape, a->strides, a->offset, v);
 }
 
+/* Bytes of an array whose elements are dense in C order (size-1
+ * dimensions ignored), -1 otherwise, 0 when it is empty. */
+static int64_t dv__c_bytes(const dv_array *a) {
+  int64_t s = (int64_t)a->dtype->itemsize;
+  for (int i = a->ndim - 1; i >= 0; i--) {
+    if (a->shape[i] == 0) return 0;
+    if (a->shape[i] != 1 && a->strides[i] != s) return -1;
+    s *= a->shape[i];
+  }
+  return s;
+}
+
+/* The address of an array's element 0, as dv__view_of and the planner make it. */
+static dv_memref dv__ref_of(const dv_array *a, bool *host) {
+  dv_memref r = {0};
+  *host = dv__is_host_side(a);
+  if (*host)
+    r.ptr = (char *)a->alloc->host + a->offset;
+  else
+    r.buf = a->alloc->buf, r.offset = a->alloc->buf_offset + (size_t)a->offset;
+  return r;
+}
+
 /* The caller's host buffer, dense in C order. */
 static void dv__view_host(void *buf, const dv_dtype *dt, int ndim, const int64_t *shape, dv_view *v) {
   memset(v, 0, sizeof *v);
@@ -464,13 +487,15 @@ static void dv__fmt_shape(char *buf, size_t cap, const dv_array *a) {
   if (n < cap) snprintf(buf + n, cap - n, ")");
 }
 
-static dv_status dv__check_compat(const dv_array *dst, const dv_array *src) {
-  if (!dv_dtype_equal(dst->dtype, src->dtype))
+static __attribute__((noinline)) dv_status dv__check_compat_slow(const dv_array *dst, const dv_array *src) {
+  if (dst->dtype != src->dtype && !dv_dtype_equal(dst->dtype, src->dtype))
     return dv__error(DV_ERR_DTYPE_MISMATCH, "incompatible dtype: %s into %s", src->dtype->name,
                      dst->dtype->name);
-  if (dst->ndim == src->ndim &&
-      (!dst->ndim || !memcmp(dst->shape, src->shape, (size_t)dst->ndim * sizeof *dst->shape)))
-    return DV_OK; /* the common case: the same shape, size-1 dims and all */
+  if (dst->ndim == src->ndim) { /* the common case: the same shape, size-1 dims and all */
+    int i = 0;
+    while (i < dst->ndim && dst->shape[i] == src->shape[i]) i++;
+    if (i == dst->ndim) return DV_OK;
+  }
   int64_t a[DV_MAXDIMS], b[DV_MAXDIMS];
   int na = dv__layout_squeeze(src->ndim, src->shape, NULL, a, NULL);
   int nb = dv__layout_squeeze(dst->ndim, dst->shape, NULL, b, NULL);
@@ -483,6 +508,18 @@ static dv_status dv__check_compat(const dv_array *dst, const dv_array *src) {
     return dv__error(DV_ERR_SHAPE_MISMATCH, "incompatible shape: %s into %s", s1, s2);
   }
   return DV_OK;
+}
+
+/* Same dtype, same shape once size-1 dimensions are dropped; the common
+ * case (one dtype object, one shape) is decided here, the rest by the slow
+ * part, which also words the errors. */
+static inline dv_status dv__check_compat(const dv_array *dst, const dv_array *src) {
+  if (dst->dtype == src->dtype && dst->ndim == src->ndim) {
+    int i = 0;
+    while (i < dst->ndim && dst->shape[i] == src->shape[i]) i++;
+    if (i == dst->ndim) return DV_OK;
+  }
+  return dv__check_compat_slow(dst, src);
 }
 
 /*
@@ -534,6 +571,8 @@ static dv_status dv__copy_views(dv_context *dctx, const dv_view *dst, dv_context
   return rc ? rc : r2;
 }
 
+static dv_status dv__copy_general(dv_array *dst, const dv_array *src, dv_stream *stream);
+
 /* Copy array src into array dst (compatible), and wait when synchronous. */
 static dv_status dv__copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
   dv_context *ctx = dst->alloc->ctx;
@@ -543,6 +582,26 @@ static dv_status dv__copy(dv_array *dst, const dv_array *src, dv_stream *stream)
   dv_status rc = dv__check_live(src, "source");
   if (!rc) rc = dv__check_live(dst, "destination");
   if (rc) return rc;
+  if (src->alloc->ctx == ctx) {
+    /* The common case: both dense in C order (and compatible: the same
+     * elements at the same byte offsets), one contiguous copy, no views. */
+    int64_t bytes = dv__c_bytes(src);
+    if (bytes > 0 && dv__c_bytes(dst) == bytes) {
+      bool dh, sh;
+      dv_memref dr = dv__ref_of(dst, &dh), sr = dv__ref_of(src, &sh);
+      rc = dv__transfer_contig(ctx, dr, dh, sr, sh, (size_t)bytes, stream);
+      if (rc != DV_ERR_NOT_SUPPORTED) {
+        dv_status r2 = dv__sync_if_null(ctx, stream);
+        return rc ? rc : r2;
+      }
+    }
+  }
+  return dv__copy_general(dst, src, stream);
+}
+
+/* dv__copy for every other case: through views and the planner. */
+static __attribute__((noinline)) dv_status dv__copy_general(dv_array *dst, const dv_array *src, dv_stream *stream) {
+  dv_context *ctx = dst->alloc->ctx;
   dv_view dv, sv;
   dv__view_of(dst, &dv);
   dv__view_of(src, &sv);
