@@ -159,7 +159,16 @@ static dv_status cub_open(const dv_backend_config *cfg, void **state) {
     return rc;
   }
   cu_fill_info(st);
+  int mp = 0;
+  if (cu.cuDeviceGetAttribute(&mp, 11 /* CU_DEVICE_ATTRIBUTE_MAX_PITCH */, st->dev) || mp <= 0) mp = 0x7fffffff;
+  st->max_pitch = (size_t)mp;
+  if ((rc = dv__cu_staging_open(st)) != DV_OK) {
+    cu.cuDevicePrimaryCtxRelease_v2(st->dev);
+    dv__free(st);
+    return rc;
+  }
   if ((rc = dv__cu_kernel_open(st, cfg)) != DV_OK) {
+    dv__cu_staging_close(st);
     cu.cuDevicePrimaryCtxRelease_v2(st->dev);
     dv__free(st);
     return rc;
@@ -171,6 +180,7 @@ static dv_status cub_open(const dv_backend_config *cfg, void **state) {
 static void cub_close(void *state) {
   cu_state *st = state;
   if (cu_enter(st) == DV_OK) cu.cuCtxSynchronize();
+  dv__cu_staging_close(st);
   dv__cu_kernel_close(st);
   cu.cuDevicePrimaryCtxRelease_v2(st->dev);
   dv__free(st);
@@ -204,8 +214,12 @@ static dv_status cub_managed_alloc(void *state, size_t bytes, int attach_global,
   return DV_OK;
 }
 
+/* The driver does not promise that cuMemFree waits for queued work that still
+ * uses the memory (devarray's deferred frees come from any thread, any
+ * stream): every stream of the context is synchronized first. */
 static dv_status cub_mem_free(void *state, void *buf) {
   CU_ENTER((cu_state *)state);
+  CU_TRY(cu.cuCtxSynchronize(), "cuCtxSynchronize (before cuMemFree)");
   CU_TRY(cu.cuMemFree_v2((dv_CUdeviceptr)(uintptr_t)buf), "cuMemFree");
   return DV_OK;
 }
@@ -215,11 +229,6 @@ static dv_status cub_mem_info(void *state, size_t *free_bytes, size_t *total_byt
   CU_TRY(cu.cuMemGetInfo_v2(free_bytes, total_bytes), "cuMemGetInfo");
   return DV_OK;
 }
-
-typedef struct cu_host {
-  void *ptr;
-  bool registered;
-} cu_host;
 
 static dv_status cub_host_alloc(void *state, size_t bytes, unsigned flags, void **handle, void **ptr, void **dev_buf) {
   cu_state *st = state;
@@ -233,13 +242,16 @@ static dv_status cub_host_alloc(void *state, size_t bytes, unsigned flags, void 
   }
   if (flags & DV_HOSTMEM_PORTABLE) f |= DV_CU_MEMHOSTALLOC_PORTABLE;
   if (flags & DV_HOSTMEM_WC) f |= DV_CU_MEMHOSTALLOC_WRITECOMBINED;
-  cu_host *h = dv__calloc(1, sizeof *h);
+  dv_cu_host *h = dv__calloc(1, sizeof *h);
   if (!h) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a host-memory record");
   dv_CUresult r = cu.cuMemHostAlloc(&h->ptr, bytes, f);
   if (r) {
     dv__free(h);
+    if (r == DV_CUDA_ERROR_OUT_OF_MEMORY) /* page-locked host memory, not the device's */
+      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "CUDA cuMemHostAlloc of %zu bytes failed: out of page-locked host memory", bytes);
     return cu_fail(r, "cuMemHostAlloc");
   }
+  h->bytes = bytes;
   if (flags & DV_HOSTMEM_MAPPED) {
     dv_CUdeviceptr d = 0;
     r = cu.cuMemHostGetDevicePointer_v2(&d, h->ptr, 0);
@@ -249,7 +261,9 @@ static dv_status cub_host_alloc(void *state, size_t bytes, unsigned flags, void 
       return cu_fail(r, "cuMemHostGetDevicePointer");
     }
     if (dev_buf) *dev_buf = (void *)(uintptr_t)d;
+    h->dev = d;
   }
+  dv__cu_host_add(h);
   *handle = h;
   *ptr = h->ptr;
   return DV_OK;
@@ -257,8 +271,11 @@ static dv_status cub_host_alloc(void *state, size_t bytes, unsigned flags, void 
 
 static dv_status cub_host_free(void *state, void *handle) {
   CU_ENTER((cu_state *)state);
-  cu_host *h = handle;
-  dv_CUresult r = h->registered ? cu.cuMemHostUnregister(h->ptr) : cu.cuMemFreeHost(h->ptr);
+  dv_cu_host *h = handle;
+  if (!dv__cu_host_drop(h)) return DV_OK; /* registered through another context too */
+  /* Queued copies may still read or write it (as cub_mem_free). */
+  dv_CUresult r = cu.cuCtxSynchronize();
+  if (!r) r = h->registered ? cu.cuMemHostUnregister(h->ptr) : cu.cuMemFreeHost(h->ptr);
   dv__free(h);
   if (r) return cu_fail(r, "cuMemFreeHost/cuMemHostUnregister");
   return DV_OK;
@@ -273,19 +290,41 @@ static dv_status cub_host_register(void *state, void *ptr, size_t bytes, unsigne
   unsigned f = DV_CU_MEMHOSTREGISTER_PORTABLE;
   bool map = (flags & DV_HOSTMEM_MAPPED) && st->info.can_map_host_memory;
   if (map) f |= DV_CU_MEMHOSTREGISTER_DEVICEMAP;
-  cu_host *h = dv__calloc(1, sizeof *h);
+  /* Registered already (through another devarray context: the primary
+   * context is shared and PORTABLE registrations are process-wide): share it. */
+  dv_cu_host *h = dv__cu_host_find_registered(ptr, bytes, map);
+  if (h) {
+    if (map && dev_buf) *dev_buf = (void *)(uintptr_t)h->dev;
+    *handle = h;
+    return DV_OK;
+  }
+  h = dv__calloc(1, sizeof *h);
   if (!h) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a registration record");
   dv_CUresult r = cu.cuMemHostRegister_v2(ptr, bytes, f);
   if (r) {
     dv__free(h);
+    if (r == DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+      return dv__error(DV_ERR_MISUSE, "CUDA cuMemHostRegister failed: part of [%p, +%zu) is already registered "
+                                      "(overlapping registrations are refused by the driver)", ptr, bytes);
+    if (r == DV_CUDA_ERROR_OUT_OF_MEMORY)
+      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "CUDA cuMemHostRegister of %zu bytes failed: out of page-locked host memory", bytes);
     return cu_fail(r, "cuMemHostRegister");
   }
   h->ptr = ptr;
+  h->bytes = bytes;
   h->registered = true;
-  if (map && dev_buf) {
+  if (map) {
     dv_CUdeviceptr d = 0;
-    if (cu.cuMemHostGetDevicePointer_v2(&d, ptr, 0) == DV_CUDA_SUCCESS) *dev_buf = (void *)(uintptr_t)d;
+    r = cu.cuMemHostGetDevicePointer_v2(&d, ptr, 0);
+    if (r) { /* reported, not dropped: the caller asked for a mapping */
+      cu.cuMemHostUnregister(ptr);
+      dv__free(h);
+      return cu_fail(r, "cuMemHostGetDevicePointer (registered memory)");
+    }
+    h->dev = d;
+    if (dev_buf) *dev_buf = (void *)(uintptr_t)d;
   }
+  dv__cu_host_add(h);
   *handle = h;
   return DV_OK;
 }
@@ -381,6 +420,17 @@ static dv_status cub_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
   CU_ENTER(st);
   bool sd = r->src.buf != NULL, dd = r->dst.buf != NULL;
   if (!sd && !dd) return dv__host_rect_in_order(cub_stream_callback, st, s, r); /* host to host */
+  bool rect = r->height > 1 || r->depth > 1;
+  if (rect && (r->src_pitch > st->max_pitch || r->dst_pitch > st->max_pitch ||
+               (r->depth > 1 && (r->src_slice > st->max_pitch * (size_t)UINT32_MAX || r->dst_slice > st->max_pitch * (size_t)UINT32_MAX))))
+    return DV_ERR_NOT_SUPPORTED; /* above the driver's pitch limit: the planner picks another plan */
+  if (sd != dd) {
+    /* Pageable host memory: through pinned staging, ordered on the stream. */
+    const dv_memref *h = sd ? &r->dst : &r->src;
+    size_t hp = sd ? r->dst_pitch : r->src_pitch, hs = sd ? r->dst_slice : r->src_slice;
+    size_t span = (r->depth - 1) * hs + (r->height - 1) * hp + r->width;
+    if (!dv__cu_host_pinned(h->ptr, span)) return dv__cu_copy_pageable(st, s, r);
+  }
   if (r->height == 1 && r->depth == 1) {
     if (sd && dd) CU_TRY(cu.cuMemcpyDtoDAsync_v2(cu_ptr(r->dst), cu_ptr(r->src), r->width, s->s), "cuMemcpyDtoDAsync");
     else if (dd) CU_TRY(cu.cuMemcpyHtoDAsync_v2(cu_ptr(r->dst), r->src.ptr, r->width, s->s), "cuMemcpyHtoDAsync");
@@ -395,7 +445,11 @@ static dv_status cub_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
     c.dstHost = (void *)h;
     c.srcPitch = r->src_pitch, c.dstPitch = r->dst_pitch;
     c.WidthInBytes = r->width, c.Height = r->height;
-    CU_TRY(cu.cuMemcpy2DAsync_v2(&c, s->s), "cuMemcpy2DAsync");
+    dv_CUresult e = cu.cuMemcpy2DAsync_v2(&c, s->s);
+    /* "cuMemcpy2D() may fail for pitches not computed by cuMemAllocPitch()":
+     * a device-to-device copy the driver refuses goes another way. */
+    if (e == DV_CUDA_ERROR_INVALID_VALUE && sd && dd) return DV_ERR_NOT_SUPPORTED;
+    if (e) return cu_fail(e, "cuMemcpy2DAsync");
   } else {
     /* 3-D: a slice is srcHeight rows of srcPitch bytes. */
     if (!r->src_pitch || !r->dst_pitch || r->src_slice % r->src_pitch || r->dst_slice % r->dst_pitch ||
@@ -411,7 +465,9 @@ static dv_status cub_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
     c.srcPitch = r->src_pitch, c.srcHeight = r->src_slice / r->src_pitch;
     c.dstPitch = r->dst_pitch, c.dstHeight = r->dst_slice / r->dst_pitch;
     c.WidthInBytes = r->width, c.Height = r->height, c.Depth = r->depth;
-    CU_TRY(cu.cuMemcpy3DAsync_v2(&c, s->s), "cuMemcpy3DAsync");
+    dv_CUresult e = cu.cuMemcpy3DAsync_v2(&c, s->s);
+    if (e == DV_CUDA_ERROR_INVALID_VALUE && sd && dd) return DV_ERR_NOT_SUPPORTED;
+    if (e) return cu_fail(e, "cuMemcpy3DAsync");
   }
   if (r->flags & DV_COPY_SYNC) CU_TRY(cu.cuStreamSynchronize(s->s), "cuStreamSynchronize");
   return DV_OK;

@@ -23,6 +23,8 @@ typedef struct dv_cu_api {
 extern dv_cu_api dv__cu;
 #define cu dv__cu
 
+typedef struct dv_cu_staging dv_cu_staging;
+
 typedef struct cu_state {
   dv_CUdevice dev;
   int ordinal;
@@ -37,6 +39,10 @@ typedef struct cu_state {
   int copy_state; /* built-in copy kernels: 0 not loaded yet, 1 loaded, -1 unusable */
   dv_CUmodule copy_module;
   dv_CUfunction copy_fn[5][2]; /* 1-, 2-, 4-, 8-, 16-byte words; 32-, 64-bit indices */
+  /* Copies (cuda_staging.c): pinned staging for pageable host memory; the
+   * device's largest pitch for cuMemcpy2D/3D (CU_DEVICE_ATTRIBUTE_MAX_PITCH). */
+  dv_cu_staging *staging;
+  size_t max_pitch;
 } cu_state;
 
 struct dv_bstream {
@@ -119,5 +125,31 @@ dv_status dv__cu_image_pack(const void *data, size_t size, int is_ptx, void **im
                             size_t *image_size);
 dv_status dv__cu_image_unpack(const void *image, size_t image_size, const void **data,
                               size_t *size, int *is_ptx);
+
+/*
+ * Page-locked host memory (cuda_staging.c): one process-wide registry of
+ * the ranges this backend pinned or registered, with reference counts (a
+ * host buffer registered through two devarray contexts is registered with
+ * the driver once).  Used to tell pageable host memory from pinned.
+ */
+typedef struct dv_cu_host {
+  struct dv_cu_host *next;
+  void *ptr;
+  size_t bytes;
+  bool registered; /* cuMemHostRegister; else cuMemHostAlloc */
+  int refs;
+  dv_CUdeviceptr dev; /* mapped: the device address */
+} dv_cu_host;
+bool dv__cu_host_pinned(const void *p, size_t n);
+void dv__cu_host_add(dv_cu_host *h);                                 /* refs = 1 */
+dv_cu_host *dv__cu_host_find_registered(void *p, size_t n, bool mapped); /* +1 ref, or NULL */
+bool dv__cu_host_drop(dv_cu_host *h);                                /* -1 ref; true: last, unlinked */
+
+/* Pageable host memory through pinned staging, ordered on the stream
+ * (cuda_staging.c's comment tells how); open reads DV_CUDA_STAGING_CHUNK. */
+dv_status dv__cu_staging_open(cu_state *st);
+void dv__cu_staging_close(cu_state *st);
+size_t dv__cu_staging_chunk(cu_state *st);
+dv_status dv__cu_copy_pageable(cu_state *st, dv_bstream *s, const dv_rect *r);
 
 #endif
