@@ -1231,7 +1231,7 @@ EXPORT CUresult cuEventSynchronize(dv_CUevent e) {
   return unlock_ret(c->sticky);
 }
 
-EXPORT CUresult cuEventElapsedTime(float *ms, dv_CUevent a, dv_CUevent b) {
+EXPORT CUresult cuEventElapsedTime_v2(float *ms, dv_CUevent a, dv_CUevent b) {
   ENTER();
   CTX(c);
   (void)c;

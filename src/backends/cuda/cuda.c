@@ -32,6 +32,14 @@ static dv_status cu_load_status;
 static char cu_load_msg[512];
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 
+/* Entry points whose versioned name a driver may lack although the old
+ * name has the same prototype: the old one then. */
+static void cu_load_fallback(void **slot, const char *name) {
+  static const char *const same[][2] = {{"cuEventElapsedTime_v2", "cuEventElapsedTime"}};
+  for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+    if (!strcmp(name, same[i][0])) *slot = dlsym(cu_lib, same[i][1]);
+}
+
 static void cu_load(void) {
   const char *names[] = {"libcuda.so.1", "libcuda.so"};
   for (size_t i = 0; i < 2 && !cu_lib; i++) cu_lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
@@ -44,6 +52,7 @@ static void cu_load(void) {
   }
 #define DV_CU(ret, name, params)                                                        \
   *(void **)&cu.name = dlsym(cu_lib, #name);                                            \
+  if (!cu.name) cu_load_fallback((void **)&cu.name, #name);                              \
   if (!cu.name) {                                                                       \
     snprintf(cu_load_msg, sizeof cu_load_msg, "libcuda.so.1 lacks the entry point %s (driver too old?)", #name); \
     cu_load_status = DV_ERR_SYMBOL_LOAD;                                                \
@@ -535,7 +544,7 @@ static dv_status cub_event_elapsed(void *state, dv_bevent *a, dv_bevent *b, floa
     return dv__error(DV_ERR_INVALID_ARGUMENT, "elapsed time needs two events created with DV_EVENT_TIMING");
   if (!a->recorded || !b->recorded) return dv__error(DV_ERR_MISUSE, "elapsed time of an event that was never recorded");
   CU_ENTER((cu_state *)state);
-  dv_CUresult r = cu.cuEventElapsedTime(ms, a->e, b->e);
+  dv_CUresult r = cu.cuEventElapsedTime_v2(ms, a->e, b->e);
   if (r == DV_CUDA_ERROR_NOT_READY) return dv__error(DV_ERR_NOT_READY, "an event has not completed yet");
   if (r) return cu_fail(r, "cuEventElapsedTime");
   return DV_OK;

@@ -19,9 +19,22 @@ dv_status dv__cu_status(int r) {
     case DV_CUDA_ERROR_INVALID_HANDLE: return DV_ERR_INVALID_ARGUMENT;
     case DV_CUDA_ERROR_NO_DEVICE:
     case DV_CUDA_ERROR_INVALID_DEVICE: return DV_ERR_BACKEND_UNAVAILABLE;
-    case DV_CUDA_ERROR_DEINITIALIZED:
+    /* No usable context on the thread, or one released: a use after
+     * close, never the device's fault. */
     case DV_CUDA_ERROR_INVALID_CONTEXT:
+    case 709: /* CUDA_ERROR_CONTEXT_IS_DESTROYED */
+      return DV_ERR_MISUSE;
+    /* Faults that leave the context unusable (the reference: "the process
+     * must be terminated and relaunched"), and a driver shutting down. */
+    case DV_CUDA_ERROR_DEINITIALIZED:
     case DV_CUDA_ERROR_ILLEGAL_ADDRESS:
+    case 702: /* LAUNCH_TIMEOUT */
+    case 214: /* ECC_UNCORRECTABLE */
+    case 714: /* HARDWARE_STACK_ERROR */
+    case 715: /* ILLEGAL_INSTRUCTION */
+    case 716: /* MISALIGNED_ADDRESS */
+    case 717: /* INVALID_ADDRESS_SPACE */
+    case 718: /* INVALID_PC */
     case DV_CUDA_ERROR_LAUNCH_FAILED: return DV_ERR_DEVICE_LOST;
     case DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED:
     case DV_CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED: return DV_ERR_MISUSE;
