@@ -82,6 +82,7 @@ typedef int CUresult;
 #undef DV_CU
 EXPORT int dvdouble_is_double(void);
 EXPORT CUresult cuGetExportTable(const void **table, const void *uuid);
+EXPORT CUresult cuEventElapsedTime(float *ms, dv_CUevent a, dv_CUevent b);
 EXPORT void dvdouble_hold(int on);
 EXPORT long dvdouble_launches(void);
 EXPORT void dvdouble_set_pinned_limit(size_t bytes);
@@ -1518,6 +1519,9 @@ EXPORT CUresult cuLaunchKernel(dv_CUfunction f, unsigned gx, unsigned gy, unsign
   }
   return unlock_ret(enqueue(s, o));
 }
+
+/* The old name, kept by drivers that have _v2 (same prototype). */
+EXPORT CUresult cuEventElapsedTime(float *ms, dv_CUevent a, dv_CUevent b) { return cuEventElapsedTime_v2(ms, a, b); }
 
 /* Not in cuda_symbols.def: NVRTC looks it up in libcuda.so.1 (private
  * tables of the real driver).  None here. */

@@ -162,7 +162,8 @@ static dv_status cub_open(const dv_backend_config *cfg, void **state) {
     dv__free(st);
     return cu_fail(r, "cuDevicePrimaryCtxRetain");
   }
-  if ((rc = cu_enter(st)) != DV_OK) {
+  CU_SCOPE(sc);
+  if ((rc = dv__cu_enter_scope(st, &sc)) != DV_OK) {
     cu.cuDevicePrimaryCtxRelease_v2(st->dev);
     dv__free(st);
     return rc;
@@ -188,7 +189,8 @@ static dv_status cub_open(const dv_backend_config *cfg, void **state) {
 
 static void cub_close(void *state) {
   cu_state *st = state;
-  if (cu_enter(st) == DV_OK) cu.cuCtxSynchronize();
+  CU_SCOPE(sc);
+  if (dv__cu_enter_scope(st, &sc) == DV_OK) cu.cuCtxSynchronize(); /* every stream of the context */
   dv__cu_staging_close(st);
   dv__cu_kernel_close(st);
   cu.cuDevicePrimaryCtxRelease_v2(st->dev);

@@ -54,10 +54,20 @@ dv_status dv__cu_fail(dv_CUresult r, const char *what) {
                    text ? text : "");
 }
 
-/* Make the context current on this thread (cheap when it already is). */
-dv_status dv__cu_enter(cu_state *st) {
+/* Make the context current for one call (cheap when it already is). */
+dv_status dv__cu_enter_scope(cu_state *st, cu_scope *sc) {
   dv_CUcontext cur = NULL;
+  sc->set = false;
   if (cu.cuCtxGetCurrent(&cur) == DV_CUDA_SUCCESS && cur == st->ctx) return DV_OK;
   CU_TRY(cu.cuCtxSetCurrent(st->ctx), "cuCtxSetCurrent");
+  sc->prev = cur;
+  sc->set = true;
   return DV_OK;
+}
+
+/* Put back the context that was current before (a released one too: it is
+ * the caller's; cuCtxSetCurrent refuses nothing devarray made). */
+void dv__cu_leave(cu_scope *sc) {
+  if (sc->set) cu.cuCtxSetCurrent(sc->prev);
+  sc->set = false;
 }

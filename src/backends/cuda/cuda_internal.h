@@ -52,20 +52,33 @@ struct dv_bstream {
 
 /* A failed driver call: devarray's status, with the driver's name and code kept. */
 dv_status dv__cu_fail(dv_CUresult r, const char *what);
-/* Make the context current on this thread (cheap when it already is). */
-dv_status dv__cu_enter(cu_state *st);
+/*
+ * Make the context current on this thread for the length of one backend
+ * call, and put back what was current before when the call returns: the
+ * caller's own CUDA code (CuPy, Numba, a context it pushed) keeps its
+ * current context, and no context of devarray stays current after close.
+ * CU_ENTER declares the saved state with a cleanup that restores it on every
+ * return path (GCC and Clang's cleanup attribute).
+ */
+typedef struct cu_scope {
+  dv_CUcontext prev;
+  bool set;
+} cu_scope;
+dv_status dv__cu_enter_scope(cu_state *st, cu_scope *sc);
+void dv__cu_leave(cu_scope *sc);
 #define cu_fail dv__cu_fail
-#define cu_enter dv__cu_enter
+#define CU_SCOPE(name) cu_scope name __attribute__((cleanup(dv__cu_leave))) = {NULL, false}
 
 #define CU_TRY(call, what)                                 \
   do {                                                     \
     dv_CUresult r_ = (call);                               \
     if (r_ != DV_CUDA_SUCCESS) return cu_fail(r_, what);   \
   } while (0)
-#define CU_ENTER(st)             \
-  do {                           \
-    dv_status e_ = cu_enter(st); \
-    if (e_) return e_;           \
+#define CU_ENTER(st)                                   \
+  CU_SCOPE(cu_scope_);                                 \
+  do {                                                 \
+    dv_status e_ = dv__cu_enter_scope(st, &cu_scope_); \
+    if (e_) return e_;                                 \
   } while (0)
 
 static inline dv_CUdeviceptr cu_ptr(dv_memref r) {
