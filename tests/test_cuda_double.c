@@ -235,10 +235,30 @@ static void test_second_device(void **state) {
   assert_ok(dv_host_array_wrap(c1, src, 1, &n, dt, NULL, &hs));
   assert_ok(dv_to_device(c1, hs, NULL, 1, NULL, &d1));
   assert_ok(dv_device_array(g_ctx, 1, &n, dt, NULL, 'C', NULL, &d0));
-  assert_ok(dv_array_copy(d0, d1, NULL)); /* device 1 -> device 0 */
+  typedef long (*count_fn)(void);
+  count_fn peers = driver() && dlsym(driver(), "dvdouble_is_double") ? (count_fn)dlsym(driver(), "dvdouble_peer_copies") : NULL;
+  long before = peers ? peers() : 0;
+  assert_ok(dv_array_copy(d0, d1, NULL)); /* device 1 -> device 0: dense, a peer copy */
+  if (peers && peers() != before + 1) fail_msg("a dense copy between devices did not use cuMemcpyPeerAsync");
   assert_ok(dv_host_array_wrap(g_ctx, out, 1, &n, dt, NULL, &ho));
   assert_ok(dv_copy_to_host(d0, ho, NULL, NULL));
   assert_memory_equal(out, src, (size_t)n * 4);
+  /* Strided on both devices: staged through the host, on a stream. */
+  dv_array *v0, *v1;
+  dv_index ev[1] = {DV_SLICE(0, DV_NONE, 2)}, od[1] = {DV_SLICE(1, DV_NONE, 2)};
+  assert_ok(dv_array_slice(d0, 1, od, &v0));
+  assert_ok(dv_array_slice(d1, 1, ev, &v1));
+  dv_stream *s0;
+  assert_ok(dv_stream_create(g_ctx, 0, &s0));
+  assert_ok(dv_array_copy(v0, v1, s0)); /* d0[1::2] = d1[0::2] */
+  assert_ok(dv_stream_synchronize(s0));
+  assert_ok(dv_copy_to_host(d0, ho, NULL, NULL));
+  for (int64_t i = 0; i < n; i++) {
+    int32_t want = (i % 2) ? src[i - 1] : src[i];
+    if (out[i] != want) fail_msg("element %lld: %d, want %d", (long long)i, out[i], want);
+  }
+  dv_stream_release(s0);
+  dv_array_release(v0), dv_array_release(v1);
   dv_array_release(ho), dv_array_release(d0), dv_array_release(d1), dv_array_release(hs);
   assert_ok(dv_context_destroy(c1));
   free(src), free(out);

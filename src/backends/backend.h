@@ -18,7 +18,7 @@
 
 #include "devarray.h"
 
-#define DV_BACKEND_VERSION 3 /* 2: managed_alloc, stream_builtin; 3: kernels, native handles */
+#define DV_BACKEND_VERSION 4 /* 2: managed_alloc, stream_builtin; 3: kernels, native handles; 4: copy_peer */
 
 typedef struct dv_backend dv_backend;
 typedef struct dv_bstream dv_bstream; /* backend stream */
@@ -268,6 +268,13 @@ struct dv_backend {
    * backend checks anything. */
   dv_status (*buffer_wrap)(void *state, void *native, size_t bytes, void **buf);
   dv_status (*buffer_unwrap)(void *state, void *buf);
+  /* Version 4, optional: copy `bytes` contiguous bytes from device memory of
+   * another context of the same backend (src_state: that context's state)
+   * into device memory of this one, queued on s (this context's stream).
+   * The source's queued work is waited for first.  DV_ERR_NOT_SUPPORTED:
+   * the caller stages through the host instead. */
+  dv_status (*copy_peer)(void *state, dv_bstream *s, dv_memref dst, void *src_state, dv_memref src,
+                         size_t bytes);
 };
 
 /* The registry (registry.c): every backend compiled in, host first; the

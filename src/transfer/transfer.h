@@ -39,4 +39,11 @@ dv_overlap dv__overlap(int nd, const int64_t *n, int64_t a0, const int64_t *as, 
 /* The search's work limit; white-box tests lower it to drive the fallback. */
 extern _Atomic int64_t dv__overlap_max_work;
 
+/* Between contexts of one backend, both views device memory dense in C order
+ * (count elements): the backend's copy_peer, queued on stream (a stream of
+ * dctx; NULL: wait).  DV_ERR_NOT_SUPPORTED: stage through the host
+ * instead (pipeline.c). */
+dv_status dv__copy_peer_dense(dv_context *dctx, const dv_view *dst, dv_context *sctx, const dv_view *src,
+                              dv_stream *stream, int64_t count);
+
 #endif

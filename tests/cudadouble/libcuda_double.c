@@ -86,6 +86,7 @@ EXPORT CUresult cuEventElapsedTime(float *ms, dv_CUevent a, dv_CUevent b);
 EXPORT void dvdouble_hold(int on);
 EXPORT long dvdouble_launches(void);
 EXPORT void dvdouble_set_pinned_limit(size_t bytes);
+EXPORT long dvdouble_peer_copies(void);
 
 /* ---- state ------------------------------------------------------------------------------ */
 
@@ -94,7 +95,7 @@ static pthread_cond_t C = PTHREAD_COND_INITIALIZER;
 static int g_init, g_ndev = 2;
 static size_t g_dev_mem = (size_t)1 << 30;
 static int g_hold;
-static long g_launches_skipped;
+static long g_launches_skipped, g_peer_copies;
 static int g_block_s = 20;
 
 struct dv_CUctx_st;
@@ -147,6 +148,7 @@ struct dv_CUctx_st {
   CUresult sticky;
   stream *legacy;
   size_t used;
+  unsigned peers; /* bit d: peer access to device d's primary context enabled */
 };
 
 struct dv_CUevent_st {
@@ -564,6 +566,8 @@ static void ctx_teardown(struct dv_CUctx_st *c) {
     }
   }
   c->used = 0;
+  c->peers = 0;
+  for (int i = 0; i < MAX_DEV; i++) g_ctx[i].peers &= ~(1u << c->dev);
   c->sticky = 0;
   c->active = 0;
 }
@@ -612,6 +616,7 @@ static const struct {
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
     {709, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
+    {704, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", "peer access is already enabled"},
     {712, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", "part or all of the requested memory range is already mapped"},
     {713, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", "pointer does not correspond to a registered memory region"},
     {719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
@@ -1086,6 +1091,35 @@ EXPORT CUresult cuMemsetD8Async(dv_CUdeviceptr d, unsigned char v, size_t n, dv_
   return unlock_ret(enqueue(s, o));
 }
 
+/* Peer copies: both ranges must be device memory of the contexts named
+ * (the double's address ranges are per device, so a wrong context is
+ * caught); queued on a stream of the current context. */
+EXPORT CUresult cuMemcpyPeerAsync(dv_CUdeviceptr d, dv_CUcontext dctx, dv_CUdeviceptr src, dv_CUcontext sctx, size_t n,
+                                  dv_CUstream s) {
+  ENTER();
+  if (!ctx_known(dctx) || !ctx_known(sctx) || !dctx->active || !sctx->active)
+    return unlock_ret(DV_CUDA_ERROR_INVALID_CONTEXT);
+  alloc *da = find_dev(d, n ? n : 1), *sa = find_dev(src, n ? n : 1);
+  if (n && (!da || !sa || da->ctx != dctx || sa->ctx != sctx)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  op *o = op_new(1);
+  if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  o->sdev = o->ddev = 1, o->saddr = src, o->daddr = d;
+  o->width = n, o->height = o->depth = 1;
+  g_peer_copies++;
+  return do_copy(o, s, "cuMemcpyPeerAsync");
+}
+
+EXPORT CUresult cuCtxEnablePeerAccess(dv_CUcontext peer, unsigned flags) {
+  ENTER();
+  CTX(c);
+  if (flags) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (!ctx_known(peer) || !peer->active) return unlock_ret(DV_CUDA_ERROR_INVALID_CONTEXT);
+  if (peer == c) return unlock_ret(DV_CUDA_ERROR_INVALID_DEVICE); /* a context cannot be its own peer */
+  if (c->peers & (1u << peer->dev)) return unlock_ret(704); /* PEER_ACCESS_ALREADY_ENABLED */
+  c->peers |= 1u << peer->dev;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
 /* ---- streams, events ------------------------------------------------------------------------------- */
 
 EXPORT CUresult cuStreamCreate(dv_CUstream *out, unsigned flags) {
@@ -1553,4 +1587,11 @@ EXPORT void dvdouble_set_pinned_limit(size_t bytes) {
   pthread_mutex_lock(&L);
   g_pinned_limit = bytes;
   pthread_mutex_unlock(&L);
+}
+
+EXPORT long dvdouble_peer_copies(void) {
+  pthread_mutex_lock(&L);
+  long n = g_peer_copies;
+  pthread_mutex_unlock(&L);
+  return n;
 }

@@ -492,6 +492,41 @@ static dv_status cub_memset(void *state, dv_bstream *s, dv_memref dst, int value
   return DV_OK;
 }
 
+/* ---- several devices ------------------------------------------------------------------- */
+
+/* Peer access from this context to another, enabled once (never refused for
+ * a copy: without it cuMemcpyPeerAsync stages through the host itself). */
+static void cu_enable_peer(cu_state *st, cu_state *src) {
+  int can = 0;
+  if (cu.cuDeviceCanAccessPeer(&can, st->dev, src->dev) || !can) return;
+  dv_CUresult r = cu.cuCtxEnablePeerAccess(src->ctx, 0);
+  if (r && r != 704 /* CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED */)
+    dv__log(DV_LOG_DEBUG, "cuda: no peer access from device %d to %d (%d): peer copies stage", st->ordinal,
+            src->ordinal, r);
+}
+
+static dv_status cub_copy_peer(void *state, dv_bstream *s, dv_memref dst, void *src_state, dv_memref src,
+                               size_t bytes) {
+  cu_state *st = state, *ss = src_state;
+  if (!bytes) return DV_OK;
+  if (!dst.buf || !src.buf) return DV_ERR_NOT_SUPPORTED;
+  {
+    /* The source context's queued work first (its streams are not ours). */
+    CU_ENTER(ss);
+    CU_TRY(cu.cuCtxSynchronize(), "cuCtxSynchronize (peer copy source)");
+  }
+  CU_ENTER(st);
+  if (st->ctx == ss->ctx) {
+    CU_TRY(cu.cuMemcpyDtoDAsync_v2(cu_ptr(dst), cu_ptr(src), bytes, s->s), "cuMemcpyDtoDAsync");
+    return DV_OK;
+  }
+  pthread_mutex_lock(&st->copy_lock);
+  cu_enable_peer(st, ss);
+  pthread_mutex_unlock(&st->copy_lock);
+  CU_TRY(cu.cuMemcpyPeerAsync(cu_ptr(dst), st->ctx, cu_ptr(src), ss->ctx, bytes, s->s), "cuMemcpyPeerAsync");
+  return DV_OK;
+}
+
 /* ---- events ---------------------------------------------------------------------------------------- */
 
 static dv_status cub_event_create(void *state, unsigned flags, dv_bevent **out) {
@@ -597,4 +632,5 @@ const dv_backend dv__backend_cuda = {
     .native_buffer = dv__cub_native_buffer,
     .buffer_wrap = dv__cub_buffer_wrap,
     .buffer_unwrap = dv__cub_buffer_unwrap,
+    .copy_peer = cub_copy_peer,
 };
