@@ -7,7 +7,9 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -264,11 +266,34 @@ static void test_second_device(void **state) {
   free(src), free(out);
 }
 
+/* Issue 13 #6: a context made before fork() is refused in the child, with
+ * a message, instead of calling a driver whose state did not survive. */
+static void test_fork_child_refused(void **state) {
+  (void)state;
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int64_t n = 16;
+    float h[16] = {0};
+    dv_array *hs = NULL, *d = NULL;
+    dv_status rc = dv_host_array_wrap(g_ctx, h, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, &hs);
+    if (!rc) rc = dv_to_device(g_ctx, hs, NULL, 1, NULL, &d);
+    int ok = rc == DV_ERR_MISUSE && strstr(dv_last_error(), "fork") != NULL;
+    if (!ok) fprintf(stderr, "child: %s: %s\n", dv_status_name(rc), dv_last_error());
+    _exit(ok ? 0 : 1);
+  }
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_pageable_stream_copies_queue), T(test_pageable_pipeline_sizes), T(test_refused_device_rect_falls_back),
       T(test_register_through_two_contexts), T(test_current_context_restored), T(test_pinned_oom_is_host_oom),
-      T(test_second_device),
+      T(test_second_device), T(test_fork_child_refused),
   };
   return test_main(argc, argv, "cuda_double", tests, sizeof tests / sizeof tests[0]);
 }

@@ -40,6 +40,8 @@ static void cu_load_fallback(void **slot, const char *name) {
     if (!strcmp(name, same[i][0])) *slot = dlsym(cu_lib, same[i][1]);
 }
 
+static void cu_after_fork_child(void) { atomic_store(&dv__cu_forked, 1); }
+
 static void cu_load(void) {
   const char *names[] = {"libcuda.so.1", "libcuda.so"};
   for (size_t i = 0; i < 2 && !cu_lib; i++) cu_lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
@@ -68,6 +70,7 @@ static void cu_load(void) {
     cu_load_status = r == DV_CUDA_ERROR_NO_DEVICE ? DV_ERR_BACKEND_UNAVAILABLE : DV_ERR_DRIVER;
     return;
   }
+  pthread_atfork(NULL, NULL, cu_after_fork_child);
   cu_load_status = DV_OK;
 }
 
@@ -189,6 +192,12 @@ static dv_status cub_open(const dv_backend_config *cfg, void **state) {
 
 static void cub_close(void *state) {
   cu_state *st = state;
+  if (atomic_load(&dv__cu_forked)) {
+    /* A child after fork: the driver's objects are the parent's; touch none
+     * (the staging buffers' records and the kernel state are left). */
+    dv__free(st);
+    return;
+  }
   CU_SCOPE(sc);
   if (dv__cu_enter_scope(st, &sc) == DV_OK) cu.cuCtxSynchronize(); /* every stream of the context */
   dv__cu_staging_close(st);

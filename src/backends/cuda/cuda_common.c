@@ -54,10 +54,17 @@ dv_status dv__cu_fail(dv_CUresult r, const char *what) {
                    text ? text : "");
 }
 
+/* Set in a child process after fork (cuda.c registers the handler): the
+ * driver's state does not survive fork, so every call refuses. */
+atomic_int dv__cu_forked;
+
 /* Make the context current for one call (cheap when it already is). */
 dv_status dv__cu_enter_scope(cu_state *st, cu_scope *sc) {
   dv_CUcontext cur = NULL;
   sc->set = false;
+  if (atomic_load(&dv__cu_forked))
+    return dv__error(DV_ERR_MISUSE, "a CUDA context made before fork() used in the child process: the CUDA driver "
+                                    "does not support that; create contexts after fork (or use spawn)");
   if (cu.cuCtxGetCurrent(&cur) == DV_CUDA_SUCCESS && cur == st->ctx) return DV_OK;
   CU_TRY(cu.cuCtxSetCurrent(st->ctx), "cuCtxSetCurrent");
   sc->prev = cur;

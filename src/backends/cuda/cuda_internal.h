@@ -65,6 +65,8 @@ typedef struct cu_scope {
   bool set;
 } cu_scope;
 dv_status dv__cu_enter_scope(cu_state *st, cu_scope *sc);
+/* Nonzero in a child process after fork: every entry refuses (DV_ERR_MISUSE). */
+extern atomic_int dv__cu_forked;
 void dv__cu_leave(cu_scope *sc);
 #define cu_fail dv__cu_fail
 #define CU_SCOPE(name) cu_scope name __attribute__((cleanup(dv__cu_leave))) = {NULL, false}
