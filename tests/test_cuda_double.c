@@ -7,6 +7,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -266,6 +267,59 @@ static void test_second_device(void **state) {
   free(src), free(out);
 }
 
+/* Issue 13 #5: with the pool, a block freed on one thread's per-thread
+ * default stream while a read of it is still queued there is not handed to
+ * another thread's per-thread stream (a different stream underneath). */
+typedef struct pt_job {
+  dv_context *ctx;
+  dv_array *pinned;
+  void *buf;
+  size_t off;
+  dv_status rc;
+} pt_job;
+
+static void *pt_reader(void *arg) {
+  pt_job *j = arg;
+  dv_stream *pt = dv_context_per_thread_stream(j->ctx);
+  int64_t n = 4096;
+  dv_array *x = NULL;
+  j->rc = dv_device_array(j->ctx, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', pt, &x);
+  if (!j->rc) j->rc = dv_array_native(x, &j->buf, &j->off);
+  if (!j->rc) j->rc = dv_copy_to_host(x, j->pinned, pt, NULL); /* queued: the streams are held */
+  dv_array_release(x);
+  if (!j->rc) j->rc = dv_context_flush_deallocs(j->ctx);
+  return NULL;
+}
+
+static void test_pool_per_thread_streams_distinct(void **state) {
+  (void)state;
+  hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
+  if (!hold) skip();
+  dv_context *c;
+  assert_ok(test_context(&c, "memory_manager=pool", NULL));
+  int64_t n = 4096;
+  pt_job j = {.ctx = c};
+  assert_ok(dv_pinned_array(c, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', &j.pinned));
+  hold(1);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, pt_reader, &j), 0);
+  pthread_join(t, NULL);
+  dv_array *y = NULL;
+  void *buf = NULL;
+  size_t off = 0;
+  dv_status rc = dv_device_array(c, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', dv_context_per_thread_stream(c), &y);
+  if (!rc) rc = dv_array_native(y, &buf, &off);
+  hold(0);
+  assert_ok(j.rc);
+  assert_ok(rc);
+  if (buf == j.buf && off == j.off)
+    fail_msg("the pool gave a block with a read still queued on another thread's per-thread stream to this thread's");
+  assert_ok(dv_stream_synchronize(dv_context_legacy_stream(c)));
+  dv_array_release(y);
+  dv_array_release(j.pinned);
+  assert_ok(dv_context_destroy(c));
+}
+
 /* Issue 13 #6: a context made before fork() is refused in the child, with
  * a message, instead of calling a driver whose state did not survive. */
 static void test_fork_child_refused(void **state) {
@@ -293,7 +347,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_pageable_stream_copies_queue), T(test_pageable_pipeline_sizes), T(test_refused_device_rect_falls_back),
       T(test_register_through_two_contexts), T(test_current_context_restored), T(test_pinned_oom_is_host_oom),
-      T(test_second_device), T(test_fork_child_refused),
+      T(test_second_device), T(test_fork_child_refused), T(test_pool_per_thread_streams_distinct),
   };
   return test_main(argc, argv, "cuda_double", tests, sizeof tests / sizeof tests[0]);
 }

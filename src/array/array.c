@@ -225,7 +225,10 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
         a->buf = blk.buf;
         a->buf_offset = blk.offset;
         a->mm_handle = blk.handle;
-        if (!rc && stream && !stream->is_default) a->stream = dv__stream_iretain(stream);
+        /* The stream its free is ordered after; the per-thread default
+         * stream too (the pool keeps it apart: issue 13 #5). */
+        if (!rc && stream && (!stream->is_default || stream == ctx->per_thread_stream))
+          a->stream = dv__stream_iretain(stream);
       }
       if (!rc) dv__stats_add(ctx, DV_STAT_DEVICE, (uint64_t)bytes);
       break;
