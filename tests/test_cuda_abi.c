@@ -93,6 +93,7 @@ _Static_assert(sizeof(dv_bkview) == 8 + 2 * 8 * DV_BKVIEW_MAXDIMS && offsetof(dv
 #define dv_CUmodule CUmodule
 #define dv_CUfunction CUfunction
 #define dv_CUhostFn CUhostFn
+#define dv_CUstreamCallback CUstreamCallback
 #define dv_CUdevice_attribute CUdevice_attribute
 #define dv_CUfunction_attribute CUfunction_attribute
 #define dv_CUjit_option CUjit_option
@@ -115,6 +116,7 @@ _Static_assert(sizeof(dv_bkview) == 8 + 2 * 8 * DV_BKVIEW_MAXDIMS && offsetof(dv
 #undef dv_CUmodule
 #undef dv_CUfunction
 #undef dv_CUhostFn
+#undef dv_CUstreamCallback
 #undef dv_CUdevice_attribute
 #undef dv_CUfunction_attribute
 #undef dv_CUjit_option

@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -320,6 +321,44 @@ static void test_pool_per_thread_streams_distinct(void **state) {
   assert_ok(dv_context_destroy(c));
 }
 
+/* Issue 13 #6: a stream callback queued behind work that faulted runs, and
+ * receives the fault's status (device 1, so the fixture's context lives on). */
+static _Atomic int cb_status = -1;
+static void record_status(dv_stream *s, dv_status st, void *user) {
+  (void)s, (void)user;
+  atomic_store(&cb_status, (int)st);
+}
+
+static void test_callback_gets_device_error(void **state) {
+  (void)state;
+  hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
+  void (*fault)(int) = (void (*)(int))double_sym("dvdouble_fault");
+  if (!hold || !fault) skip();
+  dv_context *c1 = NULL;
+  dv_status rc = test_context(&c1, "cuda_device=1", NULL);
+  if (rc == DV_ERR_BACKEND_UNAVAILABLE) {
+    printf("SKIPPED: test_callback_gets_device_error: one CUDA device\n");
+    skip();
+  }
+  assert_ok(rc);
+  dv_stream *s;
+  assert_ok(dv_stream_create(c1, 0, &s));
+  atomic_store(&cb_status, -1);
+  hold(1);
+  assert_ok(dv_stream_add_callback(s, record_status, NULL));
+  fault(1); /* as if a kernel ahead of the callback faulted */
+  hold(0);
+  /* The fault is reported at once (a lost device does not wait for its
+   * streams); the callback runs when the stream gets to it. */
+  assert_status(dv_stream_synchronize(s), DV_ERR_DEVICE_LOST);
+  for (int i = 0; i < 500 && atomic_load(&cb_status) == -1; i++) nanosleep(&(struct timespec){0, 10000000}, NULL);
+  int got = atomic_load(&cb_status);
+  if (got != DV_ERR_DEVICE_LOST)
+    fail_msg("the callback %s", got == -1 ? "never ran" : dv_status_name((dv_status)got));
+  dv_stream_release(s);
+  dv_context_destroy(c1); /* fails: the device is lost; the double frees it at the last release */
+}
+
 /* Issue 13 #6: a context made before fork() is refused in the child, with
  * a message, instead of calling a driver whose state did not survive. */
 static void test_fork_child_refused(void **state) {
@@ -348,6 +387,7 @@ int main(int argc, char **argv) {
       T(test_pageable_stream_copies_queue), T(test_pageable_pipeline_sizes), T(test_refused_device_rect_falls_back),
       T(test_register_through_two_contexts), T(test_current_context_restored), T(test_pinned_oom_is_host_oom),
       T(test_second_device), T(test_fork_child_refused), T(test_pool_per_thread_streams_distinct),
+      T(test_callback_gets_device_error),
   };
   return test_main(argc, argv, "cuda_double", tests, sizeof tests / sizeof tests[0]);
 }

@@ -87,6 +87,7 @@ EXPORT void dvdouble_hold(int on);
 EXPORT long dvdouble_launches(void);
 EXPORT void dvdouble_set_pinned_limit(size_t bytes);
 EXPORT long dvdouble_peer_copies(void);
+EXPORT void dvdouble_fault(int device);
 
 /* ---- state ------------------------------------------------------------------------------ */
 
@@ -113,13 +114,15 @@ typedef struct op op;
 typedef struct dv_CUstream_st stream;
 struct op {
   op *next;
-  int kind; /* 1 copy, 2 memset, 3 host fn, 4 wait (stream, seq), 5 record, 6 copy kernel, 7 nop */
+  int kind; /* 1 copy, 2 memset, 3 host fn, 4 wait (stream, seq), 5 record, 6 copy kernel, 7 nop, 8 stream callback */
   /* copy: sides (device address or host pointer) */
   int sdev, ddev;
   uint64_t saddr, daddr;
   size_t width, height, depth, spitch, sheight, dpitch, dheight;
   unsigned char value;
   dv_CUhostFn fn;
+  dv_CUstreamCallback cb;
+  stream *cb_stream;
   void *user;
   stream *wait_s;
   uint64_t wait_seq;
@@ -485,6 +488,16 @@ static void *worker(void *arg) {
           pthread_mutex_lock(&L);
         }
         break;
+      case 8: {
+        /* cuStreamAddCallback: runs after a fault too, with its status. */
+        CUresult st = c->sticky;
+        pthread_mutex_unlock(&L);
+        t_in_callback = 1;
+        o->cb(o->cb_stream, st, o->user);
+        t_in_callback = 0;
+        pthread_mutex_lock(&L);
+        break;
+      }
       case 5:
         clock_gettime(CLOCK_MONOTONIC, &o->ev->when);
         o->ev->when_set = 1;
@@ -1200,6 +1213,19 @@ EXPORT CUresult cuLaunchHostFunc(dv_CUstream h, dv_CUhostFn fn, void *user) {
   return unlock_ret(enqueue(s, o));
 }
 
+EXPORT CUresult cuStreamAddCallback(dv_CUstream h, dv_CUstreamCallback fn, void *user, unsigned flags) {
+  ENTER();
+  CTX(c);
+  if (!fn || flags) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  CUresult r;
+  stream *s = resolve_stream(c, h, &r);
+  if (!s) return unlock_ret(r);
+  op *o = op_new(8);
+  if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  o->cb = fn, o->cb_stream = h, o->user = user;
+  return unlock_ret(enqueue(s, o));
+}
+
 EXPORT CUresult cuEventCreate(dv_CUevent *out, unsigned flags) {
   ENTER();
   if (!out) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
@@ -1594,4 +1620,12 @@ EXPORT long dvdouble_peer_copies(void) {
   long n = g_peer_copies;
   pthread_mutex_unlock(&L);
   return n;
+}
+
+/* A device fault on device `device`'s primary context, as a kernel's
+ * illegal access would leave: sticky CUDA_ERROR_ILLEGAL_ADDRESS. */
+EXPORT void dvdouble_fault(int device) {
+  pthread_mutex_lock(&L);
+  if (device >= 0 && device < MAX_DEV) fault(&g_ctx[device], "dvdouble_fault");
+  pthread_mutex_unlock(&L);
 }

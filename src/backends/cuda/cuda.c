@@ -12,7 +12,7 @@
  *  - Copies: contiguous with cuMemcpy{HtoD,DtoH,DtoD}Async, rects with
  *    cuMemcpy2DAsync / cuMemcpy3DAsync (3-D needs slice pitches that are
  *    multiples of the row pitch, else the planner splits), host-to-host in
- *    stream order through cuLaunchHostFunc.  Device-to-device layouts rects
+ *    stream order through cuStreamAddCallback.  Device-to-device layouts rects
  *    cannot express run the built-in strided-copy kernels (cuda_kernel.c).
  *  - Pinned memory: cuMemHostAlloc (PORTABLE, DEVICEMAP, WRITECOMBINED
  *    honoured); registration: cuMemHostRegister; managed: cuMemAllocManaged.
@@ -408,9 +408,12 @@ typedef struct cu_cb {
   void *user;
 } cu_cb;
 
-static void cu_cb_trampoline(void *arg) {
+/* cuStreamAddCallback's: runs after a device error too, with its status
+ * (mapped without calling the driver, which callbacks may not do). */
+static void cu_cb_trampoline(dv_CUstream s, dv_CUresult status, void *arg) {
+  (void)s;
   cu_cb *c = arg;
-  c->fn(c->user, DV_OK); /* errors of earlier work show at the next synchronize */
+  c->fn(c->user, dv__cu_status(status));
   dv__free(c);
 }
 
@@ -419,10 +422,10 @@ static dv_status cub_stream_callback(void *state, dv_bstream *s, dv_bcallback_fn
   cu_cb *c = dv__malloc(sizeof *c);
   if (!c) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a callback record");
   c->fn = fn, c->user = user;
-  dv_CUresult r = cu.cuLaunchHostFunc(s->s, cu_cb_trampoline, c);
+  dv_CUresult r = cu.cuStreamAddCallback(s->s, cu_cb_trampoline, c, 0);
   if (r) {
     dv__free(c);
-    return cu_fail(r, "cuLaunchHostFunc");
+    return cu_fail(r, "cuStreamAddCallback");
   }
   return DV_OK;
 }

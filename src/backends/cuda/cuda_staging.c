@@ -15,11 +15,13 @@
  * bytes, default 4 MiB); host to device, the host copies a piece into a
  * staging buffer and queues its DMA, then the next piece into a second
  * buffer while the first one's DMA runs; device to host, the DMA of each
- * piece is queued into a staging buffer, followed by a host function that
- * copies it out to the caller's memory and hands the buffer back.  A
+ * piece is queued into a staging buffer, followed by a stream callback that
+ * copies it out to the caller's memory and hands the buffer back
+ * (cuStreamAddCallback, which runs after a device error too, with its
+ * status, so buffers always come back; cuLaunchHostFunc's would not).  A
  * synchronous copy keeps at most two buffers in flight (double buffering);
  * an asynchronous one never waits for a buffer (it takes a new one), so it
- * never blocks on work queued before it.  Host functions never call the
+ * never blocks on work queued before it.  Callbacks never call the
  * driver (the reference forbids it): buffers come back to a free list that
  * the calling threads trim.
  */
@@ -214,11 +216,17 @@ static void piece_done(cu_piece *p) {
   dv__free(p);
 }
 
-static void h2d_done(void *arg) { piece_done(arg); }
+static void h2d_done(dv_CUstream s, dv_CUresult status, void *arg) {
+  (void)s, (void)status;
+  piece_done(arg);
+}
 
-static void d2h_done(void *arg) {
+/* After a device error the staged bytes are not the device's: not copied out. */
+static void d2h_done(dv_CUstream s, dv_CUresult status, void *arg) {
+  (void)s;
   cu_piece *p = arg;
-  for (size_t i = 0; i < p->k; i++) memcpy(p->host + i * p->hpitch, (char *)p->b->ptr + i * p->w, p->w);
+  if (status == DV_CUDA_SUCCESS)
+    for (size_t i = 0; i < p->k; i++) memcpy(p->host + i * p->hpitch, (char *)p->b->ptr + i * p->w, p->w);
   piece_done(p);
 }
 
@@ -269,13 +277,13 @@ static dv_status piece_run(cu_state *st, dv_bstream *s, bool to_device, char *ho
       p->count_lock = NULL;
     }
     p->inflight = inflight, p->count_lock = count_lock;
-    r = cu.cuLaunchHostFunc(s->s, to_device ? h2d_done : d2h_done, p);
+    r = cu.cuStreamAddCallback(s->s, to_device ? h2d_done : d2h_done, p, 0);
     if (r) {
       /* The copy is queued but its completion cannot be: wait for it here. */
       dv_CUresult r2 = cu.cuStreamSynchronize(s->s);
-      if (!to_device && !r2) d2h_done(p);
-      else piece_done(p);
-      return cu_fail(r, "cuLaunchHostFunc (staging)");
+      if (to_device) h2d_done(s->s, r2, p);
+      else d2h_done(s->s, r2, p);
+      return cu_fail(r, "cuStreamAddCallback (staging)");
     }
     return DV_OK;
   }
