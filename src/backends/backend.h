@@ -90,6 +90,7 @@ typedef struct dv_backend_config {
   size_t host_fiber_stack;  /* host simulator: stack bytes per simulated thread */
   int host_wave_size;       /* host simulator: threads per wave */
   const char *nvrtc_library; /* CUDA: NVRTC to load ("": search) */
+  size_t cuda_staging_chunk; /* CUDA: bytes per staged piece of a pageable copy */
 } dv_backend_config;
 
 

@@ -88,6 +88,7 @@ typedef enum dv_opt_id {
   DV_OPT_HOST_FIBER_STACK,
   DV_OPT_HOST_WAVE_SIZE,
   DV_OPT_NVRTC_LIBRARY,
+  DV_OPT_CUDA_STAGING_CHUNK,
   DV_OPT_COUNT
 } dv_opt_id;
 

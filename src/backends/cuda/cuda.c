@@ -175,7 +175,7 @@ static dv_status cub_open(const dv_backend_config *cfg, void **state) {
   int mp = 0;
   if (cu.cuDeviceGetAttribute(&mp, 11 /* CU_DEVICE_ATTRIBUTE_MAX_PITCH */, st->dev) || mp <= 0) mp = 0x7fffffff;
   st->max_pitch = (size_t)mp;
-  if ((rc = dv__cu_staging_open(st)) != DV_OK) {
+  if ((rc = dv__cu_staging_open(st, cfg)) != DV_OK) {
     cu.cuDevicePrimaryCtxRelease_v2(st->dev);
     dv__free(st);
     return rc;

@@ -161,10 +161,9 @@ dv_cu_host *dv__cu_host_find_registered(void *p, size_t n, bool mapped); /* +1 r
 bool dv__cu_host_drop(dv_cu_host *h);                                /* -1 ref; true: last, unlinked */
 
 /* Pageable host memory through pinned staging, ordered on the stream
- * (cuda_staging.c's comment tells how); open reads DV_CUDA_STAGING_CHUNK. */
-dv_status dv__cu_staging_open(cu_state *st);
+ * (cuda_staging.c's comment tells how); open takes the option cuda_staging_chunk. */
+dv_status dv__cu_staging_open(cu_state *st, const dv_backend_config *cfg);
 void dv__cu_staging_close(cu_state *st);
-size_t dv__cu_staging_chunk(cu_state *st);
 dv_status dv__cu_copy_pageable(cu_state *st, dv_bstream *s, const dv_rect *r);
 
 #endif

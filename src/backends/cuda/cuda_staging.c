@@ -11,10 +11,10 @@
  * done), so "queue and return" would break and work queued behind an event
  * the caller records later would deadlock.  Every copy with a pageable host
  * side goes through pinned staging buffers instead, ordered on the stream:
- * the copy is cut into pieces of at most the chunk size (DV_CUDA_STAGING_CHUNK
- * bytes, default 4 MiB); host to device, the host copies a piece into a
- * staging buffer and queues its DMA, then the next piece into a second
- * buffer while the first one's DMA runs; device to host, the DMA of each
+ * the copy is cut into pieces of at most the chunk size (option
+ * cuda_staging_chunk, DV_CUDA_STAGING_CHUNK; default 4 MiB); host to
+ * device, the host copies a piece into a staging buffer and queues its DMA,
+ * then the next piece into a second buffer while the first one's DMA runs; device to host, the DMA of each
  * piece is queued into a staging buffer, followed by a stream callback that
  * copies it out to the caller's memory and hands the buffer back
  * (cuStreamAddCallback, which runs after a device error too, with its
@@ -100,22 +100,14 @@ struct dv_cu_staging {
   size_t chunk;
 };
 
-dv_status dv__cu_staging_open(cu_state *st) {
+dv_status dv__cu_staging_open(cu_state *st, const dv_backend_config *cfg) {
   dv_cu_staging *g = dv__calloc(1, sizeof *g);
   if (!g) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the CUDA staging state");
   pthread_mutex_init(&g->lock, NULL);
   pthread_cond_init(&g->back, NULL);
-  g->chunk = (size_t)4 << 20;
-  const char *e = getenv("DV_CUDA_STAGING_CHUNK");
-  if (e && *e) {
-    char *end;
-    unsigned long long v = strtoull(e, &end, 10);
-    if (*end || v < 4096 || v > ((unsigned long long)1 << 30)) {
-      dv__free(g);
-      return dv__error(DV_ERR_INVALID_ARGUMENT, "DV_CUDA_STAGING_CHUNK=%s: give bytes from 4096 to 2^30", e);
-    }
-    g->chunk = (size_t)v;
-  }
+  /* The option cuda_staging_chunk (DV_CUDA_STAGING_CHUNK), range-checked
+   * by the options table; 0 only from a caller that filled no config. */
+  g->chunk = cfg->cuda_staging_chunk ? cfg->cuda_staging_chunk : (size_t)4 << 20;
   st->staging = g;
   return DV_OK;
 }
@@ -135,7 +127,6 @@ void dv__cu_staging_close(cu_state *st) {
   st->staging = NULL;
 }
 
-size_t dv__cu_staging_chunk(cu_state *st) { return st->staging->chunk; }
 
 /* A buffer of at least n bytes: from the free list, else a new one; a
  * synchronous copy with two in flight waits for one to come back. */
