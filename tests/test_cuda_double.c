@@ -359,6 +359,43 @@ static void test_callback_gets_device_error(void **state) {
   dv_context_destroy(c1); /* fails: the device is lost; the double frees it at the last release */
 }
 
+/* Issue 13 #3: destroying a context whose streams still have work queued
+ * on memory it frees waits for that work (the driver does not promise that
+ * cuMemFree does). */
+static void *unhold_later(void *arg) {
+  nanosleep(&(struct timespec){0, 200000000}, NULL);
+  ((hold_fn)arg)(0);
+  return NULL;
+}
+
+static void test_destroy_waits_for_queued_work(void **state) {
+  (void)state;
+  hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
+  long (*faults)(void) = (long (*)(void))double_sym("dvdouble_faults");
+  if (!hold || !faults) skip();
+  long before = faults();
+  dv_context *c;
+  assert_ok(test_context(&c, NULL));
+  int64_t n = 1 << 16;
+  dv_array *p, *d;
+  dv_stream *s;
+  assert_ok(dv_pinned_array(c, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', &p));
+  assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &d));
+  assert_ok(dv_stream_create(c, 0, &s));
+  hold(1);
+  assert_ok(dv_copy_to_device(d, p, s)); /* queued on s, not run */
+  assert_ok(dv_copy_to_host(d, p, s, NULL));
+  dv_array_release(d);
+  dv_stream_release(s);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, unhold_later, (void *)hold), 0);
+  dv_array_release(p);
+  dv_status rc = dv_context_destroy(c); /* frees d and p while s still holds copies of them */
+  pthread_join(t, NULL);
+  assert_ok(rc);
+  if (faults() != before) fail_msg("queued work ran on memory the context had freed");
+}
+
 /* Issue 13 #6: a context made before fork() is refused in the child, with
  * a message, instead of calling a driver whose state did not survive. */
 static void test_fork_child_refused(void **state) {
@@ -387,7 +424,7 @@ int main(int argc, char **argv) {
       T(test_pageable_stream_copies_queue), T(test_pageable_pipeline_sizes), T(test_refused_device_rect_falls_back),
       T(test_register_through_two_contexts), T(test_current_context_restored), T(test_pinned_oom_is_host_oom),
       T(test_second_device), T(test_fork_child_refused), T(test_pool_per_thread_streams_distinct),
-      T(test_callback_gets_device_error),
+      T(test_callback_gets_device_error), T(test_destroy_waits_for_queued_work),
   };
   return test_main(argc, argv, "cuda_double", tests, sizeof tests / sizeof tests[0]);
 }

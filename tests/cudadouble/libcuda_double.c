@@ -88,6 +88,7 @@ EXPORT long dvdouble_launches(void);
 EXPORT void dvdouble_set_pinned_limit(size_t bytes);
 EXPORT long dvdouble_peer_copies(void);
 EXPORT void dvdouble_fault(int device);
+EXPORT long dvdouble_faults(void);
 
 /* ---- state ------------------------------------------------------------------------------ */
 
@@ -96,7 +97,7 @@ static pthread_cond_t C = PTHREAD_COND_INITIALIZER;
 static int g_init, g_ndev = 2;
 static size_t g_dev_mem = (size_t)1 << 30;
 static int g_hold;
-static long g_launches_skipped, g_peer_copies;
+static long g_launches_skipped, g_peer_copies, g_faults;
 static int g_block_s = 20;
 
 struct dv_CUctx_st;
@@ -382,6 +383,7 @@ static void deadlock(const char *what) {
 }
 
 static void fault(struct dv_CUctx_st *c, const char *what) {
+  g_faults++;
   if (!c->sticky) {
     fprintf(stderr, "cuda test double: %s: an address that is no longer (or never was) allocated: "
                     "CUDA_ERROR_ILLEGAL_ADDRESS, sticky for the context\n", what);
@@ -1628,4 +1630,12 @@ EXPORT void dvdouble_fault(int device) {
   pthread_mutex_lock(&L);
   if (device >= 0 && device < MAX_DEV) fault(&g_ctx[device], "dvdouble_fault");
   pthread_mutex_unlock(&L);
+}
+
+/* Faults so far: queued work that found its memory freed, and injected ones. */
+EXPORT long dvdouble_faults(void) {
+  pthread_mutex_lock(&L);
+  long n = g_faults;
+  pthread_mutex_unlock(&L);
+  return n;
 }
