@@ -444,15 +444,17 @@ static dv_status cub_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
   bool sd = r->src.buf != NULL, dd = r->dst.buf != NULL;
   if (!sd && !dd) return dv__host_rect_in_order(cub_stream_callback, st, s, r); /* host to host */
   bool rect = r->height > 1 || r->depth > 1;
-  if (rect && (r->src_pitch > st->max_pitch || r->dst_pitch > st->max_pitch ||
-               (r->depth > 1 && (r->src_slice > st->max_pitch * (size_t)UINT32_MAX || r->dst_slice > st->max_pitch * (size_t)UINT32_MAX))))
+  if (rect && (r->src_pitch > st->max_pitch || r->dst_pitch > st->max_pitch))
     return DV_ERR_NOT_SUPPORTED; /* above the driver's pitch limit: the planner picks another plan */
   if (sd != dd) {
     /* Pageable host memory: through pinned staging, ordered on the stream. */
     const dv_memref *h = sd ? &r->dst : &r->src;
     size_t hp = sd ? r->dst_pitch : r->src_pitch, hs = sd ? r->dst_slice : r->src_slice;
     size_t span = (r->depth - 1) * hs + (r->height - 1) * hp + r->width;
-    if (!dv__cu_host_pinned(h->ptr, span)) return dv__cu_copy_pageable(st, s, r);
+    /* A synchronous copy smaller than a chunk waits for its stream anyway:
+     * the driver's own pageable path (no staging round trip) serves it. */
+    bool small_sync = (r->flags & DV_COPY_SYNC) && span < dv__cu_staging_chunk(st);
+    if (!small_sync && !dv__cu_host_pinned(h->ptr, span)) return dv__cu_copy_pageable(st, s, r);
   }
   if (r->height == 1 && r->depth == 1) {
     if (sd && dd) CU_TRY(cu.cuMemcpyDtoDAsync_v2(cu_ptr(r->dst), cu_ptr(r->src), r->width, s->s), "cuMemcpyDtoDAsync");

@@ -165,5 +165,6 @@ bool dv__cu_host_drop(dv_cu_host *h);                                /* -1 ref; 
 dv_status dv__cu_staging_open(cu_state *st, const dv_backend_config *cfg);
 void dv__cu_staging_close(cu_state *st);
 dv_status dv__cu_copy_pageable(cu_state *st, dv_bstream *s, const dv_rect *r);
+size_t dv__cu_staging_chunk(cu_state *st);
 
 #endif

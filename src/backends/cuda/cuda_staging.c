@@ -112,6 +112,8 @@ dv_status dv__cu_staging_open(cu_state *st, const dv_backend_config *cfg) {
   return DV_OK;
 }
 
+size_t dv__cu_staging_chunk(cu_state *st) { return st->staging->chunk; }
+
 /* After every stream of the context was synchronized. */
 void dv__cu_staging_close(cu_state *st) {
   dv_cu_staging *g = st->staging;
@@ -264,8 +266,6 @@ static dv_status piece_run(cu_state *st, dv_bstream *s, bool to_device, char *ho
       pthread_mutex_lock(count_lock);
       (*inflight)++;
       pthread_mutex_unlock(count_lock);
-    } else {
-      p->count_lock = NULL;
     }
     p->inflight = inflight, p->count_lock = count_lock;
     r = cu.cuStreamAddCallback(s->s, to_device ? h2d_done : d2h_done, p, 0);
