@@ -83,6 +83,8 @@ typedef int CUresult;
 EXPORT int dvdouble_is_double(void);
 EXPORT CUresult cuGetExportTable(const void **table, const void *uuid);
 EXPORT CUresult cuEventElapsedTime(float *ms, dv_CUevent a, dv_CUevent b);
+EXPORT CUresult cuMemcpyHtoD_v2(dv_CUdeviceptr d, const void *hp, size_t n);
+EXPORT CUresult cuMemcpyDtoH_v2(void *hp, dv_CUdeviceptr d, size_t n);
 EXPORT void dvdouble_hold(int on);
 EXPORT long dvdouble_launches(void);
 EXPORT void dvdouble_set_pinned_limit(size_t bytes);
@@ -1584,6 +1586,18 @@ EXPORT CUresult cuLaunchKernel(dv_CUfunction f, unsigned gx, unsigned gy, unsign
 
 /* The old name, kept by drivers that have _v2 (same prototype). */
 EXPORT CUresult cuEventElapsedTime(float *ms, dv_CUevent a, dv_CUevent b) { return cuEventElapsedTime_v2(ms, a, b); }
+
+/* Not in cuda_symbols.def: the synchronous copies bench/bench_cuda.c times
+ * as the raw baseline (on the legacy stream, returning when done). */
+EXPORT CUresult cuMemcpyHtoD_v2(dv_CUdeviceptr d, const void *hp, size_t n) {
+  CUresult r = cuMemcpyHtoDAsync_v2(d, hp, n, NULL);
+  return r ? r : cuStreamSynchronize(NULL);
+}
+
+EXPORT CUresult cuMemcpyDtoH_v2(void *hp, dv_CUdeviceptr d, size_t n) {
+  CUresult r = cuMemcpyDtoHAsync_v2(hp, d, n, NULL);
+  return r ? r : cuStreamSynchronize(NULL);
+}
 
 /* Not in cuda_symbols.def: NVRTC looks it up in libcuda.so.1 (private
  * tables of the real driver).  None here. */
