@@ -1137,6 +1137,61 @@ EXPORT CUresult cuCtxEnablePeerAccess(dv_CUcontext peer, unsigned flags) {
   return unlock_ret(DV_CUDA_SUCCESS);
 }
 
+/* IPC: the double cannot share its memory with another process (each has
+ * its own double), so it hands out handles that name (process, address,
+ * size) and refuses to open them: in the exporting process as the driver
+ * does (a process cannot open its own handle), elsewhere as not supported. */
+typedef struct ipc_payload {
+  char magic[8];
+  uint64_t pid, addr, size;
+} ipc_payload;
+
+EXPORT CUresult cuIpcGetMemHandle(dv_CUipcMemHandle *h, dv_CUdeviceptr p) {
+  ENTER();
+  if (!h) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  CTX(c);
+  for (alloc *x = g_allocs; x; x = x->next)
+    if (x->kind == 1 && x->addr == p && x->ctx == c) {
+      ipc_payload pl = {"DVDOUBL", (uint64_t)getpid(), x->addr, x->size};
+      _Static_assert(sizeof pl <= sizeof *h, "payload fits the handle");
+      memset(h, 0, sizeof *h);
+      memcpy(h, &pl, sizeof pl);
+      return unlock_ret(DV_CUDA_SUCCESS);
+    }
+  return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+}
+
+EXPORT CUresult cuIpcOpenMemHandle_v2(dv_CUdeviceptr *p, dv_CUipcMemHandle h, unsigned flags) {
+  ENTER();
+  if (!p || flags > 1) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  *p = 0;
+  CTX(c);
+  (void)c;
+  ipc_payload pl;
+  memcpy(&pl, &h, sizeof pl);
+  if (memcmp(pl.magic, "DVDOUBL", 8)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (pl.pid == (uint64_t)getpid()) return unlock_ret(DV_CUDA_ERROR_INVALID_CONTEXT);
+  return unlock_ret(DV_CUDA_ERROR_NOT_SUPPORTED);
+}
+
+EXPORT CUresult cuIpcCloseMemHandle(dv_CUdeviceptr p) {
+  ENTER();
+  CTX(c);
+  (void)c, (void)p;
+  return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE); /* nothing is ever opened */
+}
+
+EXPORT CUresult cuMemGetAddressRange_v2(dv_CUdeviceptr *base, size_t *bytes, dv_CUdeviceptr p) {
+  ENTER();
+  CTX(c);
+  (void)c;
+  alloc *x = find_dev(p, 1);
+  if (!x) return unlock_ret(DV_CUDA_ERROR_NOT_FOUND);
+  if (base) *base = x->addr;
+  if (bytes) *bytes = x->size;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
 /* ---- streams, events ------------------------------------------------------------------------------- */
 
 EXPORT CUresult cuStreamCreate(dv_CUstream *out, unsigned flags) {
