@@ -1344,6 +1344,16 @@ DV_API dv_status dv_device_array_wrap(dv_context *ctx, void *buffer, size_t offs
                                       const int64_t *strides, dv_release_fn release, void *user,
                                       dv_array **out);
 
+/* ---- for extensions ------------------------------------------------------ */
+
+/**
+ * For libraries built on devarray's public API (libdevarray_mpi): set this
+ * thread's dv_last_error() message to `message` (NULL: the status's
+ * description) and return `s`, so that an extension's failures read like
+ * devarray's own.  Thread-safe (the message is thread-local); never blocks.
+ */
+DV_API dv_status dv_error_set(dv_status s, const char *message);
+
 #ifdef __cplusplus
 }
 #endif
