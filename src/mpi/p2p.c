@@ -96,7 +96,7 @@ static dv_status compare(const int64_t *sent, const int64_t *mine, int sender, i
   if (!same) {
     shape_str(sent, s1, sizeof s1);
     shape_str(mine, s2, sizeof s2);
-    snprintf(msg, cap, "shape mismatch: rank %d sends %s, rank %d receives %s", sender, s1, receiver, s2);
+    snprintf(msg, cap, "shape mismatch: rank %d sends %.120s, rank %d receives %.120s", sender, s1, receiver, s2);
     return DV_ERR_SHAPE_MISMATCH;
   }
   return DV_OK;
