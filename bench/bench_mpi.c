@@ -5,15 +5,16 @@
  *
  *   pingpong  rank 0 -> 1 -> 0 of one array: raw MPI_Send/Recv on malloc'd
  *             buffers vs dv_mpi_send/recv of device arrays on each path
- *             (host simulator: host path; the same forced staged, pipelined
+ *             (host simulator: host path, with and without the header
+ *             exchange; the same forced staged, pipelined
  *             and not; OpenCL device arrays (PoCL): staged, pipelined and not)
  *   allreduce float64 sum: raw MPI_Allreduce vs dv_mpi_allreduce
  *   column    a strided column of a (n, 64) float64 array: MPI derived
  *             datatype vs packing (DV_MPI_FORCE_PACK)
  *
  * Each figure is the median of --reps timed repetitions (after one warm-up);
- * "ratio" is the devarray time over the raw MPI time of the same size (1.00
- * = no overhead).  Rank 0 prints one line per measurement. */
+ * "ratio" is the devarray time over the raw MPI time of the same size, the
+ * two timed alternately in one loop (1.00 = no overhead).  Rank 0 prints one line per measurement. */
 #include <devarray_mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,22 +68,9 @@ static void dv_once(op_kind op, dv_mpi_comm *c, dv_array *a, dv_array *b) {
   }
 }
 
-static double time_raw(op_kind op, int n) {
-  double *a = calloc((size_t)n, sizeof *a), *b = calloc((size_t)n, sizeof *b), t[256];
-  if (!a || !b) MPI_Abort(MPI_COMM_WORLD, 1);
-  raw_once(op, a, b, n);
-  for (int r = 0; r < g_reps; r++) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = MPI_Wtime();
-    raw_once(op, a, b, n);
-    t[r] = MPI_Wtime() - t0;
-  }
-  free(a);
-  free(b);
-  return median(t, g_reps);
-}
-
-static double time_dv(op_kind op, dv_context *ctx, unsigned flags, int n) {
+/* devarray and raw MPI of the same size, repetitions interleaved so that
+ * both see the same load on a shared machine; *raw gets raw MPI's median. */
+static double time_dv(op_kind op, dv_context *ctx, unsigned flags, int n, double *raw) {
   dv_mpi_comm *c;
   TRY(dv_mpi_comm_create(MPI_COMM_WORLD, flags, &c));
   int64_t len = n;
@@ -90,17 +78,26 @@ static double time_dv(op_kind op, dv_context *ctx, unsigned flags, int n) {
   TRY(dv_device_array(ctx, 1, &len, dv_dtype_get(DV_FLOAT64), NULL, 'C', NULL, &a));
   TRY(dv_device_array(ctx, 1, &len, dv_dtype_get(DV_FLOAT64), NULL, 'C', NULL, &b));
   TRY(dv_array_memset(a, 0, NULL));
-  double t[256];
+  double *ra = calloc((size_t)n, sizeof *ra), *rb = calloc((size_t)n, sizeof *rb), t[256], tr[256];
+  if (!ra || !rb) MPI_Abort(MPI_COMM_WORLD, 1);
+  raw_once(op, ra, rb, n);
   dv_once(op, c, a, b);
   for (int r = 0; r < g_reps; r++) {
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
+    raw_once(op, ra, rb, n);
+    tr[r] = MPI_Wtime() - t0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = MPI_Wtime();
     dv_once(op, c, a, b);
     t[r] = MPI_Wtime() - t0;
   }
+  free(ra);
+  free(rb);
   dv_array_release(a);
   dv_array_release(b);
   TRY(dv_mpi_comm_destroy(c));
+  *raw = median(tr, g_reps);
   return median(t, g_reps);
 }
 
@@ -161,6 +158,7 @@ int main(int argc, char **argv) {
            "# op        bytes      path                     dv_us     raw_us  ratio  dv_MB/s\n", g_reps);
   struct { const char *name; dv_context **ctx; unsigned flags; } paths[] = {
       {"host (no copy)", &host, 0},
+      {"host, no header", &host, DV_MPI_NO_HEADER},
       {"host->staged pipelined", &host, DV_MPI_FORCE_STAGED},
       {"host->staged one-shot", &host, DV_MPI_FORCE_STAGED | DV_MPI_NO_PIPELINE},
       {"opencl staged pipelined", &ocl, 0},
@@ -170,10 +168,9 @@ int main(int argc, char **argv) {
     for (int mib_x16 = 1; mib_x16 <= 16 * max_mib; mib_x16 *= 16) {
       size_t bytes = (size_t)mib_x16 << 16; /* 64 KiB, 1 MiB, 16 MiB */
       int n = (int)(bytes / sizeof(double));
-      double raw = time_raw((op_kind)op, n);
       for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
         if (paths[p].ctx == &ocl && !all_ocl) continue;
-        double t = time_dv((op_kind)op, *paths[p].ctx, paths[p].flags, n);
+        double raw = 0, t = time_dv((op_kind)op, *paths[p].ctx, paths[p].flags, n, &raw);
         double moved = op == OP_PINGPONG ? 2.0 * (double)bytes : (double)bytes;
         if (g_rank == 0)
           printf("%-10s %9zu  %-24s %9.1f %9.1f %6.2f %8.1f\n", op == OP_PINGPONG ? "pingpong" : "allreduce",

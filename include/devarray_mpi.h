@@ -19,9 +19,9 @@
  *    run time (MPIX_Query_cuda_support()): the device pointer goes to MPI.
  *  - host memory: host, pinned, mapped and managed arrays, and device arrays
  *    of the host simulator: their host pointer goes to MPI with no copy; a
- *    strided view of one chunk or less is described by an MPI derived datatype,
- *    a longer one is packed into a host buffer first (dv_mpi_comm_set_flags()
- *    DV_MPI_FORCE_PACK packs always).
+ *    strided view of at most 256 KiB (and one chunk) without negative strides
+ *    is described by an MPI derived datatype, others are packed into a host
+ *    buffer first (DV_MPI_FORCE_PACK packs always).
  *  - staged: everything else (OpenCL and CUDA device memory), or any array
  *    when DV_MPI_FORCE_STAGED is set.  A strided view is packed on the device
  *    (dv_array_copy_new) first; then chunks go through pinned buffers
@@ -48,6 +48,10 @@
  * before the call; data received is written in that stream's order and is
  * complete on the host and on the stream when the call (or dv_mpi_wait)
  * returns.
+ *
+ * Ordering.  Two messages between the same two ranks with the same tag on
+ * the same communicator must not be in flight at once when either spans
+ * several chunks (their chunks could interleave): use distinct tags.
  *
  * Threads.  The MPI library must be initialised (MPI_Init or
  * MPI_Init_thread) before dv_mpi_comm_create.  Calls on one dv_mpi_comm must

@@ -284,10 +284,13 @@ int64_t dv_mpi__chunk_elems(const dv_mpi_comm *c, const dv_dtype *dt) {
   return n;
 }
 
-/* 1 when a strided host view may travel as a derived datatype: no negative
+/* 1 when a strided host view may travel as a derived datatype: small, no negative
  * stride (Open MPI 4.1's datatype engine mis-orders nested hvectors with
  * negative strides, seen in tests/mpi: such views are packed instead). */
 int dv_mpi__derivable(const dv_array *a) {
+  /* bench_mpi "column": a derived datatype beats packing up to tens of KiB
+   * (x1.5-4), packing wins or ties at 512 KiB; the switch is at 256 KiB */
+  if (dv_array_nbytes(a) > DV_MPI_DERIVED_MAX) return 0;
   for (int d = 0; d < dv_array_ndim(a); d++)
     if (dv_array_strides(a)[d] < 0 && dv_array_shape(a)[d] > 1) return 0;
   return 1;

@@ -16,6 +16,8 @@
 /* Header fields of a point-to-point message. */
 #define DV_MPI_HDR_MAGIC 0x64766d7069000001LL /* "dvmpi" v1 */
 #define DV_MPI_HDR_LEN (6 + DV_MAXDIMS)
+/* Strided host views up to this many bytes travel as MPI derived datatypes. */
+#define DV_MPI_DERIVED_MAX ((int64_t)256 << 10)
 
 /* A set of pinned staging buffers and events for one (context, dtype,
  * chunk) triple; cached on the communicator for reuse. */

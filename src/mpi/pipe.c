@@ -76,6 +76,18 @@ void dv_mpi__pipe_abort(dv_mpi_pipe *p) {
   pipe_end(p);
 }
 
+/* Wait for the work queued so far on the pipe's stream, driving MPI's
+ * progress meanwhile (a peer's rendezvous may need our answer). */
+static dv_status wait_stream(dv_mpi_pipe *p) {
+  dv_status s = dv_event_record(p->st->ev_in[0], p->stream);
+  while (s == DV_OK && (s = dv_event_query(p->st->ev_in[0])) == DV_ERR_NOT_READY) {
+    dv_mpi__progress(p->c);
+    sched_yield();
+    s = DV_OK;
+  }
+  return s;
+}
+
 /* Not pipelined: everything to one buffer, all chunks over the network,
  * everything back.  Blocks. */
 static dv_status run_flat(dv_mpi_pipe *p) {
@@ -85,7 +97,7 @@ static dv_status run_flat(dv_mpi_pipe *p) {
   size_t isz = dv_dtype_itemsize(dv_array_dtype(p->flat));
   if (p->in) {
     s = dv_array_copy(buf, p->flat, p->stream);
-    if (s == DV_OK) s = dv_stream_synchronize(p->stream);
+    if (s == DV_OK) s = wait_stream(p);
   }
   for (int64_t k = 0; k < p->nchunks && s == DV_OK; k++) {
     MPI_Request r = MPI_REQUEST_NULL;
@@ -96,7 +108,7 @@ static dv_status run_flat(dv_mpi_pipe *p) {
   }
   if (s == DV_OK && p->out) {
     s = dv_array_copy(p->flat, buf, p->stream);
-    if (s == DV_OK) s = dv_stream_synchronize(p->stream);
+    if (s == DV_OK) s = wait_stream(p);
   }
   p->done = p->nchunks;
   return s;
