@@ -10,9 +10,11 @@
  * Wire format.  An array travels as its elements in C (row-major) order,
  * whatever its strides, cut into chunks of `chunk` elements (the
  * communicator's chunk size in bytes divided by the itemsize, at least 1):
- * one MPI message per chunk.  Two ranks exchanging an array must therefore
- * agree on the chunk size (the default, or DV_MPI_CHUNK in the environment of
- * every rank); the header exchange checks it and reports a mismatch.
+ * one MPI message (or non-blocking collective) per chunk.  A receiver takes
+ * the sender's chunk size from the header; collectives need the same chunk
+ * size on every rank (the default, or DV_MPI_CHUNK in every rank's
+ * environment), which their header exchange checks.  Without the header
+ * exchange every rank must use the same chunk size.
  *
  * Paths, chosen per call and per array (dv_mpi_stats counts each):
  *  - direct: a CUDA device array and an Open MPI that reports CUDA support at
@@ -139,11 +141,15 @@ DV_API dv_status dv_mpi_comm_create(MPI_Comm comm, unsigned flags, dv_mpi_comm *
  * DV_ERR_BUSY (nothing freed) while requests on it are pending.  NULL: DV_OK.
  */
 DV_API dv_status dv_mpi_comm_destroy(dv_mpi_comm *c);
-/** Replace the DV_MPI_* flags (not collective: keep them equal on every rank).  DV_ERR_NULL_ARGUMENT. */
+/**
+ * Replace the DV_MPI_* flags (not collective).  DV_MPI_NO_HEADER must be the
+ * same on every rank; the others may differ (the wire format does not
+ * depend on them).  DV_ERR_NULL_ARGUMENT.  Not thread-safe with operations on c.
+ */
 DV_API dv_status dv_mpi_comm_set_flags(dv_mpi_comm *c, unsigned flags);
 /** The current DV_MPI_* flags (0 for NULL). */
 DV_API unsigned dv_mpi_comm_flags(const dv_mpi_comm *c);
-/** Set the chunk size in bytes (>= 1; the same on every rank).  DV_ERR_INVALID_ARGUMENT for 0. */
+/** Set the chunk size in bytes (>= 1; see the wire format for who must agree).  DV_ERR_INVALID_ARGUMENT for 0, DV_ERR_NULL_ARGUMENT. */
 DV_API dv_status dv_mpi_comm_set_chunk(dv_mpi_comm *c, size_t bytes);
 /** This rank's rank in the communicator (-1 for NULL). */
 DV_API int dv_mpi_comm_rank(const dv_mpi_comm *c);

@@ -9,6 +9,7 @@
  * DV_MPI_NO_PIPELINE the whole array is staged in one buffer before the
  * first chunk leaves (the comparison that bench_mpi measures). */
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mpi_internal.h"
@@ -59,6 +60,15 @@ dv_status dv_mpi__pipe_start(dv_mpi_pipe *p, dv_mpi_comm *c, dv_array *dense, dv
 }
 
 static void pipe_end(dv_mpi_pipe *p) {
+  if (p->freq) {
+    for (int64_t k = 0; k < p->nchunks; k++)
+      if (p->freq[k] != MPI_REQUEST_NULL) {
+        MPI_Cancel(&p->freq[k]);
+        MPI_Wait(&p->freq[k], MPI_STATUS_IGNORE);
+      }
+    free(p->freq);
+    p->freq = NULL;
+  }
   dv_mpi__stage_put(p->c, p->st);
   p->st = NULL;
   dv_array_release(p->flat);
@@ -76,42 +86,66 @@ void dv_mpi__pipe_abort(dv_mpi_pipe *p) {
   pipe_end(p);
 }
 
-/* Wait for the work queued so far on the pipe's stream, driving MPI's
- * progress meanwhile (a peer's rendezvous may need our answer). */
-static dv_status wait_stream(dv_mpi_pipe *p) {
-  dv_status s = dv_event_record(p->st->ev_in[0], p->stream);
-  while (s == DV_OK && (s = dv_event_query(p->st->ev_in[0])) == DV_ERR_NOT_READY) {
-    dv_mpi__progress(p->c);
-    sched_yield();
-    s = DV_OK;
-  }
-  return s;
-}
-
 /* Not pipelined: everything to one buffer, all chunks over the network,
- * everything back.  Blocks. */
-static dv_status run_flat(dv_mpi_pipe *p) {
-  dv_status s = DV_OK;
-  dv_array *buf = p->st->buf[0];
-  void *host = p->st->host[0];
+ * everything back; a state machine too (never blocks), so that a rank's
+ * own send and receive, or two neighbours', can progress together. */
+static dv_status flat_step(dv_mpi_pipe *p, int *finished) {
+  dv_status s;
+  dv_mpi_stage *st = p->st;
   size_t isz = dv_dtype_itemsize(dv_array_dtype(p->flat));
-  if (p->in) {
-    s = dv_array_copy(buf, p->flat, p->stream);
-    if (s == DV_OK) s = wait_stream(p);
+  switch (p->flat_phase) {
+  case 0:
+    if (p->in) {
+      s = dv_array_copy(st->buf[0], p->flat, p->stream);
+      if (s == DV_OK) s = dv_event_record(st->ev_in[0], p->stream);
+      if (s != DV_OK) return s;
+    }
+    p->flat_phase = 1;
+    /* fall through */
+  case 1:
+    if (p->in) {
+      s = dv_event_query(st->ev_in[0]);
+      if (s == DV_ERR_NOT_READY) return DV_OK;
+      if (s != DV_OK) return s;
+    }
+    p->freq = calloc((size_t)p->nchunks, sizeof *p->freq);
+    if (!p->freq) return dv_mpi__fail(DV_ERR_HOST_OUT_OF_MEMORY, "staged transfer: no memory");
+    for (int64_t k = 0; k < p->nchunks; k++) p->freq[k] = MPI_REQUEST_NULL;
+    for (int64_t k = 0; k < p->nchunks; k++) {
+      int err = p->net(p->arg, k, (char *)st->host[0] + (size_t)(k * p->chunk) * isz, (int)chunk_count(p, k),
+                       &p->freq[k]);
+      if (err != MPI_SUCCESS) return dv_mpi__mpi(err, "staged chunk");
+      atomic_fetch_add(&p->c->chunks, 1);
+    }
+    p->flat_phase = 2;
+    /* fall through */
+  case 2: {
+    int flag = 0;
+    int err = MPI_Testall((int)p->nchunks, p->freq, &flag, MPI_STATUSES_IGNORE);
+    if (err != MPI_SUCCESS) return dv_mpi__mpi(err, "staged chunk");
+    if (!flag) return DV_OK;
+    p->done = p->issued = p->netted = p->nchunks;
+    if (p->out) {
+      s = dv_array_copy(p->flat, st->buf[0], p->stream);
+      if (s == DV_OK) s = dv_event_record(st->ev_out[0], p->stream);
+      if (s != DV_OK) return s;
+    }
+    p->flat_phase = 3;
   }
-  for (int64_t k = 0; k < p->nchunks && s == DV_OK; k++) {
-    MPI_Request r = MPI_REQUEST_NULL;
-    int err = p->net(p->arg, k, (char *)host + (size_t)(k * p->chunk) * isz, (int)chunk_count(p, k), &r);
-    if (err == MPI_SUCCESS) err = MPI_Wait(&r, MPI_STATUS_IGNORE);
-    if (err != MPI_SUCCESS) s = dv_mpi__mpi(err, "staged chunk");
-    atomic_fetch_add(&p->c->chunks, 1);
+    /* fall through */
+  case 3:
+    if (p->out) {
+      s = dv_event_query(st->ev_out[0]);
+      if (s == DV_ERR_NOT_READY) return DV_OK;
+      if (s != DV_OK) return s;
+    }
+    p->flat_phase = 4;
+    *finished = 1;
+    return DV_OK;
+  default:
+    *finished = 1;
+    return DV_OK;
   }
-  if (s == DV_OK && p->out) {
-    s = dv_array_copy(p->flat, buf, p->stream);
-    if (s == DV_OK) s = wait_stream(p);
-  }
-  p->done = p->nchunks;
-  return s;
 }
 
 dv_status dv_mpi__pipe_step(dv_mpi_pipe *p, int *finished) {
@@ -123,9 +157,8 @@ dv_status dv_mpi__pipe_step(dv_mpi_pipe *p, int *finished) {
     return DV_OK;
   }
   if (p->c->flags & DV_MPI_NO_PIPELINE) {
-    s = run_flat(p);
-    *finished = 1;
-    pipe_end(p);
+    s = flat_step(p, finished);
+    if (s == DV_OK && *finished) pipe_end(p);
     return s;
   }
   dv_mpi_stage *st = p->st;

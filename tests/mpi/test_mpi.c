@@ -475,6 +475,36 @@ static void t_errors(void **state) {
   dv_array_release(a);
 }
 
+/* messages to oneself, the staged path without pipelining, BUSY while pending */
+static void t_self_and_one_shot(void **state) {
+  (void)state;
+  unsigned flags = dv_mpi_comm_flags(g_comm);
+  assert_ok(dv_mpi_comm_set_flags(g_comm, flags | DV_MPI_FORCE_STAGED | DV_MPI_NO_PIPELINE));
+  const dv_dtype *dt = dv_dtype_get(DV_INT32);
+  dv_array *out = make(dt, L_COLUMNS, 4, 6), *in = make(dt, L_REVERSED, 4, 6);
+  fill(out, g_rank, 0);
+  dv_mpi_request *req[2] = {NULL, NULL};
+  assert_ok(dv_mpi_isend(g_comm, out, g_rank, 77, NULL, &req[0]));
+  assert_ok(dv_mpi_irecv(g_comm, in, g_rank, 77, NULL, &req[1]));
+  assert_status(dv_mpi_comm_destroy(g_comm), DV_ERR_BUSY);
+  assert_ok(dv_mpi_waitall(2, req));
+  expect_values(in, g_rank, 0, 24);
+  fill(in, g_rank, 0);
+  assert_ok(dv_mpi_allreduce(g_comm, NULL, in, DV_MPI_SUM, NULL));
+  void *p = NULL;
+  dv_array *h = host_copy(in, &p);
+  for (int64_t i = 0; i < 24; i++) {
+    double re, im, wre, wim;
+    load(DV_INT32, (char *)p + i * 4, &re, &im);
+    reference(DV_INT32, DV_MPI_SUM, i, &wre, &wim);
+    if (re != wre) fail_msg("one-shot allreduce: element %lld is %g, expected %g", (long long)i, re, wre);
+  }
+  dv_array_release(h);
+  dv_array_release(out);
+  dv_array_release(in);
+  assert_ok(dv_mpi_comm_set_flags(g_comm, flags));
+}
+
 static void t_stats(void **state) {
   (void)state;
   dv_mpi_stats st;
@@ -537,6 +567,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(t_bcast),         cmocka_unit_test(t_allreduce),
       cmocka_unit_test(t_gather),        cmocka_unit_test(t_mismatch),
       cmocka_unit_test(t_errors),        cmocka_unit_test(t_stats),
+      cmocka_unit_test(t_self_and_one_shot),
   };
   char name[96];
   snprintf(name, sizeof name, "mpi[%s,%s,rank %d]", g_backend, g_mode, g_rank);
