@@ -56,9 +56,13 @@
  * several chunks (their chunks could interleave): use distinct tags.
  *
  * Threads.  The MPI library must be initialised (MPI_Init or
- * MPI_Init_thread) before dv_mpi_comm_create.  Calls on one dv_mpi_comm must
- * not run concurrently from several threads unless MPI was initialised with
- * MPI_THREAD_MULTIPLE; dv_mpi_stats may be called from any thread at any time.
+ * MPI_Init_thread) before dv_mpi_comm_create.  Calls on one dv_mpi_comm (and
+ * its requests) must not run concurrently; threads that communicate at once
+ * each use their own dv_mpi_comm, with MPI initialised for
+ * MPI_THREAD_MULTIPLE.  dv_mpi_stats_get may be called from any thread at
+ * any time.  Requests are not completed by devarray events: completion is
+ * dv_mpi_test/wait/waitall (after which received data is on the stream and
+ * the host).
  */
 #ifndef DEVARRAY_MPI_H
 #define DEVARRAY_MPI_H
