@@ -35,6 +35,11 @@ struct dv_mpi_request {
   MPI_Datatype elem, derived;
   int elem_owned, derived_owned;
   dv_mpi_pipe pipe;
+  dv_mpi_path path;
+  int64_t nchunks;
+  void *ptr;          /* host or device address given to MPI */
+  MPI_Datatype type;  /* elem, or the derived datatype */
+  int count_per;      /* 1 with the derived datatype (one message), else 0 */
   dv_status status;
   MPI_Status mstat;
   char msg[512];
@@ -116,7 +121,7 @@ static int recv_chunk(void *arg, int64_t k, void *buf, int count, MPI_Request *r
 
 static void request_free(dv_mpi_request *r) {
   if (!r) return;
-  if (r->phase != PH_DONE && r->use_pipe) dv_mpi__pipe_abort(&r->pipe);
+  if (r->use_pipe) dv_mpi__pipe_abort(&r->pipe); /* prepared, never finished */
   for (int i = 0; i < r->ndreq; i++)
     if (r->dreq[i] != MPI_REQUEST_NULL) {
       MPI_Cancel(&r->dreq[i]);
@@ -131,64 +136,71 @@ static void request_free(dv_mpi_request *r) {
   free(r);
 }
 
-/* Move the data: called once the header exchange (if any) succeeded. */
-static dv_status start_data(dv_mpi_request *r) {
+/* Everything that can fail locally before data moves: packing, buffers,
+ * datatypes, the stream.  The sender does it before its header goes out and
+ * the receiver before it answers, so that such a failure reaches the peer
+ * through the header exchange instead of leaving it waiting. */
+static dv_status prepare(dv_mpi_request *r) {
   dv_mpi_comm *c = r->c;
   dv_array *a = r->user;
-  void *ptr = NULL;
-  dv_mpi_path path = dv_mpi__path(c, a, &ptr);
-  int64_t bytes = dv_array_nbytes(a);
+  r->path = dv_mpi__path(c, a, &r->ptr);
   dv_status s;
-  int64_t nchunks = r->n ? (r->n + r->chunk - 1) / r->chunk : 0;
-  if (nchunks > INT32_MAX)
-    return dv_mpi__fail(DV_ERR_OVERFLOW, "%lld chunks: more than MPI can count", (long long)nchunks);
+  r->nchunks = r->n ? (r->n + r->chunk - 1) / r->chunk : 0;
+  if (r->nchunks > INT32_MAX)
+    return dv_mpi__fail(DV_ERR_OVERFLOW, "%lld chunks: more than MPI can count", (long long)r->nchunks);
   int any = r->peer == MPI_ANY_SOURCE || r->tag == MPI_ANY_TAG;
-  if (any && nchunks > 1)
+  if (any && r->nchunks > 1)
     return dv_mpi__fail(DV_ERR_NOT_SUPPORTED,
                         "MPI_ANY_SOURCE/MPI_ANY_TAG with a message of %lld chunks needs the header exchange",
-                        (long long)nchunks);
+                        (long long)r->nchunks);
   int contiguous = dv_array_is_c_contiguous(a);
-  if (path == DV_MPI_PATH_STAGED) {
+  if (r->path == DV_MPI_PATH_STAGED) {
     if (contiguous) r->dense = dv_array_retain(a);
     else if ((s = dv_mpi__dense_c(c, a, r->stream, r->is_send, &r->dense)) != DV_OK) return s;
     s = dv_mpi__pipe_start(&r->pipe, c, r->dense, r->stream, r->chunk, r->is_send, !r->is_send,
                            r->is_send ? send_chunk : recv_chunk, r);
     if (s != DV_OK) return s;
     r->use_pipe = 1;
-    dv_mpi__count(c, path, bytes);
     return DV_OK;
   }
   /* direct or host memory: pointers to MPI */
-  MPI_Datatype type = r->elem;
-  int count_per = 0;
+  r->type = r->elem;
+  r->count_per = 0;
   if (!contiguous) {
-    if (path == DV_MPI_PATH_HOST && nchunks <= 1 && !(c->flags & DV_MPI_FORCE_PACK) &&
+    if (r->path == DV_MPI_PATH_HOST && r->nchunks <= 1 && !(c->flags & DV_MPI_FORCE_PACK) &&
         dv_mpi__derivable(a)) {
       if ((s = dv_mpi__derived(a, r->elem, &r->derived)) != DV_OK) return s;
       r->derived_owned = 1;
-      type = r->derived;
-      count_per = 1;
+      r->type = r->derived;
+      r->count_per = 1;
       atomic_fetch_add(&c->derived_types, 1);
     } else {
       if ((s = dv_mpi__dense_c(c, a, r->stream, r->is_send, &r->dense)) != DV_OK) return s;
-      dv_mpi__path(c, r->dense, &ptr);
+      dv_mpi__path(c, r->dense, &r->ptr);
     }
   }
   /* work queued on the stream that reads or writes the memory comes first */
   if ((s = dv_stream_synchronize(r->stream)) != DV_OK) return s;
-  r->dreq = calloc(nchunks ? (size_t)nchunks : 1, sizeof *r->dreq);
+  r->dreq = calloc(r->nchunks ? (size_t)r->nchunks : 1, sizeof *r->dreq);
   if (!r->dreq) return dv_mpi__fail(DV_ERR_HOST_OUT_OF_MEMORY, "send/recv: no memory");
-  size_t isz = dv_dtype_itemsize(dv_array_dtype(a));
-  for (int64_t k = 0; k < nchunks; k++) {
+  return DV_OK;
+}
+
+/* Move the data: once prepared and (with the header) accepted. */
+static dv_status launch(dv_mpi_request *r) {
+  dv_mpi_comm *c = r->c;
+  dv_mpi__count(c, r->path, dv_array_nbytes(r->user));
+  if (r->use_pipe) return DV_OK; /* the staged engine posts its own operations */
+  size_t isz = dv_dtype_itemsize(dv_array_dtype(r->user));
+  for (int64_t k = 0; k < r->nchunks; k++) {
     int64_t lo = k * r->chunk, cnt = r->n - lo < r->chunk ? r->n - lo : r->chunk;
-    void *b = count_per ? ptr : (char *)ptr + (size_t)lo * isz;
-    int count = count_per ? count_per : (int)cnt;
-    int err = r->is_send ? MPI_Isend(b, count, type, r->peer, r->tag, c->data, &r->dreq[k])
-                         : MPI_Irecv(b, count, type, r->peer, r->tag, c->data, &r->dreq[k]);
+    void *b = r->count_per ? r->ptr : (char *)r->ptr + (size_t)lo * isz;
+    int count = r->count_per ? r->count_per : (int)cnt;
+    int err = r->is_send ? MPI_Isend(b, count, r->type, r->peer, r->tag, c->data, &r->dreq[k])
+                         : MPI_Irecv(b, count, r->type, r->peer, r->tag, c->data, &r->dreq[k]);
     r->ndreq = (int)k + 1;
     if (err != MPI_SUCCESS) return dv_mpi__mpi(err, r->is_send ? "MPI_Isend" : "MPI_Irecv");
   }
-  dv_mpi__count(c, path, bytes);
   return DV_OK;
 }
 
@@ -255,6 +267,11 @@ static int advance(dv_mpi_request *r) {
       fill_header(mine, r->user, r->chunk, r->status);
       char msg[512];
       dv_status s = compare(r->hdr, mine, r->peer, c->rank, msg, sizeof msg);
+      if (s == DV_OK) {
+        r->chunk = r->hdr[HDR_CHUNK] > 0 ? r->hdr[HDR_CHUNK] : r->chunk; /* the sender's chunking */
+        s = prepare(r);
+        if (s != DV_OK) snprintf(msg, sizeof msg, "%s", dv_last_error());
+      }
       r->ack[0] = s;
       memcpy(r->ack + 1, mine, sizeof mine);
       err = MPI_Isend(r->ack, DV_MPI_HDR_LEN + 1, MPI_INT64_T, r->peer, r->tag, c->ack, &r->areq);
@@ -269,9 +286,8 @@ static int advance(dv_mpi_request *r) {
         r->phase = PH_ACK;
         return advance(r);
       }
-      r->chunk = r->hdr[HDR_CHUNK] > 0 ? r->hdr[HDR_CHUNK] : r->chunk; /* the sender's chunking */
     }
-    dv_status s = start_data(r);
+    dv_status s = launch(r);
     if (s != DV_OK) {
       fail(r, s);
       r->phase = r->is_send ? PH_DONE : PH_ACK;
@@ -390,6 +406,10 @@ static dv_status start(dv_mpi_comm *c, dv_array *a, int peer, int tag, dv_stream
     atomic_fetch_add(&c->headers, 1);
     r->phase = PH_HEADER;
     if (is_send) {
+      if (local == DV_OK && (local = prepare(r)) != DV_OK) {
+        r->status = local;
+        snprintf(r->msg, sizeof r->msg, "%s", dv_last_error());
+      }
       fill_header(r->hdr, a, r->chunk, local);
       err = MPI_Isend(r->hdr, DV_MPI_HDR_LEN, MPI_INT64_T, peer, tag, c->hdr, &r->hreq);
       if (err == MPI_SUCCESS)
@@ -407,7 +427,8 @@ static dv_status start(dv_mpi_comm *c, dv_array *a, int peer, int tag, dv_stream
       return s;
     }
   } else {
-    dv_status s = start_data(r);
+    dv_status s = prepare(r);
+    if (s == DV_OK) s = launch(r);
     if (s != DV_OK) {
       request_free(r);
       return s;

@@ -428,6 +428,27 @@ static void t_mismatch(void **state) {
     else assert_status(dv_mpi_recv(g_comm, a, peer, 5, NULL, NULL), DV_ERR_INVALID_ARGUMENT);
     dv_array_release(a);
   }
+  /* a local failure while preparing (packing a negative-stride view needs a
+   * new array; the library's next host allocation fails on request) reaches
+   * the peer through the header exchange, on either side */
+  for (int failing = 0; failing < 2 && peer < g_size; failing++) {
+    const dv_dtype *i2 = dv_dtype_get(DV_INT16);
+    dv_array *v = make(i2, L_REVERSED, 3, 4);
+    int me_failing = g_rank % 2 == failing;
+    int injected = me_failing && dv_fault_inject(NULL, DV_FAULT_HOST_ALLOC, 1) == DV_OK;
+    int any = 0;
+    MPI_Allreduce(&injected, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!any) { /* no fault injection in this build */
+      dv_array_release(v);
+      break;
+    }
+    dv_status s = g_rank % 2 == 0 ? dv_mpi_send(g_comm, v, peer, 6, NULL) : dv_mpi_recv(g_comm, v, peer, 6, NULL, NULL);
+    if (s != DV_ERR_HOST_OUT_OF_MEMORY)
+      fail_msg("rank %d (%s side failing): %s (%s), expected DV_ERR_HOST_OUT_OF_MEMORY", g_rank,
+               failing ? "receiver" : "sender", dv_status_name(s), dv_last_error());
+    dv_fault_inject(NULL, DV_FAULT_HOST_ALLOC, 0);
+    dv_array_release(v);
+  }
   /* collectives: rank size-1 has another shape / dtype; rank 0 a NULL recv */
   int last = g_rank == g_size - 1;
   int64_t shape[2] = {3, last ? 4 : 5};
