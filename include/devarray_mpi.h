@@ -39,8 +39,10 @@
  * matches devarray's.  Before data moves, a small header is exchanged (for
  * point-to-point, the receiver checks the sender's dtype, shape and chunk
  * size and answers; for collectives, one MPI_Allreduce of the fields of
- * every rank): a mismatch, or a bad argument on any one rank, is reported
- * with the same status on every rank involved, and no data moves.  With
+ * every rank): a mismatch, or a bad argument or failed local preparation
+ * (packing, buffers) on any one rank, is reported with the same status on
+ * every rank involved, and no data moves.  A copy or MPI failure in the
+ * middle of a transfer is reported only where it happened.  With
  * DV_MPI_NO_HEADER that exchange is skipped: faster for small messages, but a
  * mismatch is then MPI's (truncation) or undefined, and a rank that fails its
  * local checks returns while its peers may wait forever.

@@ -93,76 +93,106 @@ static int coll_chunk(void *arg, int64_t k, void *buf, int count, MPI_Request *r
   return MPI_Iallreduce(MPI_IN_PLACE, buf, count, x->type, x->op, x->c->data, req);
 }
 
-/* Move `a` in place (bcast or in-place allreduce) on any path. */
-static dv_status move(coll *x, dv_array *a, dv_stream *s) {
+/* Broadcast or allreduce of `a` on any path, in two steps: prepare (every
+ * local allocation, packing and copy; before the header check, so that a
+ * failure there is reported to every rank) and run. */
+typedef struct moving {
+  dv_array *a, *dense;
+  dv_stream *s;
+  dv_mpi_path path;
+  void *ptr;
+  MPI_Datatype derived;
+  int64_t n, chunk, nchunks;
+  int in, out, use_pipe;
+  dv_mpi_pipe pipe;
+} moving;
+
+/* src: the data to reduce when it is not a itself (allreduce's send). */
+static dv_status move_prepare(coll *x, moving *m, dv_array *a, const dv_array *src, dv_stream *s) {
   dv_mpi_comm *c = x->c;
-  void *ptr = NULL;
-  dv_mpi_path path = dv_mpi__path(c, a, &ptr);
-  int64_t n = dv_array_size(a), chunk = dv_mpi__chunk_elems(c, dv_array_dtype(a));
-  int64_t nchunks = n ? (n + chunk - 1) / chunk : 0;
-  int in = x->kind != K_BCAST || c->rank == x->root;
-  int out = x->kind != K_BCAST || c->rank != x->root;
-  dv_array *dense = NULL;
-  dv_status st = DV_OK;
+  dv_status st;
+  m->a = a;
+  m->s = s;
+  m->path = dv_mpi__path(c, a, &m->ptr);
+  m->n = dv_array_size(a);
+  m->chunk = dv_mpi__chunk_elems(c, dv_array_dtype(a));
+  m->nchunks = m->n ? (m->n + m->chunk - 1) / m->chunk : 0;
+  m->in = x->kind != K_BCAST || c->rank == x->root;
+  m->out = x->kind != K_BCAST || c->rank != x->root;
+  const dv_array *from = src ? src : m->in ? a : NULL;
   int contiguous = dv_array_is_c_contiguous(a);
-  if (path == DV_MPI_PATH_STAGED) {
-    if (contiguous) dense = dv_array_retain(a);
-    else if ((st = dv_mpi__dense_c(c, a, s, in, &dense)) != DV_OK) return st;
-    dv_mpi_pipe p;
-    st = dv_mpi__pipe_start(&p, c, dense, s, chunk, in, out, coll_chunk, x);
-    if (st == DV_OK) st = dv_mpi__pipe_run(&p);
+  if (!src && !contiguous && x->kind == K_BCAST && m->path == DV_MPI_PATH_HOST && m->nchunks <= 1 &&
+      !(c->flags & DV_MPI_FORCE_PACK) && dv_mpi__derivable(a)) {
+    if ((st = dv_mpi__derived(a, x->type, &m->derived)) != DV_OK) return st;
+    atomic_fetch_add(&c->derived_types, 1);
+  } else if (src || !contiguous) {
+    if ((st = dv_mpi__dense_c(c, a, s, from, &m->dense)) != DV_OK) return st;
+    dv_mpi__path(c, m->dense, &m->ptr);
+  }
+  if (m->path == DV_MPI_PATH_STAGED) {
+    st = dv_mpi__pipe_start(&m->pipe, c, m->dense ? m->dense : a, s, m->chunk, m->in, m->out, coll_chunk, x);
+    if (st != DV_OK) return st;
+    m->use_pipe = 1;
+    return DV_OK;
+  }
+  return dv_stream_synchronize(s);
+}
+
+static dv_status move_run(coll *x, moving *m) {
+  dv_mpi_comm *c = x->c;
+  dv_status st = DV_OK;
+  if (m->use_pipe) {
+    st = dv_mpi__pipe_run(&m->pipe); /* frees the pipe, also on failure */
+    m->use_pipe = 0;
   } else {
-    MPI_Datatype derived = MPI_DATATYPE_NULL;
-    if (!contiguous) {
-      if (x->kind == K_BCAST && path == DV_MPI_PATH_HOST && nchunks <= 1 && !(c->flags & DV_MPI_FORCE_PACK) &&
-        dv_mpi__derivable(a)) {
-        st = dv_mpi__derived(a, x->type, &derived);
-        if (st == DV_OK) atomic_fetch_add(&c->derived_types, 1);
-      } else {
-        st = dv_mpi__dense_c(c, a, s, in, &dense);
-        if (st == DV_OK) dv_mpi__path(c, dense, &ptr);
-      }
-    }
-    if (st == DV_OK) st = dv_stream_synchronize(s);
-    size_t isz = dv_dtype_itemsize(dv_array_dtype(a));
-    for (int64_t k = 0; k < nchunks && st == DV_OK; k++) {
+    size_t isz = dv_dtype_itemsize(dv_array_dtype(m->a));
+    for (int64_t k = 0; k < m->nchunks && st == DV_OK; k++) {
       MPI_Request r;
       int err;
-      if (derived != MPI_DATATYPE_NULL) {
-        err = MPI_Ibcast(ptr, 1, derived, x->root, c->data, &r);
+      if (m->derived != MPI_DATATYPE_NULL) {
+        err = MPI_Ibcast(m->ptr, 1, m->derived, x->root, c->data, &r);
       } else {
-        int64_t lo = k * chunk, cnt = n - lo < chunk ? n - lo : chunk;
-        err = coll_chunk(x, k, (char *)ptr + (size_t)lo * isz, (int)cnt, &r);
+        int64_t lo = k * m->chunk, cnt = m->n - lo < m->chunk ? m->n - lo : m->chunk;
+        err = coll_chunk(x, k, (char *)m->ptr + (size_t)lo * isz, (int)cnt, &r);
       }
       if (err == MPI_SUCCESS) err = MPI_Wait(&r, MPI_STATUS_IGNORE);
       if (err != MPI_SUCCESS) st = dv_mpi__mpi(err, x->kind == K_BCAST ? "MPI_Ibcast" : "MPI_Iallreduce");
     }
-    if (derived != MPI_DATATYPE_NULL) MPI_Type_free(&derived);
   }
-  if (st == DV_OK && out && dense && dense != a) st = dv_array_copy(a, dense, s);
-  if (st == DV_OK && dense) st = dv_stream_synchronize(s);
-  dv_array_release(dense);
-  if (st == DV_OK) dv_mpi__count(c, path, dv_array_nbytes(a));
+  if (st == DV_OK && m->out && m->dense) st = dv_array_copy(m->a, m->dense, m->s);
+  if (st == DV_OK && m->dense) st = dv_stream_synchronize(m->s);
+  if (st == DV_OK) dv_mpi__count(c, m->path, dv_array_nbytes(m->a));
   return st;
+}
+
+static void move_end(moving *m) {
+  if (m->use_pipe) dv_mpi__pipe_abort(&m->pipe);
+  if (m->derived != MPI_DATATYPE_NULL) MPI_Type_free(&m->derived);
+  dv_array_release(m->dense);
 }
 
 DV_API dv_status dv_mpi_bcast(dv_mpi_comm *c, dv_array *a, int root, dv_stream *stream) {
   if (!c) return dv_mpi__fail(DV_ERR_NULL_ARGUMENT, "dv_mpi_bcast: c is NULL");
   dv_status local = DV_OK;
-  char msg[256] = "";
+  char msg[512] = "";
+  coll x = {c, K_BCAST, root, MPI_DATATYPE_NULL, MPI_OP_NULL};
+  moving m;
+  memset(&m, 0, sizeof m);
+  m.derived = MPI_DATATYPE_NULL;
+  int owned = 0;
   if (!a) {
     local = DV_ERR_NULL_ARGUMENT;
     snprintf(msg, sizeof msg, "dv_mpi_bcast: array is NULL");
   } else if (root < 0 || root >= c->size) {
     local = DV_ERR_INVALID_ARGUMENT;
     snprintf(msg, sizeof msg, "dv_mpi_bcast: root %d outside the communicator (size %d)", root, c->size);
+  } else if ((local = dv_mpi__type(dv_array_dtype(a), &x.type, &owned)) != DV_OK ||
+             (local = move_prepare(&x, &m, a, NULL, dv_mpi__stream(a, stream))) != DV_OK) {
+    snprintf(msg, sizeof msg, "%s", dv_last_error());
   }
   dv_status s = check(c, K_BCAST, root, a, 0, local, msg);
-  if (s != DV_OK) return s;
-  coll x = {c, K_BCAST, root, MPI_DATATYPE_NULL, MPI_OP_NULL};
-  int owned = 0;
-  if ((s = dv_mpi__type(dv_array_dtype(a), &x.type, &owned)) != DV_OK) return s;
-  s = move(&x, a, dv_mpi__stream(a, stream));
+  if (s == DV_OK) s = move_run(&x, &m);
+  move_end(&m);
   if (owned) MPI_Type_free(&x.type);
   return s;
 }
@@ -287,30 +317,35 @@ DV_API dv_status dv_mpi_allreduce(dv_mpi_comm *c, const dv_array *send, dv_array
   } else if ((local = reduction(dv_array_dtype(recv), op, &x.type, &x.op, &user_op)) != DV_OK) {
     snprintf(msg, sizeof msg, "%s", dv_last_error());
   }
+  /* both in host memory and dense: straight to MPI, no copy at all */
+  dv_stream *st = recv ? dv_mpi__stream(recv, stream) : NULL;
+  void *sp = NULL, *rp = NULL;
+  int direct = local == DV_OK && send && dv_mpi__path(c, send, &sp) == DV_MPI_PATH_HOST &&
+               dv_mpi__path(c, recv, &rp) == DV_MPI_PATH_HOST && dv_array_is_c_contiguous(send) &&
+               dv_array_is_c_contiguous(recv);
+  moving m;
+  memset(&m, 0, sizeof m);
+  m.derived = MPI_DATATYPE_NULL;
+  if (local == DV_OK && !direct && (local = move_prepare(&x, &m, recv, send, st)) != DV_OK)
+    snprintf(msg, sizeof msg, "%s", dv_last_error());
   dv_status s = check(c, K_ALLREDUCE, 0, recv, (int)op, local, msg);
-  if (s == DV_OK) {
-    dv_stream *st = dv_mpi__stream(recv, stream);
-    void *sp = NULL, *rp = NULL;
-    if (send && dv_mpi__path(c, send, &sp) == DV_MPI_PATH_HOST && dv_mpi__path(c, recv, &rp) == DV_MPI_PATH_HOST &&
-        dv_array_is_c_contiguous(send) && dv_array_is_c_contiguous(recv)) {
-      /* both in host memory, dense: no copy at all */
-      int64_t n = dv_array_size(recv), chunk = dv_mpi__chunk_elems(c, dv_array_dtype(recv));
-      size_t isz = dv_dtype_itemsize(dv_array_dtype(recv));
-      s = dv_stream_synchronize(st);
-      for (int64_t lo = 0; lo < n && s == DV_OK; lo += chunk) {
-        int cnt = (int)(n - lo < chunk ? n - lo : chunk);
-        MPI_Request r;
-        int err = MPI_Iallreduce((char *)sp + (size_t)lo * isz, (char *)rp + (size_t)lo * isz, cnt, x.type, x.op,
-                                 c->data, &r);
-        if (err == MPI_SUCCESS) err = MPI_Wait(&r, MPI_STATUS_IGNORE);
-        if (err != MPI_SUCCESS) s = dv_mpi__mpi(err, "MPI_Iallreduce");
-      }
-      if (s == DV_OK) dv_mpi__count(c, DV_MPI_PATH_HOST, dv_array_nbytes(recv));
-    } else {
-      if (send) s = dv_array_copy(recv, send, st);
-      if (s == DV_OK) s = move(&x, recv, st);
+  if (s == DV_OK && !direct) {
+    s = move_run(&x, &m);
+  } else if (s == DV_OK) {
+    int64_t n = dv_array_size(recv), chunk = dv_mpi__chunk_elems(c, dv_array_dtype(recv));
+    size_t isz = dv_dtype_itemsize(dv_array_dtype(recv));
+    s = dv_stream_synchronize(st);
+    for (int64_t lo = 0; lo < n && s == DV_OK; lo += chunk) {
+      int cnt = (int)(n - lo < chunk ? n - lo : chunk);
+      MPI_Request r;
+      int err = MPI_Iallreduce((char *)sp + (size_t)lo * isz, (char *)rp + (size_t)lo * isz, cnt, x.type, x.op,
+                               c->data, &r);
+      if (err == MPI_SUCCESS) err = MPI_Wait(&r, MPI_STATUS_IGNORE);
+      if (err != MPI_SUCCESS) s = dv_mpi__mpi(err, "MPI_Iallreduce");
     }
+    if (s == DV_OK) dv_mpi__count(c, DV_MPI_PATH_HOST, dv_array_nbytes(recv));
   }
+  move_end(&m);
   if (user_op) MPI_Op_free(&x.op);
   return s;
 }
@@ -379,17 +414,19 @@ static dv_status gather(dv_mpi_comm *c, const dv_array *send, dv_array *recv, in
         snprintf(msg, sizeof msg, "%s: cannot receive into a view with a zero stride", fn);
       }
   }
-  dv_status s = check(c, all ? K_ALLGATHER : K_GATHER, all ? 0 : root, send, 0, local, msg);
-  if (s != DV_OK) return s;
-  MPI_Datatype type;
+  /* local preparations first: their failure is reported to every rank */
+  MPI_Datatype type = MPI_DATATYPE_NULL;
   int owned = 0;
-  if ((s = dv_mpi__type(dv_array_dtype(send), &type, &owned)) != DV_OK) return s;
-  dv_stream *ss = dv_mpi__stream(send, stream);
   dv_array *stmp = NULL, *rtmp = NULL;
   void *sp = NULL, *rp = NULL;
-  int n = (int)dv_array_size(send);
-  s = host_view(c, send, ss, 1, &stmp, &sp);
-  if (s == DV_OK && receives) s = host_view(c, recv, dv_mpi__stream(recv, stream), 0, &rtmp, &rp);
+  if (local == DV_OK) {
+    if ((local = dv_mpi__type(dv_array_dtype(send), &type, &owned)) == DV_OK &&
+        (local = host_view(c, send, dv_mpi__stream(send, stream), 1, &stmp, &sp)) == DV_OK && receives)
+      local = host_view(c, recv, dv_mpi__stream(recv, stream), 0, &rtmp, &rp);
+    if (local != DV_OK) snprintf(msg, sizeof msg, "%s", dv_last_error());
+  }
+  dv_status s = check(c, all ? K_ALLGATHER : K_GATHER, all ? 0 : root, send, 0, local, msg);
+  int n = send ? (int)dv_array_size(send) : 0;
   if (s == DV_OK) {
     int err = all ? MPI_Allgather(sp, n, type, rp, n, type, c->data)
                   : MPI_Gather(sp, n, type, rp, n, type, root, c->data);

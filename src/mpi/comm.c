@@ -329,8 +329,8 @@ dv_status dv_mpi__derived(const dv_array *a, MPI_Datatype elem, MPI_Datatype *ou
 }
 
 /* A C-dense array like a (device memory when a is device memory), filled
- * from a when fill != 0. */
-dv_status dv_mpi__dense_c(dv_mpi_comm *c, const dv_array *a, dv_stream *s, int fill,
+ * from `from` (a itself, or an array of a's shape) unless it is NULL. */
+dv_status dv_mpi__dense_c(dv_mpi_comm *c, const dv_array *a, dv_stream *s, const dv_array *from,
                           dv_array **out) {
   *out = NULL;
   dv_context *ctx = dv_array_context(a);
@@ -343,8 +343,8 @@ dv_status dv_mpi__dense_c(dv_mpi_comm *c, const dv_array *a, dv_stream *s, int f
     st = dv_host_array(ctx, nd, dv_array_shape(a), dv_array_dtype(a), NULL, 'C', out);
   if (st != DV_OK) return st;
   atomic_fetch_add(dev ? &c->device_packs : &c->host_packs, 1);
-  if (fill) {
-    st = dv_array_copy(*out, a, s);
+  if (from) {
+    st = dv_array_copy(*out, from, s);
     if (st != DV_OK) {
       dv_array_release(*out);
       *out = NULL;

@@ -79,7 +79,7 @@ dv_status dv_mpi__stage_get(dv_mpi_comm *c, dv_context *ctx, const dv_dtype *dt,
                             dv_mpi_stage **out);
 void dv_mpi__stage_put(dv_mpi_comm *c, dv_mpi_stage *st);
 dv_stream *dv_mpi__stream(const dv_array *a, dv_stream *s);
-dv_status dv_mpi__dense_c(dv_mpi_comm *c, const dv_array *a, dv_stream *s, int fill,
+dv_status dv_mpi__dense_c(dv_mpi_comm *c, const dv_array *a, dv_stream *s, const dv_array *from,
                           dv_array **out);
 int dv_mpi__derivable(const dv_array *a);
 dv_status dv_mpi__derived(const dv_array *a, MPI_Datatype elem, MPI_Datatype *out);

@@ -156,7 +156,7 @@ static dv_status prepare(dv_mpi_request *r) {
   int contiguous = dv_array_is_c_contiguous(a);
   if (r->path == DV_MPI_PATH_STAGED) {
     if (contiguous) r->dense = dv_array_retain(a);
-    else if ((s = dv_mpi__dense_c(c, a, r->stream, r->is_send, &r->dense)) != DV_OK) return s;
+    else if ((s = dv_mpi__dense_c(c, a, r->stream, r->is_send ? a : NULL, &r->dense)) != DV_OK) return s;
     s = dv_mpi__pipe_start(&r->pipe, c, r->dense, r->stream, r->chunk, r->is_send, !r->is_send,
                            r->is_send ? send_chunk : recv_chunk, r);
     if (s != DV_OK) return s;
@@ -175,7 +175,7 @@ static dv_status prepare(dv_mpi_request *r) {
       r->count_per = 1;
       atomic_fetch_add(&c->derived_types, 1);
     } else {
-      if ((s = dv_mpi__dense_c(c, a, r->stream, r->is_send, &r->dense)) != DV_OK) return s;
+      if ((s = dv_mpi__dense_c(c, a, r->stream, r->is_send ? a : NULL, &r->dense)) != DV_OK) return s;
       dv_mpi__path(c, r->dense, &r->ptr);
     }
   }

@@ -465,6 +465,20 @@ static void t_mismatch(void **state) {
   assert_status(dv_mpi_allreduce(g_comm, NULL, g_rank == 0 ? NULL : a, DV_MPI_SUM, NULL), DV_ERR_NULL_ARGUMENT);
   assert_status(dv_mpi_bcast(g_comm, a, g_rank == 1 ? 0 : 1, NULL), DV_ERR_INVALID_ARGUMENT);
   assert_status(dv_mpi_allgather(g_comm, a, a, NULL), DV_ERR_SHAPE_MISMATCH);
+  /* a rank whose preparation fails (its next library allocation) fails the
+   * collective on every rank */
+  {
+    dv_array *v = make(dv_dtype_get(DV_FLOAT32), L_REVERSED, 3, 4), *g = NULL;
+    if (g_rank == 1 % g_size) assert_ok(dv_fault_inject(NULL, DV_FAULT_HOST_ALLOC, 1));
+    assert_status(dv_mpi_allreduce(g_comm, NULL, v, DV_MPI_MAX, NULL), DV_ERR_HOST_OUT_OF_MEMORY);
+    if (g_rank == 1 % g_size) assert_false(dv_fault_pending(NULL, DV_FAULT_HOST_ALLOC));
+    if (g_rank == 0) assert_ok(dv_device_array(g_ctx, 1, (int64_t[]){12 * g_size}, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &g));
+    if (g_rank == 0) assert_ok(dv_fault_inject(NULL, DV_FAULT_HOST_ALLOC, 1));
+    assert_status(dv_mpi_gather(g_comm, v, g, 0, NULL), DV_ERR_HOST_OUT_OF_MEMORY);
+    dv_fault_inject(NULL, DV_FAULT_HOST_ALLOC, 0);
+    dv_array_release(g);
+    dv_array_release(v);
+  }
   /* nothing is left in flight: the next broadcast is right */
   if (g_rank == 2 % g_size) fill(a, g_rank, 0);
   assert_ok(dv_mpi_bcast(g_comm, a, 2 % g_size, NULL));
