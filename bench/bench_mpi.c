@@ -14,19 +14,20 @@
  *
  * Each figure is the median of --reps timed repetitions (after one warm-up);
  * "ratio" is the devarray time over the raw MPI time of the same size, the
- * two timed alternately in one loop (1.00 = no overhead).  Rank 0 prints one line per measurement. */
+ * two timed alternately in one loop (1.00 = no overhead).  Rank 0 prints one line per measurement.
+ */
 #include <devarray_mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(call)                                                                        \
-  do {                                                                                   \
-    dv_status s_ = (call);                                                               \
-    if (s_) {                                                                            \
-      fprintf(stderr, "%s: %s: %s\n", #call, dv_status_name(s_), dv_last_error());       \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                      \
-    }                                                                                    \
+#define TRY(call)                                                                  \
+  do {                                                                             \
+    dv_status s_ = (call);                                                         \
+    if (s_) {                                                                      \
+      fprintf(stderr, "%s: %s: %s\n", #call, dv_status_name(s_), dv_last_error()); \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                                \
+    }                                                                              \
   } while (0)
 
 static int g_rank, g_reps = 15;
@@ -141,8 +142,10 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--max-mib") && i + 1 < argc) max_mib = atoi(argv[++i]);
+    if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+      g_reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--max-mib") && i + 1 < argc)
+      max_mib = atoi(argv[++i]);
   }
   if (g_reps < 1 || g_reps > 256) g_reps = 15;
   if (size != 2) {
@@ -154,9 +157,15 @@ int main(int argc, char **argv) {
   int have_ocl = ocl != NULL, all_ocl = 0;
   MPI_Allreduce(&have_ocl, &all_ocl, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (g_rank == 0)
-    printf("# bench_mpi: 2 ranks, median of %d; chunk 1 MiB (DV_MPI_CHUNK); times in microseconds\n"
-           "# op        bytes      path                     dv_us     raw_us  ratio  dv_MB/s\n", g_reps);
-  struct { const char *name; dv_context **ctx; unsigned flags; } paths[] = {
+    printf(
+        "# bench_mpi: 2 ranks, median of %d; chunk 1 MiB (DV_MPI_CHUNK); times in microseconds\n"
+        "# op        bytes      path                     dv_us     raw_us  ratio  dv_MB/s\n",
+        g_reps);
+  struct {
+    const char *name;
+    dv_context **ctx;
+    unsigned flags;
+  } paths[] = {
       {"host (no copy)", &host, 0},
       {"host, no header", &host, DV_MPI_NO_HEADER},
       {"host->staged pipelined", &host, DV_MPI_FORCE_STAGED},
@@ -173,16 +182,19 @@ int main(int argc, char **argv) {
         double raw = 0, t = time_dv((op_kind)op, *paths[p].ctx, paths[p].flags, n, &raw);
         double moved = op == OP_PINGPONG ? 2.0 * (double)bytes : (double)bytes;
         if (g_rank == 0)
-          printf("%-10s %9zu  %-24s %9.1f %9.1f %6.2f %8.1f\n", op == OP_PINGPONG ? "pingpong" : "allreduce",
-                 bytes, paths[p].name, t * 1e6, raw * 1e6, t / raw, moved / t / 1e6);
+          printf("%-10s %9zu  %-24s %9.1f %9.1f %6.2f %8.1f\n",
+                 op == OP_PINGPONG ? "pingpong" : "allreduce", bytes, paths[p].name, t * 1e6,
+                 raw * 1e6, t / raw, moved / t / 1e6);
       }
     }
   }
   for (int n = 256; n <= 65536; n *= 16) {
     double derived = time_column(host, 0, n), packed = time_column(host, DV_MPI_FORCE_PACK, n);
     if (g_rank == 0)
-      printf("column     %9zu  default (derived <= 256 KiB) %9.1f us | packed %9.1f us | packed/default %.2f\n",
-             (size_t)n * sizeof(double), derived * 1e6, packed * 1e6, packed / derived);
+      printf(
+          "column     %9zu  default (derived <= 256 KiB) %9.1f us | packed %9.1f us | "
+          "packed/default %.2f\n",
+          (size_t)n * sizeof(double), derived * 1e6, packed * 1e6, packed / derived);
   }
   if (ocl) dv_context_destroy(ocl);
   dv_context_destroy(host);

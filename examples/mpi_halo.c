@@ -21,14 +21,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(call)                                                                       \
-  do {                                                                                  \
-    dv_status s_ = (call);                                                              \
-    if (s_) {                                                                           \
+#define TRY(call)                                                                           \
+  do {                                                                                      \
+    dv_status s_ = (call);                                                                  \
+    if (s_) {                                                                               \
       fprintf(stderr, "%s:%d: %s: %s: %s\n", __FILE__, __LINE__, #call, dv_status_name(s_), \
-              dv_last_error());                                                         \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                     \
-    }                                                                                   \
+              dv_last_error());                                                             \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                                         \
+    }                                                                                       \
   } while (0)
 
 /* One Jacobi step on a rank's (nx, w) block whose local column j is global
@@ -51,7 +51,7 @@ static const char *const kernel_source =
     "}\n";
 
 typedef struct result {
-  dv_array *grid; /* (nx, w) with halos */
+  dv_array *grid;   /* (nx, w) with halos */
   double *residual; /* iters entries */
 } result;
 
@@ -61,7 +61,8 @@ static void solve(dv_context *ctx, dv_kernel *k, MPI_Comm comm, int nx, int ny, 
   TRY(dv_mpi_comm_create(comm, 0, &c));
   int rank = dv_mpi_comm_rank(c), size = dv_mpi_comm_size(c);
   int ly = ny / size, c0 = rank * ly, w = ly + 2;
-  int left = rank > 0 ? rank - 1 : MPI_PROC_NULL, right = rank < size - 1 ? rank + 1 : MPI_PROC_NULL;
+  int left = rank > 0 ? rank - 1 : MPI_PROC_NULL,
+      right = rank < size - 1 ? rank + 1 : MPI_PROC_NULL;
   const dv_dtype *f8 = dv_dtype_get(DV_FLOAT64);
   int64_t shape[2] = {nx, w}, one = 1;
   dv_array *u, *v, *r, *h, *sum;
@@ -95,9 +96,10 @@ static void solve(dv_context *ctx, dv_kernel *k, MPI_Comm comm, int nx, int ny, 
     TRY(dv_mpi_waitall(4, req));
     for (int q = 0; q < 4; q++) dv_array_release(col[q]);
     /* the stencil on the device */
-    dv_launch_config cfg = {{(uint32_t)(w + 15) / 16, (uint32_t)(nx + 15) / 16, 1}, {16, 16, 1}, 0, NULL};
+    dv_launch_config cfg = {
+        {(uint32_t)(w + 15) / 16, (uint32_t)(nx + 15) / 16, 1}, {16, 16, 1}, 0, NULL};
     dv_arg args[] = {DV_ARG_ARRAY(u), DV_ARG_ARRAY(v), DV_ARG_ARRAY(r), DV_ARG_I32(nx),
-                     DV_ARG_I32(w), DV_ARG_I32(c0), DV_ARG_I32(ny)};
+                     DV_ARG_I32(w),   DV_ARG_I32(c0),  DV_ARG_I32(ny)};
     TRY(dv_kernel_launch(k, &cfg, 7, args));
     /* the residual: local sum, then the sum over the ranks */
     TRY(dv_array_copy(h, r, NULL));
@@ -127,11 +129,16 @@ int main(int argc, char **argv) {
   const char *backend = NULL;
   int nx = 24, ny = 32, iters = 40, check = 0;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
-    else if (!strcmp(argv[i], "--nx") && i + 1 < argc) nx = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--ny") && i + 1 < argc) ny = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--check")) check = 1;
+    if (!strcmp(argv[i], "--backend") && i + 1 < argc)
+      backend = argv[++i];
+    else if (!strcmp(argv[i], "--nx") && i + 1 < argc)
+      nx = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--ny") && i + 1 < argc)
+      ny = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--iters") && i + 1 < argc)
+      iters = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--check"))
+      check = 1;
     else {
       fprintf(stderr, "usage: %s [--backend B] [--nx N] [--ny N] [--iters K] [--check]\n", argv[0]);
       MPI_Finalize();
@@ -142,7 +149,9 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (nx < 3 || ny < 3 || iters < 1 || ny % size) {
-    if (rank == 0) fprintf(stderr, "mpi_halo: need nx, ny >= 3, iters >= 1 and ny divisible by %d ranks\n", size);
+    if (rank == 0)
+      fprintf(stderr, "mpi_halo: need nx, ny >= 3, iters >= 1 and ny divisible by %d ranks\n",
+              size);
     MPI_Finalize();
     return 2;
   }
@@ -153,7 +162,8 @@ int main(int argc, char **argv) {
   dv_status cs = dv_context_create(cfg, &ctx);
   dv_config_destroy(cfg);
   if (cs) { /* every rank sees the same machine: all skip alike */
-    if (rank == 0) printf("SKIPPED: mpi_halo: backend %s: %s\n", backend ? backend : "default", dv_last_error());
+    if (rank == 0)
+      printf("SKIPPED: mpi_halo: backend %s: %s\n", backend ? backend : "default", dv_last_error());
     MPI_Finalize();
     return 77;
   }
@@ -167,8 +177,8 @@ int main(int argc, char **argv) {
   result dist = {0}, single = {0};
   solve(ctx, k, MPI_COMM_WORLD, nx, ny, iters, &dist);
   if (rank == 0)
-    printf("mpi_halo: %d x %d grid on %d ranks (%s), %d iterations: residual %.6e -> %.6e\n", nx, ny, size,
-           dv_context_backend(ctx), iters, dist.residual[0], dist.residual[iters - 1]);
+    printf("mpi_halo: %d x %d grid on %d ranks (%s), %d iterations: residual %.6e -> %.6e\n", nx,
+           ny, size, dv_context_backend(ctx), iters, dist.residual[0], dist.residual[iters - 1]);
   int bad = 0;
   if (check) {
     /* gather the owned columns (a strided view) to rank 0 */
@@ -195,16 +205,20 @@ int main(int argc, char **argv) {
       for (int r = 0; r < size; r++)
         for (int i = 0; i < nx; i++)
           for (int j = 0; j < ly; j++) {
-            double x = a[((size_t)r * nx + i) * ly + j], y = b[(size_t)i * (ny + 2) + r * ly + j + 1];
-            if (x != y && bad++ < 5) fprintf(stderr, "mpi_halo: point (%d, %d): %g on %d ranks, %g on one\n", i, r * ly + j, x, size, y);
+            double x = a[((size_t)r * nx + i) * ly + j],
+                   y = b[(size_t)i * (ny + 2) + r * ly + j + 1];
+            if (x != y && bad++ < 5)
+              fprintf(stderr, "mpi_halo: point (%d, %d): %g on %d ranks, %g on one\n", i,
+                      r * ly + j, x, size, y);
           }
       for (int it = 0; it < iters; it++) {
         double x = dist.residual[it], y = single.residual[it];
         if (fabs(x - y) > 1e-12 * fabs(y) && bad++ < 10)
-          fprintf(stderr, "mpi_halo: residual %d: %.17g on %d ranks, %.17g on one\n", it, x, size, y);
+          fprintf(stderr, "mpi_halo: residual %d: %.17g on %d ranks, %.17g on one\n", it, x, size,
+                  y);
       }
-      printf("mpi_halo: %s one-rank run (%d points, %d residuals)\n", bad ? "DIFFERS from the" : "matches the",
-             nx * ny, iters);
+      printf("mpi_halo: %s one-rank run (%d points, %d residuals)\n",
+             bad ? "DIFFERS from the" : "matches the", nx * ny, iters);
       dv_array_release(g1);
       dv_array_release(single.grid);
       free(single.residual);

@@ -87,21 +87,24 @@ typedef struct dv_mpi_comm dv_mpi_comm;
 /** A pending non-blocking send or receive (dv_mpi_isend(), dv_mpi_irecv()). */
 typedef struct dv_mpi_request dv_mpi_request;
 
-/** Flag: use the staged path for every array (tests it on the host backend); env DV_MPI_STAGED=1. */
+/** Flag: use the staged path for every array (tests it on the host backend); env DV_MPI_STAGED=1.
+ */
 #define DV_MPI_FORCE_STAGED 0x1u
 /** Flag: skip the header exchange (see the file comment); env DV_MPI_HEADER=0. */
 #define DV_MPI_NO_HEADER 0x2u
-/** Flag: pack strided host views into a buffer instead of an MPI derived datatype; env DV_MPI_PACK=1. */
+/** Flag: pack strided host views into a buffer instead of an MPI derived datatype; env
+ * DV_MPI_PACK=1. */
 #define DV_MPI_FORCE_PACK 0x4u
-/** Flag: staged path without pipelining (copy everything, then send; for comparisons); env DV_MPI_PIPELINE=0. */
+/** Flag: staged path without pipelining (copy everything, then send; for comparisons); env
+ * DV_MPI_PIPELINE=0. */
 #define DV_MPI_NO_PIPELINE 0x8u
 
 /** Reductions for dv_mpi_allreduce(). */
 typedef enum dv_mpi_op {
-  DV_MPI_SUM = 0, /**< sum (bool: logical or, as NumPy's add) */
+  DV_MPI_SUM = 0,  /**< sum (bool: logical or, as NumPy's add) */
   DV_MPI_PROD = 1, /**< product (bool: logical and) */
-  DV_MPI_MIN = 2, /**< minimum (bool: and; complex: DV_ERR_NOT_SUPPORTED) */
-  DV_MPI_MAX = 3  /**< maximum (bool: or; complex: DV_ERR_NOT_SUPPORTED) */
+  DV_MPI_MIN = 2,  /**< minimum (bool: and; complex: DV_ERR_NOT_SUPPORTED) */
+  DV_MPI_MAX = 3   /**< maximum (bool: or; complex: DV_ERR_NOT_SUPPORTED) */
 } dv_mpi_op;
 
 /** The paths of the file comment, as indices of dv_mpi_stats's arrays. */
@@ -117,16 +120,17 @@ typedef enum dv_mpi_path {
 
 /** Counters of one dv_mpi_comm since its creation (totals). */
 typedef struct dv_mpi_stats {
-  uint32_t version;                      /**< DV_MPI_STATS_VERSION */
-  uint32_t size;                         /**< sizeof(dv_mpi_stats) */
-  uint64_t calls[DV_MPI_PATH_COUNT];     /**< arrays moved, per path (a collective counts once per array) */
-  uint64_t bytes[DV_MPI_PATH_COUNT];     /**< bytes of array data moved, per path */
-  uint64_t chunks;                       /**< staged chunks copied through pinned buffers */
-  uint64_t device_packs;                 /**< strided views packed/unpacked on the device */
-  uint64_t host_packs;                   /**< strided views packed/unpacked on the host */
-  uint64_t derived_types;                /**< strided host views sent as MPI derived datatypes */
-  uint64_t headers;                      /**< header exchanges */
-  uint64_t mismatches;                   /**< calls failed by the header exchange */
+  uint32_t version; /**< DV_MPI_STATS_VERSION */
+  uint32_t size;    /**< sizeof(dv_mpi_stats) */
+  uint64_t
+      calls[DV_MPI_PATH_COUNT]; /**< arrays moved, per path (a collective counts once per array) */
+  uint64_t bytes[DV_MPI_PATH_COUNT]; /**< bytes of array data moved, per path */
+  uint64_t chunks;                   /**< staged chunks copied through pinned buffers */
+  uint64_t device_packs;             /**< strided views packed/unpacked on the device */
+  uint64_t host_packs;               /**< strided views packed/unpacked on the host */
+  uint64_t derived_types;            /**< strided host views sent as MPI derived datatypes */
+  uint64_t headers;                  /**< header exchanges */
+  uint64_t mismatches;               /**< calls failed by the header exchange */
 } dv_mpi_stats;
 
 /**
@@ -155,7 +159,8 @@ DV_API dv_status dv_mpi_comm_destroy(dv_mpi_comm *c);
 DV_API dv_status dv_mpi_comm_set_flags(dv_mpi_comm *c, unsigned flags);
 /** The current DV_MPI_* flags (0 for NULL). */
 DV_API unsigned dv_mpi_comm_flags(const dv_mpi_comm *c);
-/** Set the chunk size in bytes (>= 1; see the wire format for who must agree).  DV_ERR_INVALID_ARGUMENT for 0, DV_ERR_NULL_ARGUMENT. */
+/** Set the chunk size in bytes (>= 1; see the wire format for who must agree).
+ * DV_ERR_INVALID_ARGUMENT for 0, DV_ERR_NULL_ARGUMENT. */
 DV_API dv_status dv_mpi_comm_set_chunk(dv_mpi_comm *c, size_t bytes);
 /** This rank's rank in the communicator (-1 for NULL). */
 DV_API int dv_mpi_comm_rank(const dv_mpi_comm *c);
@@ -168,7 +173,8 @@ DV_API dv_status dv_mpi_stats_get(const dv_mpi_comm *c, dv_mpi_stats *out);
  * MPIX_Query_cuda_support()), 0 otherwise or when built without the query.
  */
 DV_API int dv_mpi_cuda_aware(void);
-/** The path an operation on `a` takes on c now (for tests and logs); DV_MPI_PATH_COUNT if a or c is NULL. */
+/** The path an operation on `a` takes on c now (for tests and logs); DV_MPI_PATH_COUNT if a or c is
+ * NULL. */
 DV_API dv_mpi_path dv_mpi_path_of(const dv_mpi_comm *c, const dv_array *a);
 /**
  * Map an MPI error code to a status and set dv_last_error() to
@@ -190,7 +196,8 @@ DV_API dv_status dv_mpi_status_from_mpi(int mpi_err, const char *what);
  * DV_ERR_SHAPE_MISMATCH, DV_ERR_INVALID_ARGUMENT), devarray's copy errors,
  * MPI errors.  Blocks.
  */
-DV_API dv_status dv_mpi_send(dv_mpi_comm *c, const dv_array *a, int dest, int tag, dv_stream *stream);
+DV_API dv_status dv_mpi_send(dv_mpi_comm *c, const dv_array *a, int dest, int tag,
+                             dv_stream *stream);
 /**
  * Receive into all of `a` (any layout; zero strides are
  * DV_ERR_INVALID_ARGUMENT) from `source` (or MPI_ANY_SOURCE) with `tag` (or
@@ -200,18 +207,18 @@ DV_API dv_status dv_mpi_send(dv_mpi_comm *c, const dv_array *a, int dest, int ta
  * status (may be NULL or MPI_STATUS_IGNORE) gets the source and tag.  Blocks.
  */
 DV_API dv_status dv_mpi_recv(dv_mpi_comm *c, dv_array *a, int source, int tag, dv_stream *stream,
-                      MPI_Status *status);
+                             MPI_Status *status);
 /**
  * Start a send as dv_mpi_send() and return at once with *req (the array and
  * stream are retained by the request).  Progress happens inside
  * dv_mpi_test(), dv_mpi_wait() and dv_mpi_waitall(); `a` must not be written
  * until the request completes.  On failure *req is NULL and nothing is sent.
  */
-DV_API dv_status dv_mpi_isend(dv_mpi_comm *c, const dv_array *a, int dest, int tag, dv_stream *stream,
-                       dv_mpi_request **req);
+DV_API dv_status dv_mpi_isend(dv_mpi_comm *c, const dv_array *a, int dest, int tag,
+                              dv_stream *stream, dv_mpi_request **req);
 /** Start a receive as dv_mpi_recv() and return at once with *req; see dv_mpi_isend(). */
 DV_API dv_status dv_mpi_irecv(dv_mpi_comm *c, dv_array *a, int source, int tag, dv_stream *stream,
-                       dv_mpi_request **req);
+                              dv_mpi_request **req);
 /**
  * Progress *req without blocking.  When it has completed (or failed),
  * *done is 1, the request is freed, *req set to NULL, status (may be NULL)
@@ -219,7 +226,8 @@ DV_API dv_status dv_mpi_irecv(dv_mpi_comm *c, dv_array *a, int source, int tag, 
  * *done is 0 and DV_OK returned.  NULL *req: done, DV_OK.
  */
 DV_API dv_status dv_mpi_test(dv_mpi_request **req, int *done, MPI_Status *status);
-/** Block until *req completes; frees it, sets *req to NULL and returns its status.  NULL *req: DV_OK. */
+/** Block until *req completes; frees it, sets *req to NULL and returns its status.  NULL *req:
+ * DV_OK. */
 DV_API dv_status dv_mpi_wait(dv_mpi_request **req, MPI_Status *status);
 /**
  * Block until all n requests complete, progressing all of them (so a
@@ -246,8 +254,8 @@ DV_API dv_status dv_mpi_bcast(dv_mpi_comm *c, dv_array *a, int root, dv_stream *
  * and.  DV_ERR_NOT_SUPPORTED for complex min/max and record dtypes.  Integer
  * overflow wraps as in C/MPI.  Errors as dv_mpi_bcast().  Blocks.
  */
-DV_API dv_status dv_mpi_allreduce(dv_mpi_comm *c, const dv_array *send, dv_array *recv, dv_mpi_op op,
-                           dv_stream *stream);
+DV_API dv_status dv_mpi_allreduce(dv_mpi_comm *c, const dv_array *send, dv_array *recv,
+                                  dv_mpi_op op, dv_stream *stream);
 /**
  * Gather every rank's `send` (same dtype and shape everywhere) into `recv`
  * on `root`: recv (ignored elsewhere, may be NULL there) has size x send's
@@ -257,10 +265,10 @@ DV_API dv_status dv_mpi_allreduce(dv_mpi_comm *c, const dv_array *send, dv_array
  * a recv of the wrong size, DV_ERR_OVERFLOW above INT_MAX elements.  Blocks.
  */
 DV_API dv_status dv_mpi_gather(dv_mpi_comm *c, const dv_array *send, dv_array *recv, int root,
-                        dv_stream *stream);
+                               dv_stream *stream);
 /** As dv_mpi_gather() with every rank receiving (recv required everywhere). */
 DV_API dv_status dv_mpi_allgather(dv_mpi_comm *c, const dv_array *send, dv_array *recv,
-                           dv_stream *stream);
+                                  dv_stream *stream);
 
 /** @} */
 

@@ -19,8 +19,8 @@
 
 enum { K_BCAST = 1, K_ALLREDUCE, K_GATHER, K_ALLGATHER };
 enum { F_KIND, F_ROOT, F_DTYPE, F_ITEMSIZE, F_NDIM, F_SIZE, F_SHAPE, F_CHUNK, F_OP, F_COUNT };
-static const char *const field_name[F_COUNT] = {"operation", "root", "dtype", "itemsize", "ndim",
-                                                "size", "shape", "chunk size", "reduction"};
+static const char *const field_name[F_COUNT] = {
+    "operation", "root", "dtype", "itemsize", "ndim", "size", "shape", "chunk size", "reduction"};
 
 static int64_t shape_hash(const dv_array *a) {
   uint64_t h = 1469598103934665603ull;
@@ -59,20 +59,23 @@ static dv_status check(dv_mpi_comm *c, int kind, int root, const dv_array *a, in
   if (local != DV_OK) return dv_error_set(local, lmsg);
   if (v[2 * F_COUNT] != 0) {
     atomic_fetch_add(&c->mismatches, 1);
-    return dv_mpi__fail((dv_status)v[2 * F_COUNT], "another rank of the communicator failed its own checks (%s)",
+    return dv_mpi__fail((dv_status)v[2 * F_COUNT],
+                        "another rank of the communicator failed its own checks (%s)",
                         dv_status_name((dv_status)v[2 * F_COUNT]));
   }
   for (int i = 0; i < F_COUNT; i++) {
     if (v[i] == -v[F_COUNT + i]) continue;
     atomic_fetch_add(&c->mismatches, 1);
-    dv_status s = i == F_DTYPE || i == F_ITEMSIZE ? DV_ERR_DTYPE_MISMATCH
+    dv_status s = i == F_DTYPE || i == F_ITEMSIZE              ? DV_ERR_DTYPE_MISMATCH
                   : i == F_NDIM || i == F_SIZE || i == F_SHAPE ? DV_ERR_SHAPE_MISMATCH
                                                                : DV_ERR_INVALID_ARGUMENT;
     if (i == F_SHAPE)
       return dv_mpi__fail(s, "shape mismatch between ranks (sizes %lld..%lld; this rank %lld)",
-                          (long long)-v[F_COUNT + F_SIZE], (long long)v[F_SIZE], (long long)mine[F_SIZE]);
-    return dv_mpi__fail(s, "%s differs between ranks: from %lld to %lld (this rank: %lld)", field_name[i],
-                        (long long)-v[F_COUNT + i], (long long)v[i], (long long)mine[i]);
+                          (long long)-v[F_COUNT + F_SIZE], (long long)v[F_SIZE],
+                          (long long)mine[F_SIZE]);
+    return dv_mpi__fail(s, "%s differs between ranks: from %lld to %lld (this rank: %lld)",
+                        field_name[i], (long long)-v[F_COUNT + i], (long long)v[i],
+                        (long long)mine[i]);
   }
   return DV_OK;
 }
@@ -130,7 +133,8 @@ static dv_status move_prepare(coll *x, moving *m, dv_array *a, const dv_array *s
     dv_mpi__path(c, m->dense, &m->ptr);
   }
   if (m->path == DV_MPI_PATH_STAGED) {
-    st = dv_mpi__pipe_start(&m->pipe, c, m->dense ? m->dense : a, s, m->chunk, m->in, m->out, coll_chunk, x);
+    st = dv_mpi__pipe_start(&m->pipe, c, m->dense ? m->dense : a, s, m->chunk, m->in, m->out,
+                            coll_chunk, x);
     if (st != DV_OK) return st;
     m->use_pipe = 1;
     return DV_OK;
@@ -156,7 +160,8 @@ static dv_status move_run(coll *x, moving *m) {
         err = coll_chunk(x, k, (char *)m->ptr + (size_t)lo * isz, (int)cnt, &r);
       }
       if (err == MPI_SUCCESS) err = MPI_Wait(&r, MPI_STATUS_IGNORE);
-      if (err != MPI_SUCCESS) st = dv_mpi__mpi(err, x->kind == K_BCAST ? "MPI_Ibcast" : "MPI_Iallreduce");
+      if (err != MPI_SUCCESS)
+        st = dv_mpi__mpi(err, x->kind == K_BCAST ? "MPI_Ibcast" : "MPI_Iallreduce");
     }
   }
   if (st == DV_OK && m->out && m->dense) st = dv_array_copy(m->a, m->dense, m->s);
@@ -185,7 +190,8 @@ DV_API dv_status dv_mpi_bcast(dv_mpi_comm *c, dv_array *a, int root, dv_stream *
     snprintf(msg, sizeof msg, "dv_mpi_bcast: array is NULL");
   } else if (root < 0 || root >= c->size) {
     local = DV_ERR_INVALID_ARGUMENT;
-    snprintf(msg, sizeof msg, "dv_mpi_bcast: root %d outside the communicator (size %d)", root, c->size);
+    snprintf(msg, sizeof msg, "dv_mpi_bcast: root %d outside the communicator (size %d)", root,
+             c->size);
   } else if ((local = dv_mpi__type(dv_array_dtype(a), &x.type, &owned)) != DV_OK ||
              (local = move_prepare(&x, &m, a, NULL, dv_mpi__stream(a, stream))) != DV_OK) {
     snprintf(msg, sizeof msg, "%s", dv_last_error());
@@ -243,18 +249,18 @@ static uint16_t f2h(float x) {
   return (uint16_t)h;
 }
 
-#define DV_MPI_HALF_OP(name, expr)                                               \
-  static void name(void *in, void *inout, int *len, MPI_Datatype *dt) {          \
-    (void)dt;                                                                    \
-    const uint16_t *a = in;                                                      \
-    uint16_t *b = inout;                                                         \
-    for (int i = 0; i < *len; i++) {                                             \
-      float x = h2f(a[i]), y = h2f(b[i]);                                        \
-      b[i] = f2h(expr);                                                          \
-    }                                                                            \
+#define DV_MPI_HALF_OP(name, expr)                                      \
+  static void name(void *in, void *inout, int *len, MPI_Datatype *dt) { \
+    (void)dt;                                                           \
+    const uint16_t *a = in;                                             \
+    uint16_t *b = inout;                                                \
+    for (int i = 0; i < *len; i++) {                                    \
+      float x = h2f(a[i]), y = h2f(b[i]);                               \
+      b[i] = f2h(expr);                                                 \
+    }                                                                   \
   }
 DV_MPI_HALF_OP(half_sum, x + y)
-DV_MPI_HALF_OP(half_prod, x * y)
+DV_MPI_HALF_OP(half_prod, x *y)
 DV_MPI_HALF_OP(half_min, y < x ? y : x)
 DV_MPI_HALF_OP(half_max, y > x ? y : x)
 
@@ -268,14 +274,16 @@ static dv_status reduction(const dv_dtype *dt, dv_mpi_op op, MPI_Datatype *type,
   if (id == DV_RECORD || id >= DV_TYPE_COUNT)
     return dv_mpi__fail(DV_ERR_NOT_SUPPORTED, "dv_mpi_allreduce: record dtypes cannot be reduced");
   if ((id == DV_COMPLEX64 || id == DV_COMPLEX128) && (op == DV_MPI_MIN || op == DV_MPI_MAX))
-    return dv_mpi__fail(DV_ERR_NOT_SUPPORTED, "dv_mpi_allreduce: %s has no order (min/max undefined)",
-                        dv_dtype_name(dt));
+    return dv_mpi__fail(DV_ERR_NOT_SUPPORTED,
+                        "dv_mpi_allreduce: %s has no order (min/max undefined)", dv_dtype_name(dt));
   int owned = 0;
   dv_status s = dv_mpi__type(dt, type, &owned);
   if (s != DV_OK) return s;
   if (id == DV_FLOAT16) {
-    MPI_User_function *fn = op == DV_MPI_SUM ? half_sum : op == DV_MPI_PROD ? half_prod
-                            : op == DV_MPI_MIN ? half_min : half_max;
+    MPI_User_function *fn = op == DV_MPI_SUM    ? half_sum
+                            : op == DV_MPI_PROD ? half_prod
+                            : op == DV_MPI_MIN  ? half_min
+                                                : half_max;
     int err = MPI_Op_create(fn, 1, mop);
     if (err != MPI_SUCCESS) return dv_mpi__mpi(err, "MPI_Op_create (float16)");
     *user_op = 1;
@@ -285,7 +293,10 @@ static dv_status reduction(const dv_dtype *dt, dv_mpi_op op, MPI_Datatype *type,
     *mop = op == DV_MPI_SUM || op == DV_MPI_MAX ? MPI_LOR : MPI_LAND;
     return DV_OK;
   }
-  *mop = op == DV_MPI_SUM ? MPI_SUM : op == DV_MPI_PROD ? MPI_PROD : op == DV_MPI_MIN ? MPI_MIN : MPI_MAX;
+  *mop = op == DV_MPI_SUM    ? MPI_SUM
+         : op == DV_MPI_PROD ? MPI_PROD
+         : op == DV_MPI_MIN  ? MPI_MIN
+                             : MPI_MAX;
   return DV_OK;
 }
 
@@ -296,8 +307,8 @@ static int same_shape(const dv_array *a, const dv_array *b) {
   return 1;
 }
 
-DV_API dv_status dv_mpi_allreduce(dv_mpi_comm *c, const dv_array *send, dv_array *recv, dv_mpi_op op,
-                           dv_stream *stream) {
+DV_API dv_status dv_mpi_allreduce(dv_mpi_comm *c, const dv_array *send, dv_array *recv,
+                                  dv_mpi_op op, dv_stream *stream) {
   if (!c) return dv_mpi__fail(DV_ERR_NULL_ARGUMENT, "dv_mpi_allreduce: c is NULL");
   dv_status local = DV_OK;
   char msg[512] = "";
@@ -309,8 +320,8 @@ DV_API dv_status dv_mpi_allreduce(dv_mpi_comm *c, const dv_array *send, dv_array
     snprintf(msg, sizeof msg, "dv_mpi_allreduce: recv is NULL");
   } else if (send && !dv_dtype_equal(dv_array_dtype(send), dv_array_dtype(recv))) {
     local = DV_ERR_DTYPE_MISMATCH;
-    snprintf(msg, sizeof msg, "dv_mpi_allreduce: send is %s, recv is %s", dv_dtype_name(dv_array_dtype(send)),
-             dv_dtype_name(dv_array_dtype(recv)));
+    snprintf(msg, sizeof msg, "dv_mpi_allreduce: send is %s, recv is %s",
+             dv_dtype_name(dv_array_dtype(send)), dv_dtype_name(dv_array_dtype(recv)));
   } else if (send && !same_shape(send, recv)) {
     local = DV_ERR_SHAPE_MISMATCH;
     snprintf(msg, sizeof msg, "dv_mpi_allreduce: send and recv have different shapes");
@@ -338,8 +349,8 @@ DV_API dv_status dv_mpi_allreduce(dv_mpi_comm *c, const dv_array *send, dv_array
     for (int64_t lo = 0; lo < n && s == DV_OK; lo += chunk) {
       int cnt = (int)(n - lo < chunk ? n - lo : chunk);
       MPI_Request r;
-      int err = MPI_Iallreduce((char *)sp + (size_t)lo * isz, (char *)rp + (size_t)lo * isz, cnt, x.type, x.op,
-                               c->data, &r);
+      int err = MPI_Iallreduce((char *)sp + (size_t)lo * isz, (char *)rp + (size_t)lo * isz, cnt,
+                               x.type, x.op, c->data, &r);
       if (err == MPI_SUCCESS) err = MPI_Wait(&r, MPI_STATUS_IGNORE);
       if (err != MPI_SUCCESS) s = dv_mpi__mpi(err, "MPI_Iallreduce");
     }
@@ -354,8 +365,8 @@ DV_API dv_status dv_mpi_allreduce(dv_mpi_comm *c, const dv_array *send, dv_array
 
 /* Host memory for a's elements in C order: a's own (contiguous, host path)
  * or a pinned buffer (filled from a when fill).  *tmp is the buffer or NULL. */
-static dv_status host_view(dv_mpi_comm *c, const dv_array *a, dv_stream *s, int fill, dv_array **tmp,
-                           void **ptr) {
+static dv_status host_view(dv_mpi_comm *c, const dv_array *a, dv_stream *s, int fill,
+                           dv_array **tmp, void **ptr) {
   *tmp = NULL;
   dv_mpi_path path = dv_mpi__path(c, a, ptr);
   if (path == DV_MPI_PATH_HOST && dv_array_is_c_contiguous(a)) return dv_stream_synchronize(s);
@@ -421,7 +432,8 @@ static dv_status gather(dv_mpi_comm *c, const dv_array *send, dv_array *recv, in
   void *sp = NULL, *rp = NULL;
   if (local == DV_OK) {
     if ((local = dv_mpi__type(dv_array_dtype(send), &type, &owned)) == DV_OK &&
-        (local = host_view(c, send, dv_mpi__stream(send, stream), 1, &stmp, &sp)) == DV_OK && receives)
+        (local = host_view(c, send, dv_mpi__stream(send, stream), 1, &stmp, &sp)) == DV_OK &&
+        receives)
       local = host_view(c, recv, dv_mpi__stream(recv, stream), 0, &rtmp, &rp);
     if (local != DV_OK) snprintf(msg, sizeof msg, "%s", dv_last_error());
   }
@@ -435,7 +447,8 @@ static dv_status gather(dv_mpi_comm *c, const dv_array *send, dv_array *recv, in
   if (s == DV_OK && rtmp) {
     dv_stream *rs = dv_mpi__stream(recv, stream);
     dv_array *shaped = NULL;
-    s = dv_array_reshape(rtmp, dv_array_ndim(recv), dv_array_shape(recv), 'C', DV_VIEW_ONLY, rs, &shaped);
+    s = dv_array_reshape(rtmp, dv_array_ndim(recv), dv_array_shape(recv), 'C', DV_VIEW_ONLY, rs,
+                         &shaped);
     if (s == DV_OK) s = dv_array_copy(recv, shaped, rs);
     if (s == DV_OK) s = dv_stream_synchronize(rs);
     dv_array_release(shaped);
@@ -451,11 +464,11 @@ static dv_status gather(dv_mpi_comm *c, const dv_array *send, dv_array *recv, in
 }
 
 DV_API dv_status dv_mpi_gather(dv_mpi_comm *c, const dv_array *send, dv_array *recv, int root,
-                        dv_stream *stream) {
+                               dv_stream *stream) {
   return gather(c, send, recv, root, 0, stream);
 }
 
 DV_API dv_status dv_mpi_allgather(dv_mpi_comm *c, const dv_array *send, dv_array *recv,
-                           dv_stream *stream) {
+                                  dv_stream *stream) {
   return gather(c, send, recv, 0, 1, stream);
 }

@@ -26,18 +26,24 @@ dv_status dv_mpi_status_from_mpi(int err, const char *what) {
   if (err == MPI_SUCCESS) return DV_OK;
   char msg[MPI_MAX_ERROR_STRING + 1] = "";
   int len = 0, cls = MPI_ERR_OTHER;
-  if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error %d", err);
+  if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS)
+    snprintf(msg, sizeof msg, "MPI error %d", err);
   MPI_Error_class(err, &cls);
   dv_status s = DV_ERR_DRIVER;
   switch (cls) {
-  case MPI_ERR_TRUNCATE: s = DV_ERR_SHAPE_MISMATCH; break;
-  case MPI_ERR_TYPE: s = DV_ERR_BAD_DTYPE; break;
-  case MPI_ERR_COUNT: case MPI_ERR_RANK: case MPI_ERR_TAG: case MPI_ERR_ROOT:
-  case MPI_ERR_ARG: case MPI_ERR_COMM: case MPI_ERR_OP: case MPI_ERR_BUFFER:
-    s = DV_ERR_INVALID_ARGUMENT; break;
-  case MPI_ERR_NO_MEM: s = DV_ERR_HOST_OUT_OF_MEMORY; break;
-  case MPI_ERR_UNSUPPORTED_OPERATION: s = DV_ERR_NOT_SUPPORTED; break;
-  default: break;
+    case MPI_ERR_TRUNCATE: s = DV_ERR_SHAPE_MISMATCH; break;
+    case MPI_ERR_TYPE: s = DV_ERR_BAD_DTYPE; break;
+    case MPI_ERR_COUNT:
+    case MPI_ERR_RANK:
+    case MPI_ERR_TAG:
+    case MPI_ERR_ROOT:
+    case MPI_ERR_ARG:
+    case MPI_ERR_COMM:
+    case MPI_ERR_OP:
+    case MPI_ERR_BUFFER: s = DV_ERR_INVALID_ARGUMENT; break;
+    case MPI_ERR_NO_MEM: s = DV_ERR_HOST_OUT_OF_MEMORY; break;
+    case MPI_ERR_UNSUPPORTED_OPERATION: s = DV_ERR_NOT_SUPPORTED; break;
+    default: break;
   }
   return dv_mpi__fail(s, "%s: %s", what ? what : "MPI", msg);
 }
@@ -49,9 +55,12 @@ dv_status dv_mpi__mpi(int err, const char *what) { return dv_mpi_status_from_mpi
 static int env_bool(const char *name, int *out) {
   const char *v = getenv(name);
   if (!v || !*v) return 0;
-  if (!strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "true")) *out = 1;
-  else if (!strcmp(v, "0") || !strcmp(v, "no") || !strcmp(v, "off") || !strcmp(v, "false")) *out = 0;
-  else return 0;
+  if (!strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "true"))
+    *out = 1;
+  else if (!strcmp(v, "0") || !strcmp(v, "no") || !strcmp(v, "off") || !strcmp(v, "false"))
+    *out = 0;
+  else
+    return 0;
   return 1;
 }
 
@@ -62,10 +71,10 @@ static size_t env_size(const char *name, size_t dflt) {
   unsigned long long n = strtoull(v, &end, 10);
   if (end == v) return dflt;
   switch (toupper((unsigned char)*end)) {
-  case 'K': n <<= 10; break;
-  case 'M': n <<= 20; break;
-  case 'G': n <<= 30; break;
-  default: break;
+    case 'K': n <<= 10; break;
+    case 'M': n <<= 20; break;
+    case 'G': n <<= 30; break;
+    default: break;
   }
   return n ? (size_t)n : dflt;
 }
@@ -95,7 +104,8 @@ dv_status dv_mpi_comm_create(MPI_Comm comm, unsigned flags, dv_mpi_comm **out) {
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
   if (!inited || finalized)
-    return dv_mpi__fail(DV_ERR_MISUSE, "dv_mpi_comm_create: MPI is not initialised (call MPI_Init first)");
+    return dv_mpi__fail(DV_ERR_MISUSE,
+                        "dv_mpi_comm_create: MPI is not initialised (call MPI_Init first)");
   if (comm == MPI_COMM_NULL)
     return dv_mpi__fail(DV_ERR_NULL_ARGUMENT, "dv_mpi_comm_create: comm is MPI_COMM_NULL");
   dv_mpi_comm *c = calloc(1, sizeof *c);
@@ -250,21 +260,21 @@ dv_stream *dv_mpi__stream(const dv_array *a, dv_stream *s) {
 dv_status dv_mpi__type(const dv_dtype *dt, MPI_Datatype *out, int *owned) {
   *owned = 0;
   switch (dv_dtype_id(dt)) {
-  case DV_BOOL: *out = MPI_C_BOOL; return DV_OK;
-  case DV_INT8: *out = MPI_INT8_T; return DV_OK;
-  case DV_INT16: *out = MPI_INT16_T; return DV_OK;
-  case DV_INT32: *out = MPI_INT32_T; return DV_OK;
-  case DV_INT64: *out = MPI_INT64_T; return DV_OK;
-  case DV_UINT8: *out = MPI_UINT8_T; return DV_OK;
-  case DV_UINT16: *out = MPI_UINT16_T; return DV_OK;
-  case DV_UINT32: *out = MPI_UINT32_T; return DV_OK;
-  case DV_UINT64: *out = MPI_UINT64_T; return DV_OK;
-  case DV_FLOAT16: *out = MPI_UINT16_T; return DV_OK; /* moved as bits; reduced by a user op */
-  case DV_FLOAT32: *out = MPI_FLOAT; return DV_OK;
-  case DV_FLOAT64: *out = MPI_DOUBLE; return DV_OK;
-  case DV_COMPLEX64: *out = MPI_C_FLOAT_COMPLEX; return DV_OK;
-  case DV_COMPLEX128: *out = MPI_C_DOUBLE_COMPLEX; return DV_OK;
-  default: break;
+    case DV_BOOL: *out = MPI_C_BOOL; return DV_OK;
+    case DV_INT8: *out = MPI_INT8_T; return DV_OK;
+    case DV_INT16: *out = MPI_INT16_T; return DV_OK;
+    case DV_INT32: *out = MPI_INT32_T; return DV_OK;
+    case DV_INT64: *out = MPI_INT64_T; return DV_OK;
+    case DV_UINT8: *out = MPI_UINT8_T; return DV_OK;
+    case DV_UINT16: *out = MPI_UINT16_T; return DV_OK;
+    case DV_UINT32: *out = MPI_UINT32_T; return DV_OK;
+    case DV_UINT64: *out = MPI_UINT64_T; return DV_OK;
+    case DV_FLOAT16: *out = MPI_UINT16_T; return DV_OK; /* moved as bits; reduced by a user op */
+    case DV_FLOAT32: *out = MPI_FLOAT; return DV_OK;
+    case DV_FLOAT64: *out = MPI_DOUBLE; return DV_OK;
+    case DV_COMPLEX64: *out = MPI_C_FLOAT_COMPLEX; return DV_OK;
+    case DV_COMPLEX128: *out = MPI_C_DOUBLE_COMPLEX; return DV_OK;
+    default: break;
   }
   size_t isz = dv_dtype_itemsize(dt);
   if (!isz || isz > (size_t)INT32_MAX)

@@ -61,8 +61,8 @@ typedef struct dv_mpi_pipe {
   int64_t issued, netted, done;
   MPI_Request req[DV_MPI_DEPTH];
   int out_pending[DV_MPI_DEPTH];
-  int flat_phase;     /* DV_MPI_NO_PIPELINE: 0 copy in, 1 network, 2 wait, 3 copy out, 4 done */
-  MPI_Request *freq;  /* DV_MPI_NO_PIPELINE: one request per chunk */
+  int flat_phase;    /* DV_MPI_NO_PIPELINE: 0 copy in, 1 network, 2 wait, 3 copy out, 4 done */
+  MPI_Request *freq; /* DV_MPI_NO_PIPELINE: one request per chunk */
 } dv_mpi_pipe;
 
 /* comm.c */

@@ -37,9 +37,9 @@ struct dv_mpi_request {
   dv_mpi_pipe pipe;
   dv_mpi_path path;
   int64_t nchunks;
-  void *ptr;          /* host or device address given to MPI */
-  MPI_Datatype type;  /* elem, or the derived datatype */
-  int count_per;      /* 1 with the derived datatype (one message), else 0 */
+  void *ptr;         /* host or device address given to MPI */
+  MPI_Datatype type; /* elem, or the derived datatype */
+  int count_per;     /* 1 with the derived datatype (one message), else 0 */
   dv_status status;
   MPI_Status mstat;
   char msg[512];
@@ -76,7 +76,10 @@ static dv_status compare(const int64_t *sent, const int64_t *mine, int sender, i
                          char *msg, size_t cap) {
   char s1[256], s2[256];
   if (sent[HDR_MAGIC] != DV_MPI_HDR_MAGIC) {
-    snprintf(msg, cap, "rank %d sent a message that is not a devarray header (is DV_MPI_NO_HEADER set on one side only?)", sender);
+    snprintf(msg, cap,
+             "rank %d sent a message that is not a devarray header (is DV_MPI_NO_HEADER set on one "
+             "side only?)",
+             sender);
     return DV_ERR_INVALID_ARGUMENT;
   }
   if (sent[HDR_ERR]) {
@@ -90,7 +93,8 @@ static dv_status compare(const int64_t *sent, const int64_t *mine, int sender, i
     return (dv_status)mine[HDR_ERR];
   }
   if (sent[HDR_DTYPE] != mine[HDR_DTYPE] || sent[HDR_ITEMSIZE] != mine[HDR_ITEMSIZE]) {
-    snprintf(msg, cap, "dtype mismatch: rank %d sends %s (%lld bytes), rank %d receives %s (%lld bytes)",
+    snprintf(msg, cap,
+             "dtype mismatch: rank %d sends %s (%lld bytes), rank %d receives %s (%lld bytes)",
              sender, dtype_str(sent), (long long)sent[HDR_ITEMSIZE], receiver, dtype_str(mine),
              (long long)mine[HDR_ITEMSIZE]);
     return DV_ERR_DTYPE_MISMATCH;
@@ -101,7 +105,8 @@ static dv_status compare(const int64_t *sent, const int64_t *mine, int sender, i
   if (!same) {
     shape_str(sent, s1, sizeof s1);
     shape_str(mine, s2, sizeof s2);
-    snprintf(msg, cap, "shape mismatch: rank %d sends %.120s, rank %d receives %.120s", sender, s1, receiver, s2);
+    snprintf(msg, cap, "shape mismatch: rank %d sends %.120s, rank %d receives %.120s", sender, s1,
+             receiver, s2);
     return DV_ERR_SHAPE_MISMATCH;
   }
   return DV_OK;
@@ -147,16 +152,20 @@ static dv_status prepare(dv_mpi_request *r) {
   dv_status s;
   r->nchunks = r->n ? (r->n + r->chunk - 1) / r->chunk : 0;
   if (r->nchunks > INT32_MAX)
-    return dv_mpi__fail(DV_ERR_OVERFLOW, "%lld chunks: more than MPI can count", (long long)r->nchunks);
+    return dv_mpi__fail(DV_ERR_OVERFLOW, "%lld chunks: more than MPI can count",
+                        (long long)r->nchunks);
   int any = r->peer == MPI_ANY_SOURCE || r->tag == MPI_ANY_TAG;
   if (any && r->nchunks > 1)
-    return dv_mpi__fail(DV_ERR_NOT_SUPPORTED,
-                        "MPI_ANY_SOURCE/MPI_ANY_TAG with a message of %lld chunks needs the header exchange",
-                        (long long)r->nchunks);
+    return dv_mpi__fail(
+        DV_ERR_NOT_SUPPORTED,
+        "MPI_ANY_SOURCE/MPI_ANY_TAG with a message of %lld chunks needs the header exchange",
+        (long long)r->nchunks);
   int contiguous = dv_array_is_c_contiguous(a);
   if (r->path == DV_MPI_PATH_STAGED) {
-    if (contiguous) r->dense = dv_array_retain(a);
-    else if ((s = dv_mpi__dense_c(c, a, r->stream, r->is_send ? a : NULL, &r->dense)) != DV_OK) return s;
+    if (contiguous)
+      r->dense = dv_array_retain(a);
+    else if ((s = dv_mpi__dense_c(c, a, r->stream, r->is_send ? a : NULL, &r->dense)) != DV_OK)
+      return s;
     s = dv_mpi__pipe_start(&r->pipe, c, r->dense, r->stream, r->chunk, r->is_send, !r->is_send,
                            r->is_send ? send_chunk : recv_chunk, r);
     if (s != DV_OK) return s;
@@ -175,7 +184,8 @@ static dv_status prepare(dv_mpi_request *r) {
       r->count_per = 1;
       atomic_fetch_add(&c->derived_types, 1);
     } else {
-      if ((s = dv_mpi__dense_c(c, a, r->stream, r->is_send ? a : NULL, &r->dense)) != DV_OK) return s;
+      if ((s = dv_mpi__dense_c(c, a, r->stream, r->is_send ? a : NULL, &r->dense)) != DV_OK)
+        return s;
       dv_mpi__path(c, r->dense, &r->ptr);
     }
   }
@@ -207,7 +217,8 @@ static dv_status launch(dv_mpi_request *r) {
 /* Data arrived (receive) or left (send): unpack and synchronize. */
 static dv_status finish_data(dv_mpi_request *r) {
   dv_status s = DV_OK;
-  if (!r->is_send && r->dense && r->dense != r->user) s = dv_array_copy(r->user, r->dense, r->stream);
+  if (!r->is_send && r->dense && r->dense != r->user)
+    s = dv_array_copy(r->user, r->dense, r->stream);
   if (s == DV_OK && (r->use_pipe || r->dense)) s = dv_stream_synchronize(r->stream);
   return s;
 }
@@ -240,10 +251,12 @@ static int advance(dv_mpi_request *r) {
         shape_str(r->hdr, mine, sizeof mine);
         shape_str(r->ack + 1, theirs, sizeof theirs);
         atomic_fetch_add(&c->mismatches, 1);
-        fail(r, dv_mpi__fail((dv_status)r->ack[0],
-                             "rank %d rejected the message from rank %d (%s): sent %s %s, receiver has %s %s",
-                             r->peer, c->rank, dv_status_name((dv_status)r->ack[0]), dtype_str(r->hdr), mine,
-                             r->ack[1 + HDR_ERR] ? "(failed its own checks)" : dtype_str(r->ack + 1), theirs));
+        fail(r,
+             dv_mpi__fail(
+                 (dv_status)r->ack[0],
+                 "rank %d rejected the message from rank %d (%s): sent %s %s, receiver has %s %s",
+                 r->peer, c->rank, dv_status_name((dv_status)r->ack[0]), dtype_str(r->hdr), mine,
+                 r->ack[1 + HDR_ERR] ? "(failed its own checks)" : dtype_str(r->ack + 1), theirs));
         r->phase = PH_DONE;
         return 1;
       }
@@ -334,8 +347,10 @@ static int advance(dv_mpi_request *r) {
   if (r->phase == PH_ACK) {
     if (r->areq != MPI_REQUEST_NULL && !r->is_send) {
       err = MPI_Test(&r->areq, &flag, MPI_STATUS_IGNORE);
-      if (err != MPI_SUCCESS) fail(r, dv_mpi__mpi(err, "header answer"));
-      else if (!flag) return 0;
+      if (err != MPI_SUCCESS)
+        fail(r, dv_mpi__mpi(err, "header answer"));
+      else if (!flag)
+        return 0;
     }
     r->phase = PH_DONE;
   }
@@ -360,13 +375,16 @@ static dv_status start(dv_mpi_comm *c, dv_array *a, int peer, int tag, dv_stream
     for (int d = 0; d < dv_array_ndim(a); d++)
       if (dv_array_strides(a)[d] == 0 && dv_array_shape(a)[d] > 1) {
         local = DV_ERR_INVALID_ARGUMENT;
-        snprintf(lmsg, sizeof lmsg, "%s: cannot receive into a view with a zero stride (dimension %d)", fn, d);
+        snprintf(lmsg, sizeof lmsg,
+                 "%s: cannot receive into a view with a zero stride (dimension %d)", fn, d);
       }
   }
   if (local != DV_OK && (!header || (!is_send && peer == MPI_ANY_SOURCE)))
     return dv_mpi__fail(local, "%s", lmsg);
-  if (peer != MPI_PROC_NULL && ((peer < 0 && (is_send || peer != MPI_ANY_SOURCE)) || peer >= c->size))
-    return dv_mpi__fail(DV_ERR_INVALID_ARGUMENT, "%s: rank %d outside the communicator (size %d)", fn, peer, c->size);
+  if (peer != MPI_PROC_NULL &&
+      ((peer < 0 && (is_send || peer != MPI_ANY_SOURCE)) || peer >= c->size))
+    return dv_mpi__fail(DV_ERR_INVALID_ARGUMENT, "%s: rank %d outside the communicator (size %d)",
+                        fn, peer, c->size);
   if (tag < 0 && !(tag == MPI_ANY_TAG && !is_send))
     return dv_mpi__fail(DV_ERR_INVALID_ARGUMENT, "%s: invalid tag %d", fn, tag);
   dv_mpi_request *r = calloc(1, sizeof *r);
@@ -439,13 +457,13 @@ static dv_status start(dv_mpi_comm *c, dv_array *a, int peer, int tag, dv_stream
   return DV_OK;
 }
 
-DV_API dv_status dv_mpi_isend(dv_mpi_comm *c, const dv_array *a, int dest, int tag, dv_stream *stream,
-                       dv_mpi_request **req) {
+DV_API dv_status dv_mpi_isend(dv_mpi_comm *c, const dv_array *a, int dest, int tag,
+                              dv_stream *stream, dv_mpi_request **req) {
   return start(c, (dv_array *)a, dest, tag, stream, 1, req);
 }
 
 DV_API dv_status dv_mpi_irecv(dv_mpi_comm *c, dv_array *a, int source, int tag, dv_stream *stream,
-                       dv_mpi_request **req) {
+                              dv_mpi_request **req) {
   return start(c, a, source, tag, stream, 0, req);
 }
 
@@ -509,7 +527,8 @@ DV_API dv_status dv_mpi_waitall(size_t n, dv_mpi_request **reqs) {
   return first;
 }
 
-DV_API dv_status dv_mpi_send(dv_mpi_comm *c, const dv_array *a, int dest, int tag, dv_stream *stream) {
+DV_API dv_status dv_mpi_send(dv_mpi_comm *c, const dv_array *a, int dest, int tag,
+                             dv_stream *stream) {
   dv_mpi_request *r = NULL;
   dv_status s = dv_mpi_isend(c, a, dest, tag, stream, &r);
   if (s != DV_OK) return s;
@@ -517,7 +536,7 @@ DV_API dv_status dv_mpi_send(dv_mpi_comm *c, const dv_array *a, int dest, int ta
 }
 
 DV_API dv_status dv_mpi_recv(dv_mpi_comm *c, dv_array *a, int source, int tag, dv_stream *stream,
-                      MPI_Status *status) {
+                             MPI_Status *status) {
   dv_mpi_request *r = NULL;
   dv_status s = dv_mpi_irecv(c, a, source, tag, stream, &r);
   if (s != DV_OK) return s;

@@ -46,7 +46,8 @@ dv_status dv_mpi__pipe_start(dv_mpi_pipe *p, dv_mpi_comm *c, dv_array *dense, dv
   p->n = dv_array_size(dense);
   p->nchunks = p->n ? (p->n + chunk - 1) / chunk : 0;
   if (p->nchunks > INT32_MAX)
-    return dv_mpi__fail(DV_ERR_OVERFLOW, "%lld chunks: more than MPI can count", (long long)p->nchunks);
+    return dv_mpi__fail(DV_ERR_OVERFLOW, "%lld chunks: more than MPI can count",
+                        (long long)p->nchunks);
   dv_status st = dv_array_ravel(dense, 'C', DV_VIEW_ONLY, s, &p->flat);
   if (st != DV_OK) return st;
   if (p->nchunks == 0) return DV_OK;
@@ -94,57 +95,55 @@ static dv_status flat_step(dv_mpi_pipe *p, int *finished) {
   dv_mpi_stage *st = p->st;
   size_t isz = dv_dtype_itemsize(dv_array_dtype(p->flat));
   switch (p->flat_phase) {
-  case 0:
-    if (p->in) {
-      s = dv_array_copy(st->buf[0], p->flat, p->stream);
-      if (s == DV_OK) s = dv_event_record(st->ev_in[0], p->stream);
-      if (s != DV_OK) return s;
-    }
-    p->flat_phase = 1;
-    /* fall through */
-  case 1:
-    if (p->in) {
-      s = dv_event_query(st->ev_in[0]);
-      if (s == DV_ERR_NOT_READY) return DV_OK;
-      if (s != DV_OK) return s;
-    }
-    p->freq = calloc((size_t)p->nchunks, sizeof *p->freq);
-    if (!p->freq) return dv_mpi__fail(DV_ERR_HOST_OUT_OF_MEMORY, "staged transfer: no memory");
-    for (int64_t k = 0; k < p->nchunks; k++) p->freq[k] = MPI_REQUEST_NULL;
-    for (int64_t k = 0; k < p->nchunks; k++) {
-      int err = p->net(p->arg, k, (char *)st->host[0] + (size_t)(k * p->chunk) * isz, (int)chunk_count(p, k),
-                       &p->freq[k]);
+    case 0:
+      if (p->in) {
+        s = dv_array_copy(st->buf[0], p->flat, p->stream);
+        if (s == DV_OK) s = dv_event_record(st->ev_in[0], p->stream);
+        if (s != DV_OK) return s;
+      }
+      p->flat_phase = 1;
+      /* fall through */
+    case 1:
+      if (p->in) {
+        s = dv_event_query(st->ev_in[0]);
+        if (s == DV_ERR_NOT_READY) return DV_OK;
+        if (s != DV_OK) return s;
+      }
+      p->freq = calloc((size_t)p->nchunks, sizeof *p->freq);
+      if (!p->freq) return dv_mpi__fail(DV_ERR_HOST_OUT_OF_MEMORY, "staged transfer: no memory");
+      for (int64_t k = 0; k < p->nchunks; k++) p->freq[k] = MPI_REQUEST_NULL;
+      for (int64_t k = 0; k < p->nchunks; k++) {
+        int err = p->net(p->arg, k, (char *)st->host[0] + (size_t)(k * p->chunk) * isz,
+                         (int)chunk_count(p, k), &p->freq[k]);
+        if (err != MPI_SUCCESS) return dv_mpi__mpi(err, "staged chunk");
+        atomic_fetch_add(&p->c->chunks, 1);
+      }
+      p->flat_phase = 2;
+      /* fall through */
+    case 2: {
+      int flag = 0;
+      int err = MPI_Testall((int)p->nchunks, p->freq, &flag, MPI_STATUSES_IGNORE);
       if (err != MPI_SUCCESS) return dv_mpi__mpi(err, "staged chunk");
-      atomic_fetch_add(&p->c->chunks, 1);
+      if (!flag) return DV_OK;
+      p->done = p->issued = p->netted = p->nchunks;
+      if (p->out) {
+        s = dv_array_copy(p->flat, st->buf[0], p->stream);
+        if (s == DV_OK) s = dv_event_record(st->ev_out[0], p->stream);
+        if (s != DV_OK) return s;
+      }
+      p->flat_phase = 3;
     }
-    p->flat_phase = 2;
-    /* fall through */
-  case 2: {
-    int flag = 0;
-    int err = MPI_Testall((int)p->nchunks, p->freq, &flag, MPI_STATUSES_IGNORE);
-    if (err != MPI_SUCCESS) return dv_mpi__mpi(err, "staged chunk");
-    if (!flag) return DV_OK;
-    p->done = p->issued = p->netted = p->nchunks;
-    if (p->out) {
-      s = dv_array_copy(p->flat, st->buf[0], p->stream);
-      if (s == DV_OK) s = dv_event_record(st->ev_out[0], p->stream);
-      if (s != DV_OK) return s;
-    }
-    p->flat_phase = 3;
-  }
-    /* fall through */
-  case 3:
-    if (p->out) {
-      s = dv_event_query(st->ev_out[0]);
-      if (s == DV_ERR_NOT_READY) return DV_OK;
-      if (s != DV_OK) return s;
-    }
-    p->flat_phase = 4;
-    *finished = 1;
-    return DV_OK;
-  default:
-    *finished = 1;
-    return DV_OK;
+      /* fall through */
+    case 3:
+      if (p->out) {
+        s = dv_event_query(st->ev_out[0]);
+        if (s == DV_ERR_NOT_READY) return DV_OK;
+        if (s != DV_OK) return s;
+      }
+      p->flat_phase = 4;
+      *finished = 1;
+      return DV_OK;
+    default: *finished = 1; return DV_OK;
   }
 }
 

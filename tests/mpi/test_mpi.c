@@ -22,17 +22,18 @@ static dv_mpi_comm *g_comm;
 static int g_rank, g_size;
 static const char *g_backend = "host", *g_mode = "default";
 
-#define assert_ok(expr)                                                                    \
-  do {                                                                                     \
-    dv_status s_ = (expr);                                                                 \
-    if (s_ != DV_OK) fail_msg("rank %d: %s -> %s: %s", g_rank, #expr, dv_status_name(s_), dv_last_error()); \
+#define assert_ok(expr)                                                                      \
+  do {                                                                                       \
+    dv_status s_ = (expr);                                                                   \
+    if (s_ != DV_OK)                                                                         \
+      fail_msg("rank %d: %s -> %s: %s", g_rank, #expr, dv_status_name(s_), dv_last_error()); \
   } while (0)
-#define assert_status(expr, want)                                                          \
-  do {                                                                                     \
-    dv_status s_ = (expr);                                                                 \
-    if (s_ != (want))                                                                      \
-      fail_msg("rank %d: %s -> %s (%s), expected %s", g_rank, #expr, dv_status_name(s_),    \
-               dv_last_error(), dv_status_name(want));                                     \
+#define assert_status(expr, want)                                                               \
+  do {                                                                                          \
+    dv_status s_ = (expr);                                                                      \
+    if (s_ != (want))                                                                           \
+      fail_msg("rank %d: %s -> %s (%s), expected %s", g_rank, #expr, dv_status_name(s_),        \
+               dv_last_error(), dv_status_name(want));                                          \
     if ((want) != DV_OK && dv_last_error()[0] == 0) fail_msg("%s: empty error message", #expr); \
   } while (0)
 
@@ -44,7 +45,10 @@ static uint16_t to_half(double v) { /* exact for the small integers used here */
   if (v == 0) return 0;
   int e = 0;
   double m = v;
-  while (m >= 2) { m /= 2; e++; }
+  while (m >= 2) {
+    m /= 2;
+    e++;
+  }
   return (uint16_t)(((e + 15) << 10) | (uint16_t)((m - 1) * 1024));
 }
 static double from_half(uint16_t h) {
@@ -57,42 +61,42 @@ static double from_half(uint16_t h) {
 
 static void store(dv_type_id id, void *p, double re, double im) {
   switch (id) {
-  case DV_BOOL: *(uint8_t *)p = re != 0; break;
-  case DV_INT8: *(int8_t *)p = (int8_t)re; break;
-  case DV_INT16: *(int16_t *)p = (int16_t)re; break;
-  case DV_INT32: *(int32_t *)p = (int32_t)re; break;
-  case DV_INT64: *(int64_t *)p = (int64_t)re; break;
-  case DV_UINT8: *(uint8_t *)p = (uint8_t)re; break;
-  case DV_UINT16: *(uint16_t *)p = (uint16_t)re; break;
-  case DV_UINT32: *(uint32_t *)p = (uint32_t)re; break;
-  case DV_UINT64: *(uint64_t *)p = (uint64_t)re; break;
-  case DV_FLOAT16: *(uint16_t *)p = to_half(re); break;
-  case DV_FLOAT32: *(float *)p = (float)re; break;
-  case DV_FLOAT64: *(double *)p = re; break;
-  case DV_COMPLEX64: ((float *)p)[0] = (float)re, ((float *)p)[1] = (float)im; break;
-  case DV_COMPLEX128: ((double *)p)[0] = re, ((double *)p)[1] = im; break;
-  default: break;
+    case DV_BOOL: *(uint8_t *)p = re != 0; break;
+    case DV_INT8: *(int8_t *)p = (int8_t)re; break;
+    case DV_INT16: *(int16_t *)p = (int16_t)re; break;
+    case DV_INT32: *(int32_t *)p = (int32_t)re; break;
+    case DV_INT64: *(int64_t *)p = (int64_t)re; break;
+    case DV_UINT8: *(uint8_t *)p = (uint8_t)re; break;
+    case DV_UINT16: *(uint16_t *)p = (uint16_t)re; break;
+    case DV_UINT32: *(uint32_t *)p = (uint32_t)re; break;
+    case DV_UINT64: *(uint64_t *)p = (uint64_t)re; break;
+    case DV_FLOAT16: *(uint16_t *)p = to_half(re); break;
+    case DV_FLOAT32: *(float *)p = (float)re; break;
+    case DV_FLOAT64: *(double *)p = re; break;
+    case DV_COMPLEX64: ((float *)p)[0] = (float)re, ((float *)p)[1] = (float)im; break;
+    case DV_COMPLEX128: ((double *)p)[0] = re, ((double *)p)[1] = im; break;
+    default: break;
   }
 }
 
 static void load(dv_type_id id, const void *p, double *re, double *im) {
   *im = 0;
   switch (id) {
-  case DV_BOOL: *re = *(const uint8_t *)p; break;
-  case DV_INT8: *re = *(const int8_t *)p; break;
-  case DV_INT16: *re = *(const int16_t *)p; break;
-  case DV_INT32: *re = *(const int32_t *)p; break;
-  case DV_INT64: *re = (double)*(const int64_t *)p; break;
-  case DV_UINT8: *re = *(const uint8_t *)p; break;
-  case DV_UINT16: *re = *(const uint16_t *)p; break;
-  case DV_UINT32: *re = *(const uint32_t *)p; break;
-  case DV_UINT64: *re = (double)*(const uint64_t *)p; break;
-  case DV_FLOAT16: *re = from_half(*(const uint16_t *)p); break;
-  case DV_FLOAT32: *re = *(const float *)p; break;
-  case DV_FLOAT64: *re = *(const double *)p; break;
-  case DV_COMPLEX64: *re = ((const float *)p)[0], *im = ((const float *)p)[1]; break;
-  case DV_COMPLEX128: *re = ((const double *)p)[0], *im = ((const double *)p)[1]; break;
-  default: break;
+    case DV_BOOL: *re = *(const uint8_t *)p; break;
+    case DV_INT8: *re = *(const int8_t *)p; break;
+    case DV_INT16: *re = *(const int16_t *)p; break;
+    case DV_INT32: *re = *(const int32_t *)p; break;
+    case DV_INT64: *re = (double)*(const int64_t *)p; break;
+    case DV_UINT8: *re = *(const uint8_t *)p; break;
+    case DV_UINT16: *re = *(const uint16_t *)p; break;
+    case DV_UINT32: *re = *(const uint32_t *)p; break;
+    case DV_UINT64: *re = (double)*(const uint64_t *)p; break;
+    case DV_FLOAT16: *re = from_half(*(const uint16_t *)p); break;
+    case DV_FLOAT32: *re = *(const float *)p; break;
+    case DV_FLOAT64: *re = *(const double *)p; break;
+    case DV_COMPLEX64: *re = ((const float *)p)[0], *im = ((const float *)p)[1]; break;
+    case DV_COMPLEX128: *re = ((const double *)p)[0], *im = ((const double *)p)[1]; break;
+    default: break;
   }
 }
 
@@ -141,7 +145,8 @@ static dv_array *make(const dv_dtype *dt, int layout, int64_t rows, int64_t cols
 /* Host copy (C order) of any array; the caller releases it. */
 static dv_array *host_copy(const dv_array *a, void **data) {
   dv_array *h = NULL;
-  assert_ok(dv_host_array(g_ctx, dv_array_ndim(a), dv_array_shape(a), dv_array_dtype(a), NULL, 'C', &h));
+  assert_ok(
+      dv_host_array(g_ctx, dv_array_ndim(a), dv_array_shape(a), dv_array_dtype(a), NULL, 'C', &h));
   assert_ok(dv_array_copy(h, a, NULL));
   assert_ok(dv_context_synchronize(g_ctx));
   assert_ok(dv_array_host_data(h, data));
@@ -153,7 +158,8 @@ static void fill(dv_array *a, int r, int prod) {
   size_t isz = dv_dtype_itemsize(dv_array_dtype(a));
   dv_array *h = NULL;
   void *p = NULL;
-  assert_ok(dv_host_array(g_ctx, dv_array_ndim(a), dv_array_shape(a), dv_array_dtype(a), NULL, 'C', &h));
+  assert_ok(
+      dv_host_array(g_ctx, dv_array_ndim(a), dv_array_shape(a), dv_array_dtype(a), NULL, 'C', &h));
   assert_ok(dv_array_host_data(h, &p));
   for (int64_t i = 0; i < dv_array_size(a); i++) {
     double re, im;
@@ -213,7 +219,8 @@ static void t_p2p_blocking_strided(void **state) {
   dv_array *base = NULL, *col = NULL;
   assert_ok(dv_device_array(g_ctx, 2, shape, dt, NULL, 'F', NULL, &base));
   dv_index ix[2] = {DV_ALL, DV_AT(2)};
-  assert_ok(dv_array_slice(base, 2, ix, &col)); /* shape (6,), F order: unit stride; C-row view next */
+  assert_ok(
+      dv_array_slice(base, 2, ix, &col)); /* shape (6,), F order: unit stride; C-row view next */
   dv_array *row = NULL;
   dv_index iy[2] = {DV_AT(1), DV_SLICE(DV_NONE, DV_NONE, -1)};
   assert_ok(dv_array_slice(base, 2, iy, &row)); /* shape (4,), stride -6*8 */
@@ -254,7 +261,8 @@ static void t_p2p_blocking_strided(void **state) {
 
 static void t_p2p_any_source_and_records(void **state) {
   (void)state;
-  dv_field_desc f[2] = {{"a", dv_dtype_get(DV_INT32), 0, 0, NULL}, {"b", dv_dtype_get(DV_FLOAT64), 8, 0, NULL}};
+  dv_field_desc f[2] = {{"a", dv_dtype_get(DV_INT32), 0, 0, NULL},
+                        {"b", dv_dtype_get(DV_FLOAT64), 8, 0, NULL}};
   dv_dtype *rec = NULL;
   assert_ok(dv_dtype_record_create(f, 2, 16, &rec));
   int64_t n = 4;
@@ -265,7 +273,8 @@ static void t_p2p_any_source_and_records(void **state) {
     for (int k = 1; k < g_size; k++) {
       MPI_Status st;
       if (!header_on()) st.MPI_SOURCE = k;
-      assert_ok(dv_mpi_recv(g_comm, a, header_on() ? MPI_ANY_SOURCE : k, header_on() ? MPI_ANY_TAG : 40 + k, NULL, &st));
+      assert_ok(dv_mpi_recv(g_comm, a, header_on() ? MPI_ANY_SOURCE : k,
+                            header_on() ? MPI_ANY_TAG : 40 + k, NULL, &st));
       assert_true(st.MPI_SOURCE >= 1 && st.MPI_SOURCE < g_size);
       if (header_on()) assert_int_equal(st.MPI_TAG, 40 + st.MPI_SOURCE);
       seen |= 1 << st.MPI_SOURCE;
@@ -310,8 +319,10 @@ static void t_bcast(void **state) {
     const dv_dtype *dt = dv_dtype_get((dv_type_id)id);
     int root = id % g_size;
     dv_array *a = make(dt, (id + g_rank) % L_COUNT, 4, 3);
-    if (g_rank == root) fill(a, root, 0);
-    else assert_ok(dv_array_memset(a, 0, NULL));
+    if (g_rank == root)
+      fill(a, root, 0);
+    else
+      assert_ok(dv_array_memset(a, 0, NULL));
     assert_ok(dv_mpi_bcast(g_comm, a, root, NULL));
     expect_values(a, root, 0, 12);
     dv_array_release(a);
@@ -350,7 +361,8 @@ static void t_allreduce(void **state) {
       int layout = (id + op) % L_COUNT;
       dv_array *recv = make(dt, layout, 2, 5), *send = NULL;
       int in_place = (id + op) % 2;
-      if (in_place) fill(recv, g_rank, op == DV_MPI_PROD);
+      if (in_place)
+        fill(recv, g_rank, op == DV_MPI_PROD);
       else {
         send = make(dt, (layout + 1) % L_COUNT, 2, 5);
         fill(send, g_rank, op == DV_MPI_PROD);
@@ -359,7 +371,9 @@ static void t_allreduce(void **state) {
       if (is_complex((dv_type_id)id) && (op == DV_MPI_MIN || op == DV_MPI_MAX)) {
         if (s != DV_ERR_NOT_SUPPORTED) fail_msg("complex %s: %s", names[op], dv_status_name(s));
       } else {
-        if (s != DV_OK) fail_msg("rank %d: allreduce %s %s: %s", g_rank, dv_dtype_name(dt), names[op], dv_last_error());
+        if (s != DV_OK)
+          fail_msg("rank %d: allreduce %s %s: %s", g_rank, dv_dtype_name(dt), names[op],
+                   dv_last_error());
         void *p = NULL;
         dv_array *h = host_copy(recv, &p);
         for (int64_t i = 0; i < 10; i++) {
@@ -368,8 +382,8 @@ static void t_allreduce(void **state) {
           reference((dv_type_id)id, (dv_mpi_op)op, i, &wre, &wim);
           if (re != wre || im != wim)
             fail_msg("allreduce %s %s (layout %d%s): element %lld is (%g, %g), expected (%g, %g)",
-                     dv_dtype_name(dt), names[op], layout, in_place ? ", in place" : "", (long long)i, re, im,
-                     wre, wim);
+                     dv_dtype_name(dt), names[op], layout, in_place ? ", in place" : "",
+                     (long long)i, re, im, wre, wim);
         }
         dv_array_release(h);
       }
@@ -388,8 +402,10 @@ static void t_gather(void **state) {
       dv_array *send = make(dt, (id + g_rank) % L_COUNT, 2, 3), *recv = NULL;
       fill(send, g_rank, 0);
       if (all || g_rank == root) recv = make(dt, (id + all) % L_COUNT, 2 * g_size, 3);
-      if (all) assert_ok(dv_mpi_allgather(g_comm, send, recv, NULL));
-      else assert_ok(dv_mpi_gather(g_comm, send, recv, root, NULL));
+      if (all)
+        assert_ok(dv_mpi_allgather(g_comm, send, recv, NULL));
+      else
+        assert_ok(dv_mpi_gather(g_comm, send, recv, root, NULL));
       if (recv)
         for (int r = 0; r < g_size; r++) expect_values(recv, r, 6 * r, 6);
       dv_array_release(send);
@@ -410,22 +426,28 @@ static void t_mismatch(void **state) {
     int64_t n = g_rank % 2 ? 5 : 4;
     dv_array *a = NULL;
     assert_ok(dv_device_array(g_ctx, 1, &n, f8, NULL, 'C', NULL, &a));
-    if (g_rank % 2 == 0) assert_status(dv_mpi_send(g_comm, a, peer, 3, NULL), DV_ERR_SHAPE_MISMATCH);
-    else assert_status(dv_mpi_recv(g_comm, a, peer, 3, NULL, NULL), DV_ERR_SHAPE_MISMATCH);
+    if (g_rank % 2 == 0)
+      assert_status(dv_mpi_send(g_comm, a, peer, 3, NULL), DV_ERR_SHAPE_MISMATCH);
+    else
+      assert_status(dv_mpi_recv(g_comm, a, peer, 3, NULL, NULL), DV_ERR_SHAPE_MISMATCH);
     dv_array_release(a);
     /* dtype */
     n = 4;
     assert_ok(dv_device_array(g_ctx, 1, &n, g_rank % 2 ? i4 : f8, NULL, 'C', NULL, &a));
     dv_mpi_request *r = NULL;
-    if (g_rank % 2 == 0) assert_ok(dv_mpi_isend(g_comm, a, peer, 4, NULL, &r));
-    else assert_ok(dv_mpi_irecv(g_comm, a, peer, 4, NULL, &r));
+    if (g_rank % 2 == 0)
+      assert_ok(dv_mpi_isend(g_comm, a, peer, 4, NULL, &r));
+    else
+      assert_ok(dv_mpi_irecv(g_comm, a, peer, 4, NULL, &r));
     assert_status(dv_mpi_wait(&r, NULL), DV_ERR_DTYPE_MISMATCH);
     assert_true(strstr(dv_last_error(), "int32") && strstr(dv_last_error(), "float64"));
     dv_array_release(a);
     /* a receiver's own bad argument (a zero-stride view) fails the sender too */
     assert_ok(dv_device_array(g_ctx, 1, &n, f8, g_rank % 2 ? (int64_t[]){0} : NULL, 'C', NULL, &a));
-    if (g_rank % 2 == 0) assert_status(dv_mpi_send(g_comm, a, peer, 5, NULL), DV_ERR_INVALID_ARGUMENT);
-    else assert_status(dv_mpi_recv(g_comm, a, peer, 5, NULL, NULL), DV_ERR_INVALID_ARGUMENT);
+    if (g_rank % 2 == 0)
+      assert_status(dv_mpi_send(g_comm, a, peer, 5, NULL), DV_ERR_INVALID_ARGUMENT);
+    else
+      assert_status(dv_mpi_recv(g_comm, a, peer, 5, NULL, NULL), DV_ERR_INVALID_ARGUMENT);
     dv_array_release(a);
   }
   /* a local failure while preparing (packing a negative-stride view needs a
@@ -442,7 +464,8 @@ static void t_mismatch(void **state) {
       dv_array_release(v);
       break;
     }
-    dv_status s = g_rank % 2 == 0 ? dv_mpi_send(g_comm, v, peer, 6, NULL) : dv_mpi_recv(g_comm, v, peer, 6, NULL, NULL);
+    dv_status s = g_rank % 2 == 0 ? dv_mpi_send(g_comm, v, peer, 6, NULL)
+                                  : dv_mpi_recv(g_comm, v, peer, 6, NULL, NULL);
     if (s != DV_ERR_HOST_OUT_OF_MEMORY)
       fail_msg("rank %d (%s side failing): %s (%s), expected DV_ERR_HOST_OUT_OF_MEMORY", g_rank,
                failing ? "receiver" : "sender", dv_status_name(s), dv_last_error());
@@ -462,7 +485,8 @@ static void t_mismatch(void **state) {
   assert_status(dv_mpi_allreduce(g_comm, NULL, a, DV_MPI_MAX, NULL), DV_ERR_DTYPE_MISMATCH);
   dv_array_release(a);
   assert_ok(dv_device_array(g_ctx, 2, shape, f8, NULL, 'C', NULL, &a));
-  assert_status(dv_mpi_allreduce(g_comm, NULL, g_rank == 0 ? NULL : a, DV_MPI_SUM, NULL), DV_ERR_NULL_ARGUMENT);
+  assert_status(dv_mpi_allreduce(g_comm, NULL, g_rank == 0 ? NULL : a, DV_MPI_SUM, NULL),
+                DV_ERR_NULL_ARGUMENT);
   assert_status(dv_mpi_bcast(g_comm, a, g_rank == 1 ? 0 : 1, NULL), DV_ERR_INVALID_ARGUMENT);
   assert_status(dv_mpi_allgather(g_comm, a, a, NULL), DV_ERR_SHAPE_MISMATCH);
   /* a rank whose preparation fails (its next library allocation) fails the
@@ -472,7 +496,9 @@ static void t_mismatch(void **state) {
     if (g_rank == 1 % g_size) assert_ok(dv_fault_inject(NULL, DV_FAULT_HOST_ALLOC, 1));
     assert_status(dv_mpi_allreduce(g_comm, NULL, v, DV_MPI_MAX, NULL), DV_ERR_HOST_OUT_OF_MEMORY);
     if (g_rank == 1 % g_size) assert_false(dv_fault_pending(NULL, DV_FAULT_HOST_ALLOC));
-    if (g_rank == 0) assert_ok(dv_device_array(g_ctx, 1, (int64_t[]){12 * g_size}, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &g));
+    if (g_rank == 0)
+      assert_ok(dv_device_array(g_ctx, 1, (int64_t[]){12 * g_size}, dv_dtype_get(DV_FLOAT32), NULL,
+                                'C', NULL, &g));
     if (g_rank == 0) assert_ok(dv_fault_inject(NULL, DV_FAULT_HOST_ALLOC, 1));
     assert_status(dv_mpi_gather(g_comm, v, g, 0, NULL), DV_ERR_HOST_OUT_OF_MEMORY);
     dv_fault_inject(NULL, DV_FAULT_HOST_ALLOC, 0);
@@ -532,7 +558,8 @@ static void t_self_and_one_shot(void **state) {
     double re, im, wre, wim;
     load(DV_INT32, (char *)p + i * 4, &re, &im);
     reference(DV_INT32, DV_MPI_SUM, i, &wre, &wim);
-    if (re != wre) fail_msg("one-shot allreduce: element %lld is %g, expected %g", (long long)i, re, wre);
+    if (re != wre)
+      fail_msg("one-shot allreduce: element %lld is %g, expected %g", (long long)i, re, wre);
   }
   dv_array_release(h);
   dv_array_release(out);
@@ -567,7 +594,8 @@ static void t_stats(void **state) {
   int64_t n = 2;
   dv_array *p = NULL;
   assert_ok(dv_pinned_array(g_ctx, 1, &n, dv_dtype_get(DV_INT8), NULL, 'C', &p));
-  assert_int_equal(dv_mpi_path_of(g_comm, p), !strcmp(g_mode, "staged") ? DV_MPI_PATH_STAGED : DV_MPI_PATH_HOST);
+  assert_int_equal(dv_mpi_path_of(g_comm, p),
+                   !strcmp(g_mode, "staged") ? DV_MPI_PATH_STAGED : DV_MPI_PATH_HOST);
   dv_array_release(p);
 }
 
@@ -585,8 +613,10 @@ int main(int argc, char **argv) {
   }
   MPI_Init(&argc, &argv);
   unsigned flags = 0;
-  if (!strcmp(g_mode, "staged")) flags = DV_MPI_FORCE_STAGED;
-  else if (!strcmp(g_mode, "noheader")) flags = DV_MPI_NO_HEADER | DV_MPI_FORCE_PACK;
+  if (!strcmp(g_mode, "staged"))
+    flags = DV_MPI_FORCE_STAGED;
+  else if (!strcmp(g_mode, "noheader"))
+    flags = DV_MPI_NO_HEADER | DV_MPI_FORCE_PACK;
   rc = dv_mpi_comm_create(MPI_COMM_WORLD, flags, &g_comm);
   if (rc) {
     fprintf(stderr, "dv_mpi_comm_create: %s\n", dv_last_error());
@@ -597,11 +627,15 @@ int main(int argc, char **argv) {
   g_rank = dv_mpi_comm_rank(g_comm);
   g_size = dv_mpi_comm_size(g_comm);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(t_p2p_ring),      cmocka_unit_test(t_p2p_blocking_strided),
+      cmocka_unit_test(t_p2p_ring),
+      cmocka_unit_test(t_p2p_blocking_strided),
       cmocka_unit_test(t_p2p_any_source_and_records),
-      cmocka_unit_test(t_bcast),         cmocka_unit_test(t_allreduce),
-      cmocka_unit_test(t_gather),        cmocka_unit_test(t_mismatch),
-      cmocka_unit_test(t_errors),        cmocka_unit_test(t_stats),
+      cmocka_unit_test(t_bcast),
+      cmocka_unit_test(t_allreduce),
+      cmocka_unit_test(t_gather),
+      cmocka_unit_test(t_mismatch),
+      cmocka_unit_test(t_errors),
+      cmocka_unit_test(t_stats),
       cmocka_unit_test(t_self_and_one_shot),
   };
   char name[96];

@@ -12,7 +12,8 @@ int main(int argc, char **argv) {
   double x = 0;
   int size = 0, rc = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (dv_context_create(NULL, &ctx) == DV_OK && dv_mpi_comm_create(MPI_COMM_WORLD, 0, &c) == DV_OK &&
+  if (dv_context_create(NULL, &ctx) == DV_OK &&
+      dv_mpi_comm_create(MPI_COMM_WORLD, 0, &c) == DV_OK &&
       dv_device_array(ctx, 1, &n, dv_dtype_get(DV_FLOAT64), NULL, 'C', NULL, &a) == DV_OK &&
       dv_array_memset(a, 0, NULL) == DV_OK &&
       dv_array_set_item(a, (int64_t[]){3}, &(double){1.5}, sizeof(double), NULL) == DV_OK &&
