@@ -612,18 +612,22 @@ int main(int argc, char **argv) {
     return 77;
   }
   MPI_Init(&argc, &argv);
+  /* staged: set by the environment (DV_MPI_STAGED=1, DV_MPI_CHUNK=40 from
+   * tests/mpi/CMakeLists.txt), which checks the options' parsing too */
   unsigned flags = 0;
-  if (!strcmp(g_mode, "staged"))
-    flags = DV_MPI_FORCE_STAGED;
-  else if (!strcmp(g_mode, "noheader"))
-    flags = DV_MPI_NO_HEADER | DV_MPI_FORCE_PACK;
+  if (!strcmp(g_mode, "noheader")) flags = DV_MPI_NO_HEADER | DV_MPI_FORCE_PACK;
   rc = dv_mpi_comm_create(MPI_COMM_WORLD, flags, &g_comm);
   if (rc) {
     fprintf(stderr, "dv_mpi_comm_create: %s\n", dv_last_error());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
+  if (!strcmp(g_mode, "staged") && !(dv_mpi_comm_flags(g_comm) & DV_MPI_FORCE_STAGED)) {
+    fprintf(stderr, "test_mpi staged: DV_MPI_STAGED=1 did not set DV_MPI_FORCE_STAGED\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   /* small chunks: the staged arrays here cross in several pipelined chunks */
-  if (strcmp(g_mode, "default") || !strcmp(g_backend, "opencl")) dv_mpi_comm_set_chunk(g_comm, 40);
+  if (!strcmp(g_mode, "noheader") || !strcmp(g_backend, "opencl"))
+    dv_mpi_comm_set_chunk(g_comm, 40);
   g_rank = dv_mpi_comm_rank(g_comm);
   g_size = dv_mpi_comm_size(g_comm);
   const struct CMUnitTest tests[] = {
