@@ -42,7 +42,7 @@ test: setup
 TSAN = TSAN_OPTIONS=halt_on_error=1 scripts/quietly build-tsan/tsan.log
 tsan: setup
 	@$(CONFIGURE) -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_TSAN=ON -DDV_WERROR=ON > /dev/null
-	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool test_host_kernels
+	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool test_host_kernels test_smart
 	@rm -f build-tsan/tsan.log
 	@$(TSAN) ./build-tsan/tests/test_threads host
 	@$(TSAN) ./build-tsan/tests/test_threads host-pool
@@ -50,14 +50,19 @@ tsan: setup
 	@$(TSAN) ./build-tsan/tests/test_streams host
 	@$(TSAN) ./build-tsan/tests/test_memory host
 	@$(TSAN) ./build-tsan/tests/test_host_kernels host
+	@$(TSAN) ./build-tsan/tests/test_smart host
 
-# libFuzzer (clang): views, slicing, reshape, ravel, split on arbitrary layouts; a short run.
+# libFuzzer (clang): views, slicing, reshape, ravel, split on arbitrary layouts, and DLPack
+# import of arbitrary tensors; short runs.
 FUZZ_RUNS ?= 200000
+FUZZ_DLPACK_RUNS ?= 300000
 fuzz: setup
 	@$(CONFIGURE) -B build-fuzz -DCMAKE_C_COMPILER=clang -DDV_FUZZ=ON -DDV_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
-	@$(BUILD) build-fuzz -j$(JOBS) --target fuzz_views
+	@$(BUILD) build-fuzz -j$(JOBS) --target fuzz_views fuzz_dlpack
 	@cd build-fuzz && ./fuzz/fuzz_views -runs=$(FUZZ_RUNS) -max_len=128 -seed=1 > fuzz.log 2>&1 || { tail -30 fuzz.log; exit 1; }
 	@echo "fuzz_views: $$(tail -1 build-fuzz/fuzz.log)"
+	@cd build-fuzz && ./fuzz/fuzz_dlpack -runs=$(FUZZ_DLPACK_RUNS) -max_len=512 -seed=1 > fuzz_dlpack.log 2>&1 || { tail -30 fuzz_dlpack.log; exit 1; }
+	@echo "fuzz_dlpack: $$(tail -1 build-fuzz/fuzz_dlpack.log)"
 
 bench: build-rel/devarray
 	./build-rel/devarray bench

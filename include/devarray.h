@@ -157,6 +157,8 @@ typedef struct dv_event dv_event;
 typedef struct dv_dtype dv_dtype;
 /** A pinned or mapped host-memory scope (dv_pinned_scope_begin, dv_mapped_scope_begin). */
 typedef struct dv_scope dv_scope;
+/** A smart array: one array kept in host and device memory, moved only when stale. */
+typedef struct dv_smart dv_smart;
 
 /** @} */
 
@@ -349,7 +351,7 @@ typedef struct dv_counter {
 } dv_counter;
 
 /** The version of dv_stats this header describes (fields are only ever appended). */
-#define DV_STATS_VERSION 2
+#define DV_STATS_VERSION 3
 /**
  * Counters of one context (dv_context_stats).  The struct grows at its end
  * from version to version: `size` tells the library how much of it the
@@ -380,6 +382,21 @@ typedef struct dv_stats {
   dv_counter staging;             /**< pinned staging pool bytes held (cached or in use) */
   /** Staging buffers reused from the pool / newly pinned. @{ */
   uint64_t staging_hits, staging_misses;
+  /** @} */
+  /* appended in version 3 */
+  /**
+   * Transfers by direction, host to device, device to host, device to
+   * device: one per copy the library makes for a caller, however many
+   * backend operations (rows, chunks, staging phases) it takes.  A dv_*
+   * copy call counts one; so does each array argument a launch copies in or
+   * out, and each update of a smart array's copy.  Host-to-host copies count
+   * in none.  A copy between two contexts counts a device-to-host on the
+   * source's context and a host-to-device on the destination's; a copy
+   * between views of one device buffer whose overlap cannot be decided goes
+   * through host memory and counts one of each; a memset of a device view
+   * that is not dense scatters a host pattern and counts one host to device.
+   * The bytes_* counters above follow the same rules. @{ */
+  uint64_t transfers_h2d, transfers_d2h, transfers_d2d;
   /** @} */
 } dv_stats;
 
@@ -1110,16 +1127,22 @@ DV_API dv_status dv_program_create(dv_context *ctx, const char *name, const char
                                    dv_program **out);
 /**
  * `#define name value` before the source (value NULL: "1").  A name must be a
- * C identifier and is defined once (DV_ERR_INVALID_ARGUMENT otherwise).
- * Defines are part of the cache key.
+ * C identifier and is defined once (DV_ERR_INVALID_ARGUMENT otherwise; also
+ * for a value with a newline).  Both strings are copied.  Defines are part of
+ * the cache key.  Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_INVALID_ARGUMENT,
+ * DV_ERR_HOST_OUT_OF_MEMORY; a failed call changes nothing.  A program is
+ * not thread-safe: one thread at a time may call the dv_program_* functions
+ * on it.
  */
 DV_API dv_status dv_program_define(dv_program *p, const char *name, const char *value);
 /**
  * Extra options for one backend's compiler ("cuda": NVRTC options, "opencl":
  * clBuildProgram options, "host": C compiler flags), appended to devarray's
  * own; they apply only when the program is built on that backend.  Replaces
- * earlier options for the same backend.  DV_ERR_INVALID_ARGUMENT for an
- * unknown backend name.
+ * earlier options for the same backend; the string is copied.  Errors:
+ * DV_ERR_NULL_ARGUMENT (p or options), DV_ERR_INVALID_ARGUMENT (unknown
+ * backend name), DV_ERR_HOST_OUT_OF_MEMORY; a failed call changes nothing.
+ * Options the compiler rejects are reported by dv_program_build.
  */
 DV_API dv_status dv_program_options(dv_program *p, const char *backend, const char *options);
 /**
@@ -1152,17 +1175,22 @@ DV_API dv_status dv_program_constant(dv_program *p, const char *name, const dv_a
  * DV_ERR_HOST_OUT_OF_MEMORY.  *out (one reference) is NULL on failure.
  */
 DV_API dv_status dv_program_build(dv_program *p, unsigned flags, dv_module **out);
-/** The compiler log of the last build ("" when none).  Owned by the program. */
+/**
+ * The compiler log of the last build ("" when none, or p NULL).  Owned by the
+ * program: valid until its next dv_program_build or dv_program_destroy.
+ */
 DV_API const char *dv_program_log(const dv_program *p);
 /** Free the program (modules built from it live on).  NULL is a no-op. */
 DV_API void dv_program_destroy(dv_program *p);
 
-/** Another reference to m; returns m. */
+/** Another reference to m; returns m (NULL stays NULL).  Thread-safe; does not block. */
 DV_API dv_module *dv_module_retain(dv_module *m);
 /**
  * Drop a reference.  The last one unloads the module through the context's
- * deferred-deallocation queue, after launches already queued have run.
- * NULL is a no-op.
+ * deferred-deallocation queue, after launches already queued have run (the
+ * flush that runs it waits for the device; this call itself does not block).
+ * NULL is a no-op.  Thread-safe; kernels of m must not be used after the
+ * caller's last reference is gone.
  */
 DV_API void dv_module_release(dv_module *m);
 /**
@@ -1178,12 +1206,21 @@ DV_API dv_status dv_module_kernel(dv_module *m, const char *name, dv_kernel **ou
  * `stream` (NULL: synchronous on the default stream): launches queued on
  * that stream before see the old contents, launches queued after see the
  * new ones.  Launches on other streams are ordered with it only through
- * events.  Errors: DV_ERR_INVALID_ARGUMENT (unknown name), DV_ERR_DTYPE_MISMATCH,
- * DV_ERR_SHAPE_MISMATCH (element count), DV_ERR_BACKEND_MISMATCH.
+ * events.  A C-contiguous src may be read when the stream gets to the write:
+ * keep its contents until then (as for any copy on a stream).  Another layout
+ * is first copied to a dense temporary and the call waits for the stream.
+ * Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_INVALID_ARGUMENT (unknown name),
+ * DV_ERR_DTYPE_MISMATCH, DV_ERR_SHAPE_MISMATCH (element count),
+ * DV_ERR_BACKEND_MISMATCH (array or stream of another context).  Thread-safe
+ * with respect to other modules; concurrent writes of one constant race as
+ * copies into one array do.
  */
 DV_API dv_status dv_module_set_constant(dv_module *m, const char *name, const dv_array *src,
                                         dv_stream *stream);
-/** Whether the module came from the compiled-module cache on disk (1) or was compiled (0). */
+/**
+ * Whether the module came from the compiled-module cache on disk (1) or was
+ * compiled (0; also for m NULL).  Thread-safe.
+ */
 DV_API int dv_module_from_cache(const dv_module *m);
 
 /** What a kernel needs and allows on its device. */
@@ -1197,9 +1234,12 @@ typedef struct dv_kernel_attrs {
   int wave_size;              /**< warp / wavefront / sub-group size; 1 when none */
 } dv_kernel_attrs;
 
-/** Fill *out with k's attributes (cleared on failure). */
+/**
+ * Fill *out with k's attributes (read when the kernel was looked up; cleared
+ * on failure).  Errors: DV_ERR_NULL_ARGUMENT.  Thread-safe; does not block.
+ */
 DV_API dv_status dv_kernel_attributes(dv_kernel *k, dv_kernel_attrs *out);
-/** The kernel's name (owned by the kernel). */
+/** The kernel's name (owned by the kernel; "" for k NULL).  Thread-safe. */
 DV_API const char *dv_kernel_name(const dv_kernel *k);
 
 /** Three extents; 0 means 1 in dv_launch_config (so {n} is a 1-D grid). */
@@ -1221,15 +1261,36 @@ typedef struct dv_launch_config {
 typedef enum dv_arg_kind {
   DV_ARG_SCALAR = 1, /**< a value of a numeric dtype (parameter `T name`) */
   DV_ARG_ARRAY = 2,  /**< an array: parameter DV_ARRAY(T, name) */
-  DV_ARG_VIEW = 3    /**< an array with shape and strides: DV_VIEW(T, name) */
+  DV_ARG_VIEW = 3,   /**< an array with shape and strides: DV_VIEW(T, name) */
+  DV_ARG_SMART = 4,  /**< a smart array (dv_arg.smart) for a DV_ARRAY(T, name) parameter */
+  DV_ARG_SMART_VIEW = 5 /**< a smart array for a DV_VIEW(T, name) parameter */
 } dv_arg_kind;
 
-/** One kernel argument.  Use the DV_ARG_* constructors. */
+/**
+ * What a kernel does with an array argument, so that a launch moves only
+ * the data it needs (host arrays, smart arrays; device, mapped and managed
+ * arrays are never copied and ignore it).  The zero value is the
+ * conservative default: copied in and out.
+ */
+typedef enum dv_arg_dir {
+  DV_DIR_DEFAULT = 0, /**< as DV_DIR_INOUT (every constructor without a direction) */
+  DV_DIR_IN = 1,      /**< the kernel only reads it: copied in, never back */
+  DV_DIR_OUT = 2,     /**< the kernel writes every element and reads none: never copied in */
+  DV_DIR_INOUT = 3    /**< read and written: copied in before and back after */
+} dv_arg_dir;
+
+/**
+ * One kernel argument.  Use the DV_ARG_* constructors.  The fields after
+ * `array` were appended with smart arrays; a constructor (or an initializer)
+ * that leaves them out gets DV_DIR_DEFAULT and no smart array.
+ */
 typedef struct dv_arg {
-  dv_arg_kind kind;     /**< scalar, array or view */
+  dv_arg_kind kind;     /**< scalar, array, view, smart array */
   dv_type_id type;      /**< scalars: the value's dtype */
   const void *value;    /**< scalars: points at the value (copied at launch) */
-  const dv_array *array; /**< arrays: device, mapped or managed memory of the kernel's context */
+  const dv_array *array; /**< arrays: memory of the kernel's context (host arrays are copied) */
+  dv_arg_dir dir;       /**< arrays and smart arrays: direction hint (0: in and out) */
+  dv_smart *smart;      /**< DV_ARG_SMART, DV_ARG_SMART_VIEW: the smart array */
 } dv_arg;
 
 /* The constructors are C compound literals: they live until the end of the
@@ -1251,6 +1312,30 @@ typedef struct dv_arg {
 #define DV_ARG_ARRAY(a) ((dv_arg){DV_ARG_ARRAY, DV_BOOL, NULL, (a)})
 /** An array for a DV_VIEW(T, name) parameter (shape and strides too; at most 8 dimensions). */
 #define DV_ARG_VIEW(a) ((dv_arg){DV_ARG_VIEW, DV_BOOL, NULL, (a)})
+/** An array the kernel only reads (a host array is copied in, not back). */
+#define DV_ARG_ARRAY_IN(a) ((dv_arg){DV_ARG_ARRAY, DV_BOOL, NULL, (a), DV_DIR_IN, NULL})
+/** An array the kernel only writes, every element (a host array is copied back, not in). */
+#define DV_ARG_ARRAY_OUT(a) ((dv_arg){DV_ARG_ARRAY, DV_BOOL, NULL, (a), DV_DIR_OUT, NULL})
+/** An array the kernel reads and writes (the default: a host array is copied in and back). */
+#define DV_ARG_ARRAY_INOUT(a) ((dv_arg){DV_ARG_ARRAY, DV_BOOL, NULL, (a), DV_DIR_INOUT, NULL})
+/** DV_ARG_VIEW, read only; see DV_ARG_ARRAY_IN. */
+#define DV_ARG_VIEW_IN(a) ((dv_arg){DV_ARG_VIEW, DV_BOOL, NULL, (a), DV_DIR_IN, NULL})
+/** DV_ARG_VIEW, written only; see DV_ARG_ARRAY_OUT. */
+#define DV_ARG_VIEW_OUT(a) ((dv_arg){DV_ARG_VIEW, DV_BOOL, NULL, (a), DV_DIR_OUT, NULL})
+/** DV_ARG_VIEW, read and written; see DV_ARG_ARRAY_INOUT. */
+#define DV_ARG_VIEW_INOUT(a) ((dv_arg){DV_ARG_VIEW, DV_BOOL, NULL, (a), DV_DIR_INOUT, NULL})
+/** A smart array for a DV_ARRAY(T, name) parameter, read and written (the default). */
+#define DV_ARG_SMART(s) ((dv_arg){DV_ARG_SMART, DV_BOOL, NULL, NULL, DV_DIR_INOUT, (s)})
+/** A smart array the kernel only reads: made current on the device, not marked changed. */
+#define DV_ARG_SMART_IN(s) ((dv_arg){DV_ARG_SMART, DV_BOOL, NULL, NULL, DV_DIR_IN, (s)})
+/** A smart array the kernel overwrites: never uploaded, marked changed on the device. */
+#define DV_ARG_SMART_OUT(s) ((dv_arg){DV_ARG_SMART, DV_BOOL, NULL, NULL, DV_DIR_OUT, (s)})
+/** A smart array for a DV_VIEW(T, name) parameter, read and written. */
+#define DV_ARG_SMART_VIEW(s) ((dv_arg){DV_ARG_SMART_VIEW, DV_BOOL, NULL, NULL, DV_DIR_INOUT, (s)})
+/** DV_ARG_SMART_VIEW, read only. */
+#define DV_ARG_SMART_VIEW_IN(s) ((dv_arg){DV_ARG_SMART_VIEW, DV_BOOL, NULL, NULL, DV_DIR_IN, (s)})
+/** DV_ARG_SMART_VIEW, overwritten. */
+#define DV_ARG_SMART_VIEW_OUT(s) ((dv_arg){DV_ARG_SMART_VIEW, DV_BOOL, NULL, NULL, DV_DIR_OUT, (s)})
 
 /**
  * Launch k over cfg->grid blocks of cfg->block threads with `nargs`
@@ -1258,12 +1343,39 @@ typedef struct dv_arg {
  * before anything is queued: a block over max_threads_per_block or a
  * per-dimension limit, an empty or oversized grid, static plus dynamic shared
  * memory over the device's limit all fail with DV_ERR_LAUNCH_CONFIG naming
- * the limit and both numbers.  Arguments: arrays must be device, mapped or
- * managed memory of k's context (DV_ERR_BACKEND_MISMATCH, DV_ERR_MISUSE for
- * host arrays); a DV_VIEW array has at most 8 dimensions; where the backend
- * can tell, the count and kinds must match the kernel's parameters
- * (DV_ERR_KERNEL_ARGUMENT).  Scalars are copied: the caller's values may
- * change as soon as this returns.
+ * the limit and both numbers.  Arguments: arrays and smart arrays must
+ * belong to k's context (DV_ERR_BACKEND_MISMATCH); a DV_VIEW array has at
+ * most 8 dimensions; where the backend can tell, the count and kinds must
+ * match the kernel's parameters (DV_ERR_KERNEL_ARGUMENT); an unknown kind or
+ * direction is DV_ERR_KERNEL_ARGUMENT.  Each argument (kind, direction,
+ * NULL, context, rank) is checked before anything is allocated, copied or
+ * queued; the match with the kernel's parameters is checked by the backend
+ * as the kernel is queued, after any copies in (they stay queued and do no
+ * harm).  Scalars are copied: the
+ * caller's values may change as soon as this returns.
+ *
+ * Host arrays (pageable, pinned or registered) are moved for the kernel, as
+ * Numba does: each is copied to a temporary device array (dense, laid out as
+ * dv_device_array_like would; a DV_VIEW parameter sees its shape and
+ * strides) on cfg->stream before the kernel, unless its direction is
+ * DV_DIR_OUT, and copied back into the host array after the kernel, unless
+ * its direction is DV_DIR_IN.  With DV_DIR_OUT the temporary starts
+ * uninitialised and all of it is copied back: the kernel must write every
+ * element.  The temporaries go back through the deferred-release path once
+ * the work is queued.  A host array given twice gets two temporaries (they
+ * do not alias), copied back in argument order.  On a stream the host
+ * array is read and written in stream order: do not touch it, and keep its
+ * memory alive, until the stream has passed the launch (as for
+ * dv_array_copy on a stream).  Mapped
+ * arrays are passed with no copy (on every backend the device addresses
+ * them), as are device and managed arrays.  Smart arrays: see
+ * dv_smart_get; the launch makes the device copy current on cfg->stream
+ * first (unless DV_DIR_OUT, which only allocates it) and marks it changed
+ * afterwards (unless DV_DIR_IN).  Each copy counts in dv_stats.transfers_*.
+ * The temporaries (and smart arrays' missing device copies) are all
+ * allocated before anything is queued, so running out of memory queues
+ * nothing; a failure after the kernel is queued (a copy back) is returned,
+ * and a synchronous launch still waits for the stream.
  *
  * Asynchronous on cfg->stream (NULL: synchronous on the default stream); the
  * launch takes part in stream order, events and callbacks like a copy, and
@@ -1274,6 +1386,146 @@ typedef struct dv_arg {
  */
 DV_API dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nargs,
                                   const dv_arg *args);
+
+/* ---- smart arrays ------------------------------------------------------- */
+
+/**
+ * @defgroup smart Smart arrays
+ *
+ * One array kept in two memory spaces, host and device, with a valid bit
+ * for each copy (Numba's SmartArray).  Data moves only when the copy asked
+ * for is stale: dv_smart_get(s, DV_WHERE_DEVICE, ...) uploads only if the
+ * host copy changed since, and a chain of launches on a smart array
+ * transfers nothing until the host asks for the result.  Writers say what
+ * they wrote with dv_smart_mark_changed; the other copy becomes stale.
+ *
+ * Both copies have the same shape and dtype; their layouts may differ (a
+ * copy the smart array allocates is dense, laid out as
+ * dv_device_array_like lays out the existing one).  Host copies the smart
+ * array allocates (dv_smart_create, a missing host copy) are pinned memory
+ * when the backend gives it, else pageable; a DV_SMART_COPY copy is the
+ * pageable array dv_array_copy_new makes.
+ *
+ * Thread safety: every function here may be called from any thread; calls
+ * on one smart array are serialised by its lock.  The data itself is not:
+ * two threads writing a copy, or one writing while a launch reads, need the
+ * caller's own ordering, as for arrays.
+ *
+ * What cannot be detected: a copy written without dv_smart_mark_changed
+ * (the write is lost at the next transfer the other way, or the other copy
+ * is used stale); a copy written through an array obtained before the last
+ * dv_smart_get of the other side, by a kernel or copy still running, or
+ * through another view of adopted memory; work the caller queued on a copy
+ * directly, on another stream, while dv_smart_get updates it.  What is detected:
+ * dv_smart_mark_changed of a copy that is stale (it was never made current,
+ * so a partial write would lose data) is DV_ERR_MISUSE; adopting arrays
+ * whose shapes or dtypes differ is DV_ERR_SHAPE_MISMATCH or
+ * DV_ERR_DTYPE_MISMATCH; a mapped or managed array (the device addresses it
+ * already) is DV_ERR_MISUSE.
+ * @{
+ */
+
+/** A memory space of a smart array. */
+typedef enum dv_where {
+  DV_WHERE_HOST = 0,  /**< host memory: the CPU reads and writes it */
+  DV_WHERE_DEVICE = 1 /**< device memory: kernels read and write it */
+} dv_where;
+
+/** Flag for dv_smart_from_array: copy the array instead of adopting it. */
+#define DV_SMART_COPY 0x1u
+
+/**
+ * A new smart array with one copy, in `where`, allocated (uninitialised)
+ * with the given layout: shape has ndim entries, strides NULL for dense
+ * `order` ('C' or 'F') or ndim byte strides, as dv_device_array and
+ * dv_host_array.  That copy is current; the other is made when first asked
+ * for.  *out gets one reference (release with dv_smart_release); NULL on
+ * failure.  Errors: those of dv_device_array / dv_pinned_array,
+ * DV_ERR_INVALID_ARGUMENT (where), DV_ERR_BACKEND_MISMATCH (stream).  A
+ * device copy is allocated for `stream` (stream-ordered managers); does not
+ * block.
+ */
+DV_API dv_status dv_smart_create(dv_context *ctx, int ndim, const int64_t *shape,
+                                 const dv_dtype *dtype, const int64_t *strides, char order,
+                                 dv_where where, dv_stream *stream, dv_smart **out);
+/**
+ * A new smart array over an existing array of any layout.  A host array
+ * (pageable, pinned or registered) becomes the host copy, a device array
+ * the device copy; that copy is current.  Without DV_SMART_COPY the array is
+ * adopted: the smart array holds a reference to it (the caller keeps its
+ * own) and uses its memory, so the caller may read and write it through the
+ * smart array's rules (dv_smart_get, then dv_smart_mark_changed).  With
+ * DV_SMART_COPY a new dense copy is made and `a` is not kept: the copy is
+ * queued on `stream` as dv_array_copy_new does (do not change `a` until the
+ * stream has passed it; NULL: synchronous).  *out gets one reference;
+ * NULL on failure.  Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_MISUSE (a mapped or
+ * managed array), DV_ERR_INVALID_ARGUMENT (unknown flags, a dead mapped
+ * view), DV_ERR_BACKEND_MISMATCH (stream), allocation failures.
+ */
+DV_API dv_status dv_smart_from_array(dv_array *a, unsigned flags, dv_stream *stream,
+                                     dv_smart **out);
+/**
+ * Adopt `a` as the copy s does not have yet (a host array for the host
+ * copy, a device array for the device copy), for instance a device buffer
+ * the program already has.  It is stale until dv_smart_get moves data into
+ * it.  Errors: DV_ERR_DTYPE_MISMATCH, DV_ERR_SHAPE_MISMATCH (shapes must be
+ * equal, size-1 dimensions included), DV_ERR_BACKEND_MISMATCH (another
+ * context), DV_ERR_MISUSE (s already has that copy; a mapped or managed
+ * array); nothing changes on failure.  Retains a; does not block.
+ */
+DV_API dv_status dv_smart_attach(dv_smart *s, dv_array *a);
+/**
+ * The copy of s in `where`, made current: if it is stale the other copy is
+ * copied into it on `stream` (allocating it first if s has none), else
+ * nothing moves.  *out is borrowed: owned by s and valid while s lives (the
+ * array object never changes; retain it to keep it longer); NULL on
+ * failure.
+ *
+ * Blocking: DV_WHERE_DEVICE does not wait: the upload is queued on `stream`
+ * (NULL: synchronous on the default stream), and work that uses the device
+ * copy must follow it in that stream's order (same stream, or an event).
+ * DV_WHERE_HOST returns when the host copy is readable: when a download was
+ * needed it is queued on `stream` after the work already queued there, and
+ * this call waits for the stream.  Streams: every transfer and launch a
+ * smart array queues on its device copy waits first for the last one it
+ * queued there, on whatever stream (an event), so launches on one stream
+ * and a get on another need no events from the caller; work the caller
+ * queued on the device copy directly (a copy into the array this returns)
+ * is ordered by the caller.  When the host copy is already current nothing
+ * is waited for.  Getting does not mark anything changed:
+ * write, then call dv_smart_mark_changed.  Errors: DV_ERR_NULL_ARGUMENT,
+ * DV_ERR_INVALID_ARGUMENT (where), DV_ERR_BACKEND_MISMATCH (stream),
+ * allocation and transfer failures (then the copy stays stale).
+ * Each transfer counts in dv_stats.transfers_*.
+ */
+DV_API dv_status dv_smart_get(dv_smart *s, dv_where where, dv_stream *stream, dv_array **out);
+/**
+ * Record that the copy in `where` was written: the other copy becomes
+ * stale and is updated only when asked for (a device-side change is not
+ * copied to the host until dv_smart_get(host)).  The copy must be current:
+ * DV_ERR_MISUSE when it is stale or absent (get it first), and nothing
+ * changes.  DV_ERR_INVALID_ARGUMENT for an unknown `where`.  Does not block.
+ */
+DV_API dv_status dv_smart_mark_changed(dv_smart *s, dv_where where);
+/** 1 when s has a current copy in `where`, 0 when it is stale or absent (or s is NULL). */
+DV_API int dv_smart_is_current(const dv_smart *s, dv_where where);
+/** The dtype of s (borrowed from s). */
+DV_API const dv_dtype *dv_smart_dtype(const dv_smart *s);
+/** Number of dimensions of s (0 for a 0-d array or NULL). */
+DV_API int dv_smart_ndim(const dv_smart *s);
+/** The shape of s (ndim entries, borrowed from s; NULL for 0-d or NULL). */
+DV_API const int64_t *dv_smart_shape(const dv_smart *s);
+/** Add a reference to s and return s (NULL: returns NULL).  Thread-safe. */
+DV_API dv_smart *dv_smart_retain(dv_smart *s);
+/**
+ * Drop a reference; the last one releases both copies (adopted arrays lose
+ * the smart array's reference only), through the deferred path as for
+ * arrays: queued work that uses them completes first.  NULL is a no-op.
+ * The context is DV_ERR_BUSY while a smart array's copies live.
+ */
+DV_API void dv_smart_release(dv_smart *s);
+
+/** @} */
 
 /**
  * Where the compiled-module cache is for contexts made with cfg (NULL: the
@@ -1291,8 +1543,8 @@ DV_API dv_status dv_kernel_cache_info(const dv_config *cfg, char *path, size_t c
  * (NULL: the environment's options).  Only the cache's own files are
  * removed.  A cache that does not exist is already clear.  Errors:
  * DV_ERR_INVALID_ARGUMENT (not a directory), DV_ERR_IO (a file could not be
- * removed; the others still are).  Safe while other processes use the cache:
- * their builds miss and rebuild.
+ * removed; the others still are).  Safe while other threads and processes
+ * use the cache: their builds miss and rebuild.  Blocks on the file system.
  */
 DV_API dv_status dv_kernel_cache_clear(const dv_config *cfg);
 
@@ -1343,6 +1595,167 @@ DV_API dv_status dv_device_array_wrap(dv_context *ctx, void *buffer, size_t offs
                                       int ndim, const int64_t *shape, const dv_dtype *dtype,
                                       const int64_t *strides, dv_release_fn release, void *user,
                                       dv_array **out);
+
+/* ---- DLPack ------------------------------------------------------------- */
+
+/**
+ * @defgroup dlpack DLPack
+ * Arrays to and from other libraries (NumPy, CuPy, PyTorch, JAX) through
+ * DLPack's `DLManagedTensor` (the unversioned structure of DLPack 0.x, as
+ * `<dlpack/dlpack.h>` declares it).  This header does not include
+ * dlpack.h: the functions take and return a pointer to the forward-declared
+ * `struct DLManagedTensor`, which callers with the header use as is and
+ * callers without it (a ctypes binding) pass around as a pointer.  A
+ * devarray built without dlpack.h (CMake says so) has both functions, and
+ * they return DV_ERR_NOT_SUPPORTED.
+ * @{ */
+
+struct DLManagedTensor;
+
+/** consumer_stream value for "do not order anything" (DLPack's stream -1): the consumer synchronizes itself. */
+#define DV_DLPACK_NO_SYNC ((void *)(intptr_t)-1)
+
+/**
+ * Export a as a new DLPack tensor (*out) that views a's memory (no copy).
+ *
+ * Device: the host simulator's device and managed arrays and every host
+ * array are `kDLCPU` (the simulator's device memory is host memory, so a CPU
+ * consumer such as NumPy reads it); on CUDA device arrays are `kDLCUDA`
+ * (device id: the context's device), managed arrays `kDLCUDAManaged`,
+ * pinned and mapped arrays `kDLCUDAHost`; on OpenCL device arrays are
+ * `kDLOpenCL` (device id 0) with `data` the cl_mem and `byte_offset` the
+ * offset of element 0 in it.  Elsewhere `data` is the address of element 0
+ * and `byte_offset` 0.  `strides` are always given (in elements; negative
+ * ones as in a); the dtype is `kDLInt`/`kDLUInt`/`kDLFloat`/`kDLComplex`
+ * with lanes 1.
+ *
+ * Ordering ("stream"): `stream` is the devarray stream whose work on a the
+ * consumer must see (NULL: the context's default stream).  With
+ * `consumer_stream` NULL the call blocks until `stream` has finished
+ * everything queued on it so far, so the tensor may then be used anywhere.
+ * With a native `consumer_stream` (a CUstream on CUDA, including DLPack's 1
+ * and 2 for the legacy and per-thread default streams), devarray records an
+ * event on `stream` and makes `consumer_stream` wait for it: work queued on
+ * consumer_stream after the call runs after that work; the call does not
+ * block.  Backends without that ability (OpenCL) block as for NULL.
+ * DV_DLPACK_NO_SYNC orders nothing and never blocks.  A `kDLCPU` tensor
+ * takes no consumer stream other than NULL or DV_DLPACK_NO_SYNC
+ * (DV_ERR_INVALID_ARGUMENT).  (For `__dlpack__(stream=None)` on CUDA a
+ * binding passes `(void *)1`, the legacy default stream, as the protocol
+ * says.)
+ *
+ * Ownership: the tensor holds a reference to a (so the memory and the
+ * context live) until the consumer calls its `deleter`, exactly once, from
+ * any thread; releasing a meanwhile is fine.  Errors (nothing is made, *out
+ * NULL): DV_ERR_NULL_ARGUMENT; DV_ERR_BAD_DTYPE (records, and bool with
+ * DLPack 0.x, which has no bool type); DV_ERR_BAD_STRIDES (a byte stride
+ * that is not a multiple of the itemsize: DLPack counts strides in
+ * elements); DV_ERR_INVALID_ARGUMENT (a device view whose mapped scope
+ * ended); DV_ERR_BACKEND_MISMATCH (stream of another context); the stream's
+ * pending error; DV_ERR_NOT_SUPPORTED (no dlpack.h at build time).
+ * Thread-safe.
+ */
+DV_API dv_status dv_array_to_dlpack(dv_array *a, dv_stream *stream, void *consumer_stream,
+                                    struct DLManagedTensor **out);
+/**
+ * Import a DLPack tensor as an array that views its memory (no copy).
+ *
+ * Where it lands: on the host simulator a `kDLCPU` tensor becomes a device
+ * array (kernels and copies use it in place); on CUDA a `kDLCUDA` or
+ * `kDLCUDAManaged` tensor of the context's device becomes a device array,
+ * and `kDLCPU`/`kDLCUDAHost` tensors host arrays; on OpenCL a `kDLOpenCL`
+ * tensor (device id 0; `data` a cl_mem of the context) becomes a device
+ * array and a `kDLCPU` tensor a host array.  The producer must have ordered
+ * its work before the call (DLPack's contract: the consumer names its
+ * stream to the producer); devarray reads nothing at import.
+ *
+ * Every field is checked, each refusal with its status: ndim outside
+ * 0..DV_MAXDIMS, a NULL shape with ndim > 0, a negative extent
+ * (DV_ERR_BAD_SHAPE); lanes other than 1, a code/bits pair with no devarray
+ * dtype (DV_ERR_BAD_DTYPE); a device type this context cannot use or
+ * another device id (DV_ERR_BACKEND_MISMATCH); NULL data with elements
+ * (DV_ERR_NULL_ARGUMENT); element 0 (data + byte_offset) not aligned to the
+ * dtype (DV_ERR_BAD_STRIDES); the element count, strides in bytes, the
+ * layout's extent or data + byte_offset + extent overflowing, byte_offset
+ * above INT64_MAX (DV_ERR_OVERFLOW); `strides` NULL means C order.  The
+ * view covers exactly the bytes its layout reaches.
+ *
+ * Ownership: on success devarray owns the tensor and calls its deleter
+ * (when not NULL) exactly once after the last array over it is released:
+ * the release joins the pending-deallocation queue (see
+ * dv_device_array_wrap), so the deleter runs at the next flush, after the
+ * device is idle, on the flushing thread.  On failure the caller still
+ * owns the tensor (the deleter is not called) and *out is NULL.  Does not
+ * block.  Thread-safe.
+ */
+DV_API dv_status dv_array_from_dlpack(dv_context *ctx, struct DLManagedTensor *tensor,
+                                      dv_array **out);
+/** @} */
+
+/* ---- IPC handles -------------------------------------------------------- */
+
+/**
+ * @defgroup ipc IPC handles
+ * A device array's memory shared with another process of the same user on
+ * the same machine (Numba's `get_ipc_handle` / `open_ipc_array`).  CUDA
+ * uses the driver's IPC (cuIpcGetMemHandle / cuIpcOpenMemHandle); a
+ * pool-allocated array exports its pool segment and its offset in it, and
+ * the opener sees only the array's bytes.  The host simulator shares its
+ * device memory through memfds, in contexts created with the option
+ * `host_ipc=on` (each allocation then holds a file descriptor).  OpenCL
+ * has no IPC: DV_ERR_NOT_SUPPORTED.
+ * @{ */
+
+/** Bytes in an IPC handle. */
+#define DV_IPC_HANDLE_SIZE 128
+/** An IPC handle: plain bytes, copyable and sendable as they are (a pipe, a file, MPI). */
+typedef struct dv_ipc_handle {
+  unsigned char bytes[DV_IPC_HANDLE_SIZE]; /**< opaque; all of them travel */
+} dv_ipc_handle;
+
+/**
+ * Describe device array a's memory in *out for dv_ipc_open in another
+ * process.  The handle is valid while a's memory lives (until the last
+ * view of a is released and its deferred free has run); the exporter must
+ * keep a alive while other processes use it, as with Numba.  Does not
+ * wait: synchronize the stream that wrote a before the other process
+ * reads.  Errors (*out zeroed): DV_ERR_NULL_ARGUMENT; DV_ERR_MISUSE (not a
+ * device array, a mapped scope's device view, or memory devarray does not
+ * own: wrapped, DLPack-imported, opened from a handle); DV_ERR_INVALID_ARGUMENT (an empty array, a device
+ * view whose mapped scope ended); DV_ERR_NOT_SUPPORTED (OpenCL; the host
+ * simulator without host_ipc=on); the driver's error.  Thread-safe.
+ */
+DV_API dv_status dv_ipc_export(const dv_array *a, dv_ipc_handle *out);
+/**
+ * Open a handle another process exported, as a device array with the
+ * given layout (strides NULL: C order), element 0 where the exported
+ * array's element 0 is; the layout must fit inside the exported array's
+ * allocation (DV_ERR_BAD_STRIDES otherwise).  The memory is mapped until
+ * the last view of *out is released (dv_ipc_close or dv_array_release;
+ * the unmap joins the deferred-deallocation queue and runs once the device
+ * is idle).  Refusals (*out NULL): DV_ERR_INVALID_ARGUMENT (not a devarray
+ * handle or another format version; a stale handle: the exporter freed
+ * the memory or exited -- the host simulator detects both, CUDA reports
+ * what the driver says); DV_ERR_BACKEND_MISMATCH (a handle from another
+ * backend); DV_ERR_MISUSE (the handle was exported by this process: use
+ * the array itself -- CUDA refuses this too); DV_ERR_NOT_SUPPORTED
+ * (OpenCL); layout errors as dv_device_array_wrap.  Does not block (it
+ * maps memory; the driver may take a while).  Thread-safe.
+ */
+DV_API dv_status dv_ipc_open(dv_context *ctx, const dv_ipc_handle *handle, int ndim,
+                             const int64_t *shape, const dv_dtype *dtype, const int64_t *strides,
+                             dv_array **out);
+/**
+ * Release the caller's reference to an array dv_ipc_open made (or a view
+ * of it) and flush the deferred deallocations, so the mapping closes now
+ * when no other view remains (later, with the last view, otherwise; inside
+ * dv_defer_cleanup_begin/end, at the first flush after the scope).
+ * DV_ERR_MISUSE (and nothing changes) for any other array; otherwise the
+ * status of the flush.  May block while the device finishes work that uses
+ * the mapping.  Thread-safe (a reference is released, as dv_array_release).
+ */
+DV_API dv_status dv_ipc_close(dv_array *a);
+/** @} */
 
 /* ---- for extensions ------------------------------------------------------ */
 

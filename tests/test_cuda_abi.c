@@ -17,6 +17,7 @@
 #define SAME_OFFSET(T1, T2, f) (offsetof(T1, f) == offsetof(T2, f))
 _Static_assert(sizeof(dv_CUDA_MEMCPY2D) == sizeof(CUDA_MEMCPY2D), "CUDA_MEMCPY2D size");
 _Static_assert(sizeof(dv_CUDA_MEMCPY3D) == sizeof(CUDA_MEMCPY3D), "CUDA_MEMCPY3D size");
+_Static_assert(sizeof(dv_CUipcMemHandle) == sizeof(CUipcMemHandle) && DV_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS == CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, "CUipcMemHandle");
 _Static_assert(sizeof(dv_CUdeviceptr) == sizeof(CUdeviceptr), "CUdeviceptr");
 _Static_assert(sizeof(dv_CUresult) == sizeof(CUresult), "CUresult");
 _Static_assert(DV_CU_MEMORYTYPE_HOST == CU_MEMORYTYPE_HOST && DV_CU_MEMORYTYPE_DEVICE == CU_MEMORYTYPE_DEVICE, "memtype");
@@ -97,6 +98,7 @@ _Static_assert(sizeof(dv_bkview) == 8 + 2 * 8 * DV_BKVIEW_MAXDIMS && offsetof(dv
 #define dv_CUjit_option CUjit_option
 #define dv_CUDA_MEMCPY2D CUDA_MEMCPY2D
 #define dv_CUDA_MEMCPY3D CUDA_MEMCPY3D
+#define dv_CUipcMemHandle CUipcMemHandle
 #define DV_CU(ret, name, params) extern ret CUDAAPI name params;
 #include "backends/cuda/cuda_symbols.def"
 #undef DV_CU
@@ -119,6 +121,7 @@ _Static_assert(sizeof(dv_bkview) == 8 + 2 * 8 * DV_BKVIEW_MAXDIMS && offsetof(dv
 #undef dv_CUjit_option
 #undef dv_CUDA_MEMCPY2D
 #undef dv_CUDA_MEMCPY3D
+#undef dv_CUipcMemHandle
 #undef dv_nvrtcResult
 #undef dv_nvrtcProgram
 

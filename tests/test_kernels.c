@@ -559,7 +559,8 @@ static void test_launch_limits(void **state) {
   c.dynamic_shared = (size_t)1 << 40;
   assert_status(dv_kernel_launch(k, &c, 1, a), DV_ERR_LAUNCH_CONFIG);
   assert_non_null(strstr(dv_last_error(), "shared memory"));
-  /* Arguments: a host array, NULL, an unknown kind, a view of 9 dimensions. */
+  /* Arguments: a host array (now copied for the kernel: test_smart), NULL, an
+   * unknown kind, a view of 9 dimensions. */
   int x = 0;
   int64_t one = 1;
   dv_array *h;
@@ -567,7 +568,7 @@ static void test_launch_limits(void **state) {
   dv_kernel *ks = kernel(m, "scale");
   dv_arg bad[] = {DV_ARG_ARRAY(h), DV_ARG_ARRAY(h), DV_ARG_F32(1), DV_ARG_I32(1)};
   c = cfg1(1, 1);
-  assert_status(dv_kernel_launch(ks, &c, 4, bad), DV_ERR_MISUSE);
+  assert_ok(dv_kernel_launch(ks, &c, 4, bad));
   bad[0] = DV_ARG_ARRAY(NULL);
   assert_status(dv_kernel_launch(ks, &c, 4, bad), DV_ERR_NULL_ARGUMENT);
   bad[0].kind = (dv_arg_kind)9;

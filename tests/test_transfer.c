@@ -731,10 +731,23 @@ static void test_same_memory_fallback(void **state) {
   same_memory_round(true);
 }
 
+/* A temporary larger than the pinned staging pool's largest buffer (2 GiB)
+ * is pageable host memory instead (issue 13, finding e): driven here by
+ * lowering that limit to 0. */
+static void test_same_memory_fallback_pageable(void **state) {
+  (void)state;
+  rnd_seed(779);
+  int64_t saved = atomic_load(&dv__via_pinned_max);
+  atomic_store(&dv__via_pinned_max, 0);
+  same_memory_round(true);
+  atomic_store(&dv__via_pinned_max, saved);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_staging_pool_reuse),
       T(test_same_memory_copies),     T(test_same_memory_fallback),
+      T(test_same_memory_fallback_pageable),
       T(test_cross_context),
       T(test_every_dtype_contiguous), T(test_random_layouts), T(test_device_slices),
       T(test_deep_device_views),      T(test_no_gap_overwrite),       T(test_broadcast_and_negative), T(test_to_device_forms),

@@ -46,10 +46,9 @@ static void dv__unregister_now(dv_alloc *a) {
 }
 
 /* Foreign memory (dv_device_array_wrap, array/foreign.c) goes back to its
- * owner through the same queue as device frees. */
-/* Runs at a flush: queued work may still read the memory, so wait for the
- * device before handing it back to its owner.  The allocation record is the
- * queue entry (as for device frees). */
+ * owner through the same queue as device frees.  Runs at a flush: queued
+ * work may still read the memory, so wait for the device before handing it
+ * back to its owner.  The allocation record is the queue entry. */
 static dv_status dv__dtor_foreign(dv_context *ctx, void *handle, void *aux) {
   (void)aux;
   dv_alloc *a = handle;
@@ -131,7 +130,7 @@ static void dv__alloc_abandon(dv_alloc *a) { dv__alloc_release(a); }
 
 dv_status dv__array_new(dv_alloc *alloc, const dv_dtype *dt, int ndim, const int64_t *shape,
                         const int64_t *strides, int64_t offset, dv_array **out) {
-  dv_array *a = dv__malloc(sizeof *a);
+  dv_array *a = dv__malloc(sizeof *a + 2 * (size_t)ndim * sizeof(int64_t));
   if (!a) {
     *out = NULL;
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate an array descriptor");
@@ -142,6 +141,8 @@ dv_status dv__array_new(dv_alloc *alloc, const dv_dtype *dt, int ndim, const int
   a->dtype = dv_dtype_retain(dt);
   a->ndim = ndim;
   a->offset = offset;
+  a->shape = a->dims_;
+  a->strides = a->dims_ + ndim;
   for (int i = 0; i < ndim; i++) a->shape[i] = shape[i], a->strides[i] = strides[i];
   atomic_fetch_add(&alloc->ctx->live_arrays, 1);
   dv__stats_add(alloc->ctx, DV_STAT_ARRAYS, 1);
@@ -285,7 +286,7 @@ static dv_status dv__check_stream(const dv_context *ctx, const dv_stream *stream
 /* A device view whose memory is gone (a mapped scope that has ended) is bad
  * input; entry points that would allocate for it check this first, so that
  * the refusal changes nothing.  Size-0 arrays have no memory to lose. */
-static dv_status dv__check_live(const dv_array *a, const char *what) {
+dv_status dv__check_live(const dv_array *a, const char *what) {
   if (!dv__is_host_side(a) && !a->alloc->buf && dv_array_size(a) > 0)
     return dv__error(DV_ERR_INVALID_ARGUMENT,
                      "the %s is a device view of host memory whose mapped scope has ended", what);
@@ -301,7 +302,9 @@ static dv_status dv__check_live(const dv_array *a, const char *what) {
  */
 static void dv__view_part(const dv_array *a, const dv_dtype *dt, int ndim, const int64_t *shape,
                           const int64_t *strides, int64_t offset, dv_view *v) {
-  memset(v, 0, sizeof *v);
+  /* Only the first ndim extents and strides are ever read: the rest of the
+   * (~540-byte) view is left unset on this per-copy path. */
+  v->base = (dv_memref){0};
   v->host = dv__is_host_side(a);
   if (v->host)
     v->base.ptr = a->alloc->host;
@@ -465,6 +468,9 @@ static dv_status dv__check_compat(const dv_array *dst, const dv_array *src) {
   if (!dv_dtype_equal(dst->dtype, src->dtype))
     return dv__error(DV_ERR_DTYPE_MISMATCH, "incompatible dtype: %s into %s", src->dtype->name,
                      dst->dtype->name);
+  if (dst->ndim == src->ndim &&
+      (!dst->ndim || !memcmp(dst->shape, src->shape, (size_t)dst->ndim * sizeof *dst->shape)))
+    return DV_OK; /* the common case: the same shape, size-1 dims and all */
   int64_t a[DV_MAXDIMS], b[DV_MAXDIMS];
   int na = dv__layout_squeeze(src->ndim, src->shape, NULL, a, NULL);
   int nb = dv__layout_squeeze(dst->ndim, dst->shape, NULL, b, NULL);
@@ -505,8 +511,8 @@ static dv_status dv__copy_across(dv_context *dctx, const dv_view *dst, dv_contex
   if (!buf) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a %lld-byte staging buffer",
                              (long long)count * (long long)src->itemsize);
   dv_view tmp = {.base = {.ptr = buf}, .host = true, .ndim = src->ndim, .itemsize = src->itemsize};
-  int64_t st = (int64_t)src->itemsize;
-  for (int i = src->ndim - 1; i >= 0; i--) tmp.shape[i] = src->shape[i], tmp.strides[i] = st, st *= src->shape[i];
+  memcpy(tmp.shape, src->shape, sizeof tmp.shape);
+  dv__layout_dense(src->ndim, src->shape, (int64_t)src->itemsize, 'C', tmp.strides); /* fits: src exists */
   dv_status rc = dv__transfer(sctx, &tmp, src, NULL);
   dv_status r2 = dv__sync_if_null(sctx, NULL);
   if (!rc) rc = r2;

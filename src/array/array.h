@@ -38,14 +38,17 @@ typedef struct dv_alloc {
   void *release_user;
 } dv_alloc;
 
+/* A descriptor is sized by its ndim (48 + 16 * ndim bytes): shape and
+ * strides point into its own tail, which dv__array_new allocates with it. */
 struct dv_array {
   _Atomic int refs;
+  int ndim;
   dv_alloc *alloc;
   const dv_dtype *dtype;
-  int ndim;
-  int64_t offset; /* byte offset of element [0,..,0] from the allocation start */
-  int64_t shape[DV_MAXDIMS];
-  int64_t strides[DV_MAXDIMS];
+  int64_t offset;   /* byte offset of element [0,..,0] from the allocation start */
+  int64_t *shape;   /* ndim extents (dims_) */
+  int64_t *strides; /* ndim byte strides (dims_ + ndim) */
+  int64_t dims_[];  /* storage of both */
 };
 
 /* Make an array descriptor over alloc (retains alloc and dtype). */
@@ -64,6 +67,11 @@ dv_status dv__check_layout(int ndim, const int64_t *shape, const dv_dtype *dtype
                            int64_t *alloc_bytes, int64_t *offset);
 /* A new allocation record of `kind` (one reference, nothing allocated). */
 dv_alloc *dv__alloc_new(dv_context *ctx, dv_memory_kind kind);
+
+/* DV_ERR_INVALID_ARGUMENT when a is a device view of host memory whose
+ * mapped scope has ended (its memory is gone); `what` names it in the
+ * message ("array", "source", ...).  Size-0 arrays are always live. */
+dv_status dv__check_live(const dv_array *a, const char *what);
 
 static inline bool dv__is_host_side(const dv_array *a) {
   return a->alloc->kind != DV_MEM_DEVICE && a->alloc->kind != DV_MEM_MANAGED;

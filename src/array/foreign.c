@@ -17,6 +17,8 @@ dv_status dv_array_native(const dv_array *a, void **buffer, size_t *offset) {
   dv_memory_kind k = a->alloc->kind;
   if (k != DV_MEM_DEVICE && k != DV_MEM_MANAGED && k != DV_MEM_MAPPED)
     return dv__error(DV_ERR_MISUSE, "dv_array_native: a host array has no device memory");
+  dv_status live = dv__check_live(a, "array");
+  if (live) return live;
   if (!a->alloc->buf) {
     /* An empty array owns no memory. */
     return DV_OK;
@@ -49,7 +51,9 @@ dv_status dv_device_array_wrap(dv_context *ctx, void *buffer, size_t offset, siz
   dv_status rc = dv__check_layout(ndim, shape, dtype, strides, 'C', st, &span, &lo_off);
   if (rc) return rc;
   int64_t al = (int64_t)dtype->alignment;
-  if (offset > (size_t)INT64_MAX || bytes > (size_t)INT64_MAX || (int64_t)offset % al != 0)
+  if (offset > (size_t)INT64_MAX || bytes > (size_t)INT64_MAX)
+    return dv__error(DV_ERR_OVERFLOW, "offset %zu or size %zu exceeds INT64_MAX", offset, bytes);
+  if ((int64_t)offset % al != 0)
     return dv__error(DV_ERR_BAD_STRIDES,
                      "element 0 at byte offset %zu is not aligned to the %s alignment %lld",
                      offset, dtype->name, (long long)al);

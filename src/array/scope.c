@@ -158,19 +158,14 @@ dv_status dv_mapped_scope_begin(dv_context *ctx, size_t n, dv_array *const *arra
       rc = dv__error(DV_ERR_NOT_SUPPORTED, "backend %s cannot map host memory", ctx->be->name);
       break;
     }
-    dv_alloc *d = dv__calloc(1, sizeof *d);
+    dv_alloc *d = dv__alloc_new(ctx, DV_MEM_DEVICE);
     if (!d) {
       rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a mapped view");
       break;
     }
-    atomic_store(&d->refs, 1);
-    d->ctx = ctx;
-    d->kind = DV_MEM_DEVICE;
     d->buf = buf;
     d->bytes = h->alloc->bytes;
     d->keep = dv_array_retain(h);
-    pthread_mutex_init(&d->reg_lock, NULL);
-    atomic_fetch_add(&ctx->live_allocs, 1);
     s->views[i] = d; /* the scope's reference */
     rc = dv__array_new(d, h->dtype, h->ndim, h->shape, h->strides, h->offset, &device_views[i]);
   }

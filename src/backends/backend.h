@@ -18,7 +18,7 @@
 
 #include "devarray.h"
 
-#define DV_BACKEND_VERSION 3 /* 2: managed_alloc, stream_builtin; 3: kernels, native handles */
+#define DV_BACKEND_VERSION 4 /* 2: managed_alloc, stream_builtin; 3: kernels, native handles; 4: interop */
 
 typedef struct dv_backend dv_backend;
 typedef struct dv_bstream dv_bstream; /* backend stream */
@@ -90,6 +90,7 @@ typedef struct dv_backend_config {
   size_t host_fiber_stack;  /* host simulator: stack bytes per simulated thread */
   int host_wave_size;       /* host simulator: threads per wave */
   const char *nvrtc_library; /* CUDA: NVRTC to load ("": search) */
+  int host_ipc;             /* host simulator: device memory in memfds (dv_ipc_export) */
 } dv_backend_config;
 
 
@@ -268,7 +269,24 @@ struct dv_backend {
    * backend checks anything. */
   dv_status (*buffer_wrap)(void *state, void *native, size_t bytes, void **buf);
   dv_status (*buffer_unwrap)(void *state, void *buf);
+
+  /* Version 4: interoperability (src/array/dlpack.c, src/array/ipc.c); every
+   * method optional (NULL: not supported). */
+  /* Make the native stream `native` (CUstream, cl_command_queue) wait for
+   * the work queued on s so far, without blocking the caller. */
+  dv_status (*stream_order_native)(void *state, dv_bstream *s, void *native);
+  /* IPC: describe device buffer buf (as mem_alloc returned it) in
+   * DV_BIPC_PAYLOAD bytes another process of the same user can open. */
+  dv_status (*ipc_export)(void *state, void *buf, unsigned char *payload);
+  /* Map a buffer another process exported: *native is what buffer_wrap
+   * takes, *bytes its size, *token what ipc_close takes.  A payload whose
+   * buffer is gone (freed, its process exited) is DV_ERR_INVALID_ARGUMENT. */
+  dv_status (*ipc_open)(void *state, const unsigned char *payload, void **native, size_t *bytes,
+                        void **token);
+  /* Unmap what ipc_open mapped; the caller guarantees nothing uses it. */
+  dv_status (*ipc_close)(void *state, void *token);
 };
+#define DV_BIPC_PAYLOAD 64 /* bytes of a backend's IPC payload (CUDA's handle is 64) */
 
 /* The registry (registry.c): every backend compiled in, host first; the
  * automatic selection tries them from the last one back. */

@@ -28,6 +28,7 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
   bc->host_fiber_stack = (size_t)opt[DV_OPT_HOST_FIBER_STACK].i;
   bc->host_wave_size = (int)opt[DV_OPT_HOST_WAVE_SIZE].i;
   bc->nvrtc_library = opt[DV_OPT_NVRTC_LIBRARY].s;
+  bc->host_ipc = (int)opt[DV_OPT_HOST_IPC].i;
   devbuf[0] = 0;
   if (strcmp(be->name, "opencl") == 0)
     snprintf(devbuf, cap, "%s", opt[DV_OPT_OPENCL_DEVICE].s);

@@ -88,6 +88,7 @@ typedef enum dv_opt_id {
   DV_OPT_HOST_FIBER_STACK,
   DV_OPT_HOST_WAVE_SIZE,
   DV_OPT_NVRTC_LIBRARY,
+  DV_OPT_HOST_IPC,
   DV_OPT_COUNT
 } dv_opt_id;
 
@@ -144,12 +145,18 @@ typedef enum dv_stat_kind {
   DV_STAT_ARRAYS, DV_STAT_STAGING, DV_STAT_KINDS
 } dv_stat_kind;
 
+/* A counter kept without a lock (it sits on every allocation's path). */
+typedef struct dv_atomic_counter {
+  _Atomic uint64_t current, peak, total;
+} dv_atomic_counter;
+
 typedef struct dv_stats_state {
-  pthread_mutex_t lock;
-  dv_counter c[DV_STAT_KINDS];
+  pthread_mutex_t lock; /* the counters below c[] */
+  dv_atomic_counter c[DV_STAT_KINDS];
   uint64_t pending_peak, flushes, oom_retries, failed_frees;
   _Atomic uint64_t copies, staged_copies, bytes_h2d, bytes_d2h, bytes_d2d;
   _Atomic uint64_t staging_hits, staging_misses;
+  _Atomic uint64_t n_h2d, n_d2h, n_d2d; /* transfers by direction (dv_stats v3) */
 } dv_stats_state;
 
 void dv__stats_init(dv_stats_state *s);

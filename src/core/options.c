@@ -85,6 +85,9 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "host simulator: threads per wave (warp) for dv_wavebarrier and dv_wave_size"},
     {"nvrtc_library", "DV_NVRTC_LIBRARY", NULL, T_STRING, "", 0, 0,
      "CUDA: NVRTC library to load (empty: libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so)"},
+    {"host_ipc", "DV_HOST_IPC", NULL, T_BOOL, "off", 0, 1,
+     "host simulator: device memory in shared memory (one memfd per allocation) so that "
+     "dv_ipc_export can share it with other processes"},
 };
 
 int dv__option_lookup(const char *name) {

@@ -13,26 +13,35 @@ void dv__stats_init(dv_stats_state *s) {
 void dv__stats_destroy(dv_stats_state *s) { pthread_mutex_destroy(&s->lock); }
 
 void dv__stats_add(dv_context *ctx, dv_stat_kind k, uint64_t n) {
-  dv_stats_state *s = &ctx->stats;
-  pthread_mutex_lock(&s->lock);
-  dv_counter *c = &s->c[k];
-  c->current += n;
-  c->total += n;
-  if (c->current > c->peak) c->peak = c->current;
-  pthread_mutex_unlock(&s->lock);
+  dv_atomic_counter *c = &ctx->stats.c[k];
+  uint64_t cur = atomic_fetch_add_explicit(&c->current, n, memory_order_relaxed) + n;
+  atomic_fetch_add_explicit(&c->total, n, memory_order_relaxed);
+  uint64_t pk = atomic_load_explicit(&c->peak, memory_order_relaxed);
+  while (cur > pk && !atomic_compare_exchange_weak_explicit(&c->peak, &pk, cur, memory_order_relaxed,
+                                                            memory_order_relaxed)) {
+  }
 }
 
 void dv__stats_sub(dv_context *ctx, dv_stat_kind k, uint64_t n) {
-  dv_stats_state *s = &ctx->stats;
-  pthread_mutex_lock(&s->lock);
-  s->c[k].current -= n;
-  pthread_mutex_unlock(&s->lock);
+  atomic_fetch_sub_explicit(&ctx->stats.c[k].current, n, memory_order_relaxed);
+}
+
+/* A counter's value; the peak is at least the current value read (they are
+ * read one after the other, without a lock). */
+static dv_counter dv__counter_get(dv_atomic_counter *c) {
+  dv_counter r;
+  r.current = atomic_load(&c->current);
+  r.total = atomic_load(&c->total);
+  r.peak = atomic_load(&c->peak);
+  if (r.peak < r.current) r.peak = r.current;
+  return r;
 }
 
 /* dv_stats only grows at its end: version 1 ended where `staging` begins.
  * A caller built against an older header passes its smaller size and gets
  * the fields its version has; one built against a newer header gets ours. */
 #define DV__STATS_V1_SIZE offsetof(dv_stats, staging)
+#define DV__STATS_V2_SIZE offsetof(dv_stats, transfers_h2d)
 
 dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
   DV_CHECK_NULL(out);
@@ -46,24 +55,26 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
                      "dv_stats.size is %u, smaller than any version of dv_stats (set it to sizeof(dv_stats))",
                      out->size);
   }
-  size_t filled = out->size >= sizeof(dv_stats) ? sizeof(dv_stats) : DV__STATS_V1_SIZE;
+  size_t filled = out->size >= sizeof(dv_stats)     ? sizeof(dv_stats)
+                  : out->size >= DV__STATS_V2_SIZE ? DV__STATS_V2_SIZE
+                                                   : DV__STATS_V1_SIZE;
   dv_stats r;
   memset(&r, 0, sizeof r);
   r.size = (uint32_t)filled;
-  r.version = filled == sizeof(dv_stats) ? DV_STATS_VERSION : 1;
+  r.version = filled == sizeof(dv_stats) ? DV_STATS_VERSION : filled == DV__STATS_V2_SIZE ? 2 : 1;
   dv_stats_state *s = &ctx->stats;
   pthread_mutex_lock(&ctx->lock);
   r.pending_deallocs = ctx->pending.count;
   r.pending_bytes = ctx->pending.bytes;
   pthread_mutex_unlock(&ctx->lock);
   pthread_mutex_lock(&s->lock);
-  r.device = s->c[DV_STAT_DEVICE];
-  r.pinned = s->c[DV_STAT_PINNED];
-  r.mapped = s->c[DV_STAT_MAPPED];
-  r.registered = s->c[DV_STAT_REGISTERED];
-  r.managed = s->c[DV_STAT_MANAGED];
-  r.arrays = s->c[DV_STAT_ARRAYS];
-  r.staging = s->c[DV_STAT_STAGING];
+  r.device = dv__counter_get(&s->c[DV_STAT_DEVICE]);
+  r.pinned = dv__counter_get(&s->c[DV_STAT_PINNED]);
+  r.mapped = dv__counter_get(&s->c[DV_STAT_MAPPED]);
+  r.registered = dv__counter_get(&s->c[DV_STAT_REGISTERED]);
+  r.managed = dv__counter_get(&s->c[DV_STAT_MANAGED]);
+  r.arrays = dv__counter_get(&s->c[DV_STAT_ARRAYS]);
+  r.staging = dv__counter_get(&s->c[DV_STAT_STAGING]);
   r.pending_peak = s->pending_peak;
   r.flushes = s->flushes;
   r.oom_retries = s->oom_retries;
@@ -76,6 +87,9 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
   r.bytes_h2d = atomic_load(&s->bytes_h2d);
   r.bytes_d2h = atomic_load(&s->bytes_d2h);
   r.bytes_d2d = atomic_load(&s->bytes_d2d);
+  r.transfers_h2d = atomic_load(&s->n_h2d);
+  r.transfers_d2h = atomic_load(&s->n_d2h);
+  r.transfers_d2d = atomic_load(&s->n_d2d);
   memcpy(out, &r, filled);
   return DV_OK;
 }
@@ -97,7 +111,8 @@ dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, size_t *
                ",\"pending_deallocs\":%llu,\"pending_bytes\":%llu,\"pending_peak\":%llu,"
                "\"flushes\":%llu,\"oom_retries\":%llu,\"failed_frees\":%llu,\"copies\":%llu,"
                "\"staged_copies\":%llu,\"bytes_h2d\":%llu,\"bytes_d2h\":%llu,\"bytes_d2d\":%llu,"
-               "\"staging\":" CF ",\"staging_hits\":%llu,\"staging_misses\":%llu}",
+               "\"staging\":" CF ",\"staging_hits\":%llu,\"staging_misses\":%llu,"
+               "\"transfers_h2d\":%llu,\"transfers_d2h\":%llu,\"transfers_d2d\":%llu}",
                st.version, ctx->backend_name, (unsigned long long)st.device.current,
                (unsigned long long)st.device.peak, (unsigned long long)st.device.total,
                (unsigned long long)st.pinned.current, (unsigned long long)st.pinned.peak,
@@ -115,7 +130,8 @@ dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, size_t *
                (unsigned long long)st.bytes_d2h, (unsigned long long)st.bytes_d2d,
                (unsigned long long)st.staging.current, (unsigned long long)st.staging.peak,
                (unsigned long long)st.staging.total, (unsigned long long)st.staging_hits,
-               (unsigned long long)st.staging_misses);
+               (unsigned long long)st.staging_misses, (unsigned long long)st.transfers_h2d,
+               (unsigned long long)st.transfers_d2h, (unsigned long long)st.transfers_d2d);
 #undef C
 #undef CF
   *needed = (size_t)n;

@@ -373,12 +373,13 @@ dv_status dv__kcache_get(dv__kcache *c, const uint8_t key[DV__KCACHE_KEY_SIZE], 
     rc = dv__error(DV__KCACHE_IO_ERROR, "kernel cache: read %s/%s: %s", c->path, name, strerror(e));
     goto done;
   }
-  uint8_t sum[DV__SHA256_SIZE];
-  dv__sha256(buf, (size_t)length, sum);
-  if (got != length)
-    bad = "truncated while read";
-  else if (memcmp(sum, h + 24, sizeof sum) != 0)
-    bad = "payload checksum does not match";
+  if (got != length) {
+    bad = "truncated while read"; /* the tail of buf was never written: hash nothing */
+  } else {
+    uint8_t sum[DV__SHA256_SIZE];
+    dv__sha256(buf, (size_t)length, sum);
+    if (memcmp(sum, h + 24, sizeof sum) != 0) bad = "payload checksum does not match";
+  }
 
 done:
   if (bad) discard(c, name, &st, bad);

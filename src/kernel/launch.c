@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernel_internal.h"
+#include "../array/smart.h"
 
 /* ---- modules ------------------------------------------------------------------- */
 
@@ -206,6 +207,79 @@ static dv_status dv__check_config(const dv_kernel *k, const dv_launch_config *cf
   return DV_OK;
 }
 
+/* Host memory a launch copies for the kernel (pageable, pinned, registered). */
+static bool dv__copied_kind(const dv_array *arr) {
+  return arr->alloc->kind == DV_MEM_HOST || arr->alloc->kind == DV_MEM_PINNED;
+}
+
+static bool dv__is_smart_kind(dv_arg_kind kind) {
+  return kind == DV_ARG_SMART || kind == DV_ARG_SMART_VIEW;
+}
+
+/* Check one argument; nothing is made or changed. */
+static dv_status dv__check_arg(const dv_kernel *k, dv_context *ctx, size_t i, const dv_arg *a) {
+  switch (a->kind) {
+    case DV_ARG_SCALAR:
+      if (!dv__kernel_ctype(a->type))
+        return dv__error(DV_ERR_KERNEL_ARGUMENT,
+                         "kernel %s, argument %zu: scalar dtype %d is not supported in kernels",
+                         k->name, i, (int)a->type);
+      if (!a->value)
+        return dv__error(DV_ERR_NULL_ARGUMENT, "kernel %s, argument %zu: scalar value is NULL",
+                         k->name, i);
+      return DV_OK;
+    case DV_ARG_ARRAY:
+    case DV_ARG_VIEW:
+    case DV_ARG_SMART:
+    case DV_ARG_SMART_VIEW:
+      break;
+    default:
+      return dv__error(DV_ERR_KERNEL_ARGUMENT, "kernel %s, argument %zu: unknown kind %d",
+                       k->name, i, (int)a->kind);
+  }
+  if ((unsigned)a->dir > (unsigned)DV_DIR_INOUT)
+    return dv__error(DV_ERR_KERNEL_ARGUMENT, "kernel %s, argument %zu: unknown direction %d",
+                     k->name, i, (int)a->dir);
+  int ndim;
+  if (dv__is_smart_kind(a->kind)) {
+    if (!a->smart)
+      return dv__error(DV_ERR_NULL_ARGUMENT, "kernel %s, argument %zu: smart array is NULL", k->name, i);
+    if (dv__smart_context(a->smart) != ctx)
+      return dv__error(DV_ERR_BACKEND_MISMATCH,
+                       "kernel %s, argument %zu: the smart array belongs to another context", k->name, i);
+    ndim = dv_smart_ndim(a->smart);
+  } else {
+    const dv_array *arr = a->array;
+    if (!arr)
+      return dv__error(DV_ERR_NULL_ARGUMENT, "kernel %s, argument %zu: array is NULL", k->name, i);
+    if (arr->alloc->ctx != ctx)
+      return dv__error(DV_ERR_BACKEND_MISMATCH,
+                       "kernel %s, argument %zu: the array belongs to another context", k->name, i);
+    if (!dv__copied_kind(arr) && !arr->alloc->buf && dv_array_size(arr) > 0)
+      return dv__error(DV_ERR_MISUSE,
+                       "kernel %s, argument %zu: the array has no device memory (a device view of "
+                       "host memory whose mapped scope has ended)", k->name, i);
+    ndim = arr->ndim;
+  }
+  if ((a->kind == DV_ARG_VIEW || a->kind == DV_ARG_SMART_VIEW) && ndim > DV_BKVIEW_MAXDIMS)
+    return dv__error(DV_ERR_KERNEL_ARGUMENT,
+                     "kernel %s, argument %zu: a DV_VIEW array has at most %d dimensions; "
+                     "this one has %d", k->name, i, DV_BKVIEW_MAXDIMS, ndim);
+  return DV_OK;
+}
+
+/* Release the temporaries of a launch (through the deferred path: queued
+ * work that uses them runs first). */
+static void dv__release_temps(dv_array **tmp, size_t n) {
+  for (size_t i = 0; i < n; i++) dv_array_release(tmp[i]), tmp[i] = NULL;
+}
+
+/* Queue the kernel itself on its stream with its lowered arguments
+ * (`use[i]` is the device-side array of argument i). */
+static dv_status dv__launch_lowered(dv_kernel *k, const dv_launch_config *cfg, const uint32_t grid[3],
+                                    const uint32_t block[3], size_t nargs, const dv_arg *args,
+                                    dv_array *const *use);
+
 dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nargs,
                            const dv_arg *args) {
   DV_CHECK_NULL(k);
@@ -221,7 +295,69 @@ dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nar
   if (nargs > DV__KMAXARGS)
     return dv__error(DV_ERR_KERNEL_ARGUMENT, "kernel %s: %zu arguments; at most %d are supported",
                      k->name, nargs, DV__KMAXARGS);
+  /* Every argument is checked before anything is allocated, copied or queued. */
+  bool moves = false;
+  for (size_t i = 0; i < nargs; i++) {
+    rc = dv__check_arg(k, ctx, i, &args[i]);
+    if (rc) return rc;
+    if (dv__is_smart_kind(args[i].kind) ||
+        ((args[i].kind == DV_ARG_ARRAY || args[i].kind == DV_ARG_VIEW) && dv__copied_kind(args[i].array)))
+      moves = true;
+  }
+  dv_array *use[DV__KMAXARGS];
+  for (size_t i = 0; i < nargs; i++) use[i] = (dv_array *)args[i].array;
+  if (!moves) return dv__launch_lowered(k, cfg, grid, block, nargs, args, use);
 
+  /* Host and smart arrays.  First every device array they need is made, so
+   * that running out of memory queues nothing; then the copies in, the
+   * kernel and the copies back go on one stream, in that order (a
+   * synchronous launch uses the default stream and waits for it at the
+   * end). */
+  dv_array *tmp[DV__KMAXARGS] = {0};
+  dv_stream *cs = cfg->stream ? cfg->stream : ctx->default_stream;
+  for (size_t i = 0; i < nargs && !rc; i++) {
+    const dv_arg *a = &args[i];
+    if (dv__is_smart_kind(a->kind))
+      rc = dv__smart_reserve(a->smart, cfg->stream);
+    else if ((a->kind == DV_ARG_ARRAY || a->kind == DV_ARG_VIEW) && dv__copied_kind(a->array))
+      rc = dv_device_array_like(a->array, cfg->stream, &tmp[i]);
+  }
+  for (size_t i = 0; i < nargs && !rc; i++) {
+    const dv_arg *a = &args[i];
+    if (dv__is_smart_kind(a->kind)) {
+      rc = dv__smart_for_launch(a->smart, cs, a->dir != DV_DIR_OUT, &use[i]);
+    } else if (tmp[i]) {
+      use[i] = tmp[i];
+      if (a->dir != DV_DIR_OUT) rc = dv_array_copy(tmp[i], a->array, cs);
+    }
+  }
+  if (!rc) {
+    dv_launch_config c2 = *cfg;
+    c2.stream = cs;
+    rc = dv__launch_lowered(k, &c2, grid, block, nargs, args, use);
+    /* The kernel is queued: its results come back, whatever fails next. */
+    for (size_t i = 0; !rc && i < nargs; i++) {
+      const dv_arg *a = &args[i];
+      if (dv__is_smart_kind(a->kind) && a->dir != DV_DIR_IN) dv__smart_device_written(a->smart);
+    }
+    dv_status back = DV_OK;
+    for (size_t i = 0; !rc && i < nargs; i++) {
+      if (!tmp[i] || args[i].dir == DV_DIR_IN) continue;
+      dv_status r2 = dv_array_copy((dv_array *)args[i].array, tmp[i], cs);
+      if (r2 && !back) back = r2;
+    }
+    if (!rc) rc = back;
+  }
+  dv__release_temps(tmp, nargs);
+  dv_status r2 = dv__sync_if_null(ctx, cfg->stream);
+  return rc ? rc : r2;
+}
+
+static dv_status dv__launch_lowered(dv_kernel *k, const dv_launch_config *cfg, const uint32_t grid[3],
+                                    const uint32_t block[3], size_t nargs, const dv_arg *args,
+                                    dv_array *const *use) {
+  dv_context *ctx = k->module->ctx;
+  dv_status rc;
   /* Lower the arguments: each array becomes up to three backend arguments. */
   dv_barg bargs[3 * DV__KMAXARGS];
   int64_t offsets[DV__KMAXARGS];
@@ -236,71 +372,39 @@ dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nar
   size_t nothers = 0;
   for (size_t i = 0; i < nargs; i++) {
     const dv_arg *a = &args[i];
-    switch (a->kind) {
-      case DV_ARG_SCALAR: {
-        const char *ct = dv__kernel_ctype(a->type);
-        if (!ct)
-          return dv__error(DV_ERR_KERNEL_ARGUMENT,
-                           "kernel %s, argument %zu: scalar dtype %d is not supported in kernels",
-                           k->name, i, (int)a->type);
-        if (!a->value)
-          return dv__error(DV_ERR_NULL_ARGUMENT, "kernel %s, argument %zu: scalar value is NULL",
-                           k->name, i);
-        bargs[nb++] = (dv_barg){DV_BARG_VALUE, a->type, NULL, a->value,
-                                dv_dtype_itemsize(dv_dtype_get(a->type))};
+    if (a->kind == DV_ARG_SCALAR) {
+      bargs[nb++] = (dv_barg){DV_BARG_VALUE, a->type, NULL, a->value,
+                              dv_dtype_itemsize(dv_dtype_get(a->type))};
+      continue;
+    }
+    const dv_array *arr = use[i];
+    void *buf = NULL;
+    switch (arr->alloc->kind) {
+      case DV_MEM_DEVICE:
+      case DV_MEM_MANAGED:
+      case DV_MEM_MAPPED:
+        buf = arr->alloc->buf;
         break;
-      }
-      case DV_ARG_ARRAY:
-      case DV_ARG_VIEW: {
-        const dv_array *arr = a->array;
-        if (!arr)
-          return dv__error(DV_ERR_NULL_ARGUMENT, "kernel %s, argument %zu: array is NULL", k->name, i);
-        if (arr->alloc->ctx != ctx)
-          return dv__error(DV_ERR_BACKEND_MISMATCH,
-                           "kernel %s, argument %zu: the array belongs to another context", k->name, i);
-        void *buf = NULL;
-        switch (arr->alloc->kind) {
-          case DV_MEM_DEVICE:
-          case DV_MEM_MANAGED:
-          case DV_MEM_MAPPED:
-            buf = arr->alloc->buf;
-            break;
-          default:
-            break;
-        }
-        int64_t size = dv_array_size(arr);
-        if (!buf && (size > 0 || arr->alloc->kind == DV_MEM_HOST || arr->alloc->kind == DV_MEM_PINNED))
-          return dv__error(DV_ERR_MISUSE,
-                           "kernel %s, argument %zu: a %s array is not device memory (use a device, "
-                           "mapped or managed array)", k->name, i,
-                           arr->alloc->kind == DV_MEM_PINNED ? "pinned host" : "host");
-        offsets[i] = (int64_t)arr->alloc->buf_offset + arr->offset;
-        /* Memory a stream-ordered manager gave to another stream (the
-         * default stream when alloc->stream is NULL). */
-        if (ordered && buf && arr->alloc->kind == DV_MEM_DEVICE && !arr->alloc->foreign) {
-          dv_bstream *own = dv__bstream(ctx, arr->alloc->stream);
-          bool seen = own == launch_bs;
-          for (size_t j = 0; j < nothers && !seen; j++) seen = others[j] == own;
-          if (!seen) others[nothers++] = own;
-        }
-        bargs[nb++] = (dv_barg){DV_BARG_BUFFER, DV_BOOL, buf, NULL, 0};
-        bargs[nb++] = (dv_barg){DV_BARG_VALUE, DV_INT64, NULL, &offsets[i], sizeof(int64_t)};
-        if (a->kind == DV_ARG_VIEW) {
-          if (arr->ndim > DV_BKVIEW_MAXDIMS)
-            return dv__error(DV_ERR_KERNEL_ARGUMENT,
-                             "kernel %s, argument %zu: a DV_VIEW array has at most %d dimensions; "
-                             "this one has %d", k->name, i, DV_BKVIEW_MAXDIMS, arr->ndim);
-          dv_bkview *v = &views[i];
-          memset(v, 0, sizeof *v);
-          v->ndim = arr->ndim;
-          for (int d = 0; d < arr->ndim; d++) v->shape[d] = arr->shape[d], v->strides[d] = arr->strides[d];
-          bargs[nb++] = (dv_barg){DV_BARG_VIEW, DV_BOOL, NULL, v, sizeof *v};
-        }
-        break;
-      }
       default:
-        return dv__error(DV_ERR_KERNEL_ARGUMENT, "kernel %s, argument %zu: unknown kind %d",
-                         k->name, i, (int)a->kind);
+        break;
+    }
+    offsets[i] = (int64_t)arr->alloc->buf_offset + arr->offset;
+    /* Memory a stream-ordered manager gave to another stream (the
+     * default stream when alloc->stream is NULL). */
+    if (ordered && buf && arr->alloc->kind == DV_MEM_DEVICE && !arr->alloc->foreign) {
+      dv_bstream *own = dv__bstream(ctx, arr->alloc->stream);
+      bool seen = own == launch_bs;
+      for (size_t j = 0; j < nothers && !seen; j++) seen = others[j] == own;
+      if (!seen) others[nothers++] = own;
+    }
+    bargs[nb++] = (dv_barg){DV_BARG_BUFFER, DV_BOOL, buf, NULL, 0};
+    bargs[nb++] = (dv_barg){DV_BARG_VALUE, DV_INT64, NULL, &offsets[i], sizeof(int64_t)};
+    if (a->kind == DV_ARG_VIEW || a->kind == DV_ARG_SMART_VIEW) {
+      dv_bkview *v = &views[i];
+      memset(v, 0, sizeof *v);
+      v->ndim = arr->ndim;
+      for (int d = 0; d < arr->ndim; d++) v->shape[d] = arr->shape[d], v->strides[d] = arr->strides[d];
+      bargs[nb++] = (dv_barg){DV_BARG_VIEW, DV_BOOL, NULL, v, sizeof *v};
     }
   }
   dv_blaunch bl;

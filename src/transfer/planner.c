@@ -26,6 +26,7 @@
  * would have made of them; when the exact test runs out of work the copy
  * goes through a dense temporary, which is right either way.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "../core/memops.h"
@@ -159,9 +160,9 @@ static bool dv__plan_rect(const dv_plan *p, dv_rect *r) {
 static void dv__count(dv_context *ctx, const dv_view *dst, const dv_view *src, uint64_t bytes) {
   atomic_fetch_add(&ctx->stats.copies, 1);
   bool sh = src->host, dh = dst->host;
-  if (sh && !dh) atomic_fetch_add(&ctx->stats.bytes_h2d, bytes);
-  else if (!sh && dh) atomic_fetch_add(&ctx->stats.bytes_d2h, bytes);
-  else if (!sh && !dh) atomic_fetch_add(&ctx->stats.bytes_d2d, bytes);
+  if (sh && !dh) atomic_fetch_add(&ctx->stats.bytes_h2d, bytes), atomic_fetch_add(&ctx->stats.n_h2d, 1);
+  else if (!sh && dh) atomic_fetch_add(&ctx->stats.bytes_d2h, bytes), atomic_fetch_add(&ctx->stats.n_d2h, 1);
+  else if (!sh && !dh) atomic_fetch_add(&ctx->stats.bytes_d2d, bytes), atomic_fetch_add(&ctx->stats.n_d2d, 1);
 }
 
 /* ---- staging ---------------------------------------------------------------- */
@@ -212,49 +213,33 @@ static void dv__staging_strides(int nd, const int64_t *n, const int64_t *dvs, in
   }
 }
 
-/* A device temporary of the planner: freed through the pending queue, so
- * that work queued on its stream is done with it first (as for arrays). */
-typedef struct dv_ptemp {
-  dv_block blk;
-  size_t bytes;
-  dv_stream *stream;
-} dv_ptemp;
-
-static dv_status dv__dtor_ptemp(dv_context *ctx, void *handle, void *aux) {
-  (void)aux;
-  dv_ptemp *t = handle;
-  dv_status rc = ctx->mm.free(ctx->mm_state, t->blk, t->bytes, t->stream);
-  dv__stats_sub(ctx, DV_STAT_DEVICE, t->bytes);
-  dv__stream_irelease(t->stream);
-  dv__free(t);
-  return rc;
-}
-
 /*
  * Pack (or unpack) a device view on the device: the backend's strided copy
  * between the view and a dense device temporary laid out as the staging
  * buffer, and one contiguous copy between the temporary and staging.
  * DV_ERR_NOT_SUPPORTED when that cannot be done (no memory for the
  * temporary, a layout the backend's kernels refuse): the caller then uses
- * rectangular copies.
+ * rectangular copies.  The temporary is an optimisation: it comes straight
+ * from the memory manager (no flush-and-retry, and the thread's error
+ * message is left as it was when there is none), and goes back to it as
+ * soon as its copies are queued: a manager's free takes the stream the
+ * block's work is queued on (dv_memory_manager.free).
  */
 static dv_status dv__device_pack(dv_context *ctx, dv_stream *stream, dv_bstream *bs,
                                  const dv_plan *p, dv_memref dev, char *stage, bool to_device) {
   int64_t count = 1;
   for (int i = 0; i < p->nd; i++) count *= p->n[i];
   size_t bytes = (size_t)count * p->isz;
-  dv_ptemp *t = dv__calloc(1, sizeof *t);
-  if (!t) return DV_ERR_NOT_SUPPORTED;
-  if (dv__device_alloc(ctx, bytes, stream, &t->blk) != DV_OK) {
+  char saved[1024];
+  snprintf(saved, sizeof saved, "%s", dv_last_error());
+  dv_block blk = {NULL, 0, NULL};
+  if (ctx->mm.alloc(ctx->mm_state, bytes, stream, &blk) != DV_OK) {
     dv__log(DV_LOG_DEBUG, "device packing: no temporary of %zu bytes (%s); copying by rows", bytes,
             dv_last_error());
-    dv__free(t);
+    dv__error(DV_OK, "%s", saved); /* the fallback succeeds or reports its own error */
     return DV_ERR_NOT_SUPPORTED;
   }
-  t->bytes = bytes;
-  if (stream && !stream->is_default) t->stream = dv__stream_iretain(stream);
-  dv__stats_add(ctx, DV_STAT_DEVICE, bytes);
-  dv_memref tmp = {.buf = t->blk.buf, .offset = t->blk.offset}, h = {.ptr = stage};
+  dv_memref tmp = {.buf = blk.buf, .offset = blk.offset}, h = {.ptr = stage};
   dv_strided c;
   memset(&c, 0, sizeof c);
   c.nd = p->nd;
@@ -275,7 +260,9 @@ static dv_status dv__device_pack(dv_context *ctx, dv_stream *stream, dv_bstream 
   if (!rc) rc = ctx->be->copy_strided(ctx->bst, bs, &c);
   if (!rc && !to_device) rc = ctx->be->copy_rect(ctx->bst, bs, &r);
   if (rc == DV_OK) atomic_fetch_add(&ctx->stats.copies, 2);
-  dv_status frc = dv__defer_free(ctx, dv__dtor_ptemp, t, NULL, bytes);
+  /* A copy that failed to queue may still have queued its first phase:
+   * the manager's free is stream-ordered either way. */
+  dv_status frc = ctx->mm.free(ctx->mm_state, blk, bytes, stream);
   if (frc) dv__log(DV_LOG_ERROR, "releasing a packing temporary: %s", dv_last_error());
   return rc;
 }
@@ -487,19 +474,40 @@ static void dv__plan_view(dv_view *v, const dv_view *base, const dv_plan *p, con
   for (int i = 0; i < p->nd; i++) v->shape[i] = p->n[i], v->strides[i] = strides[i];
 }
 
-/* src -> a dense pinned temporary -> dst, in stream order.  Used when the
+/* Dense C-order byte strides for nd extents n of isz-byte elements. */
+static void dv__dense_strides(int nd, const int64_t *n, int64_t isz, int64_t *st) {
+  int64_t s = isz;
+  for (int i = nd - 1; i >= 0; i--) st[i] = s, s *= n[i];
+}
+
+/* A pageable temporary too large for the staging pool, freed by the stream
+ * once it is past it. */
+static void dv__free_host_cb(void *user, dv_status status) {
+  (void)status;
+  dv__free(user);
+}
+
+/* src -> a dense host temporary -> dst, in stream order.  Used when the
  * overlap test could not decide: right whether or not the views share
- * bytes, as NumPy's copies through a temporary are. */
+ * bytes, as NumPy's copies through a temporary are (so it is never split
+ * into chunks: a chunk's writes could change what a later chunk reads).
+ * The temporary is a pinned staging buffer up to the staging pool's
+ * largest class (2 GiB), pageable host memory beyond it. */
+_Atomic int64_t dv__via_pinned_max = (int64_t)1 << (16 + DV_STAGING_CLASSES - 1); /* 2 GiB */
+static dv_status dv__via_pageable(dv_context *ctx, dv_bstream *bs, const dv_view *dst,
+                                  const dv_view *src, const dv_plan *p, dv_stream *stream);
 static dv_status dv__via_temporary(dv_context *ctx, dv_bstream *bs, const dv_view *dst,
                                    const dv_view *src, const dv_plan *p, dv_stream *stream) {
   int64_t count = 1, isz = (int64_t)p->isz;
   for (int i = 0; i < p->nd; i++) count *= p->n[i];
+  if (count * isz > atomic_load(&dv__via_pinned_max))
+    return dv__via_pageable(ctx, bs, dst, src, p, stream);
   dv_staging_buf *b = NULL;
   dv_status rc = dv__staging_get(ctx, (size_t)(count * isz), &b);
   if (rc) return rc;
   dv_view tmp = {.base = {.ptr = b->ptr}, .host = true, .itemsize = p->isz};
-  int64_t dense[DV_MAXDIMS], s = isz;
-  for (int i = p->nd - 1; i >= 0; i--) dense[i] = s, s *= p->n[i];
+  int64_t dense[DV_MAXDIMS];
+  dv__dense_strides(p->nd, p->n, isz, dense);
   dv_view t, sv, dv;
   dv__plan_view(&t, &tmp, p, dense, 0);
   dv__plan_view(&sv, src, p, p->ss, p->soff);
@@ -520,6 +528,30 @@ static dv_status dv__via_temporary(dv_context *ctx, dv_bstream *bs, const dv_vie
   return rc;
 }
 
+static dv_status dv__via_pageable(dv_context *ctx, dv_bstream *bs, const dv_view *dst,
+                                  const dv_view *src, const dv_plan *p, dv_stream *stream) {
+  int64_t count = 1, isz = (int64_t)p->isz;
+  for (int i = 0; i < p->nd; i++) count *= p->n[i];
+  void *buf = dv__malloc((size_t)(count * isz));
+  if (!buf)
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a %lld-byte temporary for a copy",
+                     (long long)(count * isz));
+  dv_view tmp = {.base = {.ptr = buf}, .host = true, .itemsize = p->isz};
+  int64_t dense[DV_MAXDIMS];
+  dv__dense_strides(p->nd, p->n, isz, dense);
+  dv_view t, sv, dv;
+  dv__plan_view(&t, &tmp, p, dense, 0);
+  dv__plan_view(&sv, src, p, p->ss, p->soff);
+  dv__plan_view(&dv, dst, p, p->ds, p->doff);
+  dv_status rc = dv__transfer(ctx, &t, &sv, stream);
+  if (!rc) rc = dv__transfer(ctx, &dv, &t, stream);
+  if (!rc) rc = ctx->be->stream_callback(ctx->bst, bs, dv__free_host_cb, buf);
+  if (!rc) return DV_OK;
+  ctx->be->stream_sync(ctx->bst, bs);
+  dv__free(buf);
+  return rc;
+}
+
 /* A device view without a buffer has lost its memory: an error, not a crash. */
 static dv_status dv__check_live(const dv_view *v, const char *side) {
   if (!v->host && !v->base.buf)
@@ -528,7 +560,45 @@ static dv_status dv__check_live(const dv_view *v, const char *side) {
   return DV_OK;
 }
 
+/* Bytes of a view whose elements are dense in C order (size-1 dimensions
+ * ignored), or -1; 0 for size 0. */
+static int64_t dv__c_dense_bytes(const dv_view *v) {
+  int64_t s = (int64_t)v->itemsize;
+  for (int i = v->ndim - 1; i >= 0; i--) {
+    if (v->shape[i] == 0) return 0;
+    if (v->shape[i] != 1 && v->strides[i] != s) return -1;
+    s *= v->shape[i];
+  }
+  return s;
+}
+
+/* The common case without a plan: both sides dense in C order, in two
+ * different buffers (or one host side): one contiguous copy.  Returns
+ * DV_ERR_NOT_SUPPORTED when the general planner must decide. */
+static dv_status dv__transfer_dense(dv_context *ctx, const dv_view *dst, const dv_view *src,
+                                    dv_stream *stream) {
+  int64_t bytes = dv__c_dense_bytes(src);
+  if (bytes < 0 || dv__c_dense_bytes(dst) != bytes) return DV_ERR_NOT_SUPPORTED;
+  if (bytes == 0) return DV_OK;
+  if (src->host == dst->host && (src->host || src->base.buf == dst->base.buf)) return DV_ERR_NOT_SUPPORTED;
+  if (!src->host && !src->base.buf) return DV_ERR_NOT_SUPPORTED; /* the planner's message */
+  if (!dst->host && !dst->base.buf) return DV_ERR_NOT_SUPPORTED;
+  dv_rect r;
+  r.src = dv__ref(src, src->offset);
+  r.dst = dv__ref(dst, dst->offset);
+  r.width = (size_t)bytes;
+  r.height = r.depth = 1;
+  r.src_pitch = r.dst_pitch = r.width;
+  r.src_slice = r.dst_slice = 0;
+  r.flags = stream ? 0 : DV_COPY_SYNC;
+  dv_status rc = ctx->be->copy_rect(ctx->bst, dv__bstream(ctx, stream), &r);
+  if (rc == DV_OK) dv__count(ctx, dst, src, (uint64_t)bytes);
+  return rc;
+}
+
 dv_status dv__transfer(dv_context *ctx, const dv_view *dst, const dv_view *src, dv_stream *stream) {
+  dv_status frc = dv__transfer_dense(ctx, dst, src, stream);
+  if (frc != DV_ERR_NOT_SUPPORTED) return frc;
   dv_plan p;
   if (!dv__plan_build(&p, dst, src)) return DV_OK;
   dv_status lrc = dv__check_live(src, "source");
@@ -584,11 +654,6 @@ dv_status dv__transfer(dv_context *ctx, const dv_view *dst, const dv_view *src, 
   return dv__staged(ctx, stream, bs, dst, src, &p);
 }
 
-static void dv__free_pattern_cb(void *user, dv_status status) {
-  (void)status;
-  dv__free(user);
-}
-
 dv_status dv__memset(dv_context *ctx, const dv_view *a, int value, dv_stream *stream) {
   int64_t size = dv__view_size(a);
   if (size == 0) return DV_OK;
@@ -609,10 +674,10 @@ dv_status dv__memset(dv_context *ctx, const dv_view *a, int value, dv_stream *st
   if (!pat) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate %lld bytes for a memset pattern", (long long)nbytes);
   memset(pat, value, (size_t)nbytes);
   dv_view pv = {.base = {.ptr = pat}, .host = true, .ndim = a->ndim, .itemsize = a->itemsize};
-  int64_t st = isz;
-  for (int i = a->ndim - 1; i >= 0; i--) pv.shape[i] = a->shape[i], pv.strides[i] = st, st *= a->shape[i];
+  memcpy(pv.shape, a->shape, sizeof pv.shape);
+  dv__dense_strides(a->ndim, a->shape, isz, pv.strides);
   dv_status rc = dv__transfer(ctx, a, &pv, stream);
-  if (rc == DV_OK) rc = ctx->be->stream_callback(ctx->bst, bs, dv__free_pattern_cb, pat);
+  if (rc == DV_OK) rc = ctx->be->stream_callback(ctx->bst, bs, dv__free_host_cb, pat);
   if (rc) {
     ctx->be->stream_sync(ctx->bst, bs);
     dv__free(pat);

@@ -38,5 +38,9 @@ dv_overlap dv__overlap(int nd, const int64_t *n, int64_t a0, const int64_t *as, 
                        const int64_t *bs, int64_t itemsize);
 /* The search's work limit; white-box tests lower it to drive the fallback. */
 extern _Atomic int64_t dv__overlap_max_work;
+/* The largest temporary (bytes) the planner takes from the pinned staging
+ * pool when copying through one; larger ones are pageable.  White-box tests
+ * lower it to drive the pageable path. */
+extern _Atomic int64_t dv__via_pinned_max;
 
 #endif

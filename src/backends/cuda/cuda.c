@@ -530,4 +530,8 @@ const dv_backend dv__backend_cuda = {
     .native_buffer = dv__cub_native_buffer,
     .buffer_wrap = dv__cub_buffer_wrap,
     .buffer_unwrap = dv__cub_buffer_unwrap,
+    .stream_order_native = dv__cub_stream_order_native,
+    .ipc_export = dv__cub_ipc_export,
+    .ipc_open = dv__cub_ipc_open,
+    .ipc_close = dv__cub_ipc_close,
 };

@@ -133,4 +133,11 @@ typedef struct dv_CUDA_MEMCPY3D {
   size_t dstPitch, dstHeight;
   size_t WidthInBytes, Height, Depth;
 } dv_CUDA_MEMCPY3D;
+/* cuIpcGetMemHandle's handle (CU_IPC_HANDLE_SIZE bytes), passed by value to
+ * cuIpcOpenMemHandle. */
+typedef struct dv_CUipcMemHandle {
+  char reserved[64];
+} dv_CUipcMemHandle;
+#define DV_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
+
 #endif

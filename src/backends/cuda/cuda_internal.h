@@ -89,6 +89,12 @@ dv_status dv__cub_native_buffer(void *state, void *buf, void **native);
 dv_status dv__cub_buffer_wrap(void *state, void *native, size_t bytes, void **buf);
 dv_status dv__cub_buffer_unwrap(void *state, void *buf);
 dv_status dv__cub_copy_strided(void *state, dv_bstream *s, const dv_strided *c);
+/* cuda_ipc.c: interop (backend table version 4). */
+dv_status dv__cub_stream_order_native(void *state, dv_bstream *s, void *native);
+dv_status dv__cub_ipc_export(void *state, void *buf, unsigned char *payload);
+dv_status dv__cub_ipc_open(void *state, const unsigned char *payload, void **native, size_t *bytes,
+                           void **token);
+dv_status dv__cub_ipc_close(void *state, void *token);
 
 /*
  * A strided copy as the built-in copy kernels take it (src/kernel/

@@ -66,10 +66,14 @@ struct dv_bstream {
   pthread_mutex_t m;
   pthread_cond_t cv_work, cv_done;
   hb_op *head, *tail;
-  uint64_t queued, done; /* operations queued / completed */
+  /* Operations queued / completed, and the first error since the last
+   * synchronize: changed only under m, read without it by the synchronize
+   * of an idle stream (hb_stream_sync's fast path). */
+  _Atomic uint64_t queued, done;
   bool stop;
   bool inline_running;   /* a synchronous op runs on its caller's thread */
-  dv_status error;       /* first error since the last synchronize */
+  int waiters;           /* threads in hb_stream_sync (an inline op wakes only them) */
+  _Atomic dv_status error; /* first error since the last synchronize */
   char errmsg[768];      /* its detail message */
   pthread_t thread;
 };
@@ -80,6 +84,7 @@ struct hb_state {
   size_t cap, used;
   bool guard;
   bool strided;
+  bool ipc; /* option host_ipc: blocks in memfds (host_ipc.c) */
   int64_t delay_us;
   hb_block live;       /* sentinel of the live list */
   hb_block quarantine; /* sentinel; oldest first */
@@ -89,7 +94,8 @@ struct hb_state {
   /* Device-wide synchronisation: operations queued on any stream. */
   pthread_mutex_t idle_m;
   pthread_cond_t idle_cv;
-  uint64_t outstanding;
+  _Atomic uint64_t outstanding; /* changed without idle_m; idle_m only to wait and wake */
+  _Atomic int idle_waiters;     /* threads waiting for the whole device */
 };
 
 static double hb_now_ms(void) {
@@ -147,7 +153,7 @@ static void hb_quarantine_trim(hb_state *st, size_t limit) {
     hb_list_remove(b);
     st->quarantine_bytes -= b->bytes;
     if (!hb_all(b->data, b->bytes, HB_POISON_BYTE)) hb_corruption(st, b, "write after free");
-    free(b->base);
+    hb_base_free(b);
     free(b);
   }
 }
@@ -165,6 +171,7 @@ static dv_status hb_block_destroy(hb_block *b) {
     rc = dv__error(DV_ERR_CORRUPTION, "guard bytes of the %zu-byte block at %p were overwritten",
                    b->bytes, (void *)b->data);
   }
+  if (b->shared) hb_shared_revoke(b); /* handles to it no longer open */
   pthread_mutex_lock(&st->lock);
   hb_list_remove(b);
   st->used -= b->charged;
@@ -177,7 +184,7 @@ static dv_status hb_block_destroy(hb_block *b) {
   }
   pthread_mutex_unlock(&st->lock);
   if (b) {
-    free(b->base);
+    hb_base_free(b);
     free(b);
   }
   return rc;
@@ -208,7 +215,7 @@ static dv_status hb_mem_alloc(void *state, size_t bytes, void **buf) {
   hb_block *b = calloc(1, sizeof *b);
   size_t total = HB_FRONT + charged + HB_BACK;
   total = (total + 255) & ~(size_t)255;
-  unsigned char *base = b ? aligned_alloc(256, total) : NULL;
+  unsigned char *base = !b ? NULL : st->ipc ? hb_shared_alloc(b, total) : aligned_alloc(256, total);
   if (!base) {
     free(b);
     pthread_mutex_lock(&st->lock);
@@ -419,13 +426,40 @@ static void hb_execute(dv_bstream *s, hb_op *op) {
   }
 }
 
-static void hb_op_finish(hb_op *op) {
+/* Drop what a finished operation holds (its record itself stays). */
+static void hb_op_release(hb_op *op) {
   dv_status r1 = hb_block_unref(op->b1), r2 = hb_block_unref(op->b2);
   (void)r1;
   (void)r2; /* corruption is logged and counted by the block itself */
   if (op->kind == OP_RECORD || op->kind == OP_WAIT) hb_event_unref(op->u.ev.e);
   if (op->kind == OP_KERNEL) hk_launch_free(op->u.kernel);
+}
+
+static void hb_op_finish(hb_op *op) {
+  hb_op_release(op);
   dv__free(op);
+}
+
+/* A stream counter, changed under the stream's lock only: no atomic
+ * read-modify-write needed, only a release store for lock-free readers. */
+static inline void hb_bump(_Atomic uint64_t *c) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_release);
+}
+
+/* Device-wide count of queued operations: atomic, so that queuing and
+ * finishing work take no device-wide lock.  The lock is taken only when the
+ * count reaches zero, to wake device-wide synchronizes (which test the count
+ * under it, so no wake-up is lost). */
+static void hb_outstanding_add(hb_state *st) { atomic_fetch_add(&st->outstanding, 1); }
+static void hb_outstanding_done(hb_state *st) {
+  /* Both sides use sequentially consistent atomics: a waiter counts itself
+   * then reads the count, we drop the count then read the waiters, so at
+   * least one of us sees the other. */
+  if (atomic_fetch_sub(&st->outstanding, 1) == 1 && atomic_load(&st->idle_waiters)) {
+    pthread_mutex_lock(&st->idle_m);
+    pthread_cond_broadcast(&st->idle_cv);
+    pthread_mutex_unlock(&st->idle_m);
+  }
 }
 
 static void *hb_worker(void *arg) {
@@ -444,13 +478,11 @@ static void *hb_worker(void *arg) {
     pthread_mutex_lock(&s->m);
     s->head = op->next;
     if (!s->head) s->tail = NULL;
-    s->done++;
+    hb_bump(&s->done);
     pthread_cond_broadcast(&s->cv_done);
     pthread_mutex_unlock(&s->m);
     hb_op_finish(op);
-    pthread_mutex_lock(&st->idle_m);
-    if (--st->outstanding == 0) pthread_cond_broadcast(&st->idle_cv);
-    pthread_mutex_unlock(&st->idle_m);
+    hb_outstanding_done(st);
     pthread_mutex_lock(&s->m);
   }
   pthread_mutex_unlock(&s->m);
@@ -458,17 +490,31 @@ static void *hb_worker(void *arg) {
   return NULL;
 }
 
+/* An operation record sized for its kind's payload (a strided copy's
+ * record is ~840 bytes, every other kind's at most ~100): only the header
+ * is set, the caller fills the payload. */
+static size_t hb_op_size(hb_opkind kind) {
+  size_t payload;
+  switch (kind) {
+    case OP_RECT: payload = sizeof(dv_rect); break;
+    case OP_STRIDED: payload = sizeof(dv_strided); break;
+    case OP_MEMSET: payload = sizeof(((hb_op *)0)->u.set); break;
+    case OP_CALLBACK: payload = sizeof(((hb_op *)0)->u.cb); break;
+    case OP_RECORD:
+    case OP_WAIT: payload = sizeof(((hb_op *)0)->u.ev); break;
+    default: payload = sizeof(hk_job *); break;
+  }
+  return offsetof(hb_op, u) + payload;
+}
+
 static hb_op *hb_op_new(hb_opkind kind) {
-  hb_op *op = dv__calloc(1, sizeof *op);
-  if (op) op->kind = kind;
+  hb_op *op = dv__malloc(hb_op_size(kind));
+  if (op) op->kind = kind, op->next = NULL, op->b1 = op->b2 = NULL;
   return op;
 }
 
 static void hb_enqueue(dv_bstream *s, hb_op *op) {
-  hb_state *st = s->st;
-  pthread_mutex_lock(&st->idle_m);
-  st->outstanding++;
-  pthread_mutex_unlock(&st->idle_m);
+  hb_outstanding_add(s->st);
   pthread_mutex_lock(&s->m);
   op->next = NULL;
   if (s->tail)
@@ -476,7 +522,7 @@ static void hb_enqueue(dv_bstream *s, hb_op *op) {
   else
     s->head = op;
   s->tail = op;
-  s->queued++;
+  hb_bump(&s->queued);
   pthread_cond_signal(&s->cv_work);
   pthread_mutex_unlock(&s->m);
 }
@@ -520,13 +566,24 @@ static dv_status hb_stream_sync(void *state, dv_bstream *s) {
   hb_state *st = state;
   if (!s) {
     pthread_mutex_lock(&st->idle_m);
-    while (st->outstanding) pthread_cond_wait(&st->idle_cv, &st->idle_m);
+    atomic_fetch_add(&st->idle_waiters, 1);
+    while (atomic_load(&st->outstanding)) pthread_cond_wait(&st->idle_cv, &st->idle_m);
+    atomic_fetch_sub(&st->idle_waiters, 1);
     pthread_mutex_unlock(&st->idle_m);
     return DV_OK;
   }
+  /* An idle stream without an error (the usual state after a synchronous
+   * copy ran on the caller's thread) needs no lock: every operation queued
+   * before this call has completed when done has caught up with queued. */
+  uint64_t q = atomic_load_explicit(&s->queued, memory_order_acquire);
+  if (atomic_load_explicit(&s->done, memory_order_acquire) >= q &&
+      atomic_load_explicit(&s->error, memory_order_acquire) == DV_OK)
+    return DV_OK;
   pthread_mutex_lock(&s->m);
   uint64_t target = s->queued;
+  s->waiters++;
   while (s->done < target) pthread_cond_wait(&s->cv_done, &s->m);
+  s->waiters--;
   dv_status err = s->error;
   s->error = DV_OK;
   char msg[sizeof s->errmsg];
@@ -594,37 +651,46 @@ static bool hb_try_inline(dv_bstream *s, hb_op *op) {
     return false;
   }
   s->inline_running = true;
-  s->queued++;
+  hb_bump(&s->queued);
   pthread_mutex_unlock(&s->m);
-  pthread_mutex_lock(&st->idle_m);
-  st->outstanding++;
-  pthread_mutex_unlock(&st->idle_m);
+  hb_outstanding_add(st);
   if (st->delay_us > 0) usleep((useconds_t)st->delay_us);
   hb_execute(s, op);
-  hb_op_finish(op);
+  hb_op_release(op);
   pthread_mutex_lock(&s->m);
   s->inline_running = false;
-  s->done++;
-  pthread_cond_broadcast(&s->cv_done);
-  pthread_cond_signal(&s->cv_work);
+  hb_bump(&s->done);
+  /* Wake the worker only when work was queued behind the inline op, and
+   * waiters only when there are any (hb_stream_sync counts them). */
+  if (s->waiters) pthread_cond_broadcast(&s->cv_done);
+  if (s->head) pthread_cond_signal(&s->cv_work);
   pthread_mutex_unlock(&s->m);
-  pthread_mutex_lock(&st->idle_m);
-  if (--st->outstanding == 0) pthread_cond_broadcast(&st->idle_cv);
-  pthread_mutex_unlock(&st->idle_m);
+  hb_outstanding_done(st);
   return true;
 }
 
-static dv_status hb_queue_checked(dv_bstream *s, hb_op *op, unsigned flags, dv_memref src,
+/* Check both sides of a copy described by `t` (the caller's record on its
+ * stack, payload filled), then run it inline (synchronous, idle stream: no
+ * record is allocated) or queue a heap copy of it sized for its kind. */
+static dv_status hb_queue_checked(dv_bstream *s, hb_op *t, unsigned flags, dv_memref src,
                                   int64_t slo, int64_t shi, dv_memref dst, int64_t dlo, int64_t dhi) {
-  dv_status rc = hb_check_ref(src, slo, shi, "source", &op->b1);
-  if (!rc) rc = hb_check_ref(dst, dlo, dhi, "destination", &op->b2);
+  t->next = NULL;
+  dv_status rc = hb_check_ref(src, slo, shi, "source", &t->b1);
+  if (!rc) rc = hb_check_ref(dst, dlo, dhi, "destination", &t->b2);
   if (rc) {
-    hb_block_unref(op->b1);
-    hb_block_unref(op->b2);
-    dv__free(op);
+    hb_block_unref(t->b1);
+    hb_block_unref(t->b2);
     return rc;
   }
-  if ((flags & DV_COPY_SYNC) && hb_try_inline(s, op)) return DV_OK;
+  if ((flags & DV_COPY_SYNC) && hb_try_inline(s, t)) return DV_OK;
+  size_t size = hb_op_size(t->kind);
+  hb_op *op = dv__malloc(size);
+  if (!op) {
+    hb_block_unref(t->b1);
+    hb_block_unref(t->b2);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a copy");
+  }
+  memcpy(op, t, size);
   hb_enqueue(s, op);
   return DV_OK;
 }
@@ -633,8 +699,8 @@ static dv_status hb_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
   dv_status rc = hb_fault_copy(state);
   if (rc) return rc;
   if (!r->width || !r->height || !r->depth) return DV_OK;
-  hb_op *op = hb_op_new(OP_RECT);
-  if (!op) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a copy");
+  hb_op t, *op = &t;
+  t.kind = OP_RECT;
   op->u.rect = *r;
   int64_t sh = (int64_t)((r->depth - 1) * r->src_slice + (r->height - 1) * r->src_pitch + r->width);
   int64_t dh = (int64_t)((r->depth - 1) * r->dst_slice + (r->height - 1) * r->dst_pitch + r->width);
@@ -657,8 +723,8 @@ static dv_status hb_copy_strided(void *state, dv_bstream *s, const dv_strided *c
   if (rc) return rc;
   for (int i = 0; i < c->nd; i++)
     if (c->shape[i] == 0) return DV_OK;
-  hb_op *op = hb_op_new(OP_STRIDED);
-  if (!op) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a copy");
+  hb_op t, *op = &t;
+  t.kind = OP_STRIDED;
   op->u.strided = *c;
   int64_t slo, shi, dlo, dhi;
   hb_span(c, c->src_strides, &slo, &shi);
@@ -669,8 +735,8 @@ static dv_status hb_copy_strided(void *state, dv_bstream *s, const dv_strided *c
 static dv_status hb_memset(void *state, dv_bstream *s, dv_memref dst, int value, size_t bytes) {
   (void)state;
   if (!bytes) return DV_OK;
-  hb_op *op = hb_op_new(OP_MEMSET);
-  if (!op) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a memset");
+  hb_op t, *op = &t;
+  t.kind = OP_MEMSET;
   op->u.set.dst = dst;
   op->u.set.value = value;
   op->u.set.bytes = bytes;
@@ -793,6 +859,7 @@ static dv_status hb_open(const dv_backend_config *cfg, void **state) {
   st->guard = cfg->host_guard != 0;
   st->delay_us = cfg->host_delay_us;
   st->strided = cfg->host_strided != 0;
+  st->ipc = cfg->host_ipc != 0;
   st->live.next = st->live.prev = &st->live;
   st->quarantine.next = st->quarantine.prev = &st->quarantine;
   atomic_store(&st->fault[DV_FAULT_DEVICE_ALLOC], cfg->fault_device_alloc);
@@ -820,7 +887,7 @@ static void hb_close(void *state) {
     hb_block *n = b->next;
     dv__log(DV_LOG_WARN, "host simulator: %zu-byte device block %p still allocated at close",
             b->bytes, (void *)b->data);
-    free(b->base);
+    hb_base_free(b);
     free(b);
     b = n;
   }
@@ -930,4 +997,7 @@ const dv_backend dv__backend_host = {
     .native_buffer = hk_native_buffer,
     .buffer_wrap = hk_buffer_wrap,
     .buffer_unwrap = hk_buffer_unwrap,
+    .ipc_export = hb_ipc_export,
+    .ipc_open = hb_ipc_open,
+    .ipc_close = hb_ipc_close,
 };

@@ -39,7 +39,24 @@ typedef struct hb_block {
   struct hb_block *prev, *next; /* live list / quarantine list */
   hb_state *st;
   _Atomic int kernel_users; /* running kernels that use it (ASan: guards poisoned meanwhile) */
+  struct hb_shared *shared; /* option host_ipc: the memfd behind base (host_ipc.c), else NULL */
 } hb_block;
+
+/* ---- host_ipc.c, for host.c: device memory other processes can map ----
+ * With option host_ipc each block lives in its own memfd mapping (base),
+ * whose descriptor stays open until the block is destroyed; an IPC handle
+ * names it as /proc/<pid>/fd/<fd> with its inode, so a handle whose block
+ * is gone (or whose process exited) no longer opens. */
+/* Map `total` bytes of a new memfd for b (sets b->shared); NULL on failure. */
+unsigned char *hb_shared_alloc(hb_block *b, size_t total);
+/* The block is freed: close its descriptor (handles to it are stale now). */
+void hb_shared_revoke(hb_block *b);
+/* Release b->base: free() or, for a shared block, munmap. */
+void hb_base_free(hb_block *b);
+dv_status hb_ipc_export(void *state, void *buf, unsigned char *payload);
+dv_status hb_ipc_open(void *state, const unsigned char *payload, void **native, size_t *bytes,
+                      void **token);
+dv_status hb_ipc_close(void *state, void *token);
 
 /* ---- host.c, for host_kernel.c ----
  * host.c calls host_kernel.c; host_kernel.c reaches host.c's blocks and

@@ -1,0 +1,121 @@
+/* White-box tests of the host gather/scatter kernels (src/core/memops.c):
+ * the cache-blocked transpose and the inline short-row loops against a
+ * plain element-by-element reference, for every element size the kernels
+ * specialise and the shapes around their tile and width boundaries. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/memops.h"
+
+/* The reference: one element at a time, odometer over nd dimensions. */
+static void ref_copy(char *d, const int64_t *ds, const char *s, const int64_t *ss, const int64_t *n,
+                     int nd, size_t isz) {
+  int64_t idx[8] = {0};
+  for (int i = 0; i < nd; i++)
+    if (n[i] == 0) return;
+  for (;;) {
+    int64_t so = 0, dof = 0;
+    for (int i = 0; i < nd; i++) so += idx[i] * ss[i], dof += idx[i] * ds[i];
+    memcpy(d + dof, s + so, isz);
+    int k = nd - 1;
+    for (; k >= 0; k--) {
+      if (++idx[k] < n[k]) break;
+      idx[k] = 0;
+    }
+    if (k < 0) return;
+  }
+}
+
+static void fill(unsigned char *p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i * 131u + seed * 7u + (i >> 8));
+}
+
+/* Copy src (strides ss) into dst (strides ds) with both the kernel and the
+ * reference, on buffers of span bytes with element 0 at offset off; every
+ * byte of the destination buffers must agree (bytes between elements are
+ * left alone by both). */
+static void check_copy(const int64_t *n, int nd, const int64_t *ss, const int64_t *ds, size_t isz,
+                       size_t span, size_t soff, size_t doff) {
+  unsigned char *s = malloc(span), *d1 = malloc(span), *d2 = malloc(span);
+  assert_non_null(s), assert_non_null(d1), assert_non_null(d2);
+  fill(s, span, 1);
+  fill(d1, span, 2);
+  memcpy(d2, d1, span);
+  dv__strided_copy(d1 + doff, ds, s + soff, ss, n, nd, isz);
+  ref_copy((char *)d2 + doff, ds, (const char *)s + soff, ss, n, nd, isz);
+  assert_memory_equal(d1, d2, span);
+  free(s), free(d1), free(d2);
+}
+
+static void test_transpose_every_itemsize(void **state) {
+  (void)state;
+  size_t sizes[] = {1, 2, 4, 8, 16};
+  int64_t dims[][2] = {{16, 16}, {17, 33}, {64, 64}, {100, 37}, {31, 130}};
+  for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+    for (size_t j = 0; j < sizeof dims / sizeof *dims; j++) {
+      int64_t isz = (int64_t)sizes[k], r = dims[j][0], c = dims[j][1];
+      int64_t n[2] = {r, c};
+      int64_t dense[2] = {c * isz, isz}, tr[2] = {isz, r * isz}; /* C order; a.T of (c, r) */
+      size_t span = (size_t)(r * c * isz);
+      check_copy(n, 2, tr, dense, (size_t)isz, span, 0, 0); /* gather a transpose */
+      check_copy(n, 2, dense, tr, (size_t)isz, span, 0, 0); /* scatter into one */
+    }
+}
+
+static void test_transpose_outer_dims_and_negative_strides(void **state) {
+  (void)state;
+  /* 3 stacked 40x24 float32 transposes. */
+  int64_t n[3] = {3, 40, 24}, isz = 4;
+  int64_t dense[3] = {40 * 24 * isz, 24 * isz, isz};
+  int64_t tr[3] = {40 * 24 * isz, isz, 40 * isz};
+  size_t span = (size_t)(3 * 40 * 24 * isz);
+  check_copy(n, 3, tr, dense, 4, span, 0, 0);
+  /* The transposed side read backwards along both dimensions. */
+  int64_t neg[3] = {40 * 24 * isz, -isz, -40 * isz};
+  size_t last = (size_t)(39 * isz + 23 * 40 * isz);
+  check_copy(n, 3, neg, dense, 4, span, last, 0);
+  /* Strided (not dense) on the other side: every other row. */
+  int64_t n2[2] = {32, 48}, wide[2] = {2 * 48 * 8, 8}, tr2[2] = {8, 32 * 8};
+  check_copy(n2, 2, tr2, wide, 8, (size_t)(2 * 32 * 48 * 8), 0, 0);
+}
+
+static void test_short_rows_every_width(void **state) {
+  (void)state;
+  /* Rows of w bytes (elements of w bytes, or runs of w/4 float32) at a
+   * pitch of 2w + 8, for the widths with their own loops and a few without. */
+  size_t widths[] = {1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 128, 248, 256, 264, 300};
+  for (size_t k = 0; k < sizeof widths / sizeof *widths; k++) {
+    size_t w = widths[k];
+    int64_t rows = 37, pitch = (int64_t)(2 * w + 8);
+    size_t span = (size_t)(rows * pitch);
+    /* As one dimension of w-byte elements. */
+    int64_t n1[1] = {rows}, sp[1] = {pitch}, dn[1] = {(int64_t)w};
+    check_copy(n1, 1, sp, dn, w, span, 0, 0);
+    check_copy(n1, 1, dn, sp, w, span, 0, 0);
+    /* As a rectangle of rows (the host backend's rect copies). */
+    unsigned char *s = malloc(span), *d1 = malloc(span), *d2 = malloc(span);
+    assert_non_null(s), assert_non_null(d1), assert_non_null(d2);
+    fill(s, span, 3);
+    fill(d1, span, 4);
+    memcpy(d2, d1, span);
+    dv__rect_copy(d1, w, 0, s, (size_t)pitch, 0, w, (size_t)rows, 1);
+    for (int64_t i = 0; i < rows; i++) memcpy(d2 + (size_t)i * w, s + i * pitch, w);
+    assert_memory_equal(d1, d2, span);
+    free(s), free(d1), free(d2);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_transpose_every_itemsize),
+      cmocka_unit_test(test_transpose_outer_dims_and_negative_strides),
+      cmocka_unit_test(test_short_rows_every_width),
+  };
+  return cmocka_run_group_tests_name("memops", tests, NULL, NULL);
+}
