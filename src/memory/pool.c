@@ -54,6 +54,11 @@ typedef struct pool_stream {
   uint64_t fence_covers;     /* the fence's record covers seq < fence_covers */
   struct pool_stream *next;
   int id;
+  /* The per-thread default stream where the backend has one (CUDA): a
+   * stream per thread under one record, so a block freed there is never
+   * "the same stream" as its next user; its fence goes on the legacy
+   * stream, which waits for every blocking stream (issue 13 #5). */
+  bool per_thread;
 } pool_stream;
 
 typedef struct pool_segment pool_segment;
@@ -119,7 +124,8 @@ typedef struct pool {
   pool_block *bins[NBIN_FL][NBIN_SL];
   pool_segment *large;
   pthread_mutex_t streams_m;
-  pool_stream *streams, *default_ps;
+  pool_stream *streams, *default_ps, *per_thread_ps;
+  dv_stream *per_thread_ps_key; /* the context's per-thread stream record */
   int next_stream_id;
   pool_atomic_counter reserved;
   _Atomic uint64_t hits, misses, splits, merges, releases, segments, free_cached;
@@ -170,6 +176,7 @@ static pool_stream *ps_new(pool *p, dv_stream *s) {
 
 /* The record of stream s (created once, then found without a lock). */
 static pool_stream *ps_of(pool *p, dv_stream *s) {
+  if (s && s == p->per_thread_ps_key && p->per_thread_ps) return p->per_thread_ps;
   if (!s || s->is_default) return p->default_ps;
   pool_stream *ps = atomic_load(&s->pool_slot);
   if (ps) return ps;
@@ -187,10 +194,19 @@ static pool_stream *ps_of(pool *p, dv_stream *s) {
   return ps;
 }
 
+/* ps_of for the fast paths: NULL (take the slow path) when the record does
+ * not exist yet, and for the per-thread default stream, whose blocks are
+ * never reused at once. */
+static inline pool_stream *ps_fast(pool *p, dv_stream *s) {
+  if (!s) return p->default_ps;
+  if (s == p->per_thread_ps_key) return NULL;
+  return s->is_default ? p->default_ps : atomic_load(&s->pool_slot);
+}
+
 /* Can block b (free) be used on stream `to`?  Never waits. */
 static bool usable(pool *p, const pool_block *b, pool_stream *to) {
   pool_stream *from = b->ps;
-  if (from == to || !from) return true;
+  if (!from || (from == to && !from->per_thread)) return true;
   if (b->seq < atomic_load(&from->done_upto)) return true;
   dv_context *ctx = p->ctx;
   bool ok = false;
@@ -316,7 +332,7 @@ static dv_status small_alloc(pool *p, int ci, pool_stream *ps, size_t bytes, poo
   pool_block *b = c->free;
   int scanned = 0;
   for (; b && scanned < STEAL_SCAN; b = b->fnext, scanned++)
-    if (b->ps == ps || usable(p, b, ps)) break;
+    if ((b->ps == ps && !ps->per_thread) || usable(p, b, ps)) break;
   if (!b || scanned >= STEAL_SCAN) {
     b = NULL;
     dv_status rc = slab_new(p, c, ci);
@@ -603,6 +619,17 @@ static dv_status pool_init(dv_context *ctx, void *user, void **state) {
   pthread_mutex_init(&p->log_m, NULL);
   p->release_threshold = (size_t)ctx->opt[DV_OPT_POOL_RELEASE_THRESHOLD].i;
   p->default_ps = ps_new(p, NULL);
+  dv_stream *pt = ctx->per_thread_stream, *lg = ctx->legacy_stream;
+  if (p->default_ps && pt && lg && pt->bs != ctx->default_stream->bs) {
+    p->per_thread_ps = ps_new(p, NULL);
+    if (!p->per_thread_ps) { /* reported below: the default one goes too */
+      pthread_mutex_destroy(&p->default_ps->m);
+      dv__free(p->default_ps);
+      p->default_ps = NULL;
+      p->streams = NULL;
+    } else
+      p->per_thread_ps->bs = lg->bs, p->per_thread_ps->per_thread = true, p->per_thread_ps_key = pt;
+  }
   const char *log = ctx->opt[DV_OPT_POOL_LOG].s;
   if (log[0]) {
     p->log = fopen(log, "a");
@@ -688,7 +715,7 @@ static __attribute__((noinline)) dv_status pool_alloc_slow(void *state, size_t b
  * belongs to the same stream (no log).  Everything else goes the slow way. */
 static dv_status pool_alloc(void *state, size_t bytes, dv_stream *stream, dv_block *out) {
   pool *p = state;
-  pool_stream *ps = !stream || stream->is_default ? p->default_ps : atomic_load(&stream->pool_slot);
+  pool_stream *ps = ps_fast(p, stream);
   if (ps && bytes - 1 < SMALL_MAX && !p->log) {
     pool_class *c = &p->cls[p->cls_lut[(bytes - 1) / POOL_ALIGN]];
     spin_lock(&p->small_m);
@@ -754,7 +781,7 @@ static __attribute__((noinline)) dv_status pool_free_slow(void *state, dv_block 
 static dv_status pool_free(void *state, dv_block blk, size_t bytes, dv_stream *stream) {
   pool *p = state;
   pool_block *b = blk.handle;
-  pool_stream *ps = !stream || stream->is_default ? p->default_ps : atomic_load(&stream->pool_slot);
+  pool_stream *ps = ps_fast(p, stream);
   if (!b || b->free || !ps || b->seg->cls < 0 || p->slow_free)
     return pool_free_slow(state, blk, bytes, stream);
   pool_class *c = &p->cls[b->seg->cls];
