@@ -107,7 +107,46 @@ static void test_threads_share_the_default_stream(void **state) {
   assert_int_equal(b.bytes_d2h - a.bytes_d2h, (uint64_t)THREADS * ITERS * SMALL);
 }
 
+/* Copy counters are kept per thread and per context: a thread alternating
+ * between two contexts, and contexts made after others were destroyed (at
+ * the same address, possibly), count into the right context, exactly. */
+static void copies_on(dv_context *c, int k, unsigned char *buf) {
+  int64_t n = 64;
+  dv_array *h = NULL, *d = NULL;
+  assert_ok(dv_host_array_wrap(c, buf, 1, &n, dv_dtype_get(DV_UINT8), NULL, &h));
+  assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_UINT8), NULL, 'C', NULL, &d));
+  for (int i = 0; i < k; i++) assert_ok(dv_copy_to_device(d, h, NULL));
+  assert_ok(dv_copy_to_host(d, h, NULL, NULL));
+  dv_array_release(h), dv_array_release(d);
+}
+
+static void test_counts_follow_their_context(void **state) {
+  (void)state;
+  unsigned char buf[64] = {0};
+  for (int round = 0; round < 3; round++) {
+    dv_context *other = NULL;
+    assert_ok(test_context(&other, NULL));
+    dv_stats a0 = {.size = sizeof a0}, b0 = {.size = sizeof b0}, a1 = {.size = sizeof a1}, b1 = {.size = sizeof b1};
+    assert_ok(dv_context_stats(g_ctx, &a0));
+    assert_ok(dv_context_stats(other, &b0));
+    for (int i = 0; i < 5; i++) {
+      copies_on(g_ctx, 2, buf);
+      copies_on(other, 3, buf);
+    }
+    assert_ok(dv_context_stats(g_ctx, &a1));
+    assert_ok(dv_context_stats(other, &b1));
+    assert_int_equal(a1.transfers_h2d - a0.transfers_h2d, 10);
+    assert_int_equal(a1.transfers_d2h - a0.transfers_d2h, 5);
+    assert_int_equal(a1.bytes_h2d - a0.bytes_h2d, 640);
+    assert_int_equal(b1.transfers_h2d - b0.transfers_h2d, 15);
+    assert_int_equal(b1.transfers_d2h - b0.transfers_d2h, 5);
+    assert_int_equal(b1.copies - b0.copies, 20);
+    assert_ok(dv_context_destroy(other));
+  }
+}
+
 int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {T(test_sync_copy_runs_after_queued_work), T(test_threads_share_the_default_stream)};
+  const struct CMUnitTest tests[] = {T(test_sync_copy_runs_after_queued_work), T(test_threads_share_the_default_stream),
+                                     T(test_counts_follow_their_context)};
   return test_main(argc, argv, "claim", tests, sizeof tests / sizeof tests[0]);
 }

@@ -327,10 +327,12 @@ static void dv__view_of(const dv_array *a, dv_view *v) {
  * dimensions ignored), -1 otherwise, 0 when it is empty. */
 static int64_t dv__c_bytes(const dv_array *a) {
   int64_t s = (int64_t)a->dtype->itemsize;
+  const int64_t *sh = a->shape, *st = a->strides;
+  if (a->ndim == 1) return sh[0] == 0 ? 0 : sh[0] == 1 || st[0] == s ? s * sh[0] : -1;
   for (int i = a->ndim - 1; i >= 0; i--) {
-    if (a->shape[i] == 0) return 0;
-    if (a->shape[i] != 1 && a->strides[i] != s) return -1;
-    s *= a->shape[i];
+    if (sh[i] == 0) return 0;
+    if (sh[i] != 1 && st[i] != s) return -1;
+    s *= sh[i];
   }
   return s;
 }

@@ -158,10 +158,7 @@ static bool dv__plan_rect(const dv_plan *p, dv_rect *r) {
 }
 
 static void dv__count_sides(dv_context *ctx, bool dh, bool sh, uint64_t bytes) {
-  atomic_fetch_add(&ctx->stats.copies, 1);
-  if (sh && !dh) atomic_fetch_add(&ctx->stats.bytes_h2d, bytes), atomic_fetch_add(&ctx->stats.n_h2d, 1);
-  else if (!sh && dh) atomic_fetch_add(&ctx->stats.bytes_d2h, bytes), atomic_fetch_add(&ctx->stats.n_d2h, 1);
-  else if (!sh && !dh) atomic_fetch_add(&ctx->stats.bytes_d2d, bytes), atomic_fetch_add(&ctx->stats.n_d2d, 1);
+  dv__stats_copy(ctx, dh, sh, bytes);
 }
 static void dv__count(dv_context *ctx, const dv_view *dst, const dv_view *src, uint64_t bytes) {
   dv__count_sides(ctx, dst->host, src->host, bytes);
