@@ -1,0 +1,18 @@
+"""CTest driver: run_tests.py BACKEND [pytest args]: exit 77 (skipped) when the backend is
+absent, else pytest's status for python/tests on it."""
+import os
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, ".."))
+backend = sys.argv[1]
+os.environ["DV_BACKEND"] = backend
+import devarray  # noqa: E402
+
+ok, why = devarray.backend_available(backend)
+if not ok:
+    print("SKIP: python.%s: backend %s unavailable: %s" % (backend, backend, why))
+    sys.exit(77)
+import pytest  # noqa: E402
+
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", here] + sys.argv[2:]))
