@@ -102,8 +102,11 @@ def _shape_tuple(shape):
     return tuple(int(s) for s in shape)
 
 
+_I64_ARRAYS = [_I64 * n for n in range(33)]
+
+
 def _i64(seq):
-    return (_I64 * len(seq))(*seq) if seq else None
+    return _I64_ARRAYS[len(seq)](*seq) if seq else None
 
 
 # ---- host memory ----------------------------------------------------------
@@ -159,19 +162,27 @@ class _HostOwner:
 
 def _host_array(arr):
     """(C handle with one reference, numpy array it describes) for a host array."""
-    if not isinstance(arr, np.ndarray):
+    if type(arr) is not np.ndarray:
         arr = np.asarray(arr)
-    if not arr.flags.aligned or not arr.dtype.isnative:
+    flags = arr.flags
+    if not flags.aligned or not arr.dtype.isnative:
         arr = np.require(arr, arr.dtype.newbyteorder("="), ["A"])
+        flags = arr.flags
+    ai = arr.__array_interface__
     if _registry:
-        h = _registry.get(_key(arr))
+        h = _registry.get((ai["data"][0], arr.shape, arr.strides, arr.dtype))
         if h is not None:
             return lib.dv_array_retain(h), arr
     out = _P()
-    check(lib.dv_host_array_wrap(_context._handle(), arr.__array_interface__["data"][0] or None,
-                                 arr.ndim, _i64(arr.shape), _dv_dtype(arr.dtype),
-                                 _i64(arr.strides), ctypes.byref(out)), "host array")
+    shape = arr.shape
+    check(_wrap_fn(_context._handle(), ai["data"][0] or None, len(shape), _i64(shape),
+                   _dv_dtype(arr.dtype), None if flags.c_contiguous else _i64(arr.strides),
+                   _byref(out)), "host array")
     return out.value, arr
+
+
+_wrap_fn = lib.dv_host_array_wrap
+_byref = ctypes.byref
 
 
 def _alloc(fn, shape, dtype, strides, order, *extra, name=""):
@@ -837,6 +848,15 @@ def to_device(obj, stream=0, copy=True, to=None):
         lib.dv_array_release(h)
     if stream and copy:
         stream._hold(arr)
+    if arr.ndim == 1 and arr.strides[0] == arr.itemsize:  # the layout dv_to_device makes
+        self = object.__new__(DeviceNDArray)
+        self._h = out.value
+        self.dtype = arr.dtype
+        self._base = None
+        self.stream = stream
+        self.shape = arr.shape
+        self.strides = arr.strides
+        return self
     return DeviceNDArray._from_handle(out.value, arr.dtype, stream=stream)
 
 

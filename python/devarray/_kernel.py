@@ -175,7 +175,7 @@ class Kernel:
 
 
 class _Launcher:
-    __slots__ = ("k", "cfg", "stream")
+    __slots__ = ("k", "cfg", "stream", "_cfgref")
 
     def __init__(self, kernel, grid, block, stream=0, sharedmem=0):
         self.k = kernel
@@ -188,6 +188,7 @@ class _Launcher:
         cfg.dynamic_shared = int(sharedmem)
         cfg.stream = _stream_handle(stream)
         self.cfg = cfg
+        self._cfgref = ctypes.byref(cfg)
         self.stream = stream
 
     def __call__(self, *args):
@@ -198,8 +199,9 @@ class _Launcher:
         try:
             for i, a in enumerate(args):
                 _fill(cargs[i], a, keep, release)
-            check(lib.dv_kernel_launch(self.k.handle, ctypes.byref(self.cfg), n, cargs),
-                  "launch " + self.k.name)
+            st = _launch(self.k.handle, self._cfgref, n, cargs)
+            if st:
+                check(st, "launch " + self.k.name)
         finally:
             for h in release:
                 lib.dv_array_release(h)
@@ -207,9 +209,23 @@ class _Launcher:
             self.stream._hold(keep)
 
 
+_launch = lib.dv_kernel_launch
+
+
 def _fill(c, a, keep, release):
+    t = type(a)
+    if t is int:  # the common case first: a C `int`
+        if not -(1 << 31) <= a < (1 << 31):
+            raise OverflowError("kernel argument %d does not fit an int (int32): pass "
+                                "np.int64(...) for a dv_i64 parameter" % a)
+        v = ctypes.c_int32(a)
+        c.kind = ARG_SCALAR
+        c.type = 3
+        c.value = ctypes.addressof(v)
+        keep.append(v)
+        return
     view, d = False, DIR_DEFAULT
-    if isinstance(a, Arg):
+    if t is Arg:
         view, d, a = a.view, a.dir, a.obj
     if isinstance(a, DeviceNDArray):
         c.kind = ARG_VIEW if view else ARG_ARRAY
