@@ -31,7 +31,7 @@ from ._context import (Context, current_context, select_backend, select_device, 
                        Event, event, event_elapsed_time)
 from ._array import (DeviceNDArray, DeviceRecord, device_array, device_array_like, to_device,
                      pinned_array, mapped_array, managed_array, pinned, mapped, register,
-                     deregister, is_pinned, is_cuda_array, is_device_array)
+                     deregister, is_pinned, is_cuda_array, is_device_array, from_dlpack)
 from ._kernel import Module, Kernel, Arg, In, Out, InOut, View, SmartArray
 
 __version__ = _clib.dv_version().decode()

@@ -719,6 +719,35 @@ class DeviceNDArray:
                 self.strides, "data": (ptr, False), "typestr": self.dtype.str,
                 "descr": self.dtype.descr, "version": 3, "stream": None}
 
+    def __dlpack__(self, stream=None):
+        """A DLPack capsule viewing this array (no copy; dv_array_to_dlpack). On the host
+        backend the tensor is kDLCPU, so np.from_dlpack(d) reads device memory in place.
+        stream: None (the consumer uses the legacy default stream on CUDA; elsewhere the
+        call waits for this array's stream), -1 (no ordering), or a native stream handle."""
+        from . import _dlpack
+        backend = current_context().backend
+        if stream is None:
+            consumer = ctypes.c_void_p(1) if (backend == "cuda" and
+                                              self.__dlpack_device__()[0] != 1) else None
+        elif stream == -1:
+            consumer = ctypes.c_void_p(-1 & ((1 << 64) - 1))
+        else:
+            consumer = ctypes.c_void_p(int(stream))
+        return _dlpack.to_capsule(self.handle, _stream_handle(self.stream), consumer)
+
+    def __dlpack_device__(self):
+        """(device type, device id) as DLPack numbers them: host backend and host memory
+        kDLCPU (1); CUDA device kDLCUDA (2), managed kDLCUDAManaged (13), pinned/mapped
+        kDLCUDAHost (3); OpenCL device memory kDLOpenCL (4)."""
+        ctx = current_context()
+        kind = lib.dv_array_memory(self.handle)
+        if ctx.backend == "cuda":
+            return ({MEM_DEVICE: 2, MEM_MANAGED: 13, MEM_PINNED: 3, MEM_MAPPED: 3}.get(kind, 1),
+                    ctx.device_id if kind in (MEM_DEVICE, MEM_MANAGED) else 0)
+        if ctx.backend == "opencl" and kind == MEM_DEVICE:
+            return (4, 0)
+        return (1, 0)
+
     @property
     def device_ctypes_pointer(self):
         """The native buffer (CUdeviceptr, cl_mem or host pointer) plus the byte offset of
@@ -858,6 +887,16 @@ def to_device(obj, stream=0, copy=True, to=None):
         self.strides = arr.strides
         return self
     return DeviceNDArray._from_handle(out.value, arr.dtype, stream=stream)
+
+
+def from_dlpack(obj):
+    """A device array viewing a DLPack producer's memory (an object with __dlpack__, or a
+    'dltensor' capsule), no copy: on the host backend a CPU tensor (a NumPy array) becomes a
+    device array kernels use in place. Keep the producer's data unchanged while in use."""
+    from . import _dlpack
+    cap = obj.__dlpack__() if hasattr(obj, "__dlpack__") else obj
+    h = _dlpack.from_capsule(_context._handle(), cap)
+    return DeviceNDArray._from_handle(h, None)
 
 
 def is_cuda_array(obj):

@@ -200,3 +200,33 @@ def test_zero_size_and_0d(no_leak):
     assert z.shape == () and z.copy_to_host()[()] == 4.5
     with pytest.raises(TypeError):
         len(z)
+
+
+def test_dlpack(ctx, no_leak):
+    a = np.arange(24.0).reshape(4, 6)
+    d = cuda.to_device(a)
+    kind = d.__dlpack_device__()
+    if ctx.backend == "host":
+        assert kind == (1, 0)
+        for v in (d, d[:, ::2], d.T, d[::-1]):
+            h = np.from_dlpack(v)  # reads device memory in place (the simulator's)
+            np.testing.assert_array_equal(h, v.copy_to_host())
+            del h
+    elif ctx.backend == "opencl":
+        assert kind == (4, 0)
+    # import: a NumPy array becomes an array of this context over the same memory
+    e = cuda.from_dlpack(a)
+    np.testing.assert_array_equal(e.copy_to_host(), a)
+    f = cuda.from_dlpack(d)
+    np.testing.assert_array_equal(f.copy_to_host(), a)
+    cap = d.__dlpack__()
+    del cap  # never consumed: the capsule's destructor calls the deleter
+    b = cuda.to_device(np.zeros(3, np.bool_))
+    with pytest.raises(cuda.ArgumentError) as err:
+        b.__dlpack__()
+    assert err.value.name == "DV_ERR_BAD_DTYPE"
+    del d, e, f, b
+    import gc
+    gc.collect()
+    for _ in range(3):
+        ctx.deallocations.clear()
