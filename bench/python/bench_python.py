@@ -42,7 +42,39 @@ def bench_devarray(reps):
     out = np.empty_like(a)
     k = cuda.Module("DV_KERNEL(empty, int n) { (void)n; }", name="empty.dvk").get("empty")
     launch = k[1, 1]
-    return {"to_device": median_us(lambda: cuda.to_device(a), reps),
+    # The same C calls made directly through ctypes: the library's own share of each row.
+    import ctypes
+    from devarray._lib import lib, dv_arg, dv_launch_config
+    ctx = cuda.current_context().handle
+    shp = (ctypes.c_int64 * 1)(8)
+    dt = lib.dv_dtype_from_name(b"float64")
+    h, o = ctypes.c_void_p(), ctypes.c_void_p()
+    pa, po = a.ctypes.data, out.ctypes.data
+
+    def raw_to_device():
+        lib.dv_host_array_wrap(ctx, pa, 1, shp, dt, None, ctypes.byref(h))
+        lib.dv_to_device(ctx, h, None, 1, None, ctypes.byref(o))
+        lib.dv_array_release(h)
+        lib.dv_array_release(o)
+
+    def raw_copy_to_host():
+        lib.dv_host_array_wrap(ctx, po, 1, shp, dt, None, ctypes.byref(h))
+        lib.dv_copy_to_host(d.handle, h, None, None)
+        lib.dv_array_release(h)
+
+    cfg = dv_launch_config()
+    cfg.grid.x = cfg.block.x = 1
+    args = (dv_arg * 1)()
+    zero = ctypes.c_int32(0)
+    args[0].kind, args[0].type, args[0].value = 1, 3, ctypes.addressof(zero)
+
+    def raw_launch():
+        lib.dv_kernel_launch(k.handle, ctypes.byref(cfg), 1, args)
+
+    raw = {"to_device": median_us(raw_to_device, reps),
+           "copy_to_host": median_us(raw_copy_to_host, reps),
+           "launch": median_us(raw_launch, reps)}
+    return {"raw": raw, "to_device": median_us(lambda: cuda.to_device(a), reps),
             "copy_to_host": median_us(lambda: d.copy_to_host(out), reps),
             "launch": median_us(lambda: launch(0), reps),
             "backend": cuda.current_context().backend}
@@ -103,15 +135,16 @@ def main():
     res = {p: child(p, o.reps) for p in peers}
     print("per-call overhead, us (median of %d batches of %d calls); devarray backend %s"
           % (o.reps, BATCH, dv["backend"]))
-    print("%-14s %10s" % ("op", "devarray") + "".join(" %12s %7s" % (p, "ratio") for p in peers))
+    print("%-14s %10s %10s" % ("op", "devarray", "C via ctypes")
+          + "".join(" %12s %7s" % (p, "ratio") for p in peers))
     for op in ("to_device", "copy_to_host", "launch"):
-        line = "%-14s %10.2f" % (op, dv[op])
+        line = "%-14s %10.2f %10.2f" % (op, dv[op], dv["raw"][op])
         for p in peers:
             v = res[p].get(op)
             line += (" %12.2f %6.1fx" % (v, v / dv[op])) if v else " %12s %7s" % ("n/a", "")
         print(line)
         if o.json:
-            print(json.dumps({"op": op, "devarray_us": dv[op],
+            print(json.dumps({"op": op, "devarray_us": dv[op], "c_us": dv["raw"][op],
                               **{p + "_us": res[p].get(op) for p in peers}}))
     for p in peers:
         if "error" in res[p]:
