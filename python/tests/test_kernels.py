@@ -110,3 +110,72 @@ def test_smart_array(mod, no_leak):
     with pytest.raises(ValueError):
         sc.get("elsewhere")
     del sa, sb, sc, h
+
+
+VIEWK = """
+DV_KERNEL(rowsum, DV_VIEW(const double, a), DV_ARRAY(double, out)) {
+  DV_BIND(const double, a);
+  DV_BIND(double, out);
+  int i = (int)dv_global_id(0);
+  if (i < DV_SHAPE(a, 0)) {
+    double s = 0;
+    for (dv_i64 j = 0; j < DV_SHAPE(a, 1); j++) s += DV_ITEM2(a, i, j);
+    out[i] = s;
+  }
+}
+"""
+
+
+def test_view_args_and_directions(mod, no_leak):
+    k = cuda.Module(VIEWK, name="rowsum.dvk").get("rowsum")
+    a = np.arange(30.0).reshape(5, 6)
+    d = cuda.to_device(a)
+    out = np.zeros(3)
+    k[1, 8](cuda.View(d[::2, 1:]), cuda.Out(out))
+    np.testing.assert_array_equal(out, a[::2, 1:].sum(axis=1))
+    h = np.zeros(5)
+    k[1, 8](cuda.View(a), h)  # a NumPy view argument: copied in with its layout
+    np.testing.assert_array_equal(h, a.sum(axis=1))
+    with pytest.raises(ValueError):
+        cuda.Arg(a, dir="sideways")
+    del d
+
+
+def test_mapped_array_kernel_in_place(mod):
+    try:
+        m = cuda.mapped_array(16, np.float32)
+    except cuda.NotSupportedError:
+        pytest.skip("no mapped memory on this device")
+    m[:] = 1
+    mod.get("scale")[1, 16](m, np.float32(4), 16)
+    cuda.synchronize()
+    np.testing.assert_array_equal(m, 4)
+
+
+def test_cuda_array_interface_only_on_cuda(ctx):
+    d = cuda.to_device(np.zeros(3))
+    if ctx.backend != "cuda":
+        assert not hasattr(d, "__cuda_array_interface__")
+        assert not cuda.is_cuda_array(d)
+    else:  # pragma: no cover - needs a GPU
+        cai = d.__cuda_array_interface__
+        assert cai["shape"] == (3,) and cai["typestr"] == "<f8"
+    assert cuda.is_device_array(d)
+
+
+def test_constants_and_defines():
+    src = """
+    DV_KERNEL(use_const, DV_ARRAY(float, out), int n) {
+      DV_BIND(float, out);
+      int i = (int)dv_global_id(0);
+      if (i < n) out[i] = TABLE[i] * FACTOR;
+    }
+    """
+    m = cuda.Module(src, name="const.dvk", defines={"FACTOR": "2.0f"},
+                    constants={"TABLE": np.arange(8, dtype=np.float32)})
+    out = np.zeros(8, np.float32)
+    m.get("use_const")[1, 8](out, 8)
+    np.testing.assert_array_equal(out, np.arange(8) * 2)
+    m.set_constant("TABLE", np.ones(8, np.float32))
+    m.get("use_const")[1, 8](out, 8)
+    np.testing.assert_array_equal(out, 2)
