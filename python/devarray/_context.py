@@ -151,8 +151,12 @@ def select_backend(name):
     global _backend
     with _lock:
         close()
-        _backend = name
-        return current_context()
+        old, _backend = _backend, name
+        try:
+            return current_context()
+        except BaseException:
+            _backend = old  # the next context is made as before
+            raise
 
 
 def select_device(device_id):
@@ -162,8 +166,12 @@ def select_device(device_id):
         if _ctx is not None and _ctx.device_id == int(device_id):
             return _ctx
         close()
-        _device = int(device_id)
-        return current_context()
+        old, _device = _device, int(device_id)
+        try:
+            return current_context()
+        except BaseException:
+            _device = old
+            raise
 
 
 def close():
