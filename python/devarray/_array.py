@@ -19,7 +19,7 @@ MEM_DEVICE, MEM_HOST, MEM_PINNED, MEM_MAPPED, MEM_MANAGED = range(5)
 # ---- dtypes ---------------------------------------------------------------
 
 _dtype_cache = {}
-_dtype_lock = threading.Lock()
+_dtype_lock = threading.RLock()  # reentrant: record fields are converted recursively
 
 
 def _dv_dtype(dt):

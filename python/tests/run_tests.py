@@ -19,4 +19,4 @@ ok, why = devarray.backend_available(backend)
 if not ok:
     print("SKIP: python.%s: backend %s unavailable: %s" % (backend, backend, why))
     sys.exit(77)
-sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", here] + sys.argv[2:]))
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-o", "faulthandler_timeout=120", here] + sys.argv[2:]))

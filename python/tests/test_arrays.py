@@ -230,3 +230,22 @@ def test_dlpack(ctx, no_leak):
     gc.collect()
     for _ in range(3):
         ctx.deallocations.clear()
+
+
+def test_nested_records_and_dtype_roundtrip(no_leak):
+    inner = np.dtype([("a", np.int16), ("b", np.float32)])
+    dt = np.dtype([("id", np.int64), ("in", inner), ("m", np.float64, (2, 2))])
+    a = np.zeros(3, dt)
+    a["id"] = [1, 2, 3]
+    a["in"]["b"] = [0.5, 1.5, 2.5]
+    a["m"] = np.arange(12).reshape(3, 2, 2)
+    d = cuda.to_device(a)
+    assert d.dtype == dt
+    np.testing.assert_array_equal(d.copy_to_host(), a)
+    np.testing.assert_array_equal(d["in"]["b"].copy_to_host(), a["in"]["b"])
+    np.testing.assert_array_equal(d["m"].copy_to_host(), a["m"])
+    e = cuda.device_array(2, dt)
+    assert e.dtype == dt and e.strides == (dt.itemsize,)
+    np.testing.assert_array_equal(np.asarray(cuda.to_device(np.arange(3)), np.float32),
+                                  np.arange(3, dtype=np.float32))
+    del d, e

@@ -179,3 +179,29 @@ def test_constants_and_defines():
     m.set_constant("TABLE", np.ones(8, np.float32))
     m.get("use_const")[1, 8](out, 8)
     np.testing.assert_array_equal(out, 2)
+
+
+def test_launches_from_python_threads(mod, no_leak):
+    import threading
+    k = mod.get("scale")
+    errors = []
+
+    def work(seed):
+        try:
+            s = cuda.stream()
+            a = np.random.default_rng(seed).random(256).astype(np.float32)
+            d = cuda.to_device(a, stream=s)
+            for _ in range(5):
+                k[2, 128, s](d, np.float32(2), 256)
+            h = d.copy_to_host(stream=s)
+            s.synchronize()
+            np.testing.assert_array_equal(h, a * 32)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
