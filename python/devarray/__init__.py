@@ -20,8 +20,6 @@ Only ctypes and NumPy are used; the library is found through DEVARRAY_LIBRARY, n
 installed copy, then the system loader.
 """
 
-import numpy as np
-
 from ._lib import (DevarrayError, ArgumentError, DevarrayIndexError, OutOfMemoryError,
                    NotSupportedError, BackendUnavailableError, DriverError, CompileError,
                    MisuseError, error_class, library_path, lib as _clib)
@@ -59,4 +57,4 @@ def is_available():
         return False
 
 
-__all__ = [n for n in dir() if not n.startswith("_") and n != "np"]
+__all__ = [n for n in dir() if not n.startswith("_")]

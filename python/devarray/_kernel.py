@@ -5,10 +5,9 @@ import numbers
 
 import numpy as np
 
-from . import _context
-from ._array import (DeviceNDArray, _HostOwner, _host_array, _alloc, _dv_dtype, _np_dtype,
-                     _stream_handle, _hold, MEM_HOST)
-from ._context import current_context, Stream
+from ._array import (DeviceNDArray, _HostOwner, _host_array, _dv_dtype, _stream_handle, _hold,
+                     MEM_HOST)
+from ._context import current_context
 from ._lib import lib, check, error, CompileError, dv_arg, dv_launch_config
 
 _P = ctypes.c_void_p

@@ -11,7 +11,7 @@ import ctypes
 import ctypes.util
 import os
 
-from ctypes import (POINTER, c_char, c_char_p, c_double, c_float, c_int, c_int64, c_size_t,
+from ctypes import (POINTER, c_char, c_char_p, c_float, c_int, c_int64, c_size_t,
                     c_uint, c_uint32, c_uint64, c_void_p)
 
 __all__ = ["lib", "DevarrayError", "check", "library_path"]
@@ -94,11 +94,6 @@ class dv_launch_config(ctypes.Structure):
 class dv_arg(ctypes.Structure):
     _fields_ = [("kind", c_int), ("type", c_int), ("value", c_void_p), ("array", c_void_p),
                 ("dir", c_int), ("smart", c_void_p)]
-
-
-class dv_device_info_head(ctypes.Structure):
-    """Only the leading name field is read; the struct is over-allocated."""
-    _fields_ = [("name", c_char * 256)]
 
 
 _P = c_void_p

@@ -8,7 +8,7 @@ sys.path.insert(0, os.path.join(here, ".."))
 backend = sys.argv[1]
 os.environ["DV_BACKEND"] = backend
 try:
-    import numpy  # noqa: F401
+    import numpy  # noqa: F401  (only checked for)
     import pytest  # noqa: F401
 except ImportError as e:
     print("SKIP: python.%s: %s (install python3-numpy and python3-pytest)" % (backend, e))

@@ -4,8 +4,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 import devarray as cuda
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -3,7 +3,6 @@ import gc
 import threading
 
 import numpy as np
-import pytest
 
 import devarray as cuda
 from conftest import live_arrays
