@@ -3,7 +3,8 @@
 The library is found, in this order, through the DEVARRAY_LIBRARY
 environment variable (a path to libdevarray.so), next to an installed copy
 of this package (the library directory recorded at install time, then the
-``lib`` directory three levels above the package), then the system loader
+``lib`` directory three levels above the package), in a source checkout the
+release build (``build-rel/``, which `make run` makes), then the system loader
 (``ctypes.util.find_library("devarray")`` and ``libdevarray.so.0``).
 """
 
@@ -29,10 +30,12 @@ def _candidates():
         yield os.path.join(_installed.LIBDIR, "libdevarray.so")
     except ImportError:
         pass
-    for up in ("../../..", "../../../..", ".."):
+    for up in ("../../..", "../../../.."):
         d = os.path.normpath(os.path.join(here, up))
         yield os.path.join(d, "libdevarray.so.0")
         yield os.path.join(d, "libdevarray.so")
+    # A source checkout (python/devarray): the release build `make run` makes.
+    yield os.path.normpath(os.path.join(here, "..", "..", "build-rel", "libdevarray.so.0"))
     found = ctypes.util.find_library("devarray")
     if found:
         yield found
