@@ -87,4 +87,4 @@ if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
 fi
 # The installed tool runs as installed (it links the static library).
 "$prefix/bin/devarray" info >/dev/null
-echo "install test: pkg-config (shared, static) and find_package (shared, static) consumers ran from $prefix"
+echo "install test: pkg-config (shared, static) and find_package (shared, static) consumers and the Python package ran from $prefix"
