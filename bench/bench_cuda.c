@@ -100,7 +100,11 @@ int main(int argc, char **argv) {
   DV(dv_stream_create(ctx, DV_STREAM_NON_BLOCKING, &dvs));
   DV(dv_event_create(ctx, DV_EVENT_TIMING, &e0));
   DV(dv_event_create(ctx, DV_EVENT_TIMING, &e1));
-  /* devarray made the primary context current on this thread */
+  /* devarray leaves the thread's current context as it found it: make its
+   * (primary) context current for the raw calls */
+  void *native_ctx = NULL, *native_dev = NULL;
+  DV(dv_context_native(ctx, &native_ctx, &native_dev));
+  CK(cuCtxSetCurrent((CUcontext)native_ctx));
   CK(cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING));
   CK(cuEventCreate(&c0, 0));
   CK(cuEventCreate(&c1, 0));

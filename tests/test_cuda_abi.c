@@ -8,6 +8,7 @@
 #include <nvrtc.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_driver.h"
@@ -93,6 +94,7 @@ _Static_assert(sizeof(dv_bkview) == 8 + 2 * 8 * DV_BKVIEW_MAXDIMS && offsetof(dv
 #define dv_CUmodule CUmodule
 #define dv_CUfunction CUfunction
 #define dv_CUhostFn CUhostFn
+#define dv_CUstreamCallback CUstreamCallback
 #define dv_CUdevice_attribute CUdevice_attribute
 #define dv_CUfunction_attribute CUfunction_attribute
 #define dv_CUjit_option CUjit_option
@@ -116,6 +118,7 @@ _Static_assert(sizeof(dv_bkview) == 8 + 2 * 8 * DV_BKVIEW_MAXDIMS && offsetof(dv
 #undef dv_CUmodule
 #undef dv_CUfunction
 #undef dv_CUhostFn
+#undef dv_CUstreamCallback
 #undef dv_CUdevice_attribute
 #undef dv_CUfunction_attribute
 #undef dv_CUjit_option
@@ -146,6 +149,32 @@ int main(void) {
        dv__cu_status(CUDA_ERROR_UNKNOWN) == DV_ERR_DRIVER;
   ok = ok && dv__cu_status(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES) == DV_ERR_LAUNCH_CONFIG &&
        dv__cu_status(CUDA_ERROR_NOT_FOUND) == DV_ERR_INVALID_ARGUMENT;
+  /* The names loaded are the ones cuda.h maps to (CUDA 13 maps
+   * cuEventElapsedTime to cuEventElapsedTime_v2): a name cuda.h redefines
+   * would load the old entry point.  Issue 13 #7. */
+#define DV_ABI_STR(x) #x
+#define DV_ABI_XSTR(x) DV_ABI_STR(x)
+  static const char *const names[][2] = {
+#define DV_CU(ret, name, params) {#name, DV_ABI_XSTR(name)},
+#include "backends/cuda/cuda_symbols.def"
+#undef DV_CU
+  };
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(names[i][0], names[i][1])) {
+      printf("cuda_symbols.def loads %s, but cuda.h maps it to %s\n", names[i][0], names[i][1]);
+      ok = 0;
+    }
+  /* Error mapping (issue 13 #6): no context is misuse, not a lost device;
+   * faults that leave the context unusable are a lost device. */
+  ok = ok && dv__cu_status(CUDA_ERROR_INVALID_CONTEXT) == DV_ERR_MISUSE &&
+       dv__cu_status(CUDA_ERROR_CONTEXT_IS_DESTROYED) == DV_ERR_MISUSE &&
+       dv__cu_status(CUDA_ERROR_MISALIGNED_ADDRESS) == DV_ERR_DEVICE_LOST &&
+       dv__cu_status(CUDA_ERROR_ILLEGAL_INSTRUCTION) == DV_ERR_DEVICE_LOST &&
+       dv__cu_status(CUDA_ERROR_HARDWARE_STACK_ERROR) == DV_ERR_DEVICE_LOST &&
+       dv__cu_status(CUDA_ERROR_LAUNCH_TIMEOUT) == DV_ERR_DEVICE_LOST &&
+       dv__cu_status(CUDA_ERROR_ECC_UNCORRECTABLE) == DV_ERR_DEVICE_LOST;
+  if (!ok) printf("dv__cu_status maps INVALID_CONTEXT %d, MISALIGNED_ADDRESS %d\n", dv__cu_status(CUDA_ERROR_INVALID_CONTEXT),
+                  dv__cu_status(CUDA_ERROR_MISALIGNED_ADDRESS));
   printf("CUDA driver and NVRTC declarations %s cuda.h and nvrtc.h (CUDA %d)\n", ok ? "match" : "DO NOT MATCH",
          CUDA_VERSION);
   return ok ? 0 : 1;

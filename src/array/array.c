@@ -226,7 +226,10 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
         a->buf = blk.buf;
         a->buf_offset = blk.offset;
         a->mm_handle = blk.handle;
-        if (!rc && stream && !stream->is_default) a->stream = dv__stream_iretain(stream);
+        /* The stream its free is ordered after; the per-thread default
+         * stream too (the pool keeps it apart: issue 13 #5). */
+        if (!rc && stream && (!stream->is_default || stream == ctx->per_thread_stream))
+          a->stream = dv__stream_iretain(stream);
       }
       if (!rc) dv__stats_add(ctx, DV_STAT_DEVICE, (uint64_t)bytes);
       break;
@@ -507,6 +510,10 @@ static dv_status dv__copy_across(dv_context *dctx, const dv_view *dst, dv_contex
   }
   int64_t count = 1; /* the source's size: checked when it was made */
   for (int i = 0; i < src->ndim; i++) count *= src->shape[i];
+  /* Two contexts of one backend (two devices): a peer copy where both views
+   * are dense in C order (dv__copy_peer_dense, src/transfer/pipeline.c). */
+  dv_status prc = dv__copy_peer_dense(dctx, dst, sctx, src, stream, count);
+  if (prc != DV_ERR_NOT_SUPPORTED) return prc;
   void *buf = dv__malloc((size_t)count * src->itemsize);
   if (!buf) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a %lld-byte staging buffer",
                              (long long)count * (long long)src->itemsize);

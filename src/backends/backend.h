@@ -18,7 +18,7 @@
 
 #include "devarray.h"
 
-#define DV_BACKEND_VERSION 4 /* 2: managed_alloc, stream_builtin; 3: kernels, native handles; 4: interop */
+#define DV_BACKEND_VERSION 5 /* 2: managed_alloc, stream_builtin; 3: kernels, native handles; 4: interop; 5: copy_peer */
 
 typedef struct dv_backend dv_backend;
 typedef struct dv_bstream dv_bstream; /* backend stream */
@@ -91,6 +91,7 @@ typedef struct dv_backend_config {
   int host_wave_size;       /* host simulator: threads per wave */
   const char *nvrtc_library; /* CUDA: NVRTC to load ("": search) */
   int host_ipc;             /* host simulator: device memory in memfds (dv_ipc_export) */
+  size_t cuda_staging_chunk; /* CUDA: bytes per staged piece of a pageable copy */
 } dv_backend_config;
 
 
@@ -285,6 +286,13 @@ struct dv_backend {
                         void **token);
   /* Unmap what ipc_open mapped; the caller guarantees nothing uses it. */
   dv_status (*ipc_close)(void *state, void *token);
+  /* Version 5, optional: copy `bytes` contiguous bytes from device memory of
+   * another context of the same backend (src_state: that context's state)
+   * into device memory of this one, queued on s (this context's stream).
+   * The source's queued work is waited for first.  DV_ERR_NOT_SUPPORTED:
+   * the caller stages through the host instead. */
+  dv_status (*copy_peer)(void *state, dv_bstream *s, dv_memref dst, void *src_state, dv_memref src,
+                         size_t bytes);
 };
 #define DV_BIPC_PAYLOAD 64 /* bytes of a backend's IPC payload (CUDA's handle is 64) */
 

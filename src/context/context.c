@@ -29,6 +29,7 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
   bc->host_wave_size = (int)opt[DV_OPT_HOST_WAVE_SIZE].i;
   bc->nvrtc_library = opt[DV_OPT_NVRTC_LIBRARY].s;
   bc->host_ipc = (int)opt[DV_OPT_HOST_IPC].i;
+  bc->cuda_staging_chunk = (size_t)opt[DV_OPT_CUDA_STAGING_CHUNK].i;
   devbuf[0] = 0;
   if (strcmp(be->name, "opencl") == 0)
     snprintf(devbuf, cap, "%s", opt[DV_OPT_OPENCL_DEVICE].s);

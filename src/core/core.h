@@ -89,6 +89,7 @@ typedef enum dv_opt_id {
   DV_OPT_HOST_WAVE_SIZE,
   DV_OPT_NVRTC_LIBRARY,
   DV_OPT_HOST_IPC,
+  DV_OPT_CUDA_STAGING_CHUNK,
   DV_OPT_COUNT
 } dv_opt_id;
 

@@ -88,6 +88,9 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
     {"host_ipc", "DV_HOST_IPC", NULL, T_BOOL, "off", 0, 1,
      "host simulator: device memory in shared memory (one memfd per allocation) so that "
      "dv_ipc_export can share it with other processes"},
+    {"cuda_staging_chunk", "DV_CUDA_STAGING_CHUNK", NULL, T_SIZE, "4M", 4096, 1073741824.0,
+     "CUDA: bytes per piece of a copy with pageable host memory, staged through two pinned "
+     "buffers in turn"},
 };
 
 int dv__option_lookup(const char *name) {

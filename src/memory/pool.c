@@ -49,6 +49,11 @@ typedef struct pool_stream {
   uint64_t fence_covers;     /* the fence's record covers seq < fence_covers */
   struct pool_stream *next;
   int id;
+  /* The per-thread default stream where the backend has one (CUDA): a
+   * stream per thread under one record, so a block freed there is never
+   * "the same stream" as its next user; its fence goes on the legacy
+   * stream, which waits for every blocking stream (issue 13 #5). */
+  bool per_thread;
 } pool_stream;
 
 typedef struct pool_segment pool_segment;
@@ -103,7 +108,8 @@ typedef struct pool {
   pool_block *bins[NBIN_FL][NBIN_SL];
   pool_segment *large;
   pthread_mutex_t streams_m;
-  pool_stream *streams, *default_ps;
+  pool_stream *streams, *default_ps, *per_thread_ps;
+  dv_stream *per_thread_ps_key; /* the context's per-thread stream record */
   int next_stream_id;
   pool_atomic_counter allocated, active, reserved;
   _Atomic uint64_t hits, misses, splits, merges, releases, segments, free_cached;
@@ -148,6 +154,7 @@ static pool_stream *ps_new(pool *p, dv_stream *s) {
 
 /* The record of stream s (created once, then found without a lock). */
 static pool_stream *ps_of(pool *p, dv_stream *s) {
+  if (s && s == p->per_thread_ps_key && p->per_thread_ps) return p->per_thread_ps;
   if (!s || s->is_default) return p->default_ps;
   pool_stream *ps = atomic_load(&s->pool_slot);
   if (ps) return ps;
@@ -168,7 +175,7 @@ static pool_stream *ps_of(pool *p, dv_stream *s) {
 /* Can block b (free) be used on stream `to`?  Never waits. */
 static bool usable(pool *p, const pool_block *b, pool_stream *to) {
   pool_stream *from = b->ps;
-  if (from == to || !from) return true;
+  if (!from || (from == to && !from->per_thread)) return true;
   if (b->seq < atomic_load(&from->done_upto)) return true;
   dv_context *ctx = p->ctx;
   bool ok = false;
@@ -276,7 +283,7 @@ static dv_status small_alloc(pool *p, int ci, pool_stream *ps, pool_block **out)
   pool_block *b = c->free;
   int scanned = 0;
   for (; b && scanned < STEAL_SCAN; b = b->fnext, scanned++)
-    if (b->ps == ps || usable(p, b, ps)) break;
+    if ((b->ps == ps && !ps->per_thread) || usable(p, b, ps)) break;
   if (!b || scanned >= STEAL_SCAN) {
     b = NULL;
     dv_status rc = slab_new(p, c, ci);
@@ -554,6 +561,17 @@ static dv_status pool_init(dv_context *ctx, void *user, void **state) {
   pthread_mutex_init(&p->log_m, NULL);
   p->release_threshold = (size_t)ctx->opt[DV_OPT_POOL_RELEASE_THRESHOLD].i;
   p->default_ps = ps_new(p, NULL);
+  dv_stream *pt = ctx->per_thread_stream, *lg = ctx->legacy_stream;
+  if (p->default_ps && pt && lg && pt->bs != ctx->default_stream->bs) {
+    p->per_thread_ps = ps_new(p, NULL);
+    if (!p->per_thread_ps) { /* reported below: the default one goes too */
+      pthread_mutex_destroy(&p->default_ps->m);
+      dv__free(p->default_ps);
+      p->default_ps = NULL;
+      p->streams = NULL;
+    } else
+      p->per_thread_ps->bs = lg->bs, p->per_thread_ps->per_thread = true, p->per_thread_ps_key = pt;
+  }
   const char *log = ctx->opt[DV_OPT_POOL_LOG].s;
   if (log[0]) {
     p->log = fopen(log, "a");

@@ -43,4 +43,11 @@ extern _Atomic int64_t dv__overlap_max_work;
  * lower it to drive the pageable path. */
 extern _Atomic int64_t dv__via_pinned_max;
 
+/* Between contexts of one backend, both views device memory dense in C order
+ * (count elements): the backend's copy_peer, queued on stream (a stream of
+ * dctx; NULL: wait).  DV_ERR_NOT_SUPPORTED: stage through the host
+ * instead (pipeline.c). */
+dv_status dv__copy_peer_dense(dv_context *dctx, const dv_view *dst, dv_context *sctx, const dv_view *src,
+                              dv_stream *stream, int64_t count);
+
 #endif

@@ -12,7 +12,7 @@
  *  - Copies: contiguous with cuMemcpy{HtoD,DtoH,DtoD}Async, rects with
  *    cuMemcpy2DAsync / cuMemcpy3DAsync (3-D needs slice pitches that are
  *    multiples of the row pitch, else the planner splits), host-to-host in
- *    stream order through cuLaunchHostFunc.  Device-to-device layouts rects
+ *    stream order through cuStreamAddCallback.  Device-to-device layouts rects
  *    cannot express run the built-in strided-copy kernels (cuda_kernel.c).
  *  - Pinned memory: cuMemHostAlloc (PORTABLE, DEVICEMAP, WRITECOMBINED
  *    honoured); registration: cuMemHostRegister; managed: cuMemAllocManaged.
@@ -32,6 +32,16 @@ static dv_status cu_load_status;
 static char cu_load_msg[512];
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 
+/* Entry points whose versioned name a driver may lack although the old
+ * name has the same prototype: the old one then. */
+static void cu_load_fallback(void **slot, const char *name) {
+  static const char *const same[][2] = {{"cuEventElapsedTime_v2", "cuEventElapsedTime"}};
+  for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+    if (!strcmp(name, same[i][0])) *slot = dlsym(cu_lib, same[i][1]);
+}
+
+static void cu_after_fork_child(void) { atomic_store(&dv__cu_forked, 1); }
+
 static void cu_load(void) {
   const char *names[] = {"libcuda.so.1", "libcuda.so"};
   for (size_t i = 0; i < 2 && !cu_lib; i++) cu_lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
@@ -44,6 +54,7 @@ static void cu_load(void) {
   }
 #define DV_CU(ret, name, params)                                                        \
   *(void **)&cu.name = dlsym(cu_lib, #name);                                            \
+  if (!cu.name) cu_load_fallback((void **)&cu.name, #name);                              \
   if (!cu.name) {                                                                       \
     snprintf(cu_load_msg, sizeof cu_load_msg, "libcuda.so.1 lacks the entry point %s (driver too old?)", #name); \
     cu_load_status = DV_ERR_SYMBOL_LOAD;                                                \
@@ -59,6 +70,7 @@ static void cu_load(void) {
     cu_load_status = r == DV_CUDA_ERROR_NO_DEVICE ? DV_ERR_BACKEND_UNAVAILABLE : DV_ERR_DRIVER;
     return;
   }
+  pthread_atfork(NULL, NULL, cu_after_fork_child);
   cu_load_status = DV_OK;
 }
 
@@ -153,13 +165,23 @@ static dv_status cub_open(const dv_backend_config *cfg, void **state) {
     dv__free(st);
     return cu_fail(r, "cuDevicePrimaryCtxRetain");
   }
-  if ((rc = cu_enter(st)) != DV_OK) {
+  CU_SCOPE(sc);
+  if ((rc = dv__cu_enter_scope(st, &sc)) != DV_OK) {
     cu.cuDevicePrimaryCtxRelease_v2(st->dev);
     dv__free(st);
     return rc;
   }
   cu_fill_info(st);
+  int mp = 0;
+  if (cu.cuDeviceGetAttribute(&mp, 11 /* CU_DEVICE_ATTRIBUTE_MAX_PITCH */, st->dev) || mp <= 0) mp = 0x7fffffff;
+  st->max_pitch = (size_t)mp;
+  if ((rc = dv__cu_staging_open(st, cfg)) != DV_OK) {
+    cu.cuDevicePrimaryCtxRelease_v2(st->dev);
+    dv__free(st);
+    return rc;
+  }
   if ((rc = dv__cu_kernel_open(st, cfg)) != DV_OK) {
+    dv__cu_staging_close(st);
     cu.cuDevicePrimaryCtxRelease_v2(st->dev);
     dv__free(st);
     return rc;
@@ -170,7 +192,15 @@ static dv_status cub_open(const dv_backend_config *cfg, void **state) {
 
 static void cub_close(void *state) {
   cu_state *st = state;
-  if (cu_enter(st) == DV_OK) cu.cuCtxSynchronize();
+  if (atomic_load(&dv__cu_forked)) {
+    /* A child after fork: the driver's objects are the parent's; touch none
+     * (the staging buffers' records and the kernel state are left). */
+    dv__free(st);
+    return;
+  }
+  CU_SCOPE(sc);
+  if (dv__cu_enter_scope(st, &sc) == DV_OK) cu.cuCtxSynchronize(); /* every stream of the context */
+  dv__cu_staging_close(st);
   dv__cu_kernel_close(st);
   cu.cuDevicePrimaryCtxRelease_v2(st->dev);
   dv__free(st);
@@ -204,8 +234,12 @@ static dv_status cub_managed_alloc(void *state, size_t bytes, int attach_global,
   return DV_OK;
 }
 
+/* The driver does not promise that cuMemFree waits for queued work that still
+ * uses the memory (devarray's deferred frees come from any thread, any
+ * stream): every stream of the context is synchronized first. */
 static dv_status cub_mem_free(void *state, void *buf) {
   CU_ENTER((cu_state *)state);
+  CU_TRY(cu.cuCtxSynchronize(), "cuCtxSynchronize (before cuMemFree)");
   CU_TRY(cu.cuMemFree_v2((dv_CUdeviceptr)(uintptr_t)buf), "cuMemFree");
   return DV_OK;
 }
@@ -215,11 +249,6 @@ static dv_status cub_mem_info(void *state, size_t *free_bytes, size_t *total_byt
   CU_TRY(cu.cuMemGetInfo_v2(free_bytes, total_bytes), "cuMemGetInfo");
   return DV_OK;
 }
-
-typedef struct cu_host {
-  void *ptr;
-  bool registered;
-} cu_host;
 
 static dv_status cub_host_alloc(void *state, size_t bytes, unsigned flags, void **handle, void **ptr, void **dev_buf) {
   cu_state *st = state;
@@ -233,13 +262,16 @@ static dv_status cub_host_alloc(void *state, size_t bytes, unsigned flags, void 
   }
   if (flags & DV_HOSTMEM_PORTABLE) f |= DV_CU_MEMHOSTALLOC_PORTABLE;
   if (flags & DV_HOSTMEM_WC) f |= DV_CU_MEMHOSTALLOC_WRITECOMBINED;
-  cu_host *h = dv__calloc(1, sizeof *h);
+  dv_cu_host *h = dv__calloc(1, sizeof *h);
   if (!h) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a host-memory record");
   dv_CUresult r = cu.cuMemHostAlloc(&h->ptr, bytes, f);
   if (r) {
     dv__free(h);
+    if (r == DV_CUDA_ERROR_OUT_OF_MEMORY) /* page-locked host memory, not the device's */
+      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "CUDA cuMemHostAlloc of %zu bytes failed: out of page-locked host memory", bytes);
     return cu_fail(r, "cuMemHostAlloc");
   }
+  h->bytes = bytes;
   if (flags & DV_HOSTMEM_MAPPED) {
     dv_CUdeviceptr d = 0;
     r = cu.cuMemHostGetDevicePointer_v2(&d, h->ptr, 0);
@@ -249,7 +281,9 @@ static dv_status cub_host_alloc(void *state, size_t bytes, unsigned flags, void 
       return cu_fail(r, "cuMemHostGetDevicePointer");
     }
     if (dev_buf) *dev_buf = (void *)(uintptr_t)d;
+    h->dev = d;
   }
+  dv__cu_host_add(h);
   *handle = h;
   *ptr = h->ptr;
   return DV_OK;
@@ -257,8 +291,11 @@ static dv_status cub_host_alloc(void *state, size_t bytes, unsigned flags, void 
 
 static dv_status cub_host_free(void *state, void *handle) {
   CU_ENTER((cu_state *)state);
-  cu_host *h = handle;
-  dv_CUresult r = h->registered ? cu.cuMemHostUnregister(h->ptr) : cu.cuMemFreeHost(h->ptr);
+  dv_cu_host *h = handle;
+  if (!dv__cu_host_drop(h)) return DV_OK; /* registered through another context too */
+  /* Queued copies may still read or write it (as cub_mem_free). */
+  dv_CUresult r = cu.cuCtxSynchronize();
+  if (!r) r = h->registered ? cu.cuMemHostUnregister(h->ptr) : cu.cuMemFreeHost(h->ptr);
   dv__free(h);
   if (r) return cu_fail(r, "cuMemFreeHost/cuMemHostUnregister");
   return DV_OK;
@@ -273,19 +310,41 @@ static dv_status cub_host_register(void *state, void *ptr, size_t bytes, unsigne
   unsigned f = DV_CU_MEMHOSTREGISTER_PORTABLE;
   bool map = (flags & DV_HOSTMEM_MAPPED) && st->info.can_map_host_memory;
   if (map) f |= DV_CU_MEMHOSTREGISTER_DEVICEMAP;
-  cu_host *h = dv__calloc(1, sizeof *h);
+  /* Registered already (through another devarray context: the primary
+   * context is shared and PORTABLE registrations are process-wide): share it. */
+  dv_cu_host *h = dv__cu_host_find_registered(ptr, bytes, map);
+  if (h) {
+    if (map && dev_buf) *dev_buf = (void *)(uintptr_t)h->dev;
+    *handle = h;
+    return DV_OK;
+  }
+  h = dv__calloc(1, sizeof *h);
   if (!h) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a registration record");
   dv_CUresult r = cu.cuMemHostRegister_v2(ptr, bytes, f);
   if (r) {
     dv__free(h);
+    if (r == DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+      return dv__error(DV_ERR_MISUSE, "CUDA cuMemHostRegister failed: part of [%p, +%zu) is already registered "
+                                      "(overlapping registrations are refused by the driver)", ptr, bytes);
+    if (r == DV_CUDA_ERROR_OUT_OF_MEMORY)
+      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "CUDA cuMemHostRegister of %zu bytes failed: out of page-locked host memory", bytes);
     return cu_fail(r, "cuMemHostRegister");
   }
   h->ptr = ptr;
+  h->bytes = bytes;
   h->registered = true;
-  if (map && dev_buf) {
+  if (map) {
     dv_CUdeviceptr d = 0;
-    if (cu.cuMemHostGetDevicePointer_v2(&d, ptr, 0) == DV_CUDA_SUCCESS) *dev_buf = (void *)(uintptr_t)d;
+    r = cu.cuMemHostGetDevicePointer_v2(&d, ptr, 0);
+    if (r) { /* reported, not dropped: the caller asked for a mapping */
+      cu.cuMemHostUnregister(ptr);
+      dv__free(h);
+      return cu_fail(r, "cuMemHostGetDevicePointer (registered memory)");
+    }
+    h->dev = d;
+    if (dev_buf) *dev_buf = (void *)(uintptr_t)d;
   }
+  dv__cu_host_add(h);
   *handle = h;
   return DV_OK;
 }
@@ -349,9 +408,12 @@ typedef struct cu_cb {
   void *user;
 } cu_cb;
 
-static void cu_cb_trampoline(void *arg) {
+/* cuStreamAddCallback's: runs after a device error too, with its status
+ * (mapped without calling the driver, which callbacks may not do). */
+static void cu_cb_trampoline(dv_CUstream s, dv_CUresult status, void *arg) {
+  (void)s;
   cu_cb *c = arg;
-  c->fn(c->user, DV_OK); /* errors of earlier work show at the next synchronize */
+  c->fn(c->user, dv__cu_status(status));
   dv__free(c);
 }
 
@@ -360,10 +422,10 @@ static dv_status cub_stream_callback(void *state, dv_bstream *s, dv_bcallback_fn
   cu_cb *c = dv__malloc(sizeof *c);
   if (!c) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a callback record");
   c->fn = fn, c->user = user;
-  dv_CUresult r = cu.cuLaunchHostFunc(s->s, cu_cb_trampoline, c);
+  dv_CUresult r = cu.cuStreamAddCallback(s->s, cu_cb_trampoline, c, 0);
   if (r) {
     dv__free(c);
-    return cu_fail(r, "cuLaunchHostFunc");
+    return cu_fail(r, "cuStreamAddCallback");
   }
   return DV_OK;
 }
@@ -381,6 +443,19 @@ static dv_status cub_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
   CU_ENTER(st);
   bool sd = r->src.buf != NULL, dd = r->dst.buf != NULL;
   if (!sd && !dd) return dv__host_rect_in_order(cub_stream_callback, st, s, r); /* host to host */
+  bool rect = r->height > 1 || r->depth > 1;
+  if (rect && (r->src_pitch > st->max_pitch || r->dst_pitch > st->max_pitch))
+    return DV_ERR_NOT_SUPPORTED; /* above the driver's pitch limit: the planner picks another plan */
+  if (sd != dd) {
+    /* Pageable host memory: through pinned staging, ordered on the stream. */
+    const dv_memref *h = sd ? &r->dst : &r->src;
+    size_t hp = sd ? r->dst_pitch : r->src_pitch, hs = sd ? r->dst_slice : r->src_slice;
+    size_t span = (r->depth - 1) * hs + (r->height - 1) * hp + r->width;
+    /* A synchronous copy smaller than a chunk waits for its stream anyway:
+     * the driver's own pageable path (no staging round trip) serves it. */
+    bool small_sync = (r->flags & DV_COPY_SYNC) && span < dv__cu_staging_chunk(st);
+    if (!small_sync && !dv__cu_host_pinned(h->ptr, span)) return dv__cu_copy_pageable(st, s, r);
+  }
   if (r->height == 1 && r->depth == 1) {
     if (sd && dd) CU_TRY(cu.cuMemcpyDtoDAsync_v2(cu_ptr(r->dst), cu_ptr(r->src), r->width, s->s), "cuMemcpyDtoDAsync");
     else if (dd) CU_TRY(cu.cuMemcpyHtoDAsync_v2(cu_ptr(r->dst), r->src.ptr, r->width, s->s), "cuMemcpyHtoDAsync");
@@ -395,7 +470,11 @@ static dv_status cub_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
     c.dstHost = (void *)h;
     c.srcPitch = r->src_pitch, c.dstPitch = r->dst_pitch;
     c.WidthInBytes = r->width, c.Height = r->height;
-    CU_TRY(cu.cuMemcpy2DAsync_v2(&c, s->s), "cuMemcpy2DAsync");
+    dv_CUresult e = cu.cuMemcpy2DAsync_v2(&c, s->s);
+    /* "cuMemcpy2D() may fail for pitches not computed by cuMemAllocPitch()":
+     * a device-to-device copy the driver refuses goes another way. */
+    if (e == DV_CUDA_ERROR_INVALID_VALUE && sd && dd) return DV_ERR_NOT_SUPPORTED;
+    if (e) return cu_fail(e, "cuMemcpy2DAsync");
   } else {
     /* 3-D: a slice is srcHeight rows of srcPitch bytes. */
     if (!r->src_pitch || !r->dst_pitch || r->src_slice % r->src_pitch || r->dst_slice % r->dst_pitch ||
@@ -411,7 +490,9 @@ static dv_status cub_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
     c.srcPitch = r->src_pitch, c.srcHeight = r->src_slice / r->src_pitch;
     c.dstPitch = r->dst_pitch, c.dstHeight = r->dst_slice / r->dst_pitch;
     c.WidthInBytes = r->width, c.Height = r->height, c.Depth = r->depth;
-    CU_TRY(cu.cuMemcpy3DAsync_v2(&c, s->s), "cuMemcpy3DAsync");
+    dv_CUresult e = cu.cuMemcpy3DAsync_v2(&c, s->s);
+    if (e == DV_CUDA_ERROR_INVALID_VALUE && sd && dd) return DV_ERR_NOT_SUPPORTED;
+    if (e) return cu_fail(e, "cuMemcpy3DAsync");
   }
   if (r->flags & DV_COPY_SYNC) CU_TRY(cu.cuStreamSynchronize(s->s), "cuStreamSynchronize");
   return DV_OK;
@@ -422,6 +503,41 @@ static dv_status cub_memset(void *state, dv_bstream *s, dv_memref dst, int value
   if (!dst.buf) return DV_ERR_NOT_SUPPORTED;
   CU_ENTER((cu_state *)state);
   CU_TRY(cu.cuMemsetD8Async(cu_ptr(dst), (unsigned char)value, bytes, s->s), "cuMemsetD8Async");
+  return DV_OK;
+}
+
+/* ---- several devices ------------------------------------------------------------------- */
+
+/* Peer access from this context to another, enabled once (never refused for
+ * a copy: without it cuMemcpyPeerAsync stages through the host itself). */
+static void cu_enable_peer(cu_state *st, cu_state *src) {
+  int can = 0;
+  if (cu.cuDeviceCanAccessPeer(&can, st->dev, src->dev) || !can) return;
+  dv_CUresult r = cu.cuCtxEnablePeerAccess(src->ctx, 0);
+  if (r && r != 704 /* CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED */)
+    dv__log(DV_LOG_DEBUG, "cuda: no peer access from device %d to %d (%d): peer copies stage", st->ordinal,
+            src->ordinal, r);
+}
+
+static dv_status cub_copy_peer(void *state, dv_bstream *s, dv_memref dst, void *src_state, dv_memref src,
+                               size_t bytes) {
+  cu_state *st = state, *ss = src_state;
+  if (!bytes) return DV_OK;
+  if (!dst.buf || !src.buf) return DV_ERR_NOT_SUPPORTED;
+  {
+    /* The source context's queued work first (its streams are not ours). */
+    CU_ENTER(ss);
+    CU_TRY(cu.cuCtxSynchronize(), "cuCtxSynchronize (peer copy source)");
+  }
+  CU_ENTER(st);
+  if (st->ctx == ss->ctx) {
+    CU_TRY(cu.cuMemcpyDtoDAsync_v2(cu_ptr(dst), cu_ptr(src), bytes, s->s), "cuMemcpyDtoDAsync");
+    return DV_OK;
+  }
+  pthread_mutex_lock(&st->copy_lock);
+  cu_enable_peer(st, ss);
+  pthread_mutex_unlock(&st->copy_lock);
+  CU_TRY(cu.cuMemcpyPeerAsync(cu_ptr(dst), st->ctx, cu_ptr(src), ss->ctx, bytes, s->s), "cuMemcpyPeerAsync");
   return DV_OK;
 }
 
@@ -479,7 +595,7 @@ static dv_status cub_event_elapsed(void *state, dv_bevent *a, dv_bevent *b, floa
     return dv__error(DV_ERR_INVALID_ARGUMENT, "elapsed time needs two events created with DV_EVENT_TIMING");
   if (!a->recorded || !b->recorded) return dv__error(DV_ERR_MISUSE, "elapsed time of an event that was never recorded");
   CU_ENTER((cu_state *)state);
-  dv_CUresult r = cu.cuEventElapsedTime(ms, a->e, b->e);
+  dv_CUresult r = cu.cuEventElapsedTime_v2(ms, a->e, b->e);
   if (r == DV_CUDA_ERROR_NOT_READY) return dv__error(DV_ERR_NOT_READY, "an event has not completed yet");
   if (r) return cu_fail(r, "cuEventElapsedTime");
   return DV_OK;
@@ -534,4 +650,5 @@ const dv_backend dv__backend_cuda = {
     .ipc_export = dv__cub_ipc_export,
     .ipc_open = dv__cub_ipc_open,
     .ipc_close = dv__cub_ipc_close,
+    .copy_peer = cub_copy_peer,
 };

@@ -19,9 +19,22 @@ dv_status dv__cu_status(int r) {
     case DV_CUDA_ERROR_INVALID_HANDLE: return DV_ERR_INVALID_ARGUMENT;
     case DV_CUDA_ERROR_NO_DEVICE:
     case DV_CUDA_ERROR_INVALID_DEVICE: return DV_ERR_BACKEND_UNAVAILABLE;
-    case DV_CUDA_ERROR_DEINITIALIZED:
+    /* No usable context on the thread, or one released: a use after
+     * close, never the device's fault. */
     case DV_CUDA_ERROR_INVALID_CONTEXT:
+    case 709: /* CUDA_ERROR_CONTEXT_IS_DESTROYED */
+      return DV_ERR_MISUSE;
+    /* Faults that leave the context unusable (the reference: "the process
+     * must be terminated and relaunched"), and a driver shutting down. */
+    case DV_CUDA_ERROR_DEINITIALIZED:
     case DV_CUDA_ERROR_ILLEGAL_ADDRESS:
+    case 702: /* LAUNCH_TIMEOUT */
+    case 214: /* ECC_UNCORRECTABLE */
+    case 714: /* HARDWARE_STACK_ERROR */
+    case 715: /* ILLEGAL_INSTRUCTION */
+    case 716: /* MISALIGNED_ADDRESS */
+    case 717: /* INVALID_ADDRESS_SPACE */
+    case 718: /* INVALID_PC */
     case DV_CUDA_ERROR_LAUNCH_FAILED: return DV_ERR_DEVICE_LOST;
     case DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED:
     case DV_CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED: return DV_ERR_MISUSE;
@@ -41,10 +54,27 @@ dv_status dv__cu_fail(dv_CUresult r, const char *what) {
                    text ? text : "");
 }
 
-/* Make the context current on this thread (cheap when it already is). */
-dv_status dv__cu_enter(cu_state *st) {
+/* Set in a child process after fork (cuda.c registers the handler): the
+ * driver's state does not survive fork, so every call refuses. */
+atomic_int dv__cu_forked;
+
+/* Make the context current for one call (cheap when it already is). */
+dv_status dv__cu_enter_scope(cu_state *st, cu_scope *sc) {
   dv_CUcontext cur = NULL;
+  sc->set = false;
+  if (atomic_load(&dv__cu_forked))
+    return dv__error(DV_ERR_MISUSE, "a CUDA context made before fork() used in the child process: the CUDA driver "
+                                    "does not support that; create contexts after fork (or use spawn)");
   if (cu.cuCtxGetCurrent(&cur) == DV_CUDA_SUCCESS && cur == st->ctx) return DV_OK;
   CU_TRY(cu.cuCtxSetCurrent(st->ctx), "cuCtxSetCurrent");
+  sc->prev = cur;
+  sc->set = true;
   return DV_OK;
+}
+
+/* Put back the context that was current before (a released one too: it is
+ * the caller's; cuCtxSetCurrent refuses nothing devarray made). */
+void dv__cu_leave(cu_scope *sc) {
+  if (sc->set) cu.cuCtxSetCurrent(sc->prev);
+  sc->set = false;
 }

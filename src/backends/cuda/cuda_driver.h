@@ -18,6 +18,7 @@ typedef struct dv_CUevent_st *dv_CUevent;
 typedef struct dv_CUmod_st *dv_CUmodule;
 typedef struct dv_CUfunc_st *dv_CUfunction;
 typedef void (*dv_CUhostFn)(void *user);
+typedef void (*dv_CUstreamCallback)(dv_CUstream s, dv_CUresult status, void *user);
 /* Enumerations passed by value (int-sized, as the ABI passes cuda.h's enums). */
 typedef int dv_CUdevice_attribute;
 typedef int dv_CUfunction_attribute;

@@ -23,6 +23,8 @@ typedef struct dv_cu_api {
 extern dv_cu_api dv__cu;
 #define cu dv__cu
 
+typedef struct dv_cu_staging dv_cu_staging;
+
 typedef struct cu_state {
   dv_CUdevice dev;
   int ordinal;
@@ -37,6 +39,10 @@ typedef struct cu_state {
   int copy_state; /* built-in copy kernels: 0 not loaded yet, 1 loaded, -1 unusable */
   dv_CUmodule copy_module;
   dv_CUfunction copy_fn[5][2]; /* 1-, 2-, 4-, 8-, 16-byte words; 32-, 64-bit indices */
+  /* Copies (cuda_staging.c): pinned staging for pageable host memory; the
+   * device's largest pitch for cuMemcpy2D/3D (CU_DEVICE_ATTRIBUTE_MAX_PITCH). */
+  dv_cu_staging *staging;
+  size_t max_pitch;
 } cu_state;
 
 struct dv_bstream {
@@ -46,20 +52,35 @@ struct dv_bstream {
 
 /* A failed driver call: devarray's status, with the driver's name and code kept. */
 dv_status dv__cu_fail(dv_CUresult r, const char *what);
-/* Make the context current on this thread (cheap when it already is). */
-dv_status dv__cu_enter(cu_state *st);
+/*
+ * Make the context current on this thread for the length of one backend
+ * call, and put back what was current before when the call returns: the
+ * caller's own CUDA code (CuPy, Numba, a context it pushed) keeps its
+ * current context, and no context of devarray stays current after close.
+ * CU_ENTER declares the saved state with a cleanup that restores it on every
+ * return path (GCC and Clang's cleanup attribute).
+ */
+typedef struct cu_scope {
+  dv_CUcontext prev;
+  bool set;
+} cu_scope;
+dv_status dv__cu_enter_scope(cu_state *st, cu_scope *sc);
+/* Nonzero in a child process after fork: every entry refuses (DV_ERR_MISUSE). */
+extern atomic_int dv__cu_forked;
+void dv__cu_leave(cu_scope *sc);
 #define cu_fail dv__cu_fail
-#define cu_enter dv__cu_enter
+#define CU_SCOPE(name) cu_scope name __attribute__((cleanup(dv__cu_leave))) = {NULL, false}
 
 #define CU_TRY(call, what)                                 \
   do {                                                     \
     dv_CUresult r_ = (call);                               \
     if (r_ != DV_CUDA_SUCCESS) return cu_fail(r_, what);   \
   } while (0)
-#define CU_ENTER(st)             \
-  do {                           \
-    dv_status e_ = cu_enter(st); \
-    if (e_) return e_;           \
+#define CU_ENTER(st)                                   \
+  CU_SCOPE(cu_scope_);                                 \
+  do {                                                 \
+    dv_status e_ = dv__cu_enter_scope(st, &cu_scope_); \
+    if (e_) return e_;                                 \
   } while (0)
 
 static inline dv_CUdeviceptr cu_ptr(dv_memref r) {
@@ -125,5 +146,31 @@ dv_status dv__cu_image_pack(const void *data, size_t size, int is_ptx, void **im
                             size_t *image_size);
 dv_status dv__cu_image_unpack(const void *image, size_t image_size, const void **data,
                               size_t *size, int *is_ptx);
+
+/*
+ * Page-locked host memory (cuda_staging.c): one process-wide registry of
+ * the ranges this backend pinned or registered, with reference counts (a
+ * host buffer registered through two devarray contexts is registered with
+ * the driver once).  Used to tell pageable host memory from pinned.
+ */
+typedef struct dv_cu_host {
+  struct dv_cu_host *next;
+  void *ptr;
+  size_t bytes;
+  bool registered; /* cuMemHostRegister; else cuMemHostAlloc */
+  int refs;
+  dv_CUdeviceptr dev; /* mapped: the device address */
+} dv_cu_host;
+bool dv__cu_host_pinned(const void *p, size_t n);
+void dv__cu_host_add(dv_cu_host *h);                                 /* refs = 1 */
+dv_cu_host *dv__cu_host_find_registered(void *p, size_t n, bool mapped); /* +1 ref, or NULL */
+bool dv__cu_host_drop(dv_cu_host *h);                                /* -1 ref; true: last, unlinked */
+
+/* Pageable host memory through pinned staging, ordered on the stream
+ * (cuda_staging.c's comment tells how); open takes the option cuda_staging_chunk. */
+dv_status dv__cu_staging_open(cu_state *st, const dv_backend_config *cfg);
+void dv__cu_staging_close(cu_state *st);
+dv_status dv__cu_copy_pageable(cu_state *st, dv_bstream *s, const dv_rect *r);
+size_t dv__cu_staging_chunk(cu_state *st);
 
 #endif

@@ -337,7 +337,8 @@ dv_status dv__cub_module_load(void *state, const dv_build_req *req, const void *
 
 dv_status dv__cub_module_unload(void *state, dv_bmodule *m) {
   if (!m) return DV_OK;
-  dv_status rc = cu_enter(state);
+  CU_SCOPE(sc);
+  dv_status rc = dv__cu_enter_scope(state, &sc);
   dv_CUresult r = rc ? DV_CUDA_SUCCESS : cu.cuModuleUnload(m->mod);
   for (dv_bkernel *k = m->kernels, *next; k; k = next) {
     next = k->next;

@@ -1,0 +1,1710 @@
+/*
+ * A strict test double of the CUDA driver API: every entry point of
+ * src/backends/cuda/cuda_symbols.def, built by the tests as a shared library
+ * named libcuda.so.1 in its own build folder.  The cuda and cuda-pool CTest
+ * entries put that folder first on LD_LIBRARY_PATH, so the backend's
+ * dlopen("libcuda.so.1") finds it, exactly as it would find a real driver.
+ * It is never installed and the library knows nothing about it: it is a
+ * test tool, not a fallback.
+ *
+ * What it models, from the driver API reference:
+ *  - cuInit first (CUDA_ERROR_NOT_INITIALIZED before it), two devices by
+ *    default (CUDA_DOUBLE_DEVICES=1..4), each with DV_DOUBLE_MEMORY bytes of
+ *    device memory (default 1 GiB) and peer access between them.
+ *  - Primary contexts, retained and released with a count; the calling
+ *    thread's current context (cuCtxSetCurrent/GetCurrent); a call that
+ *    needs a context fails with CUDA_ERROR_INVALID_CONTEXT when there is
+ *    none or it was released.  Released to zero, a primary context frees
+ *    everything it owned; retained again it starts clean.
+ *  - Device memory lives in host memory the double tracks, at addresses of
+ *    its own that the host cannot dereference (so a library that touches
+ *    device memory directly crashes here too).  Every CUdeviceptr is checked
+ *    against the allocations when a call is made and again when the queued
+ *    operation runs: an unknown address or a range past the end is
+ *    CUDA_ERROR_INVALID_VALUE at the call; memory freed while queued work
+ *    still used it is CUDA_ERROR_ILLEGAL_ADDRESS, sticky for the context
+ *    (as an unrecoverable device fault is).
+ *  - Pinned memory (cuMemHostAlloc) and registered ranges
+ *    (cuMemHostRegister: CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED on any
+ *    overlap, NOT_REGISTERED on unregistering what was not); mapped pointers
+ *    (cuMemHostGetDevicePointer) only for DEVICEMAP memory.
+ *  - Streams run their operations in order on a worker thread each; the
+ *    legacy default stream (NULL or 0x1) waits for every blocking stream of
+ *    its context and they wait for it; the per-thread default stream (0x2)
+ *    is a stream per thread and context.  Copies to or from pageable host
+ *    memory are synchronous as the reference says: host to device waits for
+ *    the stream, copies, and returns; device to pageable host returns only
+ *    when the copy is done.  A pageable copy that would wait for more than
+ *    CUDA_DOUBLE_BLOCK_S seconds (default 20) is reported on stderr as the
+ *    deadlock it is on a real GPU and the process is aborted.
+ *  - Host functions (cuLaunchHostFunc) run on the stream's worker and may
+ *    not call the driver (CUDA_ERROR_NOT_PERMITTED).
+ *  - cuMemcpy2D/3D: pitches below the width or above the device's maximum
+ *    pitch (2^31 - 1 bytes, CU_DEVICE_ATTRIBUTE_MAX_PITCH) are
+ *    CUDA_ERROR_INVALID_VALUE; a device-to-device 2-D/3-D copy whose pitches
+ *    are not multiples of 4 bytes is refused as the reference allows
+ *    ("may fail for pitches not computed by cuMemAllocPitch").
+ *  - Modules: PTX is parsed for its .entry names and parameter sizes and its
+ *    .global/.const variables; launches are checked (dimensions, shared
+ *    memory, parameters read with the sizes the PTX declares).  The double
+ *    cannot run PTX: it runs host versions of devarray's own strided-copy
+ *    kernels (dv_copy_w*_i32/_i64) and records every other launch without
+ *    running it.  dvdouble_launches() says how many it skipped.
+ *
+ * Test-only controls (dlsym on the same libcuda.so.1): dvdouble_is_double,
+ * dvdouble_hold(1/0) holds every stream's worker before its next operation,
+ * dvdouble_launches, dvdouble_set_free_limit.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../src/backends/cuda/cuda_driver.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define NOT_PERMITTED 800
+#define CONTEXT_IS_DESTROYED 709
+#define MAX_DEV 4
+#define MAX_PITCH ((size_t)2147483647)
+#define BLOCK_OPTIN (227 * 1024)
+
+typedef int CUresult;
+
+/* Every entry point with the prototype the backend calls it through. */
+#define DV_CU(ret, name, params) EXPORT ret name params;
+#include "../../src/backends/cuda/cuda_symbols.def"
+#undef DV_CU
+EXPORT int dvdouble_is_double(void);
+EXPORT CUresult cuGetExportTable(const void **table, const void *uuid);
+EXPORT CUresult cuEventElapsedTime(float *ms, dv_CUevent a, dv_CUevent b);
+EXPORT CUresult cuMemcpyHtoD_v2(dv_CUdeviceptr d, const void *hp, size_t n);
+EXPORT CUresult cuMemcpyDtoH_v2(void *hp, dv_CUdeviceptr d, size_t n);
+EXPORT void dvdouble_hold(int on);
+EXPORT long dvdouble_launches(void);
+EXPORT void dvdouble_set_pinned_limit(size_t bytes);
+EXPORT long dvdouble_peer_copies(void);
+EXPORT void dvdouble_fault(int device);
+EXPORT long dvdouble_faults(void);
+
+/* ---- state ------------------------------------------------------------------------------ */
+
+static pthread_mutex_t L = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t C = PTHREAD_COND_INITIALIZER;
+static int g_init, g_ndev = 2;
+static size_t g_dev_mem = (size_t)1 << 30;
+static int g_hold;
+static long g_launches_skipped, g_peer_copies, g_faults;
+static int g_block_s = 20;
+
+struct dv_CUctx_st;
+typedef struct alloc {
+  struct alloc *next;
+  int kind;            /* 1 device, 2 managed, 3 pinned (cuMemHostAlloc), 4 registered */
+  uint64_t addr;       /* the device address (managed, mapped: the host address) */
+  char *host;          /* the bytes */
+  size_t size;
+  unsigned flags;
+  struct dv_CUctx_st *ctx;
+} alloc;
+
+typedef struct op op;
+typedef struct dv_CUstream_st stream;
+struct op {
+  op *next;
+  int kind; /* 1 copy, 2 memset, 3 host fn, 4 wait (stream, seq), 5 record, 6 copy kernel, 7 nop, 8 stream callback */
+  /* copy: sides (device address or host pointer) */
+  int sdev, ddev;
+  uint64_t saddr, daddr;
+  size_t width, height, depth, spitch, sheight, dpitch, dheight;
+  unsigned char value;
+  dv_CUhostFn fn;
+  dv_CUstreamCallback cb;
+  stream *cb_stream;
+  void *user;
+  stream *wait_s;
+  uint64_t wait_seq;
+  struct dv_CUevent_st *ev;
+  unsigned char kparams[7 * 136];
+  size_t word;
+  uint64_t seq;
+};
+
+struct dv_CUstream_st {
+  struct dv_CUstream_st *next_all;
+  struct dv_CUctx_st *ctx;
+  unsigned flags;
+  int kind; /* 0 created, 1 legacy, 2 per-thread */
+  pthread_t thread;
+  op *head, *tail;
+  uint64_t enq, done;
+  int destroyed, running, quit;
+  pthread_t owner; /* per-thread streams */
+};
+
+struct dv_CUctx_st {
+  int dev;
+  int refs;
+  int active;
+  CUresult sticky;
+  stream *legacy;
+  size_t used;
+  unsigned peers; /* bit d: peer access to device d's primary context enabled */
+};
+
+struct dv_CUevent_st {
+  struct dv_CUevent_st *next_all;
+  struct dv_CUctx_st *ctx;
+  unsigned flags;
+  stream *s;
+  uint64_t seq;
+  int recorded;
+  struct timespec when;
+  int when_set;
+};
+
+typedef struct fn_rec {
+  char name[128];
+  int nparams;
+  size_t psize[32];
+} fn_rec;
+
+struct dv_CUfunc_st {
+  struct dv_CUmod_st *mod;
+  fn_rec r;
+  int max_dyn_shared;
+};
+
+typedef struct var_rec {
+  char name[128];
+  size_t size;
+  uint64_t addr;
+} var_rec;
+
+struct dv_CUmod_st {
+  struct dv_CUmod_st *next_all;
+  struct dv_CUctx_st *ctx;
+  int nfn, nvar;
+  struct dv_CUfunc_st *fn;
+  var_rec *var;
+};
+
+static struct dv_CUctx_st g_ctx[MAX_DEV];
+static alloc *g_allocs;
+static stream *g_streams;
+static struct dv_CUevent_st *g_events;
+static struct dv_CUmod_st *g_mods;
+static uint64_t g_next_addr[MAX_DEV];
+static __thread struct dv_CUctx_st *t_cur;
+static __thread int t_in_callback;
+static size_t g_pinned_used, g_pinned_limit = (size_t)4 << 30;
+
+static void *worker(void *arg);
+
+/* ---- helpers (called with L held unless said) ---------------------------------------------------- */
+
+#define ENTER()                                          \
+  pthread_mutex_lock(&L);                                \
+  do {                                                   \
+    if (t_in_callback) return unlock_ret(NOT_PERMITTED); \
+    if (!g_init) return unlock_ret(DV_CUDA_ERROR_NOT_INITIALIZED); \
+  } while (0)
+
+static CUresult unlock_ret(CUresult r) {
+  pthread_mutex_unlock(&L);
+  return r;
+}
+
+/* The current context, usable: else the error to return. */
+static CUresult need_ctx(struct dv_CUctx_st **out) {
+  struct dv_CUctx_st *c = t_cur;
+  if (!c || !c->active) return DV_CUDA_ERROR_INVALID_CONTEXT;
+  if (c->sticky) return c->sticky;
+  *out = c;
+  return DV_CUDA_SUCCESS;
+}
+
+#define CTX(c)                             \
+  struct dv_CUctx_st *c = NULL;            \
+  do {                                     \
+    CUresult r_ = need_ctx(&c);            \
+    if (r_) return unlock_ret(r_);         \
+  } while (0)
+
+static alloc *find_dev(uint64_t a, size_t n) {
+  for (alloc *x = g_allocs; x; x = x->next) {
+    if (x->kind == 3 || x->kind == 4) {
+      if (!(x->flags & DV_CU_MEMHOSTALLOC_DEVICEMAP)) continue; /* not mapped: no device address */
+    }
+    if (a >= x->addr && a - x->addr < x->size) {
+      if (n > x->size - (a - x->addr)) return NULL;
+      return x;
+    }
+  }
+  return NULL;
+}
+
+/* A host range inside pinned or registered memory (or managed: the driver
+ * treats it as device-accessible memory, never pageable). */
+static int host_pinned(const void *p, size_t n) {
+  uintptr_t a = (uintptr_t)p;
+  for (alloc *x = g_allocs; x; x = x->next) {
+    if (x->kind == 1) continue;
+    uintptr_t b = (uintptr_t)x->host;
+    if (a >= b && a - b < x->size) return n <= x->size - (a - b);
+  }
+  return 0;
+}
+
+/* A host pointer that is one of the double's device addresses: the wrong kind. */
+static int is_dev_addr(const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  for (alloc *x = g_allocs; x; x = x->next)
+    if (x->kind == 1 && a >= x->addr && a - x->addr < x->size) return 1;
+  return 0;
+}
+
+static stream *stream_new(struct dv_CUctx_st *c, unsigned flags, int kind) {
+  stream *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->ctx = c, s->flags = flags, s->kind = kind;
+  s->owner = pthread_self();
+  if (pthread_create(&s->thread, NULL, worker, s)) {
+    free(s);
+    return NULL;
+  }
+  s->next_all = g_streams;
+  g_streams = s;
+  return s;
+}
+
+static int stream_known(stream *s) {
+  for (stream *x = g_streams; x; x = x->next_all)
+    if (x == s && !x->destroyed) return 1;
+  return 0;
+}
+
+/* The stream a handle names in context c, created on first use for the
+ * defaults; NULL: invalid handle. */
+static stream *resolve_stream(struct dv_CUctx_st *c, dv_CUstream h, CUresult *err) {
+  *err = DV_CUDA_SUCCESS;
+  if (!h || h == DV_CU_STREAM_LEGACY) {
+    if (!c->legacy && !(c->legacy = stream_new(c, 0, 1))) *err = DV_CUDA_ERROR_OUT_OF_MEMORY;
+    return c->legacy;
+  }
+  if (h == DV_CU_STREAM_PER_THREAD) {
+    pthread_t me = pthread_self();
+    for (stream *x = g_streams; x; x = x->next_all)
+      if (x->kind == 2 && !x->destroyed && x->ctx == c && pthread_equal(x->owner, me)) return x;
+    stream *s = stream_new(c, 0, 2);
+    if (!s) *err = DV_CUDA_ERROR_OUT_OF_MEMORY;
+    return s;
+  }
+  stream *s = (stream *)h;
+  if (!stream_known(s)) {
+    *err = DV_CUDA_ERROR_INVALID_HANDLE;
+    return NULL;
+  }
+  if (s->ctx != c) {
+    *err = DV_CUDA_ERROR_INVALID_HANDLE; /* a stream of another context */
+    return NULL;
+  }
+  return s;
+}
+
+static void push(stream *s, op *o) {
+  o->seq = ++s->enq;
+  if (s->tail) s->tail->next = o;
+  else s->head = o;
+  s->tail = o;
+  pthread_cond_broadcast(&C);
+}
+
+static op *op_new(int kind) {
+  op *o = calloc(1, sizeof *o);
+  if (o) o->kind = kind;
+  return o;
+}
+
+/* The legacy stream's implicit synchronization: work on it waits for every
+ * blocking stream of the context, work on a blocking stream waits for it. */
+static CUresult legacy_deps(stream *s) {
+  if (s->flags & DV_CU_STREAM_NON_BLOCKING) return DV_CUDA_SUCCESS;
+  if (s->kind == 1) {
+    for (stream *x = g_streams; x; x = x->next_all) {
+      if (x == s || x->ctx != s->ctx || x->destroyed || (x->flags & DV_CU_STREAM_NON_BLOCKING)) continue;
+      if (x->done >= x->enq) continue;
+      op *w = op_new(4);
+      if (!w) return DV_CUDA_ERROR_OUT_OF_MEMORY;
+      w->wait_s = x, w->wait_seq = x->enq;
+      push(s, w);
+    }
+  } else if (s->ctx->legacy && s->ctx->legacy->done < s->ctx->legacy->enq) {
+    op *w = op_new(4);
+    if (!w) return DV_CUDA_ERROR_OUT_OF_MEMORY;
+    w->wait_s = s->ctx->legacy, w->wait_seq = s->ctx->legacy->enq;
+    push(s, w);
+  }
+  return DV_CUDA_SUCCESS;
+}
+
+static CUresult enqueue(stream *s, op *o) {
+  CUresult r = legacy_deps(s);
+  if (r) {
+    free(o);
+    return r;
+  }
+  push(s, o);
+  return DV_CUDA_SUCCESS;
+}
+
+/* Wait (L held) until stream s has done everything queued so far; a bounded
+ * wait for the synchronous pageable copies. */
+static int wait_stream(stream *s, uint64_t seq, int bounded) {
+  struct timespec dl;
+  clock_gettime(CLOCK_REALTIME, &dl);
+  dl.tv_sec += g_block_s;
+  while (s->done < seq) {
+    if (!bounded) pthread_cond_wait(&C, &L);
+    else if (pthread_cond_timedwait(&C, &L, &dl) == ETIMEDOUT && s->done < seq) return -1;
+  }
+  return 0;
+}
+
+static void deadlock(const char *what) {
+  fprintf(stderr,
+          "cuda test double: %s with pageable host memory waited %d s for its stream: the driver runs this "
+          "copy synchronously, so on a real GPU this call deadlocks (the work ahead of it waits for the caller)\n",
+          what, g_block_s);
+  abort();
+}
+
+static void fault(struct dv_CUctx_st *c, const char *what) {
+  g_faults++;
+  if (!c->sticky) {
+    fprintf(stderr, "cuda test double: %s: an address that is no longer (or never was) allocated: "
+                    "CUDA_ERROR_ILLEGAL_ADDRESS, sticky for the context\n", what);
+    c->sticky = DV_CUDA_ERROR_ILLEGAL_ADDRESS;
+  }
+}
+
+/* The bytes of one side of a copy at run time (L held); NULL: fault. */
+static char *side(struct dv_CUctx_st *c, int dev, uint64_t a, size_t span) {
+  if (!dev) return (char *)(uintptr_t)a;
+  alloc *x = find_dev(a, span);
+  if (!x) {
+    if (getenv("CUDA_DOUBLE_DEBUG")) fprintf(stderr, "cuda test double: no allocation holds [%#llx, +%zu)\n", (unsigned long long)a, span);
+    fault(c, "a queued copy");
+    return NULL;
+  }
+  return x->host + (a - x->addr);
+}
+
+static size_t span3(size_t w, size_t h, size_t d, size_t pitch, size_t rows) {
+  if (!w || !h || !d) return 0;
+  return (d - 1) * pitch * rows + (h - 1) * pitch + w;
+}
+
+static void run_copy(struct dv_CUctx_st *c, op *o) {
+  char *s = side(c, o->sdev, o->saddr, span3(o->width, o->height, o->depth, o->spitch, o->sheight));
+  char *d = side(c, o->ddev, o->daddr, span3(o->width, o->height, o->depth, o->dpitch, o->dheight));
+  if (!s || !d) return;
+  for (size_t z = 0; z < o->depth; z++)
+    for (size_t y = 0; y < o->height; y++)
+      memmove(d + z * o->dpitch * o->dheight + y * o->dpitch, s + z * o->spitch * o->sheight + y * o->spitch, o->width);
+}
+
+/* devarray's strided copy kernel on the host: parameters sbase, soff, sview,
+ * dbase, doff, dview, count (src/kernel/copy_kernels.dvk). */
+typedef struct kview {
+  int64_t ndim, shape[8], strides[8];
+} kview;
+
+static int64_t view_off(const kview *v, int64_t i) {
+  int64_t off = 0;
+  for (int64_t k = v->ndim - 1; k >= 0; k--) {
+    int64_t e = v->shape[k] ? v->shape[k] : 1;
+    off += (i % e) * v->strides[k];
+    i /= e;
+  }
+  return off;
+}
+
+static void run_copy_kernel(struct dv_CUctx_st *c, op *o) {
+  const unsigned char *p = o->kparams;
+  uint64_t sbase, dbase;
+  int64_t soff, doff, count;
+  kview sv, dv;
+  memcpy(&sbase, p, 8), memcpy(&soff, p + 8, 8), memcpy(&sv, p + 16, 136);
+  memcpy(&dbase, p + 152, 8), memcpy(&doff, p + 160, 8), memcpy(&dv, p + 168, 136), memcpy(&count, p + 304, 8);
+  alloc *sa = find_dev(sbase, 1), *da = find_dev(dbase, 1);
+  if (sv.ndim < 1 || sv.ndim > 8 || dv.ndim < 1 || dv.ndim > 8 || !sa || !da) {
+    fault(c, "a strided-copy kernel");
+    return;
+  }
+  for (int64_t i = 0; i < count; i++) {
+    uint64_t s = sbase + (uint64_t)(soff + view_off(&sv, i)), d = dbase + (uint64_t)(doff + view_off(&dv, i));
+    if (s < sa->addr || s - sa->addr > sa->size - o->word || d < da->addr || d - da->addr > da->size - o->word) {
+      fault(c, "a strided-copy kernel (out of bounds)");
+      return;
+    }
+    memcpy(da->host + (d - da->addr), sa->host + (s - sa->addr), o->word);
+  }
+}
+
+static int op_ready(op *o) {
+  if (o->kind == 4) return o->wait_s->done >= o->wait_seq;
+  return 1;
+}
+
+static void *worker(void *arg) {
+  stream *s = arg;
+  pthread_mutex_lock(&L);
+  for (;;) {
+    while (!s->quit && (!s->head || g_hold || !op_ready(s->head))) pthread_cond_wait(&C, &L);
+    if (s->quit && !s->head) break;
+    op *o = s->head;
+    struct dv_CUctx_st *c = s->ctx;
+    int failed = c->sticky != 0;
+    switch (o->kind) {
+      case 1:
+        if (!failed) run_copy(c, o);
+        break;
+      case 2:
+        if (!failed) {
+          char *d = side(c, 1, o->daddr, o->width);
+          if (d) memset(d, o->value, o->width);
+        }
+        break;
+      case 3:
+        /* Host functions run even after a fault?  The reference: after an
+         * error the stream's remaining work is not run.  Skip them. */
+        if (!failed) {
+          pthread_mutex_unlock(&L);
+          t_in_callback = 1;
+          o->fn(o->user);
+          t_in_callback = 0;
+          pthread_mutex_lock(&L);
+        }
+        break;
+      case 8: {
+        /* cuStreamAddCallback: runs after a fault too, with its status. */
+        CUresult st = c->sticky;
+        pthread_mutex_unlock(&L);
+        t_in_callback = 1;
+        o->cb(o->cb_stream, st, o->user);
+        t_in_callback = 0;
+        pthread_mutex_lock(&L);
+        break;
+      }
+      case 5:
+        clock_gettime(CLOCK_MONOTONIC, &o->ev->when);
+        o->ev->when_set = 1;
+        break;
+      case 6:
+        if (!failed) run_copy_kernel(c, o);
+        break;
+      default: break;
+    }
+    s->head = o->next;
+    if (!s->head) s->tail = NULL;
+    s->done = o->seq;
+    free(o);
+    pthread_cond_broadcast(&C);
+  }
+  pthread_mutex_unlock(&L);
+  return NULL;
+}
+
+/* Stop a stream's worker and free it (L held; the stream is drained first). */
+static void stream_reap(stream *s) {
+  s->quit = 1;
+  pthread_cond_broadcast(&C);
+  pthread_t t = s->thread;
+  pthread_mutex_unlock(&L);
+  pthread_join(t, NULL);
+  pthread_mutex_lock(&L);
+  for (stream **pp = &g_streams; *pp; pp = &(*pp)->next_all)
+    if (*pp == s) {
+      *pp = s->next_all;
+      break;
+    }
+  free(s);
+}
+
+static void mod_free(struct dv_CUmod_st *m);
+
+/* A primary context released to zero: everything it owned goes. */
+static void ctx_teardown(struct dv_CUctx_st *c) {
+  for (stream *x = g_streams; x; x = x->next_all)
+    if (x->ctx == c) wait_stream(x, x->enq, 0);
+  for (;;) {
+    stream *x = g_streams;
+    while (x && x->ctx != c) x = x->next_all;
+    if (!x) break;
+    stream_reap(x);
+  }
+  c->legacy = NULL;
+  for (alloc **pp = &g_allocs; *pp;) {
+    alloc *x = *pp;
+    if (x->ctx == c && x->kind != 4) {
+      *pp = x->next;
+      if (x->kind == 3) g_pinned_used -= x->size;
+      free(x->host);
+      free(x);
+    } else if (x->ctx == c && x->kind == 4 && !(x->flags & DV_CU_MEMHOSTREGISTER_PORTABLE)) {
+      *pp = x->next;
+      free(x);
+    } else {
+      pp = &x->next;
+    }
+  }
+  for (struct dv_CUevent_st **pp = &g_events; *pp;) {
+    if ((*pp)->ctx == c) {
+      struct dv_CUevent_st *e = *pp;
+      *pp = e->next_all;
+      free(e);
+    } else {
+      pp = &(*pp)->next_all;
+    }
+  }
+  for (struct dv_CUmod_st **pp = &g_mods; *pp;) {
+    if ((*pp)->ctx == c) {
+      struct dv_CUmod_st *m = *pp;
+      *pp = m->next_all;
+      mod_free(m);
+    } else {
+      pp = &(*pp)->next_all;
+    }
+  }
+  c->used = 0;
+  c->peers = 0;
+  for (int i = 0; i < MAX_DEV; i++) g_ctx[i].peers &= ~(1u << c->dev);
+  c->sticky = 0;
+  c->active = 0;
+}
+
+/* ---- initialization, devices ------------------------------------------------------------- */
+
+EXPORT CUresult cuInit(unsigned flags) {
+  if (flags) return DV_CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&L);
+  if (!g_init) {
+    const char *e = getenv("CUDA_DOUBLE_DEVICES");
+    if (e && atoi(e) >= 0 && atoi(e) <= MAX_DEV) g_ndev = atoi(e);
+    if ((e = getenv("CUDA_DOUBLE_MEMORY")) && strtoull(e, NULL, 10)) g_dev_mem = (size_t)strtoull(e, NULL, 10);
+    if ((e = getenv("CUDA_DOUBLE_BLOCK_S")) && atoi(e) > 0) g_block_s = atoi(e);
+    for (int i = 0; i < MAX_DEV; i++) g_ctx[i].dev = i, g_next_addr[i] = 0x0a0000000000ull + (uint64_t)i * 0x010000000000ull;
+    g_init = 1;
+  }
+  int n = g_ndev;
+  pthread_mutex_unlock(&L);
+  return n ? DV_CUDA_SUCCESS : DV_CUDA_ERROR_NO_DEVICE;
+}
+
+EXPORT CUresult cuDriverGetVersion(int *v) {
+  if (!v) return DV_CUDA_ERROR_INVALID_VALUE;
+  *v = 13000;
+  return DV_CUDA_SUCCESS;
+}
+
+static const struct {
+  int code;
+  const char *name, *text;
+} errs[] = {
+    {0, "CUDA_SUCCESS", "no error"},
+    {1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {4, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+    {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {218, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
+    {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {600, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
+    {709, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
+    {704, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", "peer access is already enabled"},
+    {712, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", "part or all of the requested memory range is already mapped"},
+    {713, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", "pointer does not correspond to a registered memory region"},
+    {719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {800, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+};
+
+EXPORT CUresult cuGetErrorName(CUresult e, const char **s) {
+  if (!s) return DV_CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++)
+    if (errs[i].code == e) {
+      *s = errs[i].name;
+      return DV_CUDA_SUCCESS;
+    }
+  *s = NULL;
+  return DV_CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuGetErrorString(CUresult e, const char **s) {
+  if (!s) return DV_CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++)
+    if (errs[i].code == e) {
+      *s = errs[i].text;
+      return DV_CUDA_SUCCESS;
+    }
+  *s = NULL;
+  return DV_CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuDeviceGetCount(int *n) {
+  ENTER();
+  if (!n) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  *n = g_ndev;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuDeviceGet(dv_CUdevice *d, int ordinal) {
+  ENTER();
+  if (!d) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (ordinal < 0 || ordinal >= g_ndev) return unlock_ret(DV_CUDA_ERROR_INVALID_DEVICE);
+  *d = ordinal;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+#define DEV_OK(d) ((d) >= 0 && (d) < g_ndev)
+
+EXPORT CUresult cuDeviceGetName(char *name, int len, dv_CUdevice d) {
+  ENTER();
+  if (!name || len <= 0) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (!DEV_OK(d)) return unlock_ret(DV_CUDA_ERROR_INVALID_DEVICE);
+  snprintf(name, (size_t)len, "devarray CUDA test double %d", d);
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, dv_CUdevice d) {
+  ENTER();
+  if (!bytes) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (!DEV_OK(d)) return unlock_ret(DV_CUDA_ERROR_INVALID_DEVICE);
+  *bytes = g_dev_mem;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuDeviceGetAttribute(int *v, dv_CUdevice_attribute a, dv_CUdevice d) {
+  ENTER();
+  if (!v) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (!DEV_OK(d)) return unlock_ret(DV_CUDA_ERROR_INVALID_DEVICE);
+  int x;
+  switch (a) {
+    case 1: x = 1024; break;             /* max threads per block */
+    case 2: case 3: x = 1024; break;     /* block x, y */
+    case 4: x = 64; break;               /* block z */
+    case 5: x = 2147483647; break;       /* grid x */
+    case 6: case 7: x = 65535; break;    /* grid y, z */
+    case 8: x = 48 * 1024; break;        /* shared per block */
+    case 9: x = 64 * 1024; break;        /* constant memory */
+    case 10: x = 32; break;              /* warp */
+    case 11: x = (int)MAX_PITCH; break;  /* max pitch */
+    case 16: x = 4; break;               /* SMs */
+    case 19: x = 1; break;               /* can map host memory */
+    case 41: x = 1; break;               /* unified addressing */
+    case 75: x = 99; break;              /* newer than any NVRTC: kernels come as PTX */
+    case 76: x = 0; break;
+    case 83: x = 1; break;               /* managed memory */
+    case 89: x = 1; break;
+    case 97: x = BLOCK_OPTIN; break;
+    default:
+      if (a <= 0 || a > 140) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+      x = 0;
+  }
+  *v = x;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuDeviceGetPCIBusId(char *id, int len, dv_CUdevice d) {
+  ENTER();
+  if (!id || len <= 0) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (!DEV_OK(d)) return unlock_ret(DV_CUDA_ERROR_INVALID_DEVICE);
+  snprintf(id, (size_t)len, "0000:%02x:00.0", 0x10 + d);
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuDeviceCanAccessPeer(int *can, dv_CUdevice d, dv_CUdevice peer) {
+  ENTER();
+  if (!can) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (!DEV_OK(d) || !DEV_OK(peer)) return unlock_ret(DV_CUDA_ERROR_INVALID_DEVICE);
+  *can = d != peer;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+/* ---- contexts --------------------------------------------------------------------------------- */
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(dv_CUcontext *c, dv_CUdevice d) {
+  ENTER();
+  if (!c) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (!DEV_OK(d)) return unlock_ret(DV_CUDA_ERROR_INVALID_DEVICE);
+  g_ctx[d].refs++;
+  g_ctx[d].active = 1;
+  *c = &g_ctx[d];
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(dv_CUdevice d) {
+  ENTER();
+  if (!DEV_OK(d)) return unlock_ret(DV_CUDA_ERROR_INVALID_DEVICE);
+  if (g_ctx[d].refs <= 0) return unlock_ret(DV_CUDA_ERROR_INVALID_CONTEXT);
+  if (--g_ctx[d].refs == 0) ctx_teardown(&g_ctx[d]);
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+static int ctx_known(dv_CUcontext c) {
+  for (int i = 0; i < g_ndev; i++)
+    if (c == &g_ctx[i]) return 1;
+  return 0;
+}
+
+EXPORT CUresult cuCtxSetCurrent(dv_CUcontext c) {
+  ENTER();
+  if (c && !ctx_known(c)) return unlock_ret(DV_CUDA_ERROR_INVALID_CONTEXT);
+  if (c && !c->active) return unlock_ret(CONTEXT_IS_DESTROYED);
+  t_cur = c;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuCtxGetCurrent(dv_CUcontext *c) {
+  ENTER();
+  if (!c) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  *c = t_cur;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuCtxSynchronize(void) {
+  ENTER();
+  CTX(c);
+  for (stream *x = g_streams; x; x = x->next_all)
+    if (x->ctx == c) wait_stream(x, x->enq, 0);
+  return unlock_ret(c->sticky);
+}
+
+/* ---- memory ------------------------------------------------------------------------------------ */
+
+static uint64_t take_addr(int dev, size_t bytes) {
+  uint64_t a = g_next_addr[dev];
+  g_next_addr[dev] += (bytes + 511) / 512 * 512 + 512; /* a gap: ranges never touch */
+  return a;
+}
+
+EXPORT CUresult cuMemAlloc_v2(dv_CUdeviceptr *p, size_t bytes) {
+  ENTER();
+  if (!p) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  *p = 0;
+  CTX(c);
+  if (!bytes) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (bytes > g_dev_mem - c->used) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  alloc *x = calloc(1, sizeof *x);
+  char *h = x ? malloc(bytes) : NULL;
+  if (!h) {
+    free(x);
+    return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  memset(h, 0xA5, bytes); /* device memory is not zeroed */
+  x->kind = 1, x->host = h, x->size = bytes, x->ctx = c, x->addr = take_addr(c->dev, bytes);
+  x->next = g_allocs;
+  g_allocs = x;
+  c->used += bytes;
+  *p = x->addr;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuMemAllocManaged(dv_CUdeviceptr *p, size_t bytes, unsigned flags) {
+  ENTER();
+  if (!p) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  *p = 0;
+  CTX(c);
+  if (!bytes || (flags != DV_CU_MEM_ATTACH_GLOBAL && flags != DV_CU_MEM_ATTACH_HOST))
+    return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (bytes > g_dev_mem - c->used) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  alloc *x = calloc(1, sizeof *x);
+  char *h = NULL;
+  if (!x || posix_memalign((void **)&h, 4096, bytes)) {
+    free(x);
+    return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  x->kind = 2, x->host = h, x->size = bytes, x->ctx = c, x->addr = (uint64_t)(uintptr_t)h;
+  x->flags = DV_CU_MEMHOSTALLOC_DEVICEMAP;
+  x->next = g_allocs;
+  g_allocs = x;
+  c->used += bytes;
+  *p = x->addr;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuMemFree_v2(dv_CUdeviceptr p) {
+  ENTER();
+  CTX(c);
+  for (alloc **pp = &g_allocs; *pp; pp = &(*pp)->next) {
+    alloc *x = *pp;
+    if ((x->kind == 1 || x->kind == 2) && x->addr == p) {
+      if (x->ctx != c) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE); /* another context's memory */
+      if (getenv("CUDA_DOUBLE_DEBUG")) fprintf(stderr, "cuda test double: cuMemFree [%#llx, +%zu)\n", (unsigned long long)p, x->size);
+      *pp = x->next;
+      x->ctx->used -= x->size;
+      free(x->host);
+      free(x);
+      return unlock_ret(DV_CUDA_SUCCESS);
+    }
+  }
+  return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE); /* not an allocation's start: double free, wrong kind */
+}
+
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
+  ENTER();
+  if (!free_bytes || !total_bytes) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  CTX(c);
+  *free_bytes = g_dev_mem - c->used;
+  *total_bytes = g_dev_mem;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned flags) {
+  ENTER();
+  if (!p) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  *p = NULL;
+  CTX(c);
+  if (!bytes || (flags & ~7u)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (bytes > g_pinned_limit - g_pinned_used) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  alloc *x = calloc(1, sizeof *x);
+  char *h = NULL;
+  if (!x || posix_memalign((void **)&h, 4096, bytes)) {
+    free(x);
+    return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  x->kind = 3, x->host = h, x->size = bytes, x->ctx = c, x->flags = flags, x->addr = (uint64_t)(uintptr_t)h;
+  x->next = g_allocs;
+  g_allocs = x;
+  g_pinned_used += bytes;
+  *p = h;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuMemFreeHost(void *p) {
+  ENTER();
+  CTX(c);
+  (void)c;
+  for (alloc **pp = &g_allocs; *pp; pp = &(*pp)->next) {
+    alloc *x = *pp;
+    if (x->kind == 3 && x->host == p) {
+      *pp = x->next;
+      g_pinned_used -= x->size;
+      free(x->host);
+      free(x);
+      return unlock_ret(DV_CUDA_SUCCESS);
+    }
+  }
+  return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+}
+
+EXPORT CUresult cuMemHostGetDevicePointer_v2(dv_CUdeviceptr *d, void *p, unsigned flags) {
+  ENTER();
+  if (!d || flags) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  *d = 0;
+  CTX(c);
+  (void)c;
+  uintptr_t a = (uintptr_t)p;
+  for (alloc *x = g_allocs; x; x = x->next) {
+    if (x->kind != 3 && x->kind != 4) continue;
+    uintptr_t b = (uintptr_t)x->host;
+    if (a >= b && a - b < x->size) {
+      if (!(x->flags & DV_CU_MEMHOSTALLOC_DEVICEMAP)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+      *d = (dv_CUdeviceptr)a;
+      return unlock_ret(DV_CUDA_SUCCESS);
+    }
+  }
+  return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+}
+
+EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags) {
+  ENTER();
+  CTX(c);
+  if (!p || !bytes || (flags & ~0xFu)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (is_dev_addr(p)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  uintptr_t a = (uintptr_t)p;
+  for (alloc *x = g_allocs; x; x = x->next) {
+    if (x->kind != 3 && x->kind != 4) continue;
+    uintptr_t b = (uintptr_t)x->host;
+    if (a < b + x->size && b < a + bytes) return unlock_ret(DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  }
+  alloc *x = calloc(1, sizeof *x);
+  if (!x) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  x->kind = 4, x->host = p, x->size = bytes, x->ctx = c, x->flags = flags, x->addr = a;
+  x->next = g_allocs;
+  g_allocs = x;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuMemHostUnregister(void *p) {
+  ENTER();
+  CTX(c);
+  (void)c;
+  for (alloc **pp = &g_allocs; *pp; pp = &(*pp)->next) {
+    alloc *x = *pp;
+    if (x->kind == 4 && x->host == p) {
+      *pp = x->next;
+      free(x);
+      return unlock_ret(DV_CUDA_SUCCESS);
+    }
+  }
+  return unlock_ret(DV_CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+}
+
+/* ---- copies -------------------------------------------------------------------------------------- */
+
+/* Queue a copy, or run it synchronously as the reference says for pageable
+ * host memory.  Sides are checked now; device sides again when it runs. */
+static CUresult do_copy(op *o, dv_CUstream h, const char *what) {
+  CTX(c);
+  CUresult r;
+  stream *s = resolve_stream(c, h, &r);
+  if (!s) {
+    free(o);
+    return unlock_ret(r);
+  }
+  size_t ss = span3(o->width, o->height, o->depth, o->spitch, o->sheight);
+  size_t ds = span3(o->width, o->height, o->depth, o->dpitch, o->dheight);
+  if (ss && ((o->sdev && !find_dev(o->saddr, ss)) || (!o->sdev && (!o->saddr || is_dev_addr((void *)(uintptr_t)o->saddr))))) {
+    free(o);
+    return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  }
+  if (ds && ((o->ddev && !find_dev(o->daddr, ds)) || (!o->ddev && (!o->daddr || is_dev_addr((void *)(uintptr_t)o->daddr))))) {
+    free(o);
+    return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  }
+  if (!ss) {
+    free(o);
+    return unlock_ret(DV_CUDA_SUCCESS);
+  }
+  int pageable_src = !o->sdev && !host_pinned((void *)(uintptr_t)o->saddr, ss);
+  int pageable_dst = !o->ddev && !host_pinned((void *)(uintptr_t)o->daddr, ds);
+  if ((r = enqueue(s, o)) != DV_CUDA_SUCCESS) return unlock_ret(r);
+  if (pageable_src || pageable_dst) {
+    /* Host to device from pageable memory: the stream is synchronized, the
+     * bytes taken, and the call returns; device to pageable host: returns
+     * when the copy is done.  Either way the caller waits for the stream. */
+    if (wait_stream(s, o->seq, 1)) deadlock(what);
+  }
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuMemcpyHtoDAsync_v2(dv_CUdeviceptr d, const void *hp, size_t n, dv_CUstream s) {
+  ENTER();
+  op *o = op_new(1);
+  if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  o->ddev = 1, o->daddr = d, o->saddr = (uint64_t)(uintptr_t)hp;
+  o->width = n, o->height = o->depth = 1;
+  return do_copy(o, s, "cuMemcpyHtoDAsync");
+}
+
+EXPORT CUresult cuMemcpyDtoHAsync_v2(void *hp, dv_CUdeviceptr d, size_t n, dv_CUstream s) {
+  ENTER();
+  op *o = op_new(1);
+  if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  o->sdev = 1, o->saddr = d, o->daddr = (uint64_t)(uintptr_t)hp;
+  o->width = n, o->height = o->depth = 1;
+  return do_copy(o, s, "cuMemcpyDtoHAsync");
+}
+
+EXPORT CUresult cuMemcpyDtoDAsync_v2(dv_CUdeviceptr d, dv_CUdeviceptr src, size_t n, dv_CUstream s) {
+  ENTER();
+  op *o = op_new(1);
+  if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  o->sdev = o->ddev = 1, o->saddr = src, o->daddr = d;
+  o->width = n, o->height = o->depth = 1;
+  return do_copy(o, s, "cuMemcpyDtoDAsync");
+}
+
+/* One side of a 2-D/3-D copy description: 0 or the error. */
+static CUresult rect_side(int type, const void *host, dv_CUdeviceptr dev, const void *array, size_t x, size_t y,
+                          size_t z, size_t pitch, size_t rows, int *is_dev, uint64_t *addr) {
+  if (array) return DV_CUDA_ERROR_INVALID_VALUE; /* CUDA arrays: not modelled */
+  if (type == DV_CU_MEMORYTYPE_HOST) {
+    if (!host) return DV_CUDA_ERROR_INVALID_VALUE;
+    *is_dev = 0, *addr = (uint64_t)(uintptr_t)host;
+  } else if (type == DV_CU_MEMORYTYPE_DEVICE) {
+    if (!dev) return DV_CUDA_ERROR_INVALID_VALUE;
+    *is_dev = 1, *addr = dev;
+  } else {
+    return DV_CUDA_ERROR_INVALID_VALUE; /* arrays, unified: not modelled */
+  }
+  if (pitch > MAX_PITCH) return DV_CUDA_ERROR_INVALID_VALUE;
+  *addr += z * pitch * rows + y * pitch + x;
+  return DV_CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpy2DAsync_v2(const dv_CUDA_MEMCPY2D *p, dv_CUstream s) {
+  ENTER();
+  if (!p) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  op *o = op_new(1);
+  if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  CUresult r = rect_side(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes, p->srcY, 0,
+                         p->srcPitch, 0, &o->sdev, &o->saddr);
+  if (!r) r = rect_side(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes, p->dstY, 0,
+                        p->dstPitch, 0, &o->ddev, &o->daddr);
+  if (!r && p->Height > 1 && (p->srcPitch < p->WidthInBytes + p->srcXInBytes || p->dstPitch < p->WidthInBytes + p->dstXInBytes))
+    r = DV_CUDA_ERROR_INVALID_VALUE;
+  if (!r && o->sdev && o->ddev && p->Height > 1 && ((p->srcPitch % 4) || (p->dstPitch % 4)))
+    r = DV_CUDA_ERROR_INVALID_VALUE; /* "may fail for pitches not computed by cuMemAllocPitch" */
+  if (r) {
+    free(o);
+    return unlock_ret(r);
+  }
+  o->width = p->WidthInBytes, o->height = p->Height, o->depth = 1;
+  o->spitch = p->srcPitch, o->dpitch = p->dstPitch, o->sheight = o->dheight = p->Height;
+  return do_copy(o, s, "cuMemcpy2DAsync");
+}
+
+EXPORT CUresult cuMemcpy3DAsync_v2(const dv_CUDA_MEMCPY3D *p, dv_CUstream s) {
+  ENTER();
+  if (!p) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (p->reserved0 || p->reserved1 || p->srcLOD || p->dstLOD) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  op *o = op_new(1);
+  if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  CUresult r = rect_side(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes, p->srcY, p->srcZ,
+                         p->srcPitch, p->srcHeight, &o->sdev, &o->saddr);
+  if (!r) r = rect_side(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes, p->dstY, p->dstZ,
+                        p->dstPitch, p->dstHeight, &o->ddev, &o->daddr);
+  if (!r && (p->Height > 1 || p->Depth > 1) &&
+      (p->srcPitch < p->WidthInBytes + p->srcXInBytes || p->dstPitch < p->WidthInBytes + p->dstXInBytes))
+    r = DV_CUDA_ERROR_INVALID_VALUE;
+  if (!r && p->Depth > 1 && (p->srcHeight < p->Height + p->srcY || p->dstHeight < p->Height + p->dstY))
+    r = DV_CUDA_ERROR_INVALID_VALUE;
+  if (!r && o->sdev && o->ddev && (p->Height > 1 || p->Depth > 1) && ((p->srcPitch % 4) || (p->dstPitch % 4)))
+    r = DV_CUDA_ERROR_INVALID_VALUE;
+  if (r) {
+    free(o);
+    return unlock_ret(r);
+  }
+  o->width = p->WidthInBytes, o->height = p->Height, o->depth = p->Depth;
+  o->spitch = p->srcPitch, o->dpitch = p->dstPitch, o->sheight = p->srcHeight, o->dheight = p->dstHeight;
+  return do_copy(o, s, "cuMemcpy3DAsync");
+}
+
+EXPORT CUresult cuMemsetD8Async(dv_CUdeviceptr d, unsigned char v, size_t n, dv_CUstream h) {
+  ENTER();
+  CTX(c);
+  CUresult r;
+  stream *s = resolve_stream(c, h, &r);
+  if (!s) return unlock_ret(r);
+  if (!n) return unlock_ret(DV_CUDA_SUCCESS);
+  if (!find_dev(d, n)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  op *o = op_new(2);
+  if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  o->daddr = d, o->width = n, o->value = v;
+  return unlock_ret(enqueue(s, o));
+}
+
+/* Peer copies: both ranges must be device memory of the contexts named
+ * (the double's address ranges are per device, so a wrong context is
+ * caught); queued on a stream of the current context. */
+EXPORT CUresult cuMemcpyPeerAsync(dv_CUdeviceptr d, dv_CUcontext dctx, dv_CUdeviceptr src, dv_CUcontext sctx, size_t n,
+                                  dv_CUstream s) {
+  ENTER();
+  if (!ctx_known(dctx) || !ctx_known(sctx) || !dctx->active || !sctx->active)
+    return unlock_ret(DV_CUDA_ERROR_INVALID_CONTEXT);
+  alloc *da = find_dev(d, n ? n : 1), *sa = find_dev(src, n ? n : 1);
+  if (n && (!da || !sa || da->ctx != dctx || sa->ctx != sctx)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  op *o = op_new(1);
+  if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  o->sdev = o->ddev = 1, o->saddr = src, o->daddr = d;
+  o->width = n, o->height = o->depth = 1;
+  g_peer_copies++;
+  return do_copy(o, s, "cuMemcpyPeerAsync");
+}
+
+EXPORT CUresult cuCtxEnablePeerAccess(dv_CUcontext peer, unsigned flags) {
+  ENTER();
+  CTX(c);
+  if (flags) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (!ctx_known(peer) || !peer->active) return unlock_ret(DV_CUDA_ERROR_INVALID_CONTEXT);
+  if (peer == c) return unlock_ret(DV_CUDA_ERROR_INVALID_DEVICE); /* a context cannot be its own peer */
+  if (c->peers & (1u << peer->dev)) return unlock_ret(704); /* PEER_ACCESS_ALREADY_ENABLED */
+  c->peers |= 1u << peer->dev;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+/* IPC: the double cannot share its memory with another process (each has
+ * its own double), so it hands out handles that name (process, address,
+ * size) and refuses to open them: in the exporting process as the driver
+ * does (a process cannot open its own handle), elsewhere as not supported. */
+typedef struct ipc_payload {
+  char magic[8];
+  uint64_t pid, addr, size;
+} ipc_payload;
+
+EXPORT CUresult cuIpcGetMemHandle(dv_CUipcMemHandle *h, dv_CUdeviceptr p) {
+  ENTER();
+  if (!h) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  CTX(c);
+  for (alloc *x = g_allocs; x; x = x->next)
+    if (x->kind == 1 && x->addr == p && x->ctx == c) {
+      ipc_payload pl = {"DVDOUBL", (uint64_t)getpid(), x->addr, x->size};
+      _Static_assert(sizeof pl <= sizeof *h, "payload fits the handle");
+      memset(h, 0, sizeof *h);
+      memcpy(h, &pl, sizeof pl);
+      return unlock_ret(DV_CUDA_SUCCESS);
+    }
+  return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+}
+
+EXPORT CUresult cuIpcOpenMemHandle_v2(dv_CUdeviceptr *p, dv_CUipcMemHandle h, unsigned flags) {
+  ENTER();
+  if (!p || flags > 1) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  *p = 0;
+  CTX(c);
+  (void)c;
+  ipc_payload pl;
+  memcpy(&pl, &h, sizeof pl);
+  if (memcmp(pl.magic, "DVDOUBL", 8)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (pl.pid == (uint64_t)getpid()) return unlock_ret(DV_CUDA_ERROR_INVALID_CONTEXT);
+  return unlock_ret(DV_CUDA_ERROR_NOT_SUPPORTED);
+}
+
+EXPORT CUresult cuIpcCloseMemHandle(dv_CUdeviceptr p) {
+  ENTER();
+  CTX(c);
+  (void)c, (void)p;
+  return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE); /* nothing is ever opened */
+}
+
+EXPORT CUresult cuMemGetAddressRange_v2(dv_CUdeviceptr *base, size_t *bytes, dv_CUdeviceptr p) {
+  ENTER();
+  CTX(c);
+  (void)c;
+  alloc *x = find_dev(p, 1);
+  if (!x) return unlock_ret(DV_CUDA_ERROR_NOT_FOUND);
+  if (base) *base = x->addr;
+  if (bytes) *bytes = x->size;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+/* ---- streams, events ------------------------------------------------------------------------------- */
+
+EXPORT CUresult cuStreamCreate(dv_CUstream *out, unsigned flags) {
+  ENTER();
+  if (!out) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  *out = NULL;
+  CTX(c);
+  if (flags & ~1u) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  stream *s = stream_new(c, flags, 0);
+  if (!s) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  *out = s;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuStreamDestroy_v2(dv_CUstream h) {
+  ENTER();
+  CTX(c);
+  stream *s = (stream *)h;
+  if (!h || h == DV_CU_STREAM_LEGACY || h == DV_CU_STREAM_PER_THREAD || !stream_known(s) || s->ctx != c)
+    return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+  /* Returns at once; the work already queued still runs. */
+  s->destroyed = 1;
+  wait_stream(s, s->enq, 0);
+  stream_reap(s);
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuStreamSynchronize(dv_CUstream h) {
+  ENTER();
+  CTX(c);
+  CUresult r;
+  stream *s = resolve_stream(c, h, &r);
+  if (!s) return unlock_ret(r);
+  wait_stream(s, s->enq, 0);
+  return unlock_ret(c->sticky);
+}
+
+EXPORT CUresult cuStreamQuery(dv_CUstream h) {
+  ENTER();
+  CTX(c);
+  CUresult r;
+  stream *s = resolve_stream(c, h, &r);
+  if (!s) return unlock_ret(r);
+  return unlock_ret(s->done >= s->enq ? DV_CUDA_SUCCESS : DV_CUDA_ERROR_NOT_READY);
+}
+
+static int event_known(struct dv_CUevent_st *e) {
+  for (struct dv_CUevent_st *x = g_events; x; x = x->next_all)
+    if (x == e) return 1;
+  return 0;
+}
+
+EXPORT CUresult cuStreamWaitEvent(dv_CUstream h, dv_CUevent e, unsigned flags) {
+  ENTER();
+  CTX(c);
+  if (flags) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (!event_known(e)) return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+  CUresult r;
+  stream *s = resolve_stream(c, h, &r);
+  if (!s) return unlock_ret(r);
+  if (!e->recorded || e->s->done >= e->seq) return unlock_ret(DV_CUDA_SUCCESS);
+  op *o = op_new(4);
+  if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  o->wait_s = e->s, o->wait_seq = e->seq;
+  return unlock_ret(enqueue(s, o));
+}
+
+EXPORT CUresult cuLaunchHostFunc(dv_CUstream h, dv_CUhostFn fn, void *user) {
+  ENTER();
+  CTX(c);
+  if (!fn) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  CUresult r;
+  stream *s = resolve_stream(c, h, &r);
+  if (!s) return unlock_ret(r);
+  op *o = op_new(3);
+  if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  o->fn = fn, o->user = user;
+  return unlock_ret(enqueue(s, o));
+}
+
+EXPORT CUresult cuStreamAddCallback(dv_CUstream h, dv_CUstreamCallback fn, void *user, unsigned flags) {
+  ENTER();
+  CTX(c);
+  if (!fn || flags) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  CUresult r;
+  stream *s = resolve_stream(c, h, &r);
+  if (!s) return unlock_ret(r);
+  op *o = op_new(8);
+  if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  o->cb = fn, o->cb_stream = h, o->user = user;
+  return unlock_ret(enqueue(s, o));
+}
+
+EXPORT CUresult cuEventCreate(dv_CUevent *out, unsigned flags) {
+  ENTER();
+  if (!out) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  *out = NULL;
+  CTX(c);
+  if (flags & ~0xFu) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  struct dv_CUevent_st *e = calloc(1, sizeof *e);
+  if (!e) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  e->ctx = c, e->flags = flags;
+  e->next_all = g_events;
+  g_events = e;
+  *out = e;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuEventDestroy_v2(dv_CUevent e) {
+  ENTER();
+  CTX(c);
+  (void)c;
+  for (struct dv_CUevent_st **pp = &g_events; *pp; pp = &(*pp)->next_all)
+    if (*pp == e) {
+      *pp = e->next_all;
+      /* A record still queued refers to it: let it run first. */
+      if (e->recorded && e->s) wait_stream(e->s, e->seq, 0);
+      free(e);
+      return unlock_ret(DV_CUDA_SUCCESS);
+    }
+  return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+}
+
+EXPORT CUresult cuEventRecord(dv_CUevent e, dv_CUstream h) {
+  ENTER();
+  CTX(c);
+  if (!event_known(e)) return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+  if (e->ctx != c) return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+  CUresult r;
+  stream *s = resolve_stream(c, h, &r);
+  if (!s) return unlock_ret(r);
+  /* A record replaced before it ran: wait for the old one (keeps it simple). */
+  if (e->recorded && e->s) wait_stream(e->s, e->seq, 0);
+  op *o = op_new(5);
+  if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  o->ev = e;
+  e->when_set = 0;
+  if ((r = enqueue(s, o)) != DV_CUDA_SUCCESS) return unlock_ret(r);
+  e->s = s, e->seq = o->seq, e->recorded = 1;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuEventQuery(dv_CUevent e) {
+  ENTER();
+  CTX(c);
+  (void)c;
+  if (!event_known(e)) return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+  if (!e->recorded) return unlock_ret(DV_CUDA_SUCCESS);
+  return unlock_ret(e->s->done >= e->seq ? DV_CUDA_SUCCESS : DV_CUDA_ERROR_NOT_READY);
+}
+
+EXPORT CUresult cuEventSynchronize(dv_CUevent e) {
+  ENTER();
+  CTX(c);
+  if (!event_known(e)) return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+  if (e->recorded) wait_stream(e->s, e->seq, 0);
+  return unlock_ret(c->sticky);
+}
+
+EXPORT CUresult cuEventElapsedTime_v2(float *ms, dv_CUevent a, dv_CUevent b) {
+  ENTER();
+  CTX(c);
+  (void)c;
+  if (!ms) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (!event_known(a) || !event_known(b)) return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+  if ((a->flags & DV_CU_EVENT_DISABLE_TIMING) || (b->flags & DV_CU_EVENT_DISABLE_TIMING) || !a->recorded ||
+      !b->recorded)
+    return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+  if (!a->when_set || !b->when_set) return unlock_ret(DV_CUDA_ERROR_NOT_READY);
+  *ms = (float)((double)(b->when.tv_sec - a->when.tv_sec) * 1e3 + (double)(b->when.tv_nsec - a->when.tv_nsec) / 1e6);
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+/* ---- modules, kernels ------------------------------------------------------------------------------- */
+
+static void mod_free(struct dv_CUmod_st *m) {
+  for (int i = 0; i < m->nvar; i++)
+    for (alloc **pp = &g_allocs; *pp; pp = &(*pp)->next)
+      if ((*pp)->addr == m->var[i].addr && (*pp)->kind == 1) {
+        alloc *x = *pp;
+        *pp = x->next;
+        free(x->host);
+        free(x);
+        break;
+      }
+  free(m->fn);
+  free(m->var);
+  free(m);
+}
+
+static size_t type_size(const char *t) {
+  if (!strncmp(t, ".u8", 3) || !strncmp(t, ".s8", 3) || !strncmp(t, ".b8", 3)) return 1;
+  if (!strncmp(t, ".u16", 4) || !strncmp(t, ".s16", 4) || !strncmp(t, ".b16", 4) || !strncmp(t, ".f16", 4)) return 2;
+  if (!strncmp(t, ".u32", 4) || !strncmp(t, ".s32", 4) || !strncmp(t, ".b32", 4) || !strncmp(t, ".f32", 4)) return 4;
+  if (!strncmp(t, ".u64", 4) || !strncmp(t, ".s64", 4) || !strncmp(t, ".b64", 4) || !strncmp(t, ".f64", 4)) return 8;
+  return 0;
+}
+
+/* ".param .u64 name" / ".param .align 8 .b8 name[136]" / ".const .align 4 .b8 name[64]": the size. */
+static size_t decl_size(const char *p, const char *end, char *name, size_t cap) {
+  size_t unit = 0;
+  while (p < end) {
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    if (p >= end) break;
+    const char *w = p;
+    while (p < end && *p != ' ' && *p != '\t' && *p != ',' && *p != ';' && *p != ')' && *p != '=') p++;
+    if (*w == '.') {
+      size_t u = type_size(w);
+      if (u && (size_t)(p - w) <= 4) unit = u;
+      continue;
+    }
+    if (*w >= '0' && *w <= '9') continue; /* the .align value */
+    /* the name, maybe [count] */
+    const char *br = memchr(w, '[', (size_t)(p - w));
+    size_t nl = (size_t)((br ? br : p) - w);
+    if (nl >= cap) nl = cap - 1;
+    memcpy(name, w, nl);
+    name[nl] = 0;
+    size_t count = br ? (size_t)strtoull(br + 1, NULL, 10) : 1;
+    return unit * (count ? count : 1);
+  }
+  return 0;
+}
+
+static CUresult ptx_parse(const char *ptx, struct dv_CUmod_st *m, struct dv_CUctx_st *c) {
+  int cap_fn = 0, cap_var = 0;
+  for (const char *p = ptx; (p = strstr(p, ".entry ")); p++) cap_fn++;
+  for (const char *p = ptx; (p = strstr(p, ".global ")); p++) cap_var++;
+  for (const char *p = ptx; (p = strstr(p, ".const ")); p++) cap_var++;
+  m->fn = calloc((size_t)cap_fn + 1, sizeof *m->fn);
+  m->var = calloc((size_t)cap_var + 1, sizeof *m->var);
+  if (!m->fn || !m->var) return DV_CUDA_ERROR_OUT_OF_MEMORY;
+  for (const char *p = ptx; (p = strstr(p, ".entry ")); p++) {
+    struct dv_CUfunc_st *f = &m->fn[m->nfn];
+    const char *n = p + 7;
+    while (*n == ' ') n++;
+    size_t k = strcspn(n, "( \t\n");
+    if (!k || k >= sizeof f->r.name) return DV_CUDA_ERROR_INVALID_PTX;
+    memcpy(f->r.name, n, k);
+    f->mod = m;
+    const char *open = n + k;
+    while (*open == ' ' || *open == '\n' || *open == '\t') open++;
+    if (*open == '(') {
+      const char *close = strchr(open, ')');
+      if (!close) return DV_CUDA_ERROR_INVALID_PTX;
+      for (const char *q = open; (q = strstr(q, ".param")) && q < close; q += 6) {
+        const char *e = q + 6;
+        while (e < close && *e != ',') e++;
+        char pname[128];
+        if (f->r.nparams == 32) return DV_CUDA_ERROR_INVALID_PTX;
+        f->r.psize[f->r.nparams++] = decl_size(q + 6, e, pname, sizeof pname);
+      }
+    }
+    m->nfn++;
+  }
+  const char *kinds[2] = {".global ", ".const "};
+  for (int kk = 0; kk < 2; kk++)
+    for (const char *p = ptx; (p = strstr(p, kinds[kk])); p++) {
+      if (p > ptx && p[-1] != ' ' && p[-1] != '\n' && p[-1] != '\t') continue;
+      const char *e = strchr(p, ';');
+      const char *nl = strchr(p, '\n');
+      if (!e || (nl && nl < e)) continue; /* not a declaration on one line */
+      const char *eq = memchr(p, '=', (size_t)(e - p));
+      var_rec *v = &m->var[m->nvar];
+      size_t sz = decl_size(p + strlen(kinds[kk]), eq ? eq : e, v->name, sizeof v->name);
+      if (!sz || !v->name[0]) continue;
+      alloc *x = calloc(1, sizeof *x);
+      char *h = x ? calloc(1, sz) : NULL;
+      if (!h) {
+        free(x);
+        return DV_CUDA_ERROR_OUT_OF_MEMORY;
+      }
+      x->kind = 1, x->host = h, x->size = sz, x->ctx = c, x->addr = take_addr(c->dev, sz);
+      x->next = g_allocs;
+      g_allocs = x;
+      v->size = sz, v->addr = x->addr;
+      m->nvar++;
+    }
+  return DV_CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuModuleLoadDataEx(dv_CUmodule *out, const void *image, unsigned n, dv_CUjit_option *options,
+                                   void **values) {
+  ENTER();
+  if (!out) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  *out = NULL;
+  CTX(c);
+  if (!image || (n && (!options || !values))) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  const char *ptx = image;
+  if (!memcmp(ptx, "\x7f" "ELF", 4)) return unlock_ret(DV_CUDA_ERROR_NO_BINARY_FOR_GPU); /* cubins: not for this "GPU" */
+  if (!strstr(ptx, ".version") || !strstr(ptx, ".target")) return unlock_ret(DV_CUDA_ERROR_INVALID_IMAGE);
+  for (unsigned i = 0; i < n; i++) {
+    /* Logs: write an empty string where a buffer was given. */
+    if (options[i] == DV_CU_JIT_INFO_LOG_BUFFER || options[i] == DV_CU_JIT_ERROR_LOG_BUFFER)
+      if (values[i]) *(char *)values[i] = 0;
+  }
+  struct dv_CUmod_st *m = calloc(1, sizeof *m);
+  if (!m) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  m->ctx = c;
+  CUresult r = ptx_parse(ptx, m, c);
+  if (r) {
+    mod_free(m);
+    return unlock_ret(r);
+  }
+  m->next_all = g_mods;
+  g_mods = m;
+  *out = m;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuModuleLoadData(dv_CUmodule *out, const void *image) {
+  return cuModuleLoadDataEx(out, image, 0, NULL, NULL);
+}
+
+static int mod_known(struct dv_CUmod_st *m) {
+  for (struct dv_CUmod_st *x = g_mods; x; x = x->next_all)
+    if (x == m) return 1;
+  return 0;
+}
+
+EXPORT CUresult cuModuleUnload(dv_CUmodule m) {
+  ENTER();
+  CTX(c);
+  (void)c;
+  for (struct dv_CUmod_st **pp = &g_mods; *pp; pp = &(*pp)->next_all)
+    if (*pp == m) {
+      *pp = m->next_all;
+      /* Launches still queued use its functions: let them finish. */
+      for (stream *x = g_streams; x; x = x->next_all)
+        if (x->ctx == m->ctx) wait_stream(x, x->enq, 0);
+      mod_free(m);
+      return unlock_ret(DV_CUDA_SUCCESS);
+    }
+  return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+}
+
+EXPORT CUresult cuModuleGetFunction(dv_CUfunction *f, dv_CUmodule m, const char *name) {
+  ENTER();
+  if (!f || !name) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  *f = NULL;
+  CTX(c);
+  (void)c;
+  if (!mod_known(m)) return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+  for (int i = 0; i < m->nfn; i++)
+    if (!strcmp(m->fn[i].r.name, name)) {
+      *f = &m->fn[i];
+      return unlock_ret(DV_CUDA_SUCCESS);
+    }
+  return unlock_ret(DV_CUDA_ERROR_NOT_FOUND);
+}
+
+EXPORT CUresult cuModuleGetGlobal_v2(dv_CUdeviceptr *p, size_t *bytes, dv_CUmodule m, const char *name) {
+  ENTER();
+  if (!name) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  CTX(c);
+  (void)c;
+  if (!mod_known(m)) return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+  for (int i = 0; i < m->nvar; i++)
+    if (!strcmp(m->var[i].name, name)) {
+      if (p) *p = m->var[i].addr;
+      if (bytes) *bytes = m->var[i].size;
+      return unlock_ret(DV_CUDA_SUCCESS);
+    }
+  return unlock_ret(DV_CUDA_ERROR_NOT_FOUND);
+}
+
+static struct dv_CUfunc_st *func_known(dv_CUfunction f) {
+  for (struct dv_CUmod_st *x = g_mods; x; x = x->next_all)
+    if (f >= x->fn && f < x->fn + x->nfn) return f;
+  return NULL;
+}
+
+EXPORT CUresult cuFuncGetAttribute(int *v, dv_CUfunction_attribute a, dv_CUfunction f) {
+  ENTER();
+  if (!v) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  CTX(c);
+  (void)c;
+  if (!func_known(f)) return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+  switch (a) {
+    case 0: *v = 1024; break;
+    case 1: case 2: case 3: *v = 0; break;
+    case 4: *v = 32; break;
+    case 5: *v = 80; break;
+    case 6: *v = 90; break;
+    case 8: *v = f->max_dyn_shared; break;
+    default:
+      if (a < 0 || a > 16) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+      *v = 0;
+  }
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuFuncSetAttribute(dv_CUfunction f, dv_CUfunction_attribute a, int v) {
+  ENTER();
+  CTX(c);
+  (void)c;
+  if (!func_known(f)) return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+  if (a != DV_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && a != 9)
+    return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (a == 8) {
+    if (v < 0 || v > BLOCK_OPTIN) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+    f->max_dyn_shared = v;
+  }
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuLaunchKernel(dv_CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned shared_bytes, dv_CUstream h, void **params, void **extra) {
+  ENTER();
+  CTX(c);
+  if (!func_known(f)) return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+  if (f->mod->ctx != c) return unlock_ret(DV_CUDA_ERROR_INVALID_CONTEXT);
+  if (!gx || !gy || !gz || !bx || !by || !bz || gy > 65535 || gz > 65535 || bx > 1024 || by > 1024 || bz > 64 ||
+      (unsigned long long)bx * by * bz > 1024)
+    return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (shared_bytes > 48 * 1024 && shared_bytes > (unsigned)f->max_dyn_shared)
+    return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (extra || (f->r.nparams && !params)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  CUresult r;
+  stream *s = resolve_stream(c, h, &r);
+  if (!s) return unlock_ret(r);
+  /* Read every parameter with the size the PTX declares (as the driver does:
+   * a pointer to fewer bytes is a read past its end, which ASan reports). */
+  unsigned char buf[7 * 136];
+  size_t off = 0;
+  int is_copy = !strncmp(f->r.name, "dv_copy_w", 9);
+  for (int i = 0; i < f->r.nparams; i++) {
+    if (!params[i]) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+    volatile unsigned char sink = 0;
+    for (size_t b = 0; b < f->r.psize[i]; b++) sink ^= ((const unsigned char *)params[i])[b];
+    (void)sink;
+    if (is_copy && off + f->r.psize[i] <= sizeof buf) memcpy(buf + off, params[i], f->r.psize[i]), off += f->r.psize[i];
+  }
+  op *o;
+  if (is_copy && off == 5 * 8 + 2 * 136) {
+    o = op_new(6);
+    if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+    memcpy(o->kparams, buf, off);
+    o->word = (size_t)strtoul(f->r.name + 9, NULL, 10);
+  } else {
+    o = op_new(7);
+    if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+    g_launches_skipped++;
+  }
+  return unlock_ret(enqueue(s, o));
+}
+
+/* The old name, kept by drivers that have _v2 (same prototype). */
+EXPORT CUresult cuEventElapsedTime(float *ms, dv_CUevent a, dv_CUevent b) { return cuEventElapsedTime_v2(ms, a, b); }
+
+/* Not in cuda_symbols.def: the synchronous copies bench/bench_cuda.c times
+ * as the raw baseline (on the legacy stream, returning when done). */
+EXPORT CUresult cuMemcpyHtoD_v2(dv_CUdeviceptr d, const void *hp, size_t n) {
+  CUresult r = cuMemcpyHtoDAsync_v2(d, hp, n, NULL);
+  return r ? r : cuStreamSynchronize(NULL);
+}
+
+EXPORT CUresult cuMemcpyDtoH_v2(void *hp, dv_CUdeviceptr d, size_t n) {
+  CUresult r = cuMemcpyDtoHAsync_v2(hp, d, n, NULL);
+  return r ? r : cuStreamSynchronize(NULL);
+}
+
+/* Not in cuda_symbols.def: NVRTC looks it up in libcuda.so.1 (private
+ * tables of the real driver).  None here. */
+EXPORT CUresult cuGetExportTable(const void **table, const void *uuid) {
+  (void)uuid;
+  if (table) *table = NULL;
+  return DV_CUDA_ERROR_NOT_FOUND;
+}
+
+/* ---- test-only controls ---------------------------------------------------------------------------- */
+
+EXPORT int dvdouble_is_double(void) { return 1; }
+
+EXPORT void dvdouble_hold(int on) {
+  pthread_mutex_lock(&L);
+  g_hold = on;
+  pthread_cond_broadcast(&C);
+  pthread_mutex_unlock(&L);
+}
+
+EXPORT long dvdouble_launches(void) {
+  pthread_mutex_lock(&L);
+  long n = g_launches_skipped;
+  pthread_mutex_unlock(&L);
+  return n;
+}
+
+EXPORT void dvdouble_set_pinned_limit(size_t bytes) {
+  pthread_mutex_lock(&L);
+  g_pinned_limit = bytes;
+  pthread_mutex_unlock(&L);
+}
+
+EXPORT long dvdouble_peer_copies(void) {
+  pthread_mutex_lock(&L);
+  long n = g_peer_copies;
+  pthread_mutex_unlock(&L);
+  return n;
+}
+
+/* A device fault on device `device`'s primary context, as a kernel's
+ * illegal access would leave: sticky CUDA_ERROR_ILLEGAL_ADDRESS. */
+EXPORT void dvdouble_fault(int device) {
+  pthread_mutex_lock(&L);
+  if (device >= 0 && device < MAX_DEV) fault(&g_ctx[device], "dvdouble_fault");
+  pthread_mutex_unlock(&L);
+}
+
+/* Faults so far: queued work that found its memory freed, and injected ones. */
+EXPORT long dvdouble_faults(void) {
+  pthread_mutex_lock(&L);
+  long n = g_faults;
+  pthread_mutex_unlock(&L);
+  return n;
+}

@@ -1,0 +1,430 @@
+/*
+ * The CUDA backend's own checks (issue 13), run on the driver test double
+ * in CI (tests/cudadouble) and on a real GPU by bench/gpu/run.sh.  Tests that
+ * need the double's controls (holding the streams, a pinned-memory limit)
+ * skip by name on a real driver.  CTest runs this with a 64 KiB staging
+ * chunk (DV_CUDA_STAGING_CHUNK) so that small copies take several pieces.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+typedef int (*cur_get_fn)(void **ctx);
+typedef void (*hold_fn)(int on);
+typedef void (*limit_fn)(size_t bytes);
+
+/* The libcuda.so.1 the backend loaded (the same handle), or NULL. */
+static void *driver(void) {
+  static void *h;
+  if (!h) h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  return h;
+}
+
+static void *double_sym(const char *name) {
+  void *h = driver();
+  void *f = h ? dlsym(h, "dvdouble_is_double") : NULL;
+  if (!f) {
+    printf("SKIPPED: needs the CUDA test double's %s (a real driver is loaded)\n", name);
+    return NULL;
+  }
+  return dlsym(h, name);
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Issue 13 #1: a stream copy with pageable host memory queues and returns,
+ * whatever is ahead of it on the stream.  With the streams held (nothing
+ * runs), the driver's own pageable copy would wait: the double aborts it
+ * after CUDA_DOUBLE_BLOCK_S seconds as the deadlock it is on a GPU. */
+static void test_pageable_stream_copies_queue(void **state) {
+  (void)state;
+  hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
+  if (!hold) skip();
+  const size_t n = 100000; /* floats: 400 KB, several 64 KiB pieces */
+  float *src = malloc(n * sizeof *src), *out = malloc(n * sizeof *out);
+  assert_non_null(src);
+  assert_non_null(out);
+  for (size_t i = 0; i < n; i++) src[i] = (float)i * 0.5f, out[i] = -1.0f;
+  int64_t shape[1] = {(int64_t)n};
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
+  dv_array *hs, *ho, *d;
+  dv_stream *s;
+  assert_ok(dv_host_array_wrap(g_ctx, src, 1, shape, dt, NULL, &hs));
+  assert_ok(dv_host_array_wrap(g_ctx, out, 1, shape, dt, NULL, &ho));
+  assert_ok(dv_device_array(g_ctx, 1, shape, dt, NULL, 'C', NULL, &d));
+  assert_ok(dv_stream_create(g_ctx, 0, &s));
+  hold(1);
+  double t0 = now_s();
+  dv_status a = dv_copy_to_device(d, hs, s);
+  dv_status b = dv_copy_to_host(d, ho, s, NULL);
+  double took = now_s() - t0;
+  /* The source may be reused once the call returned?  Not promised for
+   * asynchronous copies; the staging path reads it at the call anyway. */
+  hold(0);
+  assert_ok(a);
+  assert_ok(b);
+  assert_ok(dv_stream_synchronize(s));
+  if (took > 1.0) fail_msg("pageable stream copies took %.2f s to return with the stream held", took);
+  assert_memory_equal(out, src, n * sizeof *src);
+  dv_stream_release(s);
+  dv_array_release(d), dv_array_release(hs), dv_array_release(ho);
+  free(src), free(out);
+}
+
+/* The pageable pipeline: every size around the chunk, both directions,
+ * synchronous and on a stream, contiguous and a 2-D host view with a pitch. */
+static void test_pageable_pipeline_sizes(void **state) {
+  (void)state;
+  const int64_t sizes[] = {1, 4095, 16384, 16385, 3 * 16384 + 7, 200000};
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+    for (int on_stream = 0; on_stream < 2; on_stream++) {
+      int64_t n = sizes[k];
+      float *src = malloc((size_t)n * 4), *out = malloc((size_t)n * 4);
+      fill_pattern(src, (size_t)n * 4, (unsigned)(k * 2 + (size_t)on_stream + 1));
+      memset(out, 0, (size_t)n * 4);
+      dv_array *hs, *ho, *d;
+      dv_stream *s = NULL;
+      if (on_stream) assert_ok(dv_stream_create(g_ctx, 0, &s));
+      assert_ok(dv_host_array_wrap(g_ctx, src, 1, &n, dt, NULL, &hs));
+      assert_ok(dv_host_array_wrap(g_ctx, out, 1, &n, dt, NULL, &ho));
+      assert_ok(dv_device_array(g_ctx, 1, &n, dt, NULL, 'C', NULL, &d));
+      assert_ok(dv_copy_to_device(d, hs, s));
+      assert_ok(dv_copy_to_host(d, ho, s, NULL));
+      if (s) assert_ok(dv_stream_synchronize(s));
+      if (memcmp(out, src, (size_t)n * 4)) fail_msg("%lld floats, %s: round trip differs", (long long)n, s ? "stream" : "sync");
+      dv_stream_release(s);
+      dv_array_release(d), dv_array_release(hs), dv_array_release(ho);
+      free(src), free(out);
+    }
+  /* 2-D: rows of 3000 floats (12 KB) out of rows of 3001: five rows a piece. */
+  int64_t shape[2] = {40, 3000}, strides[2] = {3001 * 4, 4};
+  float *big = malloc(40 * 3001 * 4), *back = malloc(40 * 3001 * 4);
+  fill_pattern(big, 40 * 3001 * 4, 77);
+  for (int i = 0; i < 40 * 3001; i++) back[i] = -2.0f;
+  dv_array *hv, *bv, *d;
+  assert_ok(dv_host_array_wrap(g_ctx, big, 2, shape, dt, strides, &hv));
+  assert_ok(dv_host_array_wrap(g_ctx, back, 2, shape, dt, strides, &bv));
+  assert_ok(dv_device_array(g_ctx, 2, shape, dt, NULL, 'C', NULL, &d));
+  dv_stream *s;
+  assert_ok(dv_stream_create(g_ctx, 0, &s));
+  assert_ok(dv_copy_to_device(d, hv, s));
+  assert_ok(dv_copy_to_host(d, bv, s, NULL));
+  assert_ok(dv_stream_synchronize(s));
+  for (int i = 0; i < 40; i++) {
+    if (memcmp(back + i * 3001, big + i * 3001, 3000 * 4)) fail_msg("2-D row %d differs", i);
+    assert_true(back[i * 3001 + 3000] == -2.0f); /* the gap is not written */
+  }
+  dv_stream_release(s);
+  dv_array_release(d), dv_array_release(hv), dv_array_release(bv);
+  free(big), free(back);
+}
+
+/* Issue 13 #2: a device-to-device 2-D copy the driver refuses (pitches the
+ * double rejects: not multiples of 4 bytes) goes another way. */
+static void test_refused_device_rect_falls_back(void **state) {
+  (void)state;
+  const dv_dtype *dt = dv_dtype_get(DV_UINT8);
+  int64_t shape[2] = {9, 15}, sub[2] = {9, 13};
+  unsigned char src[9][15], out[9][13];
+  fill_pattern(src, sizeof src, 5);
+  memset(out, 0, sizeof out);
+  dv_array *hs, *d, *dv, *e, *ho;
+  assert_ok(dv_host_array_wrap(g_ctx, src, 2, shape, dt, NULL, &hs));
+  assert_ok(dv_to_device(g_ctx, hs, NULL, 1, NULL, &d));
+  dv_index idx[2] = {DV_SLICE(DV_NONE, DV_NONE, 1), DV_SLICE(1, 14, 1)};
+  assert_ok(dv_array_slice(d, 2, idx, &dv)); /* pitch 15 */
+  assert_ok(dv_device_array(g_ctx, 2, sub, dt, NULL, 'C', NULL, &e)); /* pitch 13 */
+  assert_ok(dv_array_copy(e, dv, NULL));
+  assert_ok(dv_host_array_wrap(g_ctx, out, 2, sub, dt, NULL, &ho));
+  assert_ok(dv_copy_to_host(e, ho, NULL, NULL));
+  for (int i = 0; i < 9; i++) assert_memory_equal(out[i], &src[i][1], 13);
+  dv_array_release(ho), dv_array_release(e), dv_array_release(dv), dv_array_release(d), dv_array_release(hs);
+}
+
+/* Issue 13 #4: one host buffer registered through two contexts (the same
+ * primary context underneath) is registered once with the driver. */
+static void test_register_through_two_contexts(void **state) {
+  (void)state;
+  dv_context *twin;
+  assert_ok(test_context(&twin, NULL));
+  static float buf[4096];
+  int64_t n = 4096;
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
+  dv_array *a, *b;
+  assert_ok(dv_host_array_wrap(g_ctx, buf, 1, &n, dt, NULL, &a));
+  assert_ok(dv_host_array_wrap(twin, buf, 1, &n, dt, NULL, &b));
+  assert_ok(dv_array_register(a));
+  assert_ok(dv_array_register(b));
+  assert_true(dv_array_is_pinned(a) && dv_array_is_pinned(b));
+  assert_ok(dv_array_deregister(a));
+  /* still registered for the other context: a copy through it works */
+  for (int i = 0; i < 4096; i++) buf[i] = (float)i;
+  dv_array *d;
+  assert_ok(dv_to_device(twin, b, NULL, 1, NULL, &d));
+  assert_ok(dv_array_deregister(b));
+  dv_array_release(d), dv_array_release(a), dv_array_release(b);
+  assert_ok(dv_context_destroy(twin));
+}
+
+/* Issue 13 #6: devarray leaves the thread's current CUDA context as it
+ * found it, through calls and after destroy. */
+static void test_current_context_restored(void **state) {
+  (void)state;
+  cur_get_fn get = driver() ? (cur_get_fn)dlsym(driver(), "cuCtxGetCurrent") : NULL;
+  assert_non_null(get);
+  void *cur = (void *)1;
+  assert_int_equal(get(&cur), 0);
+  if (cur) fail_msg("a devarray context is current on the thread after context creation");
+  int64_t n = 64;
+  float h[64];
+  fill_pattern(h, sizeof h, 3);
+  dv_array *hs, *d;
+  assert_ok(dv_host_array_wrap(g_ctx, h, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, &hs));
+  assert_ok(dv_to_device(g_ctx, hs, NULL, 1, NULL, &d));
+  assert_int_equal(get(&cur), 0);
+  if (cur) fail_msg("a devarray context is current on the thread after a copy");
+  dv_context *other;
+  assert_ok(test_context(&other, NULL));
+  assert_ok(dv_context_destroy(other));
+  assert_int_equal(get(&cur), 0);
+  if (cur) fail_msg("a devarray context is current on the thread after destroy");
+  dv_array_release(d), dv_array_release(hs);
+}
+
+/* Issue 13 #6: out of page-locked memory is the host's out-of-memory. */
+static void test_pinned_oom_is_host_oom(void **state) {
+  (void)state;
+  limit_fn lim = (limit_fn)double_sym("dvdouble_set_pinned_limit");
+  if (!lim) skip();
+  lim((size_t)1 << 20);
+  int64_t n = 1 << 20;
+  dv_array *p = NULL;
+  dv_status rc = dv_pinned_array(g_ctx, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', &p);
+  lim((size_t)4 << 30);
+  assert_status(rc, DV_ERR_HOST_OUT_OF_MEMORY);
+  assert_null(p);
+}
+
+/* Several devices: a context per device by index (option cuda_device and
+ * its environment variable DV_CUDA_DEVICE), and copies between them. */
+static void test_second_device(void **state) {
+  (void)state;
+  dv_device_info i0, i1;
+  assert_ok(dv_context_device_info(g_ctx, &i0));
+  dv_context *c1 = NULL;
+  dv_status rc = test_context(&c1, "cuda_device=1", NULL);
+  if (rc == DV_ERR_BACKEND_UNAVAILABLE) {
+    printf("SKIPPED: test_second_device: one CUDA device\n");
+    skip();
+  }
+  assert_ok(rc);
+  assert_ok(dv_context_device_info(c1, &i1));
+  assert_string_not_equal(i0.pci_bus_id, i1.pci_bus_id);
+  int64_t n = 5000;
+  const dv_dtype *dt = dv_dtype_get(DV_INT32);
+  int32_t *src = malloc((size_t)n * 4), *out = calloc((size_t)n, 4);
+  for (int64_t i = 0; i < n; i++) src[i] = (int32_t)(i * 7 - 3);
+  dv_array *hs, *ho, *d1, *d0;
+  assert_ok(dv_host_array_wrap(c1, src, 1, &n, dt, NULL, &hs));
+  assert_ok(dv_to_device(c1, hs, NULL, 1, NULL, &d1));
+  assert_ok(dv_device_array(g_ctx, 1, &n, dt, NULL, 'C', NULL, &d0));
+  typedef long (*count_fn)(void);
+  count_fn peers = driver() && dlsym(driver(), "dvdouble_is_double") ? (count_fn)dlsym(driver(), "dvdouble_peer_copies") : NULL;
+  long before = peers ? peers() : 0;
+  assert_ok(dv_array_copy(d0, d1, NULL)); /* device 1 -> device 0: dense, a peer copy */
+  if (peers && peers() != before + 1) fail_msg("a dense copy between devices did not use cuMemcpyPeerAsync");
+  assert_ok(dv_host_array_wrap(g_ctx, out, 1, &n, dt, NULL, &ho));
+  assert_ok(dv_copy_to_host(d0, ho, NULL, NULL));
+  assert_memory_equal(out, src, (size_t)n * 4);
+  /* Strided on both devices: staged through the host, on a stream. */
+  dv_array *v0, *v1;
+  dv_index ev[1] = {DV_SLICE(0, DV_NONE, 2)}, od[1] = {DV_SLICE(1, DV_NONE, 2)};
+  assert_ok(dv_array_slice(d0, 1, od, &v0));
+  assert_ok(dv_array_slice(d1, 1, ev, &v1));
+  dv_stream *s0;
+  assert_ok(dv_stream_create(g_ctx, 0, &s0));
+  assert_ok(dv_array_copy(v0, v1, s0)); /* d0[1::2] = d1[0::2] */
+  assert_ok(dv_stream_synchronize(s0));
+  assert_ok(dv_copy_to_host(d0, ho, NULL, NULL));
+  for (int64_t i = 0; i < n; i++) {
+    int32_t want = (i % 2) ? src[i - 1] : src[i];
+    if (out[i] != want) fail_msg("element %lld: %d, want %d", (long long)i, out[i], want);
+  }
+  dv_stream_release(s0);
+  dv_array_release(v0), dv_array_release(v1);
+  dv_array_release(ho), dv_array_release(d0), dv_array_release(d1), dv_array_release(hs);
+  assert_ok(dv_context_destroy(c1));
+  free(src), free(out);
+}
+
+/* Issue 13 #5: with the pool, a block freed on one thread's per-thread
+ * default stream while a read of it is still queued there is not handed to
+ * another thread's per-thread stream (a different stream underneath). */
+typedef struct pt_job {
+  dv_context *ctx;
+  dv_array *pinned;
+  void *buf;
+  size_t off;
+  dv_status rc;
+} pt_job;
+
+static void *pt_reader(void *arg) {
+  pt_job *j = arg;
+  dv_stream *pt = dv_context_per_thread_stream(j->ctx);
+  int64_t n = 4096;
+  dv_array *x = NULL;
+  j->rc = dv_device_array(j->ctx, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', pt, &x);
+  if (!j->rc) j->rc = dv_array_native(x, &j->buf, &j->off);
+  if (!j->rc) j->rc = dv_copy_to_host(x, j->pinned, pt, NULL); /* queued: the streams are held */
+  dv_array_release(x);
+  if (!j->rc) j->rc = dv_context_flush_deallocs(j->ctx);
+  return NULL;
+}
+
+static void test_pool_per_thread_streams_distinct(void **state) {
+  (void)state;
+  hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
+  if (!hold) skip();
+  dv_context *c;
+  assert_ok(test_context(&c, "memory_manager=pool", NULL));
+  int64_t n = 4096;
+  pt_job j = {.ctx = c};
+  assert_ok(dv_pinned_array(c, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', &j.pinned));
+  hold(1);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, pt_reader, &j), 0);
+  pthread_join(t, NULL);
+  dv_array *y = NULL;
+  void *buf = NULL;
+  size_t off = 0;
+  dv_status rc = dv_device_array(c, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', dv_context_per_thread_stream(c), &y);
+  if (!rc) rc = dv_array_native(y, &buf, &off);
+  hold(0);
+  assert_ok(j.rc);
+  assert_ok(rc);
+  if (buf == j.buf && off == j.off)
+    fail_msg("the pool gave a block with a read still queued on another thread's per-thread stream to this thread's");
+  assert_ok(dv_stream_synchronize(dv_context_legacy_stream(c)));
+  dv_array_release(y);
+  dv_array_release(j.pinned);
+  assert_ok(dv_context_destroy(c));
+}
+
+/* Issue 13 #6: a stream callback queued behind work that faulted runs, and
+ * receives the fault's status (device 1, so the fixture's context lives on). */
+static _Atomic int cb_status = -1;
+static void record_status(dv_stream *s, dv_status st, void *user) {
+  (void)s, (void)user;
+  atomic_store(&cb_status, (int)st);
+}
+
+static void test_callback_gets_device_error(void **state) {
+  (void)state;
+  hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
+  void (*fault)(int) = (void (*)(int))double_sym("dvdouble_fault");
+  if (!hold || !fault) skip();
+  dv_context *c1 = NULL;
+  dv_status rc = test_context(&c1, "cuda_device=1", NULL);
+  if (rc == DV_ERR_BACKEND_UNAVAILABLE) {
+    printf("SKIPPED: test_callback_gets_device_error: one CUDA device\n");
+    skip();
+  }
+  assert_ok(rc);
+  dv_stream *s;
+  assert_ok(dv_stream_create(c1, 0, &s));
+  atomic_store(&cb_status, -1);
+  hold(1);
+  assert_ok(dv_stream_add_callback(s, record_status, NULL));
+  fault(1); /* as if a kernel ahead of the callback faulted */
+  hold(0);
+  /* The fault is reported at once (a lost device does not wait for its
+   * streams); the callback runs when the stream gets to it. */
+  assert_status(dv_stream_synchronize(s), DV_ERR_DEVICE_LOST);
+  for (int i = 0; i < 500 && atomic_load(&cb_status) == -1; i++) nanosleep(&(struct timespec){0, 10000000}, NULL);
+  int got = atomic_load(&cb_status);
+  if (got != DV_ERR_DEVICE_LOST)
+    fail_msg("the callback %s", got == -1 ? "never ran" : dv_status_name((dv_status)got));
+  dv_stream_release(s);
+  dv_context_destroy(c1); /* fails: the device is lost; the double frees it at the last release */
+}
+
+/* Issue 13 #3: destroying a context whose streams still have work queued
+ * on memory it frees waits for that work (the driver does not promise that
+ * cuMemFree does). */
+static void *unhold_later(void *arg) {
+  nanosleep(&(struct timespec){0, 200000000}, NULL);
+  ((hold_fn)arg)(0);
+  return NULL;
+}
+
+static void test_destroy_waits_for_queued_work(void **state) {
+  (void)state;
+  hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
+  long (*faults)(void) = (long (*)(void))double_sym("dvdouble_faults");
+  if (!hold || !faults) skip();
+  long before = faults();
+  dv_context *c;
+  assert_ok(test_context(&c, NULL));
+  int64_t n = 1 << 16;
+  dv_array *p, *d;
+  dv_stream *s;
+  assert_ok(dv_pinned_array(c, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', &p));
+  assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &d));
+  assert_ok(dv_stream_create(c, 0, &s));
+  hold(1);
+  assert_ok(dv_copy_to_device(d, p, s)); /* queued on s, not run */
+  assert_ok(dv_copy_to_host(d, p, s, NULL));
+  dv_array_release(d);
+  dv_stream_release(s);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, unhold_later, (void *)hold), 0);
+  dv_array_release(p);
+  dv_status rc = dv_context_destroy(c); /* frees d and p while s still holds copies of them */
+  pthread_join(t, NULL);
+  assert_ok(rc);
+  if (faults() != before) fail_msg("queued work ran on memory the context had freed");
+}
+
+/* Issue 13 #6: a context made before fork() is refused in the child, with
+ * a message, instead of calling a driver whose state did not survive. */
+static void test_fork_child_refused(void **state) {
+  (void)state;
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int64_t n = 16;
+    float h[16] = {0};
+    dv_array *hs = NULL, *d = NULL;
+    dv_status rc = dv_host_array_wrap(g_ctx, h, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, &hs);
+    if (!rc) rc = dv_to_device(g_ctx, hs, NULL, 1, NULL, &d);
+    int ok = rc == DV_ERR_MISUSE && strstr(dv_last_error(), "fork") != NULL;
+    if (!ok) fprintf(stderr, "child: %s: %s\n", dv_status_name(rc), dv_last_error());
+    _exit(ok ? 0 : 1);
+  }
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      T(test_pageable_stream_copies_queue), T(test_pageable_pipeline_sizes), T(test_refused_device_rect_falls_back),
+      T(test_register_through_two_contexts), T(test_current_context_restored), T(test_pinned_oom_is_host_oom),
+      T(test_second_device), T(test_fork_child_refused), T(test_pool_per_thread_streams_distinct),
+      T(test_callback_gets_device_error), T(test_destroy_waits_for_queued_work),
+  };
+  return test_main(argc, argv, "cuda_double", tests, sizeof tests / sizeof tests[0]);
+}
