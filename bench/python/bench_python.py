@@ -82,6 +82,8 @@ def bench_devarray(reps):
 
 def bench_numba(reps):
     from numba import cuda
+    if not os.environ.get("NUMBA_ENABLE_CUDASIM") and not cuda.is_available():
+        sys.exit("numba-cuda: no usable CUDA GPU and driver on this machine")
     a = np.arange(8, dtype=np.float64)
     d = cuda.to_device(a)
     out = np.empty_like(a)
