@@ -505,9 +505,9 @@ class DeviceNDArray:
             lib.dv_array_release(h)
         _hold(stream, arr)
 
-    def __array__(self, dtype=None):
-        a = self.copy_to_host()
-        return a if dtype is None else a.astype(dtype)
+    def __array__(self, dtype=None, copy=None):
+        a = self.copy_to_host()  # always a new host array, whatever `copy` says
+        return a if dtype is None else a.astype(dtype, copy=False)
 
     def get_item_host(self, index):
         """One element, as a NumPy scalar (full integer index)."""
@@ -853,6 +853,15 @@ def device_array_like(ary, stream=0):
     return DeviceNDArray._from_handle(out.value, arr.dtype, stream=stream)
 
 
+def _dense_c(shape, itemsize):
+    strides = []
+    step = itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
 def to_device(obj, stream=0, copy=True, to=None):
     """Copy `obj` (a NumPy array or anything np.asarray takes; a NumPy record gives a
     DeviceRecord) to the device (Numba's to_device). A device array of the current context
@@ -877,7 +886,8 @@ def to_device(obj, stream=0, copy=True, to=None):
         lib.dv_array_release(h)
     if stream and copy:
         stream._hold(arr)
-    if arr.ndim == 1 and arr.strides[0] == arr.itemsize:  # the layout dv_to_device makes
+    if arr.ndim and arr.size and arr.strides == _dense_c(arr.shape, arr.itemsize):
+        # dv_to_device gives a C-contiguous source this very layout: no need to ask
         self = object.__new__(DeviceNDArray)
         self._h = out.value
         self.dtype = arr.dtype

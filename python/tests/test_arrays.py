@@ -249,3 +249,16 @@ def test_nested_records_and_dtype_roundtrip(no_leak):
     np.testing.assert_array_equal(np.asarray(cuda.to_device(np.arange(3)), np.float32),
                                   np.arange(3, dtype=np.float32))
     del d, e
+
+
+def test_python_layout_matches_library(no_leak):
+    """The shape and strides the binding reports (some computed in Python) are the library's."""
+    from devarray._lib import lib
+    for a in [np.zeros(5), np.zeros((2, 3, 4), np.int16), np.zeros((4, 1)),
+              np.zeros((6, 4))[:, :1], np.zeros((3, 4), order="F"), np.zeros((0, 2)),
+              np.zeros((4, 6))[::2, ::3]]:
+        d = cuda.to_device(a)
+        nd = lib.dv_array_ndim(d.handle)
+        assert d.shape == tuple(lib.dv_array_shape(d.handle)[:nd])
+        assert d.strides == tuple(lib.dv_array_strides(d.handle)[:nd])
+        del d
