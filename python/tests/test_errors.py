@@ -81,10 +81,13 @@ def test_shape_errors(no_leak):
 
 
 def test_misuse_errors(ctx):
-    with pytest.raises(cuda.MisuseError) as e:
-        cuda._clib.dv_defer_cleanup_end(ctx.handle) and cuda._lib.check(
-            cuda._clib.dv_defer_cleanup_end(ctx.handle))
-        raise cuda.error_class(600)(600, "x")
+    with pytest.raises(cuda.MisuseError) as e:  # a defer_cleanup end with no scope open
+        cuda._lib.check(cuda._clib.dv_defer_cleanup_end(ctx.handle))
+    assert e.value.name == "DV_ERR_MISUSE" and e.value.detail
+    s = cuda.stream()
+    with pytest.raises(cuda.MisuseError):  # auto_synchronize's end without its begin
+        cuda._lib.check(cuda._clib.dv_stream_auto_sync_end(s.handle))
+    del s
     d = cuda.to_device(np.zeros(2))
     with pytest.raises(cuda.MisuseError) as e:
         cuda.close()  # an array is alive
