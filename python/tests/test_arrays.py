@@ -262,3 +262,19 @@ def test_python_layout_matches_library(no_leak):
         assert d.shape == tuple(lib.dv_array_shape(d.handle)[:nd])
         assert d.strides == tuple(lib.dv_array_strides(d.handle)[:nd])
         del d
+
+
+def test_host_memory_of_records(no_leak):
+    dt = np.dtype([("x", np.float64), ("n", np.int32)], align=True)
+    p = cuda.pinned_array(3, dt)
+    assert p.dtype == dt and p.shape == (3,)
+    p["x"] = [1, 2, 3]
+    p["n"] = [4, 5, 6]
+    d = cuda.to_device(p)
+    np.testing.assert_array_equal(d.copy_to_host(), p)
+    s = cuda.SmartArray(p)
+    assert s.get("host").dtype == dt
+    r = cuda.DeviceRecord(dt)
+    r["n"] = 9
+    assert r["n"] == 9 and isinstance(r["x"], np.float64)
+    del p, d, s, r
