@@ -79,9 +79,21 @@ for p in consumer/consumer_shared pc_shared; do
 done
 nm "$work/consumer/consumer_static" | grep -q " T dv_context_create"
 nm "$work/pc_static" | grep -q " T dv_context_create"
+# The Python package (issue 15) imports from the install and loads the installed library,
+# found through _installed.py (no DEVARRAY_LIBRARY); skipped where NumPy is missing.
+if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
+  pydir=$(dirname "$(find "$prefix" -path '*/site-packages/devarray/__init__.py' | head -n 1)")
+  test -f "$pydir/_installed.py"
+  pylib=$(cd / && env -u DEVARRAY_LIBRARY PYTHONPATH="$(dirname "$pydir")" /usr/bin/python3 -c \
+    "import devarray, numpy as np; d = devarray.to_device(np.arange(3.0)); assert (d.copy_to_host() == np.arange(3.0)).all(); print(devarray.library_path)")
+  if [ "$(readlink -f "$pylib")" != "$installed" ]; then
+    echo "FAIL: the installed Python package loads '$pylib', not $installed"
+    exit 1
+  fi
+fi
 # The installed tool runs as installed (it links the static library).
 "$prefix/bin/devarray" info >/dev/null
-echo "install test: pkg-config (shared, static) and find_package (shared, static) consumers ran from $prefix"
+echo "install test: pkg-config (shared, static) and find_package (shared, static) consumers and the Python package ran from $prefix"
 
 # libdevarray_mpi: a pkg-config and a find_package consumer, run as MPI
 # singletons (one rank, no mpirun).
