@@ -961,7 +961,9 @@ static void test_host_checks(void **state) {
     skip();
   }
   dv_module *m;
-  assert_ok(BUILD("divergent.dvk", &m));
+  /* DV_BUILD_DEBUG: the shared redzone checks are on in every build type
+   * (kernel_check defaults to off in Release builds). */
+  assert_ok(build_on(g_ctx, "divergent.dvk", DV_BUILD_DEBUG, &m, NULL));
   expect_fault(m, "early_return", 64, 0, "divergent.dvk:8", "block (0,0,0)");
   expect_fault(m, "two_sites", 8, 0, "divergent.dvk:15", "thread");
   expect_fault(m, "loop_count", 8, 0, "divergent.dvk:22", NULL);
