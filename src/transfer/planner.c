@@ -552,7 +552,7 @@ static dv_status dv__via_pageable(dv_context *ctx, dv_bstream *bs, const dv_view
 }
 
 /* A device view without a buffer has lost its memory: an error, not a crash. */
-static dv_status dv__check_live(const dv_view *v, const char *side) {
+static dv_status dv__check_view_live(const dv_view *v, const char *side) {
   if (!v->host && !v->base.buf)
     return dv__error(DV_ERR_INVALID_ARGUMENT,
                      "the %s is a device view of host memory whose mapped scope has ended", side);
@@ -606,8 +606,8 @@ dv_status dv__transfer(dv_context *ctx, const dv_view *dst, const dv_view *src, 
   if (frc != DV_ERR_NOT_SUPPORTED) return frc;
   dv_plan p;
   if (!dv__plan_build(&p, dst, src)) return DV_OK;
-  dv_status lrc = dv__check_live(src, "source");
-  if (!lrc) lrc = dv__check_live(dst, "destination");
+  dv_status lrc = dv__check_view_live(src, "source");
+  if (!lrc) lrc = dv__check_view_live(dst, "destination");
   if (lrc) return lrc;
   dv_bstream *bs = dv__bstream(ctx, stream);
   int64_t sbase, dbase;
@@ -662,7 +662,7 @@ dv_status dv__transfer(dv_context *ctx, const dv_view *dst, const dv_view *src, 
 dv_status dv__memset(dv_context *ctx, const dv_view *a, int value, dv_stream *stream) {
   int64_t size = dv__view_size(a);
   if (size == 0) return DV_OK;
-  if (!a->host && !a->base.buf) return dv__check_live(a, "array");
+  if (!a->host && !a->base.buf) return dv__check_view_live(a, "array");
   /* Dense in some order when the elements fill their byte range exactly:
    * then one memset over that range. */
   int64_t isz = (int64_t)a->itemsize, lo = 0, hi = isz, nbytes = size * isz;
