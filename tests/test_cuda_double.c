@@ -396,6 +396,59 @@ static void test_destroy_waits_for_queued_work(void **state) {
   if (faults() != before) fail_msg("queued work ran on memory the context had freed");
 }
 
+/* A copy between two devices is synchronous on the source's side
+ * (include/devarray.h, dv_array_copy): once the call returns, the source
+ * may be written or freed.  The dense peer path (cuMemcpyPeerAsync on the
+ * destination's stream) used to return with the copy still queued, so the
+ * source freed right after the call was read by the queued copy (the
+ * double reports it as a fault). */
+static void test_peer_copy_source_free_after_return(void **state) {
+  (void)state;
+  hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
+  long (*faults)(void) = (long (*)(void))double_sym("dvdouble_faults");
+  if (!hold || !faults) skip();
+  dv_context *c1 = NULL;
+  dv_status rc = test_context(&c1, "cuda_device=1", NULL);
+  if (rc == DV_ERR_BACKEND_UNAVAILABLE) {
+    printf("SKIPPED: test_peer_copy_source_free_after_return: one CUDA device\n");
+    skip();
+  }
+  assert_ok(rc);
+  long before = faults();
+  int64_t n = 4096;
+  const dv_dtype *dt = dv_dtype_get(DV_INT32);
+  int32_t *src = malloc((size_t)n * 4), *out = calloc((size_t)n, 4);
+  for (int64_t i = 0; i < n; i++) src[i] = (int32_t)(i * 3 + 1);
+  dv_array *hs, *d1, *d0, *ho;
+  assert_ok(dv_host_array_wrap(c1, src, 1, &n, dt, NULL, &hs));
+  assert_ok(dv_to_device(c1, hs, NULL, 1, NULL, &d1));
+  assert_ok(dv_device_array(g_ctx, 1, &n, dt, NULL, 'C', NULL, &d0));
+  dv_stream *s0;
+  assert_ok(dv_stream_create(g_ctx, 0, &s0));
+  hold(1);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, unhold_later, (void *)hold), 0);
+  rc = dv_array_copy(d0, d1, s0); /* device 1 -> device 0 on s0 */
+  /* The source side is done: free the source now. */
+  dv_array_release(d1);
+  dv_status frc = dv_context_flush_deallocs(c1);
+  pthread_join(t, NULL);
+  assert_ok(rc);
+  assert_ok(frc);
+  dv_status src_ok = dv_stream_synchronize(s0);
+  long got = faults() - before;
+  if (got) fail_msg("the peer copy read its source after the call returned and the source was freed "
+                    "(%ld fault(s); synchronize: %s)", got, dv_status_name(src_ok));
+  assert_ok(src_ok);
+  assert_ok(dv_host_array_wrap(g_ctx, out, 1, &n, dt, NULL, &ho));
+  assert_ok(dv_copy_to_host(d0, ho, NULL, NULL));
+  assert_memory_equal(out, src, (size_t)n * 4);
+  dv_stream_release(s0);
+  dv_array_release(ho), dv_array_release(d0), dv_array_release(hs);
+  assert_ok(dv_context_destroy(c1));
+  free(src), free(out);
+}
+
 /* Issue 13 #6: a context made before fork() is refused in the child, with
  * a message, instead of calling a driver whose state did not survive. */
 static void test_fork_child_refused(void **state) {
@@ -425,6 +478,7 @@ int main(int argc, char **argv) {
       T(test_register_through_two_contexts), T(test_current_context_restored), T(test_pinned_oom_is_host_oom),
       T(test_second_device), T(test_fork_child_refused), T(test_pool_per_thread_streams_distinct),
       T(test_callback_gets_device_error), T(test_destroy_waits_for_queued_work),
+      T(test_peer_copy_source_free_after_return),
   };
   return test_main(argc, argv, "cuda_double", tests, sizeof tests / sizeof tests[0]);
 }
