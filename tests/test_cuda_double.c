@@ -81,6 +81,50 @@ static void test_pageable_stream_copies_queue(void **state) {
   free(src), free(out);
 }
 
+/* Stream order holds for pageable host memory too (SEMANTICS.md: an
+ * asynchronous copy uses the host buffer when the stream reaches it): a
+ * download into a pageable array followed, on the same stream, by an
+ * upload from it uploads what was downloaded.  The staged host-to-device
+ * path used to copy the host bytes into its staging buffer at the call,
+ * before the download queued ahead of it had written them. */
+static void test_pageable_round_trip_in_stream_order(void **state) {
+  (void)state;
+  hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
+  if (!hold) skip();
+  const size_t n = 50000; /* floats: 200 KB, several 64 KiB pieces */
+  float *src = malloc(n * sizeof *src), *mid = malloc(n * sizeof *mid), *out = malloc(n * sizeof *out);
+  assert_non_null(src);
+  assert_non_null(mid);
+  assert_non_null(out);
+  for (size_t i = 0; i < n; i++) src[i] = (float)i + 0.25f, mid[i] = -1.0f, out[i] = -2.0f;
+  int64_t shape[1] = {(int64_t)n};
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
+  dv_array *hs, *hm, *ho, *d, *d2;
+  dv_stream *s;
+  assert_ok(dv_host_array_wrap(g_ctx, src, 1, shape, dt, NULL, &hs));
+  assert_ok(dv_host_array_wrap(g_ctx, mid, 1, shape, dt, NULL, &hm));
+  assert_ok(dv_host_array_wrap(g_ctx, out, 1, shape, dt, NULL, &ho));
+  assert_ok(dv_to_device(g_ctx, hs, NULL, 1, NULL, &d));
+  assert_ok(dv_device_array(g_ctx, 1, shape, dt, NULL, 'C', NULL, &d2));
+  assert_ok(dv_stream_create(g_ctx, 0, &s));
+  hold(1);
+  dv_status a = dv_copy_to_host(d, hm, s, NULL); /* mid = d, queued */
+  dv_status b = dv_copy_to_device(d2, hm, s);    /* d2 = mid, after it */
+  hold(0);
+  assert_ok(a);
+  assert_ok(b);
+  assert_ok(dv_stream_synchronize(s));
+  assert_memory_equal(mid, src, n * sizeof *src);
+  assert_ok(dv_copy_to_host(d2, ho, NULL, NULL));
+  for (size_t i = 0; i < n; i++)
+    if (out[i] != src[i])
+      fail_msg("element %zu: %g uploaded, want %g (the upload read the host array before the "
+               "download queued ahead of it had written it)", i, (double)out[i], (double)src[i]);
+  dv_stream_release(s);
+  dv_array_release(d), dv_array_release(d2), dv_array_release(hs), dv_array_release(hm), dv_array_release(ho);
+  free(src), free(mid), free(out);
+}
+
 /* The pageable pipeline: every size around the chunk, both directions,
  * synchronous and on a stream, contiguous and a 2-D host view with a pitch. */
 static void test_pageable_pipeline_sizes(void **state) {
@@ -478,7 +522,7 @@ int main(int argc, char **argv) {
       T(test_register_through_two_contexts), T(test_current_context_restored), T(test_pinned_oom_is_host_oom),
       T(test_second_device), T(test_fork_child_refused), T(test_pool_per_thread_streams_distinct),
       T(test_callback_gets_device_error), T(test_destroy_waits_for_queued_work),
-      T(test_peer_copy_source_free_after_return),
+      T(test_peer_copy_source_free_after_return), T(test_pageable_round_trip_in_stream_order),
   };
   return test_main(argc, argv, "cuda_double", tests, sizeof tests / sizeof tests[0]);
 }
