@@ -558,6 +558,42 @@ static void test_smart_release_orders_pool_reuse(void **state) {
   assert_ok(dv_context_destroy(c));
 }
 
+/* dv_smart_from_array with DV_SMART_COPY queues the copy on `stream`; that
+ * is work the smart array queued on its device copy, so a download on
+ * another stream must wait for it (dv_smart_get: "every transfer and launch
+ * a smart array queues on its device copy waits first for the last one it
+ * queued there").  The copy is held behind a callback on its stream; the
+ * download on another stream used to read the device copy before the copy
+ * had written it. */
+static void test_smart_copy_ordered_for_other_streams(void **state) {
+  (void)state;
+  enum { N = 512 };
+  float x[N], y[N];
+  for (int i = 0; i < N; i++) x[i] = (float)i + 0.5f;
+  dv_array *hx = wrap(x, N), *d = NULL;
+  assert_ok(dv_to_device(g_ctx, hx, NULL, 1, NULL, &d));
+  dv_stream *a, *b;
+  assert_ok(dv_stream_create(g_ctx, DV_STREAM_NON_BLOCKING, &a));
+  assert_ok(dv_stream_create(g_ctx, DV_STREAM_NON_BLOCKING, &b));
+  atomic_store(&g_open_gate, 0);
+  assert_ok(dv_stream_add_callback(a, gate_cb, NULL));
+  dv_smart *s = NULL;
+  assert_ok(dv_smart_from_array(d, DV_SMART_COPY, a, &s)); /* queued on a, behind the gate */
+  dv_array *h = NULL;
+  dv_status rc = dv_smart_get(s, DV_WHERE_HOST, b, &h);   /* downloads on b */
+  if (!rc) memcpy(y, host_data(h), sizeof y);
+  atomic_store(&g_open_gate, 1);
+  assert_ok(dv_stream_synchronize(a));
+  assert_ok(rc);
+  for (int i = 0; i < N; i++)
+    if (y[i] != x[i])
+      fail_msg("element %d: %g, want %g: the download on another stream ran before the "
+               "DV_SMART_COPY copy on its stream", i, (double)y[i], (double)x[i]);
+  dv_smart_release(s);
+  dv_array_release(d), dv_array_release(hx);
+  dv_stream_release(a), dv_stream_release(b);
+}
+
 /* A 0-d smart array moves one element; an empty one moves nothing but
  * still keeps its valid bits. */
 static void test_smart_edge_shapes(void **state) {
@@ -914,7 +950,8 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_host_argument_directions), T(test_host_argument_layouts), T(test_smart_chain),
       T(test_smart_mark_changed),       T(test_smart_layouts),         T(test_smart_streams),
-      T(test_smart_across_streams), T(test_smart_release_orders_pool_reuse),     T(test_smart_misuse),          T(test_fault_sweep),
+      T(test_smart_across_streams), T(test_smart_release_orders_pool_reuse),
+      T(test_smart_copy_ordered_for_other_streams),     T(test_smart_misuse),          T(test_fault_sweep),
       T(test_create_fault_sweep),       T(test_smart_edge_shapes),     T(test_smart_threads),
       T(test_stats_v3),
   };

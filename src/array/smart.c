@@ -128,11 +128,22 @@ dv_status dv_smart_from_array(dv_array *a, unsigned flags, dv_stream *stream, dv
     bool c = dv__layout_is_c(a->ndim, a->shape, a->strides, isz);
     bool f = dv__layout_is_f(a->ndim, a->shape, a->strides, isz);
     rc = dv_array_copy_new(a, (f && !c) ? 'F' : 'C', stream, &mine);
-    if (rc) return rc;
+    /* A host copy is read by the host as soon as dv_smart_get returns
+     * (nothing is waited for when it is current): the copy must be done. */
+    if (!rc && stream && where == DV_WHERE_HOST) rc = dv_stream_synchronize(stream);
+    if (rc) {
+      dv_array_release(mine);
+      return rc;
+    }
   } else {
     mine = dv_array_retain(a);
   }
-  return dv__smart_wrap(mine, where, out);
+  rc = dv__smart_wrap(mine, where, out);
+  /* The copy is the last work queued on the copy: later work on other
+   * streams waits for it (dv__smart_order). */
+  if (!rc && (flags & DV_SMART_COPY) && stream && where == DV_WHERE_DEVICE)
+    (*out)->dev_stream = dv__stream_iretain(stream);
+  return rc;
 }
 
 dv_status dv_smart_attach(dv_smart *s, dv_array *a) {
