@@ -1760,6 +1760,16 @@ DV_API dv_status dv_ipc_open(dv_context *ctx, const dv_ipc_handle *handle, int n
 DV_API dv_status dv_ipc_close(dv_array *a);
 /** @} */
 
+/* ---- for extensions ------------------------------------------------------ */
+
+/**
+ * For libraries built on devarray's public API (libdevarray_mpi): set this
+ * thread's dv_last_error() message to `message` (NULL: the status's
+ * description) and return `s`, so that an extension's failures read like
+ * devarray's own.  Thread-safe (the message is thread-local); never blocks.
+ */
+DV_API dv_status dv_error_set(dv_status s, const char *message);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,6 +17,12 @@ quiet="--log-level=ERROR"
 cmake -S "$src" -B "$work/build" $quiet -DCMAKE_BUILD_TYPE=Release -DDV_BUILD_TESTS=OFF \
   -DCMAKE_INSTALL_PREFIX="$prefix" >/dev/null
 sh "$src/scripts/build" "$work/build" -j2 --target devarray devarray_static devarray_tool
+# libdevarray_mpi is configured (and then installed) only where MPI was found.
+mpi=0
+if [ -f "$work/build/devarray-mpi.pc" ]; then
+  mpi=1
+  sh "$src/scripts/build" "$work/build" -j2 --target devarray_mpi
+fi
 cmake --install "$work/build" >/dev/null
 test -f "$prefix/include/devarray.h"
 pc=$(find "$prefix" -name devarray.pc)
@@ -73,6 +79,37 @@ for p in consumer/consumer_shared pc_shared; do
 done
 nm "$work/consumer/consumer_static" | grep -q " T dv_context_create"
 nm "$work/pc_static" | grep -q " T dv_context_create"
+# The Python package (issue 15) imports from the install and loads the installed library,
+# found through _installed.py (no DEVARRAY_LIBRARY); skipped where NumPy is missing.
+if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
+  pydir=$(dirname "$(find "$prefix" -path '*/site-packages/devarray/__init__.py' | head -n 1)")
+  test -f "$pydir/_installed.py"
+  pylib=$(cd / && env -u DEVARRAY_LIBRARY PYTHONPATH="$(dirname "$pydir")" /usr/bin/python3 -c \
+    "import devarray, numpy as np; d = devarray.to_device(np.arange(3.0)); assert (d.copy_to_host() == np.arange(3.0)).all(); print(devarray.library_path)")
+  if [ "$(readlink -f "$pylib")" != "$installed" ]; then
+    echo "FAIL: the installed Python package loads '$pylib', not $installed"
+    exit 1
+  fi
+fi
 # The installed tool runs as installed (it links the static library).
 "$prefix/bin/devarray" info >/dev/null
-echo "install test: pkg-config (shared, static) and find_package (shared, static) consumers ran from $prefix"
+echo "install test: pkg-config (shared, static) and find_package (shared, static) consumers and the Python package ran from $prefix"
+
+# libdevarray_mpi: a pkg-config and a find_package consumer, run as MPI
+# singletons (one rank, no mpirun).
+if [ "$mpi" = 1 ]; then
+  test -f "$prefix/include/devarray_mpi.h"
+  mpi_example="$src/tests/mpi/consumer/consumer_mpi.c"
+  # shellcheck disable=SC2086
+  if stale "$work/pc_mpi" "$mpi_example" "$libdir/libdevarray_mpi.so.0"; then
+    cc -std=c11 "$mpi_example" $(pkg-config --cflags --libs devarray-mpi) -Wl,-rpath,"$libdir" -o "$work/pc_mpi"
+  fi
+  # shellcheck disable=SC2086
+  cmake -S "$src/tests/mpi/consumer" -B "$work/consumer_mpi" $quiet -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+  sh "$src/scripts/build" "$work/consumer_mpi"
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  for p in "$work/pc_mpi" "$work/consumer_mpi/consumer_mpi"; do
+    "$p" >/dev/null
+  done
+  echo "install test: libdevarray_mpi consumers (pkg-config devarray-mpi, find_package(devarray_mpi)) ran"
+fi

@@ -260,6 +260,33 @@ static void test_pinned_oom_is_host_oom(void **state) {
   assert_null(p);
 }
 
+/* The device of whichever backend is chosen: option `device` (DV_DEVICE);
+ * cuda_device wins where it is set; anything but an ordinal is refused. */
+static void test_device_option(void **state) {
+  (void)state;
+  dv_context *c = NULL, *ref = NULL;
+  if (test_context(&ref, "cuda_device=1", NULL) == DV_ERR_BACKEND_UNAVAILABLE) {
+    printf("SKIPPED: test_device_option: one CUDA device\n");
+    skip();
+  }
+  dv_device_info want, got, first;
+  assert_ok(dv_context_device_info(ref, &want));
+  assert_ok(test_context(&c, "device=1", NULL));
+  assert_ok(dv_context_device_info(c, &got));
+  assert_string_equal(got.pci_bus_id, want.pci_bus_id);
+  assert_ok(dv_context_destroy(c));
+  assert_ok(test_context(&c, "device=1", "cuda_device=0", NULL)); /* the backend's own option wins */
+  assert_ok(dv_context_device_info(c, &first));
+  assert_string_not_equal(first.pci_bus_id, want.pci_bus_id);
+  assert_ok(dv_context_destroy(c));
+  assert_ok(dv_context_destroy(ref));
+  assert_status(test_context(&c, "device=gpu0", NULL), DV_ERR_INVALID_ARGUMENT);
+  assert_null(c);
+  assert_non_null(strstr(dv_last_error(), "gpu0"));
+  assert_status(test_context(&c, "device=99", NULL), DV_ERR_BACKEND_UNAVAILABLE);
+  assert_null(c);
+}
+
 /* Several devices: a context per device by index (option cuda_device and
  * its environment variable DV_CUDA_DEVICE), and copies between them. */
 static void test_second_device(void **state) {
@@ -520,7 +547,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_pageable_stream_copies_queue), T(test_pageable_pipeline_sizes), T(test_refused_device_rect_falls_back),
       T(test_register_through_two_contexts), T(test_current_context_restored), T(test_pinned_oom_is_host_oom),
-      T(test_second_device), T(test_fork_child_refused), T(test_pool_per_thread_streams_distinct),
+      T(test_device_option), T(test_second_device), T(test_fork_child_refused), T(test_pool_per_thread_streams_distinct),
       T(test_callback_gets_device_error), T(test_destroy_waits_for_queued_work),
       T(test_peer_copy_source_free_after_return), T(test_pageable_round_trip_in_stream_order),
   };

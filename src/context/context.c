@@ -31,10 +31,19 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
   bc->host_ipc = (int)opt[DV_OPT_HOST_IPC].i;
   bc->cuda_staging_chunk = (size_t)opt[DV_OPT_CUDA_STAGING_CHUNK].i;
   devbuf[0] = 0;
-  if (strcmp(be->name, "opencl") == 0)
-    snprintf(devbuf, cap, "%s", opt[DV_OPT_OPENCL_DEVICE].s);
-  else if (strcmp(be->name, "cuda") == 0)
-    snprintf(devbuf, cap, "%lld", (long long)opt[DV_OPT_CUDA_DEVICE].i);
+  /* The backend's own option wins where it was set; then `device`
+   * (DV_DEVICE), which names the device of whichever backend is chosen. */
+  const dv_optval *any = &opt[DV_OPT_DEVICE];
+  if (strcmp(be->name, "opencl") == 0) {
+    const dv_optval *own = &opt[DV_OPT_OPENCL_DEVICE];
+    snprintf(devbuf, cap, "%s", own->source == DV_SOURCE_DEFAULT && any->s[0] ? any->s : own->s);
+  } else if (strcmp(be->name, "cuda") == 0) {
+    const dv_optval *own = &opt[DV_OPT_CUDA_DEVICE];
+    if (own->source == DV_SOURCE_DEFAULT && any->s[0])
+      snprintf(devbuf, cap, "%s", any->s);
+    else
+      snprintf(devbuf, cap, "%lld", (long long)own->i);
+  }
   bc->device = devbuf;
   /* In automatic mode an OpenCL CPU device is not preferred to the host
    * simulator unless a device was named explicitly. */

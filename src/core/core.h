@@ -90,6 +90,7 @@ typedef enum dv_opt_id {
   DV_OPT_NVRTC_LIBRARY,
   DV_OPT_HOST_IPC,
   DV_OPT_CUDA_STAGING_CHUNK,
+  DV_OPT_DEVICE,
   DV_OPT_COUNT
 } dv_opt_id;
 

@@ -91,6 +91,9 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
     {"cuda_staging_chunk", "DV_CUDA_STAGING_CHUNK", NULL, T_SIZE, "4M", 4096, 1073741824.0,
      "CUDA: bytes per piece of a copy with pageable host memory, staged through two pinned "
      "buffers in turn"},
+    {"device", "DV_DEVICE", NULL, T_STRING, "", 0, 0,
+     "device of whichever backend is chosen: a CUDA ordinal, an OpenCL \"platform:device\" or "
+     "name (empty: each backend's own option, cuda_device or opencl_device, which win when set)"},
 };
 
 int dv__option_lookup(const char *name) {

@@ -45,3 +45,8 @@ dv_status dv__error(dv_status s, const char *fmt, ...) {
 }
 
 const char *dv_version(void) { return "0.1.0"; }
+
+dv_status dv_error_set(dv_status s, const char *message) {
+  if (message) return dv__error(s, "%s", message);
+  return dv__error(s, NULL);
+}

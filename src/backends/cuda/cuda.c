@@ -21,6 +21,8 @@
  *  - Kernels, native handles, foreign memory: cuda_kernel.c (NVRTC: nvrtc.c).
  */
 #include <dlfcn.h>
+#include <limits.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,11 +153,22 @@ static dv_status cub_open(const dv_backend_config *cfg, void **state) {
   *state = NULL;
   dv_status rc = cu_ensure();
   if (rc) return rc;
-  int n = 0, ordinal = cfg->device && *cfg->device ? atoi(cfg->device) : 0;
+  int n = 0, ordinal = 0;
+  if (cfg->device && *cfg->device) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(cfg->device, &end, 10);
+    if (errno || end == cfg->device || *end || v < 0 || v > INT_MAX)
+      return dv__error(DV_ERR_INVALID_ARGUMENT,
+                       "CUDA device \"%s\" is not an ordinal (options device / cuda_device)",
+                       cfg->device);
+    ordinal = (int)v;
+  }
   CU_TRY(cu.cuDeviceGetCount(&n), "cuDeviceGetCount");
   if (n == 0) return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "the CUDA driver reports no device");
-  if (ordinal < 0 || ordinal >= n)
-    return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "no CUDA device %d (%d device(s); option cuda_device)", ordinal, n);
+  if (ordinal >= n)
+    return dv__error(DV_ERR_BACKEND_UNAVAILABLE,
+                     "no CUDA device %d (%d device(s); options device / cuda_device)", ordinal, n);
   cu_state *st = dv__calloc(1, sizeof *st);
   if (!st) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the CUDA state");
   st->ordinal = ordinal;

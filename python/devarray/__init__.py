@@ -1,0 +1,60 @@
+"""devarray for Python: Numba's GPU memory API (numba.cuda / numba.roc names) over libdevarray.
+
+Code written for ``numba.cuda`` runs with only the import changed::
+
+    import devarray as cuda
+    d = cuda.to_device(np.arange(10.0))
+    h = d.copy_to_host()
+
+Kernels come from the dialect of <devarray/kernel.h> (docs/kernels.md)::
+
+    mod = devarray.Module(source)
+    mod.get("scale")[blocks, threads](d, np.float32(2))
+
+The backend is the library's ``backend`` option (DV_BACKEND: host, opencl, cuda, auto), or
+the one given to select_backend(). Errors raise DevarrayError subclasses carrying the
+status name (``e.name``) and the library's detail message (``e.detail``). Where devarray
+differs from Numba, see docs/semantics.md ("Python binding").
+
+Only ctypes and NumPy are used; the library is found through DEVARRAY_LIBRARY, next to an
+installed copy, then the system loader.
+"""
+
+from ._lib import (DevarrayError, ArgumentError, DevarrayIndexError, OutOfMemoryError,
+                   NotSupportedError, BackendUnavailableError, DriverError, CompileError,
+                   MisuseError, error_class, library_path, lib as _clib)
+from ._context import (Context, current_context, select_backend, select_device, close,
+                       get_current_device, synchronize, defer_cleanup, Stream, stream,
+                       default_stream, legacy_default_stream, per_thread_default_stream,
+                       Event, event, event_elapsed_time)
+from ._array import (DeviceNDArray, DeviceRecord, device_array, device_array_like, to_device,
+                     pinned_array, mapped_array, managed_array, pinned, mapped, register,
+                     deregister, is_pinned, is_cuda_array, is_device_array, from_dlpack)
+from ._kernel import Module, Kernel, Arg, In, Out, InOut, View, SmartArray
+
+__version__ = _clib.dv_version().decode()
+
+
+def list_backends():
+    """The backends this library was built with (available or not)."""
+    return [_clib.dv_backend_name(i).decode() for i in range(_clib.dv_backend_count())]
+
+
+def backend_available(name):
+    """(True, "") when backend `name` can be opened, else (False, the reason)."""
+    import ctypes
+    buf = ctypes.create_string_buffer(512)
+    st = _clib.dv_backend_probe(name.encode(), buf, len(buf))
+    return st == 0, buf.value.decode(errors="replace")
+
+
+def is_available():
+    """Numba's is_available(): a context can be opened."""
+    try:
+        current_context()
+        return True
+    except DevarrayError:
+        return False
+
+
+__all__ = [n for n in dir() if not n.startswith("_")]

@@ -1,0 +1,22 @@
+"""CTest driver: run_tests.py BACKEND [pytest args]: exit 77 (skipped) when the backend is
+absent, else pytest's status for python/tests on it."""
+import os
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, ".."))
+backend = sys.argv[1]
+os.environ["DV_BACKEND"] = backend
+try:
+    import numpy  # noqa: F401  (only checked for)
+    import pytest  # noqa: F401
+except ImportError as e:
+    print("SKIP: python.%s: %s (install python3-numpy and python3-pytest)" % (backend, e))
+    sys.exit(77)
+import devarray  # noqa: E402
+
+ok, why = devarray.backend_available(backend)
+if not ok:
+    print("SKIP: python.%s: backend %s unavailable: %s" % (backend, backend, why))
+    sys.exit(77)
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-o", "faulthandler_timeout=120", here] + sys.argv[2:]))

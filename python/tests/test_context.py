@@ -1,0 +1,62 @@
+"""Backend and device selection, close(), and the library search (in child processes: they
+change the process's current context)."""
+import os
+import subprocess
+import sys
+
+import devarray as cuda
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(code, **env):
+    e = dict(os.environ, PYTHONPATH=os.path.join(HERE, ".."), **env)
+    r = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True,
+                       timeout=120)
+    return r.returncode, r.stdout.strip(), r.stderr.strip()
+
+
+def test_select_backend_and_close():
+    code = """
+import gc, numpy as np, devarray as cuda
+c = cuda.select_backend("host")
+assert c.backend == "host" and cuda.current_context() is c
+d = cuda.to_device(np.arange(3.0))
+try:
+    cuda.close()
+    raise SystemExit("close with a live array did not fail")
+except cuda.MisuseError as e:
+    assert e.name == "DV_ERR_BUSY", e.name
+del d
+cuda.close()
+c2 = cuda.current_context()
+assert c2 is not c
+ok, why = cuda.backend_available("opencl")
+if ok:
+    assert cuda.select_backend("opencl").backend == "opencl"
+    assert cuda.select_device(0).backend == "opencl"
+try:
+    cuda.select_backend("nosuch")
+    raise SystemExit("unknown backend accepted")
+except cuda.DevarrayError as e:
+    print(e.name)
+assert cuda.current_context().backend in ("host", "opencl")  # the earlier choice stands
+"""
+    rc, out, err = run(code)
+    assert rc == 0, err
+    assert out.startswith("DV_ERR_")
+
+
+def test_library_search():
+    rc, out, err = run("import devarray; print(devarray.library_path)")
+    assert rc == 0, err
+    assert os.path.exists(out)
+    rc, out, err = run("import devarray", DEVARRAY_LIBRARY="/nonexistent/libdevarray.so")
+    assert rc != 0 and "DEVARRAY_LIBRARY" in err
+
+
+def test_backend_from_environment(ctx):
+    want = os.environ.get("DV_BACKEND", "host")
+    if want != "auto":
+        assert ctx.backend == want
+    assert "host" in cuda.list_backends()

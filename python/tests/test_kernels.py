@@ -1,0 +1,207 @@
+"""Kernels: Module, get, launch syntax, argument kinds; smart arrays."""
+import os
+
+import numpy as np
+import pytest
+
+import devarray as cuda
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+SCALE = """
+DV_KERNEL(scale, DV_ARRAY(float, a), float f, int n) {
+  DV_BIND(float, a);
+  int i = (int)dv_global_id(0);
+  if (i < n) a[i] = a[i] * f;
+}
+DV_KERNEL(fill64, DV_ARRAY(dv_i64, a), dv_i64 v, int n) {
+  DV_BIND(dv_i64, a);
+  int i = (int)dv_global_id(0);
+  if (i < n) a[i] = v + i;
+}
+DV_KERNEL(empty, int n) { (void)n; }
+"""
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return cuda.Module(SCALE, name="scale.dvk")
+
+
+def test_numpy_args_auto_transfer(mod):
+    a = np.arange(100, dtype=np.float32)
+    mod.get("scale")[4, 32](a, np.float32(2), 100)
+    np.testing.assert_array_equal(a, np.arange(100, dtype=np.float32) * 2)
+    b = np.arange(10, dtype=np.float32)
+    mod.get("scale")[1, 32](cuda.In(b), 3.0, 10)  # read only: never copied back
+    np.testing.assert_array_equal(b, np.arange(10, dtype=np.float32))
+
+
+def test_device_args_and_streams(mod, no_leak):
+    a = np.arange(64, dtype=np.float32)
+    d = cuda.to_device(a)
+    s = cuda.stream()
+    with s.auto_synchronize():
+        mod.get("scale")[2, 32, s](d, np.float32(0.5), np.int32(64))
+    np.testing.assert_array_equal(d.copy_to_host(), a * 0.5)
+    e = cuda.device_array(5, np.int64)
+    mod.get("fill64")[1, 8, 0, 0](e, np.int64(1 << 40), 5)
+    np.testing.assert_array_equal(e.copy_to_host(), (1 << 40) + np.arange(5))
+    mod.get("empty").forall(10)(1)
+    del d, e
+
+
+def test_launch_errors(mod):
+    k = mod.get("scale")
+    with pytest.raises(cuda.ArgumentError) as e:
+        k[1, 1 << 20](np.zeros(4, np.float32), 1.0, 4)
+    assert e.value.name == "DV_ERR_LAUNCH_CONFIG"
+    with pytest.raises(ValueError):
+        k[1](np.zeros(4, np.float32))
+    with pytest.raises(ValueError):
+        k[0, 1](np.zeros(4, np.float32), 1.0, 4)
+    with pytest.raises(OverflowError):
+        k[1, 1](np.zeros(4, np.float32), 1.0, 1 << 40)
+    with pytest.raises(TypeError):
+        k[1, 1](object(), 1.0, 4)
+    with pytest.raises(cuda.ArgumentError) as e:
+        mod.get("missing")
+    assert "missing" in e.value.detail
+    with pytest.raises(cuda.CompileError) as e:
+        cuda.Module("DV_KERNEL(bad, int n) { this is not C }", name="bad.dvk")
+    assert e.value.name == "DV_ERR_COMPILE" and e.value.log
+
+
+def test_matmul_shared_memory():
+    src = open(os.path.join(ROOT, "examples", "matmul.dvk")).read()
+    k = cuda.Module(src, name="matmul.dvk").get("fast_matmul")
+    n = 37
+    rng = np.random.default_rng(1)
+    A = rng.random((n, n), np.float32)
+    B = rng.random((n, n), np.float32)
+    C = cuda.device_array((n, n), np.float32)
+    g = (n + 15) // 16
+    k[(g, g), (16, 16)](cuda.to_device(A), cuda.to_device(B), C, n)
+    np.testing.assert_allclose(C.copy_to_host(), A @ B, rtol=1e-5)
+
+
+def test_smart_array(mod, no_leak):
+    a = np.arange(32, dtype=np.float32)
+    sa = cuda.SmartArray(a)  # copied
+    assert sa.shape == (32,) and sa.dtype == np.float32 and len(sa) == 32
+    assert sa.is_current("host") and not sa.is_current("gpu")
+    mod.get("scale")[1, 32](sa, np.float32(2), 32)
+    assert sa.is_current("gpu") and not sa.is_current("host")
+    np.testing.assert_array_equal(sa.get("host"), a * 2)
+    np.testing.assert_array_equal(a, np.arange(32, dtype=np.float32))  # copy=True
+    h = sa.get("host")
+    h[0] = 100
+    sa.mark_changed("host")
+    np.testing.assert_array_equal(sa.get("gpu").copy_to_host()[:2], [100, 2])
+    b = np.ones(8, np.float32)
+    sb = cuda.SmartArray(b, copy=False)  # adopted
+    mod.get("scale")[1, 8](sb, np.float32(3), 8)
+    assert sb.get("host") is b
+    np.testing.assert_array_equal(b, 3)
+    sc = cuda.SmartArray(shape=(4, 2), dtype=np.float64, where="gpu")
+    assert sc.is_current("gpu")
+    with pytest.raises(cuda.MisuseError):
+        sc.mark_changed("host")
+    with pytest.raises(ValueError):
+        sc.get("elsewhere")
+    del sa, sb, sc, h
+
+
+VIEWK = """
+DV_KERNEL(rowsum, DV_VIEW(const double, a), DV_ARRAY(double, out)) {
+  DV_BIND(const double, a);
+  DV_BIND(double, out);
+  int i = (int)dv_global_id(0);
+  if (i < DV_SHAPE(a, 0)) {
+    double s = 0;
+    for (dv_i64 j = 0; j < DV_SHAPE(a, 1); j++) s += DV_ITEM2(a, i, j);
+    out[i] = s;
+  }
+}
+"""
+
+
+def test_view_args_and_directions(mod, no_leak):
+    k = cuda.Module(VIEWK, name="rowsum.dvk").get("rowsum")
+    a = np.arange(30.0).reshape(5, 6)
+    d = cuda.to_device(a)
+    out = np.zeros(3)
+    k[1, 8](cuda.View(d[::2, 1:]), cuda.Out(out))
+    np.testing.assert_array_equal(out, a[::2, 1:].sum(axis=1))
+    h = np.zeros(5)
+    k[1, 8](cuda.View(a), h)  # a NumPy view argument: copied in with its layout
+    np.testing.assert_array_equal(h, a.sum(axis=1))
+    with pytest.raises(ValueError):
+        cuda.Arg(a, dir="sideways")
+    del d
+
+
+def test_mapped_array_kernel_in_place(mod):
+    try:
+        m = cuda.mapped_array(16, np.float32)
+    except cuda.NotSupportedError:
+        pytest.skip("no mapped memory on this device")
+    m[:] = 1
+    mod.get("scale")[1, 16](m, np.float32(4), 16)
+    cuda.synchronize()
+    np.testing.assert_array_equal(m, 4)
+
+
+def test_cuda_array_interface_only_on_cuda(ctx):
+    d = cuda.to_device(np.zeros(3))
+    if ctx.backend != "cuda":
+        assert not hasattr(d, "__cuda_array_interface__")
+        assert not cuda.is_cuda_array(d)
+    else:  # pragma: no cover - needs a GPU
+        cai = d.__cuda_array_interface__
+        assert cai["shape"] == (3,) and cai["typestr"] == "<f8"
+    assert cuda.is_device_array(d)
+
+
+def test_constants_and_defines():
+    src = """
+    DV_KERNEL(use_const, DV_ARRAY(float, out), int n) {
+      DV_BIND(float, out);
+      int i = (int)dv_global_id(0);
+      if (i < n) out[i] = TABLE[i] * FACTOR;
+    }
+    """
+    m = cuda.Module(src, name="const.dvk", defines={"FACTOR": "2.0f"},
+                    constants={"TABLE": np.arange(8, dtype=np.float32)})
+    out = np.zeros(8, np.float32)
+    m.get("use_const")[1, 8](out, 8)
+    np.testing.assert_array_equal(out, np.arange(8) * 2)
+    m.set_constant("TABLE", np.ones(8, np.float32))
+    m.get("use_const")[1, 8](out, 8)
+    np.testing.assert_array_equal(out, 2)
+
+
+def test_launches_from_python_threads(mod, no_leak):
+    import threading
+    k = mod.get("scale")
+    errors = []
+
+    def work(seed):
+        try:
+            s = cuda.stream()
+            a = np.random.default_rng(seed).random(256).astype(np.float32)
+            d = cuda.to_device(a, stream=s)
+            for _ in range(5):
+                k[2, 128, s](d, np.float32(2), 256)
+            h = d.copy_to_host(stream=s)
+            s.synchronize()
+            np.testing.assert_array_equal(h, a * 32)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
