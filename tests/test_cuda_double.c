@@ -125,6 +125,51 @@ static void test_pageable_round_trip_in_stream_order(void **state) {
   free(src), free(mid), free(out);
 }
 
+/* The same through the driver's legacy default stream, which waits for
+ * the work of every blocking stream of the context: an upload from a
+ * pageable array queued there runs after a download into that array
+ * queued on another blocking stream.  The legacy stream's own query says
+ * idle then, so the staging fill must not trust it. */
+static void test_pageable_legacy_upload_after_other_stream(void **state) {
+  (void)state;
+  hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
+  if (!hold) skip();
+  const size_t n = 40000;
+  float *src = malloc(n * sizeof *src), *mid = malloc(n * sizeof *mid), *out = malloc(n * sizeof *out);
+  assert_non_null(src);
+  assert_non_null(mid);
+  assert_non_null(out);
+  for (size_t i = 0; i < n; i++) src[i] = (float)i * 2.0f + 1.0f, mid[i] = -1.0f, out[i] = -2.0f;
+  int64_t shape[1] = {(int64_t)n};
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
+  dv_array *hs, *hm, *ho, *d, *d2;
+  dv_stream *b;
+  assert_ok(dv_host_array_wrap(g_ctx, src, 1, shape, dt, NULL, &hs));
+  assert_ok(dv_host_array_wrap(g_ctx, mid, 1, shape, dt, NULL, &hm));
+  assert_ok(dv_host_array_wrap(g_ctx, out, 1, shape, dt, NULL, &ho));
+  assert_ok(dv_to_device(g_ctx, hs, NULL, 1, NULL, &d));
+  assert_ok(dv_device_array(g_ctx, 1, shape, dt, NULL, 'C', NULL, &d2));
+  assert_ok(dv_stream_create(g_ctx, 0, &b)); /* a blocking stream */
+  dv_stream *legacy = dv_context_legacy_stream(g_ctx);
+  hold(1);
+  dv_status a = dv_copy_to_host(d, hm, b, NULL);     /* queued on b */
+  dv_status c = dv_copy_to_device(d2, hm, legacy); /* queued on the legacy stream */
+  hold(0);
+  assert_ok(a);
+  assert_ok(c);
+  assert_ok(dv_stream_synchronize(legacy));
+  assert_ok(dv_stream_synchronize(b));
+  assert_ok(dv_copy_to_host(d2, ho, NULL, NULL));
+  for (size_t i = 0; i < n; i++)
+    if (out[i] != src[i])
+      fail_msg("element %zu: %g uploaded, want %g (the upload on the legacy stream read the host "
+               "array before the download queued on another blocking stream wrote it)", i, (double)out[i],
+               (double)src[i]);
+  dv_stream_release(b);
+  dv_array_release(d), dv_array_release(d2), dv_array_release(hs), dv_array_release(hm), dv_array_release(ho);
+  free(src), free(mid), free(out);
+}
+
 /* The pageable pipeline: every size around the chunk, both directions,
  * synchronous and on a stream, contiguous and a 2-D host view with a pitch. */
 static void test_pageable_pipeline_sizes(void **state) {
@@ -550,6 +595,7 @@ int main(int argc, char **argv) {
       T(test_device_option), T(test_second_device), T(test_fork_child_refused), T(test_pool_per_thread_streams_distinct),
       T(test_callback_gets_device_error), T(test_destroy_waits_for_queued_work),
       T(test_peer_copy_source_free_after_return), T(test_pageable_round_trip_in_stream_order),
+      T(test_pageable_legacy_upload_after_other_stream),
   };
   return test_main(argc, argv, "cuda_double", tests, sizeof tests / sizeof tests[0]);
 }

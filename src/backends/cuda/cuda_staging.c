@@ -324,8 +324,18 @@ dv_status dv__cu_copy_pageable(cu_state *st, dv_bstream *s, const dv_rect *r) {
   /* The host side is read in stream order.  With the stream idle at the
    * call nothing queued before this copy can still write the host rows, so
    * they are read now, overlapping the DMAs; else each piece's rows are
-   * read by a stream callback ahead of its DMA (h2d_fill). */
-  bool fill_later = to_device && cu.cuStreamQuery(s->s) != DV_CUDA_SUCCESS;
+   * read by a stream callback ahead of its DMA (h2d_fill).  The legacy
+   * default stream also waits for every blocking stream of the context,
+   * which its own query does not tell: a synchronous copy (which waits for
+   * them anyway) waits for the context first, an asynchronous one fills in
+   * stream order. */
+  bool fill_later = false;
+  if (to_device) {
+    if (s->s == NULL || s->s == DV_CU_STREAM_LEGACY)
+      fill_later = !sync || cu.cuCtxSynchronize() != DV_CUDA_SUCCESS;
+    else
+      fill_later = cu.cuStreamQuery(s->s) != DV_CUDA_SUCCESS;
+  }
   for (size_t z = 0; z < r->depth && !rc; z++) {
     char *hz = host + z * hslice;
     dv_CUdeviceptr dz = dev + z * dslice;
