@@ -165,6 +165,23 @@ static void test_pageable_legacy_upload_after_other_stream(void **state) {
       fail_msg("element %zu: %g uploaded, want %g (the upload on the legacy stream read the host "
                "array before the download queued on another blocking stream wrote it)", i, (double)out[i],
                (double)src[i]);
+  /* And the other way: a blocking stream waits for the legacy stream. */
+  for (size_t i = 0; i < n; i++) mid[i] = -1.0f, out[i] = -2.0f;
+  assert_ok(dv_array_memset(d2, 0, NULL));
+  hold(1);
+  a = dv_copy_to_host(d, hm, legacy, NULL); /* queued on the legacy stream */
+  c = dv_copy_to_device(d2, hm, b);         /* queued on b, a blocking stream */
+  hold(0);
+  assert_ok(a);
+  assert_ok(c);
+  assert_ok(dv_stream_synchronize(b));
+  assert_ok(dv_stream_synchronize(legacy));
+  assert_ok(dv_copy_to_host(d2, ho, NULL, NULL));
+  for (size_t i = 0; i < n; i++)
+    if (out[i] != src[i])
+      fail_msg("element %zu: %g uploaded, want %g (the upload on a blocking stream read the host "
+               "array before the download queued on the legacy stream wrote it)", i, (double)out[i],
+               (double)src[i]);
   dv_stream_release(b);
   dv_array_release(d), dv_array_release(d2), dv_array_release(hs), dv_array_release(hm), dv_array_release(ho);
   free(src), free(mid), free(out);

@@ -333,8 +333,9 @@ dv_status dv__cu_copy_pageable(cu_state *st, dv_bstream *s, const dv_rect *r) {
   if (to_device) {
     if (s->s == NULL || s->s == DV_CU_STREAM_LEGACY)
       fill_later = !sync || cu.cuCtxSynchronize() != DV_CUDA_SUCCESS;
-    else
-      fill_later = cu.cuStreamQuery(s->s) != DV_CUDA_SUCCESS;
+    else /* blocking streams (the per-thread one too) also wait for the legacy stream */
+      fill_later = cu.cuStreamQuery(s->s) != DV_CUDA_SUCCESS ||
+                   cu.cuStreamQuery(DV_CU_STREAM_LEGACY) != DV_CUDA_SUCCESS;
   }
   for (size_t z = 0; z < r->depth && !rc; z++) {
     char *hz = host + z * hslice;
