@@ -42,7 +42,7 @@ test: setup
 TSAN = TSAN_OPTIONS=halt_on_error=1 scripts/quietly build-tsan/tsan.log
 tsan: setup
 	@$(CONFIGURE) -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_TSAN=ON -DDV_WERROR=ON > /dev/null
-	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool test_host_kernels test_smart
+	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool test_host_kernels test_smart test_claim
 	@rm -f build-tsan/tsan.log
 	@$(TSAN) ./build-tsan/tests/test_threads host
 	@$(TSAN) ./build-tsan/tests/test_threads host-pool
@@ -51,6 +51,8 @@ tsan: setup
 	@$(TSAN) ./build-tsan/tests/test_memory host
 	@$(TSAN) ./build-tsan/tests/test_host_kernels host
 	@$(TSAN) ./build-tsan/tests/test_smart host
+	@$(TSAN) ./build-tsan/tests/test_claim host
+	@$(TSAN) ./build-tsan/tests/test_claim host-pool
 
 # libFuzzer (clang): views, slicing, reshape, ravel, split on arbitrary layouts, and DLPack
 # import of arbitrary tensors; short runs.

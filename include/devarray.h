@@ -409,7 +409,11 @@ typedef struct dv_stats {
  * bytes past them are not touched.  DV_ERR_INVALID_ARGUMENT when out->size is
  * smaller than the first version's struct (left 0, for instance); then the
  * out->size bytes the caller has are cleared, `size` aside.  Thread-safe;
- * does not wait for the device.
+ * does not wait for the device.  Every counter is exact for the calls that
+ * happen before this one (the calling thread's, and those of threads it has
+ * synchronized with, joined for instance); the copy counters are kept per
+ * thread and summed here, so calls running meanwhile in other threads may
+ * or may not be included.
  */
 DV_API dv_status dv_context_stats(dv_context *ctx, dv_stats *out);
 /**
@@ -487,7 +491,7 @@ typedef struct dv_block {
   void *handle;  /**< the manager's own record of the block (opaque to devarray; given back to free) */
 } dv_block;
 
-/** Manager statistics (all bytes; counters since creation). */
+/** Manager statistics (all bytes; counters since creation; the built-in managers keep them exact, peaks included). */
 typedef struct dv_mm_stats {
   dv_counter allocated;     /**< bytes handed out to arrays (requested sizes) */
   dv_counter active;        /**< bytes of blocks handed out (rounded sizes) */

@@ -3,12 +3,63 @@
  * offset) over one shared, reference-counted allocation.  Views share the
  * allocation; the last reference to an allocation queues its free.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "array.h"
 
 /* ---- allocations ------------------------------------------------------------ */
+
+/*
+ * Allocation records are recycled through a small process-wide cache: an
+ * array made and released per call (dv_to_device) would otherwise pay
+ * malloc and free of its record each time, and the pending-deallocation
+ * queue frees records in batches larger than glibc's per-thread cache keeps
+ * (issue 13).  Records hold nothing once released.  Not under
+ * AddressSanitizer, so that a use of a released record is still caught.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define DV_ALLOC_CACHE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DV_ALLOC_CACHE 0
+#endif
+#endif
+#ifndef DV_ALLOC_CACHE
+#define DV_ALLOC_CACHE 32
+#endif
+#if DV_ALLOC_CACHE
+static atomic_flag dv__alloc_cache_m = ATOMIC_FLAG_INIT;
+static dv_alloc *dv__alloc_cache[DV_ALLOC_CACHE];
+static int dv__alloc_cached;
+#endif
+
+static void dv__alloc_free(dv_alloc *a) {
+#if DV_ALLOC_CACHE
+  while (atomic_flag_test_and_set_explicit(&dv__alloc_cache_m, memory_order_acquire)) sched_yield();
+  if (dv__alloc_cached < DV_ALLOC_CACHE) {
+    dv__alloc_cache[dv__alloc_cached++] = a;
+    a = NULL;
+  }
+  atomic_flag_clear_explicit(&dv__alloc_cache_m, memory_order_release);
+#endif
+  dv__free(a);
+}
+
+static dv_alloc *dv__alloc_get(void) {
+  dv_alloc *a = NULL;
+#if DV_ALLOC_CACHE
+  while (atomic_flag_test_and_set_explicit(&dv__alloc_cache_m, memory_order_acquire)) sched_yield();
+  if (dv__alloc_cached > 0) a = dv__alloc_cache[--dv__alloc_cached];
+  atomic_flag_clear_explicit(&dv__alloc_cache_m, memory_order_release);
+  if (a) {
+    memset(a, 0, sizeof *a);
+    return a;
+  }
+#endif
+  return dv__calloc(1, sizeof *a);
+}
 
 /* A queued device free: the allocation record carries the block, its size
  * and the stream it belongs to. */
@@ -19,7 +70,7 @@ static dv_status dv__dtor_device(dv_context *ctx, void *handle, void *aux) {
   dv_status rc = ctx->mm.free(ctx->mm_state, blk, a->bytes, a->stream);
   dv__stats_sub(ctx, DV_STAT_DEVICE, a->bytes);
   dv__stream_irelease(a->stream);
-  dv__free(a);
+  dv__alloc_free(a);
   return rc;
 }
 
@@ -111,11 +162,11 @@ void dv__alloc_release(dv_alloc *a) {
   dv__stream_irelease(a->stream);
   pthread_mutex_destroy(&a->reg_lock);
   atomic_fetch_sub(&ctx->live_allocs, 1);
-  dv__free(a);
+  dv__alloc_free(a);
 }
 
 dv_alloc *dv__alloc_new(dv_context *ctx, dv_memory_kind kind) {
-  dv_alloc *a = dv__calloc(1, sizeof *a);
+  dv_alloc *a = dv__alloc_get();
   if (!a) return NULL;
   atomic_store(&a->refs, 1);
   a->ctx = ctx;
@@ -323,6 +374,31 @@ static void dv__view_of(const dv_array *a, dv_view *v) {
   dv__view_part(a, a->dtype, a->ndim, a->shape, a->strides, a->offset, v);
 }
 
+/* Bytes of an array whose elements are dense in C order (size-1
+ * dimensions ignored), -1 otherwise, 0 when it is empty. */
+static int64_t dv__c_bytes(const dv_array *a) {
+  int64_t s = (int64_t)a->dtype->itemsize;
+  const int64_t *sh = a->shape, *st = a->strides;
+  if (a->ndim == 1) return sh[0] == 0 ? 0 : sh[0] == 1 || st[0] == s ? s * sh[0] : -1;
+  for (int i = a->ndim - 1; i >= 0; i--) {
+    if (sh[i] == 0) return 0;
+    if (sh[i] != 1 && st[i] != s) return -1;
+    s *= sh[i];
+  }
+  return s;
+}
+
+/* The address of an array's element 0, as dv__view_of and the planner make it. */
+static dv_memref dv__ref_of(const dv_array *a, bool *host) {
+  dv_memref r = {0};
+  *host = dv__is_host_side(a);
+  if (*host)
+    r.ptr = (char *)a->alloc->host + a->offset;
+  else
+    r.buf = a->alloc->buf, r.offset = a->alloc->buf_offset + (size_t)a->offset;
+  return r;
+}
+
 /* The caller's host buffer, dense in C order. */
 static void dv__view_host(void *buf, const dv_dtype *dt, int ndim, const int64_t *shape, dv_view *v) {
   memset(v, 0, sizeof *v);
@@ -467,13 +543,15 @@ static void dv__fmt_shape(char *buf, size_t cap, const dv_array *a) {
   if (n < cap) snprintf(buf + n, cap - n, ")");
 }
 
-static dv_status dv__check_compat(const dv_array *dst, const dv_array *src) {
-  if (!dv_dtype_equal(dst->dtype, src->dtype))
+static __attribute__((noinline)) dv_status dv__check_compat_slow(const dv_array *dst, const dv_array *src) {
+  if (dst->dtype != src->dtype && !dv_dtype_equal(dst->dtype, src->dtype))
     return dv__error(DV_ERR_DTYPE_MISMATCH, "incompatible dtype: %s into %s", src->dtype->name,
                      dst->dtype->name);
-  if (dst->ndim == src->ndim &&
-      (!dst->ndim || !memcmp(dst->shape, src->shape, (size_t)dst->ndim * sizeof *dst->shape)))
-    return DV_OK; /* the common case: the same shape, size-1 dims and all */
+  if (dst->ndim == src->ndim) { /* the common case: the same shape, size-1 dims and all */
+    int i = 0;
+    while (i < dst->ndim && dst->shape[i] == src->shape[i]) i++;
+    if (i == dst->ndim) return DV_OK;
+  }
   int64_t a[DV_MAXDIMS], b[DV_MAXDIMS];
   int na = dv__layout_squeeze(src->ndim, src->shape, NULL, a, NULL);
   int nb = dv__layout_squeeze(dst->ndim, dst->shape, NULL, b, NULL);
@@ -486,6 +564,18 @@ static dv_status dv__check_compat(const dv_array *dst, const dv_array *src) {
     return dv__error(DV_ERR_SHAPE_MISMATCH, "incompatible shape: %s into %s", s1, s2);
   }
   return DV_OK;
+}
+
+/* Same dtype, same shape once size-1 dimensions are dropped; the common
+ * case (one dtype object, one shape) is decided here, the rest by the slow
+ * part, which also words the errors. */
+static inline dv_status dv__check_compat(const dv_array *dst, const dv_array *src) {
+  if (dst->dtype == src->dtype && dst->ndim == src->ndim) {
+    int i = 0;
+    while (i < dst->ndim && dst->shape[i] == src->shape[i]) i++;
+    if (i == dst->ndim) return DV_OK;
+  }
+  return dv__check_compat_slow(dst, src);
 }
 
 /*
@@ -541,6 +631,23 @@ static dv_status dv__copy_views(dv_context *dctx, const dv_view *dst, dv_context
   return rc ? rc : r2;
 }
 
+static dv_status dv__copy_general(dv_array *dst, const dv_array *src, dv_stream *stream);
+
+/* dv__copy of two live arrays of ctx, both dense in C order over `bytes`
+ * (> 0) bytes: one contiguous copy without views, and the wait when
+ * synchronous.  DV_ERR_NOT_SUPPORTED, having done nothing, when the planner
+ * must decide. */
+static inline __attribute__((always_inline)) dv_status dv__copy_contig(dv_context *ctx, dv_array *dst,
+                                                                     const dv_array *src, int64_t bytes,
+                                                                     dv_stream *stream) {
+  bool dh, sh;
+  dv_memref dr = dv__ref_of(dst, &dh), sr = dv__ref_of(src, &sh);
+  dv_status rc = dv__transfer_contig(ctx, dr, dh, sr, sh, (size_t)bytes, stream);
+  if (rc == DV_ERR_NOT_SUPPORTED) return rc;
+  dv_status r2 = dv__sync_if_null(ctx, stream);
+  return rc ? rc : r2;
+}
+
 /* Copy array src into array dst (compatible), and wait when synchronous. */
 static dv_status dv__copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
   dv_context *ctx = dst->alloc->ctx;
@@ -550,6 +657,21 @@ static dv_status dv__copy(dv_array *dst, const dv_array *src, dv_stream *stream)
   dv_status rc = dv__check_live(src, "source");
   if (!rc) rc = dv__check_live(dst, "destination");
   if (rc) return rc;
+  if (src->alloc->ctx == ctx) {
+    /* The common case: both dense in C order (and compatible: the same
+     * elements at the same byte offsets), one contiguous copy, no views. */
+    int64_t bytes = dv__c_bytes(src);
+    if (bytes > 0 && dv__c_bytes(dst) == bytes) {
+      rc = dv__copy_contig(ctx, dst, src, bytes, stream);
+      if (rc != DV_ERR_NOT_SUPPORTED) return rc;
+    }
+  }
+  return dv__copy_general(dst, src, stream);
+}
+
+/* dv__copy for every other case: through views and the planner. */
+static __attribute__((noinline)) dv_status dv__copy_general(dv_array *dst, const dv_array *src, dv_stream *stream) {
+  dv_context *ctx = dst->alloc->ctx;
   dv_view dv, sv;
   dv__view_of(dst, &dv);
   dv__view_of(src, &sv);
@@ -588,13 +710,19 @@ dv_status dv_to_device(dv_context *ctx, const dv_array *src, dv_stream *stream, 
     *out = dv_array_retain((dv_array *)src); /* Numba returns device arrays as they are */
     return DV_OK;
   }
-  /* A host array, or a device array of another context (device or backend). */
+  /* A host array, or a device array of another context (device or backend);
+   * one dense in C order (not empty) gets the C layout without a stride search. */
   dv_array *d = NULL;
   int64_t lst[DV_MAXDIMS];
-  dv__like_strides(src, lst);
-  dv_status rc = dv_device_array(ctx, src->ndim, src->shape, src->dtype, lst, 'C', stream, &d);
+  int64_t dense = dv__c_bytes(src);
+  if (dense <= 0) dv__like_strides(src, lst);
+  dv_status rc = dv_device_array(ctx, src->ndim, src->shape, src->dtype, dense > 0 ? NULL : lst, 'C', stream, &d);
   if (rc) return rc;
-  if (copy) rc = dv__copy(d, src, stream);
+  if (copy) {
+    /* d is new, dense like src and of ctx: no checks to repeat */
+    rc = dense > 0 && src->alloc->ctx == ctx ? dv__copy_contig(ctx, d, src, dense, stream) : DV_ERR_NOT_SUPPORTED;
+    if (rc == DV_ERR_NOT_SUPPORTED) rc = dv__copy(d, src, stream);
+  }
   if (rc) {
     dv_array_release(d);
     return rc;

@@ -159,12 +159,43 @@ typedef struct dv_stats_state {
   _Atomic uint64_t copies, staged_copies, bytes_h2d, bytes_d2h, bytes_d2d;
   _Atomic uint64_t staging_hits, staging_misses;
   _Atomic uint64_t n_h2d, n_d2h, n_d2d; /* transfers by direction (dv_stats v3) */
+  /* Copies counted per thread (dv__stats_copy): each thread adds to a block
+   * of its own without a read-modify-write; reads sum the blocks (under
+   * lock).  id is unique among all contexts ever made, so a thread's cached
+   * block is never mistaken for another context's. */
+  uint64_t id;
+  struct dv_thread_stats *threads;
 } dv_stats_state;
 
 void dv__stats_init(dv_stats_state *s);
 void dv__stats_destroy(dv_stats_state *s);
 void dv__stats_add(dv_context *ctx, dv_stat_kind k, uint64_t n);
 void dv__stats_sub(dv_context *ctx, dv_stat_kind k, uint64_t n);
+/* One thread's copy counters for one context (stats.c): written by that
+ * thread only (a load and a store, no read-modify-write), read by any under
+ * the context's stats lock. */
+typedef struct dv_thread_stats {
+  _Atomic uint64_t copies, bytes[3], n[3]; /* [0] host to device, [1] device to host, [2] device to device */
+  pthread_t owner;
+  struct dv_thread_stats *next;
+} dv_thread_stats;
+/* The calling thread's block of the context (by stats id) it counted for last. */
+typedef struct dv_stats_tls {
+  uint64_t id;
+  dv_thread_stats *t;
+} dv_stats_tls;
+extern _Thread_local dv_stats_tls dv__stats_tl;
+void dv__stats_copy_slow(dv_context *ctx, bool dst_host, bool src_host, uint64_t bytes);
+static inline void dv__stats_bump(_Atomic uint64_t *c, uint64_t n) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+}
+static inline void dv__stats_count(dv_thread_stats *t, bool dh, bool sh, uint64_t bytes) {
+  dv__stats_bump(&t->copies, 1);
+  if (!(sh && dh)) {
+    int dir = sh ? 0 : dh ? 1 : 2;
+    dv__stats_bump(&t->bytes[dir], bytes), dv__stats_bump(&t->n[dir], 1);
+  }
+}
 
 /* ---- the context ---- */
 /* Parts that belong to the layers above, known here by name only. */
@@ -194,5 +225,15 @@ struct dv_context {
   _Atomic int64_t live_arrays, live_streams, live_events, live_scopes, live_allocs;
   _Atomic int64_t live_modules, live_programs; /* kernel modules and programs (src/kernel) */
 };
+
+/* Count one copy made for a caller: `copies` and, unless both sides are host
+ * memory, the bytes and transfers of its direction.  No atomic
+ * read-modify-write once the calling thread has its block for ctx. */
+static inline void dv__stats_copy(dv_context *ctx, bool dst_host, bool src_host, uint64_t bytes) {
+  if (__builtin_expect(dv__stats_tl.id == ctx->stats.id, 1))
+    dv__stats_count(dv__stats_tl.t, dst_host, src_host, bytes);
+  else
+    dv__stats_copy_slow(ctx, dst_host, src_host, bytes);
+}
 
 #endif

@@ -2,15 +2,61 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 
 #include "core.h"
+
+static _Atomic uint64_t dv__stats_ids;
+_Thread_local dv_stats_tls dv__stats_tl;
 
 void dv__stats_init(dv_stats_state *s) {
   memset(s, 0, sizeof *s);
   pthread_mutex_init(&s->lock, NULL);
+  s->id = atomic_fetch_add(&dv__stats_ids, 1) + 1;
 }
 
-void dv__stats_destroy(dv_stats_state *s) { pthread_mutex_destroy(&s->lock); }
+void dv__stats_destroy(dv_stats_state *s) {
+  for (dv_thread_stats *t = s->threads, *n; t; t = n) {
+    n = t->next;
+    free(t);
+  }
+  s->threads = NULL;
+  pthread_mutex_destroy(&s->lock);
+}
+
+/* The calling thread's block for s, found or made (NULL when the system has
+ * no memory for one: the caller counts on the shared atomics instead).
+ * Plain calloc: not the library's counted, fault-injected allocator, so
+ * counting never changes which allocation an injected fault hits. */
+static dv_thread_stats *dv__stats_thread(dv_stats_state *s) {
+  pthread_t self = pthread_self();
+  pthread_mutex_lock(&s->lock);
+  dv_thread_stats *t = s->threads;
+  while (t && !pthread_equal(t->owner, self)) t = t->next;
+  if (!t && (t = calloc(1, sizeof *t)) != NULL) {
+    t->owner = self;
+    t->next = s->threads;
+    s->threads = t;
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (t) dv__stats_tl.id = s->id, dv__stats_tl.t = t;
+  return t;
+}
+
+void dv__stats_copy_slow(dv_context *ctx, bool dh, bool sh, uint64_t bytes) {
+  dv_stats_state *s = &ctx->stats;
+  int dir = sh ? (dh ? -1 : 0) : dh ? 1 : 2;
+  dv_thread_stats *t = dv__stats_thread(s);
+  if (t) {
+    dv__stats_count(t, dh, sh, bytes);
+    return;
+  }
+  atomic_fetch_add(&s->copies, 1);
+  if (dir == 0) atomic_fetch_add(&s->bytes_h2d, bytes), atomic_fetch_add(&s->n_h2d, 1);
+  if (dir == 1) atomic_fetch_add(&s->bytes_d2h, bytes), atomic_fetch_add(&s->n_d2h, 1);
+  if (dir == 2) atomic_fetch_add(&s->bytes_d2d, bytes), atomic_fetch_add(&s->n_d2d, 1);
+}
+
 
 void dv__stats_add(dv_context *ctx, dv_stat_kind k, uint64_t n) {
   dv_atomic_counter *c = &ctx->stats.c[k];
@@ -79,17 +125,26 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
   r.flushes = s->flushes;
   r.oom_retries = s->oom_retries;
   r.failed_frees = s->failed_frees;
+  for (dv_thread_stats *t = s->threads; t; t = t->next) {
+    r.copies += atomic_load_explicit(&t->copies, memory_order_relaxed);
+    r.bytes_h2d += atomic_load_explicit(&t->bytes[0], memory_order_relaxed);
+    r.bytes_d2h += atomic_load_explicit(&t->bytes[1], memory_order_relaxed);
+    r.bytes_d2d += atomic_load_explicit(&t->bytes[2], memory_order_relaxed);
+    r.transfers_h2d += atomic_load_explicit(&t->n[0], memory_order_relaxed);
+    r.transfers_d2h += atomic_load_explicit(&t->n[1], memory_order_relaxed);
+    r.transfers_d2d += atomic_load_explicit(&t->n[2], memory_order_relaxed);
+  }
   pthread_mutex_unlock(&s->lock);
   r.staging_hits = atomic_load(&s->staging_hits);
   r.staging_misses = atomic_load(&s->staging_misses);
-  r.copies = atomic_load(&s->copies);
+  r.copies += atomic_load(&s->copies);
   r.staged_copies = atomic_load(&s->staged_copies);
-  r.bytes_h2d = atomic_load(&s->bytes_h2d);
-  r.bytes_d2h = atomic_load(&s->bytes_d2h);
-  r.bytes_d2d = atomic_load(&s->bytes_d2d);
-  r.transfers_h2d = atomic_load(&s->n_h2d);
-  r.transfers_d2h = atomic_load(&s->n_d2h);
-  r.transfers_d2d = atomic_load(&s->n_d2d);
+  r.bytes_h2d += atomic_load(&s->bytes_h2d);
+  r.bytes_d2h += atomic_load(&s->bytes_d2h);
+  r.bytes_d2d += atomic_load(&s->bytes_d2d);
+  r.transfers_h2d += atomic_load(&s->n_h2d);
+  r.transfers_d2h += atomic_load(&s->n_d2h);
+  r.transfers_d2d += atomic_load(&s->n_d2d);
   memcpy(out, &r, filled);
   return DV_OK;
 }

@@ -11,8 +11,13 @@
  * queries it, and never waits on the host.
  *
  * Small requests (up to 1 MiB) use size classes, four per power of two: each
- * class has its own lock, free list and slabs (segments cut into blocks of
- * the class), so the fast path takes no global lock.  Larger requests use
+ * class has its free list and slabs (segments cut into blocks of the class),
+ * all under one spinlock (`small_m`) that also guards the allocated/active
+ * counters, so an allocation or a free of a small block is one atomic
+ * exchange and plain stores, with exact counters, peaks included.  A free
+ * stamps the block with its stream's epoch (a plain load, not a
+ * read-modify-write): recording a stream's fence advances the epoch, so the
+ * fence covers every block stamped before it.  Larger requests use
  * best fit over segregated bins (two levels, like TLSF) with splitting and
  * coalescing, under one lock.
  *
@@ -43,7 +48,7 @@ typedef struct pool_stream {
   dv_stream *stream; /* NULL for the context's default stream */
   dv_bstream *bs;    /* NULL once the stream is destroyed */
   pthread_mutex_t m;
-  _Atomic uint64_t free_seq; /* frees on this stream so far */
+  _Atomic uint64_t epoch;     /* frees stamp their block with it; a fence record advances it */
   _Atomic uint64_t done_upto; /* frees with seq < done_upto are complete */
   dv_bevent *fence;
   uint64_t fence_covers;     /* the fence's record covers seq < fence_covers */
@@ -63,7 +68,7 @@ typedef struct pool_block {
   size_t offset, size, requested;
   bool free;
   pool_stream *ps;
-  uint64_t seq;
+  uint64_t seq; /* its stream's epoch when it was freed */
   struct pool_block *prev, *next;   /* address order (large segments) */
   struct pool_block *fprev, *fnext; /* free list */
 } pool_block;
@@ -77,24 +82,32 @@ struct pool_segment {
   pool_segment *prev, *next;
 };
 
-/* The class lock: held for a few dozen instructions, so a spinlock (with a
- * yield under contention) costs less than a mutex on the fast path. */
+/* The small-block lock: held for a few dozen instructions, so a spinlock
+ * (with a yield under contention) costs less than a mutex on the fast path. */
 typedef struct spin {
   atomic_flag f;
 } spin;
+static __attribute__((noinline)) void spin_wait(spin *l) {
+  do sched_yield();
+  while (atomic_flag_test_and_set_explicit(&l->f, memory_order_acquire));
+}
 static inline void spin_lock(spin *l) {
-  while (atomic_flag_test_and_set_explicit(&l->f, memory_order_acquire)) sched_yield();
+  if (__builtin_expect(atomic_flag_test_and_set_explicit(&l->f, memory_order_acquire), 0)) spin_wait(l);
 }
 static inline void spin_unlock(spin *l) { atomic_flag_clear_explicit(&l->f, memory_order_release); }
 
 typedef struct pool_class {
-  spin m;
   size_t size;
   pool_block *free; /* LIFO */
   pool_segment *slabs;
-  /* counted under the class lock, summed by the statistics */
+  /* counted under small_m, summed by the statistics */
   uint64_t hits, free_cached;
 } pool_class;
+
+/* A counter kept under small_m. */
+typedef struct pool_counter {
+  uint64_t current, peak, total;
+} pool_counter;
 
 typedef struct pool_atomic_counter {
   _Atomic uint64_t current, peak, total;
@@ -102,8 +115,11 @@ typedef struct pool_atomic_counter {
 
 typedef struct pool {
   dv_context *ctx;
+  spin small_m; /* the classes, allocated, active */
+  uint8_t cls_lut[SMALL_MAX / POOL_ALIGN]; /* class of (bytes - 1) / POOL_ALIGN */
   pool_class cls[NCLASS];
   int ncls;
+  pool_counter allocated, active;
   pthread_mutex_t large_m;
   pool_block *bins[NBIN_FL][NBIN_SL];
   pool_segment *large;
@@ -111,10 +127,11 @@ typedef struct pool {
   pool_stream *streams, *default_ps, *per_thread_ps;
   dv_stream *per_thread_ps_key; /* the context's per-thread stream record */
   int next_stream_id;
-  pool_atomic_counter allocated, active, reserved;
+  pool_atomic_counter reserved;
   _Atomic uint64_t hits, misses, splits, merges, releases, segments, free_cached;
-  _Atomic int64_t free_segments; /* segments known to be entirely free */
+  _Atomic int64_t free_segments; /* large segments known to be entirely free */
   size_t release_threshold;
+  bool slow_free; /* a log or a release threshold: every free goes the slow way */
   FILE *log;
   pthread_mutex_t log_m;
 } pool;
@@ -130,6 +147,11 @@ static inline void cnt_add(pool_atomic_counter *c, uint64_t n) {
 }
 static inline void cnt_sub(pool_atomic_counter *c, uint64_t n) {
   atomic_fetch_sub_explicit(&c->current, n, memory_order_relaxed);
+}
+static inline void pc_add(pool_counter *c, uint64_t n) {
+  c->current += n;
+  c->total += n;
+  if (c->current > c->peak) c->peak = c->current;
 }
 static dv_counter cnt_get(pool_atomic_counter *c) {
   dv_counter r = {atomic_load(&c->current), atomic_load(&c->peak), atomic_load(&c->total)};
@@ -172,6 +194,15 @@ static pool_stream *ps_of(pool *p, dv_stream *s) {
   return ps;
 }
 
+/* ps_of for the fast paths: NULL (take the slow path) when the record does
+ * not exist yet, and for the per-thread default stream, whose blocks are
+ * never reused at once. */
+static inline pool_stream *ps_fast(pool *p, dv_stream *s) {
+  if (!s) return p->default_ps;
+  if (s == p->per_thread_ps_key) return NULL;
+  return s->is_default ? p->default_ps : atomic_load(&s->pool_slot);
+}
+
 /* Can block b (free) be used on stream `to`?  Never waits. */
 static bool usable(pool *p, const pool_block *b, pool_stream *to) {
   pool_stream *from = b->ps;
@@ -186,8 +217,9 @@ static bool usable(pool *p, const pool_block *b, pool_stream *to) {
     if (!from->fence && ctx->be->event_create(ctx->bst, 0, &from->fence) != DV_OK) from->fence = NULL;
     if (from->fence) {
       if (from->fence_covers <= b->seq) {
-        /* record the fence now: it covers every free so far on that stream */
-        uint64_t covers = atomic_load(&from->free_seq);
+        /* record the fence now: it covers every free so far on that stream
+         * (those that read the epoch before it advanced) */
+        uint64_t covers = atomic_fetch_add(&from->epoch, 1) + 1;
         if (ctx->be->event_record(ctx->bst, from->fence, from->bs) == DV_OK) from->fence_covers = covers;
       } else if (ctx->be->event_query(ctx->bst, from->fence) == DV_OK) {
         atomic_store(&from->done_upto, from->fence_covers);
@@ -258,7 +290,6 @@ static dv_status slab_new(pool *p, pool_class *c, int ci) {
   c->slabs = seg;
   cnt_add(&p->reserved, sz);
   atomic_fetch_add(&p->segments, 1);
-  atomic_fetch_add(&p->free_segments, 1);
   c->free_cached += sz;
   return DV_OK;
 }
@@ -277,9 +308,27 @@ static void flist_push(pool_block **head, pool_block *b) {
   *head = b;
 }
 
-static dv_status small_alloc(pool *p, int ci, pool_stream *ps, pool_block **out) {
+/* Take free block b of class c for stream ps (caller holds small_m). */
+static inline void small_take(pool *p, pool_class *c, pool_block *b, pool_stream *ps, size_t bytes) {
+  if (b == c->free) { /* the head (the fast path's case) */
+    c->free = b->fnext;
+    if (b->fnext) b->fnext->fprev = NULL;
+    b->fnext = NULL;
+  } else {
+    flist_remove(&c->free, b);
+  }
+  b->free = false;
+  b->ps = ps;
+  b->seg->nfree--;
+  c->free_cached -= b->size;
+  b->requested = bytes;
+  pc_add(&p->allocated, bytes);
+  pc_add(&p->active, b->size);
+}
+
+static dv_status small_alloc(pool *p, int ci, pool_stream *ps, size_t bytes, pool_block **out) {
   pool_class *c = &p->cls[ci];
-  spin_lock(&c->m);
+  spin_lock(&p->small_m);
   pool_block *b = c->free;
   int scanned = 0;
   for (; b && scanned < STEAL_SCAN; b = b->fnext, scanned++)
@@ -288,7 +337,7 @@ static dv_status small_alloc(pool *p, int ci, pool_stream *ps, pool_block **out)
     b = NULL;
     dv_status rc = slab_new(p, c, ci);
     if (rc) {
-      spin_unlock(&c->m);
+      spin_unlock(&p->small_m);
       return rc;
     }
     atomic_fetch_add(&p->misses, 1);
@@ -296,12 +345,8 @@ static dv_status small_alloc(pool *p, int ci, pool_stream *ps, pool_block **out)
   } else {
     c->hits++;
   }
-  flist_remove(&c->free, b);
-  b->free = false;
-  b->ps = ps;
-  if (b->seg->nfree-- == b->seg->nblocks) atomic_fetch_sub(&p->free_segments, 1);
-  c->free_cached -= b->size;
-  spin_unlock(&c->m);
+  small_take(p, c, b, ps, bytes);
+  spin_unlock(&p->small_m);
   *out = b;
   return DV_OK;
 }
@@ -415,13 +460,12 @@ static size_t release_free_segments(pool *p) {
     segment_release(p, seg);
   }
   pthread_mutex_unlock(&p->large_m);
+  spin_lock(&p->small_m);
   for (int ci = 0; ci < p->ncls; ci++) {
     pool_class *c = &p->cls[ci];
-    spin_lock(&c->m);
     for (pool_segment *seg = c->slabs, *next; seg; seg = next) {
       next = seg->next;
       if (seg->nfree != seg->nblocks) continue;
-      atomic_fetch_sub(&p->free_segments, 1);
       for (size_t i = 0; i < seg->nblocks; i++) flist_remove(&c->free, &seg->blocks[i]);
       segment_unlink(&c->slabs, seg);
       released += seg->size;
@@ -429,20 +473,29 @@ static size_t release_free_segments(pool *p) {
       atomic_fetch_add(&p->free_cached, seg->size); /* segment_release takes it off the total */
       segment_release(p, seg);
     }
-    spin_unlock(&c->m);
   }
+  spin_unlock(&p->small_m);
   return released;
 }
 
 /* Free cached bytes: the large pool's (atomic) plus every class's. */
 static uint64_t free_cached(pool *p) {
   uint64_t t = atomic_load(&p->free_cached);
-  for (int ci = 0; ci < p->ncls; ci++) {
-    spin_lock(&p->cls[ci].m);
-    t += p->cls[ci].free_cached;
-    spin_unlock(&p->cls[ci].m);
-  }
+  spin_lock(&p->small_m);
+  for (int ci = 0; ci < p->ncls; ci++) t += p->cls[ci].free_cached;
+  spin_unlock(&p->small_m);
   return t;
+}
+
+/* Segments entirely free: the large ones (counted) plus the slabs (found;
+ * only the out-of-memory path asks). */
+static int64_t free_segments(pool *p) {
+  int64_t n = atomic_load(&p->free_segments);
+  spin_lock(&p->small_m);
+  for (int ci = 0; ci < p->ncls; ci++)
+    for (pool_segment *seg = p->cls[ci].slabs; seg; seg = seg->next) n += seg->nfree == seg->nblocks;
+  spin_unlock(&p->small_m);
+  return n;
 }
 
 /* The largest free block: the largest in the highest non-empty bin (bins
@@ -455,20 +508,19 @@ static void largest_free(pool *p, uint64_t *largest) {
       for (pool_block *b = p->bins[f][s2]; b; b = b->fnext)
         if (b->size > l) l = b->size;
   pthread_mutex_unlock(&p->large_m);
+  spin_lock(&p->small_m);
   for (int ci = p->ncls - 1; ci >= 0; ci--) {
     pool_class *c = &p->cls[ci];
-    spin_lock(&c->m);
-    bool any = c->free != NULL;
-    spin_unlock(&c->m);
-    if (any) {
+    if (c->free) {
       if (c->size > l) l = c->size;
       break;
     }
   }
+  spin_unlock(&p->small_m);
   *largest = l;
 }
 
-static dv_status large_alloc(pool *p, size_t size, pool_stream *ps, pool_block **out) {
+static dv_status large_alloc(pool *p, size_t size, size_t bytes, pool_stream *ps, pool_block **out) {
   pthread_mutex_lock(&p->large_m);
   pool_block *b = best_fit(p, size, ps);
   if (b) {
@@ -506,6 +558,11 @@ static dv_status large_alloc(pool *p, size_t size, pool_stream *ps, pool_block *
   b->ps = ps;
   atomic_fetch_sub(&p->free_cached, b->size);
   pthread_mutex_unlock(&p->large_m);
+  b->requested = bytes;
+  spin_lock(&p->small_m);
+  pc_add(&p->allocated, bytes);
+  pc_add(&p->active, b->size);
+  spin_unlock(&p->small_m);
   *out = b;
   return DV_OK;
 }
@@ -553,9 +610,10 @@ static dv_status pool_init(dv_context *ctx, void *user, void **state) {
     }
     if (size > SMALL_MAX) break;
     p->cls[c].size = size;
-    atomic_flag_clear(&p->cls[c].m.f);
     p->ncls = c + 1;
   }
+  for (size_t u = 0; u < SMALL_MAX / POOL_ALIGN; u++) p->cls_lut[u] = (uint8_t)class_of(p, (u + 1) * POOL_ALIGN);
+  atomic_flag_clear(&p->small_m.f);
   pthread_mutex_init(&p->large_m, NULL);
   pthread_mutex_init(&p->streams_m, NULL);
   pthread_mutex_init(&p->log_m, NULL);
@@ -578,6 +636,7 @@ static dv_status pool_init(dv_context *ctx, void *user, void **state) {
     if (!p->log) dv__log(DV_LOG_WARN, "pool: cannot open the allocation log %s", log);
     else if (ftell(p->log) == 0) fprintf(p->log, "Thread,Time,Action,Pointer,Size,Stream\n");
   }
+  p->slow_free = p->log || p->release_threshold;
   if (!p->default_ps) {
     dv__free(p);
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the pool");
@@ -608,7 +667,8 @@ static void pool_fini(void *state) {
   dv__free(p);
 }
 
-static dv_status pool_alloc(void *state, size_t bytes, dv_stream *stream, dv_block *out) {
+static __attribute__((noinline)) dv_status pool_alloc_slow(void *state, size_t bytes, dv_stream *stream,
+                                                           dv_block *out) {
   pool *p = state;
   pool_stream *ps = ps_of(p, stream);
   if (!ps) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate pool metadata");
@@ -616,7 +676,7 @@ static dv_status pool_alloc(void *state, size_t bytes, dv_stream *stream, dv_blo
   if (size < bytes) return dv__error(DV_ERR_OUT_OF_MEMORY, "allocation of %zu bytes", bytes);
   pool_block *b;
   int ci = size <= SMALL_MAX ? class_of(p, size) : -1;
-  dv_status rc = ci >= 0 ? small_alloc(p, ci, ps, &b) : large_alloc(p, size, ps, &b);
+  dv_status rc = ci >= 0 ? small_alloc(p, ci, ps, bytes, &b) : large_alloc(p, size, bytes, ps, &b);
   if (rc == DV_ERR_OUT_OF_MEMORY) {
     /* give cached memory back to the device (after waiting for it: the
      * pool's only host synchronisation) and try again */
@@ -624,11 +684,11 @@ static dv_status pool_alloc(void *state, size_t bytes, dv_stream *stream, dv_blo
     size_t dfree = 0, dtotal = 0, released = 0;
     dv_backend_memory_info(ctx, &dfree, &dtotal);
     /* only when giving the cache back can make room for this request */
-    if (atomic_load(&p->free_segments) > 0 && dfree + free_cached(p) >= size) {
+    if (free_segments(p) > 0 && dfree + free_cached(p) >= size) {
       ctx->be->stream_sync(ctx->bst, NULL);
       released = release_free_segments(p);
     }
-    if (released) rc = ci >= 0 ? small_alloc(p, ci, ps, &b) : large_alloc(p, size, ps, &b);
+    if (released) rc = ci >= 0 ? small_alloc(p, ci, ps, bytes, &b) : large_alloc(p, size, bytes, ps, &b);
     if (rc == DV_ERR_OUT_OF_MEMORY) {
       char detail[256];
       snprintf(detail, sizeof detail, "%s", dv_last_error());
@@ -644,41 +704,68 @@ static dv_status pool_alloc(void *state, size_t bytes, dv_stream *stream, dv_blo
     }
   }
   if (rc) return rc;
-  b->requested = bytes;
   out->buf = b->seg->mem.buf;
   out->offset = b->seg->mem.offset + b->offset;
   out->handle = b;
-  cnt_add(&p->allocated, bytes);
-  cnt_add(&p->active, b->size);
   pool_log(p, "allocate", out, bytes, ps);
   return DV_OK;
 }
 
-static dv_status pool_free(void *state, dv_block blk, size_t bytes, dv_stream *stream) {
+/* The fast path: a small request whose class's most recently freed block
+ * belongs to the same stream (no log).  Everything else goes the slow way. */
+static dv_status pool_alloc(void *state, size_t bytes, dv_stream *stream, dv_block *out) {
+  pool *p = state;
+  pool_stream *ps = ps_fast(p, stream);
+  if (ps && bytes - 1 < SMALL_MAX && !p->log) {
+    pool_class *c = &p->cls[p->cls_lut[(bytes - 1) / POOL_ALIGN]];
+    spin_lock(&p->small_m);
+    pool_block *b = c->free;
+    if (b && b->ps == ps) {
+      c->hits++;
+      small_take(p, c, b, ps, bytes);
+      spin_unlock(&p->small_m);
+      out->buf = b->seg->mem.buf;
+      out->offset = b->seg->mem.offset + b->offset;
+      out->handle = b;
+      return DV_OK;
+    }
+    spin_unlock(&p->small_m);
+  }
+  return pool_alloc_slow(state, bytes, stream, out);
+}
+
+static __attribute__((noinline)) dv_status pool_free_slow(void *state, dv_block blk, size_t bytes,
+                                                          dv_stream *stream) {
   pool *p = state;
   pool_block *b = blk.handle;
   if (!b || b->free) return dv__error(DV_ERR_INVALID_ARGUMENT, "pool: free of a block it does not hold");
   pool_stream *ps = ps_of(p, stream);
   if (!ps) ps = b->ps;
   pool_log(p, "free", &blk, bytes, ps);
-  cnt_sub(&p->allocated, b->requested);
-  cnt_sub(&p->active, b->size);
   size_t size = b->size;
+  /* the stream's work that used the block was queued before this load */
+  uint64_t seq = atomic_load(&ps->epoch);
   if (b->seg->cls >= 0) {
     pool_class *c = &p->cls[b->seg->cls];
-    spin_lock(&c->m);
+    spin_lock(&p->small_m);
+    p->allocated.current -= b->requested;
+    p->active.current -= size;
     b->free = true;
     b->ps = ps;
-    b->seq = atomic_fetch_add_explicit(&ps->free_seq, 1, memory_order_relaxed);
-    if (++b->seg->nfree == b->seg->nblocks) atomic_fetch_add(&p->free_segments, 1);
+    b->seq = seq;
+    b->seg->nfree++;
     flist_push(&c->free, b);
     c->free_cached += size;
-    spin_unlock(&c->m);
+    spin_unlock(&p->small_m);
   } else {
+    spin_lock(&p->small_m);
+    p->allocated.current -= b->requested;
+    p->active.current -= size;
+    spin_unlock(&p->small_m);
     pthread_mutex_lock(&p->large_m);
     b->free = true;
     b->ps = ps;
-    b->seq = atomic_fetch_add(&ps->free_seq, 1);
+    b->seq = seq;
     atomic_fetch_add(&p->free_cached, size);
     b = coalesce(p, b);
     if (b->size == b->seg->size) atomic_fetch_add(&p->free_segments, 1);
@@ -686,6 +773,30 @@ static dv_status pool_free(void *state, dv_block blk, size_t bytes, dv_stream *s
     pthread_mutex_unlock(&p->large_m);
   }
   if (p->release_threshold && free_cached(p) > p->release_threshold) release_free_segments(p);
+  return DV_OK;
+}
+
+/* The fast path: a small block freed on the default stream or a stream the
+ * pool knows, with no log and no release threshold. */
+static dv_status pool_free(void *state, dv_block blk, size_t bytes, dv_stream *stream) {
+  pool *p = state;
+  pool_block *b = blk.handle;
+  pool_stream *ps = ps_fast(p, stream);
+  if (!b || b->free || !ps || b->seg->cls < 0 || p->slow_free)
+    return pool_free_slow(state, blk, bytes, stream);
+  pool_class *c = &p->cls[b->seg->cls];
+  /* the stream's work that used the block was queued before this load */
+  uint64_t seq = atomic_load(&ps->epoch);
+  spin_lock(&p->small_m);
+  p->allocated.current -= b->requested;
+  p->active.current -= b->size;
+  b->free = true;
+  b->ps = ps;
+  b->seq = seq;
+  b->seg->nfree++;
+  flist_push(&c->free, b);
+  c->free_cached += b->size;
+  spin_unlock(&p->small_m);
   return DV_OK;
 }
 
@@ -698,15 +809,13 @@ static dv_status pool_mem_info(void *state, size_t *free_bytes, size_t *total_by
 
 static dv_status pool_stats(void *state, dv_mm_stats *out) {
   pool *p = state;
-  out->allocated = cnt_get(&p->allocated);
-  out->active = cnt_get(&p->active);
-  out->reserved = cnt_get(&p->reserved);
   uint64_t hits = atomic_load(&p->hits);
-  for (int ci = 0; ci < p->ncls; ci++) {
-    spin_lock(&p->cls[ci].m);
-    hits += p->cls[ci].hits;
-    spin_unlock(&p->cls[ci].m);
-  }
+  spin_lock(&p->small_m);
+  out->allocated = (dv_counter){p->allocated.current, p->allocated.peak, p->allocated.total};
+  out->active = (dv_counter){p->active.current, p->active.peak, p->active.total};
+  for (int ci = 0; ci < p->ncls; ci++) hits += p->cls[ci].hits;
+  spin_unlock(&p->small_m);
+  out->reserved = cnt_get(&p->reserved);
   out->hits = hits;
   out->misses = atomic_load(&p->misses);
   out->splits = atomic_load(&p->splits);
@@ -790,11 +899,10 @@ static size_t snapshot_render(pool *p, sbuf *b) {
   pthread_mutex_lock(&p->large_m);
   for (pool_segment *seg = p->large; seg; seg = seg->next) snap_segment(p, b, seg, &first);
   pthread_mutex_unlock(&p->large_m);
-  for (int ci = 0; ci < p->ncls; ci++) {
-    spin_lock(&p->cls[ci].m);
+  spin_lock(&p->small_m);
+  for (int ci = 0; ci < p->ncls; ci++)
     for (pool_segment *seg = p->cls[ci].slabs; seg; seg = seg->next) snap_segment(p, b, seg, &first);
-    spin_unlock(&p->cls[ci].m);
-  }
+  spin_unlock(&p->small_m);
   dv_mm_stats st;
   pool_stats(p, &st);
   sb_printf(b,

@@ -157,12 +157,11 @@ static bool dv__plan_rect(const dv_plan *p, dv_rect *r) {
   return true;
 }
 
+static void dv__count_sides(dv_context *ctx, bool dh, bool sh, uint64_t bytes) {
+  dv__stats_copy(ctx, dh, sh, bytes);
+}
 static void dv__count(dv_context *ctx, const dv_view *dst, const dv_view *src, uint64_t bytes) {
-  atomic_fetch_add(&ctx->stats.copies, 1);
-  bool sh = src->host, dh = dst->host;
-  if (sh && !dh) atomic_fetch_add(&ctx->stats.bytes_h2d, bytes), atomic_fetch_add(&ctx->stats.n_h2d, 1);
-  else if (!sh && dh) atomic_fetch_add(&ctx->stats.bytes_d2h, bytes), atomic_fetch_add(&ctx->stats.n_d2h, 1);
-  else if (!sh && !dh) atomic_fetch_add(&ctx->stats.bytes_d2d, bytes), atomic_fetch_add(&ctx->stats.n_d2d, 1);
+  dv__count_sides(ctx, dst->host, src->host, bytes);
 }
 
 /* ---- staging ---------------------------------------------------------------- */
@@ -580,19 +579,25 @@ static dv_status dv__transfer_dense(dv_context *ctx, const dv_view *dst, const d
   int64_t bytes = dv__c_dense_bytes(src);
   if (bytes < 0 || dv__c_dense_bytes(dst) != bytes) return DV_ERR_NOT_SUPPORTED;
   if (bytes == 0) return DV_OK;
-  if (src->host == dst->host && (src->host || src->base.buf == dst->base.buf)) return DV_ERR_NOT_SUPPORTED;
-  if (!src->host && !src->base.buf) return DV_ERR_NOT_SUPPORTED; /* the planner's message */
-  if (!dst->host && !dst->base.buf) return DV_ERR_NOT_SUPPORTED;
+  return dv__transfer_contig(ctx, dv__ref(dst, dst->offset), dst->host, dv__ref(src, src->offset), src->host,
+                             (size_t)bytes, stream);
+}
+
+dv_status dv__transfer_contig(dv_context *ctx, dv_memref dst, bool dst_host, dv_memref src, bool src_host,
+                              size_t bytes, dv_stream *stream) {
+  if (src_host == dst_host && (src_host || src.buf == dst.buf)) return DV_ERR_NOT_SUPPORTED;
+  if (!src_host && !src.buf) return DV_ERR_NOT_SUPPORTED; /* the planner's message */
+  if (!dst_host && !dst.buf) return DV_ERR_NOT_SUPPORTED;
   dv_rect r;
-  r.src = dv__ref(src, src->offset);
-  r.dst = dv__ref(dst, dst->offset);
-  r.width = (size_t)bytes;
+  r.src = src;
+  r.dst = dst;
+  r.width = bytes;
   r.height = r.depth = 1;
   r.src_pitch = r.dst_pitch = r.width;
   r.src_slice = r.dst_slice = 0;
   r.flags = stream ? 0 : DV_COPY_SYNC;
   dv_status rc = ctx->be->copy_rect(ctx->bst, dv__bstream(ctx, stream), &r);
-  if (rc == DV_OK) dv__count(ctx, dst, src, (uint64_t)bytes);
+  if (rc == DV_OK) dv__count_sides(ctx, dst_host, src_host, (uint64_t)bytes);
   return rc;
 }
 

@@ -26,6 +26,13 @@ typedef struct dv_view {
  * size-1 dimensions, same itemsize) on stream (NULL: the default stream; the
  * caller waits).  Views that share a byte are DV_ERR_INVALID_ARGUMENT. */
 dv_status dv__transfer(dv_context *ctx, const dv_view *dst, const dv_view *src, dv_stream *stream);
+/* Queue one contiguous copy of `bytes` bytes (> 0) from src to dst (host
+ * pointers when *_host, device references otherwise) on stream, as
+ * dv__transfer does for two views dense in C order, without views.
+ * DV_ERR_NOT_SUPPORTED, having done nothing, when the general planner must
+ * decide (both sides host memory, one device buffer, a lost buffer). */
+dv_status dv__transfer_contig(dv_context *ctx, dv_memref dst, bool dst_host, dv_memref src, bool src_host,
+                              size_t bytes, dv_stream *stream);
 /* Queue setting every byte of every element of a to value. */
 dv_status dv__memset(dv_context *ctx, const dv_view *a, int value, dv_stream *stream);
 

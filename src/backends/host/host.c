@@ -71,7 +71,13 @@ struct dv_bstream {
    * of an idle stream (hb_stream_sync's fast path). */
   _Atomic uint64_t queued, done;
   bool stop;
-  bool inline_running;   /* a synchronous op runs on its caller's thread */
+  /* The stream's claim word: CLAIM_INLINE while a synchronous op runs on
+   * its caller's thread, plus CLAIM_OP per queued operation not finished and
+   * CLAIM_WAITER per thread waiting in hb_stream_sync.  An idle stream (0)
+   * is claimed for an inline op with one compare-and-swap; the ops and
+   * waiters are added under m, so the inline op's release takes m only
+   * when one of them came meanwhile. */
+  _Atomic uint32_t claim;
   int waiters;           /* threads in hb_stream_sync (an inline op wakes only them) */
   _Atomic dv_status error; /* first error since the last synchronize */
   char errmsg[768];      /* its detail message */
@@ -369,6 +375,10 @@ static void hb_execute(dv_bstream *s, hb_op *op) {
   switch (op->kind) {
     case OP_RECT: {
       const dv_rect *r = &op->u.rect;
+      if (r->height == 1 && r->depth == 1) { /* one run (dense copies) */
+        memmove(hb_addr(r->dst), hb_addr(r->src), r->width);
+        break;
+      }
       dv__rect_copy(hb_addr(r->dst), r->dst_pitch, r->dst_slice, hb_addr(r->src), r->src_pitch,
                     r->src_slice, r->width, r->height, r->depth);
       break;
@@ -462,13 +472,17 @@ static void hb_outstanding_done(hb_state *st) {
   }
 }
 
+#define CLAIM_INLINE 1u
+#define CLAIM_OP 2u
+#define CLAIM_WAITER (1u << 24)
+
 static void *hb_worker(void *arg) {
   dv_bstream *s = arg;
   hb_state *st = s->st;
   hb_in_worker = true;
   pthread_mutex_lock(&s->m);
   for (;;) {
-    while ((!s->head || s->inline_running) && !(s->stop && !s->head))
+    while ((!s->head || (atomic_load(&s->claim) & CLAIM_INLINE)) && !(s->stop && !s->head))
       pthread_cond_wait(&s->cv_work, &s->m);
     if (!s->head) break; /* stop requested and queue drained */
     hb_op *op = s->head;
@@ -479,6 +493,7 @@ static void *hb_worker(void *arg) {
     s->head = op->next;
     if (!s->head) s->tail = NULL;
     hb_bump(&s->done);
+    atomic_fetch_sub(&s->claim, CLAIM_OP);
     pthread_cond_broadcast(&s->cv_done);
     pthread_mutex_unlock(&s->m);
     hb_op_finish(op);
@@ -523,6 +538,7 @@ static void hb_enqueue(dv_bstream *s, hb_op *op) {
     s->head = op;
   s->tail = op;
   hb_bump(&s->queued);
+  atomic_fetch_add(&s->claim, CLAIM_OP);
   pthread_cond_signal(&s->cv_work);
   pthread_mutex_unlock(&s->m);
 }
@@ -573,16 +589,16 @@ static dv_status hb_stream_sync(void *state, dv_bstream *s) {
     return DV_OK;
   }
   /* An idle stream without an error (the usual state after a synchronous
-   * copy ran on the caller's thread) needs no lock: every operation queued
-   * before this call has completed when done has caught up with queued. */
-  uint64_t q = atomic_load_explicit(&s->queued, memory_order_acquire);
-  if (atomic_load_explicit(&s->done, memory_order_acquire) >= q &&
-      atomic_load_explicit(&s->error, memory_order_acquire) == DV_OK)
+   * copy ran on the caller's thread) needs no lock: no operation is queued
+   * or running when the claim word is 0. */
+  if (atomic_load(&s->claim) == 0 && atomic_load_explicit(&s->error, memory_order_acquire) == DV_OK)
     return DV_OK;
   pthread_mutex_lock(&s->m);
   uint64_t target = s->queued;
   s->waiters++;
-  while (s->done < target) pthread_cond_wait(&s->cv_done, &s->m);
+  atomic_fetch_add(&s->claim, CLAIM_WAITER); /* no new inline op starts while we wait */
+  while (s->done < target || (atomic_load(&s->claim) & CLAIM_INLINE)) pthread_cond_wait(&s->cv_done, &s->m);
+  atomic_fetch_sub(&s->claim, CLAIM_WAITER);
   s->waiters--;
   dv_status err = s->error;
   s->error = DV_OK;
@@ -596,7 +612,7 @@ static dv_status hb_stream_sync(void *state, dv_bstream *s) {
 static dv_status hb_stream_query(void *state, dv_bstream *s) {
   (void)state;
   pthread_mutex_lock(&s->m);
-  bool idle = s->done == s->queued;
+  bool idle = s->done == s->queued && !(atomic_load(&s->claim) & CLAIM_INLINE);
   pthread_mutex_unlock(&s->m);
   return idle ? DV_OK : DV_ERR_NOT_READY;
 }
@@ -613,9 +629,10 @@ static dv_status hb_stream_callback(void *state, dv_bstream *s, dv_bcallback_fn 
 
 /* ---- copies --------------------------------------------------------------- */
 
-/* Check that [lo, hi) relative to r is inside its block; take a reference. */
+/* Check that [lo, hi) relative to r is inside its block; take a reference
+ * when held is not NULL. */
 static dv_status hb_check_ref(dv_memref r, int64_t lo, int64_t hi, const char *side, hb_block **held) {
-  *held = NULL;
+  if (held) *held = NULL;
   if (!r.buf) {
     if (!r.ptr && hi > lo) return dv__error(DV_ERR_INVALID_ARGUMENT, "%s host pointer is NULL", side);
     return DV_OK;
@@ -628,9 +645,18 @@ static dv_status hb_check_ref(dv_memref r, int64_t lo, int64_t hi, const char *s
     return dv__error(DV_ERR_INVALID_ARGUMENT,
                      "%s range [%lld, %lld) is outside its %zu-byte device buffer", side,
                      (long long)a0, (long long)a1, b->bytes);
-  atomic_fetch_add(&b->refs, 1);
-  *held = b;
+  if (held) {
+    atomic_fetch_add(&b->refs, 1);
+    *held = b;
+  }
   return DV_OK;
+}
+
+/* hb_check_ref's test for [0, n) without a message or a reference. */
+static inline bool hb_run_ok(const dv_memref *r, size_t n) {
+  if (!r->buf) return r->ptr != NULL;
+  const hb_block *b = r->buf;
+  return !atomic_load(&b->freed) && r->offset <= b->bytes && n <= b->bytes - r->offset;
 }
 
 static dv_status hb_fault_copy(hb_state *st) {
@@ -639,33 +665,34 @@ static dv_status hb_fault_copy(hb_state *st) {
   return DV_OK;
 }
 
+/* Release an inline claim.  Wake the worker and waiters only when work or
+ * a waiter came meanwhile (they are added to the claim word under m, so
+ * none is missed). */
+static void hb_claim_release(dv_bstream *s) {
+  if (atomic_fetch_sub(&s->claim, CLAIM_INLINE) != CLAIM_INLINE) {
+    pthread_mutex_lock(&s->m);
+    if (s->waiters) pthread_cond_broadcast(&s->cv_done);
+    if (s->head) pthread_cond_signal(&s->cv_work);
+    pthread_mutex_unlock(&s->m);
+  }
+}
+
 /* A synchronous operation on an idle stream runs on the calling thread:
  * the caller would only wait for the worker anyway, and this saves the
- * thread hand-off (tens of microseconds).  Order is kept: the stream is
- * marked busy, so work queued meanwhile by other threads runs after it. */
+ * thread hand-off (tens of microseconds).  The stream is claimed with one
+ * compare-and-swap of its claim word (0: nothing queued, running or
+ * waiting); order is kept, as work queued meanwhile by other threads waits
+ * for the claim's release.  The operation holds no block references (the
+ * caller's arrays hold the memory for the length of the call) and is not
+ * counted in queued/done or the device-wide count: it is finished before
+ * the call that issued it returns. */
 static bool hb_try_inline(dv_bstream *s, hb_op *op) {
   hb_state *st = s->st;
-  pthread_mutex_lock(&s->m);
-  if (s->head || s->inline_running) {
-    pthread_mutex_unlock(&s->m);
-    return false;
-  }
-  s->inline_running = true;
-  hb_bump(&s->queued);
-  pthread_mutex_unlock(&s->m);
-  hb_outstanding_add(st);
+  uint32_t idle = 0;
+  if (!atomic_compare_exchange_strong(&s->claim, &idle, CLAIM_INLINE)) return false;
   if (st->delay_us > 0) usleep((useconds_t)st->delay_us);
   hb_execute(s, op);
-  hb_op_release(op);
-  pthread_mutex_lock(&s->m);
-  s->inline_running = false;
-  hb_bump(&s->done);
-  /* Wake the worker only when work was queued behind the inline op, and
-   * waiters only when there are any (hb_stream_sync counts them). */
-  if (s->waiters) pthread_cond_broadcast(&s->cv_done);
-  if (s->head) pthread_cond_signal(&s->cv_work);
-  pthread_mutex_unlock(&s->m);
-  hb_outstanding_done(st);
+  hb_claim_release(s);
   return true;
 }
 
@@ -675,14 +702,21 @@ static bool hb_try_inline(dv_bstream *s, hb_op *op) {
 static dv_status hb_queue_checked(dv_bstream *s, hb_op *t, unsigned flags, dv_memref src,
                                   int64_t slo, int64_t shi, dv_memref dst, int64_t dlo, int64_t dhi) {
   t->next = NULL;
-  dv_status rc = hb_check_ref(src, slo, shi, "source", &t->b1);
+  dv_status rc;
+  if (flags & DV_COPY_SYNC) {
+    rc = hb_check_ref(src, slo, shi, "source", NULL);
+    if (!rc) rc = hb_check_ref(dst, dlo, dhi, "destination", NULL);
+    if (rc) return rc;
+    t->b1 = t->b2 = NULL;
+    if (hb_try_inline(s, t)) return DV_OK;
+  }
+  rc = hb_check_ref(src, slo, shi, "source", &t->b1);
   if (!rc) rc = hb_check_ref(dst, dlo, dhi, "destination", &t->b2);
   if (rc) {
     hb_block_unref(t->b1);
     hb_block_unref(t->b2);
     return rc;
   }
-  if ((flags & DV_COPY_SYNC) && hb_try_inline(s, t)) return DV_OK;
   size_t size = hb_op_size(t->kind);
   hb_op *op = dv__malloc(size);
   if (!op) {
@@ -699,6 +733,18 @@ static dv_status hb_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
   dv_status rc = hb_fault_copy(state);
   if (rc) return rc;
   if (!r->width || !r->height || !r->depth) return DV_OK;
+  if ((r->flags & DV_COPY_SYNC) && r->height == 1 && r->depth == 1 && !((hb_state *)state)->delay_us) {
+    /* one synchronous run (a dense copy): run here when both sides are in
+     * range and the stream is idle, without an operation record (anything
+     * else goes the general way, which also words the errors) */
+    uint32_t idle = 0;
+    if (hb_run_ok(&r->src, r->width) && hb_run_ok(&r->dst, r->width) &&
+        atomic_compare_exchange_strong(&s->claim, &idle, CLAIM_INLINE)) {
+      memmove(hb_addr(r->dst), hb_addr(r->src), r->width);
+      hb_claim_release(s);
+      return DV_OK;
+    }
+  }
   hb_op t, *op = &t;
   t.kind = OP_RECT;
   op->u.rect = *r;
