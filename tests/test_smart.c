@@ -663,6 +663,41 @@ static void test_smart_threads(void **state) {
   dv_smart_release(s);
 }
 
+/* The shape, dtype and ndim getters may be called from any thread while
+ * another thread makes the missing copy (which stores the copy's pointer
+ * in the smart array): they read under the lock.  A smart array made on
+ * the device, so that its host copy is the one being made while the
+ * getters run (ThreadSanitizer, `make tsan`, reported the unlocked read). */
+typedef struct shape_reader {
+  dv_smart *s;
+  int bad;
+} shape_reader;
+
+static void *read_shape(void *arg) {
+  shape_reader *r = arg;
+  for (int i = 0; i < 2000; i++) {
+    const int64_t *sh = dv_smart_shape(r->s);
+    if (dv_smart_ndim(r->s) != 1 || !sh || sh[0] != 1000 || !dv_smart_dtype(r->s)) r->bad = 1;
+  }
+  return NULL;
+}
+
+static void test_smart_getters_while_copy_made(void **state) {
+  (void)state;
+  int64_t n = 1000;
+  dv_smart *s;
+  assert_ok(dv_smart_create(g_ctx, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', DV_WHERE_DEVICE, NULL, &s));
+  shape_reader r = {s, 0};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, read_shape, &r), 0);
+  dv_array *h = NULL;
+  dv_status rc = dv_smart_get(s, DV_WHERE_HOST, NULL, &h); /* makes the host copy */
+  assert_int_equal(pthread_join(th, NULL), 0);
+  assert_ok(rc);
+  assert_int_equal(r.bad, 0);
+  dv_smart_release(s);
+}
+
 /* Misuse and bad input: clear statuses, outputs cleared, nothing moved or
  * allocated by a refused call. */
 static void test_smart_misuse(void **state) {
@@ -953,6 +988,7 @@ int main(int argc, char **argv) {
       T(test_smart_across_streams), T(test_smart_release_orders_pool_reuse),
       T(test_smart_copy_ordered_for_other_streams),     T(test_smart_misuse),          T(test_fault_sweep),
       T(test_create_fault_sweep),       T(test_smart_edge_shapes),     T(test_smart_threads),
+      T(test_smart_getters_while_copy_made),
       T(test_stats_v3),
   };
   int rc = test_main(argc, argv, "smart", tests, sizeof tests / sizeof tests[0]);

@@ -289,7 +289,12 @@ int dv_smart_is_current(const dv_smart *s, dv_where where) {
 
 /* The copy that always exists (the first one): shape and dtype of both. */
 static const dv_array *dv__smart_any(const dv_smart *s) {
-  return s->copy[DV_WHERE_HOST] ? s->copy[DV_WHERE_HOST] : s->copy[DV_WHERE_DEVICE];
+  /* Under the lock: another thread may be storing the copy it is making. */
+  dv_smart *m = (dv_smart *)s;
+  pthread_mutex_lock(&m->lock);
+  const dv_array *a = m->copy[DV_WHERE_HOST] ? m->copy[DV_WHERE_HOST] : m->copy[DV_WHERE_DEVICE];
+  pthread_mutex_unlock(&m->lock);
+  return a;
 }
 
 const dv_dtype *dv_smart_dtype(const dv_smart *s) { return s ? dv__smart_any(s)->dtype : NULL; }
@@ -297,7 +302,8 @@ const dv_dtype *dv_smart_dtype(const dv_smart *s) { return s ? dv__smart_any(s)-
 int dv_smart_ndim(const dv_smart *s) { return s ? dv__smart_any(s)->ndim : 0; }
 
 const int64_t *dv_smart_shape(const dv_smart *s) {
-  return s && dv__smart_any(s)->ndim > 0 ? dv__smart_any(s)->shape : NULL;
+  const dv_array *a = s ? dv__smart_any(s) : NULL;
+  return a && a->ndim > 0 ? a->shape : NULL;
 }
 
 dv_smart *dv_smart_retain(dv_smart *s) {
