@@ -1461,7 +1461,10 @@ DV_API dv_status dv_smart_create(dv_context *ctx, int ndim, const int64_t *shape
  * smart array's rules (dv_smart_get, then dv_smart_mark_changed).  With
  * DV_SMART_COPY a new dense copy is made and `a` is not kept: the copy is
  * queued on `stream` as dv_array_copy_new does (do not change `a` until the
- * stream has passed it; NULL: synchronous).  *out gets one reference;
+ * stream has passed it; NULL: synchronous); the smart array's later work on
+ * other streams waits for it, and a copy of a host array is waited for
+ * before the call returns (the host reads a current host copy at once).
+ * *out gets one reference;
  * NULL on failure.  Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_MISUSE (a mapped or
  * managed array), DV_ERR_INVALID_ARGUMENT (unknown flags, a dead mapped
  * view), DV_ERR_BACKEND_MISMATCH (stream), allocation failures.

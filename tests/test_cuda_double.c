@@ -81,6 +81,112 @@ static void test_pageable_stream_copies_queue(void **state) {
   free(src), free(out);
 }
 
+/* Stream order holds for pageable host memory too (SEMANTICS.md: an
+ * asynchronous copy uses the host buffer when the stream reaches it): a
+ * download into a pageable array followed, on the same stream, by an
+ * upload from it uploads what was downloaded.  The staged host-to-device
+ * path used to copy the host bytes into its staging buffer at the call,
+ * before the download queued ahead of it had written them. */
+static void test_pageable_round_trip_in_stream_order(void **state) {
+  (void)state;
+  hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
+  if (!hold) skip();
+  const size_t n = 50000; /* floats: 200 KB, several 64 KiB pieces */
+  float *src = malloc(n * sizeof *src), *mid = malloc(n * sizeof *mid), *out = malloc(n * sizeof *out);
+  assert_non_null(src);
+  assert_non_null(mid);
+  assert_non_null(out);
+  for (size_t i = 0; i < n; i++) src[i] = (float)i + 0.25f, mid[i] = -1.0f, out[i] = -2.0f;
+  int64_t shape[1] = {(int64_t)n};
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
+  dv_array *hs, *hm, *ho, *d, *d2;
+  dv_stream *s;
+  assert_ok(dv_host_array_wrap(g_ctx, src, 1, shape, dt, NULL, &hs));
+  assert_ok(dv_host_array_wrap(g_ctx, mid, 1, shape, dt, NULL, &hm));
+  assert_ok(dv_host_array_wrap(g_ctx, out, 1, shape, dt, NULL, &ho));
+  assert_ok(dv_to_device(g_ctx, hs, NULL, 1, NULL, &d));
+  assert_ok(dv_device_array(g_ctx, 1, shape, dt, NULL, 'C', NULL, &d2));
+  assert_ok(dv_stream_create(g_ctx, 0, &s));
+  hold(1);
+  dv_status a = dv_copy_to_host(d, hm, s, NULL); /* mid = d, queued */
+  dv_status b = dv_copy_to_device(d2, hm, s);    /* d2 = mid, after it */
+  hold(0);
+  assert_ok(a);
+  assert_ok(b);
+  assert_ok(dv_stream_synchronize(s));
+  assert_memory_equal(mid, src, n * sizeof *src);
+  assert_ok(dv_copy_to_host(d2, ho, NULL, NULL));
+  for (size_t i = 0; i < n; i++)
+    if (out[i] != src[i])
+      fail_msg("element %zu: %g uploaded, want %g (the upload read the host array before the "
+               "download queued ahead of it had written it)", i, (double)out[i], (double)src[i]);
+  dv_stream_release(s);
+  dv_array_release(d), dv_array_release(d2), dv_array_release(hs), dv_array_release(hm), dv_array_release(ho);
+  free(src), free(mid), free(out);
+}
+
+/* The same through the driver's legacy default stream, which waits for
+ * the work of every blocking stream of the context: an upload from a
+ * pageable array queued there runs after a download into that array
+ * queued on another blocking stream.  The legacy stream's own query says
+ * idle then, so the staging fill must not trust it. */
+static void test_pageable_legacy_upload_after_other_stream(void **state) {
+  (void)state;
+  hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
+  if (!hold) skip();
+  const size_t n = 40000;
+  float *src = malloc(n * sizeof *src), *mid = malloc(n * sizeof *mid), *out = malloc(n * sizeof *out);
+  assert_non_null(src);
+  assert_non_null(mid);
+  assert_non_null(out);
+  for (size_t i = 0; i < n; i++) src[i] = (float)i * 2.0f + 1.0f, mid[i] = -1.0f, out[i] = -2.0f;
+  int64_t shape[1] = {(int64_t)n};
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
+  dv_array *hs, *hm, *ho, *d, *d2;
+  dv_stream *b;
+  assert_ok(dv_host_array_wrap(g_ctx, src, 1, shape, dt, NULL, &hs));
+  assert_ok(dv_host_array_wrap(g_ctx, mid, 1, shape, dt, NULL, &hm));
+  assert_ok(dv_host_array_wrap(g_ctx, out, 1, shape, dt, NULL, &ho));
+  assert_ok(dv_to_device(g_ctx, hs, NULL, 1, NULL, &d));
+  assert_ok(dv_device_array(g_ctx, 1, shape, dt, NULL, 'C', NULL, &d2));
+  assert_ok(dv_stream_create(g_ctx, 0, &b)); /* a blocking stream */
+  dv_stream *legacy = dv_context_legacy_stream(g_ctx);
+  hold(1);
+  dv_status a = dv_copy_to_host(d, hm, b, NULL);     /* queued on b */
+  dv_status c = dv_copy_to_device(d2, hm, legacy); /* queued on the legacy stream */
+  hold(0);
+  assert_ok(a);
+  assert_ok(c);
+  assert_ok(dv_stream_synchronize(legacy));
+  assert_ok(dv_stream_synchronize(b));
+  assert_ok(dv_copy_to_host(d2, ho, NULL, NULL));
+  for (size_t i = 0; i < n; i++)
+    if (out[i] != src[i])
+      fail_msg("element %zu: %g uploaded, want %g (the upload on the legacy stream read the host "
+               "array before the download queued on another blocking stream wrote it)", i, (double)out[i],
+               (double)src[i]);
+  /* And the other way: a blocking stream waits for the legacy stream. */
+  for (size_t i = 0; i < n; i++) mid[i] = -1.0f, out[i] = -2.0f;
+  assert_ok(dv_array_memset(d2, 0, NULL));
+  hold(1);
+  a = dv_copy_to_host(d, hm, legacy, NULL); /* queued on the legacy stream */
+  c = dv_copy_to_device(d2, hm, b);         /* queued on b, a blocking stream */
+  hold(0);
+  assert_ok(a);
+  assert_ok(c);
+  assert_ok(dv_stream_synchronize(b));
+  assert_ok(dv_stream_synchronize(legacy));
+  assert_ok(dv_copy_to_host(d2, ho, NULL, NULL));
+  for (size_t i = 0; i < n; i++)
+    if (out[i] != src[i])
+      fail_msg("element %zu: %g uploaded, want %g (the upload on a blocking stream read the host "
+               "array before the download queued on the legacy stream wrote it)", i, (double)out[i],
+               (double)src[i]);
+  dv_stream_release(b);
+  dv_array_release(d), dv_array_release(d2), dv_array_release(hs), dv_array_release(hm), dv_array_release(ho);
+  free(src), free(mid), free(out);
+}
+
 /* The pageable pipeline: every size around the chunk, both directions,
  * synchronous and on a stream, contiguous and a 2-D host view with a pitch. */
 static void test_pageable_pipeline_sizes(void **state) {
@@ -423,6 +529,59 @@ static void test_destroy_waits_for_queued_work(void **state) {
   if (faults() != before) fail_msg("queued work ran on memory the context had freed");
 }
 
+/* A copy between two devices is synchronous on the source's side
+ * (include/devarray.h, dv_array_copy): once the call returns, the source
+ * may be written or freed.  The dense peer path (cuMemcpyPeerAsync on the
+ * destination's stream) used to return with the copy still queued, so the
+ * source freed right after the call was read by the queued copy (the
+ * double reports it as a fault). */
+static void test_peer_copy_source_free_after_return(void **state) {
+  (void)state;
+  hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
+  long (*faults)(void) = (long (*)(void))double_sym("dvdouble_faults");
+  if (!hold || !faults) skip();
+  dv_context *c1 = NULL;
+  dv_status rc = test_context(&c1, "cuda_device=1", NULL);
+  if (rc == DV_ERR_BACKEND_UNAVAILABLE) {
+    printf("SKIPPED: test_peer_copy_source_free_after_return: one CUDA device\n");
+    skip();
+  }
+  assert_ok(rc);
+  long before = faults();
+  int64_t n = 4096;
+  const dv_dtype *dt = dv_dtype_get(DV_INT32);
+  int32_t *src = malloc((size_t)n * 4), *out = calloc((size_t)n, 4);
+  for (int64_t i = 0; i < n; i++) src[i] = (int32_t)(i * 3 + 1);
+  dv_array *hs, *d1, *d0, *ho;
+  assert_ok(dv_host_array_wrap(c1, src, 1, &n, dt, NULL, &hs));
+  assert_ok(dv_to_device(c1, hs, NULL, 1, NULL, &d1));
+  assert_ok(dv_device_array(g_ctx, 1, &n, dt, NULL, 'C', NULL, &d0));
+  dv_stream *s0;
+  assert_ok(dv_stream_create(g_ctx, 0, &s0));
+  hold(1);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, unhold_later, (void *)hold), 0);
+  rc = dv_array_copy(d0, d1, s0); /* device 1 -> device 0 on s0 */
+  /* The source side is done: free the source now. */
+  dv_array_release(d1);
+  dv_status frc = dv_context_flush_deallocs(c1);
+  pthread_join(t, NULL);
+  assert_ok(rc);
+  assert_ok(frc);
+  dv_status src_ok = dv_stream_synchronize(s0);
+  long got = faults() - before;
+  if (got) fail_msg("the peer copy read its source after the call returned and the source was freed "
+                    "(%ld fault(s); synchronize: %s)", got, dv_status_name(src_ok));
+  assert_ok(src_ok);
+  assert_ok(dv_host_array_wrap(g_ctx, out, 1, &n, dt, NULL, &ho));
+  assert_ok(dv_copy_to_host(d0, ho, NULL, NULL));
+  assert_memory_equal(out, src, (size_t)n * 4);
+  dv_stream_release(s0);
+  dv_array_release(ho), dv_array_release(d0), dv_array_release(hs);
+  assert_ok(dv_context_destroy(c1));
+  free(src), free(out);
+}
+
 /* Issue 13 #6: a context made before fork() is refused in the child, with
  * a message, instead of calling a driver whose state did not survive. */
 static void test_fork_child_refused(void **state) {
@@ -452,6 +611,8 @@ int main(int argc, char **argv) {
       T(test_register_through_two_contexts), T(test_current_context_restored), T(test_pinned_oom_is_host_oom),
       T(test_device_option), T(test_second_device), T(test_fork_child_refused), T(test_pool_per_thread_streams_distinct),
       T(test_callback_gets_device_error), T(test_destroy_waits_for_queued_work),
+      T(test_peer_copy_source_free_after_return), T(test_pageable_round_trip_in_stream_order),
+      T(test_pageable_legacy_upload_after_other_stream),
   };
   return test_main(argc, argv, "cuda_double", tests, sizeof tests / sizeof tests[0]);
 }

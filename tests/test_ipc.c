@@ -271,6 +271,53 @@ static void test_refusals(void **state) {
   assert_ok(dv_context_destroy(c));
 }
 
+/* A handle whose header names bytes outside the exported buffer (damaged,
+ * or forged) is refused by the opening process before anything is
+ * addressed: the allocation's range past the buffer, its offset or size
+ * at the 64-bit limits (sums that would wrap), element 0 past the range. */
+static void test_damaged_ranges(void **state) {
+  (void)state;
+  if (!on_host_backend()) skip();
+  dv_context *c = ipc_context();
+  int64_t n = 64;
+  dv_array *d = exported_array(c, n);
+  dv_ipc_handle h;
+  assert_ok(dv_ipc_export(d, &h));
+  /* The header's layout (src/array/ipc.c): range_offset at byte 24,
+   * range_bytes at 32, elem_offset at 40, this machine's byte order. */
+  uint64_t ro, rb;
+  memcpy(&ro, h.bytes + 24, 8);
+  memcpy(&rb, h.bytes + 32, 8);
+  assert_true(rb >= (uint64_t)n * 4);
+  const struct {
+    size_t at;
+    uint64_t v;
+    const char *what;
+  } cases[] = {
+      {24, UINT64_MAX, "range_offset at the limit"},
+      {24, ro + ((uint64_t)1 << 40), "range past the buffer's end"},
+      {32, UINT64_MAX - ro, "range_bytes wrapping with range_offset"},
+      {32, rb + ((uint64_t)1 << 40), "range_bytes past the buffer"},
+      {40, rb + 4, "element 0 past the range"},
+  };
+  char hex[2 * DV_IPC_HANDLE_SIZE + 1], nbuf[32], line[512];
+  snprintf(nbuf, sizeof nbuf, "%lld", (long long)n);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    dv_ipc_handle bad = h;
+    memcpy(bad.bytes + cases[i].at, &cases[i].v, 8);
+    to_hex(&bad, hex);
+    child ch = spawn("stale", hex, nbuf);
+    if (!fgets(line, sizeof line, ch.out)) line[0] = 0;
+    int st = finish(&ch);
+    if (st != 0 || strncmp(line, "refused", 7) != 0)
+      fail_msg("%s: the damaged handle was not refused (helper exit %d, said \"%s\")", cases[i].what,
+               st, line);
+  }
+  dv_array_release(d);
+  assert_ok(dv_context_destroy(c));
+}
+
 static const struct CMUnitTest tests[] = {T(test_two_processes), T(test_exporter_frees_first),
-                                          T(test_exporter_exits), T(test_refusals)};
+                                          T(test_exporter_exits), T(test_refusals),
+                                          T(test_damaged_ranges)};
 TEST_MAIN("ipc", tests)

@@ -7,6 +7,7 @@
  * and checks the values that arrive.  Kernels: tests/kernels/smart.dvk.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <unistd.h>
 
@@ -69,6 +70,12 @@ static dv_launch_config cfg1(int64_t n, dv_stream *s) {
 static dv_array *wrap(float *data, int64_t n) {
   dv_array *h = NULL;
   assert_ok(dv_host_array_wrap(g_ctx, data, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, &h));
+  return h;
+}
+
+static dv_array *wrap_ctx(dv_context *c, float *data, int64_t n) {
+  dv_array *h = NULL;
+  assert_ok(dv_host_array_wrap(c, data, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, &h));
   return h;
 }
 
@@ -477,6 +484,116 @@ static void test_smart_across_streams(void **state) {
   dv_module_release(m);
 }
 
+/* Releasing a smart array whose last work on its device copy is queued on
+ * another stream than the one the copy was allocated for: a stream-ordered
+ * manager (the pool) hands the block out again in the allocation stream's
+ * order, so that stream must first wait for the smart array's work.  Here
+ * the device copy is allocated on stream a, a second upload is queued on
+ * stream c behind a callback that holds c for a while, and the smart array
+ * is released; a new array on a gets the same block and is written, and
+ * must keep what was written (the deferred free waits for the device
+ * before the pool sees the block; this guards that). */
+static _Atomic int g_open_gate;
+static void gate_cb(dv_stream *strm, dv_status st, void *user) {
+  (void)strm, (void)st, (void)user;
+  for (int i = 0; i < 300 && !atomic_load(&g_open_gate); i++) usleep(1000); /* at most 0.3 s */
+}
+
+static void test_smart_release_orders_pool_reuse(void **state) {
+  (void)state;
+  if (strncmp(g_backend, "host", 4) != 0) {
+    printf("SKIPPED: test_smart_release_orders_pool_reuse: host simulator only (pool context of its own)\n");
+    skip();
+  }
+  enum { N = 4096 };
+  dv_context *c = NULL;
+  assert_ok(test_context(&c, "memory_manager=pool", NULL));
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
+  int64_t n = N;
+  dv_stream *a, *cs;
+  assert_ok(dv_stream_create(c, DV_STREAM_NON_BLOCKING, &a));
+  assert_ok(dv_stream_create(c, DV_STREAM_NON_BLOCKING, &cs));
+  dv_smart *s;
+  assert_ok(dv_smart_create(c, 1, &n, dt, NULL, 'C', DV_WHERE_HOST, NULL, &s));
+  dv_array *h = NULL, *d = NULL;
+  assert_ok(dv_smart_get(s, DV_WHERE_HOST, NULL, &h));
+  float *hp = host_data(h);
+  for (int i = 0; i < N; i++) hp[i] = 1.0f;
+  assert_ok(dv_smart_mark_changed(s, DV_WHERE_HOST));
+  assert_ok(dv_smart_get(s, DV_WHERE_DEVICE, a, &d)); /* allocated for a, uploaded on a */
+  assert_ok(dv_stream_synchronize(a));
+  void *blk0 = NULL;
+  size_t off0 = 0;
+  assert_ok(dv_array_native(d, &blk0, &off0));
+  for (int i = 0; i < N; i++) hp[i] = 2.0f;
+  assert_ok(dv_smart_mark_changed(s, DV_WHERE_HOST));
+  atomic_store(&g_open_gate, 0);
+  assert_ok(dv_stream_add_callback(cs, gate_cb, NULL));
+  assert_ok(dv_smart_get(s, DV_WHERE_DEVICE, cs, &d)); /* the upload waits behind the gate */
+  dv_smart_release(s);
+  assert_ok(dv_context_flush_deallocs(c));
+  dv_array *x = NULL;
+  assert_ok(dv_device_array(c, 1, &n, dt, NULL, 'C', a, &x));
+  void *blk1 = NULL;
+  size_t off1 = 0;
+  assert_ok(dv_array_native(x, &blk1, &off1));
+  bool reused = blk0 == blk1 && off0 == off1;
+  float three[N];
+  for (int i = 0; i < N; i++) three[i] = 3.0f;
+  dv_array *h3 = wrap_ctx(c, three, N);
+  assert_ok(dv_array_copy(x, h3, a));
+  assert_ok(dv_stream_synchronize(a));
+  atomic_store(&g_open_gate, 1);
+  assert_ok(dv_stream_synchronize(cs));
+  float back[N];
+  dv_array *hb = wrap_ctx(c, back, N);
+  assert_ok(dv_array_copy(hb, x, NULL));
+  if (!reused) printf("note: the pool did not hand the smart array's block out again\n");
+  for (int i = 0; i < N; i++)
+    if (back[i] != 3.0f)
+      fail_msg("element %d is %g, want 3: the released smart array's queued upload wrote the block "
+               "after the pool handed it out again", i, (double)back[i]);
+  dv_array_release(hb), dv_array_release(h3), dv_array_release(x);
+  dv_stream_release(a), dv_stream_release(cs);
+  assert_ok(dv_context_destroy(c));
+}
+
+/* dv_smart_from_array with DV_SMART_COPY queues the copy on `stream`; that
+ * is work the smart array queued on its device copy, so a download on
+ * another stream must wait for it (dv_smart_get: "every transfer and launch
+ * a smart array queues on its device copy waits first for the last one it
+ * queued there").  The copy is held behind a callback on its stream; the
+ * download on another stream used to read the device copy before the copy
+ * had written it. */
+static void test_smart_copy_ordered_for_other_streams(void **state) {
+  (void)state;
+  enum { N = 512 };
+  float x[N], y[N];
+  for (int i = 0; i < N; i++) x[i] = (float)i + 0.5f;
+  dv_array *hx = wrap(x, N), *d = NULL;
+  assert_ok(dv_to_device(g_ctx, hx, NULL, 1, NULL, &d));
+  dv_stream *a, *b;
+  assert_ok(dv_stream_create(g_ctx, DV_STREAM_NON_BLOCKING, &a));
+  assert_ok(dv_stream_create(g_ctx, DV_STREAM_NON_BLOCKING, &b));
+  atomic_store(&g_open_gate, 0);
+  assert_ok(dv_stream_add_callback(a, gate_cb, NULL));
+  dv_smart *s = NULL;
+  assert_ok(dv_smart_from_array(d, DV_SMART_COPY, a, &s)); /* queued on a, behind the gate */
+  dv_array *h = NULL;
+  dv_status rc = dv_smart_get(s, DV_WHERE_HOST, b, &h);   /* downloads on b */
+  if (!rc) memcpy(y, host_data(h), sizeof y);
+  atomic_store(&g_open_gate, 1);
+  assert_ok(dv_stream_synchronize(a));
+  assert_ok(rc);
+  for (int i = 0; i < N; i++)
+    if (y[i] != x[i])
+      fail_msg("element %d: %g, want %g: the download on another stream ran before the "
+               "DV_SMART_COPY copy on its stream", i, (double)y[i], (double)x[i]);
+  dv_smart_release(s);
+  dv_array_release(d), dv_array_release(hx);
+  dv_stream_release(a), dv_stream_release(b);
+}
+
 /* A 0-d smart array moves one element; an empty one moves nothing but
  * still keeps its valid bits. */
 static void test_smart_edge_shapes(void **state) {
@@ -543,6 +660,41 @@ static void test_smart_threads(void **state) {
     assert_ptr_equal(g[i].got, g[0].got);
   }
   assert_moves(b, 1, 0);
+  dv_smart_release(s);
+}
+
+/* The shape, dtype and ndim getters may be called from any thread while
+ * another thread makes the missing copy (which stores the copy's pointer
+ * in the smart array): they read under the lock.  A smart array made on
+ * the device, so that its host copy is the one being made while the
+ * getters run (ThreadSanitizer, `make tsan`, reported the unlocked read). */
+typedef struct shape_reader {
+  dv_smart *s;
+  int bad;
+} shape_reader;
+
+static void *read_shape(void *arg) {
+  shape_reader *r = arg;
+  for (int i = 0; i < 2000; i++) {
+    const int64_t *sh = dv_smart_shape(r->s);
+    if (dv_smart_ndim(r->s) != 1 || !sh || sh[0] != 1000 || !dv_smart_dtype(r->s)) r->bad = 1;
+  }
+  return NULL;
+}
+
+static void test_smart_getters_while_copy_made(void **state) {
+  (void)state;
+  int64_t n = 1000;
+  dv_smart *s;
+  assert_ok(dv_smart_create(g_ctx, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', DV_WHERE_DEVICE, NULL, &s));
+  shape_reader r = {s, 0};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, read_shape, &r), 0);
+  dv_array *h = NULL;
+  dv_status rc = dv_smart_get(s, DV_WHERE_HOST, NULL, &h); /* makes the host copy */
+  assert_int_equal(pthread_join(th, NULL), 0);
+  assert_ok(rc);
+  assert_int_equal(r.bad, 0);
   dv_smart_release(s);
 }
 
@@ -833,8 +985,10 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_host_argument_directions), T(test_host_argument_layouts), T(test_smart_chain),
       T(test_smart_mark_changed),       T(test_smart_layouts),         T(test_smart_streams),
-      T(test_smart_across_streams),     T(test_smart_misuse),          T(test_fault_sweep),
+      T(test_smart_across_streams), T(test_smart_release_orders_pool_reuse),
+      T(test_smart_copy_ordered_for_other_streams),     T(test_smart_misuse),          T(test_fault_sweep),
       T(test_create_fault_sweep),       T(test_smart_edge_shapes),     T(test_smart_threads),
+      T(test_smart_getters_while_copy_made),
       T(test_stats_v3),
   };
   int rc = test_main(argc, argv, "smart", tests, sizeof tests / sizeof tests[0]);

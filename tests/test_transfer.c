@@ -743,6 +743,51 @@ static void test_same_memory_fallback_pageable(void **state) {
   atomic_store(&dv__via_pinned_max, saved);
 }
 
+/* Stream order with a pageable host array in the middle: a download into
+ * it, then on the same stream an upload from it, uploads what was
+ * downloaded (SEMANTICS.md: an asynchronous copy uses the host buffer when
+ * the stream reaches it).  On the host simulator each queued operation is
+ * delayed so that the upload is requested before the download has run; a
+ * strided device side takes the planner's packing paths too. */
+static void test_pageable_round_trip_on_stream(void **state) {
+  (void)state;
+  dv_context *c = g_ctx, *own = NULL;
+  if (strncmp(g_backend, "host", 4) == 0) {
+    assert_ok(test_context(&own, "host_delay_us=20000", NULL));
+    c = own;
+  }
+  enum { N = 3000 };
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT64);
+  int64_t n = N, n2 = 2 * N;
+  double *src = malloc(sizeof(double) * N), *mid = malloc(sizeof(double) * N), *out = malloc(sizeof(double) * N);
+  assert_non_null(src), assert_non_null(mid), assert_non_null(out);
+  for (int i = 0; i < N; i++) src[i] = i * 1.5 + 1, mid[i] = -1, out[i] = -2;
+  dv_array *hs, *hm, *ho, *d, *big, *d2;
+  assert_ok(dv_host_array_wrap(c, src, 1, &n, dt, NULL, &hs));
+  assert_ok(dv_host_array_wrap(c, mid, 1, &n, dt, NULL, &hm));
+  assert_ok(dv_host_array_wrap(c, out, 1, &n, dt, NULL, &ho));
+  assert_ok(dv_to_device(c, hs, NULL, 1, NULL, &d));
+  assert_ok(dv_device_array(c, 1, &n2, dt, NULL, 'C', NULL, &big));
+  dv_index every2[1] = {DV_SLICE(0, DV_NONE, 2)};
+  assert_ok(dv_array_slice(big, 1, every2, &d2)); /* strided device side */
+  dv_stream *s;
+  assert_ok(dv_stream_create(c, 0, &s));
+  assert_ok(dv_copy_to_host(d, hm, s, NULL));
+  assert_ok(dv_copy_to_device(d2, hm, s));
+  assert_ok(dv_stream_synchronize(s));
+  assert_memory_equal(mid, src, sizeof(double) * N);
+  assert_ok(dv_copy_to_host(d2, ho, NULL, NULL));
+  for (int i = 0; i < N; i++)
+    if (out[i] != src[i])
+      fail_msg("element %d: %g uploaded, want %g (the upload read the host array before the "
+               "download queued ahead of it wrote it)", i, out[i], src[i]);
+  dv_stream_release(s);
+  dv_array_release(d2), dv_array_release(big), dv_array_release(d);
+  dv_array_release(ho), dv_array_release(hm), dv_array_release(hs);
+  if (own) assert_ok(dv_context_destroy(own));
+  free(src), free(mid), free(out);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_staging_pool_reuse),
@@ -753,6 +798,7 @@ int main(int argc, char **argv) {
       T(test_deep_device_views),      T(test_no_gap_overwrite),       T(test_broadcast_and_negative), T(test_to_device_forms),
       T(test_like_and_f_order),       T(test_size0_and_0d),  T(test_items_and_memset),
       T(test_async_streams),          T(test_mismatch_errors),
+      T(test_pageable_round_trip_on_stream),
   };
   return test_main(argc, argv, "transfer", tests, sizeof tests / sizeof tests[0]);
 }

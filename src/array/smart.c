@@ -128,11 +128,22 @@ dv_status dv_smart_from_array(dv_array *a, unsigned flags, dv_stream *stream, dv
     bool c = dv__layout_is_c(a->ndim, a->shape, a->strides, isz);
     bool f = dv__layout_is_f(a->ndim, a->shape, a->strides, isz);
     rc = dv_array_copy_new(a, (f && !c) ? 'F' : 'C', stream, &mine);
-    if (rc) return rc;
+    /* A host copy is read by the host as soon as dv_smart_get returns
+     * (nothing is waited for when it is current): the copy must be done. */
+    if (!rc && stream && where == DV_WHERE_HOST) rc = dv_stream_synchronize(stream);
+    if (rc) {
+      dv_array_release(mine);
+      return rc;
+    }
   } else {
     mine = dv_array_retain(a);
   }
-  return dv__smart_wrap(mine, where, out);
+  rc = dv__smart_wrap(mine, where, out);
+  /* The copy is the last work queued on the copy: later work on other
+   * streams waits for it (dv__smart_order). */
+  if (!rc && (flags & DV_SMART_COPY) && stream && where == DV_WHERE_DEVICE)
+    (*out)->dev_stream = dv__stream_iretain(stream);
+  return rc;
 }
 
 dv_status dv_smart_attach(dv_smart *s, dv_array *a) {
@@ -278,7 +289,12 @@ int dv_smart_is_current(const dv_smart *s, dv_where where) {
 
 /* The copy that always exists (the first one): shape and dtype of both. */
 static const dv_array *dv__smart_any(const dv_smart *s) {
-  return s->copy[DV_WHERE_HOST] ? s->copy[DV_WHERE_HOST] : s->copy[DV_WHERE_DEVICE];
+  /* Under the lock: another thread may be storing the copy it is making. */
+  dv_smart *m = (dv_smart *)s;
+  pthread_mutex_lock(&m->lock);
+  const dv_array *a = m->copy[DV_WHERE_HOST] ? m->copy[DV_WHERE_HOST] : m->copy[DV_WHERE_DEVICE];
+  pthread_mutex_unlock(&m->lock);
+  return a;
 }
 
 const dv_dtype *dv_smart_dtype(const dv_smart *s) { return s ? dv__smart_any(s)->dtype : NULL; }
@@ -286,7 +302,8 @@ const dv_dtype *dv_smart_dtype(const dv_smart *s) { return s ? dv__smart_any(s)-
 int dv_smart_ndim(const dv_smart *s) { return s ? dv__smart_any(s)->ndim : 0; }
 
 const int64_t *dv_smart_shape(const dv_smart *s) {
-  return s && dv__smart_any(s)->ndim > 0 ? dv__smart_any(s)->shape : NULL;
+  const dv_array *a = s ? dv__smart_any(s) : NULL;
+  return a && a->ndim > 0 ? a->shape : NULL;
 }
 
 dv_smart *dv_smart_retain(dv_smart *s) {

@@ -545,12 +545,18 @@ static dv_status cub_copy_peer(void *state, dv_bstream *s, dv_memref dst, void *
   CU_ENTER(st);
   if (st->ctx == ss->ctx) {
     CU_TRY(cu.cuMemcpyDtoDAsync_v2(cu_ptr(dst), cu_ptr(src), bytes, s->s), "cuMemcpyDtoDAsync");
+    CU_TRY(cu.cuStreamSynchronize(s->s), "cuStreamSynchronize (copy between contexts)"); /* as below */
     return DV_OK;
   }
   pthread_mutex_lock(&st->copy_lock);
   cu_enable_peer(st, ss);
   pthread_mutex_unlock(&st->copy_lock);
   CU_TRY(cu.cuMemcpyPeerAsync(cu_ptr(dst), st->ctx, cu_ptr(src), ss->ctx, bytes, s->s), "cuMemcpyPeerAsync");
+  /* A copy between contexts is synchronous on the source's side
+   * (dv_array_copy): the caller may write or free the source as soon as
+   * this returns, and nothing orders the source context's later work (or
+   * its cuMemFree) after a copy queued on this context's stream. */
+  CU_TRY(cu.cuStreamSynchronize(s->s), "cuStreamSynchronize (peer copy)");
   return DV_OK;
 }
 

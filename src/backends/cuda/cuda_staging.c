@@ -14,7 +14,9 @@
  * the copy is cut into pieces of at most the chunk size (option
  * cuda_staging_chunk, DV_CUDA_STAGING_CHUNK; default 4 MiB); host to
  * device, the host copies a piece into a staging buffer and queues its DMA,
- * then the next piece into a second buffer while the first one's DMA runs; device to host, the DMA of each
+ * then the next piece into a second buffer while the first one's DMA runs
+ * (when the stream had work queued at the call, a stream callback fills
+ * each buffer instead, so that the host rows are read in stream order); device to host, the DMA of each
  * piece is queued into a staging buffer, followed by a stream callback that
  * copies it out to the caller's memory and hands the buffer back
  * (cuStreamAddCallback, which runs after a device error too, with its
@@ -223,8 +225,20 @@ static void d2h_done(dv_CUstream s, dv_CUresult status, void *arg) {
   piece_done(p);
 }
 
-static dv_status piece_run(cu_state *st, dv_bstream *s, bool to_device, char *host, size_t hpitch, dv_CUdeviceptr dev,
-                           size_t dpitch, size_t w, size_t k, int *inflight, pthread_mutex_t *count_lock, bool sync) {
+/* Host to device when the stream still had work queued at the call: the
+ * host rows go into the staging buffer when the stream gets here (earlier
+ * work, a download into the same host memory say, may still write them).
+ * After a device error nothing is copied: the DMA behind fails too. */
+static void h2d_fill(dv_CUstream s, dv_CUresult status, void *arg) {
+  (void)s;
+  cu_piece *p = arg;
+  if (status == DV_CUDA_SUCCESS)
+    for (size_t i = 0; i < p->k; i++) memcpy((char *)p->b->ptr + i * p->w, p->host + i * p->hpitch, p->w);
+}
+
+static dv_status piece_run(cu_state *st, dv_bstream *s, bool to_device, bool fill_later, char *host, size_t hpitch,
+                           dv_CUdeviceptr dev, size_t dpitch, size_t w, size_t k, int *inflight,
+                           pthread_mutex_t *count_lock, bool sync) {
   cu_piece *p = dv__calloc(1, sizeof *p);
   if (!p) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a staging record");
   int now = 0;
@@ -240,10 +254,18 @@ static dv_status piece_run(cu_state *st, dv_bstream *s, bool to_device, char *ho
   }
   p->host = host, p->w = w, p->k = k, p->hpitch = hpitch;
   char *b = p->b->ptr;
-  if (to_device)
-    for (size_t i = 0; i < k; i++) memcpy(b + i * w, host + i * hpitch, w);
   dv_CUresult r;
   const char *what;
+  if (to_device && fill_later) {
+    r = cu.cuStreamAddCallback(s->s, h2d_fill, p, 0);
+    if (r) {
+      stage_put(p->b);
+      dv__free(p);
+      return cu_fail(r, "cuStreamAddCallback (staging)");
+    }
+  } else if (to_device) {
+    for (size_t i = 0; i < k; i++) memcpy(b + i * w, host + i * hpitch, w);
+  }
   if (k == 1) {
     what = to_device ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync";
     r = to_device ? cu.cuMemcpyHtoDAsync_v2(dev, b, w, s->s) : cu.cuMemcpyDtoHAsync_v2(b, dev, w, s->s);
@@ -278,6 +300,11 @@ static dv_status piece_run(cu_state *st, dv_bstream *s, bool to_device, char *ho
     }
     return DV_OK;
   }
+  if (to_device && fill_later) {
+    /* The fill callback is queued and uses p: let the stream pass it. */
+    dv_CUresult r2 = cu.cuStreamSynchronize(s->s);
+    (void)r2;
+  }
   stage_put(p->b);
   dv__free(p);
   return cu_fail(r, what);
@@ -294,6 +321,22 @@ dv_status dv__cu_copy_pageable(cu_state *st, dv_bstream *s, const dv_rect *r) {
   int inflight = 0;
   pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
   dv_status rc = DV_OK;
+  /* The host side is read in stream order.  With the stream idle at the
+   * call nothing queued before this copy can still write the host rows, so
+   * they are read now, overlapping the DMAs; else each piece's rows are
+   * read by a stream callback ahead of its DMA (h2d_fill).  The legacy
+   * default stream also waits for every blocking stream of the context,
+   * which its own query does not tell: a synchronous copy (which waits for
+   * them anyway) waits for the context first, an asynchronous one fills in
+   * stream order. */
+  bool fill_later = false;
+  if (to_device) {
+    if (s->s == NULL || s->s == DV_CU_STREAM_LEGACY)
+      fill_later = !sync || cu.cuCtxSynchronize() != DV_CUDA_SUCCESS;
+    else /* blocking streams (the per-thread one too) also wait for the legacy stream */
+      fill_later = cu.cuStreamQuery(s->s) != DV_CUDA_SUCCESS ||
+                   cu.cuStreamQuery(DV_CU_STREAM_LEGACY) != DV_CUDA_SUCCESS;
+  }
   for (size_t z = 0; z < r->depth && !rc; z++) {
     char *hz = host + z * hslice;
     dv_CUdeviceptr dz = dev + z * dslice;
@@ -302,14 +345,14 @@ dv_status dv__cu_copy_pageable(cu_state *st, dv_bstream *s, const dv_rect *r) {
       for (size_t y = 0; y < r->height && !rc; y++)
         for (size_t x = 0; x < r->width && !rc; x += chunk) {
           size_t w = r->width - x < chunk ? r->width - x : chunk;
-          rc = piece_run(st, s, to_device, hz + y * hpitch + x, 0, dz + y * dpitch + x, 0, w, 1,
+          rc = piece_run(st, s, to_device, fill_later, hz + y * hpitch + x, 0, dz + y * dpitch + x, 0, w, 1,
                          sync ? &inflight : NULL, &count_lock, sync);
         }
     } else {
       size_t per = chunk / r->width;
       for (size_t y = 0; y < r->height && !rc; y += per) {
         size_t k = r->height - y < per ? r->height - y : per;
-        rc = piece_run(st, s, to_device, hz + y * hpitch, hpitch, dz + y * dpitch, dpitch, r->width, k,
+        rc = piece_run(st, s, to_device, fill_later, hz + y * hpitch, hpitch, dz + y * dpitch, dpitch, r->width, k,
                        sync ? &inflight : NULL, &count_lock, sync);
       }
     }
