@@ -132,9 +132,23 @@ void dv__cu_staging_close(cu_state *st) {
 }
 
 
+/* The caller's pieces still in flight (0 for a caller that does not count). */
+static int inflight_now(int *inflight, pthread_mutex_t *count_lock) {
+  if (!inflight) return 0;
+  pthread_mutex_lock(count_lock);
+  int n = *inflight;
+  pthread_mutex_unlock(count_lock);
+  return n;
+}
+
 /* A buffer of at least n bytes: from the free list, else a new one; a
- * synchronous copy with two in flight waits for one to come back. */
-static dv_status stage_get(cu_state *st, size_t n, int inflight, bool may_wait, cu_stage **out) {
+ * synchronous copy with two of its own pieces in flight waits for a buffer
+ * to come back.  The count is read again after every wake-up: the buffer
+ * that came back may have gone to another thread while this copy's own
+ * pieces finished, and then nothing more would wake it.  (Lock order:
+ * g->lock, then count_lock; piece_done takes them one after the other.) */
+static dv_status stage_get(cu_state *st, size_t n, int *inflight, pthread_mutex_t *count_lock,
+                           bool may_wait, cu_stage **out) {
   dv_cu_staging *g = st->staging;
   *out = NULL;
   pthread_mutex_lock(&g->lock);
@@ -147,7 +161,7 @@ static dv_status stage_get(cu_state *st, size_t n, int inflight, bool may_wait, 
         pthread_mutex_unlock(&g->lock);
         return DV_OK;
       }
-    if (!may_wait || inflight < 2) break;
+    if (!may_wait || inflight_now(inflight, count_lock) < 2) break;
     pthread_cond_wait(&g->back, &g->lock);
   }
   /* Trim what the free list holds beyond a few buffers (only here: host
@@ -241,13 +255,7 @@ static dv_status piece_run(cu_state *st, dv_bstream *s, bool to_device, bool fil
                            pthread_mutex_t *count_lock, bool sync) {
   cu_piece *p = dv__calloc(1, sizeof *p);
   if (!p) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a staging record");
-  int now = 0;
-  if (inflight) {
-    pthread_mutex_lock(count_lock);
-    now = *inflight;
-    pthread_mutex_unlock(count_lock);
-  }
-  dv_status rc = stage_get(st, w * k, now, sync, &p->b);
+  dv_status rc = stage_get(st, w * k, inflight, count_lock, sync, &p->b);
   if (rc) {
     dv__free(p);
     return rc;
