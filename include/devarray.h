@@ -1498,7 +1498,9 @@ DV_API dv_status dv_smart_attach(dv_smart *s, dv_array *a);
  * queued there, on whatever stream (an event), so launches on one stream
  * and a get on another need no events from the caller; work the caller
  * queued on the device copy directly (a copy into the array this returns)
- * is ordered by the caller.  When the host copy is already current nothing
+ * is ordered by the caller.  When the host copy is already current, the
+ * call waits only for an upload from it that a stream may still be reading
+ * (so the caller may write it as soon as this returns); otherwise nothing
  * is waited for.  Getting does not mark anything changed:
  * write, then call dv_smart_mark_changed.  Errors: DV_ERR_NULL_ARGUMENT,
  * DV_ERR_INVALID_ARGUMENT (where), DV_ERR_BACKEND_MISMATCH (stream),

@@ -499,6 +499,39 @@ static void gate_cb(dv_stream *strm, dv_status st, void *user) {
   for (int i = 0; i < 300 && !atomic_load(&g_open_gate); i++) usleep(1000); /* at most 0.3 s */
 }
 
+/* dv_smart_get(host) of a host copy that is current but still being read by
+ * a queued upload waits for the upload: the caller writes the host copy as
+ * soon as the call returns, and the device copy must keep what was current
+ * when the upload was asked for. */
+static void test_smart_get_host_waits_for_upload(void **state) {
+  (void)state;
+  enum { N = 2048 };
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
+  int64_t n = N;
+  dv_stream *cs;
+  assert_ok(dv_stream_create(g_ctx, DV_STREAM_NON_BLOCKING, &cs));
+  dv_smart *s;
+  assert_ok(dv_smart_create(g_ctx, 1, &n, dt, NULL, 'C', DV_WHERE_HOST, NULL, &s));
+  dv_array *h = NULL, *d = NULL;
+  assert_ok(dv_smart_get(s, DV_WHERE_HOST, NULL, &h));
+  float *hp = host_data(h);
+  for (int i = 0; i < N; i++) hp[i] = (float)i;
+  assert_ok(dv_smart_mark_changed(s, DV_WHERE_HOST));
+  atomic_store(&g_open_gate, 0); /* the gate opens by itself after 0.3 s */
+  assert_ok(dv_stream_add_callback(cs, gate_cb, NULL));
+  assert_ok(dv_smart_get(s, DV_WHERE_DEVICE, cs, &d)); /* the upload waits behind the gate */
+  assert_ok(dv_smart_get(s, DV_WHERE_HOST, NULL, &h)); /* current: nothing moves, but waits */
+  for (int i = 0; i < N; i++) hp[i] = -1.0f; /* a host write the upload must not see */
+  assert_ok(dv_stream_synchronize(cs));
+  float back[N];
+  dv_array *hb = wrap(back, N);
+  assert_ok(dv_copy_to_host(d, hb, NULL, NULL));
+  for (int i = 0; i < N; i++) assert_true(back[i] == (float)i);
+  dv_array_release(hb);
+  dv_smart_release(s);
+  dv_stream_release(cs);
+}
+
 static void test_smart_release_orders_pool_reuse(void **state) {
   (void)state;
   if (strncmp(g_backend, "host", 4) != 0) {
@@ -986,7 +1019,7 @@ int main(int argc, char **argv) {
       T(test_host_argument_directions), T(test_host_argument_layouts), T(test_smart_chain),
       T(test_smart_mark_changed),       T(test_smart_layouts),         T(test_smart_streams),
       T(test_smart_across_streams), T(test_smart_release_orders_pool_reuse),
-      T(test_smart_copy_ordered_for_other_streams),     T(test_smart_misuse),          T(test_fault_sweep),
+      T(test_smart_copy_ordered_for_other_streams), T(test_smart_get_host_waits_for_upload),     T(test_smart_misuse),          T(test_fault_sweep),
       T(test_create_fault_sweep),       T(test_smart_edge_shapes),     T(test_smart_threads),
       T(test_smart_getters_while_copy_made),
       T(test_stats_v3),

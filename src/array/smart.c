@@ -26,6 +26,9 @@ struct dv_smart {
    * on another stream waits for it first (an event), so a smart array is
    * safe to use from several streams without the caller's events. */
   dv_stream *dev_stream;
+  /* An upload queued on a stream may still be reading the host copy:
+   * dv_smart_get(host) waits for dev_stream before handing it out. */
+  bool host_read_queued;
 };
 
 static const char *dv__where_name(dv_where w) { return w == DV_WHERE_HOST ? "host" : "device"; }
@@ -239,6 +242,7 @@ static dv_status dv__smart_update(dv_smart *s, dv_where where, dv_stream *stream
   dv__smart_touched(s, stream);
   s->valid[where] = true;
   *moved = true;
+  if (where == DV_WHERE_DEVICE && stream) s->host_read_queued = true; /* NULL: synchronous */
   return DV_OK;
 }
 
@@ -254,8 +258,14 @@ dv_status dv_smart_get(dv_smart *s, dv_where where, dv_stream *stream, dv_array 
   bool moved;
   rc = dv__smart_update(s, where, stream, &moved);
   /* The host reads its copy as soon as this returns: wait for the download
-   * (a NULL stream was synchronous already). */
+   * (a NULL stream was synchronous already).  And the caller may write it
+   * as soon as this returns: an upload still reading it is waited for. */
   if (!rc && moved && where == DV_WHERE_HOST && stream) rc = dv_stream_synchronize(stream);
+  if (!rc && where == DV_WHERE_HOST && s->host_read_queued) {
+    rc = dv_stream_synchronize(s->dev_stream); /* its work waited for earlier streams' */
+    if (!rc) s->host_read_queued = false;
+  }
+  if (!rc && moved && where == DV_WHERE_HOST) s->host_read_queued = false;
   if (!rc) *out = s->copy[where];
   pthread_mutex_unlock(&s->lock);
   return rc;
