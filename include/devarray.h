@@ -1597,8 +1597,12 @@ typedef void (*dv_release_fn)(void *user);
  * dv_context_destroy), on the thread that flushes and after the device is
  * idle, devarray calls release(user) if release is not NULL; release must
  * not call devarray functions of this context.  On failure release is not
- * called.  Errors: as dv_device_array (DV_ERR_BAD_SHAPE, DV_ERR_BAD_STRIDES,
- * DV_ERR_OVERFLOW, ...), DV_ERR_NOT_SUPPORTED where the backend cannot wrap.
+ * called.  devarray trusts `bytes` where it cannot check it; on CUDA a range
+ * that runs past the driver's allocation holding `buffer` is refused
+ * (DV_ERR_INVALID_ARGUMENT).  Errors: as dv_device_array (DV_ERR_BAD_SHAPE,
+ * DV_ERR_BAD_STRIDES, DV_ERR_OVERFLOW, ...), DV_ERR_INVALID_ARGUMENT,
+ * DV_ERR_NOT_SUPPORTED where the backend cannot wrap.  *out is one
+ * reference (NULL on failure).  Does not block; thread-safe.
  */
 DV_API dv_status dv_device_array_wrap(dv_context *ctx, void *buffer, size_t offset, size_t bytes,
                                       int ndim, const int64_t *shape, const dv_dtype *dtype,

@@ -322,6 +322,31 @@ static void test_pinned_oom_is_host_oom(void **state) {
   assert_null(p);
 }
 
+/* dv_device_array_wrap (and so DLPack import) of a range that runs past
+ * its CUDA allocation is refused; a range inside it is taken. */
+static void test_wrap_checks_allocation(void **state) {
+  (void)state;
+  int64_t n = 256;
+  const dv_dtype *dt = dv_dtype_get(DV_INT32);
+  dv_array *d = NULL, *w = NULL;
+  assert_ok(dv_device_array(g_ctx, 1, &n, dt, NULL, 'C', NULL, &d));
+  void *buf = NULL;
+  size_t off = 0;
+  assert_ok(dv_array_native(d, &buf, &off));
+  char *p = (char *)buf + off;
+  int64_t half = 128;
+  assert_ok(dv_device_array_wrap(g_ctx, p + 512, 0, 512, 1, &half, dt, NULL, NULL, NULL, &w));
+  dv_array_release(w);
+  w = (dv_array *)d;
+  int64_t whole = 256;
+  assert_status(dv_device_array_wrap(g_ctx, p + 512, 0, 1024, 1, &whole, dt, NULL, NULL, NULL, &w),
+                DV_ERR_INVALID_ARGUMENT);
+  assert_null(w);
+  assert_non_null(strstr(dv_last_error(), "runs past"));
+  dv_array_release(d);
+  assert_ok(dv_context_flush_deallocs(g_ctx));
+}
+
 /* The device of whichever backend is chosen: option `device` (DV_DEVICE);
  * cuda_device wins where it is set; anything but an ordinal is refused. */
 static void test_device_option(void **state) {
@@ -609,7 +634,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_pageable_stream_copies_queue), T(test_pageable_pipeline_sizes), T(test_refused_device_rect_falls_back),
       T(test_register_through_two_contexts), T(test_current_context_restored), T(test_pinned_oom_is_host_oom),
-      T(test_device_option), T(test_second_device), T(test_fork_child_refused), T(test_pool_per_thread_streams_distinct),
+      T(test_wrap_checks_allocation), T(test_device_option), T(test_second_device), T(test_fork_child_refused), T(test_pool_per_thread_streams_distinct),
       T(test_callback_gets_device_error), T(test_destroy_waits_for_queued_work),
       T(test_peer_copy_source_free_after_return), T(test_pageable_round_trip_in_stream_order),
       T(test_pageable_legacy_upload_after_other_stream),

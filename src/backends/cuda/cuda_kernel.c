@@ -524,11 +524,26 @@ dv_status dv__cub_native_buffer(void *state, void *buf, void **native) {
   return DV_OK;
 }
 
+/* Where the driver knows the allocation that holds `native`, the wrapped
+ * range must lie inside it (a DLPack tensor or a caller's size that runs
+ * past its allocation is refused, not read).  Where it does not (memory the
+ * driver does not track as an allocation of this context), nothing can be
+ * checked and the caller's size is trusted, as the header says. */
 dv_status dv__cub_buffer_wrap(void *state, void *native, size_t bytes, void **buf) {
-  (void)state;
-  (void)bytes; /* CUDA checks nothing against it */
+  cu_state *st = state;
   *buf = NULL;
   if (!native) return dv__error(DV_ERR_INVALID_ARGUMENT, "a CUdeviceptr of 0 cannot be wrapped");
+  dv_CUdeviceptr p = (dv_CUdeviceptr)(uintptr_t)native, base = 0;
+  size_t size = 0;
+  dv_CUresult r;
+  {
+    CU_ENTER(st);
+    r = cu.cuMemGetAddressRange_v2(&base, &size, p);
+  }
+  if (r == DV_CUDA_SUCCESS && (p - base > size || bytes > size - (size_t)(p - base)))
+    return dv__error(DV_ERR_INVALID_ARGUMENT,
+                     "the wrapped range (%zu bytes at 0x%llx) runs past its CUDA allocation (%zu bytes "
+                     "at 0x%llx)", bytes, (unsigned long long)p, size, (unsigned long long)base);
   *buf = native;
   return DV_OK;
 }
