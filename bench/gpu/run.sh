@@ -111,7 +111,8 @@ do_bench() {
   timeout 60 build-gpu/devarray bench --backend cuda --json > "$out/devarray_bench_cuda.json" 2>/dev/null
   timeout 60 build-gpu/bench/bench_alloc --backend cuda > "$out/bench_alloc.txt" 2>&1; tail -14 "$out/bench_alloc.txt"
   timeout 60 build-gpu/bench/bench_kernels --backend cuda --n 2048 > "$out/bench_kernels.txt" 2>&1; cat "$out/bench_kernels.txt"
-  for ex in matmul dynamic_shared local_array constant_memory barriers; do
+  timeout 60 build-gpu/bench/bench_smart --backend cuda --n 1048576 --iters 50 --reps 7 > "$out/bench_smart.txt" 2>&1; tail -12 "$out/bench_smart.txt"
+  for ex in matmul dynamic_shared local_array constant_memory barriers smart; do
     timeout 20 build-gpu/examples/example_$ex --backend cuda
   done > "$out/examples.txt" 2>&1; cat "$out/examples.txt"
   if valgrind --version >/dev/null 2>&1; then
@@ -122,9 +123,14 @@ do_bench() {
 
 do_peers() {
   need_build
-  PYTHONUNBUFFERED=1 timeout 500 python3 bench/gpu/peers.py > "$out/peers.txt" 2>&1
+  PYTHONUNBUFFERED=1 timeout 480 python3 bench/gpu/peers.py > "$out/peers.txt" 2>&1
   echo "peers exit $?"
   tail -30 "$out/peers.txt"
+  # The Python binding's per-call overhead against numba-cuda and CuPy (issue 15).
+  PYTHONPATH=python DEVARRAY_LIBRARY="$root/build-gpu/libdevarray.so" DV_BACKEND=cuda \
+    timeout 90 python3 bench/python/bench_python.py --peers gpu --json > "$out/bench_python.txt" 2>&1
+  echo "bench_python exit $?"
+  tail -20 "$out/bench_python.txt"
 }
 
 deps || exit 1
