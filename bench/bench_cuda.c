@@ -31,15 +31,6 @@
       exit(1);                                                                    \
     }                                                                             \
   } while (0)
-#define DV(call)                                                                  \
-  do {                                                                            \
-    dv_status s_ = (call);                                                        \
-    if (s_) {                                                                     \
-      fprintf(stderr, "%s: %s: %s\n", #call, dv_status_name(s_), dv_last_error()); \
-      exit(1);                                                                    \
-    }                                                                             \
-  } while (0)
-
 
 static dv_context *ctx;
 static dv_stream *dvs;

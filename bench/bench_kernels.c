@@ -32,15 +32,6 @@
 #include <dlfcn.h>
 #endif
 
-#define DV(call)                                                                   \
-  do {                                                                             \
-    dv_status s_ = (call);                                                         \
-    if (s_) {                                                                      \
-      fprintf(stderr, "%s: %s: %s\n", #call, dv_status_name(s_), dv_last_error()); \
-      exit(1);                                                                     \
-    }                                                                              \
-  } while (0)
-
 static const char *k_src =
     "DV_KERNEL(empty, int x) { (void)x; }\n"
     "#define TPB 16\n"

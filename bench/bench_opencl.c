@@ -17,14 +17,6 @@
 #include "bench_util.h"
 #include "devarray.h"
 
-#define DV(call)                                                                     \
-  do {                                                                               \
-    dv_status s_ = (call);                                                           \
-    if (s_) {                                                                        \
-      fprintf(stderr, "%s: %s: %s\n", #call, dv_status_name(s_), dv_last_error());   \
-      exit(1);                                                                       \
-    }                                                                                \
-  } while (0)
 #define CL(call)                                                \
   do {                                                          \
     cl_int e_ = (call);                                         \

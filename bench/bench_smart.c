@@ -21,15 +21,6 @@
 #include "bench_util.h"
 #include "devarray.h"
 
-#define DV(call)                                                                   \
-  do {                                                                             \
-    dv_status s_ = (call);                                                         \
-    if (s_) {                                                                      \
-      fprintf(stderr, "%s: %s: %s\n", #call, dv_status_name(s_), dv_last_error()); \
-      exit(1);                                                                     \
-    }                                                                              \
-  } while (0)
-
 static const char *k_src =
     "DV_KERNEL(heat_step, DV_ARRAY(const float, u), DV_ARRAY(float, v), float r, int n) {\n"
     "  DV_BIND(const float, u); DV_BIND(float, v);\n"

@@ -1,8 +1,23 @@
-/* Timing helpers shared by the benchmark programs. */
+/* Helpers shared by the benchmark programs: timing, medians, and DV() for
+ * devarray calls that must succeed. */
 #ifndef DV_BENCH_UTIL_H
 #define DV_BENCH_UTIL_H
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "devarray.h"
+
+/* A devarray call that must succeed: on failure, print the call, its status
+ * and detail, and end the benchmark with exit status 1. */
+#define DV(call)                                                                   \
+  do {                                                                             \
+    dv_status s_ = (call);                                                         \
+    if (s_) {                                                                      \
+      fprintf(stderr, "%s: %s: %s\n", #call, dv_status_name(s_), dv_last_error()); \
+      exit(1);                                                                     \
+    }                                                                              \
+  } while (0)
 
 static inline double bench_now(void) {
   struct timespec t;
