@@ -1,4 +1,7 @@
+#define _DEFAULT_SOURCE /* mkdtemp, setenv */
 #include "common.h"
+
+#include <unistd.h>
 
 dv_context *g_ctx;
 const char *g_backend = "host";
@@ -143,4 +146,40 @@ char *read_text_file(const char *path) {
   s[n] = 0;
   fclose(f);
   return s;
+}
+
+int kernel_suite_begin(int argc, char **argv, const char *suite, const char *sub, char *dir,
+                       size_t cap) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, cap, "%s/dvk-%s-XXXXXX", tmp ? tmp : "/tmp", suite);
+  if (!mkdtemp(dir)) return 1;
+  char env[600];
+  if (sub)
+    snprintf(env, sizeof env, "%s/%s", dir, sub);
+  else
+    snprintf(env, sizeof env, "%s", dir);
+  setenv("DV_KERNEL_CACHE_DIR", env, 1);
+  if (argc < 2) return 0;
+  g_backend = argv[1];
+  dv_context *c = NULL;
+  if (test_context(&c, NULL) != DV_OK) return 0; /* test_main reports the backend missing */
+  dv_program *p = NULL;
+  dv_module *m = NULL;
+  dv_status rc = dv_program_create(c, "probe", "DV_KERNEL(probe, int x) { (void)x; }", &p);
+  if (!rc) rc = dv_program_build(p, DV_BUILD_NO_CACHE, &m);
+  if (rc == DV_ERR_NOT_SUPPORTED || rc == DV_ERR_NO_COMPILER)
+    printf("SKIPPED: suite %s on backend %s: kernels cannot be built: %s (%s)\n", suite, g_backend,
+           dv_last_error(), dv_status_name(rc));
+  dv_module_release(m);
+  dv_program_destroy(p);
+  dv_context_destroy(c);
+  if (rc == DV_ERR_NOT_SUPPORTED || rc == DV_ERR_NO_COMPILER) return kernel_suite_end(dir, 77);
+  return 0;
+}
+
+int kernel_suite_end(const char *dir, int rc) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  return rc;
 }

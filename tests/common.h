@@ -46,6 +46,17 @@ dv_status test_context(dv_context **out, ...);
 /* Parse argv (backend name) and run the group; exits 77 if the backend is
  * not available on this machine (CTest reports that as skipped). */
 int test_main(int argc, char **argv, const char *suite, const struct CMUnitTest *tests, size_t n);
+/* For suites that build kernels, before test_main: a compiled-module cache
+ * of their own in a new directory under TMPDIR (its path goes to dir, cap
+ * bytes), named by DV_KERNEL_CACHE_DIR as dir/sub (sub NULL: dir itself),
+ * and a probe build on the backend argv names.  Returns 0 to go on; 77 when
+ * that backend cannot build kernels (said on stdout, the directory removed
+ * again); 1 when no directory could be made. */
+int kernel_suite_begin(int argc, char **argv, const char *suite, const char *sub, char *dir,
+                       size_t cap);
+/* Remove the directory kernel_suite_begin made; returns rc. */
+int kernel_suite_end(const char *dir, int rc);
+
 #define TEST_MAIN(suite, tests) \
   int main(int argc, char **argv) { return test_main(argc, argv, suite, tests, sizeof(tests) / sizeof(tests[0])); }
 

@@ -980,35 +980,9 @@ static void test_host_checks(void **state) {
 }
 
 int main(int argc, char **argv) {
-  const char *tmp = getenv("TMPDIR");
-  snprintf(g_cache_dir, sizeof g_cache_dir, "%s/dvk-test-XXXXXX", tmp ? tmp : "/tmp");
-  if (!mkdtemp(g_cache_dir)) return 1;
-  /* Every context of this suite caches into the temporary directory. */
-  char env[300];
-  snprintf(env, sizeof env, "%s/default", g_cache_dir);
-  setenv("DV_KERNEL_CACHE_DIR", env, 1);
-  /* A backend that cannot run kernels is reported as skipped, by name. */
-  if (argc > 1) {
-    g_backend = argv[1];
-    dv_context *c = NULL;
-    if (test_context(&c, NULL) == DV_OK) {
-      dv_program *p = NULL;
-      dv_module *m = NULL;
-      dv_status rc = dv_program_create(c, "probe", "DV_KERNEL(probe, int x) { (void)x; }", &p);
-      if (!rc) rc = dv_program_build(p, DV_BUILD_NO_CACHE, &m);
-      if (rc == DV_ERR_NOT_SUPPORTED || rc == DV_ERR_NO_COMPILER) {
-        printf("kernels: skipped on %s: %s\n", argv[1], dv_last_error());
-        dv_program_destroy(p);
-        dv_context_destroy(c);
-        rmdir(env);
-        rmdir(g_cache_dir);
-        return 77;
-      }
-      dv_module_release(m);
-      dv_program_destroy(p);
-      dv_context_destroy(c);
-    }
-  }
+  /* Every context of this suite caches into a directory of its own. */
+  int begin = kernel_suite_begin(argc, argv, "kernels", "default", g_cache_dir, sizeof g_cache_dir);
+  if (begin) return begin;
   const struct CMUnitTest tests[] = {
       T(test_scale_and_scalars),   T(test_indices_2d),       T(test_view_argument),
       T(test_math),                T(test_barrier_is_needed), T(test_wavebarrier),
@@ -1018,9 +992,5 @@ int main(int argc, char **argv) {
       T(test_module_cache),        T(test_host_checks),      T(test_empty_array_argument),
       T(test_release_during_cross_stream_launch),
   };
-  int rc = test_main(argc, argv, "kernels", tests, sizeof tests / sizeof tests[0]);
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_cache_dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_cache_dir);
-  return rc;
+  return kernel_suite_end(g_cache_dir, test_main(argc, argv, "kernels", tests, sizeof tests / sizeof tests[0]));
 }

@@ -999,37 +999,17 @@ static void test_stats_v3(void **state) {
 }
 
 int main(int argc, char **argv) {
-  const char *tmp = getenv("TMPDIR");
-  snprintf(g_cache_dir, sizeof g_cache_dir, "%s/dvk-smart-XXXXXX", tmp ? tmp : "/tmp");
-  if (!mkdtemp(g_cache_dir)) return 1;
-  setenv("DV_KERNEL_CACHE_DIR", g_cache_dir, 1);
-  /* A backend that cannot run kernels is reported as skipped, by name. */
-  if (argc > 1) {
-    g_backend = argv[1];
-    dv_context *c = NULL;
-    if (test_context(&c, NULL) == DV_OK) {
-      dv_program *p = NULL;
-      dv_module *m = NULL;
-      dv_device_info di;
-      if (dv_context_device_info(c, &di) == DV_OK && strstr(di.name, "CUDA test double")) {
-        g_kernels_run = false;
-        printf("smart: on the CUDA test double: transfer counts are checked, values computed by "
-               "kernels are not (the double does not execute kernels)\n");
-      }
-      dv_status rc = dv_program_create(c, "probe", "DV_KERNEL(probe, int x) { (void)x; }", &p);
-      if (!rc) rc = dv_program_build(p, DV_BUILD_NO_CACHE, &m);
-      char why[512];
-      snprintf(why, sizeof why, "%s", dv_last_error());
-      dv_module_release(m);
-      dv_program_destroy(p);
-      dv_context_destroy(c);
-      if (rc == DV_ERR_NOT_SUPPORTED || rc == DV_ERR_NO_COMPILER) {
-        printf("smart: skipped on %s: kernels cannot be built: %s\n", argv[1], why);
-        rmdir(g_cache_dir);
-        return 77;
-      }
-    }
+  int begin = kernel_suite_begin(argc, argv, "smart", NULL, g_cache_dir, sizeof g_cache_dir);
+  if (begin) return begin;
+  dv_context *c = NULL;
+  dv_device_info di;
+  if (test_context(&c, NULL) == DV_OK && dv_context_device_info(c, &di) == DV_OK &&
+      strstr(di.name, "CUDA test double")) {
+    g_kernels_run = false;
+    printf("smart: on the CUDA test double: transfer counts are checked, values computed by "
+           "kernels are not (the double does not execute kernels)\n");
   }
+  dv_context_destroy(c);
   const struct CMUnitTest tests[] = {
       T(test_host_argument_directions), T(test_host_argument_layouts), T(test_smart_chain),
       T(test_smart_mark_changed),       T(test_smart_layouts),         T(test_smart_streams),
@@ -1039,9 +1019,5 @@ int main(int argc, char **argv) {
       T(test_smart_getters_while_copy_made),
       T(test_stats_v3),
   };
-  int rc = test_main(argc, argv, "smart", tests, sizeof tests / sizeof tests[0]);
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_cache_dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_cache_dir);
-  return rc;
+  return kernel_suite_end(g_cache_dir, test_main(argc, argv, "smart", tests, sizeof tests / sizeof tests[0]));
 }
