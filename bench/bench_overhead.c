@@ -203,6 +203,9 @@ static void strided(dv_context *c, int quick) {
       size_t bytes = totals[t];
       int64_t rows = (int64_t)(bytes / (size_t)(4 * L));
       float *h = calloc((size_t)(rows * 2 * L), sizeof *h);
+      /* Written, so that the source is real pages (calloc's are the shared
+       * zero page until written, which reads unrealistically fast). */
+      memset(h, 1, (size_t)(rows * 2 * L) * sizeof *h);
       char *m = malloc(bytes), *ms = malloc(bytes);
       memset(ms, 3, bytes);
       int64_t shape[2] = {rows, L}, st[2] = {2 * L * 4, 4};
@@ -282,6 +285,7 @@ static void to_device(int quick) {
       /* s == 0: contiguous; s == 1: every other float32 of a twice-as-long buffer. */
       size_t hb = s ? 2 * n : n;
       float *h = calloc(1, hb);
+      memset(h, 1, hb); /* real pages, not the zero page */
       char *m = malloc(n);
       int64_t cnt = (int64_t)(n / 4), step = 8;
       dv_array *sd = wrap(cd, h, 1, &cnt, s ? &step : NULL, f32());

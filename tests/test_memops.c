@@ -3,6 +3,7 @@
  * plain element-by-element reference, for every element size the kernels
  * specialise and the shapes around their tile and width boundaries. */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -111,11 +112,45 @@ static void test_short_rows_every_width(void **state) {
   }
 }
 
+/* Rows of 16, 32, 48, 64, 128 and 256 bytes have unrolled loops (4 or 2 rows a
+ * step), and with AVX2 rows of 16 gathered into a dense destination are
+ * stored two at a time: every remainder of the unrolling (0 to 9 rows),
+ * gather (dense destination), scatter (dense source) and both strided, in
+ * both the AVX2 loops (where the processor has them) and the portable ones,
+ * against a row-by-row memcpy; no byte outside the rows may change. */
+static void test_short_rows_unrolled_both_paths(void **state) {
+  (void)state;
+  size_t widths[] = {16, 32, 48, 64, 128, 256};
+  bool was = dv__memops_portable(false);
+  for (int portable = 0; portable < 2; portable++) {
+    dv__memops_portable(portable != 0);
+    for (size_t k = 0; k < sizeof widths / sizeof *widths; k++)
+      for (int64_t rows = 0; rows <= 9; rows++)
+        for (int kind = 0; kind < 3; kind++) { /* gather, scatter, both strided */
+          size_t w = widths[k], wide = 2 * w + 16;
+          size_t dp = kind == 0 ? w : wide + 8, sp = kind == 1 ? w : wide;
+          size_t span = (size_t)(rows + 1) * (wide + 8) + 64;
+          unsigned char *s = malloc(span), *d1 = malloc(span), *d2 = malloc(span);
+          assert_non_null(s), assert_non_null(d1), assert_non_null(d2);
+          fill(s, span, (unsigned)(rows + 5));
+          fill(d1, span, 9);
+          memcpy(d2, d1, span);
+          /* Odd offsets: nothing in the loops may assume alignment. */
+          dv__rect_copy(d1 + 3, dp, 0, s + 5, sp, 0, w, (size_t)rows, 1);
+          for (int64_t i = 0; i < rows; i++) memcpy(d2 + 3 + (size_t)i * dp, s + 5 + (size_t)i * sp, w);
+          assert_memory_equal(d1, d2, span);
+          free(s), free(d1), free(d2);
+        }
+  }
+  dv__memops_portable(was);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_transpose_every_itemsize),
       cmocka_unit_test(test_transpose_outer_dims_and_negative_strides),
       cmocka_unit_test(test_short_rows_every_width),
+      cmocka_unit_test(test_short_rows_unrolled_both_paths),
   };
   return cmocka_run_group_tests_name("memops", tests, NULL, NULL);
 }

@@ -3,8 +3,16 @@
  * simulator's stream workers (its "device" copies) and by the transfer
  * planner to pack and unpack host views through staging buffers.
  */
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define DV_MEMOPS_X86 1
+#include <immintrin.h>
+#else
+#define DV_MEMOPS_X86 0
+#endif
 
 #include "devarray.h" /* DV_MAXDIMS */
 #include "memops.h"
@@ -18,11 +26,141 @@ static inline void dv__cp16(char *d, const char *s) {
   memcpy(d + 8, &b, 8);
 }
 
+/* W bytes (a multiple of 16, constant at each use) as 16-byte words. */
+#define DV_CPW(d, s, W)                                        \
+  do {                                                         \
+    for (int k_ = 0; k_ < (W) / 16; k_++) dv__cp16((d) + 16 * k_, (s) + 16 * k_); \
+  } while (0)
+
+/* n rows of W bytes (a multiple of 16), U rows per loop iteration: the
+ * loop's own work (two pointer steps, a compare) is paid once per U rows,
+ * which is what short rows are bound by. */
+#define DV_ROWS_UNROLLED(W, U)                                 \
+  for (; n >= (U); n -= (U), d += (U) * ds, s += (U) * ss)     \
+    for (int u_ = 0; u_ < (U); u_++) DV_CPW(d + u_ * ds, s + u_ * ss, W); \
+  for (; n > 0; n--, d += ds, s += ss) DV_CPW(d, s, W);        \
+  return;
+
+/* Rows of 16, 32, 48, 64, 128 or 256 bytes (runs of 4 to 64 float32, the
+ * short runs of a sliced view) with 16-byte words, unrolled. */
+static void dv__rows16(char *d, int64_t ds, const char *s, int64_t ss, int64_t n, size_t w) {
+  switch (w) {
+    case 16: DV_ROWS_UNROLLED(16, 4)
+    case 32: DV_ROWS_UNROLLED(32, 4)
+    case 48: DV_ROWS_UNROLLED(48, 2)
+    case 64: DV_ROWS_UNROLLED(64, 2)
+    case 128: DV_ROWS_UNROLLED(128, 1)
+    default: DV_ROWS_UNROLLED(256, 1)
+  }
+}
+
+#if DV_MEMOPS_X86
+/* The same with AVX2 where the processor has it: 32-byte words, and rows of
+ * 16 bytes gathered into a dense destination two to a 32-byte store (stores
+ * are what a gather of short runs runs out of first). */
+__attribute__((target("avx2"))) static void dv__rows16_avx2(char *d, int64_t ds, const char *s, int64_t ss,
+                                                            int64_t n, size_t w) {
+#define DV_LD16(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
+#define DV_LD32(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+#define DV_ST16(p, v) _mm_storeu_si128((__m128i *)(void *)(p), v)
+#define DV_ST32(p, v) _mm256_storeu_si256((__m256i *)(void *)(p), v)
+#define DV_PAIR(p, q) _mm256_inserti128_si256(_mm256_castsi128_si256(DV_LD16(p)), DV_LD16(q), 1)
+  switch (w) {
+    case 16:
+      if (ds == 16) {
+        for (; n >= 4; n -= 4, d += 64, s += 4 * ss) {
+          __m256i a = DV_PAIR(s, s + ss), b = DV_PAIR(s + 2 * ss, s + 3 * ss);
+          DV_ST32(d, a);
+          DV_ST32(d + 32, b);
+        }
+      } else {
+        for (; n >= 4; n -= 4, d += 4 * ds, s += 4 * ss)
+          for (int u = 0; u < 4; u++) DV_ST16(d + u * ds, DV_LD16(s + u * ss));
+      }
+      for (; n > 0; n--, d += ds, s += ss) DV_ST16(d, DV_LD16(s));
+      return;
+    case 32:
+      for (; n >= 4; n -= 4, d += 4 * ds, s += 4 * ss)
+        for (int u = 0; u < 4; u++) DV_ST32(d + u * ds, DV_LD32(s + u * ss));
+      for (; n > 0; n--, d += ds, s += ss) DV_ST32(d, DV_LD32(s));
+      return;
+    case 48:
+      for (; n > 0; n--, d += ds, s += ss) {
+        __m256i a = DV_LD32(s);
+        __m128i b = DV_LD16(s + 32);
+        DV_ST32(d, a);
+        DV_ST16(d + 32, b);
+      }
+      return;
+    case 128:
+      for (; n > 0; n--, d += ds, s += ss) {
+        __m256i a = DV_LD32(s), b = DV_LD32(s + 32), c = DV_LD32(s + 64), e = DV_LD32(s + 96);
+        DV_ST32(d, a);
+        DV_ST32(d + 32, b);
+        DV_ST32(d + 64, c);
+        DV_ST32(d + 96, e);
+      }
+      return;
+    case 256:
+      for (; n > 0; n--, d += ds, s += ss)
+        for (int k = 0; k < 256; k += 64) {
+          __m256i a = DV_LD32(s + k), b = DV_LD32(s + k + 32);
+          DV_ST32(d + k, a);
+          DV_ST32(d + k + 32, b);
+        }
+      return;
+    default: /* 64 */
+      for (; n >= 2; n -= 2, d += 2 * ds, s += 2 * ss)
+        for (int u = 0; u < 2; u++) {
+          __m256i a = DV_LD32(s + u * ss), b = DV_LD32(s + u * ss + 32);
+          DV_ST32(d + u * ds, a);
+          DV_ST32(d + u * ds + 32, b);
+        }
+      for (; n > 0; n--, d += ds, s += ss) {
+        __m256i a = DV_LD32(s), b = DV_LD32(s + 32);
+        DV_ST32(d, a);
+        DV_ST32(d + 32, b);
+      }
+      return;
+  }
+#undef DV_LD16
+#undef DV_LD32
+#undef DV_ST16
+#undef DV_ST32
+#undef DV_PAIR
+}
+
+/* The AVX2 loops run unless the processor lacks AVX2 or a test asked for
+ * the portable ones (dv__memops_portable). */
+static _Atomic int dv__portable_only;
+static bool dv__use_avx2(void) {
+  return !atomic_load_explicit(&dv__portable_only, memory_order_relaxed) && __builtin_cpu_supports("avx2");
+}
+bool dv__memops_portable(bool on) {
+  return atomic_exchange(&dv__portable_only, on ? 1 : 0) != 0;
+}
+#else
+bool dv__memops_portable(bool on) {
+  (void)on;
+  return true;
+}
+#endif
+
 /* Copy one row of n elements; the itemsize switch lets the compiler emit
  * plain loads and stores for the common sizes. */
 static void dv__row(char *d, int64_t ds, const char *s, int64_t ss, int64_t n, size_t isz) {
   if (ds == (int64_t)isz && ss == (int64_t)isz) {
     memmove(d, s, (size_t)n * isz);
+    return;
+  }
+  if (isz % 16 == 0 && (isz <= 64 || isz == 128 || isz == 256)) { /* dv__rows16's widths */
+#if DV_MEMOPS_X86
+    if (dv__use_avx2()) {
+      dv__rows16_avx2(d, ds, s, ss, n, isz);
+      return;
+    }
+#endif
+    dv__rows16(d, ds, s, ss, n, isz);
     return;
   }
 #define DV_ROW(T)                                             \
@@ -33,29 +171,19 @@ static void dv__row(char *d, int64_t ds, const char *s, int64_t ss, int64_t n, s
   }                                                           \
   return;
   typedef struct { uint64_t a, b; } u128;
-  /* W 16-byte words and an 8-byte tail of TAIL bytes (0 or 8), W constant. */
-#define DV_ROWW(W, TAIL)                                      \
-  for (int64_t i = 0; i < n; i++) {                           \
-    char *dd = d + i * ds;                                    \
-    const char *sp = s + i * ss;                              \
-    for (int k = 0; k < W; k++) dv__cp16(dd + 16 * k, sp + 16 * k); \
-    if (TAIL) {                                               \
-      uint64_t t;                                             \
-      memcpy(&t, sp + 16 * W, sizeof t);                      \
-      memcpy(dd + 16 * W, &t, sizeof t);                      \
-    }                                                         \
-  }                                                           \
-  return;
   switch (isz) {
     case 1: DV_ROW(uint8_t)
     case 2: DV_ROW(uint16_t)
     case 4: DV_ROW(uint32_t)
     case 8: DV_ROW(uint64_t)
-    case 16: DV_ROW(u128)
-    case 24: DV_ROWW(1, 8)
-    case 32: DV_ROWW(2, 0)
-    case 48: DV_ROWW(3, 0)
-    case 64: DV_ROWW(4, 0)
+    case 24:
+      for (; n > 0; n--, d += ds, s += ss) {
+        uint64_t t;
+        dv__cp16(d, s);
+        memcpy(&t, s + 16, sizeof t);
+        memcpy(d + 16, &t, sizeof t);
+      }
+      return;
     default:
       /* Short rows of other widths (runs of a few elements): 16- or 8-byte
        * words and a typed tail, inline instead of a library call per row. */
@@ -80,7 +208,6 @@ static void dv__row(char *d, int64_t ds, const char *s, int64_t ss, int64_t n, s
       for (int64_t i = 0; i < n; i++) memmove(d + i * ds, s + i * ss, isz);
   }
 #undef DV_ROW
-#undef DV_ROWW
 }
 
 /* A 2-D copy of nr x nc elements, element (i, j) at s + i*sr + j*sc and
