@@ -1,0 +1,232 @@
+/*
+ * The copy team (copyteam.h says what it promises).  One mutex and two
+ * condition variables: a caller that wins the team (busy == false) writes
+ * the job, bumps the generation and wakes every worker; each worker copies
+ * its part of that generation and counts itself out; the caller copies
+ * part 0 meanwhile and waits until every worker has counted out.  The next
+ * job can only start after that, so no worker can miss a generation.
+ *
+ * Why these choices:
+ *  - A busy team is not waited for: the callers are the CUDA staging paths
+ *    (a thread's copy at the call and a stream's callback thread), and a
+ *    callback waiting for another thread's copy would hold up its stream
+ *    for nothing a core of its own could not do meanwhile.
+ *  - Workers sleep on a condition variable rather than spin: copies worth
+ *    splitting take hundreds of microseconds, the wake-up a few, and
+ *    spinning would take cores from the application between copies.
+ *  - Parts are cut at multiples of 64 bytes of the copy (cache lines, for
+ *    an aligned destination), so two threads rarely write one line.
+ *  - The first split starts the workers.  Whatever fails there (the worker
+ *    records' allocation, every pthread_create) leaves the team copying on
+ *    its callers for good, said once in the log; a partial start keeps the
+ *    workers that did start.
+ *  - Workers start with every signal blocked (the application's handlers
+ *    run on its own threads) and are named "dv-copy".
+ */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+
+#include "copyteam.h"
+#include "core.h"
+
+typedef struct dv_copy_job {
+  char *dst;
+  const char *src;
+  size_t dpitch, spitch, width, height, total;
+  int parts;
+} dv_copy_job;
+
+typedef struct dv_copy_worker {
+  dv_copy_team *team;
+  int index; /* its part: 1 .. threads - 1 (the caller copies part 0) */
+  pthread_t thread;
+} dv_copy_worker;
+
+struct dv_copy_team {
+  pthread_mutex_t lock;
+  pthread_cond_t work; /* a new generation, or stop */
+  pthread_cond_t done; /* pending reached 0 */
+  int threads;         /* asked for, the caller included */
+  size_t min_bytes;
+  int spawn_limit;     /* tests: workers that may start (-1: any) */
+  int state;           /* 0 not started, 1 workers running, -1 copying on the callers for good */
+  int nworkers;
+  dv_copy_worker *workers;
+  bool busy, stop;
+  uint64_t gen;
+  int pending; /* workers yet to finish this generation */
+  dv_copy_job job;
+  uint64_t split, busy_count;
+};
+
+/* The first byte of part i of n: i/n of total, rounded up to a multiple of
+ * 64 (without overflow: total / n * i + total % n * i / n). */
+static size_t part_start(const dv_copy_job *j, int i) {
+  if (i <= 0) return 0;
+  if (i >= j->parts) return j->total;
+  size_t n = (size_t)j->parts, k = (size_t)i;
+  size_t at = j->total / n * k + j->total % n * k / n;
+  at = (at + 63) & ~(size_t)63;
+  return at < j->total ? at : j->total;
+}
+
+/* Bytes [a, b) of the rows laid end to end. */
+static void copy_range(const dv_copy_job *j, size_t a, size_t b) {
+  if (a >= b) return;
+  size_t y = a / j->width, x = a % j->width;
+  while (a < b) {
+    size_t n = j->width - x < b - a ? j->width - x : b - a;
+    memcpy(j->dst + y * j->dpitch + x, j->src + y * j->spitch + x, n);
+    a += n, y++, x = 0;
+  }
+}
+
+static void copy_part(const dv_copy_job *j, int i) { copy_range(j, part_start(j, i), part_start(j, i + 1)); }
+
+static void copy_alone(char *dst, size_t dpitch, const char *src, size_t spitch, size_t width, size_t height) {
+  if (dpitch == width && spitch == width) {
+    memcpy(dst, src, width * height);
+    return;
+  }
+  for (size_t y = 0; y < height; y++) memcpy(dst + y * dpitch, src + y * spitch, width);
+}
+
+static void *worker_main(void *arg) {
+  dv_copy_worker *w = arg;
+  dv_copy_team *t = w->team;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&t->lock);
+  for (;;) {
+    while (t->gen == seen && !t->stop) pthread_cond_wait(&t->work, &t->lock);
+    if (t->stop) break;
+    seen = t->gen;
+    dv_copy_job job = t->job;
+    pthread_mutex_unlock(&t->lock);
+    if (w->index < job.parts) copy_part(&job, w->index);
+    pthread_mutex_lock(&t->lock);
+    if (--t->pending == 0) pthread_cond_signal(&t->done);
+  }
+  pthread_mutex_unlock(&t->lock);
+  return NULL;
+}
+
+/* Under t->lock, once: allocate the worker records and start the workers. */
+static void start_workers(dv_copy_team *t) {
+  int want = t->threads - 1;
+  if (t->spawn_limit >= 0 && t->spawn_limit < want) want = t->spawn_limit;
+  t->workers = dv__calloc((size_t)(t->threads - 1), sizeof *t->workers);
+  if (!t->workers) {
+    t->state = -1;
+    dv__log(DV_LOG_WARN, "copy team: cannot allocate %d worker records; copies run on the calling thread",
+            t->threads - 1);
+    return;
+  }
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int e = 0;
+  for (int i = 0; i < t->threads - 1; i++) {
+    dv_copy_worker *w = &t->workers[i];
+    w->team = t, w->index = i + 1;
+    e = i < want ? pthread_create(&w->thread, NULL, worker_main, w) : EAGAIN;
+    if (e) break;
+#if defined(__GLIBC__)
+    pthread_setname_np(w->thread, "dv-copy");
+#endif
+    t->nworkers++;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (e)
+    dv__log(DV_LOG_WARN, "copy team: %d of %d worker threads started (%s)%s", t->nworkers, t->threads - 1,
+            strerror(e), t->nworkers ? "" : "; copies run on the calling thread");
+  if (t->nworkers == 0) {
+    dv__free(t->workers);
+    t->workers = NULL;
+    t->state = -1;
+  } else {
+    t->state = 1;
+  }
+}
+
+dv_copy_team *dv__copy_team_create(int threads, size_t min_bytes) {
+  dv_copy_team *t = dv__calloc(1, sizeof *t);
+  if (!t) return NULL;
+  if (threads < 1) threads = 1;
+  if (threads > DV_COPY_TEAM_MAX) threads = DV_COPY_TEAM_MAX;
+  pthread_mutex_init(&t->lock, NULL);
+  pthread_cond_init(&t->work, NULL);
+  pthread_cond_init(&t->done, NULL);
+  t->threads = threads;
+  t->min_bytes = min_bytes;
+  t->spawn_limit = -1;
+  return t;
+}
+
+void dv__copy_team_destroy(dv_copy_team *t) {
+  if (!t) return;
+  pthread_mutex_lock(&t->lock);
+  t->stop = true;
+  pthread_cond_broadcast(&t->work);
+  pthread_mutex_unlock(&t->lock);
+  for (int i = 0; i < t->nworkers; i++) pthread_join(t->workers[i].thread, NULL);
+  dv__free(t->workers);
+  pthread_cond_destroy(&t->done);
+  pthread_cond_destroy(&t->work);
+  pthread_mutex_destroy(&t->lock);
+  dv__free(t);
+}
+
+void dv__copy_team_rows(dv_copy_team *t, void *dst, size_t dpitch, const void *src, size_t spitch,
+                        size_t width, size_t height) {
+  if (!width || !height) return;
+  /* width * height fits: the caller's rows are in memory.  Checked all the
+   * same, since a wrapped product would only shrink the copy. */
+  size_t total;
+  if (__builtin_mul_overflow(width, height, &total) || !t || t->threads < 2 || total < t->min_bytes) {
+    copy_alone(dst, dpitch, src, spitch, width, height);
+    return;
+  }
+  pthread_mutex_lock(&t->lock);
+  if (t->state == 0 && !t->busy && !t->stop) start_workers(t);
+  if (t->busy || t->state != 1 || t->stop) {
+    if (t->busy) t->busy_count++;
+    pthread_mutex_unlock(&t->lock);
+    copy_alone(dst, dpitch, src, spitch, width, height);
+    return;
+  }
+  t->busy = true;
+  dv_copy_job job = {dst, src, dpitch, spitch, width, height, total, t->nworkers + 1};
+  t->job = job;
+  t->gen++;
+  t->pending = t->nworkers;
+  t->split++;
+  pthread_cond_broadcast(&t->work);
+  pthread_mutex_unlock(&t->lock);
+  copy_part(&job, 0);
+  pthread_mutex_lock(&t->lock);
+  while (t->pending) pthread_cond_wait(&t->done, &t->lock);
+  t->busy = false;
+  pthread_mutex_unlock(&t->lock);
+}
+
+void dv__copy_team_info(dv_copy_team *t, dv_copy_team_info *out) {
+  memset(out, 0, sizeof *out);
+  if (!t) {
+    out->threads = 1;
+    return;
+  }
+  pthread_mutex_lock(&t->lock);
+  out->threads = t->threads;
+  out->started = t->nworkers;
+  out->split = t->split;
+  out->busy = t->busy_count;
+  pthread_mutex_unlock(&t->lock);
+}
+
+void dv__copy_team_test_spawn_limit(dv_copy_team *t, int n) {
+  if (!t) return;
+  pthread_mutex_lock(&t->lock);
+  t->spawn_limit = n;
+  pthread_mutex_unlock(&t->lock);
+}
