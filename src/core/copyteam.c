@@ -1,19 +1,31 @@
 /*
- * The copy team (copyteam.h says what it promises).  One mutex and two
- * condition variables: a caller that wins the team (busy == false) writes
- * the job, bumps the generation and wakes every worker; each worker copies
- * its part of that generation and counts itself out; the caller copies
- * part 0 meanwhile and waits until every worker has counted out.  The next
- * job can only start after that, so no worker can miss a generation.
+ * The copy team (copyteam.h says what it promises).  A caller that wins the
+ * team (busy == false, under the lock) writes the job, sets the count of
+ * workers to wait for, bumps the generation and wakes the workers that
+ * sleep; each worker copies its part of that generation and counts itself
+ * out; the caller copies part 0 meanwhile and waits until every worker has
+ * counted out.  The next job can only start after that, so no worker can
+ * miss a generation.
  *
  * Why these choices:
  *  - A busy team is not waited for: the callers are the CUDA staging paths
  *    (a thread's copy at the call and a stream's callback thread), and a
  *    callback waiting for another thread's copy would hold up its stream
  *    for nothing a core of its own could not do meanwhile.
- *  - Workers sleep on a condition variable rather than spin: copies worth
- *    splitting take hundreds of microseconds, the wake-up a few, and
- *    spinning would take cores from the application between copies.
+ *  - Both sides spin a while before they sleep, since waking a sleeping
+ *    thread is slow: on the machine the defaults were measured on (a 2-core
+ *    KVM guest; docs/benchmarks.md, "Copy team") a copy that found its
+ *    worker asleep took about 300 us longer, and with both waits sleeping a
+ *    256 KiB copy over 2 threads took 4.3 times memcpy's time (splitting
+ *    paid from 16 MiB only); with the spins, back-to-back copies over 2
+ *    threads take 0.95 of memcpy's time at 256 KiB and 0.80-0.95 from 1 MiB.
+ *    The caller spins at most SPIN_CALLER_NS for the workers to finish (it
+ *    has nothing else to do); a worker spins at most SPIN_WORKER_NS for the
+ *    next job (a staged copy's pieces come one after another, a DMA apart),
+ *    then sleeps, so an idle team costs nothing.  Nobody spins in a team of
+ *    more threads than online CPUs: a spinning thread there takes the CPU
+ *    from the one that has work (4 threads on 2 CPUs: a 256 KiB copy took
+ *    22 times memcpy's time spinning, 4 times without).
  *  - Parts are cut at multiples of 64 bytes of the copy (cache lines, for
  *    an aligned destination), so two threads rarely write one line.
  *  - The first split starts the workers.  Whatever fails there (the worker
@@ -26,9 +38,14 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "copyteam.h"
 #include "core.h"
+
+#define SPIN_CALLER_NS 100000 /* 100 us */
+#define SPIN_WORKER_NS 200000 /* 200 us */
 
 typedef struct dv_copy_job {
   char *dst;
@@ -53,12 +70,29 @@ struct dv_copy_team {
   int state;           /* 0 not started, 1 workers running, -1 copying on the callers for good */
   int nworkers;
   dv_copy_worker *workers;
-  bool busy, stop;
-  uint64_t gen;
-  int pending; /* workers yet to finish this generation */
+  bool busy;
+  atomic_bool stop;
+  _Atomic uint64_t gen;
+  atomic_int pending; /* workers yet to finish this generation */
+  int sleepers;       /* workers waiting on `work` */
   dv_copy_job job;
   uint64_t split, busy_count;
+  int64_t spin_caller_ns, spin_worker_ns; /* 0 when there are more threads than CPUs */
 };
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /* The first byte of part i of n: i/n of total, rounded up to a multiple of
  * 64 (without overflow: total / n * i + total % n * i / n). */
@@ -96,18 +130,33 @@ static void *worker_main(void *arg) {
   dv_copy_worker *w = arg;
   dv_copy_team *t = w->team;
   uint64_t seen = 0;
-  pthread_mutex_lock(&t->lock);
   for (;;) {
-    while (t->gen == seen && !t->stop) pthread_cond_wait(&t->work, &t->lock);
-    if (t->stop) break;
-    seen = t->gen;
+    /* A while for the next job without sleeping: a staged copy's pieces come one after another. */
+    int64_t end = t->spin_worker_ns ? now_ns() + t->spin_worker_ns : 0;
+    for (int i = 1; end && atomic_load(&t->gen) == seen && !atomic_load(&t->stop); i++) {
+      cpu_relax();
+      if (!(i & 63) && now_ns() > end) break;
+    }
+    pthread_mutex_lock(&t->lock);
+    while (atomic_load(&t->gen) == seen && !atomic_load(&t->stop)) {
+      t->sleepers++;
+      pthread_cond_wait(&t->work, &t->lock);
+      t->sleepers--;
+    }
+    if (atomic_load(&t->stop)) {
+      pthread_mutex_unlock(&t->lock);
+      break;
+    }
+    seen = atomic_load(&t->gen);
     dv_copy_job job = t->job;
     pthread_mutex_unlock(&t->lock);
     if (w->index < job.parts) copy_part(&job, w->index);
-    pthread_mutex_lock(&t->lock);
-    if (--t->pending == 0) pthread_cond_signal(&t->done);
+    if (atomic_fetch_sub(&t->pending, 1) == 1) {
+      pthread_mutex_lock(&t->lock);
+      pthread_cond_signal(&t->done);
+      pthread_mutex_unlock(&t->lock);
+    }
   }
-  pthread_mutex_unlock(&t->lock);
   return NULL;
 }
 
@@ -160,13 +209,15 @@ dv_copy_team *dv__copy_team_create(int threads, size_t min_bytes) {
   t->threads = threads;
   t->min_bytes = min_bytes;
   t->spawn_limit = -1;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (ncpu >= threads) t->spin_caller_ns = SPIN_CALLER_NS, t->spin_worker_ns = SPIN_WORKER_NS;
   return t;
 }
 
 void dv__copy_team_destroy(dv_copy_team *t) {
   if (!t) return;
   pthread_mutex_lock(&t->lock);
-  t->stop = true;
+  atomic_store(&t->stop, true);
   pthread_cond_broadcast(&t->work);
   pthread_mutex_unlock(&t->lock);
   for (int i = 0; i < t->nworkers; i++) pthread_join(t->workers[i].thread, NULL);
@@ -188,8 +239,8 @@ void dv__copy_team_rows(dv_copy_team *t, void *dst, size_t dpitch, const void *s
     return;
   }
   pthread_mutex_lock(&t->lock);
-  if (t->state == 0 && !t->busy && !t->stop) start_workers(t);
-  if (t->busy || t->state != 1 || t->stop) {
+  if (t->state == 0 && !t->busy) start_workers(t);
+  if (t->busy || t->state != 1) {
     if (t->busy) t->busy_count++;
     pthread_mutex_unlock(&t->lock);
     copy_alone(dst, dpitch, src, spitch, width, height);
@@ -198,14 +249,19 @@ void dv__copy_team_rows(dv_copy_team *t, void *dst, size_t dpitch, const void *s
   t->busy = true;
   dv_copy_job job = {dst, src, dpitch, spitch, width, height, total, t->nworkers + 1};
   t->job = job;
-  t->gen++;
-  t->pending = t->nworkers;
+  atomic_store(&t->pending, t->nworkers);
+  atomic_fetch_add(&t->gen, 1);
   t->split++;
-  pthread_cond_broadcast(&t->work);
+  if (t->sleepers) pthread_cond_broadcast(&t->work);
   pthread_mutex_unlock(&t->lock);
   copy_part(&job, 0);
+  int64_t end = t->spin_caller_ns ? now_ns() + t->spin_caller_ns : 0;
+  for (int i = 1; end && atomic_load(&t->pending) != 0; i++) {
+    cpu_relax();
+    if (!(i & 63) && now_ns() > end) break;
+  }
   pthread_mutex_lock(&t->lock);
-  while (t->pending) pthread_cond_wait(&t->done, &t->lock);
+  while (atomic_load(&t->pending) != 0) pthread_cond_wait(&t->done, &t->lock);
   t->busy = false;
   pthread_mutex_unlock(&t->lock);
 }

@@ -18,6 +18,10 @@
  *  - Several threads may copy through one team at once: one copy at a time
  *    has the workers; a caller that finds them busy copies alone at once
  *    (calls never wait for one another).
+ *  - Waiting costs CPU for a short while only: after its part a worker
+ *    spins up to 200 us for the next copy, then sleeps; a caller spins up
+ *    to 100 us for its workers, then sleeps (no one spins in a team of
+ *    more threads than online CPUs).  An idle team's workers sleep.
  *  - dv__copy_team_destroy stops and joins the workers; no copy may be in
  *    progress on the team then.
  */
