@@ -91,6 +91,16 @@ static dv_copy_team_info info(dv_copy_team *t) {
   return i;
 }
 
+/* A team whose workers join every split copy before the caller starts
+ * (lockstep), so that the checks below cover chunks copied by workers
+ * however slowly they wake on a loaded machine. */
+static dv_copy_team *lockstep_team(int threads) {
+  dv_copy_team *t = dv__copy_team_create(threads, 0);
+  assert_non_null(t);
+  dv__copy_team_test_lockstep(t, true);
+  return t;
+}
+
 /* One contiguous range (height 1), cut by bytes: sizes that divide by
  * nothing, by the thread count, around multiples of 64, and the split is
  * counted. */
@@ -98,8 +108,7 @@ static void test_bytes(void **state) {
   (void)state;
   const size_t sizes[] = {1, 63, 64, 65, 127, 1000, 4096, 65537, 1 << 20, (3 << 20) + 13};
   for (int th = 2; th <= 5; th++) {
-    dv_copy_team *t = dv__copy_team_create(th, 0);
-    assert_non_null(t);
+    dv_copy_team *t = lockstep_team(th);
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
       check_rows(t, sizes[k], 1, sizes[k], sizes[k], (unsigned)k);
       /* dv__copy_team_bytes is the same copy. */
@@ -114,6 +123,7 @@ static void test_bytes(void **state) {
     assert_int_equal(i.threads, th);
     assert_int_equal(i.started, th - 1);
     assert_int_equal(i.split, 2 * sizeof sizes / sizeof *sizes);
+    assert_true(i.worker_chunks > 0);
     dv__copy_team_destroy(t);
   }
 }
@@ -122,37 +132,38 @@ static void test_bytes(void **state) {
  * by no thread count. */
 static void test_rows_and_pitches(void **state) {
   (void)state;
-  dv_copy_team *t = dv__copy_team_create(4, 0);
-  assert_non_null(t);
+  dv_copy_team *t = lockstep_team(4);
   check_rows(t, 1000, 1000, 1000, 1000, 1); /* dense: one range */
   check_rows(t, 1000, 1000, 1100, 1031, 2); /* gaps on both sides */
   check_rows(t, 1001, 997, 1001, 4096, 3);  /* gaps in the source only */
   check_rows(t, 1001, 997, 2048, 1001, 4);  /* in the destination only */
-  check_rows(t, 3, 100003, 5, 7, 5);        /* short rows: parts cut rows */
+  check_rows(t, 3, 100003, 5, 7, 5);        /* short rows: chunks cut rows */
   check_rows(t, 12345, 7, 12400, 12345, 6);
   assert_int_equal(info(t).split, 6);
+  assert_true(info(t).worker_chunks > 0);
   dv__copy_team_destroy(t);
 }
 
-/* Fewer rows than threads: rows are cut into parts. */
+/* Fewer rows than threads: rows are cut into chunks. */
 static void test_fewer_rows_than_threads(void **state) {
   (void)state;
-  dv_copy_team *t = dv__copy_team_create(8, 0);
-  assert_non_null(t);
+  dv_copy_team *t = lockstep_team(8);
   for (size_t h = 1; h < 8; h++) check_rows(t, 100003, h, 100100, 100200, (unsigned)h);
   assert_int_equal(info(t).split, 7);
+  assert_true(info(t).worker_chunks > 0);
   dv__copy_team_destroy(t);
 }
 
-/* Every small shape against every thread count: parts that are empty,
- * parts shorter than a row, parts that start and end mid-row. */
+/* Every small shape against every thread count: a single 64-byte chunk,
+ * chunks shorter than a row, chunks that start and end mid-row, a last
+ * chunk shorter than the others. */
 static void test_every_small_shape(void **state) {
   (void)state;
   for (int th = 2; th <= 6; th++) {
-    dv_copy_team *t = dv__copy_team_create(th, 0);
-    assert_non_null(t);
+    dv_copy_team *t = lockstep_team(th);
     for (size_t w = 1; w <= 140; w += (w < 70 ? 1 : 13))
       for (size_t h = 1; h <= 6; h++) check_rows(t, w, h, w + (h & 1) * 3, w + (h & 2) * 5, (unsigned)(w * 7 + h));
+    assert_true(info(t).worker_chunks > 0);
     dv__copy_team_destroy(t);
   }
 }

@@ -1,9 +1,11 @@
 /*
- * A copy team (copyteam.c): a few worker threads that split one host-memory
- * copy of rows (or one contiguous range) into contiguous parts, the calling
- * thread copying one part itself and waiting for the others.  Made for the
- * CUDA backend's pageable staging (one thread's memcpy is slower than a PCIe
- * 5 DMA), usable by any layer: it calls nothing but pthreads and memcpy, so
+ * A copy team (copyteam.c): a few worker threads that share one host-memory
+ * copy of rows (or one contiguous range) with the calling thread.  The
+ * copy's bytes are cut into contiguous chunks (a few per thread); the
+ * caller and every worker that is awake take chunks until none is left,
+ * and the caller waits only for chunks a worker took.  Made for the CUDA
+ * backend's pageable staging (one thread's memcpy is slower than a PCIe 5
+ * DMA), usable by any layer: it calls nothing but pthreads and memcpy, so
  * it may run on a driver's callback thread.
  *
  * What it promises:
@@ -18,15 +20,18 @@
  *  - Several threads may copy through one team at once: one copy at a time
  *    has the workers; a caller that finds them busy copies alone at once
  *    (calls never wait for one another).
- *  - Waiting costs CPU for a short while only: after its part a worker
- *    spins up to 200 us for the next copy, then sleeps; a caller spins up
- *    to 100 us for its workers, then sleeps (no one spins in a team of
- *    more threads than online CPUs).  An idle team's workers sleep.
+ *  - A split copy is never held up by a worker that is slow to wake: the
+ *    caller copies what no worker took.
+ *  - Waiting costs CPU for a short while only: after a copy a worker spins
+ *    up to 200 us for the next one, then sleeps; a caller spins up to 100
+ *    us for the chunks workers are copying, then sleeps (no one spins in a
+ *    team of more threads than online CPUs).  An idle team's workers sleep.
  *  - dv__copy_team_destroy stops and joins the workers; no copy may be in
  *    progress on the team then.
  */
 #ifndef DV_COPYTEAM_H
 #define DV_COPYTEAM_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,9 +51,10 @@ void dv__copy_team_destroy(dv_copy_team *t);
 /* height rows of width bytes, from rows spitch bytes apart at src to rows
  * dpitch bytes apart at dst (pitches may be anything when height is 1).
  * Source and destination do not overlap.  Split when width * height >=
- * min_bytes: the bytes of all rows, in order, are cut into one contiguous
- * part per thread (a single row, or a contiguous range, by bytes; cut at
- * multiples of 64 bytes).  Returns when every byte is copied. */
+ * min_bytes: the bytes of all rows, laid end to end, are cut into 4
+ * chunks per thread, multiples of 64 bytes (a single row, or a contiguous
+ * range, is cut by bytes; chunks may start and end mid-row).  Returns when
+ * every byte is copied. */
 void dv__copy_team_rows(dv_copy_team *t, void *dst, size_t dpitch, const void *src, size_t spitch,
                         size_t width, size_t height);
 /* One contiguous range: dv__copy_team_rows with height 1. */
@@ -62,11 +68,16 @@ typedef struct dv_copy_team_info {
   int started;          /* workers running (threads - 1 when all started) */
   uint64_t split;       /* copies split over the team */
   uint64_t busy;        /* copies made alone because another call had the workers */
+  uint64_t worker_chunks; /* chunks of split copies that workers copied */
 } dv_copy_team_info;
 void dv__copy_team_info(dv_copy_team *t, dv_copy_team_info *out);
 
 /* Tests: at most n worker threads will be started, as though the next
  * pthread_create failed (n < 0: no limit).  Before the first split only. */
 void dv__copy_team_test_spawn_limit(dv_copy_team *t, int n);
+/* Tests: with on, a split copy waits until every worker has joined it
+ * before the caller takes its first chunk, so that workers copy chunks of
+ * every split copy however slowly they wake up. */
+void dv__copy_team_test_lockstep(dv_copy_team *t, bool on);
 
 #endif
