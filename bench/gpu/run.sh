@@ -112,6 +112,13 @@ do_bench() {
   timeout 60 build-gpu/bench/bench_alloc --backend cuda > "$out/bench_alloc.txt" 2>&1; tail -14 "$out/bench_alloc.txt"
   timeout 60 build-gpu/bench/bench_kernels --backend cuda --n 2048 > "$out/bench_kernels.txt" 2>&1; cat "$out/bench_kernels.txt"
   timeout 60 build-gpu/bench/bench_smart --backend cuda --n 1048576 --iters 50 --reps 7 > "$out/bench_smart.txt" 2>&1; tail -12 "$out/bench_smart.txt"
+  # The copy team of the pageable staging path (issue 13): 1..8 threads back to back, and 1..4
+  # with the workers asleep between copies (the defaults cuda_staging_threads and
+  # cuda_staging_thread_min come from a 2-core machine; docs/benchmarks.md, "Copy team").
+  { echo "nproc $(nproc)"; lscpu | grep -E 'Model name|^Socket|NUMA node\(s\)';
+    timeout 60 build-gpu/bench/bench_copyteam --quick --threads 8;
+    timeout 30 build-gpu/bench/bench_copyteam --quick --threads 4 --gap-us 1000; } > "$out/bench_copyteam.txt" 2>&1
+  cat "$out/bench_copyteam.txt"
   for ex in matmul dynamic_shared local_array constant_memory barriers smart; do
     timeout 20 build-gpu/examples/example_$ex --backend cuda
   done > "$out/examples.txt" 2>&1; cat "$out/examples.txt"

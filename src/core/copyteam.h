@@ -52,9 +52,9 @@ void dv__copy_team_destroy(dv_copy_team *t);
  * dpitch bytes apart at dst (pitches may be anything when height is 1).
  * Source and destination do not overlap.  Split when width * height >=
  * min_bytes: the bytes of all rows, laid end to end, are cut into 4
- * chunks per thread, multiples of 64 bytes (a single row, or a contiguous
- * range, is cut by bytes; chunks may start and end mid-row).  Returns when
- * every byte is copied. */
+ * chunks per thread, multiples of 64 bytes, at most 256 KiB (a single row,
+ * or a contiguous range, is cut by bytes; chunks may start and end
+ * mid-row).  Returns when every byte is copied. */
 void dv__copy_team_rows(dv_copy_team *t, void *dst, size_t dpitch, const void *src, size_t spitch,
                         size_t width, size_t height);
 /* One contiguous range: dv__copy_team_rows with height 1. */
