@@ -73,7 +73,7 @@ typedef struct dv_copy_worker {
 struct dv_copy_team {
   pthread_mutex_t lock;
   pthread_cond_t work; /* a new generation, or stop */
-  pthread_cond_t done; /* pending reached 0 */
+  pthread_cond_t done; /* no worker left in the job; in lockstep, every worker joined */
   int threads;         /* asked for, the caller included */
   size_t min_bytes;
   int spawn_limit;     /* tests: workers that may start (-1: any) */
