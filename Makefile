@@ -38,11 +38,12 @@ test: setup
 	  scripts/run-tests build-asan -j$(JOBS) --output-on-failure --timeout 600
 
 # ThreadSanitizer: the suites that share contexts and streams between threads
-# (and the host simulator's kernels: fibers, helper threads, streams at once).
+# (and the host simulator's kernels: fibers, helper threads, streams at once;
+# the copy team's workers and concurrent callers).
 TSAN = TSAN_OPTIONS=halt_on_error=1 scripts/quietly build-tsan/tsan.log
 tsan: setup
 	@$(CONFIGURE) -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_TSAN=ON -DDV_WERROR=ON > /dev/null
-	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool test_host_kernels test_smart test_claim
+	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool test_host_kernels test_smart test_claim test_copyteam
 	@rm -f build-tsan/tsan.log
 	@$(TSAN) ./build-tsan/tests/test_threads host
 	@$(TSAN) ./build-tsan/tests/test_threads host-pool
@@ -53,6 +54,7 @@ tsan: setup
 	@$(TSAN) ./build-tsan/tests/test_smart host
 	@$(TSAN) ./build-tsan/tests/test_claim host
 	@$(TSAN) ./build-tsan/tests/test_claim host-pool
+	@$(TSAN) ./build-tsan/tests/test_copyteam
 
 # libFuzzer (clang): views, slicing, reshape, ravel, split on arbitrary layouts, and DLPack
 # import of arbitrary tensors; short runs.

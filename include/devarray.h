@@ -829,6 +829,24 @@ DV_API dv_status dv_array_host_data(const dv_array *a, void **ptr);
  * its first argument (as memcpy).  dv_array_memset and dv_array_copy_new act
  * on their first argument.  dv_to_device mirrors the module function
  * `cuda.to_device(obj, stream, copy, to)`, so the context comes first.
+ *
+ * Pageable host memory on CUDA: the driver copies pageable memory
+ * synchronously, so a copy between a device array and host memory that is
+ * neither pinned nor registered goes through pinned staging buffers in
+ * pieces of at most `cuda_staging_chunk` bytes (DV_CUDA_STAGING_CHUNK,
+ * default 4 MiB), ordered on the stream like any other copy (a
+ * synchronous copy smaller than one piece is left to the driver).  The CPU's
+ * part, copying each piece into or out of its staging buffer, is shared by
+ * `cuda_staging_threads` threads (DV_CUDA_STAGING_THREADS, the calling
+ * thread or the stream's callback thread included; default 0: min(4,
+ * online CPUs); 1: one thread) for pieces of at least
+ * `cuda_staging_thread_min` bytes (DV_CUDA_STAGING_THREAD_MIN, default 1
+ * MiB).  The extra threads belong to the context: started at its first
+ * piece that is split, they wait for work asleep (after a piece they spin
+ * up to 200 us for the next), and dv_context_destroy joins them.  When they
+ * cannot be started, or are busy with another thread's piece, the piece is
+ * copied by one thread: never an error.  Pinned, mapped and registered host
+ * memory (dv_pinned_array, dv_array_register, ...) needs none of this.
  * @{
  */
 

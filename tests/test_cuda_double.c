@@ -6,6 +6,7 @@
  * chunk (DV_CUDA_STAGING_CHUNK) so that small copies take several pieces.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -234,6 +235,108 @@ static void test_pageable_pipeline_sizes(void **state) {
   dv_stream_release(s);
   dv_array_release(d), dv_array_release(hv), dv_array_release(bv);
   free(big), free(back);
+}
+
+/* Threads of the copy teams in this process ("dv-copy"), once the count is
+ * want or two seconds have passed (a joined thread may be listed a moment
+ * longer). */
+static int copy_threads(int want) {
+  int n = -1;
+  for (int tries = 0; tries < 200; tries++) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+      char path[300], name[32] = "";
+      snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+      FILE *f = e->d_name[0] == '.' ? NULL : fopen(path, "r");
+      if (!f) continue;
+      if (fgets(name, sizeof name, f) && strncmp(name, "dv-copy", 7) == 0) n++;
+      fclose(f);
+    }
+    closedir(d);
+    if (n == want || want < 0) break;
+    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  }
+  return n;
+}
+
+/* Issue 13: the host copies of staged pieces split over several threads
+ * (cuda_staging_threads=4; pieces of 64 KiB, split from 16 KiB on) give
+ * exactly the bytes, both ways: synchronous copies (filled at the call),
+ * a download then an upload of the same pageable array queued on a held
+ * stream (the upload's pieces filled by stream callbacks, in stream
+ * order, the download's copied out by callbacks), a 2-D host view with a
+ * pitch (five rows a piece, rows split between threads), and pieces below
+ * the threshold (the tails).  The team's three workers start at the first
+ * split and are joined when the context goes. */
+static void test_pageable_copy_threads(void **state) {
+  (void)state;
+  hold_fn hold = driver() ? (hold_fn)dlsym(driver(), "dvdouble_hold") : NULL; /* optional here */
+  int before = copy_threads(-1);
+  dv_context *c;
+  assert_ok(test_context(&c, "cuda_staging_chunk=64K", "cuda_staging_threads=4", "cuda_staging_thread_min=16K",
+                         NULL));
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
+  const int64_t sizes[] = {4096 + 3, 3 * 16384 + 7, 250000}; /* tails below and above 16 KiB */
+  for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+    int64_t n = sizes[k];
+    size_t bytes = (size_t)n * 4;
+    float *src = malloc(bytes), *mid = malloc(bytes), *out = malloc(bytes);
+    assert_non_null(src), assert_non_null(mid), assert_non_null(out);
+    fill_pattern(src, bytes, (unsigned)k + 11);
+    for (int64_t i = 0; i < n; i++) mid[i] = -1.0f, out[i] = -2.0f;
+    dv_array *hs, *hm, *ho, *d, *d2;
+    dv_stream *s;
+    assert_ok(dv_host_array_wrap(c, src, 1, &n, dt, NULL, &hs));
+    assert_ok(dv_host_array_wrap(c, mid, 1, &n, dt, NULL, &hm));
+    assert_ok(dv_host_array_wrap(c, out, 1, &n, dt, NULL, &ho));
+    assert_ok(dv_device_array(c, 1, &n, dt, NULL, 'C', NULL, &d));
+    assert_ok(dv_device_array(c, 1, &n, dt, NULL, 'C', NULL, &d2));
+    assert_ok(dv_stream_create(c, 0, &s));
+    assert_ok(dv_copy_to_device(d, hs, NULL)); /* synchronous: filled at the call */
+    if (hold) hold(1);
+    dv_status a = dv_copy_to_host(d, hm, s, NULL); /* mid = d, copied out by callbacks */
+    dv_status b = dv_copy_to_device(d2, hm, s);    /* d2 = mid: filled by callbacks, after */
+    if (hold) hold(0);
+    assert_ok(a);
+    assert_ok(b);
+    assert_ok(dv_stream_synchronize(s));
+    assert_ok(dv_copy_to_host(d2, ho, NULL, NULL)); /* synchronous download */
+    if (memcmp(mid, src, bytes)) fail_msg("%lld floats: the download on the stream differs", (long long)n);
+    for (int64_t i = 0; i < n; i++)
+      if (memcmp(&out[i], &src[i], 4))
+        fail_msg("%lld floats: element %lld differs after the round trip (the upload read the host array "
+                 "before the download queued ahead of it had written it?)", (long long)n, (long long)i);
+    dv_stream_release(s);
+    dv_array_release(d), dv_array_release(d2), dv_array_release(hs), dv_array_release(hm), dv_array_release(ho);
+    free(src), free(mid), free(out);
+  }
+  /* 2-D: rows of 3000 floats out of rows of 3001, both ways, on a stream. */
+  int64_t shape[2] = {40, 3000}, strides[2] = {3001 * 4, 4};
+  float *big = malloc(40 * 3001 * 4), *back = malloc(40 * 3001 * 4);
+  assert_non_null(big), assert_non_null(back);
+  fill_pattern(big, 40 * 3001 * 4, 78);
+  for (int i = 0; i < 40 * 3001; i++) back[i] = -2.0f;
+  dv_array *hv, *bv, *d;
+  dv_stream *s;
+  assert_ok(dv_host_array_wrap(c, big, 2, shape, dt, strides, &hv));
+  assert_ok(dv_host_array_wrap(c, back, 2, shape, dt, strides, &bv));
+  assert_ok(dv_device_array(c, 2, shape, dt, NULL, 'C', NULL, &d));
+  assert_ok(dv_stream_create(c, 0, &s));
+  assert_ok(dv_copy_to_device(d, hv, s));
+  assert_ok(dv_copy_to_host(d, bv, s, NULL));
+  assert_ok(dv_stream_synchronize(s));
+  for (int i = 0; i < 40; i++) {
+    if (memcmp(back + i * 3001, big + i * 3001, 3000 * 4)) fail_msg("2-D row %d differs", i);
+    assert_true(back[i * 3001 + 3000] == -2.0f); /* the gap is not written */
+  }
+  dv_stream_release(s);
+  dv_array_release(d), dv_array_release(hv), dv_array_release(bv);
+  free(big), free(back);
+  assert_int_equal(copy_threads(before + 3), before + 3); /* the team of this context split pieces */
+  assert_ok(dv_context_destroy(c));
+  assert_int_equal(copy_threads(before), before); /* and was joined */
 }
 
 /* Issue 13 #2: a device-to-device 2-D copy the driver refuses (pitches the
@@ -637,7 +740,7 @@ int main(int argc, char **argv) {
       T(test_wrap_checks_allocation), T(test_device_option), T(test_second_device), T(test_fork_child_refused), T(test_pool_per_thread_streams_distinct),
       T(test_callback_gets_device_error), T(test_destroy_waits_for_queued_work),
       T(test_peer_copy_source_free_after_return), T(test_pageable_round_trip_in_stream_order),
-      T(test_pageable_legacy_upload_after_other_stream),
+      T(test_pageable_legacy_upload_after_other_stream), T(test_pageable_copy_threads),
   };
   return test_main(argc, argv, "cuda_double", tests, sizeof tests / sizeof tests[0]);
 }

@@ -92,6 +92,8 @@ typedef struct dv_backend_config {
   const char *nvrtc_library; /* CUDA: NVRTC to load ("": search) */
   int host_ipc;             /* host simulator: device memory in memfds (dv_ipc_export) */
   size_t cuda_staging_chunk; /* CUDA: bytes per staged piece of a pageable copy */
+  int cuda_staging_threads;  /* CUDA: threads copying a piece to/from staging (0: min(4, CPUs)) */
+  size_t cuda_staging_thread_min; /* CUDA: pieces below this many bytes are copied by one thread */
 } dv_backend_config;
 
 

@@ -94,6 +94,12 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
     {"device", "DV_DEVICE", NULL, T_STRING, "", 0, 0,
      "device of whichever backend is chosen: a CUDA ordinal, an OpenCL \"platform:device\" or "
      "name (empty: each backend's own option, cuda_device or opencl_device, which win when set)"},
+    {"cuda_staging_threads", "DV_CUDA_STAGING_THREADS", NULL, T_INT, "0", 0, 64,
+     "CUDA: threads, the calling one included, that copy each staged piece of a copy with "
+     "pageable host memory into or out of its pinned buffer (0: min(4, online CPUs); 1: the calling "
+     "thread alone)"},
+    {"cuda_staging_thread_min", "DV_CUDA_STAGING_THREAD_MIN", NULL, T_SIZE, "1M", 0, 1073741824.0,
+     "CUDA: staged pieces smaller than this many bytes are copied by one thread"},
 };
 
 int dv__option_lookup(const char *name) {
