@@ -41,9 +41,12 @@ test: setup
 # (and the host simulator's kernels: fibers, helper threads, streams at once;
 # the copy team's workers and concurrent callers).
 TSAN = TSAN_OPTIONS=halt_on_error=1 scripts/quietly build-tsan/tsan.log
+# The CUDA backend's threads (staging callbacks, the copy team, streams shared
+# between threads) on the driver test double, as CTest's cuda.backend runs it.
+CUDA_DOUBLE = LD_LIBRARY_PATH=build-tsan/tests/cudadouble DV_CUDA_STAGING_CHUNK=65536 CUDA_DOUBLE_BLOCK_S=3
 tsan: setup
 	@$(CONFIGURE) -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_TSAN=ON -DDV_WERROR=ON > /dev/null
-	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool test_host_kernels test_smart test_claim test_copyteam
+	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool test_host_kernels test_smart test_claim test_copyteam test_cuda_double
 	@rm -f build-tsan/tsan.log
 	@$(TSAN) ./build-tsan/tests/test_threads host
 	@$(TSAN) ./build-tsan/tests/test_threads host-pool
@@ -55,6 +58,10 @@ tsan: setup
 	@$(TSAN) ./build-tsan/tests/test_claim host
 	@$(TSAN) ./build-tsan/tests/test_claim host-pool
 	@$(TSAN) ./build-tsan/tests/test_copyteam
+	@$(TSAN) env $(CUDA_DOUBLE) ./build-tsan/tests/test_cuda_double cuda
+	@$(TSAN) env $(CUDA_DOUBLE) ./build-tsan/tests/test_streams cuda
+	@$(TSAN) env $(CUDA_DOUBLE) ./build-tsan/tests/test_threads cuda
+	@$(TSAN) env $(CUDA_DOUBLE) ./build-tsan/tests/test_claim cuda
 
 # libFuzzer (clang): views, slicing, reshape, ravel, split on arbitrary layouts, and DLPack
 # import of arbitrary tensors; short runs.
