@@ -345,6 +345,52 @@ static void test_start_failures(void **state) {
   assert_int_equal(team_threads(), before);
 }
 
+/* Back-to-back split copies without lockstep, from 3 callers (1,000 each), of shapes
+ * that change every call (a worker left over from a previous job would copy
+ * with the wrong chunk size or into the wrong buffer). */
+typedef struct stress_arg { dv_copy_team *t; unsigned seed; int bad; } stress_arg;
+static void *stress_main(void *p) {
+  stress_arg *a = p;
+  size_t cap = 3 << 20;
+  unsigned char *s = malloc(cap), *d = malloc(cap);
+  if (!s || !d) {
+    free(s), free(d);
+    a->bad = 2;
+    return NULL;
+  }
+  unsigned r = a->seed;
+  for (int i = 0; i < 1000 && !a->bad; i++) {
+    r = r * 1103515245u + 12345u;
+    size_t w = 1 + (r >> 8) % 5000, h = 1 + (r >> 20) % 300, dp = w + (r & 7), sp = w + ((r >> 3) & 15);
+    if ((h - 1) * (dp > sp ? dp : sp) + w > cap) h = 1;
+    fill(s, (h - 1) * sp + w, r);
+    memset(d, 0, (h - 1) * dp + w);
+    dv__copy_team_rows(a->t, d, dp, s, sp, w, h);
+    for (size_t y = 0; y < h; y++)
+      if (memcmp(d + y * dp, s + y * sp, w)) a->bad = 1;
+  }
+  free(s), free(d);
+  return NULL;
+}
+static void test_stress_changing_shapes(void **state) {
+  (void)state;
+  for (int th = 2; th <= 4; th++) {
+    dv_copy_team *t = dv__copy_team_create(th, 0);
+    pthread_t id[3];
+    stress_arg a[3];
+    assert_non_null(t);
+    for (int i = 0; i < 3; i++) {
+      a[i] = (stress_arg){t, 17u * (unsigned)i + (unsigned)th, 0};
+      assert_int_equal(pthread_create(&id[i], NULL, stress_main, &a[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) pthread_join(id[i], NULL), assert_int_equal(a[i].bad, 0);
+    dv_copy_team_info i = info(t);
+    print_message("stress %d: split %llu busy %llu worker chunks %llu\n", th, (unsigned long long)i.split,
+                  (unsigned long long)i.busy, (unsigned long long)i.worker_chunks);
+    dv__copy_team_destroy(t);
+  }
+}
+
 int main(void) {
   dv__log_set_level(DV_LOG_ERROR); /* the start failures warn, as they should */
   const struct CMUnitTest tests[] = {
@@ -358,6 +404,7 @@ int main(void) {
       cmocka_unit_test(test_concurrent_callers),
       cmocka_unit_test(test_destroy),
       cmocka_unit_test(test_start_failures),
+      cmocka_unit_test(test_stress_changing_shapes),
   };
   return cmocka_run_group_tests_name("copyteam", tests, NULL, NULL);
 }

@@ -145,12 +145,62 @@ static void test_short_rows_unrolled_both_paths(void **state) {
   dv__memops_portable(was);
 }
 
+/* The unrolled loops with negative strides on either side (record dtypes
+ * of 16..256 bytes reach them through dv__strided_copy with a view's own
+ * strides), a dense destination with a reversed source (the AVX2 pairing),
+ * and a source stride of 0 (broadcast), on both paths. */
+static void test_short_rows_negative_and_zero_strides(void **state) {
+  (void)state;
+  size_t widths[] = {16, 32, 48, 64, 128, 256};
+  bool was = dv__memops_portable(false);
+  for (int portable = 0; portable < 2; portable++) {
+    dv__memops_portable(portable != 0);
+    for (size_t k = 0; k < sizeof widths / sizeof *widths; k++)
+      for (int64_t rows = 1; rows <= 9; rows++)
+        for (int kind = 0; kind < 5; kind++) {
+          int64_t w = (int64_t)widths[k], gap = w + 16;
+          int64_t ss, ds;
+          switch (kind) {
+            case 0: ds = w, ss = -w; break;        /* reversed gather into dense */
+            case 1: ds = -w, ss = w; break;        /* dense into reversed */
+            case 2: ds = -gap, ss = -gap - 8; break;
+            case 3: ds = w, ss = 0; break;         /* broadcast source */
+            default: ds = gap, ss = -gap; break;
+          }
+          size_t span = (size_t)(rows + 2) * (size_t)(gap + 8) * 2 + 64;
+          size_t mid = span / 2;
+          int64_t n[1] = {rows}, sst[1] = {ss}, dst[1] = {ds};
+          check_copy(n, 1, sst, dst, (size_t)w, span, mid + 5, mid + 3);
+        }
+  }
+  dv__memops_portable(was);
+}
+
+/* A rect of width 0 copies nothing (a first version of the unrolled loops'
+ * dispatch took width 0 for one of its widths and wrote 64 or 256 bytes a
+ * row). */
+static void test_rect_width_zero_copies_nothing(void **state) {
+  (void)state;
+  bool was = dv__memops_portable(false);
+  for (int portable = 0; portable < 2; portable++) {
+    dv__memops_portable(portable != 0);
+    unsigned char *s = malloc(4 * 300), *d = malloc(4 * 300), *ref = malloc(4 * 300);
+    memset(s, 1, 4 * 300), memset(d, 2, 4 * 300), memset(ref, 2, 4 * 300);
+    dv__rect_copy(d, 300, 0, s, 300, 0, 0, 4, 1);
+    assert_memory_equal(d, ref, 4 * 300);
+    free(s), free(d), free(ref);
+  }
+  dv__memops_portable(was);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_transpose_every_itemsize),
       cmocka_unit_test(test_transpose_outer_dims_and_negative_strides),
       cmocka_unit_test(test_short_rows_every_width),
       cmocka_unit_test(test_short_rows_unrolled_both_paths),
+      cmocka_unit_test(test_short_rows_negative_and_zero_strides),
+      cmocka_unit_test(test_rect_width_zero_copies_nothing),
   };
   return cmocka_run_group_tests_name("memops", tests, NULL, NULL);
 }

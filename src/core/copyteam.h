@@ -3,7 +3,9 @@
  * copy of rows (or one contiguous range) with the calling thread.  The
  * copy's bytes are cut into contiguous chunks (a few per thread); the
  * caller and every worker that is awake take chunks until none is left,
- * and the caller waits only for chunks a worker took.  Made for the CUDA
+ * and the caller then waits for the workers that joined the copy (a worker
+ * preempted inside it, where there are more threads than CPUs, holds the
+ * caller up for a time slice).  Made for the CUDA
  * backend's pageable staging (one thread's memcpy is slower than a PCIe 5
  * DMA), usable by any layer: it calls nothing but pthreads and memcpy, so
  * it may run on a driver's callback thread.
@@ -28,6 +30,12 @@
  *    team of more threads than online CPUs).  An idle team's workers sleep.
  *  - dv__copy_team_destroy stops and joins the workers; no copy may be in
  *    progress on the team then.
+ *  - Not fork-safe: a child has none of the workers, so it may copy
+ *    through the team (every chunk falls to the caller) but must not
+ *    destroy it (the join would wait for threads that are not there); the
+ *    CUDA backend never touches its staging state in a child.
+ *  - Whether to spin is decided from the online CPU count, not the
+ *    affinity mask or a cgroup quota, and each team decides alone.
  */
 #ifndef DV_COPYTEAM_H
 #define DV_COPYTEAM_H

@@ -32,14 +32,23 @@ static inline void dv__cp16(char *d, const char *s) {
     for (int k_ = 0; k_ < (W) / 16; k_++) dv__cp16((d) + 16 * k_, (s) + 16 * k_); \
   } while (0)
 
+/* The widths with their own loops below (dv__rows16, dv__rows16_avx2). */
+static inline bool dv__rows16_width(size_t w) {
+  return w == 16 || w == 32 || w == 48 || w == 64 || w == 128 || w == 256;
+}
+
 /* n rows of W bytes (a multiple of 16), U rows per loop iteration: the
- * loop's own work (two pointer steps, a compare) is paid once per U rows,
- * which is what short rows are bound by. */
+ * loop's own work is paid once per U rows, which is what short rows are
+ * bound by.  Rows are addressed by index (no pointer is formed past the
+ * last row, whatever the strides' signs). */
 #define DV_ROWS_UNROLLED(W, U)                                 \
-  for (; n >= (U); n -= (U), d += (U) * ds, s += (U) * ss)     \
-    for (int u_ = 0; u_ < (U); u_++) DV_CPW(d + u_ * ds, s + u_ * ss, W); \
-  for (; n > 0; n--, d += ds, s += ss) DV_CPW(d, s, W);        \
-  return;
+  {                                                            \
+    int64_t i = 0;                                             \
+    for (; i + (U) <= n; i += (U))                             \
+      for (int u_ = 0; u_ < (U); u_++) DV_CPW(d + (i + u_) * ds, s + (i + u_) * ss, W); \
+    for (; i < n; i++) DV_CPW(d + i * ds, s + i * ss, W);      \
+    return;                                                    \
+  }
 
 /* Rows of 16, 32, 48, 64, 128 or 256 bytes (runs of 4 to 64 float32, the
  * short runs of a sliced view) with 16-byte words, unrolled. */
@@ -50,7 +59,9 @@ static void dv__rows16(char *d, int64_t ds, const char *s, int64_t ss, int64_t n
     case 48: DV_ROWS_UNROLLED(48, 2)
     case 64: DV_ROWS_UNROLLED(64, 2)
     case 128: DV_ROWS_UNROLLED(128, 1)
-    default: DV_ROWS_UNROLLED(256, 1)
+    case 256: DV_ROWS_UNROLLED(256, 1)
+    default: /* not reached: dv__rows16_width */
+      for (int64_t i = 0; i < n; i++) memmove(d + i * ds, s + i * ss, w);
   }
 }
 
@@ -65,62 +76,55 @@ __attribute__((target("avx2"))) static void dv__rows16_avx2(char *d, int64_t ds,
 #define DV_ST16(p, v) _mm_storeu_si128((__m128i *)(void *)(p), v)
 #define DV_ST32(p, v) _mm256_storeu_si256((__m256i *)(void *)(p), v)
 #define DV_PAIR(p, q) _mm256_inserti128_si256(_mm256_castsi128_si256(DV_LD16(p)), DV_LD16(q), 1)
+  int64_t i = 0;
   switch (w) {
     case 16:
-      if (ds == 16) {
-        for (; n >= 4; n -= 4, d += 64, s += 4 * ss) {
-          __m256i a = DV_PAIR(s, s + ss), b = DV_PAIR(s + 2 * ss, s + 3 * ss);
-          DV_ST32(d, a);
-          DV_ST32(d + 32, b);
+      if (ds == 16)
+        for (; i + 4 <= n; i += 4) {
+          const char *r = s + i * ss;
+          __m256i a = DV_PAIR(r, r + ss), b = DV_PAIR(r + 2 * ss, r + 3 * ss);
+          DV_ST32(d + i * 16, a);
+          DV_ST32(d + i * 16 + 32, b);
         }
-      } else {
-        for (; n >= 4; n -= 4, d += 4 * ds, s += 4 * ss)
-          for (int u = 0; u < 4; u++) DV_ST16(d + u * ds, DV_LD16(s + u * ss));
-      }
-      for (; n > 0; n--, d += ds, s += ss) DV_ST16(d, DV_LD16(s));
+      else
+        for (; i + 4 <= n; i += 4)
+          for (int u = 0; u < 4; u++) DV_ST16(d + (i + u) * ds, DV_LD16(s + (i + u) * ss));
+      for (; i < n; i++) DV_ST16(d + i * ds, DV_LD16(s + i * ss));
       return;
     case 32:
-      for (; n >= 4; n -= 4, d += 4 * ds, s += 4 * ss)
-        for (int u = 0; u < 4; u++) DV_ST32(d + u * ds, DV_LD32(s + u * ss));
-      for (; n > 0; n--, d += ds, s += ss) DV_ST32(d, DV_LD32(s));
+      for (; i + 4 <= n; i += 4)
+        for (int u = 0; u < 4; u++) DV_ST32(d + (i + u) * ds, DV_LD32(s + (i + u) * ss));
+      for (; i < n; i++) DV_ST32(d + i * ds, DV_LD32(s + i * ss));
       return;
     case 48:
-      for (; n > 0; n--, d += ds, s += ss) {
-        __m256i a = DV_LD32(s);
-        __m128i b = DV_LD16(s + 32);
-        DV_ST32(d, a);
-        DV_ST16(d + 32, b);
+      for (; i < n; i++) {
+        const char *r = s + i * ss;
+        __m256i a = DV_LD32(r);
+        __m128i b = DV_LD16(r + 32);
+        DV_ST32(d + i * ds, a);
+        DV_ST16(d + i * ds + 32, b);
+      }
+      return;
+    case 64:
+      for (; i < n; i++) {
+        const char *r = s + i * ss;
+        __m256i a = DV_LD32(r), b = DV_LD32(r + 32);
+        DV_ST32(d + i * ds, a);
+        DV_ST32(d + i * ds + 32, b);
       }
       return;
     case 128:
-      for (; n > 0; n--, d += ds, s += ss) {
-        __m256i a = DV_LD32(s), b = DV_LD32(s + 32), c = DV_LD32(s + 64), e = DV_LD32(s + 96);
-        DV_ST32(d, a);
-        DV_ST32(d + 32, b);
-        DV_ST32(d + 64, c);
-        DV_ST32(d + 96, e);
-      }
-      return;
     case 256:
-      for (; n > 0; n--, d += ds, s += ss)
-        for (int k = 0; k < 256; k += 64) {
-          __m256i a = DV_LD32(s + k), b = DV_LD32(s + k + 32);
-          DV_ST32(d + k, a);
-          DV_ST32(d + k + 32, b);
+      for (; i < n; i++)
+        for (size_t k = 0; k < w; k += 64) {
+          const char *r = s + i * ss + k;
+          __m256i a = DV_LD32(r), b = DV_LD32(r + 32);
+          DV_ST32(d + i * ds + k, a);
+          DV_ST32(d + i * ds + k + 32, b);
         }
       return;
-    default: /* 64 */
-      for (; n >= 2; n -= 2, d += 2 * ds, s += 2 * ss)
-        for (int u = 0; u < 2; u++) {
-          __m256i a = DV_LD32(s + u * ss), b = DV_LD32(s + u * ss + 32);
-          DV_ST32(d + u * ds, a);
-          DV_ST32(d + u * ds + 32, b);
-        }
-      for (; n > 0; n--, d += ds, s += ss) {
-        __m256i a = DV_LD32(s), b = DV_LD32(s + 32);
-        DV_ST32(d, a);
-        DV_ST32(d + 32, b);
-      }
+    default: /* not reached: dv__rows16_width */
+      dv__rows16(d, ds, s, ss, n, w);
       return;
   }
 #undef DV_LD16
@@ -153,7 +157,7 @@ static void dv__row(char *d, int64_t ds, const char *s, int64_t ss, int64_t n, s
     memmove(d, s, (size_t)n * isz);
     return;
   }
-  if (isz % 16 == 0 && (isz <= 64 || isz == 128 || isz == 256)) { /* dv__rows16's widths */
+  if (dv__rows16_width(isz)) {
 #if DV_MEMOPS_X86
     if (dv__use_avx2()) {
       dv__rows16_avx2(d, ds, s, ss, n, isz);
