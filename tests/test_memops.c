@@ -112,7 +112,7 @@ static void test_short_rows_every_width(void **state) {
   }
 }
 
-/* Rows of 16, 32, 48, 64, 128 and 256 bytes have unrolled loops (4 or 2 rows a
+/* Rows of 16, 32, 48, 64 and 256 bytes have unrolled loops (4, 2 or 1 rows a
  * step), and with AVX2 rows of 16 gathered into a dense destination are
  * stored two at a time: every remainder of the unrolling (0 to 9 rows),
  * gather (dense destination), scatter (dense source) and both strided, in

@@ -17,13 +17,13 @@
 #include "devarray.h" /* DV_MAXDIMS */
 #include "memops.h"
 
-/* One 16-byte word, as a register load and store. */
+/* One 16-byte word, as a register load and store (one 16-byte move on
+ * x86-64: copied as a whole struct, not as two 8-byte halves). */
+typedef struct { uint64_t a, b; } dv__u128;
 static inline void dv__cp16(char *d, const char *s) {
-  uint64_t a, b;
-  memcpy(&a, s, 8);
-  memcpy(&b, s + 8, 8);
-  memcpy(d, &a, 8);
-  memcpy(d + 8, &b, 8);
+  dv__u128 v;
+  memcpy(&v, s, sizeof v);
+  memcpy(d, &v, sizeof v);
 }
 
 /* W bytes (a multiple of 16, constant at each use) as 16-byte words. */
@@ -34,7 +34,9 @@ static inline void dv__cp16(char *d, const char *s) {
 
 /* The widths with their own loops below (dv__rows16, dv__rows16_avx2). */
 static inline bool dv__rows16_width(size_t w) {
-  return w == 16 || w == 32 || w == 48 || w == 64 || w == 128 || w == 256;
+  /* Not 128: neither 32-byte words nor 16-byte words unrolled beat the
+   * plain word loop at that width (docs/benchmarks.md, third pass). */
+  return w == 16 || w == 32 || w == 48 || w == 64 || w == 256;
 }
 
 /* n rows of W bytes (a multiple of 16), U rows per loop iteration: the
@@ -50,15 +52,14 @@ static inline bool dv__rows16_width(size_t w) {
     return;                                                    \
   }
 
-/* Rows of 16, 32, 48, 64, 128 or 256 bytes (runs of 4 to 64 float32, the
- * short runs of a sliced view) with 16-byte words, unrolled. */
+/* Rows of 16, 32, 48, 64 or 256 bytes (runs of 4, 8, 12, 16 and 64
+ * float32, the short runs of a sliced view) with 16-byte words, unrolled. */
 static void dv__rows16(char *d, int64_t ds, const char *s, int64_t ss, int64_t n, size_t w) {
   switch (w) {
     case 16: DV_ROWS_UNROLLED(16, 4)
     case 32: DV_ROWS_UNROLLED(32, 4)
     case 48: DV_ROWS_UNROLLED(48, 2)
     case 64: DV_ROWS_UNROLLED(64, 2)
-    case 128: DV_ROWS_UNROLLED(128, 1)
     case 256: DV_ROWS_UNROLLED(256, 1)
     default: /* not reached: dv__rows16_width */
       for (int64_t i = 0; i < n; i++) memmove(d + i * ds, s + i * ss, w);
@@ -106,17 +107,22 @@ __attribute__((target("avx2"))) static void dv__rows16_avx2(char *d, int64_t ds,
       }
       return;
     case 64:
+      for (; i + 2 <= n; i += 2)
+        for (int u = 0; u < 2; u++) {
+          const char *r = s + (i + u) * ss;
+          __m256i a = DV_LD32(r), b = DV_LD32(r + 32);
+          DV_ST32(d + (i + u) * ds, a);
+          DV_ST32(d + (i + u) * ds + 32, b);
+        }
       for (; i < n; i++) {
-        const char *r = s + i * ss;
-        __m256i a = DV_LD32(r), b = DV_LD32(r + 32);
+        __m256i a = DV_LD32(s + i * ss), b = DV_LD32(s + i * ss + 32);
         DV_ST32(d + i * ds, a);
         DV_ST32(d + i * ds + 32, b);
       }
       return;
-    case 128:
     case 256:
       for (; i < n; i++)
-        for (size_t k = 0; k < w; k += 64) {
+        for (int k = 0; k < 256; k += 64) {
           const char *r = s + i * ss + k;
           __m256i a = DV_LD32(r), b = DV_LD32(r + 32);
           DV_ST32(d + i * ds + k, a);
