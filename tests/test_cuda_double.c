@@ -188,6 +188,34 @@ static void test_pageable_legacy_upload_after_other_stream(void **state) {
   free(src), free(mid), free(out);
 }
 
+/* A 40 x 3000 float32 host view with rows 3001 floats apart, up to the
+ * device and back on a stream of context c: every row arrives and the gap
+ * after each row is not written. */
+static void round_trip_2d(dv_context *c, unsigned seed) {
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
+  int64_t shape[2] = {40, 3000}, strides[2] = {3001 * 4, 4};
+  float *big = malloc(40 * 3001 * 4), *back = malloc(40 * 3001 * 4);
+  assert_non_null(big), assert_non_null(back);
+  fill_pattern(big, 40 * 3001 * 4, seed);
+  for (int i = 0; i < 40 * 3001; i++) back[i] = -2.0f;
+  dv_array *hv, *bv, *d;
+  dv_stream *s;
+  assert_ok(dv_host_array_wrap(c, big, 2, shape, dt, strides, &hv));
+  assert_ok(dv_host_array_wrap(c, back, 2, shape, dt, strides, &bv));
+  assert_ok(dv_device_array(c, 2, shape, dt, NULL, 'C', NULL, &d));
+  assert_ok(dv_stream_create(c, 0, &s));
+  assert_ok(dv_copy_to_device(d, hv, s));
+  assert_ok(dv_copy_to_host(d, bv, s, NULL));
+  assert_ok(dv_stream_synchronize(s));
+  for (int i = 0; i < 40; i++) {
+    if (memcmp(back + i * 3001, big + i * 3001, 3000 * 4)) fail_msg("2-D row %d differs", i);
+    assert_true(back[i * 3001 + 3000] == -2.0f); /* the gap is not written */
+  }
+  dv_stream_release(s);
+  dv_array_release(d), dv_array_release(hv), dv_array_release(bv);
+  free(big), free(back);
+}
+
 /* The pageable pipeline: every size around the chunk, both directions,
  * synchronous and on a stream, contiguous and a 2-D host view with a pitch. */
 static void test_pageable_pipeline_sizes(void **state) {
@@ -215,26 +243,7 @@ static void test_pageable_pipeline_sizes(void **state) {
       free(src), free(out);
     }
   /* 2-D: rows of 3000 floats (12 KB) out of rows of 3001: five rows a piece. */
-  int64_t shape[2] = {40, 3000}, strides[2] = {3001 * 4, 4};
-  float *big = malloc(40 * 3001 * 4), *back = malloc(40 * 3001 * 4);
-  fill_pattern(big, 40 * 3001 * 4, 77);
-  for (int i = 0; i < 40 * 3001; i++) back[i] = -2.0f;
-  dv_array *hv, *bv, *d;
-  assert_ok(dv_host_array_wrap(g_ctx, big, 2, shape, dt, strides, &hv));
-  assert_ok(dv_host_array_wrap(g_ctx, back, 2, shape, dt, strides, &bv));
-  assert_ok(dv_device_array(g_ctx, 2, shape, dt, NULL, 'C', NULL, &d));
-  dv_stream *s;
-  assert_ok(dv_stream_create(g_ctx, 0, &s));
-  assert_ok(dv_copy_to_device(d, hv, s));
-  assert_ok(dv_copy_to_host(d, bv, s, NULL));
-  assert_ok(dv_stream_synchronize(s));
-  for (int i = 0; i < 40; i++) {
-    if (memcmp(back + i * 3001, big + i * 3001, 3000 * 4)) fail_msg("2-D row %d differs", i);
-    assert_true(back[i * 3001 + 3000] == -2.0f); /* the gap is not written */
-  }
-  dv_stream_release(s);
-  dv_array_release(d), dv_array_release(hv), dv_array_release(bv);
-  free(big), free(back);
+  round_trip_2d(g_ctx, 77);
 }
 
 /* Threads of the copy teams in this process ("dv-copy"), once the count is
@@ -313,27 +322,7 @@ static void test_pageable_copy_threads(void **state) {
     free(src), free(mid), free(out);
   }
   /* 2-D: rows of 3000 floats out of rows of 3001, both ways, on a stream. */
-  int64_t shape[2] = {40, 3000}, strides[2] = {3001 * 4, 4};
-  float *big = malloc(40 * 3001 * 4), *back = malloc(40 * 3001 * 4);
-  assert_non_null(big), assert_non_null(back);
-  fill_pattern(big, 40 * 3001 * 4, 78);
-  for (int i = 0; i < 40 * 3001; i++) back[i] = -2.0f;
-  dv_array *hv, *bv, *d;
-  dv_stream *s;
-  assert_ok(dv_host_array_wrap(c, big, 2, shape, dt, strides, &hv));
-  assert_ok(dv_host_array_wrap(c, back, 2, shape, dt, strides, &bv));
-  assert_ok(dv_device_array(c, 2, shape, dt, NULL, 'C', NULL, &d));
-  assert_ok(dv_stream_create(c, 0, &s));
-  assert_ok(dv_copy_to_device(d, hv, s));
-  assert_ok(dv_copy_to_host(d, bv, s, NULL));
-  assert_ok(dv_stream_synchronize(s));
-  for (int i = 0; i < 40; i++) {
-    if (memcmp(back + i * 3001, big + i * 3001, 3000 * 4)) fail_msg("2-D row %d differs", i);
-    assert_true(back[i * 3001 + 3000] == -2.0f); /* the gap is not written */
-  }
-  dv_stream_release(s);
-  dv_array_release(d), dv_array_release(hv), dv_array_release(bv);
-  free(big), free(back);
+  round_trip_2d(c, 78);
   assert_int_equal(copy_threads(before + 3), before + 3); /* the team of this context split pieces */
   assert_ok(dv_context_destroy(c));
   assert_int_equal(copy_threads(before), before); /* and was joined */

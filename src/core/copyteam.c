@@ -52,6 +52,7 @@
 
 #include "copyteam.h"
 #include "core.h"
+#include "memops.h"
 
 #define SPIN_CALLER_NS 100000 /* 100 us */
 #define SPIN_WORKER_NS 200000 /* 200 us */
@@ -130,12 +131,10 @@ static uint64_t run_chunks(dv_copy_team *t, const dv_copy_job *j) {
   return n;
 }
 
+/* The copy on the calling thread alone: memops' row loops (one memmove
+ * when both sides are dense). */
 static void copy_alone(char *dst, size_t dpitch, const char *src, size_t spitch, size_t width, size_t height) {
-  if (dpitch == width && spitch == width) {
-    memcpy(dst, src, width * height);
-    return;
-  }
-  for (size_t y = 0; y < height; y++) memcpy(dst + y * dpitch, src + y * spitch, width);
+  dv__rect_copy(dst, dpitch, 0, src, spitch, 0, width, height, 1);
 }
 
 static void *worker_main(void *arg) {

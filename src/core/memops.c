@@ -180,18 +180,17 @@ static void dv__row(char *d, int64_t ds, const char *s, int64_t ss, int64_t n, s
     memcpy(d + i * ds, &v, sizeof v);                         \
   }                                                           \
   return;
-  typedef struct { uint64_t a, b; } u128;
   switch (isz) {
     case 1: DV_ROW(uint8_t)
     case 2: DV_ROW(uint16_t)
     case 4: DV_ROW(uint32_t)
     case 8: DV_ROW(uint64_t)
     case 24:
-      for (; n > 0; n--, d += ds, s += ss) {
+      for (int64_t i = 0; i < n; i++) {
         uint64_t t;
-        dv__cp16(d, s);
-        memcpy(&t, s + 16, sizeof t);
-        memcpy(d + 16, &t, sizeof t);
+        dv__cp16(d + i * ds, s + i * ss);
+        memcpy(&t, s + i * ss + 16, sizeof t);
+        memcpy(d + i * ds + 16, &t, sizeof t);
       }
       return;
     default:
@@ -202,11 +201,7 @@ static void dv__row(char *d, int64_t ds, const char *s, int64_t ss, int64_t n, s
         for (int64_t i = 0; i < n; i++) {
           char *dd = d + i * ds;
           const char *sp = s + i * ss;
-          for (size_t k = 0; k < w16; k++) {
-            u128 v;
-            memcpy(&v, sp + 16 * k, sizeof v);
-            memcpy(dd + 16 * k, &v, sizeof v);
-          }
+          for (size_t k = 0; k < w16; k++) dv__cp16(dd + 16 * k, sp + 16 * k);
           if (tail) {
             uint64_t v;
             memcpy(&v, sp + 16 * w16, sizeof v);
@@ -244,13 +239,12 @@ static void dv__tiled(char *d, int64_t dr, int64_t dc, const char *s, int64_t sr
     }                                                                           \
   }                                                                             \
   return;
-  typedef struct { uint64_t a, b; } u128;
   switch (isz) {
     case 1: DV_TILED(uint8_t)
     case 2: DV_TILED(uint16_t)
     case 4: DV_TILED(uint32_t)
     case 8: DV_TILED(uint64_t)
-    default: DV_TILED(u128) /* only 16 reaches here */
+    default: DV_TILED(dv__u128) /* only 16 reaches here */
   }
 #undef DV_TILED
 }
