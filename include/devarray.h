@@ -1216,10 +1216,21 @@ DV_API dv_module *dv_module_retain(dv_module *m);
  */
 DV_API void dv_module_release(dv_module *m);
 /**
- * The kernel `name` of the module (borrowed: valid while the module lives).
- * DV_ERR_INVALID_ARGUMENT names the missing kernel; DV_ERR_KERNEL_ARGUMENT
- * when the entry point was not declared with DV_KERNEL (OpenCL can tell).
- * Thread-safe.
+ * The kernel `name` of the module (borrowed: valid while the module lives;
+ * dv_kernel_retain holds it, and its module, longer).  Its parameter list is
+ * the one devarray read from the program's source when it was built (see
+ * dv_kernel_launch).  Errors: DV_ERR_INVALID_ARGUMENT names the missing
+ * kernel; DV_ERR_KERNEL_ARGUMENT when the entry point was not declared with
+ * DV_KERNEL (OpenCL can tell), when its DV_KERNEL declaration is not in the
+ * source as written (declared through a macro: devarray checks every launch
+ * against the declaration, so write DV_KERNEL(...) at file scope), or when it
+ * is declared twice with different parameter lists under preprocessor
+ * conditions devarray cannot evaluate (an ifdef on a name defined outside the
+ * program).  In debug builds of devarray the parameters the driver reports
+ * (OpenCL's kernel argument info, CUDA's cuFuncGetParamInfo, the host
+ * simulator's exported list) are compared with the declaration devarray
+ * read: a disagreement (a devarray defect, never a user's) is
+ * DV_ERR_KERNEL_ARGUMENT naming both.  Thread-safe.
  */
 DV_API dv_status dv_module_kernel(dv_module *m, const char *name, dv_kernel **out);
 /**
@@ -1263,6 +1274,53 @@ typedef struct dv_kernel_attrs {
 DV_API dv_status dv_kernel_attributes(dv_kernel *k, dv_kernel_attrs *out);
 /** The kernel's name (owned by the kernel; "" for k NULL).  Thread-safe. */
 DV_API const char *dv_kernel_name(const dv_kernel *k);
+/**
+ * Hold k beyond its module's last reference: a held kernel keeps its module
+ * loaded, so dv_module_release while kernels from it are held defers the
+ * unload until the last dv_kernel_release (OpenCL's rule for kernels and
+ * programs).  Returns k (NULL stays NULL).  Thread-safe; does not block.
+ *
+ * Without a hold, dv_module_kernel's kernel is borrowed: valid while the
+ * module lives.  What is caught, cheaply, as DV_ERR_MISUSE instead of a
+ * crash: a launch (or dv_kernel_attributes, dv_kernel_param_info) through a
+ * kernel whose module's last reference is gone, from that moment on (not
+ * only once the unload has run), for the last 1024 such kernels of the
+ * context; a dv_kernel_release with no hold left (logged, nothing changes).
+ * What is not caught: a kernel used after its context is destroyed, or a
+ * pointer that never was a kernel.
+ */
+DV_API dv_kernel *dv_kernel_retain(dv_kernel *k);
+/** Drop a hold taken with dv_kernel_retain (NULL is a no-op).  Thread-safe. */
+DV_API void dv_kernel_release(dv_kernel *k);
+
+/** What a kernel parameter is (dv_kernel_param_info). */
+typedef enum dv_param_kind {
+  DV_PARAM_ARRAY = 1, /**< DV_ARRAY(T, name): takes DV_ARG_ARRAY* or DV_ARG_SMART* */
+  DV_PARAM_VIEW = 2,  /**< DV_VIEW(T, name): takes DV_ARG_VIEW* or DV_ARG_SMART_VIEW* */
+  DV_PARAM_SCALAR = 3 /**< `T name`: takes a scalar, DV_ARG_I32 ... DV_ARG_F16 */
+} dv_param_kind;
+
+/** One parameter of a kernel, as devarray read it from the kernel's DV_KERNEL declaration. */
+typedef struct dv_kernel_param {
+  dv_param_kind kind; /**< array, view or scalar */
+  dv_type_id type;    /**< element type (arrays, views) or value type (scalars); DV_TYPE_COUNT
+                           where devarray cannot tell (a struct, a macro with arguments) */
+  int is_const;       /**< arrays and views: the elements are declared const */
+  const char *name;   /**< the parameter's name (owned by the kernel) */
+  const char *decl;   /**< the declaration as written, blanks collapsed (owned by the kernel) */
+} dv_kernel_param;
+
+/**
+ * The number of parameters of k's DV_KERNEL declaration (-1 for k NULL or
+ * a kernel caught as misused).  Thread-safe; does not block.
+ */
+DV_API int dv_kernel_num_params(const dv_kernel *k);
+/**
+ * Parameter i (0-based) of k.  Errors: DV_ERR_NULL_ARGUMENT,
+ * DV_ERR_INVALID_ARGUMENT (i out of range), DV_ERR_MISUSE (see
+ * dv_kernel_retain).  *out is zeroed on failure.  Thread-safe.
+ */
+DV_API dv_status dv_kernel_param_info(const dv_kernel *k, int i, dv_kernel_param *out);
 
 /** Three extents; 0 means 1 in dv_launch_config (so {n} is a 1-D grid). */
 typedef struct dv_dim3 {
@@ -1302,62 +1360,161 @@ typedef enum dv_arg_dir {
 } dv_arg_dir;
 
 /**
+ * A scalar kernel argument's value, held in the argument itself (dv_arg.scalar):
+ * the member named by dv_arg.type (float16: its IEEE bits).
+ */
+typedef union dv_scalar {
+  int8_t i8;     /**< DV_INT8 */
+  uint8_t u8;    /**< DV_UINT8, DV_BOOL (0 or 1) */
+  int16_t i16;   /**< DV_INT16 */
+  uint16_t u16;  /**< DV_UINT16 */
+  uint16_t f16;  /**< DV_FLOAT16: the half-precision bits (dv_half_from_float) */
+  int32_t i32;   /**< DV_INT32 */
+  uint32_t u32;  /**< DV_UINT32 */
+  int64_t i64;   /**< DV_INT64 */
+  uint64_t u64;  /**< DV_UINT64 */
+  float f32;     /**< DV_FLOAT32 */
+  double f64;    /**< DV_FLOAT64 */
+} dv_scalar;
+
+/**
  * One kernel argument.  Use the DV_ARG_* constructors.  The fields after
- * `array` were appended with smart arrays; a constructor (or an initializer)
- * that leaves them out gets DV_DIR_DEFAULT and no smart array.
+ * `array` were appended with smart arrays, `scalar` with the kernel contract;
+ * a constructor (or an initializer) that leaves them out gets
+ * DV_DIR_DEFAULT, no smart array and a zero scalar.  A scalar's value is
+ * read from `value` when it is not NULL, else from `scalar` (the
+ * constructors use `scalar`, so an argument array can outlive the
+ * expressions that made it).
  */
 typedef struct dv_arg {
   dv_arg_kind kind;     /**< scalar, array, view, smart array */
   dv_type_id type;      /**< scalars: the value's dtype */
-  const void *value;    /**< scalars: points at the value (copied at launch) */
+  const void *value;    /**< scalars: points at the value (copied at launch), or NULL: `scalar` */
   const dv_array *array; /**< arrays: memory of the kernel's context (host arrays are copied) */
   dv_arg_dir dir;       /**< arrays and smart arrays: direction hint (0: in and out) */
   dv_smart *smart;      /**< DV_ARG_SMART, DV_ARG_SMART_VIEW: the smart array */
+  dv_scalar scalar;     /**< scalars with `value` NULL: the value itself */
 } dv_arg;
 
-/* The constructors are C compound literals: they live until the end of the
- * enclosing block, long enough for the dv_kernel_launch call that uses them
- * (C only; C++ callers fill dv_arg themselves). */
+/**
+ * The float16 (IEEE binary16) nearest to f, ties to even, as NumPy's
+ * float16(f) rounds: overflow gives infinity, NaN stays NaN (quiet, sign
+ * and the top payload bits kept).  Thread-safe; no context needed.
+ */
+DV_API uint16_t dv_half_from_float(float f);
+/** The float whose value is the float16 with bits h (exact). */
+DV_API float dv_half_to_float(uint16_t h);
+
+/* The constructors.  C: compound literals with designated initializers (they
+ * live until the end of the enclosing block); C++: inline functions that
+ * return the argument by value.  Either way the value is held in the
+ * argument (dv_arg.scalar), and every macro compiles without warnings under
+ * -Wall -Wextra in C11 and C++17. */
+#ifdef __cplusplus
+#define DV__ARG_FN(F, CT, T)                                                  \
+  static inline dv_arg dv__arg_##F(CT v) {                                    \
+    dv_arg a = dv_arg();                                                      \
+    a.kind = DV_ARG_SCALAR;                                                   \
+    a.type = T;                                                               \
+    a.scalar.F = v;                                                           \
+    return a;                                                                 \
+  }
+DV__ARG_FN(i8, int8_t, DV_INT8)
+DV__ARG_FN(u8, uint8_t, DV_UINT8)
+DV__ARG_FN(i16, int16_t, DV_INT16)
+DV__ARG_FN(u16, uint16_t, DV_UINT16)
+DV__ARG_FN(i32, int32_t, DV_INT32)
+DV__ARG_FN(u32, uint32_t, DV_UINT32)
+DV__ARG_FN(i64, int64_t, DV_INT64)
+DV__ARG_FN(u64, uint64_t, DV_UINT64)
+DV__ARG_FN(f32, float, DV_FLOAT32)
+DV__ARG_FN(f64, double, DV_FLOAT64)
+#undef DV__ARG_FN
+static inline dv_arg dv__arg_b(int v) {
+  dv_arg a = dv__arg_u8((uint8_t)(v != 0));
+  a.type = DV_BOOL;
+  return a;
+}
+static inline dv_arg dv__arg_f16(float v) {
+  dv_arg a = dv_arg();
+  a.kind = DV_ARG_SCALAR;
+  a.type = DV_FLOAT16;
+  a.scalar.f16 = dv_half_from_float(v);
+  return a;
+}
+static inline dv_arg dv__arg_mem(dv_arg_kind k, const dv_array *arr, dv_smart *s, dv_arg_dir d) {
+  dv_arg a = dv_arg();
+  a.kind = k;
+  a.type = DV_BOOL;
+  a.array = arr;
+  a.smart = s;
+  a.dir = d;
+  return a;
+}
+#define DV__ARG_SCALAR(T, F, v) dv__arg_##F(v)
+#define DV__ARG_BOOL(v) dv__arg_b((v) ? 1 : 0)
+#define DV__ARG_F16(v) dv__arg_f16(v)
+#define DV__ARG_MEM(K, a, s, d) dv__arg_mem(K, a, s, d)
+#else
+#define DV__ARG_SCALAR(T, F, v) ((dv_arg){.kind = DV_ARG_SCALAR, .type = (T), .scalar = {.F = (v)}})
+#define DV__ARG_BOOL(v) ((dv_arg){.kind = DV_ARG_SCALAR, .type = DV_BOOL, .scalar = {.u8 = (v) ? 1 : 0}})
+#define DV__ARG_F16(v) \
+  ((dv_arg){.kind = DV_ARG_SCALAR, .type = DV_FLOAT16, .scalar = {.f16 = dv_half_from_float(v)}})
+#define DV__ARG_MEM(K, a, s, d) \
+  ((dv_arg){.kind = (K), .type = DV_BOOL, .array = (a), .dir = (d), .smart = (s)})
+#endif
+/** A scalar int8 argument (`dv_i8`, `signed char`). */
+#define DV_ARG_I8(v) DV__ARG_SCALAR(DV_INT8, i8, v)
+/** A scalar uint8 argument (`dv_u8`, `unsigned char`). */
+#define DV_ARG_U8(v) DV__ARG_SCALAR(DV_UINT8, u8, v)
+/** A scalar int16 argument (`dv_i16`, `short`). */
+#define DV_ARG_I16(v) DV__ARG_SCALAR(DV_INT16, i16, v)
+/** A scalar uint16 argument (`dv_u16`, `unsigned short`). */
+#define DV_ARG_U16(v) DV__ARG_SCALAR(DV_UINT16, u16, v)
 /** A scalar `int` (int32) argument. */
-#define DV_ARG_I32(v) ((dv_arg){DV_ARG_SCALAR, DV_INT32, &(int32_t){(v)}, NULL})
+#define DV_ARG_I32(v) DV__ARG_SCALAR(DV_INT32, i32, v)
 /** A scalar `unsigned` (uint32) argument. */
-#define DV_ARG_U32(v) ((dv_arg){DV_ARG_SCALAR, DV_UINT32, &(uint32_t){(v)}, NULL})
+#define DV_ARG_U32(v) DV__ARG_SCALAR(DV_UINT32, u32, v)
 /** A scalar int64 argument (`dv_i64` in kernels). */
-#define DV_ARG_I64(v) ((dv_arg){DV_ARG_SCALAR, DV_INT64, &(int64_t){(v)}, NULL})
+#define DV_ARG_I64(v) DV__ARG_SCALAR(DV_INT64, i64, v)
 /** A scalar uint64 argument (`dv_u64` in kernels). */
-#define DV_ARG_U64(v) ((dv_arg){DV_ARG_SCALAR, DV_UINT64, &(uint64_t){(v)}, NULL})
+#define DV_ARG_U64(v) DV__ARG_SCALAR(DV_UINT64, u64, v)
 /** A scalar `float` argument. */
-#define DV_ARG_F32(v) ((dv_arg){DV_ARG_SCALAR, DV_FLOAT32, &(float){(v)}, NULL})
+#define DV_ARG_F32(v) DV__ARG_SCALAR(DV_FLOAT32, f32, v)
 /** A scalar `double` argument (OpenCL devices need cl_khr_fp64). */
-#define DV_ARG_F64(v) ((dv_arg){DV_ARG_SCALAR, DV_FLOAT64, &(double){(v)}, NULL})
+#define DV_ARG_F64(v) DV__ARG_SCALAR(DV_FLOAT64, f64, v)
+/** A scalar `bool` argument (a `bool`/`_Bool` parameter; any non-zero v is 1). */
+#define DV_ARG_BOOL(v) DV__ARG_BOOL(v)
+/** A scalar half-precision argument for a `dv_f16` parameter: the float v rounded as dv_half_from_float does. */
+#define DV_ARG_F16(v) DV__ARG_F16(v)
 /** An array for a DV_ARRAY(T, name) parameter. */
-#define DV_ARG_ARRAY(a) ((dv_arg){DV_ARG_ARRAY, DV_BOOL, NULL, (a)})
+#define DV_ARG_ARRAY(a) DV__ARG_MEM(DV_ARG_ARRAY, a, NULL, DV_DIR_DEFAULT)
 /** An array for a DV_VIEW(T, name) parameter (shape and strides too; at most 8 dimensions). */
-#define DV_ARG_VIEW(a) ((dv_arg){DV_ARG_VIEW, DV_BOOL, NULL, (a)})
+#define DV_ARG_VIEW(a) DV__ARG_MEM(DV_ARG_VIEW, a, NULL, DV_DIR_DEFAULT)
 /** An array the kernel only reads (a host array is copied in, not back). */
-#define DV_ARG_ARRAY_IN(a) ((dv_arg){DV_ARG_ARRAY, DV_BOOL, NULL, (a), DV_DIR_IN, NULL})
+#define DV_ARG_ARRAY_IN(a) DV__ARG_MEM(DV_ARG_ARRAY, a, NULL, DV_DIR_IN)
 /** An array the kernel only writes, every element (a host array is copied back, not in). */
-#define DV_ARG_ARRAY_OUT(a) ((dv_arg){DV_ARG_ARRAY, DV_BOOL, NULL, (a), DV_DIR_OUT, NULL})
+#define DV_ARG_ARRAY_OUT(a) DV__ARG_MEM(DV_ARG_ARRAY, a, NULL, DV_DIR_OUT)
 /** An array the kernel reads and writes (the default: a host array is copied in and back). */
-#define DV_ARG_ARRAY_INOUT(a) ((dv_arg){DV_ARG_ARRAY, DV_BOOL, NULL, (a), DV_DIR_INOUT, NULL})
+#define DV_ARG_ARRAY_INOUT(a) DV__ARG_MEM(DV_ARG_ARRAY, a, NULL, DV_DIR_INOUT)
 /** DV_ARG_VIEW, read only; see DV_ARG_ARRAY_IN. */
-#define DV_ARG_VIEW_IN(a) ((dv_arg){DV_ARG_VIEW, DV_BOOL, NULL, (a), DV_DIR_IN, NULL})
+#define DV_ARG_VIEW_IN(a) DV__ARG_MEM(DV_ARG_VIEW, a, NULL, DV_DIR_IN)
 /** DV_ARG_VIEW, written only; see DV_ARG_ARRAY_OUT. */
-#define DV_ARG_VIEW_OUT(a) ((dv_arg){DV_ARG_VIEW, DV_BOOL, NULL, (a), DV_DIR_OUT, NULL})
+#define DV_ARG_VIEW_OUT(a) DV__ARG_MEM(DV_ARG_VIEW, a, NULL, DV_DIR_OUT)
 /** DV_ARG_VIEW, read and written; see DV_ARG_ARRAY_INOUT. */
-#define DV_ARG_VIEW_INOUT(a) ((dv_arg){DV_ARG_VIEW, DV_BOOL, NULL, (a), DV_DIR_INOUT, NULL})
+#define DV_ARG_VIEW_INOUT(a) DV__ARG_MEM(DV_ARG_VIEW, a, NULL, DV_DIR_INOUT)
 /** A smart array for a DV_ARRAY(T, name) parameter, read and written (the default). */
-#define DV_ARG_SMART(s) ((dv_arg){DV_ARG_SMART, DV_BOOL, NULL, NULL, DV_DIR_INOUT, (s)})
+#define DV_ARG_SMART(s) DV__ARG_MEM(DV_ARG_SMART, NULL, s, DV_DIR_INOUT)
 /** A smart array the kernel only reads: made current on the device, not marked changed. */
-#define DV_ARG_SMART_IN(s) ((dv_arg){DV_ARG_SMART, DV_BOOL, NULL, NULL, DV_DIR_IN, (s)})
+#define DV_ARG_SMART_IN(s) DV__ARG_MEM(DV_ARG_SMART, NULL, s, DV_DIR_IN)
 /** A smart array the kernel overwrites: never uploaded, marked changed on the device. */
-#define DV_ARG_SMART_OUT(s) ((dv_arg){DV_ARG_SMART, DV_BOOL, NULL, NULL, DV_DIR_OUT, (s)})
+#define DV_ARG_SMART_OUT(s) DV__ARG_MEM(DV_ARG_SMART, NULL, s, DV_DIR_OUT)
 /** A smart array for a DV_VIEW(T, name) parameter, read and written. */
-#define DV_ARG_SMART_VIEW(s) ((dv_arg){DV_ARG_SMART_VIEW, DV_BOOL, NULL, NULL, DV_DIR_INOUT, (s)})
+#define DV_ARG_SMART_VIEW(s) DV__ARG_MEM(DV_ARG_SMART_VIEW, NULL, s, DV_DIR_INOUT)
 /** DV_ARG_SMART_VIEW, read only. */
-#define DV_ARG_SMART_VIEW_IN(s) ((dv_arg){DV_ARG_SMART_VIEW, DV_BOOL, NULL, NULL, DV_DIR_IN, (s)})
+#define DV_ARG_SMART_VIEW_IN(s) DV__ARG_MEM(DV_ARG_SMART_VIEW, NULL, s, DV_DIR_IN)
 /** DV_ARG_SMART_VIEW, overwritten. */
-#define DV_ARG_SMART_VIEW_OUT(s) ((dv_arg){DV_ARG_SMART_VIEW, DV_BOOL, NULL, NULL, DV_DIR_OUT, (s)})
+#define DV_ARG_SMART_VIEW_OUT(s) DV__ARG_MEM(DV_ARG_SMART_VIEW, NULL, s, DV_DIR_OUT)
 
 /**
  * Launch k over cfg->grid blocks of cfg->block threads with `nargs`
@@ -1367,13 +1524,37 @@ typedef struct dv_arg {
  * memory over the device's limit all fail with DV_ERR_LAUNCH_CONFIG naming
  * the limit and both numbers.  Arguments: arrays and smart arrays must
  * belong to k's context (DV_ERR_BACKEND_MISMATCH); a DV_VIEW array has at
- * most 8 dimensions; where the backend can tell, the count and kinds must
- * match the kernel's parameters (DV_ERR_KERNEL_ARGUMENT); an unknown kind or
- * direction is DV_ERR_KERNEL_ARGUMENT.  Each argument (kind, direction,
- * NULL, context, rank) is checked before anything is allocated, copied or
- * queued; the match with the kernel's parameters is checked by the backend
- * as the kernel is queued, after any copies in (they stay queued and do no
- * harm).  Scalars are copied: the
+ * most 8 dimensions; an unknown kind or direction is DV_ERR_KERNEL_ARGUMENT.
+ *
+ * The kernel's DV_KERNEL declaration is the contract, the same on every
+ * backend: devarray read it from the source when the program was built
+ * (dv_kernel_param_info shows what it read) and checks every argument
+ * against it before anything is allocated, copied or queued, with
+ * DV_ERR_KERNEL_ARGUMENT and one message format naming the kernel, the
+ * parameter (position, 1-based, and declaration), what it takes and what
+ * it was given:
+ *  - as many arguments as parameters;
+ *  - DV_ARRAY(T, x) takes DV_ARG_ARRAY* or DV_ARG_SMART*; DV_VIEW(T, x)
+ *    takes DV_ARG_VIEW* or DV_ARG_SMART_VIEW*; `T x` takes a scalar;
+ *  - a scalar's dtype has the parameter's size and kind (integer or
+ *    floating point): devarray converts nothing, on any backend.  An integer
+ *    of the same size and the other signedness is taken when its value fits
+ *    the parameter's type (DV_ARG_I32(n) for an `unsigned` parameter with n
+ *    >= 0; DV_ARG_I32(-1) is refused, naming the value); a `bool` parameter
+ *    takes DV_ARG_BOOL or a one-byte integer 0 or 1;
+ *  - an array's dtype is the parameter's element type (a `char` parameter
+ *    takes int8, uint8 and bool arrays, an `unsigned char` one uint8 and
+ *    bool); an element type devarray cannot resolve (a struct) is not
+ *    checked;
+ *  - a DV_ARRAY parameter reads element i at base + i: a device, mapped or
+ *    managed array must be C-contiguous (a strided view is refused: pass it
+ *    with DV_ARG_VIEW to a DV_VIEW parameter).  Host arrays and smart arrays
+ *    reach the kernel through a dense device copy (below), so any layout of
+ *    those is taken;
+ *  - the parameters fit the device's parameter space (CUDA before 12.1:
+ *    4 KiB; an array takes 16 bytes, a view 152).
+ * A kernel caught as used after its module's release (dv_kernel_retain) is
+ * DV_ERR_MISUSE.  Scalars are copied: the
  * caller's values may change as soon as this returns.
  *
  * Host arrays (pageable, pinned or registered) are moved for the kernel, as

@@ -8,16 +8,18 @@ import numpy as np
 from ._array import (DeviceNDArray, _HostOwner, _host_array, _dv_dtype, _stream_handle, _hold,
                      MEM_HOST)
 from ._context import current_context
-from ._lib import lib, check, error, CompileError, dv_arg, dv_launch_config
+from ._lib import lib, check, error, CompileError, dv_arg, dv_launch_config, dv_kernel_param
 
 _P = ctypes.c_void_p
 
 ARG_SCALAR, ARG_ARRAY, ARG_VIEW, ARG_SMART, ARG_SMART_VIEW = 1, 2, 3, 4, 5
 DIR_DEFAULT, DIR_IN, DIR_OUT, DIR_INOUT = 0, 1, 2, 3
 
-_TYPE_IDS = {np.dtype(n): i for i, n in enumerate(
-    ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-     "float16", "float32", "float64", "complex64", "complex128"])}
+_DTYPES = [np.dtype(n) for n in
+           ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+            "float16", "float32", "float64", "complex64", "complex128"]]
+_TYPE_IDS = {d: i for i, d in enumerate(_DTYPES)}
+_I32 = np.dtype(np.int32)
 
 
 class Arg:
@@ -145,16 +147,27 @@ class Kernel:
     NumPy arrays (copied to the device before and back after, by the library, as Numba
     does; In/Out say which way; pinned/mapped/managed arrays from this package are used as
     what they are: mapped and managed memory is not copied), SmartArray, and scalars.
-    Scalars: a NumPy scalar passes its own dtype; a Python int passes int32 (C ``int``;
-    OverflowError if it does not fit), a Python float float32 (C ``float``), a bool int32:
-    the library does not tell the binding the parameters' types, so pass np.int64(...),
-    np.float64(...) etc. for other parameter types.
+    Scalars: a NumPy scalar passes its own dtype (the library refuses one that does not
+    match the parameter: no conversion, as in C). A Python int, float or bool takes the
+    type of its parameter as the kernel declares it (``params``), as Numba types
+    arguments from the signature: an int fits any integer or floating-point parameter
+    (OverflowError when it does not fit), a float any floating-point one (TypeError for an
+    integer parameter), a bool a bool or integer one.
     """
 
     def __init__(self, module, handle, name):
         self._module = module
         self.handle = handle
         self.name = name
+        self.params = []
+        for i in range(max(lib.dv_kernel_num_params(handle), 0)):
+            p = dv_kernel_param()
+            check(lib.dv_kernel_param_info(handle, i, ctypes.byref(p)), "param_info")
+            dt = _DTYPES[p.type] if 0 <= p.type < len(_DTYPES) else None
+            self.params.append((("array", "view", "scalar")[p.kind - 1], dt,
+                                p.name.decode(), p.decl.decode()))
+        # per parameter: the NumPy dtype a Python scalar converts to (None: none known)
+        self._ptypes = [dt if kind == "scalar" else None for kind, dt, _, _ in self.params]
 
     def __repr__(self):
         return "<devarray.Kernel %s>" % self.name
@@ -196,8 +209,9 @@ class _Launcher:
         keep = []
         release = []
         try:
+            pt = self.k._ptypes
             for i, a in enumerate(args):
-                _fill(cargs[i], a, keep, release)
+                _fill(cargs[i], a, keep, release, pt[i] if i < len(pt) else None)
             st = _launch(self.k.handle, self._cfgref, n, cargs)
             if st:
                 check(st, "launch " + self.k.name)
@@ -211,8 +225,38 @@ class _Launcher:
 _launch = lib.dv_kernel_launch
 
 
-def _fill(c, a, keep, release):
+def _py_scalar(a, pt):
+    """A Python int, float or bool as the NumPy scalar its parameter's dtype pt takes."""
+    if isinstance(a, bool):
+        if pt.kind not in "biu":
+            raise TypeError("kernel argument %r: a bool for a %s parameter" % (a, pt))
+        return np.array(int(a), pt)
+    if isinstance(a, numbers.Integral):
+        if pt.kind in "iu":
+            info = np.iinfo(pt)
+            if not info.min <= a <= info.max:
+                raise OverflowError("kernel argument %d does not fit the parameter's %s"
+                                    % (a, pt))
+        elif pt.kind == "b":
+            if a not in (0, 1):
+                raise OverflowError("kernel argument %d for a bool parameter" % a)
+        elif pt.kind != "f":
+            raise TypeError("kernel argument %d for a %s parameter" % (a, pt))
+        return np.array(a, pt)
+    if isinstance(a, numbers.Real) and pt.kind == "f":
+        return np.array(a, pt)
+    raise TypeError("kernel argument %r (%s) for a %s parameter" % (a, type(a).__name__, pt))
+
+
+def _fill(c, a, keep, release, pt=None):
     t = type(a)
+    if pt is not None and t in (int, float, bool):
+        v = _py_scalar(a, pt)
+        c.kind = ARG_SCALAR
+        c.type = _TYPE_IDS[v.dtype]
+        c.value = v.__array_interface__["data"][0]
+        keep.append(v)
+        return
     if t is int:  # the common case first: a C `int`
         if not -(1 << 31) <= a < (1 << 31):
             raise OverflowError("kernel argument %d does not fit an int (int32): pass "

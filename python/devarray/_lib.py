@@ -96,7 +96,12 @@ class dv_launch_config(ctypes.Structure):
 
 class dv_arg(ctypes.Structure):
     _fields_ = [("kind", c_int), ("type", c_int), ("value", c_void_p), ("array", c_void_p),
-                ("dir", c_int), ("smart", c_void_p)]
+                ("dir", c_int), ("smart", c_void_p), ("scalar", c_uint64)]
+
+
+class dv_kernel_param(ctypes.Structure):
+    _fields_ = [("kind", c_int), ("type", c_int), ("is_const", c_int), ("name", c_char_p),
+                ("decl", c_char_p)]
 
 
 _P = c_void_p
@@ -201,6 +206,8 @@ _PROTOS = {
     "dv_module_kernel": (_S, [_P, c_char_p, POINTER(_P)]),
     "dv_module_set_constant": (_S, [_P, c_char_p, _P, _P]),
     "dv_kernel_name": (c_char_p, [_P]),
+    "dv_kernel_num_params": (c_int, [_P]),
+    "dv_kernel_param_info": (_S, [_P, c_int, POINTER(dv_kernel_param)]),
     "dv_kernel_launch": (_S, [_P, POINTER(dv_launch_config), c_size_t, POINTER(dv_arg)]),
     "dv_array_native": (_S, [_P, POINTER(c_void_p), POINTER(c_size_t)]),
     "dv_device_array_wrap": (_S, [_P, c_void_p, c_size_t, c_size_t, c_int, _I64P, _P, _I64P,

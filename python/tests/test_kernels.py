@@ -72,6 +72,29 @@ def test_launch_errors(mod):
     assert e.value.name == "DV_ERR_COMPILE" and e.value.log
 
 
+def test_python_scalars_take_the_parameter_type(mod, no_leak):
+    # Python scalars take the declared type (as Numba's signature typing does);
+    # NumPy scalars keep theirs and are checked against it by the library.
+    k = mod.get("fill64")
+    assert [p[:3] for p in k.params] == [("array", np.dtype(np.int64), "a"),
+                                         ("scalar", np.dtype(np.int64), "v"),
+                                         ("scalar", np.dtype(np.int32), "n")]
+    e = cuda.device_array(3, np.int64)
+    k[1, 4](e, 1 << 40, 3)  # a Python int for dv_i64: no np.int64(...) needed
+    np.testing.assert_array_equal(e.copy_to_host(), (1 << 40) + np.arange(3))
+    with pytest.raises(TypeError):
+        k[1, 4](e, 1.5, 3)  # a float for an integer parameter
+    with pytest.raises(OverflowError):
+        k[1, 4](e, 1 << 63, 3)
+    with pytest.raises(cuda.ArgumentError) as err:
+        k[1, 4](e, np.int32(5), 3)  # a NumPy scalar keeps its dtype: refused, as in C
+    assert "takes an int64 scalar" in err.value.detail
+    with pytest.raises(cuda.ArgumentError) as err:
+        k[1, 4](e, 5)  # one argument short
+    assert "takes 3 arguments" in err.value.detail
+    del e
+
+
 def test_matmul_shared_memory():
     src = open(os.path.join(ROOT, "examples", "matmul.dvk")).read()
     k = cuda.Module(src, name="matmul.dvk").get("fast_matmul")

@@ -18,7 +18,7 @@
 
 #include "devarray.h"
 
-#define DV_BACKEND_VERSION 5 /* 2: managed_alloc, stream_builtin; 3: kernels, native handles; 4: interop; 5: copy_peer */
+#define DV_BACKEND_VERSION 6 /* 2: managed_alloc, stream_builtin; 3: kernels, native handles; 4: interop; 5: copy_peer; 6: kernel_params */
 
 typedef struct dv_backend dv_backend;
 typedef struct dv_bstream dv_bstream; /* backend stream */
@@ -171,6 +171,13 @@ extern const char dv__copy_kernels_source[];
 
 typedef void (*dv_bcallback_fn)(void *user, dv_status status);
 
+/* One lowered kernel parameter as the driver reports it (kernel_params). */
+typedef struct dv_bparam {
+  char kind;     /* 'b' a buffer (a global or constant pointer), 'v' a value, '?' unknown */
+  size_t size;   /* bytes of a value; 0 unknown */
+  char type[48]; /* the driver's type name ("float*", "long", "dv_kview"); "" unknown */
+} dv_bparam;
+
 struct dv_backend {
   int version;      /* DV_BACKEND_VERSION this table was written against */
   const char *name; /* "host", "opencl", "cuda" */
@@ -295,8 +302,18 @@ struct dv_backend {
    * the caller stages through the host instead. */
   dv_status (*copy_peer)(void *state, dv_bstream *s, dv_memref dst, void *src_state, dv_memref src,
                          size_t bytes);
+  /* Version 6, optional: what the driver itself knows of kernel k's
+   * parameters, for debug builds' cross-check of the signature the kernel
+   * layer read from the source (src/kernel/signature.c).  Either *sig: the
+   * parameter list as written (the host simulator's exported DV_KERNEL text),
+   * or out[0 .. *n): one entry per lowered parameter (an array is a buffer
+   * and an int64 offset, a view adds its dv_kview), at most cap.
+   * DV_ERR_NOT_SUPPORTED: the driver cannot tell. */
+  dv_status (*kernel_params)(void *state, dv_bkernel *k, dv_bparam *out, size_t cap, size_t *n,
+                             const char **sig);
 };
 #define DV_BIPC_PAYLOAD 64 /* bytes of a backend's IPC payload (CUDA's handle is 64) */
+#define DV_BKMAXPARAMS 64 /* most kernel parameters (as declared) a launch may pass */
 
 /* The registry (registry.c): every backend compiled in, host first; the
  * automatic selection tries them from the last one back. */

@@ -12,6 +12,7 @@
 #include "../core/core.h"
 #include "../memory/memory.h"
 #include "../stream/stream.h"
+#include "../kernel/kernel_internal.h"
 
 static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool automatic,
                                dv_backend_config *bc, char *devbuf, size_t cap) {
@@ -150,6 +151,7 @@ dv_status dv_context_destroy(dv_context *ctx) {
     dv_context_pending_deallocs(ctx, &left, NULL);
     if (left == 0) break;
   }
+  dv__kernel_graveyard_free(ctx);
   if (ctx->mm.fini) ctx->mm.fini(ctx->mm_state); /* returns every cached segment */
   dv__staging_fini(ctx);
   dv__streams_close(ctx);

@@ -226,6 +226,11 @@ struct dv_context {
 
   _Atomic int64_t live_arrays, live_streams, live_events, live_scopes, live_allocs;
   _Atomic int64_t live_modules, live_programs; /* kernel modules and programs (src/kernel) */
+  /* Kernels of unloaded modules, poisoned and kept (at most 1024, oldest
+   * freed first) so a late use is caught; under `lock`; freed by context
+   * destroy (src/kernel). */
+  struct dv_kernel *dead_kernels, *dead_tail;
+  size_t ndead_kernels;
 };
 
 /* Count one copy made for a caller: `copies` and, unless both sides are host

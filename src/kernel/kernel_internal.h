@@ -12,6 +12,7 @@
 #include "../backends/backend.h"
 #include "../core/core.h"
 #include "../stream/stream.h"
+#include "signature.h"
 
 typedef struct dv_kconst {
   char *name;
@@ -37,10 +38,17 @@ struct dv_program {
   char *log;
 };
 
+#define DV__KERNEL_LIVE 0x6b65726eu /* "kern" */
+#define DV__KERNEL_DEAD 0xdeadbeefu
+
 struct dv_kernel {
+  _Atomic uint32_t magic; /* LIVE until its module's last reference goes, then DEAD */
+  _Atomic int holds;      /* dv_kernel_retain, each holding one module reference */
   struct dv_module *module;
   dv_bkernel *bk;
   char *name;
+  const dv_ksig *sig;     /* in module->sigs; NULL: not readable (see unreadable) */
+  const char *unreadable; /* why the signature could not be read (static text) */
   dv_kernel_attrs attrs;
   struct dv_kernel *next;
 };
@@ -54,6 +62,8 @@ struct dv_module {
   size_t nconsts;
   size_t const_bytes;
   int from_cache;
+  char *program;  /* the program's name, for messages */
+  dv_ksigs sigs;  /* every DV_KERNEL of the source (signature.c) */
   pthread_mutex_t lock; /* kernels */
   struct dv_kernel *kernels;
 };
@@ -66,5 +76,15 @@ const char *dv__kernel_ctype(dv_type_id id);
  * when out of memory): the dialect header, the prelude, `#line 1`, the
  * source. */
 char *dv__program_unit(const dv_program *p);
+
+/* A kernel handle the caller may use: DV_OK, or DV_ERR_MISUSE (a kernel
+ * whose module's last reference is gone) / DV_ERR_NULL_ARGUMENT. */
+dv_status dv__kernel_usable(const dv_kernel *k);
+/* Check a launch's arguments against the kernel's signature (contract.c). */
+dv_status dv__check_contract(const dv_kernel *k, size_t nargs, const dv_arg *args);
+/* A scalar argument's bytes (dv_arg.value, or dv_arg.scalar when NULL). */
+const void *dv__arg_value(const dv_arg *a);
+/* Free the kernels of unloaded modules kept to catch late use (context destroy). */
+void dv__kernel_graveyard_free(dv_context *ctx);
 
 #endif

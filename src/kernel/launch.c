@@ -18,6 +18,42 @@ dv_module *dv_module_retain(dv_module *m) {
   return m;
 }
 
+/* Keep a kernel of an unloaded module, poisoned, so a late use is caught;
+ * the oldest beyond 1024 are freed. */
+static void dv__kernel_bury(dv_context *ctx, dv_kernel *k) {
+  k->next = NULL;
+  k->bk = NULL;
+  k->sig = NULL;
+  dv_kernel *evict = NULL;
+  pthread_mutex_lock(&ctx->lock);
+  if (ctx->dead_tail) ctx->dead_tail->next = k;
+  else ctx->dead_kernels = k;
+  ctx->dead_tail = k;
+  if (++ctx->ndead_kernels > 1024) {
+    evict = ctx->dead_kernels;
+    ctx->dead_kernels = evict->next;
+    ctx->ndead_kernels--;
+  }
+  pthread_mutex_unlock(&ctx->lock);
+  if (evict) {
+    dv__free(evict->name);
+    dv__free(evict);
+  }
+}
+
+void dv__kernel_graveyard_free(dv_context *ctx) {
+  pthread_mutex_lock(&ctx->lock);
+  dv_kernel *k = ctx->dead_kernels;
+  ctx->dead_kernels = ctx->dead_tail = NULL;
+  ctx->ndead_kernels = 0;
+  pthread_mutex_unlock(&ctx->lock);
+  for (dv_kernel *next; k; k = next) {
+    next = k->next;
+    dv__free(k->name);
+    dv__free(k);
+  }
+}
+
 /* The queued unload: launches already queued may still use the module, so
  * wait for the device first.  Runs at a flush, never in a stream callback
  * (the header forbids releasing objects there). */
@@ -28,11 +64,12 @@ static dv_status dv__dtor_module(dv_context *ctx, void *handle, void *aux) {
   dv_status r2 = ctx->be->module_unload(ctx->bst, m->bm);
   for (dv_kernel *k = m->kernels, *next; k; k = next) {
     next = k->next;
-    dv__free(k->name);
-    dv__free(k);
+    dv__kernel_bury(ctx, k);
   }
   for (size_t i = 0; i < m->nconsts; i++) dv__free(m->consts[i].name);
   dv__free(m->consts);
+  dv__ksigs_free(&m->sigs);
+  dv__free(m->program);
   pthread_mutex_destroy(&m->lock);
   dv__free(m);
   return rc ? rc : r2;
@@ -41,6 +78,11 @@ static dv_status dv__dtor_module(dv_context *ctx, void *handle, void *aux) {
 void dv_module_release(dv_module *m) {
   if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
   dv_context *ctx = m->ctx;
+  /* From now on its kernels are caught if used (the unload itself waits
+   * for the next flush). */
+  pthread_mutex_lock(&m->lock);
+  for (dv_kernel *k = m->kernels; k; k = k->next) atomic_store(&k->magic, DV__KERNEL_DEAD);
+  pthread_mutex_unlock(&m->lock);
   atomic_fetch_sub(&ctx->live_modules, 1);
   dv_status rc = dv__defer_free(ctx, dv__dtor_module, m, NULL, 0);
   if (rc) dv__log(DV_LOG_ERROR, "unloading a kernel module: %s", dv_last_error());
@@ -48,46 +90,133 @@ void dv_module_release(dv_module *m) {
 
 int dv_module_from_cache(const dv_module *m) { return m ? m->from_cache : 0; }
 
+/* ---- kernels ---------------------------------------------------------------------- */
+
+dv_status dv__kernel_usable(const dv_kernel *k) {
+  if (!k) return dv__error(DV_ERR_NULL_ARGUMENT, "the kernel is NULL");
+  uint32_t magic = atomic_load(&((dv_kernel *)k)->magic);
+  if (magic == DV__KERNEL_LIVE) return DV_OK;
+  if (magic == DV__KERNEL_DEAD)
+    return dv__error(DV_ERR_MISUSE,
+                     "kernel %s is used after the last reference to its module was released "
+                     "(dv_module_release); hold it with dv_kernel_retain to keep the module loaded",
+                     k->name);
+  return dv__error(DV_ERR_MISUSE, "not a kernel (a pointer that is not a dv_kernel, or one long freed)");
+}
+
+dv_kernel *dv_kernel_retain(dv_kernel *k) {
+  if (!k) return NULL;
+  if (dv__kernel_usable(k)) {
+    dv__log(DV_LOG_ERROR, "dv_kernel_retain: %s", dv_last_error());
+    return k;
+  }
+  atomic_fetch_add(&k->holds, 1);
+  dv_module_retain(k->module);
+  return k;
+}
+
+void dv_kernel_release(dv_kernel *k) {
+  if (!k) return;
+  if (dv__kernel_usable(k)) {
+    dv__log(DV_LOG_ERROR, "dv_kernel_release: %s", dv_last_error());
+    return;
+  }
+  int h = atomic_load(&k->holds);
+  do {
+    if (h <= 0) {
+      dv__log(DV_LOG_ERROR, "dv_kernel_release: kernel %s has no hold left (dv_kernel_retain)",
+              k->name);
+      return;
+    }
+  } while (!atomic_compare_exchange_weak(&k->holds, &h, h - 1));
+  dv_module_release(k->module);
+}
+
+#ifndef NDEBUG
+/* What the driver says of the parameters against the signature devarray read. */
+static dv_status dv__cross_check(dv_module *m, dv_kernel *k) {
+  dv_context *ctx = m->ctx;
+  if (ctx->be->version < 6 || !ctx->be->kernel_params || !k->sig) return DV_OK;
+  dv_bparam bp[3 * DV_BKMAXPARAMS + 2];
+  size_t n = 0;
+  const char *text = NULL;
+  if (ctx->be->kernel_params(ctx->bst, k->bk, bp, sizeof bp / sizeof *bp, &n, &text)) return DV_OK;
+  char why[300] = "";
+  bool same = true;
+  if (text) {
+    dv_ksig exported;
+    dv_status prc = dv__ksig_parse_list(text, &exported);
+    if (prc) return prc;
+    same = dv__ksig_same(k->sig, &exported, why, sizeof why);
+    dv__ksig_clear(&exported);
+  } else {
+    same = dv__ksig_lowered_same(k->sig, bp, n, why, sizeof why);
+  }
+  if (same) return DV_OK;
+  return dv__error(DV_ERR_KERNEL_ARGUMENT,
+                   "kernel %s: devarray read its parameters from program %s differently from what "
+                   "the %s driver reports (%s); this is a devarray defect: please report it",
+                   k->name, m->program, ctx->be->name, why);
+}
+#endif
+
 dv_status dv_module_kernel(dv_module *m, const char *name, dv_kernel **out) {
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(m);
   DV_CHECK_NULL(name);
   dv_context *ctx = m->ctx;
+  dv_status rc = DV_OK;
   pthread_mutex_lock(&m->lock);
-  for (dv_kernel *k = m->kernels; k; k = k->next)
-    if (strcmp(k->name, name) == 0) {
-      pthread_mutex_unlock(&m->lock);
-      *out = k;
-      return DV_OK;
-    }
-  dv_bkernel *bk = NULL;
-  dv_status rc = ctx->be->kernel_get(ctx->bst, m->bm, name, &bk);
   dv_kernel *k = NULL;
-  if (!rc) {
-    k = dv__calloc(1, sizeof *k);
-    char *nm = dv__strdup(name);
-    if (!k || !nm) {
-      dv__free(k), dv__free(nm);
-      k = NULL;
-      rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a kernel");
-    } else {
-      k->module = m;
-      k->bk = bk;
-      k->name = nm;
-      rc = ctx->be->kernel_attrs(ctx->bst, bk, &k->attrs);
-      if (rc) {
-        dv__free(k->name);
-        dv__free(k);
+  for (dv_kernel *i = m->kernels; i; i = i->next)
+    if (strcmp(i->name, name) == 0) k = i;
+  if (!k) {
+    dv_bkernel *bk = NULL;
+    rc = ctx->be->kernel_get(ctx->bst, m->bm, name, &bk);
+    if (!rc) {
+      k = dv__calloc(1, sizeof *k);
+      char *nm = dv__strdup(name);
+      if (!k || !nm) {
+        dv__free(k), dv__free(nm);
         k = NULL;
+        rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a kernel");
+      } else {
+        atomic_init(&k->magic, DV__KERNEL_LIVE);
+        atomic_init(&k->holds, 0);
+        k->module = m;
+        k->bk = bk;
+        k->name = nm;
+        const dv_ksig *sig = dv__ksig_find(&m->sigs, name);
+        if (!sig)
+          k->unreadable = "its DV_KERNEL declaration is not in the program's source as written "
+                          "(declared through a macro?); devarray checks every launch against the "
+                          "declaration, so write DV_KERNEL(name, ...) at file scope";
+        else if (sig->ambiguous)
+          k->unreadable = "it is declared more than once with different parameter lists, under "
+                          "preprocessor conditions devarray cannot evaluate (a name defined "
+                          "outside the program?); define the condition with dv_program_define";
+        else
+          k->sig = sig;
+        rc = ctx->be->kernel_attrs(ctx->bst, bk, &k->attrs);
+#ifndef NDEBUG
+        if (!rc) rc = dv__cross_check(m, k);
+#endif
+        if (rc) {
+          dv__free(k->name);
+          dv__free(k);
+          k = NULL;
+        } else {
+          k->next = m->kernels;
+          m->kernels = k;
+        }
       }
     }
   }
-  if (k) {
-    k->next = m->kernels;
-    m->kernels = k;
-  }
   pthread_mutex_unlock(&m->lock);
+  if (k && !k->sig)
+    return dv__error(DV_ERR_KERNEL_ARGUMENT, "program %s, kernel %s: %s", m->program, name,
+                     k->unreadable);
   *out = k;
   return rc;
 }
@@ -98,7 +227,32 @@ dv_status dv_kernel_attributes(dv_kernel *k, dv_kernel_attrs *out) {
   DV_CHECK_NULL(out);
   memset(out, 0, sizeof *out);
   DV_CHECK_NULL(k);
+  dv_status rc = dv__kernel_usable(k);
+  if (rc) return rc;
   *out = k->attrs;
+  return DV_OK;
+}
+
+int dv_kernel_num_params(const dv_kernel *k) {
+  if (!k || atomic_load(&((dv_kernel *)k)->magic) != DV__KERNEL_LIVE || !k->sig) return -1;
+  return k->sig->nparams;
+}
+
+dv_status dv_kernel_param_info(const dv_kernel *k, int i, dv_kernel_param *out) {
+  DV_CHECK_NULL(out);
+  memset(out, 0, sizeof *out);
+  DV_CHECK_NULL(k);
+  dv_status rc = dv__kernel_usable(k);
+  if (rc) return rc;
+  if (i < 0 || i >= k->sig->nparams)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "kernel %s has %d parameters; asked for parameter %d",
+                     k->name, k->sig->nparams, i);
+  const dv_kparam *p = &k->sig->params[i];
+  out->kind = p->kind;
+  out->type = p->type.pointer ? DV_TYPE_COUNT : p->type.id;
+  out->is_const = p->is_const;
+  out->name = p->name;
+  out->decl = p->decl;
   return DV_OK;
 }
 
@@ -224,10 +378,7 @@ static dv_status dv__check_arg(const dv_kernel *k, dv_context *ctx, size_t i, co
         return dv__error(DV_ERR_KERNEL_ARGUMENT,
                          "kernel %s, argument %zu: scalar dtype %d is not supported in kernels",
                          k->name, i, (int)a->type);
-      if (!a->value)
-        return dv__error(DV_ERR_NULL_ARGUMENT, "kernel %s, argument %zu: scalar value is NULL",
-                         k->name, i);
-      return DV_OK;
+      return DV_OK; /* (value NULL: the value is in a->scalar) */
     case DV_ARG_ARRAY:
     case DV_ARG_VIEW:
     case DV_ARG_SMART:
@@ -284,13 +435,15 @@ dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nar
                            const dv_arg *args) {
   DV_CHECK_NULL(k);
   DV_CHECK_NULL(cfg);
+  dv_status rc = dv__kernel_usable(k);
+  if (rc) return rc;
   if (nargs && !args) return dv__error(DV_ERR_NULL_ARGUMENT, "args is NULL with nargs = %zu", nargs);
   dv_context *ctx = k->module->ctx;
   if (cfg->stream && cfg->stream->ctx != ctx)
     return dv__error(DV_ERR_BACKEND_MISMATCH, "kernel %s: the stream belongs to another context",
                      k->name);
   uint32_t grid[3], block[3];
-  dv_status rc = dv__check_config(k, cfg, grid, block);
+  rc = dv__check_config(k, cfg, grid, block);
   if (rc) return rc;
   if (nargs > DV__KMAXARGS)
     return dv__error(DV_ERR_KERNEL_ARGUMENT, "kernel %s: %zu arguments; at most %d are supported",
@@ -304,6 +457,10 @@ dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nar
         ((args[i].kind == DV_ARG_ARRAY || args[i].kind == DV_ARG_VIEW) && dv__copied_kind(args[i].array)))
       moves = true;
   }
+  /* ... and against the kernel's declaration: the same checks, statuses and
+   * messages on every backend (contract.c). */
+  rc = dv__check_contract(k, nargs, args);
+  if (rc) return rc;
   dv_array *use[DV__KMAXARGS];
   for (size_t i = 0; i < nargs; i++) use[i] = (dv_array *)args[i].array;
   if (!moves) return dv__launch_lowered(k, cfg, grid, block, nargs, args, use);
@@ -373,7 +530,7 @@ static dv_status dv__launch_lowered(dv_kernel *k, const dv_launch_config *cfg, c
   for (size_t i = 0; i < nargs; i++) {
     const dv_arg *a = &args[i];
     if (a->kind == DV_ARG_SCALAR) {
-      bargs[nb++] = (dv_barg){DV_BARG_VALUE, a->type, NULL, a->value,
+      bargs[nb++] = (dv_barg){DV_BARG_VALUE, a->type, NULL, dv__arg_value(a),
                               dv_dtype_itemsize(dv_dtype_get(a->type))};
       continue;
     }

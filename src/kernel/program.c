@@ -41,6 +41,7 @@ const char *dv__kernel_ctype(dv_type_id id) {
     case DV_UINT16: return "dv_u16";
     case DV_UINT32: return "dv_u32";
     case DV_UINT64: return "dv_u64";
+    case DV_FLOAT16: return "dv_f16";
     case DV_FLOAT32: return "dv_f32";
     case DV_FLOAT64: return "dv_f64";
     default: return NULL;
@@ -289,7 +290,19 @@ static dv_status dv__compile_failed(dv_program *p, dv_status rc) {
 
 static dv_status dv__module_new(dv_program *p, dv_bmodule *bm, const dv_klimits *lim,
                                 int from_cache, dv_module **out) {
-  dv_module *m = dv__calloc(1, sizeof *m);
+  /* The kernels' declarations, read for this backend (signature.h). */
+  int bi = dv__kbackend_index(p->ctx->be->name);
+  dv_ksigs sigs;
+  dv_status rc = dv__ksig_scan(p->source, p->defines, p->ndefines, bi >= 0 ? p->options[bi] : NULL,
+                               p->ctx->be->name, &sigs);
+  if (rc) return rc;
+  char *program = dv__strdup(p->name);
+  dv_module *m = program ? dv__calloc(1, sizeof *m) : NULL;
+  if (!m) {
+    dv__free(program);
+    dv__ksigs_free(&sigs);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a module");
+  }
   dv_kconst *consts = p->nconsts ? dv__calloc(p->nconsts, sizeof *consts) : NULL;
   bool ok = m && (!p->nconsts || consts);
   for (size_t i = 0; ok && i < p->nconsts; i++) {
@@ -302,6 +315,8 @@ static dv_status dv__module_new(dv_program *p, dv_bmodule *bm, const dv_klimits 
       for (size_t i = 0; i < p->nconsts; i++) dv__free(consts[i].name);
     dv__free(consts);
     dv__free(m);
+    dv__free(program);
+    dv__ksigs_free(&sigs);
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a module");
   }
   atomic_store(&m->refs, 1);
@@ -312,6 +327,8 @@ static dv_status dv__module_new(dv_program *p, dv_bmodule *bm, const dv_klimits 
   m->nconsts = p->nconsts;
   m->const_bytes = p->const_bytes;
   m->from_cache = from_cache;
+  m->program = program;
+  m->sigs = sigs;
   pthread_mutex_init(&m->lock, NULL);
   atomic_fetch_add(&p->ctx->live_modules, 1);
   *out = m;

@@ -1543,6 +1543,25 @@ EXPORT CUresult cuModuleGetFunction(dv_CUfunction *f, dv_CUmodule m, const char 
   return unlock_ret(DV_CUDA_ERROR_NOT_FOUND);
 }
 
+/* CUDA 12.4's parameter layout query: offset and size of parameter index,
+ * from the sizes the PTX declares (each aligned to its size, at most 8). */
+EXPORT CUresult cuFuncGetParamInfo(dv_CUfunction f, size_t index, size_t *offset, size_t *size);
+EXPORT CUresult cuFuncGetParamInfo(dv_CUfunction f, size_t index, size_t *offset, size_t *size) {
+  ENTER();
+  if (!f || (int)index < 0 || index >= (size_t)f->r.nparams) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  size_t off = 0;
+  for (size_t i = 0; i <= index; i++) {
+    size_t sz = f->r.psize[i], al = sz >= 8 ? 8 : sz ? sz : 1;
+    off = (off + al - 1) / al * al;
+    if (i == index) {
+      if (offset) *offset = off;
+      if (size) *size = sz;
+    }
+    off += sz;
+  }
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
 EXPORT CUresult cuModuleGetGlobal_v2(dv_CUdeviceptr *p, size_t *bytes, dv_CUmodule m, const char *name) {
   ENTER();
   if (!name) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);

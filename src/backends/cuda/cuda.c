@@ -64,6 +64,7 @@ static void cu_load(void) {
   }
 #include "cuda_symbols.def"
 #undef DV_CU
+  *(void **)&cu.cuFuncGetParamInfo = dlsym(cu_lib, "cuFuncGetParamInfo"); /* optional */
   dv_CUresult r = cu.cuInit(0);
   if (r != DV_CUDA_SUCCESS) {
     const char *n = NULL;
@@ -658,6 +659,7 @@ const dv_backend dv__backend_cuda = {
     .module_unload = dv__cub_module_unload,
     .kernel_get = dv__cub_kernel_get,
     .kernel_attrs = dv__cub_kernel_attrs,
+    .kernel_params = dv__cub_kernel_params,
     .constant_write = dv__cub_constant_write,
     .launch = dv__cub_launch,
     .native_context = dv__cub_native_context,

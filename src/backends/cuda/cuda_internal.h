@@ -17,6 +17,8 @@ typedef struct dv_cu_api {
 #define DV_CU(ret, name, params) ret(*name) params;
 #include "cuda_symbols.def"
 #undef DV_CU
+  /* Optional (NULL where the driver lacks it): CUDA 12.4's parameter layout. */
+  dv_CUresult (*cuFuncGetParamInfo)(dv_CUfunction f, size_t index, size_t *offset, size_t *size);
 } dv_cu_api;
 
 /* The driver's entry points (cuda_common.c; filled once by cuda.c's loader). */
@@ -101,6 +103,8 @@ dv_status dv__cub_module_load(void *state, const dv_build_req *req, const void *
 dv_status dv__cub_module_unload(void *state, dv_bmodule *m);
 dv_status dv__cub_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel **out);
 dv_status dv__cub_kernel_attrs(void *state, dv_bkernel *k, dv_kernel_attrs *out);
+dv_status dv__cub_kernel_params(void *state, dv_bkernel *k, dv_bparam *out, size_t cap, size_t *n,
+                                const char **sig);
 dv_status dv__cub_constant_write(void *state, dv_bmodule *m, dv_bstream *s, size_t offset,
                                  dv_memref src, size_t bytes);
 dv_status dv__cub_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_blaunch *l);

@@ -394,6 +394,28 @@ dv_status dv__cub_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bk
   return DV_OK;
 }
 
+/* The parameter sizes the driver reports (cuFuncGetParamInfo, CUDA 12.4),
+ * for the kernel layer's cross-check; kinds and type names it cannot tell. */
+dv_status dv__cub_kernel_params(void *state, dv_bkernel *k, dv_bparam *out, size_t cap, size_t *n,
+                                const char **sig) {
+  cu_state *st = state;
+  *n = 0;
+  *sig = NULL;
+  if (!cu.cuFuncGetParamInfo) return dv__error(DV_ERR_NOT_SUPPORTED, "no cuFuncGetParamInfo");
+  CU_ENTER(st);
+  size_t i = 0;
+  for (; i <= cap; i++) {
+    size_t off = 0, size = 0;
+    if (cu.cuFuncGetParamInfo(k->f, i, &off, &size) != DV_CUDA_SUCCESS) break;
+    if (i == cap) return dv__error(DV_ERR_NOT_SUPPORTED, "too many parameters to report");
+    out[i].kind = '?';
+    out[i].size = size;
+    out[i].type[0] = 0;
+  }
+  *n = i;
+  return DV_OK;
+}
+
 dv_status dv__cub_kernel_attrs(void *state, dv_bkernel *k, dv_kernel_attrs *out) {
   cu_state *st = state;
   memset(out, 0, sizeof *out);

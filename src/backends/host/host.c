@@ -1046,4 +1046,6 @@ const dv_backend dv__backend_host = {
     .ipc_export = hb_ipc_export,
     .ipc_open = hb_ipc_open,
     .ipc_close = hb_ipc_close,
+    /* Version 6. */
+    .kernel_params = hk_kernel_params,
 };

@@ -565,22 +565,11 @@ dv_status hk_kernel_limits(void *state, dv_klimits *out) {
 /* Modules and kernels                                                         */
 /* ========================================================================== */
 
-typedef enum { HK_P_ARRAY = 1, HK_P_VIEW, HK_P_SCALAR } hk_pkind;
-
-typedef struct hk_param {
-  hk_pkind kind;
-  char text[96]; /* as written (shortened), for messages */
-  int size;      /* scalars: bytes; 0 unknown type; -1 a pointer */
-  bool is_float;
-  ffi_type *ffi; /* scalars of a known type */
-} hk_param;
-
 struct dv_bkernel {
   dv_bmodule *m;
   char *name;
   void (*fn)(void);
-  hk_param *params;
-  int nparams;
+  const char *sig; /* the module's dv__sig_<name>: the parameter list as written */
   dv_bkernel *next;
 };
 
@@ -603,7 +592,6 @@ static void hk_module_free(dv_bmodule *m) {
   if (!m) return;
   for (dv_bkernel *kn = m->kernels, *next; kn; kn = next) {
     next = kn->next;
-    dv__free(kn->params);
     dv__free(kn->name);
     dv__free(kn);
   }
@@ -866,154 +854,31 @@ dv_status hk_module_unload(void *state, dv_bmodule *m) {
 
 /* ---- the kernel's parameter list ---------------------------------------- */
 
-typedef struct hk_ctype {
-  const char *name;
-  int size;
-  bool is_float, is_signed;
-} hk_ctype;
+/* The kernel layer reads every kernel's declaration and checks launches
+ * against it (src/kernel/signature.c, contract.c); the module's exported
+ * text (DV_KERNEL's stringified list) serves its cross-check and names a
+ * parameter in messages here. */
 
-static const hk_ctype hk_ctypes[] = {
-    {"char", 1, false, true},          {"signed char", 1, false, true},
-    {"unsigned char", 1, false, false}, {"_Bool", 1, false, false},
-    {"bool", 1, false, false},         {"int8_t", 1, false, true},
-    {"uint8_t", 1, false, false},      {"dv_i8", 1, false, true},
-    {"dv_u8", 1, false, false},        {"short", 2, false, true},
-    {"short int", 2, false, true},     {"signed short", 2, false, true},
-    {"signed short int", 2, false, true}, {"unsigned short", 2, false, false},
-    {"unsigned short int", 2, false, false}, {"int16_t", 2, false, true},
-    {"uint16_t", 2, false, false},     {"dv_i16", 2, false, true},
-    {"dv_u16", 2, false, false},       {"int", 4, false, true},
-    {"signed", 4, false, true},        {"signed int", 4, false, true},
-    {"unsigned", 4, false, false},     {"unsigned int", 4, false, false},
-    {"int32_t", 4, false, true},       {"uint32_t", 4, false, false},
-    {"dv_i32", 4, false, true},        {"dv_u32", 4, false, false},
-    {"long", (int)sizeof(long), false, true}, {"long int", (int)sizeof(long), false, true},
-    {"signed long", (int)sizeof(long), false, true},
-    {"unsigned long", (int)sizeof(long), false, false},
-    {"unsigned long int", (int)sizeof(long), false, false},
-    {"long long", 8, false, true},     {"long long int", 8, false, true},
-    {"signed long long", 8, false, true}, {"unsigned long long", 8, false, false},
-    {"unsigned long long int", 8, false, false}, {"int64_t", 8, false, true},
-    {"uint64_t", 8, false, false},     {"dv_i64", 8, false, true},
-    {"dv_u64", 8, false, false},       {"size_t", (int)sizeof(size_t), false, false},
-    {"ptrdiff_t", (int)sizeof(ptrdiff_t), false, true},
-    {"intptr_t", (int)sizeof(intptr_t), false, true},
-    {"uintptr_t", (int)sizeof(uintptr_t), false, false},
-    {"float", 4, true, true},          {"dv_f32", 4, true, true},
-    {"double", 8, true, true},         {"dv_f64", 8, true, true},
-};
-
-static ffi_type *hk_ffi_int(int size, bool is_signed) {
-  switch (size) {
-    case 1: return is_signed ? &ffi_type_sint8 : &ffi_type_uint8;
-    case 2: return is_signed ? &ffi_type_sint16 : &ffi_type_uint16;
-    case 4: return is_signed ? &ffi_type_sint32 : &ffi_type_uint32;
-    case 8: return is_signed ? &ffi_type_sint64 : &ffi_type_uint64;
-    default: return NULL;
-  }
-}
-
-static bool hk_ident_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-
-/* Fill p (kind SCALAR) from the declaration text "const unsigned int n". */
-static void hk_scalar_type(hk_param *p, const char *decl, size_t len) {
-  p->size = 0;
-  p->is_float = false;
-  p->ffi = NULL;
-  /* Drop the parameter's name (the last identifier). */
-  size_t e = len;
-  while (e > 0 && (decl[e - 1] == ' ' || decl[e - 1] == '\t')) e--;
-  size_t nstart = e;
-  while (nstart > 0 && hk_ident_char(decl[nstart - 1])) nstart--;
-  if (nstart == e || nstart == 0) return; /* no separate name: unknown */
-  for (size_t i = 0; i < nstart; i++)
-    if (decl[i] == '*' || decl[i] == '[' || decl[i] == '(') {
-      p->size = -1;
-      return;
-    }
-  /* Words of the type, without qualifiers, joined by one space. */
-  char norm[96];
-  size_t nn = 0;
-  size_t i = 0;
-  while (i < nstart) {
-    while (i < nstart && !hk_ident_char(decl[i])) i++;
-    size_t ws = i;
-    while (i < nstart && hk_ident_char(decl[i])) i++;
-    size_t wl = i - ws;
-    if (!wl) continue;
-    static const char *const skip[] = {"const", "volatile", "restrict", "register",
-                                       "__restrict", "__restrict__", "DV_RESTRICT"};
-    bool drop = false;
-    for (size_t s = 0; s < sizeof skip / sizeof *skip; s++)
-      if (strlen(skip[s]) == wl && memcmp(decl + ws, skip[s], wl) == 0) drop = true;
-    if (drop) continue;
-    if (nn + wl + 2 >= sizeof norm) return;
-    if (nn) norm[nn++] = ' ';
-    memcpy(norm + nn, decl + ws, wl);
-    nn += wl;
-  }
-  norm[nn] = 0;
-  for (size_t t = 0; t < sizeof hk_ctypes / sizeof *hk_ctypes; t++)
-    if (strcmp(norm, hk_ctypes[t].name) == 0) {
-      p->size = hk_ctypes[t].size;
-      p->is_float = hk_ctypes[t].is_float;
-      p->ffi = p->is_float ? (p->size == 4 ? &ffi_type_float : &ffi_type_double)
-                           : hk_ffi_int(p->size, hk_ctypes[t].is_signed);
-      return;
-    }
-}
-
-static bool hk_starts_macro(const char *s, size_t len, const char *macro) {
-  size_t ml = strlen(macro);
-  if (len < ml || memcmp(s, macro, ml) != 0) return false;
-  size_t i = ml;
-  while (i < len && (s[i] == ' ' || s[i] == '\t')) i++;
-  return i < len && s[i] == '(';
-}
-
-/* Parse "DV_ARRAY(const float, A), int n" into params. */
-static dv_status hk_parse_sig(const char *sig, hk_param **out, int *count) {
-  *out = NULL;
-  *count = 0;
-  int cap = 1;
-  for (const char *c = sig; *c; c++)
-    if (*c == ',') cap++;
-  hk_param *ps = dv__calloc((size_t)cap, sizeof *ps);
-  if (!ps) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot parse a kernel signature");
-  int n = 0;
-  const char *s = sig;
-  while (*s) {
-    int depth = 0;
-    const char *e = s;
-    while (*e && !(depth == 0 && *e == ',')) {
-      if (*e == '(' || *e == '[') depth++;
-      if ((*e == ')' || *e == ']') && depth > 0) depth--;
-      e++;
-    }
-    const char *a = s, *b = e;
-    while (a < b && (*a == ' ' || *a == '\t' || *a == '\n')) a++;
-    while (b > a && (b[-1] == ' ' || b[-1] == '\t' || b[-1] == '\n')) b--;
-    size_t len = (size_t)(b - a);
-    bool is_void = len == 4 && memcmp(a, "void", 4) == 0;
-    if (len && !is_void && n < cap) {
-      hk_param *p = &ps[n++];
-      snprintf(p->text, sizeof p->text, "%.*s", (int)len, a);
-      if (hk_starts_macro(a, len, "DV_ARRAY"))
-        p->kind = HK_P_ARRAY;
-      else if (hk_starts_macro(a, len, "DV_VIEW"))
-        p->kind = HK_P_VIEW;
-      else {
-        p->kind = HK_P_SCALAR;
-        hk_scalar_type(p, a, len);
+/* Parameter i (0-based) of the exported list, blanks trimmed, into buf. */
+static void hk_param_text(const char *sig, int i, char *buf, size_t cap) {
+  int depth = 0, at = 0;
+  const char *s = sig, *start = sig;
+  buf[0] = 0;
+  for (;; s++) {
+    if (*s == '(' || *s == '[') depth++;
+    if ((*s == ')' || *s == ']') && depth > 0) depth--;
+    if (*s == 0 || (*s == ',' && depth == 0)) {
+      if (at++ == i) {
+        while (start < s && (*start == ' ' || *start == '\t' || *start == '\n')) start++;
+        const char *e = s;
+        while (e > start && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n')) e--;
+        snprintf(buf, cap, "%.*s", (int)(e - start), start);
+        return;
       }
+      if (*s == 0) return;
+      start = s + 1;
     }
-    s = *e ? e + 1 : e;
   }
-  *out = ps;
-  *count = n;
-  return DV_OK;
 }
 
 dv_status hk_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel **out) {
@@ -1034,12 +899,7 @@ dv_status hk_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel
     dv__free(nm);
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a kernel");
   }
-  dv_status rc = hk_parse_sig(sig, &kn->params, &kn->nparams);
-  if (rc) {
-    dv__free(kn);
-    dv__free(nm);
-    return rc;
-  }
+  kn->sig = sig;
   kn->m = m;
   kn->name = nm;
   /* A function pointer from dlsym's object pointer (POSIX guarantees it works). */
@@ -1062,6 +922,14 @@ dv_status hk_kernel_attrs(void *state, dv_bkernel *kn, dv_kernel_attrs *out) {
   out->constant_bytes = kn->m->cbytes;
   out->registers = -1;
   out->wave_size = k->wave;
+  return DV_OK;
+}
+
+dv_status hk_kernel_params(void *state, dv_bkernel *kn, dv_bparam *out, size_t cap, size_t *n,
+                           const char **sig) {
+  (void)state, (void)out, (void)cap;
+  *n = 0;
+  *sig = kn->sig;
   return DV_OK;
 }
 
@@ -1150,132 +1018,45 @@ static ffi_type *hk_dtype_ffi(dv_type_id t) {
     case DV_UINT16: return &ffi_type_uint16;
     case DV_UINT32: return &ffi_type_uint32;
     case DV_UINT64: return &ffi_type_uint64;
+    case DV_FLOAT16: return &ffi_type_uint16; /* dv_f16: 16-bit storage, passed as an integer */
     case DV_FLOAT32: return &ffi_type_float;
     case DV_FLOAT64: return &ffi_type_double;
     default: return NULL;
   }
 }
 
-/* (Backends sit below the array layer: names here, not dv_dtype_name.) */
-static const char *hk_dtype_name(dv_type_id t) {
-  switch (t) {
-    case DV_BOOL: return "bool";
-    case DV_INT8: return "int8";
-    case DV_INT16: return "int16";
-    case DV_INT32: return "int32";
-    case DV_INT64: return "int64";
-    case DV_UINT8: return "uint8";
-    case DV_UINT16: return "uint16";
-    case DV_UINT32: return "uint32";
-    case DV_UINT64: return "uint64";
-    case DV_FLOAT16: return "float16";
-    case DV_FLOAT32: return "float32";
-    case DV_FLOAT64: return "float64";
-    case DV_COMPLEX64: return "complex64";
-    case DV_COMPLEX128: return "complex128";
-    default: return "a record or unknown dtype";
-  }
-}
-
-static const char *hk_arg_desc(const dv_blaunch *bl, size_t j) {
-  if (j >= bl->nargs) return "missing";
-  switch (bl->args[j].kind) {
-    case DV_BARG_BUFFER:
-      return j + 2 < bl->nargs && bl->args[j + 2].kind == DV_BARG_VIEW
-                 ? "an array with shape and strides (DV_ARG_VIEW)"
-                 : "an array (DV_ARG_ARRAY)";
-    case DV_BARG_VALUE: return "a scalar";
-    default: return "a stray view";
-  }
-}
-
-/* The number of arguments the caller meant (arrays count once). */
-static size_t hk_user_args(const dv_blaunch *bl) {
-  size_t n = 0;
-  for (size_t j = 0; j < bl->nargs; n++) {
-    if (bl->args[j].kind == DV_BARG_BUFFER) {
-      j += 2;
-      if (j < bl->nargs && bl->args[j].kind == DV_BARG_VIEW) j++;
-    } else {
-      j++;
-    }
-  }
-  return n;
-}
-
-/* Check the lowered arguments against the kernel's parameter list and
- * choose each one's libffi type. */
-static dv_status hk_match_args(const dv_bkernel *kn, const dv_blaunch *bl, ffi_type **types) {
-  size_t j = 0;
-  for (int i = 0; i < kn->nparams; i++) {
-    const hk_param *p = &kn->params[i];
-    if (j >= bl->nargs)
-      return dv__error(DV_ERR_KERNEL_ARGUMENT,
-                       "kernel %s takes %d parameter(s); the launch passes %zu argument(s) "
-                       "(parameter %d `%s` is missing)", kn->name, kn->nparams, hk_user_args(bl),
-                       i, p->text);
+/* Each lowered argument's libffi type.  The kernel layer has checked the
+ * arguments against the kernel's declaration (src/kernel/contract.c), so
+ * an array is a buffer and an int64 offset (and a view), and a scalar has
+ * the parameter's size and kind; what is left to refuse here is a dtype the
+ * simulator cannot pass. */
+static dv_status hk_arg_types(const dv_bkernel *kn, const dv_blaunch *bl, ffi_type **types) {
+  for (size_t j = 0; j < bl->nargs; j++) {
     const dv_barg *a = &bl->args[j];
-    bool arr = a->kind == DV_BARG_BUFFER;
-    bool view = arr && j + 2 < bl->nargs && bl->args[j + 2].kind == DV_BARG_VIEW;
-    switch (p->kind) {
-      case HK_P_ARRAY:
-      case HK_P_VIEW:
-        if (!arr || view != (p->kind == HK_P_VIEW))
-          return dv__error(DV_ERR_KERNEL_ARGUMENT,
-                           "kernel %s, parameter %d `%s` takes %s; argument %d is %s", kn->name, i,
-                           p->text,
-                           p->kind == HK_P_VIEW ? "an array with shape and strides (DV_ARG_VIEW)"
-                                                : "an array (DV_ARG_ARRAY)",
-                           i, hk_arg_desc(bl, j));
-        /* (a NULL buffer is an empty array: the kernel gets a NULL pointer) */
-        if (j + 1 >= bl->nargs || bl->args[j + 1].kind != DV_BARG_VALUE ||
-            bl->args[j + 1].size != sizeof(int64_t) || !bl->args[j + 1].value)
-          return dv__error(DV_ERR_KERNEL_ARGUMENT,
-                           "kernel %s, argument %d: an array needs a buffer and an int64 byte "
-                           "offset", kn->name, i);
+    switch (a->kind) {
+      case DV_BARG_BUFFER:
         types[j] = &ffi_type_pointer;
-        types[j + 1] = &ffi_type_sint64;
-        if (view) {
-          if (!bl->args[j + 2].value || bl->args[j + 2].size != sizeof(dv_bkview))
-            return dv__error(DV_ERR_KERNEL_ARGUMENT, "kernel %s, argument %d: malformed view",
-                             kn->name, i);
-          types[j + 2] = &hk_view_ffi;
-        }
-        j += view ? 3 : 2;
         break;
-      case HK_P_SCALAR: {
-        if (a->kind != DV_BARG_VALUE)
-          return dv__error(DV_ERR_KERNEL_ARGUMENT,
-                           "kernel %s, parameter %d `%s` takes a scalar; argument %d is %s",
-                           kn->name, i, p->text, i, hk_arg_desc(bl, j));
+      case DV_BARG_VIEW:
+        if (!a->value || a->size != sizeof(dv_bkview))
+          return dv__error(DV_ERR_KERNEL_ARGUMENT, "kernel %s, lowered argument %zu: malformed view",
+                           kn->name, j);
+        types[j] = &hk_view_ffi;
+        break;
+      case DV_BARG_VALUE: {
         ffi_type *ft = hk_dtype_ffi(a->type);
         if (!ft || !a->value || a->size != ft->size || a->size > sizeof(hk_val))
           return dv__error(DV_ERR_KERNEL_ARGUMENT,
-                           "kernel %s, argument %d: scalars of dtype %s are not supported",
-                           kn->name, i, hk_dtype_name(a->type));
-        bool af = a->type == DV_FLOAT32 || a->type == DV_FLOAT64;
-        if (p->size < 0)
-          return dv__error(DV_ERR_KERNEL_ARGUMENT,
-                           "kernel %s, parameter %d `%s` is a pointer: pass arrays as "
-                           "DV_ARRAY(T, name) parameters", kn->name, i, p->text);
-        /* Known C types must agree in size and in integer vs floating point;
-         * signedness may differ (the bits are passed as they are). */
-        if (p->size > 0 && ((size_t)p->size != a->size || p->is_float != af))
-          return dv__error(DV_ERR_KERNEL_ARGUMENT,
-                           "kernel %s, parameter %d `%s` takes a %d-byte %s; argument %d is %s "
-                           "(%zu-byte %s)", kn->name, i, p->text, p->size,
-                           p->is_float ? "floating-point value" : "integer", i,
-                           hk_dtype_name(a->type), a->size, af ? "floating-point" : "integer");
-        types[j] = p->ffi ? p->ffi : ft;
-        j++;
+                           "kernel %s, lowered argument %zu: a %zu-byte value of dtype %d cannot be "
+                           "passed", kn->name, j, a->size, (int)a->type);
+        types[j] = ft;
         break;
       }
+      default:
+        return dv__error(DV_ERR_KERNEL_ARGUMENT, "kernel %s, lowered argument %zu: unknown kind %d",
+                         kn->name, j, (int)a->kind);
     }
   }
-  if (j != bl->nargs)
-    return dv__error(DV_ERR_KERNEL_ARGUMENT,
-                     "kernel %s takes %d parameter(s); the launch passes %zu argument(s)",
-                     kn->name, kn->nparams, hk_user_args(bl));
   return DV_OK;
 }
 
@@ -1418,7 +1199,7 @@ dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch
     hk_launch_free(l);
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a kernel launch");
   }
-  dv_status rc = hk_match_args(kn, bl, l->types);
+  dv_status rc = hk_arg_types(kn, bl, l->types);
   if (rc) {
     hk_launch_free(l);
     return rc;
@@ -2326,12 +2107,13 @@ static void hk_guards_end(hk_job *l, bool check) {
     }
 #endif
     if (!check || l->k->sv->guards_ok(b)) continue;
-    const hk_param *p = &l->kern->params[l->held_param[i] < l->kern->nparams ? l->held_param[i] : 0];
+    char decl[96];
+    hk_param_text(l->kern->sig, l->held_param[i], decl, sizeof decl);
     char msg[600];
     hk_fmt(msg, sizeof msg,
              "kernel %s wrote outside the %zu-byte device buffer of argument %d (`%s`): its guard "
              "bytes were overwritten (found after the kernel; the block and thread are unknown)",
-             l->kern->name, b->bytes, l->held_param[i], p->text);
+             l->kern->name, b->bytes, l->held_param[i], decl);
     pthread_mutex_lock(&l->em);
     if (!l->err) {
       l->err = DV_ERR_KERNEL_FAULT;

@@ -824,6 +824,7 @@ const dv_backend dv__backend_opencl = {
     .native_buffer = dv__clk_native_buffer,
     .buffer_wrap = dv__clk_buffer_wrap,
     .buffer_unwrap = dv__clk_buffer_unwrap,
+    .kernel_params = dv__clk_kernel_params,
 };
 
 #else /* no OpenCL headers at build time */

@@ -92,6 +92,8 @@ dv_status dv__clk_module_load(void *state, const dv_build_req *req, const void *
 dv_status dv__clk_module_unload(void *state, dv_bmodule *m);
 dv_status dv__clk_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel **out);
 dv_status dv__clk_kernel_attrs(void *state, dv_bkernel *k, dv_kernel_attrs *out);
+dv_status dv__clk_kernel_params(void *state, dv_bkernel *k, dv_bparam *out, size_t cap, size_t *n,
+                                const char **sig);
 dv_status dv__clk_constant_write(void *state, dv_bmodule *m, dv_bstream *s, size_t offset, dv_memref src,
                                  size_t bytes);
 dv_status dv__clk_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_blaunch *l);

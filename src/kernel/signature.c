@@ -1,0 +1,758 @@
+/*
+ * Kernel signatures read from a program's source (signature.h says what the
+ * reader does and does not understand).
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "signature.h"
+
+/* ---- types ------------------------------------------------------------------------ */
+
+typedef struct dv_kname {
+  const char *name;
+  dv_type_id id;
+} dv_kname;
+
+/* Every spelling of a type the dialect's parameters use, qualifiers dropped
+ * and words joined by one blank.  `long` is 64 bits on every backend devarray
+ * runs on (LP64 hosts, OpenCL, CUDA on 64-bit Linux). */
+static const dv_kname dv__knames[] = {
+    {"char", DV_INT8}, /* plain char: see dv_ktype.plain_char */
+    {"signed char", DV_INT8}, {"int8_t", DV_INT8}, {"dv_i8", DV_INT8},
+    {"unsigned char", DV_UINT8}, {"uchar", DV_UINT8}, {"uint8_t", DV_UINT8}, {"dv_u8", DV_UINT8},
+    {"_Bool", DV_BOOL}, {"bool", DV_BOOL},
+    {"short", DV_INT16}, {"short int", DV_INT16}, {"signed short", DV_INT16},
+    {"signed short int", DV_INT16}, {"int16_t", DV_INT16}, {"dv_i16", DV_INT16},
+    {"unsigned short", DV_UINT16}, {"unsigned short int", DV_UINT16}, {"ushort", DV_UINT16},
+    {"uint16_t", DV_UINT16}, {"dv_u16", DV_UINT16},
+    {"int", DV_INT32}, {"signed", DV_INT32}, {"signed int", DV_INT32}, {"int32_t", DV_INT32},
+    {"dv_i32", DV_INT32},
+    {"unsigned", DV_UINT32}, {"unsigned int", DV_UINT32}, {"uint", DV_UINT32},
+    {"uint32_t", DV_UINT32}, {"dv_u32", DV_UINT32},
+    {"long", DV_INT64}, {"long int", DV_INT64}, {"signed long", DV_INT64},
+    {"signed long int", DV_INT64}, {"long long", DV_INT64}, {"long long int", DV_INT64},
+    {"signed long long", DV_INT64}, {"signed long long int", DV_INT64}, {"int64_t", DV_INT64},
+    {"dv_i64", DV_INT64}, {"ptrdiff_t", DV_INT64}, {"intptr_t", DV_INT64},
+    {"unsigned long", DV_UINT64}, {"unsigned long int", DV_UINT64}, {"ulong", DV_UINT64},
+    {"unsigned long long", DV_UINT64}, {"unsigned long long int", DV_UINT64},
+    {"uint64_t", DV_UINT64}, {"dv_u64", DV_UINT64}, {"size_t", DV_UINT64},
+    {"uintptr_t", DV_UINT64},
+    {"half", DV_FLOAT16}, {"dv_f16", DV_FLOAT16},
+    {"float", DV_FLOAT32}, {"dv_f32", DV_FLOAT32},
+    {"double", DV_FLOAT64}, {"dv_f64", DV_FLOAT64},
+};
+
+const char *dv__ktype_text(dv_type_id id) {
+  switch (id) {
+    case DV_BOOL: return "bool";
+    case DV_INT8: return "int8";
+    case DV_INT16: return "int16";
+    case DV_INT32: return "int32";
+    case DV_INT64: return "int64";
+    case DV_UINT8: return "uint8";
+    case DV_UINT16: return "uint16";
+    case DV_UINT32: return "uint32";
+    case DV_UINT64: return "uint64";
+    case DV_FLOAT16: return "float16";
+    case DV_FLOAT32: return "float32";
+    case DV_FLOAT64: return "float64";
+    case DV_COMPLEX64: return "complex64";
+    case DV_COMPLEX128: return "complex128";
+    case DV_RECORD: return "record";
+    default: return "unknown";
+  }
+}
+
+static bool dv__ident_start(char c) { return isalpha((unsigned char)c) || c == '_'; }
+static bool dv__ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+/* ---- aliases: object-like #defines, typedefs, the program's defines --------------- */
+
+typedef struct dv_kalias {
+  char *name;
+  char *text; /* NULL: defined, with no usable text (function-like, or #undef'd: see gone) */
+  bool gone;  /* #undef */
+} dv_kalias;
+
+typedef struct dv_kscan {
+  const char *s;
+  size_t n, i;
+  int line;
+  /* #if nesting: per level the current branch (1 taken, 0 not, -1 unknown)
+   * and whether an earlier branch was taken (same values). */
+  signed char cur[64], seen[64];
+  int depth, overflow;
+  dv_kalias *al;
+  size_t nal, capal;
+  const char *backend;
+  dv_ksigs out;
+  size_t capout;
+  bool oom;
+} dv_kscan;
+
+static dv_kalias *dv__alias_find(dv_kscan *sc, const char *name, size_t len) {
+  for (size_t i = sc->nal; i-- > 0;)
+    if (strlen(sc->al[i].name) == len && memcmp(sc->al[i].name, name, len) == 0) return &sc->al[i];
+  return NULL;
+}
+
+/* A bigger copy of p (old bytes kept); p is freed only on success. */
+static void *dv__kgrow(void *p, size_t old_bytes, size_t new_bytes) {
+  void *q = dv__malloc(new_bytes);
+  if (!q) return NULL;
+  if (p) memcpy(q, p, old_bytes);
+  dv__free(p);
+  return q;
+}
+
+static char *dv__strndup(const char *s, size_t n) {
+  char *d = dv__malloc(n + 1);
+  if (d) memcpy(d, s, n), d[n] = 0;
+  return d;
+}
+
+static void dv__alias_set(dv_kscan *sc, const char *name, size_t len, const char *text, size_t tlen,
+                          bool has_text) {
+  dv_kalias *a = dv__alias_find(sc, name, len);
+  char *t = NULL;
+  if (has_text) {
+    while (tlen && isspace((unsigned char)text[tlen - 1])) tlen--;
+    while (tlen && isspace((unsigned char)*text)) text++, tlen--;
+    if (!(t = dv__strndup(text, tlen))) {
+      sc->oom = true;
+      return;
+    }
+  }
+  if (a) {
+    dv__free(a->text);
+    a->text = t;
+    a->gone = false;
+    return;
+  }
+  if (sc->nal == sc->capal) {
+    size_t cap = sc->capal ? 2 * sc->capal : 16;
+    dv_kalias *na = dv__kgrow(sc->al, sc->nal * sizeof *na, cap * sizeof *na);
+    if (!na) {
+      dv__free(t);
+      sc->oom = true;
+      return;
+    }
+    sc->al = na, sc->capal = cap;
+  }
+  char *nm = dv__strndup(name, len);
+  if (!nm) {
+    dv__free(t);
+    sc->oom = true;
+    return;
+  }
+  sc->al[sc->nal++] = (dv_kalias){nm, t, false};
+}
+
+/* ---- three-valued conditions ------------------------------------------------------- */
+
+static int dv__and3(int a, int b) { return a == 0 || b == 0 ? 0 : a == 1 && b == 1 ? 1 : -1; }
+static int dv__or3(int a, int b) { return a == 1 || b == 1 ? 1 : a == 0 && b == 0 ? 0 : -1; }
+static int dv__not3(int a) { return a < 0 ? -1 : !a; }
+
+/* defined(name): 1, 0, or -1 where the compiler or the dialect may define
+ * it and the reader cannot know. */
+static int dv__defined(dv_kscan *sc, const char *name, size_t len) {
+  dv_kalias *a = dv__alias_find(sc, name, len);
+  if (a) return a->gone ? 0 : 1;
+  if (len > 11 && memcmp(name, "DV_BACKEND_", 11) == 0) {
+    char up[16] = "";
+    size_t bl = strlen(sc->backend);
+    for (size_t i = 0; i < bl && i < sizeof up - 1; i++) up[i] = (char)toupper((unsigned char)sc->backend[i]);
+    return len - 11 == bl && memcmp(name + 11, up, bl) == 0;
+  }
+  if ((len >= 2 && name[0] == '_' && (name[1] == '_' || isupper((unsigned char)name[1]))) ||
+      (len > 3 && (memcmp(name, "cl_", 3) == 0 || memcmp(name, "CL_", 3) == 0 ||
+                   memcmp(name, "DV_", 3) == 0)))
+    return -1;
+  return 0;
+}
+
+/* #if / #elif expressions: literals and (!)defined(X); anything else is unknown. */
+static int dv__eval(dv_kscan *sc, const char *e, size_t len) {
+  size_t i = 0;
+  while (i < len && isspace((unsigned char)e[i])) i++;
+  while (len > i && isspace((unsigned char)e[len - 1])) len--;
+  int neg = 0;
+  while (i < len && e[i] == '!') {
+    neg ^= 1, i++;
+    while (i < len && isspace((unsigned char)e[i])) i++;
+  }
+  int v = -1;
+  if (i < len && isdigit((unsigned char)e[i])) {
+    size_t j = i;
+    while (j < len && isdigit((unsigned char)e[j])) j++;
+    if (j == len) v = strtol(e + i, NULL, 10) != 0;
+  } else if (len - i > 7 && memcmp(e + i, "defined", 7) == 0 && !dv__ident_char(e[i + 7])) {
+    i += 7;
+    while (i < len && isspace((unsigned char)e[i])) i++;
+    bool paren = i < len && e[i] == '(';
+    if (paren) i++;
+    while (i < len && isspace((unsigned char)e[i])) i++;
+    size_t ns = i;
+    while (i < len && dv__ident_char(e[i])) i++;
+    size_t nl = i - ns;
+    while (i < len && isspace((unsigned char)e[i])) i++;
+    if (paren && i < len && e[i] == ')') i++, paren = false;
+    while (i < len && isspace((unsigned char)e[i])) i++;
+    if (nl && !paren && i == len) v = dv__defined(sc, e + ns, nl);
+  }
+  return neg ? dv__not3(v) : v;
+}
+
+static int dv__active(const dv_kscan *sc) {
+  int a = 1;
+  for (int d = 0; d < sc->depth && d < 64; d++) a = dv__and3(a, sc->cur[d]);
+  return sc->overflow ? dv__and3(a, -1) : a;
+}
+
+/* ---- lexing ---------------------------------------------------------------------- */
+
+/* Skip a comment or a literal at sc->i; returns whether it did. */
+static bool dv__skip_noncode(dv_kscan *sc) {
+  const char *s = sc->s;
+  size_t i = sc->i;
+  if (s[i] == '/' && i + 1 < sc->n && s[i + 1] == '/') {
+    while (i < sc->n && s[i] != '\n') {
+      if (s[i] == '\\' && i + 1 < sc->n && s[i + 1] == '\n') sc->line++, i++;
+      i++;
+    }
+  } else if (s[i] == '/' && i + 1 < sc->n && s[i + 1] == '*') {
+    i += 2;
+    while (i < sc->n && !(s[i] == '*' && i + 1 < sc->n && s[i + 1] == '/')) {
+      if (s[i] == '\n') sc->line++;
+      i++;
+    }
+    i = i < sc->n ? i + 2 : i;
+  } else if (s[i] == '"' || s[i] == '\'') {
+    char q = s[i++];
+    while (i < sc->n && s[i] != q && s[i] != '\n') i += s[i] == '\\' && i + 1 < sc->n ? 2 : 1;
+    if (i < sc->n && s[i] == q) i++;
+  } else {
+    return false;
+  }
+  sc->i = i;
+  return true;
+}
+
+/* The text from sc->i to the end of the logical line (backslash-newlines
+ * joined), comments replaced by a blank; dv__malloc'd. */
+static char *dv__directive_text(dv_kscan *sc) {
+  size_t start = sc->i, cap = 64, len = 0;
+  char *t = dv__malloc(cap);
+  if (!t) return sc->oom = true, NULL;
+  while (sc->i < sc->n && sc->s[sc->i] != '\n') {
+    char c = sc->s[sc->i];
+    if (c == '\\' && sc->i + 1 < sc->n && sc->s[sc->i + 1] == '\n') {
+      sc->i += 2, sc->line++;
+      c = ' ';
+    } else if ((c == '/' && sc->i + 1 < sc->n && (sc->s[sc->i + 1] == '*' || sc->s[sc->i + 1] == '/'))) {
+      dv__skip_noncode(sc);
+      c = ' ';
+    } else {
+      sc->i++;
+    }
+    if (len + 2 > cap) {
+      char *t2 = dv__kgrow(t, len, 2 * cap);
+      cap *= 2;
+      if (!t2) return dv__free(t), sc->oom = true, NULL;
+      t = t2;
+    }
+    t[len++] = c;
+  }
+  (void)start;
+  t[len] = 0;
+  return t;
+}
+
+static void dv__directive(dv_kscan *sc) {
+  sc->i++; /* '#' */
+  char *t = dv__directive_text(sc);
+  if (!t) return;
+  const char *p = t;
+  while (isspace((unsigned char)*p)) p++;
+  const char *w = p;
+  while (dv__ident_char(*p)) p++;
+  size_t wl = (size_t)(p - w);
+  while (isspace((unsigned char)*p)) p++;
+#define DV__IS(word) (wl == strlen(word) && memcmp(w, word, wl) == 0)
+  if (DV__IS("if") || DV__IS("ifdef") || DV__IS("ifndef")) {
+    int v;
+    if (DV__IS("if")) {
+      v = dv__eval(sc, p, strlen(p));
+    } else {
+      const char *ne = p;
+      while (dv__ident_char(*ne)) ne++;
+      v = dv__defined(sc, p, (size_t)(ne - p));
+      if (DV__IS("ifndef")) v = dv__not3(v);
+    }
+    if (sc->depth < 64) sc->cur[sc->depth] = (signed char)v, sc->seen[sc->depth] = (signed char)v;
+    else sc->overflow++;
+    sc->depth++;
+  } else if ((DV__IS("elif") || DV__IS("else")) && sc->depth > 0) {
+    int d = sc->depth - 1;
+    if (d < 64) {
+      int v = DV__IS("else") ? 1 : dv__eval(sc, p, strlen(p));
+      int seen = sc->seen[d];
+      sc->cur[d] = (signed char)dv__and3(dv__not3(seen), v);
+      sc->seen[d] = (signed char)dv__or3(seen, v);
+    }
+  } else if (DV__IS("endif") && sc->depth > 0) {
+    sc->depth--;
+    if (sc->depth >= 64) sc->overflow--;
+  } else if ((DV__IS("define") || DV__IS("undef")) && dv__active(sc) != 0) {
+    const char *ns = p;
+    while (dv__ident_char(*p)) p++;
+    size_t nl = (size_t)(p - ns);
+    if (nl && DV__IS("undef")) {
+      dv__alias_set(sc, ns, nl, NULL, 0, false);
+      dv_kalias *a = dv__alias_find(sc, ns, nl);
+      if (a) a->gone = true;
+    } else if (nl) {
+      bool function_like = *p == '(';
+      dv__alias_set(sc, ns, nl, p, strlen(p), !function_like);
+    }
+  }
+#undef DV__IS
+  dv__free(t);
+}
+
+/* ---- parameter lists ----------------------------------------------------------------- */
+
+static bool dv__is_word(const char *s, size_t len, const char *word) {
+  return strlen(word) == len && memcmp(s, word, len) == 0;
+}
+
+static bool dv__qualifier(const char *s, size_t len, bool *is_const) {
+  static const char *const q[] = {"volatile", "restrict", "__restrict", "__restrict__",
+                                  "DV_RESTRICT", "register", "DV_GLOBAL_MEM", "DV_CONSTANT_MEM",
+                                  "DV_SHARED_MEM", "__global", "global", "__constant"};
+  if (dv__is_word(s, len, "const")) return *is_const = true;
+  for (size_t i = 0; i < sizeof q / sizeof *q; i++)
+    if (dv__is_word(s, len, q[i])) return true;
+  return false;
+}
+
+/* Resolve the type text `t` (len bytes): qualifiers dropped, aliases followed. */
+static void dv__resolve(dv_kscan *sc, const char *t, size_t len, dv_ktype *out, bool *is_const,
+                        int depth) {
+  out->id = DV_TYPE_COUNT;
+  char norm[96];
+  size_t nn = 0, nwords = 0, i = 0;
+  const char *last = NULL;
+  size_t lastlen = 0;
+  while (i < len) {
+    if (t[i] == '*' || t[i] == '[' || t[i] == '(') out->pointer = true;
+    if (!dv__ident_start(t[i])) {
+      i++;
+      continue;
+    }
+    size_t ws = i;
+    while (i < len && dv__ident_char(t[i])) i++;
+    size_t wl = i - ws;
+    if (dv__qualifier(t + ws, wl, is_const)) continue;
+    if (nn + wl + 2 >= sizeof norm) return;
+    if (nn) norm[nn++] = ' ';
+    memcpy(norm + nn, t + ws, wl);
+    nn += wl;
+    nwords++;
+    last = t + ws, lastlen = wl;
+  }
+  norm[nn] = 0;
+  if (nwords == 1 && sc && depth < 8) {
+    dv_kalias *a = dv__alias_find(sc, last, lastlen);
+    if (a && !a->gone && a->text) {
+      dv__resolve(sc, a->text, strlen(a->text), out, is_const, depth + 1);
+      return;
+    }
+  }
+  for (size_t k = 0; k < sizeof dv__knames / sizeof *dv__knames; k++)
+    if (strcmp(norm, dv__knames[k].name) == 0) {
+      out->id = dv__knames[k].id;
+      out->plain_char = strcmp(norm, "char") == 0;
+      return;
+    }
+}
+
+/* Copy `len` bytes of `s` into dst (cap bytes), blanks collapsed, "..." when cut. */
+static void dv__collapse(char *dst, size_t cap, const char *s, size_t len) {
+  size_t o = 0;
+  bool blank = false;
+  for (size_t i = 0; i < len && o + 1 < cap; i++) {
+    if (isspace((unsigned char)s[i])) {
+      blank = o > 0;
+      continue;
+    }
+    if (blank && o + 2 < cap) dst[o++] = ' ';
+    blank = false;
+    dst[o++] = s[i];
+  }
+  dst[o] = 0;
+  if (o + 1 >= cap && cap > 4) memcpy(dst + cap - 4, "...", 4);
+}
+
+static void dv__trim(const char **a, const char **b) {
+  while (*a < *b && isspace((unsigned char)**a)) (*a)++;
+  while (*b > *a && isspace((unsigned char)(*b)[-1])) (*b)--;
+}
+
+/* The end of the top-level item that starts at s (a ',' at depth 0, or e). */
+static const char *dv__item_end(const char *s, const char *e) {
+  int depth = 0;
+  for (; s < e; s++) {
+    if (*s == '(' || *s == '[' || *s == '{') depth++;
+    else if ((*s == ')' || *s == ']' || *s == '}') && depth > 0) depth--;
+    else if (*s == ',' && depth == 0) break;
+  }
+  return s;
+}
+
+static bool dv__starts_macro(const char *a, const char *b, const char *macro, const char **inner,
+                             const char **inner_end) {
+  size_t ml = strlen(macro);
+  if ((size_t)(b - a) <= ml || memcmp(a, macro, ml) != 0 || dv__ident_char(a[ml])) return false;
+  const char *p = a + ml;
+  while (p < b && isspace((unsigned char)*p)) p++;
+  if (p >= b || *p != '(') return false;
+  int depth = 0;
+  const char *q = p;
+  for (; q < b; q++) {
+    if (*q == '(') depth++;
+    else if (*q == ')' && --depth == 0) break;
+  }
+  *inner = p + 1;
+  *inner_end = q;
+  return true;
+}
+
+static dv_status dv__parse_params(dv_kscan *sc, const char *s, const char *e, dv_ksig *out) {
+  int cap = 1;
+  for (const char *c = s; c < e; c++) cap += *c == ',';
+  out->params = dv__calloc((size_t)cap, sizeof *out->params);
+  if (!out->params) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot read a kernel signature");
+  out->nparams = 0;
+  while (s < e) {
+    const char *ie = dv__item_end(s, e), *a = s, *b = ie;
+    s = ie < e ? ie + 1 : e;
+    dv__trim(&a, &b);
+    if (a == b || (b - a == 4 && memcmp(a, "void", 4) == 0)) continue;
+    dv_kparam *p = &out->params[out->nparams++];
+    dv__collapse(p->decl, sizeof p->decl, a, (size_t)(b - a));
+    const char *in, *in_end;
+    bool arr = dv__starts_macro(a, b, "DV_ARRAY", &in, &in_end);
+    bool view = !arr && dv__starts_macro(a, b, "DV_VIEW", &in, &in_end);
+    if (arr || view) {
+      p->kind = arr ? DV_PARAM_ARRAY : DV_PARAM_VIEW;
+      const char *te = dv__item_end(in, in_end);
+      const char *na = te < in_end ? te + 1 : in_end, *nb = in_end;
+      dv__trim(&na, &nb);
+      dv__collapse(p->name, sizeof p->name, na, (size_t)(nb - na));
+      bool pointer_elem = false;
+      dv_ktype t = {0};
+      dv__resolve(sc, in, (size_t)(te - in), &t, &p->is_const, 0);
+      pointer_elem = t.pointer;
+      p->type = t;
+      p->type.pointer = false;
+      if (pointer_elem) p->type.id = DV_TYPE_COUNT; /* an array of pointers: not a dtype */
+    } else {
+      p->kind = DV_PARAM_SCALAR;
+      const char *ne = b, *ns = b;
+      while (ns > a && dv__ident_char(ns[-1])) ns--;
+      if (ns == ne || ns == a) { /* no separate name: a type alone */
+        p->type.id = DV_TYPE_COUNT;
+        continue;
+      }
+      dv__collapse(p->name, sizeof p->name, ns, (size_t)(ne - ns));
+      bool c = false;
+      dv__resolve(sc, a, (size_t)(ns - a), &p->type, &c, 0);
+      p->is_const = c;
+    }
+  }
+  return DV_OK;
+}
+
+/* ---- the scan ------------------------------------------------------------------------ */
+
+static bool dv__params_equal(const dv_ksig *a, const dv_ksig *b) {
+  if (a->nparams != b->nparams) return false;
+  for (int i = 0; i < a->nparams; i++) {
+    const dv_kparam *p = &a->params[i], *q = &b->params[i];
+    if (p->kind != q->kind || p->type.id != q->type.id || p->type.pointer != q->type.pointer ||
+        strcmp(p->name, q->name) != 0)
+      return false;
+  }
+  return true;
+}
+
+void dv__ksig_clear(dv_ksig *s) {
+  if (!s) return;
+  dv__free(s->kernel);
+  dv__free(s->params);
+  memset(s, 0, sizeof *s);
+}
+
+/* Record DV_KERNEL( ... ) whose '(' is at sc->i. */
+static void dv__kernel_decl(dv_kscan *sc, int line) {
+  const char *s = sc->s;
+  size_t open = sc->i, i = sc->i + 1;
+  int depth = 1;
+  /* The list, with comments and literals blanked. */
+  char *text = dv__malloc(sc->n - open + 1);
+  if (!text) {
+    sc->oom = true;
+    return;
+  }
+  size_t tl = 0;
+  sc->i = i;
+  while (sc->i < sc->n && depth > 0) {
+    size_t before = sc->i;
+    if (dv__skip_noncode(sc)) {
+      if (s[before] == '"' || s[before] == '\'') {
+        memcpy(text + tl, s + before, sc->i - before);
+        tl += sc->i - before;
+      } else {
+        text[tl++] = ' ';
+      }
+      continue;
+    }
+    char c = s[sc->i++];
+    if (c == '\n') sc->line++;
+    if (c == '(') depth++;
+    if (c == ')' && --depth == 0) break;
+    text[tl++] = c;
+  }
+  text[tl] = 0;
+  int active = dv__active(sc);
+  if (depth != 0 || active == 0) {
+    dv__free(text);
+    return;
+  }
+  const char *te = text + tl, *ne = dv__item_end(text, te), *na = text, *nb = ne;
+  dv__trim(&na, &nb);
+  bool ident = na < nb && dv__ident_start(*na);
+  for (const char *c = na; ident && c < nb; c++) ident = dv__ident_char(*c);
+  if (!ident) {
+    dv__free(text);
+    return;
+  }
+  dv_ksig sig = {0};
+  sig.kernel = dv__strndup(na, (size_t)(nb - na));
+  sig.line = line;
+  if (!sig.kernel || dv__parse_params(sc, ne < te ? ne + 1 : te, te, &sig)) {
+    dv__ksig_clear(&sig);
+    dv__free(text);
+    sc->oom = true;
+    return;
+  }
+  dv__free(text);
+  for (size_t k = 0; k < sc->out.n; k++)
+    if (strcmp(sc->out.v[k].kernel, sig.kernel) == 0) {
+      if (!dv__params_equal(&sc->out.v[k], &sig)) sc->out.v[k].ambiguous = true;
+      dv__ksig_clear(&sig);
+      return;
+    }
+  if (sc->out.n == sc->capout) {
+    size_t cap = sc->capout ? 2 * sc->capout : 8;
+    dv_ksig *nv = dv__kgrow(sc->out.v, sc->out.n * sizeof *nv, cap * sizeof *nv);
+    if (!nv) {
+      dv__ksig_clear(&sig);
+      sc->oom = true;
+      return;
+    }
+    sc->out.v = nv, sc->capout = cap;
+  }
+  sc->out.v[sc->out.n++] = sig;
+}
+
+/* typedef ... NAME; at sc->i (just after the word). */
+static void dv__typedef(dv_kscan *sc) {
+  size_t start = sc->i;
+  int depth = 0;
+  while (sc->i < sc->n) {
+    if (dv__skip_noncode(sc)) continue;
+    char c = sc->s[sc->i];
+    if (c == '\n') sc->line++;
+    if (c == '{' || c == '(' || c == '[') depth++;
+    if ((c == '}' || c == ')' || c == ']') && depth > 0) depth--;
+    if (c == ';' && depth == 0) break;
+    sc->i++;
+  }
+  const char *a = sc->s + start, *b = sc->s + sc->i;
+  dv__trim(&a, &b);
+  const char *ns = b;
+  while (ns > a && dv__ident_char(ns[-1])) ns--;
+  if (ns == b || dv__active(sc) == 0) return;
+  bool simple = true;
+  for (const char *c = a; c < ns; c++)
+    if (*c == '{' || *c == '(' || *c == '[') simple = false;
+  /* A struct or function type: defined, but not a dtype. */
+  dv__alias_set(sc, ns, (size_t)(b - ns), a, (size_t)(ns - a), simple);
+}
+
+dv_status dv__ksig_scan(const char *source, char *const *defines, size_t ndefines,
+                        const char *options, const char *backend, dv_ksigs *out) {
+  memset(out, 0, sizeof *out);
+  dv_kscan sc;
+  memset(&sc, 0, sizeof sc);
+  sc.s = source;
+  sc.n = strlen(source);
+  sc.line = 1;
+  sc.backend = backend ? backend : "";
+  for (size_t d = 0; d < ndefines; d++) {
+    const char *v = defines[2 * d + 1];
+    dv__alias_set(&sc, defines[2 * d], strlen(defines[2 * d]), v, strlen(v), true);
+  }
+  for (const char *o = options; o && *o;) {
+    while (isspace((unsigned char)*o)) o++;
+    const char *w = o;
+    while (*o && !isspace((unsigned char)*o)) o++;
+    if (o - w > 2 && w[0] == '-' && w[1] == 'D') {
+      const char *ns = w + 2, *eq = ns;
+      while (eq < o && *eq != '=') eq++;
+      if (eq > ns) {
+        bool val = eq < o;
+        dv__alias_set(&sc, ns, (size_t)(eq - ns), val ? eq + 1 : "1", val ? (size_t)(o - eq - 1) : 1, true);
+      }
+    }
+  }
+  bool line_start = true;
+  while (sc.i < sc.n && !sc.oom) {
+    char c = sc.s[sc.i];
+    if (c == '\n') {
+      sc.line++, sc.i++, line_start = true;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
+      sc.i++;
+      continue;
+    }
+    if (c == '#' && line_start) {
+      dv__directive(&sc);
+      continue;
+    }
+    line_start = false;
+    if (dv__skip_noncode(&sc)) continue;
+    if (dv__ident_start(c)) {
+      size_t ws = sc.i;
+      while (sc.i < sc.n && dv__ident_char(sc.s[sc.i])) sc.i++;
+      size_t wl = sc.i - ws;
+      if (dv__is_word(sc.s + ws, wl, "DV_KERNEL") || dv__is_word(sc.s + ws, wl, "typedef")) {
+        bool kernel = wl == 9;
+        int line = sc.line;
+        size_t j = sc.i;
+        while (j < sc.n && isspace((unsigned char)sc.s[j])) {
+          if (sc.s[j] == '\n') sc.line++;
+          j++;
+        }
+        sc.i = j;
+        if (kernel && j < sc.n && sc.s[j] == '(') dv__kernel_decl(&sc, line);
+        else if (!kernel) dv__typedef(&sc);
+      }
+      continue;
+    }
+    sc.i++;
+  }
+  for (size_t a = 0; a < sc.nal; a++) dv__free(sc.al[a].name), dv__free(sc.al[a].text);
+  dv__free(sc.al);
+  if (sc.oom) {
+    dv__ksigs_free(&sc.out);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot read the kernels' signatures");
+  }
+  *out = sc.out;
+  return DV_OK;
+}
+
+void dv__ksigs_free(dv_ksigs *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->n; i++) dv__ksig_clear(&s->v[i]);
+  dv__free(s->v);
+  s->v = NULL;
+  s->n = 0;
+}
+
+const dv_ksig *dv__ksig_find(const dv_ksigs *s, const char *kernel) {
+  for (size_t i = 0; s && i < s->n; i++)
+    if (strcmp(s->v[i].kernel, kernel) == 0) return &s->v[i];
+  return NULL;
+}
+
+dv_status dv__ksig_parse_list(const char *text, dv_ksig *out) {
+  memset(out, 0, sizeof *out);
+  return dv__parse_params(NULL, text, text + strlen(text), out);
+}
+
+bool dv__ksig_same(const dv_ksig *a, const dv_ksig *b, char *why, size_t cap) {
+  if (a->nparams != b->nparams) {
+    snprintf(why, cap, "%d parameters against %d", a->nparams, b->nparams);
+    return false;
+  }
+  for (int i = 0; i < a->nparams; i++) {
+    const dv_kparam *p = &a->params[i], *q = &b->params[i];
+    if (p->kind != q->kind || strcmp(p->name, q->name) != 0 ||
+        (p->type.id != q->type.id && p->type.id != DV_TYPE_COUNT && q->type.id != DV_TYPE_COUNT)) {
+      snprintf(why, cap, "parameter %d: `%s` against `%s`", i + 1, p->decl, q->decl);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* A driver's type name ("float*", "__global float *", "uint") as a type id. */
+static dv_type_id dv__driver_type(const char *name, bool *pointer) {
+  dv_ktype t = {0};
+  bool c = false;
+  dv__resolve(NULL, name, strlen(name), &t, &c, 0);
+  *pointer = t.pointer;
+  return t.id;
+}
+
+bool dv__ksig_lowered_same(const dv_ksig *sig, const dv_bparam *bp, size_t n, char *why, size_t cap) {
+  size_t j = 0;
+  for (int i = 0; i < sig->nparams; i++) {
+    const dv_kparam *p = &sig->params[i];
+    size_t want = p->kind == DV_PARAM_SCALAR ? 1 : p->kind == DV_PARAM_ARRAY ? 2 : 3;
+    if (j + want > n) {
+      snprintf(why, cap, "the driver reports %zu lowered parameters; parameter %d (`%s`) needs "
+               "%zu more", n, i + 1, p->decl, j + want - n);
+      return false;
+    }
+    for (size_t w = 0; w < want; w++, j++) {
+      const dv_bparam *b = &bp[j];
+      bool buffer = p->kind != DV_PARAM_SCALAR && w == 0;
+      char kind = buffer ? 'b' : 'v';
+      size_t size = buffer ? 0 : p->kind == DV_PARAM_SCALAR ? 0 : w == 1 ? 8 : sizeof(dv_bkview);
+      if (p->kind == DV_PARAM_SCALAR && p->type.id != DV_TYPE_COUNT)
+        size = dv_dtype_itemsize(dv_dtype_get(p->type.id));
+      bool ptr = false;
+      dv_type_id tid = b->type[0] ? dv__driver_type(b->type, &ptr) : DV_TYPE_COUNT;
+      dv_type_id expect = buffer || p->kind == DV_PARAM_SCALAR ? p->type.id
+                          : w == 1                            ? DV_INT64
+                                                              : DV_TYPE_COUNT;
+      bool ok = b->kind == '?' || b->kind == kind;
+      if (b->size && size && b->size != size) ok = false;
+      if (tid != DV_TYPE_COUNT && expect != DV_TYPE_COUNT && tid != expect && !p->type.plain_char)
+        ok = false;
+      if (buffer && b->type[0] && !ptr) ok = false;
+      if (!ok) {
+        snprintf(why, cap, "parameter %d (`%s`), lowered part %zu: expected a %s%s%s of %zu bytes, "
+                 "the driver says a %s `%s` of %zu bytes", i + 1, p->decl, w + 1,
+                 kind == 'b' ? "buffer" : "value", expect != DV_TYPE_COUNT ? " of " : "",
+                 expect != DV_TYPE_COUNT ? dv__ktype_text(expect) : "", size,
+                 b->kind == 'b' ? "buffer" : b->kind == 'v' ? "value" : "parameter", b->type, b->size);
+        return false;
+      }
+    }
+  }
+  if (j != n) {
+    snprintf(why, cap, "the declaration lowers to %zu parameters, the driver reports %zu", j, n);
+    return false;
+  }
+  return true;
+}
