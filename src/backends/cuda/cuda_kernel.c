@@ -2,7 +2,8 @@
  * Kernels on the CUDA backend (backend table version 3), native handles,
  * foreign memory, and the built-in strided-copy kernels.
  *
- *  - Build: the kernel layer's translation unit compiled by NVRTC (nvrtc.c)
+ *  - Build: the kernel layer's translation unit compiled by NVRTC (nvrtc.c;
+ *    chosen to match the driver's major version, never newer than it)
  *    to a CUBIN for the device's own architecture, or to PTX of NVRTC's
  *    newest architecture when the device is newer (the driver compiles it at
  *    load).  The cache keeps that image with a marker saying which.
@@ -113,7 +114,7 @@ static int cu_cc(const cu_state *st) { return st->info.compute_major * 10 + st->
 dv_status dv__cub_kernel_target_id(void *state, char *buf, size_t cap) {
   cu_state *st = state;
   const dv_nvrtc *nv = NULL;
-  dv_status rc = dv__nvrtc_load(st->nvrtc_library, &nv);
+  dv_status rc = dv__nvrtc_load(st->nvrtc_library, st->driver_version, &nv);
   if (rc) return rc;
   char arch[32];
   int is_ptx = 0;
@@ -302,7 +303,7 @@ dv_status dv__cub_module_build(void *state, const dv_build_req *req, dv_bmodule 
   *image_size = 0;
   *log = NULL;
   const dv_nvrtc *nv = NULL;
-  dv_status rc = dv__nvrtc_load(st->nvrtc_library, &nv);
+  dv_status rc = dv__nvrtc_load(st->nvrtc_library, st->driver_version, &nv);
   if (rc) return rc;
   char arch[32];
   int is_ptx = 0;
