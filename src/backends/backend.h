@@ -161,6 +161,8 @@ typedef struct dv_klimits {
   size_t max_constant_bytes;
   size_t max_arg_bytes;              /* all parameters together; 0: unknown */
   int wave_size;                     /* warp / sub-group size; 1 when none */
+  size_t max_param_bytes;            /* the most bytes of kernel parameters a launch may pass,
+                                        0 = no limit known */
 } dv_klimits;
 
 /* The text of include/devarray/kernel.h and of src/kernel/copy_kernels.dvk,

@@ -88,8 +88,14 @@ dv_status dv__cu_kernel_open(cu_state *st, const dv_backend_config *cfg) {
   if (L->max_shared_per_block_optin < L->max_shared_per_block)
     L->max_shared_per_block_optin = L->max_shared_per_block;
   L->max_constant_bytes = (size_t)cu_attr(st, DV_CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY);
-  /* Kernel parameters: 4 KiB, or 32764 bytes from CUDA 12.1 on Volta and newer. */
-  L->max_arg_bytes = st->driver_version >= 12010 && st->info.compute_major >= 7 ? 32764 : 4096;
+  /* Kernel parameters, all of a launch together: 4096 bytes, or 32764 from
+   * driver 12.1 on for Volta (compute capability 7.0) and newer ("CUDA 12.1
+   * Supports Large Kernel Parameters", NVIDIA's blog; older drivers refuse
+   * such launches with CUDA_ERROR_NOT_SUPPORTED).  Compiling a kernel whose
+   * parameters pass 4 KiB also needs NVRTC 12.1 or later, which an older
+   * NVRTC enforces by refusing to compile it. */
+  L->max_param_bytes = st->driver_version >= 12010 && st->info.compute_major >= 7 ? 32764 : 4096;
+  L->max_arg_bytes = L->max_param_bytes;
   st->sm_count = cu_attr(st, DV_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   L->wave_size = cu_attr(st, DV_CU_DEVICE_ATTRIBUTE_WARP_SIZE);
   if (L->wave_size < 1) L->wave_size = 32;

@@ -183,6 +183,8 @@ dv_status dv__clk_limits(void *state, dv_klimits *out) {
    * pointers (constant buffer, dynamic local memory) included. */
   size_t hidden = 2 * (st->addr_bits / 8);
   out->max_arg_bytes = params > hidden ? params - hidden : 0;
+  /* What the launch's own arguments may take: the hidden two taken off. */
+  out->max_param_bytes = out->max_arg_bytes;
   out->wave_size = st->wave;
   return DV_OK;
 }
