@@ -429,6 +429,35 @@ static void test_unreadable_declarations(void **state) {
   dv_module_release(m);
 }
 
+/* The parameter space: PoCL allows 1024 bytes of kernel arguments (1008 for
+ * the launch's own, after devarray's two hidden ones); seven views take
+ * 1064.  (CUDA's 4 KiB before driver 12.1: cuda.backend's
+ * test_param_limit_by_driver has the limits, this check is the same code.) */
+static const char *src_views =
+    "DV_KERNEL(seven, DV_VIEW(int, a), DV_VIEW(int, b), DV_VIEW(int, c), DV_VIEW(int, d),\n"
+    "          DV_VIEW(int, e), DV_VIEW(int, f), DV_VIEW(int, g)) {\n"
+    "  DV_BIND(int, a); DV_BIND(int, b); DV_BIND(int, c); DV_BIND(int, d);\n"
+    "  DV_BIND(int, e); DV_BIND(int, f); DV_BIND(int, g);\n"
+    "  a[0] = b[0] + c[0] + d[0] + e[0] + f[0] + g[0];\n"
+    "}\n";
+
+static void test_parameter_space(void **state) {
+  (void)state;
+  dv_module *m = BUILD("views.dvk", src_views);
+  dv_array *d = dev_i32(1);
+  dv_arg a[7];
+  for (int i = 0; i < 7; i++) a[i] = DV_ARG_VIEW(d);
+  dv_status rc = dv_kernel_launch(kernel(m, "seven"), &one, 7, a);
+  if (strncmp(g_backend, "opencl", 6) == 0) {
+    assert_int_equal(rc, DV_ERR_KERNEL_ARGUMENT);
+    contains("kernel seven: its 7 parameters take 1064 bytes; the device allows");
+  } else {
+    assert_ok(rc);
+  }
+  dv_array_release(d);
+  dv_module_release(m);
+}
+
 int main(int argc, char **argv) {
   int begin = kernel_suite_begin(argc, argv, "contract", NULL, g_cache_dir, sizeof g_cache_dir);
   if (begin) return begin;
@@ -436,7 +465,7 @@ int main(int argc, char **argv) {
       T(test_narrow_scalar_for_wide_parameter), T(test_float_for_int), T(test_argument_count),
       T(test_array_dtype_and_kind), T(test_strided_view), T(test_kernel_outlives_module),
       T(test_signedness_rule), T(test_scalar_constructors), T(test_parameters_as_read),
-      T(test_unreadable_declarations),
+      T(test_unreadable_declarations), T(test_parameter_space),
   };
   return kernel_suite_end(g_cache_dir, test_main(argc, argv, "contract", tests, sizeof tests / sizeof tests[0]));
 }

@@ -6,8 +6,10 @@
  * chunk (DV_CUDA_STAGING_CHUNK) so that small copies take several pieces.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
 #include <dirent.h>
 #include <dlfcn.h>
+#include <glob.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/wait.h>
@@ -15,6 +17,9 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "backends/backend.h"
+#include "backends/cuda/nvrtc.h"
+#include "core/core.h"
 
 typedef int (*cur_get_fn)(void **ctx);
 typedef void (*hold_fn)(int on);
@@ -722,6 +727,147 @@ static void test_fork_child_refused(void **state) {
   assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* ---- the driver version: NVRTC's choice and the parameter limit (issue 21) ---- */
+
+typedef void (*set_version_fn)(int version);
+typedef void (*set_cc_fn)(int major, int minor);
+
+/* The double plays its default driver (13.0) and device (99.0) again. */
+static int reset_double_teardown(void **state) {
+  void *h = driver();
+  set_version_fn v = h ? (set_version_fn)dlsym(h, "dvdouble_set_driver_version") : NULL;
+  set_cc_fn c = h ? (set_cc_fn)dlsym(h, "dvdouble_set_compute_capability") : NULL;
+  if (v) v(0);
+  if (c) c(0, 0);
+  return ctx_teardown(state);
+}
+
+/* An NVRTC of the toolkit, by its path: the first that loads. */
+static bool toolkit_nvrtc(char *buf, size_t cap, const dv_nvrtc **nv) {
+  glob_t g;
+  bool found = false;
+  if (glob("/usr/local/cuda*/lib64/libnvrtc.so.*", 0, NULL, &g) != 0) return false;
+  for (size_t i = 0; i < g.gl_pathc && !found; i++) {
+    const char *v = strstr(g.gl_pathv[i], "libnvrtc.so.") + strlen("libnvrtc.so.");
+    if (isdigit((unsigned char)*v) && dv__nvrtc_load(g.gl_pathv[i], 0, nv) == DV_OK) {
+      snprintf(buf, cap, "%s", g.gl_pathv[i]);
+      found = true;
+    }
+  }
+  globfree(&g);
+  return found;
+}
+
+/* Build a small kernel on c (never from the module cache); the status, and
+ * the message in why. */
+static dv_status build_small(dv_context *c, char *why, size_t cap) {
+  dv_program *p = NULL;
+  const char *src = "DV_KERNEL(k, DV_ARRAY(float, x)) { DV_BIND(float, x); x[0] = 1; }\n";
+  assert_ok(dv_program_create(c, "small.dvk", src, &p));
+  dv_module *m = NULL;
+  dv_status rc = dv_program_build(p, DV_BUILD_NO_CACHE, &m);
+  snprintf(why, cap, "%s", rc ? dv_last_error() : "");
+  if (!rc) dv_module_release(m);
+  dv_program_destroy(p);
+  return rc;
+}
+
+/* "... nvrtc X.Y driver V ..." of the context's kernel target: the NVRTC
+ * major its builds use, or -1. */
+static int target_nvrtc_major(dv_context *c, int driver_version) {
+  char id[512], want[64];
+  assert_ok(c->be->kernel_target_id(c->bst, id, sizeof id));
+  const char *at = strstr(id, "nvrtc ");
+  snprintf(want, sizeof want, " driver %d ", driver_version);
+  if (!at || !strstr(id, want)) fail_msg("kernel target \"%s\": no nvrtc or no%s", id, want);
+  return atoi(at + 6);
+}
+
+/* Issue 21: NVRTC follows the driver.  A 12.x driver with NVRTC 13 named
+ * (or the only one found) refuses to build, naming both versions and the
+ * option; a 13.x driver builds with NVRTC 13, named or found. */
+static void test_nvrtc_follows_driver(void **state) {
+  (void)state;
+  set_version_fn set_version = (set_version_fn)double_sym("dvdouble_set_driver_version");
+  if (!set_version) skip();
+  char path[1024], opt[1100], why[2048], want[128];
+  const dv_nvrtc *nv = NULL;
+  if (!toolkit_nvrtc(path, sizeof path, &nv)) {
+    printf("SKIPPED: test_nvrtc_follows_driver: no /usr/local/cuda*/lib64/libnvrtc.so.<major> to name\n");
+    skip();
+  }
+  int n = nv->major;
+  snprintf(opt, sizeof opt, "nvrtc_library=%s", path);
+  /* The driver before NVRTC's major. */
+  int older = (n - 1) * 1000 + 40;
+  set_version(older);
+  dv_context *c = NULL;
+  assert_ok(test_context(&c, opt, NULL));
+  dv_device_info di;
+  assert_ok(dv_context_device_info(c, &di));
+  snprintf(want, sizeof want, "%d.4", n - 1);
+  if (!strstr(di.driver_version, want))
+    fail_msg("the double plays driver \"%s\", not %s", di.driver_version, want);
+  assert_status(build_small(c, why, sizeof why), DV_ERR_NO_COMPILER);
+  snprintf(want, sizeof want, "NVRTC %d.%d (%s) is newer than the CUDA driver (%d.4)", n, nv->minor,
+           path, n - 1);
+  if (!strstr(why, want)) fail_msg("no \"%s\" in: %s", want, why);
+  assert_non_null(strstr(why, "nvrtc_library"));
+  assert_ok(dv_context_destroy(c));
+  /* Found, not named: an older NVRTC or a refusal, never NVRTC n. */
+  assert_ok(test_context(&c, NULL));
+  dv_status rc = build_small(c, why, sizeof why);
+  if (rc == DV_OK) {
+    int got = target_nvrtc_major(c, older);
+    if (got >= n) fail_msg("driver %d.4 builds with NVRTC %d", n - 1, got);
+  } else {
+    assert_int_equal(rc, DV_ERR_NO_COMPILER);
+    if (!strstr(why, "newer than the CUDA driver") && !strstr(why, "NVRTC not found"))
+      fail_msg("refused for another reason: %s", why);
+    snprintf(want, sizeof want, "libnvrtc.so.%d:", n - 1); /* tried first */
+    if (!strstr(why, want)) fail_msg("no \"%s\" in: %s", want, why);
+  }
+  assert_ok(dv_context_destroy(c));
+  /* The driver of NVRTC's own major: it builds, named and found. */
+  set_version(n * 1000);
+  assert_ok(test_context(&c, opt, NULL));
+  rc = build_small(c, why, sizeof why);
+  if (rc) fail_msg("driver %d.0, %s: %s: %s", n, opt, dv_status_name(rc), why);
+  assert_int_equal(target_nvrtc_major(c, n * 1000), n);
+  assert_ok(dv_context_destroy(c));
+  assert_ok(test_context(&c, NULL));
+  rc = build_small(c, why, sizeof why);
+  if (rc) fail_msg("driver %d.0, NVRTC found: %s: %s", n, dv_status_name(rc), why);
+  assert_int_equal(target_nvrtc_major(c, n * 1000), n);
+  assert_ok(dv_context_destroy(c));
+}
+
+/* Issue 21: the kernel-parameter limit a context reports: 4096 bytes before
+ * driver 12.1 or before Volta, 32764 from 12.1 on Volta and newer. */
+static void test_param_limit_by_driver(void **state) {
+  (void)state;
+  set_version_fn set_version = (set_version_fn)double_sym("dvdouble_set_driver_version");
+  set_cc_fn set_cc = (set_cc_fn)double_sym("dvdouble_set_compute_capability");
+  if (!set_version || !set_cc) skip();
+  static const struct { int driver, cc_major, cc_minor; size_t want; } cases[] = {
+      {11080, 0, 0, 4096}, {12000, 0, 0, 4096}, {12010, 0, 0, 32764}, {12040, 0, 0, 32764},
+      {13000, 0, 0, 32764}, {13000, 6, 1, 4096}, {12010, 7, 0, 32764}, {12000, 9, 0, 4096},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    set_version(cases[i].driver);
+    set_cc(cases[i].cc_major, cases[i].cc_minor);
+    dv_context *c = NULL;
+    assert_ok(test_context(&c, NULL));
+    dv_klimits lim;
+    assert_ok(c->be->kernel_limits(c->bst, &lim));
+    if (lim.max_arg_bytes != cases[i].want)
+      fail_msg("driver %d, compute capability %d.%d: max_arg_bytes %zu, want %zu", cases[i].driver,
+               cases[i].cc_major ? cases[i].cc_major : 99, cases[i].cc_minor, lim.max_arg_bytes,
+               cases[i].want);
+    assert_ok(dv_context_destroy(c));
+  }
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_pageable_stream_copies_queue), T(test_pageable_pipeline_sizes), T(test_refused_device_rect_falls_back),
@@ -730,6 +876,8 @@ int main(int argc, char **argv) {
       T(test_callback_gets_device_error), T(test_destroy_waits_for_queued_work),
       T(test_peer_copy_source_free_after_return), T(test_pageable_round_trip_in_stream_order),
       T(test_pageable_legacy_upload_after_other_stream), T(test_pageable_copy_threads),
+      cmocka_unit_test_setup_teardown(test_nvrtc_follows_driver, ctx_setup, reset_double_teardown),
+      cmocka_unit_test_setup_teardown(test_param_limit_by_driver, ctx_setup, reset_double_teardown),
   };
   return test_main(argc, argv, "cuda_double", tests, sizeof tests / sizeof tests[0]);
 }

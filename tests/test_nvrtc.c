@@ -5,11 +5,14 @@
  * translation unit a build assembles (dv__program_unit), the same options,
  * the target the backend picks for an sm_90 device.  Also: compile errors
  * with their line, a missing NVRTC, the choice between CUBIN and PTX, the
- * constant buffer, and the image devarray caches.  Skipped (77), naming
- * NVRTC, where libnvrtc cannot be loaded.
+ * constant buffer, the image devarray caches, and the NVRTC chosen for a
+ * driver version.  Skipped (77), naming NVRTC, where libnvrtc cannot be
+ * loaded.
  */
 #define _GNU_SOURCE /* memmem */
 #include <ctype.h>
+#include <dlfcn.h>
+#include <glob.h>
 
 #include "common.h"
 #include "backends/cuda/cuda_internal.h"
@@ -134,7 +137,7 @@ static void test_every_kernel_source(void **state) {
   assert_ok(dv_context_destroy(ctx));
 }
 
-/* Debug builds (-G -lineinfo), PTX for a virtual architecture, and the
+/* Debug builds (-G), PTX for a virtual architecture, and the
  * constant buffer the prelude declares, visible by name in the PTX. */
 static void test_debug_ptx_and_constants(void **state) {
   (void)state;
@@ -151,6 +154,9 @@ static void test_debug_ptx_and_constants(void **state) {
   dv_nvrtc_out o;
   assert_ok(dv__nvrtc_compile(g_nv, "dialect.dvk", unit, "sm_90", DV_BUILD_DEBUG, "", &o));
   assert_true(is_elf(&o));
+  /* -G alone: with -lineinfo as well ptxas warns on every debug build. */
+  if (o.log && strstr(o.log, "line-info"))
+    fail_msg("a debug build draws a warning about line information:\n%s", o.log);
   /* The CUBIN's symbol table names the constant buffer (a module-local
    * symbol, as nvcc's own __constant__ variables that cudaMemcpyToSymbol
    * finds through the driver). */
@@ -268,20 +274,145 @@ static void test_target_choice(void **state) {
 static void test_missing_library(void **state) {
   (void)state;
   const dv_nvrtc *nv = (const dv_nvrtc *)state;
-  assert_status(dv__nvrtc_load("/nonexistent/libnvrtc.so", &nv), DV_ERR_NO_COMPILER);
+  assert_status(dv__nvrtc_load("/nonexistent/libnvrtc.so", 0, &nv), DV_ERR_NO_COMPILER);
   assert_null(nv);
   const char *msg = dv_last_error();
   assert_non_null(strstr(msg, "NVRTC not found"));
   assert_non_null(strstr(msg, "/nonexistent/libnvrtc.so"));
   assert_non_null(strstr(msg, "No such file")); /* dlerror's reason */
   /* A library that is not NVRTC: the missing entry point is named. */
-  assert_status(dv__nvrtc_load("libm.so.6", &nv), DV_ERR_NO_COMPILER);
+  assert_status(dv__nvrtc_load("libm.so.6", 0, &nv), DV_ERR_NO_COMPILER);
   assert_non_null(strstr(dv_last_error(), "nvrtc"));
   /* The default search loads once: the same record twice. */
   const dv_nvrtc *a = NULL, *b = NULL;
-  assert_ok(dv__nvrtc_load("", &a));
-  assert_ok(dv__nvrtc_load(NULL, &b));
+  assert_ok(dv__nvrtc_load("", 0, &a));
+  assert_ok(dv__nvrtc_load(NULL, 0, &b));
   assert_ptr_equal(a, b);
+}
+
+/* The options of a debug build, as the log of a rejected option lists them:
+ * -G, and no -lineinfo (NVRTC 13's ptxas warns about the pair on every
+ * build).  The user's options still come after devarray's own. */
+static void test_debug_options(void **state) {
+  (void)state;
+  dv_context *ctx = NULL;
+  assert_ok(test_context(&ctx, NULL));
+  char *unit = assemble(ctx, "dbg.dvk", "DV_KERNEL(k, int n) { (void)n; }\n", NULL);
+  dv_nvrtc_out o;
+  assert_status(dv__nvrtc_compile(g_nv, "dbg.dvk", unit, "sm_90", DV_BUILD_DEBUG, "--no-such-option", &o),
+                DV_ERR_COMPILE);
+  assert_non_null(o.log);
+  const char *list = strstr(o.log, "rejected an option:");
+  if (!list) fail_msg("the log does not list the options:\n%s", o.log);
+  const char *eol = strchr(list, '\n');
+  char opts[1024];
+  snprintf(opts, sizeof opts, "%.*s ", eol ? (int)(eol - list) : (int)strlen(list), list);
+  if (!strstr(opts, " -G ") || strstr(opts, "lineinfo") || !strstr(opts, " -G --no-such-option "))
+    fail_msg("debug options: %s (want -G without -lineinfo, before the user's)", opts);
+  dv__nvrtc_out_free(&o);
+  /* Without DV_BUILD_DEBUG: no -G. */
+  assert_status(dv__nvrtc_compile(g_nv, "dbg.dvk", unit, "sm_90", 0, "--no-such-option", &o),
+                DV_ERR_COMPILE);
+  assert_non_null(o.log);
+  if (strstr(o.log, " -G ")) fail_msg("-G without DV_BUILD_DEBUG:\n%s", o.log);
+  dv__nvrtc_out_free(&o);
+  free(unit);
+  assert_ok(dv_context_destroy(ctx));
+}
+
+/* An NVRTC file of the toolkit by its path (for naming it explicitly), the
+ * one that loads: its path in buf, or false. */
+static bool toolkit_nvrtc(char *buf, size_t cap, const dv_nvrtc **nv) {
+  glob_t g;
+  bool found = false;
+  if (glob("/usr/local/cuda*/lib64/libnvrtc.so.*", 0, NULL, &g) != 0) return false;
+  for (size_t i = 0; i < g.gl_pathc && !found; i++) {
+    const char *v = strstr(g.gl_pathv[i], "libnvrtc.so.") + strlen("libnvrtc.so.");
+    if (!isdigit((unsigned char)*v)) continue;
+    if (dv__nvrtc_load(g.gl_pathv[i], 0, nv) == DV_OK) {
+      snprintf(buf, cap, "%s", g.gl_pathv[i]);
+      found = true;
+    }
+  }
+  globfree(&g);
+  return found;
+}
+
+/* NVRTC chosen for the driver: one newer than the driver's major version is
+ * refused, named or found, with both versions and the option in the
+ * message, also after it was loaded for a driver that could use it (the
+ * cache does not decide); the driver's own major is taken first. */
+static void test_nvrtc_for_driver(void **state) {
+  (void)state;
+  char path[1024];
+  const dv_nvrtc *nv = NULL;
+  if (!toolkit_nvrtc(path, sizeof path, &nv)) {
+    print_message("[ SKIPPED ] test_nvrtc_for_driver: no /usr/local/cuda*/lib64/libnvrtc.so.<major>\n");
+    skip();
+  }
+  int n = nv->major;
+  const dv_nvrtc *same = NULL;
+  /* A driver of the same major (any minor) or newer takes it. */
+  assert_ok(dv__nvrtc_load(path, n * 1000, &same));
+  assert_ptr_equal(same, nv);
+  assert_ok(dv__nvrtc_load(path, n * 1000 + 990, &same));
+  assert_ptr_equal(same, nv);
+  assert_ok(dv__nvrtc_load(path, (n + 1) * 1000, &same));
+  assert_ptr_equal(same, nv);
+  /* An older driver: refused, though it is loaded (cached) already. */
+  const dv_nvrtc *got = nv;
+  assert_status(dv__nvrtc_load(path, (n - 1) * 1000 + 40, &got), DV_ERR_NO_COMPILER);
+  assert_null(got);
+  char want[64];
+  const char *msg = dv_last_error();
+  print_message("[  info  ] %s\n", msg);
+  snprintf(want, sizeof want, "NVRTC %d.%d (%s)", nv->major, nv->minor, path);
+  if (!strstr(msg, want)) fail_msg("no \"%s\" in: %s", want, msg);
+  snprintf(want, sizeof want, "newer than the CUDA driver (%d.4)", n - 1);
+  if (!strstr(msg, want)) fail_msg("no \"%s\" in: %s", want, msg);
+  assert_non_null(strstr(msg, "nvrtc_library"));
+  assert_non_null(strstr(msg, "DV_NVRTC_LIBRARY"));
+  /* Twice: nothing about the first refusal sticks, either way. */
+  assert_status(dv__nvrtc_load(path, (n - 1) * 1000, &got), DV_ERR_NO_COMPILER);
+  assert_ok(dv__nvrtc_load(path, n * 1000, &got));
+  assert_ptr_equal(got, nv);
+
+  /* The search: libnvrtc.so.<driver major> first. */
+  char soname[32];
+  snprintf(soname, sizeof soname, "libnvrtc.so.%d", n);
+  void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  if (h) {
+    dlclose(h);
+    assert_ok(dv__nvrtc_load("", n * 1000 + 20, &got));
+    assert_string_equal(got->name, soname);
+    assert_int_equal(got->major, n);
+  } else {
+    print_message("[  info  ] %s is not on the library path: the search is not checked\n", soname);
+  }
+  /* For the driver before it: only older majors, or a refusal that names
+   * what it tried, libnvrtc.so.<driver major> first. */
+  dv_status rc = dv__nvrtc_load("", (n - 1) * 1000 + 80, &got);
+  if (rc == DV_OK) {
+    if (got->major > n - 1)
+      fail_msg("NVRTC %d.%d (%s) chosen for driver %d.8", got->major, got->minor, got->name, n - 1);
+    print_message("[  info  ] driver %d.8 gets NVRTC %d.%d (%s)\n", n - 1, got->major, got->minor,
+                  got->name);
+  } else {
+    assert_int_equal(rc, DV_ERR_NO_COMPILER);
+    msg = dv_last_error();
+    snprintf(want, sizeof want, "  libnvrtc.so.%d: ", n - 1);
+    if (!strstr(msg, want)) fail_msg("no \"%s\" in: %s", want, msg);
+    assert_null(strstr(msg, soname)); /* never tried: newer than the driver */
+    assert_non_null(strstr(msg, "nvrtc_library"));
+    /* Where plain libnvrtc.so is the newer one, that is what is said. */
+    const dv_nvrtc *plain = NULL;
+    if (dv__nvrtc_load("libnvrtc.so", 0, &plain) == DV_OK && plain->major > n - 1) {
+      assert_status(dv__nvrtc_load("", (n - 1) * 1000 + 80, &got), DV_ERR_NO_COMPILER);
+      msg = dv_last_error();
+      snprintf(want, sizeof want, "(libnvrtc.so) is newer than the CUDA driver (%d.8)", n - 1);
+      if (!strstr(msg, want)) fail_msg("no \"%s\" in: %s", want, msg);
+    }
+  }
 }
 
 /* The image kept in the cache: a marker saying CUBIN or PTX, then the bytes. */
@@ -314,7 +445,7 @@ static void test_cache_image(void **state) {
 }
 
 int main(void) {
-  dv_status rc = dv__nvrtc_load(getenv("DV_NVRTC_LIBRARY"), &g_nv);
+  dv_status rc = dv__nvrtc_load(getenv("DV_NVRTC_LIBRARY"), 0, &g_nv);
   if (rc) {
     printf("nvrtc: skipped: NVRTC cannot be loaded here (%s): %s\n", dv_status_name(rc), dv_last_error());
     return 77;
@@ -327,6 +458,7 @@ int main(void) {
       cmocka_unit_test(test_every_kernel_source), cmocka_unit_test(test_debug_ptx_and_constants),
       cmocka_unit_test(test_compile_error_line),  cmocka_unit_test(test_target_choice),
       cmocka_unit_test(test_missing_library),     cmocka_unit_test(test_cache_image),
+      cmocka_unit_test(test_debug_options),       cmocka_unit_test(test_nvrtc_for_driver),
   };
   return cmocka_run_group_tests_name("nvrtc", tests, NULL, NULL);
 }

@@ -159,7 +159,8 @@ typedef struct dv_klimits {
   size_t max_shared_per_block;       /* without opt-in */
   size_t max_shared_per_block_optin; /* with opt-in (CUDA); = max_shared_per_block elsewhere */
   size_t max_constant_bytes;
-  size_t max_arg_bytes;              /* all parameters together; 0: unknown */
+  size_t max_arg_bytes;              /* the most bytes of kernel parameters a launch may
+                                        pass (hidden ones excluded); 0: no limit known */
   int wave_size;                     /* warp / sub-group size; 1 when none */
 } dv_klimits;
 

@@ -84,7 +84,8 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
     {"host_wave_size", "DV_HOST_WAVE_SIZE", NULL, T_INT, "32", 1, 1024,
      "host simulator: threads per wave (warp) for dv_wavebarrier and dv_wave_size"},
     {"nvrtc_library", "DV_NVRTC_LIBRARY", NULL, T_STRING, "", 0, 0,
-     "CUDA: NVRTC library to load (empty: libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so)"},
+     "CUDA: NVRTC library to load (empty: libnvrtc.so.<the driver's major>, older majors, "
+     "libnvrtc.so); one newer than the driver is refused"},
     {"host_ipc", "DV_HOST_IPC", NULL, T_BOOL, "off", 0, 1,
      "host simulator: device memory in shared memory (one memfd per allocation) so that "
      "dv_ipc_export can share it with other processes"},

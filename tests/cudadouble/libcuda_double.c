@@ -53,7 +53,9 @@
  *
  * Test-only controls (dlsym on the same libcuda.so.1): dvdouble_is_double,
  * dvdouble_hold(1/0) holds every stream's worker before its next operation,
- * dvdouble_launches, dvdouble_set_free_limit.
+ * dvdouble_launches, dvdouble_set_free_limit, dvdouble_set_driver_version
+ * (what cuDriverGetVersion says: 13.0 unless CUDA_DOUBLE_DRIVER_VERSION
+ * says otherwise) and dvdouble_set_compute_capability (99.0 by default).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -91,6 +93,8 @@ EXPORT void dvdouble_set_pinned_limit(size_t bytes);
 EXPORT long dvdouble_peer_copies(void);
 EXPORT void dvdouble_fault(int device);
 EXPORT long dvdouble_faults(void);
+EXPORT void dvdouble_set_driver_version(int version);
+EXPORT void dvdouble_set_compute_capability(int major, int minor);
 
 /* ---- state ------------------------------------------------------------------------------ */
 
@@ -607,9 +611,19 @@ EXPORT CUresult cuInit(unsigned flags) {
   return n ? DV_CUDA_SUCCESS : DV_CUDA_ERROR_NO_DEVICE;
 }
 
+/* The driver version it plays: dvdouble_set_driver_version's, else
+ * CUDA_DOUBLE_DRIVER_VERSION's (1000 * major + 10 * minor), else 13.0.
+ * Read at every call (the real driver allows it before cuInit). */
+static int g_driver_version;
+
 EXPORT CUresult cuDriverGetVersion(int *v) {
   if (!v) return DV_CUDA_ERROR_INVALID_VALUE;
-  *v = 13000;
+  int d = __atomic_load_n(&g_driver_version, __ATOMIC_RELAXED);
+  if (d <= 0) {
+    const char *e = getenv("CUDA_DOUBLE_DRIVER_VERSION");
+    d = e && atoi(e) > 0 ? atoi(e) : 13000;
+  }
+  *v = d;
   return DV_CUDA_SUCCESS;
 }
 
@@ -696,6 +710,9 @@ EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, dv_CUdevice d) {
   return unlock_ret(DV_CUDA_SUCCESS);
 }
 
+/* Compute capability of every device (dvdouble_set_compute_capability). */
+static int g_cc[2] = {99, 0};
+
 EXPORT CUresult cuDeviceGetAttribute(int *v, dv_CUdevice_attribute a, dv_CUdevice d) {
   ENTER();
   if (!v) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
@@ -714,8 +731,8 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, dv_CUdevice_attribute a, dv_CUdevic
     case 16: x = 4; break;               /* SMs */
     case 19: x = 1; break;               /* can map host memory */
     case 41: x = 1; break;               /* unified addressing */
-    case 75: x = 99; break;              /* newer than any NVRTC: kernels come as PTX */
-    case 76: x = 0; break;
+    case 75: x = g_cc[0]; break;         /* 99 by default: newer than any NVRTC (PTX) */
+    case 76: x = g_cc[1]; break;
     case 83: x = 1; break;               /* managed memory */
     case 89: x = 1; break;
     case 97: x = BLOCK_OPTIN; break;
@@ -1717,6 +1734,21 @@ EXPORT long dvdouble_peer_copies(void) {
 EXPORT void dvdouble_fault(int device) {
   pthread_mutex_lock(&L);
   if (device >= 0 && device < MAX_DEV) fault(&g_ctx[device], "dvdouble_fault");
+  pthread_mutex_unlock(&L);
+}
+
+/* The version cuDriverGetVersion reports from now on (0: back to
+ * CUDA_DOUBLE_DRIVER_VERSION or 13.0). */
+EXPORT void dvdouble_set_driver_version(int version) {
+  __atomic_store_n(&g_driver_version, version, __ATOMIC_RELAXED);
+}
+
+/* The compute capability every device reports from now on (0, 0: back to
+ * 99.0).  Contexts read it when they open. */
+EXPORT void dvdouble_set_compute_capability(int major, int minor) {
+  pthread_mutex_lock(&L);
+  g_cc[0] = major || minor ? major : 99;
+  g_cc[1] = major || minor ? minor : 0;
   pthread_mutex_unlock(&L);
 }
 

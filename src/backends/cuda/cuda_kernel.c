@@ -2,7 +2,8 @@
  * Kernels on the CUDA backend (backend table version 3), native handles,
  * foreign memory, and the built-in strided-copy kernels.
  *
- *  - Build: the kernel layer's translation unit compiled by NVRTC (nvrtc.c)
+ *  - Build: the kernel layer's translation unit compiled by NVRTC (nvrtc.c;
+ *    chosen to match the driver's major version, never newer than it)
  *    to a CUBIN for the device's own architecture, or to PTX of NVRTC's
  *    newest architecture when the device is newer (the driver compiles it at
  *    load).  The cache keeps that image with a marker saying which.
@@ -87,7 +88,12 @@ dv_status dv__cu_kernel_open(cu_state *st, const dv_backend_config *cfg) {
   if (L->max_shared_per_block_optin < L->max_shared_per_block)
     L->max_shared_per_block_optin = L->max_shared_per_block;
   L->max_constant_bytes = (size_t)cu_attr(st, DV_CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY);
-  /* Kernel parameters: 4 KiB, or 32764 bytes from CUDA 12.1 on Volta and newer. */
+  /* Kernel parameters, all of a launch together: 4096 bytes, or 32764 from
+   * driver 12.1 on for Volta (compute capability 7.0) and newer ("CUDA 12.1
+   * Supports Large Kernel Parameters", NVIDIA's blog; older drivers refuse
+   * such launches with CUDA_ERROR_NOT_SUPPORTED).  Compiling a kernel whose
+   * parameters pass 4 KiB also needs NVRTC 12.1 or later, which an older
+   * NVRTC enforces by refusing to compile it. */
   L->max_arg_bytes = st->driver_version >= 12010 && st->info.compute_major >= 7 ? 32764 : 4096;
   st->sm_count = cu_attr(st, DV_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   L->wave_size = cu_attr(st, DV_CU_DEVICE_ATTRIBUTE_WARP_SIZE);
@@ -113,7 +119,7 @@ static int cu_cc(const cu_state *st) { return st->info.compute_major * 10 + st->
 dv_status dv__cub_kernel_target_id(void *state, char *buf, size_t cap) {
   cu_state *st = state;
   const dv_nvrtc *nv = NULL;
-  dv_status rc = dv__nvrtc_load(st->nvrtc_library, &nv);
+  dv_status rc = dv__nvrtc_load(st->nvrtc_library, st->driver_version, &nv);
   if (rc) return rc;
   char arch[32];
   int is_ptx = 0;
@@ -302,7 +308,7 @@ dv_status dv__cub_module_build(void *state, const dv_build_req *req, dv_bmodule 
   *image_size = 0;
   *log = NULL;
   const dv_nvrtc *nv = NULL;
-  dv_status rc = dv__nvrtc_load(st->nvrtc_library, &nv);
+  dv_status rc = dv__nvrtc_load(st->nvrtc_library, st->driver_version, &nv);
   if (rc) return rc;
   char arch[32];
   int is_ptx = 0;

@@ -14,14 +14,23 @@
 
 #include "../../core/core.h"
 
+/* One loaded library, found again by the name it was opened with (nv.name):
+ * a search tries names in turn, so the same file named twice is one record
+ * only where the name is the same (dlopen returns the same handle anyway). */
 typedef struct dv_nvrtc_entry {
   struct dv_nvrtc_entry *next;
-  char key[256]; /* the option's value ("" : the default search) */
   dv_nvrtc nv;
 } dv_nvrtc_entry;
 
 static pthread_mutex_t dv__nvrtc_lock = PTHREAD_MUTEX_INITIALIZER;
 static dv_nvrtc_entry *dv__nvrtc_loaded;
+
+/* NVRTC majors the default search names: 11 is the oldest devarray can use
+ * (11.1 emits CUBIN); without a driver version it starts at 13. */
+#define DV__NVRTC_OLDEST_MAJOR 11
+#define DV__NVRTC_NEWEST_MAJOR 13
+/* At most this many versioned names (a driver far ahead of the oldest). */
+#define DV__NVRTC_MAX_NAMES 8
 
 static int dv__int_cmp(const void *a, const void *b) {
   int x = *(const int *)a, y = *(const int *)b;
@@ -59,70 +68,121 @@ static void dv__nvrtc_describe(dv_nvrtc *nv) {
   }
 }
 
-dv_status dv__nvrtc_load(const char *library, const dv_nvrtc **out) {
-  *out = NULL;
-  const char *key = library ? library : "";
-  if (strlen(key) >= sizeof((dv_nvrtc_entry *)0)->key)
-    return dv__error(DV_ERR_INVALID_ARGUMENT, "nvrtc_library: the name is too long");
-  pthread_mutex_lock(&dv__nvrtc_lock);
+/* Append "  name: why" to the list of what was tried. */
+static void dv__nvrtc_tried(char *tried, size_t cap, size_t *k, const char *name, const char *why) {
+  if (*k >= cap) return;
+  *k += (size_t)snprintf(tried + *k, cap - *k, "%s  %s: %s", *k ? "\n" : "", name, why);
+}
+
+/* The record for `name`: the one loaded before, or a new one.  Under the
+ * lock.  NULL with `why` filled when it cannot be opened or is not NVRTC
+ * (*missing: the entry point it lacks), or when memory ran out (*oom). */
+static dv_nvrtc_entry *dv__nvrtc_open(const char *name, char *why, size_t cap, const char **missing,
+                                      bool *oom) {
+  *missing = NULL;
   for (dv_nvrtc_entry *e = dv__nvrtc_loaded; e; e = e->next)
-    if (strcmp(e->key, key) == 0) {
-      pthread_mutex_unlock(&dv__nvrtc_lock);
-      *out = &e->nv;
-      return DV_OK;
-    }
-  const char *defaults[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
-  const char *one[1] = {key};
-  const char **names = *key ? one : defaults;
-  size_t nnames = *key ? 1 : sizeof defaults / sizeof *defaults;
-  char tried[1536] = "";
-  size_t k = 0;
-  void *lib = NULL;
-  const char *name = NULL;
-  for (size_t i = 0; i < nnames && !lib; i++) {
-    lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (lib) {
-      name = names[i];
-    } else if (k < sizeof tried) {
-      const char *why = dlerror();
-      k += (size_t)snprintf(tried + k, sizeof tried - k, "%s  %s: %s", k ? "\n" : "", names[i],
-                            why ? why : "cannot be opened");
-    }
-  }
+    if (strcmp(e->nv.name, name) == 0) return e;
+  void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
-    pthread_mutex_unlock(&dv__nvrtc_lock);
-    return dv__error(DV_ERR_NO_COMPILER,
-                     "NVRTC not found: CUDA kernels are compiled at run time by NVRTC (the CUDA "
-                     "toolkit's libnvrtc, or the nvidia-cuda-nvrtc package); tried:\n%s\n"
-                     "Install it, add its directory to LD_LIBRARY_PATH, or name the file with the "
-                     "nvrtc_library option (DV_NVRTC_LIBRARY)", tried);
+    const char *err = dlerror();
+    snprintf(why, cap, "%s", err ? err : "cannot be opened");
+    return NULL;
   }
   dv_nvrtc_entry *e = dv__calloc(1, sizeof *e);
   if (!e) {
     dlclose(lib);
-    pthread_mutex_unlock(&dv__nvrtc_lock);
-    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the NVRTC record");
+    snprintf(why, cap, "cannot allocate the NVRTC record");
+    *oom = true;
+    return NULL;
   }
   e->nv.lib = lib;
-  const char *missing = NULL;
-  if (!dv__nvrtc_resolve(&e->nv, &missing)) {
+  if (!dv__nvrtc_resolve(&e->nv, missing)) {
+    snprintf(why, cap, "lacks the entry point %s", *missing);
     dlclose(lib);
     dv__free(e);
-    pthread_mutex_unlock(&dv__nvrtc_lock);
-    return dv__error(DV_ERR_NO_COMPILER,
-                     "NVRTC %s lacks the entry point %s (devarray needs NVRTC 11.1 or later, "
-                     "which emits CUBIN)", name, missing);
+    return NULL;
   }
-  snprintf(e->key, sizeof e->key, "%s", key);
   snprintf(e->nv.name, sizeof e->nv.name, "%s", name);
   dv__nvrtc_describe(&e->nv);
   e->next = dv__nvrtc_loaded;
   dv__nvrtc_loaded = e;
+  dv__log(DV_LOG_DEBUG, "NVRTC %d.%d loaded from %s (%d architectures)", e->nv.major, e->nv.minor,
+          name, e->nv.narchs);
+  return e;
+}
+
+dv_status dv__nvrtc_load(const char *library, int driver_version, const dv_nvrtc **out) {
+  *out = NULL;
+  const char *key = library ? library : "";
+  if (strlen(key) >= sizeof((dv_nvrtc *)0)->name)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "nvrtc_library: the name is too long");
+  int dmajor = driver_version > 0 ? driver_version / 1000 : 0;
+  /* The names to try: the option's one, or libnvrtc.so.<driver's major>,
+   * the majors below it down to the oldest usable, then libnvrtc.so. */
+  char names[DV__NVRTC_MAX_NAMES + 1][32];
+  const char *list[DV__NVRTC_MAX_NAMES + 1];
+  size_t nnames = 0;
+  if (*key) {
+    list[nnames++] = key;
+  } else {
+    int top = dmajor ? dmajor : DV__NVRTC_NEWEST_MAJOR;
+    for (int m = top; m >= DV__NVRTC_OLDEST_MAJOR && nnames < DV__NVRTC_MAX_NAMES; m--) {
+      snprintf(names[nnames], sizeof names[nnames], "libnvrtc.so.%d", m);
+      list[nnames] = names[nnames];
+      nnames++;
+    }
+    list[nnames++] = "libnvrtc.so";
+  }
+  char tried[1536] = "";
+  size_t k = 0;
+  const dv_nvrtc *newer = NULL; /* the first one refused as newer than the driver */
+  const char *missing = NULL;
+  bool oom = false;
+  pthread_mutex_lock(&dv__nvrtc_lock);
+  for (size_t i = 0; i < nnames; i++) {
+    char why[512];
+    dv_nvrtc_entry *e = dv__nvrtc_open(list[i], why, sizeof why, &missing, &oom);
+    if (!e) {
+      dv__nvrtc_tried(tried, sizeof tried, &k, list[i], why);
+      continue;
+    }
+    /* A driver cannot load what a newer NVRTC major emits (NVRTC 13: PTX
+     * ISA 9.0 and a CUBIN ABI that 12.x drivers refuse).  Checked on every
+     * call, cached record or not: the driver is the context's. */
+    if (dmajor && e->nv.major > dmajor) {
+      snprintf(why, sizeof why, "NVRTC %d.%d, newer than the driver", e->nv.major, e->nv.minor);
+      dv__nvrtc_tried(tried, sizeof tried, &k, list[i], why);
+      if (!newer) newer = &e->nv;
+      continue;
+    }
+    pthread_mutex_unlock(&dv__nvrtc_lock);
+    *out = &e->nv;
+    return DV_OK;
+  }
   pthread_mutex_unlock(&dv__nvrtc_lock);
-  dv__log(DV_LOG_DEBUG, "NVRTC %d.%d loaded from %s (%d architectures)", e->nv.major,
-          e->nv.minor, name, e->nv.narchs);
-  *out = &e->nv;
-  return DV_OK;
+  if (oom) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the NVRTC record");
+  if (newer) {
+    /* pip: nvidia-cuda-nvrtc-cu11 / -cu12; from 13 on one name, versioned. */
+    char pkg[64];
+    if (dmajor <= 12) snprintf(pkg, sizeof pkg, "nvidia-cuda-nvrtc-cu%d", dmajor);
+    else snprintf(pkg, sizeof pkg, "nvidia-cuda-nvrtc==%d.*", dmajor);
+    return dv__error(DV_ERR_NO_COMPILER,
+                     "NVRTC %d.%d (%s) is newer than the CUDA driver (%d.%d), which cannot load "
+                     "the code it emits%s%s\nInstall NVRTC %d or older (the CUDA toolkit's "
+                     "libnvrtc.so.%d, or the pip package %s) and name it with the nvrtc_library "
+                     "option (DV_NVRTC_LIBRARY), or update the driver",
+                     newer->major, newer->minor, newer->name, dmajor, (driver_version % 1000) / 10,
+                     *key ? "" : "; tried:\n", *key ? "" : tried, dmajor, dmajor, pkg);
+  }
+  if (*key && missing)
+    return dv__error(DV_ERR_NO_COMPILER,
+                     "NVRTC %s lacks the entry point %s (devarray needs NVRTC 11.1 or later, "
+                     "which emits CUBIN)", key, missing);
+  return dv__error(DV_ERR_NO_COMPILER,
+                   "NVRTC not found: CUDA kernels are compiled at run time by NVRTC (the CUDA "
+                   "toolkit's libnvrtc, or the nvidia-cuda-nvrtc package); tried:\n%s\n"
+                   "Install it, add its directory to LD_LIBRARY_PATH, or name the file with the "
+                   "nvrtc_library option (DV_NVRTC_LIBRARY)", tried);
 }
 
 dv_status dv__nvrtc_target(const dv_nvrtc *nv, int cc, char *arch, size_t cap, int *is_ptx) {
@@ -204,17 +264,17 @@ dv_status dv__nvrtc_compile(const dv_nvrtc *nv, const char *name, const char *so
   /* Functions without __device__ (helpers a kernel source declares plainly,
    * as it may on OpenCL and the host) are device functions. */
   opts[nopts++] = "-default-device";
-  if (flags & DV_BUILD_DEBUG) {
-    opts[nopts++] = "-G";
-    opts[nopts++] = "-lineinfo";
-  }
+  /* -G alone: with -lineinfo too, ptxas warns on every build that it
+   * ignores -lineinfo (NVRTC 13), and -G's debug information has the lines. */
+  if (flags & DV_BUILD_DEBUG) opts[nopts++] = "-G";
+  const int fixed = nopts;
   for (char *p = uopts; *p;) {
     while (*p && isspace((unsigned char)*p)) *p++ = 0;
     if (!*p) break;
     if (nopts == DV__NVRTC_MAXOPTS) {
       dv__free(uopts);
       return dv__error(DV_ERR_INVALID_ARGUMENT, "program %s: more than %d NVRTC options", name,
-                       DV__NVRTC_MAXOPTS - 4);
+                       DV__NVRTC_MAXOPTS - fixed);
     }
     opts[nopts++] = p;
     while (*p && !isspace((unsigned char)*p)) p++;

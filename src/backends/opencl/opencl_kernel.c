@@ -182,7 +182,7 @@ dv_status dv__clk_limits(void *state, dv_klimits *out) {
   /* CL_DEVICE_MAX_PARAMETER_SIZE covers every parameter, the two hidden
    * pointers (constant buffer, dynamic local memory) included. */
   size_t hidden = 2 * (st->addr_bits / 8);
-  out->max_arg_bytes = params > hidden ? params - hidden : 0;
+  out->max_arg_bytes = params > hidden ? params - hidden : 0; /* the launch's own arguments */
   out->wave_size = st->wave;
   return DV_OK;
 }
