@@ -41,6 +41,18 @@ dv_status dv__cl_status(int code) {
   }
 }
 
+
+/* FNV-1a, 64 bits: the OpenCL image checksum and target hash. */
+uint64_t dv__clk_fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+dv_status dv__clk_fail(cl_int code, const char *what) {
+  return dv__error(dv__cl_status(code), "OpenCL %s failed: %s (%d)", what, dv__cl_error_name(code), code);
+}
+
 #else
 
 dv_status dv__cl_status(int code) { return code ? DV_ERR_DRIVER : DV_OK; }

@@ -92,6 +92,11 @@ dv_status dv__clk_module_load(void *state, const dv_build_req *req, const void *
 dv_status dv__clk_module_unload(void *state, dv_bmodule *m);
 dv_status dv__clk_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel **out);
 dv_status dv__clk_kernel_attrs(void *state, dv_bkernel *k, dv_kernel_attrs *out);
+/* A failed OpenCL call as a status and message naming it (opencl_common.c). */
+dv_status dv__clk_fail(cl_int code, const char *what);
+/* FNV-1a, 64 bits (opencl_common.c): the image checksum and the target hash. */
+#define CLK_FNV_INIT 0xcbf29ce484222325ull
+uint64_t dv__clk_fnv(uint64_t h, const void *p, size_t n);
 dv_status dv__clk_kernel_params(void *state, dv_bkernel *k, dv_bparam *out, size_t cap, size_t *n,
                                 const char **sig);
 dv_status dv__clk_constant_write(void *state, dv_bmodule *m, dv_bstream *s, size_t offset, dv_memref src,
