@@ -15,8 +15,8 @@
  * must have the reference's sign where the function is exact or the exact
  * result is zero (sin(-0) is -0; a result that only rounded to zero may have
  * either sign); an infinity must match exactly unless the reference only
- * rounded to it (then it is one ULP past the largest value).  Integer abs, min and max (32 and 64 bits, signed and unsigned) and
- * the <float.h>/<math.h> constants are exact.
+ * rounded to it (then it is one ULP past the largest value).  Integer abs, min and max (32 and 64
+ * bits, signed and unsigned) and the <float.h>/<math.h> constants are exact.
  *
  * Double precision is skipped, by name, on an OpenCL device without
  * cl_khr_fp64.  On the CUDA driver test double the module is built and its
@@ -38,14 +38,14 @@ static char g_cache_dir[256];
 static bool is_backend(const char *name) { return strncmp(g_backend, name, strlen(name)) == 0; }
 
 /* The CUDA driver test double loads modules but does not run kernels. */
-#define NEEDS_EXECUTION()                                                                    \
-  do {                                                                                       \
-    dv_device_info di_;                                                                      \
-    if (is_backend("cuda") && dv_context_device_info(g_ctx, &di_) == DV_OK &&                \
-        strstr(di_.name, "CUDA test double")) {                                              \
-      printf("SKIPPED: %s: the CUDA test double does not execute kernels\n", __func__);     \
-      skip();                                                                                \
-    }                                                                                        \
+#define NEEDS_EXECUTION()                                                               \
+  do {                                                                                  \
+    dv_device_info di_;                                                                 \
+    if (is_backend("cuda") && dv_context_device_info(g_ctx, &di_) == DV_OK &&           \
+        strstr(di_.name, "CUDA test double")) {                                         \
+      printf("SKIPPED: %s: the CUDA test double does not execute kernels\n", __func__); \
+      skip();                                                                           \
+    }                                                                                   \
   } while (0)
 
 static dv_module *build_mathlib(void) {
@@ -84,8 +84,8 @@ static dv_array *dev_from(const void *data, int64_t n, dv_type_id t) {
 
 static void to_host(const dv_array *d, void *data) {
   dv_array *h;
-  assert_ok(dv_host_array_wrap(g_ctx, data, dv_array_ndim(d), dv_array_shape(d),
-                               dv_array_dtype(d), NULL, &h));
+  assert_ok(dv_host_array_wrap(g_ctx, data, dv_array_ndim(d), dv_array_shape(d), dv_array_dtype(d),
+                               NULL, &h));
   assert_ok(dv_copy_to_host(d, h, NULL, NULL));
   dv_array_release(h);
 }
@@ -173,25 +173,64 @@ static void test_ulp_distance(void **state) {
  * told from a pole that way). */
 typedef long double (*ref_fn)(bool sp, bool exact, double x, double y, double z, int e);
 
-#define REF1(fn)                                                                      \
+#define REF1(fn)                                                                          \
   static long double ref_##fn(bool sp, bool exact, double x, double y, double z, int e) { \
-    (void)y, (void)z, (void)e;                                                        \
-    if (sp) return exact ? fn##f((float)x) : fn(x);                                   \
-    return exact ? fn(x) : fn##l((long double)x);                                     \
-  }
-#define REF2(fn)                                                                      \
+    (void)y, (void)z, (void)e;                                                            \
+    if (sp) return exact ? fn##f((float)x) : fn(x);                                       \
+    return exact ? fn(x) : fn##l((long double)x);                                         \
+  }                                                                                       \
+  extern int dv_t_semicolon /* takes the ';' after the macro */
+#define REF2(fn)                                                                          \
   static long double ref_##fn(bool sp, bool exact, double x, double y, double z, int e) { \
-    (void)z, (void)e;                                                                 \
-    if (sp) return exact ? fn##f((float)x, (float)y) : fn(x, y);                      \
-    return exact ? fn(x, y) : fn##l((long double)x, (long double)y);                  \
-  }
-REF1(acos) REF1(asin) REF1(atan) REF1(cos) REF1(sin) REF1(tan)
-REF1(acosh) REF1(asinh) REF1(atanh) REF1(cosh) REF1(sinh) REF1(tanh)
-REF1(exp) REF1(exp2) REF1(exp10) REF1(expm1) REF1(log) REF1(log2) REF1(log10) REF1(log1p)
-REF1(logb) REF1(cbrt) REF1(sqrt) REF1(erf) REF1(erfc) REF1(tgamma) REF1(lgamma)
-REF1(ceil) REF1(floor) REF1(trunc) REF1(round) REF1(rint) REF1(nearbyint) REF1(fabs)
-REF2(atan2) REF2(pow) REF2(hypot) REF2(fmod) REF2(remainder) REF2(copysign) REF2(nextafter)
-REF2(fdim) REF2(fmin) REF2(fmax)
+    (void)z, (void)e;                                                                     \
+    if (sp) return exact ? fn##f((float)x, (float)y) : fn(x, y);                          \
+    return exact ? fn(x, y) : fn##l((long double)x, (long double)y);                      \
+  }                                                                                       \
+  extern int dv_t_semicolon /* takes the ';' after the macro */
+REF1(acos);
+REF1(asin);
+REF1(atan);
+REF1(cos);
+REF1(sin);
+REF1(tan);
+REF1(acosh);
+REF1(asinh);
+REF1(atanh);
+REF1(cosh);
+REF1(sinh);
+REF1(tanh);
+REF1(exp);
+REF1(exp2);
+REF1(exp10);
+REF1(expm1);
+REF1(log);
+REF1(log2);
+REF1(log10);
+REF1(log1p);
+REF1(logb);
+REF1(cbrt);
+REF1(sqrt);
+REF1(erf);
+REF1(erfc);
+REF1(tgamma);
+REF1(lgamma);
+REF1(ceil);
+REF1(floor);
+REF1(trunc);
+REF1(round);
+REF1(rint);
+REF1(nearbyint);
+REF1(fabs);
+REF2(atan2);
+REF2(pow);
+REF2(hypot);
+REF2(fmod);
+REF2(remainder);
+REF2(copysign);
+REF2(nextafter);
+REF2(fdim);
+REF2(fmin);
+REF2(fmax);
 
 static long double ref_rsqrt(bool sp, bool exact, double x, double y, double z, int e) {
   (void)exact, (void)y, (void)z, (void)e;
@@ -357,18 +396,28 @@ static int ref_ilogb(bool sp, double x, double y) {
   return sp ? ilogbf((float)x) : ilogb(x);
 }
 /* <math.h>'s classification macros: C says nonzero, the dialect says 1. */
-#define REFC1(name)                                        \
-  static int refc_##name(bool sp, double x, double y) {    \
-    (void)y;                                               \
-    return sp ? name((float)x) != 0 : name(x) != 0;        \
-  }
-#define REFC2(name)                                                 \
-  static int refc_##name(bool sp, double x, double y) {             \
-    return sp ? name((float)x, (float)y) != 0 : name(x, y) != 0;    \
-  }
-REFC1(isnan) REFC1(isinf) REFC1(isfinite) REFC1(isnormal) REFC1(signbit)
-REFC2(isgreater) REFC2(isgreaterequal) REFC2(isless) REFC2(islessequal) REFC2(islessgreater)
-REFC2(isunordered)
+#define REFC1(name)                                     \
+  static int refc_##name(bool sp, double x, double y) { \
+    (void)y;                                            \
+    return sp ? name((float)x) != 0 : name(x) != 0;     \
+  }                                                     \
+  extern int dv_t_semicolon /* takes the ';' after the macro */
+#define REFC2(name)                                              \
+  static int refc_##name(bool sp, double x, double y) {          \
+    return sp ? name((float)x, (float)y) != 0 : name(x, y) != 0; \
+  }                                                              \
+  extern int dv_t_semicolon /* takes the ';' after the macro */
+REFC1(isnan);
+REFC1(isinf);
+REFC1(isfinite);
+REFC1(isnormal);
+REFC1(signbit);
+REFC2(isgreater);
+REFC2(isgreaterequal);
+REFC2(isless);
+REFC2(islessequal);
+REFC2(islessgreater);
+REFC2(isunordered);
 static int refc_fpclassify(bool sp, double x, double y) {
   (void)y;
   return sp ? fpclassify((float)x) : fpclassify(x);
@@ -414,25 +463,51 @@ enum { NLONG = sizeof g_long / sizeof g_long[0] };
 /* Edge cases; every pair of them is an input of the functions of two
  * arguments. */
 static const float k_edge_f[] = {
-    0.0f, -0.0f, 0x1p-149f, -0x1p-149f, 0x1.8p-140f, -0x1.234p-130f, 0x1p-126f, -0x1p-126f,
-    1e-10f, 1e-5f, 0.1f, -0.1f, 0.25f, 0.5f, -0.5f, 0.75f, 0.999f, 1.0f, -1.0f, 1.25f, 1.5f,
-    -1.5f, 2.0f, 2.5f, -2.5f, 3.0f, -3.0f, 3.5f, -3.5f, 3.14159265f, 4.5f, 5.5f, -7.25f, 10.0f,
-    -10.0f, 20.5f, 33.0f, 88.5f, -88.5f, 100.25f, -103.0f, 1000.0f, 1e5f, -1e5f, 12345.678f,
-    8388609.0f, 1e10f, -1e10f, 1e20f, 1e30f, -1e30f, 1.7e38f, FLT_MAX, -FLT_MAX, INFINITY,
-    -INFINITY, NAN};
-static const double k_edge_d[] = {
-    0.0, -0.0, 0x1p-1074, -0x1p-1074, 0x1.8p-1060, -0x1.234p-1050, 0x1p-1022, -0x1p-1022,
-    1e-300, 1e-45, 1e-10, 1e-5, 0.1, -0.1, 0.25, 0.5, -0.5, 0.75, 0.999, 1.0, -1.0, 1.25, 1.5,
-    -1.5, 2.0, 2.5, -2.5, 3.0, -3.0, 3.5, -3.5, 3.14159265358979, 4.5, 5.5, -7.25, 10.0, -10.0,
-    20.5, 33.0, 88.5, -88.5, 100.25, -103.0, 710.5, -745.5, 1000.0, 1e5, -1e5, 12345.678,
-    4503599627370497.0, 1e20, 1e30, -1e30, 1e300, DBL_MAX, -DBL_MAX, INFINITY, -INFINITY, NAN};
+    0.0f,    -0.0f,   0x1p-149f, -0x1p-149f, 0x1.8p-140f, -0x1.234p-130f, 0x1p-126f, -0x1p-126f,
+    1e-10f,  1e-5f,   0.1f,      -0.1f,      0.25f,       0.5f,           -0.5f,     0.75f,
+    0.999f,  1.0f,    -1.0f,     1.25f,      1.5f,        -1.5f,          2.0f,      2.5f,
+    -2.5f,   3.0f,    -3.0f,     3.5f,       -3.5f,       3.14159265f,    4.5f,      5.5f,
+    -7.25f,  10.0f,   -10.0f,    20.5f,      33.0f,       88.5f,          -88.5f,    100.25f,
+    -103.0f, 1000.0f, 1e5f,      -1e5f,      12345.678f,  8388609.0f,     1e10f,     -1e10f,
+    1e20f,   1e30f,   -1e30f,    1.7e38f,    FLT_MAX,     -FLT_MAX,       INFINITY,  -INFINITY,
+    NAN};
+static const double k_edge_d[] = {0.0,         -0.0,
+                                  0x1p-1074,   -0x1p-1074,
+                                  0x1.8p-1060, -0x1.234p-1050,
+                                  0x1p-1022,   -0x1p-1022,
+                                  1e-300,      1e-45,
+                                  1e-10,       1e-5,
+                                  0.1,         -0.1,
+                                  0.25,        0.5,
+                                  -0.5,        0.75,
+                                  0.999,       1.0,
+                                  -1.0,        1.25,
+                                  1.5,         -1.5,
+                                  2.0,         2.5,
+                                  -2.5,        3.0,
+                                  -3.0,        3.5,
+                                  -3.5,        3.14159265358979,
+                                  4.5,         5.5,
+                                  -7.25,       10.0,
+                                  -10.0,       20.5,
+                                  33.0,        88.5,
+                                  -88.5,       100.25,
+                                  -103.0,      710.5,
+                                  -745.5,      1000.0,
+                                  1e5,         -1e5,
+                                  12345.678,   4503599627370497.0,
+                                  1e20,        1e30,
+                                  -1e30,       1e300,
+                                  DBL_MAX,     -DBL_MAX,
+                                  INFINITY,    -INFINITY,
+                                  NAN};
 /* Exponents for ldexp and scalbn (100000: 10^10 for scalbln). */
-static const int k_exps[] = {0,    1,   -1,   3,     -3,    24,   -24,    127,    -126,
+static const int k_exps[] = {0,    1,   -1,   3,     -3,    24,   -24,   127,    -126,
                              -149, 150, 1023, -1022, -1074, 2000, -2000, 100000, -100000};
 enum { NEXPS = sizeof k_exps / sizeof k_exps[0], NRANDOM = 384 };
 
 typedef struct inputs {
-  int n, ne; /* inputs; edge cases (the first ne * ne inputs are their pairs) */
+  int n, ne;         /* inputs; edge cases (the first ne * ne inputs are their pairs) */
   double *x, *y, *z; /* values of the precision under test */
   int *e;
 } inputs;
@@ -453,7 +528,8 @@ static double random_value(bool sp, int i) {
 }
 
 static inputs make_inputs(bool sp) {
-  const int ne = sp ? (int)(sizeof k_edge_f / sizeof *k_edge_f) : (int)(sizeof k_edge_d / sizeof *k_edge_d);
+  const int ne =
+      sp ? (int)(sizeof k_edge_f / sizeof *k_edge_f) : (int)(sizeof k_edge_d / sizeof *k_edge_d);
   inputs in;
   in.n = ne * ne + NRANDOM;
   in.ne = ne;
@@ -497,7 +573,8 @@ static bool is_subnormal(double v, bool sp) {
 }
 
 /* got against the reference hi (unrounded unless exact) within bound. */
-static bool real_ok(double got, long double hi, bool sp, int bound, unsigned flags, uint64_t *ulps) {
+static bool real_ok(double got, long double hi, bool sp, int bound, unsigned flags,
+                    uint64_t *ulps) {
   double want = sp ? (double)(float)hi : (double)hi;
   *ulps = 0;
   if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
@@ -527,10 +604,28 @@ static void report(tally *t, const char *fmt, ...) {
   print_message("[ FAIL ] %s: %s\n", g_backend, msg);
 }
 
-/* The constants a kernel wrote in ci after the common ones. */
-enum { CI_FP_NAN, CI_FP_INFINITE, CI_FP_ZERO, CI_FP_SUBNORMAL, CI_FP_NORMAL, CI_ILOGB0,
-       CI_ILOGBNAN, CI_RADIX, CI_MANT_DIG, CI_DIG, CI_MIN_EXP, CI_MAX_EXP, CI_MIN_10_EXP,
-       CI_MAX_10_EXP, CI_NREAL, CI_NINT, CI_NLONG, CI_SUBNORMALS, CI_COUNT };
+/* What thread 0 of math_f32 and math_f64 writes to ci, in mathlib.dvk's order. */
+enum {
+  CI_FP_NAN,
+  CI_FP_INFINITE,
+  CI_FP_ZERO,
+  CI_FP_SUBNORMAL,
+  CI_FP_NORMAL,
+  CI_ILOGB0,
+  CI_ILOGBNAN,
+  CI_RADIX,
+  CI_MANT_DIG,
+  CI_DIG,
+  CI_MIN_EXP,
+  CI_MAX_EXP,
+  CI_MIN_10_EXP,
+  CI_MAX_10_EXP,
+  CI_NREAL,
+  CI_NINT,
+  CI_NLONG,
+  CI_SUBNORMALS,
+  CI_COUNT
+};
 enum { CF_COUNT = 21 };
 
 /* Run math_f32 (sp) or math_f64 and check every result; returns how many
@@ -573,10 +668,12 @@ static int run_real(dv_module *m, bool sp) {
   dv_array *dlr = dev_from(lr, (int64_t)n * NLONG, DV_INT64);
   dv_array *dcf = sp ? dev_from(cff, CF_COUNT, rt) : dev_from(cf, CF_COUNT, rt);
   dv_array *dci = dev_from(ci, CI_COUNT, DV_INT32);
-  dv_arg args[] = {DV_ARG_ARRAY(dx),  DV_ARG_ARRAY(dy),  DV_ARG_ARRAY(dz),
-                   DV_ARG_ARRAY(de),  DV_ARG_ARRAY(dr),  DV_ARG_ARRAY(dir),
-                   DV_ARG_ARRAY(dlr), DV_ARG_ARRAY(dcf), DV_ARG_ARRAY(dci),
-                   sp ? DV_ARG_F32(FLT_MIN) : DV_ARG_F64(DBL_MIN), DV_ARG_I32(n)};
+  dv_arg args[] = {DV_ARG_ARRAY(dx),  DV_ARG_ARRAY(dy),
+                   DV_ARG_ARRAY(dz),  DV_ARG_ARRAY(de),
+                   DV_ARG_ARRAY(dr),  DV_ARG_ARRAY(dir),
+                   DV_ARG_ARRAY(dlr), DV_ARG_ARRAY(dcf),
+                   DV_ARG_ARRAY(dci), sp ? DV_ARG_F32(FLT_MIN) : DV_ARG_F64(DBL_MIN),
+                   DV_ARG_I32(n)};
   launch(m, sp ? "math_f32" : "math_f64", n, 11, args);
   to_host(dr, r);
   to_host(dir, ir);
@@ -598,8 +695,10 @@ static int run_real(dv_module *m, bool sp) {
   assert_true(ci[CI_SUBNORMALS] == 0 || ci[CI_SUBNORMALS] == 1);
   bool subnormals = ci[CI_SUBNORMALS] == 1;
   if (!subnormals)
-    print_message("[ info ] %s: the device flushes %s subnormal numbers: inputs and results "
-                  "that are subnormal are not compared\n", g_backend, sp ? "float" : "double");
+    print_message(
+        "[ info ] %s: the device flushes %s subnormal numbers: inputs and results "
+        "that are subnormal are not compared\n",
+        g_backend, sp ? "float" : "double");
 
   tally t;
   memset(&t, 0, sizeof t);
@@ -617,8 +716,9 @@ static int run_real(dv_module *m, bool sp) {
       double got = sp ? (double)((float *)r)[(size_t)s * n + i] : ((double *)r)[(size_t)s * n + i];
       long double hi = op->ref(sp, bound == 0, x, y, z, e);
       double want = sp ? (double)(float)hi : (double)hi;
-      if (!subnormals && (is_subnormal(x, sp) || (op->arity >= 2 && op->arity <= 3 && is_subnormal(y, sp)) ||
-                          (op->arity == 3 && is_subnormal(z, sp)) || is_subnormal(want, sp))) {
+      if (!subnormals &&
+          (is_subnormal(x, sp) || (op->arity >= 2 && op->arity <= 3 && is_subnormal(y, sp)) ||
+           (op->arity == 3 && is_subnormal(z, sp)) || is_subnormal(want, sp))) {
         t.skipped_subnormal++;
         continue;
       }
@@ -655,8 +755,7 @@ static int run_real(dv_module *m, bool sp) {
         continue;
       }
       switch (op->kind) {
-        case INT_EXACT:
-          break;
+        case INT_EXACT: break;
         case INT_FREXP_EXP:
           if (!isfinite(x)) ok = true;
           break;
@@ -693,22 +792,24 @@ static int run_real(dv_module *m, bool sp) {
 
   /* Constants: exactly the host's. */
   const double want_cf_f[CF_COUNT] = {
-      INFINITY, NAN, HUGE_VALF, FLT_MAX, FLT_MIN, FLT_TRUE_MIN, FLT_EPSILON, FLT_MAX,
-      (float)M_E, (float)M_LOG2E, (float)M_LOG10E, (float)M_LN2, (float)M_LN10, (float)M_PI,
-      (float)M_PI_2, (float)M_PI_4, (float)M_1_PI, (float)M_2_PI, (float)M_2_SQRTPI,
-      (float)M_SQRT2, (float)M_SQRT1_2};
+      INFINITY,        NAN,           HUGE_VALF,     FLT_MAX,           FLT_MIN,
+      FLT_TRUE_MIN,    FLT_EPSILON,   FLT_MAX,       (float)M_E,        (float)M_LOG2E,
+      (float)M_LOG10E, (float)M_LN2,  (float)M_LN10, (float)M_PI,       (float)M_PI_2,
+      (float)M_PI_4,   (float)M_1_PI, (float)M_2_PI, (float)M_2_SQRTPI, (float)M_SQRT2,
+      (float)M_SQRT1_2};
   const double want_cf_d[CF_COUNT - 1] = {
-      INFINITY, NAN, HUGE_VAL, DBL_MAX, DBL_MIN, DBL_TRUE_MIN, DBL_EPSILON, M_E, M_LOG2E,
-      M_LOG10E, M_LN2, M_LN10, M_PI, M_PI_2, M_PI_4, M_1_PI, M_2_PI, M_2_SQRTPI, M_SQRT2,
-      M_SQRT1_2};
+      INFINITY, NAN,     HUGE_VAL, DBL_MAX,    DBL_MIN, DBL_TRUE_MIN, DBL_EPSILON,
+      M_E,      M_LOG2E, M_LOG10E, M_LN2,      M_LN10,  M_PI,         M_PI_2,
+      M_PI_4,   M_1_PI,  M_2_PI,   M_2_SQRTPI, M_SQRT2, M_SQRT1_2};
   static const char *const cf_names_f[CF_COUNT] = {
-      "INFINITY", "NAN", "HUGE_VALF", "FLT_MAX", "FLT_MIN", "FLT_TRUE_MIN", "FLT_EPSILON",
-      "MAXFLOAT", "M_E_F", "M_LOG2E_F", "M_LOG10E_F", "M_LN2_F", "M_LN10_F", "M_PI_F",
-      "M_PI_2_F", "M_PI_4_F", "M_1_PI_F", "M_2_PI_F", "M_2_SQRTPI_F", "M_SQRT2_F", "M_SQRT1_2_F"};
+      "INFINITY",     "NAN",       "HUGE_VALF",  "FLT_MAX",   "FLT_MIN",    "FLT_TRUE_MIN",
+      "FLT_EPSILON",  "MAXFLOAT",  "M_E_F",      "M_LOG2E_F", "M_LOG10E_F", "M_LN2_F",
+      "M_LN10_F",     "M_PI_F",    "M_PI_2_F",   "M_PI_4_F",  "M_1_PI_F",   "M_2_PI_F",
+      "M_2_SQRTPI_F", "M_SQRT2_F", "M_SQRT1_2_F"};
   static const char *const cf_names_d[CF_COUNT - 1] = {
-      "INFINITY", "NAN", "HUGE_VAL", "DBL_MAX", "DBL_MIN", "DBL_TRUE_MIN", "DBL_EPSILON",
-      "M_E", "M_LOG2E", "M_LOG10E", "M_LN2", "M_LN10", "M_PI", "M_PI_2", "M_PI_4", "M_1_PI",
-      "M_2_PI", "M_2_SQRTPI", "M_SQRT2", "M_SQRT1_2"};
+      "INFINITY", "NAN",     "HUGE_VAL", "DBL_MAX",    "DBL_MIN", "DBL_TRUE_MIN", "DBL_EPSILON",
+      "M_E",      "M_LOG2E", "M_LOG10E", "M_LN2",      "M_LN10",  "M_PI",         "M_PI_2",
+      "M_PI_4",   "M_1_PI",  "M_2_PI",   "M_2_SQRTPI", "M_SQRT2", "M_SQRT1_2"};
   for (int c = 0; c < (sp ? CF_COUNT : CF_COUNT - 1); c++) {
     double w = sp ? want_cf_f[c] : want_cf_d[c];
     bool ok = isnan(w) ? isnan(cf[c]) : cf[c] == w;
@@ -724,10 +825,10 @@ static int run_real(dv_module *m, bool sp) {
     report(&t, "FP_ILOGB0 = %d", ci[CI_ILOGB0]);
   if (ci[CI_ILOGBNAN] != INT_MIN && ci[CI_ILOGBNAN] != INT_MAX)
     report(&t, "FP_ILOGBNAN = %d", ci[CI_ILOGBNAN]);
-  const int want_lim_f[] = {FLT_RADIX, FLT_MANT_DIG, FLT_DIG, FLT_MIN_EXP, FLT_MAX_EXP,
-                            FLT_MIN_10_EXP, FLT_MAX_10_EXP};
-  const int want_lim_d[] = {FLT_RADIX, DBL_MANT_DIG, DBL_DIG, DBL_MIN_EXP, DBL_MAX_EXP,
-                            DBL_MIN_10_EXP, DBL_MAX_10_EXP};
+  const int want_lim_f[] = {FLT_RADIX,   FLT_MANT_DIG,   FLT_DIG,       FLT_MIN_EXP,
+                            FLT_MAX_EXP, FLT_MIN_10_EXP, FLT_MAX_10_EXP};
+  const int want_lim_d[] = {FLT_RADIX,   DBL_MANT_DIG,   DBL_DIG,       DBL_MIN_EXP,
+                            DBL_MAX_EXP, DBL_MIN_10_EXP, DBL_MAX_10_EXP};
   for (int c = 0; c < 7; c++) {
     int w = sp ? want_lim_f[c] : want_lim_d[c];
     if (ci[CI_RADIX + c] != w)
@@ -757,8 +858,10 @@ static int run_real(dv_module *m, bool sp) {
   free(lr);
   free_inputs(&in);
   if (t.failures)
-    print_message("[ FAIL ] %s: %d results of %s math functions outside their bound (the first "
-                  "%d above)\n", g_backend, t.failures, sp ? "float" : "double", t.shown);
+    print_message(
+        "[ FAIL ] %s: %d results of %s math functions outside their bound (the first "
+        "%d above)\n",
+        g_backend, t.failures, sp ? "float" : "double", t.shown);
   return t.failures;
 }
 
@@ -806,17 +909,42 @@ static void test_integer_functions(void **state) {
   (void)state;
   NEEDS_EXECUTION();
   /* a and p avoid the most negative value (abs of it is undefined in C). */
-  static const int32_t A[] = {0, 1, -1, 2, -2, 7, -7, 100, -100, 65536, -65536, INT32_MAX,
-                              INT32_MIN + 1, 123456789, -123456789};
-  static const int32_t B[] = {0, 1, -1, 3, -3, 99, -101, 65536, -65537, INT32_MAX, INT32_MIN,
-                              123456789, -123456790, 5, -5, 2};
-  static const int64_t P[] = {0, 1, -1, 5, -5, INT64_C(1) << 31, -(INT64_C(1) << 31),
-                              (INT64_C(1) << 32) + 7, -((INT64_C(1) << 32) + 7), INT64_C(1) << 40,
-                              -(INT64_C(1) << 40), INT64_MAX, INT64_MIN + 1,
-                              INT64_C(0x123456789abcdef), -INT64_C(0x123456789abcdef)};
-  static const int64_t Q[] = {0, 1, -1, 6, -4, INT64_C(1) << 31, -(INT64_C(1) << 31) - 1,
-                              (INT64_C(1) << 32) + 8, INT64_C(-1) << 40, INT64_MAX, INT64_MIN,
-                              INT64_C(0x123456789abcdee), 3, -3, 2, -2};
+  static const int32_t A[] = {
+      0,         1,         -1, 2, -2, 7, -7, 100, -100, 65536, -65536, INT32_MAX, INT32_MIN + 1,
+      123456789, -123456789};
+  static const int32_t B[] = {0,      1,         -1,        3,         -3,         99, -101, 65536,
+                              -65537, INT32_MAX, INT32_MIN, 123456789, -123456790, 5,  -5,   2};
+  static const int64_t P[] = {0,
+                              1,
+                              -1,
+                              5,
+                              -5,
+                              INT64_C(1) << 31,
+                              -(INT64_C(1) << 31),
+                              (INT64_C(1) << 32) + 7,
+                              -((INT64_C(1) << 32) + 7),
+                              INT64_C(1) << 40,
+                              -(INT64_C(1) << 40),
+                              INT64_MAX,
+                              INT64_MIN + 1,
+                              INT64_C(0x123456789abcdef),
+                              -INT64_C(0x123456789abcdef)};
+  static const int64_t Q[] = {0,
+                              1,
+                              -1,
+                              6,
+                              -4,
+                              INT64_C(1) << 31,
+                              -(INT64_C(1) << 31) - 1,
+                              (INT64_C(1) << 32) + 8,
+                              -(INT64_C(1) << 40) - 3,
+                              INT64_MAX,
+                              INT64_MIN,
+                              INT64_C(0x123456789abcdee),
+                              3,
+                              -3,
+                              2,
+                              -2};
   enum { NA = 15, NB = 16, N = NA * NB, N32 = 6, N64 = 8 };
   _Static_assert(sizeof A / sizeof *A == NA && sizeof B / sizeof *B == NB, "A, B");
   _Static_assert(sizeof P / sizeof *P == NA && sizeof Q / sizeof *Q == NB, "P, Q");
@@ -848,21 +976,32 @@ static void test_integer_functions(void **state) {
   assert_int_equal(cnt[0], N32);
   assert_int_equal(cnt[1], N64);
 
-  static const char *const n32[N32] = {"abs(a)", "abs(a) > -1", "min(a, b)", "max(a, b)",
-                                       "min(a, b) unsigned", "max(a, b) unsigned"};
-  static const char *const n64[N64] = {"abs(p)", "abs(p) > -1", "labs(p)", "llabs(p)", "min(p, q)",
-                                       "max(p, q)", "min(p, q) unsigned", "max(p, q) unsigned"};
+  static const char *const n32[N32] = {"abs(a)",    "abs(a) > -1",        "min(a, b)",
+                                       "max(a, b)", "min(a, b) unsigned", "max(a, b) unsigned"};
+  static const char *const n64[N64] = {
+      "abs(p)",    "abs(p) > -1",        "labs(p)",           "llabs(p)", "min(p, q)",
+      "max(p, q)", "min(p, q) unsigned", "max(p, q) unsigned"};
   int failures = 0;
   for (int i = 0; i < N; i++) {
     int32_t x = a[i], y = b[i];
     uint32_t ux = (uint32_t)x, uy = (uint32_t)y;
-    int32_t w32[N32] = {x < 0 ? -x : x, 1, x < y ? x : y, x > y ? x : y,
-                        (int32_t)(ux < uy ? ux : uy), (int32_t)(ux > uy ? ux : uy)};
+    int32_t w32[N32] = {x < 0 ? -x : x,
+                        1,
+                        x < y ? x : y,
+                        x > y ? x : y,
+                        (int32_t)(ux < uy ? ux : uy),
+                        (int32_t)(ux > uy ? ux : uy)};
     int64_t u = p[i], v = q[i];
     uint64_t uu = (uint64_t)u, uv = (uint64_t)v;
     int64_t au = u < 0 ? -u : u;
-    int64_t w64[N64] = {au, 1, au, au, u < v ? u : v, u > v ? u : v,
-                        (int64_t)(uu < uv ? uu : uv), (int64_t)(uu > uv ? uu : uv)};
+    int64_t w64[N64] = {au,
+                        1,
+                        au,
+                        au,
+                        u < v ? u : v,
+                        u > v ? u : v,
+                        (int64_t)(uu < uv ? uu : uv),
+                        (int64_t)(uu > uv ? uu : uv)};
     for (int s = 0; s < N32; s++)
       if (ri[s * N + i] != w32[s] && failures++ < 20)
         print_message("[ FAIL ] %s: 32-bit %s with a = %d, b = %d: %d, want %d\n", g_backend,
@@ -884,5 +1023,6 @@ int main(int argc, char **argv) {
       T(test_ulp_distance),     T(test_mathlib_builds),    T(test_float_functions),
       T(test_double_functions), T(test_integer_functions),
   };
-  return kernel_suite_end(g_cache_dir, test_main(argc, argv, "kmath", tests, sizeof tests / sizeof tests[0]));
+  return kernel_suite_end(g_cache_dir,
+                          test_main(argc, argv, "kmath", tests, sizeof tests / sizeof tests[0]));
 }
