@@ -268,24 +268,113 @@ typedef struct dv_kview {
 #define DV__CONSTANT_BUFFER(bytes)
 #define DV__CONST(T, off) ((__constant const T *)(dv__cbuf + (off)))
 
-/* C99 float names that OpenCL C spells without the suffix. */
-#define sqrtf sqrt
-#define expf exp
-#define logf log
-#define powf pow
-#define sinf sin
-#define cosf cos
-#define tanf tan
-#define tanhf tanh
-#define fabsf fabs
-#define floorf floor
-#define ceilf ceil
-#define fminf fmin
-#define fmaxf fmax
-#define fmaf fma
-#define exp2f exp2
-#define log2f log2
-#define rsqrtf rsqrt
+/* C99 float names that OpenCL C spells without the suffix: each is the
+ * overload, its arguments converted to float as C converts them. */
+#define acosf(x) acos((float)(x))
+#define acoshf(x) acosh((float)(x))
+#define asinf(x) asin((float)(x))
+#define asinhf(x) asinh((float)(x))
+#define atanf(x) atan((float)(x))
+#define atan2f(y, x) atan2((float)(y), (float)(x))
+#define atanhf(x) atanh((float)(x))
+#define cbrtf(x) cbrt((float)(x))
+#define ceilf(x) ceil((float)(x))
+#define copysignf(x, y) copysign((float)(x), (float)(y))
+#define cosf(x) cos((float)(x))
+#define coshf(x) cosh((float)(x))
+#define erff(x) erf((float)(x))
+#define erfcf(x) erfc((float)(x))
+#define expf(x) exp((float)(x))
+#define exp2f(x) exp2((float)(x))
+#define exp10f(x) exp10((float)(x))
+#define expm1f(x) expm1((float)(x))
+#define fabsf(x) fabs((float)(x))
+#define fdimf(x, y) fdim((float)(x), (float)(y))
+#define floorf(x) floor((float)(x))
+#define fmaf(x, y, z) fma((float)(x), (float)(y), (float)(z))
+#define fmaxf(x, y) fmax((float)(x), (float)(y))
+#define fminf(x, y) fmin((float)(x), (float)(y))
+#define fmodf(x, y) fmod((float)(x), (float)(y))
+#define frexpf(x, e) frexp((float)(x), (e))
+#define hypotf(x, y) hypot((float)(x), (float)(y))
+#define ilogbf(x) ilogb((float)(x))
+#define ldexpf(x, n) ldexp((float)(x), (int)(n))
+#define lgammaf(x) lgamma((float)(x))
+#define logf(x) log((float)(x))
+#define log10f(x) log10((float)(x))
+#define log1pf(x) log1p((float)(x))
+#define log2f(x) log2((float)(x))
+#define logbf(x) logb((float)(x))
+#define modff(x, i) modf((float)(x), (i))
+#define nextafterf(x, y) nextafter((float)(x), (float)(y))
+#define powf(x, y) pow((float)(x), (float)(y))
+#define remainderf(x, y) remainder((float)(x), (float)(y))
+#define remquof(x, y, q) remquo((float)(x), (float)(y), (q))
+#define rintf(x) rint((float)(x))
+#define roundf(x) round((float)(x))
+#define rsqrtf(x) rsqrt((float)(x))
+#define sinf(x) sin((float)(x))
+#define sinhf(x) sinh((float)(x))
+#define sqrtf(x) sqrt((float)(x))
+#define tanf(x) tan((float)(x))
+#define tanhf(x) tanh((float)(x))
+#define tgammaf(x) tgamma((float)(x))
+#define truncf(x) trunc((float)(x))
+/* C99 names OpenCL C lacks.  One rounding mode (to nearest even) and no
+ * floating-point exceptions: nearbyint is rint, the l/ll conversions are
+ * rint or round and a conversion to long (64 bits, C's long long too). */
+#define nearbyintf(x) rint((float)(x))
+#define nearbyint(x) rint(x)
+#define lrintf(x) ((long)rint((float)(x)))
+#define lrint(x) ((long)rint(x))
+#define llrintf(x) ((long)rint((float)(x)))
+#define llrint(x) ((long)rint(x))
+#define lroundf(x) ((long)round((float)(x)))
+#define lround(x) ((long)round(x))
+#define llroundf(x) ((long)round((float)(x)))
+#define llround(x) ((long)round(x))
+#define scalbnf(x, n) ldexp((float)(x), (int)(n))
+#define scalbn(x, n) ldexp((x), (int)(n))
+/* Past +-65536 every float and double result is 0 or infinite already. */
+#define scalblnf(x, n) ldexp((float)(x), (int)clamp((long)(n), -65536L, 65536L))
+#define scalbln(x, n) ldexp((x), (int)clamp((long)(n), -65536L, 65536L))
+/* C's names with C's signatures where OpenCL C's differ (helpers first: they
+ * call the built-ins, which some runtimes, PoCL among them, spell as macros).
+ * nan(tag): OpenCL's takes an integer code; the tag is not used. */
+#undef nan
+#define nanf(tag) NAN
+#define nan(tag) ((double)NAN)
+/* sincos(x, &s, &c) as in C (OpenCL's returns the sine); both pointers in
+ * one address space. */
+#define DV__CL_SINCOS(T, AS)                                                                 \
+  __attribute__((overloadable, unused)) static inline void dv__sincos(T x, AS T *s, AS T *c) { \
+    T cv;                                                                                    \
+    *s = sincos(x, &cv);                                                                     \
+    *c = cv;                                                                                 \
+  }
+DV__CL_SINCOS(float, __private)
+DV__CL_SINCOS(float, __global)
+DV__CL_SINCOS(float, __local)
+#ifdef cl_khr_fp64
+DV__CL_SINCOS(double, __private)
+DV__CL_SINCOS(double, __global)
+DV__CL_SINCOS(double, __local)
+#endif
+#undef sincos
+#define sincosf(x, s, c) dv__sincos((float)(x), (s), (c))
+#define sincos(x, s, c) dv__sincos((x), (s), (c))
+/* abs returns the signed type, as in C and CUDA (OpenCL's returns the
+ * unsigned one: abs(x) > -1 would be false); labs and llabs are 64-bit. */
+#define DV__CL_ABS(T)                                                                          \
+  __attribute__((overloadable, unused)) static inline T dv__abs(T x) { return (T)abs(x); }
+DV__CL_ABS(int)
+DV__CL_ABS(long)
+DV__CL_ABS(uint)
+DV__CL_ABS(ulong)
+#undef abs
+#define abs(x) dv__abs(x)
+#define labs(x) dv__abs((long)(x))
+#define llabs(x) dv__abs((long)(x))
 
 /* Atomics: return the old value; overloaded for __global and __local. */
 #define dv_atomic_add_i32(p, v) atomic_add((p), (int)(v))
@@ -333,9 +422,11 @@ DV__CL_FLOAT_RMW(dv_atomic_max_f32, __local, cur >= v ? cur : v)
 #else /* ------------------------------------------------ host simulator, C11 */
 #define DV_BACKEND_HOST 1
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 typedef int8_t dv_i8;
 typedef uint8_t dv_u8;
@@ -431,6 +522,63 @@ DV__EXPORT extern _Thread_local dv__hthread *dv__self;
 /* CUDA's and OpenCL's reciprocal square root, for the same source everywhere. */
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+/* sincos and exp10, which CUDA and OpenCL have and C11 does not declare. */
+static inline void dv__sincosf(float x, float *s, float *c) {
+  *s = sinf(x);
+  *c = cosf(x);
+}
+static inline void dv__sincos(double x, double *s, double *c) {
+  *s = sin(x);
+  *c = cos(x);
+}
+static inline float dv__exp10f(float x) { return (float)pow(10.0, (double)x); }
+static inline double dv__exp10(double x) { return pow(10.0, x); }
+#define sincosf(x, s, c) dv__sincosf((x), (s), (c))
+#define sincos(x, s, c) dv__sincos((x), (s), (c))
+#define exp10f(x) dv__exp10f(x)
+#define exp10(x) dv__exp10(x)
+/* The classification macros give 0 or 1, as on CUDA and OpenCL (glibc's
+ * isinf(-INFINITY) is -1, its signbit any nonzero value). */
+#define DV__HOST_CLASSIFY(name)                                                \
+  static inline int dv__##name##_f(float x) { return name(x) != 0; }           \
+  static inline int dv__##name##_d(double x) { return name(x) != 0; }          \
+  static inline int dv__##name##_ld(long double x) { return name(x) != 0; }
+DV__HOST_CLASSIFY(isnan)
+DV__HOST_CLASSIFY(isinf)
+DV__HOST_CLASSIFY(isfinite)
+DV__HOST_CLASSIFY(isnormal)
+DV__HOST_CLASSIFY(signbit)
+#define DV__HOST_CLASSIFIED(name, x) \
+  _Generic((x), float: dv__##name##_f, long double: dv__##name##_ld, default: dv__##name##_d)(x)
+#undef isnan
+#undef isinf
+#undef isfinite
+#undef isnormal
+#undef signbit
+#define isnan(x) DV__HOST_CLASSIFIED(isnan, x)
+#define isinf(x) DV__HOST_CLASSIFIED(isinf, x)
+#define isfinite(x) DV__HOST_CLASSIFIED(isfinite, x)
+#define isnormal(x) DV__HOST_CLASSIFIED(isnormal, x)
+#define signbit(x) DV__HOST_CLASSIFIED(signbit, x)
+/* Integer abs, min and max as CUDA's and OpenCL's overloads: abs keeps a
+ * 64-bit argument's width; min and max take the arguments' common type (on
+ * floats: fminf, fmin). */
+#define abs(x) _Generic((x) + 0, long: labs, long long: llabs, default: abs)(x)
+#define DV__HOST_INT_MINMAX(T, s)                                              \
+  static inline T dv__min_##s(T a, T b) { return b < a ? b : a; }              \
+  static inline T dv__max_##s(T a, T b) { return a < b ? b : a; }
+DV__HOST_INT_MINMAX(int, i)
+DV__HOST_INT_MINMAX(unsigned, u)
+DV__HOST_INT_MINMAX(long, l)
+DV__HOST_INT_MINMAX(unsigned long, ul)
+DV__HOST_INT_MINMAX(long long, ll)
+DV__HOST_INT_MINMAX(unsigned long long, ull)
+#define DV__HOST_PICK(op, a, b)                                                                \
+  _Generic((a) + (b), int: dv__##op##_i, unsigned: dv__##op##_u, long: dv__##op##_l,          \
+           unsigned long: dv__##op##_ul, long long: dv__##op##_ll,                            \
+           unsigned long long: dv__##op##_ull, float: f##op##f, double: f##op)((a), (b))
+#define min(a, b) DV__HOST_PICK(min, a, b)
+#define max(a, b) DV__HOST_PICK(max, a, b)
 
 #define DV__HOST_RMW(name, T, op)                                              \
   static inline T name(T *p, T v) { return op(p, v, __ATOMIC_RELAXED); }
@@ -513,5 +661,225 @@ static inline float dv_atomic_xchg_f32(float *p, float v) {
 
 #define DV_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define DV_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* ---- Math: <float.h> and <math.h> constants and classification on every
+ * backend.  The host has the system's headers, OpenCL C most of these built
+ * in, NVRTC none: what a backend lacks is defined here with its exact value
+ * (hex literals; the FP_ classes have glibc's values).  docs/kernels.md,
+ * "Math in kernels", has the table. */
+#if defined(DV_BACKEND_CUDA) && !defined(INFINITY)
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_bit_cast)
+#define INFINITY __builtin_bit_cast(float, 0x7f800000u)
+#define NAN __builtin_bit_cast(float, 0x7fc00000u)
+#define HUGE_VAL __builtin_bit_cast(double, 0x7ff0000000000000ull)
+#endif
+#endif
+#ifndef INFINITY /* an NVRTC without __builtin_bit_cast */
+#define INFINITY (1.0f / 0.0f)
+#define NAN __int_as_float(0x7fc00000)
+#define HUGE_VAL (1.0 / 0.0)
+#endif
+#endif
+#ifndef HUGE_VALF
+#define HUGE_VALF INFINITY
+#endif
+#ifndef HUGE_VAL
+#define HUGE_VAL ((double)INFINITY)
+#endif
+#ifndef FLT_RADIX
+#define FLT_RADIX 2
+#endif
+#ifndef FLT_MANT_DIG
+#define FLT_MANT_DIG 24
+#endif
+#ifndef FLT_DIG
+#define FLT_DIG 6
+#endif
+#ifndef FLT_MIN_EXP
+#define FLT_MIN_EXP (-125)
+#endif
+#ifndef FLT_MAX_EXP
+#define FLT_MAX_EXP 128
+#endif
+#ifndef FLT_MIN_10_EXP
+#define FLT_MIN_10_EXP (-37)
+#endif
+#ifndef FLT_MAX_10_EXP
+#define FLT_MAX_10_EXP 38
+#endif
+#ifndef FLT_MAX
+#define FLT_MAX 0x1.fffffep+127f
+#endif
+#ifndef FLT_MIN
+#define FLT_MIN 0x1p-126f
+#endif
+#ifndef FLT_TRUE_MIN
+#define FLT_TRUE_MIN 0x1p-149f
+#endif
+#ifndef FLT_EPSILON
+#define FLT_EPSILON 0x1p-23f
+#endif
+#ifndef MAXFLOAT
+#define MAXFLOAT FLT_MAX
+#endif
+#ifndef DBL_MANT_DIG
+#define DBL_MANT_DIG 53
+#endif
+#ifndef DBL_DIG
+#define DBL_DIG 15
+#endif
+#ifndef DBL_MIN_EXP
+#define DBL_MIN_EXP (-1021)
+#endif
+#ifndef DBL_MAX_EXP
+#define DBL_MAX_EXP 1024
+#endif
+#ifndef DBL_MIN_10_EXP
+#define DBL_MIN_10_EXP (-307)
+#endif
+#ifndef DBL_MAX_10_EXP
+#define DBL_MAX_10_EXP 308
+#endif
+#ifndef DBL_MAX
+#define DBL_MAX 0x1.fffffffffffffp+1023
+#endif
+#ifndef DBL_MIN
+#define DBL_MIN 0x1p-1022
+#endif
+#ifndef DBL_TRUE_MIN
+#define DBL_TRUE_MIN 0x1p-1074
+#endif
+#ifndef DBL_EPSILON
+#define DBL_EPSILON 0x1p-52
+#endif
+/* M_PI and kin (double), M_PI_F and kin (float, OpenCL's names). */
+#ifndef M_E
+#define M_E 0x1.5bf0a8b145769p+1
+#endif
+#ifndef M_LOG2E
+#define M_LOG2E 0x1.71547652b82fep+0
+#endif
+#ifndef M_LOG10E
+#define M_LOG10E 0x1.bcb7b1526e50ep-2
+#endif
+#ifndef M_LN2
+#define M_LN2 0x1.62e42fefa39efp-1
+#endif
+#ifndef M_LN10
+#define M_LN10 0x1.26bb1bbb55516p+1
+#endif
+#ifndef M_PI
+#define M_PI 0x1.921fb54442d18p+1
+#endif
+#ifndef M_PI_2
+#define M_PI_2 0x1.921fb54442d18p+0
+#endif
+#ifndef M_PI_4
+#define M_PI_4 0x1.921fb54442d18p-1
+#endif
+#ifndef M_1_PI
+#define M_1_PI 0x1.45f306dc9c883p-2
+#endif
+#ifndef M_2_PI
+#define M_2_PI 0x1.45f306dc9c883p-1
+#endif
+#ifndef M_2_SQRTPI
+#define M_2_SQRTPI 0x1.20dd750429b6dp+0
+#endif
+#ifndef M_SQRT2
+#define M_SQRT2 0x1.6a09e667f3bcdp+0
+#endif
+#ifndef M_SQRT1_2
+#define M_SQRT1_2 0x1.6a09e667f3bcdp-1
+#endif
+#ifndef M_E_F
+#define M_E_F 0x1.5bf0a8p+1f
+#endif
+#ifndef M_LOG2E_F
+#define M_LOG2E_F 0x1.715476p+0f
+#endif
+#ifndef M_LOG10E_F
+#define M_LOG10E_F 0x1.bcb7b2p-2f
+#endif
+#ifndef M_LN2_F
+#define M_LN2_F 0x1.62e43p-1f
+#endif
+#ifndef M_LN10_F
+#define M_LN10_F 0x1.26bb1cp+1f
+#endif
+#ifndef M_PI_F
+#define M_PI_F 0x1.921fb6p+1f
+#endif
+#ifndef M_PI_2_F
+#define M_PI_2_F 0x1.921fb6p+0f
+#endif
+#ifndef M_PI_4_F
+#define M_PI_4_F 0x1.921fb6p-1f
+#endif
+#ifndef M_1_PI_F
+#define M_1_PI_F 0x1.45f306p-2f
+#endif
+#ifndef M_2_PI_F
+#define M_2_PI_F 0x1.45f306p-1f
+#endif
+#ifndef M_2_SQRTPI_F
+#define M_2_SQRTPI_F 0x1.20dd76p+0f
+#endif
+#ifndef M_SQRT2_F
+#define M_SQRT2_F 0x1.6a09e6p+0f
+#endif
+#ifndef M_SQRT1_2_F
+#define M_SQRT1_2_F 0x1.6a09e6p-1f
+#endif
+#ifndef FP_NAN
+#define FP_NAN 0
+#define FP_INFINITE 1
+#define FP_ZERO 2
+#define FP_SUBNORMAL 3
+#define FP_NORMAL 4
+#endif
+#ifndef FP_ILOGB0 /* CUDA's ilogb(0) and ilogb(NaN) */
+#define FP_ILOGB0 (-2147483647 - 1)
+#define FP_ILOGBNAN (-2147483647 - 1)
+#endif
+
+#if defined(DV_BACKEND_OPENCL) /* fpclassify, which OpenCL C lacks */
+#define DV__CL_FPCLASSIFY(T)                                                      \
+  __attribute__((overloadable, unused)) static inline int dv__fpclassify(T x) { \
+    return isnan(x) ? FP_NAN : isinf(x) ? FP_INFINITE : x == 0 ? FP_ZERO        \
+           : isnormal(x) ? FP_NORMAL : FP_SUBNORMAL;                              \
+  }
+DV__CL_FPCLASSIFY(float)
+#ifdef cl_khr_fp64
+DV__CL_FPCLASSIFY(double)
+#endif
+#define fpclassify(x) dv__fpclassify(x)
+#elif defined(__CUDACC_RTC__)
+/* What NVRTC lacks of <math.h>'s classification and comparison macros (nvcc
+ * has the host's headers). */
+#define DV__CU_CLASSIFY(T, MIN)                                                          \
+  DV_DEVICE int dv__isnormal(T x) { return isfinite(x) && (x < 0 ? -x : x) >= MIN; } \
+  DV_DEVICE int dv__fpclassify(T x) {                                                 \
+    return isnan(x) ? FP_NAN : isinf(x) ? FP_INFINITE : x == 0 ? FP_ZERO               \
+           : dv__isnormal(x) ? FP_NORMAL : FP_SUBNORMAL;                               \
+  }                                                                                   \
+  DV_DEVICE int dv__isgreater(T x, T y) { return x > y; }                             \
+  DV_DEVICE int dv__isgreaterequal(T x, T y) { return x >= y; }                       \
+  DV_DEVICE int dv__isless(T x, T y) { return x < y; }                                \
+  DV_DEVICE int dv__islessequal(T x, T y) { return x <= y; }                          \
+  DV_DEVICE int dv__islessgreater(T x, T y) { return x < y || x > y; }                \
+  DV_DEVICE int dv__isunordered(T x, T y) { return isnan(x) || isnan(y); }
+DV__CU_CLASSIFY(float, FLT_MIN)
+DV__CU_CLASSIFY(double, DBL_MIN)
+#define isnormal(x) dv__isnormal(x)
+#define fpclassify(x) dv__fpclassify(x)
+#define isgreater(x, y) dv__isgreater((x), (y))
+#define isgreaterequal(x, y) dv__isgreaterequal((x), (y))
+#define isless(x, y) dv__isless((x), (y))
+#define islessequal(x, y) dv__islessequal((x), (y))
+#define islessgreater(x, y) dv__islessgreater((x), (y))
+#define isunordered(x, y) dv__isunordered((x), (y))
+#endif
 
 #endif /* DEVARRAY_KERNEL_H */
