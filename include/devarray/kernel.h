@@ -80,6 +80,10 @@ typedef long long dv_i64;
 typedef unsigned long long dv_u64;
 typedef float dv_f32;
 typedef double dv_f64;
+/* Bits of a float or double and back (dv_f16's conversions use them). */
+#define dv__f32_as_u32(f) __float_as_uint(f)
+#define dv__u32_as_f32(u) __uint_as_float(u)
+#define dv__f64_as_u64(d) ((dv_u64)__double_as_longlong(d))
 
 #define DV_GLOBAL_MEM
 #define DV_SHARED_MEM
@@ -263,6 +267,9 @@ typedef float dv_f32;
 #ifdef cl_khr_fp64
 typedef double dv_f64;
 #endif
+#define dv__f32_as_u32(f) as_uint(f)
+#define dv__u32_as_f32(u) as_float(u)
+#define dv__f64_as_u64(d) as_ulong(d)
 
 #define DV_GLOBAL_MEM __global
 #define DV_SHARED_MEM __local
@@ -480,6 +487,21 @@ typedef long long dv_i64;
 typedef unsigned long long dv_u64;
 typedef float dv_f32;
 typedef double dv_f64;
+static inline dv_u32 dv__f32_as_u32(float f) {
+  union { float f; dv_u32 u; } c;
+  c.f = f;
+  return c.u;
+}
+static inline float dv__u32_as_f32(dv_u32 u) {
+  union { float f; dv_u32 u; } c;
+  c.u = u;
+  return c.f;
+}
+static inline dv_u64 dv__f64_as_u64(double d) {
+  union { double d; dv_u64 u; } c;
+  c.d = d;
+  return c.u;
+}
 
 #define DV_GLOBAL_MEM
 #define DV_SHARED_MEM
@@ -678,5 +700,86 @@ DV__HOST_CAS_BITS(dv_atomic_cas_f64, double)
 
 #define DV_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define DV_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* ---- Half precision ------------------------------------------------------
+ * dv_f16 is IEEE binary16 storage (NumPy's float16, a DV_FLOAT16 array's
+ * element: DV_ARRAY(dv_f16, x), x[i] is a dv_f16); arithmetic is done in
+ * float.  The conversions are integer code, the same on every backend, and
+ * give NumPy's bits for every input: round to nearest even (subnormals
+ * included, overflow to infinity), a NaN keeps its sign and the top bits of
+ * its payload, quiet or signalling (a payload that would vanish becomes 1).
+ * Hardware conversions are not used: x86's F16C quiets signalling NaNs, and
+ * neither PTX's cvt.rn.f16.f32 nor OpenCL's vstore_half_rte promises NumPy's
+ * payload rule.  dv_f64_to_f16 rounds once, from the double, as NumPy does
+ * (never through float). */
+typedef struct dv_f16 {
+  dv_u16 bits;
+} dv_f16;
+
+DV_DEVICE dv_f16 dv_f16_from_bits(dv_u16 bits) {
+  dv_f16 h;
+  h.bits = bits;
+  return h;
+}
+DV_DEVICE dv_u16 dv_f16_bits(dv_f16 h) { return h.bits; }
+
+DV_DEVICE float dv_f16_to_f32(dv_f16 h) {
+  dv_u32 sign = (dv_u32)(h.bits & 0x8000u) << 16, e = (h.bits >> 10) & 0x1fu, m = h.bits & 0x3ffu;
+  if (e == 0x1fu) return dv__u32_as_f32(sign | 0x7f800000u | (m << 13)); /* inf, NaN */
+  if (e != 0) return dv__u32_as_f32(sign | ((e + 112u) << 23) | (m << 13));
+  if (m == 0) return dv__u32_as_f32(sign);
+  e = 113u; /* subnormal: m * 2^-24, normalised */
+  while (!(m & 0x400u)) {
+    m <<= 1;
+    e--;
+  }
+  return dv__u32_as_f32(sign | (e << 23) | ((m & 0x3ffu) << 13));
+}
+
+/* q rounded to nearest even, given the bits shifted out (rest) and half of their weight. */
+#define DV__RNE(q, rest, halfway) ((q) + ((rest) > (halfway) || ((rest) == (halfway) && ((q) & 1u))))
+
+DV_DEVICE dv_f16 dv_f32_to_f16(float f) {
+  dv_u32 x = dv__f32_as_u32(f), a = x & 0x7fffffffu;
+  dv_u32 sign = (x >> 16) & 0x8000u, bits;
+  if (a >= 0x7f800000u) { /* inf, NaN */
+    dv_u32 m = (a & 0x7fffffu) >> 13;
+    bits = 0x7c00u | m | (a > 0x7f800000u && m == 0);
+  } else if (a >= 0x47800000u) { /* 2^16 and above: inf (65520 rounds up to it below) */
+    bits = 0x7c00u;
+  } else if (a >= 0x38800000u) { /* 2^-14 and above: normal; a carry may reach inf */
+    dv_u32 r = a - 0x38000000u;
+    bits = DV__RNE(r >> 13, r & 0x1fffu, 0x1000u);
+  } else if (a > 0x33000000u) { /* above 2^-25: a subnormal, or 2^-14 by rounding */
+    dv_u32 m = (a & 0x7fffffu) | 0x800000u, s = 126u - (a >> 23); /* 14..24 */
+    bits = DV__RNE(m >> s, m & ((1u << s) - 1u), 1u << (s - 1u));
+  } else {
+    bits = 0; /* 2^-25 (a tie, to even) and below */
+  }
+  return dv_f16_from_bits((dv_u16)(sign | bits));
+}
+
+#if !defined(DV_BACKEND_OPENCL) || defined(cl_khr_fp64)
+DV_DEVICE dv_f16 dv_f64_to_f16(double d) {
+  dv_u64 x = dv__f64_as_u64(d), a = x & 0x7fffffffffffffff;
+  dv_u32 sign = (dv_u32)(x >> 48) & 0x8000u, bits;
+  if (a >= 0x7ff0000000000000) {
+    dv_u32 m = (dv_u32)((a & 0xfffffffffffff) >> 42);
+    bits = 0x7c00u | m | (a > 0x7ff0000000000000 && m == 0);
+  } else if (a >= 0x40f0000000000000) {
+    bits = 0x7c00u;
+  } else if (a >= 0x3f10000000000000) {
+    dv_u64 r = a - 0x3f00000000000000;
+    bits = (dv_u32)DV__RNE(r >> 42, r & 0x3ffffffffff, 0x20000000000);
+  } else if (a > 0x3e60000000000000) {
+    dv_u64 m = (a & 0xfffffffffffff) | 0x10000000000000;
+    dv_u32 s = 1051u - (dv_u32)(a >> 52); /* 43..53 */
+    bits = (dv_u32)DV__RNE(m >> s, m & (((dv_u64)1 << s) - 1u), (dv_u64)1 << (s - 1u));
+  } else {
+    bits = 0;
+  }
+  return dv_f16_from_bits((dv_u16)(sign | bits));
+}
+#endif
 
 #endif /* DEVARRAY_KERNEL_H */
