@@ -343,6 +343,46 @@ static void test_scalar_constructors(void **state) {
   dv_module_release(m);
 }
 
+/* Half precision: DV_ARG_F16 for a dv_f16 parameter, DV_FLOAT16 arrays for
+ * DV_ARRAY(dv_f16, x); float32 for either is refused. */
+static const char *src_half =
+    "DV_KERNEL(half_arg, DV_ARRAY(float, out), DV_ARRAY(const dv_f16, x), dv_f16 h) {\n"
+    "  DV_BIND(float, out); DV_BIND(const dv_f16, x);\n"
+    "  out[0] = dv_f16_to_f32(h); out[1] = dv_f16_to_f32(x[1]);\n"
+    "}\n";
+
+static void test_half_arguments(void **state) {
+  (void)state;
+  dv_module *m = BUILD("half.dvk", src_half);
+  dv_kernel *k = kernel(m, "half_arg");
+  int64_t n = 2;
+  uint16_t xh[2] = {dv_half_from_float(0.5f), dv_half_from_float(-2.25f)};
+  dv_array *out = NULL, *hx = NULL, *x = NULL, *f4 = NULL;
+  assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &out));
+  assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &f4));
+  assert_ok(dv_host_array_wrap(g_ctx, xh, 1, &n, dv_dtype_get(DV_FLOAT16), NULL, &hx));
+  assert_ok(dv_to_device(g_ctx, hx, NULL, 1, NULL, &x));
+  dv_arg a[] = {DV_ARG_ARRAY(out), DV_ARG_ARRAY(x), DV_ARG_F16(1.5f)};
+  assert_ok(dv_kernel_launch(k, &one, 3, a));
+  a[2] = DV_ARG_F32(1.5f);
+  assert_status(dv_kernel_launch(k, &one, 3, a), DV_ERR_KERNEL_ARGUMENT);
+  contains("takes a float16 scalar (DV_ARG_F16); given a float32 scalar (DV_ARG_F32)");
+  a[2] = DV_ARG_F16(1.5f);
+  a[1] = DV_ARG_ARRAY(f4);
+  assert_status(dv_kernel_launch(k, &one, 3, a), DV_ERR_KERNEL_ARGUMENT);
+  contains("takes a C-contiguous float16 array");
+  if (!is_double()) {
+    float r[2];
+    dv_array *h = NULL;
+    assert_ok(dv_host_array_wrap(g_ctx, r, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, &h));
+    assert_ok(dv_copy_to_host(out, h, NULL, NULL));
+    assert_true(r[0] == 1.5f && r[1] == -2.25f);
+    dv_array_release(h);
+  }
+  dv_array_release(x), dv_array_release(hx), dv_array_release(f4), dv_array_release(out);
+  dv_module_release(m);
+}
+
 /* The parameter list as read: kinds, types through #define and typedef,
  * const, names; a program define chooses a branch. */
 static const char *src_reflect =
@@ -465,7 +505,7 @@ int main(int argc, char **argv) {
       T(test_narrow_scalar_for_wide_parameter), T(test_float_for_int), T(test_argument_count),
       T(test_array_dtype_and_kind), T(test_strided_view), T(test_kernel_outlives_module),
       T(test_signedness_rule), T(test_scalar_constructors), T(test_parameters_as_read),
-      T(test_unreadable_declarations), T(test_parameter_space),
+      T(test_unreadable_declarations), T(test_parameter_space), T(test_half_arguments),
   };
   return kernel_suite_end(g_cache_dir, test_main(argc, argv, "contract", tests, sizeof tests / sizeof tests[0]));
 }

@@ -137,7 +137,7 @@ do_bench() {
     tmo 60 build-gpu/bench/bench_copyteam --quick --threads 8;
     tmo 30 build-gpu/bench/bench_copyteam --quick --threads 4 --gap-us 1000; } > "$out/bench_copyteam.txt" 2>&1
   cat "$out/bench_copyteam.txt"
-  for ex in matmul dynamic_shared local_array constant_memory barriers smart; do
+  for ex in matmul dynamic_shared local_array constant_memory barriers smart half_axpy; do
     tmo 20 build-gpu/examples/example_$ex --backend cuda
   done > "$out/examples.txt" 2>&1; cat "$out/examples.txt"
   if valgrind --version >/dev/null 2>&1; then

@@ -80,6 +80,10 @@ typedef long long dv_i64;
 typedef unsigned long long dv_u64;
 typedef float dv_f32;
 typedef double dv_f64;
+/* Bits of a float or double and back (dv_f16's conversions use them). */
+#define dv__f32_as_u32(f) __float_as_uint(f)
+#define dv__u32_as_f32(u) __uint_as_float(u)
+#define dv__f64_as_u64(d) ((dv_u64)__double_as_longlong(d))
 
 #define DV_GLOBAL_MEM
 #define DV_SHARED_MEM
@@ -177,6 +181,62 @@ DV_DEVICE float dv_atomic_max_f32(float *p, float v) {
   } while (old != assumed);
   return __uint_as_float(old);
 }
+#define DV__CUDA_BITOPS(op, fn)                                                          \
+  DV_DEVICE dv_i32 dv_atomic_##op##_i32(dv_i32 *p, dv_i32 v) { return fn(p, v); }        \
+  DV_DEVICE dv_u32 dv_atomic_##op##_u32(dv_u32 *p, dv_u32 v) { return fn(p, v); }        \
+  DV_DEVICE dv_i64 dv_atomic_##op##_i64(dv_i64 *p, dv_i64 v) {                           \
+    return (dv_i64)fn((unsigned long long *)p, (unsigned long long)v);                   \
+  }                                                                                      \
+  DV_DEVICE dv_u64 dv_atomic_##op##_u64(dv_u64 *p, dv_u64 v) { return fn(p, v); }
+DV__CUDA_BITOPS(and, atomicAnd)
+DV__CUDA_BITOPS(or, atomicOr)
+DV__CUDA_BITOPS(xor, atomicXor)
+/* Numba's and CUDA's wrapping counters: inc gives old >= v ? 0 : old + 1,
+ * dec gives (old == 0 || old > v) ? v : old - 1.  64-bit: a CAS loop. */
+DV_DEVICE dv_u32 dv_atomic_inc_u32(dv_u32 *p, dv_u32 v) { return atomicInc(p, v); }
+DV_DEVICE dv_u32 dv_atomic_dec_u32(dv_u32 *p, dv_u32 v) { return atomicDec(p, v); }
+DV_DEVICE dv_u64 dv_atomic_inc_u64(dv_u64 *p, dv_u64 v) {
+  dv_u64 old = *p, assumed;
+  do {
+    assumed = old;
+    old = atomicCAS(p, assumed, assumed >= v ? 0ull : assumed + 1);
+  } while (old != assumed);
+  return old;
+}
+DV_DEVICE dv_u64 dv_atomic_dec_u64(dv_u64 *p, dv_u64 v) {
+  dv_u64 old = *p, assumed;
+  do {
+    assumed = old;
+    old = atomicCAS(p, assumed, assumed == 0 || assumed > v ? v : assumed - 1);
+  } while (old != assumed);
+  return old;
+}
+DV_DEVICE double dv_atomic_add_f64(double *p, double v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 600 /* atomicAdd(double *) is sm_60+ */
+  unsigned long long *u = (unsigned long long *)p, old = *u, assumed;
+  do {
+    assumed = old;
+    old = atomicCAS(u, assumed,
+                    (unsigned long long)__double_as_longlong(__longlong_as_double((long long)assumed) + v));
+  } while (old != assumed);
+  return __longlong_as_double((long long)old);
+#else
+  return atomicAdd(p, v);
+#endif
+}
+DV_DEVICE double dv_atomic_xchg_f64(double *p, double v) {
+  return __longlong_as_double(
+      (long long)atomicExch((unsigned long long *)p, (unsigned long long)__double_as_longlong(v)));
+}
+/* Floating-point compare-and-swap compares bits: -0.0 is not 0.0, a NaN matches itself. */
+DV_DEVICE float dv_atomic_cas_f32(float *p, float cmp, float v) {
+  return __uint_as_float(atomicCAS((unsigned int *)p, __float_as_uint(cmp), __float_as_uint(v)));
+}
+DV_DEVICE double dv_atomic_cas_f64(double *p, double cmp, double v) {
+  return __longlong_as_double((long long)atomicCAS((unsigned long long *)p,
+                                                   (unsigned long long)__double_as_longlong(cmp),
+                                                   (unsigned long long)__double_as_longlong(v)));
+}
 
 /* ========================================================================== */
 #elif defined(__OPENCL_C_VERSION__) || defined(__OPENCL_VERSION__) /* OpenCL C */
@@ -207,6 +267,9 @@ typedef float dv_f32;
 #ifdef cl_khr_fp64
 typedef double dv_f64;
 #endif
+#define dv__f32_as_u32(f) as_uint(f)
+#define dv__u32_as_f32(u) as_float(u)
+#define dv__f64_as_u64(d) as_ulong(d)
 
 #define DV_GLOBAL_MEM __global
 #define DV_SHARED_MEM __local
@@ -376,47 +439,124 @@ DV__CL_ABS(ulong)
 #define labs(x) dv__abs((long)(x))
 #define llabs(x) dv__abs((long)(x))
 
-/* Atomics: return the old value; overloaded for __global and __local. */
+/* Atomics: return the old value; overloaded for __global and __local.
+ * 64-bit ones need cl_khr_int64_base_atomics (add, xchg, cas, inc, dec) or
+ * cl_khr_int64_extended_atomics (min, max, and, or, xor); without them a use
+ * is a compile error naming the missing extension. */
+#ifdef cl_khr_int64_base_atomics
+#define DV__CL_INT64_BASE(e) e
+#else
+#define DV__CL_INT64_BASE(e) dv__missing_extension_cl_khr_int64_base_atomics
+#endif
+#ifdef cl_khr_int64_extended_atomics
+#define DV__CL_INT64_EXTENDED(e) e
+#else
+#define DV__CL_INT64_EXTENDED(e) dv__missing_extension_cl_khr_int64_extended_atomics
+#endif
 #define dv_atomic_add_i32(p, v) atomic_add((p), (int)(v))
 #define dv_atomic_add_u32(p, v) atomic_add((p), (uint)(v))
-#define dv_atomic_add_i64(p, v) atom_add((p), (long)(v))
-#define dv_atomic_add_u64(p, v) atom_add((p), (ulong)(v))
+#define dv_atomic_add_i64(p, v) DV__CL_INT64_BASE(atom_add((p), (long)(v)))
+#define dv_atomic_add_u64(p, v) DV__CL_INT64_BASE(atom_add((p), (ulong)(v)))
 #define dv_atomic_min_i32(p, v) atomic_min((p), (int)(v))
 #define dv_atomic_min_u32(p, v) atomic_min((p), (uint)(v))
-#define dv_atomic_min_i64(p, v) atom_min((p), (long)(v))
-#define dv_atomic_min_u64(p, v) atom_min((p), (ulong)(v))
+#define dv_atomic_min_i64(p, v) DV__CL_INT64_EXTENDED(atom_min((p), (long)(v)))
+#define dv_atomic_min_u64(p, v) DV__CL_INT64_EXTENDED(atom_min((p), (ulong)(v)))
 #define dv_atomic_max_i32(p, v) atomic_max((p), (int)(v))
 #define dv_atomic_max_u32(p, v) atomic_max((p), (uint)(v))
-#define dv_atomic_max_i64(p, v) atom_max((p), (long)(v))
-#define dv_atomic_max_u64(p, v) atom_max((p), (ulong)(v))
+#define dv_atomic_max_i64(p, v) DV__CL_INT64_EXTENDED(atom_max((p), (long)(v)))
+#define dv_atomic_max_u64(p, v) DV__CL_INT64_EXTENDED(atom_max((p), (ulong)(v)))
+#define dv_atomic_and_i32(p, v) atomic_and((p), (int)(v))
+#define dv_atomic_and_u32(p, v) atomic_and((p), (uint)(v))
+#define dv_atomic_and_i64(p, v) DV__CL_INT64_EXTENDED(atom_and((p), (long)(v)))
+#define dv_atomic_and_u64(p, v) DV__CL_INT64_EXTENDED(atom_and((p), (ulong)(v)))
+#define dv_atomic_or_i32(p, v) atomic_or((p), (int)(v))
+#define dv_atomic_or_u32(p, v) atomic_or((p), (uint)(v))
+#define dv_atomic_or_i64(p, v) DV__CL_INT64_EXTENDED(atom_or((p), (long)(v)))
+#define dv_atomic_or_u64(p, v) DV__CL_INT64_EXTENDED(atom_or((p), (ulong)(v)))
+#define dv_atomic_xor_i32(p, v) atomic_xor((p), (int)(v))
+#define dv_atomic_xor_u32(p, v) atomic_xor((p), (uint)(v))
+#define dv_atomic_xor_i64(p, v) DV__CL_INT64_EXTENDED(atom_xor((p), (long)(v)))
+#define dv_atomic_xor_u64(p, v) DV__CL_INT64_EXTENDED(atom_xor((p), (ulong)(v)))
 #define dv_atomic_xchg_i32(p, v) atomic_xchg((p), (int)(v))
 #define dv_atomic_xchg_u32(p, v) atomic_xchg((p), (uint)(v))
-#define dv_atomic_xchg_i64(p, v) atom_xchg((p), (long)(v))
-#define dv_atomic_xchg_u64(p, v) atom_xchg((p), (ulong)(v))
+#define dv_atomic_xchg_i64(p, v) DV__CL_INT64_BASE(atom_xchg((p), (long)(v)))
+#define dv_atomic_xchg_u64(p, v) DV__CL_INT64_BASE(atom_xchg((p), (ulong)(v)))
 #define dv_atomic_xchg_f32(p, v) atomic_xchg((p), (float)(v))
 #define dv_atomic_cas_i32(p, c, v) atomic_cmpxchg((p), (int)(c), (int)(v))
 #define dv_atomic_cas_u32(p, c, v) atomic_cmpxchg((p), (uint)(c), (uint)(v))
-#define dv_atomic_cas_i64(p, c, v) atom_cmpxchg((p), (long)(c), (long)(v))
-#define dv_atomic_cas_u64(p, c, v) atom_cmpxchg((p), (ulong)(c), (ulong)(v))
-#define DV__CL_FLOAT_RMW(NAME, AS, EXPR)                                                  \
-  __attribute__((overloadable, unused)) static inline float NAME(volatile AS float *p, float v) { \
-    volatile AS uint *u = (volatile AS uint *)p;                                          \
-    uint old = *u, assumed;                                                               \
+#define dv_atomic_cas_i64(p, c, v) DV__CL_INT64_BASE(atom_cmpxchg((p), (long)(c), (long)(v)))
+#define dv_atomic_cas_u64(p, c, v) DV__CL_INT64_BASE(atom_cmpxchg((p), (ulong)(c), (ulong)(v)))
+/* A read-modify-write as a compare-and-swap loop on U, the bits of T (for
+ * integers U is T and TO_U, TO_T are DV__CL_SAME); no store when nothing changes. */
+#define DV__CL_SAME(x) (x)
+#define DV__CL_CAS_RMW(NAME, AS, T, U, CAS, TO_U, TO_T, EXPR)                              \
+  __attribute__((overloadable, unused)) static inline T NAME(volatile AS T *p, T v) {      \
+    volatile AS U *u = (volatile AS U *)p;                                                \
+    U old = *u, assumed;                                                                  \
     do {                                                                                  \
       assumed = old;                                                                      \
-      float cur = as_float(assumed);                                                      \
-      float nv = (EXPR);                                                                  \
-      if (as_uint(nv) == assumed) break;                                                  \
-      old = atomic_cmpxchg(u, assumed, as_uint(nv));                                      \
+      T cur = TO_T(assumed);                                                              \
+      T nv = (EXPR);                                                                      \
+      if (TO_U(nv) == assumed) break;                                                     \
+      old = CAS(u, assumed, TO_U(nv));                                                    \
     } while (old != assumed);                                                             \
-    return as_float(old);                                                                 \
+    return TO_T(old);                                                                     \
   }
-DV__CL_FLOAT_RMW(dv_atomic_add_f32, __global, cur + v)
-DV__CL_FLOAT_RMW(dv_atomic_add_f32, __local, cur + v)
-DV__CL_FLOAT_RMW(dv_atomic_min_f32, __global, cur <= v ? cur : v)
-DV__CL_FLOAT_RMW(dv_atomic_min_f32, __local, cur <= v ? cur : v)
-DV__CL_FLOAT_RMW(dv_atomic_max_f32, __global, cur >= v ? cur : v)
-DV__CL_FLOAT_RMW(dv_atomic_max_f32, __local, cur >= v ? cur : v)
+/* Compare-and-swap and exchange of a floating-point T through its bits U. */
+#define DV__CL_BITS_CAS(NAME, AS, T, U, CAS, TO_U, TO_T)                                   \
+  __attribute__((overloadable, unused)) static inline T NAME(volatile AS T *p, T c, T v) { \
+    return TO_T(CAS((volatile AS U *)p, TO_U(c), TO_U(v)));                               \
+  }
+#define DV__CL_BITS_XCHG(NAME, AS, T, U, XCHG, TO_U, TO_T)                                 \
+  __attribute__((overloadable, unused)) static inline T NAME(volatile AS T *p, T v) {      \
+    return TO_T(XCHG((volatile AS U *)p, TO_U(v)));                                       \
+  }
+#define DV__CL_F32_RMW(NAME, AS, EXPR) \
+  DV__CL_CAS_RMW(NAME, AS, float, uint, atomic_cmpxchg, as_uint, as_float, EXPR)
+DV__CL_F32_RMW(dv_atomic_add_f32, __global, cur + v)
+DV__CL_F32_RMW(dv_atomic_add_f32, __local, cur + v)
+DV__CL_F32_RMW(dv_atomic_min_f32, __global, cur <= v ? cur : v)
+DV__CL_F32_RMW(dv_atomic_min_f32, __local, cur <= v ? cur : v)
+DV__CL_F32_RMW(dv_atomic_max_f32, __global, cur >= v ? cur : v)
+DV__CL_F32_RMW(dv_atomic_max_f32, __local, cur >= v ? cur : v)
+DV__CL_BITS_CAS(dv_atomic_cas_f32, __global, float, uint, atomic_cmpxchg, as_uint, as_float)
+DV__CL_BITS_CAS(dv_atomic_cas_f32, __local, float, uint, atomic_cmpxchg, as_uint, as_float)
+/* Numba's and CUDA's wrapping counters: inc gives old >= v ? 0 : old + 1,
+ * dec gives (old == 0 || old > v) ? v : old - 1. */
+#define DV__CL_INC(cur, v) ((cur) >= (v) ? 0 : (cur) + 1)
+#define DV__CL_DEC(cur, v) ((cur) == 0 || (cur) > (v) ? (v) : (cur) - 1)
+DV__CL_CAS_RMW(dv_atomic_inc_u32, __global, uint, uint, atomic_cmpxchg, DV__CL_SAME, DV__CL_SAME,
+               DV__CL_INC(cur, v))
+DV__CL_CAS_RMW(dv_atomic_inc_u32, __local, uint, uint, atomic_cmpxchg, DV__CL_SAME, DV__CL_SAME,
+               DV__CL_INC(cur, v))
+DV__CL_CAS_RMW(dv_atomic_dec_u32, __global, uint, uint, atomic_cmpxchg, DV__CL_SAME, DV__CL_SAME,
+               DV__CL_DEC(cur, v))
+DV__CL_CAS_RMW(dv_atomic_dec_u32, __local, uint, uint, atomic_cmpxchg, DV__CL_SAME, DV__CL_SAME,
+               DV__CL_DEC(cur, v))
+#ifdef cl_khr_int64_base_atomics
+DV__CL_CAS_RMW(dv_atomic_inc_u64, __global, ulong, ulong, atom_cmpxchg, DV__CL_SAME, DV__CL_SAME,
+               DV__CL_INC(cur, v))
+DV__CL_CAS_RMW(dv_atomic_inc_u64, __local, ulong, ulong, atom_cmpxchg, DV__CL_SAME, DV__CL_SAME,
+               DV__CL_INC(cur, v))
+DV__CL_CAS_RMW(dv_atomic_dec_u64, __global, ulong, ulong, atom_cmpxchg, DV__CL_SAME, DV__CL_SAME,
+               DV__CL_DEC(cur, v))
+DV__CL_CAS_RMW(dv_atomic_dec_u64, __local, ulong, ulong, atom_cmpxchg, DV__CL_SAME, DV__CL_SAME,
+               DV__CL_DEC(cur, v))
+#ifdef cl_khr_fp64
+DV__CL_CAS_RMW(dv_atomic_add_f64, __global, double, ulong, atom_cmpxchg, as_ulong, as_double, cur + v)
+DV__CL_CAS_RMW(dv_atomic_add_f64, __local, double, ulong, atom_cmpxchg, as_ulong, as_double, cur + v)
+DV__CL_BITS_XCHG(dv_atomic_xchg_f64, __global, double, ulong, atom_xchg, as_ulong, as_double)
+DV__CL_BITS_XCHG(dv_atomic_xchg_f64, __local, double, ulong, atom_xchg, as_ulong, as_double)
+DV__CL_BITS_CAS(dv_atomic_cas_f64, __global, double, ulong, atom_cmpxchg, as_ulong, as_double)
+DV__CL_BITS_CAS(dv_atomic_cas_f64, __local, double, ulong, atom_cmpxchg, as_ulong, as_double)
+#endif
+#else
+#define dv_atomic_inc_u64(p, v) dv__missing_extension_cl_khr_int64_base_atomics
+#define dv_atomic_dec_u64(p, v) dv__missing_extension_cl_khr_int64_base_atomics
+#define dv_atomic_add_f64(p, v) dv__missing_extension_cl_khr_int64_base_atomics
+#define dv_atomic_xchg_f64(p, v) dv__missing_extension_cl_khr_int64_base_atomics
+#define dv_atomic_cas_f64(p, c, v) dv__missing_extension_cl_khr_int64_base_atomics
+#endif
 
 /* ========================================================================== */
 #else /* ------------------------------------------------ host simulator, C11 */
@@ -438,6 +578,21 @@ typedef long long dv_i64;
 typedef unsigned long long dv_u64;
 typedef float dv_f32;
 typedef double dv_f64;
+static inline dv_u32 dv__f32_as_u32(float f) {
+  union { float f; dv_u32 u; } c;
+  c.f = f;
+  return c.u;
+}
+static inline float dv__u32_as_f32(dv_u32 u) {
+  union { float f; dv_u32 u; } c;
+  c.u = u;
+  return c.f;
+}
+static inline dv_u64 dv__f64_as_u64(double d) {
+  union { double d; dv_u64 u; } c;
+  c.d = d;
+  return c.u;
+}
 
 #define DV_GLOBAL_MEM
 #define DV_SHARED_MEM
@@ -615,24 +770,56 @@ DV__HOST_CAS(dv_atomic_cas_i32, dv_i32)
 DV__HOST_CAS(dv_atomic_cas_u32, dv_u32)
 DV__HOST_CAS(dv_atomic_cas_i64, dv_i64)
 DV__HOST_CAS(dv_atomic_cas_u64, dv_u64)
-#define DV__HOST_FLOAT_RMW(name, EXPR)                                                      \
-  static inline float name(float *p, float v) {                                             \
-    float old, nv;                                                                          \
-    __atomic_load(p, &old, __ATOMIC_RELAXED);                                   \
+DV__HOST_RMW(dv_atomic_and_i32, dv_i32, __atomic_fetch_and)
+DV__HOST_RMW(dv_atomic_and_u32, dv_u32, __atomic_fetch_and)
+DV__HOST_RMW(dv_atomic_and_i64, dv_i64, __atomic_fetch_and)
+DV__HOST_RMW(dv_atomic_and_u64, dv_u64, __atomic_fetch_and)
+DV__HOST_RMW(dv_atomic_or_i32, dv_i32, __atomic_fetch_or)
+DV__HOST_RMW(dv_atomic_or_u32, dv_u32, __atomic_fetch_or)
+DV__HOST_RMW(dv_atomic_or_i64, dv_i64, __atomic_fetch_or)
+DV__HOST_RMW(dv_atomic_or_u64, dv_u64, __atomic_fetch_or)
+DV__HOST_RMW(dv_atomic_xor_i32, dv_i32, __atomic_fetch_xor)
+DV__HOST_RMW(dv_atomic_xor_u32, dv_u32, __atomic_fetch_xor)
+DV__HOST_RMW(dv_atomic_xor_i64, dv_i64, __atomic_fetch_xor)
+DV__HOST_RMW(dv_atomic_xor_u64, dv_u64, __atomic_fetch_xor)
+/* A read-modify-write as a compare-and-swap loop (any T; floating-point
+ * values are compared by their bits, as on the devices). */
+#define DV__HOST_CAS_RMW(name, T, EXPR)                                                     \
+  static inline T name(T *p, T v) {                                                         \
+    T old, nv;                                                                              \
+    __atomic_load(p, &old, __ATOMIC_RELAXED);                                               \
     do {                                                                                    \
-      float cur = old;                                                                      \
+      T cur = old;                                                                          \
       nv = (EXPR);                                                                          \
     } while (!__atomic_compare_exchange(p, &old, &nv, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)); \
     return old;                                                                             \
   }
-DV__HOST_FLOAT_RMW(dv_atomic_add_f32, cur + v)
-DV__HOST_FLOAT_RMW(dv_atomic_min_f32, cur <= v ? cur : v)
-DV__HOST_FLOAT_RMW(dv_atomic_max_f32, cur >= v ? cur : v)
-static inline float dv_atomic_xchg_f32(float *p, float v) {
-  float old;
-  __atomic_exchange(p, &v, &old, __ATOMIC_RELAXED);
-  return old;
-}
+DV__HOST_CAS_RMW(dv_atomic_add_f32, float, cur + v)
+DV__HOST_CAS_RMW(dv_atomic_min_f32, float, cur <= v ? cur : v)
+DV__HOST_CAS_RMW(dv_atomic_max_f32, float, cur >= v ? cur : v)
+DV__HOST_CAS_RMW(dv_atomic_add_f64, double, cur + v)
+/* Numba's and CUDA's wrapping counters: inc gives old >= v ? 0 : old + 1,
+ * dec gives (old == 0 || old > v) ? v : old - 1. */
+DV__HOST_CAS_RMW(dv_atomic_inc_u32, dv_u32, cur >= v ? 0 : cur + 1)
+DV__HOST_CAS_RMW(dv_atomic_inc_u64, dv_u64, cur >= v ? 0 : cur + 1)
+DV__HOST_CAS_RMW(dv_atomic_dec_u32, dv_u32, cur == 0 || cur > v ? v : cur - 1)
+DV__HOST_CAS_RMW(dv_atomic_dec_u64, dv_u64, cur == 0 || cur > v ? v : cur - 1)
+#define DV__HOST_XCHG(name, T)                  \
+  static inline T name(T *p, T v) {             \
+    T old;                                      \
+    __atomic_exchange(p, &v, &old, __ATOMIC_RELAXED); \
+    return old;                                 \
+  }
+DV__HOST_XCHG(dv_atomic_xchg_f32, float)
+DV__HOST_XCHG(dv_atomic_xchg_f64, double)
+/* Floating-point compare-and-swap compares bits: -0.0 is not 0.0, a NaN matches itself. */
+#define DV__HOST_CAS_BITS(name, T)                                                          \
+  static inline T name(T *p, T cmp, T v) {                                                  \
+    __atomic_compare_exchange(p, &cmp, &v, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);          \
+    return cmp;                                                                             \
+  }
+DV__HOST_CAS_BITS(dv_atomic_cas_f32, float)
+DV__HOST_CAS_BITS(dv_atomic_cas_f64, double)
 
 #endif /* backends */
 /* ========================================================================== */
@@ -880,6 +1067,87 @@ DV__CU_CLASSIFY(double, DBL_MIN)
 #define islessequal(x, y) dv__islessequal((x), (y))
 #define islessgreater(x, y) dv__islessgreater((x), (y))
 #define isunordered(x, y) dv__isunordered((x), (y))
+#endif
+
+/* ---- Half precision ------------------------------------------------------
+ * dv_f16 is IEEE binary16 storage (NumPy's float16, a DV_FLOAT16 array's
+ * element: DV_ARRAY(dv_f16, x), x[i] is a dv_f16); arithmetic is done in
+ * float.  The conversions are integer code, the same on every backend, and
+ * give NumPy's bits for every input: round to nearest even (subnormals
+ * included, overflow to infinity), a NaN keeps its sign and the top bits of
+ * its payload, quiet or signalling (a payload that would vanish becomes 1).
+ * Hardware conversions are not used: x86's F16C quiets signalling NaNs, and
+ * neither PTX's cvt.rn.f16.f32 nor OpenCL's vstore_half_rte promises NumPy's
+ * payload rule.  dv_f64_to_f16 rounds once, from the double, as NumPy does
+ * (never through float). */
+typedef struct dv_f16 {
+  dv_u16 bits;
+} dv_f16;
+
+DV_DEVICE dv_f16 dv_f16_from_bits(dv_u16 bits) {
+  dv_f16 h;
+  h.bits = bits;
+  return h;
+}
+DV_DEVICE dv_u16 dv_f16_bits(dv_f16 h) { return h.bits; }
+
+DV_DEVICE float dv_f16_to_f32(dv_f16 h) {
+  dv_u32 sign = (dv_u32)(h.bits & 0x8000u) << 16, e = (h.bits >> 10) & 0x1fu, m = h.bits & 0x3ffu;
+  if (e == 0x1fu) return dv__u32_as_f32(sign | 0x7f800000u | (m << 13)); /* inf, NaN */
+  if (e != 0) return dv__u32_as_f32(sign | ((e + 112u) << 23) | (m << 13));
+  if (m == 0) return dv__u32_as_f32(sign);
+  e = 113u; /* subnormal: m * 2^-24, normalised */
+  while (!(m & 0x400u)) {
+    m <<= 1;
+    e--;
+  }
+  return dv__u32_as_f32(sign | (e << 23) | ((m & 0x3ffu) << 13));
+}
+
+/* q rounded to nearest even, given the bits shifted out (rest) and half of their weight. */
+#define DV__RNE(q, rest, halfway) ((q) + ((rest) > (halfway) || ((rest) == (halfway) && ((q) & 1u))))
+
+DV_DEVICE dv_f16 dv_f32_to_f16(float f) {
+  dv_u32 x = dv__f32_as_u32(f), a = x & 0x7fffffffu;
+  dv_u32 sign = (x >> 16) & 0x8000u, bits;
+  if (a >= 0x7f800000u) { /* inf, NaN */
+    dv_u32 m = (a & 0x7fffffu) >> 13;
+    bits = 0x7c00u | m | (a > 0x7f800000u && m == 0);
+  } else if (a >= 0x47800000u) { /* 2^16 and above: inf (65520 rounds up to it below) */
+    bits = 0x7c00u;
+  } else if (a >= 0x38800000u) { /* 2^-14 and above: normal; a carry may reach inf */
+    dv_u32 r = a - 0x38000000u;
+    bits = DV__RNE(r >> 13, r & 0x1fffu, 0x1000u);
+  } else if (a > 0x33000000u) { /* above 2^-25: a subnormal, or 2^-14 by rounding */
+    dv_u32 m = (a & 0x7fffffu) | 0x800000u, s = 126u - (a >> 23); /* 14..24 */
+    bits = DV__RNE(m >> s, m & ((1u << s) - 1u), 1u << (s - 1u));
+  } else {
+    bits = 0; /* 2^-25 (a tie, to even) and below */
+  }
+  return dv_f16_from_bits((dv_u16)(sign | bits));
+}
+
+#if !defined(DV_BACKEND_OPENCL) || defined(cl_khr_fp64)
+DV_DEVICE dv_f16 dv_f64_to_f16(double d) {
+  dv_u64 x = dv__f64_as_u64(d), a = x & 0x7fffffffffffffff;
+  dv_u32 sign = (dv_u32)(x >> 48) & 0x8000u, bits;
+  if (a >= 0x7ff0000000000000) {
+    dv_u32 m = (dv_u32)((a & 0xfffffffffffff) >> 42);
+    bits = 0x7c00u | m | (a > 0x7ff0000000000000 && m == 0);
+  } else if (a >= 0x40f0000000000000) {
+    bits = 0x7c00u;
+  } else if (a >= 0x3f10000000000000) {
+    dv_u64 r = a - 0x3f00000000000000;
+    bits = (dv_u32)DV__RNE(r >> 42, r & 0x3ffffffffff, 0x20000000000);
+  } else if (a > 0x3e60000000000000) {
+    dv_u64 m = (a & 0xfffffffffffff) | 0x10000000000000;
+    dv_u32 s = 1051u - (dv_u32)(a >> 52); /* 43..53 */
+    bits = (dv_u32)DV__RNE(m >> s, m & (((dv_u64)1 << s) - 1u), (dv_u64)1 << (s - 1u));
+  } else {
+    bits = 0;
+  }
+  return dv_f16_from_bits((dv_u16)(sign | bits));
+}
 #endif
 
 #endif /* DEVARRAY_KERNEL_H */
