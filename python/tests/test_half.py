@@ -125,3 +125,29 @@ def test_bits_accessors(mod):
     src = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
     got = run(mod, "f16_bits", src, np.float16)
     assert_same_bits(got, (src ^ np.uint16(0x8000)).view(np.float16), src, "dv_f16_bits")
+
+
+def test_host_library_conversions_match_numpy():
+    # dv_half_from_float / dv_half_to_float (behind DV_ARG_F16) against NumPy, on the same
+    # float32 cases as the kernels (every rounding case, NaN payloads, random bit patterns).
+    import ctypes
+    from devarray._lib import lib
+    lib.dv_half_from_float.restype = ctypes.c_uint16
+    lib.dv_half_from_float.argtypes = [ctypes.c_float]
+    lib.dv_half_to_float.restype = ctypes.c_float
+    lib.dv_half_to_float.argtypes = [ctypes.c_uint16]
+    src = f32_cases()[::7]
+    # ctypes goes through a Python float (a double), which quiets signalling NaNs: those
+    # are left to tests/test_signature.c, which calls the function with their bits.
+    u = src.view(np.uint32)
+    src = src[~(((u & 0x7f800000) == 0x7f800000) & ((u & 0x7fffff) != 0) & ((u & 0x400000) == 0))]
+    got = np.array([lib.dv_half_from_float(float(v)) for v in src], np.uint16)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = src.astype(np.float16).view(np.uint16)
+    bad = np.nonzero(got != want)[0]
+    assert bad.size == 0, "float32 %r: 0x%04x, NumPy 0x%04x" % (src[bad[0]], got[bad[0]],
+                                                               want[bad[0]])
+    halves = np.arange(65536, dtype=np.uint32).astype(np.uint16)
+    back = np.array([lib.dv_half_to_float(int(h)) for h in halves], np.float32)
+    finite = ~np.isnan(back)
+    np.testing.assert_array_equal(back[finite], halves.view(np.float16).astype(np.float32)[finite])
