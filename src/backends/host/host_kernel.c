@@ -65,11 +65,11 @@
  * a fault, and so are static plus dynamic shared bytes over 48 KiB (a GPU
  * refuses such a kernel).  With kernel_check, kernels are compiled with
  * -fstack-protector-strong and our own __stack_chk_fail, so a local array
- * written past its end faults the launch instead of aborting, with
- * -fstack-clash-protection so a huge local array hits the guard page
- * instead of a neighbour's stack, and the guard
+ * written past its end faults the launch instead of aborting, and the guard
  * bytes of every buffer argument are checked after the kernel (global
- * out-of-bounds writes).  When devarray itself is built with
+ * out-of-bounds writes).  Every build uses -fstack-clash-protection where
+ * the compiler has it, so a local array bigger than the fiber's stack hits
+ * the guard page below that stack instead of another fiber's stack.  When devarray itself is built with
  * AddressSanitizer, kernels are compiled with -fsanitize=address too (an
  * instrumented .so can only be loaded into an instrumented process) and the
  * buffers' guards are poisoned while the kernel runs, so ASan reports a bad
@@ -83,7 +83,9 @@
  * alternate signal stack, so a fiber's stack overflow into its guard page
  * is handled too; the handler siglongjmps back to the block's scheduler and
  * the launch fails with DV_ERR_KERNEL_FAULT naming the signal, address,
- * block and thread.  The process goes on; the fibers of that block are
+ * block and thread (a fault in a guard page, or with the stack pointer
+ * below the fiber's stack, is named a stack overflow, with the stack's
+ * size and the host_fiber_stack option).  The process goes on; the fibers of that block are
  * abandoned (their stacks are reused).
  */
 #include <dlfcn.h>
@@ -99,6 +101,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "../../core/core.h"
@@ -141,6 +144,7 @@ struct hk_state {
 
   pthread_mutex_t lock; /* compiler identity */
   bool cc_probed;
+  bool no_clash; /* the compiler refused -fstack-clash-protection (then: without it) */
   dv_status cc_status;
   char cc_msg[512];
   char **cc_argv; /* the compiler and the words that came with it (NULL-terminated) */
@@ -764,42 +768,63 @@ dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out
   char *text = NULL, *logtxt = NULL;
   size_t sl = strlen(req->source);
   text = dv__malloc(sl + sizeof hk_trailer);
-  bool ok = text != NULL;
-  if (ok) {
-    memcpy(text, req->source, sl);
-    memcpy(text + sl, hk_trailer, sizeof hk_trailer);
-  }
-  /* The command line: compiler (and its words), ours, host_cflags, the program's options. */
-  for (int i = 0; ok && i < k->cc_argc; i++) ok = hk_word(k->cc_argv[i], &argv, &argc);
-  if (ok) ok = hk_words("-std=c11 -shared -fPIC -fvisibility=hidden", &argv, &argc);
-  if (ok && check) ok = hk_words("-fstack-protector-strong -fstack-clash-protection", &argv, &argc);
-  if (ok && hk_asan()) ok = hk_words("-fsanitize=address -fno-omit-frame-pointer", &argv, &argc);
-  if (ok) ok = hk_words(k->cflags, &argv, &argc);
-  if (ok) ok = hk_words(req->options, &argv, &argc);
-  if (ok && (req->flags & DV_BUILD_DEBUG)) ok = hk_words("-g", &argv, &argc);
-  if (ok) ok = hk_word("-o", &argv, &argc) && hk_word(so, &argv, &argc) &&
-               hk_word(src, &argv, &argc) && hk_word("-lm", &argv, &argc);
-  if (!ok) {
+  if (!text) {
     rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble the compiler's command line");
     goto done;
   }
+  memcpy(text, req->source, sl);
+  memcpy(text + sl, hk_trailer, sizeof hk_trailer);
   if (!hk_write_file(src, text, sl + sizeof hk_trailer - 1)) {
     rc = dv__error(DV_ERR_DRIVER, "host simulator: cannot write %s: %s", src, strerror(errno));
     goto done;
   }
   int code = -1;
-  int e = hk_spawn(argv, out_path, &code);
-  if (e) {
-    rc = dv__error(DV_ERR_NO_COMPILER, "host simulator: cannot run the C compiler %s: %s",
-                   argv[0], strerror(e));
-    goto done;
-  }
-  errno = 0;
-  logtxt = hk_read_file(out_path, NULL);
-  if (!logtxt && errno != ENOMEM) logtxt = dv__strdup("");
-  if (!logtxt) {
-    rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot read the compiler's log");
-    goto done;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    /* Stack clash protection in every build: a frame bigger than a page
+     * touches each page from the top, so a local array larger than the
+     * fiber's stack hits the guard page below it (reported as a stack
+     * overflow) rather than another fiber's stack.  A compiler that does
+     * not know the option (gcc < 8, clang < 11) compiles without it. */
+    pthread_mutex_lock(&k->lock);
+    bool clash = !k->no_clash;
+    pthread_mutex_unlock(&k->lock);
+    hk_free_words(argv);
+    argv = NULL;
+    argc = 0;
+    /* The command line: compiler (and its words), ours, host_cflags, the program's options. */
+    bool ok = true;
+    for (int i = 0; ok && i < k->cc_argc; i++) ok = hk_word(k->cc_argv[i], &argv, &argc);
+    if (ok) ok = hk_words("-std=c11 -shared -fPIC -fvisibility=hidden", &argv, &argc);
+    if (ok && clash) ok = hk_words("-fstack-clash-protection", &argv, &argc);
+    if (ok && check) ok = hk_words("-fstack-protector-strong", &argv, &argc);
+    if (ok && hk_asan()) ok = hk_words("-fsanitize=address -fno-omit-frame-pointer", &argv, &argc);
+    if (ok) ok = hk_words(k->cflags, &argv, &argc);
+    if (ok) ok = hk_words(req->options, &argv, &argc);
+    if (ok && (req->flags & DV_BUILD_DEBUG)) ok = hk_words("-g", &argv, &argc);
+    if (ok) ok = hk_word("-o", &argv, &argc) && hk_word(so, &argv, &argc) &&
+                 hk_word(src, &argv, &argc) && hk_word("-lm", &argv, &argc);
+    if (!ok) {
+      rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble the compiler's command line");
+      goto done;
+    }
+    int e = hk_spawn(argv, out_path, &code);
+    if (e) {
+      rc = dv__error(DV_ERR_NO_COMPILER, "host simulator: cannot run the C compiler %s: %s",
+                     argv[0], strerror(e));
+      goto done;
+    }
+    dv__free(logtxt);
+    errno = 0;
+    logtxt = hk_read_file(out_path, NULL);
+    if (!logtxt && errno != ENOMEM) logtxt = dv__strdup("");
+    if (!logtxt) {
+      rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot read the compiler's log");
+      goto done;
+    }
+    if (code == 0 || !clash || !strstr(logtxt, "stack-clash-protection")) break;
+    pthread_mutex_lock(&k->lock);
+    k->no_clash = true;
+    pthread_mutex_unlock(&k->lock);
   }
   if (code != 0) {
     char head[700];
@@ -1552,6 +1577,7 @@ typedef struct hk_exec {
   volatile sig_atomic_t in_kernel;
   volatile int sig, sig_code;
   void *volatile sig_addr;
+  void *volatile sig_sp; /* the interrupted stack pointer (NULL: unknown here) */
   char fault[700];
 } hk_exec;
 
@@ -2024,18 +2050,31 @@ static void hk_signal_text(hk_exec *ex) {
   char where[160], who[64], what[300];
   hk_where(ex, where, sizeof where);
   hk_thread_name(ex, ex->cur, who, sizeof who);
+  /* A stack overflow: the address is in a guard page (kernels are compiled
+   * with -fstack-clash-protection, so a big frame touches the guard below
+   * its stack before anything past it), or the stack pointer itself is
+   * below the running fiber's stack (a compiler without that option: the
+   * frame jumped the guard). */
   uintptr_t a = (uintptr_t)ex->sig_addr, s0 = (uintptr_t)ex->stacks;
   bool guard = ex->stacks && a >= s0 && a < s0 + ex->map_bytes && (a - s0) % ex->stride < ex->k->page;
+  uintptr_t sp = (uintptr_t)ex->sig_sp;
+  const fb_fiber *rf = ex->rfib ? &ex->rfib->f : NULL;
+  if (sp && rf && rf->stack_lo && sp < (uintptr_t)rf->stack_lo &&
+      (uintptr_t)rf->stack_lo - sp < ((uintptr_t)1 << 40))
+    guard = true;
   switch (ex->sig) {
     case SIGSEGV:
-      if (guard)
-        hk_fmt(what, sizeof what, "stack overflow: the thread used more than its %zu bytes of "
-                 "stack (option host_fiber_stack; local arrays live there)", ex->k->fiber_stack);
-      else
-        hk_fmt(what, sizeof what, "SIGSEGV (invalid memory access) at address %p", ex->sig_addr);
-      break;
     case SIGBUS:
-      hk_fmt(what, sizeof what, "SIGBUS (bus error) at address %p", ex->sig_addr);
+      if (guard) {
+        hk_fmt(what, sizeof what, "stack overflow: the thread needs more than its %zu bytes of "
+                 "stack (option host_fiber_stack; local arrays live there)", ex->k->fiber_stack);
+        break;
+      }
+      if (ex->sig == SIGBUS) {
+        hk_fmt(what, sizeof what, "SIGBUS (bus error) at address %p", ex->sig_addr);
+        break;
+      }
+      hk_fmt(what, sizeof what, "SIGSEGV (invalid memory access) at address %p", ex->sig_addr);
       break;
     case SIGFPE:
       hk_fmt(what, sizeof what, "SIGFPE (%s)",
@@ -2149,6 +2188,18 @@ static struct sigaction hk_sig_old[HK_NSIGS];
 static pthread_mutex_t hk_sig_lock = PTHREAD_MUTEX_INITIALIZER;
 static int hk_sig_users;
 
+/* The stack pointer of the interrupted code, where the platform says. */
+static void *hk_uc_sp(void *uc) {
+#if defined(__linux__) && defined(__x86_64__)
+  return uc ? (void *)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RSP] : NULL;
+#elif defined(__linux__) && defined(__aarch64__)
+  return uc ? (void *)((ucontext_t *)uc)->uc_mcontext.sp : NULL;
+#else
+  (void)uc;
+  return NULL;
+#endif
+}
+
 static void hk_on_signal(int sig, siginfo_t *si, void *uc) {
   hk_exec *ex = hk_cur;
   if (ex && ex->in_kernel) {
@@ -2156,6 +2207,7 @@ static void hk_on_signal(int sig, siginfo_t *si, void *uc) {
     ex->sig = sig;
     ex->sig_code = si ? si->si_code : 0;
     ex->sig_addr = si ? si->si_addr : NULL;
+    ex->sig_sp = hk_uc_sp(uc);
     fb_escape(&ex->rfib->f);
     siglongjmp(ex->jb, 1);
   }
