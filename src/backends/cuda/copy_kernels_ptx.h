@@ -8,7 +8,7 @@
  * Compiler: nvcc release 13.0 V13.0.88 (-ptx -arch=compute_75).
  * PTX ISA: .version 7.0 (nvcc wrote 9.0; the lowest ptxas accepts for
  * this code, not below 7.0 = CUDA 11.0).
- * Input digest: c3699c57a4472a84b12ed28b9f5a75bbfd621a2e951b9c7f808c3340cbc67a45
+ * Input digest: 240feb5c6d6246bdb4615f8b4a12e84834d56cbf386dfd864514556a99d57f33
  */
 #ifndef DV_CUDA_COPY_KERNELS_PTX_H
 #define DV_CUDA_COPY_KERNELS_PTX_H
