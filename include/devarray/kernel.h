@@ -40,6 +40,9 @@
  *    times, in uniform control flow (CUDA's and OpenCL's rule).  A divergent
  *    barrier hangs or corrupts a GPU and crashes some OpenCL CPU runtimes;
  *    the host simulator reports it as DV_ERR_KERNEL_FAULT.
+ *  - Wave operations (dv_wave_shuffle_*, dv_wave_any/all/ballot) are
+ *    reached by every lane of the wave, like wave barriers; the host
+ *    simulator reports one that is not as DV_ERR_KERNEL_FAULT.
  *  - Constant arrays are declared by the host program
  *    (dv_program_constant) and read by name inside kernels; in OpenCL they
  *    are reachable only in kernel bodies (pass them to helpers as
