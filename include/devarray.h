@@ -1222,8 +1222,9 @@ DV_API void dv_module_release(dv_module *m);
  * dv_kernel_launch).  Errors: DV_ERR_INVALID_ARGUMENT names the missing
  * kernel; DV_ERR_KERNEL_ARGUMENT when the entry point was not declared with
  * DV_KERNEL (OpenCL can tell), when its DV_KERNEL declaration is not in the
- * source as written (declared through a macro: devarray checks every launch
- * against the declaration, so write DV_KERNEL(...) at file scope), or when it
+ * source as written (declared through a variadic or object-like macro;
+ * function-like macros that declare kernels are read through their
+ * expansion: devarray checks every launch against the declaration), or when it
  * is declared twice with different parameter lists under preprocessor
  * conditions devarray cannot evaluate (an ifdef on a name defined outside the
  * program).  In debug builds of devarray the parameters the driver reports

@@ -627,6 +627,71 @@ static void test_faults_do_not_kill(void **state) {
   finish(c, m);
 }
 
+/* A local array larger than the fiber's stack, in one thread that runs on a
+ * fiber of its own (after a barrier) between other threads' stacks, with
+ * kernel_check off (the Release default): reported as a stack overflow
+ * naming the thread, the stack's size and the option, never as a plain
+ * SIGSEGV or by corrupting a neighbour's stack.  With -fno-stack-clash-
+ * protection from host_cflags (as from a compiler without the option), the
+ * stack pointer below the fiber's stack still names it (not in ASan builds:
+ * there the instrumented kernel's first write lands in the neighbouring
+ * fiber's stack frames, which ASan reports itself and ends the process). */
+static const char *src_deep =
+    "__attribute__((noinline)) static int deep_helper(int n) {\n"
+    "  DV_LOCAL_ARRAY(char, big, BIG);\n"
+    "  for (int i = 0; i < n; i++) big[i] = (char)i;\n"
+    "  return big[n / 2];\n"
+    "}\n"
+    "DV_KERNEL(deep_late, DV_ARRAY(int, a), int who) {\n"
+    "  DV_BIND(int, a);\n"
+    "  int t = dv_thread_idx(1) * dv_block_dim(0) + dv_thread_idx(0);\n"
+    "  a[t] = t;\n"
+    "  dv_syncthreads();\n"
+    "  if (t == who) a[t] = deep_helper(BIG);\n"
+    "}\n";
+
+static void test_stack_overflow_named(void **state) {
+  (void)state;
+  const char *cflags[2] = {"host_cflags=-O2", "host_cflags=-O2 -fno-stack-clash-protection"};
+  for (int v = 0; v < 2; v++) {
+#if HK_TEST_ASAN
+    if (v == 1) break;
+#endif
+    dv_context *c = NULL;
+    assert_ok(test_context(&c, "kernel_cache=off", "kernel_check=off", "host_fiber_stack=64K",
+                           cflags[v], (const char *)NULL));
+    /* 80 KiB and 1 MiB arrays on 64 KiB stacks. */
+    const char *sizes[2] = {"81920", "1048576"};
+    for (int b = 0; b < 2; b++) {
+      dv_program *p = NULL;
+      dv_module *m = NULL;
+      assert_ok(dv_program_create(c, "deep.dvk", src_deep, &p));
+      assert_ok(dv_program_define(p, "BIG", sizes[b]));
+      assert_ok(dv_program_build(p, 0, &m));
+      dv_program_destroy(p);
+      dv_array *a = dev_new(c, 8, DV_INT32);
+      dv_launch_config lc = cfg1(1, 4, 0, NULL);
+      lc.block.y = 2;
+      dv_arg args[] = {DV_ARG_ARRAY(a), DV_ARG_I32(6)}; /* thread (2,1,0) */
+      assert_status(dv_kernel_launch(kernel_of(m, "deep_late"), &lc, 2, args), DV_ERR_KERNEL_FAULT);
+      const char *e = dv_last_error();
+      assert_contains(e, "kernel deep_late, block (0,0,0), thread (2,1,0): stack overflow");
+      assert_contains(e, "65536 bytes of stack");
+      assert_contains(e, "host_fiber_stack");
+      /* The context goes on: the same kernel with no thread that overflows. */
+      dv_arg fine[] = {DV_ARG_ARRAY(a), DV_ARG_I32(-1)};
+      assert_ok(dv_kernel_launch(kernel_of(m, "deep_late"), &lc, 2, fine));
+      int r[8];
+      to_host(a, r, 8, DV_INT32);
+      for (int t = 0; t < 8; t++) assert_int_equal(r[t], t);
+      dv_array_release(a);
+      dv_module_release(m);
+    }
+    assert_ok(dv_context_check_memory(c));
+    assert_ok(dv_context_destroy(c));
+  }
+}
+
 /* ---- out-of-bounds local and global writes (kernel_check) ------------------- */
 
 static const char *src_bounds =
@@ -1299,6 +1364,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_shared_overflow_detected),
       cmocka_unit_test(test_shared_limit),
       cmocka_unit_test(test_faults_do_not_kill),
+      cmocka_unit_test(test_stack_overflow_named),
       cmocka_unit_test(test_local_and_global_overflow),
       cmocka_unit_test(test_asan_reports_overflows),
       cmocka_unit_test(test_atomics_contention),

@@ -40,6 +40,9 @@
  *    times, in uniform control flow (CUDA's and OpenCL's rule).  A divergent
  *    barrier hangs or corrupts a GPU and crashes some OpenCL CPU runtimes;
  *    the host simulator reports it as DV_ERR_KERNEL_FAULT.
+ *  - Wave operations (dv_wave_shuffle_*, dv_wave_any/all/ballot) are
+ *    reached by every lane of the wave, like wave barriers; the host
+ *    simulator reports one that is not as DV_ERR_KERNEL_FAULT.
  *  - Constant arrays are declared by the host program
  *    (dv_program_constant) and read by name inside kernels; in OpenCL they
  *    are reachable only in kernel bodies (pass them to helpers as
@@ -129,6 +132,35 @@ typedef struct dv_kview {
 #define dv_wavebarrier() __syncwarp()
 #define dv_threadfence() __threadfence()
 #define dv_threadfence_block() __threadfence_block()
+
+/* Wave (warp) operations: the _sync intrinsics with every lane in the mask. */
+#define dv_lane_id() \
+  ((int)((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % warpSize))
+#define DV__CUDA_SHFL(T, CT)                                                                  \
+  DV_DEVICE CT dv__shfl_idx_##T(CT v, int lane) { return __shfl_sync(0xffffffffu, v, lane); } \
+  DV_DEVICE CT dv__shfl_up_##T(CT v, int d) {                                                 \
+    return __shfl_up_sync(0xffffffffu, v, (unsigned)d);                                       \
+  }                                                                                           \
+  DV_DEVICE CT dv__shfl_down_##T(CT v, int d) {                                               \
+    return __shfl_down_sync(0xffffffffu, v, (unsigned)d);                                     \
+  }                                                                                           \
+  DV_DEVICE CT dv__shfl_xor_##T(CT v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+DV__CUDA_SHFL(i32, dv_i32)
+DV__CUDA_SHFL(u32, dv_u32)
+DV__CUDA_SHFL(i64, dv_i64)
+DV__CUDA_SHFL(u64, dv_u64)
+DV__CUDA_SHFL(f32, dv_f32)
+DV__CUDA_SHFL(f64, dv_f64)
+#define DV__SHFL(OP, T, v, a) dv__shfl_##OP##_##T((v), (a))
+#define dv_wave_any(p) ((int)(__any_sync(0xffffffffu, (p) != 0) != 0))
+#define dv_wave_all(p) ((int)(__all_sync(0xffffffffu, (p) != 0) != 0))
+#define dv_wave_ballot(p) ((dv_u64)__ballot_sync(0xffffffffu, (p) != 0))
+
+/* printf: the device's, flushed to the host's stdout at synchronization. */
+#define dv_printf(...) ((void)printf(__VA_ARGS__))
+#define DV_PRId64 "lld"
+#define DV_PRIu64 "llu"
+#define DV_PRIx64 "llx"
 
 /* Constant arrays: one module-wide buffer the library fills. */
 #define DV__CONSTANT_BUFFER(bytes) __constant__ __align__(16) unsigned char dv__cbuf[bytes];
@@ -327,6 +359,88 @@ typedef struct dv_kview {
 #endif
 #define dv_threadfence() mem_fence(CLK_GLOBAL_MEM_FENCE)
 #define dv_threadfence_block() mem_fence(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)
+
+/* Wave operations.  With sub-groups: the sub-group built-ins; a shuffle is
+ * one read of another lane's value (sub_group_shuffle, else
+ * intel_sub_group_shuffle, else one sub_group_broadcast per lane), up, down
+ * and xor compute the source lane and keep the caller's value out of range.
+ * Without sub-groups (PoCL 3.1) the wave is the work-item alone: every
+ * operation gives the caller's own value (ballot: its predicate in bit 0). */
+#if defined(cl_khr_subgroups) || defined(__opencl_c_subgroups)
+#define dv_lane_id() ((int)get_sub_group_local_id())
+#define dv_wave_any(p) (sub_group_any((p) != 0) != 0)
+#define dv_wave_all(p) (sub_group_all((p) != 0) != 0)
+#if defined(cl_khr_subgroup_ballot)
+DV_DEVICE dv_u64 dv__cl_ballot(int p) {
+  uint4 b = sub_group_ballot(p);
+  return (ulong)b.x | ((ulong)b.y << 32);
+}
+#else
+DV_DEVICE dv_u64 dv__cl_ballot(int p) {
+  uint l = get_sub_group_local_id();
+  return sub_group_reduce_add(p && l < 64 ? (ulong)1 << l : (ulong)0);
+}
+#endif
+#define dv_wave_ballot(p) dv__cl_ballot((p) != 0)
+#if defined(cl_khr_subgroup_shuffle)
+#define DV__CL_PICK(CT) \
+  DV_DEVICE CT dv__cl_pick_##CT(CT v, uint src) { return sub_group_shuffle(v, src); }
+#elif defined(cl_intel_subgroups)
+#define DV__CL_PICK(CT) \
+  DV_DEVICE CT dv__cl_pick_##CT(CT v, uint src) { return intel_sub_group_shuffle(v, src); }
+#else
+#define DV__CL_PICK(CT)                                        \
+  DV_DEVICE CT dv__cl_pick_##CT(CT v, uint src) {              \
+    CT r = v;                                                  \
+    for (uint j = 0; j < get_sub_group_size(); j++) {          \
+      CT x = sub_group_broadcast(v, j);                        \
+      if (j == src) r = x;                                     \
+    }                                                          \
+    return r;                                                  \
+  }
+#endif
+#define DV__CL_SHFL(T, CT)                                                           \
+  DV__CL_PICK(CT)                                                                    \
+  DV_DEVICE CT dv__shfl_idx_##T(CT v, int lane) {                                   \
+    int w = (int)get_max_sub_group_size(), s = ((lane % w) + w) % w;                 \
+    uint me = get_sub_group_local_id();                                              \
+    return dv__cl_pick_##CT(v, (uint)s < get_sub_group_size() ? (uint)s : me);       \
+  }                                                                                  \
+  DV_DEVICE CT dv__shfl_up_##T(CT v, int d) {                                       \
+    uint me = get_sub_group_local_id();                                              \
+    int s = (int)me - d;                                                             \
+    return dv__cl_pick_##CT(v, d >= 0 && s >= 0 ? (uint)s : me);                     \
+  }                                                                                  \
+  DV_DEVICE CT dv__shfl_down_##T(CT v, int d) {                                     \
+    uint me = get_sub_group_local_id(), s = me + (uint)d;                            \
+    return dv__cl_pick_##CT(v, d >= 0 && s < get_sub_group_size() ? s : me);         \
+  }                                                                                  \
+  DV_DEVICE CT dv__shfl_xor_##T(CT v, int m) {                                      \
+    uint me = get_sub_group_local_id(), s = me ^ (uint)m;                            \
+    return dv__cl_pick_##CT(v, s < get_sub_group_size() ? s : me);                   \
+  }
+DV__CL_SHFL(i32, int)
+DV__CL_SHFL(u32, uint)
+DV__CL_SHFL(i64, long)
+DV__CL_SHFL(u64, ulong)
+DV__CL_SHFL(f32, float)
+#ifdef cl_khr_fp64
+DV__CL_SHFL(f64, double)
+#endif
+#define DV__SHFL(OP, T, v, a) dv__shfl_##OP##_##T((v), (a))
+#else
+#define dv_lane_id() 0
+#define dv_wave_any(p) ((p) != 0)
+#define dv_wave_all(p) ((p) != 0)
+#define dv_wave_ballot(p) ((dv_u64)((p) != 0))
+#define DV__SHFL(OP, T, v, a) ((void)(a), (dv_##T)(v))
+#endif
+
+/* printf: OpenCL's, written to stdout when the kernel has finished. */
+#define dv_printf(...) ((void)printf(__VA_ARGS__))
+#define DV_PRId64 "ld"
+#define DV_PRIu64 "lu"
+#define DV_PRIx64 "lx"
 
 #define DV__CONSTANT_BUFFER(bytes)
 #define DV__CONST(T, off) ((__constant const T *)(dv__cbuf + (off)))
@@ -632,7 +746,24 @@ typedef struct dv__host_rt {
   int (*wave_size)(void);
   /* Stop the calling thread's block with a fault (never returns). */
   void (*fault)(const char *what, int line);
+  /* Version 2.  A wave operation (dv__wave_*): every lane of the caller's
+   * wave gives its value at the wave barrier `site`; returns this lane's
+   * result (the bits of a shuffled value, or any/all/ballot). */
+  dv_u64 (*wave)(int op, dv_u64 value, int arg, int site, int line);
+  /* dv_printf: formatted into the launch's buffer, written at its end. */
+  void (*print)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 } dv__host_rt;
+
+/* Wave operations of the runtime's wave(). */
+enum {
+  dv__wave_idx,
+  dv__wave_up,
+  dv__wave_down,
+  dv__wave_xor,
+  dv__wave_any,
+  dv__wave_all,
+  dv__wave_ballot
+};
 
 DV__EXPORT extern const dv__host_rt *dv__rt;
 DV__EXPORT extern _Thread_local dv__hthread *dv__self;
@@ -669,6 +800,35 @@ DV__EXPORT extern _Thread_local dv__hthread *dv__self;
 #define dv_wavebarrier() dv__rt->wavebarrier(__COUNTER__, __LINE__)
 #define dv_threadfence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #define dv_threadfence_block() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+
+/* Wave operations: an exchange among the lanes of one wave, checked like a
+ * wave barrier (every lane of the wave reaches the same one). */
+#define dv_lane_id()                                                                    \
+  ((dv__self->tid[0] + dv__self->bdim[0] * (dv__self->tid[1] + dv__self->bdim[1] *     \
+                                             dv__self->tid[2])) % dv_wave_size())
+#define DV__HOST_SHFL(T, CT, U)                                                          \
+  static inline CT dv__hshfl_##T(int op, CT v, int a, int site, int line) {              \
+    union { CT v; U u; } x_;                                                             \
+    x_.v = v;                                                                            \
+    x_.u = (U)dv__rt->wave(op, (dv_u64)x_.u, a, site, line);                             \
+    return x_.v;                                                                         \
+  }
+DV__HOST_SHFL(i32, dv_i32, dv_u32)
+DV__HOST_SHFL(u32, dv_u32, dv_u32)
+DV__HOST_SHFL(i64, dv_i64, dv_u64)
+DV__HOST_SHFL(u64, dv_u64, dv_u64)
+DV__HOST_SHFL(f32, dv_f32, dv_u32)
+DV__HOST_SHFL(f64, dv_f64, dv_u64)
+#define DV__SHFL(OP, T, v, a) dv__hshfl_##T(dv__wave_##OP, (v), (a), __COUNTER__, __LINE__)
+#define dv_wave_any(p) ((int)dv__rt->wave(dv__wave_any, (p) != 0, 0, __COUNTER__, __LINE__))
+#define dv_wave_all(p) ((int)dv__rt->wave(dv__wave_all, (p) != 0, 0, __COUNTER__, __LINE__))
+#define dv_wave_ballot(p) (dv__rt->wave(dv__wave_ballot, (p) != 0, 0, __COUNTER__, __LINE__))
+
+/* printf: kept per launch, written to stdout at its end (docs/kernels.md). */
+#define dv_printf(...) dv__rt->print(__VA_ARGS__)
+#define DV_PRId64 "lld"
+#define DV_PRIu64 "llu"
+#define DV_PRIx64 "llx"
 
 #define DV__CONSTANT_BUFFER(bytes) \
   DV__EXPORT _Alignas(16) unsigned char dv__cbuf[bytes];
@@ -845,6 +1005,77 @@ DV__HOST_CAS_BITS(dv_atomic_cas_f64, double)
 #define DV_ITEM3(a, i, j, k)                                                               \
   (*(DV__TYPEOF(a))((DV_GLOBAL_MEM char *)(a) + (dv_i64)(i) * DV_STRIDE(a, 0) +  \
                     (dv_i64)(j) * DV_STRIDE(a, 1) + (dv_i64)(k) * DV_STRIDE(a, 2)))
+
+/* Wave operations (Numba's cuda.shfl_sync, shfl_up_sync, shfl_down_sync,
+ * shfl_xor_sync, any_sync, all_sync, ballot_sync, laneid), for a FULL wave:
+ * every lane of the caller's wave calls the same operation (the mask is
+ * every lane), in uniform control flow, as Numba's examples do; the host
+ * simulator reports a lane that does not as DV_ERR_KERNEL_FAULT.
+ *   dv_wave_shuffle_idx_T(v, lane): v of lane `lane` modulo dv_wave_size();
+ *   dv_wave_shuffle_up_T(v, delta): v of lane (lane id - delta), or the
+ *     caller's own v where that is below lane 0;
+ *   dv_wave_shuffle_down_T(v, delta): v of lane (lane id + delta), or the
+ *     caller's own v past the wave's last lane;
+ *   dv_wave_shuffle_xor_T(v, mask): v of lane (lane id ^ mask), or the
+ *     caller's own v past the last lane;
+ * for T in i32, u32, i64, u64, f32, f64; delta and mask lie in
+ * [0, dv_wave_size()) (CUDA uses their low 5 bits; the host reports others).
+ *   dv_wave_any(p), dv_wave_all(p): 1 if p is non-zero in any / every lane;
+ *   dv_wave_ballot(p): a dv_u64 with bit i set where lane i's p is non-zero
+ *     (waves of at most 64 lanes; CUDA's 32 bits zero-extended);
+ *   dv_lane_id(): the caller's lane, its linear thread index in the block
+ *     (x fastest) modulo dv_wave_size() (OpenCL: get_sub_group_local_id()).
+ * A wave of one lane (OpenCL without sub-groups, e.g. PoCL 3.1) gives every
+ * lane its own value: sums over a wave built from shuffles stay right for
+ * any wave size.  Blocks whose size is a multiple of the wave size are the
+ * portable choice: a GPU's partial last wave is undefined with a full mask
+ * (the host gives lanes past the block's end nothing: reads from them return
+ * the caller's value, their ballot bits are 0). */
+#define dv_wave_shuffle_idx_i32(v, lane) DV__SHFL(idx, i32, v, lane)
+#define dv_wave_shuffle_idx_u32(v, lane) DV__SHFL(idx, u32, v, lane)
+#define dv_wave_shuffle_idx_i64(v, lane) DV__SHFL(idx, i64, v, lane)
+#define dv_wave_shuffle_idx_u64(v, lane) DV__SHFL(idx, u64, v, lane)
+#define dv_wave_shuffle_idx_f32(v, lane) DV__SHFL(idx, f32, v, lane)
+#define dv_wave_shuffle_idx_f64(v, lane) DV__SHFL(idx, f64, v, lane)
+#define dv_wave_shuffle_up_i32(v, delta) DV__SHFL(up, i32, v, delta)
+#define dv_wave_shuffle_up_u32(v, delta) DV__SHFL(up, u32, v, delta)
+#define dv_wave_shuffle_up_i64(v, delta) DV__SHFL(up, i64, v, delta)
+#define dv_wave_shuffle_up_u64(v, delta) DV__SHFL(up, u64, v, delta)
+#define dv_wave_shuffle_up_f32(v, delta) DV__SHFL(up, f32, v, delta)
+#define dv_wave_shuffle_up_f64(v, delta) DV__SHFL(up, f64, v, delta)
+#define dv_wave_shuffle_down_i32(v, delta) DV__SHFL(down, i32, v, delta)
+#define dv_wave_shuffle_down_u32(v, delta) DV__SHFL(down, u32, v, delta)
+#define dv_wave_shuffle_down_i64(v, delta) DV__SHFL(down, i64, v, delta)
+#define dv_wave_shuffle_down_u64(v, delta) DV__SHFL(down, u64, v, delta)
+#define dv_wave_shuffle_down_f32(v, delta) DV__SHFL(down, f32, v, delta)
+#define dv_wave_shuffle_down_f64(v, delta) DV__SHFL(down, f64, v, delta)
+#define dv_wave_shuffle_xor_i32(v, mask) DV__SHFL(xor, i32, v, mask)
+#define dv_wave_shuffle_xor_u32(v, mask) DV__SHFL(xor, u32, v, mask)
+#define dv_wave_shuffle_xor_i64(v, mask) DV__SHFL(xor, i64, v, mask)
+#define dv_wave_shuffle_xor_u64(v, mask) DV__SHFL(xor, u64, v, mask)
+#define dv_wave_shuffle_xor_f32(v, mask) DV__SHFL(xor, f32, v, mask)
+#define dv_wave_shuffle_xor_f64(v, mask) DV__SHFL(xor, f64, v, mask)
+
+/* dv_printf(format, ...): printf from a kernel, on every backend.  The
+ * format is a string literal; %d %u %x %f %e %g %c %s (literal strings)
+ * and %% mean the same everywhere; 64-bit integers use DV_PRId64,
+ * DV_PRIu64, DV_PRIx64 ("%" DV_PRId64: long long on CUDA and the host,
+ * long on OpenCL); doubles need a device with fp64.  It has no value.
+ * Limits and order:
+ *  - CUDA: the device's circular buffer (cudaLimitPrintfFifoSize, 1 MiB by
+ *    default; older output is overwritten when it is full), written to
+ *    stdout when the host synchronizes with the launch; order between
+ *    threads is unspecified.
+ *  - OpenCL: the runtime's buffer (CL_DEVICE_PRINTF_BUFFER_SIZE; PoCL: 16
+ *    MiB), written to stdout when the kernel has finished; order unspecified.
+ *  - Host simulator: each call's text goes to a buffer of the launch
+ *    (option host_printf_buffer, 1 MiB by default; each call takes its
+ *    length plus 32 bytes of it) and is written to stdout when the launch
+ *    has run, in block then thread order (a thread's calls in the order it
+ *    made them), every line starting with "[block (x,y,z) thread (x,y,z)] "
+ *    and a call's text ended with a newline if it has none.  Calls that do
+ *    not fit are dropped and counted in a last line that names the option.
+ *    The output of a launch that faults is written too. */
 
 #define DV_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define DV_MAX(a, b) ((a) > (b) ? (a) : (b))

@@ -94,6 +94,7 @@ typedef struct dv_backend_config {
   size_t cuda_staging_chunk; /* CUDA: bytes per staged piece of a pageable copy */
   int cuda_staging_threads;  /* CUDA: threads copying a piece to/from staging (0: min(4, CPUs)) */
   size_t cuda_staging_thread_min; /* CUDA: pieces below this many bytes are copied by one thread */
+  size_t host_printf_buffer; /* host simulator: dv_printf bytes kept per launch */
 } dv_backend_config;
 
 

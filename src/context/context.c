@@ -33,6 +33,7 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
   bc->cuda_staging_chunk = (size_t)opt[DV_OPT_CUDA_STAGING_CHUNK].i;
   bc->cuda_staging_threads = (int)opt[DV_OPT_CUDA_STAGING_THREADS].i;
   bc->cuda_staging_thread_min = (size_t)opt[DV_OPT_CUDA_STAGING_THREAD_MIN].i;
+  bc->host_printf_buffer = (size_t)opt[DV_OPT_HOST_PRINTF_BUFFER].i;
   devbuf[0] = 0;
   /* The backend's own option wins where it was set; then `device`
    * (DV_DEVICE), which names the device of whichever backend is chosen. */

@@ -101,6 +101,10 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "thread alone)"},
     {"cuda_staging_thread_min", "DV_CUDA_STAGING_THREAD_MIN", NULL, T_SIZE, "1M", 0, 1073741824.0,
      "CUDA: staged pieces smaller than this many bytes are copied by one thread"},
+    {"host_printf_buffer", "DV_HOST_PRINTF_BUFFER", NULL, T_SIZE, "1M", 1024, 1073741824.0,
+     "host simulator: bytes of dv_printf output kept per launch (each call: its text plus 32 "
+     "bytes), written to stdout when the launch has run; calls that do not fit are dropped and "
+     "counted"},
 };
 
 int dv__option_lookup(const char *name) {

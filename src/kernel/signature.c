@@ -77,6 +77,16 @@ typedef struct dv_kalias {
   bool gone;  /* #undef */
 } dv_kalias;
 
+/* A function-like macro whose body declares kernels:
+ * `#define SHUFFLES(T, CT) DV_KERNEL(shuffles_##T, DV_ARRAY(CT, out), ...)`. */
+#define DV__KMACRO_PARAMS 16
+typedef struct dv_kmacro {
+  char *name;
+  int nparams;
+  char *params[DV__KMACRO_PARAMS];
+  char *body;
+} dv_kmacro;
+
 typedef struct dv_kscan {
   const char *s;
   size_t n, i;
@@ -91,6 +101,10 @@ typedef struct dv_kscan {
   dv_ksigs out;
   size_t capout;
   bool oom;
+  dv_kmacro *km;
+  size_t nkm, capkm;
+  int expanding;  /* depth of macro expansion being scanned (at most 4) */
+  int fixed_line; /* within an expansion: the invocation's line */
 } dv_kscan;
 
 static dv_kalias *dv__alias_find(dv_kscan *sc, const char *name, size_t len) {
@@ -272,6 +286,66 @@ static char *dv__directive_text(dv_kscan *sc) {
   return t;
 }
 
+static void dv__kmacro_free(dv_kmacro *m) {
+  dv__free(m->name);
+  for (int i = 0; i < m->nparams; i++) dv__free(m->params[i]);
+  dv__free(m->body);
+  memset(m, 0, sizeof *m);
+}
+
+static void dv__kmacro_undef(dv_kscan *sc, const char *name, size_t len) {
+  for (size_t i = 0; i < sc->nkm; i++)
+    if (sc->km[i].name && strlen(sc->km[i].name) == len && memcmp(sc->km[i].name, name, len) == 0)
+      dv__kmacro_free(&sc->km[i]);
+}
+
+/* `#define NAME(a, b) body` (p at the '('): kept when the body declares a
+ * kernel, so that NAME(x, y) at file scope is read as its expansion.
+ * Variadic macros and bodies without DV_KERNEL are not kept. */
+static void dv__kmacro_define(dv_kscan *sc, const char *name, size_t len, const char *p) {
+  dv__kmacro_undef(sc, name, len);
+  const char *close = strchr(p, ')');
+  if (!close || !strstr(close, "DV_KERNEL")) return;
+  dv_kmacro m;
+  memset(&m, 0, sizeof m);
+  for (const char *q = p + 1; q < close;) {
+    while (q < close && (isspace((unsigned char)*q) || *q == ',')) q++;
+    const char *ps = q;
+    while (q < close && dv__ident_char(*q)) q++;
+    if (q == ps) {
+      if (q < close) { /* "..." or anything else: not a macro this reader expands */
+        dv__kmacro_free(&m);
+        return;
+      }
+      break;
+    }
+    if (m.nparams == DV__KMACRO_PARAMS || !(m.params[m.nparams] = dv__strndup(ps, (size_t)(q - ps)))) {
+      if (m.nparams < DV__KMACRO_PARAMS) sc->oom = true;
+      dv__kmacro_free(&m);
+      return;
+    }
+    m.nparams++;
+  }
+  m.name = dv__strndup(name, len);
+  m.body = dv__strdup(close + 1);
+  if (!m.name || !m.body) {
+    sc->oom = true;
+    dv__kmacro_free(&m);
+    return;
+  }
+  if (sc->nkm == sc->capkm) {
+    size_t cap = sc->capkm ? 2 * sc->capkm : 4;
+    dv_kmacro *nk = dv__kgrow(sc->km, sc->nkm * sizeof *nk, cap * sizeof *nk);
+    if (!nk) {
+      sc->oom = true;
+      dv__kmacro_free(&m);
+      return;
+    }
+    sc->km = nk, sc->capkm = cap;
+  }
+  sc->km[sc->nkm++] = m;
+}
+
 static void dv__directive(dv_kscan *sc) {
   sc->i++; /* '#' */
   char *t = dv__directive_text(sc);
@@ -312,12 +386,14 @@ static void dv__directive(dv_kscan *sc) {
     while (dv__ident_char(*p)) p++;
     size_t nl = (size_t)(p - ns);
     if (nl && DV__IS("undef")) {
+      dv__kmacro_undef(sc, ns, nl);
       dv__alias_set(sc, ns, nl, NULL, 0, false);
       dv_kalias *a = dv__alias_find(sc, ns, nl);
       if (a) a->gone = true;
     } else if (nl) {
       bool function_like = *p == '(';
       dv__alias_set(sc, ns, nl, p, strlen(p), !function_like);
+      if (function_like) dv__kmacro_define(sc, ns, nl, p);
     }
   }
 #undef DV__IS
@@ -596,6 +672,131 @@ static void dv__typedef(dv_kscan *sc) {
   dv__alias_set(sc, ns, (size_t)(b - ns), a, (size_t)(ns - a), simple);
 }
 
+static void dv__scan_code(dv_kscan *sc);
+
+/* The invocation NAME(args) of kernel macro m, whose '(' is at sc->i:
+ * substitute the arguments into the body (## joins), and scan that. */
+static void dv__kmacro_expand(dv_kscan *sc, const dv_kmacro *m, int line) {
+  const char *s = sc->s;
+  size_t i = sc->i + 1, argstart[DV__KMACRO_PARAMS + 1], argend[DV__KMACRO_PARAMS + 1];
+  int depth = 1, nargs = 0;
+  argstart[0] = i;
+  while (i < sc->n && depth > 0) {
+    char c = s[i];
+    if (c == '"' || c == '\'' || (c == '/' && i + 1 < sc->n && (s[i + 1] == '/' || s[i + 1] == '*'))) {
+      size_t save = sc->i;
+      sc->i = i;
+      dv__skip_noncode(sc);
+      i = sc->i;
+      sc->i = save;
+      continue;
+    }
+    if (c == '\n') sc->line++;
+    if (c == '(') depth++;
+    if ((c == ')' && --depth == 0) || (c == ',' && depth == 1)) {
+      if (nargs <= DV__KMACRO_PARAMS) argend[nargs] = i;
+      nargs++;
+      if (nargs <= DV__KMACRO_PARAMS) argstart[nargs] = i + 1;
+    }
+    i++;
+  }
+  sc->i = i;
+  if (depth != 0 || nargs != (m->nparams ? m->nparams : 1)) return; /* not an invocation it reads */
+  size_t cap = strlen(m->body) + 1;
+  for (int a = 0; a < m->nparams; a++) cap += 8 * (argend[a] - argstart[a] + 1);
+  char *x = dv__malloc(cap), *o = x;
+  if (!x) {
+    sc->oom = true;
+    return;
+  }
+  for (const char *b = m->body; *b;) {
+    if (dv__ident_start(*b)) {
+      const char *ws = b;
+      while (dv__ident_char(*b)) b++;
+      int k = -1;
+      for (int a = 0; a < m->nparams; a++)
+        if (strlen(m->params[a]) == (size_t)(b - ws) && memcmp(m->params[a], ws, (size_t)(b - ws)) == 0) k = a;
+      const char *from = k >= 0 ? s + argstart[k] : ws, *to = k >= 0 ? s + argend[k] : b;
+      if (k >= 0) dv__trim(&from, &to);
+      if ((size_t)(o - x) + (size_t)(to - from) + 1 >= cap) break;
+      memcpy(o, from, (size_t)(to - from));
+      o += to - from;
+    } else if (b[0] == '#' && b[1] == '#') {
+      while (o > x && isspace((unsigned char)o[-1])) o--;
+      b += 2;
+      while (isspace((unsigned char)*b)) b++;
+    } else {
+      if ((size_t)(o - x) + 2 >= cap) break;
+      *o++ = *b++;
+    }
+  }
+  *o = 0;
+  const char *ss = sc->s;
+  size_t sn = sc->n, si = sc->i;
+  int sline = sc->line, sfixed = sc->fixed_line;
+  sc->s = x, sc->n = (size_t)(o - x), sc->i = 0;
+  sc->fixed_line = sfixed ? sfixed : line;
+  sc->expanding++;
+  dv__scan_code(sc);
+  sc->expanding--;
+  sc->s = ss, sc->n = sn, sc->i = si, sc->line = sline, sc->fixed_line = sfixed;
+  dv__free(x);
+}
+
+static const dv_kmacro *dv__kmacro_find(const dv_kscan *sc, const char *name, size_t len) {
+  for (size_t i = 0; i < sc->nkm; i++)
+    if (sc->km[i].name && strlen(sc->km[i].name) == len && memcmp(sc->km[i].name, name, len) == 0)
+      return &sc->km[i];
+  return NULL;
+}
+
+/* Scan sc->s from sc->i: directives, DV_KERNEL declarations, typedefs and
+ * invocations of kernel macros. */
+static void dv__scan_code(dv_kscan *sc) {
+  bool line_start = true;
+  while (sc->i < sc->n && !sc->oom) {
+    char c = sc->s[sc->i];
+    if (c == '\n') {
+      sc->line++, sc->i++, line_start = true;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
+      sc->i++;
+      continue;
+    }
+    if (c == '#' && line_start && !sc->expanding) {
+      dv__directive(sc);
+      continue;
+    }
+    line_start = false;
+    if (dv__skip_noncode(sc)) continue;
+    if (dv__ident_start(c)) {
+      size_t ws = sc->i;
+      while (sc->i < sc->n && dv__ident_char(sc->s[sc->i])) sc->i++;
+      size_t wl = sc->i - ws;
+      bool kernel = dv__is_word(sc->s + ws, wl, "DV_KERNEL");
+      const dv_kmacro *m = !kernel && sc->expanding < 4 && dv__active(sc) != 0
+                               ? dv__kmacro_find(sc, sc->s + ws, wl)
+                               : NULL;
+      if (kernel || m || dv__is_word(sc->s + ws, wl, "typedef")) {
+        int line = sc->fixed_line ? sc->fixed_line : sc->line;
+        size_t j = sc->i;
+        while (j < sc->n && isspace((unsigned char)sc->s[j])) {
+          if (sc->s[j] == '\n') sc->line++;
+          j++;
+        }
+        sc->i = j;
+        bool call = j < sc->n && sc->s[j] == '(';
+        if (kernel && call) dv__kernel_decl(sc, line);
+        else if (m && call) dv__kmacro_expand(sc, m, line);
+        else if (!kernel && !m) dv__typedef(sc);
+      }
+      continue;
+    }
+    sc->i++;
+  }
+}
+
 dv_status dv__ksig_scan(const char *source, char *const *defines, size_t ndefines,
                         const char *options, const char *backend, dv_ksigs *out) {
   memset(out, 0, sizeof *out);
@@ -622,45 +823,11 @@ dv_status dv__ksig_scan(const char *source, char *const *defines, size_t ndefine
       }
     }
   }
-  bool line_start = true;
-  while (sc.i < sc.n && !sc.oom) {
-    char c = sc.s[sc.i];
-    if (c == '\n') {
-      sc.line++, sc.i++, line_start = true;
-      continue;
-    }
-    if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
-      sc.i++;
-      continue;
-    }
-    if (c == '#' && line_start) {
-      dv__directive(&sc);
-      continue;
-    }
-    line_start = false;
-    if (dv__skip_noncode(&sc)) continue;
-    if (dv__ident_start(c)) {
-      size_t ws = sc.i;
-      while (sc.i < sc.n && dv__ident_char(sc.s[sc.i])) sc.i++;
-      size_t wl = sc.i - ws;
-      if (dv__is_word(sc.s + ws, wl, "DV_KERNEL") || dv__is_word(sc.s + ws, wl, "typedef")) {
-        bool kernel = wl == 9;
-        int line = sc.line;
-        size_t j = sc.i;
-        while (j < sc.n && isspace((unsigned char)sc.s[j])) {
-          if (sc.s[j] == '\n') sc.line++;
-          j++;
-        }
-        sc.i = j;
-        if (kernel && j < sc.n && sc.s[j] == '(') dv__kernel_decl(&sc, line);
-        else if (!kernel) dv__typedef(&sc);
-      }
-      continue;
-    }
-    sc.i++;
-  }
+  dv__scan_code(&sc);
   for (size_t a = 0; a < sc.nal; a++) dv__free(sc.al[a].name), dv__free(sc.al[a].text);
   dv__free(sc.al);
+  for (size_t m = 0; m < sc.nkm; m++) dv__kmacro_free(&sc.km[m]);
+  dv__free(sc.km);
   if (sc.oom) {
     dv__ksigs_free(&sc.out);
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot read the kernels' signatures");

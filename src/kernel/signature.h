@@ -11,9 +11,11 @@
  * can know (the program's defines, -D in its options for this backend, the
  * source's own #defines, DV_BACKEND_<this backend>); and it resolves type
  * names through the source's object-like #defines and simple typedefs and
- * the program's defines.  What it cannot read is marked, never guessed: a
- * DV_KERNEL written inside a macro is not found (the kernel cannot be
- * looked up), one declared twice with different parameter lists under
+ * the program's defines; a function-like macro whose body declares kernels
+ * is read through its expansion where the source invokes it (arguments
+ * substituted, ## joined, four macros deep at most).  What it cannot read
+ * is marked, never guessed: a DV_KERNEL written inside a variadic or
+ * object-like macro is not found (the kernel cannot be looked up), one declared twice with different parameter lists under
  * conditions the reader cannot evaluate is ambiguous, and a type it cannot
  * resolve (a struct, a macro with arguments) is unknown (element types:
  * not checked; scalar parameters: refused at launch, since their size

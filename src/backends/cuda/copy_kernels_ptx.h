@@ -8,7 +8,7 @@
  * Compiler: nvcc release 13.0 V13.0.88 (-ptx -arch=compute_75).
  * PTX ISA: .version 7.0 (nvcc wrote 9.0; the lowest ptxas accepts for
  * this code, not below 7.0 = CUDA 11.0).
- * Input digest: a740326fd151e5e2a4e74f9bf74a358b02b46a9c068490a653980468ea9c643c
+ * Input digest: 593da8d5016eebe0595aa2c14fde4a98b963209ea25f1b9b57f4f4bb4969fc01
  */
 #ifndef DV_CUDA_COPY_KERNELS_PTX_H
 #define DV_CUDA_COPY_KERNELS_PTX_H

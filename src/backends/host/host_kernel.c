@@ -44,7 +44,11 @@
  * barrier (release that wave), or the block is stopped and the launch
  * fails with DV_ERR_KERNEL_FAULT naming the kernel, block, threads and
  * barriers.  Barrier sites are __COUNTER__ values, so two barriers on one
- * line are told apart.  Fibers are made only as needed (HIP-CPU runs a
+ * line are told apart.  A wave operation (shuffle, any, all, ballot) is a
+ * wave barrier with an exchange: each lane leaves its value in a slot of
+ * its own, waits, then reads its wave's slots (hk_rt_wave).  dv_printf
+ * formats into a buffer of the launch, written to stdout in block and
+ * thread order when the launch has run (hk_rt_printf, hk_print_flush).  Fibers are made only as needed (HIP-CPU runs a
  * block's threads plainly until one reaches a barrier): a "runner" fiber
  * runs thread 0, 1, 2, ... one after the other; when the running thread
  * stops at a barrier, that fiber stays with it and a new runner goes on
@@ -65,12 +69,12 @@
  * a fault, and so are static plus dynamic shared bytes over 48 KiB (a GPU
  * refuses such a kernel).  With kernel_check, kernels are compiled with
  * -fstack-protector-strong and our own __stack_chk_fail, so a local array
- * written past its end faults the launch instead of aborting, with
- * -fstack-clash-protection so a huge local array hits the guard page
- * instead of a neighbour's stack, and the guard
+ * written past its end faults the launch instead of aborting, and the guard
  * bytes of every buffer argument are checked after the kernel (global
- * out-of-bounds writes).  When devarray itself is built with
- * AddressSanitizer, kernels are compiled with -fsanitize=address too (an
+ * out-of-bounds writes).  Every build uses -fstack-clash-protection where
+ * the compiler has it, so a local array bigger than the fiber's stack hits
+ * the guard page below that stack instead of another fiber's stack.  When
+ * devarray itself is built with AddressSanitizer, kernels are compiled with -fsanitize=address too (an
  * instrumented .so can only be loaded into an instrumented process) and the
  * buffers' guards are poisoned while the kernel runs, so ASan reports a bad
  * local or global access with its stack (and ends the process, as ASan
@@ -83,7 +87,9 @@
  * alternate signal stack, so a fiber's stack overflow into its guard page
  * is handled too; the handler siglongjmps back to the block's scheduler and
  * the launch fails with DV_ERR_KERNEL_FAULT naming the signal, address,
- * block and thread.  The process goes on; the fibers of that block are
+ * block and thread (a fault in a guard page, or with the stack pointer
+ * below the fiber's stack, is named a stack overflow, with the stack's
+ * size and the host_fiber_stack option).  The process goes on; the fibers of that block are
  * abandoned (their stacks are reused).
  */
 #include <dlfcn.h>
@@ -99,6 +105,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "../../core/core.h"
@@ -138,9 +145,11 @@ struct hk_state {
   size_t fiber_stack; /* usable bytes per fiber (page multiple) */
   size_t page;
   int wave;           /* option host_wave_size */
+  size_t printf_cap;  /* option host_printf_buffer: dv_printf bytes per launch */
 
   pthread_mutex_t lock; /* compiler identity */
   bool cc_probed;
+  bool no_clash; /* the compiler refused -fstack-clash-protection (then: without it) */
   dv_status cc_status;
   char cc_msg[512];
   char **cc_argv; /* the compiler and the words that came with it (NULL-terminated) */
@@ -176,6 +185,7 @@ dv_status hk_open(hb_state *st, const dv_backend_config *cfg, const hk_services 
   if (fs < 16384) fs = 16384;
   k->fiber_stack = (fs + k->page - 1) & ~(k->page - 1);
   k->wave = cfg->host_wave_size > 0 ? cfg->host_wave_size : 32;
+  k->printf_cap = cfg->host_printf_buffer ? cfg->host_printf_buffer : ((size_t)1 << 20);
   if (!k->cc_option || !k->cflags) {
     dv__free(k->cc_option);
     dv__free(k->cflags);
@@ -752,42 +762,63 @@ dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out
   char *text = NULL, *logtxt = NULL;
   size_t sl = strlen(req->source);
   text = dv__malloc(sl + sizeof hk_trailer);
-  bool ok = text != NULL;
-  if (ok) {
-    memcpy(text, req->source, sl);
-    memcpy(text + sl, hk_trailer, sizeof hk_trailer);
-  }
-  /* The command line: compiler (and its words), ours, host_cflags, the program's options. */
-  for (int i = 0; ok && i < k->cc_argc; i++) ok = hk_word(k->cc_argv[i], &argv, &argc);
-  if (ok) ok = hk_words("-std=c11 -shared -fPIC -fvisibility=hidden", &argv, &argc);
-  if (ok && check) ok = hk_words("-fstack-protector-strong -fstack-clash-protection", &argv, &argc);
-  if (ok && hk_asan()) ok = hk_words("-fsanitize=address -fno-omit-frame-pointer", &argv, &argc);
-  if (ok) ok = hk_words(k->cflags, &argv, &argc);
-  if (ok) ok = hk_words(req->options, &argv, &argc);
-  if (ok && (req->flags & DV_BUILD_DEBUG)) ok = hk_words("-g", &argv, &argc);
-  if (ok) ok = hk_word("-o", &argv, &argc) && hk_word(so, &argv, &argc) &&
-               hk_word(src, &argv, &argc) && hk_word("-lm", &argv, &argc);
-  if (!ok) {
+  if (!text) {
     rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble the compiler's command line");
     goto done;
   }
+  memcpy(text, req->source, sl);
+  memcpy(text + sl, hk_trailer, sizeof hk_trailer);
   if (!hk_write_file(src, text, sl + sizeof hk_trailer - 1)) {
     rc = dv__error(DV_ERR_DRIVER, "host simulator: cannot write %s: %s", src, strerror(errno));
     goto done;
   }
   int code = -1;
-  int e = hk_spawn(argv, out_path, &code);
-  if (e) {
-    rc = dv__error(DV_ERR_NO_COMPILER, "host simulator: cannot run the C compiler %s: %s",
-                   argv[0], strerror(e));
-    goto done;
-  }
-  errno = 0;
-  logtxt = hk_read_file(out_path, NULL);
-  if (!logtxt && errno != ENOMEM) logtxt = dv__strdup("");
-  if (!logtxt) {
-    rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot read the compiler's log");
-    goto done;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    /* Stack clash protection in every build: a frame bigger than a page
+     * touches each page from the top, so a local array larger than the
+     * fiber's stack hits the guard page below it (reported as a stack
+     * overflow) rather than another fiber's stack.  A compiler that does
+     * not know the option (gcc < 8, clang < 11) compiles without it. */
+    pthread_mutex_lock(&k->lock);
+    bool clash = !k->no_clash;
+    pthread_mutex_unlock(&k->lock);
+    hk_free_words(argv);
+    argv = NULL;
+    argc = 0;
+    /* The command line: compiler (and its words), ours, host_cflags, the program's options. */
+    bool ok = true;
+    for (int i = 0; ok && i < k->cc_argc; i++) ok = hk_word(k->cc_argv[i], &argv, &argc);
+    if (ok) ok = hk_words("-std=c11 -shared -fPIC -fvisibility=hidden", &argv, &argc);
+    if (ok && clash) ok = hk_words("-fstack-clash-protection", &argv, &argc);
+    if (ok && check) ok = hk_words("-fstack-protector-strong", &argv, &argc);
+    if (ok && hk_asan()) ok = hk_words("-fsanitize=address -fno-omit-frame-pointer", &argv, &argc);
+    if (ok) ok = hk_words(k->cflags, &argv, &argc);
+    if (ok) ok = hk_words(req->options, &argv, &argc);
+    if (ok && (req->flags & DV_BUILD_DEBUG)) ok = hk_words("-g", &argv, &argc);
+    if (ok) ok = hk_word("-o", &argv, &argc) && hk_word(so, &argv, &argc) &&
+                 hk_word(src, &argv, &argc) && hk_word("-lm", &argv, &argc);
+    if (!ok) {
+      rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble the compiler's command line");
+      goto done;
+    }
+    int e = hk_spawn(argv, out_path, &code);
+    if (e) {
+      rc = dv__error(DV_ERR_NO_COMPILER, "host simulator: cannot run the C compiler %s: %s",
+                     argv[0], strerror(e));
+      goto done;
+    }
+    dv__free(logtxt);
+    errno = 0;
+    logtxt = hk_read_file(out_path, NULL);
+    if (!logtxt && errno != ENOMEM) logtxt = dv__strdup("");
+    if (!logtxt) {
+      rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot read the compiler's log");
+      goto done;
+    }
+    if (code == 0 || !clash || !strstr(logtxt, "stack-clash-protection")) break;
+    pthread_mutex_lock(&k->lock);
+    k->no_clash = true;
+    pthread_mutex_unlock(&k->lock);
   }
   if (code != 0) {
     char head[700];
@@ -994,6 +1025,14 @@ struct hk_job {
   int want, joined, active;
   hk_job *jnext;
   bool listed;
+  /* dv_printf's output (hk_rt_printf), written when the launch has run. */
+  pthread_mutex_t pmu;
+  char *out;         /* the calls' texts, one after the other */
+  size_t out_len, out_cap;
+  size_t out_used;   /* charged against host_printf_buffer */
+  struct hk_rec *recs;
+  size_t nrecs, recs_cap;
+  uint64_t dropped, dropped_bytes;
 };
 
 /* The kernel's view struct by value: 17 int64 (kernel.h's dv_kview). */
@@ -1152,6 +1191,9 @@ void hk_launch_free(hk_job *l) {
   if (!l) return;
   for (size_t i = 0; i < l->nheld; i++) l->k->sv->block_unref(l->held[i]);
   pthread_mutex_destroy(&l->em);
+  pthread_mutex_destroy(&l->pmu);
+  dv__free(l->out);
+  dv__free(l->recs);
   dv__free(l->types);
   dv__free(l->values);
   dv__free(l->vals);
@@ -1188,6 +1230,7 @@ dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch
   size_t na = bl->nargs ? bl->nargs : 1;
   if (l) {
     pthread_mutex_init(&l->em, NULL);
+    pthread_mutex_init(&l->pmu, NULL);
     l->types = dv__calloc(na, sizeof *l->types);
     l->values = dv__calloc(na, sizeof *l->values);
     l->vals = dv__calloc(na, sizeof *l->vals);
@@ -1274,6 +1317,9 @@ typedef struct hk_fib hk_fib;
 typedef struct hk_thr {
   int state; /* hk_tstate */
   int site, line;
+  int op;      /* HK_T_WAVE: the wave operation (dv__wave_*), -1 a wave barrier */
+  unsigned wphase; /* wave operations done: its parity picks the slot of wv */
+  dv_u64 wv[2];    /* the value given to a wave operation (two slots: see hk_rt_wave) */
   hk_fib *fib; /* the fiber it runs on */
 } hk_thr;
 
@@ -1333,6 +1379,7 @@ typedef struct hk_exec {
   volatile sig_atomic_t in_kernel;
   volatile int sig, sig_code;
   void *volatile sig_addr;
+  void *volatile sig_sp; /* the interrupted stack pointer (NULL: unknown here) */
   char fault[700];
 } hk_exec;
 
@@ -1580,6 +1627,123 @@ static void hk_rt_wavebarrier(int site, int line) { hk_wait(hk_cur, HK_T_WAVE, s
 
 static int hk_rt_wave_size(void) { return hk_cur->k->wave; }
 
+static const char *const hk_wave_names[] = {
+    "dv_wave_shuffle_idx", "dv_wave_shuffle_up", "dv_wave_shuffle_down", "dv_wave_shuffle_xor",
+    "dv_wave_any",         "dv_wave_all",        "dv_wave_ballot"};
+#define HK_NWAVE_OPS ((int)(sizeof hk_wave_names / sizeof *hk_wave_names))
+
+/* A wave operation: the caller's lane leaves v in its slot and waits at the
+ * wave barrier `site` (hk_schedule releases the wave when every lane of it
+ * waits there, and reports it divergent otherwise); then it reads the
+ * slots of its wave.  Two slots per thread, used in turn: a lane released
+ * from operation k that reaches operation k + 1 before a slower lane has
+ * read the values of k writes the other slot, and operation k + 2 cannot
+ * begin before every lane has passed k + 1, so a value is never
+ * overwritten before the whole wave read it.  A wave of one lane (the
+ * block's partial last wave, or host_wave_size 1) needs no wait. */
+static dv_u64 hk_rt_wave(int op, dv_u64 v, int arg, int site, int line) {
+  hk_exec *ex = hk_cur;
+  const int W = ex->k->wave, n = ex->n, i = ex->cur;
+  if (op < 0 || op >= HK_NWAVE_OPS)
+    hk_fault(ex, "unknown wave operation %d (%s:%d)", op, ex->m->name, line);
+  const char *name = hk_wave_names[op];
+  if ((op == dv__wave_up || op == dv__wave_down || op == dv__wave_xor) && (arg < 0 || arg >= W))
+    hk_fault(ex, "%s (%s:%d): %s %d is outside [0, %d), the wave size (host_wave_size)", name,
+             ex->m->name, line, op == dv__wave_xor ? "lane mask" : "delta", arg, W);
+  if (op == dv__wave_ballot && W > 64)
+    hk_fault(ex, "dv_wave_ballot (%s:%d): its 64-bit mask cannot hold a wave of %d threads "
+             "(host_wave_size)", ex->m->name, line, W);
+  const int w0 = i - i % W, cnt = (w0 + W < n ? w0 + W : n) - w0, lane = i - w0;
+  hk_thr *t = &ex->thr[i];
+  const unsigned p = t->wphase++ & 1u;
+  t->wv[p] = v;
+  if (cnt > 1) {
+    t->op = op;
+    hk_wait(ex, HK_T_WAVE, site, line);
+    t = &ex->thr[i];
+    t->op = -1;
+  }
+  const hk_thr *w = &ex->thr[w0];
+  int src = lane;
+  switch (op) {
+    case dv__wave_idx: src = ((arg % W) + W) % W; break;
+    case dv__wave_up: src = lane - arg; break;
+    case dv__wave_down: src = lane + arg; break;
+    case dv__wave_xor: src = lane ^ arg; break;
+    case dv__wave_any:
+      for (int j = 0; j < cnt; j++)
+        if (w[j].wv[p]) return 1;
+      return 0;
+    case dv__wave_all:
+      for (int j = 0; j < cnt; j++)
+        if (!w[j].wv[p]) return 0;
+      return 1;
+    default: { /* ballot */
+      dv_u64 bits = 0;
+      for (int j = 0; j < cnt; j++)
+        if (w[j].wv[p]) bits |= (dv_u64)1 << j;
+      return bits;
+    }
+  }
+  return src >= 0 && src < cnt ? w[src].wv[p] : v;
+}
+
+/* One dv_printf call's text in the launch's buffer. */
+typedef struct hk_rec {
+  uint64_t block, seq;
+  size_t off;
+  uint32_t len;
+  int thread;
+} hk_rec;
+#define HK_REC_COST 32 /* bytes of host_printf_buffer each call takes besides its text */
+
+/* *p (of *cap items of `size` bytes) with room for `need` items, doubling
+ * from `first`.  False: no memory (*p is unchanged). */
+static bool hk_grow(void **p, size_t *cap, size_t size, size_t need, size_t first) {
+  if (need <= *cap) return true;
+  size_t nc = *cap ? *cap : first;
+  while (nc < need) nc *= 2;
+  void *np = dv__malloc(nc * size);
+  if (!np) return false;
+  if (*cap) memcpy(np, *p, *cap * size);
+  dv__free(*p);
+  *p = np;
+  *cap = nc;
+  return true;
+}
+
+/* dv_printf: the text goes to the launch's buffer (hk_print_flush writes it). */
+__attribute__((format(printf, 1, 2))) static void hk_rt_printf(const char *fmt, ...) {
+  hk_exec *ex = hk_cur;
+  hk_job *l = ex->l;
+  char small[256];
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  pthread_mutex_lock(&l->pmu);
+  const size_t cap = l->k->printf_cap;
+  bool ok = n >= 0 && l->out_used + (size_t)n + HK_REC_COST <= cap;
+  if (ok) ok = hk_grow((void **)&l->out, &l->out_cap, 1, l->out_len + (size_t)n + 1, 4096);
+  if (ok) ok = hk_grow((void **)&l->recs, &l->recs_cap, sizeof *l->recs, l->nrecs + 1, 64);
+  if (ok) {
+    if ((size_t)n < sizeof small)
+      memcpy(l->out + l->out_len, small, (size_t)n + 1);
+    else
+      vsnprintf(l->out + l->out_len, (size_t)n + 1, fmt, ap2);
+    l->recs[l->nrecs] = (hk_rec){ex->block, l->nrecs, l->out_len, (uint32_t)n, ex->cur};
+    l->nrecs++;
+    l->out_len += (size_t)n;
+    l->out_used += (size_t)n + HK_REC_COST;
+  } else {
+    l->dropped++;
+    if (n > 0) l->dropped_bytes += (uint64_t)n;
+  }
+  pthread_mutex_unlock(&l->pmu);
+  va_end(ap2);
+}
+
 static void hk_rt_fault(const char *what, int line) {
   hk_exec *ex = hk_cur;
   if (line > 0) hk_fault(ex, "%s (%s:%d)", what, ex->m->name, line);
@@ -1587,7 +1751,7 @@ static void hk_rt_fault(const char *what, int line) {
 }
 
 static const dv__host_rt hk_rt = {
-    .version = 1,
+    .version = 2,
     .shared = hk_rt_shared,
     .dyn = hk_rt_dyn,
     .dyn_take = hk_rt_dyn_take,
@@ -1595,6 +1759,8 @@ static const dv__host_rt hk_rt = {
     .wavebarrier = hk_rt_wavebarrier,
     .wave_size = hk_rt_wave_size,
     .fault = hk_rt_fault,
+    .wave = hk_rt_wave,
+    .print = hk_rt_printf,
 };
 
 /* ---- the runner: threads one after the other -------------------------------- */
@@ -1644,7 +1810,7 @@ static void hk_redzone_fault(hk_exec *ex, int s, const char *when) {
 }
 
 typedef struct hk_group {
-  int state, site, line, count, first;
+  int state, site, line, count, first, op;
 } hk_group;
 
 /* Describe why threads [lo, hi) cannot go on. */
@@ -1664,7 +1830,7 @@ static void hk_divergence(hk_exec *ex, int lo, int hi, const char *what) {
         more++;
         continue;
       }
-      g[ng++] = (hk_group){t->state, t->site, t->line, 0, i};
+      g[ng++] = (hk_group){t->state, t->site, t->line, 0, i, t->state == HK_T_WAVE ? t->op : -1};
     }
     g[j].count++;
   }
@@ -1684,9 +1850,14 @@ static void hk_divergence(hk_exec *ex, int lo, int hi, const char *what) {
     bool again = false; /* another barrier on the same line */
     for (int q = 0; q < j; q++)
       if (g[q].line == g[j].line) again = true;
-    HK_ADD("%s%d thread%s wait%s at %s%sbarrier at %s:%d (first: %s)", j ? ", " : "", g[j].count,
+    char kind[48];
+    if (g[j].state == HK_T_WAVE && g[j].op >= 0 && g[j].op < HK_NWAVE_OPS)
+      hk_fmt(kind, sizeof kind, "wave operation %s", hk_wave_names[g[j].op]);
+    else
+      hk_fmt(kind, sizeof kind, "%sbarrier", g[j].state == HK_T_WAVE ? "wave " : "");
+    HK_ADD("%s%d thread%s wait%s at %s%s at %s:%d (first: %s)", j ? ", " : "", g[j].count,
            g[j].count == 1 ? "" : "s", g[j].count == 1 ? "s" : "", again ? "another " : "the ",
-           g[j].state == HK_T_WAVE ? "wave " : "", ex->m->name, g[j].line, who);
+           kind, ex->m->name, g[j].line, who);
   }
   if (more) HK_ADD(", %d more thread%s wait elsewhere", more, more == 1 ? "" : "s");
   if (nexit) {
@@ -1786,12 +1957,15 @@ static int hk_schedule(hk_exec *ex) {
     if (nwave) {
       for (int w0 = 0; w0 < n; w0 += W) {
         int w1 = w0 + W < n ? w0 + W : n;
-        bool has = false;
-        for (int i = w0; i < w1; i++) has |= ex->thr[i].state == HK_T_WAVE;
+        bool has = false, op = false;
+        for (int i = w0; i < w1; i++) {
+          has |= ex->thr[i].state == HK_T_WAVE;
+          op |= ex->thr[i].state == HK_T_WAVE && ex->thr[i].op >= 0;
+        }
         if (!has) continue;
         char what[96];
-        hk_fmt(what, sizeof what, "divergent wave barrier in wave %d (threads %d-%d)", w0 / W,
-                 w0, w1 - 1);
+        hk_fmt(what, sizeof what, "divergent wave %s in wave %d (threads %d-%d)",
+               op ? "operation" : "barrier", w0 / W, w0, w1 - 1);
         hk_divergence(ex, w0, w1, what);
         return 1;
       }
@@ -1805,18 +1979,32 @@ static void hk_signal_text(hk_exec *ex) {
   char where[160], who[64], what[300];
   hk_where(ex, where, sizeof where);
   hk_thread_name(ex, ex->cur, who, sizeof who);
+  /* A stack overflow: the address is in a guard page (kernels are compiled
+   * with -fstack-clash-protection, so a big frame touches the guard below
+   * its stack before anything past it), or the stack pointer itself is
+   * below the running fiber's stack (a compiler without that option: the
+   * frame jumped the guard). */
   uintptr_t a = (uintptr_t)ex->sig_addr, s0 = (uintptr_t)ex->stacks;
-  bool guard = ex->stacks && a >= s0 && a < s0 + ex->map_bytes && (a - s0) % ex->stride < ex->k->page;
+  bool guard =
+      ex->stacks && a >= s0 && a < s0 + ex->map_bytes && (a - s0) % ex->stride < ex->k->page;
+  uintptr_t sp = (uintptr_t)ex->sig_sp;
+  const fb_fiber *rf = ex->rfib ? &ex->rfib->f : NULL;
+  if (sp && rf && rf->stack_lo && sp < (uintptr_t)rf->stack_lo &&
+      (uintptr_t)rf->stack_lo - sp < ((uintptr_t)1 << 40))
+    guard = true;
   switch (ex->sig) {
     case SIGSEGV:
-      if (guard)
-        hk_fmt(what, sizeof what, "stack overflow: the thread used more than its %zu bytes of "
-                 "stack (option host_fiber_stack; local arrays live there)", ex->k->fiber_stack);
-      else
-        hk_fmt(what, sizeof what, "SIGSEGV (invalid memory access) at address %p", ex->sig_addr);
-      break;
     case SIGBUS:
-      hk_fmt(what, sizeof what, "SIGBUS (bus error) at address %p", ex->sig_addr);
+      if (guard) {
+        hk_fmt(what, sizeof what, "stack overflow: the thread needs more than its %zu bytes of "
+                 "stack (option host_fiber_stack; local arrays live there)", ex->k->fiber_stack);
+        break;
+      }
+      if (ex->sig == SIGBUS) {
+        hk_fmt(what, sizeof what, "SIGBUS (bus error) at address %p", ex->sig_addr);
+        break;
+      }
+      hk_fmt(what, sizeof what, "SIGSEGV (invalid memory access) at address %p", ex->sig_addr);
       break;
     case SIGFPE:
       hk_fmt(what, sizeof what, "SIGFPE (%s)",
@@ -1901,7 +2089,10 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   ex->arena_used = l->dyn + HK_REDZONE;
   ex->self = ex->m->self_slot();
   ex->fault[0] = 0;
-  for (int i = 0; i < n; i++) ex->thr[i].state = HK_T_NEW, ex->thr[i].fib = NULL;
+  for (int i = 0; i < n; i++) {
+    hk_thr *t = &ex->thr[i];
+    t->state = HK_T_NEW, t->fib = NULL, t->op = -1, t->wphase = 0;
+  }
   ex->nbar = ex->nwave = 0;
   ex->bar_mixed = false;
   ex->cur = 0;
@@ -1930,6 +2121,18 @@ static struct sigaction hk_sig_old[HK_NSIGS];
 static pthread_mutex_t hk_sig_lock = PTHREAD_MUTEX_INITIALIZER;
 static int hk_sig_users;
 
+/* The stack pointer of the interrupted code, where the platform says. */
+static void *hk_uc_sp(void *uc) {
+#if defined(__linux__) && defined(__x86_64__)
+  return uc ? (void *)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RSP] : NULL;
+#elif defined(__linux__) && defined(__aarch64__)
+  return uc ? (void *)((ucontext_t *)uc)->uc_mcontext.sp : NULL;
+#else
+  (void)uc;
+  return NULL;
+#endif
+}
+
 static void hk_on_signal(int sig, siginfo_t *si, void *uc) {
   hk_exec *ex = hk_cur;
   if (ex && ex->in_kernel) {
@@ -1937,6 +2140,7 @@ static void hk_on_signal(int sig, siginfo_t *si, void *uc) {
     ex->sig = sig;
     ex->sig_code = si ? si->si_code : 0;
     ex->sig_addr = si ? si->si_addr : NULL;
+    ex->sig_sp = hk_uc_sp(uc);
     fb_escape(&ex->rfib->f);
     siglongjmp(ex->jb, 1);
   }
@@ -2126,6 +2330,50 @@ static void hk_guards_end(hk_job *l, bool check) {
   }
 }
 
+static int hk_rec_cmp(const void *a, const void *b) {
+  const hk_rec *x = a, *y = b;
+  if (x->block != y->block) return x->block < y->block ? -1 : 1;
+  if (x->thread != y->thread) return x->thread < y->thread ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* The launch's dv_printf output to stdout: block then thread order, each
+ * line after its thread's coordinates; then what did not fit. */
+static void hk_print_flush(hk_job *l) {
+  if (!l->nrecs && !l->dropped) return;
+  qsort(l->recs, l->nrecs, sizeof *l->recs, hk_rec_cmp);
+  flockfile(stdout);
+  for (size_t r = 0; r < l->nrecs; r++) {
+    const hk_rec *rec = &l->recs[r];
+    unsigned b[3], t[3];
+    hk_coords(rec->block, l->grid, b);
+    hk_coords((uint64_t)rec->thread, l->block, t);
+    const char *p = l->out + rec->off, *e = p + rec->len;
+    while (p < e) {
+      const char *nl = memchr(p, '\n', (size_t)(e - p));
+      size_t len = nl ? (size_t)(nl - p) : (size_t)(e - p);
+      fprintf(stdout, "[block (%u,%u,%u) thread (%u,%u,%u)] ", b[0], b[1], b[2], t[0], t[1], t[2]);
+      fwrite(p, 1, len, stdout);
+      fputc('\n', stdout);
+      p += len + (nl ? 1 : 0);
+    }
+  }
+  if (l->dropped)
+    fprintf(stdout, "[devarray] kernel %s: %llu dv_printf call%s (%llu bytes) dropped: the "
+            "launch's output is limited to %zu bytes, %d per call besides its text (option "
+            "host_printf_buffer)\n", l->kern->name, (unsigned long long)l->dropped,
+            l->dropped == 1 ? "" : "s", (unsigned long long)l->dropped_bytes, l->k->printf_cap,
+            HK_REC_COST);
+  fflush(stdout);
+  funlockfile(stdout);
+  dv__free(l->out);
+  dv__free(l->recs);
+  l->out = NULL;
+  l->recs = NULL;
+  l->out_len = l->out_cap = l->out_used = l->nrecs = l->recs_cap = 0;
+  l->dropped = l->dropped_bytes = 0;
+}
+
 dv_status hk_run(hk_job *l, char *msg, size_t cap) {
   hk_state *k = l->k;
   hk_exec *ex = hk_exec_here(k);
@@ -2171,6 +2419,7 @@ dv_status hk_run(hk_job *l, char *msg, size_t cap) {
     pthread_mutex_unlock(&k->pm);
   }
   hk_guards_end(l, l->kern->m->check);
+  hk_print_flush(l);
   if (l->err) {
     snprintf(msg, cap, "%s", l->msg);
     return l->err;
