@@ -55,7 +55,7 @@ extern "C" {
 #endif
 
 #define DV_VERSION_MAJOR 0 /**< this header's major version (incompatible API changes) */
-#define DV_VERSION_MINOR 1 /**< this header's minor version (compatible additions) */
+#define DV_VERSION_MINOR 2 /**< this header's minor version (compatible additions) */
 #define DV_VERSION_PATCH 0 /**< this header's patch level (fixes) */
 /** The library's version as "MAJOR.MINOR.PATCH" (static string). */
 DV_API const char *dv_version(void);
@@ -1549,9 +1549,10 @@ static inline dv_arg dv__arg_mem(dv_arg_kind k, const dv_array *arr, dv_smart *s
  *    checked;
  *  - a DV_ARRAY parameter reads element i at base + i: a device, mapped or
  *    managed array must be C-contiguous (a strided view is refused: pass it
- *    with DV_ARG_VIEW to a DV_VIEW parameter).  Host arrays and smart arrays
- *    reach the kernel through a dense device copy (below), so any layout of
- *    those is taken;
+ *    with DV_ARG_VIEW to a DV_VIEW parameter).  Host arrays reach the kernel
+ *    through a dense, C-ordered device temporary (below), so any layout of
+ *    those is taken; a smart array's device copy (laid out as its host copy,
+ *    or adopted) must be C-contiguous too;
  *  - the parameters fit the device's parameter space (CUDA before 12.1:
  *    4 KiB; an array takes 16 bytes, a view 152).
  * A kernel caught as used after its module's release (dv_kernel_retain) is
@@ -1559,9 +1560,10 @@ static inline dv_arg dv__arg_mem(dv_arg_kind k, const dv_array *arr, dv_smart *s
  * caller's values may change as soon as this returns.
  *
  * Host arrays (pageable, pinned or registered) are moved for the kernel, as
- * Numba does: each is copied to a temporary device array (dense, laid out as
- * dv_device_array_like would; a DV_VIEW parameter sees its shape and
- * strides) on cfg->stream before the kernel, unless its direction is
+ * Numba does: each is copied to a temporary device array (dense: C-ordered
+ * for a DV_ARRAY parameter, whatever the host array's layout; laid out as
+ * dv_device_array_like would for a DV_VIEW parameter, which sees its shape
+ * and strides) on cfg->stream before the kernel, unless its direction is
  * DV_DIR_OUT, and copied back into the host array after the kernel, unless
  * its direction is DV_DIR_IN.  With DV_DIR_OUT the temporary starts
  * uninitialised and all of it is copied back: the kernel must write every

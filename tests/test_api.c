@@ -25,7 +25,7 @@ static void test_status_table(void **state) {
   assert_int_equal(DV_ERR_DRIVER / 100, 4);
   assert_int_equal(DV_ERR_LIBRARY_LOAD / 100, 5);
   assert_int_equal(DV_ERR_MISUSE / 100, 6);
-  assert_string_equal(dv_version(), "0.1.0");
+  assert_string_equal(dv_version(), "0.2.0");
 }
 
 static void test_options(void **state) {

@@ -54,7 +54,7 @@
 #ifndef DEVARRAY_KERNEL_H
 #define DEVARRAY_KERNEL_H
 
-#define DV_KERNEL_DIALECT_VERSION 1
+#define DV_KERNEL_DIALECT_VERSION 2
 /** Dimensions a DV_VIEW parameter carries (the library refuses more). */
 #define DV_KVIEW_MAXDIMS 8
 

@@ -242,9 +242,15 @@ def _py_scalar(a, pt):
                 raise OverflowError("kernel argument %d for a bool parameter" % a)
         elif pt.kind != "f":
             raise TypeError("kernel argument %d for a %s parameter" % (a, pt))
+        elif abs(a) > np.finfo(pt).max:
+            raise OverflowError("kernel argument %d overflows the parameter's %s" % (a, pt))
         return np.array(a, pt)
     if isinstance(a, numbers.Real) and pt.kind == "f":
-        return np.array(a, pt)
+        with np.errstate(over="ignore"):
+            v = np.array(a, pt)
+        if np.isinf(v) and not np.isinf(a):
+            raise OverflowError("kernel argument %r overflows the parameter's %s" % (a, pt))
+        return v
     raise TypeError("kernel argument %r (%s) for a %s parameter" % (a, type(a).__name__, pt))
 
 

@@ -86,6 +86,8 @@ def test_python_scalars_take_the_parameter_type(mod, no_leak):
         k[1, 4](e, 1.5, 3)  # a float for an integer parameter
     with pytest.raises(OverflowError):
         k[1, 4](e, 1 << 63, 3)
+    with pytest.raises(OverflowError):
+        mod.get("scale")[1, 4](cuda.to_device(np.zeros(4, np.float32)), 1e39, 4)  # float32 max 3.4e38
     with pytest.raises(cuda.ArgumentError) as err:
         k[1, 4](e, np.int32(5), 3)  # a NumPy scalar keeps its dtype: refused, as in C
     assert "takes an int64 scalar" in err.value.detail

@@ -334,6 +334,28 @@ void dv_smart_release(dv_smart *s) {
 
 dv_context *dv__smart_context(const dv_smart *s) { return s->ctx; }
 
+bool dv__smart_device_c_contiguous(dv_smart *s) {
+  pthread_mutex_lock(&s->lock);
+  const dv_array *d = s->copy[DV_WHERE_DEVICE], *o = d ? d : s->copy[DV_WHERE_HOST];
+  int64_t isz = (int64_t)o->dtype->itemsize;
+  /* An existing copy as it is; one to be made is dense (any 1-D one is C). */
+  bool c = (!d && o->ndim <= 1) || dv__layout_is_c(o->ndim, o->shape, o->strides, isz);
+  if (!c && !d && !dv__layout_is_f(o->ndim, o->shape, o->strides, isz)) {
+    /* Neither: the copy made is dense in the host copy's stride order,
+     * which is C's when the extents > 1 have decreasing strides. */
+    c = true;
+    int64_t prev = INT64_MAX;
+    for (int i = 0; i < o->ndim && c; i++) {
+      if (o->shape[i] <= 1) continue;
+      int64_t st = o->strides[i] < 0 ? -o->strides[i] : o->strides[i];
+      c = st < prev;
+      prev = st;
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+  return c;
+}
+
 dv_status dv__smart_reserve(dv_smart *s, dv_stream *stream) {
   pthread_mutex_lock(&s->lock);
   dv_status rc = dv__smart_alloc(s, DV_WHERE_DEVICE, stream);

@@ -15,6 +15,10 @@ dv_status dv__smart_reserve(dv_smart *s, dv_stream *stream);
 /* The device copy of s (reserved before), made current on `stream` first
  * unless `upload` is false (the kernel overwrites it).  *dev is borrowed. */
 dv_status dv__smart_for_launch(dv_smart *s, dv_stream *stream, bool upload, dv_array **dev);
+/* Whether the device copy, or the one a launch would make (laid out as
+ * dv_device_array_like lays out the host copy), is C-contiguous: what a
+ * DV_ARRAY parameter needs (the contract, src/kernel/contract.c). */
+bool dv__smart_device_c_contiguous(dv_smart *s);
 /* A launch that wrote the device copy was queued: the host copy is stale. */
 void dv__smart_device_written(dv_smart *s);
 

@@ -163,6 +163,10 @@ typedef struct dv_klimits {
   size_t max_arg_bytes;              /* the most bytes of kernel parameters a launch may
                                         pass (hidden ones excluded); 0: no limit known */
   int wave_size;                     /* warp / sub-group size; 1 when none */
+  /* Names the backend's compiler predefines for this device, space-separated
+   * (OpenCL: the device's extensions, so the cl_ names are known exactly);
+   * NULL: not known.  Owned by the backend, valid while the context lives. */
+  const char *predefined;
 } dv_klimits;
 
 /* The text of include/devarray/kernel.h and of src/kernel/copy_kernels.dvk,

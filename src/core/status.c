@@ -44,7 +44,7 @@ dv_status dv__error(dv_status s, const char *fmt, ...) {
   return s;
 }
 
-const char *dv_version(void) { return "0.1.0"; }
+const char *dv_version(void) { return "0.2.0"; }
 
 dv_status dv_error_set(dv_status s, const char *message) {
   if (message) return dv__error(s, "%s", message);

@@ -106,6 +106,9 @@ static void dv__takes(char *b, size_t cap, const dv_kparam *p) {
       if (p->type.pointer)
         snprintf(b, cap, "a pointer, which no argument can be: declare arrays as DV_ARRAY(T, %s)",
                  p->name);
+      else if (!t && p->type.uncertain)
+        snprintf(b, cap, "a value of a type defined under a preprocessor condition devarray cannot "
+                 "evaluate (define the condition with dv_program_define)");
       else if (!t)
         snprintf(b, cap, "a value of a type devarray cannot resolve (use a C or dv_* type, or "
                  "#define or typedef it in the program)");
@@ -185,6 +188,11 @@ static void dv__layout(char *b, size_t cap, const dv_array *a) {
 static dv_status dv__check_scalar(const dv_kernel *k, int i, const dv_kparam *p, const dv_arg *a) {
   if (p->type.pointer || p->type.id == DV_TYPE_COUNT) return dv__mismatch(k, i, a, NULL);
   dv_type_id want = p->type.id, have = a->type;
+  if (have == DV_BOOL) { /* a hand-made argument may hold anything in its byte */
+    uint8_t b;
+    memcpy(&b, dv__arg_value(a), 1);
+    if (b > 1) return dv__mismatch(k, i, a, "whose byte is neither 0 nor 1");
+  }
   if (want == have) return DV_OK;
   bool wf = dv__is_float(want), hf = dv__is_float(have);
   if (wf || hf || dv__tsize(want) != dv__tsize(have))
@@ -258,6 +266,11 @@ dv_status dv__check_contract(const dv_kernel *k, size_t nargs, const dv_arg *arg
         const dv_dtype *dt = dv__arg_dtype(a);
         if (!dv__dtype_fits(&p->type, dv_dtype_id(dt)))
           return dv__mismatch(k, i, a, "and no conversion is made on any backend");
+        if (p->kind == DV_PARAM_ARRAY && a->kind == DV_ARG_SMART &&
+            !dv__smart_device_c_contiguous(a->smart))
+          return dv__mismatch(k, i, a, "whose device copy is not C-contiguous (it is laid out as "
+                              "its host copy, or was adopted so): pass it with DV_ARG_SMART_VIEW to a "
+                              "DV_VIEW(T, name) parameter");
         if (p->kind == DV_PARAM_ARRAY && a->kind == DV_ARG_ARRAY) {
           const dv_array *arr = a->array;
           bool copied = arr->alloc->kind == DV_MEM_HOST || arr->alloc->kind == DV_MEM_PINNED;

@@ -477,7 +477,12 @@ dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nar
     if (dv__is_smart_kind(a->kind))
       rc = dv__smart_reserve(a->smart, cfg->stream);
     else if ((a->kind == DV_ARG_ARRAY || a->kind == DV_ARG_VIEW) && dv__copied_kind(a->array))
-      rc = dv_device_array_like(a->array, cfg->stream, &tmp[i]);
+      /* DV_ARRAY reads element i at base + i: a C-ordered temporary, whatever
+       * the host array's layout; DV_VIEW gets the host array's own order. */
+      rc = a->kind == DV_ARG_ARRAY
+               ? dv_device_array(ctx, a->array->ndim, a->array->shape, a->array->dtype, NULL, 'C',
+                                 cfg->stream, &tmp[i])
+               : dv_device_array_like(a->array, cfg->stream, &tmp[i]);
   }
   for (size_t i = 0; i < nargs && !rc; i++) {
     const dv_arg *a = &args[i];

@@ -294,7 +294,7 @@ static dv_status dv__module_new(dv_program *p, dv_bmodule *bm, const dv_klimits 
   int bi = dv__kbackend_index(p->ctx->be->name);
   dv_ksigs sigs;
   dv_status rc = dv__ksig_scan(p->source, p->defines, p->ndefines, bi >= 0 ? p->options[bi] : NULL,
-                               p->ctx->be->name, &sigs);
+                               p->ctx->be->name, lim->predefined, &sigs);
   if (rc) return rc;
   char *program = dv__strdup(p->name);
   dv_module *m = program ? dv__calloc(1, sizeof *m) : NULL;

@@ -16,33 +16,21 @@ typedef struct dv_kname {
   dv_type_id id;
 } dv_kname;
 
-/* Every spelling of a type the dialect's parameters use, qualifiers dropped
- * and words joined by one blank.  `long` is 64 bits on every backend devarray
- * runs on (LP64 hosts, OpenCL, CUDA on 64-bit Linux). */
+/* Type names that are not C's specifiers (those, in any order, are
+ * dv__specifiers'): the dialect's, <stdint.h>'s, OpenCL C's.  `long` is 64
+ * bits on every backend devarray runs on (LP64 hosts, OpenCL, CUDA on
+ * 64-bit Linux). */
 static const dv_kname dv__knames[] = {
-    {"char", DV_INT8}, /* plain char: see dv_ktype.plain_char */
-    {"signed char", DV_INT8}, {"int8_t", DV_INT8}, {"dv_i8", DV_INT8},
-    {"unsigned char", DV_UINT8}, {"uchar", DV_UINT8}, {"uint8_t", DV_UINT8}, {"dv_u8", DV_UINT8},
-    {"_Bool", DV_BOOL}, {"bool", DV_BOOL},
-    {"short", DV_INT16}, {"short int", DV_INT16}, {"signed short", DV_INT16},
-    {"signed short int", DV_INT16}, {"int16_t", DV_INT16}, {"dv_i16", DV_INT16},
-    {"unsigned short", DV_UINT16}, {"unsigned short int", DV_UINT16}, {"ushort", DV_UINT16},
-    {"uint16_t", DV_UINT16}, {"dv_u16", DV_UINT16},
-    {"int", DV_INT32}, {"signed", DV_INT32}, {"signed int", DV_INT32}, {"int32_t", DV_INT32},
-    {"dv_i32", DV_INT32},
-    {"unsigned", DV_UINT32}, {"unsigned int", DV_UINT32}, {"uint", DV_UINT32},
-    {"uint32_t", DV_UINT32}, {"dv_u32", DV_UINT32},
-    {"long", DV_INT64}, {"long int", DV_INT64}, {"signed long", DV_INT64},
-    {"signed long int", DV_INT64}, {"long long", DV_INT64}, {"long long int", DV_INT64},
-    {"signed long long", DV_INT64}, {"signed long long int", DV_INT64}, {"int64_t", DV_INT64},
-    {"dv_i64", DV_INT64}, {"ptrdiff_t", DV_INT64}, {"intptr_t", DV_INT64},
-    {"unsigned long", DV_UINT64}, {"unsigned long int", DV_UINT64}, {"ulong", DV_UINT64},
-    {"unsigned long long", DV_UINT64}, {"unsigned long long int", DV_UINT64},
-    {"uint64_t", DV_UINT64}, {"dv_u64", DV_UINT64}, {"size_t", DV_UINT64},
-    {"uintptr_t", DV_UINT64},
-    {"half", DV_FLOAT16}, {"dv_f16", DV_FLOAT16},
-    {"float", DV_FLOAT32}, {"dv_f32", DV_FLOAT32},
-    {"double", DV_FLOAT64}, {"dv_f64", DV_FLOAT64},
+    {"int8_t", DV_INT8},     {"dv_i8", DV_INT8},       {"uchar", DV_UINT8},
+    {"uint8_t", DV_UINT8},   {"dv_u8", DV_UINT8},      {"int16_t", DV_INT16},
+    {"dv_i16", DV_INT16},    {"ushort", DV_UINT16},    {"uint16_t", DV_UINT16},
+    {"dv_u16", DV_UINT16},   {"int32_t", DV_INT32},    {"dv_i32", DV_INT32},
+    {"uint", DV_UINT32},     {"uint32_t", DV_UINT32},  {"dv_u32", DV_UINT32},
+    {"int64_t", DV_INT64},   {"dv_i64", DV_INT64},     {"ptrdiff_t", DV_INT64},
+    {"intptr_t", DV_INT64},  {"ulong", DV_UINT64},     {"uint64_t", DV_UINT64},
+    {"dv_u64", DV_UINT64},   {"size_t", DV_UINT64},    {"uintptr_t", DV_UINT64},
+    {"half", DV_FLOAT16},    {"dv_f16", DV_FLOAT16},   {"dv_f32", DV_FLOAT32},
+    {"dv_f64", DV_FLOAT64},
 };
 
 const char *dv__ktype_text(dv_type_id id) {
@@ -75,6 +63,7 @@ typedef struct dv_kalias {
   char *name;
   char *text; /* NULL: defined, with no usable text (function-like, or #undef'd: see gone) */
   bool gone;  /* #undef */
+  bool uncertain; /* set (or undefined) under a condition the reader cannot evaluate */
 } dv_kalias;
 
 /* A function-like macro whose body declares kernels:
@@ -97,20 +86,47 @@ typedef struct dv_kscan {
   int depth, overflow;
   dv_kalias *al;
   size_t nal, capal;
+  uint32_t *tab; /* open addressing over al: index + 1, 0 empty; tabcap a power of two */
+  size_t tabcap;
   const char *backend;
+  const char *predefined; /* names the backend's compiler defines here (space-separated) */
   dv_ksigs out;
   size_t capout;
   bool oom;
+  uint32_t *ktab; /* open addressing over out.v: index + 1 */
+  size_t ktabcap;
   dv_kmacro *km;
   size_t nkm, capkm;
   int expanding;  /* depth of macro expansion being scanned (at most 4) */
   int fixed_line; /* within an expansion: the invocation's line */
 } dv_kscan;
 
+static bool dv__is_word(const char *s, size_t len, const char *word) {
+  return strlen(word) == len && memcmp(s, word, len) == 0;
+}
+
+static uint32_t dv__khash(const char *s, size_t n) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+  return h;
+}
+
 static dv_kalias *dv__alias_find(dv_kscan *sc, const char *name, size_t len) {
-  for (size_t i = sc->nal; i-- > 0;)
-    if (strlen(sc->al[i].name) == len && memcmp(sc->al[i].name, name, len) == 0) return &sc->al[i];
-  return NULL;
+  if (!sc->tabcap) return NULL;
+  for (size_t h = dv__khash(name, len) & (sc->tabcap - 1);; h = (h + 1) & (sc->tabcap - 1)) {
+    uint32_t k = sc->tab[h];
+    if (!k) return NULL;
+    dv_kalias *a = &sc->al[k - 1];
+    if (strncmp(a->name, name, len) == 0 && a->name[len] == 0) return a;
+  }
+}
+
+/* Put al[idx] in the table (which has room). */
+static void dv__tab_put(dv_kscan *sc, size_t idx) {
+  const char *nm = sc->al[idx].name;
+  size_t h = dv__khash(nm, strlen(nm)) & (sc->tabcap - 1);
+  while (sc->tab[h]) h = (h + 1) & (sc->tabcap - 1);
+  sc->tab[h] = (uint32_t)(idx + 1);
 }
 
 /* A bigger copy of p (old bytes kept); p is freed only on success. */
@@ -128,8 +144,14 @@ static char *dv__strndup(const char *s, size_t n) {
   return d;
 }
 
+static int dv__active(const dv_kscan *sc);
+
+/* NAME means `text` from here on (has_text false: defined, with no text a
+ * type can come from).  Set where the reader cannot tell whether this line
+ * is compiled, the alias is uncertain: what resolves through it is unknown. */
 static void dv__alias_set(dv_kscan *sc, const char *name, size_t len, const char *text, size_t tlen,
                           bool has_text) {
+  bool uncertain = dv__active(sc) < 0;
   dv_kalias *a = dv__alias_find(sc, name, len);
   char *t = NULL;
   if (has_text) {
@@ -144,17 +166,23 @@ static void dv__alias_set(dv_kscan *sc, const char *name, size_t len, const char
     dv__free(a->text);
     a->text = t;
     a->gone = false;
+    a->uncertain = uncertain;
     return;
   }
   if (sc->nal == sc->capal) {
     size_t cap = sc->capal ? 2 * sc->capal : 16;
     dv_kalias *na = dv__kgrow(sc->al, sc->nal * sizeof *na, cap * sizeof *na);
-    if (!na) {
+    uint32_t *nt = na ? dv__calloc(2 * cap, sizeof *nt) : NULL;
+    if (!nt) {
+      if (na) sc->al = na, sc->capal = cap; /* kept: al grew, the old table still fits */
       dv__free(t);
       sc->oom = true;
       return;
     }
     sc->al = na, sc->capal = cap;
+    dv__free(sc->tab);
+    sc->tab = nt, sc->tabcap = 2 * cap;
+    for (size_t i = 0; i < sc->nal; i++) dv__tab_put(sc, i);
   }
   char *nm = dv__strndup(name, len);
   if (!nm) {
@@ -162,7 +190,8 @@ static void dv__alias_set(dv_kscan *sc, const char *name, size_t len, const char
     sc->oom = true;
     return;
   }
-  sc->al[sc->nal++] = (dv_kalias){nm, t, false};
+  sc->al[sc->nal] = (dv_kalias){nm, t, false, uncertain};
+  dv__tab_put(sc, sc->nal++);
 }
 
 /* ---- three-valued conditions ------------------------------------------------------- */
@@ -171,26 +200,51 @@ static int dv__and3(int a, int b) { return a == 0 || b == 0 ? 0 : a == 1 && b ==
 static int dv__or3(int a, int b) { return a == 1 || b == 1 ? 1 : a == 0 && b == 0 ? 0 : -1; }
 static int dv__not3(int a) { return a < 0 ? -1 : !a; }
 
+/* Whether `name` is one of the space-separated words of `list`. */
+static bool dv__in_list(const char *list, const char *name, size_t len) {
+  for (const char *p = list; p && *p;) {
+    while (*p == ' ') p++;
+    const char *w = p;
+    while (*p && *p != ' ') p++;
+    if ((size_t)(p - w) == len && memcmp(w, name, len) == 0) return true;
+  }
+  return false;
+}
+
 /* defined(name): 1, 0, or -1 where the compiler or the dialect may define
- * it and the reader cannot know. */
+ * it and the reader cannot know.  The backend says what its compiler
+ * predefines for this device (OpenCL: the device's extensions); the names
+ * that tell the backends apart are known on each. */
 static int dv__defined(dv_kscan *sc, const char *name, size_t len) {
   dv_kalias *a = dv__alias_find(sc, name, len);
-  if (a) return a->gone ? 0 : 1;
+  if (a) return a->uncertain ? -1 : a->gone ? 0 : 1;
+  if (dv__in_list(sc->predefined, name, len)) return 1;
+  bool cl = strcmp(sc->backend, "opencl") == 0, cuda = strcmp(sc->backend, "cuda") == 0;
   if (len > 11 && memcmp(name, "DV_BACKEND_", 11) == 0) {
     char up[16] = "";
     size_t bl = strlen(sc->backend);
     for (size_t i = 0; i < bl && i < sizeof up - 1; i++) up[i] = (char)toupper((unsigned char)sc->backend[i]);
     return len - 11 == bl && memcmp(name + 11, up, bl) == 0;
   }
+  static const char *const cl_names[] = {"__OPENCL_VERSION__", "__OPENCL_C_VERSION__", "CL_VERSION_1_2"};
+  static const char *const cuda_names[] = {"__CUDACC__", "__CUDACC_RTC__", "__CUDA_ARCH__"};
+  for (size_t i = 0; i < 3; i++) {
+    if (dv__is_word(name, len, cl_names[i])) return cl ? 1 : 0;
+    if (dv__is_word(name, len, cuda_names[i])) return cuda ? 1 : 0;
+  }
+  /* Extension macros: on OpenCL the device's list (predefined) is complete. */
+  if (len > 3 && memcmp(name, "cl_", 3) == 0) return cl && !sc->predefined ? -1 : 0;
   if ((len >= 2 && name[0] == '_' && (name[1] == '_' || isupper((unsigned char)name[1]))) ||
-      (len > 3 && (memcmp(name, "cl_", 3) == 0 || memcmp(name, "CL_", 3) == 0 ||
-                   memcmp(name, "DV_", 3) == 0)))
+      (len > 3 && (memcmp(name, "CL_", 3) == 0 || memcmp(name, "DV_", 3) == 0)))
     return -1;
   return 0;
 }
 
 /* #if / #elif expressions: literals and (!)defined(X); anything else is unknown. */
-static int dv__eval(dv_kscan *sc, const char *e, size_t len) {
+static int dv__eval(dv_kscan *sc, const char *e, size_t len);
+
+/* One term: [!]* (number | NAME | defined NAME | defined(NAME) | (expression)). */
+static int dv__eval_term(dv_kscan *sc, const char *e, size_t len) {
   size_t i = 0;
   while (i < len && isspace((unsigned char)e[i])) i++;
   while (len > i && isspace((unsigned char)e[len - 1])) len--;
@@ -200,10 +254,33 @@ static int dv__eval(dv_kscan *sc, const char *e, size_t len) {
     while (i < len && isspace((unsigned char)e[i])) i++;
   }
   int v = -1;
-  if (i < len && isdigit((unsigned char)e[i])) {
+  if (i < len && e[i] == '(' && e[len - 1] == ')') {
+    int d = 0;
+    size_t j = i;
+    for (; j < len; j++) {
+      if (e[j] == '(') d++;
+      if (e[j] == ')' && --d == 0) break;
+    }
+    if (j == len - 1) v = dv__eval(sc, e + i + 1, len - i - 2);
+  } else if (i < len && isdigit((unsigned char)e[i])) {
     size_t j = i;
     while (j < len && isdigit((unsigned char)e[j])) j++;
     if (j == len) v = strtol(e + i, NULL, 10) != 0;
+  } else if (i < len && dv__ident_start(e[i]) &&
+             !(len - i > 7 && memcmp(e + i, "defined", 7) == 0 && !dv__ident_char(e[i + 7]))) {
+    /* `#if NAME`: a define's integer value; an undefined name is 0, as in C. */
+    size_t ns = i;
+    while (i < len && dv__ident_char(e[i])) i++;
+    if (i == len) {
+      dv_kalias *a = dv__alias_find(sc, e + ns, i - ns);
+      if (a && !a->uncertain && !a->gone && a->text) {
+        char *end = NULL;
+        long long x = strtoll(a->text, &end, 0);
+        v = end && end != a->text && *end == 0 ? x != 0 : -1;
+      } else {
+        v = a && !a->uncertain && a->gone ? 0 : dv__defined(sc, e + ns, i - ns) == 0 ? 0 : -1;
+      }
+    }
   } else if (len - i > 7 && memcmp(e + i, "defined", 7) == 0 && !dv__ident_char(e[i + 7])) {
     i += 7;
     while (i < len && isspace((unsigned char)e[i])) i++;
@@ -221,13 +298,47 @@ static int dv__eval(dv_kscan *sc, const char *e, size_t len) {
   return neg ? dv__not3(v) : v;
 }
 
-static int dv__active(const dv_kscan *sc) {
+/* The top-level `op` ("||" or "&&") in e, or len. */
+static size_t dv__find_op(const char *e, size_t len, const char *op) {
+  int d = 0;
+  for (size_t i = 0; i + 1 < len; i++) {
+    if (e[i] == '(') d++;
+    if (e[i] == ')') d--;
+    if (d == 0 && e[i] == op[0] && e[i + 1] == op[1]) return i;
+  }
+  return len;
+}
+
+/* #if and #elif expressions: terms joined by || and && (three-valued: a
+ * known 0 or 1 wins over an unknown where C's logic allows); anything else
+ * is unknown. */
+static int dv__eval(dv_kscan *sc, const char *e, size_t len) {
+  size_t o = dv__find_op(e, len, "||");
+  if (o < len) return dv__or3(dv__eval(sc, e, o), dv__eval(sc, e + o + 2, len - o - 2));
+  size_t a = dv__find_op(e, len, "&&");
+  if (a < len) return dv__and3(dv__eval(sc, e, a), dv__eval(sc, e + a + 2, len - a - 2));
+  return dv__eval_term(sc, e, len);
+}
+
+/* Whether the text here is compiled, as far as the levels from `from` on say. */
+static int dv__active_from(const dv_kscan *sc, int from) {
   int a = 1;
-  for (int d = 0; d < sc->depth && d < 64; d++) a = dv__and3(a, sc->cur[d]);
+  for (int d = from; d < sc->depth && d < 64; d++) a = dv__and3(a, sc->cur[d]);
   return sc->overflow ? dv__and3(a, -1) : a;
 }
 
+static int dv__active(const dv_kscan *sc) { return dv__active_from(sc, 0); }
+
 /* ---- lexing ---------------------------------------------------------------------- */
+
+/* Skip a comment or a literal at sc->i; returns whether it did. */
+/* The length of a backslash-newline at s[i] (LF or CRLF), 0 if none. */
+static size_t dv__continuation(const char *s, size_t i, size_t n) {
+  if (s[i] != '\\') return 0;
+  if (i + 1 < n && s[i + 1] == '\n') return 2;
+  if (i + 2 < n && s[i + 1] == '\r' && s[i + 2] == '\n') return 3;
+  return 0;
+}
 
 /* Skip a comment or a literal at sc->i; returns whether it did. */
 static bool dv__skip_noncode(dv_kscan *sc) {
@@ -235,8 +346,9 @@ static bool dv__skip_noncode(dv_kscan *sc) {
   size_t i = sc->i;
   if (s[i] == '/' && i + 1 < sc->n && s[i + 1] == '/') {
     while (i < sc->n && s[i] != '\n') {
-      if (s[i] == '\\' && i + 1 < sc->n && s[i + 1] == '\n') sc->line++, i++;
-      i++;
+      size_t k = dv__continuation(s, i, sc->n);
+      if (k) sc->line++;
+      i += k ? k : 1;
     }
   } else if (s[i] == '/' && i + 1 < sc->n && s[i + 1] == '*') {
     i += 2;
@@ -257,31 +369,37 @@ static bool dv__skip_noncode(dv_kscan *sc) {
 }
 
 /* The text from sc->i to the end of the logical line (backslash-newlines
- * joined), comments replaced by a blank; dv__malloc'd. */
+ * joined, CRLF too), comments replaced by a blank, literals kept as they
+ * are; dv__malloc'd. */
 static char *dv__directive_text(dv_kscan *sc) {
-  size_t start = sc->i, cap = 64, len = 0;
+  size_t cap = 64, len = 0;
   char *t = dv__malloc(cap);
   if (!t) return sc->oom = true, NULL;
   while (sc->i < sc->n && sc->s[sc->i] != '\n') {
+    size_t from = sc->i, k = dv__continuation(sc->s, sc->i, sc->n);
+    const char *piece = " ";
+    size_t plen = 1;
     char c = sc->s[sc->i];
-    if (c == '\\' && sc->i + 1 < sc->n && sc->s[sc->i + 1] == '\n') {
-      sc->i += 2, sc->line++;
-      c = ' ';
-    } else if ((c == '/' && sc->i + 1 < sc->n && (sc->s[sc->i + 1] == '*' || sc->s[sc->i + 1] == '/'))) {
+    if (k) {
+      sc->i += k, sc->line++;
+    } else if (c == '/' && sc->i + 1 < sc->n && (sc->s[sc->i + 1] == '*' || sc->s[sc->i + 1] == '/')) {
       dv__skip_noncode(sc);
-      c = ' ';
+    } else if (c == '"' || c == '\'') {
+      dv__skip_noncode(sc);
+      piece = sc->s + from, plen = sc->i - from;
     } else {
       sc->i++;
+      piece = sc->s + from;
+      if (c == '\r') piece = " ";
     }
-    if (len + 2 > cap) {
+    while (len + plen + 1 > cap) {
       char *t2 = dv__kgrow(t, len, 2 * cap);
-      cap *= 2;
       if (!t2) return dv__free(t), sc->oom = true, NULL;
-      t = t2;
+      t = t2, cap *= 2;
     }
-    t[len++] = c;
+    memcpy(t + len, piece, plen);
+    len += plen;
   }
-  (void)start;
   t[len] = 0;
   return t;
 }
@@ -402,10 +520,6 @@ static void dv__directive(dv_kscan *sc) {
 
 /* ---- parameter lists ----------------------------------------------------------------- */
 
-static bool dv__is_word(const char *s, size_t len, const char *word) {
-  return strlen(word) == len && memcmp(s, word, len) == 0;
-}
-
 static bool dv__qualifier(const char *s, size_t len, bool *is_const) {
   static const char *const q[] = {"volatile", "restrict", "__restrict", "__restrict__",
                                   "DV_RESTRICT", "register", "DV_GLOBAL_MEM", "DV_CONSTANT_MEM",
@@ -417,6 +531,42 @@ static bool dv__qualifier(const char *s, size_t len, bool *is_const) {
 }
 
 /* Resolve the type text `t` (len bytes): qualifiers dropped, aliases followed. */
+/* The type the C specifiers make, in any order ("long unsigned int",
+ * "char unsigned"), or DV_TYPE_COUNT when a word is not a specifier. */
+static dv_type_id dv__specifiers(const char *norm, bool *plain_char) {
+  int sgn = 0, uns = 0, shrt = 0, lng = 0, chr = 0, in = 0, flt = 0, dbl = 0, bl = 0, words = 0;
+  for (const char *p = norm; *p;) {
+    const char *w = p;
+    while (*p && *p != ' ') p++;
+    size_t n = (size_t)(p - w);
+    if (*p) p++;
+    words++;
+    if (dv__is_word(w, n, "signed")) sgn++;
+    else if (dv__is_word(w, n, "unsigned")) uns++;
+    else if (dv__is_word(w, n, "short")) shrt++;
+    else if (dv__is_word(w, n, "long")) lng++;
+    else if (dv__is_word(w, n, "char")) chr++;
+    else if (dv__is_word(w, n, "int")) in++;
+    else if (dv__is_word(w, n, "float")) flt++;
+    else if (dv__is_word(w, n, "double")) dbl++;
+    else if (dv__is_word(w, n, "_Bool") || dv__is_word(w, n, "bool")) bl++;
+    else return DV_TYPE_COUNT;
+  }
+  if (!words || sgn + uns > 1 || in > 1 || shrt > 1 || lng > 2 || (shrt && lng)) return DV_TYPE_COUNT;
+  if (flt || dbl || bl || chr) {
+    if (words != 1 + (chr ? sgn + uns : 0)) return DV_TYPE_COUNT; /* "long double", "int char" ... */
+    if (flt) return DV_FLOAT32;
+    if (dbl) return DV_FLOAT64;
+    if (bl) return DV_BOOL;
+    *plain_char = !sgn && !uns;
+    return uns ? DV_UINT8 : DV_INT8;
+  }
+  if (shrt) return uns ? DV_UINT16 : DV_INT16;
+  if (lng) return uns ? DV_UINT64 : DV_INT64;
+  return uns ? DV_UINT32 : DV_INT32;
+}
+
+/* Resolve the type text `t` (len bytes): qualifiers dropped, aliases followed. */
 static void dv__resolve(dv_kscan *sc, const char *t, size_t len, dv_ktype *out, bool *is_const,
                         int depth) {
   out->id = DV_TYPE_COUNT;
@@ -424,9 +574,11 @@ static void dv__resolve(dv_kscan *sc, const char *t, size_t len, dv_ktype *out, 
   size_t nn = 0, nwords = 0, i = 0;
   const char *last = NULL;
   size_t lastlen = 0;
+  bool other = false; /* a '(' or another sign: a macro with arguments, a function type */
   while (i < len) {
-    if (t[i] == '*' || t[i] == '[' || t[i] == '(') out->pointer = true;
+    if (t[i] == '*' || t[i] == '[') out->pointer = true;
     if (!dv__ident_start(t[i])) {
+      if (t[i] == '(' || t[i] == ')') other = true;
       i++;
       continue;
     }
@@ -442,17 +594,29 @@ static void dv__resolve(dv_kscan *sc, const char *t, size_t len, dv_ktype *out, 
     last = t + ws, lastlen = wl;
   }
   norm[nn] = 0;
+  if (other && !out->pointer) return;
   if (nwords == 1 && sc && depth < 8) {
     dv_kalias *a = dv__alias_find(sc, last, lastlen);
+    if (a && a->uncertain) {
+      out->uncertain = true; /* defined under a condition the reader cannot evaluate */
+      return;
+    }
     if (a && !a->gone && a->text) {
       dv__resolve(sc, a->text, strlen(a->text), out, is_const, depth + 1);
       return;
     }
   }
+  bool plain = false;
+  dv_type_id id = dv__specifiers(norm, &plain);
+  if (id != DV_TYPE_COUNT) {
+    out->id = id;
+    out->plain_char = plain;
+    return;
+  }
   for (size_t k = 0; k < sizeof dv__knames / sizeof *dv__knames; k++)
     if (strcmp(norm, dv__knames[k].name) == 0) {
       out->id = dv__knames[k].id;
-      out->plain_char = strcmp(norm, "char") == 0;
+      out->plain_char = false;
       return;
     }
 }
@@ -560,8 +724,7 @@ static bool dv__params_equal(const dv_ksig *a, const dv_ksig *b) {
   if (a->nparams != b->nparams) return false;
   for (int i = 0; i < a->nparams; i++) {
     const dv_kparam *p = &a->params[i], *q = &b->params[i];
-    if (p->kind != q->kind || p->type.id != q->type.id || p->type.pointer != q->type.pointer ||
-        strcmp(p->name, q->name) != 0)
+    if (p->kind != q->kind || p->type.id != q->type.id || p->type.pointer != q->type.pointer)
       return false;
   }
   return true;
@@ -575,38 +738,111 @@ void dv__ksig_clear(dv_ksig *s) {
 }
 
 /* Record DV_KERNEL( ... ) whose '(' is at sc->i. */
+/* The signature of `kernel`, or -1. */
+static long dv__kfind(const dv_kscan *sc, const char *kernel) {
+  if (!sc->ktabcap) return -1;
+  for (size_t h = dv__khash(kernel, strlen(kernel)) & (sc->ktabcap - 1);; h = (h + 1) & (sc->ktabcap - 1)) {
+    uint32_t k = sc->ktab[h];
+    if (!k) return -1;
+    if (strcmp(sc->out.v[k - 1].kernel, kernel) == 0) return (long)k - 1;
+  }
+}
+
+/* Append sig to the output (and its name to the table); false when out of memory. */
+static bool dv__kadd(dv_kscan *sc, dv_ksig *sig) {
+  if (sc->out.n == sc->capout) {
+    size_t cap = sc->capout ? 2 * sc->capout : 8;
+    dv_ksig *nv = dv__kgrow(sc->out.v, sc->out.n * sizeof *nv, cap * sizeof *nv);
+    uint32_t *nt = nv ? dv__calloc(2 * cap, sizeof *nt) : NULL;
+    if (!nt) {
+      if (nv) sc->out.v = nv, sc->capout = cap;
+      return false;
+    }
+    sc->out.v = nv, sc->capout = cap;
+    dv__free(sc->ktab);
+    sc->ktab = nt, sc->ktabcap = 2 * cap;
+    for (size_t i = 0; i < sc->out.n; i++) {
+      const char *kn = sc->out.v[i].kernel;
+      size_t h = dv__khash(kn, strlen(kn)) & (sc->ktabcap - 1);
+      while (sc->ktab[h]) h = (h + 1) & (sc->ktabcap - 1);
+      sc->ktab[h] = (uint32_t)(i + 1);
+    }
+  }
+  size_t h = dv__khash(sig->kernel, strlen(sig->kernel)) & (sc->ktabcap - 1);
+  while (sc->ktab[h]) h = (h + 1) & (sc->ktabcap - 1);
+  sc->out.v[sc->out.n] = *sig;
+  sc->ktab[h] = (uint32_t)(++sc->out.n);
+  return true;
+}
+
+/* Record DV_KERNEL( ... ) whose '(' is at sc->i.  Directives inside the
+ * list are followed (text in a branch not compiled is dropped; text in one
+ * the reader cannot evaluate makes the declaration ambiguous). */
 static void dv__kernel_decl(dv_kscan *sc, int line) {
   const char *s = sc->s;
-  size_t open = sc->i, i = sc->i + 1;
+  size_t open = sc->i;
   int depth = 1;
-  /* The list, with comments and literals blanked. */
-  char *text = dv__malloc(sc->n - open + 1);
+  bool uncertain = false, line_start = false;
+  /* The list, with comments blanked and literals kept (grown as it goes). */
+  size_t tcap = 256, tl = 0;
+  char *text = dv__malloc(tcap);
   if (!text) {
     sc->oom = true;
     return;
   }
-  size_t tl = 0;
-  sc->i = i;
-  while (sc->i < sc->n && depth > 0) {
-    size_t before = sc->i;
+  int depth0 = sc->depth; /* conditions opened inside the list count for it */
+  sc->i = open + 1;
+  while (sc->i < sc->n && depth > 0 && !sc->oom) {
+    char c = s[sc->i];
+    /* Room for what this step may add: a literal up to the end of its line. */
+    size_t need = tl + 2;
+    if (c == '"' || c == '\'') {
+      const char *nl = memchr(s + sc->i, '\n', sc->n - sc->i);
+      need += nl ? (size_t)(nl - (s + sc->i)) + 1 : sc->n - sc->i;
+    }
+    if (need > tcap) {
+      size_t ncap = tcap;
+      while (ncap < need) ncap *= 2;
+      char *t2 = dv__kgrow(text, tl, ncap);
+      if (!t2) {
+        sc->oom = true;
+        break;
+      }
+      text = t2, tcap = ncap;
+    }
+    if (c == '#' && line_start && !sc->expanding) {
+      dv__directive(sc);
+      continue;
+    }
+    size_t before = sc->i, k = dv__continuation(s, sc->i, sc->n);
+    if (k) {
+      sc->i += k, sc->line++;
+      continue;
+    }
+    int act = dv__active(sc);
     if (dv__skip_noncode(sc)) {
-      if (s[before] == '"' || s[before] == '\'') {
-        memcpy(text + tl, s + before, sc->i - before);
-        tl += sc->i - before;
-      } else {
-        text[tl++] = ' ';
+      bool lit = s[before] == '"' || s[before] == '\'';
+      if (act != 0) {
+        if (lit) memcpy(text + tl, s + before, sc->i - before), tl += sc->i - before;
+        else text[tl++] = ' ';
       }
       continue;
     }
-    char c = s[sc->i++];
-    if (c == '\n') sc->line++;
+    sc->i++;
+    if (c == '\n') {
+      sc->line++, line_start = true;
+    } else if (!isspace((unsigned char)c)) {
+      line_start = false;
+    }
+    if (act == 0) continue;
+    if (dv__active_from(sc, depth0) < 0 && !isspace((unsigned char)c)) uncertain = true;
     if (c == '(') depth++;
     if (c == ')' && --depth == 0) break;
     text[tl++] = c;
   }
   text[tl] = 0;
   int active = dv__active(sc);
-  if (depth != 0 || active == 0) {
+  if (depth != 0 || active == 0 || sc->oom) {
     dv__free(text);
     return;
   }
@@ -621,6 +857,7 @@ static void dv__kernel_decl(dv_kscan *sc, int line) {
   dv_ksig sig = {0};
   sig.kernel = dv__strndup(na, (size_t)(nb - na));
   sig.line = line;
+  sig.ambiguous = uncertain;
   if (!sig.kernel || dv__parse_params(sc, ne < te ? ne + 1 : te, te, &sig)) {
     dv__ksig_clear(&sig);
     dv__free(text);
@@ -628,23 +865,18 @@ static void dv__kernel_decl(dv_kscan *sc, int line) {
     return;
   }
   dv__free(text);
-  for (size_t k = 0; k < sc->out.n; k++)
-    if (strcmp(sc->out.v[k].kernel, sig.kernel) == 0) {
-      if (!dv__params_equal(&sc->out.v[k], &sig)) sc->out.v[k].ambiguous = true;
-      dv__ksig_clear(&sig);
-      return;
-    }
-  if (sc->out.n == sc->capout) {
-    size_t cap = sc->capout ? 2 * sc->capout : 8;
-    dv_ksig *nv = dv__kgrow(sc->out.v, sc->out.n * sizeof *nv, cap * sizeof *nv);
-    if (!nv) {
-      dv__ksig_clear(&sig);
-      sc->oom = true;
-      return;
-    }
-    sc->out.v = nv, sc->capout = cap;
+  long prev = dv__kfind(sc, sig.kernel);
+  if (prev >= 0) {
+    /* A prototype and its definition agree in kinds and types (names may
+     * differ); two that do not can only be under conditions not both compiled. */
+    if (!dv__params_equal(&sc->out.v[prev], &sig) || sig.ambiguous) sc->out.v[prev].ambiguous = true;
+    dv__ksig_clear(&sig);
+    return;
   }
-  sc->out.v[sc->out.n++] = sig;
+  if (!dv__kadd(sc, &sig)) {
+    dv__ksig_clear(&sig);
+    sc->oom = true;
+  }
 }
 
 /* typedef ... NAME; at sc->i (just after the word). */
@@ -754,8 +986,14 @@ static const dv_kmacro *dv__kmacro_find(const dv_kscan *sc, const char *name, si
  * invocations of kernel macros. */
 static void dv__scan_code(dv_kscan *sc) {
   bool line_start = true;
+  int braces = 0; /* kernels and typedefs are read at file scope only */
   while (sc->i < sc->n && !sc->oom) {
     char c = sc->s[sc->i];
+    size_t k = dv__continuation(sc->s, sc->i, sc->n);
+    if (k) {
+      sc->i += k, sc->line++;
+      continue;
+    }
     if (c == '\n') {
       sc->line++, sc->i++, line_start = true;
       continue;
@@ -768,16 +1006,28 @@ static void dv__scan_code(dv_kscan *sc) {
       dv__directive(sc);
       continue;
     }
+    bool lit = c == '"' || c == '\'';
+    if (dv__skip_noncode(sc)) { /* a comment leaves `#` the first token of its line */
+      if (lit) line_start = false;
+      continue;
+    }
     line_start = false;
-    if (dv__skip_noncode(sc)) continue;
+    if (dv__active(sc) == 0) { /* not compiled: only directives matter */
+      sc->i++;
+      continue;
+    }
+    if (c == '{' || c == '}') {
+      braces += c == '{' ? 1 : braces > 0 ? -1 : 0;
+      sc->i++;
+      continue;
+    }
     if (dv__ident_start(c)) {
       size_t ws = sc->i;
       while (sc->i < sc->n && dv__ident_char(sc->s[sc->i])) sc->i++;
       size_t wl = sc->i - ws;
+      if (braces) continue;
       bool kernel = dv__is_word(sc->s + ws, wl, "DV_KERNEL");
-      const dv_kmacro *m = !kernel && sc->expanding < 4 && dv__active(sc) != 0
-                               ? dv__kmacro_find(sc, sc->s + ws, wl)
-                               : NULL;
+      const dv_kmacro *m = !kernel && sc->expanding < 4 ? dv__kmacro_find(sc, sc->s + ws, wl) : NULL;
       if (kernel || m || dv__is_word(sc->s + ws, wl, "typedef")) {
         int line = sc->fixed_line ? sc->fixed_line : sc->line;
         size_t j = sc->i;
@@ -798,7 +1048,8 @@ static void dv__scan_code(dv_kscan *sc) {
 }
 
 dv_status dv__ksig_scan(const char *source, char *const *defines, size_t ndefines,
-                        const char *options, const char *backend, dv_ksigs *out) {
+                        const char *options, const char *backend, const char *predefined,
+                        dv_ksigs *out) {
   memset(out, 0, sizeof *out);
   dv_kscan sc;
   memset(&sc, 0, sizeof sc);
@@ -806,26 +1057,52 @@ dv_status dv__ksig_scan(const char *source, char *const *defines, size_t ndefine
   sc.n = strlen(source);
   sc.line = 1;
   sc.backend = backend ? backend : "";
+  sc.predefined = predefined;
   for (size_t d = 0; d < ndefines; d++) {
     const char *v = defines[2 * d + 1];
     dv__alias_set(&sc, defines[2 * d], strlen(defines[2 * d]), v, strlen(v), true);
   }
+  /* -DNAME[=VALUE], -D NAME[=VALUE], --define-macro[=]NAME[=VALUE], -UNAME, -U NAME. */
   for (const char *o = options; o && *o;) {
     while (isspace((unsigned char)*o)) o++;
     const char *w = o;
     while (*o && !isspace((unsigned char)*o)) o++;
-    if (o - w > 2 && w[0] == '-' && w[1] == 'D') {
-      const char *ns = w + 2, *eq = ns;
-      while (eq < o && *eq != '=') eq++;
-      if (eq > ns) {
-        bool val = eq < o;
-        dv__alias_set(&sc, ns, (size_t)(eq - ns), val ? eq + 1 : "1", val ? (size_t)(o - eq - 1) : 1, true);
-      }
+    size_t wl = (size_t)(o - w);
+    int what = 0; /* 1 define, 2 undefine */
+    const char *arg = NULL;
+    if (wl >= 2 && w[0] == '-' && (w[1] == 'D' || w[1] == 'U')) {
+      what = w[1] == 'D' ? 1 : 2;
+      arg = w + 2;
+    } else if (wl >= 15 && memcmp(w, "--define-macro", 14) == 0 && (wl == 14 || w[14] == '=')) {
+      what = 1;
+      arg = wl == 14 ? w + 14 : w + 15;
+    } else if (wl == 14 && memcmp(w, "--define-macro", 14) == 0) {
+      what = 1;
+      arg = w + 14;
+    }
+    if (!what) continue;
+    if (arg == o) { /* the name is the next word */
+      while (isspace((unsigned char)*o)) o++;
+      arg = o;
+      while (*o && !isspace((unsigned char)*o)) o++;
+    }
+    const char *eq = arg;
+    while (eq < o && *eq != '=') eq++;
+    if (eq == arg) continue;
+    if (what == 2) {
+      dv__alias_set(&sc, arg, (size_t)(eq - arg), NULL, 0, false);
+      dv_kalias *a = dv__alias_find(&sc, arg, (size_t)(eq - arg));
+      if (a) a->gone = true;
+    } else {
+      bool val = eq < o;
+      dv__alias_set(&sc, arg, (size_t)(eq - arg), val ? eq + 1 : "1", val ? (size_t)(o - eq - 1) : 1, true);
     }
   }
   dv__scan_code(&sc);
   for (size_t a = 0; a < sc.nal; a++) dv__free(sc.al[a].name), dv__free(sc.al[a].text);
   dv__free(sc.al);
+  dv__free(sc.tab);
+  dv__free(sc.ktab);
   for (size_t m = 0; m < sc.nkm; m++) dv__kmacro_free(&sc.km[m]);
   dv__free(sc.km);
   if (sc.oom) {

@@ -35,6 +35,7 @@ typedef struct dv_ktype {
   dv_type_id id; /* DV_TYPE_COUNT: unknown */
   bool plain_char; /* `char`: int8, uint8 or bool arrays all fit */
   bool pointer;    /* a scalar parameter declared as a pointer */
+  bool uncertain;  /* unknown because defined under a condition the reader cannot evaluate */
 } dv_ktype;
 
 typedef struct dv_kparam {
@@ -60,10 +61,13 @@ typedef struct dv_ksigs {
 
 /* Read every DV_KERNEL of `source`.  `defines` holds ndefines (name, value)
  * pairs (the program's), `options` the compiler options for this backend
- * (scanned for -DNAME[=VALUE]), `backend` the backend's name.  Fails only
- * when out of memory. */
+ * (scanned for -D, --define-macro and -U), `backend` the backend's name,
+ * `predefined` the names its compiler predefines for the device
+ * (space-separated; OpenCL: the device's extensions, a complete list of
+ * the cl_ names; NULL: not known).  Fails only when out of memory. */
 dv_status dv__ksig_scan(const char *source, char *const *defines, size_t ndefines,
-                        const char *options, const char *backend, dv_ksigs *out);
+                        const char *options, const char *backend, const char *predefined,
+                        dv_ksigs *out);
 void dv__ksigs_free(dv_ksigs *s);
 /* The kernel's signature, or NULL when the source has no DV_KERNEL of that name. */
 const dv_ksig *dv__ksig_find(const dv_ksigs *s, const char *kernel);

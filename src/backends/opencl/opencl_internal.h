@@ -57,6 +57,8 @@ typedef struct cl_state {
   dv_status copy_status;
   cl_uint addr_bits;  /* CL_DEVICE_ADDRESS_BITS */
   void *subgroup_fn;  /* clGetKernelSubGroupInfo(KHR) when the device has sub-groups */
+  char *extensions;   /* CL_DEVICE_EXTENSIONS (dv__malloc'd; NULL if unreadable): the cl_ macros
+                         the compiler defines, for the kernel layer's signature reader */
   int wave;           /* the device's sub-group size where known, else 1 */
   /* Host callbacks run on this thread, never inside an OpenCL call (PoCL
    * runs an event's callback on the calling thread when the event is

@@ -58,6 +58,17 @@ static bool clk_has_ext(cl_device_id d, const char *ext) {
 
 void dv__cl_kernel_init(cl_state *st) {
   pthread_mutex_init(&st->kmu, NULL);
+  st->extensions = NULL;
+  size_t en = 0;
+  if (cl.clGetDeviceInfo(st->device, CL_DEVICE_EXTENSIONS, 0, NULL, &en) == CL_SUCCESS && en &&
+      (st->extensions = dv__malloc(en + 1)) != NULL) {
+    if (cl.clGetDeviceInfo(st->device, CL_DEVICE_EXTENSIONS, en, st->extensions, NULL) == CL_SUCCESS) {
+      st->extensions[en] = 0;
+    } else {
+      dv__free(st->extensions);
+      st->extensions = NULL;
+    }
+  }
   st->copy_mod = NULL;
   st->copy_status = DV_OK;
   st->addr_bits = 64;
@@ -94,6 +105,8 @@ void dv__cl_kernel_fini(cl_state *st) {
   if (st->copy_mod) dv__clk_unload(st->copy_mod);
   st->copy_mod = NULL;
   pthread_mutex_destroy(&st->kmu);
+  dv__free(st->extensions);
+  st->extensions = NULL;
 }
 
 /* ---- limits and target ------------------------------------------------------------------ */
@@ -131,6 +144,7 @@ dv_status dv__clk_limits(void *state, dv_klimits *out) {
   size_t hidden = 2 * (st->addr_bits / 8);
   out->max_arg_bytes = params > hidden ? params - hidden : 0; /* the launch's own arguments */
   out->wave_size = st->wave;
+  out->predefined = st->extensions;
   return DV_OK;
 }
 
