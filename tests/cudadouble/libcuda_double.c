@@ -538,6 +538,15 @@ static void stream_reap(stream *s) {
       *pp = s->next_all;
       break;
     }
+  /* Waits other streams queued on an event of s are satisfied (s is drained:
+   * everything it recorded has happened), and must not read s once it is
+   * freed (as in CUDA, an event wait outlives the recording stream). */
+  for (stream *x = g_streams; x; x = x->next_all)
+    for (op *o = x->head; o; o = o->next)
+      if (o->kind == 4 && o->wait_s == s) o->kind = 7; /* a no-op now */
+  for (struct dv_CUevent_st *e = g_events; e; e = e->next_all)
+    if (e->s == s) e->s = NULL; /* recorded, and complete */
+  pthread_cond_broadcast(&C);
   free(s);
 }
 
@@ -1269,7 +1278,7 @@ EXPORT CUresult cuStreamWaitEvent(dv_CUstream h, dv_CUevent e, unsigned flags) {
   CUresult r;
   stream *s = resolve_stream(c, h, &r);
   if (!s) return unlock_ret(r);
-  if (!e->recorded || e->s->done >= e->seq) return unlock_ret(DV_CUDA_SUCCESS);
+  if (!e->recorded || !e->s || e->s->done >= e->seq) return unlock_ret(DV_CUDA_SUCCESS);
   op *o = op_new(4);
   if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
   o->wait_s = e->s, o->wait_seq = e->seq;
@@ -1356,7 +1365,7 @@ EXPORT CUresult cuEventQuery(dv_CUevent e) {
   CTX(c);
   (void)c;
   if (!event_known(e)) return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
-  if (!e->recorded) return unlock_ret(DV_CUDA_SUCCESS);
+  if (!e->recorded || !e->s) return unlock_ret(DV_CUDA_SUCCESS);
   return unlock_ret(e->s->done >= e->seq ? DV_CUDA_SUCCESS : DV_CUDA_ERROR_NOT_READY);
 }
 
@@ -1364,7 +1373,7 @@ EXPORT CUresult cuEventSynchronize(dv_CUevent e) {
   ENTER();
   CTX(c);
   if (!event_known(e)) return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
-  if (e->recorded) wait_stream(e->s, e->seq, 0);
+  if (e->recorded && e->s) wait_stream(e->s, e->seq, 0);
   return unlock_ret(c->sticky);
 }
 
