@@ -718,7 +718,9 @@ typedef enum dv_memory_kind {
  * nothing.  Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_BAD_SHAPE (negative extent
  * or ndim outside 0..DV_MAXDIMS), DV_ERR_BAD_ORDER, DV_ERR_BAD_STRIDES (a
  * stride that is not a multiple of the dtype's alignment), DV_ERR_OVERFLOW
- * (the size or the strides' byte span), DV_ERR_OUT_OF_MEMORY (after one
+ * (the size or the strides' byte span; as in NumPy, the product of the
+ * non-zero extents times the itemsize must fit int64_t even beside a zero
+ * extent, whatever the strides), DV_ERR_OUT_OF_MEMORY (after one
  * flush-and-retry).
  * stream: accepted for Numba parity; allocation itself is not stream-ordered
  * with the direct memory manager.
@@ -952,7 +954,9 @@ DV_API dv_status dv_array_set_item(dv_array *a, const int64_t *index, const void
  * whenever NumPy would (NumPy's no-copy rule, any strides); otherwise a new
  * device array filled on the device (in stream order), unless DV_VIEW_ONLY is
  * given, which fails with DV_ERR_COPY_NEEDED.  Errors: DV_ERR_BAD_SHAPE (two
- * -1, extent < -1, cannot infer), DV_ERR_RESHAPE_SIZE, DV_ERR_BAD_ORDER.
+ * -1, extent < -1, cannot infer), DV_ERR_RESHAPE_SIZE, DV_ERR_BAD_ORDER,
+ * DV_ERR_OVERFLOW (the new shape's non-zero extents, or their bytes, past
+ * int64_t: possible only for an empty array).
  */
 DV_API dv_status dv_array_reshape(const dv_array *a, int ndim, const int64_t *shape, char order,
                                   unsigned flags, dv_stream *stream, dv_array **out);
@@ -1887,7 +1891,8 @@ DV_API dv_status dv_array_to_dlpack(dv_array *a, dv_stream *stream, void *consum
  * dtype (DV_ERR_BAD_DTYPE); a device type this context cannot use or
  * another device id (DV_ERR_BACKEND_MISMATCH); NULL data with elements
  * (DV_ERR_NULL_ARGUMENT); element 0 (data + byte_offset) not aligned to the
- * dtype (DV_ERR_BAD_STRIDES); the element count, strides in bytes, the
+ * dtype (DV_ERR_BAD_STRIDES); the element count or byte size (of the
+ * non-zero extents, even beside a zero one), strides in bytes, the
  * layout's extent or data + byte_offset + extent overflowing, byte_offset
  * above INT64_MAX (DV_ERR_OVERFLOW); `strides` NULL means C order.  The
  * view covers exactly the bytes its layout reaches.
