@@ -94,7 +94,8 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "buffers in turn"},
     {"device", "DV_DEVICE", NULL, T_STRING, "", 0, 0,
      "device of whichever backend is chosen: a CUDA ordinal, an OpenCL \"platform:device\" or "
-     "name (empty: each backend's own option, cuda_device or opencl_device, which win when set)"},
+     "name, the host simulator's one device 0 (empty: each backend's own option, cuda_device or "
+     "opencl_device, which win when set)"},
     {"cuda_staging_threads", "DV_CUDA_STAGING_THREADS", NULL, T_INT, "0", 0, 64,
      "CUDA: threads, the calling one included, that copy each staged piece of a copy with "
      "pageable host memory into or out of its pinned buffer (0: min(4, online CPUs); 1: the calling "
