@@ -175,9 +175,16 @@ typedef struct dv_smart dv_smart;
  * logged as a warning and the default is kept; values out of range are
  * clamped with a warning.  A dv_config passed to dv_context_create overrides
  * both for that context.  Sizes accept K, M, G, T suffixes (powers of 1024);
- * booleans accept 1/0, true/false, yes/no, on/off.
+ * booleans accept 1/0, true/false, yes/no, on/off.  A string option (a
+ * compiler, its flags, a directory, a device name) holds at most
+ * DV_OPTION_STRING_MAX characters: a longer value is never cut short but
+ * refused, by dv_config_set with DV_ERR_BAD_OPTION, and from the
+ * environment with a warning (the default is kept).
  * @{
  */
+
+/** The most characters a string option holds (a longer value is refused). */
+#define DV_OPTION_STRING_MAX 511
 
 /** Where an option's value came from. */
 typedef enum dv_option_source {
@@ -213,8 +220,9 @@ DV_API dv_status dv_config_create(dv_config **out);
 /**
  * Set option `name` to `value` for contexts created with this config.
  * Unlike environment values, a bad value here is an error:
- * DV_ERR_BAD_OPTION (unknown name, unparsable or out-of-range value), and
- * the config is unchanged.  Not thread-safe on one config.
+ * DV_ERR_BAD_OPTION (unknown name, unparsable or out-of-range value, a
+ * string longer than DV_OPTION_STRING_MAX), and the config is unchanged.
+ * Not thread-safe on one config.
  */
 DV_API dv_status dv_config_set(dv_config *cfg, const char *name, const char *value);
 /** Destroy a config (NULL is a no-op).  Contexts created from it are unaffected. */

@@ -52,6 +52,18 @@ static void test_options(void **state) {
   assert_status(dv_config_set(cfg, "host_guard", "maybe"), DV_ERR_BAD_OPTION);
   assert_status(dv_config_set(cfg, "backend", "vulkan"), DV_ERR_BAD_OPTION);
   assert_status(dv_config_set(cfg, "log_level", "loud"), DV_ERR_BAD_OPTION);
+  /* string options hold DV_OPTION_STRING_MAX characters; a longer value is
+   * refused, saying so, and the config keeps its earlier value */
+  char longest[DV_OPTION_STRING_MAX + 2], got[DV_OPTION_STRING_MAX + 2];
+  memset(longest, 'x', sizeof longest - 1);
+  longest[sizeof longest - 1] = 0; /* DV_OPTION_STRING_MAX + 1 characters */
+  assert_ok(dv_config_set(cfg, "host_cflags", "-O1"));
+  assert_status(dv_config_set(cfg, "host_cflags", longest), DV_ERR_BAD_OPTION);
+  assert_non_null(strstr(dv_last_error(), "511"));
+  assert_non_null(strstr(dv_last_error(), "host_cflags"));
+  assert_status(dv_config_set(cfg, "kernel_cache_dir", longest), DV_ERR_BAD_OPTION);
+  longest[DV_OPTION_STRING_MAX] = 0; /* the most a string option holds */
+  assert_ok(dv_config_set(cfg, "kernel_cache_dir", longest));
   assert_ok(dv_config_set(cfg, "host_memory", "64M"));
   assert_ok(dv_config_set(cfg, "host_guard", "off"));
   assert_ok(dv_config_set(cfg, "max_pending_deallocs_count", "3"));
@@ -63,6 +75,10 @@ static void test_options(void **state) {
   assert_ok(dv_context_option(c, "host_memory", buf, sizeof buf, &src));
   assert_string_equal(buf, "67108864");
   assert_int_equal(src, DV_SOURCE_API);
+  assert_ok(dv_context_option(c, "host_cflags", got, sizeof got, &src));
+  assert_string_equal(got, "-O1");
+  assert_ok(dv_context_option(c, "kernel_cache_dir", got, sizeof got, &src));
+  assert_string_equal(got, longest); /* all 511 characters */
   assert_ok(dv_context_option(c, "max_pending_deallocs_ratio", buf, sizeof buf, &src));
   assert_string_equal(buf, "0.2");
   assert_int_equal(src, DV_SOURCE_DEFAULT);

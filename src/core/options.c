@@ -137,14 +137,15 @@ int dv__parse_size(const char *s, int64_t *out) {
 
 static const char *const dv__levels[] = {"off", "error", "warn", "info", "debug"};
 
-/* Parse text for option id.  0 ok, -1 unparsable, 1 clamped. */
+/* Parse text for option id.  0 ok, -1 unparsable, -2 too long for a
+ * string (DV_OPTION_STRING_MAX), 1 clamped. */
 static int dv__parse(int id, const char *text, dv_optval *v) {
   const dv_opt_desc *d = &dv__opts[id];
   int clamped = 0;
   memset(v, 0, sizeof *v);
   switch (d->type) {
     case T_STRING:
-      if (strlen(text) >= sizeof v->s) return -1;
+      if (strlen(text) > DV_OPTION_STRING_MAX) return -2;
       strcpy(v->s, text);
       if (id == DV_OPT_BACKEND && strcmp(text, "auto") && strcmp(text, "host") &&
           strcmp(text, "opencl") && strcmp(text, "cuda"))
@@ -234,6 +235,11 @@ static void dv__options_read(void) {
       if (!text || !*text) continue;
       dv_optval v;
       int r = dv__parse(i, text, &v);
+      if (r == -2) {
+        dv__log(DV_LOG_WARN, "%s has %zu characters; string options hold at most %d: using the "
+                "default \"%s\" for %s", envname, strlen(text), DV_OPTION_STRING_MAX, d->def, d->name);
+        continue;
+      }
       if (r < 0) {
         dv__log(DV_LOG_WARN, "%s=\"%s\" is not a valid %s; using the default %s", envname, text,
                 d->name, d->def);
@@ -315,6 +321,9 @@ dv_status dv_config_set(dv_config *cfg, const char *name, const char *value) {
   if (id < 0) return dv__error(DV_ERR_BAD_OPTION, "unknown option \"%s\"", name);
   dv_optval v;
   int r = dv__parse(id, value, &v);
+  if (r == -2)
+    return dv__error(DV_ERR_BAD_OPTION, "option %s: a value of %zu characters is too long (string "
+                     "options hold at most %d)", name, strlen(value), DV_OPTION_STRING_MAX);
   if (r != 0)
     return dv__error(DV_ERR_BAD_OPTION, "option %s: \"%s\" is %s", name, value,
                      r < 0 ? "not a valid value" : "out of range");
