@@ -340,7 +340,8 @@ class SmartArray:
     and a device copy, moved only when the copy asked for is stale.
 
     ``SmartArray(obj=ndarray, copy=True)`` copies obj (copy=False adopts its memory: obj must
-    stay alive, and writes to it must be announced with mark_changed('host')).
+    be writeable (ValueError otherwise), stay alive, and writes to it must be announced
+    with mark_changed('host')).
     ``SmartArray(shape=..., dtype=..., order=..., where='host'|'gpu')`` allocates one copy.
     ``get('host')`` gives a NumPy array, ``get('gpu')`` a DeviceNDArray; after writing one,
     call ``mark_changed(where)``. Kernel launches mark the device copy changed themselves
@@ -362,6 +363,12 @@ class SmartArray:
                 if dtype is not None or order is not None:
                     obj = np.asarray(obj, dtype=dtype, order=order)
                 h, keep = _host_array(obj)
+                if not copy and not keep.flags.writeable:
+                    # the smart array writes its host copy (get('host'), a stale copy
+                    # refreshed from the device): never into read-only memory
+                    lib.dv_array_release(h)
+                    raise ValueError("SmartArray(copy=False): obj is read-only "
+                                     "(flags.writeable is False); pass copy=True")
                 self._dtype = keep.dtype
                 h = ctypes.c_void_p(h)
             try:

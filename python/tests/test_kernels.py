@@ -135,6 +135,29 @@ def test_smart_array(mod, no_leak):
     del sa, sb, sc, h
 
 
+def test_smart_array_read_only(mod, no_leak):
+    """copy=False adopts obj's memory, which the smart array writes: a read-only obj is
+    refused (issue 22 #2: over a bytes object the immutable object was changed); copy=True
+    copies it and leaves it alone."""
+    buf = bytes(32)
+    ro = np.frombuffer(buf, np.float32)
+    with pytest.raises(ValueError, match="read-only"):
+        cuda.SmartArray(ro, copy=False)
+    v = np.ones(8, np.float32)
+    v.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        cuda.SmartArray(v, copy=False)
+    s = cuda.SmartArray(v)  # a copy
+    mod.get("scale")[1, 8](s, np.float32(3), 8)
+    np.testing.assert_array_equal(s.get("host"), 3)
+    np.testing.assert_array_equal(v, 1)
+    t = cuda.SmartArray(ro)
+    mod.get("scale")[1, 8](t, np.float32(2), 8)
+    t.get("host")
+    assert buf == bytes(32)
+    del s, t
+
+
 VIEWK = """
 DV_KERNEL(rowsum, DV_VIEW(const double, a), DV_ARRAY(double, out)) {
   DV_BIND(const double, a);
