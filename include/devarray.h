@@ -175,9 +175,16 @@ typedef struct dv_smart dv_smart;
  * logged as a warning and the default is kept; values out of range are
  * clamped with a warning.  A dv_config passed to dv_context_create overrides
  * both for that context.  Sizes accept K, M, G, T suffixes (powers of 1024);
- * booleans accept 1/0, true/false, yes/no, on/off.
+ * booleans accept 1/0, true/false, yes/no, on/off.  A string option (a
+ * compiler, its flags, a directory, a device name) holds at most
+ * DV_OPTION_STRING_MAX characters: a longer value is never cut short but
+ * refused, by dv_config_set with DV_ERR_BAD_OPTION, and from the
+ * environment with a warning (the default is kept).
  * @{
  */
+
+/** The most characters a string option holds (a longer value is refused). */
+#define DV_OPTION_STRING_MAX 511
 
 /** Where an option's value came from. */
 typedef enum dv_option_source {
@@ -213,8 +220,9 @@ DV_API dv_status dv_config_create(dv_config **out);
 /**
  * Set option `name` to `value` for contexts created with this config.
  * Unlike environment values, a bad value here is an error:
- * DV_ERR_BAD_OPTION (unknown name, unparsable or out-of-range value), and
- * the config is unchanged.  Not thread-safe on one config.
+ * DV_ERR_BAD_OPTION (unknown name, unparsable or out-of-range value, a
+ * string longer than DV_OPTION_STRING_MAX), and the config is unchanged.
+ * Not thread-safe on one config.
  */
 DV_API dv_status dv_config_set(dv_config *cfg, const char *name, const char *value);
 /** Destroy a config (NULL is a no-op).  Contexts created from it are unaffected. */
@@ -718,7 +726,9 @@ typedef enum dv_memory_kind {
  * nothing.  Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_BAD_SHAPE (negative extent
  * or ndim outside 0..DV_MAXDIMS), DV_ERR_BAD_ORDER, DV_ERR_BAD_STRIDES (a
  * stride that is not a multiple of the dtype's alignment), DV_ERR_OVERFLOW
- * (the size or the strides' byte span), DV_ERR_OUT_OF_MEMORY (after one
+ * (the size or the strides' byte span; as in NumPy, the product of the
+ * non-zero extents times the itemsize must fit int64_t even beside a zero
+ * extent, whatever the strides), DV_ERR_OUT_OF_MEMORY (after one
  * flush-and-retry).
  * stream: accepted for Numba parity; allocation itself is not stream-ordered
  * with the direct memory manager.
@@ -952,7 +962,9 @@ DV_API dv_status dv_array_set_item(dv_array *a, const int64_t *index, const void
  * whenever NumPy would (NumPy's no-copy rule, any strides); otherwise a new
  * device array filled on the device (in stream order), unless DV_VIEW_ONLY is
  * given, which fails with DV_ERR_COPY_NEEDED.  Errors: DV_ERR_BAD_SHAPE (two
- * -1, extent < -1, cannot infer), DV_ERR_RESHAPE_SIZE, DV_ERR_BAD_ORDER.
+ * -1, extent < -1, cannot infer), DV_ERR_RESHAPE_SIZE, DV_ERR_BAD_ORDER,
+ * DV_ERR_OVERFLOW (the new shape's non-zero extents, or their bytes, past
+ * int64_t: possible only for an empty array).
  */
 DV_API dv_status dv_array_reshape(const dv_array *a, int ndim, const int64_t *shape, char order,
                                   unsigned flags, dv_stream *stream, dv_array **out);
@@ -1890,7 +1902,8 @@ DV_API dv_status dv_array_to_dlpack(dv_array *a, dv_stream *stream, void *consum
  * dtype (DV_ERR_BAD_DTYPE); a device type this context cannot use or
  * another device id (DV_ERR_BACKEND_MISMATCH); NULL data with elements
  * (DV_ERR_NULL_ARGUMENT); element 0 (data + byte_offset) not aligned to the
- * dtype (DV_ERR_BAD_STRIDES); the element count, strides in bytes, the
+ * dtype (DV_ERR_BAD_STRIDES); the element count or byte size (of the
+ * non-zero extents, even beside a zero one), strides in bytes, the
  * layout's extent or data + byte_offset + extent overflowing, byte_offset
  * above INT64_MAX (DV_ERR_OVERFLOW); `strides` NULL means C order.  The
  * view covers exactly the bytes its layout reaches.

@@ -52,6 +52,18 @@ static void test_options(void **state) {
   assert_status(dv_config_set(cfg, "host_guard", "maybe"), DV_ERR_BAD_OPTION);
   assert_status(dv_config_set(cfg, "backend", "vulkan"), DV_ERR_BAD_OPTION);
   assert_status(dv_config_set(cfg, "log_level", "loud"), DV_ERR_BAD_OPTION);
+  /* string options hold DV_OPTION_STRING_MAX characters; a longer value is
+   * refused, saying so, and the config keeps its earlier value */
+  char longest[DV_OPTION_STRING_MAX + 2], got[DV_OPTION_STRING_MAX + 2];
+  memset(longest, 'x', sizeof longest - 1);
+  longest[sizeof longest - 1] = 0; /* DV_OPTION_STRING_MAX + 1 characters */
+  assert_ok(dv_config_set(cfg, "host_cflags", "-O1"));
+  assert_status(dv_config_set(cfg, "host_cflags", longest), DV_ERR_BAD_OPTION);
+  assert_non_null(strstr(dv_last_error(), "511"));
+  assert_non_null(strstr(dv_last_error(), "host_cflags"));
+  assert_status(dv_config_set(cfg, "kernel_cache_dir", longest), DV_ERR_BAD_OPTION);
+  longest[DV_OPTION_STRING_MAX] = 0; /* the most a string option holds */
+  assert_ok(dv_config_set(cfg, "kernel_cache_dir", longest));
   assert_ok(dv_config_set(cfg, "host_memory", "64M"));
   assert_ok(dv_config_set(cfg, "host_guard", "off"));
   assert_ok(dv_config_set(cfg, "max_pending_deallocs_count", "3"));
@@ -63,6 +75,10 @@ static void test_options(void **state) {
   assert_ok(dv_context_option(c, "host_memory", buf, sizeof buf, &src));
   assert_string_equal(buf, "67108864");
   assert_int_equal(src, DV_SOURCE_API);
+  assert_ok(dv_context_option(c, "host_cflags", got, sizeof got, &src));
+  assert_string_equal(got, "-O1");
+  assert_ok(dv_context_option(c, "kernel_cache_dir", got, sizeof got, &src));
+  assert_string_equal(got, longest); /* all 511 characters */
   assert_ok(dv_context_option(c, "max_pending_deallocs_ratio", buf, sizeof buf, &src));
   assert_string_equal(buf, "0.2");
   assert_int_equal(src, DV_SOURCE_DEFAULT);
@@ -104,6 +120,55 @@ static void test_backends(void **state) {
   dv_context *c;
   assert_ok(dv_context_create(NULL, &c));
   assert_ok(dv_context_destroy(c));
+}
+
+/* The host simulator has one device, 0: option `device` names it or nothing;
+ * anything else is refused, as OpenCL and CUDA refuse a device they do not
+ * have (issue 22 #13; it used to accept 99, -1 and "gpu0"). */
+static dv_status host_with_device(const char *backend, const char *device, dv_context **c) {
+  dv_config *cfg;
+  assert_ok(dv_config_create(&cfg));
+  assert_ok(dv_config_set(cfg, "backend", backend));
+  assert_ok(dv_config_set(cfg, "device", device));
+  assert_ok(dv_config_set(cfg, "log_level", "off"));
+  dv_status rc = dv_context_create(cfg, c);
+  dv_config_destroy(cfg);
+  return rc;
+}
+
+static void test_host_device_option(void **state) {
+  (void)state;
+  const char *good[] = {"", "0"};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    dv_context *c = NULL;
+    assert_ok(host_with_device("host", good[i], &c));
+    assert_string_equal(dv_context_backend(c), "host");
+    assert_ok(dv_context_destroy(c));
+  }
+  const struct {
+    const char *device;
+    dv_status want;
+  } bad[] = {{"99", DV_ERR_BACKEND_UNAVAILABLE}, {"1", DV_ERR_BACKEND_UNAVAILABLE},
+             {"-1", DV_ERR_INVALID_ARGUMENT},    {"gpu0", DV_ERR_INVALID_ARGUMENT},
+             {"0x", DV_ERR_INVALID_ARGUMENT}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    dv_context *c = (dv_context *)1;
+    dv_status rc = host_with_device("host", bad[i].device, &c);
+    if (rc != bad[i].want)
+      fail_msg("device \"%s\": %s (%s), expected %s", bad[i].device, dv_status_name(rc),
+               dv_last_error(), dv_status_name(bad[i].want));
+    assert_null(c);
+    assert_non_null(strstr(dv_last_error(), bad[i].device));
+    /* automatic selection does not fall back to the host simulator either
+     * (an OpenCL device whose name contains the text may take it) */
+    c = NULL;
+    if (host_with_device("auto", bad[i].device, &c) == DV_OK) {
+      assert_string_not_equal(dv_context_backend(c), "host");
+      assert_ok(dv_context_destroy(c));
+    } else {
+      assert_null(c);
+    }
+  }
 }
 
 static int g_logged;
@@ -156,6 +221,7 @@ static void test_fault_options(void **state) {
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_fault_options), cmocka_unit_test(test_status_table), cmocka_unit_test(test_options),
-                                     cmocka_unit_test(test_backends), cmocka_unit_test(test_log_callback)};
+                                     cmocka_unit_test(test_backends), cmocka_unit_test(test_log_callback),
+                                     cmocka_unit_test(test_host_device_option)};
   return test_main(argc, argv, "api", tests, sizeof tests / sizeof tests[0]);
 }

@@ -450,6 +450,9 @@ static int malformed(int k, DLManagedTensor *t, const char **what) {
     case 21: *what = "reaches below address 0"; x->data = (void *)(uintptr_t)64; t_strides[0] = -1000; return DV_ERR_OVERFLOW;
     case 22: *what = "reaches past the address space"; x->data = (void *)(UINTPTR_MAX - 63); t_strides[0] = 1000; return DV_ERR_OVERFLOW;
     case 23: *what = "data + byte_offset wraps"; x->data = (void *)(UINTPTR_MAX - 63); x->byte_offset = 128; return DV_ERR_OVERFLOW;
+    /* a zero extent beside extents whose product (elements, then bytes) overflows */
+    case 24: *what = "non-zero extents overflow beside a 0"; x->ndim = 3; t_shape[0] = INT64_MAX - 53; t_shape[1] = 7; t_shape[2] = 0; t_strides[2] = 1; return DV_ERR_OVERFLOW;
+    case 25: *what = "non-zero bytes overflow beside a 0"; x->ndim = 3; t_shape[0] = (int64_t)1 << 61; t_shape[1] = 2; t_shape[2] = 0; t_strides[2] = 1; return DV_ERR_OVERFLOW;
     default: return -1;
   }
 }
@@ -471,7 +474,7 @@ static void test_import_refusals(void **state) {
     assert_true(dv_last_error()[0] != 0);
     assert_null(a);
   }
-  assert_true(k >= 24);
+  assert_true(k >= 26);
   DLManagedTensor t = good_tensor();
   dv_array *a = (dv_array *)1;
   assert_status(dv_array_from_dlpack(NULL, &t, &a), DV_ERR_NULL_ARGUMENT);

@@ -1,12 +1,15 @@
+#define _DEFAULT_SOURCE /* setenv */
 /* Options from the environment (CTest sets the variables): Numba's names
  * as fallbacks, DV_ names first, bad values warned about and defaulted. */
 #include "common.h"
 
-static int g_warnings;
+static int g_warnings, g_too_long;
 static char g_last[512];
 static void log_cb(dv_log_level level, const char *msg, void *user) {
   (void)user;
   if (level == DV_LOG_WARN) g_warnings++, snprintf(g_last, sizeof g_last, "%s", msg);
+  /* the warning for DV_HOST_CFLAGS (set by main) names the limit */
+  if (level == DV_LOG_WARN && strstr(msg, "DV_HOST_CFLAGS") && strstr(msg, "511")) g_too_long++;
 }
 
 static void expect(const char *name, const char *value, dv_option_source source) {
@@ -28,6 +31,10 @@ static void test_numba_fallback(void **state) {
   /* DV_MAX... clamped: DV_HOST_DELAY_US=-5 is below 0 */
   expect("host_delay_us", "0", DV_SOURCE_ENV);
   assert_true(g_warnings >= 2);
+  /* a string longer than DV_OPTION_STRING_MAX: warned about with the limit,
+   * the default kept (not a value cut short) */
+  expect("host_cflags", "-O2", DV_SOURCE_DEFAULT);
+  assert_int_equal(g_too_long, 1);
   /* the context takes these values, and the count limit really is 3 */
   dv_context *c;
   assert_ok(dv_context_create(NULL, &c));
@@ -46,6 +53,10 @@ static void test_numba_fallback(void **state) {
 
 int main(void) {
   dv_set_log_callback(log_cb, NULL); /* before anything reads the options */
+  static char flags[DV_OPTION_STRING_MAX + 90];
+  memset(flags, ' ', sizeof flags - 1);
+  memcpy(flags, "-O3", 3);
+  setenv("DV_HOST_CFLAGS", flags, 1);
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_numba_fallback)};
   return cmocka_run_group_tests_name("env", tests, NULL, NULL);
 }

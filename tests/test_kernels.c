@@ -380,6 +380,11 @@ static void test_constant_memory(void **state) {
   assert_status(dv_program_constant(p, "coef", hc), DV_ERR_INVALID_ARGUMENT);
   assert_status(dv_program_constant(p, "2bad", hc), DV_ERR_INVALID_ARGUMENT);
   assert_status(dv_program_define(p, "NIDX", "6"), DV_ERR_INVALID_ARGUMENT);
+  /* A NULL name is a NULL argument, as the header says, with a message naming it. */
+  assert_status(dv_program_define(p, NULL, "6"), DV_ERR_NULL_ARGUMENT);
+  assert_non_null(strstr(dv_last_error(), "name"));
+  assert_status(dv_program_constant(p, NULL, hc), DV_ERR_NULL_ARGUMENT);
+  assert_non_null(strstr(dv_last_error(), "name"));
   dv_array *dev_data = dev_from(coef, 8, DV_FLOAT32), *empty;
   assert_status(dv_program_constant(p, "on_device", dev_data), DV_ERR_INVALID_ARGUMENT);
   dv_array_release(dev_data);

@@ -260,11 +260,70 @@ static void test_empty_slices(void **state) {
   dv_array_release(a);
 }
 
+/* A zero extent beside extents whose product overflows (issue 22 #4): the
+ * element count is 0, but dv_array_size multiplies left to right and would
+ * overflow before it reached the 0 (UBSan), and a dense layout of the shape
+ * (a copy, a reshape) would not fit int64_t.  Every constructor refuses the
+ * shape, with explicit strides too, as NumPy does; non-zero extents whose
+ * product and bytes fit are accepted. */
+static void test_zero_extent_beside_huge(void **state) {
+  (void)state;
+  const dv_dtype *f8 = dv_dtype_get(DV_FLOAT64);
+  int64_t huge[3] = {INT64_MAX - 53, 7, 0}, huge_st[3] = {56, 8, 8};
+  int64_t wide[3] = {(int64_t)1 << 61, 2, 0}, wide_st[3] = {16, 8, 8}; /* 2^62 elements, 2^65 bytes */
+  int64_t fits[3] = {(int64_t)1 << 40, 7, 0}, fits_st[3] = {56, 8, 8};
+  double buf[1];
+  const int64_t *bad[2] = {huge, wide}, *bad_st[2] = {huge_st, wide_st};
+  for (int k = 0; k < 2; k++) {
+    for (int strided = 0; strided < 2; strided++) {
+      const int64_t *st = strided ? bad_st[k] : NULL;
+      dv_array *a = (dv_array *)1;
+      assert_status(dv_device_array(g_ctx, 3, bad[k], f8, st, 'C', NULL, &a), DV_ERR_OVERFLOW);
+      assert_null(a);
+      assert_status(dv_host_array(g_ctx, 3, bad[k], f8, st, 'F', &a), DV_ERR_OVERFLOW);
+      assert_null(a);
+      assert_status(dv_pinned_array(g_ctx, 3, bad[k], f8, st, 'C', &a), DV_ERR_OVERFLOW);
+      assert_null(a);
+      assert_status(dv_host_array_wrap(g_ctx, buf, 3, bad[k], f8, st, &a), DV_ERR_OVERFLOW);
+      assert_null(a);
+    }
+  }
+  assert_non_null(strstr(dv_last_error(), "overflow"));
+  /* the largest legal empty shape: accepted, size 0, no bytes */
+  dv_array *d, *h, *r = NULL;
+  assert_ok(dv_device_array(g_ctx, 3, fits, f8, fits_st, 'C', NULL, &d));
+  assert_int_equal(dv_array_size(d), 0);
+  assert_int_equal(dv_array_nbytes(d), 0);
+  assert_ok(dv_host_array_wrap(g_ctx, buf, 3, fits, f8, fits_st, &h));
+  assert_int_equal(dv_array_size(h), 0);
+  /* reshape of an empty array: any shape with a zero extent has size 0, but
+   * its non-zero extents and its dense bytes must fit as well */
+  int64_t r_huge[3] = {0, INT64_MAX - 53, 7}, r_wide[3] = {0, (int64_t)1 << 61, 2};
+  int64_t r_fits[3] = {(int64_t)1 << 40, 0, 7}, r_inf[3] = {INT64_MAX - 53, 7, -1};
+  assert_status(dv_array_reshape(d, 3, r_huge, 'C', 0, NULL, &r), DV_ERR_OVERFLOW);
+  assert_null(r);
+  assert_status(dv_array_reshape(h, 3, r_huge, 'F', DV_VIEW_ONLY, NULL, &r), DV_ERR_OVERFLOW);
+  assert_status(dv_array_reshape(d, 3, r_wide, 'C', 0, NULL, &r), DV_ERR_OVERFLOW);
+  assert_status(dv_array_reshape(h, 3, r_wide, 'C', DV_VIEW_ONLY, NULL, &r), DV_ERR_OVERFLOW);
+  assert_status(dv_array_reshape(h, 3, r_inf, 'C', 0, NULL, &r), DV_ERR_OVERFLOW);
+  assert_null(r);
+  assert_ok(dv_array_reshape(h, 3, r_fits, 'C', DV_VIEW_ONLY, NULL, &r));
+  assert_int_equal(dv_array_size(r), 0);
+  assert_int_equal(dv_array_strides(r)[2], 8);
+  dv_array_release(r);
+  assert_ok(dv_array_reshape(d, 3, r_fits, 'F', 0, NULL, &r));
+  assert_int_equal(dv_array_size(r), 0);
+  assert_int_equal(dv_array_strides(r)[0], 8);
+  dv_array_release(r);
+  dv_array_release(h);
+  dv_array_release(d);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_slice_errors), T(test_slices_values), T(test_contiguity_rules),
       T(test_reshape),      T(test_ravel),         T(test_split),
-      T(test_empty_slices),
+      T(test_empty_slices), T(test_zero_extent_beside_huge),
   };
   return test_main(argc, argv, "views", tests, sizeof tests / sizeof tests[0]);
 }

@@ -471,14 +471,18 @@ class DeviceNDArray:
 
     # -- transfers
     def copy_to_host(self, ary=None, stream=0):
-        """Copy to `ary` (a NumPy array of the same dtype and shape, any layout) or to a new
-        NumPy array with this array's dense layout; returns it. With a stream the copy is
-        asynchronous: read the result after stream.synchronize()."""
+        """Copy to `ary` (a writeable NumPy array of the same dtype and shape, any layout) or
+        to a new NumPy array with this array's dense layout; returns it. With a stream the
+        copy is asynchronous: read the result after stream.synchronize(). ValueError for a
+        read-only, misaligned or byte-swapped `ary`."""
         if ary is None:
             order = "F" if (self.is_f_contiguous() and not self.is_c_contiguous()) else "C"
             ary = np.empty(self.shape, self.dtype, order=order)
         elif not isinstance(ary, np.ndarray):
             raise TypeError("copy_to_host: ary must be a NumPy array")
+        elif not ary.flags.writeable:
+            # read-only memory (a mapping, a bytes object) would crash or be changed
+            raise ValueError("copy_to_host: ary is read-only (flags.writeable is False)")
         h, arr = _host_array(ary)
         if arr is not ary:
             lib.dv_array_release(h)

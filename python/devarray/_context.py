@@ -57,6 +57,11 @@ class Context:
             if backend:
                 check(lib.dv_config_set(cfg, b"backend", backend.encode()), "select_backend")
             if device is not None:
+                # `device` names the device of whichever backend opens (the host
+                # simulator refuses all but its one device, 0); the OpenCL and CUDA
+                # options, which win over it, are set too, over the environment's
+                check(lib.dv_config_set(cfg, b"device", str(int(device)).encode()),
+                      "select_device")
                 be = backend or ""
                 for opt in ("opencl_device", "cuda_device"):
                     if be in ("", "auto", opt.split("_")[0]):
@@ -160,7 +165,9 @@ def select_backend(name):
 
 
 def select_device(device_id):
-    """Numba's select_device: open device `device_id` of the backend (OpenCL, CUDA)."""
+    """Numba's select_device: open device `device_id` of the backend (OpenCL, CUDA; the host
+    simulator has one device, 0). A device the backend does not have raises DevarrayError
+    and the earlier choice stands."""
     global _device
     with _lock:
         if _ctx is not None and _ctx.device_id == int(device_id):

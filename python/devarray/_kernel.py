@@ -2,6 +2,7 @@
 
 import ctypes
 import numbers
+import operator
 
 import numpy as np
 
@@ -131,12 +132,24 @@ class Module:
             self.handle = None
 
 
+_UINT32_MAX = (1 << 32) - 1
+_SIZE_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_size_t))) - 1
+
+
 def _dim3(v, what):
+    """1 to 3 integer extents, each checked against dv_dim3's uint32_t before the call
+    (ctypes would silently keep the low 32 bits: 2**32 + 3 blocks ran 3)."""
     if isinstance(v, numbers.Integral):
-        v = (int(v),)
-    v = tuple(int(x) for x in v)
+        v = (v,)
+    try:
+        v = tuple(operator.index(x) for x in v)
+    except TypeError:
+        raise TypeError("%s must be 1 to 3 integer extents, not %r" % (what, v)) from None
     if not 1 <= len(v) <= 3 or min(v) < 1:
         raise ValueError("%s must be 1 to 3 positive extents, not %r" % (what, v))
+    if max(v) > _UINT32_MAX:
+        raise OverflowError("%s extent %d does not fit the launch configuration's uint32 "
+                            "(at most %d)" % (what, max(v), _UINT32_MAX))
     return v + (1,) * (3 - len(v))
 
 
@@ -195,9 +208,12 @@ class _Launcher:
         cfg = dv_launch_config()
         cfg.grid.x, cfg.grid.y, cfg.grid.z = g
         cfg.block.x, cfg.block.y, cfg.block.z = b
+        sharedmem = operator.index(sharedmem)
         if sharedmem < 0:
             raise ValueError("dynamic shared bytes must be >= 0")
-        cfg.dynamic_shared = int(sharedmem)
+        if sharedmem > _SIZE_MAX:
+            raise OverflowError("dynamic shared bytes %d do not fit a size_t" % sharedmem)
+        cfg.dynamic_shared = sharedmem
         cfg.stream = _stream_handle(stream)
         self.cfg = cfg
         self._cfgref = ctypes.byref(cfg)
@@ -346,7 +362,8 @@ class SmartArray:
     and a device copy, moved only when the copy asked for is stale.
 
     ``SmartArray(obj=ndarray, copy=True)`` copies obj (copy=False adopts its memory: obj must
-    stay alive, and writes to it must be announced with mark_changed('host')).
+    be writeable (ValueError otherwise), stay alive, and writes to it must be announced
+    with mark_changed('host')).
     ``SmartArray(shape=..., dtype=..., order=..., where='host'|'gpu')`` allocates one copy.
     ``get('host')`` gives a NumPy array, ``get('gpu')`` a DeviceNDArray; after writing one,
     call ``mark_changed(where)``. Kernel launches mark the device copy changed themselves
@@ -368,6 +385,12 @@ class SmartArray:
                 if dtype is not None or order is not None:
                     obj = np.asarray(obj, dtype=dtype, order=order)
                 h, keep = _host_array(obj)
+                if not copy and not keep.flags.writeable:
+                    # the smart array writes its host copy (get('host'), a stale copy
+                    # refreshed from the device): never into read-only memory
+                    lib.dv_array_release(h)
+                    raise ValueError("SmartArray(copy=False): obj is read-only "
+                                     "(flags.writeable is False); pass copy=True")
                 self._dtype = keep.dtype
                 h = ctypes.c_void_p(h)
             try:

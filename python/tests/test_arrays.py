@@ -1,4 +1,8 @@
 """Arrays, transfers, views and host memory, with NumPy as the oracle."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -278,3 +282,48 @@ def test_host_memory_of_records(no_leak):
     r["n"] = 9
     assert r["n"] == 9 and isinstance(r["x"], np.float64)
     del p, d, s, r
+
+
+def test_copy_to_host_refuses_read_only(no_leak):
+    """A read-only destination is refused before anything is copied (issue 22 #2): a view
+    whose writeable flag is off, an array over a bytes object (immutable: it was changed)."""
+    a = np.arange(4, dtype=np.float64) + 1
+    d = cuda.to_device(a)
+    out = np.zeros(4)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        d.copy_to_host(out)
+    assert not out.any()
+    buf = bytes(32)
+    ro = np.frombuffer(buf, np.float64)
+    for stream in (0, cuda.stream()):
+        with pytest.raises(ValueError, match="read-only"):
+            d.copy_to_host(ro, stream=stream)
+    assert buf == bytes(32)
+    rec = cuda.DeviceRecord(np.dtype([("x", np.float64)]))
+    r = np.zeros((), rec.dtype)
+    r.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        rec.copy_to_host(r)
+    del d, rec
+
+
+def test_copy_to_host_read_only_mapping():
+    """Over read-only mapped memory the interpreter died with SIGSEGV (issue 22 #2): in a
+    child process, so that a regression fails this test alone."""
+    code = """
+import mmap, numpy as np, devarray as cuda
+m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ)
+ro = np.frombuffer(m, np.float64, count=8)
+d = cuda.to_device(np.arange(8.0))
+try:
+    d.copy_to_host(ro)
+except ValueError as e:
+    print("ValueError", e)
+"""
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.path.join(here, ".."))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, "exit %d: %s" % (r.returncode, r.stderr[-2000:])
+    assert r.stdout.startswith("ValueError"), r.stdout

@@ -47,6 +47,27 @@ assert cuda.current_context().backend in ("host", "opencl")  # the earlier choic
     assert out.startswith("DV_ERR_")
 
 
+def test_select_device_host():
+    """The host simulator has one device, 0: select_device of another raises (issue 22 #13)."""
+    code = """
+import devarray as cuda
+c = cuda.select_backend("host")
+assert cuda.select_device(0).backend == "host"
+for bad in (99, 1, -1):
+    try:
+        cuda.select_device(bad)
+        raise SystemExit("select_device(%d) opened a %s context" % (bad, cuda.current_context().backend))
+    except cuda.DevarrayError as e:
+        assert str(bad) in str(e), str(e)
+        print(e.name)
+c = cuda.current_context()  # the earlier choice stands
+assert c.backend == "host" and c.device_id == 0
+"""
+    rc, out, err = run(code, DV_LOG_LEVEL="off")
+    assert rc == 0, err
+    assert out.split() == ["DV_ERR_BACKEND_UNAVAILABLE"] * 2 + ["DV_ERR_INVALID_ARGUMENT"]
+
+
 def test_library_search():
     rc, out, err = run("import devarray; print(devarray.library_path)")
     assert rc == 0, err

@@ -72,6 +72,35 @@ def test_launch_errors(mod):
     assert e.value.name == "DV_ERR_COMPILE" and e.value.log
 
 
+def test_launch_extents_fit_uint32(mod, no_leak):
+    """Grid and block extents are dv_dim3's uint32_t, the dynamic shared size a size_t:
+    larger values raise before the call instead of keeping their low bits (issue 22 #3:
+    k[2**32 + 3, 1] ran 3 blocks; a block of 2**32 ran one thread)."""
+    k = mod.get("scale")
+    d = cuda.to_device(np.ones(64, np.float32))
+    big = [1 << 32, (1 << 32) + 3, (1 << 32) + 64, 1 << 64]
+    for b in big:
+        for dims in [(b, 1), ((b,), 1), ((1, b), 1), ((1, 1, b), 1), (1, b), (1, (1, b)),
+                     (1, (b, 1, 1)), (np.uint64(b) if b < (1 << 64) else b, 1)]:
+            with pytest.raises(OverflowError, match="uint32"):
+                k[dims](d, np.float32(2), 64)
+    with pytest.raises(OverflowError, match="uint32"):
+        k.forall((1 << 32) * 64)(d, np.float32(2), 64)
+    with pytest.raises(OverflowError, match="size_t"):
+        k[1, 64, 0, 1 << 64](d, np.float32(2), 64)
+    for bad in [0, -1, -(1 << 32) + 1]:
+        with pytest.raises(ValueError):
+            k[bad, 64](d, np.float32(2), 64)
+    with pytest.raises(ValueError):
+        k[1, 64, 0, -1](d, np.float32(2), 64)
+    with pytest.raises(TypeError):
+        k[2.5, 64](d, np.float32(2), 64)
+    np.testing.assert_array_equal(d.copy_to_host(), 1)  # nothing ran
+    k[np.uint32(1), np.int64(64)](d, np.float32(2), 64)  # in range: runs
+    np.testing.assert_array_equal(d.copy_to_host(), 2)
+    del d
+
+
 def test_python_scalars_take_the_parameter_type(mod, no_leak):
     # Python scalars take the declared type (as Numba's signature typing does);
     # NumPy scalars keep theirs and are checked against it by the library.
@@ -135,6 +164,29 @@ def test_smart_array(mod, no_leak):
     with pytest.raises(ValueError):
         sc.get("elsewhere")
     del sa, sb, sc, h
+
+
+def test_smart_array_read_only(mod, no_leak):
+    """copy=False adopts obj's memory, which the smart array writes: a read-only obj is
+    refused (issue 22 #2: over a bytes object the immutable object was changed); copy=True
+    copies it and leaves it alone."""
+    buf = bytes(32)
+    ro = np.frombuffer(buf, np.float32)
+    with pytest.raises(ValueError, match="read-only"):
+        cuda.SmartArray(ro, copy=False)
+    v = np.ones(8, np.float32)
+    v.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        cuda.SmartArray(v, copy=False)
+    s = cuda.SmartArray(v)  # a copy
+    mod.get("scale")[1, 8](s, np.float32(3), 8)
+    np.testing.assert_array_equal(s.get("host"), 3)
+    np.testing.assert_array_equal(v, 1)
+    t = cuda.SmartArray(ro)
+    mod.get("scale")[1, 8](t, np.float32(2), 8)
+    t.get("host")
+    assert buf == bytes(32)
+    del s, t
 
 
 VIEWK = """

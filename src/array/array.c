@@ -234,9 +234,12 @@ dv_status dv__check_layout(int ndim, const int64_t *shape, const dv_dtype *dtype
   int64_t isz = (int64_t)dtype->itemsize, nbytes;
   if (dv__mul_overflow(size, isz, &nbytes))
     return dv__error(DV_ERR_OVERFLOW, "%lld elements of %lld bytes overflow", (long long)size, (long long)isz);
+  /* The dense layout of the shape must be expressible whatever the strides:
+   * its non-zero extents times the itemsize fit int64_t, even beside a zero
+   * extent (NumPy's rule; copies and dense views of this array rely on it). */
+  rc = dv__layout_dense(ndim, shape, isz, order, st);
+  if (rc) return rc;
   if (!strides) {
-    rc = dv__layout_dense(ndim, shape, isz, order, st);
-    if (rc) return rc;
     *alloc_bytes = nbytes;
     *offset = 0;
     return DV_OK;
@@ -965,6 +968,10 @@ dv_status dv_array_reshape(const dv_array *a, int ndim, const int64_t *shape, ch
   if (rc) return rc;
   int64_t nshape[DV_MAXDIMS], nst[DV_MAXDIMS];
   rc = dv__layout_resolve_shape(dv_array_size(a), ndim, shape, nshape);
+  if (rc) return rc;
+  /* An empty array may take any shape with a zero extent: its dense layout
+   * (what a view or a copy of it gets) must not overflow either. */
+  rc = dv__layout_dense(ndim, nshape, (int64_t)a->dtype->itemsize, eff, nst);
   if (rc) return rc;
   if (dv__layout_reshape_view(a->ndim, a->shape, a->strides, (int64_t)a->dtype->itemsize, ndim,
                               nshape, eff, nst))

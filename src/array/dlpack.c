@@ -218,16 +218,17 @@ static dv_status dv__dl_import(dv_context *ctx, const dv__dl_desc *d, dv_release
   if (dv__mul_overflow(size, isz, &nbytes))
     return dv__error(DV_ERR_OVERFLOW, "%lld elements of %lld bytes overflow", (long long)size,
                      (long long)isz);
-  if (d->strides) {
+  /* The dense layout of the shape must be expressible whatever the strides
+   * (the non-zero extents times the itemsize fit int64_t: see
+   * dv__check_layout); C order unless the tensor has strides. */
+  rc = dv__layout_dense(d->ndim, d->shape, isz, 'C', st);
+  if (rc) return rc;
+  if (d->strides)
     for (int i = 0; i < d->ndim; i++)
       if (dv__mul_overflow(d->strides[i], isz, &st[i]))
         return dv__error(DV_ERR_OVERFLOW,
                          "DLPack stride %lld (elements) of dimension %d overflows in bytes",
                          (long long)d->strides[i], i);
-  } else {
-    rc = dv__layout_dense(d->ndim, d->shape, isz, 'C', st);
-    if (rc) return rc;
-  }
   bool device = false, pointer = true;
   rc = dv__dl_placement(ctx, d->device_type, d->device_id, &device, &pointer);
   if (rc) return rc;

@@ -7,6 +7,9 @@
 
 #include "array.h"
 
+/* The product of the non-zero extents must fit int64_t even when another
+ * extent is 0 (NumPy's rule): dv_array_size multiplies left to right, so
+ * {INT64_MAX - 53, 7, 0} would overflow before it reaches the 0. */
 dv_status dv__layout_size(int ndim, const int64_t *shape, int64_t *size) {
   int64_t n = 1;
   bool zero = false;
@@ -14,14 +17,11 @@ dv_status dv__layout_size(int ndim, const int64_t *shape, int64_t *size) {
     if (shape[i] < 0) return dv__error(DV_ERR_BAD_SHAPE, "negative extent %lld in dimension %d", (long long)shape[i], i);
     if (shape[i] == 0) zero = true;
   }
-  if (zero) {
-    *size = 0;
-    return DV_OK;
-  }
   for (int i = 0; i < ndim; i++)
-    if (dv__mul_overflow(n, shape[i], &n))
-      return dv__error(DV_ERR_OVERFLOW, "the shape's element count overflows 64 bits");
-  *size = n;
+    if (shape[i] != 0 && dv__mul_overflow(n, shape[i], &n))
+      return dv__error(DV_ERR_OVERFLOW, zero ? "the shape's non-zero extents multiply past 64 bits"
+                                             : "the shape's element count overflows 64 bits");
+  *size = zero ? 0 : n;
   return DV_OK;
 }
 
@@ -171,10 +171,21 @@ dv_status dv__layout_resolve_shape(int64_t size, int nnd, const int64_t *in, int
       continue;
     }
     if (in[i] < 0) return dv__error(DV_ERR_BAD_SHAPE, "negative extent %lld in the new shape", (long long)in[i]);
-    if (dv__mul_overflow(known, in[i], &known))
-      return dv__error(DV_ERR_OVERFLOW, "the new shape's element count overflows");
     out[i] = in[i];
   }
+  /* The product of the known extents; that of the non-zero ones must fit
+   * too (see dv__layout_size). */
+  bool zero = false;
+  for (int i = 0; i < nnd; i++) {
+    if (i == unknown) continue;
+    if (in[i] == 0) {
+      zero = true;
+      continue;
+    }
+    if (dv__mul_overflow(known, in[i], &known))
+      return dv__error(DV_ERR_OVERFLOW, "the new shape's element count overflows");
+  }
+  if (zero) known = 0;
   if (unknown >= 0) {
     if (known == 0 || size % known != 0)
       return dv__error(known == 0 ? DV_ERR_BAD_SHAPE : DV_ERR_RESHAPE_SIZE,

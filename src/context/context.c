@@ -47,6 +47,8 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
       snprintf(devbuf, cap, "%s", any->s);
     else
       snprintf(devbuf, cap, "%lld", (long long)own->i);
+  } else {
+    snprintf(devbuf, cap, "%s", any->s); /* the host simulator checks it names its one device */
   }
   bc->device = devbuf;
   /* In automatic mode an OpenCL CPU device is not preferred to the host

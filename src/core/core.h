@@ -102,7 +102,7 @@ typedef struct dv_optval {
   dv_option_source source;
   int64_t i;               /* int, size, bool */
   double d;                /* double */
-  char s[512];             /* string */
+  char s[DV_OPTION_STRING_MAX + 1]; /* string */
 } dv_optval;
 
 struct dv_config {

@@ -94,7 +94,8 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "buffers in turn"},
     {"device", "DV_DEVICE", NULL, T_STRING, "", 0, 0,
      "device of whichever backend is chosen: a CUDA ordinal, an OpenCL \"platform:device\" or "
-     "name (empty: each backend's own option, cuda_device or opencl_device, which win when set)"},
+     "name, the host simulator's one device 0 (empty: each backend's own option, cuda_device or "
+     "opencl_device, which win when set)"},
     {"cuda_staging_threads", "DV_CUDA_STAGING_THREADS", NULL, T_INT, "0", 0, 64,
      "CUDA: threads, the calling one included, that copy each staged piece of a copy with "
      "pageable host memory into or out of its pinned buffer (0: min(4, online CPUs); 1: the calling "
@@ -140,14 +141,15 @@ int dv__parse_size(const char *s, int64_t *out) {
 
 static const char *const dv__levels[] = {"off", "error", "warn", "info", "debug"};
 
-/* Parse text for option id.  0 ok, -1 unparsable, 1 clamped. */
+/* Parse text for option id.  0 ok, -1 unparsable, -2 too long for a
+ * string (DV_OPTION_STRING_MAX), 1 clamped. */
 static int dv__parse(int id, const char *text, dv_optval *v) {
   const dv_opt_desc *d = &dv__opts[id];
   int clamped = 0;
   memset(v, 0, sizeof *v);
   switch (d->type) {
     case T_STRING:
-      if (strlen(text) >= sizeof v->s) return -1;
+      if (strlen(text) > DV_OPTION_STRING_MAX) return -2;
       strcpy(v->s, text);
       if (id == DV_OPT_BACKEND && strcmp(text, "auto") && strcmp(text, "host") &&
           strcmp(text, "opencl") && strcmp(text, "cuda"))
@@ -237,6 +239,11 @@ static void dv__options_read(void) {
       if (!text || !*text) continue;
       dv_optval v;
       int r = dv__parse(i, text, &v);
+      if (r == -2) {
+        dv__log(DV_LOG_WARN, "%s has %zu characters; string options hold at most %d: using the "
+                "default \"%s\" for %s", envname, strlen(text), DV_OPTION_STRING_MAX, d->def, d->name);
+        continue;
+      }
       if (r < 0) {
         dv__log(DV_LOG_WARN, "%s=\"%s\" is not a valid %s; using the default %s", envname, text,
                 d->name, d->def);
@@ -318,6 +325,9 @@ dv_status dv_config_set(dv_config *cfg, const char *name, const char *value) {
   if (id < 0) return dv__error(DV_ERR_BAD_OPTION, "unknown option \"%s\"", name);
   dv_optval v;
   int r = dv__parse(id, value, &v);
+  if (r == -2)
+    return dv__error(DV_ERR_BAD_OPTION, "option %s: a value of %zu characters is too long (string "
+                     "options hold at most %d)", name, strlen(value), DV_OPTION_STRING_MAX);
   if (r != 0)
     return dv__error(DV_ERR_BAD_OPTION, "option %s: \"%s\" is %s", name, value,
                      r < 0 ? "not a valid value" : "out of range");

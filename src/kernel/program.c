@@ -110,9 +110,9 @@ static bool dv__program_has_name(const dv_program *p, const char *name) {
 
 dv_status dv_program_define(dv_program *p, const char *name, const char *value) {
   DV_CHECK_NULL(p);
+  DV_CHECK_NULL(name);
   if (!dv__is_identifier(name))
-    return dv__error(DV_ERR_INVALID_ARGUMENT, "define name \"%s\" is not a C identifier",
-                     name ? name : "(null)");
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "define name \"%s\" is not a C identifier", name);
   if (value && strchr(value, '\n'))
     return dv__error(DV_ERR_INVALID_ARGUMENT, "the value of define %s contains a newline", name);
   if (dv__program_has_name(p, name))
@@ -149,10 +149,10 @@ dv_status dv_program_options(dv_program *p, const char *backend, const char *opt
 
 dv_status dv_program_constant(dv_program *p, const char *name, const dv_array *host) {
   DV_CHECK_NULL(p);
+  DV_CHECK_NULL(name);
   DV_CHECK_NULL(host);
   if (!dv__is_identifier(name))
-    return dv__error(DV_ERR_INVALID_ARGUMENT, "constant name \"%s\" is not a C identifier",
-                     name ? name : "(null)");
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "constant name \"%s\" is not a C identifier", name);
   if (dv__program_has_name(p, name))
     return dv__error(DV_ERR_INVALID_ARGUMENT, "%s is already declared in program %s", name, p->name);
   if (host->alloc->kind != DV_MEM_HOST && host->alloc->kind != DV_MEM_PINNED &&

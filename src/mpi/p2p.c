@@ -357,9 +357,9 @@ static int advance(dv_mpi_request *r) {
   return r->phase == PH_DONE;
 }
 
+/* fn: the public function the caller called, named in every message. */
 static dv_status start(dv_mpi_comm *c, dv_array *a, int peer, int tag, dv_stream *stream,
-                       int is_send, dv_mpi_request **out) {
-  const char *fn = is_send ? "dv_mpi_isend" : "dv_mpi_irecv";
+                       int is_send, const char *fn, dv_mpi_request **out) {
   if (!out) return dv_mpi__fail(DV_ERR_NULL_ARGUMENT, "%s: req is NULL", fn);
   *out = NULL;
   if (!c) return dv_mpi__fail(DV_ERR_NULL_ARGUMENT, "%s: c is NULL", fn);
@@ -459,12 +459,12 @@ static dv_status start(dv_mpi_comm *c, dv_array *a, int peer, int tag, dv_stream
 
 DV_API dv_status dv_mpi_isend(dv_mpi_comm *c, const dv_array *a, int dest, int tag,
                               dv_stream *stream, dv_mpi_request **req) {
-  return start(c, (dv_array *)a, dest, tag, stream, 1, req);
+  return start(c, (dv_array *)a, dest, tag, stream, 1, "dv_mpi_isend", req);
 }
 
 DV_API dv_status dv_mpi_irecv(dv_mpi_comm *c, dv_array *a, int source, int tag, dv_stream *stream,
                               dv_mpi_request **req) {
-  return start(c, a, source, tag, stream, 0, req);
+  return start(c, a, source, tag, stream, 0, "dv_mpi_irecv", req);
 }
 
 static dv_status complete(dv_mpi_request **req, MPI_Status *status) {
@@ -530,7 +530,7 @@ DV_API dv_status dv_mpi_waitall(size_t n, dv_mpi_request **reqs) {
 DV_API dv_status dv_mpi_send(dv_mpi_comm *c, const dv_array *a, int dest, int tag,
                              dv_stream *stream) {
   dv_mpi_request *r = NULL;
-  dv_status s = dv_mpi_isend(c, a, dest, tag, stream, &r);
+  dv_status s = start(c, (dv_array *)a, dest, tag, stream, 1, "dv_mpi_send", &r);
   if (s != DV_OK) return s;
   return dv_mpi_wait(&r, NULL);
 }
@@ -538,7 +538,7 @@ DV_API dv_status dv_mpi_send(dv_mpi_comm *c, const dv_array *a, int dest, int ta
 DV_API dv_status dv_mpi_recv(dv_mpi_comm *c, dv_array *a, int source, int tag, dv_stream *stream,
                              MPI_Status *status) {
   dv_mpi_request *r = NULL;
-  dv_status s = dv_mpi_irecv(c, a, source, tag, stream, &r);
+  dv_status s = start(c, a, source, tag, stream, 0, "dv_mpi_recv", &r);
   if (s != DV_OK) return s;
   return dv_mpi_wait(&r, status);
 }

@@ -722,6 +722,8 @@ EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, dv_CUdevice d) {
 /* Compute capability of every device (dvdouble_set_compute_capability). */
 static int g_cc[2] = {99, 0};
 
+static int can_map_host(void); /* dvdouble_set_can_map_host_memory, at the end */
+
 EXPORT CUresult cuDeviceGetAttribute(int *v, dv_CUdevice_attribute a, dv_CUdevice d) {
   ENTER();
   if (!v) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
@@ -738,7 +740,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, dv_CUdevice_attribute a, dv_CUdevic
     case 10: x = 32; break;              /* warp */
     case 11: x = (int)MAX_PITCH; break;  /* max pitch */
     case 16: x = 4; break;               /* SMs */
-    case 19: x = 1; break;               /* can map host memory */
+    case 19: x = can_map_host(); break;  /* can map host memory */
     case 41: x = 1; break;               /* unified addressing */
     case 75: x = g_cc[0]; break;         /* 99 by default: newer than any NVRTC (PTX) */
     case 76: x = g_cc[1]; break;
@@ -1767,4 +1769,14 @@ EXPORT long dvdouble_faults(void) {
   long n = g_faults;
   pthread_mutex_unlock(&L);
   return n;
+}
+
+/* CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY of every device from now on (1 by
+ * default; 0 plays a device that cannot map host memory).  Contexts read it
+ * when they open. */
+static int g_can_map_host = 1;
+static int can_map_host(void) { return __atomic_load_n(&g_can_map_host, __ATOMIC_RELAXED); }
+EXPORT void dvdouble_set_can_map_host_memory(int can);
+EXPORT void dvdouble_set_can_map_host_memory(int can) {
+  __atomic_store_n(&g_can_map_host, can != 0, __ATOMIC_RELAXED);
 }

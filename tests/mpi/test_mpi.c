@@ -525,10 +525,18 @@ static void t_errors(void **state) {
   dv_array *a = NULL;
   assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_INT8), NULL, 'C', NULL, &a));
   dv_mpi_request *r = (dv_mpi_request *)&n;
+  /* each message names the function the caller called */
   assert_status(dv_mpi_isend(g_comm, a, g_size + 3, 0, NULL, &r), DV_ERR_INVALID_ARGUMENT);
   assert_null(r);
+  assert_true(strncmp(dv_last_error(), "dv_mpi_isend: ", 14) == 0);
+  assert_status(dv_mpi_irecv(g_comm, a, g_size + 3, 0, NULL, &r), DV_ERR_INVALID_ARGUMENT);
+  assert_true(strncmp(dv_last_error(), "dv_mpi_irecv: ", 14) == 0);
   assert_status(dv_mpi_send(g_comm, a, 0, -5, NULL), DV_ERR_INVALID_ARGUMENT);
+  if (strncmp(dv_last_error(), "dv_mpi_send: ", 13) != 0) fail_msg("dv_mpi_send says: %s", dv_last_error());
   assert_status(dv_mpi_send(NULL, a, 0, 0, NULL), DV_ERR_NULL_ARGUMENT);
+  assert_true(strncmp(dv_last_error(), "dv_mpi_send: ", 13) == 0);
+  assert_status(dv_mpi_recv(g_comm, a, g_size + 3, 0, NULL, NULL), DV_ERR_INVALID_ARGUMENT);
+  if (strncmp(dv_last_error(), "dv_mpi_recv: ", 13) != 0) fail_msg("dv_mpi_recv says: %s", dv_last_error());
   assert_status(dv_mpi_comm_set_chunk(g_comm, 0), DV_ERR_INVALID_ARGUMENT);
   assert_ok(dv_mpi_send(g_comm, a, MPI_PROC_NULL, 0, NULL)); /* MPI's null peer: a no-op */
   assert_status(dv_mpi_comm_create(MPI_COMM_NULL, 0, &(dv_mpi_comm *){NULL}), DV_ERR_NULL_ARGUMENT);

@@ -896,6 +896,21 @@ static dv_status hb_probe(char *reason, size_t cap) {
 
 static dv_status hb_open(const dv_backend_config *cfg, void **state) {
   *state = NULL;
+  /* One device, 0: any other selector is refused, as the other backends
+   * refuse a device they do not have. */
+  const char *dev = cfg->device ? cfg->device : "";
+  if (*dev) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(dev, &end, 10);
+    if (errno || end == dev || *end || v < 0)
+      return dv__error(DV_ERR_INVALID_ARGUMENT,
+                       "host simulator device \"%s\" is not an ordinal (option device; its one "
+                       "device is 0)", dev);
+    if (v != 0)
+      return dv__error(DV_ERR_BACKEND_UNAVAILABLE,
+                       "no host simulator device %ld (it has one device, 0; option device)", v);
+  }
   hb_state *st = dv__calloc(1, sizeof *st);
   if (!st) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the host simulator");
   pthread_mutex_init(&st->lock, NULL);
