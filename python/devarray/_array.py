@@ -251,6 +251,11 @@ def mapped(*arylist, **kws):
     cuda.mapped): yields a device array (a list for several arrays) over the same memory;
     those must not be used after the block."""
     stream = kws.get("stream", 0)
+    for a in arylist:
+        if isinstance(a, np.ndarray) and not a.flags.writeable:
+            # the device view is writable (kernels, copies): refuse, as copy_to_host does
+            raise ValueError("mapped: the array is read-only; a device view of it could be "
+                             "written (pass a writeable copy)")
     handles, arrs = _wrap_all(arylist)
     n = len(handles)
     views = (_P * n)()

@@ -284,6 +284,17 @@ def test_host_memory_of_records(no_leak):
     del p, d, s, r
 
 
+def test_mapped_refuses_read_only():
+    a = np.arange(8, dtype=np.int32)
+    a.flags.writeable = False
+    with pytest.raises(ValueError):
+        with cuda.mapped(a):
+            pass
+    b = np.arange(8, dtype=np.int32)
+    with cuda.mapped(b) as d:  # a writeable one still maps
+        assert d.shape == (8,)
+
+
 def test_copy_to_host_refuses_read_only(no_leak):
     """A read-only destination is refused before anything is copied (issue 22 #2): a view
     whose writeable flag is off, an array over a bytes object (immutable: it was changed)."""
