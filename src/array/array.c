@@ -67,7 +67,15 @@ static dv_status dv__dtor_device(dv_context *ctx, void *handle, void *aux) {
   (void)aux;
   dv_alloc *a = handle;
   dv_block blk = {a->buf, a->buf_offset, a->mm_handle};
+  /* Exported to a consumer that may have queued work on streams of its
+   * own (DLPack), which no event of ours can follow: a manager that reuses
+   * the block in stream order gets it once the device has finished
+   * everything queued (the memory is freed whatever that returns). */
+  dv_status wrc = DV_OK;
+  if (atomic_load_explicit(&a->outside, memory_order_relaxed) && dv__mm_stream_ordered(ctx))
+    wrc = ctx->be->stream_sync(ctx->bst, NULL);
   dv_status rc = ctx->mm.free(ctx->mm_state, blk, a->bytes, a->stream);
+  if (!rc) rc = wrc;
   dv__stats_sub(ctx, DV_STAT_DEVICE, a->bytes);
   dv__stream_irelease(a->stream);
   dv__alloc_free(a);

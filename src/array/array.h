@@ -36,6 +36,10 @@ typedef struct dv_alloc {
   bool foreign;        /* device memory wrapped by dv_device_array_wrap */
   dv_release_fn release; /* foreign: called once the memory is no longer used */
   void *release_user;
+  /* Exported for work devarray does not see (a DLPack consumer's own
+   * streams): with a stream-ordered manager its free waits for the device
+   * first (dv__dtor_device). */
+  _Atomic bool outside;
 } dv_alloc;
 
 /* A descriptor is sized by its ndim (48 + 16 * ndim bytes): shape and
