@@ -17,9 +17,14 @@
  *       copy64 (dv_copy_to_device, 64 B contiguous, NULL stream),
  *       todev64 (dv_to_device, 64 B, pool manager, then release),
  *       todev64-direct (the same with the direct manager),
- *       memcpy64 (memcpy of 64 B, the reference).
+ *       memcpy64 (memcpy of 64 B, the reference),
+ *       async64 (dv_copy_to_device, 64 B, on a stream, into an array
+ *       allocated for that stream, pool manager), async64-direct (the same
+ *       with the direct manager), async64-other (pool, the array allocated
+ *       for another stream: the copy orders that stream after itself).
  */
 #define _DEFAULT_SOURCE
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +81,7 @@ static volatile char sink;
 /* ---- callgrind counting mode ---------------------------------------------- */
 
 static char cnt_buf[64], cnt_dst[64];
+static dv_stream *cnt_stream; /* the stream of the async64 modes */
 __attribute__((noinline)) void count_loop(int what, long n, dv_context *c, dv_array *dst,
                                           dv_array *src);
 __attribute__((noinline)) void count_loop(int what, long n, dv_context *c, dv_array *dst,
@@ -83,6 +89,8 @@ __attribute__((noinline)) void count_loop(int what, long n, dv_context *c, dv_ar
   for (long i = 0; i < n; i++) {
     if (what == 0) {
       check(dv_copy_to_device(dst, src, NULL), "dv_copy_to_device");
+    } else if (what == 3) {
+      check(dv_copy_to_device(dst, src, cnt_stream), "dv_copy_to_device");
     } else if (what == 1) {
       dv_array *o = NULL;
       check(dv_to_device(c, src, NULL, 1, NULL, &o), "dv_to_device");
@@ -97,19 +105,34 @@ __attribute__((noinline)) void count_loop(int what, long n, dv_context *c, dv_ar
 static int count_mode(const char *what, long n) {
   int w = !strcmp(what, "copy64") ? 0
           : (!strcmp(what, "todev64") || !strcmp(what, "todev64-direct")) ? 1
-          : !strcmp(what, "memcpy64") ? 2 : -1;
-  if (w < 0) {
-    fprintf(stderr, "bench_overhead: --count copy64|todev64|todev64-direct|memcpy64 N\n");
+          : !strcmp(what, "memcpy64") ? 2
+          : !strncmp(what, "async64", 7) ? 3 : -1;
+  if (w < 0 || (w == 3 && strcmp(what, "async64") && strcmp(what, "async64-direct") &&
+                strcmp(what, "async64-other"))) {
+    fprintf(stderr, "bench_overhead: --count copy64|todev64|todev64-direct|memcpy64|async64|"
+                    "async64-direct|async64-other N\n");
     return 2;
   }
-  dv_context *c = make(!strcmp(what, "todev64-direct") ? "direct" : "pool");
+  bool direct = !strcmp(what, "todev64-direct") || !strcmp(what, "async64-direct");
+  dv_context *c = make(direct ? "direct" : "pool");
   if (!c) return 1;
   int64_t n64 = 64;
   dv_array *src = wrap(c, cnt_buf, 1, &n64, NULL, u8()), *dst = dev1(c, 64, u8());
+  dv_stream *other = NULL;
+  if (w == 3) {
+    check(dv_stream_create(c, 0, &cnt_stream), "dv_stream_create");
+    check(dv_stream_create(c, 0, &other), "dv_stream_create");
+    dv_array_release(dst);
+    check(dv_device_array(c, 1, &n64, u8(), NULL, 'C', strcmp(what, "async64-other") ? cnt_stream : other, &dst),
+          "dv_device_array");
+  }
   count_loop(w, 10, c, dst, src); /* warm: first calls set things up */
   count_loop(w, n, c, dst, src);
+  if (w == 3) check(dv_context_synchronize(c), "dv_context_synchronize");
   dv_array_release(src);
   dv_array_release(dst);
+  dv_stream_release(cnt_stream);
+  dv_stream_release(other);
   dv_context_destroy(c);
   return 0;
 }

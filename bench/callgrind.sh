@@ -21,4 +21,7 @@ count "memcpy 64 B (reference)" count_loop "$B/bench/bench_overhead" --count mem
 count "dv_copy_to_device 64 B contiguous" count_loop "$B/bench/bench_overhead" --count copy64 "$N"
 count "dv_to_device 64 B, pool manager" count_loop "$B/bench/bench_overhead" --count todev64 "$N"
 count "dv_to_device 64 B, direct manager" count_loop "$B/bench/bench_overhead" --count todev64-direct "$N"
+count "dv_copy_to_device 64 B on a stream, pool" count_loop "$B/bench/bench_overhead" --count async64 "$N"
+count "dv_copy_to_device 64 B on a stream, direct" count_loop "$B/bench/bench_overhead" --count async64-direct "$N"
+count "... array of another stream, pool" count_loop "$B/bench/bench_overhead" --count async64-other "$N"
 count "pool allocate+free pair, 1 KiB" fastpath_loop "$B/bench/bench_alloc" --fastpath-only "$N"

@@ -486,6 +486,18 @@ DV_API dv_status dv_context_pending_deallocs(dv_context *ctx, size_t *count, siz
  * through the pending-deallocation queue first (Numba's behaviour), then
  * reach the manager.
  *
+ * Stream order: a manager other than "direct" may reuse a freed block at
+ * once for later work on the stream the memory was allocated for (the pool
+ * does; on other streams it waits for that stream's work).  devarray keeps
+ * this safe for work queued on other streams: every copy, memset, element or
+ * field access, launch and constant upload that uses device memory
+ * allocated for another stream makes that stream wait for it (one event;
+ * none when the streams are the same or the call is synchronous).  Later
+ * work on the allocation stream therefore also waits for it.  Memory
+ * exported through DLPack to a device consumer is freed only after the
+ * device has finished its queued work (the consumer's own streams are
+ * invisible to devarray).
+ *
  * Device memory is addressed as a block: a backend buffer handle plus a byte
  * offset (OpenCL buffers are not pointers).  Managers obtain memory with
  * dv_backend_alloc / dv_backend_free, which bypass every manager.
@@ -730,8 +742,10 @@ typedef enum dv_memory_kind {
  * non-zero extents times the itemsize must fit int64_t even beside a zero
  * extent, whatever the strides), DV_ERR_OUT_OF_MEMORY (after one
  * flush-and-retry).
- * stream: accepted for Numba parity; allocation itself is not stream-ordered
- * with the direct memory manager.
+ * stream: the stream the memory is for (NULL: the default stream); with
+ * a stream-ordered manager (the pool) its free is ordered after that
+ * stream's work, and after work queued on other streams that used it (see
+ * "Memory managers").  The direct manager ignores it.
  */
 DV_API dv_status dv_device_array(dv_context *ctx, int ndim, const int64_t *shape,
                                  const dv_dtype *dtype, const int64_t *strides, char order,
@@ -787,7 +801,11 @@ DV_API dv_status dv_managed_array(dv_context *ctx, int ndim, const int64_t *shap
 DV_API dv_array *dv_array_retain(dv_array *a);
 /** Drop a reference.  The memory is freed (through the deferred queue for
  *  device memory) when the last view of it goes; queued work that still uses
- *  it completes first.  NULL is a no-op. */
+ *  it completes first, on whatever stream of the context it was queued: with
+ *  a stream-ordered manager (the pool) the stream the memory was allocated
+ *  for already waits for every copy, memset, element access, launch or
+ *  constant upload queued on another stream (an event), so the block is not
+ *  handed out again before that work is done.  NULL is a no-op. */
 DV_API void dv_array_release(dv_array *a);
 
 /** Number of dimensions (0 for a 0-d array). */
@@ -1873,7 +1891,11 @@ struct DLManagedTensor;
  *
  * Ownership: the tensor holds a reference to a (so the memory and the
  * context live) until the consumer calls its `deleter`, exactly once, from
- * any thread; releasing a meanwhile is fine.  Errors (nothing is made, *out
+ * any thread; releasing a meanwhile is fine.  A consumer may still have
+ * work queued on its own streams when it calls the deleter: with a
+ * stream-ordered manager (the pool), device memory exported as a non-CPU
+ * tensor is freed only after the device has finished everything queued
+ * (on CUDA that includes the consumer's streams of the same context).  Errors (nothing is made, *out
  * NULL): DV_ERR_NULL_ARGUMENT; DV_ERR_BAD_DTYPE (records, and bool with
  * DLPack 0.x, which has no bool type); DV_ERR_BAD_STRIDES (a byte stride
  * that is not a multiple of the itemsize: DLPack counts strides in

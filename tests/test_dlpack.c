@@ -2,7 +2,11 @@
  * layout, every malformed field refused, the producer's deleter called
  * exactly once, the export ordered on its stream.  Runs on each backend
  * given; without dlpack.h at build time the suite is skipped, by name. */
+#define _DEFAULT_SOURCE /* usleep */
+#include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -311,6 +315,74 @@ static void test_export_ordered(void **state) {
   assert_ok(dv_context_destroy(c));
 }
 
+/* Issue 22, item 1: a device consumer's own work on an exported array of
+ * pool memory.  The consumer (the CUDA test double's raw cuMemcpyDtoHAsync
+ * on its native stream, held back by a callback that lets go after 0.3 s)
+ * still reads the tensor when it calls the deleter and the array is
+ * released; the pool must not hand the block out again (a new array on the
+ * same stream, written at once) before that read is done. */
+static _Atomic int g_consumer_gate;
+static void consumer_gate(dv_stream *s, dv_status st, void *u) {
+  (void)s, (void)st, (void)u;
+  for (int i = 0; i < 300 && !atomic_load(&g_consumer_gate); i++) usleep(1000);
+}
+
+static void test_export_pool_waits_for_consumer(void **state) {
+  (void)state;
+  if (strcmp(g_backend, "cuda") != 0) skip(); /* the consumer is raw CUDA */
+  void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  typedef int (*d2h_fn)(void *, uint64_t, size_t, void *);
+  d2h_fn d2h = drv && dlsym(drv, "dvdouble_is_double") ? (d2h_fn)dlsym(drv, "cuMemcpyDtoHAsync_v2") : NULL;
+  if (!d2h) {
+    printf("SKIPPED: test_export_pool_waits_for_consumer: needs the CUDA test double\n");
+    skip();
+  }
+  enum { N = 4096 };
+  int64_t n = N;
+  dv_context *c = NULL;
+  assert_ok(test_context(&c, "memory_manager=pool", NULL));
+  dv_stream *a_s, *consumer;
+  assert_ok(dv_stream_create(c, 0, &a_s));
+  assert_ok(dv_stream_create(c, 0, &consumer));
+  dv_array *a, *b, *h;
+  assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', a_s, &a));
+  assert_ok(dv_pinned_array(c, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', &h));
+  int32_t *hp;
+  assert_ok(dv_array_host_data(h, (void **)&hp));
+  for (int i = 0; i < N; i++) hp[i] = 1;
+  assert_ok(dv_copy_to_device(a, h, NULL));
+  memset(hp, 0, N * sizeof *hp);
+  void *cs = NULL, *blk_a = NULL, *blk_b = NULL;
+  size_t off_a = 0, off_b = 0;
+  assert_ok(dv_stream_native(consumer, &cs));
+  assert_ok(dv_array_native(a, &blk_a, &off_a));
+  atomic_store(&g_consumer_gate, 0);
+  assert_ok(dv_stream_add_callback(consumer, consumer_gate, NULL));
+  DLManagedTensor *t = NULL;
+  assert_ok(dv_array_to_dlpack(a, a_s, cs, &t));
+  typedef int (*set_ctx_fn)(void *);
+  set_ctx_fn set_ctx = (set_ctx_fn)dlsym(drv, "cuCtxSetCurrent");
+  void *cu_ctx = NULL, *cu_dev = NULL;
+  assert_ok(dv_context_native(c, &cu_ctx, &cu_dev));
+  assert_int_equal(set_ctx(cu_ctx), 0);
+  assert_int_equal(d2h(hp, (uint64_t)(uintptr_t)t->dl_tensor.data, N * sizeof *hp, cs), 0);
+  t->deleter(t); /* the consumer lets go; its read is still queued */
+  dv_array_release(a);
+  assert_ok(dv_context_flush_deallocs(c));
+  assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', a_s, &b));
+  assert_ok(dv_array_native(b, &blk_b, &off_b));
+  if (blk_a != blk_b || off_a != off_b) printf("note: the pool did not hand the block out again\n");
+  assert_ok(dv_array_memset(b, 0x77, a_s));
+  for (int i = 0; i < 200 && dv_stream_query(a_s) == DV_ERR_NOT_READY; i++) usleep(1000);
+  atomic_store(&g_consumer_gate, 1);
+  assert_ok(dv_context_synchronize(c));
+  for (int i = 0; i < N; i++)
+    if (hp[i] != 1) fail_msg("the consumer read 0x%08x at %d, not 1: the pool handed the block out while its read was queued", (unsigned)hp[i], i);
+  dv_array_release(b), dv_array_release(h);
+  dv_stream_release(a_s), dv_stream_release(consumer);
+  assert_ok(dv_context_destroy(c));
+}
+
 /* ---- import: a hand-made tensor over our own memory ---------------------------- */
 
 static int deleted;
@@ -486,7 +558,8 @@ static void test_import_refusals(void **state) {
 
 static const struct CMUnitTest tests[] = {
     T(test_every_dtype),         T(test_layouts),        T(test_export_refusals),
-    T(test_export_keeps_alive),  T(test_export_ordered), T(test_export_host_side), T(test_import_and_deleter_once),
+    T(test_export_keeps_alive),  T(test_export_ordered), T(test_export_host_side),
+    cmocka_unit_test(test_export_pool_waits_for_consumer), T(test_import_and_deleter_once),
     T(test_import_refusals),
 };
 TEST_MAIN("dlpack", tests)

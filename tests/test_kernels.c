@@ -11,6 +11,7 @@
  * out-of-bounds shared memory, faults) are at the end and run only there.
  */
 #include <dirent.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <math.h>
 #include <sys/stat.h>
@@ -782,6 +783,72 @@ static void test_release_during_cross_stream_launch(void **state) {
   dv_module_release(m);
 }
 
+/* Issue 22, item 1, for constants: a constant uploaded from a device array
+ * on another stream than the array's reads it when the upload runs; the
+ * array released meanwhile must not have its block handed out (to a new
+ * array on its stream, written at once) before that.  The upload waits
+ * behind a callback that lets go after 0.3 s. */
+static void gate_300ms(dv_stream *s, dv_status st, void *u) {
+  (void)s, (void)st;
+  for (int i = 0; i < 300 && !atomic_load((_Atomic int *)u); i++) usleep(1000);
+}
+
+static void test_constant_from_released_array(void **state) {
+  (void)state;
+  NEEDS_EXECUTION();
+  if (!strstr(g_backend, "-pool")) skip(); /* the direct manager frees through the driver */
+  float coef[8];
+  int32_t idx[5] = {0, 0, 0, 0, 0}, three[5] = {3, 3, 3, 3, 3};
+  for (int i = 0; i < 8; i++) coef[i] = (float)(100 + i);
+  int64_t n8 = 8, n5 = 5;
+  dv_array *hc, *hi, *h3;
+  assert_ok(dv_host_array_wrap(g_ctx, coef, 1, &n8, dv_dtype_get(DV_FLOAT32), NULL, &hc));
+  assert_ok(dv_host_array_wrap(g_ctx, idx, 1, &n5, dv_dtype_get(DV_INT32), NULL, &hi));
+  assert_ok(dv_host_array_wrap(g_ctx, three, 1, &n5, dv_dtype_get(DV_INT32), NULL, &h3));
+  char *src = read_source("constant.dvk");
+  dv_program *p;
+  assert_ok(dv_program_create(g_ctx, "constant.dvk", src, &p));
+  free(src);
+  assert_ok(dv_program_constant(p, "coef", hc));
+  assert_ok(dv_program_constant(p, "idx", hi));
+  assert_ok(dv_program_define(p, "NIDX", "5"));
+  dv_module *m;
+  assert_ok(dv_program_build(p, 0, &m));
+  dv_stream *sa, *sb;
+  assert_ok(dv_stream_create(g_ctx, 0, &sa));
+  assert_ok(dv_stream_create(g_ctx, 0, &sb));
+  dv_array *di, *x;
+  assert_ok(dv_device_array(g_ctx, 1, &n5, dv_dtype_get(DV_INT32), NULL, 'C', sa, &di));
+  assert_ok(dv_copy_to_device(di, h3, NULL));
+  _Atomic int open = 0;
+  assert_ok(dv_stream_add_callback(sb, gate_300ms, &open));
+  assert_ok(dv_module_set_constant(m, "idx", di, sb)); /* reads di when it runs */
+  dv_array_release(di);
+  assert_ok(dv_context_flush_deallocs(g_ctx));
+  assert_ok(dv_device_array(g_ctx, 1, &n5, dv_dtype_get(DV_INT32), NULL, 'C', sa, &x));
+  assert_ok(dv_array_memset(x, 0, sa)); /* idx 0 everywhere, if the upload read this */
+  for (int i = 0; i < 200 && dv_stream_query(sa) == DV_ERR_NOT_READY; i++) usleep(1000);
+  atomic_store(&open, 1);
+  enum { N = 40 };
+  int64_t nn = N;
+  dv_array *d;
+  assert_ok(dv_device_array(g_ctx, 1, &nn, dv_dtype_get(DV_FLOAT32), NULL, 'C', sb, &d));
+  dv_arg a[] = {DV_ARG_ARRAY(d), DV_ARG_I32(N)};
+  dv_launch_config c = cfg1(1, 64);
+  c.stream = sb;
+  assert_ok(dv_kernel_launch(kernel(m, "apply_coef"), &c, 2, a));
+  assert_ok(dv_context_synchronize(g_ctx));
+  float out[N];
+  to_host(d, out);
+  for (int i = 0; i < N; i++)
+    if (out[i] != 206.0f) fail_msg("element %d is %g, not 206: the constant upload read the memory of a new array", i, (double)out[i]);
+  dv_array_release(d), dv_array_release(x);
+  dv_array_release(hc), dv_array_release(hi), dv_array_release(h3);
+  dv_stream_release(sa), dv_stream_release(sb);
+  dv_module_release(m);
+  dv_program_destroy(p);
+}
+
 /* ---- native handles and foreign memory ------------------------------------------------ */
 
 static int g_released;
@@ -993,7 +1060,7 @@ int main(int argc, char **argv) {
       T(test_atomics_contention),  T(test_matmul),           T(test_launch_limits),
       T(test_build_error_log),     T(test_stream_order_and_release), T(test_native_round_trip),
       T(test_module_cache),        T(test_host_checks),      T(test_empty_array_argument),
-      T(test_release_during_cross_stream_launch),
+      T(test_release_during_cross_stream_launch), T(test_constant_from_released_array),
   };
   return kernel_suite_end(g_cache_dir, test_main(argc, argv, "kernels", tests, sizeof tests / sizeof tests[0]));
 }

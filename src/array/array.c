@@ -67,7 +67,15 @@ static dv_status dv__dtor_device(dv_context *ctx, void *handle, void *aux) {
   (void)aux;
   dv_alloc *a = handle;
   dv_block blk = {a->buf, a->buf_offset, a->mm_handle};
+  /* Exported to a consumer that may have queued work on streams of its
+   * own (DLPack), which no event of ours can follow: a manager that reuses
+   * the block in stream order gets it once the device has finished
+   * everything queued (the memory is freed whatever that returns). */
+  dv_status wrc = DV_OK;
+  if (atomic_load_explicit(&a->outside, memory_order_relaxed) && dv__mm_stream_ordered(ctx))
+    wrc = ctx->be->stream_sync(ctx->bst, NULL);
   dv_status rc = ctx->mm.free(ctx->mm_state, blk, a->bytes, a->stream);
+  if (!rc) rc = wrc;
   dv__stats_sub(ctx, DV_STAT_DEVICE, a->bytes);
   dv__stream_irelease(a->stream);
   dv__alloc_free(a);
@@ -348,6 +356,45 @@ dv_status dv__check_live(const dv_array *a, const char *what) {
     return dv__error(DV_ERR_INVALID_ARGUMENT,
                      "the %s is a device view of host memory whose mapped scope has ended", what);
   return DV_OK;
+}
+
+/* The slow part of dv__arrays_used_on (array.h): the allocation streams of
+ * the arrays that need it, to the memory layer, which orders them. */
+static inline bool dv__alloc_of_other_stream(const dv_alloc *al, dv_context *ctx, dv_bstream *bs) {
+  return al->kind == DV_MEM_DEVICE && al->owned && al->buf && al->ctx == ctx && dv__bstream(ctx, al->stream) != bs;
+}
+__attribute__((noinline)) dv_status dv__arrays_order(dv_context *ctx, dv_stream *stream, const dv_array *const *arr,
+                                                     size_t n) {
+  if (!dv__mm_stream_ordered(ctx)) return DV_OK;
+  dv_bstream *bs = dv__bstream(ctx, stream);
+  dv_stream *owners[16];
+  size_t k = 0;
+  dv_status rc = DV_OK;
+  for (size_t i = 0; i < n && !rc; i++) {
+    if (!arr[i] || !dv__alloc_of_other_stream(arr[i]->alloc, ctx, bs)) continue;
+    owners[k++] = arr[i]->alloc->stream;
+    if (k == sizeof owners / sizeof owners[0]) {
+      rc = dv__mm_order_after(ctx, stream, owners, k);
+      k = 0;
+    }
+  }
+  if (!rc && k) rc = dv__mm_order_after(ctx, stream, owners, k);
+  return rc;
+}
+
+/* After a call queued work that uses a (and b) on `stream`: the arrays'
+ * streams wait for it where they must (dv__arrays_used_on).  A synchronous
+ * call (stream NULL) has waited for its work before it returns: nothing is
+ * left to order. */
+static __attribute__((noinline)) dv_status dv__order_pair(dv_context *ctx, dv_stream *stream, const dv_array *a,
+                                                         const dv_array *b) {
+  const dv_array *v[2] = {a, b};
+  return dv__arrays_order(ctx, stream, v, 2);
+}
+static inline dv_status dv__used_on(dv_context *ctx, dv_stream *stream, const dv_array *a, const dv_array *b) {
+  if (!stream || (!dv__alloc_maybe_elsewhere(a->alloc, stream) && (!b || !dv__alloc_maybe_elsewhere(b->alloc, stream))))
+    return DV_OK;
+  return dv__order_pair(ctx, stream, a, b);
 }
 
 /*
@@ -648,7 +695,8 @@ static inline __attribute__((always_inline)) dv_status dv__copy_contig(dv_contex
   dv_status rc = dv__transfer_contig(ctx, dr, dh, sr, sh, (size_t)bytes, stream);
   if (rc == DV_ERR_NOT_SUPPORTED) return rc;
   dv_status r2 = dv__sync_if_null(ctx, stream);
-  return rc ? rc : r2;
+  dv_status r3 = dv__used_on(ctx, stream, dst, src);
+  return rc ? rc : r2 ? r2 : r3;
 }
 
 /* Copy array src into array dst (compatible), and wait when synchronous. */
@@ -678,7 +726,9 @@ static __attribute__((noinline)) dv_status dv__copy_general(dv_array *dst, const
   dv_view dv, sv;
   dv__view_of(dst, &dv);
   dv__view_of(src, &sv);
-  return dv__copy_views(ctx, &dv, src->alloc->ctx, &sv, stream);
+  dv_status rc = dv__copy_views(ctx, &dv, src->alloc->ctx, &sv, stream);
+  dv_status r2 = dv__used_on(ctx, stream, dst, src); /* a failed copy may have queued a part */
+  return rc ? rc : r2;
 }
 
 dv_status dv_array_copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
@@ -786,7 +836,8 @@ dv_status dv_array_memset(dv_array *a, int value, dv_stream *stream) {
   dv__view_of(a, &v);
   rc = dv__memset(ctx, &v, value, stream);
   dv_status r2 = dv__sync_if_null(ctx, stream);
-  return rc ? rc : r2;
+  dv_status r3 = dv__used_on(ctx, stream, a, NULL);
+  return rc ? rc : r2 ? r2 : r3;
 }
 
 dv_status dv_array_copy_new(const dv_array *a, char order, dv_stream *stream, dv_array **out) {
@@ -908,7 +959,9 @@ static dv_status dv__item_io(dv_array *a, const int64_t *index, void *buf, size_
   dv__view_part(a, a->dtype, 0, NULL, NULL, off, &v);
   dv__view_host(buf, a->dtype, 0, NULL, &h);
   dv_context *ctx = a->alloc->ctx;
-  return get ? dv__copy_views(ctx, &h, ctx, &v, stream) : dv__copy_views(ctx, &v, ctx, &h, stream);
+  rc = get ? dv__copy_views(ctx, &h, ctx, &v, stream) : dv__copy_views(ctx, &v, ctx, &h, stream);
+  dv_status r2 = dv__used_on(ctx, stream, a, NULL);
+  return rc ? rc : r2;
 }
 
 dv_status dv_array_get_item(const dv_array *a, const int64_t *index, void *out, size_t outsize,
@@ -947,6 +1000,8 @@ static dv_status dv__reshape_copy(const dv_array *a, int nnd, const int64_t *nsh
   dv__view_part(n, a->dtype, a->ndim, a->shape, vst, n->offset, &v);
   dv__view_of(a, &av);
   rc = dv__copy_views(n->alloc->ctx, &v, a->alloc->ctx, &av, stream);
+  dv_status r2 = dv__used_on(n->alloc->ctx, stream, a, n);
+  if (!rc) rc = r2;
   if (rc) {
     dv_array_release(n);
     return rc;
@@ -1084,7 +1139,9 @@ static dv_status dv__record_io(dv_array *rec, const char *name, void *buf, size_
   dv__view_part(rec, f->dtype, f->ndim, f->shape, st, rec->offset + (int64_t)f->offset, &fv);
   dv__view_host(buf, f->dtype, f->ndim, f->shape, &h);
   dv_context *ctx = rec->alloc->ctx;
-  return get ? dv__copy_views(ctx, &h, ctx, &fv, stream) : dv__copy_views(ctx, &fv, ctx, &h, stream);
+  rc = get ? dv__copy_views(ctx, &h, ctx, &fv, stream) : dv__copy_views(ctx, &fv, ctx, &h, stream);
+  dv_status r2 = dv__used_on(ctx, stream, rec, NULL);
+  return rc ? rc : r2;
 }
 
 dv_status dv_record_get(const dv_array *rec, const char *name, void *out, size_t size, dv_stream *stream) {

@@ -413,6 +413,14 @@ dv_status dv_array_to_dlpack(dv_array *a, dv_stream *stream, void *consumer_stre
   if (rc) return rc;
   dv__dl_export *e = dv__calloc(1, sizeof *e);
   if (!e) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a DLPack tensor");
+  /* A device consumer queues work on streams of its own, which devarray
+   * cannot order its allocation streams after (its deleter comes when the
+   * consumer lets go, not when that work is done): the memory's free waits
+   * for the device (dv__dtor_device) where the manager would otherwise hand
+   * the block out again in stream order.  A kDLCPU consumer reads and
+   * writes on the host, done before its deleter. */
+  if (d.device_type != kDLCPU && a->alloc->kind == DV_MEM_DEVICE && a->alloc->owned)
+    atomic_store(&a->alloc->outside, true);
   for (int i = 0; i < a->ndim; i++) e->shape[i] = a->shape[i], e->strides[i] = est[i];
   e->keep = dv_array_retain(a);
   dv__dl_write_legacy(&d, e);

@@ -286,6 +286,7 @@ dv_status dv_module_set_constant(dv_module *m, const char *name, const dv_array 
       r.buf = src->alloc->buf, r.offset = src->alloc->buf_offset + (size_t)src->offset;
     rc = ctx->be->constant_write(ctx->bst, m->bm, dv__bstream(ctx, stream), c->offset, r,
                                  (size_t)n * c->itemsize);
+    if (!rc) rc = dv__arrays_used_on(ctx, stream, &src, 1);
     if (!rc) rc = dv__sync_if_null(ctx, stream);
     return rc;
   }
@@ -526,14 +527,10 @@ static dv_status dv__launch_lowered(dv_kernel *k, const dv_launch_config *cfg, c
   dv_bkview views[DV__KMAXARGS];
   size_t nb = 0;
   dv_bstream *launch_bs = dv__bstream(ctx, cfg->stream);
-  /* The direct manager frees through the deferred queue to the driver, which
-   * keeps memory in use by queued work alive; any other manager (the pool, a
-   * plug-in) reuses a freed block in the order of its stream. */
-  bool ordered = strcmp(ctx->mm.name ? ctx->mm.name : "", "direct") != 0;
-  dv_bstream *others[DV__KMAXARGS];
-  size_t nothers = 0;
+  const dv_array *used[DV__KMAXARGS]; /* the arrays, for dv__arrays_used_on */
   for (size_t i = 0; i < nargs; i++) {
     const dv_arg *a = &args[i];
+    used[i] = NULL;
     if (a->kind == DV_ARG_SCALAR) {
       bargs[nb++] = (dv_barg){DV_BARG_VALUE, a->type, NULL, dv__arg_value(a),
                               dv_dtype_itemsize(dv_dtype_get(a->type))};
@@ -551,14 +548,7 @@ static dv_status dv__launch_lowered(dv_kernel *k, const dv_launch_config *cfg, c
         break;
     }
     offsets[i] = (int64_t)arr->alloc->buf_offset + arr->offset;
-    /* Memory a stream-ordered manager gave to another stream (the
-     * default stream when alloc->stream is NULL). */
-    if (ordered && buf && arr->alloc->kind == DV_MEM_DEVICE && !arr->alloc->foreign) {
-      dv_bstream *own = dv__bstream(ctx, arr->alloc->stream);
-      bool seen = own == launch_bs;
-      for (size_t j = 0; j < nothers && !seen; j++) seen = others[j] == own;
-      if (!seen) others[nothers++] = own;
-    }
+    used[i] = arr;
     bargs[nb++] = (dv_barg){DV_BARG_BUFFER, DV_BOOL, buf, NULL, 0};
     bargs[nb++] = (dv_barg){DV_BARG_VALUE, DV_INT64, NULL, &offsets[i], sizeof(int64_t)};
     if (a->kind == DV_ARG_VIEW || a->kind == DV_ARG_SMART_VIEW) {
@@ -575,35 +565,12 @@ static dv_status dv__launch_lowered(dv_kernel *k, const dv_launch_config *cfg, c
   bl.dynamic_shared = cfg->dynamic_shared;
   bl.nargs = nb;
   bl.args = bargs;
-  /* The memory manager reuses a freed block in the order of the stream it
-   * was allocated for; make that stream's later work wait for this launch,
-   * so a block released while the kernel runs is not handed out early.  The
-   * event is made first: after the launch is queued, only recording and
-   * waiting can still fail. */
-  dv_bevent *ev = NULL;
-  if (nothers) {
-    rc = ctx->be->event_create(ctx->bst, 0, &ev);
-    if (rc) return rc;
-  }
   rc = ctx->be->launch(ctx->bst, launch_bs, k->bk, &bl);
-  if (!rc && ev) {
-    rc = ctx->be->event_record(ctx->bst, ev, launch_bs);
-    for (size_t j = 0; !rc && j < nothers; j++) rc = ctx->be->event_wait(ctx->bst, others[j], ev);
-    if (rc) {
-      /* The kernel is queued: a synchronous launch still waits for it. */
-      dv_status keep = rc;
-      char msg[512];
-      snprintf(msg, sizeof msg, "%s", dv_last_error());
-      if (!cfg->stream) (void)dv__sync_if_null(ctx, NULL);
-      ctx->be->event_destroy(ctx->bst, ev);
-      return dv__error(keep, "kernel %s was queued, but ordering its arrays' streams after it "
-                       "failed: %s", k->name, msg);
-    }
-  }
-  if (ev) {
-    dv_status r2 = ctx->be->event_destroy(ctx->bst, ev);
-    if (!rc) rc = r2;
-  }
   if (rc) return rc;
-  return dv__sync_if_null(ctx, cfg->stream);
+  /* A stream-ordered manager reuses a freed block in the order of the
+   * stream it was allocated for: that stream waits for the launch
+   * (array.h). */
+  rc = dv__arrays_used_on(ctx, cfg->stream, used, nargs);
+  dv_status r2 = dv__sync_if_null(ctx, cfg->stream); /* queued: a synchronous launch waits */
+  return rc ? rc : r2;
 }

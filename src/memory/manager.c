@@ -115,3 +115,43 @@ dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, dv_
   }
   return rc;
 }
+
+dv_status dv__mm_order_after(dv_context *ctx, dv_stream *used, dv_stream *const *owners, size_t n) {
+  if (!dv__mm_stream_ordered(ctx)) return DV_OK;
+  dv_bstream *ubs = dv__bstream(ctx, used);
+  dv_bevent *ev = NULL;
+  dv_status rc = DV_OK;
+  for (size_t i = 0; i < n && !rc; i++) {
+    dv_bstream *obs = dv__bstream(ctx, owners[i]);
+    bool seen = obs == ubs;
+    for (size_t j = 0; j < i && !seen; j++) seen = dv__bstream(ctx, owners[j]) == obs;
+    if (seen) continue;
+    if (!ev) { /* made only when some owner needs it */
+      rc = ctx->be->event_create(ctx->bst, 0, &ev);
+      if (rc) {
+        ev = NULL;
+        break;
+      }
+      rc = ctx->be->event_record(ctx->bst, ev, ubs);
+      if (rc) break;
+    }
+    rc = ctx->be->event_wait(ctx->bst, obs, ev);
+  }
+  /* Destroying the event after the waits are queued is allowed: they keep
+   * what they wait for. */
+  if (ev) {
+    dv_status r2 = ctx->be->event_destroy(ctx->bst, ev);
+    if (r2) dv__log(DV_LOG_WARN, "destroying an ordering event failed: %s", dv_last_error());
+  }
+  if (!rc) return DV_OK;
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", dv_last_error());
+  dv_status src = ctx->be->stream_sync(ctx->bst, ubs);
+  if (!src) {
+    dv__log(DV_LOG_WARN, "ordering the streams of memory in use after work on another stream failed "
+            "(%s); waited for that work instead", msg);
+    return DV_OK;
+  }
+  return dv__error(rc, "work was queued, but neither ordering the streams of the memory it uses after "
+                   "it (%s) nor waiting for it worked", msg);
+}

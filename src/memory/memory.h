@@ -21,6 +21,27 @@ dv_status dv__pool_snapshot(void *state, char *buf, size_t cap, size_t *needed);
  * flush-and-retry on out-of-memory. */
 dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, dv_block *out);
 
+/* ---- the stream order of memory in use (manager.c) ---- */
+/* Whether the context's manager reuses a freed block in the order of the
+ * stream it was allocated for: every manager but "direct" (the pool, a
+ * plug-in).  The direct manager frees through the pending-deallocation
+ * queue to the driver, which keeps memory that queued work uses alive. */
+static inline bool dv__mm_stream_ordered(const dv_context *ctx) {
+  return ctx->mm.alloc != dv__mm_direct.alloc;
+}
+/* Work that uses device memory the manager gave to the streams
+ * owners[0..n) (NULL: the default stream) has just been queued on `used` (a
+ * stream of ctx; NULL: the default stream).  Make every owner's later work
+ * wait for it: one event recorded on `used`, waited for on each owner that
+ * is not `used` itself (duplicates once).  A block released meanwhile then
+ * goes back to its stream behind that work, so neither its stream (at once)
+ * nor another (after the stream's fence) gets it before the work is done.
+ * Does nothing for a manager that is not stream-ordered.  Should making,
+ * recording or waiting for the event fail, waits for `used` on the host
+ * instead (the work is done then: nothing left to order) and logs why;
+ * returns an error only when that fails too. */
+dv_status dv__mm_order_after(dv_context *ctx, dv_stream *used, dv_stream *const *owners, size_t n);
+
 /* ---- host memory (hostmem.c): the backend's, counted in the statistics ---- */
 /* Page-locked memory; with DV_HOSTMEM_MAPPED also device-addressable
  * (*dev_buf, which may then be NULL only where the backend cannot map).

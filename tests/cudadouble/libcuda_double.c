@@ -39,6 +39,9 @@
  *    deadlock it is on a real GPU and the process is aborted.
  *  - Host functions (cuLaunchHostFunc) run on the stream's worker and may
  *    not call the driver (CUDA_ERROR_NOT_PERMITTED).
+ *  - cuEventDestroy of an event whose record is still queued returns at
+ *    once; the event goes when the record completes (waits already queued
+ *    on it still wait).
  *  - cuMemcpy2D/3D: pitches below the width or above the device's maximum
  *    pitch (2^31 - 1 bytes, CU_DEVICE_ATTRIBUTE_MAX_PITCH) are
  *    CUDA_ERROR_INVALID_VALUE; a device-to-device 2-D/3-D copy whose pitches
@@ -170,6 +173,7 @@ struct dv_CUevent_st {
   int recorded;
   struct timespec when;
   int when_set;
+  int destroyed; /* destroyed with its record still queued: the record frees it */
 };
 
 typedef struct fn_rec {
@@ -462,7 +466,7 @@ static void run_copy_kernel(struct dv_CUctx_st *c, op *o) {
 }
 
 static int op_ready(op *o) {
-  if (o->kind == 4) return o->wait_s->done >= o->wait_seq;
+  if (o->kind == 4) return !o->wait_s || o->wait_s->done >= o->wait_seq;
   return 1;
 }
 
@@ -509,6 +513,7 @@ static void *worker(void *arg) {
       case 5:
         clock_gettime(CLOCK_MONOTONIC, &o->ev->when);
         o->ev->when_set = 1;
+        if (o->ev->destroyed) free(o->ev);
         break;
       case 6:
         if (!failed) run_copy_kernel(c, o);
@@ -538,15 +543,13 @@ static void stream_reap(stream *s) {
       *pp = s->next_all;
       break;
     }
-  /* Waits other streams queued on an event of s are satisfied (s is drained:
-   * everything it recorded has happened), and must not read s once it is
-   * freed (as in CUDA, an event wait outlives the recording stream). */
+  /* Waits queued on other streams for its work (an event recorded here)
+   * are satisfied: it drained before it went. */
   for (stream *x = g_streams; x; x = x->next_all)
     for (op *o = x->head; o; o = o->next)
-      if (o->kind == 4 && o->wait_s == s) o->kind = 7; /* a no-op now */
+      if (o->kind == 4 && o->wait_s == s) o->wait_s = NULL;
   for (struct dv_CUevent_st *e = g_events; e; e = e->next_all)
-    if (e->s == s) e->s = NULL; /* recorded, and complete */
-  pthread_cond_broadcast(&C);
+    if (e->s == s) e->s = NULL; /* its record completed */
   free(s);
 }
 
@@ -1335,9 +1338,13 @@ EXPORT CUresult cuEventDestroy_v2(dv_CUevent e) {
   for (struct dv_CUevent_st **pp = &g_events; *pp; pp = &(*pp)->next_all)
     if (*pp == e) {
       *pp = e->next_all;
-      /* A record still queued refers to it: let it run first. */
-      if (e->recorded && e->s) wait_stream(e->s, e->seq, 0);
-      free(e);
+      /* As the reference says: with a record still queued the call returns
+       * at once, and the event goes when the record completes (the record
+       * refers to it: it frees it then). */
+      if (e->recorded && e->s && e->s->done < e->seq)
+        e->destroyed = 1;
+      else
+        free(e);
       return unlock_ret(DV_CUDA_SUCCESS);
     }
   return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
@@ -1367,8 +1374,8 @@ EXPORT CUresult cuEventQuery(dv_CUevent e) {
   CTX(c);
   (void)c;
   if (!event_known(e)) return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
-  if (!e->recorded || !e->s) return unlock_ret(DV_CUDA_SUCCESS);
-  return unlock_ret(e->s->done >= e->seq ? DV_CUDA_SUCCESS : DV_CUDA_ERROR_NOT_READY);
+  if (!e->recorded) return unlock_ret(DV_CUDA_SUCCESS);
+  return unlock_ret(!e->s || e->s->done >= e->seq ? DV_CUDA_SUCCESS : DV_CUDA_ERROR_NOT_READY);
 }
 
 EXPORT CUresult cuEventSynchronize(dv_CUevent e) {
