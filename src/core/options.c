@@ -101,6 +101,10 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "thread alone)"},
     {"cuda_staging_thread_min", "DV_CUDA_STAGING_THREAD_MIN", NULL, T_SIZE, "1M", 0, 1073741824.0,
      "CUDA: staged pieces smaller than this many bytes are copied by one thread"},
+    {"cuda_staging_limit", "DV_CUDA_STAGING_LIMIT", NULL, T_SIZE, "0", 0, 1099511627776.0,
+     "CUDA: pinned bytes a context keeps for the staging buffers of copies with pageable host memory "
+     "(0: four times cuda_staging_chunk; at least one chunk); an asynchronous copy above it waits for "
+     "a buffer to come back"},
 };
 
 int dv__option_lookup(const char *name) {
