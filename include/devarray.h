@@ -387,7 +387,9 @@ typedef struct dv_stats {
   uint64_t bytes_h2d, bytes_d2h, bytes_d2d;
   /** @} */
   /* appended in version 2 */
-  dv_counter staging;             /**< pinned staging pool bytes held (cached or in use) */
+  /** Pinned staging bytes held (cached or in use): the planner's pool and,
+   * on CUDA, the pageable path's buffers (cuda_staging_limit). */
+  dv_counter staging;
   /** Staging buffers reused from the pool / newly pinned. @{ */
   uint64_t staging_hits, staging_misses;
   /** @} */
@@ -863,7 +865,16 @@ DV_API dv_status dv_array_host_data(const dv_array *a, void **ptr);
  * neither pinned nor registered goes through pinned staging buffers in
  * pieces of at most `cuda_staging_chunk` bytes (DV_CUDA_STAGING_CHUNK,
  * default 4 MiB), ordered on the stream like any other copy (a
- * synchronous copy smaller than one piece is left to the driver).  The CPU's
+ * synchronous copy smaller than one piece is left to the driver).  A
+ * context keeps at most `cuda_staging_limit` bytes of such buffers
+ * (DV_CUDA_STAGING_LIMIT; 0, the default: four chunks), counted in
+ * dv_stats `staging`: an asynchronous copy that needs more waits for
+ * buffers of earlier pieces to come back, so it may wait for work queued
+ * before it on its stream.  A synchronous copy copies on the calling
+ * thread and never waits for host callbacks (it may take one buffer beyond
+ * the limit for a moment rather than wait for them).  On a stream that is
+ * capturing a CUDA graph such copies are refused with DV_ERR_MISUSE (use
+ * pinned or registered memory there).  The CPU's
  * part, copying each piece into or out of its staging buffer, is shared by
  * `cuda_staging_threads` threads (DV_CUDA_STAGING_THREADS, the calling
  * thread or the stream's callback thread included; default 0: min(4,

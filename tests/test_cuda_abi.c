@@ -73,6 +73,13 @@ _Static_assert(DV_CUDA_ERROR_INVALID_IMAGE == CUDA_ERROR_INVALID_IMAGE && DV_CUD
 _Static_assert(DV_CUDA_ERROR_INVALID_PTX == CUDA_ERROR_INVALID_PTX && DV_CUDA_ERROR_UNSUPPORTED_PTX_VERSION == CUDA_ERROR_UNSUPPORTED_PTX_VERSION, "err");
 _Static_assert(DV_CUDA_ERROR_JIT_COMPILER_NOT_FOUND == CUDA_ERROR_JIT_COMPILER_NOT_FOUND && DV_CUDA_ERROR_NOT_FOUND == CUDA_ERROR_NOT_FOUND, "err");
 _Static_assert(DV_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "err");
+_Static_assert(DV_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED &&
+               DV_CUDA_ERROR_STREAM_CAPTURE_INVALIDATED == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED &&
+               DV_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "err");
+_Static_assert(sizeof(dv_CUstreamCaptureStatus) == sizeof(CUstreamCaptureStatus) &&
+               DV_CU_STREAM_CAPTURE_STATUS_NONE == CU_STREAM_CAPTURE_STATUS_NONE &&
+               DV_CU_STREAM_CAPTURE_STATUS_ACTIVE == CU_STREAM_CAPTURE_STATUS_ACTIVE &&
+               DV_CU_STREAM_CAPTURE_STATUS_INVALIDATED == CU_STREAM_CAPTURE_STATUS_INVALIDATED, "capture");
 /* NVRTC. */
 _Static_assert(sizeof(dv_nvrtcResult) == sizeof(nvrtcResult) && sizeof(dv_nvrtcProgram) == sizeof(nvrtcProgram), "nvrtc");
 _Static_assert(DV_NVRTC_SUCCESS == NVRTC_SUCCESS && DV_NVRTC_ERROR_OUT_OF_MEMORY == NVRTC_ERROR_OUT_OF_MEMORY, "nvrtc");
@@ -101,6 +108,7 @@ _Static_assert(sizeof(dv_bkview) == 8 + 2 * 8 * DV_BKVIEW_MAXDIMS && offsetof(dv
 #define dv_CUDA_MEMCPY2D CUDA_MEMCPY2D
 #define dv_CUDA_MEMCPY3D CUDA_MEMCPY3D
 #define dv_CUipcMemHandle CUipcMemHandle
+#define dv_CUstreamCaptureStatus CUstreamCaptureStatus
 #define DV_CU(ret, name, params) extern ret CUDAAPI name params;
 #include "backends/cuda/cuda_symbols.def"
 #undef DV_CU
@@ -125,6 +133,7 @@ _Static_assert(sizeof(dv_bkview) == 8 + 2 * 8 * DV_BKVIEW_MAXDIMS && offsetof(dv
 #undef dv_CUDA_MEMCPY2D
 #undef dv_CUDA_MEMCPY3D
 #undef dv_CUipcMemHandle
+#undef dv_CUstreamCaptureStatus
 #undef dv_nvrtcResult
 #undef dv_nvrtcProgram
 

@@ -49,13 +49,17 @@ static double now_s(void) {
 }
 
 /* Issue 13 #1: a stream copy with pageable host memory queues and returns,
- * whatever is ahead of it on the stream.  With the streams held (nothing
- * runs), the driver's own pageable copy would wait: the double aborts it
- * after CUDA_DOUBLE_BLOCK_S seconds as the deadlock it is on a GPU. */
+ * whatever is ahead of it on the stream, while its pieces fit in
+ * cuda_staging_limit (beyond it, it waits for buffers to come back: issue
+ * 22 #6).  With the streams held (nothing runs), the driver's own pageable
+ * copy would wait: the double aborts it after CUDA_DOUBLE_BLOCK_S seconds
+ * as the deadlock it is on a GPU. */
 static void test_pageable_stream_copies_queue(void **state) {
   (void)state;
   hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
   if (!hold) skip();
+  dv_context *c; /* room for every piece queued behind the held streams */
+  assert_ok(test_context(&c, "cuda_staging_limit=16M", NULL));
   const size_t n = 100000; /* floats: 400 KB, several 64 KiB pieces */
   float *src = malloc(n * sizeof *src), *out = malloc(n * sizeof *out);
   assert_non_null(src);
@@ -65,10 +69,10 @@ static void test_pageable_stream_copies_queue(void **state) {
   const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
   dv_array *hs, *ho, *d;
   dv_stream *s;
-  assert_ok(dv_host_array_wrap(g_ctx, src, 1, shape, dt, NULL, &hs));
-  assert_ok(dv_host_array_wrap(g_ctx, out, 1, shape, dt, NULL, &ho));
-  assert_ok(dv_device_array(g_ctx, 1, shape, dt, NULL, 'C', NULL, &d));
-  assert_ok(dv_stream_create(g_ctx, 0, &s));
+  assert_ok(dv_host_array_wrap(c, src, 1, shape, dt, NULL, &hs));
+  assert_ok(dv_host_array_wrap(c, out, 1, shape, dt, NULL, &ho));
+  assert_ok(dv_device_array(c, 1, shape, dt, NULL, 'C', NULL, &d));
+  assert_ok(dv_stream_create(c, 0, &s));
   hold(1);
   double t0 = now_s();
   dv_status a = dv_copy_to_device(d, hs, s);
@@ -85,6 +89,7 @@ static void test_pageable_stream_copies_queue(void **state) {
   dv_stream_release(s);
   dv_array_release(d), dv_array_release(hs), dv_array_release(ho);
   free(src), free(out);
+  assert_ok(dv_context_destroy(c));
 }
 
 /* Stream order holds for pageable host memory too (SEMANTICS.md: an
@@ -97,6 +102,8 @@ static void test_pageable_round_trip_in_stream_order(void **state) {
   (void)state;
   hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
   if (!hold) skip();
+  dv_context *c; /* room for every piece queued behind the held streams */
+  assert_ok(test_context(&c, "cuda_staging_limit=16M", NULL));
   const size_t n = 50000; /* floats: 200 KB, several 64 KiB pieces */
   float *src = malloc(n * sizeof *src), *mid = malloc(n * sizeof *mid), *out = malloc(n * sizeof *out);
   assert_non_null(src);
@@ -107,12 +114,12 @@ static void test_pageable_round_trip_in_stream_order(void **state) {
   const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
   dv_array *hs, *hm, *ho, *d, *d2;
   dv_stream *s;
-  assert_ok(dv_host_array_wrap(g_ctx, src, 1, shape, dt, NULL, &hs));
-  assert_ok(dv_host_array_wrap(g_ctx, mid, 1, shape, dt, NULL, &hm));
-  assert_ok(dv_host_array_wrap(g_ctx, out, 1, shape, dt, NULL, &ho));
-  assert_ok(dv_to_device(g_ctx, hs, NULL, 1, NULL, &d));
-  assert_ok(dv_device_array(g_ctx, 1, shape, dt, NULL, 'C', NULL, &d2));
-  assert_ok(dv_stream_create(g_ctx, 0, &s));
+  assert_ok(dv_host_array_wrap(c, src, 1, shape, dt, NULL, &hs));
+  assert_ok(dv_host_array_wrap(c, mid, 1, shape, dt, NULL, &hm));
+  assert_ok(dv_host_array_wrap(c, out, 1, shape, dt, NULL, &ho));
+  assert_ok(dv_to_device(c, hs, NULL, 1, NULL, &d));
+  assert_ok(dv_device_array(c, 1, shape, dt, NULL, 'C', NULL, &d2));
+  assert_ok(dv_stream_create(c, 0, &s));
   hold(1);
   dv_status a = dv_copy_to_host(d, hm, s, NULL); /* mid = d, queued */
   dv_status b = dv_copy_to_device(d2, hm, s);    /* d2 = mid, after it */
@@ -129,6 +136,7 @@ static void test_pageable_round_trip_in_stream_order(void **state) {
   dv_stream_release(s);
   dv_array_release(d), dv_array_release(d2), dv_array_release(hs), dv_array_release(hm), dv_array_release(ho);
   free(src), free(mid), free(out);
+  assert_ok(dv_context_destroy(c));
 }
 
 /* The same through the driver's legacy default stream, which waits for
@@ -140,6 +148,8 @@ static void test_pageable_legacy_upload_after_other_stream(void **state) {
   (void)state;
   hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
   if (!hold) skip();
+  dv_context *ctx; /* room for every piece queued behind the held streams */
+  assert_ok(test_context(&ctx, "cuda_staging_limit=16M", NULL));
   const size_t n = 40000;
   float *src = malloc(n * sizeof *src), *mid = malloc(n * sizeof *mid), *out = malloc(n * sizeof *out);
   assert_non_null(src);
@@ -150,13 +160,13 @@ static void test_pageable_legacy_upload_after_other_stream(void **state) {
   const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
   dv_array *hs, *hm, *ho, *d, *d2;
   dv_stream *b;
-  assert_ok(dv_host_array_wrap(g_ctx, src, 1, shape, dt, NULL, &hs));
-  assert_ok(dv_host_array_wrap(g_ctx, mid, 1, shape, dt, NULL, &hm));
-  assert_ok(dv_host_array_wrap(g_ctx, out, 1, shape, dt, NULL, &ho));
-  assert_ok(dv_to_device(g_ctx, hs, NULL, 1, NULL, &d));
-  assert_ok(dv_device_array(g_ctx, 1, shape, dt, NULL, 'C', NULL, &d2));
-  assert_ok(dv_stream_create(g_ctx, 0, &b)); /* a blocking stream */
-  dv_stream *legacy = dv_context_legacy_stream(g_ctx);
+  assert_ok(dv_host_array_wrap(ctx, src, 1, shape, dt, NULL, &hs));
+  assert_ok(dv_host_array_wrap(ctx, mid, 1, shape, dt, NULL, &hm));
+  assert_ok(dv_host_array_wrap(ctx, out, 1, shape, dt, NULL, &ho));
+  assert_ok(dv_to_device(ctx, hs, NULL, 1, NULL, &d));
+  assert_ok(dv_device_array(ctx, 1, shape, dt, NULL, 'C', NULL, &d2));
+  assert_ok(dv_stream_create(ctx, 0, &b)); /* a blocking stream */
+  dv_stream *legacy = dv_context_legacy_stream(ctx);
   hold(1);
   dv_status a = dv_copy_to_host(d, hm, b, NULL);     /* queued on b */
   dv_status c = dv_copy_to_device(d2, hm, legacy); /* queued on the legacy stream */
@@ -191,6 +201,7 @@ static void test_pageable_legacy_upload_after_other_stream(void **state) {
   dv_stream_release(b);
   dv_array_release(d), dv_array_release(d2), dv_array_release(hs), dv_array_release(hm), dv_array_release(ho);
   free(src), free(mid), free(out);
+  assert_ok(dv_context_destroy(ctx));
 }
 
 /* A 40 x 3000 float32 host view with rows 3001 floats apart, up to the
@@ -290,7 +301,7 @@ static void test_pageable_copy_threads(void **state) {
   int before = copy_threads(-1);
   dv_context *c;
   assert_ok(test_context(&c, "cuda_staging_chunk=64K", "cuda_staging_threads=4", "cuda_staging_thread_min=16K",
-                         NULL));
+                         "cuda_staging_limit=16M", NULL));
   const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
   const int64_t sizes[] = {4096 + 3, 3 * 16384 + 7, 250000}; /* tails below and above 16 KiB */
   for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
@@ -868,6 +879,594 @@ static void test_param_limit_by_driver(void **state) {
   }
 }
 
+/* ---- issue 22: staging, callbacks, module loading, frees, 1-D pitch ---- */
+
+typedef size_t (*pinned_fn)(size_t *peak);
+typedef void (*void_fn)(void);
+typedef long (*calls_fn)(const char *name);
+
+/* A stream callback that blocks the driver's callback thread until opened
+ * (a legal raw-CUDA pattern: waiting for the host to produce something), or
+ * until limit_s seconds have passed. */
+typedef struct gate {
+  _Atomic int entered, open, timed_out;
+  double limit_s;
+} gate;
+
+static void gate_wait(gate *g) {
+  atomic_store(&g->entered, 1);
+  double t0 = now_s();
+  while (!atomic_load(&g->open)) {
+    if (now_s() - t0 > g->limit_s) {
+      atomic_store(&g->timed_out, 1);
+      break;
+    }
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+}
+static void gate_cb(dv_stream *s, dv_status st, void *user) {
+  (void)s, (void)st;
+  gate_wait(user);
+}
+static void gate_hostfn(void *user) { gate_wait(user); }
+
+/* Until the gate's callback runs (and so holds the callback thread). */
+static void gate_entered(gate *g) {
+  for (int i = 0; i < 5000 && !atomic_load(&g->entered); i++) nanosleep(&(struct timespec){0, 1000000}, NULL);
+  assert_true(atomic_load(&g->entered));
+}
+
+/* Still closed: neither opened nor timed out. */
+static bool gate_closed(gate *g) { return !atomic_load(&g->open) && !atomic_load(&g->timed_out); }
+
+/* Issue 22 #6: pinned staging memory is bounded per context
+ * (cuda_staging_limit).  An asynchronous 8 MiB download into pageable
+ * memory, queued while the streams are held, used to pin a new buffer per
+ * piece (8 MiB in 128 cuMemHostAlloc calls here) and keep them all; now it
+ * waits for buffers to come back at the limit, the statistics show the
+ * staging bytes, and later copies trim what is idle to two chunks. */
+static void test_staging_bounded(void **state) {
+  (void)state;
+  hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
+  pinned_fn pinned = (pinned_fn)double_sym("dvdouble_pinned");
+  void_fn reset_peak = (void_fn)double_sym("dvdouble_pinned_reset_peak");
+  if (!hold || !pinned || !reset_peak) skip();
+  const size_t chunk = 64 << 10, limit = 256 << 10;
+  dv_context *c;
+  assert_ok(test_context(&c, "cuda_staging_chunk=64K", "cuda_staging_limit=256K", NULL));
+  size_t base = pinned(NULL);
+  int64_t n = 2 << 20; /* floats: 8 MiB, 128 pieces */
+  size_t bytes = (size_t)n * 4;
+  float *src = malloc(bytes), *out = malloc(bytes);
+  assert_non_null(src), assert_non_null(out);
+  fill_pattern(src, bytes, 22);
+  memset(out, 0, bytes);
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
+  dv_array *hs, *ho, *d;
+  dv_stream *s;
+  assert_ok(dv_host_array_wrap(c, src, 1, &n, dt, NULL, &hs));
+  assert_ok(dv_host_array_wrap(c, out, 1, &n, dt, NULL, &ho));
+  assert_ok(dv_device_array(c, 1, &n, dt, NULL, 'C', NULL, &d));
+  assert_ok(dv_stream_create(c, 0, &s));
+  assert_ok(dv_copy_to_device(d, hs, NULL));
+  reset_peak();
+  hold(1);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, unhold_later, (void *)hold), 0);
+  dv_status rc = dv_copy_to_host(d, ho, s, NULL); /* waits for buffers while the streams are held */
+  pthread_join(t, NULL);
+  hold(0);
+  assert_ok(rc);
+  assert_ok(dv_stream_synchronize(s));
+  size_t peak = 0;
+  pinned(&peak);
+  if (peak - base > limit)
+    fail_msg("an asynchronous 8 MiB copy had %zu bytes of staging pinned at once; cuda_staging_limit is %zu",
+             peak - base, limit);
+  if (memcmp(out, src, bytes)) fail_msg("the bounded asynchronous download differs");
+  dv_stats st = {.size = sizeof st};
+  assert_ok(dv_context_stats(c, &st));
+  if (st.staging.current != pinned(NULL) - base || st.staging.current == 0 || st.staging.peak > limit)
+    fail_msg("dv_stats staging: %llu bytes now (peak %llu); the driver has %zu pinned for this context's staging",
+             (unsigned long long)st.staging.current, (unsigned long long)st.staging.peak, pinned(NULL) - base);
+  if (st.staging_misses == 0 || st.staging_hits == 0) fail_msg("staging buffers were not counted as made and reused");
+  /* Three more copies: what stays pinned is at most two chunks. */
+  for (int i = 0; i < 3; i++) assert_ok(dv_copy_to_host(d, ho, NULL, NULL));
+  if (pinned(NULL) - base > 2 * chunk)
+    fail_msg("%zu bytes of staging still pinned after three more copies (at most two chunks, %zu, are kept)",
+             pinned(NULL) - base, 2 * chunk);
+  dv_stream_release(s);
+  dv_array_release(d), dv_array_release(hs), dv_array_release(ho);
+  free(src), free(out);
+  assert_ok(dv_context_destroy(c));
+  if (pinned(NULL) != base)
+    fail_msg("%zu bytes of staging left pinned after the context was destroyed", pinned(NULL) - base);
+}
+
+/* Issue 22 #11: five asynchronous 4 KiB pageable copies took 150 ms on the
+ * double: each pinned a new buffer of a whole chunk (4 MiB by default,
+ * 20 MiB for 20 KiB of data; the pinned allocations, and under the
+ * sanitizers their first touch and free, are where the time went).
+ * Buffers are sized to the piece now (64 KiB at least) and reused. */
+static void test_small_async_copies_pin_little(void **state) {
+  (void)state;
+  pinned_fn pinned = (pinned_fn)double_sym("dvdouble_pinned");
+  void_fn reset_peak = (void_fn)double_sym("dvdouble_pinned_reset_peak");
+  if (!pinned || !reset_peak) skip();
+  dv_context *c;
+  assert_ok(test_context(&c, "cuda_staging_chunk=4M", NULL));
+  int64_t n = 1024; /* floats: 4 KiB */
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
+  float *h = calloc(5 * (size_t)n, 4);
+  assert_non_null(h);
+  dv_array *d, *hv[5];
+  dv_stream *s;
+  assert_ok(dv_device_array(c, 1, &n, dt, NULL, 'C', NULL, &d));
+  assert_ok(dv_array_memset(d, 0x3f, NULL));
+  for (int i = 0; i < 5; i++) assert_ok(dv_host_array_wrap(c, h + i * n, 1, &n, dt, NULL, &hv[i]));
+  assert_ok(dv_stream_create(c, 0, &s));
+  size_t base = pinned(NULL), peak = 0;
+  reset_peak();
+  double t0 = now_s();
+  for (int i = 0; i < 5; i++) assert_ok(dv_copy_to_host(d, hv[i], s, NULL));
+  double took = now_s() - t0;
+  assert_ok(dv_stream_synchronize(s));
+  pinned(&peak);
+  if (peak - base > 5 * ((size_t)64 << 10))
+    fail_msg("five asynchronous 4 KiB copies pinned %zu bytes of staging (%.1f ms to queue)", peak - base, took * 1e3);
+  for (size_t i = 0; i < 5 * (size_t)n; i++)
+    if (memcmp(&h[i], &h[0], 4) || h[0] == 0) fail_msg("float %zu was not copied", i);
+  for (int i = 0; i < 5; i++) dv_array_release(hv[i]);
+  dv_array_release(d);
+  dv_stream_release(s);
+  free(h);
+  assert_ok(dv_context_destroy(c));
+}
+
+/* Issue 22 #7: a synchronous pageable copy does not depend on host
+ * callbacks, which the driver may serialize (the double does): a 16 MiB
+ * upload and download on the default stream finish while an unrelated
+ * callback on another stream blocks the callback thread.  They used to
+ * wait for their buffers to come back through callbacks, 5 s here. */
+static void test_sync_copy_not_behind_callbacks(void **state) {
+  (void)state;
+  dv_context *c;
+  assert_ok(test_context(&c, "cuda_staging_chunk=1M", NULL));
+  int64_t n = 4 << 20; /* floats: 16 MiB */
+  size_t bytes = (size_t)n * 4;
+  float *src = malloc(bytes), *out = malloc(bytes);
+  assert_non_null(src), assert_non_null(out);
+  fill_pattern(src, bytes, 7);
+  memset(out, 0, bytes);
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
+  dv_array *hs, *ho, *d;
+  dv_stream *a;
+  assert_ok(dv_host_array_wrap(c, src, 1, &n, dt, NULL, &hs));
+  assert_ok(dv_host_array_wrap(c, out, 1, &n, dt, NULL, &ho));
+  assert_ok(dv_device_array(c, 1, &n, dt, NULL, 'C', NULL, &d));
+  assert_ok(dv_stream_create(c, 0, &a));
+  gate g = {.limit_s = 5};
+  assert_ok(dv_stream_add_callback(a, gate_cb, &g));
+  gate_entered(&g);
+  double t0 = now_s();
+  dv_status up = dv_copy_to_device(d, hs, NULL);
+  dv_status down = dv_copy_to_host(d, ho, NULL, NULL);
+  double took = now_s() - t0;
+  bool closed = gate_closed(&g);
+  atomic_store(&g.open, 1);
+  assert_ok(dv_stream_synchronize(a));
+  assert_ok(up);
+  assert_ok(down);
+  if (!closed)
+    fail_msg("synchronous 16 MiB pageable copies waited %.1f s for a gated callback on another stream", took);
+  if (memcmp(out, src, bytes)) fail_msg("the synchronous round trip differs");
+  dv_stream_release(a);
+  dv_array_release(d), dv_array_release(hs), dv_array_release(ho);
+  free(src), free(out);
+  assert_ok(dv_context_destroy(c));
+}
+
+/* Issue 22 #11: a synchronous pageable upload on the legacy stream waits
+ * for the legacy stream (and so for the blocking streams), not for the
+ * whole context: a non-blocking stream held up by a gated callback does
+ * not hold it.  It called cuCtxSynchronize.  (Not reachable through the
+ * public copies, whose synchronous form uses the default stream: called at
+ * the backend.) */
+static void test_sync_legacy_upload_not_context_wide(void **state) {
+  (void)state;
+  calls_fn calls = (calls_fn)double_sym("dvdouble_calls");
+  if (!calls) skip();
+  dv_context *c;
+  assert_ok(test_context(&c, "cuda_staging_chunk=64K", NULL));
+  int64_t n = 1 << 18; /* floats: 1 MiB */
+  size_t bytes = (size_t)n * 4;
+  float *src = malloc(bytes), *out = malloc(bytes);
+  assert_non_null(src), assert_non_null(out);
+  fill_pattern(src, bytes, 9);
+  dv_array *d, *ho;
+  assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &d));
+  void *buf = NULL;
+  size_t off = 0;
+  assert_ok(dv_array_native(d, &buf, &off));
+  dv_stream *nb;
+  assert_ok(dv_stream_create(c, DV_STREAM_NON_BLOCKING, &nb));
+  gate g = {.limit_s = 5};
+  assert_ok(dv_stream_add_callback(nb, gate_cb, &g));
+  gate_entered(&g);
+  dv_bstream *legacy = NULL;
+  assert_ok(c->be->stream_builtin(c->bst, 1, &legacy));
+  dv_rect r;
+  memset(&r, 0, sizeof r);
+  r.src.ptr = src;
+  r.dst.buf = buf;
+  r.dst.offset = off;
+  r.width = bytes;
+  r.height = r.depth = 1;
+  r.src_pitch = r.dst_pitch = bytes;
+  r.flags = DV_COPY_SYNC;
+  long before = calls("cuCtxSynchronize");
+  dv_status rc = c->be->copy_rect(c->bst, legacy, &r);
+  bool closed = gate_closed(&g);
+  long ctxsyncs = calls("cuCtxSynchronize") - before;
+  atomic_store(&g.open, 1);
+  assert_ok(dv_stream_synchronize(nb));
+  assert_ok(rc);
+  if (!closed || ctxsyncs)
+    fail_msg("a synchronous upload on the legacy stream waited for a gated non-blocking stream (%ld cuCtxSynchronize)",
+             ctxsyncs);
+  assert_ok(dv_host_array_wrap(c, out, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, &ho));
+  assert_ok(dv_copy_to_host(d, ho, NULL, NULL));
+  if (memcmp(out, src, bytes)) fail_msg("the upload on the legacy stream differs");
+  dv_stream_release(nb);
+  dv_array_release(d), dv_array_release(ho);
+  free(src), free(out);
+  assert_ok(dv_context_destroy(c));
+}
+
+/* Issue 22 #8: loading a module uploads its constants on a private
+ * non-blocking stream: it does not wait behind a blocking stream that a
+ * gated callback holds up (on the legacy stream, with the default
+ * synchronization, it did; on a GPU that is a deadlock when the gate waits
+ * for the loading thread).  Needs NVRTC. */
+static void test_module_load_not_behind_blocking_stream(void **state) {
+  (void)state;
+  dv_context *c;
+  assert_ok(test_context(&c, NULL));
+  float coef[4] = {1, 2, 3, 4};
+  int64_t n4 = 4;
+  dv_array *hc;
+  assert_ok(dv_host_array_wrap(c, coef, 1, &n4, dv_dtype_get(DV_FLOAT32), NULL, &hc));
+  dv_program *p = NULL;
+  const char *src = "DV_KERNEL(k, DV_ARRAY(float, x)) { DV_BIND(float, x); x[0] = coef[1] + coef[3]; }\n";
+  assert_ok(dv_program_create(c, "constants.dvk", src, &p));
+  assert_ok(dv_program_constant(p, "coef", hc));
+  dv_stream *a;
+  assert_ok(dv_stream_create(c, 0, &a)); /* blocking */
+  gate g = {.limit_s = 2}; /* below CUDA_DOUBLE_BLOCK_S: the old upload waited, not aborted */
+  assert_ok(dv_stream_add_callback(a, gate_cb, &g));
+  gate_entered(&g);
+  dv_module *m = NULL;
+  double t0 = now_s();
+  dv_status rc = dv_program_build(p, DV_BUILD_NO_CACHE, &m);
+  double took = now_s() - t0;
+  bool closed = gate_closed(&g);
+  char why[1024];
+  snprintf(why, sizeof why, "%s", rc ? dv_last_error() : "");
+  atomic_store(&g.open, 1);
+  assert_ok(dv_stream_synchronize(a));
+  if (rc == DV_ERR_NO_COMPILER) {
+    printf("SKIPPED: test_module_load_not_behind_blocking_stream: no NVRTC: %s\n", why);
+  } else {
+    if (rc) fail_msg("build: %s: %s", dv_status_name(rc), why);
+    if (!closed) fail_msg("loading a module with constants waited %.1f s for a gated blocking stream", took);
+    dv_module_release(m);
+  }
+  dv_program_destroy(p);
+  dv_stream_release(a);
+  dv_array_release(hc);
+  assert_ok(dv_context_destroy(c));
+  if (rc == DV_ERR_NO_COMPILER) skip();
+}
+
+/* Issue 22 #9: a free waits for the streams of this context that used
+ * memory, not for the whole CUDA context: work of other code on a stream
+ * of its own (a gated host function here) does not hold up a flush of
+ * devarray's frees (each free called cuCtxSynchronize).  Work devarray
+ * queued on its own streams (blocking, non-blocking, the legacy one) is
+ * still waited for before the memory goes. */
+typedef int (*raw_set_fn)(void *ctx);
+typedef int (*raw_stream_fn)(void **s, unsigned flags);
+typedef int (*raw_hostfn_fn)(void *s, void (*fn)(void *), void *user);
+typedef int (*raw_destroy_fn)(void *s);
+
+static void test_free_not_behind_foreign_stream(void **state) {
+  (void)state;
+  hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
+  long (*faults)(void) = (long (*)(void))double_sym("dvdouble_faults");
+  calls_fn calls = (calls_fn)double_sym("dvdouble_calls");
+  if (!hold || !faults || !calls) skip();
+  raw_set_fn set_current = (raw_set_fn)dlsym(driver(), "cuCtxSetCurrent");
+  raw_stream_fn stream_create = (raw_stream_fn)dlsym(driver(), "cuStreamCreate");
+  raw_hostfn_fn host_fn = (raw_hostfn_fn)dlsym(driver(), "cuLaunchHostFunc");
+  raw_destroy_fn stream_destroy = (raw_destroy_fn)dlsym(driver(), "cuStreamDestroy_v2");
+  assert_non_null(set_current), assert_non_null(stream_create);
+  assert_non_null(host_fn), assert_non_null(stream_destroy);
+  dv_context *c;
+  assert_ok(test_context(&c, NULL));
+  void *native = NULL, *dev = NULL, *foreign = NULL;
+  assert_ok(dv_context_native(c, &native, &dev));
+  /* Other code's stream in the same primary context, held by a host function. */
+  gate g = {.limit_s = 3};
+  assert_int_equal(set_current(native), 0);
+  assert_int_equal(stream_create(&foreign, 0), 0); /* blocking, as CuPy's are */
+  assert_int_equal(host_fn(foreign, gate_hostfn, &g), 0);
+  assert_int_equal(set_current(NULL), 0);
+  gate_entered(&g);
+  int64_t n = 1 << 16;
+  dv_array *x;
+  assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &x));
+  assert_ok(dv_array_memset(x, 0, NULL));
+  long frees = calls("cuMemFree_v2");
+  dv_array_release(x);
+  double t0 = now_s();
+  dv_status rc = dv_context_flush_deallocs(c);
+  double took = now_s() - t0;
+  bool closed = gate_closed(&g);
+  long freed = calls("cuMemFree_v2") - frees;
+  atomic_store(&g.open, 1);
+  assert_ok(rc);
+  if (!closed) fail_msg("a flush of one free waited %.1f s for another stream of the CUDA context", took);
+  assert_int_equal(freed, 1);
+  /* devarray's own queued work on the memory is waited for. */
+  long before = faults();
+  dv_array *p, *d[3];
+  dv_stream *sb, *snb;
+  assert_ok(dv_pinned_array(c, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', &p));
+  assert_ok(dv_stream_create(c, 0, &sb));
+  assert_ok(dv_stream_create(c, DV_STREAM_NON_BLOCKING, &snb));
+  dv_stream *on[3] = {sb, snb, dv_context_legacy_stream(c)};
+  for (int i = 0; i < 3; i++) assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &d[i]));
+  hold(1);
+  for (int i = 0; i < 3; i++) assert_ok(dv_copy_to_host(d[i], p, on[i], NULL)); /* queued, not run */
+  for (int i = 0; i < 3; i++) dv_array_release(d[i]);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, unhold_later, (void *)hold), 0);
+  rc = dv_context_flush_deallocs(c); /* frees d[] while the copies are queued */
+  pthread_join(t, NULL);
+  assert_ok(rc);
+  assert_ok(dv_context_synchronize(c));
+  if (faults() != before) fail_msg("queued copies read device memory that a flush had freed");
+  dv_stream_release(sb), dv_stream_release(snb);
+  dv_array_release(p);
+  assert_int_equal(set_current(native), 0);
+  assert_int_equal(stream_destroy(foreign), 0);
+  assert_int_equal(set_current(NULL), 0);
+  assert_ok(dv_context_destroy(c));
+}
+
+/* Issue 22 #9: under a device error the frees are still made (a failed
+ * wait used to skip them: the memory and registrations stayed with the
+ * driver); the error is reported. */
+static void test_free_despite_device_error(void **state) {
+  (void)state;
+  void (*fault)(int) = (void (*)(int))double_sym("dvdouble_fault");
+  calls_fn calls = (calls_fn)double_sym("dvdouble_calls");
+  if (!fault || !calls) skip();
+  dv_context *c1 = NULL;
+  dv_status rc = test_context(&c1, "cuda_device=1", NULL);
+  if (rc == DV_ERR_BACKEND_UNAVAILABLE) {
+    printf("SKIPPED: test_free_despite_device_error: one CUDA device\n");
+    skip();
+  }
+  assert_ok(rc);
+  int64_t n = 4096;
+  dv_array *d, *p;
+  assert_ok(dv_device_array(c1, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &d));
+  assert_ok(dv_pinned_array(c1, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', &p));
+  long frees = calls("cuMemFree_v2"), host_frees = calls("cuMemFreeHost");
+  fault(1);
+  dv_array_release(d);
+  dv_array_release(p);
+  rc = dv_context_flush_deallocs(c1);
+  assert_status(rc, DV_ERR_DEVICE_LOST);
+  if (calls("cuMemFree_v2") != frees + 1 || calls("cuMemFreeHost") != host_frees + 1)
+    fail_msg("after a device error the flush made %ld cuMemFree and %ld cuMemFreeHost calls, want 1 and 1",
+             calls("cuMemFree_v2") - frees, calls("cuMemFreeHost") - host_frees);
+  dv_context_destroy(c1); /* fails: the device is lost */
+}
+
+/* Issue 22 #10: a 1-D strided view whose stride is above the device's
+ * pitch limit is copied (the planner packs it on the device, or copies
+ * element by element) both ways, with pageable and pinned host memory and
+ * device to device.  It failed with DV_ERR_NOT_SUPPORTED and no message. */
+typedef void (*size_set_fn)(size_t);
+typedef void (*int_set_fn)(int);
+
+static int reset_pitch_teardown(void **state) {
+  void *h = driver();
+  size_set_fn mp = h ? (size_set_fn)dlsym(h, "dvdouble_set_max_pitch") : NULL;
+  int_set_fn uva = h ? (int_set_fn)dlsym(h, "dvdouble_set_uva") : NULL;
+  if (mp) mp(0);
+  if (uva) uva(1);
+  return ctx_teardown(state);
+}
+
+static void test_1d_stride_above_pitch_limit(void **state) {
+  (void)state;
+  size_set_fn max_pitch = (size_set_fn)double_sym("dvdouble_set_max_pitch");
+  if (!max_pitch) skip();
+  max_pitch(4096);
+  dv_context *c;
+  assert_ok(test_context(&c, NULL));
+  const int64_t n = 100, step = 2048; /* int32: rows 8 KiB apart, above a 4 KiB pitch limit */
+  int64_t whole = n * step;
+  const dv_dtype *dt = dv_dtype_get(DV_INT32);
+  int32_t *big = calloc((size_t)whole, 4), *got = calloc((size_t)n, 4), *vals = malloc((size_t)n * 4);
+  assert_non_null(big), assert_non_null(got), assert_non_null(vals);
+  for (int64_t i = 0; i < whole; i++) big[i] = (int32_t)(i * 3 + 1);
+  for (int64_t i = 0; i < n; i++) vals[i] = (int32_t)(-7 * i - 5);
+  dv_array *hb, *d, *v, *hg, *hv, *e, *pg;
+  assert_ok(dv_host_array_wrap(c, big, 1, &whole, dt, NULL, &hb));
+  assert_ok(dv_to_device(c, hb, NULL, 1, NULL, &d));
+  dv_index idx[1] = {DV_SLICE(DV_NONE, DV_NONE, step)};
+  assert_ok(dv_array_slice(d, 1, idx, &v));
+  int64_t nn = n;
+  assert_ok(dv_host_array_wrap(c, got, 1, &nn, dt, NULL, &hg));
+  dv_status rc = dv_copy_to_host(v, hg, NULL, NULL); /* device view -> pageable */
+  if (rc) fail_msg("strided view to host: %s: \"%s\"", dv_status_name(rc), dv_last_error());
+  for (int64_t i = 0; i < n; i++)
+    if (got[i] != big[i * step]) fail_msg("element %lld: %d, want %d", (long long)i, got[i], big[i * step]);
+  assert_ok(dv_pinned_array(c, 1, &nn, dt, NULL, 'C', &pg)); /* device view -> pinned */
+  rc = dv_copy_to_host(v, pg, NULL, NULL);
+  if (rc) fail_msg("strided view to pinned host memory: %s: \"%s\"", dv_status_name(rc), dv_last_error());
+  int32_t *pp = NULL;
+  assert_ok(dv_array_host_data(pg, (void **)&pp));
+  for (int64_t i = 0; i < n; i++) assert_int_equal(pp[i], big[i * step]);
+  assert_ok(dv_device_array(c, 1, &nn, dt, NULL, 'C', NULL, &e)); /* device to device */
+  rc = dv_array_copy(e, v, NULL);
+  if (rc) fail_msg("strided view to a device array: %s: \"%s\"", dv_status_name(rc), dv_last_error());
+  memset(got, 0, (size_t)n * 4);
+  assert_ok(dv_copy_to_host(e, hg, NULL, NULL));
+  for (int64_t i = 0; i < n; i++) assert_int_equal(got[i], big[i * step]);
+  assert_ok(dv_host_array_wrap(c, vals, 1, &nn, dt, NULL, &hv)); /* pageable -> device view */
+  rc = dv_copy_to_device(v, hv, NULL);
+  if (rc) fail_msg("host to the strided view: %s: \"%s\"", dv_status_name(rc), dv_last_error());
+  for (int64_t i = 0; i < n; i++) big[i * step] = vals[i];
+  int32_t *back = calloc((size_t)whole, 4);
+  assert_non_null(back);
+  dv_array *hback;
+  assert_ok(dv_host_array_wrap(c, back, 1, &whole, dt, NULL, &hback));
+  assert_ok(dv_copy_to_host(d, hback, NULL, NULL));
+  if (memcmp(back, big, (size_t)whole * 4)) fail_msg("the strided upload wrote other bytes than its elements");
+  max_pitch(0);
+  dv_array_release(hback), dv_array_release(hv), dv_array_release(e), dv_array_release(pg);
+  dv_array_release(hg), dv_array_release(v), dv_array_release(d), dv_array_release(hb);
+  free(big), free(got), free(vals), free(back);
+  assert_ok(dv_context_destroy(c));
+}
+
+/* Issue 22 #11: a stream capturing a CUDA graph refuses a copy with
+ * pageable host memory clearly, before anything is queued (it used to
+ * fail on its staging callback with the driver's code after queueing
+ * DMAs into the graph); copies with pinned memory are captured as usual. */
+typedef long (*capture_fn)(void *stream, int on);
+
+static void test_capture_refuses_pageable(void **state) {
+  (void)state;
+  capture_fn capture = (capture_fn)double_sym("dvdouble_capture");
+  if (!capture) skip();
+  int64_t n = 50000;
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
+  float *h = calloc((size_t)n, 4);
+  assert_non_null(h);
+  dv_array *hh, *d, *pin;
+  dv_stream *s;
+  assert_ok(dv_host_array_wrap(g_ctx, h, 1, &n, dt, NULL, &hh));
+  assert_ok(dv_device_array(g_ctx, 1, &n, dt, NULL, 'C', NULL, &d));
+  assert_ok(dv_pinned_array(g_ctx, 1, &n, dt, NULL, 'C', &pin));
+  assert_ok(dv_stream_create(g_ctx, 0, &s));
+  void *native = NULL;
+  assert_ok(dv_stream_native(s, &native));
+  assert_int_equal(capture(native, 1), 0);
+  dv_status up = dv_copy_to_device(d, hh, s);
+  char why[1024];
+  snprintf(why, sizeof why, "%s", dv_last_error());
+  dv_status down = dv_copy_to_host(d, hh, s, NULL);
+  long queued = capture(native, 1);
+  dv_status pinned_copy = dv_copy_to_device(d, pin, s);
+  long captured = capture(native, 0);
+  assert_status(up, DV_ERR_MISUSE);
+  assert_status(down, DV_ERR_MISUSE);
+  if (!strstr(why, "capturing a CUDA graph") || !strstr(why, "pinned"))
+    fail_msg("the refusal does not say why and what to do: \"%s\"", why);
+  if (queued != 0) fail_msg("the refused copies queued %ld operation(s) into the graph first", queued);
+  assert_ok(pinned_copy);
+  if (captured != 1) fail_msg("the pinned copy: %ld operation(s) captured, want 1 (-1: capture invalidated)", captured);
+  assert_ok(dv_stream_synchronize(s));
+  dv_stream_release(s);
+  dv_array_release(pin), dv_array_release(d), dv_array_release(hh);
+  free(h);
+}
+
+/* Issue 22 #11: a registration shared by contexts on two devices gives each
+ * device its own mapped address (without unified addressing they differ;
+ * the second context got the first device's). */
+static void test_shared_registration_mapped_per_device(void **state) {
+  (void)state;
+  int_set_fn uva = (int_set_fn)double_sym("dvdouble_set_uva");
+  if (!uva) skip();
+  uva(0);
+  dv_context *c0 = NULL, *c1 = NULL;
+  assert_ok(test_context(&c0, NULL));
+  dv_status rc = test_context(&c1, "cuda_device=1", NULL);
+  if (rc == DV_ERR_BACKEND_UNAVAILABLE) {
+    assert_ok(dv_context_destroy(c0));
+    printf("SKIPPED: test_shared_registration_mapped_per_device: one CUDA device\n");
+    skip();
+  }
+  assert_ok(rc);
+  int64_t n = 4096;
+  const dv_dtype *dt = dv_dtype_get(DV_INT32);
+  int32_t *buf = NULL, *out = calloc((size_t)n, 4);
+  assert_int_equal(posix_memalign((void **)&buf, 4096, (size_t)n * 4), 0);
+  for (int64_t i = 0; i < n; i++) buf[i] = (int32_t)(i * 11 - 3);
+  dv_array *h0, *h1, *v0 = NULL, *v1 = NULL, *d1, *ho;
+  dv_scope *sc0, *sc1;
+  assert_ok(dv_host_array_wrap(c0, buf, 1, &n, dt, NULL, &h0));
+  assert_ok(dv_host_array_wrap(c1, buf, 1, &n, dt, NULL, &h1));
+  assert_ok(dv_mapped_scope_begin(c0, 1, &h0, &v0, &sc0));
+  assert_ok(dv_mapped_scope_begin(c1, 1, &h1, &v1, &sc1)); /* the same registration, shared */
+  assert_ok(dv_device_array(c1, 1, &n, dt, NULL, 'C', NULL, &d1));
+  rc = dv_array_copy(d1, v1, NULL); /* device 1 reads the mapping at its own address */
+  if (rc) fail_msg("device 1 reading the shared mapping: %s: %s", dv_status_name(rc), dv_last_error());
+  assert_ok(dv_host_array_wrap(c1, out, 1, &n, dt, NULL, &ho));
+  assert_ok(dv_copy_to_host(d1, ho, NULL, NULL));
+  assert_memory_equal(out, buf, (size_t)n * 4);
+  dv_array_release(ho), dv_array_release(d1);
+  dv_array_release(v1), dv_array_release(v0);
+  assert_ok(dv_scope_end(sc1));
+  assert_ok(dv_scope_end(sc0));
+  dv_array_release(h1), dv_array_release(h0);
+  assert_ok(dv_context_destroy(c1));
+  assert_ok(dv_context_destroy(c0));
+  uva(1);
+  free(buf), free(out);
+}
+
+/* Issue 22 #11: a callback of an asynchronous staged copy that runs after
+ * the context closed (close's synchronize returns at once after a device
+ * error; the streams were held) finds the staging state it uses: it is
+ * reference counted, not freed by close. */
+static void test_staging_callbacks_outlive_close(void **state) {
+  (void)state;
+  hold_fn hold = (hold_fn)double_sym("dvdouble_hold");
+  void (*fault)(int) = (void (*)(int))double_sym("dvdouble_fault");
+  if (!hold || !fault) skip();
+  dv_context *c1 = NULL;
+  dv_status rc = test_context(&c1, "cuda_device=1", "cuda_staging_chunk=64K", "cuda_staging_limit=4M", NULL);
+  if (rc == DV_ERR_BACKEND_UNAVAILABLE) {
+    printf("SKIPPED: test_staging_callbacks_outlive_close: one CUDA device\n");
+    skip();
+  }
+  assert_ok(rc);
+  int64_t n = 100000;
+  float *out = calloc((size_t)n, 4);
+  assert_non_null(out);
+  dv_array *d, *ho;
+  assert_ok(dv_device_array(c1, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &d));
+  assert_ok(dv_host_array_wrap(c1, out, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, &ho));
+  hold(1);
+  /* On the legacy stream (never destroyed): pieces and their callbacks queued. */
+  assert_ok(dv_copy_to_host(d, ho, dv_context_legacy_stream(c1), NULL));
+  fault(1);
+  dv_array_release(d), dv_array_release(ho);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, unhold_later, (void *)hold), 0);
+  dv_context_destroy(c1); /* fails (the device is lost); the callbacks run during the driver's teardown */
+  pthread_join(t, NULL);
+  free(out);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_pageable_stream_copies_queue), T(test_pageable_pipeline_sizes), T(test_refused_device_rect_falls_back),
@@ -878,6 +1477,16 @@ int main(int argc, char **argv) {
       T(test_pageable_legacy_upload_after_other_stream), T(test_pageable_copy_threads),
       cmocka_unit_test_setup_teardown(test_nvrtc_follows_driver, ctx_setup, reset_double_teardown),
       cmocka_unit_test_setup_teardown(test_param_limit_by_driver, ctx_setup, reset_double_teardown),
+      T(test_staging_bounded), T(test_small_async_copies_pin_little),
+      T(test_sync_copy_not_behind_callbacks), T(test_sync_legacy_upload_not_context_wide),
+      T(test_module_load_not_behind_blocking_stream), T(test_free_not_behind_foreign_stream),
+      T(test_free_despite_device_error),
+      cmocka_unit_test_setup_teardown(test_1d_stride_above_pitch_limit, ctx_setup, reset_pitch_teardown),
+      T(test_capture_refuses_pageable),
+      cmocka_unit_test_setup_teardown(test_shared_registration_mapped_per_device, ctx_setup, reset_pitch_teardown),
+      T(test_staging_callbacks_outlive_close),
   };
+  /* One test, or a pattern (cmocka's): DV_TEST_FILTER=test_staging_bounded. */
+  if (getenv("DV_TEST_FILTER")) cmocka_set_test_filter(getenv("DV_TEST_FILTER"));
   return test_main(argc, argv, "cuda_double", tests, sizeof tests / sizeof tests[0]);
 }

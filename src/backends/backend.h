@@ -95,6 +95,12 @@ typedef struct dv_backend_config {
   int cuda_staging_threads;  /* CUDA: threads copying a piece to/from staging (0: min(4, CPUs)) */
   size_t cuda_staging_thread_min; /* CUDA: pieces below this many bytes are copied by one thread */
   size_t host_printf_buffer; /* host simulator: dv_printf bytes kept per launch */
+  size_t cuda_staging_limit; /* CUDA: pinned staging bytes per context (0: 4 chunks) */
+  /* The context's counters of pinned staging memory (dv_stats `staging`,
+   * staging_hits, staging_misses) for a backend that stages on its own
+   * (CUDA's pageable path); NULL: not counted.  Valid until close. */
+  struct dv_atomic_counter *staging_bytes;
+  _Atomic uint64_t *staging_hits, *staging_misses;
 } dv_backend_config;
 
 

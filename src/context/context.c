@@ -34,6 +34,7 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
   bc->cuda_staging_threads = (int)opt[DV_OPT_CUDA_STAGING_THREADS].i;
   bc->cuda_staging_thread_min = (size_t)opt[DV_OPT_CUDA_STAGING_THREAD_MIN].i;
   bc->host_printf_buffer = (size_t)opt[DV_OPT_HOST_PRINTF_BUFFER].i;
+  bc->cuda_staging_limit = (size_t)opt[DV_OPT_CUDA_STAGING_LIMIT].i;
   devbuf[0] = 0;
   /* The backend's own option wins where it was set; then `device`
    * (DV_DEVICE), which names the device of whichever backend is chosen. */
@@ -56,6 +57,14 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
   bc->require_gpu = automatic && devbuf[0] == 0;
 }
 
+/* Where a backend counts staging memory of its own (the counters are
+ * zeroed by dv__stats_init after open; the backend stages nothing before). */
+static void dv__backend_counters(dv_context *ctx, dv_backend_config *bc) {
+  bc->staging_bytes = &ctx->stats.c[DV_STAT_STAGING];
+  bc->staging_hits = &ctx->stats.staging_hits;
+  bc->staging_misses = &ctx->stats.staging_misses;
+}
+
 static dv_status dv__open_backend(dv_context *ctx) {
   const char *want = ctx->opt[DV_OPT_BACKEND].s;
   char devbuf[sizeof ((dv_optval *)0)->s];
@@ -64,6 +73,7 @@ static dv_status dv__open_backend(dv_context *ctx) {
     const dv_backend *be = dv__backend_find(want);
     if (!be) return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "no backend named \"%s\"", want);
     dv__backend_config(ctx->opt, be, false, &bc, devbuf, sizeof devbuf);
+    dv__backend_counters(ctx, &bc);
     dv_status rc = be->open(&bc, &ctx->bst);
     if (rc) return rc; /* the backend set the detail */
     ctx->be = be;
@@ -74,6 +84,7 @@ static dv_status dv__open_backend(dv_context *ctx) {
   for (size_t i = dv_backend_count(); i-- > 0;) {
     const dv_backend *be = dv__backend_at(i);
     dv__backend_config(ctx->opt, be, true, &bc, devbuf, sizeof devbuf);
+    dv__backend_counters(ctx, &bc);
     dv_status rc = be->open(&bc, &ctx->bst);
     if (rc == DV_OK) {
       ctx->be = be;

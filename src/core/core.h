@@ -94,6 +94,7 @@ typedef enum dv_opt_id {
   DV_OPT_CUDA_STAGING_THREADS,
   DV_OPT_CUDA_STAGING_THREAD_MIN,
   DV_OPT_HOST_PRINTF_BUFFER,
+  DV_OPT_CUDA_STAGING_LIMIT,
   DV_OPT_COUNT
 } dv_opt_id;
 
@@ -174,6 +175,10 @@ void dv__stats_init(dv_stats_state *s);
 void dv__stats_destroy(dv_stats_state *s);
 void dv__stats_add(dv_context *ctx, dv_stat_kind k, uint64_t n);
 void dv__stats_sub(dv_context *ctx, dv_stat_kind k, uint64_t n);
+/* The same on one counter, for a layer that holds the counter but not the
+ * context (a backend's own staging buffers: dv_backend_config). */
+void dv__counter_add(dv_atomic_counter *c, uint64_t n);
+void dv__counter_sub(dv_atomic_counter *c, uint64_t n);
 /* One thread's copy counters for one context (stats.c): written by that
  * thread only (a load and a store, no read-modify-write), read by any under
  * the context's stats lock. */

@@ -106,6 +106,10 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "host simulator: bytes of dv_printf output kept per launch (each call: its text plus 32 "
      "bytes), written to stdout when the launch has run; calls that do not fit are dropped and "
      "counted"},
+    {"cuda_staging_limit", "DV_CUDA_STAGING_LIMIT", NULL, T_SIZE, "0", 0, 1099511627776.0,
+     "CUDA: pinned bytes a context keeps for the staging buffers of copies with pageable host memory "
+     "(0: four times cuda_staging_chunk; at least one chunk); an asynchronous copy above it waits for "
+     "a buffer to come back"},
 };
 
 int dv__option_lookup(const char *name) {

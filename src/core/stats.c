@@ -58,8 +58,9 @@ void dv__stats_copy_slow(dv_context *ctx, bool dh, bool sh, uint64_t bytes) {
 }
 
 
-void dv__stats_add(dv_context *ctx, dv_stat_kind k, uint64_t n) {
-  dv_atomic_counter *c = &ctx->stats.c[k];
+void dv__stats_add(dv_context *ctx, dv_stat_kind k, uint64_t n) { dv__counter_add(&ctx->stats.c[k], n); }
+
+void dv__counter_add(dv_atomic_counter *c, uint64_t n) {
   uint64_t cur = atomic_fetch_add_explicit(&c->current, n, memory_order_relaxed) + n;
   atomic_fetch_add_explicit(&c->total, n, memory_order_relaxed);
   uint64_t pk = atomic_load_explicit(&c->peak, memory_order_relaxed);
@@ -68,8 +69,10 @@ void dv__stats_add(dv_context *ctx, dv_stat_kind k, uint64_t n) {
   }
 }
 
-void dv__stats_sub(dv_context *ctx, dv_stat_kind k, uint64_t n) {
-  atomic_fetch_sub_explicit(&ctx->stats.c[k].current, n, memory_order_relaxed);
+void dv__stats_sub(dv_context *ctx, dv_stat_kind k, uint64_t n) { dv__counter_sub(&ctx->stats.c[k], n); }
+
+void dv__counter_sub(dv_atomic_counter *c, uint64_t n) {
+  atomic_fetch_sub_explicit(&c->current, n, memory_order_relaxed);
 }
 
 /* A counter's value; the peak is at least the current value read (they are

@@ -293,10 +293,15 @@ static dv_status dv__device_staging(dv_context *ctx, dv_stream *stream, dv_bstre
   }
   /* Outer dims beyond what one rect holds are looped over.  A backend may
    * refuse a rect (OpenCL wants slice pitches that are multiples of the row
-   * pitch): then one level fewer per rect, down to single rows. */
+   * pitch; CUDA, pitches above the device's limit): then one level fewer per
+   * rect, down to single rows; rows the backend refuses too (a 1-D view
+   * whose stride is above the pitch limit) are packed on the device by its
+   * strided copy where it has one, else copied an element at a time. */
   int64_t isz64 = isz;
   int levels = (p.nd > 0 && p.ss[p.nd - 1] == isz64 && p.ds[p.nd - 1] == isz64) ? 3 : 2;
+  bool packed = false;
   if (p.nd > levels && ctx->be->copy_strided) {
+    packed = true;
     dv_status rc = dv__device_pack(ctx, stream, bs, &p, dev, stage, to_device);
     if (rc != DV_ERR_NOT_SUPPORTED) return rc;
   }
@@ -324,7 +329,17 @@ static dv_status dv__device_staging(dv_context *ctx, dv_stream *stream, dv_bstre
         x.src_slice = r.dst_slice, x.dst_slice = r.src_slice;
       }
       dv_status rc = ctx->be->copy_rect(ctx->bst, bs, &x);
-      if (rc == DV_ERR_NOT_SUPPORTED && first && levels > 1) break; /* fewer levels */
+      if (rc == DV_ERR_NOT_SUPPORTED && first && levels == 1 && !packed && ctx->be->copy_strided) {
+        packed = true; /* rows refused: the device packs the view */
+        rc = dv__device_pack(ctx, stream, bs, &p, dev, stage, to_device);
+        if (rc != DV_ERR_NOT_SUPPORTED) return rc;
+      }
+      if (rc == DV_ERR_NOT_SUPPORTED && first && levels > 0) break; /* fewer levels */
+      if (rc == DV_ERR_NOT_SUPPORTED)
+        return dv__error(DV_ERR_NOT_SUPPORTED,
+                         "the %s backend refused to copy a device view of %d dimension(s) through host "
+                         "staging in every layout, down to single %zu-byte elements",
+                         ctx->backend_name, p.nd, (size_t)isz);
       if (rc) return rc;
       first = false;
       atomic_fetch_add(&ctx->stats.copies, 1);

@@ -37,11 +37,23 @@
  *    when the copy is done.  A pageable copy that would wait for more than
  *    CUDA_DOUBLE_BLOCK_S seconds (default 20) is reported on stderr as the
  *    deadlock it is on a real GPU and the process is aborted.
- *  - Host functions (cuLaunchHostFunc) run on the stream's worker and may
- *    not call the driver (CUDA_ERROR_NOT_PERMITTED).
+ *  - Host functions (cuLaunchHostFunc) and stream callbacks
+ *    (cuStreamAddCallback) run on the stream's worker and may not call the
+ *    driver (CUDA_ERROR_NOT_PERMITTED).  They run one at a time in the
+ *    whole process, as the reference allows ("callbacks ... may be
+ *    serialized"): a host function that blocks holds every other one back.
  *  - cuEventDestroy of an event whose record is still queued returns at
  *    once; the event goes when the record completes (waits already queued
  *    on it still wait).
+ *  - Graph capture, as far as a stream under capture refuses what cannot be
+ *    captured: dvdouble_capture(stream, 1) puts a created stream in capture
+ *    mode (what cuStreamBeginCapture would); work queued on it is counted,
+ *    not run; cuStreamAddCallback, a copy with pageable host memory,
+ *    cuStreamSynchronize and cuStreamQuery on it, and cuCtxSynchronize while
+ *    any stream of the context captures, fail with
+ *    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate the capture; work
+ *    on the legacy stream while a blocking stream captures fails with
+ *    CUDA_ERROR_STREAM_CAPTURE_IMPLICIT.  cuStreamIsCapturing reports it.
  *  - cuMemcpy2D/3D: pitches below the width or above the device's maximum
  *    pitch (2^31 - 1 bytes, CU_DEVICE_ATTRIBUTE_MAX_PITCH) are
  *    CUDA_ERROR_INVALID_VALUE; a device-to-device 2-D/3-D copy whose pitches
@@ -58,7 +70,16 @@
  * dvdouble_hold(1/0) holds every stream's worker before its next operation,
  * dvdouble_launches, dvdouble_set_free_limit, dvdouble_set_driver_version
  * (what cuDriverGetVersion says: 13.0 unless CUDA_DOUBLE_DRIVER_VERSION
- * says otherwise) and dvdouble_set_compute_capability (99.0 by default).
+ * says otherwise) and dvdouble_set_compute_capability (99.0 by default);
+ * dvdouble_pinned (page-locked bytes of cuMemHostAlloc now, and their peak
+ * since dvdouble_pinned_reset_peak), dvdouble_calls (how often a few entry
+ * points were called: cuCtxSynchronize, cuMemFree_v2, cuMemFreeHost,
+ * cuMemHostUnregister, cuMemHostAlloc, cuStreamAddCallback), dvdouble_capture
+ * (above), dvdouble_set_max_pitch (CU_DEVICE_ATTRIBUTE_MAX_PITCH and the
+ * pitch check of 2-D/3-D copies; 0: 2^31 - 1 again) and dvdouble_set_uva
+ * (0: no unified addressing, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING is 0 and
+ * mapped host memory has a different device address on each device, host
+ * address + device * 2^56, as the reference allows without it; 1: back).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -74,6 +95,9 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define NOT_PERMITTED 800
+#define CAPTURE_UNSUPPORTED 900
+#define CAPTURE_INVALIDATED 901
+#define CAPTURE_IMPLICIT 906
 #define CONTEXT_IS_DESTROYED 709
 #define MAX_DEV 4
 #define MAX_PITCH ((size_t)2147483647)
@@ -98,6 +122,12 @@ EXPORT void dvdouble_fault(int device);
 EXPORT long dvdouble_faults(void);
 EXPORT void dvdouble_set_driver_version(int version);
 EXPORT void dvdouble_set_compute_capability(int major, int minor);
+EXPORT size_t dvdouble_pinned(size_t *peak);
+EXPORT void dvdouble_pinned_reset_peak(void);
+EXPORT long dvdouble_calls(const char *name);
+EXPORT long dvdouble_capture(dv_CUstream h, int on);
+EXPORT void dvdouble_set_max_pitch(size_t bytes);
+EXPORT void dvdouble_set_uva(int on);
 
 /* ---- state ------------------------------------------------------------------------------ */
 
@@ -108,6 +138,14 @@ static size_t g_dev_mem = (size_t)1 << 30;
 static int g_hold;
 static long g_launches_skipped, g_peer_copies, g_faults;
 static int g_block_s = 20;
+static int g_cb_busy;                 /* a host function or callback is running (they are serialized) */
+static size_t g_max_pitch = MAX_PITCH; /* dvdouble_set_max_pitch */
+static int g_no_uva;                  /* dvdouble_set_uva(0) */
+/* Calls counted for dvdouble_calls. */
+enum { C_CTXSYNC, C_MEMFREE, C_FREEHOST, C_UNREGISTER, C_HOSTALLOC, C_ADDCALLBACK, C_COUNT };
+static const char *const g_call_names[C_COUNT] = {"cuCtxSynchronize", "cuMemFree_v2", "cuMemFreeHost",
+                                                   "cuMemHostUnregister", "cuMemHostAlloc", "cuStreamAddCallback"};
+static long g_calls[C_COUNT];
 
 struct dv_CUctx_st;
 typedef struct alloc {
@@ -152,6 +190,8 @@ struct dv_CUstream_st {
   uint64_t enq, done;
   int destroyed, running, quit;
   pthread_t owner; /* per-thread streams */
+  int capturing, invalidated; /* dvdouble_capture */
+  long captured;              /* operations captured (not run) */
 };
 
 struct dv_CUctx_st {
@@ -210,7 +250,7 @@ static struct dv_CUmod_st *g_mods;
 static uint64_t g_next_addr[MAX_DEV];
 static __thread struct dv_CUctx_st *t_cur;
 static __thread int t_in_callback;
-static size_t g_pinned_used, g_pinned_limit = (size_t)4 << 30;
+static size_t g_pinned_used, g_pinned_peak, g_pinned_limit = (size_t)4 << 30;
 
 static void *worker(void *arg);
 
@@ -244,17 +284,30 @@ static CUresult need_ctx(struct dv_CUctx_st **out) {
     if (r_) return unlock_ret(r_);         \
   } while (0)
 
-static alloc *find_dev(uint64_t a, size_t n) {
+/* The device address of mapped host memory on device dev: the host
+ * address with unified addressing, else one of the device's own. */
+static uint64_t map_off(int dev) { return g_no_uva ? (uint64_t)dev << 56 : 0; }
+
+/* The allocation holding [a, a + n) as device `dev` addresses it. */
+static alloc *find_dev(int dev, uint64_t a, size_t n) {
   for (alloc *x = g_allocs; x; x = x->next) {
+    uint64_t base = x->addr;
     if (x->kind == 3 || x->kind == 4) {
       if (!(x->flags & DV_CU_MEMHOSTALLOC_DEVICEMAP)) continue; /* not mapped: no device address */
+      base += map_off(dev);
     }
-    if (a >= x->addr && a - x->addr < x->size) {
-      if (n > x->size - (a - x->addr)) return NULL;
+    if (a >= base && a - base < x->size) {
+      if (n > x->size - (a - base)) return NULL;
       return x;
     }
   }
   return NULL;
+}
+
+/* The host bytes behind device address a (of allocation x, found by find_dev). */
+static char *dev_bytes(int dev, alloc *x, uint64_t a) {
+  uint64_t base = x->addr + ((x->kind == 3 || x->kind == 4) ? map_off(dev) : 0);
+  return x->host + (a - base);
 }
 
 /* A host range inside pinned or registered memory (or managed: the driver
@@ -340,10 +393,17 @@ static op *op_new(int kind) {
 }
 
 /* The legacy stream's implicit synchronization: work on it waits for every
- * blocking stream of the context, work on a blocking stream waits for it. */
+ * blocking stream of the context, work on a blocking stream waits for it.
+ * Work on the legacy stream while a blocking stream captures would join
+ * the capture implicitly: refused, and the capture invalidated. */
 static CUresult legacy_deps(stream *s) {
   if (s->flags & DV_CU_STREAM_NON_BLOCKING) return DV_CUDA_SUCCESS;
   if (s->kind == 1) {
+    for (stream *x = g_streams; x; x = x->next_all)
+      if (x != s && x->ctx == s->ctx && !x->destroyed && x->capturing && !(x->flags & DV_CU_STREAM_NON_BLOCKING)) {
+        x->invalidated = 1;
+        return CAPTURE_IMPLICIT;
+      }
     for (stream *x = g_streams; x; x = x->next_all) {
       if (x == s || x->ctx != s->ctx || x->destroyed || (x->flags & DV_CU_STREAM_NON_BLOCKING)) continue;
       if (x->done >= x->enq) continue;
@@ -361,7 +421,20 @@ static CUresult legacy_deps(stream *s) {
   return DV_CUDA_SUCCESS;
 }
 
+/* A capture refuses what it cannot capture (r), and is invalidated by it. */
+static CUresult capture_refuse(stream *s, CUresult r) {
+  s->invalidated = 1;
+  return r;
+}
+
 static CUresult enqueue(stream *s, op *o) {
+  if (s->capturing) {
+    /* Captured into the graph, not run. */
+    free(o);
+    if (s->invalidated) return CAPTURE_INVALIDATED;
+    s->captured++;
+    return DV_CUDA_SUCCESS;
+  }
   CUresult r = legacy_deps(s);
   if (r) {
     free(o);
@@ -404,13 +477,13 @@ static void fault(struct dv_CUctx_st *c, const char *what) {
 /* The bytes of one side of a copy at run time (L held); NULL: fault. */
 static char *side(struct dv_CUctx_st *c, int dev, uint64_t a, size_t span) {
   if (!dev) return (char *)(uintptr_t)a;
-  alloc *x = find_dev(a, span);
+  alloc *x = find_dev(c->dev, a, span);
   if (!x) {
     if (getenv("CUDA_DOUBLE_DEBUG")) fprintf(stderr, "cuda test double: no allocation holds [%#llx, +%zu)\n", (unsigned long long)a, span);
     fault(c, "a queued copy");
     return NULL;
   }
-  return x->host + (a - x->addr);
+  return dev_bytes(c->dev, x, a);
 }
 
 static size_t span3(size_t w, size_t h, size_t d, size_t pitch, size_t rows) {
@@ -450,18 +523,21 @@ static void run_copy_kernel(struct dv_CUctx_st *c, op *o) {
   kview sv, dv;
   memcpy(&sbase, p, 8), memcpy(&soff, p + 8, 8), memcpy(&sv, p + 16, 136);
   memcpy(&dbase, p + 152, 8), memcpy(&doff, p + 160, 8), memcpy(&dv, p + 168, 136), memcpy(&count, p + 304, 8);
-  alloc *sa = find_dev(sbase, 1), *da = find_dev(dbase, 1);
+  alloc *sa = find_dev(c->dev, sbase, 1), *da = find_dev(c->dev, dbase, 1);
   if (sv.ndim < 1 || sv.ndim > 8 || dv.ndim < 1 || dv.ndim > 8 || !sa || !da) {
     fault(c, "a strided-copy kernel");
     return;
   }
+  /* Where each allocation starts as this device addresses it. */
+  uint64_t sa0 = sbase - (uint64_t)(dev_bytes(c->dev, sa, sbase) - sa->host);
+  uint64_t da0 = dbase - (uint64_t)(dev_bytes(c->dev, da, dbase) - da->host);
   for (int64_t i = 0; i < count; i++) {
     uint64_t s = sbase + (uint64_t)(soff + view_off(&sv, i)), d = dbase + (uint64_t)(doff + view_off(&dv, i));
-    if (s < sa->addr || s - sa->addr > sa->size - o->word || d < da->addr || d - da->addr > da->size - o->word) {
+    if (s < sa0 || s - sa0 > sa->size - o->word || d < da0 || d - da0 > da->size - o->word) {
       fault(c, "a strided-copy kernel (out of bounds)");
       return;
     }
-    memcpy(da->host + (d - da->addr), sa->host + (s - sa->addr), o->word);
+    memcpy(da->host + (d - da0), sa->host + (s - sa0), o->word);
   }
 }
 
@@ -490,24 +566,23 @@ static void *worker(void *arg) {
         }
         break;
       case 3:
-        /* Host functions run even after a fault?  The reference: after an
-         * error the stream's remaining work is not run.  Skip them. */
-        if (!failed) {
-          pthread_mutex_unlock(&L);
-          t_in_callback = 1;
-          o->fn(o->user);
-          t_in_callback = 0;
-          pthread_mutex_lock(&L);
-        }
-        break;
       case 8: {
-        /* cuStreamAddCallback: runs after a fault too, with its status. */
+        /* Host functions and callbacks run one at a time in the process
+         * (the reference: they "may be serialized"). */
+        while (g_cb_busy) pthread_cond_wait(&C, &L);
+        /* Host functions run even after a fault?  The reference: after an
+         * error the stream's remaining work is not run.  Skip them.
+         * cuStreamAddCallback's run after a fault too, with its status. */
         CUresult st = c->sticky;
+        if (o->kind == 3 && st) break;
+        g_cb_busy = 1;
         pthread_mutex_unlock(&L);
         t_in_callback = 1;
-        o->cb(o->cb_stream, st, o->user);
+        if (o->kind == 3) o->fn(o->user);
+        else o->cb(o->cb_stream, st, o->user);
         t_in_callback = 0;
         pthread_mutex_lock(&L);
+        g_cb_busy = 0;
         break;
       }
       case 5:
@@ -665,6 +740,10 @@ static const struct {
     {719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {800, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
     {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+    {901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
+    {906, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+     "operation would make the legacy stream depend on a capturing blocking stream"},
 };
 
 EXPORT CUresult cuGetErrorName(CUresult e, const char **s) {
@@ -741,10 +820,10 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, dv_CUdevice_attribute a, dv_CUdevic
     case 8: x = 48 * 1024; break;        /* shared per block */
     case 9: x = 64 * 1024; break;        /* constant memory */
     case 10: x = 32; break;              /* warp */
-    case 11: x = (int)MAX_PITCH; break;  /* max pitch */
+    case 11: x = (int)g_max_pitch; break; /* max pitch (dvdouble_set_max_pitch) */
     case 16: x = 4; break;               /* SMs */
     case 19: x = can_map_host(); break;  /* can map host memory */
-    case 41: x = 1; break;               /* unified addressing */
+    case 41: x = !g_no_uva; break;       /* unified addressing (dvdouble_set_uva) */
     case 75: x = g_cc[0]; break;         /* 99 by default: newer than any NVRTC (PTX) */
     case 76: x = g_cc[1]; break;
     case 83: x = 1; break;               /* managed memory */
@@ -817,7 +896,12 @@ EXPORT CUresult cuCtxGetCurrent(dv_CUcontext *c) {
 
 EXPORT CUresult cuCtxSynchronize(void) {
   ENTER();
+  g_calls[C_CTXSYNC]++;
   CTX(c);
+  int capturing = 0;
+  for (stream *x = g_streams; x; x = x->next_all)
+    if (x->ctx == c && !x->destroyed && x->capturing) capturing = 1, x->invalidated = 1;
+  if (capturing) return unlock_ret(CAPTURE_UNSUPPORTED);
   for (stream *x = g_streams; x; x = x->next_all)
     if (x->ctx == c) wait_stream(x, x->enq, 0);
   return unlock_ret(c->sticky);
@@ -878,6 +962,7 @@ EXPORT CUresult cuMemAllocManaged(dv_CUdeviceptr *p, size_t bytes, unsigned flag
 
 EXPORT CUresult cuMemFree_v2(dv_CUdeviceptr p) {
   ENTER();
+  g_calls[C_MEMFREE]++;
   CTX(c);
   for (alloc **pp = &g_allocs; *pp; pp = &(*pp)->next) {
     alloc *x = *pp;
@@ -905,6 +990,7 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
 
 EXPORT CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned flags) {
   ENTER();
+  g_calls[C_HOSTALLOC]++;
   if (!p) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
   *p = NULL;
   CTX(c);
@@ -920,12 +1006,14 @@ EXPORT CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned flags) {
   x->next = g_allocs;
   g_allocs = x;
   g_pinned_used += bytes;
+  if (g_pinned_used > g_pinned_peak) g_pinned_peak = g_pinned_used;
   *p = h;
   return unlock_ret(DV_CUDA_SUCCESS);
 }
 
 EXPORT CUresult cuMemFreeHost(void *p) {
   ENTER();
+  g_calls[C_FREEHOST]++;
   CTX(c);
   (void)c;
   for (alloc **pp = &g_allocs; *pp; pp = &(*pp)->next) {
@@ -946,14 +1034,13 @@ EXPORT CUresult cuMemHostGetDevicePointer_v2(dv_CUdeviceptr *d, void *p, unsigne
   if (!d || flags) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
   *d = 0;
   CTX(c);
-  (void)c;
   uintptr_t a = (uintptr_t)p;
   for (alloc *x = g_allocs; x; x = x->next) {
     if (x->kind != 3 && x->kind != 4) continue;
     uintptr_t b = (uintptr_t)x->host;
     if (a >= b && a - b < x->size) {
       if (!(x->flags & DV_CU_MEMHOSTALLOC_DEVICEMAP)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
-      *d = (dv_CUdeviceptr)a;
+      *d = (dv_CUdeviceptr)a + map_off(c->dev); /* this device's address of it */
       return unlock_ret(DV_CUDA_SUCCESS);
     }
   }
@@ -981,6 +1068,7 @@ EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags) {
 
 EXPORT CUresult cuMemHostUnregister(void *p) {
   ENTER();
+  g_calls[C_UNREGISTER]++;
   CTX(c);
   (void)c;
   for (alloc **pp = &g_allocs; *pp; pp = &(*pp)->next) {
@@ -1008,11 +1096,11 @@ static CUresult do_copy(op *o, dv_CUstream h, const char *what) {
   }
   size_t ss = span3(o->width, o->height, o->depth, o->spitch, o->sheight);
   size_t ds = span3(o->width, o->height, o->depth, o->dpitch, o->dheight);
-  if (ss && ((o->sdev && !find_dev(o->saddr, ss)) || (!o->sdev && (!o->saddr || is_dev_addr((void *)(uintptr_t)o->saddr))))) {
+  if (ss && ((o->sdev && !find_dev(c->dev, o->saddr, ss)) || (!o->sdev && (!o->saddr || is_dev_addr((void *)(uintptr_t)o->saddr))))) {
     free(o);
     return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
   }
-  if (ds && ((o->ddev && !find_dev(o->daddr, ds)) || (!o->ddev && (!o->daddr || is_dev_addr((void *)(uintptr_t)o->daddr))))) {
+  if (ds && ((o->ddev && !find_dev(c->dev, o->daddr, ds)) || (!o->ddev && (!o->daddr || is_dev_addr((void *)(uintptr_t)o->daddr))))) {
     free(o);
     return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
   }
@@ -1022,6 +1110,11 @@ static CUresult do_copy(op *o, dv_CUstream h, const char *what) {
   }
   int pageable_src = !o->sdev && !host_pinned((void *)(uintptr_t)o->saddr, ss);
   int pageable_dst = !o->ddev && !host_pinned((void *)(uintptr_t)o->daddr, ds);
+  if (s->capturing && (pageable_src || pageable_dst)) {
+    /* A copy the driver runs synchronously cannot be captured. */
+    free(o);
+    return unlock_ret(capture_refuse(s, CAPTURE_UNSUPPORTED));
+  }
   if ((r = enqueue(s, o)) != DV_CUDA_SUCCESS) return unlock_ret(r);
   if (pageable_src || pageable_dst) {
     /* Host to device from pageable memory: the stream is synchronized, the
@@ -1072,7 +1165,7 @@ static CUresult rect_side(int type, const void *host, dv_CUdeviceptr dev, const 
   } else {
     return DV_CUDA_ERROR_INVALID_VALUE; /* arrays, unified: not modelled */
   }
-  if (pitch > MAX_PITCH) return DV_CUDA_ERROR_INVALID_VALUE;
+  if (pitch > g_max_pitch) return DV_CUDA_ERROR_INVALID_VALUE;
   *addr += z * pitch * rows + y * pitch + x;
   return DV_CUDA_SUCCESS;
 }
@@ -1132,7 +1225,7 @@ EXPORT CUresult cuMemsetD8Async(dv_CUdeviceptr d, unsigned char v, size_t n, dv_
   stream *s = resolve_stream(c, h, &r);
   if (!s) return unlock_ret(r);
   if (!n) return unlock_ret(DV_CUDA_SUCCESS);
-  if (!find_dev(d, n)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (!find_dev(c->dev, d, n)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
   op *o = op_new(2);
   if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
   o->daddr = d, o->width = n, o->value = v;
@@ -1147,7 +1240,7 @@ EXPORT CUresult cuMemcpyPeerAsync(dv_CUdeviceptr d, dv_CUcontext dctx, dv_CUdevi
   ENTER();
   if (!ctx_known(dctx) || !ctx_known(sctx) || !dctx->active || !sctx->active)
     return unlock_ret(DV_CUDA_ERROR_INVALID_CONTEXT);
-  alloc *da = find_dev(d, n ? n : 1), *sa = find_dev(src, n ? n : 1);
+  alloc *da = find_dev(dctx->dev, d, n ? n : 1), *sa = find_dev(sctx->dev, src, n ? n : 1);
   if (n && (!da || !sa || da->ctx != dctx || sa->ctx != sctx)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
   op *o = op_new(1);
   if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
@@ -1215,10 +1308,9 @@ EXPORT CUresult cuIpcCloseMemHandle(dv_CUdeviceptr p) {
 EXPORT CUresult cuMemGetAddressRange_v2(dv_CUdeviceptr *base, size_t *bytes, dv_CUdeviceptr p) {
   ENTER();
   CTX(c);
-  (void)c;
-  alloc *x = find_dev(p, 1);
+  alloc *x = find_dev(c->dev, p, 1);
   if (!x) return unlock_ret(DV_CUDA_ERROR_NOT_FOUND);
-  if (base) *base = x->addr;
+  if (base) *base = p - (uint64_t)(dev_bytes(c->dev, x, p) - x->host);
   if (bytes) *bytes = x->size;
   return unlock_ret(DV_CUDA_SUCCESS);
 }
@@ -1256,6 +1348,7 @@ EXPORT CUresult cuStreamSynchronize(dv_CUstream h) {
   CUresult r;
   stream *s = resolve_stream(c, h, &r);
   if (!s) return unlock_ret(r);
+  if (s->capturing) return unlock_ret(capture_refuse(s, CAPTURE_UNSUPPORTED));
   wait_stream(s, s->enq, 0);
   return unlock_ret(c->sticky);
 }
@@ -1266,7 +1359,25 @@ EXPORT CUresult cuStreamQuery(dv_CUstream h) {
   CUresult r;
   stream *s = resolve_stream(c, h, &r);
   if (!s) return unlock_ret(r);
+  if (s->capturing) return unlock_ret(capture_refuse(s, CAPTURE_UNSUPPORTED));
   return unlock_ret(s->done >= s->enq ? DV_CUDA_SUCCESS : DV_CUDA_ERROR_NOT_READY);
+}
+
+EXPORT CUresult cuStreamIsCapturing(dv_CUstream h, dv_CUstreamCaptureStatus *status) {
+  ENTER();
+  if (!status) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  CTX(c);
+  CUresult r;
+  stream *s = resolve_stream(c, h, &r);
+  if (!s) return unlock_ret(r);
+  if (s->kind == 1 && !(s->flags & DV_CU_STREAM_NON_BLOCKING))
+    for (stream *x = g_streams; x; x = x->next_all)
+      if (x->ctx == c && x != s && !x->destroyed && x->capturing && !(x->flags & DV_CU_STREAM_NON_BLOCKING))
+        return unlock_ret(CAPTURE_IMPLICIT); /* the legacy stream, a blocking stream capturing */
+  *status = !s->capturing     ? DV_CU_STREAM_CAPTURE_STATUS_NONE
+            : s->invalidated ? DV_CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                             : DV_CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  return unlock_ret(DV_CUDA_SUCCESS);
 }
 
 static int event_known(struct dv_CUevent_st *e) {
@@ -1305,11 +1416,13 @@ EXPORT CUresult cuLaunchHostFunc(dv_CUstream h, dv_CUhostFn fn, void *user) {
 
 EXPORT CUresult cuStreamAddCallback(dv_CUstream h, dv_CUstreamCallback fn, void *user, unsigned flags) {
   ENTER();
+  g_calls[C_ADDCALLBACK]++;
   CTX(c);
   if (!fn || flags) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
   CUresult r;
   stream *s = resolve_stream(c, h, &r);
   if (!s) return unlock_ret(r);
+  if (s->capturing) return unlock_ret(capture_refuse(s, CAPTURE_UNSUPPORTED)); /* not capturable */
   op *o = op_new(8);
   if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
   o->cb = fn, o->cb_stream = h, o->user = user;
@@ -1358,6 +1471,10 @@ EXPORT CUresult cuEventRecord(dv_CUevent e, dv_CUstream h) {
   CUresult r;
   stream *s = resolve_stream(c, h, &r);
   if (!s) return unlock_ret(r);
+  if (s->capturing) { /* a record node of the graph: the event itself is not recorded */
+    op *o = op_new(5);
+    return unlock_ret(o ? enqueue(s, o) : DV_CUDA_ERROR_OUT_OF_MEMORY);
+  }
   /* A record replaced before it ran: wait for the old one (keeps it simple). */
   if (e->recorded && e->s) wait_stream(e->s, e->seq, 0);
   op *o = op_new(5);
@@ -1767,6 +1884,65 @@ EXPORT void dvdouble_set_compute_capability(int major, int minor) {
   pthread_mutex_lock(&L);
   g_cc[0] = major || minor ? major : 99;
   g_cc[1] = major || minor ? minor : 0;
+  pthread_mutex_unlock(&L);
+}
+
+/* Page-locked bytes of cuMemHostAlloc now; *peak (may be NULL): the most
+ * since dvdouble_pinned_reset_peak (or the start). */
+EXPORT size_t dvdouble_pinned(size_t *peak) {
+  pthread_mutex_lock(&L);
+  size_t n = g_pinned_used;
+  if (peak) *peak = g_pinned_peak;
+  pthread_mutex_unlock(&L);
+  return n;
+}
+
+EXPORT void dvdouble_pinned_reset_peak(void) {
+  pthread_mutex_lock(&L);
+  g_pinned_peak = g_pinned_used;
+  pthread_mutex_unlock(&L);
+}
+
+/* Calls so far of one of the entry points counted (-1: not counted). */
+EXPORT long dvdouble_calls(const char *name) {
+  long n = -1;
+  pthread_mutex_lock(&L);
+  for (int i = 0; i < C_COUNT; i++)
+    if (name && !strcmp(name, g_call_names[i])) n = g_calls[i];
+  pthread_mutex_unlock(&L);
+  return n;
+}
+
+/* Capture mode on a created stream (on: what cuStreamBeginCapture does;
+ * off: cuStreamEndCapture, the graph dropped).  Returns the operations
+ * captured so far (counted from on), -1 if invalidated, -2 for a handle
+ * that is not a created stream. */
+EXPORT long dvdouble_capture(dv_CUstream h, int on) {
+  pthread_mutex_lock(&L);
+  stream *s = (stream *)h;
+  long n = -2;
+  if (h && h != DV_CU_STREAM_LEGACY && h != DV_CU_STREAM_PER_THREAD && stream_known(s) && s->kind == 0) {
+    n = s->invalidated ? -1 : s->captured;
+    if (on && !s->capturing) s->captured = 0, s->invalidated = 0;
+    s->capturing = on != 0;
+  }
+  pthread_mutex_unlock(&L);
+  return n;
+}
+
+/* CU_DEVICE_ATTRIBUTE_MAX_PITCH from now on (contexts read it when they
+ * open), and the largest pitch 2-D/3-D copies take; 0: 2^31 - 1. */
+EXPORT void dvdouble_set_max_pitch(size_t bytes) {
+  pthread_mutex_lock(&L);
+  g_max_pitch = bytes && bytes < MAX_PITCH ? bytes : MAX_PITCH;
+  pthread_mutex_unlock(&L);
+}
+
+/* Unified addressing on (1, the default) or off (0): off, mapped host
+ * memory has another device address on each device. */
+EXPORT void dvdouble_set_uva(int on) {
+  pthread_mutex_lock(&L);
+  g_no_uva = !on;
   pthread_mutex_unlock(&L);
 }
 

@@ -173,15 +173,18 @@ static dv_status cub_open(const dv_backend_config *cfg, void **state) {
   cu_state *st = dv__calloc(1, sizeof *st);
   if (!st) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the CUDA state");
   st->ordinal = ordinal;
+  pthread_mutex_init(&st->fence_lock, NULL);
   dv_CUresult r = cu.cuDeviceGet(&st->dev, ordinal);
   if (!r) r = cu.cuDevicePrimaryCtxRetain(&st->ctx, st->dev);
   if (r) {
+    pthread_mutex_destroy(&st->fence_lock);
     dv__free(st);
     return cu_fail(r, "cuDevicePrimaryCtxRetain");
   }
   CU_SCOPE(sc);
   if ((rc = dv__cu_enter_scope(st, &sc)) != DV_OK) {
     cu.cuDevicePrimaryCtxRelease_v2(st->dev);
+    pthread_mutex_destroy(&st->fence_lock);
     dv__free(st);
     return rc;
   }
@@ -191,12 +194,14 @@ static dv_status cub_open(const dv_backend_config *cfg, void **state) {
   st->max_pitch = (size_t)mp;
   if ((rc = dv__cu_staging_open(st, cfg)) != DV_OK) {
     cu.cuDevicePrimaryCtxRelease_v2(st->dev);
+    pthread_mutex_destroy(&st->fence_lock);
     dv__free(st);
     return rc;
   }
   if ((rc = dv__cu_kernel_open(st, cfg)) != DV_OK) {
     dv__cu_staging_close(st);
     cu.cuDevicePrimaryCtxRelease_v2(st->dev);
+    pthread_mutex_destroy(&st->fence_lock);
     dv__free(st);
     return rc;
   }
@@ -216,6 +221,11 @@ static void cub_close(void *state) {
   if (dv__cu_enter_scope(st, &sc) == DV_OK) cu.cuCtxSynchronize(); /* every stream of the context */
   dv__cu_staging_close(st);
   dv__cu_kernel_close(st);
+  if (st->legacy_fence) cu.cuEventDestroy_v2(st->legacy_fence);
+  for (size_t i = 0; i < st->norphans; i++) cu.cuEventDestroy_v2(st->orphans[i]);
+  dv__free(st->orphans);
+  dv__free(st->exported);
+  pthread_mutex_destroy(&st->fence_lock);
   cu.cuDevicePrimaryCtxRelease_v2(st->dev);
   dv__free(st);
 }
@@ -248,14 +258,106 @@ static dv_status cub_managed_alloc(void *state, size_t bytes, int attach_global,
   return DV_OK;
 }
 
-/* The driver does not promise that cuMemFree waits for queued work that still
- * uses the memory (devarray's deferred frees come from any thread, any
- * stream): every stream of the context is synchronized first. */
+/* ---- frees, ordered by events ------------------------------------------------------------ */
+
+/*
+ * The driver does not promise that cuMemFree (cuMemFreeHost,
+ * cuMemHostUnregister) waits for queued work that still uses the memory,
+ * and devarray's deferred frees come from any thread: a free first waits
+ * for every stream of this context that had work queued since the last
+ * fence (dv__cu_used), by an event recorded there: its created streams,
+ * and the legacy stream for work on the legacy or a per-thread stream (it
+ * waits for every blocking stream of the context, those included).  Streams
+ * of other code in the process (CuPy's, PyTorch's) are not waited for:
+ * devarray's memory is used there only through native handles, and a
+ * buffer handed out natively (dv__cu_exported) is freed after a
+ * cuCtxSynchronize, as every free was before.  A stream whose native
+ * handle was handed out is fenced at every free.  A destroyed stream's
+ * pending fence is kept (its work still runs) until a free waits for it.
+ * Streams capturing a graph are not fenced (nothing queued there runs).
+ * The free is made even when a wait fails (a device error): the memory
+ * goes back if the driver can take it, and the first error is returned.
+ */
+static bool cu_capturing(dv_CUstream s) {
+  dv_CUstreamCaptureStatus cs = DV_CU_STREAM_CAPTURE_STATUS_NONE;
+  return cu.cuStreamIsCapturing(s, &cs) == DV_CUDA_SUCCESS && cs != DV_CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* Record a fence on h into *ev (made at first use); fence_lock held. */
+static dv_CUresult cu_fence_record(dv_CUevent *ev, dv_CUstream h) {
+  dv_CUresult r = *ev ? DV_CUDA_SUCCESS : cu.cuEventCreate(ev, DV_CU_EVENT_DISABLE_TIMING);
+  if (r) {
+    *ev = NULL;
+    return r;
+  }
+  if (cu_capturing(h)) return DV_CUDA_ERROR_NOT_READY; /* not fenced: see above */
+  return cu.cuEventRecord(*ev, h);
+}
+
+/* Whether buf was handed out natively (and forget it: it is being freed).
+ * After one could not be listed, every buffer may have been. */
+static bool cu_take_exported(cu_state *st, void *buf) {
+  bool yes = st->exported_lost;
+  for (size_t i = 0; i < st->nexported; i++)
+    if (st->exported[i] == buf) {
+      st->exported[i] = st->exported[--st->nexported];
+      yes = true;
+      break;
+    }
+  return yes;
+}
+
+/* Wait until no queued work of this context can use memory being freed
+ * (buf: its device address, or NULL).  The first failure, as a status. */
+static dv_status cu_fence_wait(cu_state *st, void *buf) {
+  dv_CUresult first = DV_CUDA_SUCCESS;
+  const char *what = NULL;
+  pthread_mutex_lock(&st->fence_lock);
+  if (buf && cu_take_exported(st, buf)) {
+    pthread_mutex_unlock(&st->fence_lock);
+    dv_CUresult r = cu.cuCtxSynchronize();
+    return r ? cu_fail(r, "cuCtxSynchronize (before freeing memory handed out natively)") : DV_OK;
+  }
+  for (dv_bstream *x = st->streams; x; x = x->next) {
+    if (atomic_exchange_explicit(&x->dirty, 0, memory_order_acq_rel) || x->exported) {
+      dv_CUresult r = cu_fence_record(&x->fence, x->s);
+      x->fence_pending = r == DV_CUDA_SUCCESS;
+      if (r && r != DV_CUDA_ERROR_NOT_READY && !first) first = r, what = "cuEventRecord (fence before a free)";
+    }
+    if (x->fence_pending) {
+      dv_CUresult r = cu.cuEventSynchronize(x->fence);
+      x->fence_pending = false;
+      if (r && !first) first = r, what = "cuEventSynchronize (fence before a free)";
+    }
+  }
+  if (atomic_exchange_explicit(&st->builtin_dirty, 0, memory_order_acq_rel)) {
+    dv_CUresult r = cu_fence_record(&st->legacy_fence, DV_CU_STREAM_LEGACY);
+    st->legacy_pending = r == DV_CUDA_SUCCESS;
+    if (r && r != DV_CUDA_ERROR_NOT_READY && !first) first = r, what = "cuEventRecord (fence before a free)";
+  }
+  if (st->legacy_pending) {
+    dv_CUresult r = cu.cuEventSynchronize(st->legacy_fence);
+    st->legacy_pending = false;
+    if (r && !first) first = r, what = "cuEventSynchronize (fence before a free)";
+  }
+  for (size_t i = 0; i < st->norphans; i++) {
+    dv_CUresult r = cu.cuEventSynchronize(st->orphans[i]);
+    if (r && !first) first = r, what = "cuEventSynchronize (fence of a destroyed stream)";
+    cu.cuEventDestroy_v2(st->orphans[i]);
+  }
+  st->norphans = 0;
+  pthread_mutex_unlock(&st->fence_lock);
+  return first ? cu_fail(first, what) : DV_OK;
+}
+
 static dv_status cub_mem_free(void *state, void *buf) {
-  CU_ENTER((cu_state *)state);
-  CU_TRY(cu.cuCtxSynchronize(), "cuCtxSynchronize (before cuMemFree)");
-  CU_TRY(cu.cuMemFree_v2((dv_CUdeviceptr)(uintptr_t)buf), "cuMemFree");
-  return DV_OK;
+  cu_state *st = state;
+  CU_ENTER(st);
+  dv_status wrc = cu_fence_wait(st, buf);
+  /* Freed even when the wait failed: the memory goes back if the driver can take it. */
+  dv_CUresult r = cu.cuMemFree_v2((dv_CUdeviceptr)(uintptr_t)buf);
+  if (r) return cu_fail(r, "cuMemFree");
+  return wrc;
 }
 
 static dv_status cub_mem_info(void *state, size_t *free_bytes, size_t *total_bytes) {
@@ -304,15 +406,20 @@ static dv_status cub_host_alloc(void *state, size_t bytes, unsigned flags, void 
 }
 
 static dv_status cub_host_free(void *state, void *handle) {
-  CU_ENTER((cu_state *)state);
+  cu_state *st = state;
+  CU_ENTER(st);
   dv_cu_host *h = handle;
   if (!dv__cu_host_drop(h)) return DV_OK; /* registered through another context too */
-  /* Queued copies may still read or write it (as cub_mem_free). */
-  dv_CUresult r = cu.cuCtxSynchronize();
-  if (!r) r = h->registered ? cu.cuMemHostUnregister(h->ptr) : cu.cuMemFreeHost(h->ptr);
+  /* Queued copies may still read or write it (as cub_mem_free); done even
+   * when the wait fails, so that a registration never outlives its record. */
+  dv_CUdeviceptr mapped = 0; /* this device's address of it, which may have been handed out */
+  if (h->dev && cu.cuMemHostGetDevicePointer_v2(&mapped, h->ptr, 0)) mapped = h->dev;
+  dv_status wrc = cu_fence_wait(st, mapped ? (void *)(uintptr_t)mapped : NULL);
+  dv_CUresult r = h->registered ? cu.cuMemHostUnregister(h->ptr) : cu.cuMemFreeHost(h->ptr);
+  bool registered = h->registered;
   dv__free(h);
-  if (r) return cu_fail(r, "cuMemFreeHost/cuMemHostUnregister");
-  return DV_OK;
+  if (r) return cu_fail(r, registered ? "cuMemHostUnregister" : "cuMemFreeHost");
+  return wrc;
 }
 
 static dv_status cub_host_register(void *state, void *ptr, size_t bytes, unsigned flags, void **handle, void **dev_buf) {
@@ -328,7 +435,20 @@ static dv_status cub_host_register(void *state, void *ptr, size_t bytes, unsigne
    * context is shared and PORTABLE registrations are process-wide): share it. */
   dv_cu_host *h = dv__cu_host_find_registered(ptr, bytes, map);
   if (h) {
-    if (map && dev_buf) *dev_buf = (void *)(uintptr_t)h->dev;
+    if (map && dev_buf) {
+      /* The mapping's address on this context's device: without unified
+       * addressing each device has its own (the record keeps the first's). */
+      dv_CUdeviceptr d = 0;
+      dv_CUresult r = cu.cuMemHostGetDevicePointer_v2(&d, ptr, 0);
+      if (r) {
+        if (dv__cu_host_drop(h)) { /* the other holder let go meanwhile */
+          cu.cuMemHostUnregister(h->ptr);
+          dv__free(h);
+        }
+        return cu_fail(r, "cuMemHostGetDevicePointer (a registration shared with another context)");
+      }
+      *dev_buf = (void *)(uintptr_t)d;
+    }
     *handle = h;
     return DV_OK;
   }
@@ -377,13 +497,35 @@ static dv_status cub_stream_create(void *state, unsigned flags, dv_bstream **out
     dv__free(s);
     return cu_fail(r, "cuStreamCreate");
   }
+  cu_state *st = state;
+  pthread_mutex_lock(&st->fence_lock);
+  s->next = st->streams;
+  if (st->streams) st->streams->prev = s;
+  st->streams = s;
+  pthread_mutex_unlock(&st->fence_lock);
   *out = s;
   return DV_OK;
 }
 
 static dv_status cub_stream_destroy(void *state, dv_bstream *s) {
   if (s->builtin) return DV_OK;
-  CU_ENTER((cu_state *)state);
+  cu_state *st = state;
+  CU_ENTER(st);
+  pthread_mutex_lock(&st->fence_lock);
+  if (s->prev) s->prev->next = s->next;
+  else st->streams = s->next;
+  if (s->next) s->next->prev = s->prev;
+  /* Its queued work still runs after the destroy: a fence for the next free. */
+  if (atomic_load(&s->dirty) || s->exported) s->fence_pending = cu_fence_record(&s->fence, s->s) == DV_CUDA_SUCCESS;
+  dv_CUevent *t = s->fence_pending ? dv__cu_grow(st->orphans, st->norphans, &st->corphans, sizeof *t, 8) : NULL;
+  if (t) {
+    st->orphans = t;
+    st->orphans[st->norphans++] = s->fence;
+  } else if (s->fence) {
+    if (s->fence_pending) cu.cuEventSynchronize(s->fence); /* no room to keep it: wait now */
+    cu.cuEventDestroy_v2(s->fence);
+  }
+  pthread_mutex_unlock(&st->fence_lock);
   dv_CUresult r = cu.cuStreamDestroy_v2(s->s);
   dv__free(s);
   if (r) return cu_fail(r, "cuStreamDestroy");
@@ -451,9 +593,36 @@ static void cu_side2(const dv_memref *m, int *type, const void **host, dv_CUdevi
   else *type = DV_CU_MEMORYTYPE_HOST, *host = m->ptr, *dev = 0;
 }
 
+/* A copy with pageable host memory on a stream that is capturing a CUDA
+ * graph: refused before anything is queued.  The driver runs such a copy
+ * synchronously (not capturable), and the staged path's host callbacks and
+ * buffer reuse cannot be captured either. */
+static dv_status cu_refuse_capture(dv_bstream *s) {
+  dv_CUstreamCaptureStatus cs = DV_CU_STREAM_CAPTURE_STATUS_NONE;
+  dv_CUresult r = cu.cuStreamIsCapturing(s->s, &cs);
+  if (r == DV_CUDA_SUCCESS && cs == DV_CU_STREAM_CAPTURE_STATUS_NONE) return DV_OK;
+  if (r != DV_CUDA_SUCCESS && r != DV_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) return cu_fail(r, "cuStreamIsCapturing");
+  return dv__error(DV_ERR_MISUSE,
+                   "a copy with pageable host memory on a CUDA stream that %s cannot be captured: the driver "
+                   "copies pageable memory synchronously and devarray stages it through pinned buffers with "
+                   "host callbacks; use pinned or registered host memory (dv_pinned_array, dv_array_register) "
+                   "for copies in a graph capture",
+                   r ? "is the legacy stream while a blocking stream is capturing a CUDA graph"
+                     : cs == DV_CU_STREAM_CAPTURE_STATUS_ACTIVE ? "is capturing a CUDA graph"
+                                                                : "captured into a CUDA graph that is invalidated");
+}
+
+static dv_status cu_copy_rect(cu_state *st, dv_bstream *s, const dv_rect *r);
+
 static dv_status cub_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
   cu_state *st = state;
   if (!r->width || !r->height || !r->depth) return DV_OK;
+  dv_status rc = cu_copy_rect(st, s, r);
+  dv__cu_used(st, s); /* after queueing (part of it, on failure) */
+  return rc;
+}
+
+static dv_status cu_copy_rect(cu_state *st, dv_bstream *s, const dv_rect *r) {
   CU_ENTER(st);
   bool sd = r->src.buf != NULL, dd = r->dst.buf != NULL;
   if (!sd && !dd) return dv__host_rect_in_order(cub_stream_callback, st, s, r); /* host to host */
@@ -465,10 +634,14 @@ static dv_status cub_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
     const dv_memref *h = sd ? &r->dst : &r->src;
     size_t hp = sd ? r->dst_pitch : r->src_pitch, hs = sd ? r->dst_slice : r->src_slice;
     size_t span = (r->depth - 1) * hs + (r->height - 1) * hp + r->width;
-    /* A synchronous copy smaller than a chunk waits for its stream anyway:
-     * the driver's own pageable path (no staging round trip) serves it. */
-    bool small_sync = (r->flags & DV_COPY_SYNC) && span < dv__cu_staging_chunk(st);
-    if (!small_sync && !dv__cu_host_pinned(h->ptr, span)) return dv__cu_copy_pageable(st, s, r);
+    if (!dv__cu_host_pinned(h->ptr, span)) {
+      dv_status crc = cu_refuse_capture(s);
+      if (crc) return crc;
+      /* A synchronous copy smaller than a chunk waits for its stream anyway:
+       * the driver's own pageable path (no staging round trip) serves it. */
+      bool small_sync = (r->flags & DV_COPY_SYNC) && span < dv__cu_staging_chunk(st);
+      if (!small_sync) return dv__cu_copy_pageable(st, s, r);
+    }
   }
   if (r->height == 1 && r->depth == 1) {
     if (sd && dd) CU_TRY(cu.cuMemcpyDtoDAsync_v2(cu_ptr(r->dst), cu_ptr(r->src), r->width, s->s), "cuMemcpyDtoDAsync");
@@ -517,6 +690,7 @@ static dv_status cub_memset(void *state, dv_bstream *s, dv_memref dst, int value
   if (!dst.buf) return DV_ERR_NOT_SUPPORTED;
   CU_ENTER((cu_state *)state);
   CU_TRY(cu.cuMemsetD8Async(cu_ptr(dst), (unsigned char)value, bytes, s->s), "cuMemsetD8Async");
+  dv__cu_used(state, s);
   return DV_OK;
 }
 

@@ -6,6 +6,8 @@
  * own so that the two above call down into it and never each other in a
  * circle (scripts/check-layers).
  */
+#include <string.h>
+
 #include "cuda_internal.h"
 
 dv_cu_api dv__cu;
@@ -77,4 +79,31 @@ dv_status dv__cu_enter_scope(cu_state *st, cu_scope *sc) {
 void dv__cu_leave(cu_scope *sc) {
   if (sc->set) cu.cuCtxSetCurrent(sc->prev);
   sc->set = false;
+}
+
+/* A table of n elements with room for one more: the same, or a larger copy
+ * (the old one freed; *cap updated); NULL when there is no memory. */
+void *dv__cu_grow(void *table, size_t n, size_t *cap, size_t elem, size_t first) {
+  if (n < *cap) return table;
+  size_t want = *cap ? 2 * *cap : first;
+  void *a = dv__malloc(want * elem);
+  if (!a) return NULL;
+  if (n) memcpy(a, table, n * elem);
+  dv__free(table);
+  *cap = want;
+  return a;
+}
+
+void dv__cu_exported(cu_state *st, void *buf) {
+  pthread_mutex_lock(&st->fence_lock);
+  bool have = false;
+  for (size_t i = 0; i < st->nexported && !have; i++) have = st->exported[i] == buf;
+  void **t = have ? NULL : dv__cu_grow(st->exported, st->nexported, &st->cexported, sizeof *t, 16);
+  if (t) {
+    st->exported = t;
+    st->exported[st->nexported++] = buf;
+  } else if (!have) {
+    st->exported_lost = true; /* no memory to list it: every free waits for the whole context */
+  }
+  pthread_mutex_unlock(&st->fence_lock);
 }

@@ -47,7 +47,18 @@ enum {
   DV_CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
   DV_CUDA_ERROR_LAUNCH_FAILED = 719,
   DV_CUDA_ERROR_NOT_SUPPORTED = 801,
+  DV_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+  DV_CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+  DV_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
 };
+
+/* cuStreamIsCapturing's answer (an enumeration written through a pointer:
+ * declared as one, so that the prototype matches cuda.h's). */
+typedef enum dv_CUstreamCaptureStatus {
+  DV_CU_STREAM_CAPTURE_STATUS_NONE = 0,
+  DV_CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+  DV_CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2,
+} dv_CUstreamCaptureStatus;
 
 enum {
   DV_CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1,

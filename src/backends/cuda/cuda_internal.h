@@ -45,12 +45,53 @@ typedef struct cu_state {
    * device's largest pitch for cuMemcpy2D/3D (CU_DEVICE_ATTRIBUTE_MAX_PITCH). */
   dv_cu_staging *staging;
   size_t max_pitch;
+  /* Module loading (cuda_kernel.c): a private non-blocking stream for the
+   * constants' upload, made at first use (under copy_lock). */
+  dv_CUstream load_stream;
+  /* Frees (cuda.c): ordered by events on this context's streams that had
+   * work queued since the last fence, not by cuCtxSynchronize.  Under
+   * fence_lock: the created streams, the legacy stream's fence (the legacy
+   * and per-thread streams, which the legacy stream waits for), fences of
+   * destroyed streams whose work may still run, and the buffers handed out
+   * natively (foreign streams may use them: their frees wait for the
+   * whole context). */
+  pthread_mutex_t fence_lock;
+  struct dv_bstream *streams;
+  _Atomic int builtin_dirty; /* work queued on the legacy or a per-thread stream since the last fence */
+  dv_CUevent legacy_fence;
+  bool legacy_pending;
+  dv_CUevent *orphans;
+  size_t norphans, corphans;
+  void **exported;
+  size_t nexported, cexported;
+  bool exported_lost; /* one could not be listed (no memory): every free waits for the context */
 } cu_state;
 
 struct dv_bstream {
   dv_CUstream s;
   bool builtin; /* legacy / per-thread: never destroyed */
+  /* Created streams (cuda.c's fences, under the context's fence_lock but
+   * dirty, which the queueing paths set without it). */
+  _Atomic int dirty;    /* work queued since the last fence */
+  bool exported;        /* its native handle was handed out: always fenced */
+  bool fence_pending;   /* fence recorded, not yet waited for */
+  dv_CUevent fence;
+  struct dv_bstream *next, *prev;
 };
+
+/* Work was queued on s (called after queueing it: a fence that clears the
+ * flag then records after the work).  Frees wait only for such streams. */
+static inline void dv__cu_used(cu_state *st, dv_bstream *s) {
+  if (s->builtin) atomic_store_explicit(&st->builtin_dirty, 1, memory_order_release);
+  else atomic_store_explicit(&s->dirty, 1, memory_order_release);
+}
+/* A buffer handed out natively (dv_array_native, DLPack): its free waits
+ * for the whole context (cuda.c reads the list; cuda_common.c). */
+void dv__cu_exported(cu_state *st, void *buf);
+/* A table of n elements (elem bytes each, *cap of room) with room for one
+ * more: the same, or a larger copy (the old one freed, *cap doubled, or
+ * `first` for an empty one); NULL when there is no memory. */
+void *dv__cu_grow(void *table, size_t n, size_t *cap, size_t elem, size_t first);
 
 /* A failed driver call: devarray's status, with the driver's name and code kept. */
 dv_status dv__cu_fail(dv_CUresult r, const char *what);

@@ -9,7 +9,9 @@
  *    load).  The cache keeps that image with a marker saying which.
  *  - Load: cuModuleLoadDataEx with the JIT error log captured; then the
  *    constant buffer dv__cbuf (declared by the prelude) is found with
- *    cuModuleGetGlobal and filled with the program's constant data.
+ *    cuModuleGetGlobal and filled with the program's constant data on the
+ *    context's private non-blocking stream (never the legacy stream, which
+ *    would wait for every blocking stream of the primary context).
  *  - Launch: one pointer per parameter (cuLaunchKernel copies the values);
  *    static plus dynamic shared memory beyond the device's default per-block
  *    limit opts in with CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, up
@@ -104,6 +106,8 @@ dv_status dv__cu_kernel_open(cu_state *st, const dv_backend_config *cfg) {
 void dv__cu_kernel_close(cu_state *st) {
   if (st->copy_module) cu.cuModuleUnload(st->copy_module);
   st->copy_module = NULL;
+  if (st->load_stream) cu.cuStreamDestroy_v2(st->load_stream);
+  st->load_stream = NULL;
   pthread_mutex_destroy(&st->copy_lock);
   dv__free(st->nvrtc_library);
   st->nvrtc_library = NULL;
@@ -246,6 +250,17 @@ static dv_status cu_load_image(cu_state *st, const void *data, int is_ptx, const
   return DV_OK;
 }
 
+/* The context's stream for module loading: non-blocking, made at first use. */
+static dv_CUresult cu_load_stream(cu_state *st, dv_CUstream *out) {
+  dv_CUresult r = DV_CUDA_SUCCESS;
+  pthread_mutex_lock(&st->copy_lock);
+  if (!st->load_stream) r = cu.cuStreamCreate(&st->load_stream, DV_CU_STREAM_NON_BLOCKING);
+  if (r) st->load_stream = NULL;
+  *out = st->load_stream;
+  pthread_mutex_unlock(&st->copy_lock);
+  return r;
+}
+
 static dv_status cu_module_from(cu_state *st, const dv_build_req *req, const void *data, int is_ptx,
                                 dv_bmodule **out, char **log) {
   *out = NULL;
@@ -282,10 +297,14 @@ static dv_status cu_module_from(cu_state *st, const dv_build_req *req, const voi
       m->cbuf = p;
       m->cbuf_bytes = req->const_bytes;
       if (req->const_init) {
-        /* On the legacy default stream, waited for: the data is in place
-         * before any launch can use the module. */
-        r = cu.cuMemcpyHtoDAsync_v2(p, req->const_init, req->const_bytes, NULL);
-        if (!r) r = cu.cuStreamSynchronize(NULL);
+        /* On the context's private non-blocking stream, waited for: the
+         * data is in place before any launch can use the module, and
+         * nothing else is waited for (the legacy stream would wait for
+         * every blocking stream of the primary context, other code's too). */
+        dv_CUstream ls = NULL;
+        r = cu_load_stream(st, &ls);
+        if (!r) r = cu.cuMemcpyHtoDAsync_v2(p, req->const_init, req->const_bytes, ls);
+        if (!r) r = cu.cuStreamSynchronize(ls);
         if (r) rc = cu_fail(r, "uploading the constant arrays (cuMemcpyHtoDAsync)");
       }
     }
@@ -458,6 +477,7 @@ dv_status dv__cub_constant_write(void *state, dv_bmodule *m, dv_bstream *s, size
     CU_TRY(cu.cuMemcpyDtoDAsync_v2(dst, cu_ptr(src), bytes, s->s), "cuMemcpyDtoDAsync (constants)");
   else
     CU_TRY(cu.cuMemcpyHtoDAsync_v2(dst, src.ptr, bytes, s->s), "cuMemcpyHtoDAsync (constants)");
+  dv__cu_used(state, s);
   return DV_OK;
 }
 
@@ -518,6 +538,7 @@ dv_status dv__cub_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_bla
   for (; i < DV__CU_MAXPARAMS; i++) params[i] = (void *)(uintptr_t)cu_zero_param;
   dv_CUresult r = cu.cuLaunchKernel(k->f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
                                     l->block[2], (unsigned)l->dynamic_shared, s->s, params, NULL);
+  if (r == DV_CUDA_SUCCESS) dv__cu_used(st, s);
   if (r == DV_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
     return dv__error(DV_ERR_LAUNCH_CONFIG,
                      "kernel %s: a block of %u x %u x %u threads needs more registers than the "
@@ -541,13 +562,20 @@ dv_status dv__cub_native_context(void *state, void **context, void **device) {
 }
 
 dv_status dv__cub_native_stream(void *state, dv_bstream *s, void **handle) {
-  (void)state;
+  cu_state *st = state;
+  if (!s->builtin) {
+    /* Foreign work may be queued on it now: fenced at every free (cuda.c). */
+    pthread_mutex_lock(&st->fence_lock);
+    s->exported = true;
+    pthread_mutex_unlock(&st->fence_lock);
+  }
   *handle = s->s;
   return DV_OK;
 }
 
 dv_status dv__cub_native_buffer(void *state, void *buf, void **native) {
-  (void)state;
+  /* Foreign streams may use it: its free waits for the whole context (cuda.c). */
+  dv__cu_exported(state, buf);
   *native = buf; /* the buffer handle is the CUdeviceptr */
   return DV_OK;
 }
@@ -691,6 +719,7 @@ dv_status dv__cub_copy_strided(void *state, dv_bstream *s, const dv_strided *c) 
   CU_TRY(cu.cuLaunchKernel(st->copy_fn[p.word_index][p.wide_index], (unsigned)blocks, 1, 1, threads, 1, 1, 0, s->s,
                            params, NULL),
          "cuLaunchKernel (strided copy)");
+  dv__cu_used(st, s);
   if (c->flags & DV_COPY_SYNC) CU_TRY(cu.cuStreamSynchronize(s->s), "cuStreamSynchronize");
   return DV_OK;
 }
