@@ -1,5 +1,5 @@
 /*
- * The host simulator's kernels (src/backends/host/host_kernel.c): kernels
+ * The host simulator's kernels (src/backends/host/host_kernel.c and its files): kernels
  * really run, blocks in parallel, threads of a block as fibers with real
  * barriers; and the checks a GPU does not make: divergent barriers, shared
  * memory redzones, dynamic shared memory bounds, local and global
