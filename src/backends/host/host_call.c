@@ -144,8 +144,11 @@ _Static_assert(HK_FLAT_STACK == 40, "hk_flat_fn passes 40 stack slots");
 #undef HK_S8
 #endif
 
-/* One simulated thread: the kernel with the launch's arguments. */
-void hk_call(hk_job *l) {
+/* One simulated thread: the kernel with the launch's arguments.  *in_kernel
+ * is set for the call's duration only: the signal handler takes a fault for
+ * the kernel's while it is (host_exec.c); the runtime the kernel calls
+ * clears it meanwhile (host_rt.c). */
+void hk_call(hk_job *l, volatile sig_atomic_t *in_kernel) {
 #if HK_FLAT
   const hk_flat *f = &l->flat;
   if (f->ok) {
@@ -153,13 +156,17 @@ void hk_call(hk_job *l) {
     double x[8];
     memcpy(x, f->x, sizeof x); /* bit patterns: a float's in the low half */
     const uint64_t *s = f->s;
+    *in_kernel = 1;
     fn(f->g[0], f->g[1], f->g[2], f->g[3], f->g[4], f->g[5], x[0], x[1], x[2], x[3], x[4], x[5],
        x[6], x[7], s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
        s[12], s[13], s[14], s[15], s[16], s[17], s[18], s[19], s[20], s[21], s[22], s[23], s[24],
        s[25], s[26], s[27], s[28], s[29], s[30], s[31], s[32], s[33], s[34], s[35], s[36], s[37],
        s[38], s[39]);
+    *in_kernel = 0;
     return;
   }
 #endif
+  *in_kernel = 1;
   ffi_call(&l->cif, l->kern->fn, NULL, l->values);
+  *in_kernel = 0;
 }

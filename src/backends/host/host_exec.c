@@ -30,7 +30,15 @@
  *
  * Faults.  SIGSEGV, SIGBUS, SIGFPE and SIGILL get a process-wide handler
  * (installed while some host context has launched kernels; it chains to the
- * previous handler for faults outside kernels).  Executor threads have an
+ * previous handler for faults outside kernels).  A fault is the kernel's
+ * only while the executor's in_kernel is set: for the call of the kernel
+ * (host_call.c), minus the runtime it calls (host_rt.c, which clears it on
+ * entry and sets it again on return).  A fault in the library's own code on
+ * an executor (the runner, the scheduler, fiber switches, the runtime) is a
+ * library bug and goes to the previous handler like any other: jumping out
+ * of it could leave locks held and hang the process (a kernel that leaves
+ * its thread too little stack for the runtime's frames is stopped at the
+ * runtime's entry with its stack overflow).  Executor threads have an
  * alternate signal stack, so a fiber's stack overflow into its guard page
  * is handled too; the handler siglongjmps back to the block's scheduler and
  * the launch fails with DV_ERR_KERNEL_FAULT naming the signal, address,
@@ -164,9 +172,10 @@ static void hk_runner_main(void *arg) {
     t->state = HK_T_RUN;
     ex->cur = i;
     *ex->self = &ex->ht[i];
-    hk_call(l);
+    hk_call(l, &ex->in_kernel);
     t->state = HK_T_EXIT;
   }
+  HK_TEST_FAULT(HK_TEST_FAULT_RUNNER);
   fb->done = true;
   fb_yield(&fb->f, true);
 }
@@ -276,9 +285,7 @@ static int hk_schedule(hk_exec *ex) {
     }
     ex->nfib++;
     ex->rfib = fb;
-    ex->in_kernel = 1;
     fb_resume(&ex->sched, &fb->f);
-    ex->in_kernel = 0;
     if (ex->thr[ex->cur].state == HK_T_FAULT) return 1;
     if (!fb->done) fb->taken = true; /* its thread waits at a barrier */
   }
@@ -297,9 +304,7 @@ static int hk_schedule(hk_exec *ex) {
       ex->cur = i;
       ex->rfib = t->fib;
       *ex->self = &ex->ht[i];
-      ex->in_kernel = 1;
       fb_resume(&ex->sched, &ex->rfib->f);
-      ex->in_kernel = 0;
       if (ex->thr[ex->cur].state == HK_T_FAULT) return 1;
       i = ex->cur + 1;
     }

@@ -254,6 +254,9 @@ typedef struct hk_exec {
   bool bar_mixed;
   dv__hthread **self;
   sigjmp_buf jb;
+  /* The kernel's own code runs (hk_call sets it, the runtime clears it
+   * while it runs): the signal handler takes a fault for the kernel's only
+   * then.  Never set in the scheduler, the runner's or the runtime's code. */
   volatile sig_atomic_t in_kernel;
   volatile int sig, sig_code;
   void *volatile sig_addr;
@@ -287,8 +290,9 @@ dv_status hk_arg_types(const dv_bkernel *kn, const dv_blaunch *bl, ffi_type **ty
 /* Sort the launch's arguments for hk_call's flat path (l->types and
  * l->values are set). */
 void hk_flat_build(hk_job *l);
-/* One simulated thread: the kernel with the launch's arguments. */
-void hk_call(hk_job *l);
+/* One simulated thread: the kernel with the launch's arguments, with
+ * *in_kernel set for the call's duration. */
+void hk_call(hk_job *l, volatile sig_atomic_t *in_kernel);
 
 /* ---- host_rt.c ---- */
 /* The runtime every module's dv__rt points to. */
@@ -306,6 +310,19 @@ int hk_where(const hk_exec *ex, char *buf, size_t cap);
 void hk_thread_name(const hk_exec *ex, int i, char *buf, size_t cap);
 /* Fill a shared slot's redzone with its canary. */
 void hk_fill_redzone(unsigned char *p);
+#ifndef NDEBUG
+/* Test hook, in debug builds only (tests/test_host_kernels.c): a fault in
+ * the library's own code on an executor, outside the kernel body, which
+ * must end the process as a library bug would (not be taken for the
+ * kernel's).  hk_test_fault names the place; HK_TEST_FAULT(where) there
+ * writes to an unmapped address when it matches. */
+enum { HK_TEST_FAULT_NONE, HK_TEST_FAULT_RUNNER, HK_TEST_FAULT_BARRIER };
+extern _Atomic int hk_test_fault;
+void hk_test_fault_at(int where);
+#define HK_TEST_FAULT(where) hk_test_fault_at(where)
+#else
+#define HK_TEST_FAULT(where) ((void)0)
+#endif
 
 /* ---- host_exec.c ---- */
 /* The calling OS thread's executor for state k (made on first use); NULL:

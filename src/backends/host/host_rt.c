@@ -38,6 +38,16 @@
 
 _Thread_local hk_exec *hk_cur; /* this OS thread's executor */
 
+#ifndef NDEBUG
+_Atomic int hk_test_fault;
+static volatile uintptr_t hk_test_address = 16; /* unmapped (and not NULL: no UBSan report) */
+
+void hk_test_fault_at(int where) {
+  if (atomic_load_explicit(&hk_test_fault, memory_order_relaxed) != where) return;
+  *(volatile int *)hk_test_address = 1;
+}
+#endif
+
 void hk_coords(uint64_t lin, const uint32_t dim[3], unsigned c[3]) {
   c[0] = (unsigned)(lin % dim[0]);
   c[1] = (unsigned)((lin / dim[0]) % dim[1]);
@@ -78,8 +88,49 @@ __attribute__((noreturn, format(printf, 2, 3))) static void hk_fault(hk_exec *ex
  * that report in the ASan build too). */
 void hk_fill_redzone(unsigned char *p) { memset(p, HK_CANARY, HK_REDZONE); }
 
-static void *hk_rt_shared(int site, size_t bytes, size_t align, const char *name, int line) {
+/* Stack the runtime's own frames may need below its entry point (a shared
+ * array may allocate; a fault formats its message). */
+#if DV_HOST_ASAN
+#define HK_RT_HEADROOM ((size_t)16 << 10)
+#else
+#define HK_RT_HEADROOM ((size_t)8 << 10)
+#endif
+
+/* A kernel that left its thread less stack than the runtime's frames need:
+ * its stack overflow, made here as the fault of its guard page while the
+ * kernel's window is still open (the signal handler names it; reporting it
+ * takes no stack of this thread's, of which there may be none left). */
+DV_NO_ASAN static void hk_rt_overflow(const hk_exec *ex) {
+  *(volatile unsigned char *)(ex->rfib->f.stack_lo - 1) = 0;
+}
+
+/* The runtime is library code: the signal handler takes a fault on an
+ * executor for the kernel's only while in_kernel is set (host_exec.c), so
+ * each entry point clears it and sets it again on the way back to the
+ * kernel (after a barrier, on the fiber of whichever thread goes on: each
+ * one left its kernel through here).  The fences keep the compiler from
+ * moving the runtime's own accesses across the flag.  First, a kernel that
+ * left its thread too little stack for the runtime is stopped with its
+ * stack overflow (in the runtime's frames the guard page would be hit
+ * outside the kernel's window: the process would end). */
+static inline hk_exec *hk_rt_enter(void) {
   hk_exec *ex = hk_cur;
+  size_t room = ex->k->fiber_stack / 4 < HK_RT_HEADROOM ? ex->k->fiber_stack / 4 : HK_RT_HEADROOM;
+  if ((uintptr_t)__builtin_frame_address(0) < (uintptr_t)ex->rfib->f.stack_lo + room)
+    hk_rt_overflow(ex);
+  atomic_signal_fence(memory_order_seq_cst);
+  ex->in_kernel = 0;
+  atomic_signal_fence(memory_order_seq_cst);
+  return ex;
+}
+
+static inline void hk_rt_leave(hk_exec *ex) {
+  atomic_signal_fence(memory_order_seq_cst);
+  ex->in_kernel = 1;
+}
+
+static void *hk_shared(hk_exec *ex, int site, size_t bytes, size_t align, const char *name,
+                       int line) {
   if (site < 0 || site >= (1 << 20)) hk_fault(ex, "shared array %s: bad site id %d", name, site);
   if (site >= ex->site_cap) {
     int ncap = ex->site_cap ? ex->site_cap : 64;
@@ -122,6 +173,14 @@ static void *hk_rt_shared(int site, size_t bytes, size_t align, const char *name
   return ex->arena + off;
 }
 
+static void *hk_rt_shared(int site, size_t bytes, size_t align, const char *name, int line) {
+  hk_exec *ex = hk_rt_enter();
+  void *p = hk_shared(ex, site, bytes, align, name, line);
+  hk_rt_leave(ex);
+  return p;
+}
+
+/* (Reads only: the kernel's own code, as far as faults go.) */
 static unsigned char *hk_rt_dyn(size_t *bytes) {
   hk_exec *ex = hk_cur;
   if (bytes) *bytes = ex->dyn_bytes;
@@ -130,7 +189,7 @@ static unsigned char *hk_rt_dyn(size_t *bytes) {
 
 static void *hk_rt_dyn_take(size_t *cursor, size_t bytes, size_t align, const char *name,
                             int line) {
-  hk_exec *ex = hk_cur;
+  hk_exec *ex = hk_rt_enter();
   if (!align || (align & (align - 1))) align = 1;
   size_t c = (*cursor + align - 1) & ~(align - 1);
   if (c < *cursor || c + bytes < c || c + bytes > ex->dyn_bytes)
@@ -138,6 +197,7 @@ static void *hk_rt_dyn_take(size_t *cursor, size_t bytes, size_t align, const ch
              "memory, but the launch gave %zu bytes (dynamic_shared)", name, ex->m->name, line, c,
              c + bytes, ex->dyn_bytes);
   *cursor = c + bytes;
+  hk_rt_leave(ex);
   return ex->dyn + c;
 }
 
@@ -178,10 +238,17 @@ static void hk_wait(hk_exec *ex, int state, int site, int line) {
 
 static void hk_rt_barrier(int site, int fence, int line) {
   (void)fence; /* the threads of a block share one OS thread: memory is coherent */
-  hk_wait(hk_cur, HK_T_BAR, site, line);
+  hk_exec *ex = hk_rt_enter();
+  HK_TEST_FAULT(HK_TEST_FAULT_BARRIER);
+  hk_wait(ex, HK_T_BAR, site, line);
+  hk_rt_leave(ex);
 }
 
-static void hk_rt_wavebarrier(int site, int line) { hk_wait(hk_cur, HK_T_WAVE, site, line); }
+static void hk_rt_wavebarrier(int site, int line) {
+  hk_exec *ex = hk_rt_enter();
+  hk_wait(ex, HK_T_WAVE, site, line);
+  hk_rt_leave(ex);
+}
 
 static int hk_rt_wave_size(void) { return hk_cur->k->wave; }
 
@@ -198,8 +265,7 @@ const char *const hk_wave_names[HK_NWAVE_OPS] = {
  * begin before every lane has passed k + 1, so a value is never
  * overwritten before the whole wave read it.  A wave of one lane (the
  * block's partial last wave, or host_wave_size 1) needs no wait. */
-static dv_u64 hk_rt_wave(int op, dv_u64 v, int arg, int site, int line) {
-  hk_exec *ex = hk_cur;
+static dv_u64 hk_wave_op(hk_exec *ex, int op, dv_u64 v, int arg, int site, int line) {
   const int W = ex->k->wave, n = ex->n, i = ex->cur;
   if (op < 0 || op >= HK_NWAVE_OPS)
     hk_fault(ex, "unknown wave operation %d (%s:%d)", op, ex->m->name, line);
@@ -245,6 +311,12 @@ static dv_u64 hk_rt_wave(int op, dv_u64 v, int arg, int site, int line) {
   return src >= 0 && src < cnt ? w[src].wv[p] : v;
 }
 
+static dv_u64 hk_rt_wave(int op, dv_u64 v, int arg, int site, int line) {
+  hk_exec *ex = hk_rt_enter();
+  dv_u64 r = hk_wave_op(ex, op, v, arg, site, line);
+  hk_rt_leave(ex);
+  return r;
+}
 
 /* *p (of *cap items of `size` bytes) with room for `need` items, doubling
  * from `first`.  False: no memory (*p is unchanged). */
@@ -261,7 +333,9 @@ static bool hk_grow(void **p, size_t *cap, size_t size, size_t need, size_t firs
   return true;
 }
 
-/* dv_printf: the text goes to the launch's buffer (hk_print_flush writes it). */
+/* dv_printf: the text goes to the launch's buffer (hk_print_flush writes it).
+ * The first formatting reads the kernel's arguments (a bad %s pointer is
+ * the kernel's fault) and holds no lock: it stays in the kernel's window. */
 __attribute__((format(printf, 1, 2))) static void hk_rt_printf(const char *fmt, ...) {
   hk_exec *ex = hk_cur;
   hk_job *l = ex->l;
@@ -271,6 +345,7 @@ __attribute__((format(printf, 1, 2))) static void hk_rt_printf(const char *fmt, 
   va_copy(ap2, ap);
   int n = vsnprintf(small, sizeof small, fmt, ap);
   va_end(ap);
+  ex = hk_rt_enter();
   pthread_mutex_lock(&l->pmu);
   const size_t cap = l->k->printf_cap;
   bool ok = n >= 0 && l->out_used + (size_t)n + HK_REC_COST <= cap;
@@ -291,10 +366,11 @@ __attribute__((format(printf, 1, 2))) static void hk_rt_printf(const char *fmt, 
   }
   pthread_mutex_unlock(&l->pmu);
   va_end(ap2);
+  hk_rt_leave(ex);
 }
 
 static void hk_rt_fault(const char *what, int line) {
-  hk_exec *ex = hk_cur;
+  hk_exec *ex = hk_rt_enter();
   if (line > 0) hk_fault(ex, "%s (%s:%d)", what, ex->m->name, line);
   hk_fault(ex, "%s", what);
 }
