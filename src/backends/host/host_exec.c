@@ -101,6 +101,7 @@ static hk_exec *hk_exec_new(hk_state *k) {
   hk_exec *ex = dv__calloc(1, sizeof *ex);
   if (!ex) return NULL;
   ex->k = k;
+  ex->rt_room = k->fiber_stack / 4 < HK_RT_HEADROOM ? k->fiber_stack / 4 : HK_RT_HEADROOM;
   fb_sched_init(&ex->sched);
   ex->arena = dv__malloc(HK_ARENA_BYTES);
   if (!ex->arena) {

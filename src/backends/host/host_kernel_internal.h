@@ -42,6 +42,14 @@
 #define HK_MAX_SLOTS 256
 #define HK_ALTSTACK ((size_t)64 << 10)
 #define HK_GUARD_BYTE 0xAB /* host.c's guard pattern */
+/* Stack the runtime's own frames may need below its entry point (a shared
+ * array may allocate; a fault formats its message): host_rt.c's
+ * hk_rt_enter.  At most a quarter of the fiber's stack. */
+#if DV_HOST_ASAN
+#define HK_RT_HEADROOM ((size_t)16 << 10)
+#else
+#define HK_RT_HEADROOM ((size_t)8 << 10)
+#endif
 
 /* ========================================================================== */
 /* State                                                                       */
@@ -262,6 +270,7 @@ typedef struct hk_exec {
   void *volatile sig_addr;
   void *volatile sig_sp; /* the interrupted stack pointer (NULL: unknown here) */
   char fault[700];
+  size_t rt_room; /* HK_RT_HEADROOM for this fiber stack size */
 } hk_exec;
 
 /* ========================================================================== */

@@ -88,14 +88,6 @@ __attribute__((noreturn, format(printf, 2, 3))) static void hk_fault(hk_exec *ex
  * that report in the ASan build too). */
 void hk_fill_redzone(unsigned char *p) { memset(p, HK_CANARY, HK_REDZONE); }
 
-/* Stack the runtime's own frames may need below its entry point (a shared
- * array may allocate; a fault formats its message). */
-#if DV_HOST_ASAN
-#define HK_RT_HEADROOM ((size_t)16 << 10)
-#else
-#define HK_RT_HEADROOM ((size_t)8 << 10)
-#endif
-
 /* A kernel that left its thread less stack than the runtime's frames need:
  * its stack overflow, made here as the fault of its guard page while the
  * kernel's window is still open (the signal handler names it; reporting it
@@ -115,8 +107,7 @@ DV_NO_ASAN static void hk_rt_overflow(const hk_exec *ex) {
  * outside the kernel's window: the process would end). */
 static inline hk_exec *hk_rt_enter(void) {
   hk_exec *ex = hk_cur;
-  size_t room = ex->k->fiber_stack / 4 < HK_RT_HEADROOM ? ex->k->fiber_stack / 4 : HK_RT_HEADROOM;
-  if ((uintptr_t)__builtin_frame_address(0) < (uintptr_t)ex->rfib->f.stack_lo + room)
+  if ((uintptr_t)__builtin_frame_address(0) < (uintptr_t)ex->rfib->f.stack_lo + ex->rt_room)
     hk_rt_overflow(ex);
   atomic_signal_fence(memory_order_seq_cst);
   ex->in_kernel = 0;
