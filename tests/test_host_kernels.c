@@ -827,7 +827,7 @@ static void test_stack_edge_in_runtime(void **state) {
   dv_launch_config lc = cfg1(1, 2, 0, NULL);
   int ok = 0, overflow = 0;
   for (int what = 0; what < 2; what++)
-    for (int n = 32768 - 12288; n <= 32768 + 256; n += 64) {
+    for (int n = 32768 - 12288; n <= 32768 + 256; n += 256) {
       dv_arg args[] = {DV_ARG_ARRAY(a), DV_ARG_I32(n), DV_ARG_I32(what)};
       dv_status rc = dv_kernel_launch(kernel_of(m, "edge"), &lc, 3, args);
       if (rc == DV_OK) {
