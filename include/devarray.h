@@ -1627,6 +1627,12 @@ static inline dv_arg dv__arg_mem(dv_arg_kind k, const dv_array *arr, dv_smart *s
  * Asynchronous on cfg->stream (NULL: synchronous on the default stream); the
  * launch takes part in stream order, events and callbacks like a copy, and
  * arrays released while it is queued are reclaimed only after it has run.
+ * A stream holds a bounded number of launches it has not run, as a GPU's
+ * launch queue does (host simulator: 1,024; OpenCL: about 1,024 to 1,280;
+ * CUDA: the driver's own queue): a launch past that waits until the stream
+ * has run one, so what queued launches keep does not grow with their
+ * number.  Do not queue that many behind a stream callback that waits for
+ * the launching thread.
  * Faults found while the kernel runs (the host simulator's divergent-barrier
  * and out-of-bounds reports) come back from the stream's next synchronize
  * as DV_ERR_KERNEL_FAULT, or from this call when it is synchronous.

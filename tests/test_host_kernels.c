@@ -1,5 +1,5 @@
 /*
- * The host simulator's kernels (src/backends/host/host_kernel.c): kernels
+ * The host simulator's kernels (src/backends/host/host_kernel.c and its files): kernels
  * really run, blocks in parallel, threads of a block as fibers with real
  * barriers; and the checks a GPU does not make: divergent barriers, shared
  * memory redzones, dynamic shared memory bounds, local and global
@@ -19,6 +19,7 @@
 #include "common.h"
 #include "array/array.h"
 #include "backends/backend.h"
+#include "backends/host/host_kernel_internal.h" /* hk_test_fault */
 #include "core/core.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -735,7 +736,10 @@ static void test_local_and_global_overflow(void **state) {
 /* In an ASan build kernels are instrumented and a buffer's guards are
  * poisoned while a kernel runs: ASan itself reports both writes (and ends
  * the process, as ASan does).  Run each in a child process. */
+static int child_outside(const char *which);
+
 static int child_scenario(const char *which) {
+  if (strncmp(which, "fault-", 6) == 0) return child_outside(which + 6);
   dv_context *c = new_ctx("kernel_check=on", NULL);
   dv_module *m = build_in(c, "bounds.dvk", src_bounds, NULL);
   dv_array *a = dev_new(c, 100, DV_INT32);
@@ -749,6 +753,37 @@ static int child_scenario(const char *which) {
   return 0;
 }
 
+/* Run this test binary again as a child with HK_CHILD=which; its wait
+ * status, and its stdout and stderr in text (static). */
+static const char *run_child(const char *which, int *st) {
+  char out[256];
+  const char *tmp = getenv("TMPDIR");
+  snprintf(out, sizeof out, "%s/hk-child-XXXXXX", tmp ? tmp : "/tmp");
+  int fd = mkstemp(out);
+  assert_true(fd >= 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(fd, 1);
+    dup2(fd, 2);
+    setenv("HK_CHILD", which, 1);
+    setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+    execl("/proc/self/exe", "test_host_kernels", "host", (char *)NULL);
+    _exit(127);
+  }
+  close(fd);
+  *st = 0;
+  assert_int_equal(waitpid(pid, st, 0), pid);
+  FILE *f = fopen(out, "r");
+  assert_non_null(f);
+  static char text[1 << 16];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = 0;
+  fclose(f);
+  unlink(out);
+  return text;
+}
+
 static void test_asan_reports_overflows(void **state) {
   (void)state;
 #if !HK_TEST_ASAN
@@ -757,35 +792,127 @@ static void test_asan_reports_overflows(void **state) {
   const char *which[2] = {"local", "global"};
   const char *expect[2] = {"stack-buffer-overflow", "use-after-poison"};
   for (int i = 0; i < 2; i++) {
-    char out[256];
-    const char *tmp = getenv("TMPDIR");
-    snprintf(out, sizeof out, "%s/hk-child-XXXXXX", tmp ? tmp : "/tmp");
-    int fd = mkstemp(out);
-    assert_true(fd >= 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-      setenv("HK_CHILD", which[i], 1);
-      setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
-      execl("/proc/self/exe", "test_host_kernels", "host", (char *)NULL);
-      _exit(127);
-    }
-    close(fd);
     int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    FILE *f = fopen(out, "r");
-    assert_non_null(f);
-    static char text[1 << 16];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    text[n] = 0;
-    fclose(f);
-    unlink(out);
+    const char *text = run_child(which[i], &st);
     if (!(WIFEXITED(st) && WEXITSTATUS(st) != 0) || !strstr(text, expect[i]))
       fail_msg("%s overflow: the child should die with an ASan %s report; status %d, output:\n%s",
                which[i], expect[i], st, text);
   }
+#endif
+}
+
+/* A kernel that leaves its thread too little stack for the runtime it then
+ * calls overflows the stack in the runtime's frames, which are library code
+ * (issue 22 #5: not the kernel's window): the runtime checks its headroom
+ * on entry and reports the kernel's stack overflow.  Every depth near the
+ * stack's end gives DV_OK or that overflow, never a crash. */
+static const char *src_edge =
+    "DV_KERNEL(edge, DV_ARRAY(int, a), int n, int what) {\n"
+    "  DV_BIND(int, a);\n"
+    "  volatile char *big = (volatile char *)__builtin_alloca((unsigned long)n);\n"
+    "  big[0] = 1;\n"
+    "  big[n - 1] = 2;\n"
+    "  if (what == 0) dv_syncthreads();\n"
+    "  else a[1] = (int)dv_wave_any(big[0]);\n"
+    "  a[0] = big[0] + big[n - 1];\n"
+    "}\n";
+
+static void test_stack_edge_in_runtime(void **state) {
+  (void)state;
+  dv_context *c = NULL;
+  assert_ok(test_context(&c, "kernel_cache=off", "kernel_check=off", "host_fiber_stack=32K",
+                         (const char *)NULL));
+  dv_module *m = build_in(c, "edge.dvk", src_edge, NULL);
+  dv_array *a = dev_new(c, 2, DV_INT32);
+  dv_launch_config lc = cfg1(1, 2, 0, NULL);
+  int ok = 0, overflow = 0;
+  for (int what = 0; what < 2; what++)
+    for (int n = 32768 - 12288; n <= 32768 + 256; n += 256) {
+      dv_arg args[] = {DV_ARG_ARRAY(a), DV_ARG_I32(n), DV_ARG_I32(what)};
+      dv_status rc = dv_kernel_launch(kernel_of(m, "edge"), &lc, 3, args);
+      if (rc == DV_OK) {
+        ok++;
+        continue;
+      }
+      if (rc != DV_ERR_KERNEL_FAULT || !strstr(dv_last_error(), "stack overflow"))
+        fail_msg("%d bytes of stack taken, then %s: %s: %s", n,
+                 what ? "a wave operation" : "a barrier", dv_status_name(rc), dv_last_error());
+      overflow++;
+    }
+  /* Both outcomes happen in the range. */
+  assert_true(ok > 0);
+  assert_true(overflow > 0);
+  dv_array_release(a);
+  finish(c, m);
+}
+
+/* ---- a fault outside the kernel body is not the kernel's ---------------------- */
+
+/* Issue 22 #5: the signal handler took any fault on an executor while a
+ * block ran for the kernel's, the runner's own code and the barrier
+ * runtime included (library code, perhaps holding locks, which the
+ * handler's siglongjmp then left held: a hang under TSan).  A debug build's
+ * test hook (hk_test_fault, host_kernel_internal.h) faults there: the
+ * process must end as on any library bug, killed by SIGSEGV (or ASan's
+ * report), never with the launch returning DV_ERR_KERNEL_FAULT; the
+ * kernel's own fault stays a DV_ERR_KERNEL_FAULT.  In child processes. */
+static const char *src_outside =
+    "DV_KERNEL(outside, DV_ARRAY(int, a), int who) {\n"
+    "  DV_BIND(int, a);\n"
+    "  int t = dv_thread_idx(0);\n"
+    "  a[t] = t;\n"
+    "  if (t == who) *(volatile int *)0 = 1;\n"
+    "  dv_syncthreads();\n"
+    "  a[t] += 1;\n"
+    "}\n";
+
+static int child_outside(const char *where) {
+  alarm(120); /* a hang ends as SIGALRM */
+  dv_context *c = new_ctx(NULL, NULL);
+  dv_module *m = build_in(c, "outside.dvk", src_outside, NULL);
+  dv_array *a = dev_new(c, 64, DV_INT32);
+  dv_launch_config lc = cfg1(2, 64, 0, NULL);
+  dv_arg args[] = {DV_ARG_ARRAY(a), DV_ARG_I32(strcmp(where, "kernel") == 0 ? 5 : -1)};
+#ifndef NDEBUG
+  if (strcmp(where, "runner") == 0) atomic_store(&hk_test_fault, HK_TEST_FAULT_RUNNER);
+  if (strcmp(where, "barrier") == 0) atomic_store(&hk_test_fault, HK_TEST_FAULT_BARRIER);
+#endif
+  dv_status rc = dv_kernel_launch(kernel_of(m, "outside"), &lc, 2, args);
+  printf("child fault-%s: %s: %s\n", where, dv_status_name(rc), dv_last_error());
+  fflush(stdout);
+#ifndef NDEBUG
+  atomic_store(&hk_test_fault, HK_TEST_FAULT_NONE);
+#endif
+  dv_array_release(a);
+  finish(c, m);
+  return 0;
+}
+
+static void test_fault_outside_kernel(void **state) {
+  (void)state;
+#ifdef NDEBUG
+  skip(); /* the fault hook (hk_test_fault) is in debug builds only */
+#else
+  const char *where[2] = {"runner", "barrier"};
+  for (int i = 0; i < 2; i++) {
+    char which[32];
+    snprintf(which, sizeof which, "fault-%s", where[i]);
+    int st = 0;
+    const char *text = run_child(which, &st);
+    bool segv = WIFSIGNALED(st) ? WTERMSIG(st) == SIGSEGV
+                                : WIFEXITED(st) && WEXITSTATUS(st) != 0 && strstr(text, "SEGV");
+    if (!segv || strstr(text, "DV_ERR_KERNEL_FAULT"))
+      fail_msg("a fault in the %s's code (not the kernel's) should end the process with SIGSEGV; "
+               "status %#x, output:\n%s", where[i], st, text);
+  }
+  /* The kernel's own fault, the same way. */
+  int st = 0;
+  const char *text = run_child("fault-kernel", &st);
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0) ||
+      !strstr(text, "child fault-kernel: DV_ERR_KERNEL_FAULT: kernel outside, block (0,0,0), "
+                    "thread (5,0,0): SIGSEGV"))
+    fail_msg("the kernel's own fault should be DV_ERR_KERNEL_FAULT; status %#x, output:\n%s", st,
+             text);
 #endif
 }
 
@@ -1365,8 +1492,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_shared_limit),
       cmocka_unit_test(test_faults_do_not_kill),
       cmocka_unit_test(test_stack_overflow_named),
+      cmocka_unit_test(test_stack_edge_in_runtime),
       cmocka_unit_test(test_local_and_global_overflow),
       cmocka_unit_test(test_asan_reports_overflows),
+      cmocka_unit_test(test_fault_outside_kernel),
       cmocka_unit_test(test_atomics_contention),
       cmocka_unit_test(test_blocks_in_parallel),
       cmocka_unit_test(test_no_compiler),

@@ -64,7 +64,9 @@
  *    memory, parameters read with the sizes the PTX declares).  The double
  *    cannot run PTX: it runs host versions of devarray's own strided-copy
  *    kernels (dv_copy_w*_i32/_i64) and records every other launch without
- *    running it.  dvdouble_launches() says how many it skipped.
+ *    running it.  dvdouble_launches() says how many it skipped.  A launch
+ *    waits while its stream holds 1,024 operations not yet done, as a
+ *    driver's full launch queue makes it wait.
  *
  * Test-only controls (dlsym on the same libcuda.so.1): dvdouble_is_double,
  * dvdouble_hold(1/0) holds every stream's worker before its next operation,
@@ -102,6 +104,7 @@
 #define MAX_DEV 4
 #define MAX_PITCH ((size_t)2147483647)
 #define BLOCK_OPTIN (227 * 1024)
+#define LAUNCH_QUEUE 1024 /* operations a stream holds before a launch waits */
 
 typedef int CUresult;
 
@@ -1784,6 +1787,11 @@ EXPORT CUresult cuLaunchKernel(dv_CUfunction f, unsigned gx, unsigned gy, unsign
   CUresult r;
   stream *s = resolve_stream(c, h, &r);
   if (!s) return unlock_ret(r);
+  /* A driver's launch queue is bounded: a launch waits while its stream
+   * holds LAUNCH_QUEUE operations not yet done (not while dvdouble_hold
+   * holds the workers).  Unbounded, the double's records (~1 KiB each) were
+   * the heap a soak of asynchronous launches saw grow (tests/test_soak.c). */
+  while (s->enq - s->done >= LAUNCH_QUEUE && !g_hold && !s->destroyed) pthread_cond_wait(&C, &L);
   /* Read every parameter with the size the PTX declares (as the driver does:
    * a pointer to fewer bytes is a read past its end, which ASan reports). */
   unsigned char buf[7 * 136];

@@ -28,8 +28,18 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+/* Not instrumented by ThreadSanitizer at all (no function entry either):
+ * a fiber's first and last frame, which never returns. */
+#if DV_FIBER_TSAN && defined(__clang__)
+#define FB_NO_TSAN __attribute__((disable_sanitizer_instrumentation))
+#elif DV_FIBER_TSAN
+#define FB_NO_TSAN __attribute__((no_sanitize_thread))
+#else
+#define FB_NO_TSAN
+#endif
+
 /* Runs first on a new fiber: tell the sanitizers where we are, then run. */
-static void fb_entry(fb_fiber *f) __attribute__((noreturn, used));
+static void fb_entry(fb_fiber *f) __attribute__((noreturn, used)) FB_NO_TSAN;
 
 #if DV_FIBER_ASM && defined(__x86_64__)
 /* void fb_switch_asm(void **save_sp, void *new_sp) */
@@ -103,10 +113,13 @@ static void fb_ctx_make(fb_fiber *f) {
   f->sp = sp;
 }
 
-static inline void fb_ctx_switch(fb_fiber *from, fb_fiber *to) { fb_switch_asm(&from->sp, to->sp); }
+/* Always inlined: fb_entry's last switch must add no instrumented frame. */
+static inline __attribute__((always_inline)) void fb_ctx_switch(fb_fiber *from, fb_fiber *to) {
+  fb_switch_asm(&from->sp, to->sp);
+}
 
 #else /* ucontext */
-static void fb_start_uc(unsigned hi, unsigned lo) {
+FB_NO_TSAN static void fb_start_uc(unsigned hi, unsigned lo) {
   uintptr_t p = ((uintptr_t)hi << 16 << 16) | (uintptr_t)lo;
   fb_entry((fb_fiber *)p);
 }
@@ -121,7 +134,9 @@ static void fb_ctx_make(fb_fiber *f) {
               (unsigned)(p & 0xFFFFFFFFu));
 }
 
-static inline void fb_ctx_switch(fb_fiber *from, fb_fiber *to) { swapcontext(&from->uc, &to->uc); }
+static inline __attribute__((always_inline)) void fb_ctx_switch(fb_fiber *from, fb_fiber *to) {
+  swapcontext(&from->uc, &to->uc);
+}
 #endif
 
 void fb_sched_init(fb_fiber *sched) {
@@ -166,7 +181,7 @@ void fb_release(fb_fiber *f) {
   f->tsan_owned = false;
 }
 
-static void fb_entry(fb_fiber *f) {
+FB_NO_TSAN static void fb_entry(fb_fiber *f) {
 #if DV_FIBER_ASAN
   /* First arrival: no fake stack of ours yet; learn the scheduler's stack. */
   const void *lo = NULL;
@@ -176,8 +191,20 @@ static void fb_entry(fb_fiber *f) {
   f->sched->stack_size = sz;
 #endif
   f->fn(f->arg);
-  /* fn ends with fb_yield(f, true) and is never resumed. */
-  __builtin_trap();
+  /* fn returned: the fiber ends, switching away for good.  Here, not in an
+   * instrumented fb_yield: a frame that never returns stays on
+   * ThreadSanitizer's shadow call stack of the fiber, which is reused for
+   * the next block, so such frames piled up, three a block, until TSan's
+   * stack depot failed at 65,536 (in the switch out of a finished runner:
+   * the hang of issue 22 #5 under TSan).  fn's own frame has returned. */
+#if DV_FIBER_ASAN
+  __sanitizer_start_switch_fiber(NULL, f->sched->stack_lo, f->sched->stack_size);
+#endif
+#if DV_FIBER_TSAN
+  __tsan_switch_to_fiber(f->sched->tsan, 0);
+#endif
+  fb_ctx_switch(f, f->sched);
+  __builtin_trap(); /* never resumed */
 }
 
 void fb_yield(fb_fiber *f, bool exiting) {

@@ -62,7 +62,9 @@ void fb_sched_init(fb_fiber *sched);
 void fb_sched_fini(fb_fiber *sched);
 
 /* Set up f to run fn(arg) on [stack_lo, stack_lo + size) when first
- * resumed.  fn must not return: it ends with fb_yield(f, true). */
+ * resumed.  When fn returns, f switches to its scheduler for good (as
+ * fb_yield(f, true) does, but leaving no frame of its own behind: the
+ * normal end; fb_yield(f, true) is for a fiber stopped inside fn). */
 int fb_prepare(fb_fiber *f, fb_fiber *sched, unsigned char *stack_lo, size_t size, fb_fn fn,
                void *arg);
 /* Release what fb_prepare took (ThreadSanitizer's fiber). */

@@ -13,9 +13,10 @@
  *  - Faults can be injected: the k-th device allocation, copy or free fails.
  *  - Blocks are reference counted by the queued operations that use them, so
  *    memory freed while work is queued is reclaimed when that work is done.
- *  - Kernels (host_kernel.c, fiber.c) are queued operations too (OP_KERNEL):
- *    compiled with the system C compiler, run by the stream's worker and a
- *    few helper threads, with the checks a GPU does not make.
+ *  - Kernels (host_kernel.c and the files it names, fiber.c) are queued
+ *    operations too (OP_KERNEL): compiled with the system C compiler, run by
+ *    the stream's worker and a few helper threads, with the checks a GPU
+ *    does not make.  A stream holds at most HB_KERNEL_QUEUE of them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -32,6 +33,12 @@
 #define HB_POISON_BYTE 0xDF
 #define HB_QUARANTINE_MAX_BYTES ((size_t)64 << 20)
 #define HB_QUARANTINE_MAX_BLOCK ((size_t)16 << 20)
+/* Launches a stream holds before it has run them: one more waits for the
+ * stream to run one, as a GPU's launch queue makes it wait.  Each queued
+ * launch keeps ~2 KiB (its record, argument lists, buffer references); with
+ * no bound, 11,000 asynchronous launches ahead of a slower worker kept
+ * ~22 MiB, which malloc then kept too (issue 22 #15). */
+#define HB_KERNEL_QUEUE 1024
 
 
 #include "host_internal.h"
@@ -71,6 +78,7 @@ struct dv_bstream {
    * of an idle stream (hb_stream_sync's fast path). */
   _Atomic uint64_t queued, done;
   bool stop;
+  int kernels; /* OP_KERNEL queued and not finished (HB_KERNEL_QUEUE) */
   /* The stream's claim word: CLAIM_INLINE while a synchronous op runs on
    * its caller's thread, plus CLAIM_OP per queued operation not finished and
    * CLAIM_WAITER per thread waiting in hb_stream_sync.  An idle stream (0)
@@ -492,6 +500,7 @@ static void *hb_worker(void *arg) {
     pthread_mutex_lock(&s->m);
     s->head = op->next;
     if (!s->head) s->tail = NULL;
+    if (op->kind == OP_KERNEL) s->kernels--;
     hb_bump(&s->done);
     atomic_fetch_sub(&s->claim, CLAIM_OP);
     pthread_cond_broadcast(&s->cv_done);
@@ -531,6 +540,12 @@ static hb_op *hb_op_new(hb_opkind kind) {
 static void hb_enqueue(dv_bstream *s, hb_op *op) {
   hb_outstanding_add(s->st);
   pthread_mutex_lock(&s->m);
+  if (op->kind == OP_KERNEL) {
+    /* A stream's full launch queue: wait for the worker (never on a
+     * worker, which may be the one to wait for). */
+    while (s->kernels >= HB_KERNEL_QUEUE && !hb_in_worker) pthread_cond_wait(&s->cv_done, &s->m);
+    s->kernels++;
+  }
   op->next = NULL;
   if (s->tail)
     s->tail->next = op;

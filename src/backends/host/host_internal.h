@@ -1,6 +1,7 @@
 /* The host simulator's block layout, shared with its white-box tests
  * (tests/test_simulator.c), which corrupt memory on purpose, and the
- * seam between host.c (memory, streams) and host_kernel.c (kernels). */
+ * seam between host.c (memory, streams) and the kernel files (host_kernel.c,
+ * host_build.c, host_exec.c, ...: host_kernel_internal.h). */
 #ifndef DV_HOST_INTERNAL_H
 #define DV_HOST_INTERNAL_H
 #include <stdatomic.h>
@@ -58,10 +59,10 @@ dv_status hb_ipc_open(void *state, const unsigned char *payload, void **native, 
                       void **token);
 dv_status hb_ipc_close(void *state, void *token);
 
-/* ---- host.c, for host_kernel.c ----
- * host.c calls host_kernel.c; host_kernel.c reaches host.c's blocks and
- * streams only through this table, which host.c hands to hk_open (so the
- * two files never call each other in a circle: scripts/check-layers). */
+/* ---- host.c, for the kernel files ----
+ * host.c calls the kernel files; they reach host.c's blocks and streams
+ * only through this table, which host.c hands to hk_open (so the files
+ * never call each other in a circle: scripts/check-layers). */
 typedef struct hk_state hk_state; /* the kernel part of the simulator's state */
 typedef struct hk_job hk_job;     /* one queued launch */
 
@@ -73,12 +74,13 @@ typedef struct hk_services {
   dv_status (*copy_rect)(void *state, dv_bstream *s, const dv_rect *r);
 } hk_services;
 
-/* hb_state begins with this, so host_kernel.c finds its part. */
+/* hb_state begins with this, so the kernel files find their part. */
 typedef struct hb_state_head {
   hk_state *k;
 } hb_state_head;
 
-/* ---- host_kernel.c, for host.c ---- */
+/* ---- the kernel files, for host.c (host_exec.c: hk_thread_exit; host_build.c:
+ * compiler, modules, kernels; host_kernel.c: the rest) ---- */
 dv_status hk_open(hb_state *st, const dv_backend_config *cfg, const hk_services *sv,
                   hk_state **out);
 void hk_close(hk_state *k);

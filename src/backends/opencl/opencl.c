@@ -449,6 +449,7 @@ static dv_status clb_stream_destroy(void *state, dv_bstream *s) {
   cl_int e = cl.clFinish(s->q);
   cl_int e2 = cl.clReleaseCommandQueue(s->q);
   if (s->last) cl.clReleaseEvent(s->last);
+  for (int i = 0; i < s->nmarks; i++) cl.clReleaseEvent(s->marks[(s->mark0 + i) % CL_MARKS]);
   pthread_mutex_destroy(&s->m);
   dv__free(s);
   if (e) return cl_fail(e, "clFinish");

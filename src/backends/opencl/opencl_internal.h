@@ -22,6 +22,11 @@ typedef struct dv_cl_api {
 extern dv_cl_api dv__cl;
 #define cl dv__cl /* both files call cl.clFoo(...) */
 
+/* A stream holds at most about CL_MARKS * CL_MARK_EVERY launches the driver
+ * has not run (dv__clk_launch). */
+#define CL_MARK_EVERY 256
+#define CL_MARKS 4
+
 struct dv_bstream {
   cl_command_queue q;
   struct dv_bstream *next;
@@ -33,6 +38,12 @@ struct dv_bstream {
   /* Launches queued since `last` without an event of their own (an event per
    * launch costs ~20% of an empty launch): a query enqueues a marker first. */
   _Atomic bool untracked;
+  /* The launch queue's bound (opencl_kernel.c, dv__clk_launch), under m:
+   * launches queued, and the events of every CL_MARK_EVERY-th one not yet
+   * waited for (oldest at mark0). */
+  unsigned launches;
+  cl_event marks[CL_MARKS];
+  int nmarks, mark0;
 };
 
 struct dv_bevent {

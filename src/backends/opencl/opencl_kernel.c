@@ -21,7 +21,8 @@
  *  - Launches: one mutex per cl_kernel, held from the first clSetKernelArg
  *    to clEnqueueNDRangeKernel (the arguments are captured at enqueue), so
  *    launches may come from several threads.  The launch's event becomes the
- *    stream's last command (query, sync, callbacks, events).
+ *    stream's last command (query, sync, callbacks, events).  A stream holds
+ *    a bounded number of launches not yet run (clk_queue_bound).
  *  - DV_BUILD_DEBUG adds -cl-opt-disable (every OpenCL version has it).
  *  - dv_wavebarrier() is sub_group_barrier() where the device has
  *    sub-groups, else the work-group barrier (kernel.h): PoCL 3.1 has none.
@@ -347,6 +348,48 @@ dv_status dv__clk_constant_write(void *state, dv_bmodule *m, dv_bstream *s, size
 
 /* ---- launches ----------------------------------------------------------------------------- */
 
+/* The launch queue's bound: a driver keeps host memory for every command it
+ * has not run (PoCL ~0.5-0.8 KiB), so with no bound 25,000 asynchronous
+ * launches ahead of the device kept ~20 MiB (issue 22 #15).  Every
+ * CL_MARK_EVERY-th launch on a stream takes an event; the one that would
+ * keep more than CL_MARKS of them first waits for the oldest, as a GPU's
+ * full launch queue makes the launching thread wait.  Returns whether this
+ * launch takes an event. */
+static bool clk_queue_bound(dv_bstream *s) {
+  cl_event oldest = NULL;
+  pthread_mutex_lock(&s->m);
+  bool mark = ++s->launches % CL_MARK_EVERY == 0;
+  if (mark && s->nmarks == CL_MARKS) {
+    oldest = s->marks[s->mark0];
+    s->mark0 = (s->mark0 + 1) % CL_MARKS;
+    s->nmarks--;
+  }
+  pthread_mutex_unlock(&s->m);
+  if (oldest) {
+    (void)cl.clWaitForEvents(1, &oldest); /* a failed command is the queue's error (synchronize) */
+    cl.clReleaseEvent(oldest);
+  }
+  return mark;
+}
+
+/* Keep a launch's event for clk_queue_bound. */
+static void clk_queue_mark(dv_bstream *s, cl_event ev) {
+  cl_event oldest = NULL;
+  pthread_mutex_lock(&s->m);
+  if (s->nmarks == CL_MARKS) { /* another thread's launch took the room meanwhile */
+    oldest = s->marks[s->mark0];
+    s->mark0 = (s->mark0 + 1) % CL_MARKS;
+    s->nmarks--;
+  }
+  s->marks[(s->mark0 + s->nmarks) % CL_MARKS] = ev;
+  s->nmarks++;
+  pthread_mutex_unlock(&s->m);
+  if (oldest) {
+    (void)cl.clWaitForEvents(1, &oldest);
+    cl.clReleaseEvent(oldest);
+  }
+}
+
 static dv_status clk_arg_error(const dv_bkernel *k, size_t i, cl_int e) {
   if (e == CL_INVALID_ARG_SIZE || e == CL_INVALID_ARG_VALUE || e == CL_INVALID_MEM_OBJECT)
     return dv__error(DV_ERR_KERNEL_ARGUMENT, "argument %zu of kernel \"%s\" does not fit its parameter: %s (%d)", i,
@@ -383,6 +426,8 @@ dv_status dv__clk_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_bla
 
   cl_int e = CL_SUCCESS;
   dv_status rc = DV_OK;
+  cl_event ev = NULL;
+  bool mark = clk_queue_bound(s);
   pthread_mutex_lock(&k->m);
   for (size_t i = 0; i < l->nargs && !rc; i++) {
     const dv_barg *a = &l->args[i];
@@ -410,9 +455,10 @@ dv_status dv__clk_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_bla
                           "kernel \"%s\": %zu bytes of dynamic local memory refused: %s (%d)", k->name, l->dynamic_shared,
                           dv__cl_error_name(e), e);
   }
-  if (!rc) e = cl.clEnqueueNDRangeKernel(s->q, k->k, dims, NULL, global, local, 0, NULL, NULL);
+  if (!rc) e = cl.clEnqueueNDRangeKernel(s->q, k->k, dims, NULL, global, local, 0, NULL, mark ? &ev : NULL);
   pthread_mutex_unlock(&k->m);
   if (rc) return rc;
+  if (e == CL_SUCCESS && ev) clk_queue_mark(s, ev);
   switch (e) {
     case CL_SUCCESS:
       break;

@@ -1,0 +1,760 @@
+/*
+ * The host simulator's kernels: the compiler driver and modules.
+ *
+ * Build.  The kernel layer hands us one translation unit (the dialect
+ * header, its prelude, `#line 1 "<program>"`, the user's source).  We append
+ * a small trailer (the runtime pointer dv__rt, the thread-local dv__self,
+ * a hidden __stack_chk_fail), write it to a private temporary directory and
+ * run the system C compiler with posix_spawn (no shell): $host_cc, else
+ * $CC, cc, gcc, clang on PATH; `-std=c11 -shared -fPIC -fvisibility=hidden`,
+ * then host_cflags, then the program's own options; a missing compiler is
+ * DV_ERR_NO_COMPILER naming what was tried, a failed compile DV_ERR_COMPILE
+ * with the whole log.  Every build uses -fstack-clash-protection where the
+ * compiler has it (a local array bigger than the fiber's stack then hits the
+ * guard page below that stack instead of another fiber's stack); with
+ * kernel_check, kernels are compiled with -fstack-protector-strong and the
+ * trailer's __stack_chk_fail, so a local array written past its end faults
+ * the launch instead of aborting; when devarray itself is built with
+ * AddressSanitizer, kernels are compiled with -fsanitize=address too (an
+ * instrumented .so can only be loaded into an instrumented process).
+ *
+ * Load.  The compiled image is the .so's bytes (the kernel layer caches
+ * them on disk); loading writes an image to a fresh private file, dlopens it
+ * RTLD_LOCAL|RTLD_NOW and deletes the name but keeps a descriptor open until
+ * unload: glibc recognises an already loaded object by device and inode,
+ * and an inode freed by one module must not be reused under another that
+ * dlopen would then take for the first.  Where the temporary directory is
+ * noexec, the image is loaded from a memfd.  The module's dv__rt is set to
+ * the runtime (host_rt.c).
+ *
+ * Kernels.  A kernel is the module's function of that name; its parameter
+ * list as written comes from `dv__sig_<kernel>` (DV_KERNEL's stringified
+ * list), which names a parameter in messages.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "host_kernel_internal.h"
+
+extern char **environ;
+
+void hk_free_words(char **w) {
+  if (!w) return;
+  for (char **p = w; *p; p++) dv__free(*p);
+  dv__free(w);
+}
+
+/* Is devarray itself built with AddressSanitizer (then kernels are too)? */
+static bool hk_asan(void) {
+#if DV_HOST_ASAN
+  return true;
+#else
+  return false;
+#endif
+}
+
+/* ========================================================================== */
+/* Running the compiler                                                        */
+/* ========================================================================== */
+
+/* Split s on blanks into a NULL-terminated dv__malloc'd array (appended to
+ * *v of *n words).  Returns false on allocation failure. */
+static bool hk_words(const char *s, char ***v, int *n) {
+  while (s && *s) {
+    while (*s == ' ' || *s == '\t' || *s == '\n') s++;
+    if (!*s) break;
+    const char *e = s;
+    while (*e && *e != ' ' && *e != '\t' && *e != '\n') e++;
+    char **nv = dv__malloc((size_t)(*n + 2) * sizeof *nv);
+    char *w = dv__malloc((size_t)(e - s) + 1);
+    if (!nv || !w) {
+      dv__free(nv);
+      dv__free(w);
+      return false;
+    }
+    memcpy(w, s, (size_t)(e - s));
+    w[e - s] = 0;
+    if (*n) memcpy(nv, *v, (size_t)*n * sizeof *nv);
+    nv[(*n)++] = w;
+    nv[*n] = NULL;
+    dv__free(*v);
+    *v = nv;
+    s = e;
+  }
+  return true;
+}
+
+/* Append one word (as is) to *v. */
+static bool hk_word(const char *w, char ***v, int *n) {
+  char **nv = dv__malloc((size_t)(*n + 2) * sizeof *nv);
+  char *c = dv__strdup(w);
+  if (!nv || !c) {
+    dv__free(nv);
+    dv__free(c);
+    return false;
+  }
+  if (*n) memcpy(nv, *v, (size_t)*n * sizeof *nv);
+  nv[(*n)++] = c;
+  nv[*n] = NULL;
+  dv__free(*v);
+  *v = nv;
+  return true;
+}
+
+static bool hk_executable(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && access(path, X_OK) == 0;
+}
+
+/* The full path of program `prog` (as execvp would find it), or NULL
+ * (errno ENOMEM: found, but no memory for the path). */
+static char *hk_which(const char *prog) {
+  errno = 0;
+  if (!*prog) return NULL;
+  if (strchr(prog, '/')) {
+    char *r = hk_executable(prog) ? dv__strdup(prog) : NULL;
+    if (!r && hk_executable(prog)) errno = ENOMEM;
+    return r;
+  }
+  const char *path = getenv("PATH");
+  if (!path || !*path) path = "/usr/local/bin:/usr/bin:/bin";
+  char buf[4096];
+  while (*path) {
+    const char *e = strchr(path, ':');
+    size_t len = e ? (size_t)(e - path) : strlen(path);
+    int k = snprintf(buf, sizeof buf, "%.*s/%s", (int)len, len ? path : ".", prog);
+    if (k > 0 && (size_t)k < sizeof buf && hk_executable(buf)) {
+      char *r = dv__strdup(buf);
+      if (!r) errno = ENOMEM;
+      return r;
+    }
+    if (!e) break;
+    path = e + 1;
+  }
+  return NULL;
+}
+
+/* Run argv[0] (a full path) with stdout and stderr into out_path; *code is
+ * its exit status (or 128 + signal).  Returns errno-style failure or 0. */
+static int hk_spawn(char *const argv[], const char *out_path, int *code) {
+  posix_spawn_file_actions_t fa;
+  if (posix_spawn_file_actions_init(&fa)) return ENOMEM;
+  int e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  if (!e) e = posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (!e) e = posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = 0;
+  if (!e) e = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (e) return e;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return errno;
+  }
+  if (WIFEXITED(status))
+    *code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    *code = 128 + WTERMSIG(status);
+  else
+    *code = 255;
+  return 0;
+}
+
+/* Whole file into a NUL-terminated dv__malloc'd buffer. */
+static char *hk_read_file(const char *path, size_t *size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || sb.st_size < 0) {
+    close(fd);
+    return NULL;
+  }
+  size_t n = (size_t)sb.st_size;
+  char *buf = dv__malloc(n + 1);
+  if (!buf) errno = ENOMEM;
+  size_t got = 0;
+  while (buf && got < n) {
+    ssize_t r = read(fd, buf + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  close(fd);
+  if (!buf) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  buf[got] = 0;
+  if (size) *size = got;
+  return buf;
+}
+
+static bool hk_write_file(const char *path, const void *data, size_t n) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const char *p = data;
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = write(fd, p + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    done += (size_t)w;
+  }
+  return close(fd) == 0 && done == n;
+}
+
+/* A private temporary directory (mode 0700) in $TMPDIR or /tmp. */
+static bool hk_tempdir(char *buf, size_t cap) {
+  const char *t = getenv("TMPDIR");
+  if (!t || !*t || access(t, W_OK) != 0) t = "/tmp";
+  int k = snprintf(buf, cap, "%s/devarray-kernel-XXXXXX", t);
+  if (k < 0 || (size_t)k >= cap) return false;
+  return mkdtemp(buf) != NULL;
+}
+
+static void hk_path(char *buf, size_t cap, const char *dir, const char *file) {
+  snprintf(buf, cap, "%s/%s", dir, file);
+}
+
+/* Appended to every host translation unit. */
+static const char hk_trailer[] =
+    "\n#line 1 \"<devarray host runtime>\"\n"
+    "DV__EXPORT const dv__host_rt *dv__rt;\n"
+    "DV__EXPORT _Thread_local dv__hthread *dv__self;\n"
+    "DV__EXPORT dv__hthread **dv__self_slot(void);\n"
+    "dv__hthread **dv__self_slot(void) { return &dv__self; }\n"
+    /* -fstack-protector's failure: a fault of this thread, not abort(). */
+    "__attribute__((visibility(\"hidden\"), noreturn)) void __stack_chk_fail(void);\n"
+    "void __stack_chk_fail(void) {\n"
+    "  dv__rt->fault(\"a local array was written past its end (stack protector)\", 0);\n"
+    "  __builtin_trap();\n"
+    "}\n";
+
+/* Find the compiler and its identity, once per state.  Caller holds k->lock. */
+static dv_status hk_probe_compiler(hk_state *k) {
+  if (k->cc_probed) {
+    if (k->cc_status) return dv__error(k->cc_status, "%s", k->cc_msg);
+    return DV_OK;
+  }
+  char tried[400] = "";
+  size_t tn = 0;
+  char **words = NULL;
+  int nwords = 0;
+  char *path = NULL;
+  bool oom = false;
+  const char *cands[6];
+  const char *labels[6];
+  int nc = 0;
+  if (k->cc_option[0]) {
+    cands[nc] = k->cc_option, labels[nc++] = "host_cc option";
+  } else {
+    const char *cc = getenv("CC");
+    if (cc && *cc) cands[nc] = cc, labels[nc++] = "$CC";
+#if defined(__clang__)
+    /* An instrumented module needs the sanitizer runtime of devarray's own compiler. */
+    if (hk_asan()) cands[nc] = "clang", labels[nc++] = NULL;
+#endif
+    cands[nc] = "cc", labels[nc++] = NULL;
+    cands[nc] = "gcc", labels[nc++] = NULL;
+    cands[nc] = "clang", labels[nc++] = NULL;
+  }
+  for (int i = 0; i < nc && !path && !oom; i++) {
+    hk_free_words(words);
+    words = NULL;
+    nwords = 0;
+    if (!hk_words(cands[i], &words, &nwords)) {
+      oom = true;
+      break;
+    }
+    int w = snprintf(tried + tn, sizeof tried - tn, "%s%s%s\"%s\"", tn ? ", " : "",
+                     labels[i] ? labels[i] : "", labels[i] ? " " : "", cands[i]);
+    if (w > 0 && tn + (size_t)w < sizeof tried) tn += (size_t)w;
+    if (nwords == 0) continue;
+    path = hk_which(words[0]);
+    if (!path && errno == ENOMEM) oom = true;
+  }
+  if (oom || !path) {
+    hk_free_words(words);
+    k->cc_probed = true;
+    k->cc_status = oom ? DV_ERR_HOST_OUT_OF_MEMORY : DV_ERR_NO_COMPILER;
+    if (oom)
+      snprintf(k->cc_msg, sizeof k->cc_msg, "out of memory looking for a C compiler");
+    else
+      snprintf(k->cc_msg, sizeof k->cc_msg,
+               "host simulator: no C compiler for kernels: tried %s (on PATH); set the host_cc "
+               "option (DV_HOST_CC) or CC", tried);
+    if (oom) k->cc_probed = false; /* try again later */
+    return dv__error(oom ? DV_ERR_HOST_OUT_OF_MEMORY : DV_ERR_NO_COMPILER, "%s", k->cc_msg);
+  }
+  dv__free(words[0]);
+  words[0] = path;
+
+  /* Identity: path, first line of --version, -dumpmachine, flags. */
+  char dir[512], out[600], version[256] = "?", machine[128] = "?";
+  bool probe_oom = false;
+  if (hk_tempdir(dir, sizeof dir)) {
+    hk_path(out, sizeof out, dir, "probe.txt");
+    const char *what[2] = {"--version", "-dumpmachine"};
+    char *dst[2] = {version, machine};
+    size_t cap[2] = {sizeof version, sizeof machine};
+    for (int i = 0; i < 2; i++) {
+      char *argv[64];
+      int a = 0;
+      for (int j = 0; j < nwords && a < 60; j++) argv[a++] = words[j];
+      argv[a++] = (char *)what[i];
+      argv[a] = NULL;
+      int code = -1;
+      if (hk_spawn(argv, out, &code) == 0 && code == 0) {
+        errno = 0;
+        char *txt = hk_read_file(out, NULL);
+        if (txt) {
+          size_t l = strcspn(txt, "\n");
+          snprintf(dst[i], cap[i], "%.*s", (int)l, txt);
+          dv__free(txt);
+        } else if (errno == ENOMEM) {
+          probe_oom = true; /* not an identity to keep */
+        }
+      }
+    }
+    unlink(out);
+    rmdir(dir);
+  }
+  size_t need = 96 + strlen(path) + strlen(version) + strlen(machine) + strlen(k->cflags) +
+                strlen(k->cc_option);
+  char *ident = probe_oom ? NULL : dv__malloc(need);
+  if (!ident) {
+    hk_free_words(words);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot record the compiler's identity");
+  }
+  /* The runtime trailer is compiled into every module: a change to it must
+   * not load modules built with the old one from the cache. */
+  uint64_t th = 1469598103934665603ull;
+  for (size_t i = 0; hk_trailer[i]; i++) th = (th ^ (unsigned char)hk_trailer[i]) * 1099511628211ull;
+  snprintf(ident, need, "cc=%s|%s|%s|flags=%s|asan=%d|check=%d|fiber|rt=%016llx", path, version,
+           machine, k->cflags, hk_asan() ? 1 : 0, k->check, (unsigned long long)th);
+  k->cc_argv = words;
+  k->cc_argc = nwords;
+  k->ident = ident;
+  k->cc_probed = true;
+  k->cc_status = DV_OK;
+  return DV_OK;
+}
+
+dv_status hk_kernel_target_id(void *state, char *buf, size_t cap) {
+  hk_state *k = ((hb_state_head *)state)->k;
+  pthread_mutex_lock(&k->lock);
+  dv_status rc = hk_probe_compiler(k);
+  if (!rc) {
+    size_t n = strlen(k->ident);
+    if (n < cap) {
+      memcpy(buf, k->ident, n + 1);
+    } else if (cap) {
+      /* Too long for the caller: a prefix and a hash of the whole. */
+      uint64_t h = 1469598103934665603ull;
+      for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)k->ident[i]) * 1099511628211ull;
+      char tail[24];
+      snprintf(tail, sizeof tail, "#%016llx", (unsigned long long)h);
+      size_t tl = strlen(tail);
+      if (cap > tl + 1) {
+        memcpy(buf, k->ident, cap - tl - 1);
+        memcpy(buf + cap - tl - 1, tail, tl + 1);
+      } else {
+        buf[0] = 0;
+      }
+    }
+  }
+  pthread_mutex_unlock(&k->lock);
+  return rc;
+}
+
+dv_status hk_kernel_limits(void *state, dv_klimits *out) {
+  hk_state *k = ((hb_state_head *)state)->k;
+  memset(out, 0, sizeof *out);
+  out->max_threads_per_block = HK_MAX_THREADS;
+  out->max_block[0] = 1024, out->max_block[1] = 1024, out->max_block[2] = 64;
+  out->max_grid[0] = 2147483647u, out->max_grid[1] = 65535, out->max_grid[2] = 65535;
+  out->max_shared_per_block = HK_SHARED_LIMIT;
+  out->max_shared_per_block_optin = HK_SHARED_LIMIT;
+  out->max_constant_bytes = HK_CONST_LIMIT;
+  out->max_arg_bytes = 0;
+  out->wave_size = k->wave;
+  return DV_OK;
+}
+
+/* ========================================================================== */
+/* Modules and kernels                                                         */
+/* ========================================================================== */
+
+static void hk_module_free(dv_bmodule *m) {
+  if (!m) return;
+  for (dv_bkernel *kn = m->kernels, *next; kn; kn = next) {
+    next = kn->next;
+    dv__free(kn->name);
+    dv__free(kn);
+  }
+  if (m->dl) dlclose(m->dl);
+  if (m->fd >= 0) close(m->fd);
+  pthread_mutex_destroy(&m->lock);
+  dv__free(m->name);
+  dv__free(m);
+}
+
+/* dlopen the module at path (then the name may go), fill in the runtime and
+ * the initial constants. */
+static dv_status hk_load_path(hk_state *k, const dv_build_req *req, const char *path, int fd,
+                              dv_bmodule **out) {
+  *out = NULL;
+  dv_bmodule *m = dv__calloc(1, sizeof *m);
+  char *name = dv__strdup(req->name ? req->name : "kernel");
+  if (!m || !name) {
+    dv__free(m);
+    dv__free(name);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a kernel module");
+  }
+  pthread_mutex_init(&m->lock, NULL);
+  m->k = k;
+  m->name = name;
+  m->fd = fd >= 0 ? fd : open(path, O_RDONLY | O_CLOEXEC);
+  m->check = k->check || (req->flags & DV_BUILD_DEBUG);
+  dv_status rc = DV_OK;
+  if (m->fd < 0) {
+    rc = dv__error(DV_ERR_LIBRARY_LOAD, "cannot open the compiled module %s: %s", path,
+                   strerror(errno));
+    goto fail;
+  }
+  m->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!m->dl) {
+    const char *e = dlerror();
+    rc = dv__error(DV_ERR_LIBRARY_LOAD, "cannot load kernel module %s: %s", m->name,
+                   e ? e : "dlopen failed");
+    goto fail;
+  }
+  const dv__host_rt **rt = dlsym(m->dl, "dv__rt");
+  void *slot = dlsym(m->dl, "dv__self_slot");
+  memcpy(&m->self_slot, &slot, sizeof slot); /* POSIX: dlsym's pointer works as a function's */
+  if (!rt || !slot) {
+    rc = dv__error(DV_ERR_SYMBOL_LOAD, "kernel module %s lacks the host runtime's symbols "
+                   "(dv__rt, dv__self_slot): not built by this devarray", m->name);
+    goto fail;
+  }
+  *rt = &hk_rt;
+  if (req->const_bytes) {
+    m->cbuf = dlsym(m->dl, "dv__cbuf");
+    if (!m->cbuf) {
+      rc = dv__error(DV_ERR_SYMBOL_LOAD, "kernel module %s lacks its constant buffer dv__cbuf",
+                     m->name);
+      goto fail;
+    }
+    m->cbytes = req->const_bytes;
+    if (req->const_init) memcpy(m->cbuf, req->const_init, req->const_bytes);
+  }
+  *out = m;
+  return DV_OK;
+fail:
+  if (fd >= 0 && m->fd == fd) m->fd = -1; /* the caller's */
+  hk_module_free(m);
+  return rc;
+}
+
+/* Where the temporary directory is mounted noexec, dlopen fails; load the
+ * image from an anonymous memory file instead (Linux). */
+static dv_status hk_load_memfd(hk_state *k, const dv_build_req *req, const void *image,
+                               size_t n, dv_bmodule **out) {
+  *out = NULL;
+#ifdef MFD_CLOEXEC
+  int fd = memfd_create("devarray-kernel", MFD_CLOEXEC);
+  if (fd < 0) return dv__error(DV_ERR_LIBRARY_LOAD, "memfd_create: %s", strerror(errno));
+  const char *p = image;
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = write(fd, p + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    done += (size_t)w;
+  }
+  char path[64];
+  /* dlopen knows loaded objects by name: a module that outlived its
+   * descriptor would answer for a new one with the same number. */
+  for (int tries = 0; done == n && tries < 16; tries++) {
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) break;
+    dlclose(h);
+    int fd2 = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
+    close(fd);
+    fd = fd2;
+    if (fd < 0) break;
+  }
+  if (fd < 0 || done != n) {
+    if (fd >= 0) close(fd);
+    return dv__error(DV_ERR_LIBRARY_LOAD, "cannot write the kernel module to a memory file");
+  }
+  dv_status rc = hk_load_path(k, req, path, fd, out);
+  if (rc) close(fd);
+  return rc;
+#else
+  (void)k, (void)req, (void)image, (void)n;
+  return dv__error(DV_ERR_LIBRARY_LOAD, "no memory files here");
+#endif
+}
+
+/* Load the module at path (its bytes: image); from memory if that fails. */
+static dv_status hk_load(hk_state *k, const dv_build_req *req, const char *path,
+                         const void *image, size_t n, dv_bmodule **out) {
+  dv_status rc = hk_load_path(k, req, path, -1, out);
+  if (rc != DV_ERR_LIBRARY_LOAD) return rc;
+  char first[512];
+  snprintf(first, sizeof first, "%s", dv_last_error());
+  dv_status r2 = hk_load_memfd(k, req, image, n, out);
+  if (r2 == DV_OK || r2 == DV_ERR_HOST_OUT_OF_MEMORY) return r2;
+  return dv__error(rc, "%s", first);
+}
+
+/* The first lines of a compiler log, for the detail message. */
+static void hk_log_head(const char *log, char *buf, size_t cap) {
+  size_t n = 0;
+  int lines = 0;
+  while (log[n] && n + 1 < cap && lines < 6) {
+    if (log[n] == '\n') lines++;
+    n++;
+  }
+  memcpy(buf, log, n);
+  buf[n] = 0;
+}
+
+dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out, void **image,
+                          size_t *image_size, char **log) {
+  hk_state *k = ((hb_state_head *)state)->k;
+  *out = NULL;
+  if (image) *image = NULL;
+  if (image_size) *image_size = 0;
+  if (log) *log = NULL;
+  if (!req || !req->source) return dv__error(DV_ERR_NULL_ARGUMENT, "build request without source");
+  pthread_mutex_lock(&k->lock);
+  dv_status rc = hk_probe_compiler(k);
+  pthread_mutex_unlock(&k->lock);
+  if (rc) return rc;
+  bool check = k->check || (req->flags & DV_BUILD_DEBUG);
+
+  char dir[512], src[600], so[600], out_path[600];
+  if (!hk_tempdir(dir, sizeof dir))
+    return dv__error(DV_ERR_DRIVER, "host simulator: cannot create a temporary directory: %s",
+                     strerror(errno));
+  hk_path(src, sizeof src, dir, "kernel.c");
+  hk_path(so, sizeof so, dir, "kernel.so");
+  hk_path(out_path, sizeof out_path, dir, "compiler.txt");
+
+  char **argv = NULL;
+  int argc = 0;
+  char *text = NULL, *logtxt = NULL;
+  size_t sl = strlen(req->source);
+  text = dv__malloc(sl + sizeof hk_trailer);
+  if (!text) {
+    rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble the compiler's command line");
+    goto done;
+  }
+  memcpy(text, req->source, sl);
+  memcpy(text + sl, hk_trailer, sizeof hk_trailer);
+  if (!hk_write_file(src, text, sl + sizeof hk_trailer - 1)) {
+    rc = dv__error(DV_ERR_DRIVER, "host simulator: cannot write %s: %s", src, strerror(errno));
+    goto done;
+  }
+  int code = -1;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    /* Stack clash protection in every build: a frame bigger than a page
+     * touches each page from the top, so a local array larger than the
+     * fiber's stack hits the guard page below it (reported as a stack
+     * overflow) rather than another fiber's stack.  A compiler that does
+     * not know the option (gcc < 8, clang < 11) compiles without it. */
+    pthread_mutex_lock(&k->lock);
+    bool clash = !k->no_clash;
+    pthread_mutex_unlock(&k->lock);
+    hk_free_words(argv);
+    argv = NULL;
+    argc = 0;
+    /* The command line: compiler (and its words), ours, host_cflags, the program's options. */
+    bool ok = true;
+    for (int i = 0; ok && i < k->cc_argc; i++) ok = hk_word(k->cc_argv[i], &argv, &argc);
+    if (ok) ok = hk_words("-std=c11 -shared -fPIC -fvisibility=hidden", &argv, &argc);
+    if (ok && clash) ok = hk_words("-fstack-clash-protection", &argv, &argc);
+    if (ok && check) ok = hk_words("-fstack-protector-strong", &argv, &argc);
+    if (ok && hk_asan()) ok = hk_words("-fsanitize=address -fno-omit-frame-pointer", &argv, &argc);
+    if (ok) ok = hk_words(k->cflags, &argv, &argc);
+    if (ok) ok = hk_words(req->options, &argv, &argc);
+    if (ok && (req->flags & DV_BUILD_DEBUG)) ok = hk_words("-g", &argv, &argc);
+    if (ok) ok = hk_word("-o", &argv, &argc) && hk_word(so, &argv, &argc) &&
+                 hk_word(src, &argv, &argc) && hk_word("-lm", &argv, &argc);
+    if (!ok) {
+      rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble the compiler's command line");
+      goto done;
+    }
+    int e = hk_spawn(argv, out_path, &code);
+    if (e) {
+      rc = dv__error(DV_ERR_NO_COMPILER, "host simulator: cannot run the C compiler %s: %s",
+                     argv[0], strerror(e));
+      goto done;
+    }
+    dv__free(logtxt);
+    errno = 0;
+    logtxt = hk_read_file(out_path, NULL);
+    if (!logtxt && errno != ENOMEM) logtxt = dv__strdup("");
+    if (!logtxt) {
+      rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot read the compiler's log");
+      goto done;
+    }
+    if (code == 0 || !clash || !strstr(logtxt, "stack-clash-protection")) break;
+    pthread_mutex_lock(&k->lock);
+    k->no_clash = true;
+    pthread_mutex_unlock(&k->lock);
+  }
+  if (code != 0) {
+    char head[700];
+    hk_log_head(logtxt, head, sizeof head);
+    rc = dv__error(DV_ERR_COMPILE, "program %s failed to compile (%s exited with %d):\n%s",
+                   req->name ? req->name : "kernel", argv[0], code, head);
+    goto done;
+  }
+  size_t n = 0;
+  errno = 0;
+  char *bytes = hk_read_file(so, &n);
+  if (!bytes) {
+    rc = errno == ENOMEM
+             ? dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "no memory for the compiled module's image")
+             : dv__error(DV_ERR_DRIVER, "host simulator: cannot read the compiled module %s", so);
+    goto done;
+  }
+  rc = hk_load(k, req, so, bytes, n, out);
+  if (!rc && image) {
+    *image = bytes;
+    if (image_size) *image_size = n;
+  } else {
+    dv__free(bytes);
+  }
+done:
+  unlink(src);
+  unlink(so);
+  unlink(out_path);
+  rmdir(dir);
+  hk_free_words(argv);
+  dv__free(text);
+  if (log)
+    *log = logtxt;
+  else
+    dv__free(logtxt);
+  return rc;
+}
+
+dv_status hk_module_load(void *state, const dv_build_req *req, const void *image,
+                         size_t image_size, dv_bmodule **out, char **log) {
+  hk_state *k = ((hb_state_head *)state)->k;
+  *out = NULL;
+  if (log) *log = NULL;
+  if (!image || image_size < 4 || memcmp(image, "\177ELF", 4) != 0)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "not a host kernel module image");
+  char dir[512], so[600];
+  if (!hk_tempdir(dir, sizeof dir)) return hk_load_memfd(k, req, image, image_size, out);
+  hk_path(so, sizeof so, dir, "kernel.so");
+  dv_status rc;
+  if (!hk_write_file(so, image, image_size))
+    rc = hk_load_memfd(k, req, image, image_size, out);
+  else
+    rc = hk_load(k, req, so, image, image_size, out);
+  unlink(so);
+  rmdir(dir);
+  return rc;
+}
+
+dv_status hk_module_unload(void *state, dv_bmodule *m) {
+  (void)state;
+  hk_module_free(m);
+  return DV_OK;
+}
+
+/* ---- the kernel's parameter list ---------------------------------------- */
+
+/* The kernel layer reads every kernel's declaration and checks launches
+ * against it (src/kernel/signature.c, contract.c); the module's exported
+ * text (DV_KERNEL's stringified list) serves its cross-check and names a
+ * parameter in messages here. */
+
+/* Parameter i (0-based) of the exported list, blanks trimmed, into buf. */
+void hk_param_text(const char *sig, int i, char *buf, size_t cap) {
+  int depth = 0, at = 0;
+  const char *s = sig, *start = sig;
+  buf[0] = 0;
+  for (;; s++) {
+    if (*s == '(' || *s == '[') depth++;
+    if ((*s == ')' || *s == ']') && depth > 0) depth--;
+    if (*s == 0 || (*s == ',' && depth == 0)) {
+      if (at++ == i) {
+        while (start < s && (*start == ' ' || *start == '\t' || *start == '\n')) start++;
+        const char *e = s;
+        while (e > start && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n')) e--;
+        snprintf(buf, cap, "%.*s", (int)(e - start), start);
+        return;
+      }
+      if (*s == 0) return;
+      start = s + 1;
+    }
+  }
+}
+
+dv_status hk_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel **out) {
+  (void)state;
+  *out = NULL;
+  if (!m || !name) return dv__error(DV_ERR_NULL_ARGUMENT, "kernel_get without module or name");
+  char signame[300];
+  int w = snprintf(signame, sizeof signame, "dv__sig_%s", name);
+  void *fn = dlsym(m->dl, name);
+  const char *sig = (w > 0 && (size_t)w < sizeof signame) ? dlsym(m->dl, signame) : NULL;
+  if (!fn || !sig)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "program %s has no kernel %s%s", m->name, name,
+                     fn ? " (the symbol exists but is not a DV_KERNEL)" : "");
+  dv_bkernel *kn = dv__calloc(1, sizeof *kn);
+  char *nm = dv__strdup(name);
+  if (!kn || !nm) {
+    dv__free(kn);
+    dv__free(nm);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a kernel");
+  }
+  kn->sig = sig;
+  kn->m = m;
+  kn->name = nm;
+  /* A function pointer from dlsym's object pointer (POSIX guarantees it works). */
+  memcpy(&kn->fn, &fn, sizeof fn);
+  pthread_mutex_lock(&m->lock);
+  kn->next = m->kernels;
+  m->kernels = kn;
+  pthread_mutex_unlock(&m->lock);
+  *out = kn;
+  return DV_OK;
+}
+
+dv_status hk_kernel_attrs(void *state, dv_bkernel *kn, dv_kernel_attrs *out) {
+  hk_state *k = ((hb_state_head *)state)->k;
+  memset(out, 0, sizeof *out);
+  out->max_threads_per_block = HK_MAX_THREADS;
+  out->static_shared_bytes = 0; /* known only when a block runs */
+  out->max_dynamic_shared_bytes = HK_SHARED_LIMIT;
+  out->local_bytes_per_thread = 0;
+  out->constant_bytes = kn->m->cbytes;
+  out->registers = -1;
+  out->wave_size = k->wave;
+  return DV_OK;
+}
+
+dv_status hk_kernel_params(void *state, dv_bkernel *kn, dv_bparam *out, size_t cap, size_t *n,
+                           const char **sig) {
+  (void)state, (void)out, (void)cap;
+  *n = 0;
+  *sig = kn->sig;
+  return DV_OK;
+}

@@ -1,0 +1,673 @@
+/*
+ * The host simulator's kernels: executors, the OS threads that run blocks.
+ *
+ * Blocks of a launch are taken from a shared counter by the stream's worker
+ * (host_kernel.c's hk_run) and by helper threads of a small per-context
+ * pool (so blocks really run in parallel, as on a GPU, and can wait for
+ * each other through atomics); each OS thread runs one block at a time on
+ * its executor.  The threads of a block are fibers on that OS thread
+ * (fiber.c), stacks of host_fiber_stack bytes mmap'ed with a PROT_NONE
+ * guard page below each and reused across blocks.  Measured in the
+ * research for this design: a fiber barrier is >= 21x cheaper than an OS
+ * thread per GPU thread, and the scheduler sees every thread's state, so a
+ * barrier that part of a block never reaches is an exact error, not a hang:
+ * when no fiber can run, either every thread waits at the same barrier
+ * (release them), or every thread of a wave waits at the same wave barrier
+ * (release that wave), or the block is stopped and the launch fails with
+ * DV_ERR_KERNEL_FAULT naming the kernel, block, threads and barriers.
+ *
+ * Fibers are made only as needed (HIP-CPU runs a block's threads plainly
+ * until one reaches a barrier): a "runner" fiber runs thread 0, 1, 2, ...
+ * one after the other; when the running thread stops at a barrier, that
+ * fiber stays with it and a new runner goes on with the next thread.  A
+ * kernel without barriers thus costs one fiber per block and no switch per
+ * thread; threads run in the same order as with one fiber each from the
+ * start.  Once every thread has started, the scheduler makes passes over
+ * the threads that can run (a waiting one switches straight to the next:
+ * host_rt.c's hk_wait) and applies the rules above.  With kernel_check (or
+ * DV_BUILD_DEBUG) the shared arrays' redzone canaries are checked at every
+ * barrier and at the end of each block.
+ *
+ * Faults.  SIGSEGV, SIGBUS, SIGFPE and SIGILL get a process-wide handler
+ * (installed while some host context has launched kernels; it chains to the
+ * previous handler for faults outside kernels).  A fault is the kernel's
+ * only while the executor's in_kernel is set: for the call of the kernel
+ * (host_call.c), minus the runtime it calls (host_rt.c, which clears it on
+ * entry and sets it again on return).  A fault in the library's own code on
+ * an executor (the runner, the scheduler, fiber switches, the runtime) is a
+ * library bug and goes to the previous handler like any other: jumping out
+ * of it could leave locks held and hang the process (a kernel that leaves
+ * its thread too little stack for the runtime's frames is stopped at the
+ * runtime's entry with its stack overflow).  Executor threads have an
+ * alternate signal stack, so a fiber's stack overflow into its guard page
+ * is handled too; the handler siglongjmps back to the block's scheduler and
+ * the launch fails with DV_ERR_KERNEL_FAULT naming the signal, address,
+ * block and thread (a fault in a guard page, or with the stack pointer
+ * below the fiber's stack, is named a stack overflow, with the stack's
+ * size and the host_fiber_stack option).  The process goes on; the fibers
+ * of that block are abandoned (their stacks are reused).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "host_kernel_internal.h"
+
+#if DV_HOST_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+/* ========================================================================== */
+/* Executors: an OS thread that runs blocks                                    */
+/* ========================================================================== */
+
+static void hk_unmap_stacks(hk_exec *ex) {
+  if (!ex->stacks) return;
+#if DV_HOST_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(ex->stacks, ex->map_bytes);
+#endif
+  munmap(ex->stacks, ex->map_bytes);
+  ex->stacks = NULL;
+  ex->nstacks = 0;
+  ex->map_bytes = 0;
+}
+
+static void hk_exec_free(hk_exec *ex) {
+  if (!ex) return;
+  for (size_t i = 0; i < ex->cap; i++) fb_release(&ex->fib[i].f);
+  hk_unmap_stacks(ex);
+  if (ex->alt_set) {
+    stack_t cur;
+    /* Put back what was there (or nothing). */
+    if (sigaltstack(NULL, &cur) == 0 && cur.ss_sp == ex->alt) sigaltstack(&ex->alt_old, NULL);
+  }
+  if (ex->alt) munmap(ex->alt, HK_ALTSTACK);
+  fb_sched_fini(&ex->sched);
+  dv__free(ex->thr);
+  dv__free(ex->ht);
+  dv__free(ex->fib);
+  dv__free(ex->arena);
+  dv__free(ex->site_slot);
+  dv__free(ex);
+}
+
+static hk_exec *hk_exec_new(hk_state *k) {
+  hk_exec *ex = dv__calloc(1, sizeof *ex);
+  if (!ex) return NULL;
+  ex->k = k;
+  ex->rt_room = k->fiber_stack / 4 < HK_RT_HEADROOM ? k->fiber_stack / 4 : HK_RT_HEADROOM;
+  fb_sched_init(&ex->sched);
+  ex->arena = dv__malloc(HK_ARENA_BYTES);
+  if (!ex->arena) {
+    hk_exec_free(ex);
+    return NULL;
+  }
+  /* An alternate signal stack, unless the thread has a big enough one. */
+  stack_t cur;
+  if (sigaltstack(NULL, &cur) == 0 && ((cur.ss_flags & SS_DISABLE) || cur.ss_size < HK_ALTSTACK)) {
+    void *p = mmap(NULL, HK_ALTSTACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) {
+      ex->alt = p;
+      stack_t ss = {.ss_sp = p, .ss_flags = 0, .ss_size = HK_ALTSTACK};
+      if (sigaltstack(&ss, &ex->alt_old) == 0) ex->alt_set = true;
+    }
+  }
+  return ex;
+}
+
+/* Room for n simulated threads, fibers and fiber stacks. */
+static bool hk_exec_reserve(hk_exec *ex, int n) {
+  int nf = n;
+  if ((size_t)n > ex->cap) {
+    hk_thr *t = dv__calloc((size_t)n, sizeof *t);
+    dv__hthread *h = dv__calloc((size_t)n, sizeof *h);
+    hk_fib *f = dv__calloc((size_t)n, sizeof *f);
+    if (!t || !h || !f) {
+      dv__free(t);
+      dv__free(h);
+      dv__free(f);
+      return false;
+    }
+    if (ex->cap) memcpy(f, ex->fib, ex->cap * sizeof *f); /* keeps ThreadSanitizer's fibers */
+    dv__free(ex->thr);
+    dv__free(ex->ht);
+    dv__free(ex->fib);
+    ex->thr = t;
+    ex->ht = h;
+    ex->fib = f;
+    ex->cap = (size_t)n;
+  }
+  size_t page = ex->k->page;
+  size_t stride = ex->k->fiber_stack + page;
+  if ((size_t)nf > ex->nstacks || stride != ex->stride) {
+    hk_unmap_stacks(ex);
+    size_t bytes = stride * (size_t)nf;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (p == MAP_FAILED) return false;
+    ex->stacks = p;
+    ex->map_bytes = bytes;
+    ex->stride = stride;
+    ex->nstacks = (size_t)nf;
+    for (int i = 0; i < nf; i++) mprotect(ex->stacks + (size_t)i * stride, page, PROT_NONE);
+  }
+  return true;
+}
+
+/* ---- the runner: threads one after the other -------------------------------- */
+
+static void hk_runner_main(void *arg) {
+  hk_fib *fb = arg;
+  hk_exec *ex = hk_cur;
+  hk_job *l = ex->l;
+  while (!fb->taken && ex->next_thread < ex->n) {
+    int i = ex->next_thread++;
+    hk_thr *t = &ex->thr[i];
+    t->fib = fb;
+    t->state = HK_T_RUN;
+    ex->cur = i;
+    *ex->self = &ex->ht[i];
+    hk_call(l, &ex->in_kernel);
+    t->state = HK_T_EXIT;
+  }
+  HK_TEST_FAULT(HK_TEST_FAULT_RUNNER);
+  fb->done = true; /* returning ends the fiber (fiber.c's fb_entry) */
+}
+
+/* ---- the block scheduler -------------------------------------------------- */
+
+/* Index of the first shared slot whose redzone was written, or -1. */
+static int hk_bad_redzone(const hk_exec *ex) {
+  for (int s = 0; s < ex->nslots; s++) {
+    const unsigned char *rz = ex->arena + ex->slots[s].off + ex->slots[s].bytes;
+    for (int i = 0; i < HK_REDZONE; i++)
+      if (rz[i] != HK_CANARY) return s;
+  }
+  return -1;
+}
+
+static void hk_redzone_fault(hk_exec *ex, int s, const char *when) {
+  char where[160];
+  hk_where(ex, where, sizeof where);
+  const hk_slot *sl = &ex->slots[s];
+  if (sl->line > 0)
+    hk_fmt(ex->fault, sizeof ex->fault,
+             "%s: shared array %s (%s:%d, %zu bytes) was written past its end (its redzone was "
+             "overwritten; found %s)", where, sl->name, ex->m->name, sl->line, sl->bytes, when);
+  else
+    hk_fmt(ex->fault, sizeof ex->fault,
+             "%s: %s (%zu bytes) was written past its end (its redzone was overwritten; found %s)",
+             where, sl->name, sl->bytes, when);
+}
+
+typedef struct hk_group {
+  int state, site, line, count, first, op;
+} hk_group;
+
+/* Describe why threads [lo, hi) cannot go on. */
+static void hk_divergence(hk_exec *ex, int lo, int hi, const char *what) {
+  hk_group g[4];
+  int ng = 0, more = 0, nexit = 0, first_exit = -1;
+  for (int i = lo; i < hi; i++) {
+    const hk_thr *t = &ex->thr[i];
+    if (t->state == HK_T_EXIT) {
+      if (!nexit++) first_exit = i;
+      continue;
+    }
+    int j = 0;
+    while (j < ng && !(g[j].state == t->state && g[j].site == t->site)) j++;
+    if (j == ng) {
+      if (ng == 4) {
+        more++;
+        continue;
+      }
+      g[ng++] = (hk_group){t->state, t->site, t->line, 0, i, t->state == HK_T_WAVE ? t->op : -1};
+    }
+    g[j].count++;
+  }
+  char buf[700];
+  size_t n = (size_t)hk_where(ex, buf, sizeof buf);
+#define HK_ADD(...)                                                              \
+  do {                                                                           \
+    if (n < sizeof buf) {                                                        \
+      int w_ = snprintf(buf + n, sizeof buf - n, __VA_ARGS__);                   \
+      if (w_ > 0) n += (size_t)w_;                                               \
+    }                                                                            \
+  } while (0)
+  HK_ADD(": %s: ", what);
+  for (int j = 0; j < ng; j++) {
+    char who[64];
+    hk_thread_name(ex, g[j].first, who, sizeof who);
+    bool again = false; /* another barrier on the same line */
+    for (int q = 0; q < j; q++)
+      if (g[q].line == g[j].line) again = true;
+    char kind[48];
+    if (g[j].state == HK_T_WAVE && g[j].op >= 0 && g[j].op < HK_NWAVE_OPS)
+      hk_fmt(kind, sizeof kind, "wave operation %s", hk_wave_names[g[j].op]);
+    else
+      hk_fmt(kind, sizeof kind, "%sbarrier", g[j].state == HK_T_WAVE ? "wave " : "");
+    HK_ADD("%s%d thread%s wait%s at %s%s at %s:%d (first: %s)", j ? ", " : "", g[j].count,
+           g[j].count == 1 ? "" : "s", g[j].count == 1 ? "s" : "", again ? "another " : "the ",
+           kind, ex->m->name, g[j].line, who);
+  }
+  if (more) HK_ADD(", %d more thread%s wait elsewhere", more, more == 1 ? "" : "s");
+  if (nexit) {
+    char who[64];
+    hk_thread_name(ex, first_exit, who, sizeof who);
+    HK_ADD(", %d thread%s exited (first: %s)", nexit, nexit == 1 ? "" : "s", who);
+  }
+#undef HK_ADD
+  hk_fmt(ex->fault, sizeof ex->fault, "%s", buf);
+}
+
+/* Run the fibers of the block until all have returned.  0: done; 1: fault
+ * (ex->fault says what). */
+static int hk_schedule(hk_exec *ex) {
+  const int n = ex->n, W = ex->k->wave;
+  const bool check = ex->m->check;
+  /* First every thread runs, in order, on runners made as they are needed. */
+  while (ex->next_thread < n) {
+    hk_fib *fb = &ex->fib[ex->nfib];
+    fb->taken = fb->done = false;
+    if (fb_prepare(&fb->f, &ex->sched, ex->stacks + (size_t)ex->nfib * ex->stride + ex->k->page,
+                   ex->k->fiber_stack, hk_runner_main, fb) != 0) {
+      int w = hk_where(ex, ex->fault, sizeof ex->fault);
+      if (w > 0 && (size_t)w < sizeof ex->fault)
+        hk_fmt(ex->fault + w, sizeof ex->fault - (size_t)w, ": cannot set up a fiber");
+      fb->done = true;
+      return 1;
+    }
+    ex->nfib++;
+    ex->rfib = fb;
+    fb_resume(&ex->sched, &fb->f);
+    if (ex->thr[ex->cur].state == HK_T_FAULT) return 1;
+    if (!fb->done) fb->taken = true; /* its thread waits at a barrier */
+  }
+  /* Then passes over the threads that can run, in order: the scheduler
+   * resumes the first, each one that waits switches to the next (host_rt.c's hk_wait),
+   * and control comes back here when one returns, faults, or waits with
+   * none after it. */
+  ex->direct = true;
+  for (;;) {
+    for (int i = 0; i < n;) {
+      hk_thr *t = &ex->thr[i];
+      if (t->state != HK_T_RUN) {
+        i++;
+        continue;
+      }
+      ex->cur = i;
+      ex->rfib = t->fib;
+      *ex->self = &ex->ht[i];
+      fb_resume(&ex->sched, &ex->rfib->f);
+      if (ex->thr[ex->cur].state == HK_T_FAULT) return 1;
+      i = ex->cur + 1;
+    }
+    /* A pass leaves no thread runnable: each one returned or waits. */
+    const int nbar = ex->nbar, nwave = ex->nwave;
+    if (!nbar && !nwave) {
+      int bad = check ? hk_bad_redzone(ex) : -1;
+      if (bad >= 0) {
+        hk_redzone_fault(ex, bad, "at the end of the block");
+        return 1;
+      }
+      return 0;
+    }
+    /* Whole waves waiting at one wave barrier go on. */
+    bool released = false;
+    for (int w0 = 0; nwave && w0 < n; w0 += W) {
+      int w1 = w0 + W < n ? w0 + W : n;
+      bool all = true;
+      for (int i = w0; i < w1 && all; i++)
+        all = ex->thr[i].state == HK_T_WAVE && ex->thr[i].site == ex->thr[w0].site;
+      if (!all) continue;
+      for (int i = w0; i < w1; i++) ex->thr[i].state = HK_T_RUN;
+      ex->nwave -= w1 - w0;
+      released = true;
+    }
+    if (released) continue;
+    /* The whole block waiting at one barrier goes on. */
+    if (nbar == n) {
+      if (!ex->bar_mixed) {
+        int bad = check ? hk_bad_redzone(ex) : -1;
+        if (bad >= 0) {
+          char when[160];
+          hk_fmt(when, sizeof when, "at the barrier at %s:%d", ex->m->name, ex->thr[0].line);
+          hk_redzone_fault(ex, bad, when);
+          return 1;
+        }
+        for (int i = 0; i < n; i++) ex->thr[i].state = HK_T_RUN;
+        ex->nbar = 0;
+        continue;
+      }
+    }
+    /* Stuck: a divergent barrier. */
+    if (nwave) {
+      for (int w0 = 0; w0 < n; w0 += W) {
+        int w1 = w0 + W < n ? w0 + W : n;
+        bool has = false, op = false;
+        for (int i = w0; i < w1; i++) {
+          has |= ex->thr[i].state == HK_T_WAVE;
+          op |= ex->thr[i].state == HK_T_WAVE && ex->thr[i].op >= 0;
+        }
+        if (!has) continue;
+        char what[96];
+        hk_fmt(what, sizeof what, "divergent wave %s in wave %d (threads %d-%d)",
+               op ? "operation" : "barrier", w0 / W, w0, w1 - 1);
+        hk_divergence(ex, w0, w1, what);
+        return 1;
+      }
+    }
+    hk_divergence(ex, 0, n, "divergent barrier");
+    return 1;
+  }
+}
+
+static void hk_signal_text(hk_exec *ex) {
+  char where[160], who[64], what[300];
+  hk_where(ex, where, sizeof where);
+  hk_thread_name(ex, ex->cur, who, sizeof who);
+  /* A stack overflow: the address is in a guard page (kernels are compiled
+   * with -fstack-clash-protection, so a big frame touches the guard below
+   * its stack before anything past it), or the stack pointer itself is
+   * below the running fiber's stack (a compiler without that option: the
+   * frame jumped the guard). */
+  uintptr_t a = (uintptr_t)ex->sig_addr, s0 = (uintptr_t)ex->stacks;
+  bool guard =
+      ex->stacks && a >= s0 && a < s0 + ex->map_bytes && (a - s0) % ex->stride < ex->k->page;
+  uintptr_t sp = (uintptr_t)ex->sig_sp;
+  const fb_fiber *rf = ex->rfib ? &ex->rfib->f : NULL;
+  if (sp && rf && rf->stack_lo && sp < (uintptr_t)rf->stack_lo &&
+      (uintptr_t)rf->stack_lo - sp < ((uintptr_t)1 << 40))
+    guard = true;
+  switch (ex->sig) {
+    case SIGSEGV:
+    case SIGBUS:
+      if (guard) {
+        hk_fmt(what, sizeof what, "stack overflow: the thread needs more than its %zu bytes of "
+                 "stack (option host_fiber_stack; local arrays live there)", ex->k->fiber_stack);
+        break;
+      }
+      if (ex->sig == SIGBUS) {
+        hk_fmt(what, sizeof what, "SIGBUS (bus error) at address %p", ex->sig_addr);
+        break;
+      }
+      hk_fmt(what, sizeof what, "SIGSEGV (invalid memory access) at address %p", ex->sig_addr);
+      break;
+    case SIGFPE:
+      hk_fmt(what, sizeof what, "SIGFPE (%s)",
+               ex->sig_code == FPE_INTDIV ? "integer division by zero"
+               : ex->sig_code == FPE_INTOVF ? "integer overflow" : "arithmetic exception");
+      break;
+    case SIGILL:
+      hk_fmt(what, sizeof what, "SIGILL (illegal instruction or trap) at %p", ex->sig_addr);
+      break;
+    default:
+      hk_fmt(what, sizeof what, "signal %d", ex->sig);
+  }
+  hk_fmt(ex->fault, sizeof ex->fault, "%s, %s: %s", where, who, what);
+}
+
+/* Where the scheduler comes back to when a signal stops the block. */
+static int hk_schedule_guarded(hk_exec *ex) {
+  if (sigsetjmp(ex->jb, 1)) {
+    fb_escaped(&ex->sched);
+    ex->in_kernel = 0;
+    hk_signal_text(ex);
+    return 1;
+  }
+  return hk_schedule(ex);
+}
+
+static void hk_launch_fail(hk_job *l, uint64_t block, const char *msg) {
+  pthread_mutex_lock(&l->em);
+  if (!l->err || block < l->err_block) {
+    l->err = DV_ERR_KERNEL_FAULT;
+    l->err_block = block;
+    hk_fmt(l->msg, sizeof l->msg, "%s", msg);
+  }
+  pthread_mutex_unlock(&l->em);
+  atomic_store(&l->abort, 1);
+}
+
+static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
+  const int n = l->nthreads;
+  if (!hk_exec_reserve(ex, n)) {
+    pthread_mutex_lock(&l->em);
+    if (!l->err) {
+      l->err = DV_ERR_HOST_OUT_OF_MEMORY;
+      hk_fmt(l->msg, sizeof l->msg, "kernel %s: no memory for %d fiber stacks of %zu bytes",
+               l->kern->name, n, ex->k->fiber_stack);
+    }
+    pthread_mutex_unlock(&l->em);
+    atomic_store(&l->abort, 1);
+    return;
+  }
+  ex->l = l;
+  ex->m = l->kern->m;
+  ex->block = b;
+  ex->n = n;
+  ex->nfib = 0;
+  ex->next_thread = 0;
+  ex->direct = false;
+  unsigned bc[3];
+  hk_coords(b, l->grid, bc);
+  for (int i = 0; i < n; i++) {
+    dv__hthread *h = &ex->ht[i];
+    unsigned tc[3];
+    hk_coords((uint64_t)i, l->block, tc);
+    for (int d = 0; d < 3; d++) {
+      h->tid[d] = (int)tc[d];
+      h->bid[d] = (int)bc[d];
+      h->bdim[d] = (int)l->block[d];
+      h->gdim[d] = (int)l->grid[d];
+    }
+    h->block = ex;
+  }
+  /* Shared memory: the dynamic area first, then static arrays as they come. */
+  if (ex->site_cap) memset(ex->site_slot, 0, (size_t)ex->site_cap * sizeof *ex->site_slot);
+  ex->nslots = 0;
+  ex->static_bytes = 0;
+  ex->dyn = ex->arena;
+  ex->dyn_bytes = l->dyn;
+  memset(ex->dyn, HK_POISON, l->dyn);
+  hk_fill_redzone(ex->arena + l->dyn);
+  ex->slots[0] = (hk_slot){0, l->dyn, "dynamic shared memory", 0};
+  ex->nslots = 1;
+  ex->arena_used = l->dyn + HK_REDZONE;
+  ex->self = ex->m->self_slot();
+  ex->fault[0] = 0;
+  for (int i = 0; i < n; i++) {
+    hk_thr *t = &ex->thr[i];
+    t->state = HK_T_NEW, t->fib = NULL, t->op = -1, t->wphase = 0;
+  }
+  ex->nbar = ex->nwave = 0;
+  ex->bar_mixed = false;
+  ex->cur = 0;
+  int rc = hk_schedule_guarded(ex);
+  for (int f = 0; f < ex->nfib; f++)
+    if (!ex->fib[f].done) fb_abandon(&ex->fib[f].f);
+  *ex->self = NULL;
+  if (rc) hk_launch_fail(l, b, ex->fault);
+}
+
+void hk_run_blocks(hk_exec *ex, hk_job *l) {
+  while (!atomic_load(&l->abort)) {
+    uint64_t b = atomic_fetch_add(&l->next, 1);
+    if (b >= l->nblocks) break;
+    hk_run_block(ex, l, b);
+  }
+}
+
+/* ========================================================================== */
+/* Signals                                                                     */
+/* ========================================================================== */
+
+static const int hk_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+#define HK_NSIGS ((int)(sizeof hk_sigs / sizeof *hk_sigs))
+static struct sigaction hk_sig_old[HK_NSIGS];
+static pthread_mutex_t hk_sig_lock = PTHREAD_MUTEX_INITIALIZER;
+static int hk_sig_users;
+
+/* The stack pointer of the interrupted code, where the platform says. */
+static void *hk_uc_sp(void *uc) {
+#if defined(__linux__) && defined(__x86_64__)
+  return uc ? (void *)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RSP] : NULL;
+#elif defined(__linux__) && defined(__aarch64__)
+  return uc ? (void *)((ucontext_t *)uc)->uc_mcontext.sp : NULL;
+#else
+  (void)uc;
+  return NULL;
+#endif
+}
+
+static void hk_on_signal(int sig, siginfo_t *si, void *uc) {
+  hk_exec *ex = hk_cur;
+  if (ex && ex->in_kernel) {
+    ex->in_kernel = 0;
+    ex->sig = sig;
+    ex->sig_code = si ? si->si_code : 0;
+    ex->sig_addr = si ? si->si_addr : NULL;
+    ex->sig_sp = hk_uc_sp(uc);
+    fb_escape(&ex->rfib->f);
+    siglongjmp(ex->jb, 1);
+  }
+  /* Not ours: whoever handled it before. */
+  for (int i = 0; i < HK_NSIGS; i++) {
+    if (hk_sigs[i] != sig) continue;
+    const struct sigaction *old = &hk_sig_old[i];
+    if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction) {
+      old->sa_sigaction(sig, si, uc);
+    } else if (old->sa_handler == SIG_IGN) {
+      return;
+    } else if (old->sa_handler == SIG_DFL) {
+      signal(sig, SIG_DFL);
+      raise(sig); /* delivered when this handler returns (or the fault repeats) */
+    } else {
+      old->sa_handler(sig);
+    }
+    return;
+  }
+}
+
+void hk_sig_acquire(hk_state *k) {
+  pthread_mutex_lock(&hk_sig_lock);
+  if (!k->signals) {
+    k->signals = true;
+    if (hk_sig_users++ == 0) {
+      struct sigaction sa;
+      memset(&sa, 0, sizeof sa);
+      sa.sa_sigaction = hk_on_signal;
+      sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+      sigemptyset(&sa.sa_mask);
+      for (int i = 0; i < HK_NSIGS; i++) sigaction(hk_sigs[i], &sa, &hk_sig_old[i]);
+    }
+  }
+  pthread_mutex_unlock(&hk_sig_lock);
+}
+
+void hk_sig_release(void) {
+  pthread_mutex_lock(&hk_sig_lock);
+  if (--hk_sig_users == 0) {
+    for (int i = 0; i < HK_NSIGS; i++) {
+      struct sigaction cur;
+      if (sigaction(hk_sigs[i], NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+          cur.sa_sigaction == hk_on_signal)
+        sigaction(hk_sigs[i], &hk_sig_old[i], NULL);
+    }
+  }
+  pthread_mutex_unlock(&hk_sig_lock);
+}
+
+/* ========================================================================== */
+/* The executor of each thread, and the helper threads                        */
+/* ========================================================================== */
+
+hk_exec *hk_exec_here(hk_state *k) {
+  if (hk_cur && hk_cur->k != k) {
+    hk_exec_free(hk_cur);
+    hk_cur = NULL;
+  }
+  if (!hk_cur) hk_cur = hk_exec_new(k);
+  return hk_cur;
+}
+
+void hk_thread_exit(void) {
+  hk_exec_free(hk_cur);
+  hk_cur = NULL;
+}
+
+static void *hk_helper(void *arg) {
+  hk_state *k = arg;
+  pthread_mutex_lock(&k->pm);
+  for (;;) {
+    hk_job *job = NULL;
+    while (!k->stop) {
+      for (hk_job **pp = &k->jobs; *pp; pp = &(*pp)->jnext)
+        if ((*pp)->joined < (*pp)->want) {
+          job = *pp;
+          if (++job->joined >= job->want) { /* full: off the list */
+            *pp = job->jnext;
+            job->listed = false;
+          }
+          break;
+        }
+      if (job) break;
+      pthread_cond_wait(&k->pwork, &k->pm);
+    }
+    if (!job) break;
+    job->active++;
+    pthread_mutex_unlock(&k->pm);
+    hk_exec *ex = hk_exec_here(k);
+    if (ex) {
+      hk_run_blocks(ex, job);
+    } else {
+      pthread_mutex_lock(&job->em);
+      if (!job->err) {
+        job->err = DV_ERR_HOST_OUT_OF_MEMORY;
+        hk_fmt(job->msg, sizeof job->msg, "kernel %s: no memory to set up a helper thread",
+               job->kern->name);
+      }
+      pthread_mutex_unlock(&job->em);
+      atomic_store(&job->abort, 1);
+    }
+    pthread_mutex_lock(&k->pm);
+    if (--job->active == 0) pthread_cond_broadcast(&k->pdone);
+  }
+  pthread_mutex_unlock(&k->pm);
+  hk_thread_exit();
+  return NULL;
+}
+
+/* Start the helpers once (one per extra core, at least one, so that blocks
+ * can wait for each other even on one core).  False: no memory (try again
+ * at the next launch). */
+bool hk_pool_start(hk_state *k) {
+  bool ok = true;
+  pthread_mutex_lock(&k->pm);
+  if (!k->pool_started && !k->stop) {
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int want = ncpu > 1 ? (int)ncpu - 1 : 1;
+    if (want > 63) want = 63;
+    k->helpers = dv__calloc((size_t)want, sizeof *k->helpers);
+    ok = k->helpers != NULL;
+    k->pool_started = ok;
+    for (int i = 0; ok && i < want; i++) {
+      int e = pthread_create(&k->helpers[i], NULL, hk_helper, k);
+      if (e) {
+        dv__log(DV_LOG_WARN, "host simulator: %d of %d kernel helper threads started: %s",
+                k->nhelpers, want, strerror(e));
+        break;
+      }
+      k->nhelpers++;
+    }
+  }
+  pthread_mutex_unlock(&k->pm);
+  return ok;
+}
+

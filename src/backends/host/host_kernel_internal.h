@@ -1,0 +1,348 @@
+/*
+ * The host simulator's kernels, private to src/backends/host/: what the
+ * files of that mechanism share (host.c reaches them only through
+ * host_internal.h's hk_* entry points).  One file per mechanism, and calls
+ * go one way (scripts/check-layers):
+ *
+ *   host_kernel.c  the kernel state, launches and running them on a stream
+ *                  worker (uses all below)
+ *   host_build.c   the compiler driver, modules (dlopen, memfd), kernels
+ *   host_exec.c    executors (OS threads that run blocks), the runner and
+ *                  block scheduler (fibers), signals, helper threads
+ *   host_call.c    calling a kernel: argument types, the System V "flat"
+ *                  path, libffi
+ *   host_rt.c      the runtime kernels call (dv__rt): shared memory,
+ *                  barriers, wave operations, printf, faults
+ *
+ * host_kernel.c uses host_build.c, host_exec.c, host_call.c and host_rt.c;
+ * host_exec.c uses host_call.c and host_rt.c; host_build.c uses host_rt.c.
+ */
+#ifndef DV_HOST_KERNEL_INTERNAL_H
+#define DV_HOST_KERNEL_INTERNAL_H
+#include <ffi.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "../../core/core.h"
+#include "../backend.h"
+#include "devarray/kernel.h"
+#include "fiber.h"
+#include "host_internal.h"
+
+#define HK_MAX_THREADS 1024
+#define HK_SHARED_LIMIT ((size_t)48 << 10) /* static + dynamic shared bytes per block */
+#define HK_CONST_LIMIT ((size_t)64 << 10)
+#define HK_REDZONE 64
+#define HK_CANARY 0xFD
+#define HK_POISON 0xDF
+#define HK_ARENA_BYTES ((size_t)128 << 10) /* shared limit + redzones + alignment */
+#define HK_MAX_SLOTS 256
+#define HK_ALTSTACK ((size_t)64 << 10)
+#define HK_GUARD_BYTE 0xAB /* host.c's guard pattern */
+/* Stack the runtime's own frames may need below its entry point (a shared
+ * array may allocate; a fault formats its message): host_rt.c's
+ * hk_rt_enter.  At most a quarter of the fiber's stack. */
+#if DV_HOST_ASAN
+#define HK_RT_HEADROOM ((size_t)16 << 10)
+#else
+#define HK_RT_HEADROOM ((size_t)8 << 10)
+#endif
+
+/* ========================================================================== */
+/* State                                                                       */
+/* ========================================================================== */
+
+struct hk_state {
+  hb_state *st;
+  const hk_services *sv; /* host.c's blocks and streams */
+  bool guarded;          /* option host_guard: buffers have guard bytes */
+  int check;          /* option kernel_check */
+  char *cc_option;    /* option host_cc ("" : search) */
+  char *cflags;       /* option host_cflags */
+  size_t fiber_stack; /* usable bytes per fiber (page multiple) */
+  size_t page;
+  int wave;           /* option host_wave_size */
+  size_t printf_cap;  /* option host_printf_buffer: dv_printf bytes per launch */
+
+  pthread_mutex_t lock; /* compiler identity */
+  bool cc_probed;
+  bool no_clash; /* the compiler refused -fstack-clash-protection (then: without it) */
+  dv_status cc_status;
+  char cc_msg[512];
+  char **cc_argv; /* the compiler and the words that came with it (NULL-terminated) */
+  int cc_argc;
+  char *ident;
+
+  /* Helper threads that join launches with more than one block. */
+  pthread_mutex_t pm;
+  pthread_cond_t pwork, pdone;
+  hk_job *jobs;
+  pthread_t *helpers;
+  int nhelpers;
+  bool pool_started, stop;
+  bool signals; /* this state counts in the signal handler's users */
+};
+
+/* ========================================================================== */
+/* Modules and kernels                                                         */
+/* ========================================================================== */
+
+struct dv_bkernel {
+  dv_bmodule *m;
+  char *name;
+  void (*fn)(void);
+  const char *sig; /* the module's dv__sig_<name>: the parameter list as written */
+  dv_bkernel *next;
+};
+
+struct dv_bmodule {
+  hk_state *k;
+  void *dl;
+  int fd; /* keeps the deleted file's inode (host_build.c's top comment) */
+  char *name;
+  unsigned char *cbuf;
+  size_t cbytes;
+  dv__hthread **(*self_slot)(void);
+  bool check;    /* kernel_check or DV_BUILD_DEBUG */
+  pthread_mutex_t lock;
+  dv_bkernel *kernels;
+};
+
+/* ========================================================================== */
+/* Launches                                                                    */
+/* ========================================================================== */
+
+typedef union hk_val {
+  void *p;
+  uint64_t u;
+  double d;
+  unsigned char raw[8];
+} hk_val;
+
+/* The System V x86-64 calling convention, done by hand: a kernel's
+ * arguments are the same for every thread of a launch, so they are sorted
+ * once into the registers and stack slots the ABI gives them (integers and
+ * pointers: rdi, rsi, rdx, rcx, r8, r9; float and double: xmm0-7; the rest
+ * and structs by value: 8-byte stack slots in order) and each thread is a
+ * plain call through a prototype with all of those (a callee ignores the
+ * registers and slots past its own parameters; the caller pops them).
+ * libffi classifies and copies every argument on every call, which cost
+ * more than a thread of a small kernel.  Elsewhere, or for an argument
+ * this does not know, libffi makes every call. */
+#if defined(__x86_64__) && defined(__linux__)
+#define HK_FLAT 1
+#define HK_FLAT_STACK 40
+typedef struct hk_flat {
+  bool ok;
+  uint64_t g[6], x[8], s[HK_FLAT_STACK];
+} hk_flat;
+#endif
+
+struct hk_job {
+  hk_state *k;
+  dv_bkernel *kern;
+  uint32_t grid[3], block[3];
+  size_t dyn;
+  uint64_t nblocks;
+  int nthreads;
+#if HK_FLAT
+  hk_flat flat;
+#endif
+  ffi_cif cif;
+  size_t nargs;
+  ffi_type **types;
+  void **values;
+  hk_val *vals;
+  dv_bkview *views;
+  hb_block **held; /* one reference each */
+  int *held_param; /* which parameter */
+  size_t nheld;
+
+  /* While it runs. */
+  _Atomic uint64_t next; /* next block to take */
+  _Atomic int abort;     /* a block faulted: take no more */
+  pthread_mutex_t em;
+  dv_status err;
+  uint64_t err_block;
+  char msg[768];
+  /* Helper threads (hk_state.pm). */
+  int want, joined, active;
+  hk_job *jnext;
+  bool listed;
+  /* dv_printf's output (hk_rt_printf), written when the launch has run. */
+  pthread_mutex_t pmu;
+  char *out;         /* the calls' texts, one after the other */
+  size_t out_len, out_cap;
+  size_t out_used;   /* charged against host_printf_buffer */
+  struct hk_rec *recs;
+  size_t nrecs, recs_cap;
+  uint64_t dropped, dropped_bytes;
+};
+
+/* One dv_printf call's text in the launch's buffer. */
+typedef struct hk_rec {
+  uint64_t block, seq;
+  size_t off;
+  uint32_t len;
+  int thread;
+} hk_rec;
+#define HK_REC_COST 32 /* bytes of host_printf_buffer each call takes besides its text */
+
+/* ========================================================================== */
+/* Executors: an OS thread that runs blocks                                    */
+/* ========================================================================== */
+
+typedef enum { HK_T_NEW, HK_T_RUN, HK_T_BAR, HK_T_WAVE, HK_T_EXIT, HK_T_FAULT } hk_tstate;
+
+typedef struct hk_fib hk_fib;
+
+/* A simulated thread of the running block. */
+typedef struct hk_thr {
+  int state; /* hk_tstate */
+  int site, line;
+  int op;      /* HK_T_WAVE: the wave operation (dv__wave_*), -1 a wave barrier */
+  unsigned wphase; /* wave operations done: its parity picks the slot of wv */
+  dv_u64 wv[2];    /* the value given to a wave operation (two slots: see hk_rt_wave) */
+  hk_fib *fib; /* the fiber it runs on */
+} hk_thr;
+
+/* A fiber: a runner (threads one after the other) until its thread waits
+ * at a barrier; from then on that thread's. */
+struct hk_fib {
+  fb_fiber f;
+  bool taken; /* its thread waited at a barrier: run no other thread */
+  bool done;  /* returned (its stack holds nothing) */
+};
+
+typedef struct hk_slot {
+  size_t off, bytes;
+  const char *name; /* static string of the kernel's module */
+  int line;
+} hk_slot;
+
+typedef struct hk_exec {
+  hk_state *k;
+  fb_fiber sched;
+  /* Fiber stacks: nstacks of `stride` bytes, a guard page at the bottom of each. */
+  unsigned char *stacks;
+  size_t nstacks, stride, map_bytes;
+  hk_thr *thr;
+  dv__hthread *ht;
+  hk_fib *fib;
+  size_t cap; /* entries of thr, ht and fib */
+  /* Alternate signal stack. */
+  void *alt;
+  stack_t alt_old;
+  bool alt_set;
+  /* Shared memory of the running block. */
+  unsigned char *arena;
+  hk_slot slots[HK_MAX_SLOTS];
+  int nslots;
+  int *site_slot; /* site -> slot + 1 */
+  int site_cap;
+  size_t arena_used, static_bytes;
+  unsigned char *dyn;
+  size_t dyn_bytes;
+  /* The running block. */
+  hk_job *l;
+  dv_bmodule *m;
+  uint64_t block;
+  int n;           /* threads */
+  int nfib;        /* fibers made for this block */
+  int next_thread; /* the next one a runner takes */
+  int cur;         /* simulated thread running */
+  hk_fib *rfib;    /* the fiber running */
+  bool direct;     /* every thread has its fiber: a waiting one switches to the next */
+  /* Threads waiting at a barrier (HK_T_BAR) and at a wave barrier, counted
+   * as they arrive; bar_mixed: not all of the former at bar_site. */
+  int nbar, nwave, bar_site;
+  bool bar_mixed;
+  dv__hthread **self;
+  sigjmp_buf jb;
+  /* The kernel's own code runs (hk_call sets it, the runtime clears it
+   * while it runs): the signal handler takes a fault for the kernel's only
+   * then.  Never set in the scheduler, the runner's or the runtime's code. */
+  volatile sig_atomic_t in_kernel;
+  volatile int sig, sig_code;
+  void *volatile sig_addr;
+  void *volatile sig_sp; /* the interrupted stack pointer (NULL: unknown here) */
+  char fault[700];
+  size_t rt_room; /* HK_RT_HEADROOM for this fiber stack size */
+} hk_exec;
+
+/* ========================================================================== */
+/* Across the files                                                            */
+/* ========================================================================== */
+
+/* snprintf that may truncate (messages), without the compiler's warning. */
+__attribute__((format(printf, 3, 4))) static inline void hk_fmt(char *buf, size_t cap,
+                                                                const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, cap, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- host_build.c ---- */
+/* Free a NULL-terminated array of words (the compiler's command line). */
+void hk_free_words(char **w);
+/* Parameter i (0-based) of a kernel's exported parameter list, blanks
+ * trimmed, into buf (messages). */
+void hk_param_text(const char *sig, int i, char *buf, size_t cap);
+
+/* ---- host_call.c ---- */
+/* Each lowered argument's libffi type; an error for what cannot be passed. */
+dv_status hk_arg_types(const dv_bkernel *kn, const dv_blaunch *bl, ffi_type **types);
+/* Sort the launch's arguments for hk_call's flat path (l->types and
+ * l->values are set). */
+void hk_flat_build(hk_job *l);
+/* One simulated thread: the kernel with the launch's arguments, with
+ * *in_kernel set for the call's duration. */
+void hk_call(hk_job *l, volatile sig_atomic_t *in_kernel);
+
+/* ---- host_rt.c ---- */
+/* The runtime every module's dv__rt points to. */
+extern const dv__host_rt hk_rt;
+/* This OS thread's executor (host_exec.c sets it up; the runtime reads it). */
+extern _Thread_local hk_exec *hk_cur;
+#define HK_NWAVE_OPS 7
+/* The wave operations' names, by dv__wave_* number. */
+extern const char *const hk_wave_names[HK_NWAVE_OPS];
+/* Linear index lin as coordinates in a grid or block of extents dim. */
+void hk_coords(uint64_t lin, const uint32_t dim[3], unsigned c[3]);
+/* "kernel K, block (x,y,z)" of the executor's running block. */
+int hk_where(const hk_exec *ex, char *buf, size_t cap);
+/* "thread (x,y,z)" of simulated thread i of the running block. */
+void hk_thread_name(const hk_exec *ex, int i, char *buf, size_t cap);
+/* Fill a shared slot's redzone with its canary. */
+void hk_fill_redzone(unsigned char *p);
+#ifndef NDEBUG
+/* Test hook, in debug builds only (tests/test_host_kernels.c): a fault in
+ * the library's own code on an executor, outside the kernel body, which
+ * must end the process as a library bug would (not be taken for the
+ * kernel's).  hk_test_fault names the place; HK_TEST_FAULT(where) there
+ * writes to an unmapped address when it matches. */
+enum { HK_TEST_FAULT_NONE, HK_TEST_FAULT_RUNNER, HK_TEST_FAULT_BARRIER };
+extern _Atomic int hk_test_fault;
+void hk_test_fault_at(int where);
+#define HK_TEST_FAULT(where) hk_test_fault_at(where)
+#else
+#define HK_TEST_FAULT(where) ((void)0)
+#endif
+
+/* ---- host_exec.c ---- */
+/* The calling OS thread's executor for state k (made on first use); NULL:
+ * no memory. */
+hk_exec *hk_exec_here(hk_state *k);
+/* Run blocks of l on this executor until none is left or one faulted. */
+void hk_run_blocks(hk_exec *ex, hk_job *l);
+/* Start the helper threads once; false: no memory (try again later). */
+bool hk_pool_start(hk_state *k);
+/* The signal handler, installed while some state that launched holds it. */
+void hk_sig_acquire(hk_state *k);
+void hk_sig_release(void);
+
+#endif

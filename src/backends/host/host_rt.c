@@ -1,0 +1,380 @@
+/*
+ * The host simulator's kernels: the runtime they call (dv__rt, the table of
+ * <devarray/kernel.h>'s dv__host_rt that every module's dv__rt points to),
+ * on the executor of the calling OS thread (hk_cur; host_exec.c runs the
+ * blocks).
+ *
+ * Shared memory.  Static shared arrays get their slot in a per-executor
+ * arena on first use in a block, filled with 0xDF (read-before-write shows)
+ * and followed by a 64-byte redzone holding a canary (host_exec.c checks
+ * the canaries at every barrier and at the end of each block with
+ * kernel_check or DV_BUILD_DEBUG, and a hit names the array and its line).
+ * The dynamic area is one more slot; DV_DYN_SHARED_TAKE past the launch's
+ * dynamic_shared is a fault, and so are static plus dynamic shared bytes
+ * over 48 KiB (a GPU refuses such a kernel).  Shared redzones keep their
+ * canary in every build, ASan's too: the fault is reported the same way
+ * everywhere and the process goes on.
+ *
+ * Barriers.  A thread that waits at a barrier leaves its fiber; once every
+ * thread has started, it switches straight to the next thread that can run
+ * (one switch per thread and barrier, between two stacks at the same call
+ * site, so the CPU predicts the returns); the last of a pass goes back to
+ * the scheduler (host_exec.c), which decides whom a barrier releases.
+ * Barrier sites are __COUNTER__ values, so two barriers on one line are
+ * told apart.  A wave operation (shuffle, any, all, ballot) is a wave
+ * barrier with an exchange: each lane leaves its value in a slot of its
+ * own, waits, then reads its wave's slots (hk_rt_wave).
+ *
+ * dv_printf formats into a buffer of the launch, which host_kernel.c writes
+ * to stdout in block and thread order when the launch has run.  A fault the
+ * runtime finds (hk_fault) stops the calling thread's block: its fiber goes
+ * back to the scheduler, which fails the launch with the message.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host_kernel_internal.h"
+
+_Thread_local hk_exec *hk_cur; /* this OS thread's executor */
+
+#ifndef NDEBUG
+_Atomic int hk_test_fault;
+static volatile uintptr_t hk_test_address = 16; /* unmapped (and not NULL: no UBSan report) */
+
+void hk_test_fault_at(int where) {
+  if (atomic_load_explicit(&hk_test_fault, memory_order_relaxed) != where) return;
+  *(volatile int *)hk_test_address = 1;
+}
+#endif
+
+void hk_coords(uint64_t lin, const uint32_t dim[3], unsigned c[3]) {
+  c[0] = (unsigned)(lin % dim[0]);
+  c[1] = (unsigned)((lin / dim[0]) % dim[1]);
+  c[2] = (unsigned)(lin / ((uint64_t)dim[0] * dim[1]));
+}
+
+int hk_where(const hk_exec *ex, char *buf, size_t cap) {
+  unsigned b[3];
+  hk_coords(ex->block, ex->l->grid, b);
+  return snprintf(buf, cap, "kernel %s, block (%u,%u,%u)", ex->l->kern->name, b[0], b[1], b[2]);
+}
+
+void hk_thread_name(const hk_exec *ex, int i, char *buf, size_t cap) {
+  unsigned t[3];
+  hk_coords((uint64_t)i, ex->l->block, t);
+  snprintf(buf, cap, "thread (%u,%u,%u)", t[0], t[1], t[2]);
+}
+
+/* Stop the calling simulated thread's block with a fault; never returns. */
+__attribute__((noreturn, format(printf, 2, 3))) static void hk_fault(hk_exec *ex, const char *fmt,
+                                                                     ...) {
+  char what[480], where[160], who[64];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  hk_where(ex, where, sizeof where);
+  hk_thread_name(ex, ex->cur, who, sizeof who);
+  hk_fmt(ex->fault, sizeof ex->fault, "%s, %s: %s", where, who, what);
+  ex->thr[ex->cur].state = HK_T_FAULT;
+  fb_yield(&ex->rfib->f, true); /* not `done`: its stack is abandoned */
+  __builtin_trap();             /* never resumed */
+}
+
+/* A canary, not ASan poison, even in ASan builds: a poisoned redzone would
+ * make ASan abort the process at the bad write, where every other build
+ * reports the array and block and goes on (and the kernel suite checks
+ * that report in the ASan build too). */
+void hk_fill_redzone(unsigned char *p) { memset(p, HK_CANARY, HK_REDZONE); }
+
+/* A kernel that left its thread less stack than the runtime's frames need:
+ * its stack overflow, made here as the fault of its guard page while the
+ * kernel's window is still open (the signal handler names it; reporting it
+ * takes no stack of this thread's, of which there may be none left). */
+DV_NO_ASAN static void hk_rt_overflow(const hk_exec *ex) {
+  *(volatile unsigned char *)(ex->rfib->f.stack_lo - 1) = 0;
+}
+
+/* The runtime is library code: the signal handler takes a fault on an
+ * executor for the kernel's only while in_kernel is set (host_exec.c), so
+ * each entry point clears it and sets it again on the way back to the
+ * kernel (after a barrier, on the fiber of whichever thread goes on: each
+ * one left its kernel through here).  The fences keep the compiler from
+ * moving the runtime's own accesses across the flag.  First, a kernel that
+ * left its thread too little stack for the runtime is stopped with its
+ * stack overflow (in the runtime's frames the guard page would be hit
+ * outside the kernel's window: the process would end). */
+static inline hk_exec *hk_rt_enter(void) {
+  hk_exec *ex = hk_cur;
+  if ((uintptr_t)__builtin_frame_address(0) < (uintptr_t)ex->rfib->f.stack_lo + ex->rt_room)
+    hk_rt_overflow(ex);
+  atomic_signal_fence(memory_order_seq_cst);
+  ex->in_kernel = 0;
+  atomic_signal_fence(memory_order_seq_cst);
+  return ex;
+}
+
+static inline void hk_rt_leave(hk_exec *ex) {
+  atomic_signal_fence(memory_order_seq_cst);
+  ex->in_kernel = 1;
+}
+
+static void *hk_shared(hk_exec *ex, int site, size_t bytes, size_t align, const char *name,
+                       int line) {
+  if (site < 0 || site >= (1 << 20)) hk_fault(ex, "shared array %s: bad site id %d", name, site);
+  if (site >= ex->site_cap) {
+    int ncap = ex->site_cap ? ex->site_cap : 64;
+    while (ncap <= site) ncap *= 2;
+    int *ns = dv__calloc((size_t)ncap, sizeof *ns);
+    if (!ns) hk_fault(ex, "out of host memory for shared array %s", name);
+    if (ex->site_cap) memcpy(ns, ex->site_slot, (size_t)ex->site_cap * sizeof *ns);
+    dv__free(ex->site_slot);
+    ex->site_slot = ns;
+    ex->site_cap = ncap;
+  }
+  int s = ex->site_slot[site];
+  if (s) {
+    hk_slot *sl = &ex->slots[s - 1];
+    if (sl->bytes != bytes)
+      hk_fault(ex, "shared array %s (%s:%d) is declared with %zu bytes here but %zu bytes by "
+               "another thread", name, ex->m->name, line, bytes, sl->bytes);
+    return ex->arena + sl->off;
+  }
+  /* First use in this block: a fresh slot, poisoned, with a redzone. */
+  if (ex->static_bytes + bytes < bytes || ex->static_bytes + bytes + ex->dyn_bytes > HK_SHARED_LIMIT)
+    hk_fault(ex, "shared memory exceeds the device's %zu bytes per block: %zu bytes of static "
+             "arrays up to %s (%s:%d) plus %zu bytes of dynamic shared memory", HK_SHARED_LIMIT,
+             ex->static_bytes + bytes, name, ex->m->name, line, ex->dyn_bytes);
+  if (align < 16) align = 16;
+  if (align & (align - 1)) hk_fault(ex, "shared array %s: alignment %zu", name, align);
+  size_t off = (ex->arena_used + align - 1) & ~(align - 1);
+  if (ex->nslots >= HK_MAX_SLOTS || off + bytes + HK_REDZONE > HK_ARENA_BYTES)
+    hk_fault(ex, "too many shared arrays (at most %d per block)", HK_MAX_SLOTS);
+  memset(ex->arena + off, HK_POISON, bytes);
+  hk_fill_redzone(ex->arena + off + bytes);
+  hk_slot *sl = &ex->slots[ex->nslots++];
+  sl->off = off;
+  sl->bytes = bytes;
+  sl->name = name;
+  sl->line = line;
+  ex->site_slot[site] = ex->nslots;
+  ex->arena_used = off + bytes + HK_REDZONE;
+  ex->static_bytes += bytes;
+  return ex->arena + off;
+}
+
+static void *hk_rt_shared(int site, size_t bytes, size_t align, const char *name, int line) {
+  hk_exec *ex = hk_rt_enter();
+  void *p = hk_shared(ex, site, bytes, align, name, line);
+  hk_rt_leave(ex);
+  return p;
+}
+
+/* (Reads only: the kernel's own code, as far as faults go.) */
+static unsigned char *hk_rt_dyn(size_t *bytes) {
+  hk_exec *ex = hk_cur;
+  if (bytes) *bytes = ex->dyn_bytes;
+  return ex->dyn;
+}
+
+static void *hk_rt_dyn_take(size_t *cursor, size_t bytes, size_t align, const char *name,
+                            int line) {
+  hk_exec *ex = hk_rt_enter();
+  if (!align || (align & (align - 1))) align = 1;
+  size_t c = (*cursor + align - 1) & ~(align - 1);
+  if (c < *cursor || c + bytes < c || c + bytes > ex->dyn_bytes)
+    hk_fault(ex, "dynamic shared array %s (%s:%d) needs bytes [%zu, %zu) of dynamic shared "
+             "memory, but the launch gave %zu bytes (dynamic_shared)", name, ex->m->name, line, c,
+             c + bytes, ex->dyn_bytes);
+  *cursor = c + bytes;
+  hk_rt_leave(ex);
+  return ex->dyn + c;
+}
+
+/* The running thread waits at a barrier.  Once every thread has its fiber,
+ * it switches straight to the next thread of the scheduler's pass (one
+ * switch per thread and barrier, not two, and both sides of the switch have
+ * the same call stack); the last one of the pass goes back to the
+ * scheduler, which decides whom a barrier releases. */
+static void hk_wait(hk_exec *ex, int state, int site, int line) {
+  int i = ex->cur;
+  hk_thr *thr = ex->thr, *t = &thr[i];
+  t->state = state;
+  t->site = site;
+  t->line = line;
+  if (state == HK_T_BAR) {
+    if (ex->nbar++ == 0)
+      ex->bar_site = site;
+    else if (site != ex->bar_site)
+      ex->bar_mixed = true;
+  } else {
+    ex->nwave++;
+  }
+  hk_fib *from = ex->rfib;
+  if (ex->direct) {
+    const int n = ex->n;
+    for (int j = i + 1; j < n; j++) {
+      if (thr[j].state != HK_T_RUN) continue;
+      hk_fib *to = thr[j].fib;
+      ex->cur = j;
+      ex->rfib = to;
+      *ex->self = &ex->ht[j];
+      fb_switch(&from->f, &to->f);
+      return;
+    }
+  }
+  fb_yield(&from->f, false);
+}
+
+static void hk_rt_barrier(int site, int fence, int line) {
+  (void)fence; /* the threads of a block share one OS thread: memory is coherent */
+  hk_exec *ex = hk_rt_enter();
+  HK_TEST_FAULT(HK_TEST_FAULT_BARRIER);
+  hk_wait(ex, HK_T_BAR, site, line);
+  hk_rt_leave(ex);
+}
+
+static void hk_rt_wavebarrier(int site, int line) {
+  hk_exec *ex = hk_rt_enter();
+  hk_wait(ex, HK_T_WAVE, site, line);
+  hk_rt_leave(ex);
+}
+
+static int hk_rt_wave_size(void) { return hk_cur->k->wave; }
+
+const char *const hk_wave_names[HK_NWAVE_OPS] = {
+    "dv_wave_shuffle_idx", "dv_wave_shuffle_up", "dv_wave_shuffle_down", "dv_wave_shuffle_xor",
+    "dv_wave_any",         "dv_wave_all",        "dv_wave_ballot"};
+
+/* A wave operation: the caller's lane leaves v in its slot and waits at the
+ * wave barrier `site` (hk_schedule releases the wave when every lane of it
+ * waits there, and reports it divergent otherwise); then it reads the
+ * slots of its wave.  Two slots per thread, used in turn: a lane released
+ * from operation k that reaches operation k + 1 before a slower lane has
+ * read the values of k writes the other slot, and operation k + 2 cannot
+ * begin before every lane has passed k + 1, so a value is never
+ * overwritten before the whole wave read it.  A wave of one lane (the
+ * block's partial last wave, or host_wave_size 1) needs no wait. */
+static dv_u64 hk_wave_op(hk_exec *ex, int op, dv_u64 v, int arg, int site, int line) {
+  const int W = ex->k->wave, n = ex->n, i = ex->cur;
+  if (op < 0 || op >= HK_NWAVE_OPS)
+    hk_fault(ex, "unknown wave operation %d (%s:%d)", op, ex->m->name, line);
+  const char *name = hk_wave_names[op];
+  if ((op == dv__wave_up || op == dv__wave_down || op == dv__wave_xor) && (arg < 0 || arg >= W))
+    hk_fault(ex, "%s (%s:%d): %s %d is outside [0, %d), the wave size (host_wave_size)", name,
+             ex->m->name, line, op == dv__wave_xor ? "lane mask" : "delta", arg, W);
+  if (op == dv__wave_ballot && W > 64)
+    hk_fault(ex, "dv_wave_ballot (%s:%d): its 64-bit mask cannot hold a wave of %d threads "
+             "(host_wave_size)", ex->m->name, line, W);
+  const int w0 = i - i % W, cnt = (w0 + W < n ? w0 + W : n) - w0, lane = i - w0;
+  hk_thr *t = &ex->thr[i];
+  const unsigned p = t->wphase++ & 1u;
+  t->wv[p] = v;
+  if (cnt > 1) {
+    t->op = op;
+    hk_wait(ex, HK_T_WAVE, site, line);
+    t = &ex->thr[i];
+    t->op = -1;
+  }
+  const hk_thr *w = &ex->thr[w0];
+  int src = lane;
+  switch (op) {
+    case dv__wave_idx: src = ((arg % W) + W) % W; break;
+    case dv__wave_up: src = lane - arg; break;
+    case dv__wave_down: src = lane + arg; break;
+    case dv__wave_xor: src = lane ^ arg; break;
+    case dv__wave_any:
+      for (int j = 0; j < cnt; j++)
+        if (w[j].wv[p]) return 1;
+      return 0;
+    case dv__wave_all:
+      for (int j = 0; j < cnt; j++)
+        if (!w[j].wv[p]) return 0;
+      return 1;
+    default: { /* ballot */
+      dv_u64 bits = 0;
+      for (int j = 0; j < cnt; j++)
+        if (w[j].wv[p]) bits |= (dv_u64)1 << j;
+      return bits;
+    }
+  }
+  return src >= 0 && src < cnt ? w[src].wv[p] : v;
+}
+
+static dv_u64 hk_rt_wave(int op, dv_u64 v, int arg, int site, int line) {
+  hk_exec *ex = hk_rt_enter();
+  dv_u64 r = hk_wave_op(ex, op, v, arg, site, line);
+  hk_rt_leave(ex);
+  return r;
+}
+
+/* *p (of *cap items of `size` bytes) with room for `need` items, doubling
+ * from `first`.  False: no memory (*p is unchanged). */
+static bool hk_grow(void **p, size_t *cap, size_t size, size_t need, size_t first) {
+  if (need <= *cap) return true;
+  size_t nc = *cap ? *cap : first;
+  while (nc < need) nc *= 2;
+  void *np = dv__malloc(nc * size);
+  if (!np) return false;
+  if (*cap) memcpy(np, *p, *cap * size);
+  dv__free(*p);
+  *p = np;
+  *cap = nc;
+  return true;
+}
+
+/* dv_printf: the text goes to the launch's buffer (hk_print_flush writes it).
+ * The first formatting reads the kernel's arguments (a bad %s pointer is
+ * the kernel's fault) and holds no lock: it stays in the kernel's window. */
+__attribute__((format(printf, 1, 2))) static void hk_rt_printf(const char *fmt, ...) {
+  hk_exec *ex = hk_cur;
+  hk_job *l = ex->l;
+  char small[256];
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  ex = hk_rt_enter();
+  pthread_mutex_lock(&l->pmu);
+  const size_t cap = l->k->printf_cap;
+  bool ok = n >= 0 && l->out_used + (size_t)n + HK_REC_COST <= cap;
+  if (ok) ok = hk_grow((void **)&l->out, &l->out_cap, 1, l->out_len + (size_t)n + 1, 4096);
+  if (ok) ok = hk_grow((void **)&l->recs, &l->recs_cap, sizeof *l->recs, l->nrecs + 1, 64);
+  if (ok) {
+    if ((size_t)n < sizeof small)
+      memcpy(l->out + l->out_len, small, (size_t)n + 1);
+    else
+      vsnprintf(l->out + l->out_len, (size_t)n + 1, fmt, ap2);
+    l->recs[l->nrecs] = (hk_rec){ex->block, l->nrecs, l->out_len, (uint32_t)n, ex->cur};
+    l->nrecs++;
+    l->out_len += (size_t)n;
+    l->out_used += (size_t)n + HK_REC_COST;
+  } else {
+    l->dropped++;
+    if (n > 0) l->dropped_bytes += (uint64_t)n;
+  }
+  pthread_mutex_unlock(&l->pmu);
+  va_end(ap2);
+  hk_rt_leave(ex);
+}
+
+static void hk_rt_fault(const char *what, int line) {
+  hk_exec *ex = hk_rt_enter();
+  if (line > 0) hk_fault(ex, "%s (%s:%d)", what, ex->m->name, line);
+  hk_fault(ex, "%s", what);
+}
+
+const dv__host_rt hk_rt = {
+    .version = 2,
+    .shared = hk_rt_shared,
+    .dyn = hk_rt_dyn,
+    .dyn_take = hk_rt_dyn_take,
+    .barrier = hk_rt_barrier,
+    .wavebarrier = hk_rt_wavebarrier,
+    .wave_size = hk_rt_wave_size,
+    .fault = hk_rt_fault,
+    .wave = hk_rt_wave,
+    .print = hk_rt_printf,
+};
