@@ -1332,7 +1332,12 @@ DV_API const char *dv_kernel_name(const dv_kernel *k);
  * pointer that never was a kernel.
  */
 DV_API dv_kernel *dv_kernel_retain(dv_kernel *k);
-/** Drop a hold taken with dv_kernel_retain (NULL is a no-op).  Thread-safe. */
+/**
+ * Drop a hold taken with dv_kernel_retain (NULL is a no-op); the last hold
+ * of a released module queues its unload on the deferred queue, as
+ * dv_module_release does.  A release with no hold left is logged and
+ * changes nothing.  Thread-safe; does not block.
+ */
 DV_API void dv_kernel_release(dv_kernel *k);
 
 /** What a kernel parameter is (dv_kernel_param_info). */
@@ -1360,7 +1365,9 @@ DV_API int dv_kernel_num_params(const dv_kernel *k);
 /**
  * Parameter i (0-based) of k.  Errors: DV_ERR_NULL_ARGUMENT,
  * DV_ERR_INVALID_ARGUMENT (i out of range), DV_ERR_MISUSE (see
- * dv_kernel_retain).  *out is zeroed on failure.  Thread-safe.
+ * dv_kernel_retain).  *out is zeroed on failure; its strings are owned by
+ * the kernel (valid while its module is loaded).  Thread-safe; does not
+ * block.
  */
 DV_API dv_status dv_kernel_param_info(const dv_kernel *k, int i, dv_kernel_param *out);
 
@@ -1444,7 +1451,7 @@ typedef struct dv_arg {
  * and the top payload bits kept).  Thread-safe; no context needed.
  */
 DV_API uint16_t dv_half_from_float(float f);
-/** The float whose value is the float16 with bits h (exact). */
+/** The float whose value is the float16 with bits h (exact; NaN payloads kept).  Thread-safe. */
 DV_API float dv_half_to_float(uint16_t h);
 
 /* The constructors.  C: compound literals with designated initializers (they

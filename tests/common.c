@@ -183,3 +183,32 @@ int kernel_suite_end(const char *dir, int rc) {
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
   return rc;
 }
+
+bool test_on_cuda_double(dv_context *ctx) {
+  dv_device_info di;
+  return strcmp(dv_context_backend(ctx), "cuda") == 0 && dv_context_device_info(ctx, &di) == DV_OK &&
+         strstr(di.name, "CUDA test double") != NULL;
+}
+
+dv_kernel *test_kernel(dv_module *m, const char *name) {
+  dv_kernel *k = NULL;
+  assert_ok(dv_module_kernel(m, name, &k));
+  assert_non_null(k);
+  return k;
+}
+
+dv_array *test_dev_from(dv_context *ctx, const void *data, int64_t n, dv_type_id t) {
+  dv_array *h = NULL, *d = NULL;
+  assert_ok(dv_host_array_wrap(ctx, (void *)data, 1, &n, dv_dtype_get(t), NULL, &h));
+  assert_ok(dv_to_device(ctx, h, NULL, 1, NULL, &d));
+  dv_array_release(h);
+  return d;
+}
+
+void test_to_host(const dv_array *d, void *data) {
+  dv_array *h = NULL;
+  assert_ok(dv_host_array_wrap(dv_array_context(d), data, dv_array_ndim(d), dv_array_shape(d),
+                               dv_array_dtype(d), NULL, &h));
+  assert_ok(dv_copy_to_host(d, h, NULL, NULL));
+  dv_array_release(h);
+}

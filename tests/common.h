@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,25 @@ int kernel_suite_begin(int argc, char **argv, const char *suite, const char *sub
                        size_t cap);
 /* Remove the directory kernel_suite_begin made; returns rc. */
 int kernel_suite_end(const char *dir, int rc);
+
+/* Helpers the kernel suites share. */
+/* Whether ctx runs on the CUDA driver test double (tests/cudadouble), which
+ * loads kernels but never runs them: checks of computed values skip there. */
+bool test_on_cuda_double(dv_context *ctx);
+/* Kernel `name` of m; the running test fails when it is missing. */
+dv_kernel *test_kernel(dv_module *m, const char *name);
+/* A 1-D device array of ctx holding n elements of type t copied from data. */
+dv_array *test_dev_from(dv_context *ctx, const void *data, int64_t n, dv_type_id t);
+/* Copy all of d (synchronously) into host memory at data, laid out as d. */
+void test_to_host(const dv_array *d, void *data);
+/* Skip the running test, by name, on the CUDA test double (g_ctx). */
+#define NEEDS_EXECUTION()                                                                  \
+  do {                                                                                     \
+    if (test_on_cuda_double(g_ctx)) {                                                      \
+      printf("SKIPPED: %s: the CUDA test double does not execute kernels\n", __func__);  \
+      skip();                                                                              \
+    }                                                                                      \
+  } while (0)
 
 #define TEST_MAIN(suite, tests) \
   int main(int argc, char **argv) { return test_main(argc, argv, suite, tests, sizeof(tests) / sizeof(tests[0])); }

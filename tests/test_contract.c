@@ -21,12 +21,6 @@
 
 static char g_cache_dir[256];
 
-static bool is_double(void) {
-  dv_device_info di;
-  return strncmp(g_backend, "cuda", 4) == 0 && dv_context_device_info(g_ctx, &di) == DV_OK &&
-         strstr(di.name, "CUDA test double");
-}
-
 static dv_module *build(const char *name, const char *src, ...) {
   dv_program *p = NULL;
   assert_ok(dv_program_create(g_ctx, name, src, &p));
@@ -42,12 +36,6 @@ static dv_module *build(const char *name, const char *src, ...) {
   return m;
 }
 #define BUILD(name, src, ...) build(name, src, ##__VA_ARGS__, NULL)
-
-static dv_kernel *kernel(dv_module *m, const char *name) {
-  dv_kernel *k = NULL;
-  assert_ok(dv_module_kernel(m, name, &k));
-  return k;
-}
 
 static dv_array *dev_i32(int64_t n) {
   dv_array *d = NULL;
@@ -91,12 +79,12 @@ static void test_narrow_scalar_for_wide_parameter(void **state) {
   int64_t n = 1;
   assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_INT64), NULL, 'C', NULL, &out));
   dv_arg bad[] = {DV_ARG_ARRAY(out), DV_ARG_I32(5)};
-  assert_status(dv_kernel_launch(kernel(m, "wide"), &one, 2, bad), DV_ERR_KERNEL_ARGUMENT);
+  assert_status(dv_kernel_launch(test_kernel(m, "wide"), &one, 2, bad), DV_ERR_KERNEL_ARGUMENT);
   contains("kernel wide, parameter 2 of 2 (`dv_i64 n`): takes an int64 scalar (DV_ARG_I64); "
            "given an int32 scalar (DV_ARG_I32), and no conversion is made on any backend");
   dv_arg good[] = {DV_ARG_ARRAY(out), DV_ARG_I64(INT64_C(0x7f4f00000005))};
-  assert_ok(dv_kernel_launch(kernel(m, "wide"), &one, 2, good));
-  if (!is_double()) {
+  assert_ok(dv_kernel_launch(test_kernel(m, "wide"), &one, 2, good));
+  if (!test_on_cuda_double(g_ctx)) {
     int64_t v = 0;
     dv_array *h = NULL;
     assert_ok(dv_host_array_wrap(g_ctx, &v, 1, &n, dv_dtype_get(DV_INT64), NULL, &h));
@@ -114,11 +102,11 @@ static void test_float_for_int(void **state) {
   dv_module *m = BUILD("rows.dvk", src_rows);
   dv_array *out = dev_i32(1);
   dv_arg bad[] = {DV_ARG_ARRAY(out), DV_ARG_F32(2.0f)};
-  assert_status(dv_kernel_launch(kernel(m, "intp"), &one, 2, bad), DV_ERR_KERNEL_ARGUMENT);
+  assert_status(dv_kernel_launch(test_kernel(m, "intp"), &one, 2, bad), DV_ERR_KERNEL_ARGUMENT);
   contains("parameter 2 of 2 (`int n`): takes an int32 scalar (DV_ARG_I32); given a float32 scalar "
            "(DV_ARG_F32)");
   dv_arg bad2[] = {DV_ARG_ARRAY(out), DV_ARG_F64(2.0)};
-  assert_status(dv_kernel_launch(kernel(m, "intp"), &one, 2, bad2), DV_ERR_KERNEL_ARGUMENT);
+  assert_status(dv_kernel_launch(test_kernel(m, "intp"), &one, 2, bad2), DV_ERR_KERNEL_ARGUMENT);
   dv_array_release(out);
   dv_module_release(m);
 }
@@ -128,7 +116,7 @@ static void test_argument_count(void **state) {
   (void)state;
   dv_module *m = BUILD("rows.dvk", src_rows);
   dv_array *out = dev_i32(1);
-  dv_kernel *k = kernel(m, "five");
+  dv_kernel *k = test_kernel(m, "five");
   dv_arg args[] = {DV_ARG_ARRAY(out), DV_ARG_I32(1), DV_ARG_I32(2), DV_ARG_I32(3), DV_ARG_I32(4),
                    DV_ARG_I32(5)};
   assert_status(dv_kernel_launch(k, &one, 4, args), DV_ERR_KERNEL_ARGUMENT);
@@ -146,7 +134,7 @@ static void test_argument_count(void **state) {
 static void test_array_dtype_and_kind(void **state) {
   (void)state;
   dv_module *m = BUILD("rows.dvk", src_rows);
-  dv_kernel *k = kernel(m, "ints");
+  dv_kernel *k = test_kernel(m, "ints");
   int64_t n = 4;
   dv_array *f8 = NULL, *u4 = NULL;
   assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_FLOAT64), NULL, 'C', NULL, &f8));
@@ -165,11 +153,11 @@ static void test_array_dtype_and_kind(void **state) {
   contains("given an int32 scalar (DV_ARG_I32)");
   dv_array *d = dev_i32(4);
   dv_arg s[] = {DV_ARG_ARRAY(d), DV_ARG_I32(1)};
-  assert_status(dv_kernel_launch(kernel(m, "intp"), &one, 2, (dv_arg[]){s[1], s[0]}),
+  assert_status(dv_kernel_launch(test_kernel(m, "intp"), &one, 2, (dv_arg[]){s[1], s[0]}),
                 DV_ERR_KERNEL_ARGUMENT);
   contains("parameter 1 of 2 (`DV_ARRAY(int, out)`): takes a C-contiguous int32 array");
   dv_arg v[] = {DV_ARG_ARRAY(d)};
-  assert_status(dv_kernel_launch(kernel(m, "vfill"), &one, 1, v), DV_ERR_KERNEL_ARGUMENT);
+  assert_status(dv_kernel_launch(test_kernel(m, "vfill"), &one, 1, v), DV_ERR_KERNEL_ARGUMENT);
   contains("takes an int32 array with shape and strides (DV_ARG_VIEW or DV_ARG_SMART_VIEW)");
   dv_array_release(d);
   dv_array_release(f8);
@@ -186,11 +174,11 @@ static void test_strided_view(void **state) {
   dv_array *d = dev_i32(8), *v = NULL;
   assert_ok(dv_array_slice(d, 1, &DV_SLICE(0, 8, 2), &v));
   dv_arg a[] = {DV_ARG_ARRAY(v), DV_ARG_I32(4)};
-  assert_status(dv_kernel_launch(kernel(m, "fill"), &one, 2, a), DV_ERR_KERNEL_ARGUMENT);
+  assert_status(dv_kernel_launch(test_kernel(m, "fill"), &one, 2, a), DV_ERR_KERNEL_ARGUMENT);
   contains("given an int32 device array (DV_ARG_ARRAY), with shape (4) and byte strides (8), not "
            "C-contiguous: pass it with DV_ARG_VIEW to a DV_VIEW(T, name) parameter");
   dv_arg b[] = {DV_ARG_VIEW(v)};
-  assert_ok(dv_kernel_launch(kernel(m, "vfill"), &one, 1, b));
+  assert_ok(dv_kernel_launch(test_kernel(m, "vfill"), &one, 1, b));
   /* A host view of every other element: a dense temporary, written back. */
   int host[8] = {0};
   int64_t n8 = 8;
@@ -198,8 +186,8 @@ static void test_strided_view(void **state) {
   assert_ok(dv_host_array_wrap(g_ctx, host, 1, &n8, dv_dtype_get(DV_INT32), NULL, &h));
   assert_ok(dv_array_slice(h, 1, &DV_SLICE(1, 8, 2), &hv));
   dv_arg c[] = {DV_ARG_ARRAY(hv), DV_ARG_I32(4)};
-  assert_ok(dv_kernel_launch(kernel(m, "fill"), &one, 2, c));
-  if (!is_double()) {
+  assert_ok(dv_kernel_launch(test_kernel(m, "fill"), &one, 2, c));
+  if (!test_on_cuda_double(g_ctx)) {
     int got[8];
     dv_array *hg = NULL;
     assert_ok(dv_host_array_wrap(g_ctx, got, 1, &n8, dv_dtype_get(DV_INT32), NULL, &hg));
@@ -225,14 +213,14 @@ static const char *src_order =
 static void test_layouts_for_dv_array(void **state) {
   (void)state;
   dv_module *m = BUILD("order.dvk", src_order);
-  dv_kernel *k = kernel(m, "index");
+  dv_kernel *k = test_kernel(m, "index");
   int host[6] = {0};
   int64_t shape[2] = {2, 3}, fstr[2] = {4, 8}; /* F order */
   dv_array *h = NULL;
   assert_ok(dv_host_array_wrap(g_ctx, host, 2, shape, dv_dtype_get(DV_INT32), fstr, &h));
   dv_arg a[] = {DV_ARG_ARRAY_OUT(h), DV_ARG_I32(6)};
   assert_ok(dv_kernel_launch(k, &one, 2, a));
-  if (!is_double()) /* element (i, j) got C index 3 i + j; it lives at host[i + 2 j] */
+  if (!test_on_cuda_double(g_ctx)) /* element (i, j) got C index 3 i + j; it lives at host[i + 2 j] */
     for (int i = 0; i < 2; i++)
       for (int j = 0; j < 3; j++) assert_int_equal(host[i + 2 * j], 3 * i + j);
   /* A smart array adopting a strided device view. */
@@ -258,11 +246,11 @@ static void test_layouts_for_dv_array(void **state) {
 static void test_kernel_outlives_module(void **state) {
   (void)state;
   dv_module *m = BUILD("rows.dvk", src_rows), *m2 = BUILD("rows.dvk", src_rows);
-  dv_kernel *held = dv_kernel_retain(kernel(m, "intp"));
+  dv_kernel *held = dv_kernel_retain(test_kernel(m, "intp"));
   /* A borrowed kernel of a module a hold keeps loaded stays valid ... */
-  dv_kernel *sibling = kernel(m, "five");
+  dv_kernel *sibling = test_kernel(m, "five");
   /* ... one of a module with no reference left does not. */
-  dv_kernel *borrowed = kernel(m2, "five");
+  dv_kernel *borrowed = test_kernel(m2, "five");
   dv_module_release(m);
   dv_module_release(m2);
   assert_ok(dv_context_flush_deallocs(g_ctx));
@@ -279,7 +267,7 @@ static void test_kernel_outlives_module(void **state) {
   dv_array_release(out2);
   assert_status(dv_kernel_launch(borrowed, &one, 5, b), DV_ERR_MISUSE);
   contains("kernel five is used after the last reference to its module was released");
-  if (!is_double()) {
+  if (!test_on_cuda_double(g_ctx)) {
     int v = 0;
     int64_t n = 1;
     dv_array *h = NULL;
@@ -308,13 +296,13 @@ static void test_kernel_outlives_module(void **state) {
 static void test_signedness_rule(void **state) {
   (void)state;
   dv_module *m = BUILD("rows.dvk", src_rows);
-  dv_kernel *k = kernel(m, "uns");
+  dv_kernel *k = test_kernel(m, "uns");
   int64_t n = 3;
   dv_array *out = NULL;
   assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_INT64), NULL, 'C', NULL, &out));
   dv_arg ok[] = {DV_ARG_ARRAY(out), DV_ARG_I32(2147483647), DV_ARG_U32(2147483647u), DV_ARG_BOOL(7)};
   assert_ok(dv_kernel_launch(k, &one, 4, ok));
-  if (!is_double()) {
+  if (!test_on_cuda_double(g_ctx)) {
     int64_t v[3];
     dv_array *h = NULL;
     assert_ok(dv_host_array_wrap(g_ctx, v, 1, &n, dv_dtype_get(DV_INT64), NULL, &h));
@@ -359,13 +347,13 @@ static void test_scalar_constructors(void **state) {
                    DV_ARG_U16(60000), DV_ARG_I32(-2000000000), DV_ARG_U32(4000000000u),
                    DV_ARG_I64(-(INT64_C(1) << 40)), DV_ARG_U64(UINT64_C(1) << 50),
                    DV_ARG_F32(0.25f), DV_ARG_F64(-1.5), DV_ARG_BOOL(1)};
-  dv_kernel *k = kernel(m, "every");
+  dv_kernel *k = test_kernel(m, "every");
   assert_ok(dv_kernel_launch(k, &one, 12, args));
   /* The pointer form (dv_arg.value) still works, and wins over .scalar. */
   int8_t v8 = -7;
   args[1] = (dv_arg){.kind = DV_ARG_SCALAR, .type = DV_INT8, .value = &v8, .scalar = {.i8 = 1}};
   assert_ok(dv_kernel_launch(k, &one, 12, args));
-  if (!is_double()) {
+  if (!test_on_cuda_double(g_ctx)) {
     double r[11];
     dv_array *h = NULL;
     assert_ok(dv_host_array_wrap(g_ctx, r, 1, &n, dv_dtype_get(DV_FLOAT64), NULL, &h));
@@ -393,7 +381,7 @@ static const char *src_half =
 static void test_half_arguments(void **state) {
   (void)state;
   dv_module *m = BUILD("half.dvk", src_half);
-  dv_kernel *k = kernel(m, "half_arg");
+  dv_kernel *k = test_kernel(m, "half_arg");
   int64_t n = 2;
   uint16_t xh[2] = {dv_half_from_float(0.5f), dv_half_from_float(-2.25f)};
   dv_array *out = NULL, *hx = NULL, *x = NULL, *f4 = NULL;
@@ -410,7 +398,7 @@ static void test_half_arguments(void **state) {
   a[1] = DV_ARG_ARRAY(f4);
   assert_status(dv_kernel_launch(k, &one, 3, a), DV_ERR_KERNEL_ARGUMENT);
   contains("takes a C-contiguous float16 array");
-  if (!is_double()) {
+  if (!test_on_cuda_double(g_ctx)) {
     float r[2];
     dv_array *h = NULL;
     assert_ok(dv_host_array_wrap(g_ctx, r, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, &h));
@@ -443,7 +431,7 @@ static void test_parameters_as_read(void **state) {
   (void)state;
   for (int dbl = 0; dbl < 2; dbl++) {
     dv_module *m = dbl ? BUILD("refl.dvk", src_reflect, "USE_DOUBLE") : BUILD("refl.dvk", src_reflect);
-    dv_kernel *k = kernel(m, "refl");
+    dv_kernel *k = test_kernel(m, "refl");
     assert_int_equal(dv_kernel_num_params(k), 4);
     dv_kernel_param p;
     assert_ok(dv_kernel_param_info(k, 0, &p));
@@ -500,7 +488,7 @@ static void test_unreadable_declarations(void **state) {
   (void)state;
   dv_module *m = BUILD("unreadable.dvk", src_unreadable);
   /* A function-like macro that declares a kernel is read through its expansion. */
-  dv_kernel *k = kernel(m, "made_k");
+  dv_kernel *k = test_kernel(m, "made_k");
   dv_kernel_param p;
   assert_ok(dv_kernel_param_info(k, 0, &p));
   assert_int_equal(p.type, DV_FLOAT32);
@@ -515,13 +503,13 @@ static void test_unreadable_declarations(void **state) {
   assert_status(dv_module_kernel(m, "variadic", &k), DV_ERR_KERNEL_ARGUMENT);
   /* cl_khr_fp64 is known exactly: OpenCL's device says (PoCL has it), the
    * other backends have no cl_ macros. */
-  k = kernel(m, "either");
+  k = test_kernel(m, "either");
   assert_ok(dv_kernel_param_info(k, 0, &p));
   assert_int_equal(p.type, strncmp(g_backend, "opencl", 6) == 0 ? DV_FLOAT64 : DV_FLOAT32);
   /* A name only the compiler knows: both readings possible, refused. */
   assert_status(dv_module_kernel(m, "unsure", &k), DV_ERR_KERNEL_ARGUMENT);
   contains("declared more than once with different parameter lists");
-  k = kernel(m, "fine");
+  k = test_kernel(m, "fine");
   assert_ok(dv_kernel_param_info(k, 0, &p));
   assert_int_equal(p.type, DV_FLOAT32);
   dv_module_release(m);
@@ -545,7 +533,7 @@ static void test_parameter_space(void **state) {
   dv_array *d = dev_i32(1);
   dv_arg a[7];
   for (int i = 0; i < 7; i++) a[i] = DV_ARG_VIEW(d);
-  dv_status rc = dv_kernel_launch(kernel(m, "seven"), &one, 7, a);
+  dv_status rc = dv_kernel_launch(test_kernel(m, "seven"), &one, 7, a);
   if (strncmp(g_backend, "opencl", 6) == 0) {
     assert_int_equal(rc, DV_ERR_KERNEL_ARGUMENT);
     contains("kernel seven: its 7 parameters take 1064 bytes; the device allows");

@@ -23,22 +23,6 @@ enum { B = 64, G = 16, NT = B * G };
 
 static char g_cache_dir[256];
 
-static bool is_backend(const char *name) { return strncmp(g_backend, name, strlen(name)) == 0; }
-
-/* True on the CUDA driver test double, which loads kernels but cannot run them. */
-static bool cannot_execute(void) {
-  dv_device_info di;
-  return is_backend("cuda") && dv_context_device_info(g_ctx, &di) == DV_OK &&
-         strstr(di.name, "CUDA test double") != NULL;
-}
-#define NEEDS_EXECUTION()                                                                \
-  do {                                                                                   \
-    if (cannot_execute()) {                                                              \
-      printf("SKIPPED: %s: the CUDA test double does not execute kernels\n", __func__); \
-      skip();                                                                            \
-    }                                                                                    \
-  } while (0)
-
 static dv_module *build(void) {
   char path[512];
   snprintf(path, sizeof path, "%s/atomics2.dvk", DV_TEST_KERNELS_DIR);
@@ -54,32 +38,15 @@ static dv_module *build(void) {
   return m;
 }
 
-static dv_kernel *kernel(dv_module *m, const char *name) {
-  dv_kernel *k = NULL;
-  assert_ok(dv_module_kernel(m, name, &k));
-  return k;
-}
-
-static dv_array *dev_from(const void *data, int64_t n, dv_type_id t) {
-  dv_array *h, *d;
-  assert_ok(dv_host_array_wrap(g_ctx, (void *)data, 1, &n, dv_dtype_get(t), NULL, &h));
-  assert_ok(dv_to_device(g_ctx, h, NULL, 1, NULL, &d));
-  dv_array_release(h);
-  return d;
-}
-
+/* Copy d back and release it. */
 static void to_host(dv_array *d, void *data) {
-  dv_array *h;
-  assert_ok(dv_host_array_wrap(g_ctx, data, dv_array_ndim(d), dv_array_shape(d),
-                               dv_array_dtype(d), NULL, &h));
-  assert_ok(dv_copy_to_host(d, h, NULL, NULL));
-  dv_array_release(h);
+  test_to_host(d, data);
   dv_array_release(d);
 }
 
 static void launch(dv_module *m, const char *name, int nargs, dv_arg *args) {
   dv_launch_config c = {{G, 1, 1}, {B, 1, 1}, 0, NULL};
-  assert_ok(dv_kernel_launch(kernel(m, name), &c, nargs, args));
+  assert_ok(dv_kernel_launch(test_kernel(m, name), &c, nargs, args));
 }
 
 /* atomics2.dvk's mix64. */
@@ -120,8 +87,8 @@ static void test_bitops_global(void **state) {
     e64u[0] &= ~even64, e64u[1] |= even64, e64u[2] ^= h * 3;
   }
   dv_module *m = build();
-  dv_array *a = dev_from(w32i, 3, DV_INT32), *b = dev_from(w32u, 3, DV_UINT32),
-           *c = dev_from(w64i, 3, DV_INT64), *d = dev_from(w64u, 3, DV_UINT64);
+  dv_array *a = test_dev_from(g_ctx, w32i, 3, DV_INT32), *b = test_dev_from(g_ctx, w32u, 3, DV_UINT32),
+           *c = test_dev_from(g_ctx, w64i, 3, DV_INT64), *d = test_dev_from(g_ctx, w64u, 3, DV_UINT64);
   dv_arg args[] = {DV_ARG_ARRAY(a), DV_ARG_ARRAY(b), DV_ARG_ARRAY(c), DV_ARG_ARRAY(d)};
   launch(m, "bits_global", 4, args);
   to_host(a, w32i), to_host(b, w32u), to_host(c, w64i), to_host(d, w64u);
@@ -209,8 +176,8 @@ static void test_inc_dec(void **state) {
   memcpy(c64, init64, sizeof c64);
   dv_module *m = build();
   int64_t no = (int64_t)NT * 16, nf = (int64_t)G * 8;
-  dv_array *a = dev_from(c32, 4, DV_UINT32), *b = dev_from(c64, 4, DV_UINT64),
-           *i32 = dev_from(init32, 4, DV_UINT32), *i64 = dev_from(init64, 4, DV_UINT64), *olds,
+  dv_array *a = test_dev_from(g_ctx, c32, 4, DV_UINT32), *b = test_dev_from(g_ctx, c64, 4, DV_UINT64),
+           *i32 = test_dev_from(g_ctx, init32, 4, DV_UINT32), *i64 = test_dev_from(g_ctx, init64, 4, DV_UINT64), *olds,
            *sfinal;
   assert_ok(dv_device_array(g_ctx, 1, &no, dv_dtype_get(DV_UINT64), NULL, 'C', NULL, &olds));
   assert_ok(dv_device_array(g_ctx, 1, &nf, dv_dtype_get(DV_UINT64), NULL, 'C', NULL, &sfinal));
@@ -306,7 +273,7 @@ static void test_f64_add_xchg(void **state) {
   double g[2] = {0.5, -2.0};
   dv_module *m = build();
   int64_t no = (int64_t)NT * 4, nf = (int64_t)G * 2;
-  dv_array *dg = dev_from(g, 2, DV_FLOAT64), *olds, *sfinal;
+  dv_array *dg = test_dev_from(g_ctx, g, 2, DV_FLOAT64), *olds, *sfinal;
   assert_ok(dv_device_array(g_ctx, 1, &no, dv_dtype_get(DV_FLOAT64), NULL, 'C', NULL, &olds));
   assert_ok(dv_device_array(g_ctx, 1, &nf, dv_dtype_get(DV_FLOAT64), NULL, 'C', NULL, &sfinal));
   dv_arg args[] = {DV_ARG_ARRAY(dg), DV_ARG_ARRAY(olds), DV_ARG_ARRAY(sfinal)};
@@ -360,7 +327,7 @@ static void test_cas_float(void **state) {
   memcpy(&d[2], &nan64, 8);
   dv_module *m = build();
   int64_t nt = (int64_t)NT * 4, nf = (int64_t)G * 2;
-  dv_array *df = dev_from(f, 6, DV_FLOAT32), *dd = dev_from(d, 6, DV_FLOAT64), *tickets, *sfinal;
+  dv_array *df = test_dev_from(g_ctx, f, 6, DV_FLOAT32), *dd = test_dev_from(g_ctx, d, 6, DV_FLOAT64), *tickets, *sfinal;
   assert_ok(dv_device_array(g_ctx, 1, &nt, dv_dtype_get(DV_FLOAT64), NULL, 'C', NULL, &tickets));
   assert_ok(dv_device_array(g_ctx, 1, &nf, dv_dtype_get(DV_FLOAT64), NULL, 'C', NULL, &sfinal));
   dv_arg args[] = {DV_ARG_ARRAY(df), DV_ARG_ARRAY(dd), DV_ARG_ARRAY(tickets), DV_ARG_ARRAY(sfinal)};
@@ -395,7 +362,7 @@ static void test_kernels_build(void **state) {
   (void)state;
   dv_module *m = build();
   const char *names[] = {"bits_global", "bits_shared", "incdec", "f64_rmw", "cas_float"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++) assert_non_null(kernel(m, names[i]));
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) assert_non_null(test_kernel(m, names[i]));
   dv_module_release(m);
 }
 

@@ -33,18 +33,6 @@ static char *read_source(const char *file) {
 
 static bool is_backend(const char *name) { return strncmp(g_backend, name, strlen(name)) == 0; }
 
-/* The CUDA driver test double (tests/cudadouble) loads and checks kernels
- * but cannot run them: tests that read what a kernel computed skip by name. */
-#define NEEDS_EXECUTION()                                                                      \
-  do {                                                                                         \
-    dv_device_info di_;                                                                        \
-    if (is_backend("cuda") && dv_context_device_info(g_ctx, &di_) == DV_OK &&                  \
-        strstr(di_.name, "CUDA test double")) {                                                \
-      printf("SKIPPED: %s: the CUDA test double does not execute kernels\n", __func__);       \
-      skip();                                                                                  \
-    }                                                                                          \
-  } while (0)
-
 /* Build tests/kernels/<file> on ctx with "NAME=VALUE" defines (NULL-terminated). */
 static dv_status build_on(dv_context *ctx, const char *file, unsigned flags, dv_module **m, ...) {
   char *src = read_source(file);
@@ -70,29 +58,6 @@ static dv_status build_on(dv_context *ctx, const char *file, unsigned flags, dv_
 }
 #define BUILD(file, m, ...) build_on(g_ctx, file, 0, m, ##__VA_ARGS__, NULL)
 
-static dv_kernel *kernel(dv_module *m, const char *name) {
-  dv_kernel *k = NULL;
-  assert_ok(dv_module_kernel(m, name, &k));
-  assert_non_null(k);
-  return k;
-}
-
-static dv_array *dev_from(const void *data, int64_t n, dv_type_id t) {
-  dv_array *h, *d;
-  assert_ok(dv_host_array_wrap(g_ctx, (void *)data, 1, &n, dv_dtype_get(t), NULL, &h));
-  assert_ok(dv_to_device(g_ctx, h, NULL, 1, NULL, &d));
-  dv_array_release(h);
-  return d;
-}
-
-static void to_host(const dv_array *d, void *data) {
-  dv_array *h;
-  assert_ok(dv_host_array_wrap(g_ctx, data, dv_array_ndim(d), dv_array_shape(d),
-                               dv_array_dtype(d), NULL, &h));
-  assert_ok(dv_copy_to_host(d, h, NULL, NULL));
-  dv_array_release(h);
-}
-
 static dv_launch_config cfg1(uint32_t grid, uint32_t block) {
   dv_launch_config c = {{grid, 1, 1}, {block, 1, 1}, 0, NULL};
   return c;
@@ -108,23 +73,23 @@ static void test_scale_and_scalars(void **state) {
   for (int i = 0; i < N; i++) x[i] = (float)i;
   dv_module *m;
   assert_ok(BUILD("basic.dvk", &m));
-  dv_array *dx = dev_from(x, N, DV_FLOAT32), *dy;
+  dv_array *dx = test_dev_from(g_ctx, x, N, DV_FLOAT32), *dy;
   int64_t n = N;
   assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &dy));
   dv_arg args[] = {DV_ARG_ARRAY(dx), DV_ARG_ARRAY(dy), DV_ARG_F32(2.5f), DV_ARG_I32(N)};
   dv_launch_config c = cfg1((N + 127) / 128, 128);
-  assert_ok(dv_kernel_launch(kernel(m, "scale"), &c, 4, args));
-  to_host(dy, y);
+  assert_ok(dv_kernel_launch(test_kernel(m, "scale"), &c, 4, args));
+  test_to_host(dy, y);
   for (int i = 0; i < N; i++) assert_true(y[i] == 2.5f * (float)i);
 
   /* int64, uint32 and double scalars. */
   int64_t v[64];
   for (int i = 0; i < 64; i++) v[i] = (int64_t)i << 34;
-  dv_array *dv = dev_from(v, 64, DV_INT64);
+  dv_array *dv = test_dev_from(g_ctx, v, 64, DV_INT64);
   dv_arg a2[] = {DV_ARG_ARRAY(dv), DV_ARG_I64((int64_t)1 << 40), DV_ARG_F64(1.5), DV_ARG_U32(64)};
   c = cfg1(2, 32);
-  assert_ok(dv_kernel_launch(kernel(m, "add64"), &c, 4, a2));
-  to_host(dv, v);
+  assert_ok(dv_kernel_launch(test_kernel(m, "add64"), &c, 4, a2));
+  test_to_host(dv, v);
   for (int i = 0; i < 64; i++) assert_true(v[i] == ((int64_t)i << 34) + ((int64_t)1 << 40) + 3);
 
   /* A view of a pool block or a slice: the offset reaches the kernel. */
@@ -133,8 +98,8 @@ static void test_scale_and_scalars(void **state) {
   assert_ok(dv_array_slice(dx, 1, &idx, &tail));
   dv_arg a3[] = {DV_ARG_ARRAY(tail), DV_ARG_ARRAY(dy), DV_ARG_F32(1.0f), DV_ARG_I32(500)};
   c = cfg1(4, 128);
-  assert_ok(dv_kernel_launch(kernel(m, "scale"), &c, 4, a3));
-  to_host(dy, y);
+  assert_ok(dv_kernel_launch(test_kernel(m, "scale"), &c, 4, a3));
+  test_to_host(dy, y);
   for (int i = 0; i < 500; i++) assert_true(y[i] == (float)(i + 500));
   dv_array_release(tail);
   dv_array_release(dv);
@@ -151,11 +116,11 @@ static void test_indices_2d(void **state) {
   memset(out, 0xff, sizeof out);
   dv_module *m;
   assert_ok(BUILD("basic.dvk", &m));
-  dv_array *d = dev_from(out, T * 8, DV_INT32);
+  dv_array *d = test_dev_from(g_ctx, out, T * 8, DV_INT32);
   dv_arg a[] = {DV_ARG_ARRAY(d)};
   dv_launch_config c = {{GX, GY, 1}, {BX, BY, 1}, 0, NULL};
-  assert_ok(dv_kernel_launch(kernel(m, "indices"), &c, 1, a));
-  to_host(d, out);
+  assert_ok(dv_kernel_launch(test_kernel(m, "indices"), &c, 1, a));
+  test_to_host(d, out);
   for (int by = 0; by < GY; by++)
     for (int bx = 0; bx < GX; bx++)
       for (int ty = 0; ty < BY; ty++)
@@ -192,7 +157,7 @@ static void test_view_argument(void **state) {
   assert_ok(BUILD("basic.dvk", &m));
   dv_arg args[] = {DV_ARG_VIEW(v), DV_ARG_F32(-1.0f)};
   dv_launch_config c = {{1, 1, 1}, {4, 4, 1}, 0, NULL};
-  assert_ok(dv_kernel_launch(kernel(m, "view_scale"), &c, 2, args));
+  assert_ok(dv_kernel_launch(test_kernel(m, "view_scale"), &c, 2, args));
   assert_ok(dv_copy_to_host(d, h, NULL, NULL));
   for (int i = 0; i < 6; i++)
     for (int j = 0; j < 8; j++) {
@@ -212,12 +177,12 @@ static void test_math(void **state) {
   double dd[3] = {-1, -1, -1};
   dv_module *m;
   assert_ok(BUILD("basic.dvk", &m));
-  dv_array *df = dev_from(f, 8, DV_FLOAT32), *ddv = dev_from(dd, 3, DV_FLOAT64);
+  dv_array *df = test_dev_from(g_ctx, f, 8, DV_FLOAT32), *ddv = test_dev_from(g_ctx, dd, 3, DV_FLOAT64);
   dv_arg a[] = {DV_ARG_ARRAY(df), DV_ARG_ARRAY(ddv)};
   dv_launch_config c = cfg1(1, 1);
-  assert_ok(dv_kernel_launch(kernel(m, "math"), &c, 2, a));
-  to_host(df, f);
-  to_host(ddv, dd);
+  assert_ok(dv_kernel_launch(test_kernel(m, "math"), &c, 2, a));
+  test_to_host(df, f);
+  test_to_host(ddv, dd);
   float want[8] = {4, 1, 2.5f, 3, 4, 2, 1024, 5};
   for (int i = 0; i < 8; i++) assert_true(fabsf(f[i] - want[i]) < 1e-5f);
   if (dd[0] != -1) { /* the device has doubles */
@@ -237,11 +202,11 @@ static int reverse_run(const char *def1, const char *def2, int *wrong) {
   for (int i = 0; i < N; i++) in[i] = i * 3 + 1, out[i] = -1;
   dv_module *m;
   assert_ok(build_on(g_ctx, "reverse.dvk", 0, &m, "B=64", def1, def2, NULL));
-  dv_array *di = dev_from(in, N, DV_INT32), *dout = dev_from(out, N, DV_INT32);
+  dv_array *di = test_dev_from(g_ctx, in, N, DV_INT32), *dout = test_dev_from(g_ctx, out, N, DV_INT32);
   dv_arg a[] = {DV_ARG_ARRAY(di), DV_ARG_ARRAY(dout)};
   dv_launch_config c = cfg1(G, B);
-  assert_ok(dv_kernel_launch(kernel(m, "reverse"), &c, 2, a));
-  to_host(dout, out);
+  assert_ok(dv_kernel_launch(test_kernel(m, "reverse"), &c, 2, a));
+  test_to_host(dout, out);
   *wrong = 0;
   for (int b = 0; b < G; b++)
     for (int t = 0; t < B; t++)
@@ -281,17 +246,17 @@ static void test_wavebarrier(void **state) {
   for (int pass = 0; pass < 2; pass++) {
     dv_module *m;
     assert_ok(build_on(g_ctx, "reverse.dvk", 0, &m, pass ? "NO_SYNC" : "WITH_SYNC", NULL));
-    dv_kernel *k = kernel(m, "wave_swap");
+    dv_kernel *k = test_kernel(m, "wave_swap");
     dv_kernel_attrs at;
     assert_ok(dv_kernel_attributes(k, &at));
     assert_true(at.wave_size >= 1);
-    dv_array *di = dev_from(in, N, DV_INT32), *dout;
+    dv_array *di = test_dev_from(g_ctx, in, N, DV_INT32), *dout;
     int64_t n = N;
     assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &dout));
     dv_arg a[] = {DV_ARG_ARRAY(di), DV_ARG_ARRAY(dout)};
     dv_launch_config c = cfg1(G, B);
     assert_ok(dv_kernel_launch(k, &c, 2, a));
-    to_host(dout, out);
+    test_to_host(dout, out);
     int wrong = 0;
     for (int i = 0; i < N; i++) wrong += out[i] != in[i ^ 1];
     if (!pass)
@@ -309,7 +274,7 @@ static void test_dynamic_shared_sizes(void **state) {
   NEEDS_EXECUTION();
   dv_module *m;
   assert_ok(BUILD("dynshared.dvk", &m));
-  dv_kernel *k = kernel(m, "dyn_reverse");
+  dv_kernel *k = test_kernel(m, "dyn_reverse");
   /* The same kernel with three sizes, one after the other. */
   const int sizes[] = {3, 64, 200};
   for (size_t s = 0; s < 3; s++) {
@@ -317,13 +282,13 @@ static void test_dynamic_shared_sizes(void **state) {
     float *a = malloc(sizeof(float) * (size_t)(n * G));
     int *b = malloc(sizeof(int) * (size_t)(n * G));
     for (int i = 0; i < n * G; i++) a[i] = (float)i + 0.5f, b[i] = -i;
-    dv_array *da = dev_from(a, n * G, DV_FLOAT32), *db = dev_from(b, n * G, DV_INT32);
+    dv_array *da = test_dev_from(g_ctx, a, n * G, DV_FLOAT32), *db = test_dev_from(g_ctx, b, n * G, DV_INT32);
     dv_arg args[] = {DV_ARG_ARRAY(da), DV_ARG_ARRAY(db), DV_ARG_I32(n)};
     dv_launch_config c = cfg1((uint32_t)G, (uint32_t)n);
     c.dynamic_shared = (size_t)n * (sizeof(float) + sizeof(int)) + 16;
     assert_ok(dv_kernel_launch(k, &c, 3, args));
-    to_host(da, a);
-    to_host(db, b);
+    test_to_host(da, a);
+    test_to_host(db, b);
     for (int g = 0; g < G; g++)
       for (int t = 0; t < n; t++) {
         assert_true(a[g * n + t] == (float)(g * n + n - 1 - t) + 0.5f);
@@ -349,8 +314,8 @@ static void test_local_arrays_private(void **state) {
   assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &d));
   dv_arg a[] = {DV_ARG_ARRAY(d)};
   dv_launch_config c = cfg1(G, B);
-  assert_ok(dv_kernel_launch(kernel(m, "local_sum"), &c, 1, a));
-  to_host(d, out);
+  assert_ok(dv_kernel_launch(test_kernel(m, "local_sum"), &c, 1, a));
+  test_to_host(d, out);
   for (int t = 0; t < N; t++) {
     int want = 0;
     for (int k = 0; k < L; k++) want += t * L + k + t;
@@ -386,7 +351,7 @@ static void test_constant_memory(void **state) {
   assert_non_null(strstr(dv_last_error(), "name"));
   assert_status(dv_program_constant(p, NULL, hc), DV_ERR_NULL_ARGUMENT);
   assert_non_null(strstr(dv_last_error(), "name"));
-  dv_array *dev_data = dev_from(coef, 8, DV_FLOAT32), *empty;
+  dv_array *dev_data = test_dev_from(g_ctx, coef, 8, DV_FLOAT32), *empty;
   assert_status(dv_program_constant(p, "on_device", dev_data), DV_ERR_INVALID_ARGUMENT);
   dv_array_release(dev_data);
   int64_t zero = 0;
@@ -414,18 +379,18 @@ static void test_constant_memory(void **state) {
   assert_ok(dv_device_array(g_ctx, 1, &nn, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &d));
   dv_arg a[] = {DV_ARG_ARRAY(d), DV_ARG_I32(N)};
   dv_launch_config c = cfg1(1, 64);
-  dv_kernel *k = kernel(m, "apply_coef");
+  dv_kernel *k = test_kernel(m, "apply_coef");
   dv_kernel_attrs at;
   assert_ok(dv_kernel_attributes(k, &at));
   assert_true(at.constant_bytes == 0 || at.constant_bytes >= 52);
   assert_ok(dv_kernel_launch(k, &c, 2, a));
-  to_host(d, out);
+  test_to_host(d, out);
   for (int i = 0; i < N; i++) assert_true(out[i] == (float)(idx[i % 5] + 1) * 20.0f);
   /* Update between launches, from the host and from a device array. */
   for (int i = 0; i < 8; i++) coef[i] = (float)(100 + i);
   assert_ok(dv_module_set_constant(m, "coef", hc, NULL));
   assert_ok(dv_kernel_launch(k, &c, 2, a));
-  to_host(d, out);
+  test_to_host(d, out);
   for (int i = 0; i < N; i++) assert_true(out[i] == (float)(100 + idx[i % 5]) * 2.0f);
   /* A strided host source: every other element of a 16-element array. */
   float wide[16];
@@ -437,21 +402,21 @@ static void test_constant_memory(void **state) {
   assert_ok(dv_array_slice(hw, 1, &ev2, &hstrided));
   assert_ok(dv_module_set_constant(m, "coef", hstrided, NULL));
   assert_ok(dv_kernel_launch(k, &c, 2, a));
-  to_host(d, out);
+  test_to_host(d, out);
   for (int i = 0; i < N; i++) assert_true(out[i] == (float)(200 + idx[i % 5]) * 2.0f);
   dv_array_release(hstrided);
   dv_array_release(hw);
   for (int i = 0; i < 8; i++) coef[i] = (float)(100 + i);
   assert_ok(dv_module_set_constant(m, "coef", hc, NULL));
   int32_t idx2[5] = {2, 2, 2, 2, 2};
-  dv_array *di = dev_from(idx2, 5, DV_INT32);
+  dv_array *di = test_dev_from(g_ctx, idx2, 5, DV_INT32);
   dv_stream *s;
   assert_ok(dv_stream_create(g_ctx, 0, &s));
   assert_ok(dv_module_set_constant(m, "idx", di, s));
   c.stream = s;
   assert_ok(dv_kernel_launch(k, &c, 2, a));
   assert_ok(dv_stream_synchronize(s));
-  to_host(d, out);
+  test_to_host(d, out);
   for (int i = 0; i < N; i++) assert_true(out[i] == 204.0f);
   /* Wrong name, dtype, size. */
   assert_status(dv_module_set_constant(m, "nope", hc, NULL), DV_ERR_INVALID_ARGUMENT);
@@ -480,15 +445,15 @@ static void test_atomics_contention(void **state) {
   uint32_t u32[3] = {0, 0xffffffffu, 0};
   dv_module *m;
   assert_ok(BUILD("atomics.dvk", &m));
-  dv_array *a = dev_from(c32, 8, DV_INT32), *b = dev_from(c64, 6, DV_INT64),
-           *cf = dev_from(f, 3, DV_FLOAT32), *cu = dev_from(u32, 3, DV_UINT32);
+  dv_array *a = test_dev_from(g_ctx, c32, 8, DV_INT32), *b = test_dev_from(g_ctx, c64, 6, DV_INT64),
+           *cf = test_dev_from(g_ctx, f, 3, DV_FLOAT32), *cu = test_dev_from(g_ctx, u32, 3, DV_UINT32);
   dv_arg args[] = {DV_ARG_ARRAY(a), DV_ARG_ARRAY(b), DV_ARG_ARRAY(cf), DV_ARG_ARRAY(cu)};
   dv_launch_config c = cfg1(G, B);
-  assert_ok(dv_kernel_launch(kernel(m, "atomics"), &c, 4, args));
-  to_host(a, c32);
-  to_host(b, c64);
-  to_host(cf, f);
-  to_host(cu, u32);
+  assert_ok(dv_kernel_launch(test_kernel(m, "atomics"), &c, 4, args));
+  test_to_host(a, c32);
+  test_to_host(b, c64);
+  test_to_host(cf, f);
+  test_to_host(cu, u32);
   assert_int_equal(c32[0], T);
   assert_int_equal(c32[1], -(T - 1));
   assert_int_equal(c32[2], T - 1);
@@ -535,7 +500,7 @@ static void test_matmul(void **state) {
       B[i] = (float)rnd_range(-100, 100) / 50.0f;
     }
     matmul_ref(A, B, R, n);
-    dv_array *dA = dev_from(A, (int64_t)nn, DV_FLOAT32), *dB = dev_from(B, (int64_t)nn, DV_FLOAT32),
+    dv_array *dA = test_dev_from(g_ctx, A, (int64_t)nn, DV_FLOAT32), *dB = test_dev_from(g_ctx, B, (int64_t)nn, DV_FLOAT32),
              *dC;
     int64_t sz = (int64_t)nn;
     assert_ok(dv_device_array(g_ctx, 1, &sz, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &dC));
@@ -545,8 +510,8 @@ static void test_matmul(void **state) {
       dv_arg args[] = {DV_ARG_ARRAY(dA), DV_ARG_ARRAY(dB), DV_ARG_ARRAY(dC), DV_ARG_I32(n)};
       uint32_t g = (uint32_t)((n + 15) / 16);
       dv_launch_config c = {{g, g, 1}, {16, 16, 1}, 0, NULL};
-      assert_ok(dv_kernel_launch(kernel(m, names[v]), &c, 4, args));
-      to_host(dC, C);
+      assert_ok(dv_kernel_launch(test_kernel(m, names[v]), &c, 4, args));
+      test_to_host(dC, C);
       double err = 0;
       for (size_t i = 0; i < nn; i++) err = fmax(err, fabs(C[i] - R[i]));
       if (err > 1e-3) fail_msg("%s n=%d: max abs error %g", names[v], n, err);
@@ -565,7 +530,7 @@ static void test_launch_limits(void **state) {
   (void)state;
   dv_module *m;
   assert_ok(BUILD("basic.dvk", &m));
-  dv_kernel *k = kernel(m, "empty");
+  dv_kernel *k = test_kernel(m, "empty");
   dv_kernel_attrs at;
   assert_ok(dv_kernel_attributes(k, &at));
   assert_true(at.max_threads_per_block >= 1);
@@ -594,7 +559,7 @@ static void test_launch_limits(void **state) {
   int64_t one = 1;
   dv_array *h;
   assert_ok(dv_host_array_wrap(g_ctx, &x, 1, &one, dv_dtype_get(DV_FLOAT32), NULL, &h));
-  dv_kernel *ks = kernel(m, "scale");
+  dv_kernel *ks = test_kernel(m, "scale");
   dv_arg bad[] = {DV_ARG_ARRAY(h), DV_ARG_ARRAY(h), DV_ARG_F32(1), DV_ARG_I32(1)};
   c = cfg1(1, 1);
   assert_ok(dv_kernel_launch(ks, &c, 4, bad));
@@ -606,7 +571,7 @@ static void test_launch_limits(void **state) {
   dv_array *d9;
   assert_ok(dv_device_array(g_ctx, 9, shape9, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &d9));
   dv_arg v9[] = {DV_ARG_VIEW(d9), DV_ARG_F32(1)};
-  assert_status(dv_kernel_launch(kernel(m, "view_scale"), &c, 2, v9), DV_ERR_KERNEL_ARGUMENT);
+  assert_status(dv_kernel_launch(test_kernel(m, "view_scale"), &c, 2, v9), DV_ERR_KERNEL_ARGUMENT);
   /* A wrong count is refused on every backend (the kernel layer counts). */
   dv_arg few[] = {DV_ARG_I32(1), DV_ARG_I32(2)};
   assert_status(dv_kernel_launch(k, &c, 2, few), DV_ERR_KERNEL_ARGUMENT);
@@ -686,7 +651,7 @@ static void test_stream_order_and_release(void **state) {
   for (int i = 0; i < N; i++) x[i] = (float)i;
   dv_module *m;
   assert_ok(BUILD("basic.dvk", &m));
-  dv_kernel *k = kernel(m, "scale");
+  dv_kernel *k = test_kernel(m, "scale");
   dv_stream *s1, *s2;
   assert_ok(dv_stream_create(g_ctx, 0, &s1));
   assert_ok(dv_stream_create(g_ctx, 0, &s2));
@@ -745,7 +710,7 @@ static void test_empty_array_argument(void **state) {
   assert_ok(dv_device_array(g_ctx, 1, &zero, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &e2));
   dv_arg a[] = {DV_ARG_ARRAY(e1), DV_ARG_ARRAY(e2), DV_ARG_F32(1.0f), DV_ARG_I32(0)};
   dv_launch_config c = cfg1(1, 32);
-  assert_ok(dv_kernel_launch(kernel(m, "scale"), &c, 4, a));
+  assert_ok(dv_kernel_launch(test_kernel(m, "scale"), &c, 4, a));
   dv_array_release(e1);
   dv_array_release(e2);
   dv_module_release(m);
@@ -759,7 +724,7 @@ static void test_release_during_cross_stream_launch(void **state) {
   enum { N = 256 };
   dv_module *m;
   assert_ok(BUILD("basic.dvk", &m));
-  dv_kernel *k = kernel(m, "spin_fill");
+  dv_kernel *k = test_kernel(m, "spin_fill");
   dv_stream *s;
   assert_ok(dv_stream_create(g_ctx, DV_STREAM_NON_BLOCKING, &s));
   int64_t n = N;
@@ -775,7 +740,7 @@ static void test_release_during_cross_stream_launch(void **state) {
   assert_ok(dv_array_memset(b, 0, NULL));
   assert_ok(dv_stream_synchronize(s));
   int out[N];
-  to_host(b, out);
+  test_to_host(b, out);
   for (int i = 0; i < N; i++)
     if (out[i] != 0) fail_msg("element %d is %d: the kernel wrote into memory given to a new array", i, out[i]);
   dv_array_release(b);
@@ -836,10 +801,10 @@ static void test_constant_from_released_array(void **state) {
   dv_arg a[] = {DV_ARG_ARRAY(d), DV_ARG_I32(N)};
   dv_launch_config c = cfg1(1, 64);
   c.stream = sb;
-  assert_ok(dv_kernel_launch(kernel(m, "apply_coef"), &c, 2, a));
+  assert_ok(dv_kernel_launch(test_kernel(m, "apply_coef"), &c, 2, a));
   assert_ok(dv_context_synchronize(g_ctx));
   float out[N];
-  to_host(d, out);
+  test_to_host(d, out);
   for (int i = 0; i < N; i++)
     if (out[i] != 206.0f) fail_msg("element %d is %g, not 206: the constant upload read the memory of a new array", i, (double)out[i]);
   dv_array_release(d), dv_array_release(x);
@@ -858,7 +823,7 @@ static void test_native_round_trip(void **state) {
   (void)state;
   float x[16];
   for (int i = 0; i < 16; i++) x[i] = (float)i;
-  dv_array *d = dev_from(x, 16, DV_FLOAT32);
+  dv_array *d = test_dev_from(g_ctx, x, 16, DV_FLOAT32);
   void *buf = NULL;
   size_t off = 99;
   assert_ok(dv_array_native(d, &buf, &off));
@@ -882,7 +847,7 @@ static void test_native_round_trip(void **state) {
   assert_ok(dv_device_array_wrap(g_ctx, buf, off + 4, 16 * sizeof(float), 1, &n,
                                  dv_dtype_get(DV_FLOAT32), &st, on_release, &one, &w));
   float y[8];
-  to_host(w, y);
+  test_to_host(w, y);
   for (int i = 0; i < 8; i++) assert_true(y[i] == (float)(1 + 2 * i));
   /* Out of bounds layout is refused and release is not called. */
   int64_t n9 = 9;
@@ -911,7 +876,7 @@ static void test_native_round_trip(void **state) {
   assert_ok(dv_context_flush_deallocs(g_ctx));
   assert_int_equal(g_released, 1);
   /* The original is untouched by the wrapper's release. */
-  to_host(d, x);
+  test_to_host(d, x);
   for (int i = 0; i < 16; i++) assert_true(x[i] == (float)i);
   dv_array_release(d);
   /* Host arrays have no native device memory. */
@@ -1010,11 +975,11 @@ static void test_module_cache(void **state) {
 static void expect_fault(dv_module *m, const char *name, uint32_t block, size_t dyn,
                          const char *must1, const char *must2) {
   int out[64] = {0};
-  dv_array *d = dev_from(out, 64, DV_INT32);
+  dv_array *d = test_dev_from(g_ctx, out, 64, DV_INT32);
   dv_arg a[] = {DV_ARG_ARRAY(d), DV_ARG_I32(32)};
   dv_launch_config c = cfg1(1, block);
   c.dynamic_shared = dyn;
-  dv_status rc = dv_kernel_launch(kernel(m, name), &c, strcmp(name, "dyn_overflow") ? 1 : 2, a);
+  dv_status rc = dv_kernel_launch(test_kernel(m, name), &c, strcmp(name, "dyn_overflow") ? 1 : 2, a);
   if (rc != DV_ERR_KERNEL_FAULT)
     fail_msg("%s: %s (%s), expected DV_ERR_KERNEL_FAULT", name, dv_status_name(rc), dv_last_error());
   if (!strstr(dv_last_error(), name) || (must1 && !strstr(dv_last_error(), must1)) ||
@@ -1044,7 +1009,7 @@ static void test_host_checks(void **state) {
   assert_ok(BUILD("basic.dvk", &m2));
   dv_arg a[] = {DV_ARG_I32(0)};
   dv_launch_config c = cfg1(2, 2);
-  assert_ok(dv_kernel_launch(kernel(m2, "empty"), &c, 1, a));
+  assert_ok(dv_kernel_launch(test_kernel(m2, "empty"), &c, 1, a));
   dv_module_release(m2);
   dv_module_release(m);
 }

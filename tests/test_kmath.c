@@ -37,17 +37,6 @@ static char g_cache_dir[256];
 
 static bool is_backend(const char *name) { return strncmp(g_backend, name, strlen(name)) == 0; }
 
-/* The CUDA driver test double loads modules but does not run kernels. */
-#define NEEDS_EXECUTION()                                                               \
-  do {                                                                                  \
-    dv_device_info di_;                                                                 \
-    if (is_backend("cuda") && dv_context_device_info(g_ctx, &di_) == DV_OK &&           \
-        strstr(di_.name, "CUDA test double")) {                                         \
-      printf("SKIPPED: %s: the CUDA test double does not execute kernels\n", __func__); \
-      skip();                                                                           \
-    }                                                                                   \
-  } while (0)
-
 static dv_module *build_mathlib(void) {
   char path[512];
   snprintf(path, sizeof path, "%s/mathlib.dvk", DV_TEST_KERNELS_DIR);
@@ -67,41 +56,18 @@ static dv_module *build_mathlib(void) {
   return m;
 }
 
-static dv_kernel *kernel(dv_module *m, const char *name) {
-  dv_kernel *k = NULL;
-  assert_ok(dv_module_kernel(m, name, &k));
-  assert_non_null(k);
-  return k;
-}
-
-static dv_array *dev_from(const void *data, int64_t n, dv_type_id t) {
-  dv_array *h, *d;
-  assert_ok(dv_host_array_wrap(g_ctx, (void *)data, 1, &n, dv_dtype_get(t), NULL, &h));
-  assert_ok(dv_to_device(g_ctx, h, NULL, 1, NULL, &d));
-  dv_array_release(h);
-  return d;
-}
-
-static void to_host(const dv_array *d, void *data) {
-  dv_array *h;
-  assert_ok(dv_host_array_wrap(g_ctx, data, dv_array_ndim(d), dv_array_shape(d), dv_array_dtype(d),
-                               NULL, &h));
-  assert_ok(dv_copy_to_host(d, h, NULL, NULL));
-  dv_array_release(h);
-}
-
 static void launch(dv_module *m, const char *name, int n, int nargs, dv_arg *args) {
   dv_launch_config c = {{(uint32_t)(n + 127) / 128, 1, 1}, {128, 1, 1}, 0, NULL};
-  assert_ok(dv_kernel_launch(kernel(m, name), &c, nargs, args));
+  assert_ok(dv_kernel_launch(test_kernel(m, name), &c, nargs, args));
 }
 
 /* Whether the device has double precision (math_caps). */
 static bool device_has_f64(dv_module *m) {
   int caps[1] = {-1};
-  dv_array *d = dev_from(caps, 1, DV_INT32);
+  dv_array *d = test_dev_from(g_ctx, caps, 1, DV_INT32);
   dv_arg a[] = {DV_ARG_ARRAY(d)};
   launch(m, "math_caps", 1, 1, a);
-  to_host(d, caps);
+  test_to_host(d, caps);
   dv_array_release(d);
   assert_true(caps[0] == 0 || caps[0] == 1);
   return caps[0] == 1;
@@ -661,13 +627,13 @@ static int run_real(dv_module *m, bool sp) {
   memset(cf, 0x5a, sizeof cf);
   memset(cff, 0x5a, sizeof cff);
   memset(ci, 0x5a, sizeof ci);
-  dv_array *dx = dev_from(xs, n, rt), *dy = dev_from(ys, n, rt), *dz = dev_from(zs, n, rt);
-  dv_array *de = dev_from(in.e, n, DV_INT32);
-  dv_array *dr = dev_from(r, (int64_t)n * NREAL, rt);
-  dv_array *dir = dev_from(ir, (int64_t)n * NINT, DV_INT32);
-  dv_array *dlr = dev_from(lr, (int64_t)n * NLONG, DV_INT64);
-  dv_array *dcf = sp ? dev_from(cff, CF_COUNT, rt) : dev_from(cf, CF_COUNT, rt);
-  dv_array *dci = dev_from(ci, CI_COUNT, DV_INT32);
+  dv_array *dx = test_dev_from(g_ctx, xs, n, rt), *dy = test_dev_from(g_ctx, ys, n, rt), *dz = test_dev_from(g_ctx, zs, n, rt);
+  dv_array *de = test_dev_from(g_ctx, in.e, n, DV_INT32);
+  dv_array *dr = test_dev_from(g_ctx, r, (int64_t)n * NREAL, rt);
+  dv_array *dir = test_dev_from(g_ctx, ir, (int64_t)n * NINT, DV_INT32);
+  dv_array *dlr = test_dev_from(g_ctx, lr, (int64_t)n * NLONG, DV_INT64);
+  dv_array *dcf = sp ? test_dev_from(g_ctx, cff, CF_COUNT, rt) : test_dev_from(g_ctx, cf, CF_COUNT, rt);
+  dv_array *dci = test_dev_from(g_ctx, ci, CI_COUNT, DV_INT32);
   dv_arg args[] = {DV_ARG_ARRAY(dx),  DV_ARG_ARRAY(dy),
                    DV_ARG_ARRAY(dz),  DV_ARG_ARRAY(de),
                    DV_ARG_ARRAY(dr),  DV_ARG_ARRAY(dir),
@@ -675,15 +641,15 @@ static int run_real(dv_module *m, bool sp) {
                    DV_ARG_ARRAY(dci), sp ? DV_ARG_F32(FLT_MIN) : DV_ARG_F64(DBL_MIN),
                    DV_ARG_I32(n)};
   launch(m, sp ? "math_f32" : "math_f64", n, 11, args);
-  to_host(dr, r);
-  to_host(dir, ir);
-  to_host(dlr, lr);
-  to_host(dci, ci);
+  test_to_host(dr, r);
+  test_to_host(dir, ir);
+  test_to_host(dlr, lr);
+  test_to_host(dci, ci);
   if (sp) {
-    to_host(dcf, cff);
+    test_to_host(dcf, cff);
     for (int i = 0; i < CF_COUNT; i++) cf[i] = cff[i];
   } else {
-    to_host(dcf, cf);
+    test_to_host(dcf, cf);
   }
   dv_array *all[] = {dx, dy, dz, de, dr, dir, dlr, dcf, dci};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) dv_array_release(all[i]);
@@ -872,10 +838,10 @@ static int run_real(dv_module *m, bool sp) {
 static void test_mathlib_builds(void **state) {
   (void)state;
   dv_module *m = build_mathlib();
-  (void)kernel(m, "math_f32");
-  (void)kernel(m, "math_int");
-  (void)kernel(m, "math_caps");
-  if (!is_backend("opencl")) (void)kernel(m, "math_f64"); /* OpenCL: with cl_khr_fp64 only */
+  (void)test_kernel(m, "math_f32");
+  (void)test_kernel(m, "math_int");
+  (void)test_kernel(m, "math_caps");
+  if (!is_backend("opencl")) (void)test_kernel(m, "math_f64"); /* OpenCL: with cl_khr_fp64 only */
   dv_module_release(m);
 }
 
@@ -898,7 +864,7 @@ static void test_double_functions(void **state) {
            __func__);
     skip();
   }
-  (void)kernel(m, "math_f64");
+  (void)test_kernel(m, "math_f64");
   int failures = run_real(m, false);
   dv_module_release(m);
   assert_int_equal(failures, 0);
@@ -960,16 +926,16 @@ static void test_integer_functions(void **state) {
   memset(ri, 0x5a, sizeof ri);
   memset(rl, 0x5a, sizeof rl);
   dv_module *m = build_mathlib();
-  dv_array *da = dev_from(a, N, DV_INT32), *db = dev_from(b, N, DV_INT32);
-  dv_array *dp = dev_from(p, N, DV_INT64), *dq = dev_from(q, N, DV_INT64);
-  dv_array *dri = dev_from(ri, N * N32, DV_INT32), *drl = dev_from(rl, N * N64, DV_INT64);
-  dv_array *dc = dev_from(cnt, 2, DV_INT32);
+  dv_array *da = test_dev_from(g_ctx, a, N, DV_INT32), *db = test_dev_from(g_ctx, b, N, DV_INT32);
+  dv_array *dp = test_dev_from(g_ctx, p, N, DV_INT64), *dq = test_dev_from(g_ctx, q, N, DV_INT64);
+  dv_array *dri = test_dev_from(g_ctx, ri, N * N32, DV_INT32), *drl = test_dev_from(g_ctx, rl, N * N64, DV_INT64);
+  dv_array *dc = test_dev_from(g_ctx, cnt, 2, DV_INT32);
   dv_arg args[] = {DV_ARG_ARRAY(da),  DV_ARG_ARRAY(db),  DV_ARG_ARRAY(dp), DV_ARG_ARRAY(dq),
                    DV_ARG_ARRAY(dri), DV_ARG_ARRAY(drl), DV_ARG_ARRAY(dc), DV_ARG_I32(N)};
   launch(m, "math_int", N, 8, args);
-  to_host(dri, ri);
-  to_host(drl, rl);
-  to_host(dc, cnt);
+  test_to_host(dri, ri);
+  test_to_host(drl, rl);
+  test_to_host(dc, cnt);
   dv_array *all[] = {da, db, dp, dq, dri, drl, dc};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) dv_array_release(all[i]);
   dv_module_release(m);

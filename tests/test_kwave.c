@@ -35,17 +35,11 @@ static bool is_backend(const char *name) { return strncmp(g_backend, name, strle
     }                                                                                            \
   } while (0)
 
-static bool is_cuda_double(dv_context *ctx) {
-  dv_device_info di;
-  return is_backend("cuda") && dv_context_device_info(ctx, &di) == DV_OK &&
-         strstr(di.name, "CUDA test double") != NULL;
-}
-
 /* The CUDA driver test double loads kernels but cannot run them: release
  * the module that was built and skip by name. */
-#define NEEDS_EXECUTION(ctx, m)                                                         \
+#define NEEDS_EXECUTION_M(ctx, m)                                                         \
   do {                                                                                  \
-    if (is_cuda_double(ctx)) {                                                          \
+    if (test_on_cuda_double(ctx)) {                                                          \
       dv_module_release(m);                                                             \
       printf("SKIPPED: %s: the CUDA test double does not execute kernels\n", __func__); \
       skip();                                                                           \
@@ -67,33 +61,10 @@ static dv_module *build(dv_context *ctx, const char *file) {
   return m;
 }
 
-static dv_kernel *kernel(dv_module *m, const char *name) {
-  dv_kernel *k = NULL;
-  assert_ok(dv_module_kernel(m, name, &k));
-  assert_non_null(k);
-  return k;
-}
-
 static dv_array *dev_new(dv_context *ctx, int64_t n, dv_type_id t) {
   dv_array *d = NULL;
   assert_ok(dv_device_array(ctx, 1, &n, dv_dtype_get(t), NULL, 'C', NULL, &d));
   return d;
-}
-
-static dv_array *dev_from(dv_context *ctx, const void *data, int64_t n, dv_type_id t) {
-  dv_array *h, *d;
-  assert_ok(dv_host_array_wrap(ctx, (void *)data, 1, &n, dv_dtype_get(t), NULL, &h));
-  assert_ok(dv_to_device(ctx, h, NULL, 1, NULL, &d));
-  dv_array_release(h);
-  return d;
-}
-
-static void to_host(const dv_array *d, void *data) {
-  dv_array *h;
-  assert_ok(dv_host_array_wrap(dv_array_context(d), data, dv_array_ndim(d), dv_array_shape(d),
-                               dv_array_dtype(d), NULL, &h));
-  assert_ok(dv_copy_to_host(d, h, NULL, NULL));
-  dv_array_release(h);
 }
 
 static void assert_contains(const char *hay, const char *needle) {
@@ -173,14 +144,14 @@ static int ref_src(int op, int lane, int arg, int W, int cnt) {
 static int wave_size_of(dv_context *ctx, dv_module *m) {
   int pred[1] = {1}, out[4] = {0};
   uint64_t ballot[1];
-  dv_array *dp = dev_from(ctx, pred, 1, DV_INT32), *dout = dev_new(ctx, 4, DV_INT32),
+  dv_array *dp = test_dev_from(ctx, pred, 1, DV_INT32), *dout = dev_new(ctx, 4, DV_INT32),
            *db = dev_new(ctx, 1, DV_UINT64);
   dv_arg a[] = {DV_ARG_ARRAY(dp), DV_ARG_ARRAY(dout), DV_ARG_ARRAY(db)};
   dv_launch_config c = {{1, 1, 1}, {1, 1, 1}, 0, NULL};
-  dv_kernel *k = kernel(m, "votes");
+  dv_kernel *k = test_kernel(m, "votes");
   assert_ok(dv_kernel_launch(k, &c, 3, a));
-  to_host(dout, out);
-  to_host(db, ballot);
+  test_to_host(dout, out);
+  test_to_host(db, ballot);
   dv_kernel_attrs at;
   assert_ok(dv_kernel_attributes(k, &at));
   assert_int_equal(out[3], at.wave_size);
@@ -216,7 +187,7 @@ static void check_shuffles(dv_context *ctx, dv_module *m, int W, const uint32_t 
       print_message("[ info ] %s: no fp64 on this device: shuffles_f64 not built\n", g_backend);
       continue;
     }
-    k = kernel(m, name);
+    k = test_kernel(m, name);
     dv_array *d = dev_new(ctx, (int64_t)N * 4, g_tid[type]);
     for (size_t li = 0; li < sizeof lanes / sizeof *lanes; li++)
       for (int ai = 0; ai < nargs; ai++) {
@@ -225,7 +196,7 @@ static void check_shuffles(dv_context *ctx, dv_module *m, int W, const uint32_t 
                       DV_ARG_I32(delta), DV_ARG_I32(mask)};
         dv_launch_config c = {{(uint32_t)G, 1, 1}, {blk[0], blk[1], blk[2]}, 0, NULL};
         assert_ok(dv_kernel_launch(k, &c, 5, a));
-        to_host(d, buf);
+        test_to_host(d, buf);
         for (int g = 0; g < N; g++) {
           int t = g % B, w0 = t - t % W, lane = t - w0, cnt = B - w0 < W ? B - w0 : W;
           int op_arg[4] = {lane * lanes[li][0] + lanes[li][1], delta, delta, mask};
@@ -267,12 +238,12 @@ static void check_votes(dv_context *ctx, dv_module *m, int W, const uint32_t blk
         default: pred[g] = (int)(rnd() & 1); break;
       }
     }
-    dv_array *dp = dev_from(ctx, pred, N, DV_INT32);
+    dv_array *dp = test_dev_from(ctx, pred, N, DV_INT32);
     dv_arg a[] = {DV_ARG_ARRAY(dp), DV_ARG_ARRAY(dout), DV_ARG_ARRAY(db)};
     dv_launch_config c = {{(uint32_t)G, 1, 1}, {blk[0], blk[1], blk[2]}, 0, NULL};
-    assert_ok(dv_kernel_launch(kernel(m, "votes"), &c, 3, a));
-    to_host(dout, out);
-    to_host(db, ballot);
+    assert_ok(dv_kernel_launch(test_kernel(m, "votes"), &c, 3, a));
+    test_to_host(dout, out);
+    test_to_host(db, ballot);
     for (int g = 0; g < N; g++) {
       int t = g % B, w0 = t - t % W, cnt = B - w0 < W ? B - w0 : W;
       int any = 0, all = 1;
@@ -305,8 +276,8 @@ static void check_chained(dv_context *ctx, dv_module *m, int W, const uint32_t b
   dv_array *d = dev_new(ctx, (int64_t)N * 2, DV_INT32);
   dv_arg a[] = {DV_ARG_ARRAY(d)};
   dv_launch_config c = {{(uint32_t)G, 1, 1}, {blk[0], blk[1], blk[2]}, 0, NULL};
-  assert_ok(dv_kernel_launch(kernel(m, "chained"), &c, 1, a));
-  to_host(d, out);
+  assert_ok(dv_kernel_launch(test_kernel(m, "chained"), &c, 1, a));
+  test_to_host(d, out);
   for (int g = 0; g < N; g++) {
     int t = g % B, w0 = t - t % W, lane = t - w0, cnt = B - w0 < W ? B - w0 : W;
     int base = g - lane;
@@ -331,9 +302,9 @@ static void check_chained(dv_context *ctx, dv_module *m, int W, const uint32_t b
 static void test_wave_operations(void **state) {
   (void)state;
   dv_module *m = build(g_ctx, "wave.dvk"); /* builds on every backend, the CUDA double included */
-  kernel(m, "shuffles_i32");
-  kernel(m, "votes");
-  NEEDS_EXECUTION(g_ctx, m);
+  test_kernel(m, "shuffles_i32");
+  test_kernel(m, "votes");
+  NEEDS_EXECUTION_M(g_ctx, m);
   int W = wave_size_of(g_ctx, m);
   print_message("[ info ] %s: wave size %d\n", g_backend, W);
   /* Blocks that are whole waves: 1-D, and 3-D (lanes count x fastest). */
@@ -393,7 +364,7 @@ static void test_host_wave_faults(void **state) {
   dv_launch_config lc = {{1, 1, 1}, {64, 1, 1}, 0, NULL};
   /* Half of each wave reaches the ballot: reported like a divergent barrier. */
   dv_arg a1[] = {DV_ARG_ARRAY(d)};
-  assert_status(dv_kernel_launch(kernel(m, "half_wave_ballot"), &lc, 1, a1), DV_ERR_KERNEL_FAULT);
+  assert_status(dv_kernel_launch(test_kernel(m, "half_wave_ballot"), &lc, 1, a1), DV_ERR_KERNEL_FAULT);
   const char *e = dv_last_error();
   assert_contains(e,
                   "kernel half_wave_ballot, block (0,0,0): divergent wave operation in wave 0 "
@@ -402,18 +373,18 @@ static void test_host_wave_faults(void **state) {
   assert_contains(e, "16 threads exited (first: thread (16,0,0))");
   /* A delta or mask outside [0, wave size). */
   dv_arg a2[] = {DV_ARG_ARRAY(d), DV_ARG_I32(1), DV_ARG_I32(0), DV_ARG_I32(32), DV_ARG_I32(0)};
-  assert_status(dv_kernel_launch(kernel(m, "shuffles_u64"), &lc, 5, a2), DV_ERR_KERNEL_FAULT);
+  assert_status(dv_kernel_launch(test_kernel(m, "shuffles_u64"), &lc, 5, a2), DV_ERR_KERNEL_FAULT);
   assert_contains(dv_last_error(),
                   "kernel shuffles_u64, block (0,0,0), thread (0,0,0): "
                   "dv_wave_shuffle_up (wave.dvk:");
   assert_contains(dv_last_error(), "delta 32 is outside [0, 32), the wave size (host_wave_size)");
   dv_arg a3[] = {DV_ARG_ARRAY(d), DV_ARG_I32(1), DV_ARG_I32(0), DV_ARG_I32(0), DV_ARG_I32(-1)};
-  assert_status(dv_kernel_launch(kernel(m, "shuffles_u64"), &lc, 5, a3), DV_ERR_KERNEL_FAULT);
+  assert_status(dv_kernel_launch(test_kernel(m, "shuffles_u64"), &lc, 5, a3), DV_ERR_KERNEL_FAULT);
   assert_contains(dv_last_error(), "dv_wave_shuffle_xor (wave.dvk:");
   assert_contains(dv_last_error(), "lane mask -1 is outside [0, 32)");
   /* The context goes on. */
   dv_arg ok[] = {DV_ARG_ARRAY(d), DV_ARG_I32(1), DV_ARG_I32(0), DV_ARG_I32(31), DV_ARG_I32(31)};
-  assert_ok(dv_kernel_launch(kernel(m, "shuffles_u64"), &lc, 5, ok));
+  assert_ok(dv_kernel_launch(test_kernel(m, "shuffles_u64"), &lc, 5, ok));
   dv_array_release(d);
   finish(c, m);
 
@@ -421,11 +392,11 @@ static void test_host_wave_faults(void **state) {
   c = host_ctx("host_wave_size=128", NULL);
   m = build(c, "wave.dvk");
   int pred[128] = {0};
-  dv_array *dp = dev_from(c, pred, 128, DV_INT32), *dout = dev_new(c, 512, DV_INT32),
+  dv_array *dp = test_dev_from(c, pred, 128, DV_INT32), *dout = dev_new(c, 512, DV_INT32),
            *db = dev_new(c, 128, DV_UINT64);
   dv_arg a4[] = {DV_ARG_ARRAY(dp), DV_ARG_ARRAY(dout), DV_ARG_ARRAY(db)};
   lc.block.x = 128;
-  assert_status(dv_kernel_launch(kernel(m, "votes"), &lc, 3, a4), DV_ERR_KERNEL_FAULT);
+  assert_status(dv_kernel_launch(test_kernel(m, "votes"), &lc, 3, a4), DV_ERR_KERNEL_FAULT);
   assert_contains(dv_last_error(), "dv_wave_ballot (wave.dvk:");
   assert_contains(dv_last_error(), "64-bit mask cannot hold a wave of 128 threads");
   dv_array_release(dp), dv_array_release(dout), dv_array_release(db);
@@ -483,13 +454,13 @@ static int count_lines(const char *s, const char *needle) {
 static void test_printf(void **state) {
   (void)state;
   dv_module *m = build(g_ctx, "printf.dvk");
-  dv_kernel *k = kernel(m, "hello");
-  kernel(m, "print_then_fault");
-  NEEDS_EXECUTION(g_ctx, m);
+  dv_kernel *k = test_kernel(m, "hello");
+  test_kernel(m, "print_then_fault");
+  NEEDS_EXECUTION_M(g_ctx, m);
   enum { BX = 4, BY = 2, G = 2, N = BX * BY * G };
   int v[N];
   for (int i = 0; i < N; i++) v[i] = 100 + i;
-  dv_array *dv = dev_from(g_ctx, v, N, DV_INT32);
+  dv_array *dv = test_dev_from(g_ctx, v, N, DV_INT32);
   print_job j = {k, {{G, 1, 1}, {BX, BY, 1}, 0, NULL}, {DV_ARG_ARRAY(dv), DV_ARG_I32(5)}, 0, ""};
   char *out = capture_stdout(run_print_job, &j);
   if (j.rc) fail_msg("launch: %s: %s", dv_status_name(j.rc), j.msg);
@@ -542,7 +513,7 @@ static void test_printf_host_limits(void **state) {
   dv_module *m = build(c, "printf.dvk");
   dv_array *d = dev_new(c, 256, DV_INT32);
   /* 256 calls of "before N\n" (8-11 bytes + 32 each): 24 fit in 1024 bytes. */
-  print_job j = {kernel(m, "print_then_fault"),
+  print_job j = {test_kernel(m, "print_then_fault"),
                  {{1, 1, 1}, {256, 1, 1}, 0, NULL},
                  {DV_ARG_ARRAY(d), DV_ARG_I32(-1)},
                  0,
