@@ -77,14 +77,15 @@ typedef struct dv_strided {
 
 typedef struct dv_backend_config {
   size_t host_memory;       /* host simulator capacity */
-  int host_guard;           /* host simulator guard bytes / poisoning */
+  int host_checked;         /* host simulator: option host_mode is checked (0: fast) */
+  int host_guard;           /* host simulator guard bytes / poisoning (resolved: 0 or 1) */
   uint64_t fault_device_alloc, fault_copy;
   int host_strided;         /* host simulator: offer copy_strided */
   int64_t host_delay_us;    /* host simulator: delay before each queued op */
   const char *device;       /* backend-specific device selector, or "" */
   int require_gpu;          /* automatic selection: accept only GPU devices */
   /* Kernels (the strings live as long as the context). */
-  int kernel_check;         /* host simulator: bounds checks in kernels */
+  int kernel_check;         /* host simulator: bounds checks in kernels (resolved: 0 or 1) */
   const char *host_cc;      /* host simulator: C compiler ("" : search) */
   const char *host_cflags;  /* host simulator: compiler flags */
   size_t host_fiber_stack;  /* host simulator: stack bytes per simulated thread */

@@ -13,10 +13,12 @@
 
 #include "core.h"
 
+/* The host simulator's mode: fast in Release builds of devarray, checked in
+ * debug builds (and so in its tests). */
 #ifdef NDEBUG
-#define DV__KERNEL_CHECK_DEFAULT "off"
+#define DV__HOST_MODE_DEFAULT "fast"
 #else
-#define DV__KERNEL_CHECK_DEFAULT "on"
+#define DV__HOST_MODE_DEFAULT "checked"
 #endif
 
 typedef enum { T_INT, T_SIZE, T_DOUBLE, T_BOOL, T_STRING, T_LEVEL } dv_opt_type;
@@ -37,8 +39,9 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "messages printed: off, error, warn, info or debug"},
     {"host_memory", "DV_HOST_MEMORY", NULL, T_SIZE, "1G", 1 << 20, 1099511627776.0,
      "capacity of the host simulator's device memory"},
-    {"host_guard", "DV_HOST_GUARD", NULL, T_BOOL, "on", 0, 1,
-     "host simulator: guard bytes around allocations and poisoning of freed memory"},
+    {"host_guard", "DV_HOST_GUARD", NULL, T_BOOL, "auto", 0, 1,
+     "host simulator: guard bytes around allocations, poisoning and quarantine of freed memory "
+     "(auto: on in checked mode, off in fast mode; see host_mode)"},
     {"max_pending_deallocs_count", "DV_MAX_PENDING_DEALLOCS_COUNT",
      "NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", T_INT, "10", 0, 1e9,
      "pending frees above which the queue is flushed"},
@@ -72,13 +75,14 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
     {"kernel_cache_dir", "DV_KERNEL_CACHE_DIR", NULL, T_STRING, "", 0, 0,
      "directory of the kernel cache (empty: $XDG_CACHE_HOME/devarray/kernels, else "
      "~/.cache/devarray/kernels)"},
-    {"kernel_check", "DV_KERNEL_CHECK", NULL, T_BOOL, DV__KERNEL_CHECK_DEFAULT, 0, 1,
-     "host simulator: check kernels' shared, local and global accesses (on by default in debug "
-     "builds of devarray); divergent barriers are always reported"},
+    {"kernel_check", "DV_KERNEL_CHECK", NULL, T_BOOL, "auto", 0, 1,
+     "host simulator: check kernels' shared, local and global accesses (auto: on in checked "
+     "mode, off in fast mode; see host_mode); divergent barriers are always reported"},
     {"host_cc", "DV_HOST_CC", NULL, T_STRING, "", 0, 0,
      "host simulator: C compiler for kernels (empty: $CC, then cc, gcc, clang)"},
-    {"host_cflags", "DV_HOST_CFLAGS", NULL, T_STRING, "-O2", 0, 0,
-     "host simulator: flags for the kernel compiler (devarray adds -shared -fPIC and its own)"},
+    {"host_cflags", "DV_HOST_CFLAGS", NULL, T_STRING, "", 0, 0,
+     "host simulator: flags for the kernel compiler (empty: -O3 -march=native in fast mode, -O2 "
+     "in checked mode; devarray adds -shared -fPIC and its own)"},
     {"host_fiber_stack", "DV_HOST_FIBER_STACK", NULL, T_SIZE, "128K", 16384, 67108864.0,
      "host simulator: stack of each simulated GPU thread (local arrays live there)"},
     {"host_wave_size", "DV_HOST_WAVE_SIZE", NULL, T_INT, "32", 1, 1024,
@@ -110,6 +114,11 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "CUDA: pinned bytes a context keeps for the staging buffers of copies with pageable host memory "
      "(0: four times cuda_staging_chunk; at least one chunk); an asynchronous copy above it waits for "
      "a buffer to come back"},
+    {"host_mode", "DV_HOST_MODE", NULL, T_STRING, DV__HOST_MODE_DEFAULT, 0, 0,
+     "host simulator: fast (kernels as loops over a block's threads, allocations without fills; "
+     "the default in Release builds of devarray) or checked (per-thread bookkeeping, guard "
+     "bytes, poison, quarantine and the kernel checks; the default in debug builds); the same "
+     "results either way (docs/kernels.md)"},
 };
 
 int dv__option_lookup(const char *name) {
@@ -159,6 +168,7 @@ static int dv__parse(int id, const char *text, dv_optval *v) {
           strcmp(text, "opencl") && strcmp(text, "cuda"))
         return -1;
       if (id == DV_OPT_MEMORY_MANAGER && strcmp(text, "direct") && strcmp(text, "pool")) return -1;
+      if (id == DV_OPT_HOST_MODE && strcmp(text, "fast") && strcmp(text, "checked")) return -1;
       break;
     case T_LEVEL: {
       int found = -1;
@@ -174,7 +184,9 @@ static int dv__parse(int id, const char *text, dv_optval *v) {
       break;
     }
     case T_BOOL:
-      if (!strcasecmp(text, "1") || !strcasecmp(text, "true") || !strcasecmp(text, "yes") ||
+      if (!strcasecmp(text, "auto") && !strcmp(d->def, "auto"))
+        v->i = -1; /* follows another option (the description says which) */
+      else if (!strcasecmp(text, "1") || !strcasecmp(text, "true") || !strcasecmp(text, "yes") ||
           !strcasecmp(text, "on"))
         v->i = 1;
       else if (!strcasecmp(text, "0") || !strcasecmp(text, "false") || !strcasecmp(text, "no") ||
@@ -278,7 +290,7 @@ void dv__option_format(dv_opt_id id, const dv_optval *v, char *buf, size_t cap) 
   switch (d->type) {
     case T_STRING: snprintf(buf, cap, "%s", v->s); break;
     case T_LEVEL: snprintf(buf, cap, "%s", dv__levels[v->i]); break;
-    case T_BOOL: snprintf(buf, cap, "%s", v->i ? "on" : "off"); break;
+    case T_BOOL: snprintf(buf, cap, "%s", v->i < 0 ? "auto" : v->i ? "on" : "off"); break;
     case T_INT: case T_SIZE: snprintf(buf, cap, "%lld", (long long)v->i); break;
     case T_DOUBLE: snprintf(buf, cap, "%g", v->d); break;
   }

@@ -60,6 +60,7 @@ struct hk_state {
   const hk_services *sv; /* host.c's blocks and streams */
   bool guarded;          /* option host_guard: buffers have guard bytes */
   int check;          /* option kernel_check */
+  bool fast;          /* option host_mode is fast: kernels run as loops over threads */
   char *cc_option;    /* option host_cc ("" : search) */
   char *cflags;       /* option host_cflags */
   size_t fiber_stack; /* usable bytes per fiber (page multiple) */
