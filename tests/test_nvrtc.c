@@ -68,7 +68,7 @@ static char *assemble(dv_context *ctx, const char *name, const char *source, con
     assert_ok(dv_program_constant(p, su->consts[i].name, h));
     dv_array_release(h);
   }
-  char *unit = dv__program_unit(p);
+  char *unit = dv__program_unit(p, NULL); /* without the argument names only the host uses */
   assert_non_null(unit);
   dv_program_destroy(p);
   return unit;

@@ -731,6 +731,7 @@ typedef struct dv_kview {
 typedef struct dv__hthread {
   int tid[3], bid[3], bdim[3], gdim[3];
   void *block; /* the scheduler's block state */
+  int stop;    /* a block function's loop stops after this thread (its thread waited) */
 } dv__hthread;
 
 typedef struct dv__host_rt {
@@ -768,9 +769,54 @@ enum {
 DV__EXPORT extern const dv__host_rt *dv__rt;
 DV__EXPORT extern _Thread_local dv__hthread *dv__self;
 
-#define DV_KERNEL(name, ...)                                         \
-  DV__EXPORT const char dv__sig_##name[] = #__VA_ARGS__;            \
-  DV__EXPORT void name(__VA_ARGS__)
+/*
+ * A kernel on the host.  `name` is the kernel of one simulated thread (the
+ * checked mode calls it once per thread).  Where the kernel layer could
+ * read the kernel's parameter names (its prelude then defines
+ * DV__HAS_FWD_<name> and DV__FWD_<name>, the lowered argument names), the
+ * body is an always-inlined function and the module also exports
+ * dv__blk_<name>, the block function fast mode calls: the body inlined in a
+ * loop over the block's threads, from the thread dv__self names to the
+ * block's last, so the C compiler can vectorize across threads.  It runs
+ * them on a local copy of that record and points dv__self to it (the
+ * runtime finds the running thread there).  Inside the body the thread is
+ * the parameter dv__self (it shadows the thread-local of that name, which
+ * device functions read, and which points to the same record).  The loop
+ * stops after a thread that waited at a barrier: the runtime sets its
+ * `stop` (host_rt.c) and runs the threads after it elsewhere.
+ */
+#define DV__CAT(a, b) DV__CAT_(a, b)
+#define DV__CAT_(a, b) a##b
+#define DV__SECOND(a, b, ...) b
+#define DV__IS_PROBE(...) DV__SECOND(__VA_ARGS__, 0, ~)
+#define DV__PROBE ~, 1
+#define DV_KERNEL(name, ...)                                                   \
+  DV__EXPORT const char dv__sig_##name[] = #__VA_ARGS__;                       \
+  DV__CAT(DV__HOST_KERNEL_, DV__IS_PROBE(DV__HAS_FWD_##name))(name, __VA_ARGS__)
+#define DV__HOST_KERNEL_0(name, ...) DV__EXPORT void name(__VA_ARGS__)
+#define DV__HOST_KERNEL_1(name, ...)                                                   \
+  static inline __attribute__((always_inline)) void dv__kb_##name(                     \
+      const dv__hthread *const dv__self, __VA_ARGS__);                                 \
+  DV__EXPORT void name(__VA_ARGS__) { dv__kb_##name(dv__self, DV__FWD_##name); }      \
+  DV__EXPORT void dv__blk_##name(__VA_ARGS__) {                                        \
+    dv__hthread dv__l = *dv__self, *const dv__t = &dv__l; /* a local: it vectorizes */ \
+    dv__self = dv__t;                                                                  \
+    const int dv__bx = dv__t->bdim[0], dv__by = dv__t->bdim[1], dv__bz = dv__t->bdim[2]; \
+    int dv__x = dv__t->tid[0], dv__y = dv__t->tid[1];                                  \
+    for (int dv__z = dv__t->tid[2]; dv__z < dv__bz; dv__z++, dv__y = 0) {              \
+      dv__t->tid[2] = dv__z;                                                           \
+      for (; dv__y < dv__by; dv__y++, dv__x = 0) {                                     \
+        dv__t->tid[1] = dv__y;                                                         \
+        for (; dv__x < dv__bx; dv__x++) {                                              \
+          dv__t->tid[0] = dv__x;                                                       \
+          dv__kb_##name(dv__t, DV__FWD_##name);                                        \
+          if (__builtin_expect(dv__t->stop, 0)) return;                                \
+        }                                                                              \
+      }                                                                                \
+    }                                                                                  \
+  }                                                                                    \
+  static inline __attribute__((always_inline)) void dv__kb_##name(                     \
+      const dv__hthread *const dv__self, __VA_ARGS__)
 #define DV_ARRAY(T, a) T *a##__base, long long a##__off
 #define DV_VIEW(T, a) T *a##__base, long long a##__off, dv_kview a##__view
 #define DV_BIND(T, a) T *DV_RESTRICT a = (T *)((char *)(a##__base) + (a##__off))

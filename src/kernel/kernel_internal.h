@@ -73,9 +73,10 @@ struct dv_module {
 const char *dv__kernel_ctype(dv_type_id id);
 
 /* The translation unit a build hands to the backend (dv__malloc'd; NULL
- * when out of memory): the dialect header, the prelude, `#line 1`, the
+ * when out of memory): the dialect header, the prelude (with each kernel's
+ * lowered argument names from sigs; NULL: without them), `#line 1`, the
  * source. */
-char *dv__program_unit(const dv_program *p);
+char *dv__program_unit(const dv_program *p, const dv_ksigs *sigs);
 
 /* A kernel handle the caller may use: DV_OK, or DV_ERR_MISUSE (a kernel
  * whose module's last reference is gone) / DV_ERR_NULL_ARGUMENT. */

@@ -243,11 +243,32 @@ static void dv__sb_add(dv_sbuf *b, const char *fmt, ...) {
 
 /* The whole translation unit handed to the backend's compiler (also used by
  * tests/test_nvrtc.c, so that it compiles exactly what a build compiles). */
-char *dv__program_unit(const dv_program *p) {
+char *dv__program_unit(const dv_program *p, const dv_ksigs *sigs) {
   dv_sbuf b = {0};
   dv__sb_add(&b, "%s\n/* ---- devarray prelude ---- */\n", dv__kernel_header);
   for (size_t i = 0; i < p->ndefines; i++)
     dv__sb_add(&b, "#define %s %s\n", p->defines[2 * i], p->defines[2 * i + 1]);
+  /* Each kernel's lowered argument names, for a backend whose DV_KERNEL
+   * wraps the body in functions of its own (the host simulator's block
+   * functions, kernel.h): only where the reader is sure of them. */
+  for (size_t i = 0; sigs && i < sigs->n; i++) {
+    const dv_ksig *g = &sigs->v[i];
+    bool ok = !g->ambiguous && g->nparams > 0;
+    for (int j = 0; ok && j < g->nparams; j++)
+      ok = g->params[j].name[0] != 0 && strlen(g->params[j].name) < sizeof g->params[j].name - 1;
+    if (!ok) continue;
+    dv__sb_add(&b, "#define DV__HAS_FWD_%s DV__PROBE\n#define DV__FWD_%s ", g->kernel, g->kernel);
+    for (int j = 0; j < g->nparams; j++) {
+      const dv_kparam *q = &g->params[j];
+      if (q->kind == DV_PARAM_SCALAR)
+        dv__sb_add(&b, "%s%s", j ? ", " : "", q->name);
+      else
+        dv__sb_add(&b, "%s%s__base, %s__off%s%s%s", j ? ", " : "", q->name, q->name,
+                   q->kind == DV_PARAM_VIEW ? ", " : "", q->kind == DV_PARAM_VIEW ? q->name : "",
+                   q->kind == DV_PARAM_VIEW ? "__view" : "");
+    }
+    dv__sb_add(&b, "\n");
+  }
   if (p->const_bytes) dv__sb_add(&b, "DV__CONSTANT_BUFFER(%zu)\n", p->const_bytes);
   for (size_t i = 0; i < p->nconsts; i++)
     dv__sb_add(&b, "#define %s DV__CONST(%s, %zu)\n", p->consts[i].name,
@@ -288,14 +309,9 @@ static dv_status dv__compile_failed(dv_program *p, dv_status rc) {
   return rc; /* the backend's own message stands */
 }
 
+/* Takes sigs (freed on failure too). */
 static dv_status dv__module_new(dv_program *p, dv_bmodule *bm, const dv_klimits *lim,
-                                int from_cache, dv_module **out) {
-  /* The kernels' declarations, read for this backend (signature.h). */
-  int bi = dv__kbackend_index(p->ctx->be->name);
-  dv_ksigs sigs;
-  dv_status rc = dv__ksig_scan(p->source, p->defines, p->ndefines, bi >= 0 ? p->options[bi] : NULL,
-                               p->ctx->be->name, lim->predefined, &sigs);
-  if (rc) return rc;
+                                int from_cache, dv_ksigs sigs, dv_module **out) {
   char *program = dv__strdup(p->name);
   dv_module *m = program ? dv__calloc(1, sizeof *m) : NULL;
   if (!m) {
@@ -358,9 +374,18 @@ dv_status dv_program_build(dv_program *p, unsigned flags, dv_module **out) {
   char target[512] = "";
   rc = be->kernel_target_id(ctx->bst, target, sizeof target);
   if (rc) return rc;
-  char *unit = dv__program_unit(p);
-  if (!unit) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble program %s", p->name);
+  /* The kernels' declarations, read for this backend (signature.h): the
+   * prelude names their arguments, and launches are checked against them. */
   int bi = dv__kbackend_index(be->name);
+  dv_ksigs sigs;
+  rc = dv__ksig_scan(p->source, p->defines, p->ndefines, bi >= 0 ? p->options[bi] : NULL,
+                     be->name, lim.predefined, &sigs);
+  if (rc) return rc;
+  char *unit = dv__program_unit(p, &sigs);
+  if (!unit) {
+    dv__ksigs_free(&sigs);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble program %s", p->name);
+  }
   const char *options = bi >= 0 && p->options[bi] ? p->options[bi] : "";
   dv_build_req req = {p->name, unit, options, flags, p->const_bytes, p->const_data};
 
@@ -418,6 +443,7 @@ dv_status dv_program_build(dv_program *p, unsigned flags, dv_module **out) {
       dv__free(image);
       dv__kcache_close(cache);
       dv__free(unit);
+      dv__ksigs_free(&sigs);
       return dv__compile_failed(p, rc);
     }
     dv__log(DV_LOG_DEBUG, "program %s compiled on %s in %.1f ms", p->name, be->name,
@@ -431,7 +457,7 @@ dv_status dv_program_build(dv_program *p, unsigned flags, dv_module **out) {
   }
   dv__kcache_close(cache);
   dv__free(unit);
-  rc = dv__module_new(p, bm, &lim, from_cache, out);
+  rc = dv__module_new(p, bm, &lim, from_cache, sigs, out);
   if (rc) {
     dv_status keep = rc;
     be->module_unload(ctx->bst, bm);

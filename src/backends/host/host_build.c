@@ -238,6 +238,30 @@ static const char hk_trailer[] =
     "  __builtin_trap();\n"
     "}\n";
 
+/* The CPU a module compiled with -march=native (or -mcpu/-mtune=native)
+ * is for, as a hash of the processor's model name and feature flags
+ * (/proc/cpuinfo's first processor), so that a cache shared by machines
+ * with different CPUs never hands one a module built for another's
+ * instructions.  0 when the flags do not ask for the native CPU. */
+static uint64_t hk_cpu_id(const char *cflags) {
+  if (!strstr(cflags, "=native")) return 0;
+  uint64_t h = 1469598103934665603ull;
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return 1; /* not known: a fixed value (the compiler's identity still counts) */
+  char line[4096];
+  int seen = 0;
+  while (fgets(line, sizeof line, f)) {
+    bool model = !strncmp(line, "model name", 10) || !strncmp(line, "vendor_id", 9) ||
+                 !strncmp(line, "CPU part", 8) || !strncmp(line, "CPU implementer", 15);
+    bool flags = !strncmp(line, "flags", 5) || !strncmp(line, "Features", 8);
+    if (!model && !flags) continue;
+    for (const char *c = line; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    if (flags && ++seen >= 1) break; /* the first processor's */
+  }
+  fclose(f);
+  return h;
+}
+
 /* Find the compiler and its identity, once per state.  Caller holds k->lock. */
 static dv_status hk_probe_compiler(hk_state *k) {
   if (k->cc_probed) {
@@ -338,8 +362,9 @@ static dv_status hk_probe_compiler(hk_state *k) {
    * not load modules built with the old one from the cache. */
   uint64_t th = 1469598103934665603ull;
   for (size_t i = 0; hk_trailer[i]; i++) th = (th ^ (unsigned char)hk_trailer[i]) * 1099511628211ull;
-  snprintf(ident, need, "cc=%s|%s|%s|flags=%s|asan=%d|check=%d|fiber|rt=%016llx", path, version,
-           machine, k->cflags, hk_asan() ? 1 : 0, k->check, (unsigned long long)th);
+  snprintf(ident, need, "cc=%s|%s|%s|flags=%s|asan=%d|check=%d|fiber|rt=%016llx|cpu=%016llx",
+           path, version, machine, k->cflags, hk_asan() ? 1 : 0, k->check, (unsigned long long)th,
+           (unsigned long long)hk_cpu_id(k->cflags));
   k->cc_argv = words;
   k->cc_argc = nwords;
   k->ident = ident;
@@ -730,6 +755,10 @@ dv_status hk_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel
   kn->name = nm;
   /* A function pointer from dlsym's object pointer (POSIX guarantees it works). */
   memcpy(&kn->fn, &fn, sizeof fn);
+  /* The block function (kernel.h), where the kernel has one. */
+  w = snprintf(signame, sizeof signame, "dv__blk_%s", name);
+  void *blk = (w > 0 && (size_t)w < sizeof signame) ? dlsym(m->dl, signame) : NULL;
+  memcpy(&kn->blk, &blk, sizeof blk);
   pthread_mutex_lock(&m->lock);
   kn->next = m->kernels;
   m->kernels = kn;

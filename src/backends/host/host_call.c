@@ -144,15 +144,17 @@ _Static_assert(HK_FLAT_STACK == 40, "hk_flat_fn passes 40 stack slots");
 #undef HK_S8
 #endif
 
-/* One simulated thread: the kernel with the launch's arguments.  *in_kernel
+/* The kernel (one simulated thread) or its block function (the threads of
+ * a block from the one dv__self names: kernel.h), with the launch's
+ * arguments; both take the kernel's parameters.  *in_kernel
  * is set for the call's duration only: the signal handler takes a fault for
  * the kernel's while it is (host_exec.c); the runtime the kernel calls
  * clears it meanwhile (host_rt.c). */
-void hk_call(hk_job *l, volatile sig_atomic_t *in_kernel) {
+void hk_call(hk_job *l, void (*fn_)(void), volatile sig_atomic_t *in_kernel) {
 #if HK_FLAT
   const hk_flat *f = &l->flat;
   if (f->ok) {
-    hk_flat_fn fn = (hk_flat_fn)l->kern->fn;
+    hk_flat_fn fn = (hk_flat_fn)fn_;
     double x[8];
     memcpy(x, f->x, sizeof x); /* bit patterns: a float's in the low half */
     const uint64_t *s = f->s;
@@ -167,6 +169,6 @@ void hk_call(hk_job *l, volatile sig_atomic_t *in_kernel) {
   }
 #endif
   *in_kernel = 1;
-  ffi_call(&l->cif, l->kern->fn, NULL, l->values);
+  ffi_call(&l->cif, fn_, NULL, l->values);
   *in_kernel = 0;
 }

@@ -162,10 +162,46 @@ static bool hk_exec_reserve(hk_exec *ex, int n) {
 
 /* ---- the runner: threads one after the other -------------------------------- */
 
+/* Fast mode: the block function runs the threads from ex->next_thread on,
+ * in order, in one call (kernel.h), on its copy of the record made here;
+ * the runtime learns which thread calls it from that copy (hk_loop_sync)
+ * and, when one waits at a barrier, leaves this fiber to it and stops the
+ * loop after it (host_rt.c's hk_wait): a new runner goes on with the next. */
+static void hk_runner_loop(hk_fib *fb, hk_exec *ex, hk_job *l) {
+  const int first = ex->next_thread;
+  unsigned bc[3], tc[3];
+  hk_coords(ex->block, l->grid, bc);
+  hk_coords((uint64_t)first, l->block, tc);
+  dv__hthread t;
+  memset(&t, 0, sizeof t);
+  for (int d = 0; d < 3; d++) {
+    t.tid[d] = (int)tc[d];
+    t.bid[d] = (int)bc[d];
+    t.bdim[d] = (int)l->block[d];
+    t.gdim[d] = (int)l->grid[d];
+  }
+  t.block = ex;
+  fb->loop = true;
+  fb->loop_done = first;
+  fb->owner = -1;
+  ex->cur = first;
+  *ex->self = &t;
+  hk_call(l, l->blk, &ex->in_kernel);
+  if (fb->loop) { /* no thread took it: every thread from first on ran to its end */
+    fb->loop = false;
+    if (ex->states_valid)
+      for (int j = fb->loop_done; j < ex->n; j++) ex->thr[j].state = HK_T_EXIT;
+    ex->next_thread = ex->n;
+  } else {
+    ex->thr[fb->owner].state = HK_T_EXIT;
+  }
+}
+
 static void hk_runner_main(void *arg) {
   hk_fib *fb = arg;
   hk_exec *ex = hk_cur;
   hk_job *l = ex->l;
+  if (l->blk && !fb->taken && ex->next_thread < ex->n) hk_runner_loop(fb, ex, l);
   while (!fb->taken && ex->next_thread < ex->n) {
     int i = ex->next_thread++;
     hk_thr *t = &ex->thr[i];
@@ -173,7 +209,7 @@ static void hk_runner_main(void *arg) {
     t->state = HK_T_RUN;
     ex->cur = i;
     *ex->self = &ex->ht[i];
-    hk_call(l, &ex->in_kernel);
+    hk_call(l, l->kern->fn, &ex->in_kernel);
     t->state = HK_T_EXIT;
   }
   HK_TEST_FAULT(HK_TEST_FAULT_RUNNER);
@@ -285,9 +321,18 @@ static int hk_schedule(hk_exec *ex) {
     }
     ex->nfib++;
     ex->rfib = fb;
+    fb->loop = false;
     fb_resume(&ex->sched, &fb->f);
-    if (ex->thr[ex->cur].state == HK_T_FAULT) return 1;
+    if (ex->states_valid && ex->thr[ex->cur].state == HK_T_FAULT) return 1;
     if (!fb->done) fb->taken = true; /* its thread waits at a barrier */
+  }
+  if (!ex->states_valid) { /* fast mode: no thread entered the runtime; all ran to the end */
+    int bad = check ? hk_bad_redzone(ex) : -1;
+    if (bad >= 0) {
+      hk_redzone_fault(ex, bad, "at the end of the block");
+      return 1;
+    }
+    return 0;
   }
   /* Then passes over the threads that can run, in order: the scheduler
    * resumes the first, each one that waits switches to the next (host_rt.c's hk_wait),
@@ -303,7 +348,7 @@ static int hk_schedule(hk_exec *ex) {
       }
       ex->cur = i;
       ex->rfib = t->fib;
-      *ex->self = &ex->ht[i];
+      *ex->self = t->self;
       fb_resume(&ex->sched, &ex->rfib->f);
       if (ex->thr[ex->cur].state == HK_T_FAULT) return 1;
       i = ex->cur + 1;
@@ -371,7 +416,12 @@ static int hk_schedule(hk_exec *ex) {
 static void hk_signal_text(hk_exec *ex) {
   char where[160], who[64], what[300];
   hk_where(ex, where, sizeof where);
-  hk_thread_name(ex, ex->cur, who, sizeof who);
+  const dv__hthread *lt = ex->rfib && ex->rfib->loop && ex->self ? *ex->self : NULL;
+  if (lt) /* fast mode, in the block function: its record may lag the thread it runs */
+    hk_fmt(who, sizeof who, "thread (%d,%d,%d) or one after it (host_mode=checked names it)",
+           lt->tid[0], lt->tid[1], lt->tid[2]);
+  else
+    hk_thread_name(ex, ex->cur, who, sizeof who);
   /* A stack overflow: the address is in a guard page (kernels are compiled
    * with -fstack-clash-protection, so a big frame touches the guard below
    * its stack before anything past it), or the stack pointer itself is
@@ -415,9 +465,15 @@ static void hk_signal_text(hk_exec *ex) {
 
 /* Where the scheduler comes back to when a signal stops the block. */
 static int hk_schedule_guarded(hk_exec *ex) {
-  if (sigsetjmp(ex->jb, 1)) {
+  /* Without the signal mask (saving it is a system call per block): the
+   * handler's signal, blocked while it ran, is unblocked here. */
+  if (sigsetjmp(ex->jb, 0)) {
     fb_escaped(&ex->sched);
     ex->in_kernel = 0;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, ex->sig);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
     hk_signal_text(ex);
     return 1;
   }
@@ -457,7 +513,7 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   ex->direct = false;
   unsigned bc[3];
   hk_coords(b, l->grid, bc);
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; !l->blk && i < n; i++) {
     dv__hthread *h = &ex->ht[i];
     unsigned tc[3];
     hk_coords((uint64_t)i, l->block, tc);
@@ -475,16 +531,18 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   ex->static_bytes = 0;
   ex->dyn = ex->arena;
   ex->dyn_bytes = l->dyn;
-  memset(ex->dyn, HK_POISON, l->dyn);
+  if (!ex->k->fast) memset(ex->dyn, HK_POISON, l->dyn); /* checked mode: poison */
   hk_fill_redzone(ex->arena + l->dyn);
   ex->slots[0] = (hk_slot){0, l->dyn, "dynamic shared memory", 0};
   ex->nslots = 1;
   ex->arena_used = l->dyn + HK_REDZONE;
   ex->self = ex->m->self_slot();
   ex->fault[0] = 0;
-  for (int i = 0; i < n; i++) {
+  /* Fast mode: the threads' records are set when one enters the runtime. */
+  ex->states_valid = !l->blk;
+  for (int i = 0; !l->blk && i < n; i++) {
     hk_thr *t = &ex->thr[i];
-    t->state = HK_T_NEW, t->fib = NULL, t->op = -1, t->wphase = 0;
+    t->state = HK_T_NEW, t->fib = NULL, t->op = -1, t->wphase = 0, t->self = &ex->ht[i];
   }
   ex->nbar = ex->nwave = 0;
   ex->bar_mixed = false;

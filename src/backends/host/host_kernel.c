@@ -158,6 +158,7 @@ dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch
   }
   l->k = k;
   l->kern = kn;
+  l->blk = k->fast ? kn->blk : NULL;
   memcpy(l->grid, bl->grid, sizeof l->grid);
   memcpy(l->block, bl->block, sizeof l->block);
   l->dyn = bl->dynamic_shared;

@@ -94,7 +94,8 @@ struct hk_state {
 struct dv_bkernel {
   dv_bmodule *m;
   char *name;
-  void (*fn)(void);
+  void (*fn)(void);  /* one simulated thread */
+  void (*blk)(void); /* the block function (fast mode; NULL: none) */
   const char *sig; /* the module's dv__sig_<name>: the parameter list as written */
   dv_bkernel *next;
 };
@@ -145,6 +146,7 @@ typedef struct hk_flat {
 struct hk_job {
   hk_state *k;
   dv_bkernel *kern;
+  void (*blk)(void); /* fast mode: the kernel's block function; NULL: a call per thread */
   uint32_t grid[3], block[3];
   size_t dyn;
   uint64_t nblocks;
@@ -208,6 +210,7 @@ typedef struct hk_thr {
   unsigned wphase; /* wave operations done: its parity picks the slot of wv */
   dv_u64 wv[2];    /* the value given to a wave operation (two slots: see hk_rt_wave) */
   hk_fib *fib; /* the fiber it runs on */
+  dv__hthread *self; /* its record (the module's dv__self while it runs) */
 } hk_thr;
 
 /* A fiber: a runner (threads one after the other) until its thread waits
@@ -216,6 +219,12 @@ struct hk_fib {
   fb_fiber f;
   bool taken; /* its thread waited at a barrier: run no other thread */
   bool done;  /* returned (its stack holds nothing) */
+  /* Fast mode: the block function (kernel.h) runs on this fiber and no
+   * thread has taken it (the running thread's record is then the module's
+   * dv__self); the first of its threads not yet marked as exited. */
+  bool loop;
+  int loop_done;
+  int owner; /* the thread that took it (fast mode) */
 };
 
 typedef struct hk_slot {
@@ -257,6 +266,10 @@ typedef struct hk_exec {
   int cur;         /* simulated thread running */
   hk_fib *rfib;    /* the fiber running */
   bool direct;     /* every thread has its fiber: a waiting one switches to the next */
+  /* The threads' records (thr) say where each one is.  In fast mode they
+   * are set only once a thread of the block enters the runtime
+   * (hk_loop_sync): a block that never does costs nothing per thread. */
+  bool states_valid;
   /* Threads waiting at a barrier (HK_T_BAR) and at a wave barrier, counted
    * as they arrive; bar_mixed: not all of the former at bar_site. */
   int nbar, nwave, bar_site;
@@ -300,9 +313,9 @@ dv_status hk_arg_types(const dv_bkernel *kn, const dv_blaunch *bl, ffi_type **ty
 /* Sort the launch's arguments for hk_call's flat path (l->types and
  * l->values are set). */
 void hk_flat_build(hk_job *l);
-/* One simulated thread: the kernel with the launch's arguments, with
- * *in_kernel set for the call's duration. */
-void hk_call(hk_job *l, volatile sig_atomic_t *in_kernel);
+/* fn (the kernel, or its block function) with the launch's arguments,
+ * with *in_kernel set for the call's duration. */
+void hk_call(hk_job *l, void (*fn)(void), volatile sig_atomic_t *in_kernel);
 
 /* ---- host_rt.c ---- */
 /* The runtime every module's dv__rt points to. */
@@ -318,6 +331,10 @@ void hk_coords(uint64_t lin, const uint32_t dim[3], unsigned c[3]);
 int hk_where(const hk_exec *ex, char *buf, size_t cap);
 /* "thread (x,y,z)" of simulated thread i of the running block. */
 void hk_thread_name(const hk_exec *ex, int i, char *buf, size_t cap);
+/* Fast mode: the thread the block function runs on the executor's fiber
+ * becomes the current one (ex->cur, its record), the threads it ran before
+ * exited; call on entry to the runtime when ex->rfib->loop is set. */
+void hk_loop_sync(hk_exec *ex);
 /* Fill a shared slot's redzone with its canary. */
 void hk_fill_redzone(unsigned char *p);
 #ifndef NDEBUG

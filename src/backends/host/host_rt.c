@@ -107,12 +107,35 @@ DV_NO_ASAN static void hk_rt_overflow(const hk_exec *ex) {
  * outside the kernel's window: the process would end). */
 static inline hk_exec *hk_rt_enter(void) {
   hk_exec *ex = hk_cur;
+  if (ex->rfib->loop) hk_loop_sync(ex);
   if ((uintptr_t)__builtin_frame_address(0) < (uintptr_t)ex->rfib->f.stack_lo + ex->rt_room)
     hk_rt_overflow(ex);
   atomic_signal_fence(memory_order_seq_cst);
   ex->in_kernel = 0;
   atomic_signal_fence(memory_order_seq_cst);
   return ex;
+}
+
+void hk_loop_sync(hk_exec *ex) {
+  hk_fib *fb = ex->rfib;
+  dv__hthread *t = *ex->self; /* the block function's record */
+  const int i = t->tid[0] + t->bdim[0] * (t->tid[1] + t->bdim[1] * t->tid[2]);
+  if (!ex->states_valid) { /* the block's first runtime call: the threads before i ended */
+    for (int j = 0; j < ex->n; j++) {
+      hk_thr *h = &ex->thr[j];
+      h->state = j < i ? HK_T_EXIT : HK_T_NEW, h->fib = NULL, h->op = -1, h->wphase = 0;
+      h->self = NULL;
+    }
+    ex->states_valid = true;
+  } else {
+    for (int j = fb->loop_done; j < i; j++) ex->thr[j].state = HK_T_EXIT;
+  }
+  hk_thr *h = &ex->thr[i];
+  h->state = HK_T_RUN;
+  h->fib = fb;
+  h->self = t;
+  fb->loop_done = i;
+  ex->cur = i;
 }
 
 static inline void hk_rt_leave(hk_exec *ex) {
@@ -200,6 +223,13 @@ static void *hk_rt_dyn_take(size_t *cursor, size_t bytes, size_t align, const ch
 static void hk_wait(hk_exec *ex, int state, int site, int line) {
   int i = ex->cur;
   hk_thr *thr = ex->thr, *t = &thr[i];
+  hk_fib *lf = ex->rfib;
+  if (lf->loop) { /* fast mode: this fiber stays with thread i; a new runner takes i + 1 on */
+    (*ex->self)->stop = 1;
+    lf->loop = false;
+    lf->owner = i;
+    ex->next_thread = i + 1;
+  }
   t->state = state;
   t->site = site;
   t->line = line;
@@ -219,7 +249,7 @@ static void hk_wait(hk_exec *ex, int state, int site, int line) {
       hk_fib *to = thr[j].fib;
       ex->cur = j;
       ex->rfib = to;
-      *ex->self = &ex->ht[j];
+      *ex->self = thr[j].self;
       fb_switch(&from->f, &to->f);
       return;
     }
