@@ -1,0 +1,295 @@
+/*
+ * The host simulator's fast mode (issue 23): kernels run through their
+ * block functions, a loop over the block's threads, and fall back to a
+ * fiber per thread from the first thread that waits at a barrier or wave
+ * operation (src/backends/host/host_exec.c, host_rt.c's hk_loop_sync).  The
+ * cases where the loop and the runtime meet, each run in a fast and a
+ * checked context and compared with each other and with a reference
+ * computed here: a block whose first runtime call comes from a thread in
+ * the middle (the threads before it ended inside the loop), barriers in
+ * odd 3-D blocks (a new runner starts mid-row and mid-plane), a divergent
+ * barrier after early returns (the same report in both modes), a fault
+ * inside the loop (block named; the thread as the mode can know it), and
+ * kernels the kernel layer cannot name the arguments of (no block
+ * function: fast mode calls them per thread).
+ */
+#include "common.h"
+
+static char g_cache_dir[256];
+
+static dv_context *mode_ctx(const char *mode) {
+  char opt[32];
+  snprintf(opt, sizeof opt, "host_mode=%s", mode);
+  dv_context *c = NULL;
+  assert_ok(test_context(&c, opt, NULL));
+  char got[32];
+  assert_ok(dv_context_option(c, "host_mode", got, sizeof got, NULL));
+  assert_string_equal(got, mode);
+  return c;
+}
+
+static dv_module *build_src(dv_context *c, const char *name, const char *src) {
+  dv_program *p = NULL;
+  assert_ok(dv_program_create(c, name, src, &p));
+  dv_module *m = NULL;
+  dv_status rc = dv_program_build(p, 0, &m);
+  if (rc) fail_msg("build %s: %s: %s\n%s", name, dv_status_name(rc), dv_last_error(), dv_program_log(p));
+  dv_program_destroy(p);
+  return m;
+}
+
+static const char *const modes[2] = {"fast", "checked"};
+
+/* ---- a block's first runtime call from a thread in its middle ---------- */
+
+static const char *k_late =
+    "DV_KERNEL(late, DV_ARRAY(int, out), int n) {\n"
+    "  DV_BIND(int, out);\n"
+    "  int t = dv_thread_idx(0);\n"
+    "  dv_i64 g = dv_global_id(0);\n"
+    "  int v = t;\n"
+    "  if (t >= n) v += 1000 * (int)__builtin_popcountll(dv_wave_ballot(t % 3 == 0));\n"
+    "  out[g] = v;\n"
+    "}\n";
+
+static void test_runtime_entered_late(void **state) {
+  (void)state;
+  enum { B = 128, G = 3, N = B * G };
+  int out[2][N];
+  for (int mi = 0; mi < 2; mi++) {
+    dv_context *c = mode_ctx(modes[mi]);
+    dv_module *m = build_src(c, "late", k_late);
+    dv_kernel *k = test_kernel(m, "late");
+    dv_array *d = NULL;
+    int64_t n = N;
+    assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &d));
+    /* Waves of 32 (host_wave_size's default): threads 64.. of each block,
+     * two whole waves, take a ballot; 0..63 never call the runtime. */
+    dv_arg a[] = {DV_ARG_ARRAY(d), DV_ARG_I32(64)};
+    dv_launch_config lc = {{G, 1, 1}, {B, 1, 1}, 0, NULL};
+    assert_ok(dv_kernel_launch(k, &lc, 2, a));
+    test_to_host(d, out[mi]);
+    dv_array_release(d);
+    dv_module_release(m);
+    assert_ok(dv_context_destroy(c));
+  }
+  for (int g = 0; g < N; g++) {
+    int t = g % B, want = t;
+    if (t >= 64) {
+      int w0 = t - t % 32, ones = 0;
+      for (int j = w0; j < w0 + 32; j++) ones += j % 3 == 0;
+      want += 1000 * ones;
+    }
+    if (out[0][g] != want || out[1][g] != want)
+      fail_msg("element %d: fast %d, checked %d, expected %d", g, out[0][g], out[1][g], want);
+  }
+}
+
+/* ---- barriers in an odd 3-D block --------------------------------------- */
+
+static const char *k_odd =
+    "DV_KERNEL(odd, DV_ARRAY(int, out), int rounds) {\n"
+    "  DV_BIND(int, out);\n"
+    "  DV_SHARED(int, s, 30);\n"
+    "  int x = dv_thread_idx(0), y = dv_thread_idx(1), z = dv_thread_idx(2);\n"
+    "  int lin = x + 5 * (y + 3 * z);\n"
+    "  int b = dv_block_idx(0) + 2 * dv_block_idx(2);\n"
+    "  int acc = lin;\n"
+    "  for (int r = 0; r < rounds; r++) {\n"
+    "    s[lin] = acc + b;\n"
+    "    dv_syncthreads();\n"
+    "    acc = s[(lin + r + 1) % 30] * 3 + x - y + z;\n"
+    "    dv_syncthreads();\n"
+    "  }\n"
+    "  out[b * 30 + lin] = acc;\n"
+    "}\n";
+
+static void test_barriers_odd_3d_block(void **state) {
+  (void)state;
+  enum { NB = 4, R = 5 };
+  int out[2][NB * 30];
+  for (int mi = 0; mi < 2; mi++) {
+    dv_context *c = mode_ctx(modes[mi]);
+    dv_module *m = build_src(c, "odd", k_odd);
+    dv_kernel *k = test_kernel(m, "odd");
+    dv_array *d = NULL;
+    int64_t n = NB * 30;
+    assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &d));
+    dv_arg a[] = {DV_ARG_ARRAY(d), DV_ARG_I32(R)};
+    dv_launch_config lc = {{2, 1, 2}, {5, 3, 2}, 0, NULL};
+    assert_ok(dv_kernel_launch(k, &lc, 2, a));
+    test_to_host(d, out[mi]);
+    dv_array_release(d);
+    dv_module_release(m);
+    assert_ok(dv_context_destroy(c));
+  }
+  /* The reference: the block's threads in lockstep. */
+  for (int b = 0; b < NB; b++) {
+    int acc[30], s[30];
+    for (int l = 0; l < 30; l++) acc[l] = l;
+    for (int r = 0; r < R; r++) {
+      for (int l = 0; l < 30; l++) s[l] = acc[l] + b;
+      for (int l = 0; l < 30; l++) {
+        int x = l % 5, y = (l / 5) % 3, z = l / 15;
+        acc[l] = s[(l + r + 1) % 30] * 3 + x - y + z;
+      }
+    }
+    for (int l = 0; l < 30; l++) {
+      int want = acc[l], f = out[0][b * 30 + l], ch = out[1][b * 30 + l];
+      if (f != want || ch != want)
+        fail_msg("block %d thread %d: fast %d, checked %d, expected %d", b, l, f, ch, want);
+    }
+  }
+}
+
+/* ---- a divergent barrier after early returns ----------------------------- */
+
+static const char *k_early =
+    "DV_KERNEL(early, DV_ARRAY(int, out)) {\n"
+    "  DV_BIND(int, out);\n"
+    "  int t = dv_thread_idx(0);\n"
+    "  out[t] = t;\n"
+    "  if (t < 5) return;\n"
+    "  dv_syncthreads();\n"
+    "}\n";
+
+static void test_divergent_after_early_return(void **state) {
+  (void)state;
+  char msg[2][700];
+  for (int mi = 0; mi < 2; mi++) {
+    dv_context *c = mode_ctx(modes[mi]);
+    dv_module *m = build_src(c, "early", k_early);
+    dv_kernel *k = test_kernel(m, "early");
+    dv_array *d = NULL;
+    int64_t n = 32;
+    assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &d));
+    dv_arg a[] = {DV_ARG_ARRAY(d)};
+    dv_launch_config lc = {{1, 1, 1}, {32, 1, 1}, 0, NULL};
+    assert_status(dv_kernel_launch(k, &lc, 1, a), DV_ERR_KERNEL_FAULT);
+    snprintf(msg[mi], sizeof msg[mi], "%s", dv_last_error());
+    dv_array_release(d);
+    dv_module_release(m);
+    assert_ok(dv_context_destroy(c));
+  }
+  if (!strstr(msg[0], "divergent barrier") || !strstr(msg[0], "27 threads wait") ||
+      !strstr(msg[0], "5 threads exited (first: thread (0,0,0))"))
+    fail_msg("fast mode's report: %s", msg[0]);
+  assert_string_equal(msg[0], msg[1]);
+}
+
+/* ---- a fault inside the loop ---------------------------------------------- */
+
+static const char *k_crash =
+    "DV_KERNEL(crash, DV_ARRAY(int, out), int bad) {\n"
+    "  DV_BIND(int, out);\n"
+    "  dv_i64 g = dv_global_id(0);\n"
+    "  int *p = out;\n"
+    "  if (g == bad) p = (int *)0;\n"
+    "  p[g] = 1;\n"
+    "}\n";
+
+static void test_fault_in_loop(void **state) {
+  (void)state;
+  for (int mi = 0; mi < 2; mi++) {
+    dv_context *c = mode_ctx(modes[mi]);
+    dv_module *m = build_src(c, "crash", k_crash);
+    dv_kernel *k = test_kernel(m, "crash");
+    dv_array *d = NULL;
+    int64_t n = 128;
+    assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &d));
+    dv_arg a[] = {DV_ARG_ARRAY(d), DV_ARG_I32(64 + 37)};
+    dv_launch_config lc = {{2, 1, 1}, {64, 1, 1}, 0, NULL};
+    assert_status(dv_kernel_launch(k, &lc, 2, a), DV_ERR_KERNEL_FAULT);
+    const char *e = dv_last_error();
+    if (!strstr(e, "kernel crash, block (1,0,0), thread (") || !strstr(e, "SIGSEGV"))
+      fail_msg("%s mode: %s", modes[mi], e);
+    if (mi == 1 && !strstr(e, "thread (37,0,0): SIGSEGV")) fail_msg("checked mode: %s", e);
+    if (mi == 0 && !strstr(e, "host_mode=checked")) fail_msg("fast mode: %s", e);
+    /* The context goes on: the same kernel without the bad pointer. */
+    dv_arg ok[] = {DV_ARG_ARRAY(d), DV_ARG_I32(-1)};
+    assert_ok(dv_kernel_launch(k, &lc, 2, ok));
+    int h[128];
+    test_to_host(d, h);
+    for (int i = 0; i < 128; i++) assert_int_equal(h[i], 1);
+    dv_array_release(d);
+    dv_module_release(m);
+    assert_ok(dv_context_destroy(c));
+  }
+}
+
+/* ---- kernels without a block function --------------------------------------- */
+
+/* The prelude names a kernel's arguments only where the reader is sure of
+ * them (src/kernel/program.c): not for a kernel declared twice under a
+ * condition it cannot evaluate (refused at lookup by the contract), and
+ * not for one with a parameter name longer than it keeps (63 characters).
+ * Such a module still compiles, its other kernels keep their block
+ * functions, and the long-named one runs one call per thread in fast mode
+ * with the same results. */
+static const char *k_twice =
+    "#if defined(__SOME_COMPILER_THING)\n"
+    "DV_KERNEL(twice, DV_ARRAY(int, out), int a, int b) {\n"
+    "  DV_BIND(int, out); out[dv_global_id(0)] = a - b;\n"
+    "}\n"
+    "#else\n"
+    "DV_KERNEL(twice, DV_ARRAY(int, out), int a) {\n"
+    "  DV_BIND(int, out); out[dv_global_id(0)] = a;\n"
+    "}\n"
+    "#endif\n"
+    "DV_KERNEL(longname, DV_ARRAY(int, out),\n"
+    "          int a_parameter_whose_name_is_longer_than_the_sixty_three_characters_kept) {\n"
+    "  DV_BIND(int, out);\n"
+    "  dv_i64 g = dv_global_id(0);\n"
+    "  out[g] = a_parameter_whose_name_is_longer_than_the_sixty_three_characters_kept + (int)g;\n"
+    "}\n"
+    "DV_KERNEL(plain, DV_ARRAY(int, out), int a) {\n"
+    "  DV_BIND(int, out);\n"
+    "  dv_i64 g = dv_global_id(0);\n"
+    "  out[g] = a * (int)g;\n"
+    "}\n";
+
+static void test_kernels_without_block_function(void **state) {
+  (void)state;
+  int out[2][2][40];
+  for (int mi = 0; mi < 2; mi++) {
+    dv_context *c = mode_ctx(modes[mi]);
+    dv_module *m = build_src(c, "twice", k_twice);
+    dv_kernel *k = NULL;
+    assert_status(dv_module_kernel(m, "twice", &k), DV_ERR_KERNEL_ARGUMENT);
+    assert_null(k);
+    const char *names[2] = {"longname", "plain"};
+    dv_array *d = NULL;
+    int64_t n = 40;
+    assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &d));
+    for (int q = 0; q < 2; q++) {
+      k = test_kernel(m, names[q]);
+      dv_arg a[] = {DV_ARG_ARRAY(d), DV_ARG_I32(7)};
+      dv_launch_config lc = {{5, 1, 1}, {8, 1, 1}, 0, NULL};
+      assert_ok(dv_kernel_launch(k, &lc, 2, a));
+      test_to_host(d, out[mi][q]);
+    }
+    dv_array_release(d);
+    dv_module_release(m);
+    assert_ok(dv_context_destroy(c));
+  }
+  for (int i = 0; i < 40; i++) {
+    for (int mi = 0; mi < 2; mi++) {
+      assert_int_equal(out[mi][0][i], 7 + i);
+      assert_int_equal(out[mi][1][i], 7 * i);
+    }
+  }
+}
+
+int main(int argc, char **argv) {
+  int begin = kernel_suite_begin(argc, argv, "host_fast", NULL, g_cache_dir, sizeof g_cache_dir);
+  if (begin) return begin;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_runtime_entered_late),
+      cmocka_unit_test(test_barriers_odd_3d_block),
+      cmocka_unit_test(test_divergent_after_early_return),
+      cmocka_unit_test(test_fault_in_loop),
+      cmocka_unit_test(test_kernels_without_block_function),
+  };
+  return kernel_suite_end(g_cache_dir, test_main(argc, argv, "host_fast", tests,
+                                                 sizeof tests / sizeof tests[0]));
+}
