@@ -255,6 +255,7 @@ static void print_rows(const char *what, const char *base_name, double base_med,
       int met = ratio >= goal_ratio;
       goals_missed += !met, goals_checked++;
       printf("   goal %s: %s", goal_text, met ? "met" : "MISSED");
+      if (goal_ratio < 1.0) printf(" (%.1fx C's time)", sd->med / base_med);
     } else if (fast_side) {
       printf("   checked/fast cost %.2f x", sd->med / fast_side->med);
     }
