@@ -279,6 +279,10 @@ for dev in info["devices"]:
         need(key in dev, "device key " + key)
     need(isinstance(dev["total_memory"], int) and dev["total_memory"] > 0, "total_memory")
 need(info["default_backend"] in names, "default_backend")
+# the host simulator's mode (issue 23): the option's value, in both listings
+hm = {x["name"]: x for x in info["options"]}["host_mode"]["value"]
+need(info.get("host_mode") == hm and hm in ("fast", "checked"), "host_mode %r / %r" % (info.get("host_mode"), hm))
+need(re.search(r"^    mode: +%s \(option host_mode" % hm, text, re.M), "devarray info shows no host mode line")
 # the same options, in the same order, as the human-readable listing
 listed = re.findall(r"^  (\S+) +(DV_\S+) += ", text, re.M)
 need([(o["name"], o["env"]) for o in info["options"]] == listed, "options differ from devarray info")
@@ -287,6 +291,14 @@ for o in info["options"]:
          "option keys: %s" % sorted(o))
     need(o["source"] in ("default", "env", "env_numba", "api"), "source " + o["source"])
 EOF
+for m in fast checked; do
+  DV_HOST_MODE=$m
+  export DV_HOST_MODE
+  run info
+  unset DV_HOST_MODE
+  if grep -q "^    mode: *$m (option host_mode" "$d/out"; then pass "info: host_mode=$m shown"
+  else fail "info: host_mode=$m shown" "no mode line saying $m"; fi
+done
 DV_LOG_LEVEL=debug
 export DV_LOG_LEVEL
 run info --json

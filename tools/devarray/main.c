@@ -761,7 +761,13 @@ static int cmd_info(int argc, char **argv) {
         if (dev++) putchar(',');
         json_device(stdout, &rows[i].device);
       }
-    printf("],\"default_backend\":");
+    {
+      char mode[32] = "";
+      dv_option_get("host_mode", mode, sizeof mode, NULL);
+      printf("],\"host_mode\":");
+      json_string(stdout, mode);
+    }
+    printf(",\"default_backend\":");
     json_string_or_null(stdout, default_backend);
     if (!default_backend) printf(",\"default_error\":"), json_string(stdout, default_error);
     printf(",\"kernel_cache\":{\"path\":");
@@ -802,6 +808,16 @@ static int cmd_info(int argc, char **argv) {
       }
       printf("  %-7s available: %s\n", b->name, b->reason);
       if (b->have_device) print_device(&b->device);
+      if (strcmp(b->name, "host") == 0) {
+        char mode[32] = "";
+        dv_option_get("host_mode", mode, sizeof mode, NULL);
+        printf("    mode:            %s (option host_mode: %s)\n", mode,
+               strcmp(mode, "fast") == 0
+                   ? "kernels as loops over a block's threads, no guard bytes or fills; "
+                     "host_mode=checked adds the checks"
+                   : "per-thread bookkeeping, guard bytes, poison, quarantine and kernel "
+                     "checks; host_mode=fast runs at CPU speed");
+      }
     }
     if (default_backend)
       printf(
