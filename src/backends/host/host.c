@@ -1,14 +1,17 @@
 /*
- * The host simulator: a device model, not a stub.
+ * The host simulator: a device model, not a stub.  This file: streams,
+ * copies, events, host memory, open and close; device memory is host_mem.c.
  *
  *  - Device memory is host RAM owned by the simulator (never the caller's),
  *    bounded by a capacity (option host_memory), so out-of-memory and the
  *    pending-deallocation ratio limit are real.
  *  - Each stream is a worker thread executing its queue in order, so
  *    asynchronous work really happens later: a missing synchronize shows.
- *  - Allocations carry guard bytes on both sides; freed memory is poisoned
- *    and kept a while in a quarantine whose poison is checked, so stray
- *    writes (before, after or after-free) are reported as DV_ERR_CORRUPTION.
+ *  - In checked mode allocations carry guard bytes on both sides; freed
+ *    memory is poisoned and kept a while in a quarantine whose poison is
+ *    checked, so stray writes (before, after or after-free) are reported as
+ *    DV_ERR_CORRUPTION.  Fast mode checks a few canary bytes on each side
+ *    and reuses freed blocks (host_mem.c).
  *  - Copies are bounds-checked against their allocations when queued.
  *  - Faults can be injected: the k-th device allocation, copy or free fails.
  *  - Blocks are reference counted by the queued operations that use them, so

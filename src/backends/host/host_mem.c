@@ -238,7 +238,8 @@ static dv_status hb_mem_refused(hb_state *st, size_t charged, size_t total) {
   pthread_mutex_lock(&st->lock);
   st->used -= charged;
   pthread_mutex_unlock(&st->lock);
-  return dv__error(DV_ERR_OUT_OF_MEMORY, "host simulator: the system could not provide %zu bytes", total);
+  return dv__error(DV_ERR_OUT_OF_MEMORY, "host simulator: the system could not provide %zu bytes",
+                   total);
 }
 
 dv_status hb_mem_alloc(void *state, size_t bytes, void **buf) {

@@ -34,7 +34,7 @@ typedef struct hb_cached {
 } hb_cached;
 
 struct hb_state {
-  hb_state_head head; /* first: the kernel state (host_internal.h) */
+  hb_state_head head;   /* first: the kernel state (host_internal.h) */
   pthread_mutex_t lock; /* the memory fields below */
   size_t cap, used;
   bool guard; /* checked mode's memory: guards, fills, poison, quarantine */
