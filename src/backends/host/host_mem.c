@@ -88,11 +88,11 @@ static void hb_corruption(hb_state *st, const hb_block *b, const char *what) {
 static bool hb_cacheable(const hb_state *st) { return !st->guard && !st->ipc; }
 
 /* Bytes behind a block charged `charged` (guards included, 256-byte units);
- * cacheable ones are rounded up to their size class: an eighth of the
- * power of two below them (at most 12.5% more address space). */
+ * those the cache may keep are rounded up to their size class: an eighth
+ * of the power of two below them (at most 12.5% more address space). */
 static size_t hb_total(const hb_state *st, size_t charged) {
   size_t total = (HB_FRONT + charged + HB_BACK + 255) & ~(size_t)255;
-  if (!hb_cacheable(st) || total < HB_CACHE_MIN) return total;
+  if (!hb_cacheable(st) || total < HB_CACHE_MIN || total > HB_CACHE_MAX_BLOCK) return total;
   int lg = 63 - __builtin_clzll((unsigned long long)total);
   size_t step = (size_t)1 << (lg - 3);
   return (total + step - 1) & ~(step - 1);
