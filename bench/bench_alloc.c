@@ -12,8 +12,15 @@
  *    through the manager table, in ns (median of batches).  Under callgrind,
  *    `--fastpath-only N` runs just N pairs inside fastpath_loop, so that
  *    --toggle-collect=fastpath_loop counts the pairs' instructions alone.
+ * 3. Issue 23, `--modes`: the host simulator's dv_device_array and
+ *    dv_to_device of 1 MiB (direct manager, the default) in host_mode=fast
+ *    and host_mode=checked, against malloc+free of 1 MiB and a memcpy of
+ *    1 MiB into a fresh buffer (malloc, memcpy, free) timed in the same
+ *    process, interleaved; medians of batches in microseconds per call, the
+ *    ratios to the baseline, and checked mode's cost over fast; then fast
+ *    mode again with max_pending_deallocs_count=0 (no deferred frees).
  *
- *   bench_alloc [--quick] [--backend NAME] [--fastpath-only N]
+ *   bench_alloc [--quick] [--backend NAME] [--fastpath-only N] [--modes [--size BYTES]]
  */
 #define _DEFAULT_SOURCE
 #include <stdio.h>
@@ -90,15 +97,154 @@ __attribute__((noinline)) void fastpath_loop(dv_context *c, long n) {
   }
 }
 
+/* ---- 3. issue 23: allocation and transfer in fast and checked mode ---- */
+
+static dv_context *make_mode(const char *mode, const char *pending) {
+  dv_config *cfg;
+  dv_context *c = NULL;
+  dv_config_create(&cfg);
+  dv_config_set(cfg, "backend", "host");
+  dv_config_set(cfg, "host_mode", mode);
+  if (pending) dv_config_set(cfg, "max_pending_deallocs_count", pending);
+  dv_config_set(cfg, "log_level", "off");
+  if (dv_context_create(cfg, &c)) c = NULL;
+  dv_config_destroy(cfg);
+  return c;
+}
+
+static volatile unsigned char g_sink;
+
+typedef struct {
+  dv_context *c;
+  size_t n;
+  const unsigned char *src;
+  dv_array *host; /* src wrapped */
+} mode_arg;
+
+static void base_malloc(mode_arg *a, int reps) {
+  for (int i = 0; i < reps; i++) {
+    unsigned char *p = malloc(a->n);
+    if (!p) exit(1);
+    g_sink = p[a->n / 2]; /* one read, as a device_array's first use would not count */
+    free(p);
+  }
+}
+
+static void base_memcpy(mode_arg *a, int reps) {
+  for (int i = 0; i < reps; i++) {
+    unsigned char *p = malloc(a->n);
+    if (!p) exit(1);
+    memcpy(p, a->src, a->n);
+    g_sink = p[a->n - 1];
+    free(p);
+  }
+}
+
+static void dv_alloc_loop(mode_arg *a, int reps) {
+  int64_t n = (int64_t)a->n;
+  for (int i = 0; i < reps; i++) {
+    dv_array *d = NULL;
+    DV(dv_device_array(a->c, 1, &n, dv_dtype_get(DV_UINT8), NULL, 'C', NULL, &d));
+    dv_array_release(d);
+  }
+}
+
+static void dv_todev_loop(mode_arg *a, int reps) {
+  for (int i = 0; i < reps; i++) {
+    dv_array *d = NULL;
+    DV(dv_to_device(a->c, a->host, NULL, 1, NULL, &d));
+    dv_array_release(d);
+  }
+}
+
+static void dv_backend_loop(mode_arg *a, int reps) {
+  for (int i = 0; i < reps; i++) {
+    dv_block blk;
+    DV(dv_backend_alloc(a->c, a->n, &blk));
+    DV(dv_backend_free(a->c, blk));
+  }
+}
+
+/* One mode by itself (a program runs in one mode): its rows interleaved with
+ * the two baselines, batch by batch; medians into med[5]. */
+static int mode_pass(const char *mode, const char *pending, size_t n, const unsigned char *src,
+                     int quick, double *med) {
+  dv_context *c = make_mode(mode, pending);
+  if (!c) {
+    fprintf(stderr, "bench_alloc: no host context (%s)\n", dv_last_error());
+    return 1;
+  }
+  int64_t len = (int64_t)n;
+  mode_arg arg = {c, n, src, NULL}, base = {NULL, n, src, NULL};
+  DV(dv_host_array_wrap(c, (void *)src, 1, &len, dv_dtype_get(DV_UINT8), NULL, &arg.host));
+  enum { NROW = 5 };
+  struct {
+    void (*fn)(mode_arg *, int);
+    mode_arg *a;
+  } rows[NROW] = {{base_malloc, &base}, {base_memcpy, &base}, {dv_backend_loop, &arg},
+                  {dv_alloc_loop, &arg}, {dv_todev_loop, &arg}};
+  int nb = quick ? 15 : 61, batch = n > ((size_t)4 << 20) ? 5 : 20;
+  double *t = calloc((size_t)NROW * (size_t)nb, sizeof *t);
+  if (!t) return 1;
+  for (int r = 0; r < NROW; r++) rows[r].fn(rows[r].a, batch); /* warm */
+  for (int k = 0; k < nb; k++)
+    for (int r = 0; r < NROW; r++) {
+      double t0 = bench_now();
+      rows[r].fn(rows[r].a, batch);
+      t[r * nb + k] = (bench_now() - t0) / batch * 1e6;
+    }
+  for (int r = 0; r < NROW; r++) med[r] = bench_median(&t[r * nb], nb);
+  printf("host_mode=%s%s%s, %zu bytes, direct manager: us per call (median of %d batches of %d)\n",
+         mode, pending ? ", max_pending_deallocs_count=" : "", pending ? pending : "", n, nb, batch);
+  static const char *names[NROW] = {"malloc+free", "malloc+memcpy+free", "dv_backend_alloc+free",
+                                    "device_array+release", "to_device+release"};
+  static const int basis[NROW] = {0, 1, 0, 0, 1};
+  printf("  %-24s %10s %14s\n", "row", "us", "x baseline");
+  for (int r = 0; r < NROW; r++)
+    printf("  %-24s %10.2f %10.2fx %s\n", names[r], med[r], med[r] / med[basis[r]],
+           r < 2 ? "(baseline)" : basis[r] ? "(of malloc+memcpy+free)" : "(of malloc+free)");
+  dv_array_release(arg.host);
+  dv_context_destroy(c);
+  free(t);
+  return 0;
+}
+
+static int modes_main(size_t n, int quick) {
+  unsigned char *src = malloc(n);
+  if (!src) return 1;
+  memset(src, 7, n);
+  double f[5], k[5], z[5];
+  if (mode_pass("fast", NULL, n, src, quick, f) || mode_pass("checked", NULL, n, src, quick, k))
+    return 1;
+  /* The direct manager keeps up to 10 frees pending (Numba's deferred
+   * deallocation), so a to_device loop writes into ~11 blocks in turn, more
+   * than the L2 cache holds, where malloc hands back the one hot buffer:
+   * the same loop without the queue shows that part of the gap. */
+  if (mode_pass("fast", "0", n, src, quick, z)) return 1;
+  printf("checked over fast (each against its own pass): dv_backend_alloc+free %.0fx, "
+         "device_array %.0fx, to_device %.1fx\n", k[2] / f[2], k[3] / f[3], k[4] / f[4]);
+  printf("goals (fast): device_array <= 2x malloc+free: %.2fx, %s; to_device <= 1.5x "
+         "malloc+memcpy+free: %.2fx, %s\n", f[3] / f[0], f[3] <= 2 * f[0] ? "met" : "not met",
+         f[4] / f[1], f[4] <= 1.5 * f[1] ? "met" : "not met");
+  printf("fast, no pending-deallocation queue: device_array %.2fx, to_device %.2fx\n", z[3] / z[0],
+         z[4] / z[1]);
+  free(src);
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  int quick = 0;
+  int quick = 0, modes = 0;
+  size_t size = (size_t)1 << 20;
   long fast_only = 0;
   const char *only = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = 1;
     else if (!strcmp(argv[i], "--backend") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--fastpath-only") && i + 1 < argc) fast_only = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--modes")) modes = 1;
+    else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = (size_t)atoll(argv[++i]);
   }
+  if (modes) return modes_main(size, quick);
   if (fast_only) {
     dv_context *c = make(only ? only : "host", "pool");
     if (!c) return 1;

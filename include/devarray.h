@@ -587,7 +587,8 @@ DV_API dv_status dv_backend_free(dv_context *ctx, dv_block block);
 DV_API dv_status dv_backend_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes);
 /** The manager's statistics into *out (DV_ERR_NOT_SUPPORTED if it keeps none). Thread-safe, non-blocking. */
 DV_API dv_status dv_memory_stats(dv_context *ctx, dv_mm_stats *out);
-/** Return cached device memory to the driver (a no-op for "direct"). Blocks
+/** Return cached device memory to the driver (a no-op for "direct"; the host
+ *  simulator in fast mode also frees the blocks it keeps for reuse). Blocks
  *  until work that used the returned memory is complete. */
 DV_API dv_status dv_memory_trim(dv_context *ctx);
 /**

@@ -1,8 +1,11 @@
 /* White-box tests of the host simulator's own checks: it must notice
- * out-of-bounds writes (guard bytes) and writes after free (poison). */
+ * out-of-bounds writes (guard bytes) and writes after free (poison); and of
+ * its memory in each mode (issue 23): checked mode fills, poisons and
+ * quarantines, fast mode does none of that but reuses freed blocks from a
+ * bounded cache, with capacity, statistics and faults as exact as before. */
 #include "common.h"
 #include "array/array.h"
-#include "backends/host/host_internal.h"
+#include "backends/host/host_mem.h"
 
 static hb_block *block_of(dv_array *a) { return (hb_block *)a->alloc->buf; }
 
@@ -27,7 +30,8 @@ static void test_guard_overwrite_detected(void **state) {
 static void test_write_after_free_detected(void **state) {
   (void)state;
   dv_context *c;
-  assert_ok(test_context(&c, NULL));
+  /* poison is checked mode's, whatever the build's default mode */
+  assert_ok(test_context(&c, "host_mode=checked", NULL));
   int64_t n = 64;
   dv_array *a;
   assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_UINT8), NULL, 'C', NULL, &a));
@@ -61,12 +65,214 @@ static void test_guarded_free_reports(void **state) {
   assert_ok(test_context(&g_ctx, NULL));
 }
 
+
+/* ---- issue 23: memory in fast mode and in checked mode ---- */
+
+static dv_array *dev_bytes(dv_context *c, int64_t n) {
+  dv_array *a = NULL;
+  assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_UINT8), NULL, 'C', NULL, &a));
+  return a;
+}
+
+static size_t free_bytes(dv_context *c) {
+  size_t f = 0, t = 0;
+  assert_ok(dv_context_memory_info(c, &f, &t));
+  return f;
+}
+
+static void test_fast_reuses_freed_blocks(void **state) {
+  (void)state;
+  dv_context *c;
+  assert_ok(test_context(&c, "host_mode=fast", "host_ipc=off", NULL)); /* simulator.host-ipc too */
+  size_t free0 = free_bytes(c);
+  dv_stats s0 = {.size = sizeof s0}, s1 = {.size = sizeof s1};
+  assert_ok(dv_context_stats(c, &s0));
+  dv_array *a = dev_bytes(c, 1 << 20);
+  hb_block *b = block_of(a);
+  hb_state *st = b->st;
+  unsigned char *data = b->data;
+  assert_false(st->guard);
+  data[0] = 42; /* no fill: nothing to check but that it is writable */
+  assert_int_equal(free_bytes(c), free0 - ((size_t)1 << 20));
+  dv_array_release(a);
+  assert_ok(dv_context_flush_deallocs(c));
+  /* freed: not poisoned, not quarantined, but cached, and free again */
+  assert_int_equal(st->quarantine_bytes, 0);
+  assert_ptr_equal(st->quarantine.next, &st->quarantine);
+  assert_int_equal(st->ncache, 1);
+  assert_true(st->cache_bytes >= ((size_t)1 << 20));
+  assert_int_equal(free_bytes(c), free0);
+  /* the next allocation of the size class gets the same warm block */
+  uint64_t hits = st->cache_hits;
+  dv_array *a2 = dev_bytes(c, (1 << 20) + 1000);
+  assert_ptr_equal(block_of(a2), b);
+  assert_ptr_equal(block_of(a2)->data, data);
+  assert_int_equal(block_of(a2)->bytes, (1 << 20) + 1000);
+  assert_int_equal(st->cache_hits, hits + 1);
+  assert_int_equal(st->ncache, 0);
+  assert_int_equal(free_bytes(c), free0 - ((size_t)1 << 20) - 1024); /* charged in 256-byte units */
+  /* a size of another class does not take it */
+  dv_array_release(a2);
+  assert_ok(dv_context_flush_deallocs(c));
+  dv_array *a3 = dev_bytes(c, 3 << 20);
+  assert_ptr_not_equal(block_of(a3), b);
+  assert_int_equal(st->cache_hits, hits + 1);
+  dv_array_release(a3);
+  assert_ok(dv_context_flush_deallocs(c));
+  assert_int_equal(st->ncache, 2);
+  /* the statistics count what the arrays hold, not the cache */
+  assert_ok(dv_context_stats(c, &s1));
+  assert_int_equal(s1.device.current, s0.device.current);
+  assert_int_equal(s1.device.total - s0.device.total, (1 << 20) + (1 << 20) + 1000 + (3 << 20));
+  /* dv_memory_trim gives the cache back */
+  assert_ok(dv_memory_trim(c));
+  assert_int_equal(st->ncache, 0);
+  assert_int_equal(st->cache_bytes, 0);
+  assert_int_equal(free_bytes(c), free0);
+  assert_ok(dv_context_check_memory(c));
+  assert_ok(dv_context_destroy(c));
+}
+
+/* The cache is bounded: at most HB_CACHE_SLOTS blocks and HB_CACHE_MAX_BYTES
+ * (or the capacity); blocks above HB_CACHE_MAX_BLOCK are never kept. */
+static void test_fast_cache_is_bounded(void **state) {
+  (void)state;
+  dv_context *c;
+  assert_ok(test_context(&c, "host_mode=fast", "host_ipc=off", "host_memory=2G",
+                         "max_pending_deallocs_count=0", NULL));
+  hb_state *st = NULL;
+  enum { N = HB_CACHE_SLOTS + 8 };
+  dv_array *a[N];
+  for (int i = 0; i < N; i++) a[i] = dev_bytes(c, (int64_t)(128 << 10) * (i + 1));
+  st = block_of(a[0])->st;
+  for (int i = 0; i < N; i++) dv_array_release(a[i]);
+  assert_ok(dv_context_flush_deallocs(c));
+  assert_int_equal(st->ncache, HB_CACHE_SLOTS);
+  assert_true(st->cache_bytes <= HB_CACHE_MAX_BYTES);
+  /* large blocks fill the byte bound, not more */
+  for (int i = 0; i < 8; i++) a[i] = dev_bytes(c, (int64_t)15 << 20);
+  for (int i = 0; i < 8; i++) dv_array_release(a[i]);
+  assert_ok(dv_context_flush_deallocs(c));
+  assert_true(st->cache_bytes <= HB_CACHE_MAX_BYTES);
+  assert_true(st->cache_bytes >= ((size_t)15 << 20));
+  size_t before = st->cache_bytes;
+  dv_array *big = dev_bytes(c, (int64_t)32 << 20);
+  dv_array_release(big);
+  assert_ok(dv_context_flush_deallocs(c));
+  assert_int_equal(st->cache_bytes, before);
+  assert_ok(dv_context_destroy(c)); /* frees the cache (LeakSanitizer checks) */
+}
+
+static void test_fast_capacity_and_faults(void **state) {
+  (void)state;
+  dv_context *c;
+  assert_ok(test_context(&c, "host_mode=fast", "host_ipc=off", "host_memory=4M", NULL));
+  dv_array *a = dev_bytes(c, 3 << 20), *x = NULL;
+  int64_t two = 2 << 20;
+  assert_status(dv_device_array(c, 1, &two, dv_dtype_get(DV_UINT8), NULL, 'C', NULL, &x),
+                DV_ERR_OUT_OF_MEMORY);
+  assert_null(x);
+  dv_array_release(a);
+  assert_ok(dv_context_flush_deallocs(c));
+  /* the freed block is cached but its capacity is free again */
+  assert_int_equal(free_bytes(c), (size_t)4 << 20);
+  x = dev_bytes(c, two);
+  assert_int_equal(free_bytes(c), (size_t)2 << 20);
+  /* an injected fault fails the allocation cleanly, though the cache holds
+   * a block (the driver-level call: a manager retries once after a flush) */
+  hb_state *st = block_of(x)->st;
+  assert_int_equal(st->ncache, 1); /* the 3 MiB block (another size class) */
+  dv_block blk = {0};
+  assert_ok(dv_backend_alloc(c, 1 << 20, &blk));
+  assert_ok(dv_backend_free(c, blk));
+  /* kept in its place: the cache holds at most the capacity (4 MiB) */
+  assert_int_equal(st->ncache, 1);
+  assert_true(st->cache_bytes >= ((size_t)1 << 20) && st->cache_bytes < ((size_t)2 << 20));
+  assert_ok(dv_fault_inject(c, DV_FAULT_DEVICE_ALLOC, 1));
+  assert_status(dv_backend_alloc(c, 1 << 20, &blk), DV_ERR_OUT_OF_MEMORY);
+  assert_null(blk.buf);
+  assert_int_equal(free_bytes(c), (size_t)2 << 20);
+  assert_ok(dv_backend_alloc(c, 1 << 20, &blk)); /* the next one is served */
+  assert_int_equal(free_bytes(c), (size_t)1 << 20);
+  assert_ok(dv_backend_free(c, blk));
+  dv_array_release(x);
+  assert_ok(dv_context_flush_deallocs(c));
+  assert_int_equal(free_bytes(c), (size_t)4 << 20);
+  assert_ok(dv_context_destroy(c));
+}
+
+/* Fast mode's guard: a few bytes each side, checked at free and by
+ * dv_context_check_memory. */
+static void test_fast_canaries(void **state) {
+  (void)state;
+  dv_context *c;
+  assert_ok(test_context(&c, "host_mode=fast", NULL));
+  dv_array *a = dev_bytes(c, 100);
+  hb_block *b = block_of(a);
+  assert_ok(dv_context_check_memory(c));
+  b->data[b->bytes] ^= 0x5A;
+  assert_status(dv_context_check_memory(c), DV_ERR_CORRUPTION);
+  b->data[b->bytes] ^= 0x5A;
+  assert_ok(dv_context_check_memory(c));
+  b->data[-1] ^= 1;
+  assert_status(dv_context_check_memory(c), DV_ERR_CORRUPTION);
+  b->data[-1] ^= 1;
+  b->data[b->bytes + HB_CANARY - 1] = 0; /* the last canary byte, then free */
+  dv_array_release(a);
+  assert_status(dv_context_flush_deallocs(c), DV_ERR_CORRUPTION);
+  assert_status(dv_context_check_memory(c), DV_ERR_CORRUPTION); /* on record */
+  assert_ok(dv_context_destroy(c));
+}
+
+/* Checked mode keeps today's behaviour: fill, poison, quarantine, no reuse. */
+static void test_checked_quarantines(void **state) {
+  (void)state;
+  dv_context *c;
+  assert_ok(test_context(&c, "host_mode=checked", NULL));
+  dv_array *a = dev_bytes(c, 1 << 20);
+  hb_block *b = block_of(a);
+  hb_state *st = b->st;
+  assert_true(st->guard);
+  assert_int_equal(b->data[0], 0xCD);
+  assert_int_equal(b->data[(1 << 20) - 1], 0xCD);
+  dv_array_release(a);
+  assert_ok(dv_context_flush_deallocs(c));
+  assert_int_equal(st->quarantine_bytes, (size_t)1 << 20);
+  assert_int_equal(st->ncache, 0);
+  dv_array *a2 = dev_bytes(c, 1 << 20);
+  assert_ptr_not_equal(block_of(a2), b);
+  assert_int_equal(st->cache_hits, 0);
+  dv_array_release(a2);
+  assert_ok(dv_memory_trim(c)); /* leaves the quarantine alone */
+  assert_int_equal(st->quarantine_bytes, (size_t)2 << 20);
+  assert_ok(dv_context_check_memory(c));
+  assert_ok(dv_context_destroy(c));
+}
+
+/* option host_ipc: a freed block's handles are revoked, so it is never cached. */
+static void test_fast_ipc_not_cached(void **state) {
+  (void)state;
+  dv_context *c;
+  assert_ok(test_context(&c, "host_mode=fast", "host_ipc=on", NULL));
+  dv_array *a = dev_bytes(c, 1 << 20);
+  hb_state *st = block_of(a)->st;
+  assert_non_null(block_of(a)->shared);
+  dv_array_release(a);
+  assert_ok(dv_context_flush_deallocs(c));
+  assert_int_equal(st->ncache, 0);
+  assert_ok(dv_context_destroy(c));
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strncmp(argv[1], "host", 4) != 0) {
     printf("SKIPPED: suite simulator on backend %s: white-box tests of the host simulator\n", argv[1]);
     return 77;
   }
-  const struct CMUnitTest tests[] = {T(test_guard_overwrite_detected), T(test_write_after_free_detected),
-                                     T(test_guarded_free_reports)};
+  const struct CMUnitTest tests[] = {
+      T(test_guard_overwrite_detected), T(test_write_after_free_detected),
+      T(test_guarded_free_reports),     T(test_fast_reuses_freed_blocks),
+      T(test_fast_cache_is_bounded),    T(test_fast_capacity_and_faults),
+      T(test_fast_canaries),            T(test_checked_quarantines),
+      T(test_fast_ipc_not_cached)};
   return test_main(argc, argv, "simulator", tests, sizeof tests / sizeof tests[0]);
 }

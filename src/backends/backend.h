@@ -18,7 +18,7 @@
 
 #include "devarray.h"
 
-#define DV_BACKEND_VERSION 6 /* 2: managed_alloc, stream_builtin; 3: kernels, native handles; 4: interop; 5: copy_peer; 6: kernel_params */
+#define DV_BACKEND_VERSION 7 /* 2: managed_alloc, stream_builtin; 3: kernels, native handles; 4: interop; 5: copy_peer; 6: kernel_params; 7: mem_trim */
 
 typedef struct dv_backend dv_backend;
 typedef struct dv_bstream dv_bstream; /* backend stream */
@@ -324,6 +324,10 @@ struct dv_backend {
    * DV_ERR_NOT_SUPPORTED: the driver cannot tell. */
   dv_status (*kernel_params)(void *state, dv_bkernel *k, dv_bparam *out, size_t cap, size_t *n,
                              const char **sig);
+  /* Version 7, optional: give memory the backend keeps for reuse (freed
+   * blocks it caches) back to the system; dv_memory_trim calls it after the
+   * manager's own trim. */
+  dv_status (*mem_trim)(void *state);
 };
 #define DV_BIPC_PAYLOAD 64 /* bytes of a backend's IPC payload (CUDA's handle is 64) */
 #define DV_BKMAXPARAMS 64 /* most kernel parameters (as declared) a launch may pass */

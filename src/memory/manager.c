@@ -78,9 +78,10 @@ dv_status dv_memory_stats(dv_context *ctx, dv_mm_stats *out) {
 dv_status dv_memory_trim(dv_context *ctx) {
   DV_CHECK_NULL(ctx);
   dv_status rc = dv__flush(ctx);
-  if (!ctx->mm.trim) return rc;
-  dv_status r2 = ctx->mm.trim(ctx->mm_state);
-  return rc ? rc : r2;
+  dv_status r2 = ctx->mm.trim ? ctx->mm.trim(ctx->mm_state) : DV_OK;
+  /* then what the backend itself keeps (the host simulator's block cache) */
+  dv_status r3 = ctx->be->version >= 7 && ctx->be->mem_trim ? ctx->be->mem_trim(ctx->bst) : DV_OK;
+  return rc ? rc : r2 ? r2 : r3;
 }
 
 dv_status dv_memory_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t *needed) {

@@ -1,14 +1,17 @@
 /*
- * The host simulator: a device model, not a stub.
+ * The host simulator: a device model, not a stub.  This file: streams,
+ * copies, events, host memory, open and close; device memory is host_mem.c.
  *
  *  - Device memory is host RAM owned by the simulator (never the caller's),
  *    bounded by a capacity (option host_memory), so out-of-memory and the
  *    pending-deallocation ratio limit are real.
  *  - Each stream is a worker thread executing its queue in order, so
  *    asynchronous work really happens later: a missing synchronize shows.
- *  - Allocations carry guard bytes on both sides; freed memory is poisoned
- *    and kept a while in a quarantine whose poison is checked, so stray
- *    writes (before, after or after-free) are reported as DV_ERR_CORRUPTION.
+ *  - In checked mode allocations carry guard bytes on both sides; freed
+ *    memory is poisoned and kept a while in a quarantine whose poison is
+ *    checked, so stray writes (before, after or after-free) are reported as
+ *    DV_ERR_CORRUPTION.  Fast mode checks a few canary bytes on each side
+ *    and reuses freed blocks (host_mem.c).
  *  - Copies are bounds-checked against their allocations when queued.
  *  - Faults can be injected: the k-th device allocation, copy or free fails.
  *  - Blocks are reference counted by the queued operations that use them, so
@@ -29,10 +32,6 @@
 #include "../backend.h"
 #include "../../core/memops.h"
 
-#define HB_GUARD_BYTE 0xAB
-#define HB_POISON_BYTE 0xDF
-#define HB_QUARANTINE_MAX_BYTES ((size_t)64 << 20)
-#define HB_QUARANTINE_MAX_BLOCK ((size_t)16 << 20)
 /* Launches a stream holds before it has run them: one more waits for the
  * stream to run one, as a GPU's launch queue makes it wait.  Each queued
  * launch keeps ~2 KiB (its record, argument lists, buffer references); with
@@ -41,7 +40,7 @@
 #define HB_KERNEL_QUEUE 1024
 
 
-#include "host_internal.h"
+#include "host_mem.h"
 
 typedef enum { OP_RECT, OP_STRIDED, OP_MEMSET, OP_CALLBACK, OP_RECORD, OP_WAIT, OP_KERNEL } hb_opkind;
 
@@ -92,189 +91,10 @@ struct dv_bstream {
   pthread_t thread;
 };
 
-struct hb_state {
-  hb_state_head head; /* first: the kernel state (host_internal.h) */
-  pthread_mutex_t lock;
-  size_t cap, used;
-  bool guard;
-  bool strided;
-  bool ipc; /* option host_ipc: blocks in memfds (host_ipc.c) */
-  int64_t delay_us;
-  hb_block live;       /* sentinel of the live list */
-  hb_block quarantine; /* sentinel; oldest first */
-  size_t quarantine_bytes;
-  _Atomic uint64_t fault[4];
-  _Atomic uint64_t corruptions;
-  /* Device-wide synchronisation: operations queued on any stream. */
-  pthread_mutex_t idle_m;
-  pthread_cond_t idle_cv;
-  _Atomic uint64_t outstanding; /* changed without idle_m; idle_m only to wait and wake */
-  _Atomic int idle_waiters;     /* threads waiting for the whole device */
-};
-
 static double hb_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static bool hb_fault_fires(hb_state *st, dv_fault_kind k) {
-  uint64_t v = atomic_load(&st->fault[k]);
-  while (v != 0)
-    if (atomic_compare_exchange_weak(&st->fault[k], &v, v - 1)) return v == 1;
-  return false;
-}
-
-/* ---- blocks --------------------------------------------------------------- */
-
-static void hb_list_insert(hb_block *head, hb_block *b) {
-  b->next = head;
-  b->prev = head->prev;
-  head->prev->next = b;
-  head->prev = b;
-}
-
-static void hb_list_remove(hb_block *b) {
-  b->prev->next = b->next;
-  b->next->prev = b->prev;
-  b->next = b->prev = NULL;
-}
-
-/* Not instrumented: while a kernel runs, an ASan build poisons the guards of
- * its arguments (host_kernel.c), and checks may read them meanwhile. */
-DV_NO_ASAN static bool hb_all(const unsigned char *p, size_t n, unsigned char v) {
-  for (size_t i = 0; i < n; i++)
-    if (p[i] != v) return false;
-  return true;
-}
-
-static bool hb_guards_ok(const hb_block *b) {
-  return hb_all(b->base, HB_FRONT, HB_GUARD_BYTE) &&
-         hb_all(b->data + b->bytes, HB_BACK, HB_GUARD_BYTE);
-}
-
-static void hb_corruption(hb_state *st, const hb_block *b, const char *what) {
-  atomic_fetch_add(&st->corruptions, 1);
-  dv__log(DV_LOG_ERROR, "host simulator: %s of the %zu-byte block at %p", what, b->bytes,
-          (void *)b->data);
-}
-
-/* Evict quarantined blocks (oldest first) until under the byte limit,
- * checking that their poison is intact.  Caller holds st->lock. */
-static void hb_quarantine_trim(hb_state *st, size_t limit) {
-  while (st->quarantine_bytes > limit && st->quarantine.next != &st->quarantine) {
-    hb_block *b = st->quarantine.next;
-    hb_list_remove(b);
-    st->quarantine_bytes -= b->bytes;
-    if (!hb_all(b->data, b->bytes, HB_POISON_BYTE)) hb_corruption(st, b, "write after free");
-    hb_base_free(b);
-    free(b);
-  }
-}
-
-/* The last reference is gone: check guards, return capacity, poison. */
-static dv_status hb_block_destroy(hb_block *b) {
-  hb_state *st = b->st;
-  dv_status rc = DV_OK;
-  if (b->alias) {
-    free(b);
-    return DV_OK;
-  }
-  if (st->guard && !hb_guards_ok(b)) {
-    hb_corruption(st, b, "guard bytes overwritten (out-of-bounds write)");
-    rc = dv__error(DV_ERR_CORRUPTION, "guard bytes of the %zu-byte block at %p were overwritten",
-                   b->bytes, (void *)b->data);
-  }
-  if (b->shared) hb_shared_revoke(b); /* handles to it no longer open */
-  pthread_mutex_lock(&st->lock);
-  hb_list_remove(b);
-  st->used -= b->charged;
-  if (st->guard && b->bytes <= HB_QUARANTINE_MAX_BLOCK) {
-    memset(b->data, HB_POISON_BYTE, b->bytes);
-    hb_list_insert(&st->quarantine, b);
-    st->quarantine_bytes += b->bytes;
-    hb_quarantine_trim(st, HB_QUARANTINE_MAX_BYTES);
-    b = NULL;
-  }
-  pthread_mutex_unlock(&st->lock);
-  if (b) {
-    hb_base_free(b);
-    free(b);
-  }
-  return rc;
-}
-
-static dv_status hb_block_unref(hb_block *b) {
-  if (b && atomic_fetch_sub(&b->refs, 1) == 1) return hb_block_destroy(b);
-  return DV_OK;
-}
-
-static dv_status hb_mem_alloc(void *state, size_t bytes, void **buf) {
-  hb_state *st = state;
-  *buf = NULL;
-  if (hb_fault_fires(st, DV_FAULT_DEVICE_ALLOC))
-    return dv__error(DV_ERR_OUT_OF_MEMORY, "injected fault: device allocation of %zu bytes", bytes);
-  size_t charged = (bytes + 255) & ~(size_t)255;
-  if (charged < bytes) return dv__error(DV_ERR_OUT_OF_MEMORY, "allocation of %zu bytes", bytes);
-  pthread_mutex_lock(&st->lock);
-  if (charged > st->cap - st->used) {
-    size_t free_b = st->cap - st->used;
-    pthread_mutex_unlock(&st->lock);
-    return dv__error(DV_ERR_OUT_OF_MEMORY,
-                     "host simulator: %zu bytes requested, %zu free of %zu (option host_memory)",
-                     bytes, free_b, st->cap);
-  }
-  st->used += charged;
-  pthread_mutex_unlock(&st->lock);
-  hb_block *b = calloc(1, sizeof *b);
-  size_t total = HB_FRONT + charged + HB_BACK;
-  total = (total + 255) & ~(size_t)255;
-  unsigned char *base = !b ? NULL : st->ipc ? hb_shared_alloc(b, total) : aligned_alloc(256, total);
-  if (!base) {
-    free(b);
-    pthread_mutex_lock(&st->lock);
-    st->used -= charged;
-    pthread_mutex_unlock(&st->lock);
-    return dv__error(DV_ERR_OUT_OF_MEMORY, "host simulator: the system could not provide %zu bytes", total);
-  }
-  b->st = st;
-  b->bytes = bytes;
-  b->charged = charged;
-  b->base = base;
-  b->data = base + HB_FRONT;
-  atomic_store(&b->refs, 1);
-  if (st->guard) {
-    memset(base, HB_GUARD_BYTE, HB_FRONT);
-    memset(b->data + bytes, HB_GUARD_BYTE, total - HB_FRONT - bytes);
-    /* Fresh device memory is not zero on a GPU either. */
-    memset(b->data, 0xCD, bytes);
-  }
-  pthread_mutex_lock(&st->lock);
-  hb_list_insert(&st->live, b);
-  pthread_mutex_unlock(&st->lock);
-  *buf = b;
-  return DV_OK;
-}
-
-static dv_status hb_mem_free(void *state, void *buf) {
-  hb_state *st = state;
-  hb_block *b = buf;
-  if (!b) return dv__error(DV_ERR_INVALID_ARGUMENT, "free of a NULL device buffer");
-  bool was = atomic_exchange(&b->freed, true);
-  if (was) return dv__error(DV_ERR_INVALID_ARGUMENT, "double free of the device buffer %p", buf);
-  bool fault = hb_fault_fires(st, DV_FAULT_FREE);
-  dv_status rc = hb_block_unref(b);
-  if (fault) return dv__error(DV_ERR_DRIVER, "injected fault: device free of %p", buf);
-  return rc;
-}
-
-static dv_status hb_mem_info(void *state, size_t *free_bytes, size_t *total_bytes) {
-  hb_state *st = state;
-  pthread_mutex_lock(&st->lock);
-  *free_bytes = st->cap - st->used;
-  *total_bytes = st->cap;
-  pthread_mutex_unlock(&st->lock);
-  return DV_OK;
 }
 
 /* ---- host memory ---------------------------------------------------------- */
@@ -284,17 +104,6 @@ typedef struct hb_host {
   bool owned;
   hb_block *alias; /* device view when mapped */
 } hb_host;
-
-static hb_block *hb_alias_new(hb_state *st, void *ptr, size_t bytes) {
-  hb_block *b = dv__calloc(1, sizeof *b);
-  if (!b) return NULL;
-  b->st = st;
-  b->alias = true;
-  b->bytes = bytes;
-  b->data = ptr;
-  atomic_store(&b->refs, 1);
-  return b;
-}
 
 static dv_status hb_host_alloc(void *state, size_t bytes, unsigned flags, void **handle,
                                void **ptr, void **dev_buf) {
@@ -928,17 +737,11 @@ static dv_status hb_open(const dv_backend_config *cfg, void **state) {
   }
   hb_state *st = dv__calloc(1, sizeof *st);
   if (!st) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the host simulator");
-  pthread_mutex_init(&st->lock, NULL);
+  hb_mem_open(st, cfg);
   pthread_mutex_init(&st->idle_m, NULL);
   pthread_cond_init(&st->idle_cv, NULL);
-  st->cap = cfg->host_memory;
-  st->guard = cfg->host_guard != 0;
   st->delay_us = cfg->host_delay_us;
   st->strided = cfg->host_strided != 0;
-  st->ipc = cfg->host_ipc != 0;
-  st->live.next = st->live.prev = &st->live;
-  st->quarantine.next = st->quarantine.prev = &st->quarantine;
-  atomic_store(&st->fault[DV_FAULT_DEVICE_ALLOC], cfg->fault_device_alloc);
   atomic_store(&st->fault[DV_FAULT_COPY], cfg->fault_copy);
   dv_status rc = hk_open(st, cfg, &hb_services, &st->head.k);
   if (rc) {
@@ -956,19 +759,7 @@ static void hb_close(void *state) {
   hb_state *st = state;
   hb_stream_sync(st, NULL);
   hk_close(st->head.k); /* after the streams: queued launches have run */
-  pthread_mutex_lock(&st->lock);
-  hb_quarantine_trim(st, 0);
-  /* Blocks still live here were leaked by the caller (or by devarray). */
-  for (hb_block *b = st->live.next; b != &st->live;) {
-    hb_block *n = b->next;
-    dv__log(DV_LOG_WARN, "host simulator: %zu-byte device block %p still allocated at close",
-            b->bytes, (void *)b->data);
-    hb_base_free(b);
-    free(b);
-    b = n;
-  }
-  pthread_mutex_unlock(&st->lock);
-  pthread_mutex_destroy(&st->lock);
+  hb_mem_close(st);
   pthread_mutex_destroy(&st->idle_m);
   pthread_cond_destroy(&st->idle_cv);
   dv__free(st);
@@ -1000,28 +791,6 @@ static int hb_fault_pending(void *state, dv_fault_kind kind) {
   hb_state *st = state;
   if ((unsigned)kind >= sizeof st->fault / sizeof st->fault[0]) return 0;
   return atomic_load(&st->fault[kind]) != 0;
-}
-
-static dv_status hb_check_memory(void *state) {
-  hb_state *st = state;
-  uint64_t bad = 0;
-  const hb_block *where = NULL;
-  pthread_mutex_lock(&st->lock);
-  if (st->guard) {
-    for (hb_block *b = st->live.next; b != &st->live; b = b->next)
-      if (!hb_guards_ok(b)) bad++, where = b;
-    for (hb_block *b = st->quarantine.next; b != &st->quarantine; b = b->next)
-      if (!hb_all(b->data, b->bytes, HB_POISON_BYTE)) bad++, where = b;
-  }
-  pthread_mutex_unlock(&st->lock);
-  uint64_t earlier = atomic_load(&st->corruptions);
-  if (bad)
-    return dv__error(DV_ERR_CORRUPTION, "%llu corrupted block(s), e.g. the one at %p",
-                     (unsigned long long)bad, where ? (void *)where->data : NULL);
-  if (earlier)
-    return dv__error(DV_ERR_CORRUPTION, "%llu corruption(s) detected earlier (see the log)",
-                     (unsigned long long)earlier);
-  return DV_OK;
 }
 
 const dv_backend dv__backend_host = {
@@ -1078,4 +847,6 @@ const dv_backend dv__backend_host = {
     .ipc_close = hb_ipc_close,
     /* Version 6. */
     .kernel_params = hk_kernel_params,
+    /* Version 7. */
+    .mem_trim = hb_mem_trim,
 };

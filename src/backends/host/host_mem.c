@@ -1,0 +1,379 @@
+/*
+ * The host simulator's device memory: blocks, capacity, and the two ways a
+ * freed block goes.
+ *
+ *  - Every block is host RAM owned by the simulator, charged against the
+ *    capacity (option host_memory) in 256-byte units; a block lives on the
+ *    live list until its last reference (the owner's, then queued
+ *    operations') is gone.
+ *  - Checked mode (host_guard on): guard bytes fill HB_FRONT before and at
+ *    least HB_BACK after the payload, fresh payloads are filled with 0xCD,
+ *    freed blocks are poisoned and kept in a quarantine whose poison is
+ *    checked on eviction and by dv_context_check_memory.  O(size) per
+ *    allocation and free, on purpose.
+ *  - Fast mode (host_guard off): no fill, no poison, no quarantine.  The
+ *    HB_CANARY bytes on either side of the payload are set and checked at
+ *    free (O(1)), which catches the usual one-element overrun.  Freed blocks
+ *    of HB_CACHE_MIN .. HB_CACHE_MAX_BLOCK bytes are kept in a small cache by
+ *    size class (bounded in count and bytes; emptied by dv_memory_trim, at
+ *    close, and before retrying an allocation the system refused), so a
+ *    loop that allocates and frees 1 MiB reuses warm pages instead of
+ *    faulting in 256 fresh ones each time (glibc maps blocks that large and
+ *    unmaps them at free once its heap top is trimmed; mallopt would change
+ *    that for the whole process, which a library must not).  Cached blocks
+ *    are free device memory: the capacity and the statistics do not count
+ *    them.  option host_ipc blocks (memfds whose handles a free revokes) are
+ *    never cached.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host_mem.h"
+
+#if DV_HOST_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+#ifndef ASAN_POISON_MEMORY_REGION
+#define ASAN_POISON_MEMORY_REGION(a, n) ((void)(a), (void)(n))
+#define ASAN_UNPOISON_MEMORY_REGION(a, n) ((void)(a), (void)(n))
+#endif
+
+bool hb_fault_fires(hb_state *st, dv_fault_kind k) {
+  uint64_t v = atomic_load(&st->fault[k]);
+  while (v != 0)
+    if (atomic_compare_exchange_weak(&st->fault[k], &v, v - 1)) return v == 1;
+  return false;
+}
+
+static void hb_list_insert(hb_block *head, hb_block *b) {
+  b->next = head;
+  b->prev = head->prev;
+  head->prev->next = b;
+  head->prev = b;
+}
+
+static void hb_list_remove(hb_block *b) {
+  b->prev->next = b->next;
+  b->next->prev = b->prev;
+  b->next = b->prev = NULL;
+}
+
+/* Not instrumented: while a kernel runs, an ASan build poisons the guards of
+ * its arguments (host_kernel.c), and checks may read them meanwhile. */
+DV_NO_ASAN static bool hb_all(const unsigned char *p, size_t n, unsigned char v) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != v) return false;
+  return true;
+}
+
+bool hb_guards_ok(const hb_block *b) {
+  return hb_all(b->base, HB_FRONT, HB_GUARD_BYTE) &&
+         hb_all(b->data + b->bytes, HB_BACK, HB_GUARD_BYTE);
+}
+
+/* Fast mode's guard: HB_CANARY bytes on either side of the payload. */
+static bool hb_canaries_ok(const hb_block *b) {
+  return hb_all(b->data - HB_CANARY, HB_CANARY, HB_GUARD_BYTE) &&
+         hb_all(b->data + b->bytes, HB_CANARY, HB_GUARD_BYTE);
+}
+
+static void hb_corruption(hb_state *st, const hb_block *b, const char *what) {
+  atomic_fetch_add(&st->corruptions, 1);
+  dv__log(DV_LOG_ERROR, "host simulator: %s of the %zu-byte block at %p", what, b->bytes,
+          (void *)b->data);
+}
+
+/* Whether blocks of this state go to the cache when freed. */
+static bool hb_cacheable(const hb_state *st) { return !st->guard && !st->ipc; }
+
+/* Bytes behind a block charged `charged` (guards included, 256-byte units);
+ * those the cache may keep are rounded up to their size class: an eighth
+ * of the power of two below them (at most 12.5% more address space). */
+static size_t hb_total(const hb_state *st, size_t charged) {
+  size_t total = (HB_FRONT + charged + HB_BACK + 255) & ~(size_t)255;
+  if (!hb_cacheable(st) || total < HB_CACHE_MIN || total > HB_CACHE_MAX_BLOCK) return total;
+  int lg = 63 - __builtin_clzll((unsigned long long)total);
+  size_t step = (size_t)1 << (lg - 3);
+  return (total + step - 1) & ~(step - 1);
+}
+
+static void hb_record_free(hb_block *b) {
+  hb_base_free(b);
+  free(b);
+}
+
+/* Free a chain of evicted cache entries (linked through next), after the
+ * lock is released. */
+static void hb_free_chain(hb_block *b) {
+  while (b) {
+    hb_block *n = b->next;
+    hb_record_free(b);
+    b = n;
+  }
+}
+
+/* Take the oldest cache entries out until at most keep_bytes and keep_slots
+ * remain (caller holds st->lock); returns them as a chain to free. */
+static hb_block *hb_cache_drain(hb_state *st, size_t keep_bytes, int keep_slots) {
+  hb_block *chain = NULL;
+  int drop = 0;
+  size_t bytes = st->cache_bytes;
+  while (drop < st->ncache && (bytes > keep_bytes || st->ncache - drop > keep_slots)) {
+    hb_cached *e = &st->cache[drop++];
+    bytes -= e->total;
+    ASAN_UNPOISON_MEMORY_REGION(e->b->base, e->total);
+    e->b->next = chain;
+    chain = e->b;
+  }
+  memmove(st->cache, st->cache + drop, (size_t)(st->ncache - drop) * sizeof st->cache[0]);
+  st->ncache -= drop;
+  st->cache_bytes = bytes;
+  return chain;
+}
+
+/* Keep b (`total` bytes at b->base) for a later allocation of its class,
+ * evicting the oldest entries as needed.  Caller holds st->lock; false when
+ * b does not fit (the caller frees it); *evicted gets what to free. */
+static bool hb_cache_put(hb_state *st, hb_block *b, size_t total, hb_block **evicted) {
+  *evicted = NULL;
+  if (total < HB_CACHE_MIN || total > HB_CACHE_MAX_BLOCK || total > st->cache_limit) return false;
+  *evicted = hb_cache_drain(st, st->cache_limit - total, HB_CACHE_SLOTS - 1);
+  ASAN_POISON_MEMORY_REGION(b->base, total); /* a use of freed memory still shows under ASan */
+  st->cache[st->ncache++] = (hb_cached){b, total};
+  st->cache_bytes += total;
+  return true;
+}
+
+/* The newest cached block of exactly `total` bytes, or NULL.  Caller holds
+ * st->lock. */
+static hb_block *hb_cache_take(hb_state *st, size_t total) {
+  for (int i = st->ncache - 1; i >= 0; i--) {
+    if (st->cache[i].total != total) continue;
+    hb_block *b = st->cache[i].b;
+    memmove(st->cache + i, st->cache + i + 1, (size_t)(st->ncache - i - 1) * sizeof st->cache[0]);
+    st->ncache--;
+    st->cache_bytes -= total;
+    st->cache_hits++;
+    ASAN_UNPOISON_MEMORY_REGION(b->base, total);
+    return b;
+  }
+  return NULL;
+}
+
+/* Evict quarantined blocks (oldest first) until under the byte limit,
+ * checking that their poison is intact.  Caller holds st->lock. */
+static void hb_quarantine_trim(hb_state *st, size_t limit) {
+  while (st->quarantine_bytes > limit && st->quarantine.next != &st->quarantine) {
+    hb_block *b = st->quarantine.next;
+    hb_list_remove(b);
+    st->quarantine_bytes -= b->bytes;
+    if (!hb_all(b->data, b->bytes, HB_POISON_BYTE)) hb_corruption(st, b, "write after free");
+    hb_record_free(b);
+  }
+}
+
+/* The last reference is gone: check guards, return capacity, then poison
+ * and quarantine (checked mode), cache (fast mode) or free. */
+static dv_status hb_block_destroy(hb_block *b) {
+  hb_state *st = b->st;
+  dv_status rc = DV_OK;
+  if (b->alias) {
+    free(b);
+    return DV_OK;
+  }
+  if (st->guard ? !hb_guards_ok(b) : !hb_canaries_ok(b)) {
+    hb_corruption(st, b, "guard bytes overwritten (out-of-bounds write)");
+    rc = dv__error(DV_ERR_CORRUPTION, "guard bytes of the %zu-byte block at %p were overwritten",
+                   b->bytes, (void *)b->data);
+  }
+  if (b->shared) hb_shared_revoke(b); /* handles to it no longer open */
+  hb_block *evicted = NULL;
+  pthread_mutex_lock(&st->lock);
+  hb_list_remove(b);
+  st->used -= b->charged;
+  if (st->guard && b->bytes <= HB_QUARANTINE_MAX_BLOCK) {
+    memset(b->data, HB_POISON_BYTE, b->bytes);
+    hb_list_insert(&st->quarantine, b);
+    st->quarantine_bytes += b->bytes;
+    hb_quarantine_trim(st, HB_QUARANTINE_MAX_BYTES);
+    b = NULL;
+  } else if (hb_cacheable(st) && hb_cache_put(st, b, hb_total(st, b->charged), &evicted)) {
+    b = NULL;
+  }
+  pthread_mutex_unlock(&st->lock);
+  hb_free_chain(evicted);
+  if (b) hb_record_free(b);
+  return rc;
+}
+
+dv_status hb_block_unref(hb_block *b) {
+  if (b && atomic_fetch_sub(&b->refs, 1) == 1) return hb_block_destroy(b);
+  return DV_OK;
+}
+
+/* A block's fields for a new allocation (b->base set; b->shared as
+ * hb_shared_alloc left it), its guards or canaries written. */
+static void hb_block_init(hb_state *st, hb_block *b, size_t bytes, size_t charged, size_t total) {
+  b->st = st;
+  b->alias = false;
+  b->bytes = bytes;
+  b->charged = charged;
+  b->data = b->base + HB_FRONT;
+  atomic_store(&b->refs, 1);
+  atomic_store(&b->freed, false);
+  atomic_store(&b->kernel_users, 0);
+  if (st->guard) {
+    memset(b->base, HB_GUARD_BYTE, HB_FRONT);
+    memset(b->data + bytes, HB_GUARD_BYTE, total - HB_FRONT - bytes);
+    /* Fresh device memory is not zero on a GPU either. */
+    memset(b->data, 0xCD, bytes);
+  } else {
+    memset(b->data - HB_CANARY, HB_GUARD_BYTE, HB_CANARY);
+    memset(b->data + bytes, HB_GUARD_BYTE, HB_CANARY);
+  }
+}
+
+static dv_status hb_mem_refused(hb_state *st, size_t charged, size_t total) {
+  pthread_mutex_lock(&st->lock);
+  st->used -= charged;
+  pthread_mutex_unlock(&st->lock);
+  return dv__error(DV_ERR_OUT_OF_MEMORY, "host simulator: the system could not provide %zu bytes",
+                   total);
+}
+
+dv_status hb_mem_alloc(void *state, size_t bytes, void **buf) {
+  hb_state *st = state;
+  *buf = NULL;
+  if (hb_fault_fires(st, DV_FAULT_DEVICE_ALLOC))
+    return dv__error(DV_ERR_OUT_OF_MEMORY, "injected fault: device allocation of %zu bytes", bytes);
+  size_t charged = (bytes + 255) & ~(size_t)255;
+  if (charged < bytes) return dv__error(DV_ERR_OUT_OF_MEMORY, "allocation of %zu bytes", bytes);
+  pthread_mutex_lock(&st->lock);
+  if (charged > st->cap - st->used) {
+    size_t free_b = st->cap - st->used;
+    pthread_mutex_unlock(&st->lock);
+    return dv__error(DV_ERR_OUT_OF_MEMORY,
+                     "host simulator: %zu bytes requested, %zu free of %zu (option host_memory)",
+                     bytes, free_b, st->cap);
+  }
+  st->used += charged;
+  size_t total = hb_total(st, charged); /* charged <= cap (at most 1 TiB): no overflow */
+  hb_block *b = st->ncache ? hb_cache_take(st, total) : NULL;
+  if (b) { /* fast mode, a warm block of this class: one lock, no system call */
+    hb_block_init(st, b, bytes, charged, total);
+    hb_list_insert(&st->live, b);
+    pthread_mutex_unlock(&st->lock);
+    *buf = b;
+    return DV_OK;
+  }
+  pthread_mutex_unlock(&st->lock);
+  b = calloc(1, sizeof *b);
+  if (!b) return hb_mem_refused(st, charged, total);
+  unsigned char *base = st->ipc ? hb_shared_alloc(b, total) : aligned_alloc(256, total);
+  if (!base) { /* the system refused: give the cache back, try once more */
+    hb_mem_trim(st);
+    base = st->ipc ? hb_shared_alloc(b, total) : aligned_alloc(256, total);
+  }
+  if (!base) {
+    free(b);
+    return hb_mem_refused(st, charged, total);
+  }
+  b->base = base;
+  hb_block_init(st, b, bytes, charged, total);
+  pthread_mutex_lock(&st->lock);
+  hb_list_insert(&st->live, b);
+  pthread_mutex_unlock(&st->lock);
+  *buf = b;
+  return DV_OK;
+}
+
+dv_status hb_mem_free(void *state, void *buf) {
+  hb_state *st = state;
+  hb_block *b = buf;
+  if (!b) return dv__error(DV_ERR_INVALID_ARGUMENT, "free of a NULL device buffer");
+  bool was = atomic_exchange(&b->freed, true);
+  if (was) return dv__error(DV_ERR_INVALID_ARGUMENT, "double free of the device buffer %p", buf);
+  bool fault = hb_fault_fires(st, DV_FAULT_FREE);
+  dv_status rc = hb_block_unref(b);
+  if (fault) return dv__error(DV_ERR_DRIVER, "injected fault: device free of %p", buf);
+  return rc;
+}
+
+dv_status hb_mem_info(void *state, size_t *free_bytes, size_t *total_bytes) {
+  hb_state *st = state;
+  pthread_mutex_lock(&st->lock);
+  *free_bytes = st->cap - st->used;
+  *total_bytes = st->cap;
+  pthread_mutex_unlock(&st->lock);
+  return DV_OK;
+}
+
+/* dv_memory_trim: give fast mode's cached blocks back to the system. */
+dv_status hb_mem_trim(void *state) {
+  hb_state *st = state;
+  pthread_mutex_lock(&st->lock);
+  hb_block *chain = hb_cache_drain(st, 0, 0);
+  pthread_mutex_unlock(&st->lock);
+  hb_free_chain(chain);
+  return DV_OK;
+}
+
+hb_block *hb_alias_new(hb_state *st, void *ptr, size_t bytes) {
+  hb_block *b = dv__calloc(1, sizeof *b);
+  if (!b) return NULL;
+  b->st = st;
+  b->alias = true;
+  b->bytes = bytes;
+  b->data = ptr;
+  atomic_store(&b->refs, 1);
+  return b;
+}
+
+void hb_mem_open(hb_state *st, const dv_backend_config *cfg) {
+  pthread_mutex_init(&st->lock, NULL);
+  st->cap = cfg->host_memory;
+  st->guard = cfg->host_guard != 0;
+  st->ipc = cfg->host_ipc != 0;
+  st->live.next = st->live.prev = &st->live;
+  st->quarantine.next = st->quarantine.prev = &st->quarantine;
+  st->cache_limit = st->cap < HB_CACHE_MAX_BYTES ? st->cap : HB_CACHE_MAX_BYTES;
+  atomic_store(&st->fault[DV_FAULT_DEVICE_ALLOC], cfg->fault_device_alloc);
+}
+
+void hb_mem_close(hb_state *st) {
+  hb_mem_trim(st);
+  pthread_mutex_lock(&st->lock);
+  hb_quarantine_trim(st, 0);
+  /* Blocks still live here were leaked by the caller (or by devarray). */
+  for (hb_block *b = st->live.next; b != &st->live;) {
+    hb_block *n = b->next;
+    dv__log(DV_LOG_WARN, "host simulator: %zu-byte device block %p still allocated at close",
+            b->bytes, (void *)b->data);
+    hb_record_free(b);
+    b = n;
+  }
+  pthread_mutex_unlock(&st->lock);
+  pthread_mutex_destroy(&st->lock);
+}
+
+dv_status hb_check_memory(void *state) {
+  hb_state *st = state;
+  uint64_t bad = 0;
+  const hb_block *where = NULL;
+  pthread_mutex_lock(&st->lock);
+  for (hb_block *b = st->live.next; b != &st->live; b = b->next)
+    if (st->guard ? !hb_guards_ok(b) : !hb_canaries_ok(b)) bad++, where = b;
+  if (st->guard)
+    for (hb_block *b = st->quarantine.next; b != &st->quarantine; b = b->next)
+      if (!hb_all(b->data, b->bytes, HB_POISON_BYTE)) bad++, where = b;
+  pthread_mutex_unlock(&st->lock);
+  uint64_t earlier = atomic_load(&st->corruptions);
+  if (bad)
+    return dv__error(DV_ERR_CORRUPTION, "%llu corrupted block(s), e.g. the one at %p",
+                     (unsigned long long)bad, where ? (void *)where->data : NULL);
+  if (earlier)
+    return dv__error(DV_ERR_CORRUPTION, "%llu corruption(s) detected earlier (see the log)",
+                     (unsigned long long)earlier);
+  return DV_OK;
+}
