@@ -212,3 +212,10 @@ void test_to_host(const dv_array *d, void *data) {
   assert_ok(dv_copy_to_host(d, h, NULL, NULL));
   dv_array_release(h);
 }
+
+bool test_host_fast(dv_context *ctx) {
+  char mode[32] = "";
+  return strcmp(dv_context_backend(ctx), "host") == 0 &&
+         dv_context_option(ctx, "host_mode", mode, sizeof mode, NULL) == DV_OK &&
+         strcmp(mode, "fast") == 0;
+}

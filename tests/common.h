@@ -77,6 +77,19 @@ void test_to_host(const dv_array *d, void *data);
     }                                                                                      \
   } while (0)
 
+/* Whether ctx runs the host simulator in fast mode (option host_mode). */
+bool test_host_fast(dv_context *ctx);
+/* Skip the running test, by name, where ctx runs the host simulator in fast
+ * mode: the test asserts what only checked mode does (the suite's checked
+ * run, NAME.host, makes those assertions). */
+#define CHECKED_MODE_ONLY(ctx)                                                              \
+  do {                                                                                      \
+    if (test_host_fast(ctx)) {                                                              \
+      printf("SKIPPED: %s: asserts checked mode's checks (host_mode is fast)\n", __func__); \
+      skip();                                                                               \
+    }                                                                                       \
+  } while (0)
+
 #define TEST_MAIN(suite, tests) \
   int main(int argc, char **argv) { return test_main(argc, argv, suite, tests, sizeof(tests) / sizeof(tests[0])); }
 

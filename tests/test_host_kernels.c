@@ -8,6 +8,11 @@
  * Through the public API (dv_program_*, dv_kernel_launch), plus a few
  * white-box checks through the backend table.  Each test names what would
  * break it.
+ *
+ * CTest runs the suite in both of the simulator's modes (host_kernels with
+ * DV_HOST_MODE=checked, host_kernels.host-fast with fast).  Tests of checked
+ * mode's checks (divergence, redzones, bounds and guards, faults and stack
+ * overflows named by thread) make their contexts with host_mode=checked.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -367,7 +372,7 @@ static void launch_expect_fault(dv_kernel *k, dv_array *a, uint32_t grid, uint32
 
 static void test_divergent_barriers(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
+  dv_context *c = new_ctx("host_mode=checked", NULL);
   dv_module *m = build_in(c, "div.dvk", src_div, NULL);
   dv_array *a = dev_new(c, 4 * 256, DV_INT32);
 
@@ -405,7 +410,7 @@ static void test_divergent_barriers(void **state) {
 /* Asynchronous: the fault is the stream's, returned by its synchronize. */
 static void test_fault_on_stream(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
+  dv_context *c = new_ctx("host_mode=checked", NULL);
   dv_module *m = build_in(c, "div.dvk", src_div, NULL);
   dv_array *a = dev_new(c, 256, DV_INT32);
   dv_stream *s = NULL;
@@ -456,7 +461,7 @@ static const char *src_wave =
 
 static void test_wave_barriers(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
+  dv_context *c = new_ctx("host_mode=checked", NULL);
   dv_module *m = build_in(c, "wave.dvk", src_wave, NULL);
   dv_array *a = dev_new(c, 128, DV_INT32);
   int r[128];
@@ -509,7 +514,7 @@ static const char *src_oob =
 
 static void test_shared_overflow_detected(void **state) {
   (void)state;
-  dv_context *c = new_ctx("kernel_check=on", NULL);
+  dv_context *c = new_ctx("kernel_check=on", "host_mode=checked");
   dv_module *m = build_in(c, "oob.dvk", src_oob, NULL);
   dv_array *a = dev_new(c, 48, DV_INT32);
   dv_arg args[] = {DV_ARG_ARRAY(a)};
@@ -523,7 +528,7 @@ static void test_shared_overflow_detected(void **state) {
   dv_array_release(a);
   finish(c, m);
   /* Without the checks the same launch "works", as on a GPU... */
-  c = new_ctx("kernel_check=off", NULL);
+  c = new_ctx("kernel_check=off", "host_mode=checked");
   m = build_in(c, "oob.dvk", src_oob, NULL);
   a = dev_new(c, 48, DV_INT32);
   dv_arg args2[] = {DV_ARG_ARRAY(a)};
@@ -598,7 +603,7 @@ static const char *src_crash =
 
 static void test_faults_do_not_kill(void **state) {
   (void)state;
-  dv_context *c = new_ctx("kernel_check=on", NULL);
+  dv_context *c = new_ctx("kernel_check=on", "host_mode=checked");
   dv_module *m = build_in(c, "crash.dvk", src_crash, NULL);
   dv_array *a = dev_new(c, 64, DV_INT32);
   dv_launch_config lc = cfg1(2, 64, 0, NULL);
@@ -659,8 +664,8 @@ static void test_stack_overflow_named(void **state) {
     if (v == 1) break;
 #endif
     dv_context *c = NULL;
-    assert_ok(test_context(&c, "kernel_cache=off", "kernel_check=off", "host_fiber_stack=64K",
-                           cflags[v], (const char *)NULL));
+    assert_ok(test_context(&c, "kernel_cache=off", "kernel_check=off", "host_mode=checked",
+                           "host_fiber_stack=64K", cflags[v], (const char *)NULL));
     /* 80 KiB and 1 MiB arrays on 64 KiB stacks. */
     const char *sizes[2] = {"81920", "1048576"};
     for (int b = 0; b < 2; b++) {
@@ -713,7 +718,7 @@ static void test_local_and_global_overflow(void **state) {
 #if HK_TEST_ASAN
   skip(); /* ASan reports these writes itself (kernels are instrumented) */
 #endif
-  dv_context *c = new_ctx("kernel_check=on", NULL);
+  dv_context *c = new_ctx("kernel_check=on", "host_mode=checked");
   dv_module *m = build_in(c, "bounds.dvk", src_bounds, NULL);
   dv_array *a = dev_new(c, 100, DV_INT32);
   dv_launch_config lc = cfg1(1, 4, 0, NULL);
@@ -740,7 +745,7 @@ static int child_outside(const char *which);
 
 static int child_scenario(const char *which) {
   if (strncmp(which, "fault-", 6) == 0) return child_outside(which + 6);
-  dv_context *c = new_ctx("kernel_check=on", NULL);
+  dv_context *c = new_ctx("kernel_check=on", "host_mode=checked");
   dv_module *m = build_in(c, "bounds.dvk", src_bounds, NULL);
   dv_array *a = dev_new(c, 100, DV_INT32);
   dv_launch_config lc = cfg1(1, 4, 0, NULL);
@@ -820,8 +825,8 @@ static const char *src_edge =
 static void test_stack_edge_in_runtime(void **state) {
   (void)state;
   dv_context *c = NULL;
-  assert_ok(test_context(&c, "kernel_cache=off", "kernel_check=off", "host_fiber_stack=32K",
-                         (const char *)NULL));
+  assert_ok(test_context(&c, "kernel_cache=off", "kernel_check=off", "host_mode=checked",
+                         "host_fiber_stack=32K", (const char *)NULL));
   dv_module *m = build_in(c, "edge.dvk", src_edge, NULL);
   dv_array *a = dev_new(c, 2, DV_INT32);
   dv_launch_config lc = cfg1(1, 2, 0, NULL);
@@ -868,7 +873,7 @@ static const char *src_outside =
 
 static int child_outside(const char *where) {
   alarm(120); /* a hang ends as SIGALRM */
-  dv_context *c = new_ctx(NULL, NULL);
+  dv_context *c = new_ctx("host_mode=checked", NULL);
   dv_module *m = build_in(c, "outside.dvk", src_outside, NULL);
   dv_array *a = dev_new(c, 64, DV_INT32);
   dv_launch_config lc = cfg1(2, 64, 0, NULL);

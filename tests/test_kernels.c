@@ -995,6 +995,9 @@ static void test_host_checks(void **state) {
     /* Never on a GPU or PoCL: divergent barriers hang or crash them. */
     skip();
   }
+  /* Divergence, redzones and dynamic shared memory bounds are checked mode's
+   * (fast mode's divergent barriers: tests/test_modes.c). */
+  CHECKED_MODE_ONLY(g_ctx);
   dv_module *m;
   /* DV_BUILD_DEBUG: the shared redzone checks are on in every build type
    * (kernel_check defaults to off in Release builds). */

@@ -358,7 +358,8 @@ static void test_host_wave_sizes(void **state) {
 static void test_host_wave_faults(void **state) {
   (void)state;
   HOST_ONLY();
-  dv_context *c = host_ctx("host_wave_size=32", NULL);
+  /* Divergent wave operations and out-of-range lanes are checked mode's faults. */
+  dv_context *c = host_ctx("host_wave_size=32", "host_mode=checked");
   dv_module *m = build(c, "wave.dvk");
   dv_array *d = dev_new(c, 256 * 4, DV_UINT64);
   dv_launch_config lc = {{1, 1, 1}, {64, 1, 1}, 0, NULL};
@@ -389,7 +390,7 @@ static void test_host_wave_faults(void **state) {
   finish(c, m);
 
   /* A ballot cannot hold more than 64 lanes. */
-  c = host_ctx("host_wave_size=128", NULL);
+  c = host_ctx("host_wave_size=128", "host_mode=checked");
   m = build(c, "wave.dvk");
   int pred[128] = {0};
   dv_array *dp = test_dev_from(c, pred, 128, DV_INT32), *dout = dev_new(c, 512, DV_INT32),
@@ -538,7 +539,15 @@ static void test_printf_host_limits(void **state) {
   assert_contains(out, notice);
   assert_contains(out, "option host_printf_buffer");
   free(out);
-  /* A launch that faults (a divergent barrier) writes what was printed. */
+  /* A launch that faults (a divergent barrier) writes what was printed:
+   * divergence is reported in checked mode. */
+  dv_array_release(d);
+  finish(c, m);
+  c = host_ctx("host_printf_buffer=1024", "host_mode=checked");
+  m = build(c, "printf.dvk");
+  d = dev_new(c, 256, DV_INT32);
+  j.k = test_kernel(m, "print_then_fault");
+  j.args[0] = DV_ARG_ARRAY(d);
   j.args[1] = DV_ARG_I32(3);
   j.cfg.block.x = 8;
   out = capture_stdout(run_print_job, &j);

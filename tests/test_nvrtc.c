@@ -41,6 +41,7 @@ static const ksetup g_setups[] = {
     {"constant_memory.dvk", {"NCOEF=4"}, {{"coef", DV_FLOAT32, 4}}, NULL, 1},
     {"dialect.dvk", {NULL}, {{"ctab", DV_FLOAT32, 4}}, NULL, 1},
     {"error.dvk", {NULL}, {{NULL}}, "error.dvk(4)", 1},
+    {"modes.dvk", {"BLOCK=64", "NCOEF=5"}, {{"coef", DV_FLOAT32, 5}, {"lut", DV_INT32, 16}}, NULL, 1},
     /* Variants the tests build (the plain source is compiled too). */
     {"reverse.dvk", {"NO_SYNC"}, {{NULL}}, NULL, 0},
     {"reverse.dvk", {"USE_SYNCTHREADS", "SCOPE=DV_FENCE_LOCAL"}, {{NULL}}, NULL, 0},
