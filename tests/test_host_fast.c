@@ -280,6 +280,130 @@ static void test_kernels_without_block_function(void **state) {
   }
 }
 
+/* ---- what the prelude must not name (review of issue 23) ------------------- */
+
+/* Sources the block functions once broke (the module no longer compiled):
+ * a kernel whose name is a macro, a kernel declared twice with other
+ * parameter names under a condition the reader cannot evaluate, an
+ * attribute macro after a parameter's name (the reader takes the macro for
+ * the name), a body that calls setjmp (cannot be inlined) and one that
+ * calls alloca (its memory must not pile up over a block's threads).  Each
+ * module must build in both modes and give the same results. */
+static const char *k_odd_sources =
+    "#include <setjmp.h>\n"
+    "#define KN renamed\n"
+    "#define MAYBE_UNUSED __attribute__((unused))\n"
+    "DV_KERNEL(KN, DV_ARRAY(int, out), int n) {\n"
+    "  DV_BIND(int, out); out[dv_global_id(0)] = n;\n"
+    "}\n"
+    "#ifdef __SOME_COMPILER_THING\n"
+    "DV_KERNEL(names, DV_ARRAY(int, out), int n) { DV_BIND(int, out); out[dv_global_id(0)] = n; }\n"
+    "#else\n"
+    "DV_KERNEL(names, DV_ARRAY(int, out), int m) { DV_BIND(int, out); out[dv_global_id(0)] = 2 * m; }\n"
+    "#endif\n"
+    "DV_KERNEL(attr, DV_ARRAY(int, out), int n MAYBE_UNUSED) {\n"
+    "  DV_BIND(int, out); out[dv_global_id(0)] = 3;\n"
+    "}\n"
+    "DV_KERNEL(jumps, DV_ARRAY(int, out), int n) {\n"
+    "  DV_BIND(int, out);\n"
+    "  jmp_buf jb;\n"
+    "  volatile int v = (int)dv_global_id(0);\n"
+    "  if (setjmp(jb) == 0) { v += n; longjmp(jb, 1); }\n"
+    "  out[dv_global_id(0)] = v;\n"
+    "}\n"
+    "DV_KERNEL(allocs, DV_ARRAY(int, out), int n) {\n"
+    "  DV_BIND(int, out);\n"
+    "  volatile char *p = (volatile char *)__builtin_alloca(4096);\n"
+    "  p[0] = (char)n; p[4095] = 1;\n"
+    "  out[dv_global_id(0)] = p[0] + p[4095] + (int)dv_thread_idx(0);\n"
+    "}\n";
+
+static void test_sources_the_prelude_must_not_break(void **state) {
+  (void)state;
+  enum { B = 1024 };
+  static int out[2][2][B];
+  for (int mi = 0; mi < 2; mi++) {
+    dv_context *c = mode_ctx(modes[mi]);
+    dv_module *m = build_src(c, "odd_sources", k_odd_sources);
+    dv_array *d = NULL;
+    int64_t n = B;
+    assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &d));
+    /* Declared twice under a condition the reader cannot evaluate:
+     * refused at lookup (the contract cannot know which one compiled). */
+    dv_kernel *k = NULL;
+    assert_status(dv_module_kernel(m, "names", &k), DV_ERR_KERNEL_ARGUMENT);
+    const char *names[2] = {"jumps", "allocs"};
+    for (int q = 0; q < 2; q++) {
+      k = test_kernel(m, names[q]);
+      dv_arg a[] = {DV_ARG_ARRAY(d), DV_ARG_I32(5)};
+      /* 1,024 threads of 4 KiB of alloca each: 4 MiB if it piled up over
+       * the block (the fiber's stack is 128 KiB). */
+      dv_launch_config lc = {{1, 1, 1}, {B, 1, 1}, 0, NULL};
+      assert_ok(dv_kernel_launch(k, &lc, 2, a));
+      test_to_host(d, out[mi][q]);
+    }
+    /* The attribute and macro-named kernels compile; what the reader makes
+     * of them (refused or not) is the contract's business. */
+    dv_array_release(d);
+    dv_module_release(m);
+    assert_ok(dv_context_destroy(c));
+  }
+  for (int i = 0; i < B; i++) {
+    for (int mi = 0; mi < 2; mi++) {
+      assert_int_equal(out[mi][0][i], i + 5);
+      assert_int_equal(out[mi][1][i], 5 + 1 + i);
+    }
+  }
+}
+
+/* ---- clang: no contraction in either mode ---------------------------------- */
+
+static const char *k_fma =
+    "DV_KERNEL(fma3, DV_ARRAY(const float, a), DV_ARRAY(float, r)) {\n"
+    "  DV_BIND(const float, a); DV_BIND(float, r);\n"
+    "  dv_i64 i = dv_global_id(0);\n"
+    "  float x = a[i], y = a[i] * 1.000001f;\n"
+    "  r[i] = x * y - x * x;\n"
+    "}\n";
+
+static void test_same_bits_with_clang(void **state) {
+  (void)state;
+  if (system("command -v clang >/dev/null 2>&1") != 0) {
+    printf("SKIPPED: %s: no clang on PATH\n", __func__);
+    skip();
+  }
+  enum { N = 256 };
+  float in[N], out[2][N];
+  for (int i = 0; i < N; i++) in[i] = 1.0f + (float)i / 3.0f;
+  for (int mi = 0; mi < 2; mi++) {
+    char opt[32];
+    snprintf(opt, sizeof opt, "host_mode=%s", modes[mi]);
+    dv_context *c = NULL;
+    assert_ok(test_context(&c, opt, "host_cc=clang", NULL));
+    dv_module *m = build_src(c, "fma3", k_fma);
+    dv_kernel *k = test_kernel(m, "fma3");
+    dv_array *a = test_dev_from(c, in, N, DV_FLOAT32), *r = NULL;
+    int64_t n = N;
+    assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &r));
+    dv_arg args[] = {DV_ARG_ARRAY(a), DV_ARG_ARRAY(r)};
+    dv_launch_config lc = {{N / 64, 1, 1}, {64, 1, 1}, 0, NULL};
+    assert_ok(dv_kernel_launch(k, &lc, 2, args));
+    test_to_host(r, out[mi]);
+    dv_array_release(a);
+    dv_array_release(r);
+    dv_module_release(m);
+    assert_ok(dv_context_destroy(c));
+  }
+  /* The reference, uncontracted (volatile keeps each product rounded). */
+  for (int i = 0; i < N; i++) {
+    volatile float x = in[i], y = in[i] * 1.000001f, p = x * y, q = x * x;
+    float want = p - q;
+    if (memcmp(&out[0][i], &want, sizeof want) || memcmp(&out[1][i], &want, sizeof want))
+      fail_msg("element %d: fast %a, checked %a, expected %a", i, (double)out[0][i],
+               (double)out[1][i], (double)want);
+  }
+}
+
 int main(int argc, char **argv) {
   int begin = kernel_suite_begin(argc, argv, "host_fast", NULL, g_cache_dir, sizeof g_cache_dir);
   if (begin) return begin;
@@ -289,6 +413,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_divergent_after_early_return),
       cmocka_unit_test(test_fault_in_loop),
       cmocka_unit_test(test_kernels_without_block_function),
+      cmocka_unit_test(test_sources_the_prelude_must_not_break),
+      cmocka_unit_test(test_same_bits_with_clang),
   };
   return kernel_suite_end(g_cache_dir, test_main(argc, argv, "host_fast", tests,
                                                  sizeof tests / sizeof tests[0]));

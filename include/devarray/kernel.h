@@ -773,9 +773,12 @@ DV__EXPORT extern _Thread_local dv__hthread *dv__self;
  * A kernel on the host.  `name` is the kernel of one simulated thread (the
  * checked mode calls it once per thread).  Where the kernel layer could
  * read the kernel's parameter names (its prelude then defines
- * DV__HAS_FWD_<name> and DV__FWD_<name>, the lowered argument names), the
- * body is an always-inlined function and the module also exports
- * dv__blk_<name>, the block function fast mode calls: the body inlined in a
+ * DV__HAS_FWD_<name> and DV__FWD_<name>, the lowered argument names; a
+ * kernel name that is a macro is looked up expanded), the body is a static
+ * inline function (the compiler inlines it where it can: not a body that
+ * calls setjmp, nor one that calls alloca, whose memory would then pile up
+ * over the loop's threads) and the module also exports
+ * dv__blk_<name>, the block function fast mode calls: the body in a
  * loop over the block's threads, from the thread dv__self names to the
  * block's last, so the C compiler can vectorize across threads.  It runs
  * them on a local copy of that record and points dv__self to it (the
@@ -792,11 +795,10 @@ DV__EXPORT extern _Thread_local dv__hthread *dv__self;
 #define DV__PROBE ~, 1
 #define DV_KERNEL(name, ...)                                                   \
   DV__EXPORT const char dv__sig_##name[] = #__VA_ARGS__;                       \
-  DV__CAT(DV__HOST_KERNEL_, DV__IS_PROBE(DV__HAS_FWD_##name))(name, __VA_ARGS__)
+  DV__CAT(DV__HOST_KERNEL_, DV__IS_PROBE(DV__CAT(DV__HAS_FWD_, name)))(name, __VA_ARGS__)
 #define DV__HOST_KERNEL_0(name, ...) DV__EXPORT void name(__VA_ARGS__)
 #define DV__HOST_KERNEL_1(name, ...)                                                   \
-  static inline __attribute__((always_inline)) void dv__kb_##name(                     \
-      const dv__hthread *const dv__self, __VA_ARGS__);                                 \
+  static inline void dv__kb_##name(const dv__hthread *const dv__self, __VA_ARGS__);    \
   DV__EXPORT void name(__VA_ARGS__) { dv__kb_##name(dv__self, DV__FWD_##name); }      \
   DV__EXPORT void dv__blk_##name(__VA_ARGS__) {                                        \
     dv__hthread dv__l = *dv__self, *const dv__t = &dv__l; /* a local: it vectorizes */ \
@@ -815,8 +817,7 @@ DV__EXPORT extern _Thread_local dv__hthread *dv__self;
       }                                                                                \
     }                                                                                  \
   }                                                                                    \
-  static inline __attribute__((always_inline)) void dv__kb_##name(                     \
-      const dv__hthread *const dv__self, __VA_ARGS__)
+  static inline void dv__kb_##name(const dv__hthread *const dv__self, __VA_ARGS__)
 #define DV_ARRAY(T, a) T *a##__base, long long a##__off
 #define DV_VIEW(T, a) T *a##__base, long long a##__off, dv_kview a##__view
 #define DV_BIND(T, a) T *DV_RESTRICT a = (T *)((char *)(a##__base) + (a##__off))

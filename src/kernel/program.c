@@ -250,12 +250,19 @@ char *dv__program_unit(const dv_program *p, const dv_ksigs *sigs) {
     dv__sb_add(&b, "#define %s %s\n", p->defines[2 * i], p->defines[2 * i + 1]);
   /* Each kernel's lowered argument names, for a backend whose DV_KERNEL
    * wraps the body in functions of its own (the host simulator's block
-   * functions, kernel.h): only where the reader is sure of them. */
+   * functions, kernel.h): only where the reader is sure of them -- one
+   * declaration's names (or several that agree), each name whole, and
+   * every scalar's type read (where it is not, the reader may have taken
+   * another word of the declaration, an attribute macro say, for the
+   * name).  Elsewhere the kernel keeps the one call per thread. */
   for (size_t i = 0; sigs && i < sigs->n; i++) {
     const dv_ksig *g = &sigs->v[i];
-    bool ok = !g->ambiguous && g->nparams > 0;
-    for (int j = 0; ok && j < g->nparams; j++)
-      ok = g->params[j].name[0] != 0 && strlen(g->params[j].name) < sizeof g->params[j].name - 1;
+    bool ok = !g->ambiguous && !g->names_differ && g->nparams > 0;
+    for (int j = 0; ok && j < g->nparams; j++) {
+      const dv_kparam *q = &g->params[j];
+      ok = q->name[0] != 0 && strlen(q->name) < sizeof q->name - 1 &&
+           (q->kind != DV_PARAM_SCALAR || (q->type.id != DV_TYPE_COUNT && !q->type.uncertain));
+    }
     if (!ok) continue;
     dv__sb_add(&b, "#define DV__HAS_FWD_%s DV__PROBE\n#define DV__FWD_%s ", g->kernel, g->kernel);
     for (int j = 0; j < g->nparams; j++) {

@@ -613,7 +613,10 @@ static void dv__kernel_decl(dv_kscan *sc, int line) {
   if (prev >= 0) {
     /* A prototype and its definition agree in kinds and types (names may
      * differ); two that do not can only be under conditions not both compiled. */
-    if (!dv__ksig_params_equal(&sc->out.v[prev], &sig) || sig.ambiguous) sc->out.v[prev].ambiguous = true;
+    dv_ksig *first = &sc->out.v[prev];
+    if (!dv__ksig_params_equal(first, &sig) || sig.ambiguous) first->ambiguous = true;
+    for (int i = 0; !first->ambiguous && i < sig.nparams; i++)
+      if (strcmp(first->params[i].name, sig.params[i].name) != 0) first->names_differ = true;
     dv__ksig_clear(&sig);
     return;
   }

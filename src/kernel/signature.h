@@ -52,6 +52,8 @@ typedef struct dv_ksig {
   int nparams;
   int line;       /* of DV_KERNEL in the program's source */
   bool ambiguous; /* declared more than once, differently */
+  bool names_differ; /* declared more than once with other parameter names (the names are the
+                        first's: the prelude names no arguments for it) */
 } dv_ksig;
 
 typedef struct dv_ksigs {

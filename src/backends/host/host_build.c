@@ -225,6 +225,10 @@ static void hk_path(char *buf, size_t cap, const char *dir, const char *file) {
 }
 
 /* Appended to every host translation unit. */
+/* The flags every module is compiled with (part of the module's identity:
+ * hk_probe_compiler). */
+static const char hk_fixed_flags[] = "-std=c11 -shared -fPIC -fvisibility=hidden -ffp-contract=off";
+
 static const char hk_trailer[] =
     "\n#line 1 \"<devarray host runtime>\"\n"
     "DV__EXPORT const dv__host_rt *dv__rt;\n"
@@ -351,7 +355,7 @@ static dv_status hk_probe_compiler(hk_state *k) {
     unlink(out);
     rmdir(dir);
   }
-  size_t need = 96 + strlen(path) + strlen(version) + strlen(machine) + strlen(k->cflags) +
+  size_t need = 96 + sizeof hk_fixed_flags + strlen(path) + strlen(version) + strlen(machine) + strlen(k->cflags) +
                 strlen(k->cc_option);
   char *ident = probe_oom ? NULL : dv__malloc(need);
   if (!ident) {
@@ -362,8 +366,8 @@ static dv_status hk_probe_compiler(hk_state *k) {
    * not load modules built with the old one from the cache. */
   uint64_t th = 1469598103934665603ull;
   for (size_t i = 0; hk_trailer[i]; i++) th = (th ^ (unsigned char)hk_trailer[i]) * 1099511628211ull;
-  snprintf(ident, need, "cc=%s|%s|%s|flags=%s|asan=%d|check=%d|fiber|rt=%016llx|cpu=%016llx",
-           path, version, machine, k->cflags, hk_asan() ? 1 : 0, k->check, (unsigned long long)th,
+  snprintf(ident, need, "cc=%s|%s|%s|flags=%s %s|asan=%d|check=%d|fiber|rt=%016llx|cpu=%016llx",
+           path, version, machine, hk_fixed_flags, k->cflags, hk_asan() ? 1 : 0, k->check, (unsigned long long)th,
            (unsigned long long)hk_cpu_id(k->cflags));
   k->cc_argv = words;
   k->cc_argc = nwords;
@@ -608,7 +612,11 @@ dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out
     /* The command line: compiler (and its words), ours, host_cflags, the program's options. */
     bool ok = true;
     for (int i = 0; ok && i < k->cc_argc; i++) ok = hk_word(k->cc_argv[i], &argv, &argc);
-    if (ok) ok = hk_words("-std=c11 -shared -fPIC -fvisibility=hidden", &argv, &argc);
+    /* No contraction of a * b + c into a fused multiply-add: clang's default
+     * contracts where the target has FMA (fast mode's -march=native does, the
+     * checked mode's baseline does not), so the two modes would round
+     * differently; gcc's -std=c11 already does not contract. */
+    if (ok) ok = hk_words(hk_fixed_flags, &argv, &argc);
     if (ok && clash) ok = hk_words("-fstack-clash-protection", &argv, &argc);
     if (ok && check) ok = hk_words("-fstack-protector-strong", &argv, &argc);
     if (ok && hk_asan()) ok = hk_words("-fsanitize=address -fno-omit-frame-pointer", &argv, &argc);

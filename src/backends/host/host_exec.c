@@ -466,14 +466,12 @@ static void hk_signal_text(hk_exec *ex) {
 /* Where the scheduler comes back to when a signal stops the block. */
 static int hk_schedule_guarded(hk_exec *ex) {
   /* Without the signal mask (saving it is a system call per block): the
-   * handler's signal, blocked while it ran, is unblocked here. */
+   * mask hk_run_blocks saved once per launch comes back here (the handler
+   * ran with its signal, and whatever its sa_mask said, blocked). */
   if (sigsetjmp(ex->jb, 0)) {
     fb_escaped(&ex->sched);
     ex->in_kernel = 0;
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, ex->sig);
-    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    pthread_sigmask(SIG_SETMASK, &ex->sigmask, NULL);
     hk_signal_text(ex);
     return 1;
   }
@@ -555,6 +553,7 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
 }
 
 void hk_run_blocks(hk_exec *ex, hk_job *l) {
+  pthread_sigmask(SIG_SETMASK, NULL, &ex->sigmask); /* hk_schedule_guarded restores it */
   while (!atomic_load(&l->abort)) {
     uint64_t b = atomic_fetch_add(&l->next, 1);
     if (b >= l->nblocks) break;

@@ -275,7 +275,8 @@ typedef struct hk_exec {
   int nbar, nwave, bar_site;
   bool bar_mixed;
   dv__hthread **self;
-  sigjmp_buf jb;
+  sigjmp_buf jb;   /* saved without the signal mask: */
+  sigset_t sigmask; /* the thread's, saved once per launch (hk_run_blocks) */
   /* The kernel's own code runs (hk_call sets it, the runtime clears it
    * while it runs): the signal handler takes a fault for the kernel's only
    * then.  Never set in the scheduler, the runner's or the runtime's code. */
