@@ -288,7 +288,9 @@ bool dv__ksig_same(const dv_ksig *a, const dv_ksig *b, char *why, size_t cap) {
   }
   for (int i = 0; i < a->nparams; i++) {
     const dv_kparam *p = &a->params[i], *q = &b->params[i];
-    if (p->kind != q->kind || strcmp(p->name, q->name) != 0 ||
+    /* Names count unless the kernel was declared more than once with other
+     * names (then the compiler may have taken any of them). */
+    if (p->kind != q->kind || (!a->names_differ && strcmp(p->name, q->name) != 0) ||
         (p->type.id != q->type.id && p->type.id != DV_TYPE_COUNT && q->type.id != DV_TYPE_COUNT)) {
       snprintf(why, cap, "parameter %d: `%s` against `%s`", i + 1, p->decl, q->decl);
       return false;
