@@ -468,7 +468,13 @@ static int hk_schedule_guarded(hk_exec *ex) {
   /* Without the signal mask (saving it is a system call per block): the
    * mask hk_run_blocks saved once per launch comes back here (the handler
    * ran with its signal, and whatever its sa_mask said, blocked). */
+#if DV_FIBER_TSAN
+  /* ThreadSanitizer lost the jump buffer saved without the mask when a
+   * stack overflow's handler jumped back ("can't find longjmp buf"). */
+  if (sigsetjmp(ex->jb, 1)) {
+#else
   if (sigsetjmp(ex->jb, 0)) {
+#endif
     fb_escaped(&ex->sched);
     ex->in_kernel = 0;
     pthread_sigmask(SIG_SETMASK, &ex->sigmask, NULL);
