@@ -226,7 +226,14 @@ static bool hk_runner_fis(hk_fib *fb, hk_exec *ex, hk_job *l) {
     struct { int site, line, n; unsigned char done[HK_MAX_THREADS]; } *div;
     void *sym = dlsym(l->kern->m->dl, "dv__fis_div"); /* this OS thread's copy */
     memcpy(&div, &sym, sizeof div);
-    if (div && div->n == ex->n) {
+    if (!div || div->n != ex->n) { /* never: the module defines it with the function */
+      hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: divergent barrier", l->kern->name);
+      ex->states_valid = true;
+      for (int j = 0; j < ex->n; j++) ex->thr[j].state = j ? HK_T_EXIT : HK_T_FAULT;
+      ex->cur = 0, ex->next_thread = ex->n;
+      return true;
+    }
+    {
       ex->nbar = 0;
       for (int j = 0; j < ex->n; j++) {
         hk_thr *h = &ex->thr[j];
@@ -251,7 +258,10 @@ static void hk_runner_main(void *arg) {
   hk_fib *fb = arg;
   hk_exec *ex = hk_cur;
   hk_job *l = ex->l;
-  if (l->blk && l->kern->fis && !fb->taken && ex->next_thread == 0 && hk_runner_fis(fb, ex, l)) {
+  /* Not with kernel_check (or DV_BUILD_DEBUG): it checks the shared arrays'
+   * redzones at every barrier, which a fission function does not stop at. */
+  if (l->blk && l->kern->fis && !ex->m->check && !fb->taken && ex->next_thread == 0 &&
+      hk_runner_fis(fb, ex, l)) {
   } else if (l->blk && !fb->taken && ex->next_thread < ex->n) {
     hk_runner_loop(fb, ex, l);
   }
