@@ -558,19 +558,31 @@ static void hf_region(hf *h, bool plan, unsigned s, unsigned e, const char *pre,
   }
   int r = hf_region_of(h, s);
   h->cur_region = r;
-  hf_printf(h, "\n  for (int dv__z = 0; dv__z < dv__bz; dv__z++) { dv__t->tid[2] = dv__z;\n"
-               "  for (int dv__y = 0; dv__y < dv__by; dv__y++) { dv__t->tid[1] = dv__y;\n"
-               "  for (int dv__x = 0; dv__x < dv__bx; dv__x++) { dv__t->tid[0] = dv__x;\n"
-               "  const int dv__i = dv__x + dv__bx * (dv__y + dv__by * dv__z); (void)dv__i;\n");
+  /* A region that calls nothing runs on a copy of the record that does not
+   * escape (so the loop vectorizes); one that calls something keeps the
+   * record dv__self points to up to date (the runtime and device
+   * functions read it). */
+  bool calls = false;
+  for (int i = 0; i < h->nn && !calls; i++) {
+    calls = h->n[i].kind == K_CALL && h->n[i].s >= s && h->n[i].s < e;
+    for (int k = 0; k < h->ned && calls; k++) /* in a declaration computed once */
+      if (h->ed[k].kind == E_DROP && h->n[i].s >= h->ed[k].s && h->n[i].s < h->ed[k].e)
+        calls = false;
+  }
+  const char *rec = calls ? "dv__t->" : "dv__r.";
+  if (!calls)
+    hf_printf(h, "\n  { dv__hthread dv__r = *dv__t; const dv__hthread *const dv__self = &dv__r;");
+  hf_printf(h, "\n  for (int dv__z = 0; dv__z < dv__bz; dv__z++) { %stid[2] = dv__z;\n"
+               "  for (int dv__y = 0; dv__y < dv__by; dv__y++) { %stid[1] = dv__y;\n"
+               "  for (int dv__x = 0; dv__x < dv__bx; dv__x++) { %stid[0] = dv__x;\n"
+               "  const int dv__i = dv__x + dv__bx * (dv__y + dv__by * dv__z); (void)dv__i;\n",
+            rec, rec, rec);
   if (h->has_ret) hf_printf(h, "  if (dv__done[dv__i]) continue;\n");
   hf_printf(h, "  {%s", pre ? pre : "");
   hf_emit(h, s, e, -1);
-  hf_printf(h, "%s\n  }\n  dv__n%d:;\n  }}}\n", post ? post : "", r);
+  hf_printf(h, "%s\n  }\n  dv__n%d:;\n  }}}%s\n", post ? post : "", r, calls ? "" : " }");
 }
 
-/* A barrier: where some threads returned and others did not, the block
- * stops and the scheduler reports the divergent barrier as checked mode
- * does (host_exec.c's hk_runner_fis reads dv__fis_div). */
 static void hf_barrier_check(hf *h, int call) {
   if (!h->has_ret) return;
   /* dv__rt->barrier(site, fence, line): the first and last arguments */
@@ -700,7 +712,8 @@ static bool hf_hoistable(hf *h, int d, unsigned self_loc) {
       if (!hf_rt_call(h->src, x->s, "shared")) return false;
     } else if (x->kind == K_DECLREF) {
       if (x->ref_kind == K_PARM && x->ref_loc == self_loc) return false;
-      if (x->ref_kind == K_VAR && (x->var < 0 || !h->vars[x->var].hoist)) return false;
+      bool rt = x->e - x->s == 6 && !strncmp(h->src + x->s, "dv__rt", 6);
+      if (x->ref_kind == K_VAR && !rt && (x->var < 0 || !h->vars[x->var].hoist)) return false;
       if (x->ref_kind != K_PARM && x->ref_kind != K_VAR && x->ref_kind != 7 /* enumerator */)
         return false;
     } else if (x->kind == 115 /* compound assignment */ || x->kind == K_STMTEXPR) {
