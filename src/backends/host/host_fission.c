@@ -453,7 +453,8 @@ static bool hf_check_loop(hf *h, int i) {
       return hf_refuse(h, "break or continue in a loop with a barrier", hf_node_line(h, k));
   if (x->kind == K_FOR) {
     unsigned p[3][2];
-    if (!hf_for_parts(h, i, p)) return hf_refuse(h, "a for loop not understood", hf_node_line(h, i));
+    if (!hf_for_parts(h, i, p))
+      return hf_refuse(h, "a for loop not understood", hf_node_line(h, i));
   }
   h->has_loops = true;
   return hf_check_list(h, body);
@@ -466,7 +467,8 @@ static bool hf_check_list(hf *h, int compound) {
     if (hf_is_barrier(h, c)) {
       /* the call is the whole statement and takes no call of its own */
       for (int d = h->n[c].first; d >= 0; d = h->n[d].next)
-        if (h->n[d].s != h->n[c].s && hf_contains(h, d)) return hf_refuse(h, "a barrier in a barrier's arguments", 0);
+        if (h->n[d].s != h->n[c].s && hf_contains(h, d))
+          return hf_refuse(h, "a barrier in a barrier's arguments", 0);
       continue;
     }
     if (k == K_COMPOUND) {
@@ -596,7 +598,8 @@ static void hf_barrier_check(hf *h, int call) {
   hf_printf(h, "\n  { int dv__a = 0;\n"
                "    for (int dv__j = 0; dv__j < dv__n; dv__j++) dv__a += dv__done[dv__j];\n"
                "    if (dv__a == dv__n) goto dv__end;\n"
-               "    if (dv__a) { dv__fis_div.site = %d, dv__fis_div.line = %d, dv__fis_div.n = dv__n;\n"
+               "    if (dv__a) {\n"
+               "      dv__fis_div.site = %d, dv__fis_div.line = %d, dv__fis_div.n = dv__n;\n"
                "      __builtin_memcpy(dv__fis_div.done, dv__done, (size_t)dv__n);\n"
                "      dv__in->stop = 3; return; } }\n", site, line);
 }
@@ -692,13 +695,8 @@ static int hf_edit_cmp(const void *a, const void *b) {
 /* May the declaration statement d (before the first barrier, at the top)
  * be computed once for the block? */
 static bool hf_hoistable(hf *h, int d, unsigned self_loc) {
-  for (unsigned j = h->n[d].s; j < h->n[d].e; j++) {
-    const char *s = h->src + j;
-    if (!strncmp(s, "++", 2) || !strncmp(s, "--", 2)) return false;
-    if (*s == '=' && s[1] != '=' && !strchr("=<>!", s[-1])) {
-      /* the declarators' own `=` only: one per VarDecl, checked below */
-    }
-  }
+  for (unsigned j = h->n[d].s; j < h->n[d].e; j++)
+    if (!strncmp(h->src + j, "++", 2) || !strncmp(h->src + j, "--", 2)) return false;
   for (int i = 0; i < h->nn; i++) {
     const hf_node *x = &h->n[i];
     if (x->s < h->n[d].s || x->e > h->n[d].e || i == d) continue;
@@ -706,7 +704,8 @@ static bool hf_hoistable(hf *h, int d, unsigned self_loc) {
       const hf_var *v = &h->vars[x->var];
       if (!((v->tkind >= 2 && v->tkind <= 40) || v->tkind == T_POINTER)) return false;
       for (int r = 0; r < h->nn; r++)
-        if (h->n[r].kind == K_DECLREF && h->n[r].var == x->var && hf_written(h->src, h->n[r].s, h->n[r].e))
+        if (h->n[r].kind == K_DECLREF && h->n[r].var == x->var &&
+            hf_written(h->src, h->n[r].s, h->n[r].e))
           return false;
     } else if (x->kind == K_CALL) {
       if (!hf_rt_call(h->src, x->s, "shared")) return false;
@@ -791,7 +790,8 @@ static bool hf_kernel(hf *h, hf_cur fn, const char *name) {
         if (h->n[h->vars[v].node].loc == x->ref_loc) x->var = v;
   }
   for (int v = 0; v < h->nvars; v++)
-    if (h->vars[v].tkind < 0) return hf_refuse(h, "a static local", hf_node_line(h, h->vars[v].node));
+    if (h->vars[v].tkind < 0)
+      return hf_refuse(h, "a static local", hf_node_line(h, h->vars[v].node));
   if (!hf_check_list(h, body)) return false;
   hf_gen_list(h, body, true);
   if (h->oom) return false;
@@ -914,7 +914,8 @@ static int hf_visit_tu(hf_cur c, hf_cur parent, void *data) {
 static bool hf_mentions(const hf *h, unsigned s, unsigned e, const char *name) {
   size_t l = strlen(name);
   for (unsigned i = s; i + l <= e; i++)
-    if (!strncmp(h->src + i, name, l) && !hf_idch(h->src[i + l]) && (i == 0 || !hf_idch(h->src[i - 1])))
+    if (!strncmp(h->src + i, name, l) && !hf_idch(h->src[i + l]) &&
+        (i == 0 || !hf_idch(h->src[i - 1])))
       return true;
   return false;
 }
@@ -957,7 +958,8 @@ char *hk_fission(const char *pre, size_t n, char *note, size_t cap) {
   int accepted = 0;
   hf_printf(&h, "\n# 1 \"<devarray region fission>\"\n"
                 "__attribute__((visibility(\"default\"))) size_t dv__fis_room;\n"
-                "__attribute__((visibility(\"default\"))) _Thread_local struct { int site, line, n; unsigned char done[1024]; } "
+                "__attribute__((visibility(\"default\"))) _Thread_local struct {\n"
+                "  int site, line, n; unsigned char done[1024]; } "
                 "dv__fis_div;\n"
                 "static __attribute__((noinline, cold, unused)) void dv__fis_fault(dv__hthread *t, "
                 "int j, const char *what, int line) {\n"
