@@ -355,7 +355,8 @@ static dv_status hk_probe_compiler(hk_state *k) {
     unlink(out);
     rmdir(dir);
   }
-  size_t need = 96 + sizeof hk_fixed_flags + strlen(path) + strlen(version) + strlen(machine) + strlen(k->cflags) +
+  size_t need = 112 + sizeof hk_fixed_flags + strlen(path) + strlen(version) + strlen(machine) +
+                strlen(k->cflags) +
                 strlen(k->cc_option);
   char *ident = probe_oom ? NULL : dv__malloc(need);
   if (!ident) {
@@ -366,9 +367,11 @@ static dv_status hk_probe_compiler(hk_state *k) {
    * not load modules built with the old one from the cache. */
   uint64_t th = 1469598103934665603ull;
   for (size_t i = 0; hk_trailer[i]; i++) th = (th ^ (unsigned char)hk_trailer[i]) * 1099511628211ull;
-  snprintf(ident, need, "cc=%s|%s|%s|flags=%s %s|asan=%d|check=%d|fiber|rt=%016llx|cpu=%016llx",
-           path, version, machine, hk_fixed_flags, k->cflags, hk_asan() ? 1 : 0, k->check, (unsigned long long)th,
-           (unsigned long long)hk_cpu_id(k->cflags));
+  /* A module built with region fission (fast mode, host_fission.c) has more in it. */
+  snprintf(ident, need, "cc=%s|%s|%s|flags=%s %s|asan=%d|check=%d|fiber|rt=%016llx|cpu=%016llx%s",
+           path, version, machine, hk_fixed_flags, k->cflags, hk_asan() ? 1 : 0, k->check,
+           (unsigned long long)th, (unsigned long long)hk_cpu_id(k->cflags),
+           k->fast && hk_fission_available() ? "|fission1" : "");
   k->cc_argv = words;
   k->cc_argc = nwords;
   k->ident = ident;
@@ -475,6 +478,9 @@ static dv_status hk_load_path(hk_state *k, const dv_build_req *req, const char *
     goto fail;
   }
   *rt = &hk_rt;
+  /* The stack a fission function may take for its threads' state: half a fiber's. */
+  size_t *room = dlsym(m->dl, "dv__fis_room");
+  if (room) *room = k->fiber_stack / 2;
   if (req->const_bytes) {
     m->cbuf = dlsym(m->dl, "dv__cbuf");
     if (!m->cbuf) {
@@ -559,44 +565,14 @@ static void hk_log_head(const char *log, char *buf, size_t cap) {
   buf[n] = 0;
 }
 
-dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out, void **image,
-                          size_t *image_size, char **log) {
-  hk_state *k = ((hb_state_head *)state)->k;
-  *out = NULL;
-  if (image) *image = NULL;
-  if (image_size) *image_size = 0;
-  if (log) *log = NULL;
-  if (!req || !req->source) return dv__error(DV_ERR_NULL_ARGUMENT, "build request without source");
-  pthread_mutex_lock(&k->lock);
-  dv_status rc = hk_probe_compiler(k);
-  pthread_mutex_unlock(&k->lock);
-  if (rc) return rc;
-  bool check = k->check || (req->flags & DV_BUILD_DEBUG);
-
-  char dir[512], src[600], so[600], out_path[600];
-  if (!hk_tempdir(dir, sizeof dir))
-    return dv__error(DV_ERR_DRIVER, "host simulator: cannot create a temporary directory: %s",
-                     strerror(errno));
-  hk_path(src, sizeof src, dir, "kernel.c");
-  hk_path(so, sizeof so, dir, "kernel.so");
-  hk_path(out_path, sizeof out_path, dir, "compiler.txt");
-
+/* Run the compiler on `in`: preprocess it into out (-E), or compile it into
+ * the module out; *code is its exit status, *logtxt (replaced) its output. */
+static dv_status hk_cc(hk_state *k, const dv_build_req *req, bool check, const char *in,
+                       const char *out, bool preprocess, const char *log_path, int *code,
+                       char **logtxt) {
   char **argv = NULL;
   int argc = 0;
-  char *text = NULL, *logtxt = NULL;
-  size_t sl = strlen(req->source);
-  text = dv__malloc(sl + sizeof hk_trailer);
-  if (!text) {
-    rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble the compiler's command line");
-    goto done;
-  }
-  memcpy(text, req->source, sl);
-  memcpy(text + sl, hk_trailer, sizeof hk_trailer);
-  if (!hk_write_file(src, text, sl + sizeof hk_trailer - 1)) {
-    rc = dv__error(DV_ERR_DRIVER, "host simulator: cannot write %s: %s", src, strerror(errno));
-    goto done;
-  }
-  int code = -1;
+  dv_status rc = DV_OK;
   for (int attempt = 0; attempt < 2; attempt++) {
     /* Stack clash protection in every build: a frame bigger than a page
      * touches each page from the top, so a local array larger than the
@@ -623,36 +599,144 @@ dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out
     if (ok) ok = hk_words(k->cflags, &argv, &argc);
     if (ok) ok = hk_words(req->options, &argv, &argc);
     if (ok && (req->flags & DV_BUILD_DEBUG)) ok = hk_words("-g", &argv, &argc);
-    if (ok) ok = hk_word("-o", &argv, &argc) && hk_word(so, &argv, &argc) &&
-                 hk_word(src, &argv, &argc) && hk_word("-lm", &argv, &argc);
+    if (ok && preprocess) ok = hk_word("-E", &argv, &argc);
+    if (ok) ok = hk_word("-o", &argv, &argc) && hk_word(out, &argv, &argc) &&
+                 hk_word(in, &argv, &argc) && (preprocess || hk_word("-lm", &argv, &argc));
     if (!ok) {
       rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble the compiler's command line");
-      goto done;
+      break;
     }
-    int e = hk_spawn(argv, out_path, &code);
+    int e = hk_spawn(argv, log_path, code);
     if (e) {
       rc = dv__error(DV_ERR_NO_COMPILER, "host simulator: cannot run the C compiler %s: %s",
                      argv[0], strerror(e));
-      goto done;
+      break;
     }
-    dv__free(logtxt);
+    dv__free(*logtxt);
     errno = 0;
-    logtxt = hk_read_file(out_path, NULL);
-    if (!logtxt && errno != ENOMEM) logtxt = dv__strdup("");
-    if (!logtxt) {
+    *logtxt = hk_read_file(log_path, NULL);
+    if (!*logtxt && errno != ENOMEM) *logtxt = dv__strdup("");
+    if (!*logtxt) {
       rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot read the compiler's log");
-      goto done;
+      break;
     }
-    if (code == 0 || !clash || !strstr(logtxt, "stack-clash-protection")) break;
+    if (*code == 0 || !clash || !strstr(*logtxt, "stack-clash-protection")) break;
     pthread_mutex_lock(&k->lock);
     k->no_clash = true;
     pthread_mutex_unlock(&k->lock);
+  }
+  hk_free_words(argv);
+  return rc;
+}
+
+/* Whether the program's own text (after the prelude) names a barrier: only
+ * then is region fission worth its preprocessing and parsing (~0.4 s a
+ * build).  A barrier the text does not name (in a header it includes) just
+ * keeps the fibers. */
+static bool hk_has_barrier(const char *unit) {
+  const char *p = strstr(unit, "/* ---- devarray prelude ---- */");
+  p = p ? p : unit;
+  return strstr(p, "dv_syncthreads") || strstr(p, "dv_barrier");
+}
+
+dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out, void **image,
+                          size_t *image_size, char **log) {
+  hk_state *k = ((hb_state_head *)state)->k;
+  *out = NULL;
+  if (image) *image = NULL;
+  if (image_size) *image_size = 0;
+  if (log) *log = NULL;
+  if (!req || !req->source) return dv__error(DV_ERR_NULL_ARGUMENT, "build request without source");
+  pthread_mutex_lock(&k->lock);
+  dv_status rc = hk_probe_compiler(k);
+  pthread_mutex_unlock(&k->lock);
+  if (rc) return rc;
+  bool check = k->check || (req->flags & DV_BUILD_DEBUG);
+
+  char dir[512], src[600], so[600], out_path[600], pre_path[600], fis_path[600];
+  if (!hk_tempdir(dir, sizeof dir))
+    return dv__error(DV_ERR_DRIVER, "host simulator: cannot create a temporary directory: %s",
+                     strerror(errno));
+  hk_path(src, sizeof src, dir, "kernel.c");
+  hk_path(so, sizeof so, dir, "kernel.so");
+  hk_path(out_path, sizeof out_path, dir, "compiler.txt");
+  hk_path(pre_path, sizeof pre_path, dir, "kernel.i");
+  hk_path(fis_path, sizeof fis_path, dir, "fission.i");
+
+  char *text = NULL, *logtxt = NULL, *pre = NULL, *fis = NULL;
+  size_t sl = strlen(req->source);
+  text = dv__malloc(sl + sizeof hk_trailer);
+  if (!text) {
+    rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble the compiler's command line");
+    goto done;
+  }
+  memcpy(text, req->source, sl);
+  memcpy(text + sl, hk_trailer, sizeof hk_trailer);
+  if (!hk_write_file(src, text, sl + sizeof hk_trailer - 1)) {
+    rc = dv__error(DV_ERR_DRIVER, "host simulator: cannot write %s: %s", src, strerror(errno));
+    goto done;
+  }
+  int code = -1;
+  /* Fast mode: region fission (host_fission.c) on the preprocessed unit;
+   * its functions are appended to it and that is compiled instead.  If it
+   * does not compile, the unit is compiled as it was (the kernels then
+   * have no fission function). */
+  char note[2048] = "";
+  const char *input = src;
+  if (k->fast && hk_has_barrier(req->source) && hk_fission_available()) {
+    rc = hk_cc(k, req, check, src, pre_path, true, out_path, &code, &logtxt);
+    if (rc) goto done;
+    size_t pn = 0;
+    errno = 0;
+    pre = code == 0 ? hk_read_file(pre_path, &pn) : NULL;
+    bool oom = code == 0 && !pre && errno == ENOMEM;
+    char *add = pre ? hk_fission(pre, pn, note, sizeof note - 200, &oom) : NULL;
+    if (add) {
+      size_t an = strlen(add);
+      fis = dv__malloc(pn + an + 1);
+      if (fis) {
+        memcpy(fis, pre, pn);
+        memcpy(fis + pn, add, an + 1);
+        if (hk_write_file(fis_path, fis, pn + an)) input = fis_path;
+      } else {
+        oom = true;
+      }
+      dv__free(add);
+    }
+    /* No memory is a status here as everywhere (not a silent build without
+     * the pass). */
+    if (oom) {
+      rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "program %s: no memory for region fission",
+                     req->name ? req->name : "kernel");
+      goto done;
+    }
+  }
+  rc = hk_cc(k, req, check, input, so, false, out_path, &code, &logtxt);
+  if (!rc && code != 0 && input != src) {
+    size_t nl = strlen(note);
+    hk_fmt(note + nl, sizeof note - nl, "region fission: the generated code did not compile "
+           "(compiled without it):\n%.150s\n", logtxt ? logtxt : "");
+    rc = hk_cc(k, req, check, src, so, false, out_path, &code, &logtxt);
+  }
+  if (rc) goto done;
+  if (note[0]) {
+    dv__log(DV_LOG_DEBUG, "host simulator: program %s: %s", req->name ? req->name : "kernel", note);
+    size_t nl = strlen(note), ll = strlen(logtxt);
+    char *both = dv__malloc(nl + ll + 1);
+    if (!both) {
+      rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble the compiler's log");
+      goto done;
+    }
+    memcpy(both, note, nl); /* the build log says what the pass did */
+    memcpy(both + nl, logtxt, ll + 1);
+    dv__free(logtxt);
+    logtxt = both;
   }
   if (code != 0) {
     char head[700];
     hk_log_head(logtxt, head, sizeof head);
     rc = dv__error(DV_ERR_COMPILE, "program %s failed to compile (%s exited with %d):\n%s",
-                   req->name ? req->name : "kernel", argv[0], code, head);
+                   req->name ? req->name : "kernel", k->cc_argv[0], code, head);
     goto done;
   }
   size_t n = 0;
@@ -675,9 +759,12 @@ done:
   unlink(src);
   unlink(so);
   unlink(out_path);
+  unlink(pre_path);
+  unlink(fis_path);
   rmdir(dir);
-  hk_free_words(argv);
   dv__free(text);
+  dv__free(pre);
+  dv__free(fis);
   if (log)
     *log = logtxt;
   else
@@ -767,6 +854,10 @@ dv_status hk_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel
   w = snprintf(signame, sizeof signame, "dv__blk_%s", name);
   void *blk = (w > 0 && (size_t)w < sizeof signame) ? dlsym(m->dl, signame) : NULL;
   memcpy(&kn->blk, &blk, sizeof blk);
+  /* Its fission function (host_fission.c), where the module has one. */
+  w = snprintf(signame, sizeof signame, "dv__fis_%s", name);
+  void *fis = (w > 0 && (size_t)w < sizeof signame) ? dlsym(m->dl, signame) : NULL;
+  memcpy(&kn->fis, &fis, sizeof fis);
   pthread_mutex_lock(&m->lock);
   kn->next = m->kernels;
   m->kernels = kn;

@@ -47,6 +47,7 @@
  * size and the host_fiber_stack option).  The process goes on; the fibers
  * of that block are abandoned (their stacks are reused).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -197,11 +198,73 @@ static void hk_runner_loop(hk_fib *fb, hk_exec *ex, hk_job *l) {
   }
 }
 
+/* Fast mode with region fission (host_fission.c): the kernel's fission
+ * function runs the whole block in one call, on this runner (no barrier
+ * ever waits: the regions between barriers are loops over the threads),
+ * with the record of thread 0 as the block function gets it; the runtime
+ * learns the running thread from it as from a block function's.  False:
+ * it declined (its threads' state does not fit its stack), and nothing ran. */
+static bool hk_runner_fis(hk_fib *fb, hk_exec *ex, hk_job *l) {
+  unsigned bc[3];
+  hk_coords(ex->block, l->grid, bc);
+  dv__hthread t;
+  memset(&t, 0, sizeof t);
+  for (int d = 0; d < 3; d++) {
+    t.bid[d] = (int)bc[d];
+    t.bdim[d] = (int)l->block[d];
+    t.gdim[d] = (int)l->grid[d];
+  }
+  t.block = ex;
+  fb->loop = true;
+  fb->loop_done = 0;
+  fb->owner = -1;
+  ex->cur = 0;
+  *ex->self = &t;
+  hk_call(l, l->kern->fis, &ex->in_kernel);
+  fb->loop = false;
+  if (t.stop == 3) { /* some threads returned before a barrier the others reached */
+    struct { int site, line, n; unsigned char done[HK_MAX_THREADS]; } *div;
+    void *sym = dlsym(l->kern->m->dl, "dv__fis_div"); /* this OS thread's copy */
+    memcpy(&div, &sym, sizeof div);
+    if (!div || div->n != ex->n) { /* never: the module defines it with the function */
+      hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: divergent barrier", l->kern->name);
+      ex->states_valid = true;
+      for (int j = 0; j < ex->n; j++) ex->thr[j].state = j ? HK_T_EXIT : HK_T_FAULT;
+      ex->cur = 0, ex->next_thread = ex->n;
+      return true;
+    }
+    {
+      ex->nbar = 0;
+      for (int j = 0; j < ex->n; j++) {
+        hk_thr *h = &ex->thr[j];
+        h->state = div->done[j] ? HK_T_EXIT : HK_T_BAR, h->fib = NULL, h->op = -1;
+        h->site = div->site, h->line = div->line;
+        ex->nbar += !div->done[j];
+      }
+      ex->bar_mixed = false;
+      ex->states_valid = true; /* the scheduler reports the divergent barrier */
+      ex->next_thread = ex->n;
+      return true;
+    }
+  }
+  if (t.stop) return false;
+  if (ex->states_valid)
+    for (int j = 0; j < ex->n; j++) ex->thr[j].state = HK_T_EXIT;
+  ex->next_thread = ex->n;
+  return true;
+}
+
 static void hk_runner_main(void *arg) {
   hk_fib *fb = arg;
   hk_exec *ex = hk_cur;
   hk_job *l = ex->l;
-  if (l->blk && !fb->taken && ex->next_thread < ex->n) hk_runner_loop(fb, ex, l);
+  /* Not with kernel_check (or DV_BUILD_DEBUG): it checks the shared arrays'
+   * redzones at every barrier, which a fission function does not stop at. */
+  if (l->blk && l->kern->fis && !ex->m->check && !fb->taken && ex->next_thread == 0 &&
+      hk_runner_fis(fb, ex, l)) {
+  } else if (l->blk && !fb->taken && ex->next_thread < ex->n) {
+    hk_runner_loop(fb, ex, l);
+  }
   while (!fb->taken && ex->next_thread < ex->n) {
     int i = ex->next_thread++;
     hk_thr *t = &ex->thr[i];

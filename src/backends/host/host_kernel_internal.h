@@ -13,9 +13,12 @@
  *                  path, libffi
  *   host_rt.c      the runtime kernels call (dv__rt): shared memory,
  *                  barriers, wave operations, printf, faults
+ *   host_fission.c region fission (fast mode): a function per kernel that
+ *                  runs a block as loops over its threads between barriers
  *
  * host_kernel.c uses host_build.c, host_exec.c, host_call.c and host_rt.c;
- * host_exec.c uses host_call.c and host_rt.c; host_build.c uses host_rt.c.
+ * host_exec.c uses host_call.c and host_rt.c; host_build.c uses host_rt.c
+ * and host_fission.c.
  */
 #ifndef DV_HOST_KERNEL_INTERNAL_H
 #define DV_HOST_KERNEL_INTERNAL_H
@@ -96,6 +99,7 @@ struct dv_bkernel {
   char *name;
   void (*fn)(void);  /* one simulated thread */
   void (*blk)(void); /* the block function (fast mode; NULL: none) */
+  void (*fis)(void); /* the fission function (fast mode; NULL: none; host_fission.c) */
   const char *sig; /* the module's dv__sig_<name>: the parameter list as written */
   dv_bkernel *next;
 };
@@ -307,6 +311,17 @@ void hk_free_words(char **w);
 /* Parameter i (0-based) of a kernel's exported parameter list, blanks
  * trimmed, into buf (messages). */
 void hk_param_text(const char *sig, int i, char *buf, size_t cap);
+
+/* ---- host_fission.c ---- */
+/* Is region fission on (fast mode, libclang found, DV_HOST_FISSION not 0)? */
+bool hk_fission_available(void);
+/* The fission functions (dv__fis_<kernel>, runs one block; a kernel.h
+ * record's `stop` set to 2 on entry: declined, its per-thread state does
+ * not fit dv__fis_room bytes of stack) for the kernels of the
+ * preprocessed unit pre[0..n) the pass accepts, to append to it; NULL:
+ * none, or no memory (*oom then set).  note gets a line per kernel
+ * (accepted, or refused and why). */
+char *hk_fission(const char *pre, size_t n, char *note, size_t cap, bool *oom);
 
 /* ---- host_call.c ---- */
 /* Each lowered argument's libffi type; an error for what cannot be passed. */

@@ -1,0 +1,997 @@
+/*
+ * The host simulator's kernels: region fission for fast mode (issue 23).
+ *
+ * A kernel whose barriers all sit at statement level in uniform control
+ * flow (the body's statement list, nested blocks, and for/while/do loops
+ * nested only in such lists) gets a third function, dv__fis_<kernel>, that
+ * runs one whole block without fibers: each barrier-free region of the body
+ * is a loop over the block's threads (which the C compiler can vectorize),
+ * the body's locals that live from one region into another are arrays with
+ * one element per thread (VLAs of the block's size, __typeof__ of the
+ * variable's type), loops that contain barriers are rebuilt around the
+ * regions with their condition evaluated per thread and checked to be the
+ * same for all (else a divergent-barrier fault through dv__rt->fault), and
+ * an early `return` marks its thread finished (a barrier some finished
+ * threads never reach is the same fault).  Locals declared before the first
+ * barrier whose value is the same for every thread (computed from the
+ * parameters and shared arrays only, never changed) are computed once.
+ *
+ * Why libclang: the rewrite must know every declaration and every use of a
+ * local, which takes a C front end; libclang's C API is stable, installed
+ * with clang, and needs no headers here (the few types and functions used
+ * are declared below and loaded with dlopen, as src/backends/cuda/ loads
+ * the driver).  It parses the unit the host compiler preprocessed (so the
+ * dialect's macros are expanded and offsets are exact); the generated
+ * functions are appended to that text, which is then compiled as before.
+ * Where libclang is absent, or the pass is not sure (a barrier under an
+ * if, in a called function, a wave operation, goto, a static local, a
+ * parameter the body changes, a break out of a loop with a barrier ...),
+ * it generates nothing for that kernel, and if the generated code fails to
+ * compile the unit is compiled without it (host_build.c): the kernel runs
+ * as before, through its block function and fibers.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host_kernel_internal.h"
+
+/* ---- libclang's C API, as much as is used ------------------------------ */
+
+typedef struct { const void *data; unsigned flags; } hf_str;
+typedef struct { int kind; int xdata; const void *data[3]; } hf_cur;
+typedef struct { const void *p[2]; unsigned i; } hf_loc;
+typedef struct { const void *p[2]; unsigned b, e; } hf_range;
+typedef struct { int kind; void *data[2]; } hf_type;
+typedef struct { const char *name, *contents; unsigned long length; } hf_unsaved;
+typedef int (*hf_visitor)(hf_cur, hf_cur, void *);
+
+#define HF_SYMS(X)                                                                             \
+  X(void *, clang_createIndex, (int, int))                                                     \
+  X(void, clang_disposeIndex, (void *))                                                        \
+  X(void *, clang_parseTranslationUnit,                                                        \
+    (void *, const char *, const char *const *, int, hf_unsaved *, unsigned, unsigned))        \
+  X(void, clang_disposeTranslationUnit, (void *))                                              \
+  X(hf_cur, clang_getTranslationUnitCursor, (void *))                                          \
+  X(unsigned, clang_visitChildren, (hf_cur, hf_visitor, void *))                               \
+  X(hf_str, clang_getCursorSpelling, (hf_cur))                                                 \
+  X(const char *, clang_getCString, (hf_str))                                                  \
+  X(void, clang_disposeString, (hf_str))                                                       \
+  X(hf_range, clang_getCursorExtent, (hf_cur))                                                 \
+  X(hf_loc, clang_getCursorLocation, (hf_cur))                                                 \
+  X(hf_loc, clang_getRangeStart, (hf_range))                                                   \
+  X(hf_loc, clang_getRangeEnd, (hf_range))                                                     \
+  X(void, clang_getFileLocation, (hf_loc, void **, unsigned *, unsigned *, unsigned *))        \
+  X(void, clang_getPresumedLocation, (hf_loc, hf_str *, unsigned *, unsigned *))               \
+  X(hf_cur, clang_getCursorReferenced, (hf_cur))                                               \
+  X(hf_type, clang_getCursorType, (hf_cur))                                                    \
+  X(hf_type, clang_getCanonicalType, (hf_type))                                                \
+  X(hf_str, clang_getTypeSpelling, (hf_type))                                                  \
+  X(unsigned, clang_isConstQualifiedType, (hf_type))                                           \
+  X(hf_type, clang_getArrayElementType, (hf_type))                                             \
+  X(int, clang_Cursor_getStorageClass, (hf_cur))                                               \
+  X(unsigned, clang_isCursorDefinition, (hf_cur))                                              \
+  X(unsigned, clang_getNumDiagnostics, (void *))                                               \
+  X(void *, clang_getDiagnostic, (void *, unsigned))                                           \
+  X(int, clang_getDiagnosticSeverity, (void *))                                                \
+  X(hf_loc, clang_getDiagnosticLocation, (void *))                                             \
+  X(void, clang_disposeDiagnostic, (void *))                                                   \
+  X(void, clang_toggleCrashRecovery, (unsigned))
+
+static struct {
+#define HF_FIELD(ret, name, params) ret(*name) params;
+  HF_SYMS(HF_FIELD)
+#undef HF_FIELD
+} cx;
+static void *hf_lib;
+static pthread_once_t hf_once = PTHREAD_ONCE_INIT;
+
+enum { /* cursor kinds (clang-c/Index.h) */
+  K_FUNC = 8, K_VAR = 9, K_PARM = 10, K_CALL = 103, K_COMPOUND = 202, K_LABEL = 201,
+  K_WHILE = 207, K_DO = 208, K_FOR = 209, K_GOTO = 210, K_IGOTO = 211, K_CONTINUE = 212,
+  K_BREAK = 213, K_RETURN = 214, K_ASM = 215, K_SWITCH = 206, K_DECLSTMT = 231,
+  K_DECLREF = 101, K_ADDRLABEL = 120, K_STMTEXPR = 121
+};
+enum { T_POINTER = 101, T_RECORD = 105, T_CARRAY = 112, T_IARRAY = 114, T_VARRAY = 115 };
+
+static void hf_load(void) {
+  const char *env = getenv("DV_HOST_FISSION");
+  if (env && !strcmp(env, "0")) return;
+  const char *names[] = {"libclang.so.1", "libclang-19.so.1", "libclang-18.so.1",
+                         "libclang-17.so.1", "libclang-16.so.1", "libclang-15.so.1",
+                         "libclang-14.so.1", "libclang.so"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0] && !hf_lib; i++)
+    hf_lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!hf_lib) {
+    dv__log(DV_LOG_DEBUG, "host simulator: no libclang: fast mode runs kernels with barriers "
+                          "on fibers (no region fission)");
+    return;
+  }
+  bool ok = true;
+#define HF_LOAD(ret, name, params)                   \
+  *(void **)&cx.name = dlsym(hf_lib, #name);         \
+  if (!cx.name) ok = false;
+  HF_SYMS(HF_LOAD)
+#undef HF_LOAD
+  if (!ok) {
+    dv__log(DV_LOG_DEBUG, "host simulator: libclang lacks functions region fission uses");
+    hf_lib = NULL; /* left loaded: a library may not like dlclose */
+    return;
+  }
+  cx.clang_toggleCrashRecovery(0); /* no signal handlers of its own in this process */
+}
+
+bool hk_fission_available(void) {
+  pthread_once(&hf_once, hf_load);
+  return hf_lib != NULL;
+}
+
+/* An array of `size`-byte elements grown from `have` to `want` elements
+ * (there is no dv__realloc: the allocation hook counts and injects faults). */
+static void *hf_grow(void *p, size_t have, size_t want, size_t size) {
+  void *q = dv__malloc(want * size);
+  if (!q) return NULL;
+  if (have) memcpy(q, p, have * size);
+  dv__free(p);
+  return q;
+}
+
+/* ---- the kernel's syntax tree, flattened --------------------------------- */
+
+typedef struct hf_node {
+  int kind, parent, first, next, last; /* tree links (-1: none) */
+  unsigned s, e, loc;                  /* extent [s, e) and location (offsets) */
+  int ref_kind;                        /* DeclRefExpr: what it names */
+  unsigned ref_loc;
+  int var; /* VarDecl: its index in vars; DeclRefExpr: the local it names (-1: none) */
+} hf_node;
+
+typedef struct hf_var {
+  int node, decl;  /* its VarDecl and DeclStmt nodes */
+  int region;      /* where it is declared */
+  int tkind;       /* its canonical type's kind */
+  char type[256];  /* that type, top-level const removed */
+  bool lift, hoist;
+} hf_var;
+
+enum { E_REF, E_RET, E_DECL, E_DROP };
+typedef struct hf_edit { unsigned s, e; int kind, arg; } hf_edit;
+
+typedef struct hf_reg { unsigned s, e; } hf_reg;
+
+typedef struct hf {
+  const char *src;
+  void *tu;
+  hf_node *n;
+  int nn, cap;
+  hf_var *vars;
+  int nvars;
+  hf_edit *ed;
+  int ned;
+  hf_reg *reg;
+  int nreg;
+  int cur_region;  /* while emitting */
+  bool has_ret, has_loops, oom;
+  int nparams;
+  char *out;       /* the generated text */
+  size_t len, cap_out;
+  char why[200];   /* why the kernel was refused */
+  char **sync;     /* functions that reach a barrier or a wave operation */
+  int nsync;
+} hf;
+
+static void hf_put(hf *h, const char *s, size_t n) {
+  if (h->oom) return;
+  if (h->len + n + 1 > h->cap_out) {
+    size_t c = h->cap_out ? h->cap_out * 2 : 4096;
+    while (c < h->len + n + 1) c *= 2;
+    char *p = hf_grow(h->out, h->out ? h->len + 1 : 0, c, 1);
+    if (!p) {
+      h->oom = true;
+      return;
+    }
+    h->out = p, h->cap_out = c;
+  }
+  memcpy(h->out + h->len, s, n);
+  h->len += n;
+  h->out[h->len] = 0;
+}
+
+__attribute__((format(printf, 2, 3))) static void hf_printf(hf *h, const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (w < 0 || (size_t)w >= sizeof buf) {
+    h->oom = true;
+    return;
+  }
+  hf_put(h, buf, (size_t)w);
+}
+
+static unsigned hf_off(hf_loc l) {
+  unsigned off = 0;
+  cx.clang_getFileLocation(l, NULL, NULL, NULL, &off);
+  return off;
+}
+
+static int hf_add(hf *h, hf_cur c, int parent) {
+  if (h->nn == h->cap) {
+    int nc = h->cap ? h->cap * 2 : 256;
+    hf_node *p = hf_grow(h->n, (size_t)h->nn, (size_t)nc, sizeof *p);
+    if (!p) {
+      h->oom = true;
+      return -1;
+    }
+    h->n = p, h->cap = nc;
+  }
+  hf_node *x = &h->n[h->nn];
+  hf_range r = cx.clang_getCursorExtent(c);
+  *x = (hf_node){c.kind, parent, -1, -1, -1, hf_off(cx.clang_getRangeStart(r)),
+                 hf_off(cx.clang_getRangeEnd(r)), hf_off(cx.clang_getCursorLocation(c)), 0, 0, -1};
+  if (c.kind == K_DECLREF) {
+    hf_cur d = cx.clang_getCursorReferenced(c);
+    x->ref_kind = d.kind;
+    x->ref_loc = hf_off(cx.clang_getCursorLocation(d));
+  }
+  if (parent >= 0) {
+    if (h->n[parent].last >= 0)
+      h->n[h->n[parent].last].next = h->nn;
+    else
+      h->n[parent].first = h->nn;
+    h->n[parent].last = h->nn;
+  }
+  return h->nn++;
+}
+
+typedef struct { hf *h; int parent; } hf_walk;
+
+static int hf_visit(hf_cur c, hf_cur parent, void *data) {
+  (void)parent;
+  hf_walk *w = data;
+  int i = hf_add(w->h, c, w->parent);
+  if (i < 0) return 0;
+  if (c.kind == K_VAR) { /* the variable's type, while the cursor is at hand */
+    hf_var *nv = hf_grow(w->h->vars, (size_t)w->h->nvars, (size_t)w->h->nvars + 1, sizeof *nv);
+    if (!nv) {
+      w->h->oom = true;
+      return 0;
+    }
+    w->h->vars = nv;
+    hf_var *v = &nv[w->h->nvars];
+    memset(v, 0, sizeof *v);
+    v->node = i, v->region = -1, v->decl = w->parent;
+    hf_type t = cx.clang_getCanonicalType(cx.clang_getCursorType(c));
+    v->tkind = t.kind;
+    bool top_const = cx.clang_isConstQualifiedType(t) != 0;
+    hf_type el = t;
+    while (el.kind == T_CARRAY || el.kind == T_IARRAY) el = cx.clang_getArrayElementType(el);
+    bool el_const = el.kind != t.kind && cx.clang_isConstQualifiedType(el);
+    hf_str s = cx.clang_getTypeSpelling(t);
+    const char *ts = cx.clang_getCString(s);
+    snprintf(v->type, sizeof v->type, "%s", ts ? ts : "");
+    cx.clang_disposeString(s);
+    size_t tl = strlen(v->type);
+    if (t.kind == T_POINTER && top_const && tl > 6 && !strcmp(v->type + tl - 6, " const"))
+      v->type[tl - 6] = 0;
+    else if ((top_const || el_const) && t.kind != T_POINTER && !strncmp(v->type, "const ", 6))
+      memmove(v->type, v->type + 6, tl - 5);
+    if (cx.clang_Cursor_getStorageClass(c) > 1) v->tkind = -1; /* static, extern: refused */
+    w->h->n[i].var = w->h->nvars++;
+  }
+  hf_walk sub = {w->h, i};
+  cx.clang_visitChildren(c, hf_visit, &sub);
+  return w->h->oom ? 0 : 1; /* CXChildVisit_Continue */
+}
+
+/* ---- text ---------------------------------------------------------------- */
+
+static bool hf_idch(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+static unsigned hf_skip(const char *s, unsigned i) {
+  while (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') i++;
+  return i;
+}
+
+/* Does the text at i read `dv__rt -> <member> (`?  member NULL: a barrier,
+ * a wave barrier or a wave operation. */
+static bool hf_rt_call(const char *s, unsigned i, const char *member) {
+  if (strncmp(s + i, "dv__rt", 6) || (i && hf_idch(s[i - 1]))) return false;
+  i = hf_skip(s, i + 6);
+  if (strncmp(s + i, "->", 2)) return false;
+  i = hf_skip(s, i + 2);
+  const char *names[] = {"barrier", "wavebarrier", "wave"};
+  for (int k = 0; k < 3; k++) {
+    const char *m = member ? member : names[k];
+    size_t ml = strlen(m);
+    if (!strncmp(s + i, m, ml) && !hf_idch(s[i + ml]) && s[hf_skip(s, i + (unsigned)ml)] == '(')
+      return true;
+    if (member) break;
+  }
+  return false;
+}
+
+static bool hf_text_syncs(const hf *h, unsigned s, unsigned e) {
+  for (unsigned i = s; i < e; i++)
+    if (h->src[i] == 'd' && hf_rt_call(h->src, i, NULL)) return true;
+  return false;
+}
+
+/* Is the variable named at [s, e) written (assigned, incremented, address taken)? */
+static bool hf_written(const char *src, unsigned s, unsigned e) {
+  unsigned i = hf_skip(src, e);
+  while (src[i] == '.') { /* a member of a struct */
+    i = hf_skip(src, i + 1);
+    while (hf_idch(src[i])) i++;
+    i = hf_skip(src, i);
+  }
+  const char *ops[] = {"<<=", ">>=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "++", "--"};
+  for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
+    if (!strncmp(src + i, ops[k], strlen(ops[k]))) return true;
+  if (src[i] == '=' && src[i + 1] != '=') return true;
+  unsigned j = s;
+  while (j > 0 && (src[j - 1] == ' ' || src[j - 1] == '\t' || src[j - 1] == '\n')) j--;
+  if (j >= 2 && (!strncmp(src + j - 2, "++", 2) || !strncmp(src + j - 2, "--", 2))) return true;
+  if (j >= 1 && src[j - 1] == '&' && !(j >= 2 && src[j - 2] == '&')) {
+    unsigned k = j - 1;
+    while (k > 0 && (src[k - 1] == ' ' || src[k - 1] == '\t' || src[k - 1] == '\n')) k--;
+    char p = k ? src[k - 1] : 0;
+    if (!(hf_idch(p) || p == ')' || p == ']')) return true; /* unary &: address taken */
+  }
+  return false;
+}
+
+/* ---- analysis ------------------------------------------------------------ */
+
+static bool hf_refuse(hf *h, const char *why, unsigned line) {
+  if (!h->why[0]) hk_fmt(h->why, sizeof h->why, "%s (line %u)", why, line);
+  return false;
+}
+
+static unsigned hf_node_line(const hf *h, int i) {
+  /* presumed line of an offset: count from the last line marker before it */
+  const char *s = h->src;
+  unsigned off = h->n[i].s, line = 1;
+  unsigned ls = off;
+  int nl = 0;
+  while (ls > 0) {
+    if (s[ls - 1] == '\n') {
+      if (s[ls] == '#' && s[ls + 1] == ' ' && s[ls + 2] >= '0' && s[ls + 2] <= '9') {
+        line = (unsigned)atoi(s + ls + 2) + (unsigned)nl - 1;
+        return line;
+      }
+      nl++;
+    }
+    ls--;
+  }
+  return (unsigned)nl + 1;
+}
+
+/* Is node i a barrier call (dv__rt->barrier(...)), a statement of its own? */
+static bool hf_is_barrier(const hf *h, int i) {
+  return h->n[i].kind == K_CALL && hf_rt_call(h->src, h->n[i].s, "barrier");
+}
+
+static bool hf_contains(const hf *h, int i) { return hf_text_syncs(h, h->n[i].s, h->n[i].e); }
+
+/* The end of a statement, its `;` included. */
+static unsigned hf_stmt_end(const hf *h, int i) {
+  unsigned e = h->n[i].e, j = hf_skip(h->src, e);
+  return h->src[j] == ';' && h->n[i].kind != K_DECLSTMT && h->n[i].kind != K_COMPOUND ? j + 1 : e;
+}
+
+static int hf_new_region(hf *h, unsigned s, unsigned e) {
+  hf_reg *r = hf_grow(h->reg, (size_t)h->nreg, (size_t)h->nreg + 1, sizeof *r);
+  if (!r) {
+    h->oom = true;
+    return -1;
+  }
+  h->reg = r;
+  r[h->nreg] = (hf_reg){s, e};
+  return h->nreg++;
+}
+
+/* A for loop's three clauses' text ranges. */
+static bool hf_for_parts(const hf *h, int i, unsigned p[3][2]) {
+  const char *s = h->src;
+  unsigned j = hf_skip(s, h->n[i].s + 3);
+  if (s[j] != '(') return false;
+  int depth = 0, part = 0;
+  p[0][0] = j + 1;
+  for (j = j + 1; j < h->n[i].e; j++) {
+    if (s[j] == '(' || s[j] == '[' || s[j] == '{') depth++;
+    if (s[j] == ']' || s[j] == '}') depth--;
+    if (s[j] == ')') {
+      if (depth-- == 0) {
+        if (part != 2) return false;
+        p[2][1] = j;
+        return true;
+      }
+    }
+    if (s[j] == ';' && depth == 0) {
+      if (part == 2) return false;
+      p[part][1] = j;
+      p[++part][0] = j + 1;
+    }
+  }
+  return false;
+}
+
+static bool hf_blank(const char *s, unsigned a, unsigned b) {
+  for (unsigned i = a; i < b; i++)
+    if (!(s[i] == ' ' || s[i] == '\t' || s[i] == '\n')) return false;
+  return true;
+}
+
+/* Is break/continue node i's target the loop `loop`? */
+static bool hf_leaves(const hf *h, int i, int loop) {
+  for (int p = h->n[i].parent; p >= 0; p = h->n[p].parent) {
+    int k = h->n[p].kind;
+    if (k == K_FOR || k == K_WHILE || k == K_DO || (k == K_SWITCH && h->n[i].kind == K_BREAK))
+      return p == loop;
+  }
+  return false;
+}
+
+/* Structure: item kinds of a statement list, checked (false: refused). */
+static bool hf_check_list(hf *h, int compound);
+
+static bool hf_check_loop(hf *h, int i) {
+  const hf_node *x = &h->n[i];
+  int body = x->kind == K_DO ? x->first : x->last;
+  if (body < 0 || h->n[body].kind != K_COMPOUND)
+    return hf_refuse(h, "a loop with a barrier whose body is not a block", hf_node_line(h, i));
+  for (int c = x->first; c >= 0; c = h->n[c].next)
+    if (c != body && hf_contains(h, c))
+      return hf_refuse(h, "a barrier in a loop's condition", hf_node_line(h, i));
+  for (int k = 0; k < h->nn; k++)
+    if ((h->n[k].kind == K_BREAK || h->n[k].kind == K_CONTINUE) && h->n[k].s >= x->s &&
+        h->n[k].e <= x->e && hf_leaves(h, k, i))
+      return hf_refuse(h, "break or continue in a loop with a barrier", hf_node_line(h, k));
+  if (x->kind == K_FOR) {
+    unsigned p[3][2];
+    if (!hf_for_parts(h, i, p))
+      return hf_refuse(h, "a for loop not understood", hf_node_line(h, i));
+  }
+  h->has_loops = true;
+  return hf_check_list(h, body);
+}
+
+static bool hf_check_list(hf *h, int compound) {
+  for (int c = h->n[compound].first; c >= 0; c = h->n[c].next) {
+    if (!hf_contains(h, c)) continue;
+    int k = h->n[c].kind;
+    if (hf_is_barrier(h, c)) {
+      /* the call is the whole statement and takes no call of its own */
+      for (int d = h->n[c].first; d >= 0; d = h->n[d].next)
+        if (h->n[d].s != h->n[c].s && hf_contains(h, d))
+          return hf_refuse(h, "a barrier in a barrier's arguments", 0);
+      continue;
+    }
+    if (k == K_COMPOUND) {
+      if (!hf_check_list(h, c)) return false;
+    } else if (k == K_FOR || k == K_WHILE || k == K_DO) {
+      if (!hf_check_loop(h, c)) return false;
+    } else {
+      bool wave = false;
+      for (unsigned j = h->n[c].s; j < h->n[c].e && !wave; j++)
+        wave = h->src[j] == 'd' && (hf_rt_call(h->src, j, "wave") ||
+                                    hf_rt_call(h->src, j, "wavebarrier"));
+      return hf_refuse(h, wave ? "a wave operation or wave barrier"
+                               : "a barrier under if, switch or an expression",
+                       hf_node_line(h, c));
+    }
+  }
+  return true;
+}
+
+/* ---- regions ----------------------------------------------------------- */
+
+static int hf_region_of(const hf *h, unsigned off) {
+  for (int r = 0; r < h->nreg; r++)
+    if (off >= h->reg[r].s && off < h->reg[r].e) return r;
+  return -1;
+}
+
+/* Emit text [s, e) with the edits inside it applied. */
+static void hf_emit(hf *h, unsigned s, unsigned e, int skip_edit);
+
+static void hf_emit_decl(hf *h, int d) {
+  for (int c = h->n[d].first; c >= 0; c = h->n[c].next) {
+    if (h->n[c].kind != K_VAR) continue;
+    const hf_var *v = &h->vars[h->n[c].var];
+    const hf_node *x = &h->n[c];
+    /* the initializer: after the first `=` past the name (brackets skipped) */
+    unsigned j = x->loc;
+    while (j < x->e && hf_idch(h->src[j])) j++;
+    int depth = 0;
+    for (; j < x->e; j++) {
+      char ch = h->src[j];
+      if (ch == '[' || ch == '(') depth++;
+      if (ch == ']' || ch == ')') depth--;
+      if (ch == '=' && depth <= 0 && h->src[j + 1] != '=') break;
+    }
+    if (j >= x->e) continue; /* no initializer */
+    unsigned is = hf_skip(h->src, j + 1);
+    bool brace = h->src[is] == '{';
+    int vi = h->n[c].var;
+    if (v->tkind == T_CARRAY || v->tkind == T_IARRAY) {
+      hf_printf(h, " __builtin_memcpy(dv__v%d[dv__i], (__typeof__(%s))%s", vi, v->type,
+                brace ? "" : "{");
+      hf_emit(h, is, x->e, -1);
+      hf_printf(h, "%s, sizeof dv__v%d[0]);", brace ? "" : "}", vi);
+    } else {
+      hf_printf(h, " dv__v%d[dv__i] = ", vi);
+      if (brace) hf_printf(h, "(__typeof__(%s))", v->type);
+      hf_emit(h, is, x->e, -1);
+      hf_put(h, ";", 1);
+    }
+  }
+}
+
+static void hf_emit(hf *h, unsigned s, unsigned e, int skip_edit) {
+  unsigned pos = s;
+  for (int k = 0; k < h->ned; k++) {
+    const hf_edit *d = &h->ed[k];
+    if (k == skip_edit || d->s < pos || d->s >= e) continue;
+    hf_put(h, h->src + pos, d->s - pos);
+    if (d->kind == E_REF)
+      hf_printf(h, "(dv__v%d[dv__i])", d->arg);
+    else if (d->kind == E_RET)
+      hf_printf(h, "do { dv__done[dv__i] = 1; goto dv__n%d; } while (0)", h->cur_region);
+    else if (d->kind == E_DECL)
+      hf_emit_decl(h, d->arg);
+    pos = d->e;
+  }
+  if (pos < e) hf_put(h, h->src + pos, e - pos);
+}
+
+
+/* ---- generation (plan: register the regions; else: write them) ---------- */
+
+static void hf_region(hf *h, bool plan, unsigned s, unsigned e, const char *pre,
+                      const char *post) {
+  if (plan) {
+    hf_new_region(h, s, e);
+    return;
+  }
+  int r = hf_region_of(h, s);
+  h->cur_region = r;
+  /* A region that calls nothing runs on a copy of the record that does not
+   * escape (so the loop vectorizes); one that calls something keeps the
+   * record dv__self points to up to date (the runtime and device
+   * functions read it). */
+  bool calls = false;
+  for (int i = 0; i < h->nn && !calls; i++) {
+    calls = h->n[i].kind == K_CALL && h->n[i].s >= s && h->n[i].s < e;
+    for (int k = 0; k < h->ned && calls; k++) /* in a declaration computed once */
+      if (h->ed[k].kind == E_DROP && h->n[i].s >= h->ed[k].s && h->n[i].s < h->ed[k].e)
+        calls = false;
+  }
+  const char *rec = calls ? "dv__t->" : "dv__r.";
+  if (!calls)
+    hf_printf(h, "\n  { dv__hthread dv__r = *dv__t; const dv__hthread *const dv__self = &dv__r;");
+  hf_printf(h, "\n  for (int dv__z = 0; dv__z < dv__bz; dv__z++) { %stid[2] = dv__z;\n"
+               "  for (int dv__y = 0; dv__y < dv__by; dv__y++) { %stid[1] = dv__y;\n"
+               "  for (int dv__x = 0; dv__x < dv__bx; dv__x++) { %stid[0] = dv__x;\n"
+               "  const int dv__i = dv__x + dv__bx * (dv__y + dv__by * dv__z); (void)dv__i;\n",
+            rec, rec, rec);
+  if (h->has_ret) hf_printf(h, "  if (dv__done[dv__i]) continue;\n");
+  hf_printf(h, "  {%s", pre ? pre : "");
+  hf_emit(h, s, e, -1);
+  hf_printf(h, "%s\n  }\n  dv__n%d:;\n  }}}%s\n", post ? post : "", r, calls ? "" : " }");
+}
+
+static void hf_barrier_check(hf *h, int call) {
+  if (!h->has_ret) return;
+  /* dv__rt->barrier(site, fence, line): the first and last arguments */
+  const char *s = h->src;
+  unsigned j = h->n[call].s;
+  while (j < h->n[call].e && s[j] != '(') j++;
+  int site = atoi(s + j + 1);
+  unsigned k = h->n[call].e - 1;
+  while (k > j && s[k] != ',') k--;
+  int line = atoi(s + k + 1);
+  hf_printf(h, "\n  { int dv__a = 0;\n"
+               "    for (int dv__j = 0; dv__j < dv__n; dv__j++) dv__a += dv__done[dv__j];\n"
+               "    if (dv__a == dv__n) goto dv__end;\n"
+               "    if (dv__a) {\n"
+               "      dv__fis_div.site = %d, dv__fis_div.line = %d, dv__fis_div.n = dv__n;\n"
+               "      __builtin_memcpy(dv__fis_div.done, dv__done, (size_t)dv__n);\n"
+               "      dv__in->stop = 3; return; } }\n", site, line);
+}
+
+static void hf_cond_check(hf *h, unsigned line) {
+  hf_printf(h, "\n  { int dv__f = -1, dv__c = 0;\n"
+               "    for (int dv__j = 0; dv__j < dv__n; dv__j++) {\n"
+               "      if (%s) continue;\n"
+               "      if (dv__f < 0) dv__f = dv__j, dv__c = dv__cv[dv__j];\n"
+               "      else if (dv__cv[dv__j] != dv__c) dv__fis_fault(dv__t, dv__j, "
+               "\"divergent barrier: the condition of the loop at line %u, which holds a "
+               "barrier, differs between the threads of its block\", %u);\n"
+               "    }\n"
+               "    if (dv__f < 0) goto dv__end;\n"
+               "    if (!dv__c) break; }\n", h->has_ret ? "dv__done[dv__j]" : "0", line, line);
+}
+
+static void hf_gen_list(hf *h, int compound, bool plan);
+
+static void hf_gen_loop(hf *h, int i, bool plan) {
+  const hf_node *x = &h->n[i];
+  unsigned line = hf_node_line(h, i);
+  int body = x->kind == K_DO ? x->first : x->last;
+  unsigned p[3][2] = {{0, 0}, {0, 0}, {0, 0}};
+  if (x->kind == K_FOR)
+    hf_for_parts(h, i, p);
+  else if (x->kind == K_WHILE)
+    p[1][0] = h->n[x->first].s, p[1][1] = h->n[x->first].e;
+  else
+    p[1][0] = h->n[x->last].s, p[1][1] = h->n[x->last].e;
+  if (!plan) hf_printf(h, "\n  {");
+  if (!hf_blank(h->src, p[0][0], p[0][1])) { /* init: a declaration or an expression */
+    int d = -1;
+    for (int c = x->first; c >= 0; c = h->n[c].next)
+      if (h->n[c].kind == K_DECLSTMT && h->n[c].s >= p[0][0] && h->n[c].s < p[0][1]) d = c;
+    if (d >= 0)
+      hf_region(h, plan, h->n[d].s, h->n[d].e > p[0][1] ? h->n[d].e : p[0][1], NULL, ";");
+    else
+      hf_region(h, plan, p[0][0], p[0][1], NULL, ";");
+  }
+  if (!plan) hf_printf(h, "\n  for (;;) {");
+  bool cond = !hf_blank(h->src, p[1][0], p[1][1]);
+  if (x->kind == K_DO) hf_gen_list(h, body, plan);
+  if (cond) {
+    hf_region(h, plan, p[1][0], p[1][1], " dv__cv[dv__i] = !!(", ");");
+    if (!plan) hf_cond_check(h, line);
+  }
+  if (x->kind != K_DO) hf_gen_list(h, body, plan);
+  if (!hf_blank(h->src, p[2][0], p[2][1])) hf_region(h, plan, p[2][0], p[2][1], NULL, ";");
+  if (!plan) hf_printf(h, "\n  }}");
+}
+
+static void hf_gen_list(hf *h, int compound, bool plan) {
+  int c = h->n[compound].first;
+  while (c >= 0) {
+    if (!hf_contains(h, c)) { /* a run of barrier-free statements: one region */
+      int last = c;
+      while (h->n[last].next >= 0 && !hf_contains(h, h->n[last].next)) last = h->n[last].next;
+      hf_region(h, plan, h->n[c].s, hf_stmt_end(h, last), NULL, NULL);
+      c = h->n[last].next;
+      continue;
+    }
+    if (hf_is_barrier(h, c)) {
+      if (!plan) hf_barrier_check(h, c);
+    } else if (h->n[c].kind == K_COMPOUND) {
+      hf_gen_list(h, c, plan);
+    } else {
+      hf_gen_loop(h, c, plan);
+    }
+    c = h->n[c].next;
+  }
+}
+
+/* ---- one kernel ----------------------------------------------------------- */
+
+static bool hf_add_edit(hf *h, unsigned s, unsigned e, int kind, int arg) {
+  hf_edit *d = hf_grow(h->ed, (size_t)h->ned, (size_t)h->ned + 1, sizeof *d);
+  if (!d) {
+    h->oom = true;
+    return false;
+  }
+  h->ed = d;
+  d[h->ned++] = (hf_edit){s, e, kind, arg};
+  return true;
+}
+
+static int hf_edit_cmp(const void *a, const void *b) {
+  const hf_edit *x = a, *y = b;
+  if (x->s != y->s) return x->s < y->s ? -1 : 1;
+  return x->e > y->e ? -1 : x->e < y->e;
+}
+
+/* May the declaration statement d (before the first barrier, at the top)
+ * be computed once for the block? */
+static bool hf_hoistable(hf *h, int d, unsigned self_loc) {
+  for (unsigned j = h->n[d].s; j < h->n[d].e; j++)
+    if (!strncmp(h->src + j, "++", 2) || !strncmp(h->src + j, "--", 2)) return false;
+  for (int i = 0; i < h->nn; i++) {
+    const hf_node *x = &h->n[i];
+    if (x->s < h->n[d].s || x->e > h->n[d].e || i == d) continue;
+    if (x->kind == K_VAR) {
+      const hf_var *v = &h->vars[x->var];
+      if (!((v->tkind >= 2 && v->tkind <= 40) || v->tkind == T_POINTER)) return false;
+      for (int r = 0; r < h->nn; r++)
+        if (h->n[r].kind == K_DECLREF && h->n[r].var == x->var &&
+            hf_written(h->src, h->n[r].s, h->n[r].e))
+          return false;
+    } else if (x->kind == K_CALL) {
+      if (!hf_rt_call(h->src, x->s, "shared")) return false;
+    } else if (x->kind == K_DECLREF) {
+      if (x->ref_kind == K_PARM && x->ref_loc == self_loc) return false;
+      bool rt = x->e - x->s == 6 && !strncmp(h->src + x->s, "dv__rt", 6);
+      if (x->ref_kind == K_VAR && !rt && (x->var < 0 || !h->vars[x->var].hoist)) return false;
+      if (x->ref_kind != K_PARM && x->ref_kind != K_VAR && x->ref_kind != 7 /* enumerator */)
+        return false;
+    } else if (x->kind == 115 /* compound assignment */ || x->kind == K_STMTEXPR) {
+      return false;
+    } else if (x->kind == 114 /* binary operator */) {
+      /* an assignment inside an initializer: `=` between the operands */
+      int a = x->first, b = a >= 0 ? h->n[a].next : -1;
+      if (b >= 0) {
+        unsigned k = hf_skip(h->src, h->n[a].e);
+        if (h->src[k] == '=' && h->src[k + 1] != '=') return false;
+      }
+    }
+  }
+  return true;
+}
+
+static void hf_reset(hf *h) {
+  h->nn = 0, h->nvars = 0, h->ned = 0, h->nreg = 0;
+  h->has_ret = h->has_loops = false;
+  h->why[0] = 0;
+}
+
+static bool hf_in_sync(const hf *h, unsigned s, unsigned e) {
+  for (int k = 0; k < h->nsync; k++) {
+    size_t l = strlen(h->sync[k]);
+    if (e - s == l && !strncmp(h->src + s, h->sync[k], l)) return true;
+  }
+  return false;
+}
+
+/* Analyse kernel function fn (dv__kb_<name>) and append dv__fis_<name>. */
+static bool hf_kernel(hf *h, hf_cur fn, const char *name) {
+  hf_reset(h);
+  int root = hf_add(h, fn, -1);
+  if (root < 0) return false;
+  hf_walk w = {h, root};
+  cx.clang_visitChildren(fn, hf_visit, &w);
+  if (h->oom) return false;
+  const hf_node *f = &h->n[root];
+  int body = f->last;
+  if (body < 0 || h->n[body].kind != K_COMPOUND) return hf_refuse(h, "no body", 0);
+  int params[2] = {-1, -1};
+  h->nparams = 0;
+  for (int c = f->first; c >= 0; c = h->n[c].next)
+    if (h->n[c].kind == K_PARM) {
+      if (h->nparams < 2) params[h->nparams] = c;
+      h->nparams++;
+    }
+  if (h->nparams < 2) return hf_refuse(h, "no parameters", 0);
+  unsigned self_loc = h->n[params[0]].loc;
+  /* The front end's errors inside the kernel (glibc's headers as gcc
+   * preprocessed them may hold some libclang does not parse: not ours). */
+  unsigned nd = cx.clang_getNumDiagnostics(h->tu);
+  for (unsigned k = 0; k < nd; k++) {
+    void *dg = cx.clang_getDiagnostic(h->tu, k);
+    unsigned off = hf_off(cx.clang_getDiagnosticLocation(dg));
+    int sev = cx.clang_getDiagnosticSeverity(dg);
+    cx.clang_disposeDiagnostic(dg);
+    if (sev >= 3 && off >= f->s && off < f->e) return hf_refuse(h, "not parsed", 0);
+  }
+  if (!hf_contains(h, body)) return hf_refuse(h, "no barrier", hf_node_line(h, root));
+  for (int i = 0; i < h->nn; i++) {
+    hf_node *x = &h->n[i];
+    if (x->kind == K_GOTO || x->kind == K_IGOTO || x->kind == K_LABEL || x->kind == K_ASM ||
+        x->kind == K_ADDRLABEL || x->kind == K_STMTEXPR)
+      return hf_refuse(h, "goto, a label, asm or a statement expression", hf_node_line(h, i));
+    if (x->kind == K_RETURN) h->has_ret = true;
+    if (x->kind == K_DECLREF && x->ref_kind == K_FUNC && hf_in_sync(h, x->s, x->e))
+      return hf_refuse(h, "a call of a function that reaches a barrier or wave operation",
+                       hf_node_line(h, i));
+    if (x->kind == K_DECLREF && x->ref_kind == K_PARM && hf_written(h->src, x->s, x->e))
+      return hf_refuse(h, "a parameter the body changes", hf_node_line(h, i));
+    if (x->kind == K_DECLREF && x->ref_kind == K_VAR)
+      for (int v = 0; v < h->nvars; v++)
+        if (h->n[h->vars[v].node].loc == x->ref_loc) x->var = v;
+  }
+  for (int v = 0; v < h->nvars; v++)
+    if (h->vars[v].tkind < 0)
+      return hf_refuse(h, "a static local", hf_node_line(h, h->vars[v].node));
+  if (!hf_check_list(h, body)) return false;
+  hf_gen_list(h, body, true);
+  if (h->oom) return false;
+  for (int v = 0; v < h->nvars; v++) h->vars[v].region = hf_region_of(h, h->n[h->vars[v].node].s);
+  /* Uniform declarations before the first barrier: computed once. */
+  for (int c = h->n[body].first; c >= 0 && !hf_contains(h, c); c = h->n[c].next) {
+    if (h->n[c].kind != K_DECLSTMT || !hf_hoistable(h, c, self_loc)) continue;
+    for (int d = h->n[c].first; d >= 0; d = h->n[d].next)
+      if (h->n[d].kind == K_VAR) h->vars[h->n[d].var].hoist = true;
+    hf_add_edit(h, h->n[c].s, h->n[c].e, E_DROP, c);
+  }
+  /* Locals used in another region than their own: one per thread. */
+  for (int i = 0; i < h->nn; i++) {
+    const hf_node *x = &h->n[i];
+    if (x->kind != K_DECLREF || x->var < 0 || h->vars[x->var].hoist) continue;
+    if (hf_region_of(h, x->s) != h->vars[x->var].region) h->vars[x->var].lift = true;
+  }
+  for (int v = 0; v < h->nvars; v++) {
+    if (!h->vars[v].lift) continue;
+    int d = h->vars[v].decl;
+    if (d < 0 || h->n[d].kind != K_DECLSTMT) return hf_refuse(h, "a local not understood", 0);
+    for (int c = h->n[d].first; c >= 0; c = h->n[c].next)
+      if (h->n[c].kind == K_VAR) h->vars[h->n[c].var].lift = true;
+  }
+  for (int v = 0; v < h->nvars; v++) {
+    hf_var *x = &h->vars[v];
+    if (!x->lift) continue;
+    if (x->tkind == T_VARRAY || !x->type[0] || strstr(x->type, "(unnamed") ||
+        strstr(x->type, "(anonymous"))
+      return hf_refuse(h, "a variable-length array or unnamed type kept across a barrier",
+                       hf_node_line(h, x->node));
+    bool first = true; /* one edit per declaration statement */
+    for (int u = 0; u < v; u++)
+      if (h->vars[u].lift && h->vars[u].decl == x->decl) first = false;
+    if (first) hf_add_edit(h, h->n[x->decl].s, h->n[x->decl].e, E_DECL, x->decl);
+  }
+  for (int i = 0; i < h->nn; i++) {
+    const hf_node *x = &h->n[i];
+    if (x->kind == K_DECLREF && x->var >= 0 && h->vars[x->var].lift)
+      hf_add_edit(h, x->s, x->e, E_REF, x->var);
+    if (x->kind == K_RETURN) hf_add_edit(h, x->s, x->e, E_RET, 0);
+  }
+  if (h->oom) return false;
+  qsort(h->ed, (size_t)h->ned, sizeof *h->ed, hf_edit_cmp);
+
+  /* The function. */
+  unsigned ps = h->n[params[1]].s, pe = h->n[f->last].s;
+  for (int c = f->first; c >= 0; c = h->n[c].next)
+    if (h->n[c].kind == K_PARM) pe = h->n[c].e;
+  hf_printf(h, "\n__attribute__((visibility(\"default\"))) void dv__fis_%s(", name);
+  hf_put(h, h->src + ps, pe - ps);
+  hf_printf(h, ") {\n  { size_t dv__per = 0");
+  for (int v = 0; v < h->nvars; v++)
+    if (h->vars[v].lift) hf_printf(h, " + sizeof(__typeof__(%s))", h->vars[v].type);
+  hf_printf(h, " + %d;\n    if ((size_t)dv__self->bdim[0] * (size_t)dv__self->bdim[1] * "
+               "(size_t)dv__self->bdim[2] * dv__per > dv__fis_room) { dv__self->stop = 2; "
+               "return; } }\n", (h->has_ret ? 1 : 0) + (h->has_loops ? 1 : 0));
+  hf_printf(h, "  dv__hthread *const dv__in = dv__self, dv__l = *dv__self, *const dv__t = &dv__l;\n"
+               "  (void)dv__in;\n"
+               "  dv__self = dv__t;\n  {\n"
+               "  const dv__hthread *const dv__self = dv__t;\n"
+               "  const int dv__bx = dv__t->bdim[0], dv__by = dv__t->bdim[1], "
+               "dv__bz = dv__t->bdim[2];\n"
+               "  const int dv__n = dv__bx * dv__by * dv__bz; (void)dv__n;\n");
+  for (int v = 0; v < h->nvars; v++)
+    if (h->vars[v].lift) hf_printf(h, "  __typeof__(%s) dv__v%d[dv__n];\n", h->vars[v].type, v);
+  if (h->has_ret)
+    hf_printf(h, "  unsigned char dv__done[dv__n];\n  __builtin_memset(dv__done, 0, "
+                 "sizeof dv__done);\n");
+  if (h->has_loops) hf_printf(h, "  unsigned char dv__cv[dv__n];\n");
+  for (int k = 0; k < h->ned; k++)
+    if (h->ed[k].kind == E_DROP) {
+      hf_put(h, "  ", 2);
+      hf_emit(h, h->ed[k].s, h->ed[k].e, k);
+      hf_put(h, ";\n", 2);
+    }
+  hf_gen_list(h, body, false);
+  hf_printf(h, "\n  }\n  dv__end:;\n}\n");
+  return !h->oom;
+}
+
+/* Functions that reach a barrier or a wave operation, directly or through
+ * another such function (by name). */
+typedef struct { hf *h; unsigned (*fns)[2]; char **names; hf_cur *cur; int n, cap; } hf_fns;
+
+static int hf_visit_tu(hf_cur c, hf_cur parent, void *data) {
+  (void)parent;
+  hf_fns *F = data;
+  if (c.kind != K_FUNC || !cx.clang_isCursorDefinition(c)) return 1;
+  if (F->n == F->cap) {
+    int nc = F->cap ? F->cap * 2 : 64;
+    unsigned(*nf)[2] = hf_grow(F->fns, (size_t)F->n, (size_t)nc, sizeof *nf);
+    if (nf) F->fns = nf;
+    char **nn = nf ? hf_grow(F->names, (size_t)F->n, (size_t)nc, sizeof *nn) : NULL;
+    if (nn) F->names = nn;
+    hf_cur *ncur = nn ? hf_grow(F->cur, (size_t)F->n, (size_t)nc, sizeof *ncur) : NULL;
+    if (ncur) F->cur = ncur;
+    if (!nf || !nn || !ncur) {
+      F->h->oom = true;
+      return 0;
+    }
+    F->cap = nc;
+  }
+  hf_range r = cx.clang_getCursorExtent(c);
+  hf_str s = cx.clang_getCursorSpelling(c);
+  const char *nm = cx.clang_getCString(s);
+  F->names[F->n] = dv__strdup(nm ? nm : "");
+  cx.clang_disposeString(s);
+  if (!F->names[F->n]) {
+    F->h->oom = true;
+    return 0;
+  }
+  F->fns[F->n][0] = hf_off(cx.clang_getRangeStart(r));
+  F->fns[F->n][1] = hf_off(cx.clang_getRangeEnd(r));
+  F->cur[F->n] = c;
+  F->n++;
+  return 1;
+}
+
+static bool hf_mentions(const hf *h, unsigned s, unsigned e, const char *name) {
+  size_t l = strlen(name);
+  for (unsigned i = s; i + l <= e; i++)
+    if (!strncmp(h->src + i, name, l) && !hf_idch(h->src[i + l]) &&
+        (i == 0 || !hf_idch(h->src[i - 1])))
+      return true;
+  return false;
+}
+
+char *hk_fission(const char *pre, size_t n, char *note, size_t cap, bool *oom) {
+  *oom = false;
+  note[0] = 0;
+  if (!hk_fission_available() || n > (64u << 20)) return NULL;
+  hf h;
+  memset(&h, 0, sizeof h);
+  h.src = pre;
+  void *idx = cx.clang_createIndex(0, 0);
+  if (!idx) return NULL;
+  const char *args[] = {"-x", "c", "-std=gnu11", "-w", "-ferror-limit=0"};
+  hf_unsaved u = {"dv-fission.c", pre, (unsigned long)n};
+  h.tu = cx.clang_parseTranslationUnit(idx, "dv-fission.c", args, 5, &u, 1, 0);
+  if (!h.tu) {
+    cx.clang_disposeIndex(idx);
+    hk_fmt(note, cap, "region fission: libclang could not parse the unit\n");
+    return NULL;
+  }
+  hf_fns F = {&h, NULL, NULL, 0, 0};
+  cx.clang_visitChildren(cx.clang_getTranslationUnitCursor(h.tu), hf_visit_tu, &F);
+  /* which functions reach a barrier: directly, then through others */
+  bool *sy = dv__calloc((size_t)F.n + 1, sizeof *sy);
+  h.sync = dv__calloc((size_t)F.n + 1, sizeof *h.sync);
+  if (!sy || !h.sync) h.oom = true;
+  for (int i = 0; !h.oom && i < F.n; i++)
+    if (strncmp(F.names[i], "dv__kb_", 7) && hf_text_syncs(&h, F.fns[i][0], F.fns[i][1]))
+      sy[i] = true, h.sync[h.nsync++] = F.names[i];
+  for (bool more = true; more && !h.oom;) {
+    more = false;
+    for (int i = 0; i < F.n; i++) {
+      if (sy[i] || !strncmp(F.names[i], "dv__kb_", 7)) continue;
+      for (int k = 0; k < h.nsync && !sy[i]; k++)
+        if (hf_mentions(&h, F.fns[i][0], F.fns[i][1], h.sync[k]))
+          sy[i] = true, h.sync[h.nsync++] = F.names[i], more = true;
+    }
+  }
+  size_t nl = 0;
+  int accepted = 0;
+  hf_printf(&h, "\n# 1 \"<devarray region fission>\"\n"
+                "__attribute__((visibility(\"default\"))) size_t dv__fis_room;\n"
+                "__attribute__((visibility(\"default\"))) _Thread_local struct {\n"
+                "  int site, line, n; unsigned char done[1024]; } "
+                "dv__fis_div;\n"
+                "static __attribute__((noinline, cold, unused)) void dv__fis_fault(dv__hthread *t, "
+                "int j, const char *what, int line) {\n"
+                "  t->tid[0] = j %% t->bdim[0];\n  t->tid[1] = j / t->bdim[0] %% t->bdim[1];\n"
+                "  t->tid[2] = j / (t->bdim[0] * t->bdim[1]);\n  dv__rt->fault(what, line);\n}\n");
+  for (int i = 0; !h.oom && i < F.n; i++) {
+    if (strncmp(F.names[i], "dv__kb_", 7)) continue;
+    size_t mark = h.len;
+    bool ok = hf_kernel(&h, F.cur[i], F.names[i] + 7);
+    if (h.oom) break; /* out of memory: the caller reports it */
+    if (!ok) h.len = mark;
+    if (h.out) h.out[h.len] = 0;
+    accepted += ok;
+    int w = snprintf(note + nl, cap - nl, "region fission: kernel %s: %s%s\n", F.names[i] + 7,
+                     ok ? "accepted" : "refused: ", ok ? "" : h.why);
+    if (w > 0 && nl + (size_t)w < cap) nl += (size_t)w;
+  }
+  dv__free(h.n);
+  dv__free(h.vars);
+  dv__free(h.ed);
+  dv__free(h.reg);
+  dv__free(h.sync);
+  *oom = h.oom;
+  char *res = accepted && !h.oom ? h.out : NULL;
+  if (!res) dv__free(h.out);
+  dv__free(sy);
+  for (int i = 0; i < F.n; i++) dv__free(F.names[i]);
+  dv__free(F.names);
+  dv__free(F.fns);
+  cx.clang_disposeTranslationUnit(h.tu);
+  dv__free(F.cur);
+  cx.clang_disposeIndex(idx);
+  return res;
+}
