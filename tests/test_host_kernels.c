@@ -658,6 +658,15 @@ static const char *src_deep =
 
 static void test_stack_overflow_named(void **state) {
   (void)state;
+#if defined(HK_TEST_TSAN)
+  /* ThreadSanitizer now and then loses the jump buffer when the handler of a
+   * stack overflow (on the alternate signal stack, from a fiber) jumps back
+   * to the scheduler: "can't find longjmp buf", a CHECK that ends the
+   * process (3 runs in 8 at 782264d, before issue 23).  The ASan+UBSan and
+   * plain builds check this test; under TSan it is skipped, by name. */
+  printf("SKIPPED: %s: ThreadSanitizer's longjmp bookkeeping (see the comment)\n", __func__);
+  skip();
+#endif
   const char *cflags[2] = {"host_cflags=-O2", "host_cflags=-O2 -fno-stack-clash-protection"};
   for (int v = 0; v < 2; v++) {
 #if HK_TEST_ASAN
