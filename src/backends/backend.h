@@ -78,6 +78,7 @@ typedef struct dv_strided {
 typedef struct dv_backend_config {
   size_t host_memory;       /* host simulator capacity */
   int host_checked;         /* host simulator: option host_mode is checked (0: fast) */
+  int host_fission;         /* host simulator: option host_fission (fast mode's region fission) */
   int host_guard;           /* host simulator guard bytes / poisoning (resolved: 0 or 1) */
   uint64_t fault_device_alloc, fault_copy;
   int host_strided;         /* host simulator: offer copy_strided */

@@ -20,6 +20,7 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
   bc->host_memory = (size_t)opt[DV_OPT_HOST_MEMORY].i;
   /* host_mode, and what follows it where left at auto. */
   bc->host_checked = strcmp(opt[DV_OPT_HOST_MODE].s, "fast") != 0;
+  bc->host_fission = (int)opt[DV_OPT_HOST_FISSION].i;
   bc->host_guard = opt[DV_OPT_HOST_GUARD].i < 0 ? bc->host_checked : (int)opt[DV_OPT_HOST_GUARD].i;
   bc->fault_device_alloc = (uint64_t)opt[DV_OPT_FAULT_DEVICE_ALLOC].i;
   bc->fault_copy = (uint64_t)opt[DV_OPT_FAULT_COPY].i;

@@ -121,6 +121,10 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "the default in Release builds of devarray) or checked (per-thread bookkeeping, guard "
      "bytes, poison, quarantine and the kernel checks; the default in debug builds); the same "
      "results either way (docs/kernels.md)"},
+    {"host_fission", "DV_HOST_FISSION", NULL, T_BOOL, "on", 0, 1,
+     "host simulator, fast mode: region fission (kernels with barriers run a block as loops over "
+     "its threads between barriers, where libclang can be loaded and the kernel qualifies; "
+     "docs/kernels.md); off: fibers"},
 };
 
 int dv__option_lookup(const char *name) {

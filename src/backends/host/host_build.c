@@ -371,7 +371,7 @@ static dv_status hk_probe_compiler(hk_state *k) {
   snprintf(ident, need, "cc=%s|%s|%s|flags=%s %s|asan=%d|check=%d|fiber|rt=%016llx|cpu=%016llx%s",
            path, version, machine, hk_fixed_flags, k->cflags, hk_asan() ? 1 : 0, k->check,
            (unsigned long long)th, (unsigned long long)hk_cpu_id(k->cflags),
-           k->fast && hk_fission_available() ? "|fission1" : "");
+           k->fast && k->fission && hk_fission_available() ? "|fission1" : "");
   k->cc_argv = words;
   k->cc_argc = nwords;
   k->ident = ident;
@@ -683,7 +683,7 @@ dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out
    * have no fission function). */
   char note[2048] = "";
   const char *input = src;
-  if (k->fast && hk_has_barrier(req->source) && hk_fission_available()) {
+  if (k->fast && k->fission && hk_has_barrier(req->source) && hk_fission_available()) {
     rc = hk_cc(k, req, check, src, pre_path, true, out_path, &code, &logtxt);
     if (rc) goto done;
     size_t pn = 0;

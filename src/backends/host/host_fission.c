@@ -96,8 +96,6 @@ enum { /* cursor kinds (clang-c/Index.h) */
 enum { T_POINTER = 101, T_RECORD = 105, T_CARRAY = 112, T_IARRAY = 114, T_VARRAY = 115 };
 
 static void hf_load(void) {
-  const char *env = getenv("DV_HOST_FISSION");
-  if (env && !strcmp(env, "0")) return;
   const char *names[] = {"libclang.so.1", "libclang-19.so.1", "libclang-18.so.1",
                          "libclang-17.so.1", "libclang-16.so.1", "libclang-15.so.1",
                          "libclang-14.so.1", "libclang.so"};

@@ -47,6 +47,7 @@ dv_status hk_open(hb_state *st, const dv_backend_config *cfg, const hk_services 
   k->sv = sv;
   k->guarded = cfg->host_guard != 0;
   k->fast = !cfg->host_checked;
+  k->fission = cfg->host_fission != 0;
   k->check = cfg->kernel_check != 0;
   k->cc_option = dv__strdup(cfg->host_cc ? cfg->host_cc : "");
   k->cflags = dv__strdup(cfg->host_cflags ? cfg->host_cflags : "");

@@ -64,6 +64,7 @@ struct hk_state {
   bool guarded;          /* option host_guard: buffers have guard bytes */
   int check;          /* option kernel_check */
   bool fast;          /* option host_mode is fast: kernels run as loops over threads */
+  bool fission;       /* option host_fission (fast mode only) */
   char *cc_option;    /* option host_cc ("" : search) */
   char *cflags;       /* option host_cflags */
   size_t fiber_stack; /* usable bytes per fiber (page multiple) */
@@ -313,7 +314,7 @@ void hk_free_words(char **w);
 void hk_param_text(const char *sig, int i, char *buf, size_t cap);
 
 /* ---- host_fission.c ---- */
-/* Is region fission on (fast mode, libclang found, DV_HOST_FISSION not 0)? */
+/* Can region fission run here (libclang found and complete)? */
 bool hk_fission_available(void);
 /* The fission functions (dv__fis_<kernel>, runs one block; a kernel.h
  * record's `stop` set to 2 on entry: declined, its per-thread state does
