@@ -85,6 +85,52 @@ static void test_runtime_entered_late(void **state) {
   }
 }
 
+/* ---- a runtime call in one late block of many ------------------------------ */
+
+/* Blocks whose threads never call the runtime run one after the other on
+ * one runner (host_exec.c's hk_runner_loop); block 37 alone declares a
+ * shared array and waits at a barrier (uniform within the block). */
+static const char *k_lateblock =
+    "DV_KERNEL(lateblock, DV_ARRAY(int, out)) {\n"
+    "  DV_BIND(int, out);\n"
+    "  int t = dv_thread_idx(0);\n"
+    "  dv_i64 g = dv_global_id(0);\n"
+    "  if (dv_block_idx(0) == 37) {\n"
+    "    DV_SHARED(int, s, 32);\n"
+    "    s[t] = t * 3;\n"
+    "    dv_syncthreads();\n"
+    "    out[g] = s[31 - t];\n"
+    "  } else {\n"
+    "    out[g] = (int)g;\n"
+    "  }\n"
+    "}\n";
+
+static void test_runtime_in_a_late_block(void **state) {
+  (void)state;
+  enum { G = 64, B = 32, N = G * B };
+  static int out[2][N];
+  for (int mi = 0; mi < 2; mi++) {
+    dv_context *c = mode_ctx(modes[mi]);
+    dv_module *m = build_src(c, "lateblock", k_lateblock);
+    dv_kernel *k = test_kernel(m, "lateblock");
+    dv_array *d = NULL;
+    int64_t n = N;
+    assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &d));
+    dv_arg a[] = {DV_ARG_ARRAY(d)};
+    dv_launch_config lc = {{G, 1, 1}, {B, 1, 1}, 0, NULL};
+    for (int rep = 0; rep < 3; rep++) assert_ok(dv_kernel_launch(k, &lc, 1, a));
+    test_to_host(d, out[mi]);
+    dv_array_release(d);
+    dv_module_release(m);
+    assert_ok(dv_context_destroy(c));
+  }
+  for (int g = 0; g < N; g++) {
+    int want = g / B == 37 ? (31 - g % B) * 3 : g;
+    if (out[0][g] != want || out[1][g] != want)
+      fail_msg("element %d: fast %d, checked %d, expected %d", g, out[0][g], out[1][g], want);
+  }
+}
+
 /* ---- barriers in an odd 3-D block --------------------------------------- */
 
 static const char *k_odd =
@@ -410,6 +456,7 @@ int main(int argc, char **argv) {
   if (begin) return begin;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_runtime_entered_late),
+      cmocka_unit_test(test_runtime_in_a_late_block),
       cmocka_unit_test(test_barriers_odd_3d_block),
       cmocka_unit_test(test_divergent_after_early_return),
       cmocka_unit_test(test_fault_in_loop),

@@ -169,32 +169,47 @@ static bool hk_exec_reserve(hk_exec *ex, int n) {
  * and, when one waits at a barrier, leaves this fiber to it and stops the
  * loop after it (host_rt.c's hk_wait): a new runner goes on with the next. */
 static void hk_runner_loop(hk_fib *fb, hk_exec *ex, hk_job *l) {
-  const int first = ex->next_thread;
-  unsigned bc[3], tc[3];
-  hk_coords(ex->block, l->grid, bc);
-  hk_coords((uint64_t)first, l->block, tc);
-  dv__hthread t;
-  memset(&t, 0, sizeof t);
-  for (int d = 0; d < 3; d++) {
-    t.tid[d] = (int)tc[d];
-    t.bid[d] = (int)bc[d];
-    t.bdim[d] = (int)l->block[d];
-    t.gdim[d] = (int)l->grid[d];
-  }
-  t.block = ex;
-  fb->loop = true;
-  fb->loop_done = first;
-  fb->owner = -1;
-  ex->cur = first;
-  *ex->self = &t;
-  hk_call(l, l->blk, &ex->in_kernel);
-  if (fb->loop) { /* no thread took it: every thread from first on ran to its end */
+  int first = ex->next_thread;
+  for (;;) {
+    unsigned bc[3], tc[3];
+    hk_coords(ex->block, l->grid, bc);
+    hk_coords((uint64_t)first, l->block, tc);
+    dv__hthread t;
+    memset(&t, 0, sizeof t);
+    for (int d = 0; d < 3; d++) {
+      t.tid[d] = (int)tc[d];
+      t.bid[d] = (int)bc[d];
+      t.bdim[d] = (int)l->block[d];
+      t.gdim[d] = (int)l->grid[d];
+    }
+    t.block = ex;
+    fb->loop = true;
+    fb->loop_done = first;
+    fb->owner = -1;
+    ex->cur = first;
+    *ex->self = &t;
+    hk_call(l, l->blk, &ex->in_kernel);
+    if (!fb->loop) { /* its thread waited at a barrier, then ran to its end */
+      ex->thr[fb->owner].state = HK_T_EXIT;
+      return;
+    }
+    /* No thread took it: every thread from first on ran to its end. */
     fb->loop = false;
-    if (ex->states_valid)
-      for (int j = fb->loop_done; j < ex->n; j++) ex->thr[j].state = HK_T_EXIT;
     ex->next_thread = ex->n;
-  } else {
-    ex->thr[fb->owner].state = HK_T_EXIT;
+    if (ex->states_valid) {
+      for (int j = fb->loop_done; j < ex->n; j++) ex->thr[j].state = HK_T_EXIT;
+      return;
+    }
+    /* No thread of the block entered the runtime, so it used nothing of the
+     * executor's (shared memory, thread records): the next block of the
+     * launch runs here at once, without a way back through the scheduler,
+     * a new fiber and the block's setup (a few hundred nanoseconds a block,
+     * which a light kernel's blocks of 256 threads felt). */
+    if (first != 0 || atomic_load(&l->abort)) return;
+    uint64_t b = atomic_fetch_add(&l->next, 1);
+    if (b >= l->nblocks) return;
+    ex->block = b;
+    ex->next_thread = 0;
   }
 }
 
@@ -618,7 +633,7 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   for (int f = 0; f < ex->nfib; f++)
     if (!ex->fib[f].done) fb_abandon(&ex->fib[f].f);
   *ex->self = NULL;
-  if (rc) hk_launch_fail(l, b, ex->fault);
+  if (rc) hk_launch_fail(l, ex->block, ex->fault); /* the runner may have gone on to later blocks */
 }
 
 void hk_run_blocks(hk_exec *ex, hk_job *l) {
