@@ -6,7 +6,9 @@
  *
  *   host_kernel.c  the kernel state, launches and running them on a stream
  *                  worker (uses all below)
- *   host_build.c   the compiler driver, modules (dlopen, memfd), kernels
+ *   host_build.c   the compiler driver (and region fission's place in it)
+ *   host_module.c  modules (dlopen, memfd), kernels, file helpers
+ *   host_fission.c region fission (libclang), called by host_build.c
  *   host_exec.c    executors (OS threads that run blocks), the runner and
  *                  block scheduler (fibers), signals, helper threads
  *   host_call.c    calling a kernel: argument types, the System V "flat"
@@ -305,6 +307,18 @@ __attribute__((format(printf, 3, 4))) static inline void hk_fmt(char *buf, size_
   vsnprintf(buf, cap, fmt, ap);
   va_end(ap);
 }
+
+/* ---- host_module.c ---- */
+/* Whole file into a NUL-terminated dv__malloc'd buffer (*size: its length;
+ * NULL: errno says why, ENOMEM for no memory). */
+char *hk_read_file(const char *path, size_t *size);
+bool hk_write_file(const char *path, const void *data, size_t n);
+/* A private temporary directory (its path into buf). */
+bool hk_tempdir(char *buf, size_t cap);
+void hk_path(char *buf, size_t cap, const char *dir, const char *file);
+/* Load the module at path (its bytes: image); from memory if that fails. */
+dv_status hk_load(hk_state *k, const dv_build_req *req, const char *path, const void *image,
+                  size_t n, dv_bmodule **out);
 
 /* ---- host_build.c ---- */
 /* Free a NULL-terminated array of words (the compiler's command line). */
