@@ -156,8 +156,79 @@ static void test_block_reduction(void **state) {
   }
   float *out[2] = {o0, o1};
   dv_launch_config lc = {{G, 1, 1}, {RB, 1, 1}, 0, NULL};
-  run_both(k_reduce, "block_sum", "accepted", x, N, G, lc, N, out);
+  /* the loop's variable a scalar, t and i declared again in each region */
+  run_both(k_reduce, "block_sum", "accepted (uniform loops 1, thread-index locals 2)", x, N, G,
+           lc, N, out);
   expect_equal(want, out, G, "block_sum");
+}
+
+/* ---- uniform loops and thread-index locals (issue 23, second step) ------- */
+
+/* Loops with barriers whose variable is uniform (init, condition and step
+ * from constants, parameters, the block's index and size and locals
+ * computed once) run once for the block with the variable a scalar; t and
+ * g (from the thread index, never changed) are declared again in each
+ * region.  The loops over q (its start reads t) and r (changed in its
+ * body) are not uniform and keep the per-thread condition. */
+static const char *k_uniform =
+    "DV_KERNEL(uniform, DV_ARRAY(const float, x), DV_ARRAY(float, out), int m) {\n"
+    "  DV_BIND(const float, x); DV_BIND(float, out);\n"
+    "  DV_SHARED(float, s, 64); DV_SHARED(float, s2, 64);\n"
+    "  int t = dv_thread_idx(0);\n"
+    "  dv_i64 g = dv_global_id(0);\n"
+    "  int half = dv_block_dim(0) / 2, lim = m;\n"
+    "  s[t] = x[g];\n"
+    "  dv_syncthreads();\n"
+    "  for (int w = half; w > 0; w >>= 1) {\n"
+    "    if (t < w) s[t] += s[t + w];\n"
+    "    dv_syncthreads();\n"
+    "  }\n"
+    "  float acc = s[0];\n"
+    "  dv_syncthreads();\n"
+    "  s[t] = x[g];\n"
+    "  dv_syncthreads();\n"
+    "  for (int k = dv_block_idx(0) % 3; k < lim; k += 2) {\n"
+    "    s2[t] = s[(t + k) % 64] + (float)k;\n"
+    "    dv_syncthreads();\n"
+    "    s[t] = s2[t];\n"
+    "    dv_syncthreads();\n"
+    "  }\n"
+    "  int j = 0;\n"
+    "  for (int q = t - t; q < 2; q++) {\n"
+    "    j += q;\n"
+    "    dv_syncthreads();\n"
+    "  }\n"
+    "  for (int r = 0; r < 2; r++) {\n"
+    "    j += r;\n"
+    "    dv_syncthreads();\n"
+    "    r += 0;\n"
+    "  }\n"
+    "  out[g] = acc + s[t] + (float)j;\n"
+    "}\n";
+
+static void test_uniform_loops(void **state) {
+  (void)state;
+  enum { B = 64, G = 5, N = B * G, M = 7 };
+  static float x[N], want[N], o0[N], o1[N];
+  for (int i = 0; i < N; i++) x[i] = (float)((i * 7) % 11) - 3.5f;
+  for (int b = 0; b < G; b++) {
+    float s[B], s2[B];
+    for (int t = 0; t < B; t++) s[t] = x[b * B + t];
+    for (int w = B / 2; w > 0; w >>= 1)
+      for (int t = 0; t < w; t++) s[t] += s[t + w];
+    float acc = s[0];
+    for (int t = 0; t < B; t++) s[t] = x[b * B + t];
+    for (int k = b % 3; k < M; k += 2) {
+      for (int t = 0; t < B; t++) s2[t] = s[(t + k) % 64] + (float)k;
+      for (int t = 0; t < B; t++) s[t] = s2[t];
+    }
+    for (int t = 0; t < B; t++) want[b * B + t] = acc + s[t] + 2.0f;
+  }
+  float *out[2] = {o0, o1};
+  dv_launch_config lc = {{G, 1, 1}, {B, 1, 1}, 0, NULL};
+  run_both(k_uniform, "uniform", "accepted (uniform loops 2, thread-index locals 2)", x, N, N,
+           lc, M, out);
+  expect_equal(want, out, N, "uniform");
 }
 
 /* ---- locals of every kind across barriers, in while and do loops ---------- */
@@ -422,6 +493,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tiled_matmul),
       cmocka_unit_test(test_block_reduction),
+      cmocka_unit_test(test_uniform_loops),
       cmocka_unit_test(test_locals_across_barriers),
       cmocka_unit_test(test_refused_still_run),
       cmocka_unit_test(test_declines_big_state),

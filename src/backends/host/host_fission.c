@@ -149,7 +149,7 @@ static int hf_add(hf *h, hf_cur c, int parent) {
   hf_node *x = &h->n[h->nn];
   hf_range r = cx.clang_getCursorExtent(c);
   *x = (hf_node){c.kind, parent, -1, -1, -1, hf_off(cx.clang_getRangeStart(r)),
-                 hf_off(cx.clang_getRangeEnd(r)), hf_off(cx.clang_getCursorLocation(c)), 0, 0, -1};
+                 hf_off(cx.clang_getRangeEnd(r)), hf_off(cx.clang_getCursorLocation(c)), 0, 0, -1, false};
   if (c.kind == K_DECLREF) {
     hf_cur d = cx.clang_getCursorReferenced(c);
     x->ref_kind = d.kind;
@@ -399,6 +399,105 @@ static int hf_edit_cmp(const void *a, const void *b) {
   return x->e > y->e ? -1 : x->e < y->e;
 }
 
+/* Is every node inside [s, e) uniform: constants, parameters, the block's
+ * and grid's indices and sizes, locals computed once or uniform, and with
+ * tid the thread index and locals declared again in each region; no calls,
+ * no memory read, nothing written (step: only the local `loopvar`)? */
+static bool hf_pure(const hf *h, unsigned s, unsigned e, unsigned self_loc, bool tid,
+                    int loopvar) {
+  const char *src = h->src;
+  for (int i = 0; i < h->nn; i++) {
+    const hf_node *x = &h->n[i];
+    if (x->s < s || x->e > e || x->s >= x->e) continue;
+    switch (x->kind) {
+    case K_VAR: /* the declaration itself (a second declarator starts at its name) */
+    case 43: case 100: case 106: case 107: case 110: case 111: case 116: case 117: case 136:
+      break; /* type names, implicit casts, literals, (), ?:, casts, sizeof */
+    case K_DECLREF:
+      if (x->ref_kind == K_PARM && x->ref_loc == self_loc) { /* dv__self->member */
+        unsigned j = hf_skip(src, x->e);
+        if (strncmp(src + j, "->", 2)) return false;
+        j = hf_skip(src, j + 2);
+        bool ok = false;
+        const char *m[] = {"bid", "bdim", "gdim", "tid"};
+        for (int k = 0; k < (tid ? 4 : 3); k++) {
+          size_t l = strlen(m[k]);
+          ok = ok || (!strncmp(src + j, m[k], l) && !hf_idch(src[j + l]));
+        }
+        if (!ok) return false;
+      } else if (x->ref_kind == K_VAR) {
+        if (x->var < 0) return false;
+        const hf_var *v = &h->vars[x->var];
+        if (!(v->hoist || v->uni || (tid && v->remat) || x->var == loopvar)) return false;
+      } else if (x->ref_kind != K_PARM && x->ref_kind != 7 /* enumerator */) {
+        return false;
+      }
+      if (hf_written(src, x->s, x->e) && (x->ref_kind != K_VAR || x->var != loopvar))
+        return false;
+      break;
+    case 102: /* member: of dv__self only */
+    case 113: /* subscript: dv__self->tid[d] and the like only */
+      if (strncmp(src + x->s, "dv__self", 8) || hf_idch(src[x->s + 8])) return false;
+      break;
+    case 112: { /* unary: not *, & (++ and -- are writes, seen at the operand) */
+      char c = src[x->s];
+      if (c == '*' || (c == '&' && src[x->s + 1] != '&')) return false;
+      break;
+    }
+    case 114: case 115: { /* binary: an assignment only to loopvar (at the operand) */
+      int a = x->first;
+      if (a < 0) return false;
+      unsigned k = hf_skip(src, h->n[a].e);
+      bool asg = (src[k] == '=' && src[k + 1] != '=') || x->kind == 115;
+      if (asg && (h->n[a].kind != K_DECLREF || h->n[a].var != loopvar || loopvar < 0))
+        return false;
+      break;
+    }
+    default:
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Is local v written anywhere outside [s, e)? */
+static bool hf_changed(const hf *h, int v, unsigned s, unsigned e) {
+  for (int r = 0; r < h->nn; r++)
+    if (h->n[r].kind == K_DECLREF && h->n[r].var == v && !(h->n[r].s >= s && h->n[r].e <= e) &&
+        hf_written(h->src, h->n[r].s, h->n[r].e))
+      return true;
+  return false;
+}
+
+/* A for loop with a barrier `for (T v = init; cond; step)` whose init, cond
+ * and step are uniform (hf_pure) and whose v changes only in step: v is a
+ * scalar and the loop runs once for the block, around its regions. */
+static void hf_uniform_loop(hf *h, int i, unsigned self_loc) {
+  unsigned p[3][2];
+  if (!hf_for_parts(h, i, p)) return;
+  int d = -1, v = -1, nv = 0;
+  for (int c = h->n[i].first; c >= 0; c = h->n[c].next)
+    if (h->n[c].kind == K_DECLSTMT && h->n[c].s >= p[0][0] && h->n[c].s < p[0][1]) d = c;
+  if (d < 0) return;
+  for (int c = h->n[d].first; c >= 0; c = h->n[c].next)
+    if (h->n[c].kind == K_VAR) v = c, nv++;
+  if (nv != 1 || h->n[v].first < 0) return;
+  int var = h->n[v].var;
+  if (h->vars[var].tkind < 3 || h->vars[var].tkind > 20) return; /* integers */
+  if (!hf_pure(h, h->n[v].loc, h->n[v].e, self_loc, false, -1) ||
+      !hf_pure(h, p[1][0], p[1][1], self_loc, false, var) ||
+      !hf_pure(h, p[2][0], p[2][1], self_loc, false, var) || hf_changed(h, var, p[2][0], p[2][1]))
+    return;
+  /* the condition must not write it either */
+  for (int r = 0; r < h->nn; r++)
+    if (h->n[r].kind == K_DECLREF && h->n[r].var == var && h->n[r].s >= p[1][0] &&
+        h->n[r].e <= p[1][1] && hf_written(h->src, h->n[r].s, h->n[r].e))
+      return;
+  h->vars[var].uni = true;
+  h->n[i].uni = true;
+  h->nuni++;
+}
+
 /* May the declaration statement d (before the first barrier, at the top)
  * be computed once for the block? */
 static bool hf_hoistable(hf *h, int d, unsigned self_loc) {
@@ -439,6 +538,7 @@ static bool hf_hoistable(hf *h, int d, unsigned self_loc) {
 static void hf_reset(hf *h) {
   h->nn = 0, h->nvars = 0, h->ned = 0, h->nreg = 0;
   h->has_ret = h->has_loops = false;
+  h->nuni = h->nremat = 0;
   h->why[0] = 0;
 }
 
@@ -500,20 +600,50 @@ static bool hf_kernel(hf *h, hf_cur fn, const char *name) {
     if (h->vars[v].tkind < 0)
       return hf_refuse(h, "a static local", hf_node_line(h, h->vars[v].node));
   if (!hf_check_list(h, body)) return false;
-  hf_gen_list(h, body, true);
-  if (h->oom) return false;
-  for (int v = 0; v < h->nvars; v++) h->vars[v].region = hf_region_of(h, h->n[h->vars[v].node].s);
   /* Uniform declarations before the first barrier: computed once. */
   for (int c = h->n[body].first; c >= 0 && !hf_contains(h, c); c = h->n[c].next) {
-    if (h->n[c].kind != K_DECLSTMT || !hf_hoistable(h, c, self_loc)) continue;
+    if (h->n[c].kind != K_DECLSTMT) continue;
+    if (!hf_hoistable(h, c, self_loc)) { /* or from the block's indices and sizes */
+      bool all = true;
+      for (int d = h->n[c].first; d >= 0 && all; d = h->n[d].next)
+        if (h->n[d].kind == K_VAR)
+          all = h->vars[h->n[d].var].tkind >= 3 && h->vars[h->n[d].var].tkind <= 22 &&
+                h->n[d].first >= 0 && hf_pure(h, h->n[d].loc, h->n[d].e, self_loc, false, -1) &&
+                !hf_changed(h, h->n[d].var, 0, 0);
+      if (!all) continue;
+    }
     for (int d = h->n[c].first; d >= 0; d = h->n[d].next)
       if (h->n[d].kind == K_VAR) h->vars[h->n[d].var].hoist = true;
     hf_add_edit(h, h->n[c].s, h->n[c].e, E_DROP, c);
   }
+  /* Loops with barriers whose variable is uniform: scalars, no regions. */
+  for (int i = 0; i < h->nn; i++)
+    if (h->n[i].kind == K_FOR && hf_contains(h, i)) hf_uniform_loop(h, i, self_loc);
+  hf_gen_list(h, body, true);
+  if (h->oom) return false;
+  for (int v = 0; v < h->nvars; v++) h->vars[v].region = hf_region_of(h, h->n[h->vars[v].node].s);
+  /* Top-level locals from uniform values and the thread index: declared
+   * again in each region after theirs. */
+  for (int c = h->n[body].first; c >= 0; c = h->n[c].next) {
+    if (h->n[c].kind != K_DECLSTMT || hf_region_of(h, h->n[c].s) < 0) continue;
+    bool all = true, any = false;
+    for (int d = h->n[c].first; d >= 0 && all; d = h->n[d].next) {
+      if (h->n[d].kind != K_VAR) continue;
+      const hf_var *v = &h->vars[h->n[d].var];
+      all = !v->hoist && v->tkind >= 3 && v->tkind <= 22 && h->n[d].first >= 0 &&
+            hf_pure(h, h->n[d].loc, h->n[d].e, self_loc, true, -1) && !hf_changed(h, h->n[d].var, 0, 0);
+      any = true;
+    }
+    if (!all || !any) continue;
+    for (int d = h->n[c].first; d >= 0; d = h->n[d].next)
+      if (h->n[d].kind == K_VAR) h->vars[h->n[d].var].remat = true, h->nremat++;
+  }
   /* Locals used in another region than their own: one per thread. */
   for (int i = 0; i < h->nn; i++) {
     const hf_node *x = &h->n[i];
-    if (x->kind != K_DECLREF || x->var < 0 || h->vars[x->var].hoist) continue;
+    if (x->kind != K_DECLREF || x->var < 0 || h->vars[x->var].hoist || h->vars[x->var].uni ||
+        h->vars[x->var].remat)
+      continue;
     if (hf_region_of(h, x->s) != h->vars[x->var].region) h->vars[x->var].lift = true;
   }
   for (int v = 0; v < h->nvars; v++) {
@@ -648,8 +778,10 @@ char *hk_fission(const char *pre, size_t n, char *note, size_t cap, bool *oom) {
     if (!ok) h.len = mark;
     if (h.out) h.out[h.len] = 0;
     accepted += ok;
+    char how[96];
+    snprintf(how, sizeof how, " (uniform loops %d, thread-index locals %d)", h.nuni, h.nremat);
     int w = snprintf(note + nl, cap - nl, "region fission: kernel %s: %s%s\n", F.names[i] + 7,
-                     ok ? "accepted" : "refused: ", ok ? "" : h.why);
+                     ok ? "accepted" : "refused: ", ok ? how : h.why);
     if (w > 0 && nl + (size_t)w < cap) nl += (size_t)w;
   }
   dv__free(h.n);

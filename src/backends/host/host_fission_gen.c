@@ -157,6 +157,23 @@ static void hf_region(hf *h, bool plan, unsigned s, unsigned e, const char *pre,
                "  const int dv__i = dv__x + dv__bx * (dv__y + dv__by * dv__z); (void)dv__i;\n",
             rec, rec, rec);
   if (h->has_ret) hf_printf(h, "  if (dv__done[dv__i]) continue;\n");
+  /* the locals declared again in each region (host_fission.c: remat) */
+  for (int d = 0; d < h->nn; d++) {
+    if (h->n[d].kind != K_DECLSTMT || h->n[d].e > s) continue;
+    bool re = false;
+    for (int c = h->n[d].first; c >= 0; c = h->n[c].next)
+      if (h->n[c].kind == K_VAR && h->vars[h->n[c].var].remat) re = true;
+    if (!re) continue;
+    hf_put(h, "  ", 2);
+    hf_put(h, h->src + h->n[d].s, h->n[d].e - h->n[d].s);
+    hf_put(h, ";", 1);
+    for (int c = h->n[d].first; c >= 0; c = h->n[c].next) {
+      unsigned a = h->n[c].loc, b = a;
+      while (hf_idch(h->src[b])) b++;
+      if (h->n[c].kind == K_VAR) hf_printf(h, " (void)%.*s;", (int)(b - a), h->src + a);
+    }
+    hf_put(h, "\n", 1);
+  }
   hf_printf(h, "  {%s", pre ? pre : "");
   hf_emit(h, s, e, -1);
   hf_printf(h, "%s\n  }\n  dv__n%d:;\n  }}}%s\n", post ? post : "", r, calls ? "" : " }");
@@ -206,6 +223,25 @@ static void hf_gen_loop(hf *h, int i, bool plan) {
     p[1][0] = h->n[x->first].s, p[1][1] = h->n[x->first].e;
   else
     p[1][0] = h->n[x->last].s, p[1][1] = h->n[x->last].e;
+  if (x->uni) { /* uniform: one loop for the block, its variable a scalar */
+    if (!plan) {
+      hf_printf(h, "\n  { ");
+      hf_emit(h, p[0][0], p[0][1], -1);
+      hf_printf(h, ";\n  for (;;) {");
+      if (!hf_blank(h->src, p[1][0], p[1][1])) {
+        hf_printf(h, "\n  if (!(");
+        hf_emit(h, p[1][0], p[1][1], -1);
+        hf_printf(h, ")) break;");
+      }
+    }
+    hf_gen_list(h, body, plan);
+    if (!plan) {
+      hf_printf(h, "\n  ");
+      hf_emit(h, p[2][0], p[2][1], -1);
+      hf_printf(h, ";\n  }}");
+    }
+    return;
+  }
   if (!plan) hf_printf(h, "\n  {");
   if (!hf_blank(h->src, p[0][0], p[0][1])) { /* init: a declaration or an expression */
     int d = -1;

@@ -23,6 +23,7 @@ typedef struct hf_node {
   int ref_kind;                        /* DeclRefExpr: what it names */
   unsigned ref_loc;
   int var; /* VarDecl: its index in vars; DeclRefExpr: the local it names (-1: none) */
+  bool uni; /* a for loop with a barrier whose variable is uniform (a scalar) */
 } hf_node;
 
 typedef struct hf_var {
@@ -30,7 +31,10 @@ typedef struct hf_var {
   int region;      /* where it is declared */
   int tkind;       /* its canonical type's kind */
   char type[256];  /* that type, top-level const removed */
-  bool lift, hoist;
+  bool lift, hoist; /* per thread; computed once before the regions */
+  bool uni;         /* a uniform loop's variable: a scalar */
+  bool remat;       /* declared at the top from uniform values and the thread
+                     * index, never changed: declared again in the regions */
 } hf_var;
 
 enum { E_REF, E_RET, E_DECL, E_DROP };
@@ -52,6 +56,7 @@ typedef struct hf {
   int cur_region;  /* while emitting */
   bool has_ret, has_loops, oom;
   int nparams;
+  int nuni, nremat; /* uniform loops; locals declared again in each region */
   char *out;       /* the generated text */
   size_t len, cap_out;
   char why[200];   /* why the kernel was refused */
