@@ -157,7 +157,7 @@ static void test_block_reduction(void **state) {
   float *out[2] = {o0, o1};
   dv_launch_config lc = {{G, 1, 1}, {RB, 1, 1}, 0, NULL};
   /* the loop's variable a scalar, t and i declared again in each region */
-  run_both(k_reduce, "block_sum", "accepted (uniform loops 1, thread-index locals 2)", x, N, G,
+  run_both(k_reduce, "block_sum", "accepted (uniform loops 1, thread-index locals 2, loops around regions 0)", x, N, G,
            lc, N, out);
   expect_equal(want, out, G, "block_sum");
 }
@@ -226,9 +226,91 @@ static void test_uniform_loops(void **state) {
   }
   float *out[2] = {o0, o1};
   dv_launch_config lc = {{G, 1, 1}, {B, 1, 1}, 0, NULL};
-  run_both(k_uniform, "uniform", "accepted (uniform loops 2, thread-index locals 2)", x, N, N,
+  run_both(k_uniform, "uniform", "accepted (uniform loops 2, thread-index locals 2, loops around regions 0)", x, N, N,
            lc, M, out);
   expect_equal(want, out, N, "uniform");
+}
+
+/* ---- uniform loops without barriers around the regions ------------------ */
+
+/* The naive matmul's loop over j (uniform, at the top, no call, no return,
+ * no break) runs around the threads' loop: `for (j) for (threads)`, acc per
+ * thread.  The kernels after it keep their loops inside the threads' loop:
+ * a bound from the thread index, a call of a device function, a break.
+ * (A program is only given to the pass when its text names a barrier: the
+ * last kernel has one.) */
+static const char *k_naive =
+    "static float twice(float v) { return v + v; }\n"
+    "DV_KERNEL(naive, DV_ARRAY(const float, A), DV_ARRAY(float, C), int n) {\n"
+    "  DV_BIND(const float, A); DV_BIND(float, C);\n"
+    "  int x = (int)dv_global_id(0), y = (int)dv_global_id(1);\n"
+    "  if (x >= n || y >= n) return;\n"
+    "  float acc = 0.0f;\n"
+    "  for (int j = 0; j < n; j++) acc += A[y * n + j] * A[n * n + j * n + x];\n"
+    "  C[y * n + x] = acc;\n"
+    "}\n"
+    "DV_KERNEL(rowsum, DV_ARRAY(const float, A), DV_ARRAY(float, C), int n) {\n"
+    "  DV_BIND(const float, A); DV_BIND(float, C);\n"
+    "  int x = (int)dv_global_id(0), y = (int)dv_global_id(1);\n"
+    "  if (x >= n || y >= n) return;\n"
+    "  float acc = 0.0f;\n"
+    "  for (int j = x - x; j < n; j++) acc += A[y * n + j];\n"
+    "  for (int j = 0; j < n; j++) acc += twice(A[j]);\n"
+    "  for (int j = 0; j < n; j++) { if (A[j] > 2.0f) break; acc += 1.0f; }\n"
+    "  C[y * n + x] = acc;\n"
+    "}\n"
+    "DV_KERNEL(with_barrier, DV_ARRAY(float, C)) {\n"
+    "  DV_BIND(float, C);\n"
+    "  dv_syncthreads();\n"
+    "  C[dv_thread_idx(0)] = 1.0f;\n"
+    "}\n";
+
+static void test_loops_around_regions(void **state) {
+  (void)state;
+  enum { N = 40 };
+  static float a[2 * N * N], want[2][N * N], o[2][2][N * N];
+  for (int i = 0; i < 2 * N * N; i++) a[i] = (float)((i * 5) % 9) * 0.5f;
+  for (int y = 0; y < N; y++)
+    for (int x = 0; x < N; x++) {
+      float acc = 0.0f;
+      for (int j = 0; j < N; j++) acc += a[y * N + j] * a[N * N + j * N + x];
+      want[0][y * N + x] = acc;
+      acc = 0.0f;
+      for (int j = 0; j < N; j++) acc += a[y * N + j];
+      for (int j = 0; j < N; j++) acc += a[j] + a[j];
+      for (int j = 0; j < N; j++) {
+        if (a[j] > 2.0f) break;
+        acc += 1.0f;
+      }
+      want[1][y * N + x] = acc;
+    }
+  const char *names[2] = {"naive", "rowsum"};
+  const char *verdicts[2] = {"accepted (uniform loops 0, thread-index locals 2, loops around "
+                             "regions 1)",
+                             "refused: no barrier and no uniform loop at the top"};
+  dv_launch_config lc = {{3, 5, 1}, {16, 8, 1}, 0, NULL}; /* more threads than N x N */
+  for (int k = 0; k < 2; k++)
+    for (int mi = 0; mi < 2; mi++) {
+      dv_context *c = mode_ctx(modes[mi]);
+      dv_module *m = build(c, mi, names[k], k_naive, names[k], verdicts[k]);
+      dv_kernel *kn = test_kernel(m, names[k]);
+      int64_t na = 2 * N * N, nc = N * N;
+      dv_array *da = test_dev_from(c, a, na, DV_FLOAT32);
+      dv_array *dc = NULL;
+      assert_ok(dv_device_array(c, 1, &nc, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &dc));
+      assert_ok(dv_array_memset(dc, 0, NULL));
+      dv_arg args[] = {DV_ARG_ARRAY(da), DV_ARG_ARRAY(dc), DV_ARG_I32(N)};
+      assert_ok(dv_kernel_launch(kn, &lc, 3, args));
+      test_to_host(dc, o[k][mi]);
+      dv_array_release(da);
+      dv_array_release(dc);
+      dv_module_release(m);
+      assert_ok(dv_context_destroy(c));
+    }
+  for (int k = 0; k < 2; k++) {
+    float *out[2] = {o[k][0], o[k][1]};
+    expect_equal(want[k], out, N * N, names[k]);
+  }
 }
 
 /* ---- locals of every kind across barriers, in while and do loops ---------- */
@@ -494,6 +576,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_tiled_matmul),
       cmocka_unit_test(test_block_reduction),
       cmocka_unit_test(test_uniform_loops),
+      cmocka_unit_test(test_loops_around_regions),
       cmocka_unit_test(test_locals_across_barriers),
       cmocka_unit_test(test_refused_still_run),
       cmocka_unit_test(test_declines_big_state),

@@ -149,7 +149,7 @@ static int hf_add(hf *h, hf_cur c, int parent) {
   hf_node *x = &h->n[h->nn];
   hf_range r = cx.clang_getCursorExtent(c);
   *x = (hf_node){c.kind, parent, -1, -1, -1, hf_off(cx.clang_getRangeStart(r)),
-                 hf_off(cx.clang_getRangeEnd(r)), hf_off(cx.clang_getCursorLocation(c)), 0, 0, -1, false};
+                 hf_off(cx.clang_getRangeEnd(r)), hf_off(cx.clang_getCursorLocation(c)), 0, 0, -1, false, false};
   if (c.kind == K_DECLREF) {
     hf_cur d = cx.clang_getCursorReferenced(c);
     x->ref_kind = d.kind;
@@ -498,6 +498,20 @@ static void hf_uniform_loop(hf *h, int i, unsigned self_loc) {
   h->nuni++;
 }
 
+/* May the for loop i (no barrier in it) run around the threads' loops: no
+ * call (device functions, atomics, dv_printf, the runtime), no return, no
+ * break or continue that leaves it? */
+static bool hf_implicit_ok(const hf *h, int i) {
+  for (int k = i + 1; k < h->nn && h->n[k].s < h->n[i].e; k++) {
+    int kind = h->n[k].kind;
+    if (h->n[k].s < h->n[i].s || h->n[k].e > h->n[i].e) continue;
+    if (kind == K_CALL || kind == K_RETURN || (kind == K_DECLREF && h->n[k].ref_kind == K_FUNC))
+      return false;
+    if ((kind == K_BREAK || kind == K_CONTINUE) && hf_leaves(h, k, i)) return false;
+  }
+  return true;
+}
+
 /* May the declaration statement d (before the first barrier, at the top)
  * be computed once for the block? */
 static bool hf_hoistable(hf *h, int d, unsigned self_loc) {
@@ -538,7 +552,7 @@ static bool hf_hoistable(hf *h, int d, unsigned self_loc) {
 static void hf_reset(hf *h) {
   h->nn = 0, h->nvars = 0, h->ned = 0, h->nreg = 0;
   h->has_ret = h->has_loops = false;
-  h->nuni = h->nremat = 0;
+  h->nuni = h->nremat = h->nimp = 0;
   h->why[0] = 0;
 }
 
@@ -580,7 +594,6 @@ static bool hf_kernel(hf *h, hf_cur fn, const char *name) {
     cx.clang_disposeDiagnostic(dg);
     if (sev >= 3 && off >= f->s && off < f->e) return hf_refuse(h, "not parsed", 0);
   }
-  if (!hf_contains(h, body)) return hf_refuse(h, "no barrier", hf_node_line(h, root));
   for (int i = 0; i < h->nn; i++) {
     hf_node *x = &h->n[i];
     if (x->kind == K_GOTO || x->kind == K_IGOTO || x->kind == K_LABEL || x->kind == K_ASM ||
@@ -619,6 +632,16 @@ static bool hf_kernel(hf *h, hf_cur fn, const char *name) {
   /* Loops with barriers whose variable is uniform: scalars, no regions. */
   for (int i = 0; i < h->nn; i++)
     if (h->n[i].kind == K_FOR && hf_contains(h, i)) hf_uniform_loop(h, i, self_loc);
+  /* Uniform for loops without barriers at the top: the threads' loops run
+   * inside them (PoCL's implicit loop barriers), for race-free kernels the
+   * same results, the loop's variable a scalar. */
+  for (int c = h->n[body].first; c >= 0; c = h->n[c].next) {
+    if (h->n[c].kind != K_FOR || hf_contains(h, c) || !hf_implicit_ok(h, c)) continue;
+    hf_uniform_loop(h, c, self_loc);
+    if (h->n[c].uni) h->n[c].imp = true, h->nuni--, h->nimp++;
+  }
+  if (!hf_contains(h, body) && !h->nimp)
+    return hf_refuse(h, "no barrier and no uniform loop at the top", hf_node_line(h, root));
   hf_gen_list(h, body, true);
   if (h->oom) return false;
   for (int v = 0; v < h->nvars; v++) h->vars[v].region = hf_region_of(h, h->n[h->vars[v].node].s);
@@ -778,8 +801,9 @@ char *hk_fission(const char *pre, size_t n, char *note, size_t cap, bool *oom) {
     if (!ok) h.len = mark;
     if (h.out) h.out[h.len] = 0;
     accepted += ok;
-    char how[96];
-    snprintf(how, sizeof how, " (uniform loops %d, thread-index locals %d)", h.nuni, h.nremat);
+    char how[128];
+    snprintf(how, sizeof how, " (uniform loops %d, thread-index locals %d, loops around regions %d)",
+             h.nuni, h.nremat, h.nimp);
     int w = snprintf(note + nl, cap - nl, "region fission: kernel %s: %s%s\n", F.names[i] + 7,
                      ok ? "accepted" : "refused: ", ok ? how : h.why);
     if (w > 0 && nl + (size_t)w < cap) nl += (size_t)w;

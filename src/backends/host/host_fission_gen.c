@@ -234,7 +234,10 @@ static void hf_gen_loop(hf *h, int i, bool plan) {
         hf_printf(h, ")) break;");
       }
     }
-    hf_gen_list(h, body, plan);
+    if (h->n[body].kind == K_COMPOUND)
+      hf_gen_list(h, body, plan);
+    else /* a loop around regions may have a statement for its body */
+      hf_region(h, plan, h->n[body].s, hf_stmt_end(h, body), NULL, NULL);
     if (!plan) {
       hf_printf(h, "\n  ");
       hf_emit(h, p[2][0], p[2][1], -1);
@@ -267,9 +270,10 @@ static void hf_gen_loop(hf *h, int i, bool plan) {
 void hf_gen_list(hf *h, int compound, bool plan) {
   int c = h->n[compound].first;
   while (c >= 0) {
-    if (!hf_contains(h, c)) { /* a run of barrier-free statements: one region */
+    if (!hf_contains(h, c) && !h->n[c].imp) { /* a run of barrier-free statements: one region */
       int last = c;
-      while (h->n[last].next >= 0 && !hf_contains(h, h->n[last].next)) last = h->n[last].next;
+      while (h->n[last].next >= 0 && !hf_contains(h, h->n[last].next) && !h->n[h->n[last].next].imp)
+        last = h->n[last].next;
       hf_region(h, plan, h->n[c].s, hf_stmt_end(h, last), NULL, NULL);
       c = h->n[last].next;
       continue;

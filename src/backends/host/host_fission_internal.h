@@ -24,6 +24,7 @@ typedef struct hf_node {
   unsigned ref_loc;
   int var; /* VarDecl: its index in vars; DeclRefExpr: the local it names (-1: none) */
   bool uni; /* a for loop with a barrier whose variable is uniform (a scalar) */
+  bool imp; /* such a loop without a barrier at the top: the threads' loops run inside it */
 } hf_node;
 
 typedef struct hf_var {
@@ -56,7 +57,7 @@ typedef struct hf {
   int cur_region;  /* while emitting */
   bool has_ret, has_loops, oom;
   int nparams;
-  int nuni, nremat; /* uniform loops; locals declared again in each region */
+  int nuni, nremat, nimp; /* uniform loops; locals declared again in each region */
   char *out;       /* the generated text */
   size_t len, cap_out;
   char why[200];   /* why the kernel was refused */
