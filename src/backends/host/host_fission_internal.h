@@ -1,6 +1,7 @@
 /*
- * Region fission (host_fission.c: libclang, the tree, the analysis;
- * host_fission_gen.c: the generated code): what the two files share.
+ * Region fission (host_fission.c: libclang, the tree, the plan;
+ * host_fission_text.c: questions on the text and tree, uniform values;
+ * host_fission_gen.c: the generated code): what the three files share.
  */
 #ifndef DV_HOST_FISSION_INTERNAL_H
 #define DV_HOST_FISSION_INTERNAL_H
@@ -79,7 +80,7 @@ static inline bool hf_blank(const char *s, unsigned a, unsigned b) {
   return true;
 }
 
-/* host_fission.c */
+/* host_fission_text.c: the text and the tree */
 void *hf_grow(void *p, size_t have, size_t want, size_t size);
 bool hf_rt_call(const char *s, unsigned i, const char *member);
 bool hf_text_syncs(const hf *h, unsigned s, unsigned e);
@@ -87,6 +88,21 @@ unsigned hf_node_line(const hf *h, int i);
 bool hf_is_barrier(const hf *h, int i);
 bool hf_contains(const hf *h, int i);
 bool hf_for_parts(const hf *h, int i, unsigned p[3][2]);
+/* Is the variable named at [s, e) written (assigned, incremented, address taken)? */
+bool hf_written(const char *src, unsigned s, unsigned e);
+/* Is break/continue node i's target the loop `loop`? */
+bool hf_leaves(const hf *h, int i, int loop);
+
+/* host_fission_text.c: uniform values */
+/* Are all nodes in [s, e) uniform (with tid: or from the thread index; the
+ * local loopvar may be written)? */
+bool hf_pure(const hf *h, unsigned s, unsigned e, unsigned self_loc, bool tid, int loopvar);
+/* Is local v written outside [s, e)? */
+bool hf_changed(const hf *h, int v, unsigned s, unsigned e);
+/* Mark for loop i uniform (hf_node.uni, its variable's hf_var.uni) if it is. */
+void hf_uniform_loop(hf *h, int i, unsigned self_loc);
+/* May barrier-free for loop i run around the threads' loop? */
+bool hf_implicit_ok(const hf *h, int i);
 
 /* host_fission_gen.c */
 void hf_put(hf *h, const char *s, size_t n);
