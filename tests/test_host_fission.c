@@ -156,8 +156,161 @@ static void test_block_reduction(void **state) {
   }
   float *out[2] = {o0, o1};
   dv_launch_config lc = {{G, 1, 1}, {RB, 1, 1}, 0, NULL};
-  run_both(k_reduce, "block_sum", "accepted", x, N, G, lc, N, out);
+  /* the loop's variable a scalar, t and i declared again in each region */
+  run_both(k_reduce, "block_sum", "accepted (uniform loops 1, thread-index locals 2, loops around regions 0)", x, N, G,
+           lc, N, out);
   expect_equal(want, out, G, "block_sum");
+}
+
+/* ---- uniform loops and thread-index locals (issue 23, second step) ------- */
+
+/* Loops with barriers whose variable is uniform (init, condition and step
+ * from constants, parameters, the block's index and size and locals
+ * computed once) run once for the block with the variable a scalar; t and
+ * g (from the thread index, never changed) are declared again in each
+ * region.  The loops over q (its start reads t) and r (changed in its
+ * body) are not uniform and keep the per-thread condition. */
+static const char *k_uniform =
+    "DV_KERNEL(uniform, DV_ARRAY(const float, x), DV_ARRAY(float, out), int m) {\n"
+    "  DV_BIND(const float, x); DV_BIND(float, out);\n"
+    "  DV_SHARED(float, s, 64); DV_SHARED(float, s2, 64);\n"
+    "  int t = dv_thread_idx(0);\n"
+    "  dv_i64 g = dv_global_id(0);\n"
+    "  int half = dv_block_dim(0) / 2, lim = m;\n"
+    "  s[t] = x[g];\n"
+    "  dv_syncthreads();\n"
+    "  for (int w = half; w > 0; w >>= 1) {\n"
+    "    if (t < w) s[t] += s[t + w];\n"
+    "    dv_syncthreads();\n"
+    "  }\n"
+    "  float acc = s[0];\n"
+    "  dv_syncthreads();\n"
+    "  s[t] = x[g];\n"
+    "  dv_syncthreads();\n"
+    "  for (int k = dv_block_idx(0) % 3; k < lim; k += 2) {\n"
+    "    s2[t] = s[(t + k) % 64] + (float)k;\n"
+    "    dv_syncthreads();\n"
+    "    s[t] = s2[t];\n"
+    "    dv_syncthreads();\n"
+    "  }\n"
+    "  int j = 0;\n"
+    "  for (int q = t - t; q < 2; q++) {\n"
+    "    j += q;\n"
+    "    dv_syncthreads();\n"
+    "  }\n"
+    "  for (int r = 0; r < 2; r++) {\n"
+    "    j += r;\n"
+    "    dv_syncthreads();\n"
+    "    r += 0;\n"
+    "  }\n"
+    "  out[g] = acc + s[t] + (float)j;\n"
+    "}\n";
+
+static void test_uniform_loops(void **state) {
+  (void)state;
+  enum { B = 64, G = 5, N = B * G, M = 7 };
+  static float x[N], want[N], o0[N], o1[N];
+  for (int i = 0; i < N; i++) x[i] = (float)((i * 7) % 11) - 3.5f;
+  for (int b = 0; b < G; b++) {
+    float s[B], s2[B];
+    for (int t = 0; t < B; t++) s[t] = x[b * B + t];
+    for (int w = B / 2; w > 0; w >>= 1)
+      for (int t = 0; t < w; t++) s[t] += s[t + w];
+    float acc = s[0];
+    for (int t = 0; t < B; t++) s[t] = x[b * B + t];
+    for (int k = b % 3; k < M; k += 2) {
+      for (int t = 0; t < B; t++) s2[t] = s[(t + k) % 64] + (float)k;
+      for (int t = 0; t < B; t++) s[t] = s2[t];
+    }
+    for (int t = 0; t < B; t++) want[b * B + t] = acc + s[t] + 2.0f;
+  }
+  float *out[2] = {o0, o1};
+  dv_launch_config lc = {{G, 1, 1}, {B, 1, 1}, 0, NULL};
+  run_both(k_uniform, "uniform", "accepted (uniform loops 2, thread-index locals 2, loops around regions 0)", x, N, N,
+           lc, M, out);
+  expect_equal(want, out, N, "uniform");
+}
+
+/* ---- uniform loops without barriers around the regions ------------------ */
+
+/* The naive matmul's loop over j (uniform, at the top, no call, no return,
+ * no break) runs around the threads' loop: `for (j) for (threads)`, acc per
+ * thread.  The kernels after it keep their loops inside the threads' loop:
+ * a bound from the thread index, a call of a device function, a break.
+ * (A program is only given to the pass when its text names a barrier: the
+ * last kernel has one.) */
+static const char *k_naive =
+    "static float twice(float v) { return v + v; }\n"
+    "DV_KERNEL(naive, DV_ARRAY(const float, A), DV_ARRAY(float, C), int n) {\n"
+    "  DV_BIND(const float, A); DV_BIND(float, C);\n"
+    "  int x = (int)dv_global_id(0), y = (int)dv_global_id(1);\n"
+    "  if (x >= n || y >= n) return;\n"
+    "  float acc = 0.0f;\n"
+    "  for (int j = 0; j < n; j++) acc += A[y * n + j] * A[n * n + j * n + x];\n"
+    "  C[y * n + x] = acc;\n"
+    "}\n"
+    "DV_KERNEL(rowsum, DV_ARRAY(const float, A), DV_ARRAY(float, C), int n) {\n"
+    "  DV_BIND(const float, A); DV_BIND(float, C);\n"
+    "  int x = (int)dv_global_id(0), y = (int)dv_global_id(1);\n"
+    "  if (x >= n || y >= n) return;\n"
+    "  float acc = 0.0f;\n"
+    "  for (int j = x - x; j < n; j++) acc += A[y * n + j];\n"
+    "  for (int j = 0; j < n; j++) acc += twice(A[j]);\n"
+    "  for (int j = 0; j < n; j++) { if (A[j] > 2.0f) break; acc += 1.0f; }\n"
+    "  C[y * n + x] = acc;\n"
+    "}\n"
+    "DV_KERNEL(with_barrier, DV_ARRAY(float, C)) {\n"
+    "  DV_BIND(float, C);\n"
+    "  dv_syncthreads();\n"
+    "  C[dv_thread_idx(0)] = 1.0f;\n"
+    "}\n";
+
+static void test_loops_around_regions(void **state) {
+  (void)state;
+  enum { N = 40 };
+  static float a[2 * N * N], want[2][N * N], o[2][2][N * N];
+  for (int i = 0; i < 2 * N * N; i++) a[i] = (float)((i * 5) % 9) * 0.5f;
+  for (int y = 0; y < N; y++)
+    for (int x = 0; x < N; x++) {
+      float acc = 0.0f;
+      for (int j = 0; j < N; j++) acc += a[y * N + j] * a[N * N + j * N + x];
+      want[0][y * N + x] = acc;
+      acc = 0.0f;
+      for (int j = 0; j < N; j++) acc += a[y * N + j];
+      for (int j = 0; j < N; j++) acc += a[j] + a[j];
+      for (int j = 0; j < N; j++) {
+        if (a[j] > 2.0f) break;
+        acc += 1.0f;
+      }
+      want[1][y * N + x] = acc;
+    }
+  const char *names[2] = {"naive", "rowsum"};
+  const char *verdicts[2] = {"accepted (uniform loops 0, thread-index locals 2, loops around "
+                             "regions 1)",
+                             "refused: no barrier and no uniform loop at the top"};
+  dv_launch_config lc = {{3, 5, 1}, {16, 8, 1}, 0, NULL}; /* more threads than N x N */
+  for (int k = 0; k < 2; k++)
+    for (int mi = 0; mi < 2; mi++) {
+      dv_context *c = mode_ctx(modes[mi]);
+      dv_module *m = build(c, mi, names[k], k_naive, names[k], verdicts[k]);
+      dv_kernel *kn = test_kernel(m, names[k]);
+      int64_t na = 2 * N * N, nc = N * N;
+      dv_array *da = test_dev_from(c, a, na, DV_FLOAT32);
+      dv_array *dc = NULL;
+      assert_ok(dv_device_array(c, 1, &nc, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &dc));
+      assert_ok(dv_array_memset(dc, 0, NULL));
+      dv_arg args[] = {DV_ARG_ARRAY(da), DV_ARG_ARRAY(dc), DV_ARG_I32(N)};
+      assert_ok(dv_kernel_launch(kn, &lc, 3, args));
+      test_to_host(dc, o[k][mi]);
+      dv_array_release(da);
+      dv_array_release(dc);
+      dv_module_release(m);
+      assert_ok(dv_context_destroy(c));
+    }
+  for (int k = 0; k < 2; k++) {
+    float *out[2] = {o[k][0], o[k][1]};
+    expect_equal(want[k], out, N * N, names[k]);
+  }
 }
 
 /* ---- locals of every kind across barriers, in while and do loops ---------- */
@@ -422,6 +575,8 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tiled_matmul),
       cmocka_unit_test(test_block_reduction),
+      cmocka_unit_test(test_uniform_loops),
+      cmocka_unit_test(test_loops_around_regions),
       cmocka_unit_test(test_locals_across_barriers),
       cmocka_unit_test(test_refused_still_run),
       cmocka_unit_test(test_declines_big_state),

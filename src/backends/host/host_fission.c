@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host_kernel_internal.h"
+#include "host_fission_internal.h"
 
 /* ---- libclang's C API, as much as is used ------------------------------ */
 
@@ -87,13 +87,6 @@ static struct {
 static void *hf_lib;
 static pthread_once_t hf_once = PTHREAD_ONCE_INIT;
 
-enum { /* cursor kinds (clang-c/Index.h) */
-  K_FUNC = 8, K_VAR = 9, K_PARM = 10, K_CALL = 103, K_COMPOUND = 202, K_LABEL = 201,
-  K_WHILE = 207, K_DO = 208, K_FOR = 209, K_GOTO = 210, K_IGOTO = 211, K_CONTINUE = 212,
-  K_BREAK = 213, K_RETURN = 214, K_ASM = 215, K_SWITCH = 206, K_DECLSTMT = 231,
-  K_DECLREF = 101, K_ADDRLABEL = 120, K_STMTEXPR = 121
-};
-enum { T_POINTER = 101, T_RECORD = 105, T_CARRAY = 112, T_IARRAY = 114, T_VARRAY = 115 };
 
 static void hf_load(void) {
   const char *names[] = {"libclang.so.1", "libclang-19.so.1", "libclang-18.so.1",
@@ -125,89 +118,8 @@ bool hk_fission_available(void) {
   return hf_lib != NULL;
 }
 
-/* An array of `size`-byte elements grown from `have` to `want` elements
- * (there is no dv__realloc: the allocation hook counts and injects faults). */
-static void *hf_grow(void *p, size_t have, size_t want, size_t size) {
-  void *q = dv__malloc(want * size);
-  if (!q) return NULL;
-  if (have) memcpy(q, p, have * size);
-  dv__free(p);
-  return q;
-}
 
-/* ---- the kernel's syntax tree, flattened --------------------------------- */
 
-typedef struct hf_node {
-  int kind, parent, first, next, last; /* tree links (-1: none) */
-  unsigned s, e, loc;                  /* extent [s, e) and location (offsets) */
-  int ref_kind;                        /* DeclRefExpr: what it names */
-  unsigned ref_loc;
-  int var; /* VarDecl: its index in vars; DeclRefExpr: the local it names (-1: none) */
-} hf_node;
-
-typedef struct hf_var {
-  int node, decl;  /* its VarDecl and DeclStmt nodes */
-  int region;      /* where it is declared */
-  int tkind;       /* its canonical type's kind */
-  char type[256];  /* that type, top-level const removed */
-  bool lift, hoist;
-} hf_var;
-
-enum { E_REF, E_RET, E_DECL, E_DROP };
-typedef struct hf_edit { unsigned s, e; int kind, arg; } hf_edit;
-
-typedef struct hf_reg { unsigned s, e; } hf_reg;
-
-typedef struct hf {
-  const char *src;
-  void *tu;
-  hf_node *n;
-  int nn, cap;
-  hf_var *vars;
-  int nvars;
-  hf_edit *ed;
-  int ned;
-  hf_reg *reg;
-  int nreg;
-  int cur_region;  /* while emitting */
-  bool has_ret, has_loops, oom;
-  int nparams;
-  char *out;       /* the generated text */
-  size_t len, cap_out;
-  char why[200];   /* why the kernel was refused */
-  char **sync;     /* functions that reach a barrier or a wave operation */
-  int nsync;
-} hf;
-
-static void hf_put(hf *h, const char *s, size_t n) {
-  if (h->oom) return;
-  if (h->len + n + 1 > h->cap_out) {
-    size_t c = h->cap_out ? h->cap_out * 2 : 4096;
-    while (c < h->len + n + 1) c *= 2;
-    char *p = hf_grow(h->out, h->out ? h->len + 1 : 0, c, 1);
-    if (!p) {
-      h->oom = true;
-      return;
-    }
-    h->out = p, h->cap_out = c;
-  }
-  memcpy(h->out + h->len, s, n);
-  h->len += n;
-  h->out[h->len] = 0;
-}
-
-__attribute__((format(printf, 2, 3))) static void hf_printf(hf *h, const char *fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  int w = vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  if (w < 0 || (size_t)w >= sizeof buf) {
-    h->oom = true;
-    return;
-  }
-  hf_put(h, buf, (size_t)w);
-}
 
 static unsigned hf_off(hf_loc l) {
   unsigned off = 0;
@@ -228,7 +140,7 @@ static int hf_add(hf *h, hf_cur c, int parent) {
   hf_node *x = &h->n[h->nn];
   hf_range r = cx.clang_getCursorExtent(c);
   *x = (hf_node){c.kind, parent, -1, -1, -1, hf_off(cx.clang_getRangeStart(r)),
-                 hf_off(cx.clang_getRangeEnd(r)), hf_off(cx.clang_getCursorLocation(c)), 0, 0, -1};
+                 hf_off(cx.clang_getRangeEnd(r)), hf_off(cx.clang_getCursorLocation(c)), 0, 0, -1, false, false};
   if (c.kind == K_DECLREF) {
     hf_cur d = cx.clang_getCursorReferenced(c);
     x->ref_kind = d.kind;
@@ -286,61 +198,9 @@ static int hf_visit(hf_cur c, hf_cur parent, void *data) {
 
 /* ---- text ---------------------------------------------------------------- */
 
-static bool hf_idch(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-static unsigned hf_skip(const char *s, unsigned i) {
-  while (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') i++;
-  return i;
-}
 
-/* Does the text at i read `dv__rt -> <member> (`?  member NULL: a barrier,
- * a wave barrier or a wave operation. */
-static bool hf_rt_call(const char *s, unsigned i, const char *member) {
-  if (strncmp(s + i, "dv__rt", 6) || (i && hf_idch(s[i - 1]))) return false;
-  i = hf_skip(s, i + 6);
-  if (strncmp(s + i, "->", 2)) return false;
-  i = hf_skip(s, i + 2);
-  const char *names[] = {"barrier", "wavebarrier", "wave"};
-  for (int k = 0; k < 3; k++) {
-    const char *m = member ? member : names[k];
-    size_t ml = strlen(m);
-    if (!strncmp(s + i, m, ml) && !hf_idch(s[i + ml]) && s[hf_skip(s, i + (unsigned)ml)] == '(')
-      return true;
-    if (member) break;
-  }
-  return false;
-}
 
-static bool hf_text_syncs(const hf *h, unsigned s, unsigned e) {
-  for (unsigned i = s; i < e; i++)
-    if (h->src[i] == 'd' && hf_rt_call(h->src, i, NULL)) return true;
-  return false;
-}
 
-/* Is the variable named at [s, e) written (assigned, incremented, address taken)? */
-static bool hf_written(const char *src, unsigned s, unsigned e) {
-  unsigned i = hf_skip(src, e);
-  while (src[i] == '.') { /* a member of a struct */
-    i = hf_skip(src, i + 1);
-    while (hf_idch(src[i])) i++;
-    i = hf_skip(src, i);
-  }
-  const char *ops[] = {"<<=", ">>=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "++", "--"};
-  for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
-    if (!strncmp(src + i, ops[k], strlen(ops[k]))) return true;
-  if (src[i] == '=' && src[i + 1] != '=') return true;
-  unsigned j = s;
-  while (j > 0 && (src[j - 1] == ' ' || src[j - 1] == '\t' || src[j - 1] == '\n')) j--;
-  if (j >= 2 && (!strncmp(src + j - 2, "++", 2) || !strncmp(src + j - 2, "--", 2))) return true;
-  if (j >= 1 && src[j - 1] == '&' && !(j >= 2 && src[j - 2] == '&')) {
-    unsigned k = j - 1;
-    while (k > 0 && (src[k - 1] == ' ' || src[k - 1] == '\t' || src[k - 1] == '\n')) k--;
-    char p = k ? src[k - 1] : 0;
-    if (!(hf_idch(p) || p == ')' || p == ']')) return true; /* unary &: address taken */
-  }
-  return false;
-}
 
 /* ---- analysis ------------------------------------------------------------ */
 
@@ -349,90 +209,12 @@ static bool hf_refuse(hf *h, const char *why, unsigned line) {
   return false;
 }
 
-static unsigned hf_node_line(const hf *h, int i) {
-  /* presumed line of an offset: count from the last line marker before it */
-  const char *s = h->src;
-  unsigned off = h->n[i].s, line = 1;
-  unsigned ls = off;
-  int nl = 0;
-  while (ls > 0) {
-    if (s[ls - 1] == '\n') {
-      if (s[ls] == '#' && s[ls + 1] == ' ' && s[ls + 2] >= '0' && s[ls + 2] <= '9') {
-        line = (unsigned)atoi(s + ls + 2) + (unsigned)nl - 1;
-        return line;
-      }
-      nl++;
-    }
-    ls--;
-  }
-  return (unsigned)nl + 1;
-}
 
-/* Is node i a barrier call (dv__rt->barrier(...)), a statement of its own? */
-static bool hf_is_barrier(const hf *h, int i) {
-  return h->n[i].kind == K_CALL && hf_rt_call(h->src, h->n[i].s, "barrier");
-}
 
-static bool hf_contains(const hf *h, int i) { return hf_text_syncs(h, h->n[i].s, h->n[i].e); }
 
-/* The end of a statement, its `;` included. */
-static unsigned hf_stmt_end(const hf *h, int i) {
-  unsigned e = h->n[i].e, j = hf_skip(h->src, e);
-  return h->src[j] == ';' && h->n[i].kind != K_DECLSTMT && h->n[i].kind != K_COMPOUND ? j + 1 : e;
-}
 
-static int hf_new_region(hf *h, unsigned s, unsigned e) {
-  hf_reg *r = hf_grow(h->reg, (size_t)h->nreg, (size_t)h->nreg + 1, sizeof *r);
-  if (!r) {
-    h->oom = true;
-    return -1;
-  }
-  h->reg = r;
-  r[h->nreg] = (hf_reg){s, e};
-  return h->nreg++;
-}
 
-/* A for loop's three clauses' text ranges. */
-static bool hf_for_parts(const hf *h, int i, unsigned p[3][2]) {
-  const char *s = h->src;
-  unsigned j = hf_skip(s, h->n[i].s + 3);
-  if (s[j] != '(') return false;
-  int depth = 0, part = 0;
-  p[0][0] = j + 1;
-  for (j = j + 1; j < h->n[i].e; j++) {
-    if (s[j] == '(' || s[j] == '[' || s[j] == '{') depth++;
-    if (s[j] == ']' || s[j] == '}') depth--;
-    if (s[j] == ')') {
-      if (depth-- == 0) {
-        if (part != 2) return false;
-        p[2][1] = j;
-        return true;
-      }
-    }
-    if (s[j] == ';' && depth == 0) {
-      if (part == 2) return false;
-      p[part][1] = j;
-      p[++part][0] = j + 1;
-    }
-  }
-  return false;
-}
 
-static bool hf_blank(const char *s, unsigned a, unsigned b) {
-  for (unsigned i = a; i < b; i++)
-    if (!(s[i] == ' ' || s[i] == '\t' || s[i] == '\n')) return false;
-  return true;
-}
-
-/* Is break/continue node i's target the loop `loop`? */
-static bool hf_leaves(const hf *h, int i, int loop) {
-  for (int p = h->n[i].parent; p >= 0; p = h->n[p].parent) {
-    int k = h->n[p].kind;
-    if (k == K_FOR || k == K_WHILE || k == K_DO || (k == K_SWITCH && h->n[i].kind == K_BREAK))
-      return p == loop;
-  }
-  return false;
-}
 
 /* Structure: item kinds of a statement list, checked (false: refused). */
 static bool hf_check_list(hf *h, int compound);
@@ -486,190 +268,6 @@ static bool hf_check_list(hf *h, int compound) {
   return true;
 }
 
-/* ---- regions ----------------------------------------------------------- */
-
-static int hf_region_of(const hf *h, unsigned off) {
-  for (int r = 0; r < h->nreg; r++)
-    if (off >= h->reg[r].s && off < h->reg[r].e) return r;
-  return -1;
-}
-
-/* Emit text [s, e) with the edits inside it applied. */
-static void hf_emit(hf *h, unsigned s, unsigned e, int skip_edit);
-
-static void hf_emit_decl(hf *h, int d) {
-  for (int c = h->n[d].first; c >= 0; c = h->n[c].next) {
-    if (h->n[c].kind != K_VAR) continue;
-    const hf_var *v = &h->vars[h->n[c].var];
-    const hf_node *x = &h->n[c];
-    /* the initializer: after the first `=` past the name (brackets skipped) */
-    unsigned j = x->loc;
-    while (j < x->e && hf_idch(h->src[j])) j++;
-    int depth = 0;
-    for (; j < x->e; j++) {
-      char ch = h->src[j];
-      if (ch == '[' || ch == '(') depth++;
-      if (ch == ']' || ch == ')') depth--;
-      if (ch == '=' && depth <= 0 && h->src[j + 1] != '=') break;
-    }
-    if (j >= x->e) continue; /* no initializer */
-    unsigned is = hf_skip(h->src, j + 1);
-    bool brace = h->src[is] == '{';
-    int vi = h->n[c].var;
-    if (v->tkind == T_CARRAY || v->tkind == T_IARRAY) {
-      hf_printf(h, " __builtin_memcpy(dv__v%d[dv__i], (__typeof__(%s))%s", vi, v->type,
-                brace ? "" : "{");
-      hf_emit(h, is, x->e, -1);
-      hf_printf(h, "%s, sizeof dv__v%d[0]);", brace ? "" : "}", vi);
-    } else {
-      hf_printf(h, " dv__v%d[dv__i] = ", vi);
-      if (brace) hf_printf(h, "(__typeof__(%s))", v->type);
-      hf_emit(h, is, x->e, -1);
-      hf_put(h, ";", 1);
-    }
-  }
-}
-
-static void hf_emit(hf *h, unsigned s, unsigned e, int skip_edit) {
-  unsigned pos = s;
-  for (int k = 0; k < h->ned; k++) {
-    const hf_edit *d = &h->ed[k];
-    if (k == skip_edit || d->s < pos || d->s >= e) continue;
-    hf_put(h, h->src + pos, d->s - pos);
-    if (d->kind == E_REF)
-      hf_printf(h, "(dv__v%d[dv__i])", d->arg);
-    else if (d->kind == E_RET)
-      hf_printf(h, "do { dv__done[dv__i] = 1; goto dv__n%d; } while (0)", h->cur_region);
-    else if (d->kind == E_DECL)
-      hf_emit_decl(h, d->arg);
-    pos = d->e;
-  }
-  if (pos < e) hf_put(h, h->src + pos, e - pos);
-}
-
-
-/* ---- generation (plan: register the regions; else: write them) ---------- */
-
-static void hf_region(hf *h, bool plan, unsigned s, unsigned e, const char *pre,
-                      const char *post) {
-  if (plan) {
-    hf_new_region(h, s, e);
-    return;
-  }
-  int r = hf_region_of(h, s);
-  h->cur_region = r;
-  /* A region that calls nothing runs on a copy of the record that does not
-   * escape (so the loop vectorizes); one that calls something keeps the
-   * record dv__self points to up to date (the runtime and device
-   * functions read it). */
-  bool calls = false;
-  for (int i = 0; i < h->nn && !calls; i++) {
-    calls = h->n[i].kind == K_CALL && h->n[i].s >= s && h->n[i].s < e;
-    for (int k = 0; k < h->ned && calls; k++) /* in a declaration computed once */
-      if (h->ed[k].kind == E_DROP && h->n[i].s >= h->ed[k].s && h->n[i].s < h->ed[k].e)
-        calls = false;
-  }
-  const char *rec = calls ? "dv__t->" : "dv__r.";
-  if (!calls)
-    hf_printf(h, "\n  { dv__hthread dv__r = *dv__t; const dv__hthread *const dv__self = &dv__r;");
-  hf_printf(h, "\n  for (int dv__z = 0; dv__z < dv__bz; dv__z++) { %stid[2] = dv__z;\n"
-               "  for (int dv__y = 0; dv__y < dv__by; dv__y++) { %stid[1] = dv__y;\n"
-               "  for (int dv__x = 0; dv__x < dv__bx; dv__x++) { %stid[0] = dv__x;\n"
-               "  const int dv__i = dv__x + dv__bx * (dv__y + dv__by * dv__z); (void)dv__i;\n",
-            rec, rec, rec);
-  if (h->has_ret) hf_printf(h, "  if (dv__done[dv__i]) continue;\n");
-  hf_printf(h, "  {%s", pre ? pre : "");
-  hf_emit(h, s, e, -1);
-  hf_printf(h, "%s\n  }\n  dv__n%d:;\n  }}}%s\n", post ? post : "", r, calls ? "" : " }");
-}
-
-static void hf_barrier_check(hf *h, int call) {
-  if (!h->has_ret) return;
-  /* dv__rt->barrier(site, fence, line): the first and last arguments */
-  const char *s = h->src;
-  unsigned j = h->n[call].s;
-  while (j < h->n[call].e && s[j] != '(') j++;
-  int site = atoi(s + j + 1);
-  unsigned k = h->n[call].e - 1;
-  while (k > j && s[k] != ',') k--;
-  int line = atoi(s + k + 1);
-  hf_printf(h, "\n  { int dv__a = 0;\n"
-               "    for (int dv__j = 0; dv__j < dv__n; dv__j++) dv__a += dv__done[dv__j];\n"
-               "    if (dv__a == dv__n) goto dv__end;\n"
-               "    if (dv__a) {\n"
-               "      dv__fis_div.site = %d, dv__fis_div.line = %d, dv__fis_div.n = dv__n;\n"
-               "      __builtin_memcpy(dv__fis_div.done, dv__done, (size_t)dv__n);\n"
-               "      dv__in->stop = 3; return; } }\n", site, line);
-}
-
-static void hf_cond_check(hf *h, unsigned line) {
-  hf_printf(h, "\n  { int dv__f = -1, dv__c = 0;\n"
-               "    for (int dv__j = 0; dv__j < dv__n; dv__j++) {\n"
-               "      if (%s) continue;\n"
-               "      if (dv__f < 0) dv__f = dv__j, dv__c = dv__cv[dv__j];\n"
-               "      else if (dv__cv[dv__j] != dv__c) dv__fis_fault(dv__t, dv__j, "
-               "\"divergent barrier: the condition of the loop at line %u, which holds a "
-               "barrier, differs between the threads of its block\", %u);\n"
-               "    }\n"
-               "    if (dv__f < 0) goto dv__end;\n"
-               "    if (!dv__c) break; }\n", h->has_ret ? "dv__done[dv__j]" : "0", line, line);
-}
-
-static void hf_gen_list(hf *h, int compound, bool plan);
-
-static void hf_gen_loop(hf *h, int i, bool plan) {
-  const hf_node *x = &h->n[i];
-  unsigned line = hf_node_line(h, i);
-  int body = x->kind == K_DO ? x->first : x->last;
-  unsigned p[3][2] = {{0, 0}, {0, 0}, {0, 0}};
-  if (x->kind == K_FOR)
-    hf_for_parts(h, i, p);
-  else if (x->kind == K_WHILE)
-    p[1][0] = h->n[x->first].s, p[1][1] = h->n[x->first].e;
-  else
-    p[1][0] = h->n[x->last].s, p[1][1] = h->n[x->last].e;
-  if (!plan) hf_printf(h, "\n  {");
-  if (!hf_blank(h->src, p[0][0], p[0][1])) { /* init: a declaration or an expression */
-    int d = -1;
-    for (int c = x->first; c >= 0; c = h->n[c].next)
-      if (h->n[c].kind == K_DECLSTMT && h->n[c].s >= p[0][0] && h->n[c].s < p[0][1]) d = c;
-    if (d >= 0)
-      hf_region(h, plan, h->n[d].s, h->n[d].e > p[0][1] ? h->n[d].e : p[0][1], NULL, ";");
-    else
-      hf_region(h, plan, p[0][0], p[0][1], NULL, ";");
-  }
-  if (!plan) hf_printf(h, "\n  for (;;) {");
-  bool cond = !hf_blank(h->src, p[1][0], p[1][1]);
-  if (x->kind == K_DO) hf_gen_list(h, body, plan);
-  if (cond) {
-    hf_region(h, plan, p[1][0], p[1][1], " dv__cv[dv__i] = !!(", ");");
-    if (!plan) hf_cond_check(h, line);
-  }
-  if (x->kind != K_DO) hf_gen_list(h, body, plan);
-  if (!hf_blank(h->src, p[2][0], p[2][1])) hf_region(h, plan, p[2][0], p[2][1], NULL, ";");
-  if (!plan) hf_printf(h, "\n  }}");
-}
-
-static void hf_gen_list(hf *h, int compound, bool plan) {
-  int c = h->n[compound].first;
-  while (c >= 0) {
-    if (!hf_contains(h, c)) { /* a run of barrier-free statements: one region */
-      int last = c;
-      while (h->n[last].next >= 0 && !hf_contains(h, h->n[last].next)) last = h->n[last].next;
-      hf_region(h, plan, h->n[c].s, hf_stmt_end(h, last), NULL, NULL);
-      c = h->n[last].next;
-      continue;
-    }
-    if (hf_is_barrier(h, c)) {
-      if (!plan) hf_barrier_check(h, c);
-    } else if (h->n[c].kind == K_COMPOUND) {
-      hf_gen_list(h, c, plan);
-    } else {
-      hf_gen_loop(h, c, plan);
-    }
-    c = h->n[c].next;
-  }
-}
 
 /* ---- one kernel ----------------------------------------------------------- */
 
@@ -730,6 +328,7 @@ static bool hf_hoistable(hf *h, int d, unsigned self_loc) {
 static void hf_reset(hf *h) {
   h->nn = 0, h->nvars = 0, h->ned = 0, h->nreg = 0;
   h->has_ret = h->has_loops = false;
+  h->nuni = h->nremat = h->nimp = 0;
   h->why[0] = 0;
 }
 
@@ -771,7 +370,6 @@ static bool hf_kernel(hf *h, hf_cur fn, const char *name) {
     cx.clang_disposeDiagnostic(dg);
     if (sev >= 3 && off >= f->s && off < f->e) return hf_refuse(h, "not parsed", 0);
   }
-  if (!hf_contains(h, body)) return hf_refuse(h, "no barrier", hf_node_line(h, root));
   for (int i = 0; i < h->nn; i++) {
     hf_node *x = &h->n[i];
     if (x->kind == K_GOTO || x->kind == K_IGOTO || x->kind == K_LABEL || x->kind == K_ASM ||
@@ -791,20 +389,60 @@ static bool hf_kernel(hf *h, hf_cur fn, const char *name) {
     if (h->vars[v].tkind < 0)
       return hf_refuse(h, "a static local", hf_node_line(h, h->vars[v].node));
   if (!hf_check_list(h, body)) return false;
-  hf_gen_list(h, body, true);
-  if (h->oom) return false;
-  for (int v = 0; v < h->nvars; v++) h->vars[v].region = hf_region_of(h, h->n[h->vars[v].node].s);
   /* Uniform declarations before the first barrier: computed once. */
   for (int c = h->n[body].first; c >= 0 && !hf_contains(h, c); c = h->n[c].next) {
-    if (h->n[c].kind != K_DECLSTMT || !hf_hoistable(h, c, self_loc)) continue;
+    if (h->n[c].kind != K_DECLSTMT) continue;
+    if (!hf_hoistable(h, c, self_loc)) { /* or from the block's indices and sizes */
+      bool all = true;
+      for (int d = h->n[c].first; d >= 0 && all; d = h->n[d].next)
+        if (h->n[d].kind == K_VAR)
+          all = h->vars[h->n[d].var].tkind >= 3 && h->vars[h->n[d].var].tkind <= 22 &&
+                h->n[d].first >= 0 && hf_pure(h, h->n[d].loc, h->n[d].e, self_loc, false, -1) &&
+                !hf_changed(h, h->n[d].var, 0, 0);
+      if (!all) continue;
+    }
     for (int d = h->n[c].first; d >= 0; d = h->n[d].next)
       if (h->n[d].kind == K_VAR) h->vars[h->n[d].var].hoist = true;
     hf_add_edit(h, h->n[c].s, h->n[c].e, E_DROP, c);
   }
+  /* Loops with barriers whose variable is uniform: scalars, no regions. */
+  for (int i = 0; i < h->nn; i++)
+    if (h->n[i].kind == K_FOR && hf_contains(h, i)) hf_uniform_loop(h, i, self_loc);
+  /* Uniform for loops without barriers at the top: the threads' loops run
+   * inside them (PoCL's implicit loop barriers), for race-free kernels the
+   * same results, the loop's variable a scalar. */
+  for (int c = h->n[body].first; c >= 0; c = h->n[c].next) {
+    if (h->n[c].kind != K_FOR || hf_contains(h, c) || !hf_implicit_ok(h, c)) continue;
+    hf_uniform_loop(h, c, self_loc);
+    if (h->n[c].uni) h->n[c].imp = true, h->nuni--, h->nimp++;
+  }
+  if (!hf_contains(h, body) && !h->nimp)
+    return hf_refuse(h, "no barrier and no uniform loop at the top", hf_node_line(h, root));
+  hf_gen_list(h, body, true);
+  if (h->oom) return false;
+  for (int v = 0; v < h->nvars; v++) h->vars[v].region = hf_region_of(h, h->n[h->vars[v].node].s);
+  /* Top-level locals from uniform values and the thread index: declared
+   * again in each region after theirs. */
+  for (int c = h->n[body].first; c >= 0; c = h->n[c].next) {
+    if (h->n[c].kind != K_DECLSTMT || hf_region_of(h, h->n[c].s) < 0) continue;
+    bool all = true, any = false;
+    for (int d = h->n[c].first; d >= 0 && all; d = h->n[d].next) {
+      if (h->n[d].kind != K_VAR) continue;
+      const hf_var *v = &h->vars[h->n[d].var];
+      all = !v->hoist && v->tkind >= 3 && v->tkind <= 22 && h->n[d].first >= 0 &&
+            hf_pure(h, h->n[d].loc, h->n[d].e, self_loc, true, -1) && !hf_changed(h, h->n[d].var, 0, 0);
+      any = true;
+    }
+    if (!all || !any) continue;
+    for (int d = h->n[c].first; d >= 0; d = h->n[d].next)
+      if (h->n[d].kind == K_VAR) h->vars[h->n[d].var].remat = true, h->nremat++;
+  }
   /* Locals used in another region than their own: one per thread. */
   for (int i = 0; i < h->nn; i++) {
     const hf_node *x = &h->n[i];
-    if (x->kind != K_DECLREF || x->var < 0 || h->vars[x->var].hoist) continue;
+    if (x->kind != K_DECLREF || x->var < 0 || h->vars[x->var].hoist || h->vars[x->var].uni ||
+        h->vars[x->var].remat)
+      continue;
     if (hf_region_of(h, x->s) != h->vars[x->var].region) h->vars[x->var].lift = true;
   }
   for (int v = 0; v < h->nvars; v++) {
@@ -834,40 +472,7 @@ static bool hf_kernel(hf *h, hf_cur fn, const char *name) {
   }
   if (h->oom) return false;
   qsort(h->ed, (size_t)h->ned, sizeof *h->ed, hf_edit_cmp);
-
-  /* The function. */
-  unsigned ps = h->n[params[1]].s, pe = h->n[f->last].s;
-  for (int c = f->first; c >= 0; c = h->n[c].next)
-    if (h->n[c].kind == K_PARM) pe = h->n[c].e;
-  hf_printf(h, "\n__attribute__((visibility(\"default\"))) void dv__fis_%s(", name);
-  hf_put(h, h->src + ps, pe - ps);
-  hf_printf(h, ") {\n  { size_t dv__per = 0");
-  for (int v = 0; v < h->nvars; v++)
-    if (h->vars[v].lift) hf_printf(h, " + sizeof(__typeof__(%s))", h->vars[v].type);
-  hf_printf(h, " + %d;\n    if ((size_t)dv__self->bdim[0] * (size_t)dv__self->bdim[1] * "
-               "(size_t)dv__self->bdim[2] * dv__per > dv__fis_room) { dv__self->stop = 2; "
-               "return; } }\n", (h->has_ret ? 1 : 0) + (h->has_loops ? 1 : 0));
-  hf_printf(h, "  dv__hthread *const dv__in = dv__self, dv__l = *dv__self, *const dv__t = &dv__l;\n"
-               "  (void)dv__in;\n"
-               "  dv__self = dv__t;\n  {\n"
-               "  const dv__hthread *const dv__self = dv__t;\n"
-               "  const int dv__bx = dv__t->bdim[0], dv__by = dv__t->bdim[1], "
-               "dv__bz = dv__t->bdim[2];\n"
-               "  const int dv__n = dv__bx * dv__by * dv__bz; (void)dv__n;\n");
-  for (int v = 0; v < h->nvars; v++)
-    if (h->vars[v].lift) hf_printf(h, "  __typeof__(%s) dv__v%d[dv__n];\n", h->vars[v].type, v);
-  if (h->has_ret)
-    hf_printf(h, "  unsigned char dv__done[dv__n];\n  __builtin_memset(dv__done, 0, "
-                 "sizeof dv__done);\n");
-  if (h->has_loops) hf_printf(h, "  unsigned char dv__cv[dv__n];\n");
-  for (int k = 0; k < h->ned; k++)
-    if (h->ed[k].kind == E_DROP) {
-      hf_put(h, "  ", 2);
-      hf_emit(h, h->ed[k].s, h->ed[k].e, k);
-      hf_put(h, ";\n", 2);
-    }
-  hf_gen_list(h, body, false);
-  hf_printf(h, "\n  }\n  dv__end:;\n}\n");
+  return hf_write(h, root, params[1], body, name);
   return !h->oom;
 }
 
@@ -972,8 +577,11 @@ char *hk_fission(const char *pre, size_t n, char *note, size_t cap, bool *oom) {
     if (!ok) h.len = mark;
     if (h.out) h.out[h.len] = 0;
     accepted += ok;
+    char how[128];
+    snprintf(how, sizeof how, " (uniform loops %d, thread-index locals %d, loops around regions %d)",
+             h.nuni, h.nremat, h.nimp);
     int w = snprintf(note + nl, cap - nl, "region fission: kernel %s: %s%s\n", F.names[i] + 7,
-                     ok ? "accepted" : "refused: ", ok ? "" : h.why);
+                     ok ? "accepted" : "refused: ", ok ? how : h.why);
     if (w > 0 && nl + (size_t)w < cap) nl += (size_t)w;
   }
   dv__free(h.n);
