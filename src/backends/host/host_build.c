@@ -20,6 +20,7 @@
  *
  * Loading the compiled image and finding its kernels: host_module.c.
  */
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -416,14 +417,23 @@ static dv_status hk_cc(hk_state *k, const dv_build_req *req, bool check, const c
   return rc;
 }
 
-/* Whether the program's own text (after the prelude) names a barrier: only
- * then is region fission worth its preprocessing and parsing (~0.4 s a
- * build).  A barrier the text does not name (in a header it includes) just
- * keeps the fibers. */
-static bool hk_has_barrier(const char *unit) {
+/* Whether region fission may have something to do in the program's own
+ * text (after the prelude): a barrier it names, or a `for` loop (a uniform
+ * loop may run around the threads' loop).  Only then is the pass worth its
+ * preprocessing and parsing (~0.4 s a build, once: modules are cached).  A
+ * barrier the text does not name (in a header it includes) just keeps the
+ * fibers. */
+static bool hk_fission_worth(const char *unit) {
   const char *p = strstr(unit, "/* ---- devarray prelude ---- */");
   p = p ? p : unit;
-  return strstr(p, "dv_syncthreads") || strstr(p, "dv_barrier");
+  if (strstr(p, "dv_syncthreads") || strstr(p, "dv_barrier")) return true;
+  for (const char *q = p; (q = strstr(q, "for")) != NULL; q += 3) {
+    bool word = q == p || !(isalnum((unsigned char)q[-1]) || q[-1] == '_');
+    const char *r = q + 3;
+    while (*r == ' ' || *r == '\t' || *r == '\n') r++;
+    if (word && *r == '(') return true;
+  }
+  return false;
 }
 
 dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out, void **image,
@@ -470,7 +480,7 @@ dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out
    * have no fission function). */
   char note[2048] = "";
   const char *input = src;
-  if (k->fast && k->fission && hk_has_barrier(req->source) && hk_fission_available()) {
+  if (k->fast && k->fission && hk_fission_worth(req->source) && hk_fission_available()) {
     rc = hk_cc(k, req, check, src, pre_path, true, out_path, &code, &logtxt);
     if (rc) goto done;
     size_t pn = 0;
