@@ -520,6 +520,210 @@ static void test_divergent_early_return(void **state) {
     fail_msg("the report: %s", msg[0]);
 }
 
+/* ---- the reviewer's defects (issue 23): each kernel runs in both modes
+ * against a reference computed here ------------------------------------------ */
+
+/* Run src's kernel `name` on 8 threads (x[i] = i, extra = n) and compare
+ * with want(t, n). */
+static void run8(const char *src, const char *name, const char *verdict, int extra,
+                 float (*want)(int t, int n)) {
+  float x[8], w[8], o0[8], o1[8];
+  for (int i = 0; i < 8; i++) x[i] = (float)i, w[i] = want(i, extra);
+  float *out[2] = {o0, o1};
+  dv_launch_config lc = {{1, 1, 1}, {8, 1, 1}, 0, NULL};
+  run_both(src, name, verdict, x, 8, 8, lc, extra, out);
+  expect_equal(w, out, 8, name);
+}
+
+/* 1. a declaration after a store, or after a return, is not computed
+ * ahead of them (its initializer reads memory) */
+static const char *k_hoist_store =
+    "DV_KERNEL(hoist_store, DV_ARRAY(const float, x), DV_ARRAY(float, out), int n) {\n"
+    "  DV_BIND(const float, x); DV_BIND(float, out);\n"
+    "  DV_SHARED(float, sh, 8);\n"
+    "  sh[0] = 42.0f;\n"
+    "  float v = sh[0];\n"
+    "  dv_syncthreads();\n"
+    "  out[dv_thread_idx(0)] = v + (float)n;\n"
+    "}\n";
+static const char *k_hoist_return =
+    "DV_KERNEL(hoist_return, DV_ARRAY(const float, x), DV_ARRAY(float, out), int n) {\n"
+    "  DV_BIND(const float, x); DV_BIND(float, out);\n"
+    "  const float *p = n == 8 ? (const float *)0 : x;\n"
+    "  if (n == 8) return;\n"
+    "  float v = p[1];\n"
+    "  dv_syncthreads();\n"
+    "  out[dv_thread_idx(0)] = v;\n"
+    "}\n";
+static float want_hoist_store(int t, int n) { (void)t; return 42.0f + (float)n; }
+static float want_zero(int t, int n) { (void)t, (void)n; return 0.0f; }
+static float want_one(int t, int n) { (void)t, (void)n; return 1.0f; }
+
+static void test_hoist_keeps_order(void **state) {
+  (void)state;
+  run8(k_hoist_store, "hoist_store", "accepted", 5, want_hoist_store);
+  run8(k_hoist_return, "hoist_return", "accepted", 8, want_zero); /* p is NULL: never read */
+  run8(k_hoist_return, "hoist_return", "accepted", 3, want_one);
+}
+
+/* 2. a declaration computed once does not capture a global named before it */
+static const char *k_capture =
+    "static const float scale = 3.0f;\n"
+    "DV_KERNEL(capture, DV_ARRAY(const float, x), DV_ARRAY(float, out), int n) {\n"
+    "  DV_BIND(const float, x); DV_BIND(float, out);\n"
+    "  float v = scale * 2.0f;\n"
+    "  float scale = (float)n;\n"
+    "  dv_syncthreads();\n"
+    "  out[dv_thread_idx(0)] = v + scale;\n"
+    "}\n";
+static float want_capture(int t, int n) { (void)t; return 6.0f + (float)n; }
+
+static void test_hoist_no_capture(void **state) {
+  (void)state;
+  run8(k_capture, "capture", "accepted", 4, want_capture);
+}
+
+/* 3. writes through parentheses and casts are writes */
+static const char *k_paren_write =
+    "DV_KERNEL(paren_write, DV_ARRAY(const float, x), DV_ARRAY(float, out), int n) {\n"
+    "  DV_BIND(const float, x); DV_BIND(float, out);\n"
+    "  int k = n;\n"
+    "  (k) += dv_thread_idx(0);\n"
+    "  (k)++;\n"
+    "  dv_syncthreads();\n"
+    "  out[dv_thread_idx(0)] = (float)k;\n"
+    "}\n";
+static const char *k_cast_write =
+    "DV_KERNEL(cast_write, DV_ARRAY(const float, x), DV_ARRAY(float, out), int n) {\n"
+    "  DV_BIND(const float, x); DV_BIND(float, out);\n"
+    "  int k = n;\n"
+    "  int *pk = (int *)&k;\n"
+    "  *pk += dv_thread_idx(0) + 1;\n"
+    "  dv_syncthreads();\n"
+    "  out[dv_thread_idx(0)] = (float)k;\n"
+    "}\n";
+static const char *k_cast_param =
+    "DV_KERNEL(cast_param, DV_ARRAY(const float, x), DV_ARRAY(float, out), int n) {\n"
+    "  DV_BIND(const float, x); DV_BIND(float, out);\n"
+    "  int *pn = (int *)&n;\n"
+    "  *pn += dv_thread_idx(0) + 1;\n"
+    "  dv_syncthreads();\n"
+    "  out[dv_thread_idx(0)] = (float)n;\n"
+    "}\n";
+static float want_tn1(int t, int n) { return (float)(t + n + 1); }
+
+static void test_hidden_writes(void **state) {
+  (void)state;
+  run8(k_paren_write, "paren_write", "accepted", 10, want_tn1);
+  run8(k_cast_write, "cast_write", "accepted", 10, want_tn1);
+  run8(k_cast_param, "cast_param", "refused: a parameter the body changes", 10, want_tn1);
+}
+
+/* 4. a pointer kept across a barrier to a local: the local lives per thread */
+static const char *k_addr_local =
+    "DV_KERNEL(addr_local, DV_ARRAY(const float, x), DV_ARRAY(float, out), int n) {\n"
+    "  DV_BIND(const float, x); DV_BIND(float, out);\n"
+    "  int t = dv_thread_idx(0);\n"
+    "  float v = x[t] * 3.0f;\n"
+    "  float *p = &v;\n"
+    "  float arr[2] = {x[t], x[t] + 100.0f};\n"
+    "  float *q = arr;\n"
+    "  dv_syncthreads();\n"
+    "  out[t] = *p + q[1] + (float)n;\n"
+    "}\n";
+static const char *k_literal =
+    "DV_KERNEL(literal, DV_ARRAY(const float, x), DV_ARRAY(float, out), int n) {\n"
+    "  DV_BIND(const float, x); DV_BIND(float, out);\n"
+    "  int t = dv_thread_idx(0);\n"
+    "  const float *q = (const float[]){x[t] * 3.0f, 7.0f};\n"
+    "  dv_syncthreads();\n"
+    "  out[t] = q[0] + (float)n;\n"
+    "}\n";
+static float want_addr(int t, int n) { return (float)t * 3.0f + ((float)t + 100.0f) + (float)n; }
+static float want_literal(int t, int n) { return (float)t * 3.0f + (float)n; }
+
+static void test_address_taken_locals(void **state) {
+  (void)state;
+  run8(k_addr_local, "addr_local", "accepted", 2, want_addr);
+  run8(k_literal, "literal", "refused: a compound literal", 2, want_literal);
+}
+
+/* 5. a barrier reached through a function pointer */
+static const char *k_fnptr =
+    "DV_DEVICE void syncer(void) { dv_syncthreads(); }\n"
+    "static void (*const gsync)(void) = syncer;\n"
+    "DV_KERNEL(fnptr, DV_ARRAY(const float, x), DV_ARRAY(float, out), int n) {\n"
+    "  DV_BIND(const float, x); DV_BIND(float, out);\n"
+    "  DV_SHARED(float, sh, 8);\n"
+    "  int t = dv_thread_idx(0);\n"
+    "  sh[t] = x[t];\n"
+    "  dv_syncthreads();\n"
+    "  float v = sh[(t + 1) % 8];\n"
+    "  dv_syncthreads();\n"
+    "  sh[t] = v * 10.0f;\n"
+    "  gsync();\n"
+    "  out[t] = sh[(t + 1) % 8] + (float)n;\n"
+    "}\n";
+static float want_fnptr(int t, int n) { return (float)((t + 2) % 8) * 10.0f + (float)n; }
+
+static void test_barrier_through_pointer(void **state) {
+  (void)state;
+  run8(k_fnptr, "fnptr", "refused: a call through a pointer", 1, want_fnptr);
+}
+
+/* 6. a big frame of the kernel's own beside the threads' state: the pass's
+ * function declines (the block runs on fibers) instead of overflowing */
+static const char *k_big_frame =
+    "DV_KERNEL(big_frame, DV_ARRAY(const float, x), DV_ARRAY(float, out), int n) {\n"
+    "  DV_BIND(const float, x); DV_BIND(float, out);\n"
+    "  int t = dv_thread_idx(0) + 32 * dv_thread_idx(1);\n"
+    "  int a0 = t, a1 = t + 1, a2 = t + 2, a3 = t + 3, a4 = t + 4, a5 = t + 5, a6 = t + 6;\n"
+    "  int a7 = t + 7, a8 = t + 8, a9 = t + 9, a10 = t + 10, a11 = t + 11, a12 = t + 12;\n"
+    "  int a13 = t + 13;\n"
+    "  dv_syncthreads();\n"
+    "  volatile int big[20000];\n"
+    "  for (int i = 0; i < 20000; i++) big[i] = i ^ t;\n"
+    "  int s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11 + a12 + a13;\n"
+    "  out[t] = (float)(s + big[t % 20000]) + (float)n;\n"
+    "}\n";
+
+static void test_big_frame_declines(void **state) {
+  (void)state;
+  enum { T = 1024 };
+  static float x[T], want[T], o0[T], o1[T];
+  for (int t = 0; t < T; t++) x[t] = 0.0f, want[t] = (float)(14 * t + 91 + (t ^ t)) + 1.0f;
+  float *out[2] = {o0, o1};
+  dv_launch_config lc = {{1, 1, 1}, {32, 32, 1}, 0, NULL};
+  run_both(k_big_frame, "big_frame", "accepted", x, T, T, lc, 1, out);
+  expect_equal(want, out, T, "big_frame");
+}
+
+/* minor: a type declared in the kernel is refused, not a failed compile;
+ * register locals are not static ones */
+static const char *k_local_type =
+    "DV_KERNEL(local_type, DV_ARRAY(const float, x), DV_ARRAY(float, out), int n) {\n"
+    "  DV_BIND(const float, x); DV_BIND(float, out);\n"
+    "  typedef struct { int a, b; } P;\n"
+    "  register int t = dv_thread_idx(0);\n"
+    "  P p = {t, t * n};\n"
+    "  dv_syncthreads();\n"
+    "  out[t] = (float)(p.a + p.b);\n"
+    "}\n";
+static const char *k_register =
+    "DV_KERNEL(reg_local, DV_ARRAY(const float, x), DV_ARRAY(float, out), int n) {\n"
+    "  DV_BIND(const float, x); DV_BIND(float, out);\n"
+    "  register int t = dv_thread_idx(0);\n"
+    "  dv_syncthreads();\n"
+    "  out[t] = (float)(t + t * n);\n"
+    "}\n";
+static float want_type(int t, int n) { return (float)(t + t * n); }
+
+static void test_local_types_and_register(void **state) {
+  (void)state;
+  run8(k_local_type, "local_type", "refused: a struct, union, enum or typedef", 3, want_type);
+  run8(k_register, "reg_local", "accepted", 3, want_type);
+}
+
 /* ---- a fault inside a fission function ------------------------------------ */
 
 static const char *k_crash =
@@ -531,6 +735,40 @@ static const char *k_crash =
     "  dv_syncthreads();\n"
     "  out[t] = x[t];\n"
     "}\n";
+
+/* 7. a region that calls nothing after one that calls: the report's thread
+ * is never one after the faulting thread */
+static const char *k_crash_call =
+    "DV_DEVICE float twice(float a) { return a * 2.0f; }\n"
+    "DV_KERNEL(crash_call, DV_ARRAY(const float, x), DV_ARRAY(float, out), int who) {\n"
+    "  DV_BIND(const float, x); DV_BIND(float, out);\n"
+    "  int t = dv_thread_idx(0);\n"
+    "  out[t] = twice(x[t]);\n"
+    "  dv_syncthreads();\n"
+    "  if (t == who) *(volatile int *)0 = 1;\n"
+    "  out[t] += 1.0f;\n"
+    "}\n";
+
+static void test_fault_names_no_later_thread(void **state) {
+  (void)state;
+  float x[32] = {0};
+  dv_context *c = mode_ctx("fast");
+  dv_module *m = build(c, 0, "crash_call", k_crash_call, "crash_call", "accepted");
+  dv_kernel *k = test_kernel(m, "crash_call");
+  dv_array *dx = test_dev_from(c, x, 32, DV_FLOAT32);
+  dv_array *dout = test_dev_from(c, x, 32, DV_FLOAT32);
+  dv_arg a[] = {DV_ARG_ARRAY(dx), DV_ARG_ARRAY(dout), DV_ARG_I32(3)};
+  dv_launch_config lc = {{1, 1, 1}, {32, 1, 1}, 0, NULL};
+  assert_status(dv_kernel_launch(k, &lc, 3, a), DV_ERR_KERNEL_FAULT);
+  const char *e = strstr(dv_last_error(), "thread (");
+  int tx = -1;
+  if (!e || sscanf(e, "thread (%d", &tx) != 1 || tx < 0 || tx > 3)
+    fail_msg("the report names a thread after thread 3: %s", dv_last_error());
+  dv_array_release(dx);
+  dv_array_release(dout);
+  dv_module_release(m);
+  assert_ok(dv_context_destroy(c));
+}
 
 static void test_fault_in_fission_function(void **state) {
   (void)state;
@@ -583,6 +821,14 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_divergent_loop_condition),
       cmocka_unit_test(test_divergent_early_return),
       cmocka_unit_test(test_fault_in_fission_function),
+      cmocka_unit_test(test_hoist_keeps_order),
+      cmocka_unit_test(test_hoist_no_capture),
+      cmocka_unit_test(test_hidden_writes),
+      cmocka_unit_test(test_address_taken_locals),
+      cmocka_unit_test(test_barrier_through_pointer),
+      cmocka_unit_test(test_big_frame_declines),
+      cmocka_unit_test(test_local_types_and_register),
+      cmocka_unit_test(test_fault_names_no_later_thread),
   };
   return kernel_suite_end(g_cache_dir, test_main(argc, argv, "host_fission", tests,
                                                  sizeof tests / sizeof tests[0]));

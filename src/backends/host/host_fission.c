@@ -12,9 +12,11 @@
  * regions with their condition evaluated per thread and checked to be the
  * same for all (else a divergent-barrier fault through dv__rt->fault), and
  * an early `return` marks its thread finished (a barrier some finished
- * threads never reach is the same fault).  Locals declared before the first
- * barrier whose value is the same for every thread (computed from the
- * parameters and shared arrays only, never changed) are computed once.
+ * threads never reach is the same fault).  The declarations that open the
+ * body whose value is the same for every thread (computed from the
+ * parameters and shared arrays only, reading no memory, never changed, no
+ * name the body used before them) are computed once.  A local whose
+ * address is taken, or an array that decays, is kept per thread.
  *
  * Why libclang: the rewrite must know every declaration and every use of a
  * local, which takes a C front end; libclang's C API is stable, installed
@@ -25,7 +27,9 @@
  * functions are appended to that text, which is then compiled as before.
  * Where libclang is absent, or the pass is not sure (a barrier under an
  * if, in a called function, a wave operation, goto, a static local, a
- * parameter the body changes, a break out of a loop with a barrier ...),
+ * parameter the body changes, a break out of a loop with a barrier, a
+ * compound literal, a type declared in the kernel, a call through a
+ * pointer where a barrier function's address is taken ...),
  * it generates nothing for that kernel, and if the generated code fails to
  * compile the unit is compiled without it (host_build.c): the kernel runs
  * as before, through its block function and fibers.
@@ -188,7 +192,8 @@ static int hf_visit(hf_cur c, hf_cur parent, void *data) {
       v->type[tl - 6] = 0;
     else if ((top_const || el_const) && t.kind != T_POINTER && !strncmp(v->type, "const ", 6))
       memmove(v->type, v->type + 6, tl - 5);
-    if (cx.clang_Cursor_getStorageClass(c) > 1) v->tkind = -1; /* static, extern: refused */
+    int sc = cx.clang_Cursor_getStorageClass(c); /* register (7) and auto (6) are fine */
+    if (sc >= 2 && sc <= 5) v->tkind = -1; /* static, extern: refused */
     w->h->n[i].var = w->h->nvars++;
   }
   hf_walk sub = {w->h, i};
@@ -305,6 +310,13 @@ static bool hf_hoistable(hf *h, int d, unsigned self_loc) {
           return false;
     } else if (x->kind == K_CALL) {
       if (!hf_rt_call(h->src, x->s, "shared")) return false;
+    } else if (x->kind == 113 /* array subscript */ || x->kind == 118 /* compound literal */) {
+      return false; /* a memory read: it may depend on code before it */
+    } else if (x->kind == 112 /* unary operator */ && h->src[x->s] == '*') {
+      return false;
+    } else if (x->kind == 102 /* member */ && strncmp(h->src + x->s, "dv__rt", 6)) {
+      for (unsigned j = x->s; j + 1 < x->e; j++)
+        if (h->src[j] == '-' && h->src[j + 1] == '>') return false;
     } else if (x->kind == K_DECLREF) {
       if (x->ref_kind == K_PARM && x->ref_loc == self_loc) return false;
       bool rt = x->e - x->s == 6 && !strncmp(h->src + x->s, "dv__rt", 6);
@@ -324,6 +336,8 @@ static bool hf_hoistable(hf *h, int d, unsigned self_loc) {
   }
   return true;
 }
+
+static bool hf_mentions(const hf *h, unsigned s, unsigned e, const char *name);
 
 static void hf_reset(hf *h) {
   h->nn = 0, h->nvars = 0, h->ned = 0, h->nreg = 0;
@@ -376,6 +390,22 @@ static bool hf_kernel(hf *h, hf_cur fn, const char *name) {
         x->kind == K_ADDRLABEL || x->kind == K_STMTEXPR)
       return hf_refuse(h, "goto, a label, asm or a statement expression", hf_node_line(h, i));
     if (x->kind == K_RETURN) h->has_ret = true;
+    if ((x->kind == 2 || x->kind == 3 || x->kind == 5 || x->kind == 20) &&
+        strncmp(h->src + x->loc, "dv__", 4)) /* DV_SHARED's length check is not one */
+      return hf_refuse(h, "a struct, union, enum or typedef declared in the kernel",
+                       hf_node_line(h, i));
+    if (x->kind == 118)
+      return hf_refuse(h, "a compound literal (its storage is not kept per thread)",
+                       hf_node_line(h, i));
+    if (x->kind == K_CALL && h->sync_addr && strncmp(h->src + x->s, "dv__rt", 6)) {
+      /* a call through a pointer may reach a barrier unseen */
+      bool direct = false;
+      for (int k = i + 1; k < h->nn && h->n[k].s == x->s && !direct; k++)
+        direct = h->n[k].kind == K_DECLREF && h->n[k].ref_kind == K_FUNC;
+      if (!direct)
+        return hf_refuse(h, "a call through a pointer in a unit where a function that reaches "
+                         "a barrier or wave operation has its address taken", hf_node_line(h, i));
+    }
     if (x->kind == K_DECLREF && x->ref_kind == K_FUNC && hf_in_sync(h, x->s, x->e))
       return hf_refuse(h, "a call of a function that reaches a barrier or wave operation",
                        hf_node_line(h, i));
@@ -389,9 +419,10 @@ static bool hf_kernel(hf *h, hf_cur fn, const char *name) {
     if (h->vars[v].tkind < 0)
       return hf_refuse(h, "a static local", hf_node_line(h, h->vars[v].node));
   if (!hf_check_list(h, body)) return false;
-  /* Uniform declarations before the first barrier: computed once. */
+  /* Uniform declarations that open the body (before any other statement
+   * and the first barrier): computed once. */
   for (int c = h->n[body].first; c >= 0 && !hf_contains(h, c); c = h->n[c].next) {
-    if (h->n[c].kind != K_DECLSTMT) continue;
+    if (h->n[c].kind != K_DECLSTMT) break;
     if (!hf_hoistable(h, c, self_loc)) { /* or from the block's indices and sizes */
       bool all = true;
       for (int d = h->n[c].first; d >= 0 && all; d = h->n[d].next)
@@ -401,6 +432,18 @@ static bool hf_kernel(hf *h, hf_cur fn, const char *name) {
                 !hf_changed(h, h->n[d].var, 0, 0);
       if (!all) continue;
     }
+    /* a name the body uses before the declaration (a global's, or a
+     * function's) would be captured by the declaration moved ahead of it */
+    bool captures = false;
+    for (int d = h->n[c].first; d >= 0 && !captures; d = h->n[d].next) {
+      if (h->n[d].kind != K_VAR) continue;
+      char nm[128];
+      unsigned l = 0, q = h->n[d].loc;
+      while (hf_idch(h->src[q + l]) && l + 1 < sizeof nm) nm[l] = h->src[q + l], l++;
+      nm[l] = 0;
+      captures = !l || hf_mentions(h, h->n[body].s, h->n[c].s, nm);
+    }
+    if (captures) continue;
     for (int d = h->n[c].first; d >= 0; d = h->n[d].next)
       if (h->n[d].kind == K_VAR) h->vars[h->n[d].var].hoist = true;
     hf_add_edit(h, h->n[c].s, h->n[c].e, E_DROP, c);
@@ -444,6 +487,14 @@ static bool hf_kernel(hf *h, hf_cur fn, const char *name) {
         h->vars[x->var].remat)
       continue;
     if (hf_region_of(h, x->s) != h->vars[x->var].region) h->vars[x->var].lift = true;
+    /* a pointer to it may outlive its region: its address taken, or an
+     * array's decayed (used other than subscripted) */
+    if (hf_addr_taken(h->src, x->s)) h->vars[x->var].lift = true;
+    int tk = h->vars[x->var].tkind;
+    if (tk == T_CARRAY || tk == T_IARRAY) {
+      unsigned a = hf_skip(h->src, x->e);
+      if (h->src[a] != '[') h->vars[x->var].lift = true;
+    }
   }
   for (int v = 0; v < h->nvars; v++) {
     if (!h->vars[v].lift) continue;
@@ -557,6 +608,13 @@ char *hk_fission(const char *pre, size_t n, char *note, size_t cap, bool *oom) {
         if (hf_mentions(&h, F.fns[i][0], F.fns[i][1], h.sync[k]))
           sy[i] = true, h.sync[h.nsync++] = F.names[i], more = true;
     }
+  }
+  for (int k = 0; k < h.nsync && !h.sync_addr; k++) {
+    size_t l = strlen(h.sync[k]);
+    for (size_t i = 0; i + l <= n && !h.sync_addr; i++)
+      if (pre[i] == h.sync[k][0] && !strncmp(pre + i, h.sync[k], l) && !hf_idch(pre[i + l]) &&
+          (i == 0 || !hf_idch(pre[i - 1])))
+        h.sync_addr = pre[hf_skip(pre, (unsigned)(i + l))] != '(';
   }
   size_t nl = 0;
   int accepted = 0;

@@ -149,8 +149,9 @@ static void hf_region(hf *h, bool plan, unsigned s, unsigned e, const char *pre,
         calls = false;
   }
   const char *rec = calls ? "dv__t->" : "dv__r.";
-  if (!calls)
-    hf_printf(h, "\n  { dv__hthread dv__r = *dv__t; const dv__hthread *const dv__self = &dv__r;");
+  if (!calls) /* a fault's report names the record's thread "or one after it": the first */
+    hf_printf(h, "\n  dv__t->tid[0] = dv__t->tid[1] = dv__t->tid[2] = 0;"
+                 "\n  { dv__hthread dv__r = *dv__t; const dv__hthread *const dv__self = &dv__r;");
   hf_printf(h, "\n  for (int dv__z = 0; dv__z < dv__bz; dv__z++) { %stid[2] = dv__z;\n"
                "  for (int dv__y = 0; dv__y < dv__by; dv__y++) { %stid[1] = dv__y;\n"
                "  for (int dv__x = 0; dv__x < dv__bx; dv__x++) { %stid[0] = dv__x;\n"
@@ -293,6 +294,10 @@ void hf_gen_list(hf *h, int compound, bool plan) {
 bool hf_write(hf *h, int root, int param1, int body, const char *name) {
   const hf_node *f = &h->n[root];
   /* The function. */
+  bool calls = false; /* anything but a barrier (printf and the like take stack) */
+  for (int i = 0; i < h->nn && !calls; i++)
+    calls = h->n[i].kind == K_CALL && !hf_rt_call(h->src, h->n[i].s, "barrier") &&
+            !hf_rt_call(h->src, h->n[i].s, "shared");
   unsigned ps = h->n[param1].s, pe = h->n[f->last].s;
   for (int c = f->first; c >= 0; c = h->n[c].next)
     if (h->n[c].kind == K_PARM) pe = h->n[c].e;
@@ -301,9 +306,21 @@ bool hf_write(hf *h, int root, int param1, int body, const char *name) {
   hf_printf(h, ") {\n  { size_t dv__per = 0");
   for (int v = 0; v < h->nvars; v++)
     if (h->vars[v].lift) hf_printf(h, " + sizeof(__typeof__(%s))", h->vars[v].type);
-  hf_printf(h, " + %d;\n    if ((size_t)dv__self->bdim[0] * (size_t)dv__self->bdim[1] * "
-               "(size_t)dv__self->bdim[2] * dv__per > dv__fis_room) { dv__self->stop = 2; "
-               "return; } }\n", (h->has_ret ? 1 : 0) + (h->has_loops ? 1 : 0));
+  hf_printf(h, " + %d;\n    size_t dv__frame = %d", (h->has_ret ? 1 : 0) + (h->has_loops ? 1 : 0),
+            calls ? 16384 : 1024);
+  /* the rest of the frame: the locals that stay (the kernel's own frame on
+   * a fiber), those whose type is named at file scope (no tag: a local
+   * struct's is not declared yet here) */
+  for (int v = 0; v < h->nvars; v++) {
+    const hf_var *x = &h->vars[v];
+    if (x->lift || x->tkind == T_VARRAY || !x->type[0] || strchr(x->type, '(') ||
+        strstr(x->type, "struct") || strstr(x->type, "union") || strstr(x->type, "enum"))
+      continue;
+    hf_printf(h, " + sizeof(__typeof__(%s))", x->type);
+  }
+  hf_printf(h, ";\n    if ((size_t)dv__self->bdim[0] * (size_t)dv__self->bdim[1] * "
+               "(size_t)dv__self->bdim[2] * dv__per + dv__frame > dv__fis_room) { "
+               "dv__self->stop = 2; return; } }\n");
   hf_printf(h, "  dv__hthread *const dv__in = dv__self, dv__l = *dv__self, *const dv__t = &dv__l;\n"
                "  (void)dv__in;\n"
                "  dv__self = dv__t;\n  {\n"

@@ -64,6 +64,7 @@ typedef struct hf {
   char why[200];   /* why the kernel was refused */
   char **sync;     /* functions that reach a barrier or a wave operation */
   int nsync;
+  bool sync_addr;  /* one of them named other than called (its address taken) */
 } hf;
 
 /* helpers on text */
@@ -88,8 +89,11 @@ unsigned hf_node_line(const hf *h, int i);
 bool hf_is_barrier(const hf *h, int i);
 bool hf_contains(const hf *h, int i);
 bool hf_for_parts(const hf *h, int i, unsigned p[3][2]);
-/* Is the variable named at [s, e) written (assigned, incremented, address taken)? */
+/* Is the variable named at [s, e) written (assigned, incremented, address
+ * taken), also through parentheses and casts (`(k) += t`, `(int *)&k`)? */
 bool hf_written(const char *src, unsigned s, unsigned e);
+/* Is the name at s the operand of a unary `&` (through parentheses, casts)? */
+bool hf_addr_taken(const char *src, unsigned s);
 /* Is break/continue node i's target the loop `loop`? */
 bool hf_leaves(const hf *h, int i, int loop);
 

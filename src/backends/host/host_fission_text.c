@@ -50,28 +50,80 @@ bool hf_text_syncs(const hf *h, unsigned s, unsigned e) {
   return false;
 }
 
-/* Is the variable named at [s, e) written (assigned, incremented, address taken)? */
+static bool hf_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* The start of the text before the name at s, opening parentheses skipped
+ * (their count in *parens). */
+static unsigned hf_before(const char *src, unsigned s, int *parens) {
+  unsigned j = s;
+  *parens = 0;
+  for (;;) {
+    while (j > 0 && hf_space(src[j - 1])) j--;
+    if (j > 0 && src[j - 1] == '(') {
+      j--, ++*parens;
+      continue;
+    }
+    return j;
+  }
+}
+
+/* Is the name at s (a variable) the operand of a unary `&`, through
+ * parentheses and a cast (`(int *)&k`: a `)` before the `&` counts as a
+ * cast's, never as an operand's), so its address is taken? */
+bool hf_addr_taken(const char *src, unsigned s) {
+  int parens;
+  unsigned j = hf_before(src, s, &parens);
+  if (j >= 1 && src[j - 1] == '&' && !(j >= 2 && src[j - 2] == '&')) {
+    unsigned k = j - 1;
+    while (k > 0 && hf_space(src[k - 1])) k--;
+    char p = k ? src[k - 1] : 0;
+    if (p == ')') { /* a cast's `(type *)` or `(name)`, or an operand's `(a + b)` */
+      unsigned o = k - 1;
+      int depth = 0;
+      bool type = true;
+      while (o > 0) {
+        o--;
+        if (src[o] == ')') depth++;
+        if (src[o] == '(' && depth-- == 0) break;
+        if (!(hf_idch(src[o]) || hf_space(src[o]) || src[o] == '*')) type = false;
+      }
+      return type;
+    }
+    if (!(hf_idch(p) || p == ']')) return true; /* unary &: address taken */
+  }
+  return false;
+}
+
+/* Is the variable named at [s, e) written (assigned, incremented, address
+ * taken), also through parentheses (`(k) += t`, `(k)++`) and casts? */
 bool hf_written(const char *src, unsigned s, unsigned e) {
+  int parens;
+  unsigned j = hf_before(src, s, &parens);
   unsigned i = hf_skip(src, e);
-  while (src[i] == '.') { /* a member of a struct */
-    i = hf_skip(src, i + 1);
-    while (hf_idch(src[i])) i++;
-    i = hf_skip(src, i);
+  bool closed = false;
+  for (;;) {
+    if (src[i] == '.') { /* a member of a struct */
+      i = hf_skip(src, i + 1);
+      while (hf_idch(src[i])) i++;
+      i = hf_skip(src, i);
+    } else if (src[i] == ')' && parens > 0) { /* `(k)`: the parentheses around it */
+      parens--, closed = true;
+      i = hf_skip(src, i + 1);
+    } else {
+      break;
+    }
   }
   const char *ops[] = {"<<=", ">>=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "++", "--"};
   for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
-    if (!strncmp(src + i, ops[k], strlen(ops[k]))) return true;
+    if (!strncmp(src + i, ops[k], strlen(ops[k]))) {
+      /* `if (k) ++x`: the operator belongs to what follows the `)` */
+      unsigned a = hf_skip(src, i + (unsigned)strlen(ops[k]));
+      if (closed && k >= 10 && (hf_idch(src[a]) || src[a] == '(')) continue;
+      return true;
+    }
   if (src[i] == '=' && src[i + 1] != '=') return true;
-  unsigned j = s;
-  while (j > 0 && (src[j - 1] == ' ' || src[j - 1] == '\t' || src[j - 1] == '\n')) j--;
   if (j >= 2 && (!strncmp(src + j - 2, "++", 2) || !strncmp(src + j - 2, "--", 2))) return true;
-  if (j >= 1 && src[j - 1] == '&' && !(j >= 2 && src[j - 2] == '&')) {
-    unsigned k = j - 1;
-    while (k > 0 && (src[k - 1] == ' ' || src[k - 1] == '\t' || src[k - 1] == '\n')) k--;
-    char p = k ? src[k - 1] : 0;
-    if (!(hf_idch(p) || p == ')' || p == ']')) return true; /* unary &: address taken */
-  }
-  return false;
+  return hf_addr_taken(src, s);
 }
 
 unsigned hf_node_line(const hf *h, int i) {
