@@ -305,7 +305,7 @@ static dv_status hk_probe_compiler(hk_state *k) {
   snprintf(ident, need, "cc=%s|%s|%s|flags=%s %s|asan=%d|check=%d|fiber|rt=%016llx|cpu=%016llx%s",
            path, version, machine, hk_fixed_flags, k->cflags, hk_asan() ? 1 : 0, k->check,
            (unsigned long long)th, (unsigned long long)hk_cpu_id(k->cflags),
-           k->fast && k->fission && hk_fission_available() ? "|fission2" : "");
+           k->fast && k->fission && hk_fission_available() ? "|fission3" : "");
   k->cc_argv = words;
   k->cc_argc = nwords;
   k->ident = ident;
