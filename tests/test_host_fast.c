@@ -40,6 +40,37 @@ static dv_module *build_src(dv_context *c, const char *name, const char *src) {
 
 static const char *const modes[2] = {"fast", "checked"};
 
+/* ---- the options a context runs with ------------------------------------------ */
+
+/* dv_context_option gives the values the context runs with: what follows
+ * host_mode where it was left at auto (review of issue 23: it said "auto"
+ * and ""), and what was set explicitly as it was set. */
+static void test_options_resolved(void **state) {
+  (void)state;
+  const char *want[2][3] = {{"off", "off", "-O3 -march=native"}, {"on", "on", "-O2"}};
+  const char *names[3] = {"host_guard", "kernel_check", "host_cflags"};
+  for (int mi = 0; mi < 2; mi++) {
+    dv_context *c = mode_ctx(modes[mi]);
+    for (int i = 0; i < 3; i++) {
+      char got[128];
+      dv_option_source src;
+      assert_ok(dv_context_option(c, names[i], got, sizeof got, &src));
+      if (strcmp(got, want[mi][i])) fail_msg("%s mode: %s = \"%s\", expected \"%s\"", modes[mi], names[i], got, want[mi][i]);
+    }
+    assert_ok(dv_context_destroy(c));
+  }
+  dv_context *c = NULL;
+  assert_ok(test_context(&c, "host_mode=fast", "host_guard=on", "host_cflags=-O1", NULL));
+  char got[128];
+  assert_ok(dv_context_option(c, "host_guard", got, sizeof got, NULL));
+  assert_string_equal(got, "on");
+  assert_ok(dv_context_option(c, "kernel_check", got, sizeof got, NULL));
+  assert_string_equal(got, "off");
+  assert_ok(dv_context_option(c, "host_cflags", got, sizeof got, NULL));
+  assert_string_equal(got, "-O1");
+  assert_ok(dv_context_destroy(c));
+}
+
 /* ---- a block's first runtime call from a thread in its middle ---------- */
 
 static const char *k_late =
@@ -455,6 +486,7 @@ int main(int argc, char **argv) {
   int begin = kernel_suite_begin(argc, argv, "host_fast", NULL, g_cache_dir, sizeof g_cache_dir);
   if (begin) return begin;
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_options_resolved),
       cmocka_unit_test(test_runtime_entered_late),
       cmocka_unit_test(test_runtime_in_a_late_block),
       cmocka_unit_test(test_barriers_odd_3d_block),

@@ -71,6 +71,18 @@ static void dv__backend_counters(dv_context *ctx, dv_backend_config *bc) {
   bc->staging_misses = &ctx->stats.staging_misses;
 }
 
+/* What follows host_mode where it was left to it: host_guard and
+ * kernel_check at "auto", host_cflags empty.  The context keeps the values
+ * it runs with, so dv_context_option says them (not "auto"). */
+static void dv__resolve_host_mode(dv_optval *opt) {
+  bool checked = strcmp(opt[DV_OPT_HOST_MODE].s, "fast") != 0;
+  if (opt[DV_OPT_HOST_GUARD].i < 0) opt[DV_OPT_HOST_GUARD].i = checked;
+  if (opt[DV_OPT_KERNEL_CHECK].i < 0) opt[DV_OPT_KERNEL_CHECK].i = checked;
+  if (!opt[DV_OPT_HOST_CFLAGS].s[0])
+    snprintf(opt[DV_OPT_HOST_CFLAGS].s, sizeof opt[DV_OPT_HOST_CFLAGS].s, "%s",
+             checked ? "-O2" : "-O3 -march=native");
+}
+
 static dv_status dv__open_backend(dv_context *ctx) {
   const char *want = ctx->opt[DV_OPT_BACKEND].s;
   char devbuf[sizeof ((dv_optval *)0)->s];
@@ -109,6 +121,7 @@ dv_status dv_context_create(const dv_config *cfg, dv_context **out) {
   dv_context *ctx = dv__calloc(1, sizeof *ctx);
   if (!ctx) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a context");
   dv__options_resolve(cfg, ctx->opt);
+  dv__resolve_host_mode(ctx->opt);
   if (ctx->opt[DV_OPT_LOG_LEVEL].source == DV_SOURCE_API)
     dv__log_set_level((dv_log_level)ctx->opt[DV_OPT_LOG_LEVEL].i);
   /* host-allocation faults are process-wide; a config arms them too */

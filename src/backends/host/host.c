@@ -793,6 +793,15 @@ static int hb_fault_pending(void *state, dv_fault_kind kind) {
   return atomic_load(&st->fault[kind]) != 0;
 }
 
+/* dv_memory_trim: the blocks that queued work still holds come back to the
+ * cache when that work ends, so wait for it first (the header promises that
+ * trim returns what work that used the memory held); the internal trim of a
+ * refused allocation (host_mem.c) does not wait. */
+static dv_status hb_trim(void *state) {
+  if (!hb_in_worker) hb_stream_sync(state, NULL);
+  return hb_mem_trim(state);
+}
+
 const dv_backend dv__backend_host = {
     .version = DV_BACKEND_VERSION,
     .name = "host",
@@ -848,5 +857,5 @@ const dv_backend dv__backend_host = {
     /* Version 6. */
     .kernel_params = hk_kernel_params,
     /* Version 7. */
-    .mem_trim = hb_mem_trim,
+    .mem_trim = hb_trim,
 };
