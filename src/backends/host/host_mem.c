@@ -267,7 +267,14 @@ dv_status hb_mem_alloc(void *state, size_t bytes, void **buf) {
     *buf = b;
     return DV_OK;
   }
+  /* A new block: the live ones and the cached ones together stay within the
+   * capacity (host_memory is what the simulated device holds, in whatever
+   * state), so the oldest cached blocks go first. */
+  hb_block *over = NULL;
+  if (st->ncache && st->used + st->cache_bytes > st->cap)
+    over = hb_cache_drain(st, st->cap - st->used, HB_CACHE_SLOTS);
   pthread_mutex_unlock(&st->lock);
+  hb_free_chain(over);
   b = calloc(1, sizeof *b);
   if (!b) return hb_mem_refused(st, charged, total);
   unsigned char *base = st->ipc ? hb_shared_alloc(b, total) : aligned_alloc(256, total);
