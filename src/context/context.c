@@ -18,20 +18,17 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
                                dv_backend_config *bc, char *devbuf, size_t cap) {
   memset(bc, 0, sizeof *bc);
   bc->host_memory = (size_t)opt[DV_OPT_HOST_MEMORY].i;
-  /* host_mode, and what follows it where left at auto. */
+  /* host_mode; what follows it is resolved already (dv__resolve_host_mode). */
   bc->host_checked = strcmp(opt[DV_OPT_HOST_MODE].s, "fast") != 0;
   bc->host_fission = (int)opt[DV_OPT_HOST_FISSION].i;
-  bc->host_guard = opt[DV_OPT_HOST_GUARD].i < 0 ? bc->host_checked : (int)opt[DV_OPT_HOST_GUARD].i;
+  bc->host_guard = (int)opt[DV_OPT_HOST_GUARD].i;
   bc->fault_device_alloc = (uint64_t)opt[DV_OPT_FAULT_DEVICE_ALLOC].i;
   bc->fault_copy = (uint64_t)opt[DV_OPT_FAULT_COPY].i;
   bc->host_delay_us = opt[DV_OPT_HOST_DELAY_US].i;
   bc->host_strided = (int)opt[DV_OPT_HOST_STRIDED].i;
-  bc->kernel_check =
-      opt[DV_OPT_KERNEL_CHECK].i < 0 ? bc->host_checked : (int)opt[DV_OPT_KERNEL_CHECK].i;
+  bc->kernel_check = (int)opt[DV_OPT_KERNEL_CHECK].i;
   bc->host_cc = opt[DV_OPT_HOST_CC].s;
-  bc->host_cflags = opt[DV_OPT_HOST_CFLAGS].s[0] ? opt[DV_OPT_HOST_CFLAGS].s
-                    : bc->host_checked               ? "-O2"
-                                                     : "-O3 -march=native";
+  bc->host_cflags = opt[DV_OPT_HOST_CFLAGS].s;
   bc->host_fiber_stack = (size_t)opt[DV_OPT_HOST_FIBER_STACK].i;
   bc->host_wave_size = (int)opt[DV_OPT_HOST_WAVE_SIZE].i;
   bc->nvrtc_library = opt[DV_OPT_NVRTC_LIBRARY].s;

@@ -163,6 +163,22 @@ static bool hk_exec_reserve(hk_exec *ex, int n) {
 
 /* ---- the runner: threads one after the other -------------------------------- */
 
+/* The thread record a block function or fission function starts from:
+ * block ex->block of launch l, thread `first` (linear index). */
+static void hk_block_record(const hk_exec *ex, const hk_job *l, int first, dv__hthread *t) {
+  unsigned bc[3], tc[3];
+  hk_coords(ex->block, l->grid, bc);
+  hk_coords((uint64_t)first, l->block, tc);
+  memset(t, 0, sizeof *t);
+  for (int d = 0; d < 3; d++) {
+    t->tid[d] = (int)tc[d];
+    t->bid[d] = (int)bc[d];
+    t->bdim[d] = (int)l->block[d];
+    t->gdim[d] = (int)l->grid[d];
+  }
+  t->block = (void *)ex;
+}
+
 /* Fast mode: the block function runs the threads from ex->next_thread on,
  * in order, in one call (kernel.h), on its copy of the record made here;
  * the runtime learns which thread calls it from that copy (hk_loop_sync)
@@ -171,18 +187,8 @@ static bool hk_exec_reserve(hk_exec *ex, int n) {
 static void hk_runner_loop(hk_fib *fb, hk_exec *ex, hk_job *l) {
   int first = ex->next_thread;
   for (;;) {
-    unsigned bc[3], tc[3];
-    hk_coords(ex->block, l->grid, bc);
-    hk_coords((uint64_t)first, l->block, tc);
     dv__hthread t;
-    memset(&t, 0, sizeof t);
-    for (int d = 0; d < 3; d++) {
-      t.tid[d] = (int)tc[d];
-      t.bid[d] = (int)bc[d];
-      t.bdim[d] = (int)l->block[d];
-      t.gdim[d] = (int)l->grid[d];
-    }
-    t.block = ex;
+    hk_block_record(ex, l, first, &t);
     fb->loop = true;
     fb->loop_done = first;
     fb->owner = -1;
@@ -220,16 +226,8 @@ static void hk_runner_loop(hk_fib *fb, hk_exec *ex, hk_job *l) {
  * learns the running thread from it as from a block function's.  False:
  * it declined (its threads' state does not fit its stack), and nothing ran. */
 static bool hk_runner_fis(hk_fib *fb, hk_exec *ex, hk_job *l) {
-  unsigned bc[3];
-  hk_coords(ex->block, l->grid, bc);
   dv__hthread t;
-  memset(&t, 0, sizeof t);
-  for (int d = 0; d < 3; d++) {
-    t.bid[d] = (int)bc[d];
-    t.bdim[d] = (int)l->block[d];
-    t.gdim[d] = (int)l->grid[d];
-  }
-  t.block = ex;
+  hk_block_record(ex, l, 0, &t);
   fb->loop = true;
   fb->loop_done = 0;
   fb->owner = -1;
@@ -248,19 +246,17 @@ static bool hk_runner_fis(hk_fib *fb, hk_exec *ex, hk_job *l) {
       ex->cur = 0, ex->next_thread = ex->n;
       return true;
     }
-    {
-      ex->nbar = 0;
-      for (int j = 0; j < ex->n; j++) {
-        hk_thr *h = &ex->thr[j];
-        h->state = div->done[j] ? HK_T_EXIT : HK_T_BAR, h->fib = NULL, h->op = -1;
-        h->site = div->site, h->line = div->line;
-        ex->nbar += !div->done[j];
-      }
-      ex->bar_mixed = false;
-      ex->states_valid = true; /* the scheduler reports the divergent barrier */
-      ex->next_thread = ex->n;
-      return true;
+    ex->nbar = 0;
+    for (int j = 0; j < ex->n; j++) {
+      hk_thr *h = &ex->thr[j];
+      h->state = div->done[j] ? HK_T_EXIT : HK_T_BAR, h->fib = NULL, h->op = -1;
+      h->site = div->site, h->line = div->line;
+      ex->nbar += !div->done[j];
     }
+    ex->bar_mixed = false;
+    ex->states_valid = true; /* the scheduler reports the divergent barrier */
+    ex->next_thread = ex->n;
+    return true;
   }
   if (t.stop) return false;
   if (ex->states_valid)
