@@ -382,6 +382,12 @@ void hk_test_fault_at(int where);
 #define HK_TEST_FAULT(where) ((void)0)
 #endif
 
+/* ---- host_lines.c ---- */
+/* "file:line" of code address pc in module m (the user's file, as the
+ * program names it), into buf; where the line cannot be found, the module
+ * and the offset. */
+void hk_line_of(const dv_bmodule *m, const void *pc, char *buf, size_t cap);
+
 /* ---- host_exec.c ---- */
 /* The calling OS thread's executor for state k (made on first use); NULL:
  * no memory. */

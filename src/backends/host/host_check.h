@@ -1,0 +1,80 @@
+/*
+ * The host simulator's access checks (issue 24): what checked mode's
+ * kernel_check=on adds to kernel_check=bounds.  Kernels are compiled with
+ * the compiler's thread-sanitizer instrumentation (every load and store a
+ * call); the module's entry points (kernel.h) hand each access to the
+ * library's runtime (host_access.c), which finds what it touches and asks
+ * the checks below.  One file per check:
+ *
+ *   host_access.c     the dispatch: which array, shared array or local an
+ *                     access touches; memcheck (host_memcheck.c) for what is
+ *                     outside them; the reports
+ *   host_initcheck.c  reads of shared memory no thread of the block wrote
+ *   host_race.c       data races: shared memory within a block's barrier
+ *                     interval, global memory across the launch
+ *
+ * The launch's blocks run one after the other while these checks are on
+ * (one state per launch, no locks).  Offsets are bytes: into a global
+ * region (one of the launch's arrays, numbered by the dispatcher) or into
+ * the block's shared arena (static shared arrays and the dynamic area).
+ */
+#ifndef DV_HOST_CHECK_H
+#define DV_HOST_CHECK_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One access, as the checks record it. */
+typedef struct hk_acc {
+  uint64_t block; /* linear index of the block in the launch's grid */
+  int thread;     /* linear index of the thread in its block */
+  const void *pc; /* the access's instruction (for its source line) */
+  bool write;
+} hk_acc;
+
+/* ---- host_initcheck.c ---- */
+typedef struct hk_init hk_init;
+/* State for a shared arena of `bytes` bytes; NULL: no memory. */
+hk_init *hk_init_new(size_t bytes);
+void hk_init_free(hk_init *s);
+/* A new block: nothing of its shared memory is written. */
+void hk_init_block(hk_init *s);
+/* Bytes [off, off + n) were written by some thread of the block. */
+void hk_init_write(hk_init *s, size_t off, size_t n);
+/* A read of [off, off + n): true when some byte of it was never written in
+ * this block (*first: the first such byte's offset). */
+bool hk_init_read(const hk_init *s, size_t off, size_t n, size_t *first);
+
+/* ---- host_race.c ---- */
+typedef struct hk_race hk_race;
+/* What a race report needs: the earlier access it conflicts with. */
+typedef struct hk_race_hit {
+  hk_acc prev;
+  size_t off; /* the first byte both touch (region or arena offset) */
+} hk_race_hit;
+/* A launch's race state: nregions global regions of bytes[i] bytes each,
+ * a shared arena of shared_bytes per block, blocks of block_threads
+ * threads in waves of `wave` lanes (thread t is in wave t / wave).  NULL:
+ * no memory. */
+hk_race *hk_race_new(size_t nregions, const size_t *bytes, size_t shared_bytes,
+                     int block_threads, int wave);
+void hk_race_free(hk_race *r);
+/* Block `block` starts (blocks run one after the other): its shared
+ * memory's history is forgotten and its barrier counts start at zero.
+ * Global memory's history stays for the whole launch. */
+void hk_race_block(hk_race *r, uint64_t block);
+/* Every thread of the running block passed a barrier with these fences
+ * (DV_FENCE_LOCAL orders shared memory, DV_FENCE_GLOBAL global memory). */
+void hk_race_barrier(hk_race *r, int fence);
+/* Every lane of wave w of the running block passed a wave barrier or a
+ * wave operation: it orders that wave's lanes (shared and global). */
+void hk_race_wave(hk_race *r, int w);
+/* Check and record a (non-atomic) access of [off, off + n) of global region
+ * g / of the running block's shared arena.  true: it races with an earlier
+ * access by another thread (at least one a write, not ordered by a barrier
+ * both passed); *hit says which.  Atomic accesses are never passed here. */
+bool hk_race_global(hk_race *r, size_t g, size_t off, size_t n, const hk_acc *a,
+                    hk_race_hit *hit);
+bool hk_race_shared(hk_race *r, size_t off, size_t n, const hk_acc *a, hk_race_hit *hit);
+
+#endif
