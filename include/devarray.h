@@ -301,8 +301,14 @@ typedef struct dv_device_info {
  * Create a context: choose a backend and a device, read options, create the
  * default stream.  The backend is the `backend` option ("auto", "host",
  * "opencl", "cuda"; DV_BACKEND); in automatic mode the order is cuda, then
- * an OpenCL GPU, then the host simulator, which is always there.  cfg may be
- * NULL.  Asking for an unavailable backend by name fails with its reason
+ * an OpenCL GPU, then the host simulator, which is always there.  The OpenCL
+ * backend's device is the `opencl_device` option (DV_OPENCL_DEVICE:
+ * "platform:device" indices or a name substring); left empty, the first GPU,
+ * or, when the backend was asked for by name, the first device of any type.
+ * An OpenCL device that is a simulator (Oclgrind, which calls itself a GPU)
+ * is never chosen without being named: not as the OpenCL backend's default
+ * device, nor in automatic mode; `opencl_device=Oclgrind` selects it.  cfg
+ * may be NULL.  Asking for an unavailable backend by name fails with its reason
  * (DV_ERR_BACKEND_UNAVAILABLE, DV_ERR_LIBRARY_LOAD, ...).  Thread-safe.
  */
 DV_API dv_status dv_context_create(const dv_config *cfg, dv_context **out);

@@ -89,10 +89,35 @@ typedef struct cl_dev_entry {
   cl_device_id d;
   unsigned pi, di;
   cl_device_type type;
+  bool simulator; /* an interpreter such as Oclgrind: never chosen automatically */
   char name[256];
 } cl_dev_entry;
 
+/* OpenCL devices that simulate a device in an interpreter, found by platform
+ * or device name or vendor.  Oclgrind reports itself as a GPU (and a CPU and
+ * an accelerator) and runs kernels hundreds of times slower than native
+ * code; it is a debugging tool, so only a named device selects it. */
+static const char *const cl_simulator_names[] = {"Oclgrind"};
+
 #define CL_MAX_DEVS 64
+
+static bool cl_contains(const char *hay, const char *needle) {
+  size_t n = strlen(needle);
+  for (; *hay; hay++)
+    if (strncasecmp(hay, needle, n) == 0) return true;
+  return false;
+}
+
+static bool cl_is_simulator(cl_platform_id p, cl_device_id d, const char *dev_name) {
+  char plat[128] = "", vendor[128] = "";
+  cl.clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof plat, plat, NULL);
+  cl.clGetDeviceInfo(d, CL_DEVICE_VENDOR, sizeof vendor, vendor, NULL);
+  for (size_t i = 0; i < sizeof cl_simulator_names / sizeof *cl_simulator_names; i++)
+    if (cl_contains(plat, cl_simulator_names[i]) || cl_contains(vendor, cl_simulator_names[i]) ||
+        cl_contains(dev_name, cl_simulator_names[i]))
+      return true;
+  return false;
+}
 
 static dv_status cl_enumerate(cl_dev_entry *out, unsigned *n) {
   *n = 0;
@@ -112,21 +137,17 @@ static dv_status cl_enumerate(cl_dev_entry *out, unsigned *n) {
       cl.clGetDeviceInfo(devs[d], CL_DEVICE_TYPE, sizeof x->type, &x->type, NULL);
       x->name[0] = 0;
       cl.clGetDeviceInfo(devs[d], CL_DEVICE_NAME, sizeof x->name, x->name, NULL);
+      x->simulator = cl_is_simulator(plats[p], devs[d], x->name);
     }
   }
   if (*n == 0) return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "OpenCL platforms have no devices");
   return DV_OK;
 }
 
-static bool cl_contains(const char *hay, const char *needle) {
-  size_t n = strlen(needle);
-  for (; *hay; hay++)
-    if (strncasecmp(hay, needle, n) == 0) return true;
-  return false;
-}
 
 /* Choose a device: "p:d", a name substring, or (empty) the first GPU, or,
- * unless require_gpu, the first device of any type. */
+ * unless require_gpu, the first device of any type.  A simulator (Oclgrind)
+ * is chosen only by "p:d" or its name, never by the empty selection. */
 static dv_status cl_choose(const dv_backend_config *cfg, cl_dev_entry *chosen) {
   cl_dev_entry devs[CL_MAX_DEVS];
   unsigned n;
@@ -151,17 +172,32 @@ static dv_status cl_choose(const dv_backend_config *cfg, cl_dev_entry *chosen) {
       }
     return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "no OpenCL device name contains \"%s\"", sel);
   }
-  for (unsigned i = 0; i < n; i++)
+  unsigned nsim = 0, sim = 0, other = n;
+  for (unsigned i = 0; i < n; i++) {
+    if (devs[i].simulator) {
+      if (!nsim++) sim = i;
+      continue;
+    }
+    if (other == n) other = i;
     if (devs[i].type & CL_DEVICE_TYPE_GPU) {
       *chosen = devs[i];
       return DV_OK;
     }
+  }
+  char skipped[512] = "";
+  if (nsim)
+    snprintf(skipped, sizeof skipped,
+             "; %u simulator(s) such as \"%.120s\" (%u:%u) are never chosen automatically: name one "
+             "(DV_OPENCL_DEVICE=\"%.120s\")",
+             nsim, devs[sim].name, devs[sim].pi, devs[sim].di, devs[sim].name);
+  if (other == n)
+    return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "no OpenCL device but simulators%s", skipped);
   if (cfg->require_gpu)
     return dv__error(DV_ERR_BACKEND_UNAVAILABLE,
                      "no OpenCL GPU (found %u other device(s), e.g. \"%s\"; CPU devices are used only "
-                     "when asked for: DV_BACKEND=opencl or DV_OPENCL_DEVICE)",
-                     n, devs[0].name);
-  *chosen = devs[0];
+                     "when asked for: DV_BACKEND=opencl or DV_OPENCL_DEVICE)%s",
+                     n - nsim, devs[other].name, skipped);
+  *chosen = devs[other];
   return DV_OK;
 }
 
@@ -185,10 +221,11 @@ static dv_status clb_probe(char *reason, size_t cap) {
       cl.clGetDeviceInfo(devs[i].d, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof ma, &ma, NULL);
       cl.clGetDeviceInfo(devs[i].d, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof bits, &bits, NULL);
       k += (size_t)snprintf(reason + k, cap - k,
-                            "\n      %u:%u %s [%s] on platform \"%s\": global memory %llu MiB, max allocation "
+                            "\n      %u:%u %s [%s%s] on platform \"%s\": global memory %llu MiB, max allocation "
                             "%llu MiB, base alignment %u bytes",
                             devs[i].pi, devs[i].di, devs[i].name,
                             (devs[i].type & CL_DEVICE_TYPE_GPU) ? "GPU" : (devs[i].type & CL_DEVICE_TYPE_CPU) ? "CPU" : "other",
+                            devs[i].simulator ? ", simulator: only when named" : "",
                             plat, (unsigned long long)(gm >> 20), (unsigned long long)(ma >> 20), bits / 8);
     }
   }
