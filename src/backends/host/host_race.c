@@ -91,6 +91,7 @@ struct hk_race {
   rc_cell *shared;
   size_t held; /* bytes allocated (hk_race_shadow_bytes) */
   int bt, wave, nwaves;
+  int wave_shift; /* log2(wave) when a power of two, else -1 */
   /* the running block */
   uint64_t block, ordinal, base; /* base: block * bt, the gid of its thread 0 */
   bool gid_ok;                   /* every thread of the block has a 44-bit gid */
@@ -180,14 +181,19 @@ static inline uint32_t rc_pc(hk_race *r, const void *pc) {
 
 static inline uint64_t rc_gid(uint64_t v) { return v >> RC_PC_BITS; }
 
+/* The wave of thread t of the block. */
+static inline int rc_wave(const hk_race *r, uint64_t t) {
+  return (int)(r->wave_shift >= 0 ? t >> r->wave_shift : t / (uint64_t)r->wave);
+}
+
 /* Is record v (gid rg, event count s) of the running block ordered before an
  * access by thread t of the block?  last: the count of the last barrier of
  * the memory's fence; base: the gid of the block's thread 0. */
 static inline bool rc_ordered(const hk_race *r, uint64_t rg, uint32_t s, uint32_t last,
                               uint64_t base, int t) {
   if (last > s) return true;
-  int w = t / r->wave;
-  return (int)((rg - base) / (uint64_t)r->wave) == w && r->last_wave[w] > s;
+  int w = rc_wave(r, (uint64_t)t);
+  return rc_wave(r, rg - base) == w && r->last_wave[w] > s;
 }
 
 /* Does record v (count s) conflict with an access by gid g, thread t? */
@@ -209,8 +215,7 @@ static int rc_reach(const hk_race *r, uint64_t v, uint32_t s, uint32_t last, uin
   uint64_t rg = rc_gid(v);
   if (rg - base >= (uint64_t)r->bt) return 3;
   if (last > s) return global ? 1 : 0;
-  int w = (int)((rg - base) / (uint64_t)r->wave);
-  return r->last_wave[w] > s ? 1 : 2;
+  return r->last_wave[rc_wave(r, rg - base)] > s ? 1 : 2;
 }
 
 /* Record a read by `me` (gid g, thread t) in c's readers. */
@@ -224,19 +229,26 @@ static void rc_add_reader(const hk_race *r, rc_cell *c, uint64_t me, uint64_t g,
       return;
     }
   /* Two other readers: keep the two of the three that reach further; on a
-   * tie, keep the new one, and lanes of different waves. */
-  int k0 = rc_reach(r, c->r[0], c->rs[0], last, base, global);
-  int k1 = rc_reach(r, c->r[1], c->rs[1], last, base, global);
-  int kn = 2;
-  if (kn < k0 && kn < k1) return;
+   * tie, keep the new one, and lanes of different waves.  First the common
+   * cases: a shared reader ordered by a barrier reaches nothing; readers
+   * of other blocks reach further than the new one. */
   int drop;
-  if (k0 != k1) {
-    drop = k0 < k1 ? 0 : 1;
+  if (!global && last > c->rs[0]) {
+    drop = 0;
+  } else if (!global && last > c->rs[1]) {
+    drop = 1;
   } else {
-    int w = t / r->wave;
-    int w0 = (int)((rc_gid(c->r[0]) - base) / (uint64_t)r->wave);
-    int w1 = (int)((rc_gid(c->r[1]) - base) / (uint64_t)r->wave);
-    drop = (w1 == w && w0 != w) ? 1 : 0;
+    int k0 = rc_reach(r, c->r[0], c->rs[0], last, base, global);
+    if (k0 == 3 && rc_gid(c->r[1]) - base >= (uint64_t)r->bt) return;
+    int k1 = rc_reach(r, c->r[1], c->rs[1], last, base, global);
+    if (k0 != k1) {
+      drop = k0 < k1 ? 0 : 1;
+    } else {
+      int w = rc_wave(r, (uint64_t)t);
+      int w0 = rc_wave(r, rc_gid(c->r[0]) - base);
+      int w1 = rc_wave(r, rc_gid(c->r[1]) - base);
+      drop = (w1 == w && w0 != w) ? 1 : 0;
+    }
   }
   c->r[drop] = me;
   c->rs[drop] = s;
@@ -264,7 +276,15 @@ static bool rc_cells(hk_race *r, rc_cell *c, size_t n, size_t off, uint16_t gen,
   uint32_t last = global ? r->last_global : r->last_local;
   uint16_t s = (uint16_t)r->seq;
   bool now = false;
+  rc_cell was, became; /* the last cell handled in full: before, after */
   for (size_t i = 0; i < n; i++, c++) {
+    /* the bytes of one earlier access have equal cells, and equal cells
+     * give equal answers: the common case costs a compare and a copy */
+    if (i && memcmp(c, &was, sizeof *c) == 0) {
+      *c = became;
+      continue;
+    }
+    was = *c;
     if (c->gen != gen) *c = (rc_cell){.gen = gen};
     if (!found && !now) {
       if (rc_conflict(r, c->w, c->ws, g, last, base, t)) {
@@ -285,6 +305,7 @@ static bool rc_cells(hk_race *r, rc_cell *c, size_t n, size_t off, uint16_t gen,
     } else {
       rc_add_reader(r, c, me, g, last, base, t, global);
     }
+    became = *c;
   }
   return now;
 }
@@ -293,8 +314,7 @@ static bool rc_cells(hk_race *r, rc_cell *c, size_t n, size_t off, uint16_t gen,
 
 static uint16_t rc_renum(const hk_race *r, uint64_t v, uint16_t s, uint32_t last, uint64_t base) {
   if (last > s) return 0;
-  int w = (int)((rc_gid(v) - base) / (uint64_t)r->wave);
-  return r->last_wave[w] > s ? 1 : 2;
+  return r->last_wave[rc_wave(r, rc_gid(v) - base)] > s ? 1 : 2;
 }
 
 static void rc_renum_cells(const hk_race *r, rc_cell *c, size_t n, uint16_t gen, uint32_t last,
@@ -352,6 +372,7 @@ hk_race *hk_race_new(size_t nregions, const size_t *bytes, size_t shared_bytes, 
   r->bt = block_threads;
   r->wave = wave;
   r->nwaves = (block_threads + wave - 1) / wave;
+  r->wave_shift = (wave & (wave - 1)) == 0 ? __builtin_ctz((unsigned)wave) : -1;
   r->nregions = nregions;
   r->shared_bytes = shared_bytes;
   r->reg = dv__calloc(nregions, sizeof *r->reg);
