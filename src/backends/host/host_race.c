@@ -93,11 +93,12 @@ struct hk_race {
   int bt, wave, nwaves;
   int wave_shift; /* log2(wave) when a power of two, else -1 */
   /* the running block */
-  uint64_t block, ordinal, base; /* base: block * bt, the gid of its thread 0 */
-  bool gid_ok;                   /* every thread of the block has a 44-bit gid */
-  uint16_t gen;                  /* shared cells of another generation are empty */
-  uint32_t seq, last_local, last_global, *last_wave;
-  bool dirty; /* an access was recorded at the current seq */
+  uint64_t block, ordinal, base;         /* base: block * bt, the gid of its thread 0 */
+  bool gid_ok;                           /* every thread of the block has a 44-bit gid */
+  uint16_t gen;                          /* shared cells of another generation are empty */
+  uint32_t seq, last_local, last_global; /* counts: now, at the last barrier of each fence */
+  uint32_t *last_wave;                   /* per wave: at its last synchronization */
+  bool dirty;                            /* an access was recorded at the current seq */
   bool degraded;
   /* pcs, interned: pcs[i] is index i's; an open-addressing table finds them */
   const void **pcs;
