@@ -46,6 +46,13 @@
  * below the fiber's stack, is named a stack overflow, with the stack's
  * size and the host_fiber_stack option).  The process goes on; the fibers
  * of that block are abandoned (their stacks are reused).
+ *
+ * The watchdog (option kernel_timeout, host_watchdog.c) stops a block the
+ * same way: its SIGBUS, sent with pthread_kill (si_code SI_TKILL), jumps
+ * out of the kernel's own code (siglongjmp value 2, no fault text), and
+ * the runner and the scheduler check the executor's wd_stop before they
+ * resume a thread (hk_schedule returns 2); the block is then recorded
+ * (hk_wd_block_stopped) and abandoned as after a fault.
  */
 #include <dlfcn.h>
 #include <errno.h>
