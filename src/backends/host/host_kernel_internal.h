@@ -129,6 +129,8 @@ struct dv_bmodule {
   size_t cbytes;
   dv__hthread **(*self_slot)(void);
   struct hk_lines *lines; /* host_lines.c's answers (made on first use) */
+  bool text_known;        /* host_lines.c's hk_module_text (under lock) */
+  uintptr_t text_lo, text_hi;
   bool check;    /* kernel_check or DV_BUILD_DEBUG */
   pthread_mutex_t lock;
   dv_bkernel *kernels;

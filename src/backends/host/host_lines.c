@@ -37,8 +37,6 @@ extern char **environ;
 
 struct hk_lines {
   pthread_mutex_t mu;
-  bool text_known;
-  uintptr_t lo, hi; /* the module's executable segment */
   size_t n, next;
   struct {
     uintptr_t off;
@@ -86,12 +84,13 @@ static int hk_seg_cb(struct dl_phdr_info *info, size_t size, void *arg) {
   return 1;
 }
 
-bool hk_module_text(const dv_bmodule *m, uintptr_t *lo, uintptr_t *hi) {
+/* Kept in the module itself (no allocation: a launch calls it). */
+bool hk_module_text(const dv_bmodule *cm, uintptr_t *lo, uintptr_t *hi) {
   *lo = *hi = 0;
-  struct hk_lines *c = m ? hk_lines_of(m) : NULL;
-  if (!c) return false;
-  pthread_mutex_lock(&c->mu);
-  if (!c->text_known) {
+  if (!cm) return false;
+  dv_bmodule *m = (dv_bmodule *)cm;
+  pthread_mutex_lock(&m->lock);
+  if (!m->text_known) {
     void *anchor = NULL;
     Dl_info di;
     memcpy(&anchor, &m->self_slot, sizeof anchor);
@@ -100,11 +99,11 @@ bool hk_module_text(const dv_bmodule *m, uintptr_t *lo, uintptr_t *hi) {
       f.base = (uintptr_t)di.dli_fbase;
       dl_iterate_phdr(hk_seg_cb, &f);
     }
-    c->lo = f.lo, c->hi = f.hi;
-    c->text_known = true;
+    m->text_lo = f.lo, m->text_hi = f.hi;
+    m->text_known = true;
   }
-  *lo = c->lo, *hi = c->hi;
-  pthread_mutex_unlock(&c->mu);
+  *lo = m->text_lo, *hi = m->text_hi;
+  pthread_mutex_unlock(&m->lock);
   return *hi > *lo;
 }
 
