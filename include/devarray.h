@@ -107,6 +107,7 @@ DV_API const char *dv_version(void);
   X(ERR_COMPILE, 403, "kernel source failed to compile (see the build log)")        \
   X(ERR_KERNEL_FAULT, 404, "a kernel faulted (divergent barrier, bad access, trap)") \
   X(ERR_IO, 405, "a file could not be read or written")                            \
+  X(ERR_KERNEL_TIMEOUT, 406, "a kernel ran longer than the option kernel_timeout allows") \
   X(ERR_LIBRARY_LOAD, 500, "driver library could not be loaded")                    \
   X(ERR_SYMBOL_LOAD, 501, "driver library lacks a required entry point")            \
   X(ERR_NO_COMPILER, 502, "no kernel compiler found (NVRTC or a C compiler)")       \
@@ -1650,6 +1651,14 @@ static inline dv_arg dv__arg_mem(dv_arg_kind k, const dv_array *arr, dv_smart *s
  * Faults found while the kernel runs (the host simulator's divergent-barrier
  * and out-of-bounds reports) come back from the stream's next synchronize
  * as DV_ERR_KERNEL_FAULT, or from this call when it is synchronous.
+ * Host simulator: with the option kernel_timeout (seconds, fractions
+ * allowed; 0, the default, is no limit) a launch that runs longer, counted
+ * from when the stream starts running it, is stopped: its running blocks
+ * are interrupted where they are, blocks not yet started never start, and
+ * it comes back the same way as DV_ERR_KERNEL_TIMEOUT, whose message names
+ * each stopped block and where its threads were (`file:line` and running,
+ * waiting at a barrier, finished, not started; docs/kernels.md).  The
+ * stream and the context stay usable, as after a fault.
  */
 DV_API dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nargs,
                                   const dv_arg *args);

@@ -98,6 +98,7 @@ typedef struct dv_backend_config {
   size_t cuda_staging_thread_min; /* CUDA: pieces below this many bytes are copied by one thread */
   size_t host_printf_buffer; /* host simulator: dv_printf bytes kept per launch */
   size_t cuda_staging_limit; /* CUDA: pinned staging bytes per context (0: 4 chunks) */
+  double kernel_timeout;     /* host simulator: seconds a launch may run (0: no limit) */
   /* The context's counters of pinned staging memory (dv_stats `staging`,
    * staging_hits, staging_misses) for a backend that stages on its own
    * (CUDA's pageable path); NULL: not counted.  Valid until close. */

@@ -38,6 +38,7 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
   bc->cuda_staging_thread_min = (size_t)opt[DV_OPT_CUDA_STAGING_THREAD_MIN].i;
   bc->host_printf_buffer = (size_t)opt[DV_OPT_HOST_PRINTF_BUFFER].i;
   bc->cuda_staging_limit = (size_t)opt[DV_OPT_CUDA_STAGING_LIMIT].i;
+  bc->kernel_timeout = opt[DV_OPT_KERNEL_TIMEOUT].d;
   devbuf[0] = 0;
   /* The backend's own option wins where it was set; then `device`
    * (DV_DEVICE), which names the device of whichever backend is chosen. */

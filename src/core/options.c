@@ -126,6 +126,10 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "host simulator, fast mode: region fission (kernels with barriers run a block as loops over "
      "its threads between barriers, where libclang can be loaded and the kernel qualifies; "
      "docs/kernels.md); off: fibers"},
+    {"kernel_timeout", "DV_KERNEL_TIMEOUT", NULL, T_DOUBLE, "0", 0, 1e6,
+     "host simulator: seconds a kernel launch may run (fractions allowed; 0: no limit); a launch "
+     "running longer is stopped and fails with DV_ERR_KERNEL_TIMEOUT, saying where its threads "
+     "were"},
 };
 
 int dv__option_lookup(const char *name) {

@@ -161,7 +161,8 @@ static int hk_spawn(char *const argv[], const char *out_path, int *code) {
 /* Appended to every host translation unit. */
 /* The flags every module is compiled with (part of the module's identity:
  * hk_probe_compiler). */
-static const char hk_fixed_flags[] = "-std=c11 -shared -fPIC -fvisibility=hidden -ffp-contract=off";
+static const char hk_fixed_flags[] =
+    "-std=c11 -shared -fPIC -fvisibility=hidden -ffp-contract=off -g1 -gdwarf-4";
 
 static const char hk_trailer[] =
     "\n#line 1 \"<devarray host runtime>\"\n"

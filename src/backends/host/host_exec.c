@@ -46,6 +46,13 @@
  * below the fiber's stack, is named a stack overflow, with the stack's
  * size and the host_fiber_stack option).  The process goes on; the fibers
  * of that block are abandoned (their stacks are reused).
+ *
+ * The watchdog (option kernel_timeout, host_watchdog.c) stops a block the
+ * same way: its SIGBUS, sent with pthread_kill (si_code SI_TKILL), jumps
+ * out of the kernel's own code (siglongjmp value 2, no fault text), and
+ * the runner and the scheduler check the executor's wd_stop before they
+ * resume a thread (hk_schedule returns 2); the block is then recorded
+ * (hk_wd_block_stopped) and abandoned as after a fault.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -233,7 +240,9 @@ static bool hk_runner_fis(hk_fib *fb, hk_exec *ex, hk_job *l) {
   fb->owner = -1;
   ex->cur = 0;
   *ex->self = &t;
+  ex->in_fis = true;
   hk_call(l, l->kern->fis, &ex->in_kernel);
+  ex->in_fis = false;
   fb->loop = false;
   if (t.stop == 3) { /* some threads returned before a barrier the others reached */
     struct { int site, line, n; unsigned char done[HK_MAX_THREADS]; } *div;
@@ -277,6 +286,10 @@ static void hk_runner_main(void *arg) {
     hk_runner_loop(fb, ex, l);
   }
   while (!fb->taken && ex->next_thread < ex->n) {
+    if (atomic_load_explicit(&ex->wd_stop, memory_order_relaxed)) { /* the watchdog (host_watchdog.c) */
+      ex->wd_hit = HK_WD_SCHED;
+      fb_yield(&fb->f, true); /* not `done`: abandoned */
+    }
     int i = ex->next_thread++;
     hk_thr *t = &ex->thr[i];
     t->fib = fb;
@@ -376,13 +389,19 @@ static void hk_divergence(hk_exec *ex, int lo, int hi, const char *what) {
   hk_fmt(ex->fault, sizeof ex->fault, "%s", buf);
 }
 
+/* The watchdog stopped the launch (host_watchdog.c): seen here between threads. */
+#define HK_WD_STOPPED(ex)                                                           \
+  (atomic_load_explicit(&(ex)->wd_stop, memory_order_relaxed) ? ((ex)->wd_hit = HK_WD_SCHED, 1) \
+                                                               : 0)
+
 /* Run the fibers of the block until all have returned.  0: done; 1: fault
- * (ex->fault says what). */
+ * (ex->fault says what); 2: the watchdog stopped it (ex->wd_hit says where). */
 static int hk_schedule(hk_exec *ex) {
   const int n = ex->n, W = ex->k->wave;
   const bool check = ex->m->check;
   /* First every thread runs, in order, on runners made as they are needed. */
   while (ex->next_thread < n) {
+    if (HK_WD_STOPPED(ex)) return 2;
     hk_fib *fb = &ex->fib[ex->nfib];
     fb->taken = fb->done = false;
     if (fb_prepare(&fb->f, &ex->sched, ex->stacks + (size_t)ex->nfib * ex->stride + ex->k->page,
@@ -397,6 +416,7 @@ static int hk_schedule(hk_exec *ex) {
     ex->rfib = fb;
     fb->loop = false;
     fb_resume(&ex->sched, &fb->f);
+    if (ex->wd_hit) return 2;
     if (ex->states_valid && ex->thr[ex->cur].state == HK_T_FAULT) return 1;
     if (!fb->done) fb->taken = true; /* its thread waits at a barrier */
   }
@@ -420,10 +440,12 @@ static int hk_schedule(hk_exec *ex) {
         i++;
         continue;
       }
+      if (HK_WD_STOPPED(ex)) return 2;
       ex->cur = i;
       ex->rfib = t->fib;
       *ex->self = t->self;
       fb_resume(&ex->sched, &ex->rfib->f);
+      if (ex->wd_hit) return 2;
       if (ex->thr[ex->cur].state == HK_T_FAULT) return 1;
       i = ex->cur + 1;
     }
@@ -542,20 +564,28 @@ static int hk_schedule_guarded(hk_exec *ex) {
   /* Without the signal mask (saving it is a system call per block): the
    * mask hk_run_blocks saved once per launch comes back here (the handler
    * ran with its signal, and whatever its sa_mask said, blocked). */
+  /* 1: a fault's signal; 2: the watchdog's (host_watchdog.c). */
 #if DV_FIBER_TSAN
   /* ThreadSanitizer lost the jump buffer saved without the mask when a
    * stack overflow's handler jumped back ("can't find longjmp buf"). */
-  if (sigsetjmp(ex->jb, 1)) {
+  switch (sigsetjmp(ex->jb, 1)) {
 #else
-  if (sigsetjmp(ex->jb, 0)) {
+  switch (sigsetjmp(ex->jb, 0)) {
 #endif
-    fb_escaped(&ex->sched);
-    ex->in_kernel = 0;
-    pthread_sigmask(SIG_SETMASK, &ex->sigmask, NULL);
-    hk_signal_text(ex);
-    return 1;
+    case 0:
+      return hk_schedule(ex);
+    case 2:
+      fb_escaped(&ex->sched);
+      ex->in_kernel = 0;
+      pthread_sigmask(SIG_SETMASK, &ex->sigmask, NULL);
+      return 2;
+    default:
+      fb_escaped(&ex->sched);
+      ex->in_kernel = 0;
+      pthread_sigmask(SIG_SETMASK, &ex->sigmask, NULL);
+      hk_signal_text(ex);
+      return 1;
   }
-  return hk_schedule(ex);
 }
 
 static void hk_launch_fail(hk_job *l, uint64_t block, const char *msg) {
@@ -586,6 +616,10 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   ex->m = l->kern->m;
   ex->block = b;
   ex->n = n;
+  ex->wd_hit = HK_WD_NONE;
+  ex->in_fis = false;
+  /* Under the watchdog: the line a thread last waited at is reported. */
+  for (int i = 0; l->wd_on && i < n; i++) ex->thr[i].line = 0;
   ex->nfib = 0;
   ex->next_thread = 0;
   ex->direct = false;
@@ -626,19 +660,23 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   ex->bar_mixed = false;
   ex->cur = 0;
   int rc = hk_schedule_guarded(ex);
+  if (rc == 2) hk_wd_block_stopped(ex); /* while its fibers' records are there */
   for (int f = 0; f < ex->nfib; f++)
     if (!ex->fib[f].done) fb_abandon(&ex->fib[f].f);
   *ex->self = NULL;
-  if (rc) hk_launch_fail(l, ex->block, ex->fault); /* the runner may have gone on to later blocks */
+  /* The runner may have gone on to later blocks: ex->block is the one. */
+  if (rc == 1) hk_launch_fail(l, ex->block, ex->fault);
 }
 
 void hk_run_blocks(hk_exec *ex, hk_job *l) {
   pthread_sigmask(SIG_SETMASK, NULL, &ex->sigmask); /* hk_schedule_guarded restores it */
+  hk_wd_enter(ex, l);
   while (!atomic_load(&l->abort)) {
     uint64_t b = atomic_fetch_add(&l->next, 1);
     if (b >= l->nblocks) break;
     hk_run_block(ex, l, b);
   }
+  hk_wd_leave(ex, l);
 }
 
 /* ========================================================================== */
@@ -650,6 +688,18 @@ static const int hk_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
 static struct sigaction hk_sig_old[HK_NSIGS];
 static pthread_mutex_t hk_sig_lock = PTHREAD_MUTEX_INITIALIZER;
 static int hk_sig_users;
+
+/* The interrupted pc, where the platform says. */
+static const void *hk_uc_pc(void *uc) {
+#if defined(__linux__) && defined(__x86_64__)
+  return uc ? (const void *)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP] : NULL;
+#elif defined(__linux__) && defined(__aarch64__)
+  return uc ? (const void *)((ucontext_t *)uc)->uc_mcontext.pc : NULL;
+#else
+  (void)uc;
+  return NULL;
+#endif
+}
 
 /* The stack pointer of the interrupted code, where the platform says. */
 static void *hk_uc_sp(void *uc) {
@@ -665,6 +715,29 @@ static void *hk_uc_sp(void *uc) {
 
 static void hk_on_signal(int sig, siginfo_t *si, void *uc) {
   hk_exec *ex = hk_cur;
+  if (sig == HK_WD_SIG && si && si->si_code == SI_TKILL && si->si_pid == getpid()) {
+    /* The watchdog's (host_watchdog.c): in the kernel's code, the block
+     * stops here; elsewhere the runtime, the runner or the scheduler sees
+     * wd_stop before the kernel runs again.  One that comes late (the
+     * executor left the launch: wd_stop is clear) is ignored. */
+    const void *pc = hk_uc_pc(uc);
+    /* Only in the module's own code (elsewhere, as in libc's formatting
+     * of a dv_printf, the place would say little; the runtime's check or
+     * the next signal stops it): where the module's code is not known,
+     * anywhere in the kernel's window. */
+    bool there = !ex || ex->wd_hi <= ex->wd_lo ||
+                 ((uintptr_t)pc >= ex->wd_lo && (uintptr_t)pc < ex->wd_hi);
+    if (ex && ex->in_kernel && there &&
+        atomic_load_explicit(&ex->wd_stop, memory_order_relaxed)) {
+      ex->in_kernel = 0;
+      ex->wd_hit = HK_WD_SIGNAL;
+      ex->wd_pc = pc;
+      ex->wd_ret = false;
+      fb_escape(&ex->rfib->f);
+      siglongjmp(ex->jb, 2);
+    }
+    return;
+  }
   if (ex && ex->in_kernel) {
     ex->in_kernel = 0;
     ex->sig = sig;
@@ -700,7 +773,7 @@ void hk_sig_acquire(hk_state *k) {
       struct sigaction sa;
       memset(&sa, 0, sizeof sa);
       sa.sa_sigaction = hk_on_signal;
-      sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+      sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART; /* the watchdog's signal may interrupt a call */
       sigemptyset(&sa.sa_mask);
       for (int i = 0; i < HK_NSIGS; i++) sigaction(hk_sigs[i], &sa, &hk_sig_old[i]);
     }

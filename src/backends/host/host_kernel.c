@@ -58,6 +58,7 @@ dv_status hk_open(hb_state *st, const dv_backend_config *cfg, const hk_services 
   k->fiber_stack = (fs + k->page - 1) & ~(k->page - 1);
   k->wave = cfg->host_wave_size > 0 ? cfg->host_wave_size : 32;
   k->printf_cap = cfg->host_printf_buffer ? cfg->host_printf_buffer : ((size_t)1 << 20);
+  k->timeout = cfg->kernel_timeout > 0 ? cfg->kernel_timeout : 0;
   if (!k->cc_option || !k->cflags) {
     dv__free(k->cc_option);
     dv__free(k->cflags);
@@ -68,6 +69,12 @@ dv_status hk_open(hb_state *st, const dv_backend_config *cfg, const hk_services 
   pthread_mutex_init(&k->pm, NULL);
   pthread_cond_init(&k->pwork, NULL);
   pthread_cond_init(&k->pdone, NULL);
+  pthread_mutex_init(&k->wm, NULL);
+  pthread_condattr_t ca; /* the watchdog's deadlines are CLOCK_MONOTONIC's */
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&k->wc, &ca);
+  pthread_condattr_destroy(&ca);
   *out = k;
   return DV_OK;
 }
@@ -80,6 +87,7 @@ void hk_close(hk_state *k) {
   pthread_mutex_unlock(&k->pm);
   for (int i = 0; i < k->nhelpers; i++) pthread_join(k->helpers[i], NULL);
   dv__free(k->helpers);
+  hk_wd_close(k);
   if (k->signals) hk_sig_release();
   hk_free_words(k->cc_argv);
   dv__free(k->ident);
@@ -89,6 +97,8 @@ void hk_close(hk_state *k) {
   pthread_mutex_destroy(&k->pm);
   pthread_cond_destroy(&k->pwork);
   pthread_cond_destroy(&k->pdone);
+  pthread_mutex_destroy(&k->wm);
+  pthread_cond_destroy(&k->wc);
   dv__free(k);
 }
 
@@ -110,6 +120,7 @@ void hk_launch_free(hk_job *l) {
   dv__free(l->views);
   dv__free(l->held);
   dv__free(l->held_param);
+  hk_wd_free(l);
   dv__free(l);
 }
 
@@ -327,13 +338,14 @@ dv_status hk_run(hk_job *l, char *msg, size_t cap) {
   hk_sig_acquire(k);
   hk_guards_begin(l);
   bool posted = false;
+  if (l->nblocks > 1 && !hk_pool_start(k)) {
+    hk_guards_end(l, false);
+    snprintf(msg, cap, "kernel %s: no memory to start the host simulator's helper threads",
+             l->kern->name);
+    return DV_ERR_HOST_OUT_OF_MEMORY;
+  }
+  hk_wd_begin(l); /* option kernel_timeout: the deadline counts from here */
   if (l->nblocks > 1) {
-    if (!hk_pool_start(k)) {
-      hk_guards_end(l, false);
-      snprintf(msg, cap, "kernel %s: no memory to start the host simulator's helper threads",
-               l->kern->name);
-      return DV_ERR_HOST_OUT_OF_MEMORY;
-    }
     pthread_mutex_lock(&k->pm);
     if (k->nhelpers > 0) {
       uint64_t want = l->nblocks - 1 < (uint64_t)k->nhelpers ? l->nblocks - 1 : (uint64_t)k->nhelpers;
@@ -360,13 +372,14 @@ dv_status hk_run(hk_job *l, char *msg, size_t cap) {
     while (l->active) pthread_cond_wait(&k->pdone, &k->pm);
     pthread_mutex_unlock(&k->pm);
   }
+  hk_wd_end(l);
   hk_guards_end(l, l->kern->m->check);
   hk_print_flush(l);
   if (l->err) {
     snprintf(msg, cap, "%s", l->msg);
     return l->err;
   }
-  return DV_OK;
+  return hk_wd_result(l, msg, cap);
 }
 
 /* ========================================================================== */

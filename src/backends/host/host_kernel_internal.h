@@ -17,10 +17,14 @@
  *                  barriers, wave operations, printf, faults
  *   host_fission.c region fission (fast mode): a function per kernel that
  *                  runs a block as loops over its threads between barriers
+ *   host_watchdog.c the watchdog (option kernel_timeout): stops a launch
+ *                  that runs too long and says where its threads were
+ *   host_lines.c   source lines of code addresses (addr2line)
  *
- * host_kernel.c uses host_build.c, host_exec.c, host_call.c and host_rt.c;
- * host_exec.c uses host_call.c and host_rt.c; host_build.c uses host_rt.c
- * and host_fission.c.
+ * host_kernel.c uses host_build.c, host_exec.c, host_call.c, host_rt.c and
+ * host_watchdog.c; host_exec.c uses host_call.c, host_rt.c and
+ * host_watchdog.c; host_watchdog.c uses host_rt.c and host_lines.c;
+ * host_build.c uses host_rt.c and host_fission.c.
  */
 #ifndef DV_HOST_KERNEL_INTERNAL_H
 #define DV_HOST_KERNEL_INTERNAL_H
@@ -30,6 +34,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "../../core/core.h"
 #include "../backend.h"
@@ -91,6 +96,14 @@ struct hk_state {
   int nhelpers;
   bool pool_started, stop;
   bool signals; /* this state counts in the signal handler's users */
+
+  /* The watchdog (host_watchdog.c): option kernel_timeout. */
+  double timeout;      /* seconds a launch may run (0: no limit) */
+  pthread_mutex_t wm;  /* the lists below, the executors' wd_next */
+  pthread_cond_t wc;   /* CLOCK_MONOTONIC */
+  pthread_t wd;
+  bool wd_started, wd_quit;
+  hk_job *wd_jobs;     /* launches running under a deadline */
 };
 
 /* ========================================================================== */
@@ -115,6 +128,9 @@ struct dv_bmodule {
   unsigned char *cbuf;
   size_t cbytes;
   dv__hthread **(*self_slot)(void);
+  struct hk_lines *lines; /* host_lines.c's answers (made on first use) */
+  bool text_known;        /* host_lines.c's hk_module_text (under lock) */
+  uintptr_t text_lo, text_hi;
   bool check;    /* kernel_check or DV_BUILD_DEBUG */
   pthread_mutex_t lock;
   dv_bkernel *kernels;
@@ -190,6 +206,16 @@ struct hk_job {
   struct hk_rec *recs;
   size_t nrecs, recs_cap;
   uint64_t dropped, dropped_bytes;
+  /* The watchdog (host_watchdog.c; k->wm guards what is not atomic). */
+  bool wd_on;                  /* k->timeout is set: the launch runs under a deadline */
+  struct timespec wd_deadline, wd_kick; /* CLOCK_MONOTONIC */
+  _Atomic int wd_fired;        /* the deadline passed: executors are being stopped */
+  uintptr_t wd_lo, wd_hi;      /* the module's code (hk_module_text) */
+  hk_job *wd_next;             /* k->wd_jobs */
+  struct hk_exec *wd_execs;    /* executors running its blocks now */
+  struct hk_wd_part *wd_parts; /* the blocks it stopped (under em) */
+  size_t wd_nparts, wd_cap;
+  uint64_t wd_lost;            /* stopped blocks not recorded (no memory) */
 };
 
 /* One dv_printf call's text in the launch's buffer. */
@@ -240,7 +266,8 @@ typedef struct hk_slot {
   int line;
 } hk_slot;
 
-typedef struct hk_exec {
+typedef struct hk_exec hk_exec;
+struct hk_exec {
   hk_state *k;
   fb_fiber sched;
   /* Fiber stacks: nstacks of `stride` bytes, a guard page at the bottom of each. */
@@ -293,7 +320,21 @@ typedef struct hk_exec {
   void *volatile sig_sp; /* the interrupted stack pointer (NULL: unknown here) */
   char fault[700];
   size_t rt_room; /* HK_RT_HEADROOM for this fiber stack size */
-} hk_exec;
+  /* The watchdog (host_watchdog.c).  wd_stop: set by the watchdog thread
+   * (before its signal) when the launch ran out of time; the block stops
+   * where this executor notices it (HK_WD_*: wd_hit says where, wd_pc the
+   * code address when known, wd_ret: a return address). */
+  _Atomic int wd_stop;
+  int wd_hit;
+  const void *volatile wd_pc;
+  bool wd_ret;
+  bool in_fis;       /* fast mode: the fission function runs (host_exec.c) */
+  pthread_t wd_thread;
+  hk_exec *wd_next;  /* the launch's wd_execs (k->wm) */
+  uintptr_t wd_lo, wd_hi; /* the launch's module's code: the signal stops only a pc there */
+};
+/* Where an executor noticed the watchdog. */
+enum { HK_WD_NONE, HK_WD_SIGNAL, HK_WD_RUNTIME, HK_WD_SCHED };
 
 /* ========================================================================== */
 /* Across the files                                                            */
@@ -383,10 +424,43 @@ void hk_test_fault_at(int where);
 #endif
 
 /* ---- host_lines.c ---- */
-/* "file:line" of code address pc in module m (the user's file, as the
- * program names it), into buf; where the line cannot be found, the module
- * and the offset. */
+/* "file:line" of return address pc in module m (the user's file, as the
+ * program names it), into buf: the line of the call before it (the access
+ * hooks', the runtime's callers); where the line cannot be found, the
+ * module and the offset ("prog.dvk+0x1f0"), or the object and symbol
+ * outside it.  Answers are cached per module; the first for an address
+ * runs addr2line (report time only).  Thread-safe; blocks while it runs. */
 void hk_line_of(const dv_bmodule *m, const void *pc, char *buf, size_t cap);
+/* The same for an interrupted pc (a signal's): the instruction at pc. */
+void hk_line_of_pc(const dv_bmodule *m, const void *pc, char *buf, size_t cap);
+/* The addresses of m's code (its executable segment), found once; false:
+ * not found (*lo = *hi = 0). */
+bool hk_module_text(const dv_bmodule *m, uintptr_t *lo, uintptr_t *hi);
+/* Free a module's cached answers (host_module.c, at unload). */
+void hk_lines_free(struct hk_lines *c);
+
+/* ---- host_watchdog.c ---- */
+/* The signal the watchdog sends an executor (pthread_kill; host_exec.c's
+ * handler takes it when si_code is SI_TKILL from this process). */
+#define HK_WD_SIG SIGBUS
+/* Around a launch's run (hk_run): put it under its deadline (starting the
+ * watchdog thread on first use; without it, the launch runs unwatched and
+ * a warning is logged), and take it off. */
+void hk_wd_begin(hk_job *l);
+void hk_wd_end(hk_job *l);
+/* Around an executor's part of a launch (hk_run_blocks). */
+void hk_wd_enter(hk_exec *ex, hk_job *l);
+void hk_wd_leave(hk_exec *ex, hk_job *l);
+/* The executor's block was stopped by the watchdog: record where its
+ * threads were (before its fibers are abandoned). */
+void hk_wd_block_stopped(hk_exec *ex);
+/* After the launch ran: DV_ERR_KERNEL_TIMEOUT with the message (in msg)
+ * when the watchdog stopped it, else DV_OK. */
+dv_status hk_wd_result(hk_job *l, char *msg, size_t cap);
+/* Stop the watchdog thread (hk_close). */
+void hk_wd_close(hk_state *k);
+/* Free what the launch's stops recorded (hk_launch_free). */
+void hk_wd_free(hk_job *l);
 
 /* ---- host_exec.c ---- */
 /* The calling OS thread's executor for state k (made on first use); NULL:

@@ -115,6 +115,7 @@ static void hk_module_free(dv_bmodule *m) {
     dv__free(kn);
   }
   if (m->dl) dlclose(m->dl);
+  hk_lines_free(m->lines);
   if (m->fd >= 0) close(m->fd);
   pthread_mutex_destroy(&m->lock);
   dv__free(m->name);

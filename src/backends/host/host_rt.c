@@ -138,9 +138,27 @@ void hk_loop_sync(hk_exec *ex) {
   ex->cur = i;
 }
 
-static inline void hk_rt_leave(hk_exec *ex) {
+/* The watchdog stopped the launch (host_watchdog.c): the calling thread's
+ * block stops on its way back to the kernel, whose call (pc, a return
+ * address) is where it was. */
+__attribute__((noreturn, noinline)) static void hk_rt_timeout(hk_exec *ex, const void *pc) {
+  ex->in_kernel = 0;
+  ex->wd_hit = HK_WD_RUNTIME;
+  ex->wd_pc = pc;
+  ex->wd_ret = true;
+  fb_yield(&ex->rfib->f, true); /* not `done`: its stack is abandoned */
+  __builtin_trap();             /* never resumed */
+}
+
+/* Always inlined: __builtin_return_address(0) is then the kernel's call of
+ * the entry point.  The window opens before wd_stop is read, so a watchdog
+ * signal after the read finds it open. */
+static inline __attribute__((always_inline)) void hk_rt_leave(hk_exec *ex) {
   atomic_signal_fence(memory_order_seq_cst);
   ex->in_kernel = 1;
+  atomic_signal_fence(memory_order_seq_cst);
+  if (__builtin_expect(atomic_load_explicit(&ex->wd_stop, memory_order_relaxed), 0))
+    hk_rt_timeout(ex, __builtin_return_address(0));
 }
 
 static void *hk_shared(hk_exec *ex, int site, size_t bytes, size_t align, const char *name,
