@@ -20,7 +20,12 @@
  *    ratios to the baseline, and checked mode's cost over fast; then fast
  *    mode again with max_pending_deallocs_count=0 (no deferred frees).
  *
+ *    Under callgrind, `--modes-count ROW N` runs N calls of one row
+ *    (malloc, backend, device_array, to_device) in fast mode inside
+ *    modes_count_loop, for --toggle-collect=modes_count_loop.
+ *
  *   bench_alloc [--quick] [--backend NAME] [--fastpath-only N] [--modes [--size BYTES]]
+ *               [--modes-count ROW N [--size BYTES]]
  */
 #define _DEFAULT_SOURCE
 #include <stdio.h>
@@ -209,6 +214,37 @@ static int mode_pass(const char *mode, const char *pending, size_t n, const unsi
   return 0;
 }
 
+__attribute__((noinline)) void modes_count_loop(void (*fn)(mode_arg *, int), mode_arg *a, int n);
+__attribute__((noinline)) void modes_count_loop(void (*fn)(mode_arg *, int), mode_arg *a, int n) { fn(a, n); }
+
+/* --modes-count: N calls of one row in fast mode, for callgrind. */
+static int modes_count(const char *row, long n, size_t bytes) {
+  static const struct {
+    const char *name;
+    void (*fn)(mode_arg *, int);
+  } rows[] = {{"malloc", base_malloc}, {"memcpy", base_memcpy}, {"backend", dv_backend_loop},
+              {"device_array", dv_alloc_loop}, {"to_device", dv_todev_loop}};
+  void (*fn)(mode_arg *, int) = NULL;
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    if (!strcmp(row, rows[i].name)) fn = rows[i].fn;
+  unsigned char *src = malloc(bytes);
+  dv_context *c = make_mode("fast", NULL);
+  if (!fn || !src || !c) {
+    fprintf(stderr, "bench_alloc: --modes-count needs malloc, memcpy, backend, device_array or to_device\n");
+    return 1;
+  }
+  memset(src, 7, bytes);
+  int64_t len = (int64_t)bytes;
+  mode_arg arg = {c, bytes, src, NULL};
+  DV(dv_host_array_wrap(c, src, 1, &len, dv_dtype_get(DV_UINT8), NULL, &arg.host));
+  modes_count_loop(fn, &arg, 100); /* warm */
+  modes_count_loop(fn, &arg, (int)n);
+  dv_array_release(arg.host);
+  dv_context_destroy(c);
+  free(src);
+  return 0;
+}
+
 static int modes_main(size_t n, int quick) {
   unsigned char *src = malloc(n);
   if (!src) return 1;
@@ -236,14 +272,17 @@ int main(int argc, char **argv) {
   int quick = 0, modes = 0;
   size_t size = (size_t)1 << 20;
   long fast_only = 0;
-  const char *only = NULL;
+  const char *only = NULL, *count_row = NULL;
+  long count_n = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = 1;
     else if (!strcmp(argv[i], "--backend") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--fastpath-only") && i + 1 < argc) fast_only = atol(argv[++i]);
     else if (!strcmp(argv[i], "--modes")) modes = 1;
     else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = (size_t)atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--modes-count") && i + 2 < argc) count_row = argv[++i], count_n = atol(argv[++i]);
   }
+  if (count_row) return modes_count(count_row, count_n, size);
   if (modes) return modes_main(size, quick);
   if (fast_only) {
     dv_context *c = make(only ? only : "host", "pool");

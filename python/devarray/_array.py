@@ -3,13 +3,14 @@
 import contextlib
 import ctypes
 import numbers
+import struct
 import threading
 
 import numpy as np
 
 from . import _context
 from ._context import current_context, _stream_handle, Stream
-from ._lib import lib, check, dv_index, dv_field_desc
+from ._lib import lib, check, dv_index, dv_field_desc, library_path
 
 _P = ctypes.c_void_p
 _I64 = ctypes.c_int64
@@ -168,20 +169,44 @@ def _host_array(arr):
     if not flags.aligned or not arr.dtype.isnative:
         arr = np.require(arr, arr.dtype.newbyteorder("="), ["A"])
         flags = arr.flags
-    ai = arr.__array_interface__
+    # the address: the array's own struct interface is a capsule (cheap) where
+    # __array_interface__ builds a dict (~10,000 instructions)
+    data = _capsule_ptr(arr.__array_struct__, None)[0].data
     if _registry:
-        h = _registry.get((ai["data"][0], arr.shape, arr.strides, arr.dtype))
+        h = _registry.get((data or 0, arr.shape, arr.strides, arr.dtype))
         if h is not None:
             return lib.dv_array_retain(h), arr
-    out = _P()
+    out = _out
     shape = arr.shape
-    check(_wrap_fn(_context._handle(), ai["data"][0] or None, len(shape), _i64(shape),
-                   _dv_dtype(arr.dtype), None if flags.c_contiguous else _i64(arr.strides),
-                   _byref(out)), "host array")
-    return out.value, arr
+    dt = arr.dtype
+    cdt = _dtype_cache.get(dt)
+    if cdt is None:
+        cdt = _dv_dtype(dt)
+    c = _context._ctx
+    st = _wrap_fn((c if c is not None else current_context()).handle, data, len(shape),
+                  _pack_shape(shape), cdt, None if flags.c_contiguous else _pack_shape(arr.strides),
+                  out.ref)
+    if st:
+        check(st, "host array")
+    return out.p.value, arr
 
 
-_wrap_fn = lib.dv_host_array_wrap
+class _PyArrayInterface(ctypes.Structure):
+    """NumPy's PyArrayInterface (the __array_struct__ capsule's pointer)."""
+    _fields_ = [("two", ctypes.c_int), ("nd", ctypes.c_int), ("typekind", ctypes.c_char),
+                ("itemsize", ctypes.c_int), ("flags", ctypes.c_int),
+                ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("data", ctypes.c_void_p), ("descr", ctypes.c_void_p)]
+
+
+# a prototype of its own: other modules (_dlpack) declare ctypes.pythonapi's shared function
+# object with other argtypes
+_capsule_ptr = ctypes.PYFUNCTYPE(ctypes.POINTER(_PyArrayInterface), ctypes.py_object,
+                                 ctypes.c_char_p)(("PyCapsule_GetPointer", ctypes.pythonapi))
+_wrap_fn = ctypes.CDLL(library_path).dv_host_array_wrap
+_wrap_fn.argtypes = [_P, _P, ctypes.c_int, _P, _P, _P, _P]
+_wrap_fn.restype = ctypes.c_int
+_release_fn = lib.dv_array_release
 _byref = ctypes.byref
 
 
@@ -379,7 +404,9 @@ class DeviceNDArray:
     is freed through the deferred-deallocation queue when the last of them goes.
     """
 
-    __slots__ = ("_h", "shape", "strides", "dtype", "_base", "stream", "__weakref__")
+    # strides are read from the library on first use (_strides None until then): a new array
+    # costs no call for them (issue 23)
+    __slots__ = ("_h", "shape", "_strides", "dtype", "_base", "stream", "__weakref__")
 
     def __init__(self, shape, strides, dtype, stream=0, gpu_data=None):
         """Allocate (Numba's constructor): use device_array() instead."""
@@ -393,13 +420,17 @@ class DeviceNDArray:
         self._base = base
         self.stream = stream
         nd = lib.dv_array_ndim(h)
-        if nd:
-            s, t = lib.dv_array_shape(h), lib.dv_array_strides(h)
-            self.shape = tuple(s[:nd])
-            self.strides = tuple(t[:nd])
-        else:
-            self.shape = ()
-            self.strides = ()
+        self.shape = tuple(lib.dv_array_shape(h)[:nd]) if nd else ()
+        self._strides = None
+
+    @property
+    def strides(self):
+        """Byte strides (a tuple), as the library laid the array out."""
+        t = self._strides
+        if t is None:
+            nd = len(self.shape)
+            t = self._strides = tuple(lib.dv_array_strides(self.handle)[:nd]) if nd else ()
+        return t
 
     @classmethod
     def _from_handle(cls, h, dtype=None, keep=None, stream=0):
@@ -416,12 +447,13 @@ class DeviceNDArray:
         if h and lib is not None:
             lib.dv_array_release(h)
 
-    def __del__(self):
+    def __del__(self, _release=lib.dv_array_release):
+        # the release function is bound at definition, so that it is still there while the
+        # interpreter tears the module down
         h = self._h
         if h:
             self._h = None
-            if lib is not None:
-                lib.dv_array_release(h)
+            _release(h)
 
     @property
     def handle(self):
@@ -838,11 +870,84 @@ def _ctx_of(a):
 
 # ---- creation and transfers -------------------------------------------------
 
+# ---- the per-call paths of device_array and to_device (issue 23) ----------------------
+#
+# A ctypes call costs ~1,600 instructions bare and ~1,000 more per argument converted, and
+# building ctypes objects (an int64 array for the shape, a c_void_p and its byref for the
+# result) costs as much again: these paths make one call each, pass the shape as packed
+# bytes, reuse a per-thread result slot, and cache dtypes by the object the caller passed.
+
+_new_device = ctypes.CDLL(library_path).dv_device_array  # the same function, leaner argtypes
+_new_device.argtypes = [_P, ctypes.c_int, _P, _P, _P, ctypes.c_char, _P, _P]
+_new_device.restype = ctypes.c_int
+_to_device_fn = ctypes.CDLL(library_path).dv_to_device
+_to_device_fn.argtypes = [_P, _P, _P, ctypes.c_int, _P, _P]
+_to_device_fn.restype = ctypes.c_int
+_PACK = [struct.Struct("=%dq" % n).pack for n in range(33)]
+_dtype_by_arg = {}  # what the caller passed as dtype -> (np.dtype, C dtype)
+
+
+class _Out(threading.local):
+    """A result slot per thread: a c_void_p and its byref, made once."""
+
+    def __init__(self):
+        self.p = _P()
+        self.ref = ctypes.byref(self.p)
+
+
+_out = _Out()
+
+
+def _dtype_pair(dtype):
+    try:
+        ent = _dtype_by_arg.get(dtype)
+    except TypeError:  # unhashable
+        ent = None
+    if ent is None:
+        dt = np.dtype(dtype)
+        ent = (dt, _dv_dtype(dt))
+        try:
+            if len(_dtype_by_arg) < 256:
+                _dtype_by_arg[dtype] = ent
+        except TypeError:
+            pass
+    return ent
+
+
+def _pack_shape(shape):
+    if len(shape) >= len(_PACK):
+        return None  # more dimensions than an array has: the library refuses the count
+    try:
+        return _PACK[len(shape)](*shape)
+    except struct.error:
+        raise OverflowError("devarray: shape or strides %r do not fit int64" % (shape,)) from None
+
+
 def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
     """A new uninitialised device array (Numba's device_array)."""
-    h, dt = _alloc(lib.dv_device_array, shape, dtype, strides, order, _stream_handle(stream),
-                   name="device_array")
-    return DeviceNDArray._from_handle(h, dt, stream=stream)
+    if strides is not None or order != "C" or stream:
+        h, dt = _alloc(lib.dv_device_array, shape, dtype, strides, order,
+                       _stream_handle(stream), name="device_array")
+        return DeviceNDArray._from_handle(h, dt, stream=stream)
+    shape = (shape,) if type(shape) is int else _shape_tuple(shape)
+    dt, cdt = _dtype_pair(dtype)
+    out = _out
+    c = _context._ctx
+    st = _new_device((c if c is not None else current_context()).handle, len(shape),
+                     _pack_shape(shape), cdt, None, b"C", None, out.ref)
+    if st:
+        check(st, "device_array")
+    self = _new_array(DeviceNDArray)
+    self._h = out.p.value
+    self.shape = shape
+    self._strides = None
+    self.dtype = dt
+    self._base = None
+    self.stream = 0
+    return self
+
+
+_new_array = object.__new__
 
 
 def device_array_like(ary, stream=0):
@@ -862,15 +967,6 @@ def device_array_like(ary, stream=0):
     return DeviceNDArray._from_handle(out.value, arr.dtype, stream=stream)
 
 
-def _dense_c(shape, itemsize):
-    strides = []
-    step = itemsize
-    for n in reversed(shape):
-        strides.append(step)
-        step *= n
-    return tuple(reversed(strides))
-
-
 def to_device(obj, stream=0, copy=True, to=None):
     """Copy `obj` (a NumPy array or anything np.asarray takes; a NumPy record gives a
     DeviceRecord) to the device (Numba's to_device). A device array of the current context
@@ -887,25 +983,29 @@ def to_device(obj, stream=0, copy=True, to=None):
     if isinstance(obj, np.void):
         obj = np.array(obj, dtype=obj.dtype)
     h, arr = _host_array(obj)
-    out = _P()
+    out = _out
+    c = _context._ctx
     try:
-        check(lib.dv_to_device(_context._handle(), h, _stream_handle(stream), 1 if copy else 0,
-                               None, ctypes.byref(out)), "to_device")
+        st = _to_device_fn((c if c is not None else current_context()).handle, h,
+                           _stream_handle(stream) if stream else None, 1 if copy else 0, None,
+                           out.ref)
     finally:
-        lib.dv_array_release(h)
+        _release_fn(h)
+    if st:
+        check(st, "to_device")
     if stream and copy:
         stream._hold(arr)
-    if arr.ndim and arr.size and arr.strides == _dense_c(arr.shape, arr.itemsize):
+    if arr.flags.c_contiguous and arr.ndim and arr.size:
         # dv_to_device gives a C-contiguous source this very layout: no need to ask
-        self = object.__new__(DeviceNDArray)
-        self._h = out.value
+        self = _new_array(DeviceNDArray)
+        self._h = out.p.value
         self.dtype = arr.dtype
         self._base = None
         self.stream = stream
         self.shape = arr.shape
-        self.strides = arr.strides
+        self._strides = None  # the library's dense C strides, asked for when read
         return self
-    return DeviceNDArray._from_handle(out.value, arr.dtype, stream=stream)
+    return DeviceNDArray._from_handle(out.p.value, arr.dtype, stream=stream)
 
 
 def from_dlpack(obj):

@@ -1,7 +1,9 @@
 /*
  * The array layer: dtypes (dtype.c), layout, pure functions over shapes and
  * strides (layout.c), array objects over reference-counted allocations
- * (array.c) and the scopes that register or map host arrays (scope.c).  It
+ * (array.c: their lifetime, creation and accessors; views.c: slices,
+ * reshape, fields; copy.c: copies between arrays) and the scopes that
+ * register or map host arrays (scope.c).  It
  * describes its arrays to the transfer planner as plain views and gets its
  * memory from the memory layer.
  */
@@ -14,8 +16,16 @@
 #include "../stream/stream.h"
 #include "../transfer/transfer.h"
 
-/* ---- allocations and arrays (array.c) ---- */
+/* ---- allocations and arrays (array.c, views.c, copy.c) ---- */
+/* Extents an allocation record holds room for, for the descriptor made with
+ * it (dv__array_create): a new array of up to this many dimensions costs one
+ * record, no separate descriptor. */
+#define DV_EMBED_DIMS 4
+
 typedef struct dv_alloc {
+  /* First: a record recycled through the thread's cache (array.c) keeps
+   * its initialised mutex, and the rest is cleared. */
+  pthread_mutex_t reg_lock;
   _Atomic int refs;
   dv_context *ctx;
   dv_memory_kind kind;
@@ -31,7 +41,6 @@ typedef struct dv_alloc {
   void *reg_buf;       /* device handle of the registered (mapped) memory */
   bool user_registered; /* dv_array_register holds one registration */
   int reg_count;       /* dv_array_register / scopes holding it */
-  pthread_mutex_t reg_lock;
   dv_array *keep;      /* a host array kept alive by a mapped device view */
   bool foreign;        /* device memory wrapped by dv_device_array_wrap */
   dv_release_fn release; /* foreign: called once the memory is no longer used */
@@ -40,6 +49,10 @@ typedef struct dv_alloc {
    * streams): with a stream-ordered manager its free waits for the device
    * first (dv__dtor_device). */
   _Atomic bool outside;
+  /* Room for the descriptor made with the record (dv__array_create, up to
+   * DV_EMBED_DIMS dimensions): a struct dv_array and its extents.  It is
+   * gone with the record, which it outlives never (it holds a reference). */
+  int64_t embed_[6 + 2 * DV_EMBED_DIMS];
 } dv_alloc;
 
 /* A descriptor is sized by its ndim (48 + 16 * ndim bytes): shape and
@@ -54,6 +67,13 @@ struct dv_array {
   int64_t *strides; /* ndim byte strides (dims_ + ndim) */
   int64_t dims_[];  /* storage of both */
 };
+_Static_assert(sizeof(struct dv_array) == 6 * sizeof(int64_t), "dv_alloc.embed_ holds a descriptor's header");
+
+/* Whether a is the descriptor inside its allocation record (not freed by
+ * itself: it goes with the record). */
+static inline bool dv__array_embedded(const dv_array *a) {
+  return (const void *)a == (const void *)a->alloc->embed_;
+}
 
 /* Make an array descriptor over alloc (retains alloc and dtype). */
 dv_status dv__array_new(dv_alloc *alloc, const dv_dtype *dt, int ndim, const int64_t *shape,
@@ -76,6 +96,24 @@ dv_alloc *dv__alloc_new(dv_context *ctx, dv_memory_kind kind);
  * mapped scope has ended (its memory is gone); `what` names it in the
  * message ("array", "source", ...).  Size-0 arrays are always live. */
 dv_status dv__check_live(const dv_array *a, const char *what);
+
+/* A stream argument must belong to the context the work runs on.  Every
+ * entry point that takes one checks it before it allocates, queues or
+ * retains anything, so a refused call leaves nothing behind (a pending free
+ * holding the foreign stream, a pool record attached to it). */
+static inline dv_status dv__check_stream(const dv_context *ctx, const dv_stream *stream) {
+  if (stream && stream->ctx != ctx)
+    return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context");
+  return DV_OK;
+}
+
+/* Dense strides for a copy of a: its own layout when it is C or F
+ * contiguous (or 1-D), else dense in a's stride order (array.c). */
+void dv__like_strides(const dv_array *a, int64_t *st);
+/* A copy of a laid out densely in `order` with shape (nnd, nshape), on
+ * `stream` (copy.c; reshape and ravel when no view exists). */
+dv_status dv__reshape_copy(const dv_array *a, int nnd, const int64_t *nshape, char order,
+                           dv_stream *stream, dv_array **out);
 
 static inline bool dv__is_host_side(const dv_array *a) {
   return a->alloc->kind != DV_MEM_DEVICE && a->alloc->kind != DV_MEM_MANAGED;

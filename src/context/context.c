@@ -161,7 +161,7 @@ fail_backend:
 
 dv_status dv_context_destroy(dv_context *ctx) {
   if (!ctx) return DV_OK;
-  int64_t arrays = atomic_load(&ctx->live_arrays), streams = atomic_load(&ctx->live_streams),
+  int64_t arrays = (int64_t)atomic_load(&ctx->stats.c[DV_STAT_ARRAYS].current), streams = atomic_load(&ctx->live_streams),
           events = atomic_load(&ctx->live_events), scopes = atomic_load(&ctx->live_scopes),
           modules = atomic_load(&ctx->live_modules), programs = atomic_load(&ctx->live_programs);
   if (arrays || streams || events || scopes || modules || programs)

@@ -160,9 +160,13 @@ typedef struct dv_atomic_counter {
 } dv_atomic_counter;
 
 typedef struct dv_stats_state {
-  pthread_mutex_t lock; /* the counters below c[] */
+  pthread_mutex_t lock; /* the counters below c[] but pending_peak and flushes */
+  /* current and peak are shared atomics; total is kept per thread by
+   * dv__stats_add (c[k].total holds what was counted without a thread's
+   * block, and dv__counter_add's counts). */
   dv_atomic_counter c[DV_STAT_KINDS];
-  uint64_t pending_peak, flushes, oom_retries, failed_frees;
+  uint64_t pending_peak, flushes; /* under the context's lock, with the queue (pending.c) */
+  uint64_t oom_retries, failed_frees;
   _Atomic uint64_t copies, staged_copies, bytes_h2d, bytes_d2h, bytes_d2d;
   _Atomic uint64_t staging_hits, staging_misses;
   _Atomic uint64_t n_h2d, n_d2h, n_d2d; /* transfers by direction (dv_stats v3) */
@@ -187,6 +191,7 @@ void dv__counter_sub(dv_atomic_counter *c, uint64_t n);
  * the context's stats lock. */
 typedef struct dv_thread_stats {
   _Atomic uint64_t copies, bytes[3], n[3]; /* [0] host to device, [1] device to host, [2] device to device */
+  _Atomic uint64_t total[DV_STAT_KINDS];   /* this thread's share of each counter's total (dv__stats_add) */
   pthread_t owner;
   struct dv_thread_stats *next;
 } dv_thread_stats;
@@ -233,7 +238,8 @@ struct dv_context {
    * streams (borrowed by the caller; see dv_context_legacy_stream). */
   dv_stream *default_stream, *legacy_stream, *per_thread_stream;
 
-  _Atomic int64_t live_arrays, live_streams, live_events, live_scopes, live_allocs;
+  /* Live arrays are stats.c[DV_STAT_ARRAYS].current (one counter for both). */
+  _Atomic int64_t live_streams, live_events, live_scopes;
   _Atomic int64_t live_modules, live_programs; /* kernel modules and programs (src/kernel) */
   /* Kernels of unloaded modules, poisoned and kept (at most 1024, oldest
    * freed first) so a late use is caught; under `lock`; freed by context

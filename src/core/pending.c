@@ -43,23 +43,33 @@ static dv_status dv__run_entries(dv_context *ctx, dv_pending_entry *items, size_
   return first;
 }
 
-/* Take every entry out of q (caller holds ctx->lock). */
-static dv_pending_entry *dv__take(dv_pending_queue *q, size_t *n) {
-  dv_pending_entry *items = q->items;
+/* Entries a flush copies out to its own stack, leaving the queue its
+ * array (no malloc and free of the array per flush); a longer queue hands
+ * its array over. */
+enum { DV_TAKE_LOCAL = 32 };
+
+/* Take every entry out of q (caller holds ctx->lock): into local[] when they
+ * fit, else the queue's array itself (returned; the caller frees it). */
+static dv_pending_entry *dv__take(dv_context *ctx, dv_pending_queue *q, dv_pending_entry *local, size_t *n,
+                                  dv_pending_entry **owned) {
   *n = q->count;
-  q->items = NULL;
-  q->count = q->cap = q->bytes = 0;
+  *owned = NULL;
+  if (q->count) ctx->stats.flushes++;
+  dv_pending_entry *items = local;
+  if (q->count <= DV_TAKE_LOCAL) {
+    if (q->count) memcpy(local, q->items, q->count * sizeof *local);
+  } else {
+    items = *owned = q->items;
+    q->items = NULL;
+    q->cap = 0;
+  }
+  q->count = q->bytes = 0;
   return items;
 }
 
-static dv_status dv__flush_taken(dv_context *ctx, dv_pending_entry *items, size_t n) {
-  if (n) {
-    pthread_mutex_lock(&ctx->stats.lock);
-    ctx->stats.flushes++;
-    pthread_mutex_unlock(&ctx->stats.lock);
-  }
+static dv_status dv__flush_taken(dv_context *ctx, dv_pending_entry *items, size_t n, dv_pending_entry *owned) {
   dv_status rc = dv__run_entries(ctx, items, n);
-  dv__free(items);
+  dv__free(owned);
   return rc;
 }
 
@@ -84,18 +94,17 @@ dv_status dv__defer_free(dv_context *ctx, dv_dtor_fn fn, void *handle, void *aux
   }
   q->items[q->count++] = (dv_pending_entry){fn, handle, aux, bytes};
   q->bytes += bytes;
-  uint64_t depth = q->count;
-  pthread_mutex_lock(&ctx->stats.lock);
-  if (depth > ctx->stats.pending_peak) ctx->stats.pending_peak = depth;
-  pthread_mutex_unlock(&ctx->stats.lock);
+  /* the peak is kept under this lock, with the queue */
+  if (q->count > ctx->stats.pending_peak) ctx->stats.pending_peak = q->count;
   if (ctx->defer_depth > 0 || !dv__over_limit(ctx, q)) {
     pthread_mutex_unlock(&ctx->lock);
     return DV_OK;
   }
   size_t n;
-  dv_pending_entry *items = dv__take(q, &n);
+  dv_pending_entry local[DV_TAKE_LOCAL], *owned;
+  dv_pending_entry *items = dv__take(ctx, q, local, &n, &owned);
   pthread_mutex_unlock(&ctx->lock);
-  return dv__flush_taken(ctx, items, n);
+  return dv__flush_taken(ctx, items, n, owned);
 }
 
 dv_status dv__flush(dv_context *ctx) {
@@ -105,9 +114,10 @@ dv_status dv__flush(dv_context *ctx) {
     return DV_OK;
   }
   size_t n;
-  dv_pending_entry *items = dv__take(&ctx->pending, &n);
+  dv_pending_entry local[DV_TAKE_LOCAL], *owned;
+  dv_pending_entry *items = dv__take(ctx, &ctx->pending, local, &n, &owned);
   pthread_mutex_unlock(&ctx->lock);
-  return dv__flush_taken(ctx, items, n);
+  return dv__flush_taken(ctx, items, n, owned);
 }
 
 dv_status dv_context_flush_deallocs(dv_context *ctx) {
