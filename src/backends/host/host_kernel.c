@@ -48,7 +48,8 @@ dv_status hk_open(hb_state *st, const dv_backend_config *cfg, const hk_services 
   k->guarded = cfg->host_guard != 0;
   k->fast = !cfg->host_checked;
   k->fission = cfg->host_fission != 0;
-  k->check = cfg->kernel_check != 0;
+  k->check = cfg->kernel_check < 0 ? 0 : cfg->kernel_check > 2 ? 2 : cfg->kernel_check;
+  k->check_auto = cfg->kernel_check_auto != 0;
   k->cc_option = dv__strdup(cfg->host_cc ? cfg->host_cc : "");
   k->cflags = dv__strdup(cfg->host_cflags ? cfg->host_cflags : "");
   long pg = sysconf(_SC_PAGESIZE);
@@ -99,6 +100,7 @@ void hk_close(hk_state *k) {
 
 void hk_launch_free(hk_job *l) {
   if (!l) return;
+  hk_access_free(l->acc);
   for (size_t i = 0; i < l->nheld; i++) l->k->sv->block_unref(l->held[i]);
   pthread_mutex_destroy(&l->em);
   pthread_mutex_destroy(&l->pmu);
@@ -159,7 +161,8 @@ dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch
   }
   l->k = k;
   l->kern = kn;
-  l->blk = k->fast ? kn->blk : NULL;
+  /* The access checks run the per-thread path (no block function). */
+  l->blk = k->fast && !kn->m->access ? kn->blk : NULL;
   memcpy(l->grid, bl->grid, sizeof l->grid);
   memcpy(l->block, bl->block, sizeof l->block);
   l->dyn = bl->dynamic_shared;
@@ -211,6 +214,13 @@ dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch
                      kn->name);
   }
   hk_flat_build(l);
+  if (kn->m->access) {
+    rc = hk_access_new(l, bl);
+    if (rc) {
+      hk_launch_free(l);
+      return rc;
+    }
+  }
   rc = k->sv->enqueue(s, l);
   if (rc) hk_launch_free(l);
   return rc;
@@ -327,7 +337,8 @@ dv_status hk_run(hk_job *l, char *msg, size_t cap) {
   hk_sig_acquire(k);
   hk_guards_begin(l);
   bool posted = false;
-  if (l->nblocks > 1) {
+  /* The access checks keep one state per launch: its blocks run here, in turn. */
+  if (l->nblocks > 1 && !l->acc) {
     if (!hk_pool_start(k)) {
       hk_guards_end(l, false);
       snprintf(msg, cap, "kernel %s: no memory to start the host simulator's helper threads",
