@@ -46,35 +46,53 @@ void hk_init_write(hk_init *s, size_t off, size_t n);
 bool hk_init_read(const hk_init *s, size_t off, size_t n, size_t *first);
 
 /* ---- host_race.c ---- */
+/* Shadow: 32 bytes per byte touched (global regions per 4 KiB chunk on
+ * first touch; the shared arena at hk_race_new).  host_race.c's top comment
+ * has the details. */
 typedef struct hk_race hk_race;
 /* What a race report needs: the earlier access it conflicts with. */
 typedef struct hk_race_hit {
-  hk_acc prev;
-  size_t off; /* the first byte both touch (region or arena offset) */
+  hk_acc prev; /* pc: NULL when the launch ran over 2^20 distinct pcs */
+  size_t off;  /* the first byte both touch (region or arena offset) */
 } hk_race_hit;
 /* A launch's race state: nregions global regions of bytes[i] bytes each,
  * a shared arena of shared_bytes per block, blocks of block_threads
  * threads in waves of `wave` lanes (thread t is in wave t / wave).  NULL:
- * no memory. */
+ * no memory (or block_threads or wave below 1, or bytes NULL with
+ * nregions > 0). */
 hk_race *hk_race_new(size_t nregions, const size_t *bytes, size_t shared_bytes,
                      int block_threads, int wave);
-void hk_race_free(hk_race *r);
+void hk_race_free(hk_race *r); /* NULL: nothing */
 /* Block `block` starts (blocks run one after the other): its shared
  * memory's history is forgotten and its barrier counts start at zero.
- * Global memory's history stays for the whole launch. */
+ * Global memory's history stays for the whole launch.  Accesses until the
+ * next call are this block's (their hk_acc.block is not read). */
 void hk_race_block(hk_race *r, uint64_t block);
 /* Every thread of the running block passed a barrier with these fences
- * (DV_FENCE_LOCAL orders shared memory, DV_FENCE_GLOBAL global memory). */
+ * (DV_FENCE_LOCAL orders shared memory, DV_FENCE_GLOBAL global memory; a
+ * barrier with neither orders nothing). */
 void hk_race_barrier(hk_race *r, int fence);
 /* Every lane of wave w of the running block passed a wave barrier or a
- * wave operation: it orders that wave's lanes (shared and global). */
+ * wave operation: it orders that wave's lanes (shared and global).  A w
+ * outside the block is ignored. */
 void hk_race_wave(hk_race *r, int w);
 /* Check and record a (non-atomic) access of [off, off + n) of global region
  * g / of the running block's shared arena.  true: it races with an earlier
  * access by another thread (at least one a write, not ordered by a barrier
- * both passed); *hit says which.  Atomic accesses are never passed here. */
+ * both passed); *hit (may be NULL) says which: the first conflicting byte's
+ * earlier access (a write when there is one), the rest of the access is
+ * still recorded.  Atomic accesses are never passed here.  The part of an
+ * access past its region or arena, a region g out of range and a thread
+ * outside the block are ignored (host_access.c reports them). */
 bool hk_race_global(hk_race *r, size_t g, size_t off, size_t n, const hk_acc *a,
                     hk_race_hit *hit);
 bool hk_race_shared(hk_race *r, size_t off, size_t n, const hk_acc *a, hk_race_hit *hit);
+/* true once some global memory went unchecked: a shadow chunk that could not
+ * be allocated (it stays unchecked for the launch), or a block whose thread
+ * ids need more than 44 bits.  The dispatcher logs "race checking
+ * incomplete". */
+bool hk_race_degraded(const hk_race *r);
+/* Bytes the state holds now (shadow, tables): for logs and tests. */
+size_t hk_race_shadow_bytes(const hk_race *r);
 
 #endif
