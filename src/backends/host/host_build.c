@@ -479,7 +479,11 @@ static dv_status hk_cc(hk_state *k, const dv_build_req *req, bool check, const c
     /* The access checks replace AddressSanitizer (the two cannot be combined). */
     if (ok && hk_asan() && !access)
       ok = hk_words("-fsanitize=address -fno-omit-frame-pointer", &argv, &argc);
-    if (ok && access) ok = hk_words("-DDV__ACCESS_CHECK=1 -fsanitize=thread -g", &argv, &argc);
+    /* (No builtin memcpy, memmove, memset: gcc expands a fixed-size one
+     * inline without instrumenting it; as calls they reach kernel.h's.) */
+    if (ok && access)
+      ok = hk_words("-DDV__ACCESS_CHECK=1 -fsanitize=thread -g -fno-builtin-memcpy "
+                    "-fno-builtin-memmove -fno-builtin-memset", &argv, &argc);
     if (ok) ok = hk_words(k->cflags, &argv, &argc);
     if (ok) ok = hk_words(req->options, &argv, &argc);
     if (ok && (req->flags & DV_BUILD_DEBUG)) ok = hk_words("-g", &argv, &argc);
