@@ -185,6 +185,8 @@ oom:
                    "state (kernel_check=on)", l->kern->name);
 }
 
+bool hk_access_degraded(const hk_access *a) { return a && hk_race_degraded(a->race); }
+
 /* ---- the block's events (host_exec.c) -------------------------------------- */
 
 void hk_access_block(hk_exec *ex) {
@@ -324,8 +326,10 @@ static void hk_check(hk_exec *ex, uintptr_t p, size_t n, int flags, const void *
 static void hk_rt_access(const void *ptr, size_t n, int flags, const void *pc) {
   hk_exec *ex = hk_cur;
   const uintptr_t p = (uintptr_t)ptr;
-  /* The commonest: the thread's own stack and record. */
+  /* The commonest: the thread's own stack, its record and dv__self. */
   if (p - (uintptr_t)ex->stacks < ex->map_bytes) return;
+  if (p - (uintptr_t)ex->ht < ex->cap * sizeof *ex->ht) return;
+  if (p - (uintptr_t)ex->self < sizeof *ex->self) return;
   if (!ex->l || !ex->l->acc) return; /* not in a checked launch (never: modules are per launch) */
   hk_acc_enter(ex);
   hk_check(ex, p, n, flags, pc);

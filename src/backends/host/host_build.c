@@ -464,8 +464,9 @@ static dv_status hk_cc(hk_state *k, const dv_build_req *req, bool check, const c
         break;
       }
       dv__free(*logtxt);
+      errno = 0;
       *logtxt = hk_read_file(log_path, NULL);
-      if (!*logtxt) *logtxt = dv__strdup("");
+      if (!*logtxt && errno != ENOMEM) *logtxt = dv__strdup("");
       if (!*logtxt) rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot read the linker's log");
       break;
     }

@@ -372,6 +372,14 @@ dv_status hk_run(hk_job *l, char *msg, size_t cap) {
     pthread_mutex_unlock(&k->pm);
   }
   hk_guards_end(l, l->kern->m->check);
+  /* No memory is a status, also for the race checks' shadow (the launch ran
+   * with part of global memory unchecked). */
+  if (!l->err && hk_access_degraded(l->acc)) {
+    l->err = DV_ERR_HOST_OUT_OF_MEMORY;
+    hk_fmt(l->msg, sizeof l->msg, "kernel %s: no host memory for the race checks' shadow "
+           "(kernel_check=on): the launch ran, but part of global memory went unchecked",
+           l->kern->name);
+  }
   hk_print_flush(l);
   if (l->err) {
     snprintf(msg, cap, "%s", l->msg);

@@ -417,6 +417,8 @@ void hk_line_of(const dv_bmodule *m, const void *pc, char *buf, size_t cap);
  * (no memory) leaves l->acc NULL. */
 dv_status hk_access_new(hk_job *l, const dv_blaunch *bl);
 void hk_access_free(hk_access *a);
+/* Some global memory went unchecked for races (no memory for its shadow). */
+bool hk_access_degraded(const hk_access *a);
 /* The running block of ex starts; every thread of it passed a barrier
  * (fences: DV_FENCE_*); every lane of wave w passed a wave barrier. */
 void hk_access_block(hk_exec *ex);
