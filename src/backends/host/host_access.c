@@ -223,8 +223,8 @@ __attribute__((noreturn)) static void hk_race_fault(hk_exec *ex, const char *wha
   char this_who[96], prev_who[96], this_at[160], prev_at[160];
   hk_mc_who(ex, cur->block, cur->thread, this_who, sizeof this_who);
   hk_mc_who(ex, hit->prev.block, hit->prev.thread, prev_who, sizeof prev_who);
-  hk_line_of(ex->m, (const char *)cur->pc - 1, this_at, sizeof this_at);
-  hk_line_of(ex->m, (const char *)hit->prev.pc - 1, prev_at, sizeof prev_at);
+  hk_line_of(ex->m, cur->pc, this_at, sizeof this_at);
+  hk_line_of(ex->m, hit->prev.pc, prev_at, sizeof prev_at);
   hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: %s race on %s: %s %s it at %s, %s %s it at %s; %s",
          ex->l->kern->name, cur->write && hit->prev.write ? "write-write" : "read-write", what,
          this_who, cur->write ? "wrote" : "read", this_at, prev_who,
@@ -253,7 +253,7 @@ static void hk_acc_shared(hk_exec *ex, hk_access *a, uintptr_t p, size_t n, int 
     char what[200], who[96], at[160];
     hk_mc_shared_name(ex, first, what, sizeof what);
     hk_mc_who(ex, ex->block, ex->cur, who, sizeof who);
-    hk_line_of(ex->m, (const char *)pc - 1, at, sizeof at);
+    hk_line_of(ex->m, pc, at, sizeof at);
     hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: read of uninitialized %s by %s at %s (no "
            "thread of the block wrote it before)", ex->l->kern->name, what, who, at);
     hk_fault_stop(ex);

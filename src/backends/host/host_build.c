@@ -19,7 +19,8 @@
  * instrumented .so can only be loaded into an instrumented process).
  *
  * kernel_check=on (the access checks, issue 24): kernels are compiled with
- * -fsanitize=thread, -g (line tables for the reports) and
+ * -fsanitize=thread, -g1 -gdwarf-4 (line tables for the reports; DWARF 5's
+ * file numbering is misread by binutils 2.40's addr2line) and
  * -DDV__ACCESS_CHECK, which makes kernel.h define the hooks the
  * instrumentation calls (hidden, so they bind inside the module), and
  * without -fsanitize=address (the two cannot be combined; memcheck covers
@@ -483,7 +484,7 @@ static dv_status hk_cc(hk_state *k, const dv_build_req *req, bool check, const c
     /* (No builtin memcpy, memmove, memset: gcc expands a fixed-size one
      * inline without instrumenting it; as calls they reach kernel.h's.) */
     if (ok && access)
-      ok = hk_words("-DDV__ACCESS_CHECK=1 -fsanitize=thread -g -fno-builtin-memcpy "
+      ok = hk_words("-DDV__ACCESS_CHECK=1 -fsanitize=thread -g1 -gdwarf-4 -fno-builtin-memcpy "
                     "-fno-builtin-memmove -fno-builtin-memset", &argv, &argc);
     if (ok) ok = hk_words(k->cflags, &argv, &argc);
     if (ok) ok = hk_words(req->options, &argv, &argc);

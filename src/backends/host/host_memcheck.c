@@ -69,7 +69,7 @@ static long long hk_mc_index(intptr_t d, size_t item) {
 void hk_mc_shared_fault(hk_exec *ex, uintptr_t p, size_t n, bool write, const void *pc) {
   char who[96], at[160], what[220];
   hk_mc_who(ex, ex->block, ex->cur, who, sizeof who);
-  hk_line_of(ex->m, (const char *)pc - 1, at, sizeof at);
+  hk_line_of(ex->m, pc, at, sizeof at);
   const size_t off = p - (uintptr_t)ex->arena;
   /* The array it ran past (or into): the last that starts at or before it. */
   const hk_slot *near = NULL;
@@ -105,7 +105,7 @@ void hk_mc_global_fault(hk_exec *ex, const hk_access *a, uintptr_t p, size_t n, 
   char who[96], at[160], what[260];
   (void)n;
   hk_mc_who(ex, ex->block, ex->cur, who, sizeof who);
-  hk_line_of(ex->m, (const char *)pc - 1, at, sizeof at);
+  hk_line_of(ex->m, pc, at, sizeof at);
   /* The nearest argument: the one whose span is closest to the access. */
   const hk_garg *near = NULL;
   uintptr_t best = UINTPTR_MAX;
