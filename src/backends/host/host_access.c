@@ -108,8 +108,7 @@ static void hk_param_name(const char *text, char *buf, size_t cap) {
 
 void hk_access_free(hk_access *a) {
   if (!a) return;
-  if (a->race) hk_race_free(a->race);
-  if (a->init) hk_init_free(a->init);
+  hk_access_stop(a);
   dv__free(a->regions);
   dv__free(a->args);
   dv__free(a);
@@ -170,9 +169,6 @@ dv_status hk_access_new(hk_job *l, const dv_blaunch *bl) {
     hk_param_text(l->kern->sig, param, text, sizeof text);
     hk_param_name(text, ga->name, sizeof ga->name);
   }
-  a->race = hk_race_new(a->nregions, bytes, HK_ARENA_BYTES, l->nthreads, l->k->wave);
-  a->init = hk_init_new(HK_ARENA_BYTES);
-  if (!a->race || !a->init) goto oom;
   dv__free(bytes);
   dv__free(blk);
   l->acc = a;
@@ -183,6 +179,30 @@ oom:
   hk_access_free(a);
   return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "kernel %s: no memory for the access checks' "
                    "state (kernel_check=on)", l->kern->name);
+}
+
+/* The shadows exist only while the launch runs (a queue of launches holds
+ * their arguments only: the shared arena's race shadow is 4 MiB). */
+dv_status hk_access_start(hk_job *l) {
+  hk_access *a = l->acc;
+  size_t *bytes = dv__calloc(a->nregions ? a->nregions : 1, sizeof *bytes);
+  if (bytes) {
+    for (size_t r = 0; r < a->nregions; r++) bytes[r] = a->regions[r].hi - a->regions[r].lo;
+    a->race = hk_race_new(a->nregions, bytes, HK_ARENA_BYTES, l->nthreads, l->k->wave);
+    a->init = hk_init_new(HK_ARENA_BYTES);
+  }
+  dv__free(bytes);
+  if (bytes && a->race && a->init) return DV_OK;
+  hk_access_stop(a);
+  return DV_ERR_HOST_OUT_OF_MEMORY;
+}
+
+void hk_access_stop(hk_access *a) {
+  if (!a) return;
+  hk_race_free(a->race);
+  hk_init_free(a->init);
+  a->race = NULL;
+  a->init = NULL;
 }
 
 bool hk_access_degraded(const hk_access *a) { return a && hk_race_degraded(a->race); }

@@ -334,6 +334,11 @@ dv_status hk_run(hk_job *l, char *msg, size_t cap) {
              l->kern->name);
     return DV_ERR_HOST_OUT_OF_MEMORY;
   }
+  if (l->acc && hk_access_start(l)) {
+    snprintf(msg, cap, "kernel %s: no host memory for the access checks' shadow "
+             "(kernel_check=on)", l->kern->name);
+    return DV_ERR_HOST_OUT_OF_MEMORY;
+  }
   hk_sig_acquire(k);
   hk_guards_begin(l);
   bool posted = false;
@@ -380,6 +385,7 @@ dv_status hk_run(hk_job *l, char *msg, size_t cap) {
            "(kernel_check=on): the launch ran, but part of global memory went unchecked",
            l->kern->name);
   }
+  hk_access_stop(l->acc);
   hk_print_flush(l);
   if (l->err) {
     snprintf(msg, cap, "%s", l->msg);

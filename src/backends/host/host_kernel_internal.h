@@ -17,10 +17,15 @@
  *                  barriers, wave operations, printf, faults
  *   host_fission.c region fission (fast mode): a function per kernel that
  *                  runs a block as loops over its threads between barriers
+ *   host_access.c  the access checks (kernel_check=on): the instrumented
+ *                  module's runtime entries, classifying each access;
+ *                  host_memcheck.c its out-of-bounds reports; initcheck and
+ *                  race detection behind host_check.h
  *
  * host_kernel.c uses host_build.c, host_exec.c, host_call.c and host_rt.c;
  * host_exec.c uses host_call.c and host_rt.c; host_build.c uses host_rt.c
- * and host_fission.c.
+ * and host_fission.c; host_kernel.c and host_exec.c use host_access.c,
+ * which uses host_memcheck.c, host_rt.c, host_module.c and the checks.
  */
 #ifndef DV_HOST_KERNEL_INTERNAL_H
 #define DV_HOST_KERNEL_INTERNAL_H
@@ -417,7 +422,12 @@ void hk_line_of(const dv_bmodule *m, const void *pc, char *buf, size_t cap);
  * (no memory) leaves l->acc NULL. */
 dv_status hk_access_new(hk_job *l, const dv_blaunch *bl);
 void hk_access_free(hk_access *a);
-/* Some global memory went unchecked for races (no memory for its shadow). */
+/* The launch starts running / has run: its checks' shadows are made /
+ * freed.  hk_access_start: DV_ERR_HOST_OUT_OF_MEMORY when they cannot be. */
+dv_status hk_access_start(hk_job *l);
+void hk_access_stop(hk_access *a);
+/* Some global memory went unchecked for races (no memory for its shadow);
+ * read before hk_access_stop. */
 bool hk_access_degraded(const hk_access *a);
 /* The running block of ex starts; every thread of it passed a barrier
  * (fences: DV_FENCE_*); every lane of wave w passed a wave barrier. */
