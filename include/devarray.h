@@ -181,6 +181,18 @@ typedef struct dv_smart dv_smart;
  * DV_OPTION_STRING_MAX characters: a longer value is never cut short but
  * refused, by dv_config_set with DV_ERR_BAD_OPTION, and from the
  * environment with a warning (the default is kept).
+ *
+ * kernel_check (DV_KERNEL_CHECK; the host simulator): off, bounds (shared
+ * redzones at barriers, the stack protector, global guard bytes, ASan for
+ * kernels in ASan builds), on (bounds plus the access checks: every load
+ * and store of a kernel checked at the access for out-of-bounds global
+ * and shared memory, uninitialized shared reads and data races, each a
+ * DV_ERR_KERNEL_FAULT naming the kernel, thread(s), line(s), array and
+ * element; a checked launch runs its blocks one at a time) or auto (on in
+ * checked mode, off in fast mode).  0/false/no mean off, 1/true/yes on.
+ * Where the C compiler cannot instrument kernels, auto falls back to
+ * bounds (logged) and an explicit on fails builds with
+ * DV_ERR_NOT_SUPPORTED.  docs/kernels.md, "The access checks".
  * @{
  */
 

@@ -238,11 +238,23 @@ static int reverse_wrong(dv_context *c, const char *opts) {
 
 static void test_barrier_is_needed(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
+  dv_context *c = new_ctx("kernel_check=bounds", NULL);
   assert_int_equal(reverse_wrong(c, NULL), 0);
-  /* The same kernel without its barrier must give wrong results here. */
+  /* The same kernel without its barrier must give wrong results here... */
   assert_true(reverse_wrong(c, "-DNO_SYNC") > 0);
   finish(c, NULL);
+  /* ...and with the access checks it is reported at the first read. */
+  c = new_ctx("kernel_check=on", NULL);
+  dv_module *m = build_in(c, "reverse.dvk", src_reverse, "-DNO_SYNC");
+  int h[256] = {0};
+  dv_array *d = dev_from(c, h, 256, DV_INT32);
+  dv_launch_config lc = cfg1(1, 256, 0, NULL);
+  dv_arg args[] = {DV_ARG_ARRAY(d)};
+  assert_status(dv_kernel_launch(kernel_of(m, "reverse"), &lc, 1, args), DV_ERR_KERNEL_FAULT);
+  assert_contains(dv_last_error(), "kernel reverse: read of uninitialized shared array 's' "
+                                   "element 255 by thread (0,0,0) of block (0,0,0)");
+  dv_array_release(d);
+  finish(c, m);
 }
 
 /* ---- dynamic shared memory ------------------------------------------------ */
@@ -514,7 +526,7 @@ static const char *src_oob =
 
 static void test_shared_overflow_detected(void **state) {
   (void)state;
-  dv_context *c = new_ctx("kernel_check=on", "host_mode=checked");
+  dv_context *c = new_ctx("kernel_check=bounds", "host_mode=checked");
   dv_module *m = build_in(c, "oob.dvk", src_oob, NULL);
   dv_array *a = dev_new(c, 48, DV_INT32);
   dv_arg args[] = {DV_ARG_ARRAY(a)};
@@ -603,7 +615,7 @@ static const char *src_crash =
 
 static void test_faults_do_not_kill(void **state) {
   (void)state;
-  dv_context *c = new_ctx("kernel_check=on", "host_mode=checked");
+  dv_context *c = new_ctx("kernel_check=bounds", "host_mode=checked");
   dv_module *m = build_in(c, "crash.dvk", src_crash, NULL);
   dv_array *a = dev_new(c, 64, DV_INT32);
   dv_launch_config lc = cfg1(2, 64, 0, NULL);
@@ -727,7 +739,7 @@ static void test_local_and_global_overflow(void **state) {
 #if HK_TEST_ASAN
   skip(); /* ASan reports these writes itself (kernels are instrumented) */
 #endif
-  dv_context *c = new_ctx("kernel_check=on", "host_mode=checked");
+  dv_context *c = new_ctx("kernel_check=bounds", "host_mode=checked");
   dv_module *m = build_in(c, "bounds.dvk", src_bounds, NULL);
   dv_array *a = dev_new(c, 100, DV_INT32);
   dv_launch_config lc = cfg1(1, 4, 0, NULL);
@@ -754,7 +766,7 @@ static int child_outside(const char *which);
 
 static int child_scenario(const char *which) {
   if (strncmp(which, "fault-", 6) == 0) return child_outside(which + 6);
-  dv_context *c = new_ctx("kernel_check=on", "host_mode=checked");
+  dv_context *c = new_ctx("kernel_check=bounds", "host_mode=checked");
   dv_module *m = build_in(c, "bounds.dvk", src_bounds, NULL);
   dv_array *a = dev_new(c, 100, DV_INT32);
   dv_launch_config lc = cfg1(1, 4, 0, NULL);
@@ -882,7 +894,7 @@ static const char *src_outside =
 
 static int child_outside(const char *where) {
   alarm(120); /* a hang ends as SIGALRM */
-  dv_context *c = new_ctx("host_mode=checked", NULL);
+  dv_context *c = new_ctx("host_mode=checked", "kernel_check=bounds");
   dv_module *m = build_in(c, "outside.dvk", src_outside, NULL);
   dv_array *a = dev_new(c, 64, DV_INT32);
   dv_launch_config lc = cfg1(2, 64, 0, NULL);
@@ -1010,7 +1022,8 @@ static const char *src_meet =
 
 static void test_blocks_in_parallel(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
+  /* Not with the access checks: they run a launch's blocks one at a time. */
+  dv_context *c = new_ctx("kernel_check=bounds", NULL);
   dv_module *m = build_in(c, "meet.dvk", src_meet, NULL);
   int32_t z[2] = {0, 0}, saw[2] = {0, 0};
   dv_array *df = dev_from(c, z, 2, DV_INT32), *ds = dev_from(c, z, 2, DV_INT32);

@@ -205,7 +205,7 @@ static int reverse_run(const char *def1, const char *def2, int *wrong) {
   dv_array *di = test_dev_from(g_ctx, in, N, DV_INT32), *dout = test_dev_from(g_ctx, out, N, DV_INT32);
   dv_arg a[] = {DV_ARG_ARRAY(di), DV_ARG_ARRAY(dout)};
   dv_launch_config c = cfg1(G, B);
-  assert_ok(dv_kernel_launch(test_kernel(m, "reverse"), &c, 2, a));
+  dv_status rc = dv_kernel_launch(test_kernel(m, "reverse"), &c, 2, a);
   test_to_host(dout, out);
   *wrong = 0;
   for (int b = 0; b < G; b++)
@@ -214,24 +214,38 @@ static int reverse_run(const char *def1, const char *def2, int *wrong) {
   dv_array_release(di);
   dv_array_release(dout);
   dv_module_release(m);
-  return 0;
+  return rc;
+}
+
+/* The host simulator with its access checks (kernel_check=on, checked
+ * mode's default): a missing barrier is reported, not run. */
+static bool access_checks(void) {
+  char v[16] = "";
+  return is_backend("host") && !dv_context_option(g_ctx, "kernel_check", v, sizeof v, NULL) &&
+         strcmp(v, "on") == 0;
 }
 
 static void test_barrier_is_needed(void **state) {
   (void)state;
   NEEDS_EXECUTION();
   int wrong;
-  reverse_run("USE_SYNCTHREADS", NULL, &wrong);
+  assert_ok(reverse_run("USE_SYNCTHREADS", NULL, &wrong));
   assert_int_equal(wrong, 0);
-  reverse_run("SCOPE=DV_FENCE_LOCAL", NULL, &wrong);
+  assert_ok(reverse_run("SCOPE=DV_FENCE_LOCAL", NULL, &wrong));
   assert_int_equal(wrong, 0);
-  reverse_run("SCOPE=DV_FENCE_GLOBAL|DV_FENCE_LOCAL", NULL, &wrong);
+  assert_ok(reverse_run("SCOPE=DV_FENCE_GLOBAL|DV_FENCE_LOCAL", NULL, &wrong));
   assert_int_equal(wrong, 0);
   /* Without the barrier: the host simulator runs each thread until it
-   * blocks, so thread t reads s[63 - t] before thread 63 - t wrote it.  Other
-   * devices may get lucky; the result is reported, not asserted. */
-  reverse_run("NO_SYNC", NULL, &wrong);
-  if (is_backend("host"))
+   * blocks, so thread t reads s[63 - t] before thread 63 - t wrote it (with
+   * the access checks, that read is reported).  Other devices may get
+   * lucky; the result is reported, not asserted. */
+  dv_status rc = reverse_run("NO_SYNC", NULL, &wrong);
+  if (access_checks()) {
+    assert_int_equal(rc, DV_ERR_KERNEL_FAULT);
+    if (!strstr(dv_last_error(), "read of uninitialized shared array 's' element 63 by thread "
+                                 "(0,0,0) of block (0,0,0)"))
+      fail_msg("%s", dv_last_error());
+  } else if (is_backend("host"))
     assert_true(wrong > 0);
   else
     print_message("[ info ] %s without a barrier: %d of 512 wrong\n", g_backend, wrong);
@@ -255,13 +269,20 @@ static void test_wavebarrier(void **state) {
     assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &dout));
     dv_arg a[] = {DV_ARG_ARRAY(di), DV_ARG_ARRAY(dout)};
     dv_launch_config c = cfg1(G, B);
-    assert_ok(dv_kernel_launch(k, &c, 2, a));
+    dv_status rc = dv_kernel_launch(k, &c, 2, a);
+    if (pass && access_checks()) { /* reported (see test_barrier_is_needed) */
+      assert_int_equal(rc, DV_ERR_KERNEL_FAULT);
+      if (!strstr(dv_last_error(), "kernel wave_swap: read of uninitialized shared array 's'"))
+        fail_msg("%s", dv_last_error());
+    } else {
+      assert_ok(rc);
+    }
     test_to_host(dout, out);
     int wrong = 0;
     for (int i = 0; i < N; i++) wrong += out[i] != in[i ^ 1];
     if (!pass)
       assert_int_equal(wrong, 0);
-    else if (is_backend("host"))
+    else if (is_backend("host") && !access_checks())
       assert_true(wrong > 0); /* even threads read before odd ones wrote */
     dv_array_release(di);
     dv_array_release(dout);

@@ -86,7 +86,10 @@ typedef struct dv_backend_config {
   const char *device;       /* backend-specific device selector, or "" */
   int require_gpu;          /* automatic selection: accept only GPU devices */
   /* Kernels (the strings live as long as the context). */
-  int kernel_check;         /* host simulator: bounds checks in kernels (resolved: 0 or 1) */
+  int kernel_check;         /* host simulator: checks in kernels (resolved option kernel_check:
+                             * 0 off, 1 bounds, 2 on = bounds and the access checks) */
+  int kernel_check_auto;    /* kernel_check 2 came from "auto": where the compiler cannot
+                             * instrument kernels, fall back to 1 (a log line), not an error */
   const char *host_cc;      /* host simulator: C compiler ("" : search) */
   const char *host_cflags;  /* host simulator: compiler flags */
   size_t host_fiber_stack;  /* host simulator: stack bytes per simulated thread */
@@ -144,6 +147,16 @@ typedef struct dv_barg {
   const void *value;
   size_t size;
 } dv_barg;
+
+/* What a DV_BARG_BUFFER's value points at (NULL: not known): the array the
+ * kernel is given, for the host simulator's access checks (kernel_check=on:
+ * their bounds and the element a report names).  lo and hi are the bytes it
+ * spans relative to its element 0 (the buffer plus the offset argument that
+ * follows), lo <= 0 <= hi; itemsize its element's bytes. */
+typedef struct dv_barray {
+  int64_t lo, hi;
+  size_t itemsize;
+} dv_barray;
 
 /* The kernel's view struct (kernel.h's dv_kview), 64-bit fields only so that
  * host, CUDA and OpenCL agree on its layout. */

@@ -27,6 +27,7 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
   bc->host_delay_us = opt[DV_OPT_HOST_DELAY_US].i;
   bc->host_strided = (int)opt[DV_OPT_HOST_STRIDED].i;
   bc->kernel_check = (int)opt[DV_OPT_KERNEL_CHECK].i;
+  bc->kernel_check_auto = opt[DV_OPT_KERNEL_CHECK].d != 0;
   bc->host_cc = opt[DV_OPT_HOST_CC].s;
   bc->host_cflags = opt[DV_OPT_HOST_CFLAGS].s;
   bc->host_fiber_stack = (size_t)opt[DV_OPT_HOST_FIBER_STACK].i;
@@ -75,7 +76,16 @@ static void dv__backend_counters(dv_context *ctx, dv_backend_config *bc) {
 static void dv__resolve_host_mode(dv_optval *opt) {
   bool checked = strcmp(opt[DV_OPT_HOST_MODE].s, "fast") != 0;
   if (opt[DV_OPT_HOST_GUARD].i < 0) opt[DV_OPT_HOST_GUARD].i = checked;
-  if (opt[DV_OPT_KERNEL_CHECK].i < 0) opt[DV_OPT_KERNEL_CHECK].i = checked;
+  /* kernel_check: auto is on (bounds and the access checks) in checked mode,
+   * off in fast mode; the value says which (d marks one resolved from auto:
+   * where the compiler cannot instrument kernels, the host simulator falls
+   * back to bounds instead of failing the build). */
+  dv_optval *kc = &opt[DV_OPT_KERNEL_CHECK];
+  if (kc->i < 0) {
+    kc->i = checked ? 2 : 0;
+    kc->d = 1;
+    snprintf(kc->s, sizeof kc->s, "%s", checked ? "on" : "off");
+  }
   if (!opt[DV_OPT_HOST_CFLAGS].s[0])
     snprintf(opt[DV_OPT_HOST_CFLAGS].s, sizeof opt[DV_OPT_HOST_CFLAGS].s, "%s",
              checked ? "-O2" : "-O3 -march=native");

@@ -78,9 +78,13 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
     {"kernel_cache_dir", "DV_KERNEL_CACHE_DIR", NULL, T_STRING, "", 0, 0,
      "directory of the kernel cache (empty: $XDG_CACHE_HOME/devarray/kernels, else "
      "~/.cache/devarray/kernels)"},
-    {"kernel_check", "DV_KERNEL_CHECK", NULL, T_BOOL, "auto", 0, 1,
-     "host simulator: check kernels' shared, local and global accesses (auto: on in checked "
-     "mode, off in fast mode; see host_mode); divergent barriers are always reported"},
+    {"kernel_check", "DV_KERNEL_CHECK", NULL, T_STRING, "auto", 0, 0,
+     "host simulator: checks in kernels: off, bounds (shared-array redzones, the stack "
+     "protector, guard bytes of global arrays), on (bounds plus the access checks: every load "
+     "and store checked at the access for out-of-bounds global and shared memory, "
+     "uninitialized shared reads and data races; blocks run one at a time) or auto (on in "
+     "checked mode, off in fast mode; see host_mode); 0/false/no mean off, 1/true/yes on; "
+     "divergent barriers are always reported"},
     {"host_cc", "DV_HOST_CC", NULL, T_STRING, "", 0, 0,
      "host simulator: C compiler for kernels (empty: $CC, then cc, gcc, clang)"},
     {"host_cflags", "DV_HOST_CFLAGS", NULL, T_STRING, "", 0, 0,
@@ -180,6 +184,18 @@ static int dv__parse(int id, const char *text, dv_optval *v) {
         return -1;
       if (id == DV_OPT_MEMORY_MANAGER && strcmp(text, "direct") && strcmp(text, "pool")) return -1;
       if (id == DV_OPT_HOST_MODE && strcmp(text, "fast") && strcmp(text, "checked")) return -1;
+      if (id == DV_OPT_KERNEL_CHECK) { /* a level; the old booleans mean off and on */
+        static const char *const lv[] = {"off", "bounds", "on"};
+        int l = -2;
+        if (!strcasecmp(text, "auto")) l = -1;
+        for (int i = 0; i < 3; i++)
+          if (!strcasecmp(text, lv[i])) l = i;
+        if (!strcasecmp(text, "0") || !strcasecmp(text, "false") || !strcasecmp(text, "no")) l = 0;
+        if (!strcasecmp(text, "1") || !strcasecmp(text, "true") || !strcasecmp(text, "yes")) l = 2;
+        if (l == -2) return -1;
+        snprintf(v->s, sizeof v->s, "%s", l < 0 ? "auto" : lv[l]);
+        v->i = l;
+      }
       break;
     case T_LEVEL: {
       int found = -1;

@@ -525,6 +525,7 @@ static dv_status dv__launch_lowered(dv_kernel *k, const dv_launch_config *cfg, c
   dv_barg bargs[3 * DV__KMAXARGS];
   int64_t offsets[DV__KMAXARGS];
   dv_bkview views[DV__KMAXARGS];
+  dv_barray spans[DV__KMAXARGS]; /* for the host simulator's access checks */
   size_t nb = 0;
   dv_bstream *launch_bs = dv__bstream(ctx, cfg->stream);
   const dv_array *used[DV__KMAXARGS]; /* the arrays, for dv__arrays_used_on */
@@ -549,7 +550,12 @@ static dv_status dv__launch_lowered(dv_kernel *k, const dv_launch_config *cfg, c
     }
     offsets[i] = (int64_t)arr->alloc->buf_offset + arr->offset;
     used[i] = arr;
-    bargs[nb++] = (dv_barg){DV_BARG_BUFFER, DV_BOOL, buf, NULL, 0};
+    dv_barray *sp = &spans[i];
+    sp->itemsize = arr->dtype->itemsize;
+    if (dv__layout_extent(arr->ndim, arr->shape, arr->strides, (int64_t)sp->itemsize, &sp->lo,
+                          &sp->hi))
+      sp->lo = sp->hi = 0;
+    bargs[nb++] = (dv_barg){DV_BARG_BUFFER, DV_BOOL, buf, sp, sizeof *sp};
     bargs[nb++] = (dv_barg){DV_BARG_VALUE, DV_INT64, NULL, &offsets[i], sizeof(int64_t)};
     if (a->kind == DV_ARG_VIEW || a->kind == DV_ARG_SMART_VIEW) {
       dv_bkview *v = &views[i];

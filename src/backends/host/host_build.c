@@ -18,6 +18,19 @@
  * AddressSanitizer, kernels are compiled with -fsanitize=address too (an
  * instrumented .so can only be loaded into an instrumented process).
  *
+ * kernel_check=on (the access checks, issue 24): kernels are compiled with
+ * -fsanitize=thread, -g1 -gdwarf-4 (line tables for the reports; DWARF 5's
+ * file numbering is misread by binutils 2.40's addr2line) and
+ * -DDV__ACCESS_CHECK, which makes kernel.h define the hooks the
+ * instrumentation calls (hidden, so they bind inside the module), and
+ * without -fsanitize=address (the two cannot be combined; memcheck covers
+ * what ASan would).  The object is linked into the module in a step of its
+ * own, without -fsanitize=thread, so no ThreadSanitizer runtime is ever
+ * linked or loaded (also when devarray itself is built with it).  Whether
+ * the compiler can is probed once (hk_probe_compiler): where it cannot,
+ * kernel_check=auto falls back to bounds with a log line, an explicit
+ * kernel_check=on fails each build with DV_ERR_NOT_SUPPORTED.
+ *
  * Loading the compiled image and finding its kernels: host_module.c.
  */
 #include <ctype.h>
@@ -201,6 +214,62 @@ static uint64_t hk_cpu_id(const char *cflags) {
   return h;
 }
 
+/* kernel_check=on: can the compiler (words) instrument a kernel for the
+ * access checks (-fsanitize=thread, and kernel.h's attributes for the
+ * hooks)?  Probed once per state; where it cannot, auto falls back to
+ * bounds (k->check 1, logged), an explicit on keeps the reason in
+ * k->tsan_msg for every build to report.  Caller holds k->lock. */
+static void hk_probe_tsan(hk_state *k, char **words, int nwords) {
+  k->tsan_msg[0] = 0;
+  if (k->check < 2) return;
+  static const char probe[] =
+      "#if !defined(__has_attribute)\n#error no __has_attribute\n#endif\n"
+      "#if !(__has_attribute(disable_sanitizer_instrumentation) || "
+      "(defined(__GNUC__) && !defined(__clang__)))\n"
+      "#error no attribute to leave the hooks uninstrumented (clang >= 14 or gcc)\n#endif\n"
+      "int dv__probe(int *p) { return *p; }\n";
+  char dir[512], in[600], obj[600], out[600];
+  bool ok = false;
+  char why[200] = "cannot create a temporary directory";
+  if (hk_tempdir(dir, sizeof dir)) {
+    hk_path(in, sizeof in, dir, "probe.c");
+    hk_path(obj, sizeof obj, dir, "probe.o");
+    hk_path(out, sizeof out, dir, "probe.txt");
+    if (hk_write_file(in, probe, sizeof probe - 1)) {
+      char *argv[72];
+      int a = 0;
+      for (int j = 0; j < nwords && a < 60; j++) argv[a++] = words[j];
+      const char *add[] = {"-std=c11", "-fPIC", "-fsanitize=thread", "-c", "-o", obj, in};
+      for (size_t j = 0; j < sizeof add / sizeof *add; j++) argv[a++] = (char *)add[j];
+      argv[a] = NULL;
+      int code = -1;
+      if (hk_spawn(argv, out, &code) == 0 && code == 0) {
+        ok = true;
+      } else {
+        char *txt = hk_read_file(out, NULL);
+        size_t l = txt ? strcspn(txt, "\n") : 0;
+        hk_fmt(why, sizeof why, "%.*s", (int)(l < 180 ? l : 180), txt && l ? txt : "it failed");
+        dv__free(txt);
+      }
+    }
+    unlink(in);
+    unlink(obj);
+    unlink(out);
+    rmdir(dir);
+  }
+  if (ok) return;
+  if (k->check_auto) {
+    k->check = 1;
+    dv__log(DV_LOG_INFO, "host simulator: the C compiler %s cannot instrument kernels for the "
+            "access checks (-fsanitize=thread: %s); kernel_check=auto runs with bounds checks only",
+            words[0], why);
+    return;
+  }
+  hk_fmt(k->tsan_msg, sizeof k->tsan_msg, "kernel_check=on: the C compiler %s cannot instrument "
+         "kernels for the access checks (-fsanitize=thread: %s); use kernel_check=bounds, or gcc "
+         "or clang >= 14 (option host_cc)", words[0], why);
+}
+
 /* Find the compiler and its identity, once per state.  Caller holds k->lock. */
 static dv_status hk_probe_compiler(hk_state *k) {
   if (k->cc_probed) {
@@ -290,6 +359,7 @@ static dv_status hk_probe_compiler(hk_state *k) {
     unlink(out);
     rmdir(dir);
   }
+  hk_probe_tsan(k, words, nwords);
   size_t need = 112 + sizeof hk_fixed_flags + strlen(path) + strlen(version) + strlen(machine) +
                 strlen(k->cflags) +
                 strlen(k->cc_option);
@@ -356,9 +426,14 @@ static void hk_log_head(const char *log, char *buf, size_t cap) {
 
 /* Run the compiler on `in`: preprocess it into out (-E), or compile it into
  * the module out; *code is its exit status, *logtxt (replaced) its output. */
+/* What hk_cc does: preprocess (-E), compile a module, compile an object
+ * for the access checks (-c), or link that object into the module. */
+enum { HK_CC_PRE, HK_CC_MODULE, HK_CC_OBJECT, HK_CC_LINK };
+
 static dv_status hk_cc(hk_state *k, const dv_build_req *req, bool check, const char *in,
-                       const char *out, bool preprocess, const char *log_path, int *code,
+                       const char *out, int what, const char *log_path, int *code,
                        char **logtxt) {
+  const bool preprocess = what == HK_CC_PRE, access = k->check >= 2;
   char **argv = NULL;
   int argc = 0;
   dv_status rc = DV_OK;
@@ -377,6 +452,26 @@ static dv_status hk_cc(hk_state *k, const dv_build_req *req, bool check, const c
     /* The command line: compiler (and its words), ours, host_cflags, the program's options. */
     bool ok = true;
     for (int i = 0; ok && i < k->cc_argc; i++) ok = hk_word(k->cc_argv[i], &argv, &argc);
+    if (what == HK_CC_LINK) { /* no -fsanitize=thread: no sanitizer runtime in the module */
+      ok = ok && hk_words("-shared -fPIC", &argv, &argc) && hk_word("-o", &argv, &argc) &&
+           hk_word(out, &argv, &argc) && hk_word(in, &argv, &argc) && hk_word("-lm", &argv, &argc);
+      if (!ok) {
+        rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble the linker's command line");
+        break;
+      }
+      int e = hk_spawn(argv, log_path, code);
+      if (e) {
+        rc = dv__error(DV_ERR_NO_COMPILER, "host simulator: cannot run the C compiler %s: %s",
+                       argv[0], strerror(e));
+        break;
+      }
+      dv__free(*logtxt);
+      errno = 0;
+      *logtxt = hk_read_file(log_path, NULL);
+      if (!*logtxt && errno != ENOMEM) *logtxt = dv__strdup("");
+      if (!*logtxt) rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot read the linker's log");
+      break;
+    }
     /* No contraction of a * b + c into a fused multiply-add: clang's default
      * contracts where the target has FMA (fast mode's -march=native does, the
      * checked mode's baseline does not), so the two modes would round
@@ -384,13 +479,21 @@ static dv_status hk_cc(hk_state *k, const dv_build_req *req, bool check, const c
     if (ok) ok = hk_words(hk_fixed_flags, &argv, &argc);
     if (ok && clash) ok = hk_words("-fstack-clash-protection", &argv, &argc);
     if (ok && check) ok = hk_words("-fstack-protector-strong", &argv, &argc);
-    if (ok && hk_asan()) ok = hk_words("-fsanitize=address -fno-omit-frame-pointer", &argv, &argc);
+    /* The access checks replace AddressSanitizer (the two cannot be combined). */
+    if (ok && hk_asan() && !access)
+      ok = hk_words("-fsanitize=address -fno-omit-frame-pointer", &argv, &argc);
+    /* (No builtin memcpy, memmove, memset: gcc expands a fixed-size one
+     * inline without instrumenting it; as calls they reach kernel.h's.) */
+    if (ok && access)
+      ok = hk_words("-DDV__ACCESS_CHECK=1 -fsanitize=thread -g1 -gdwarf-4 -fno-builtin-memcpy "
+                    "-fno-builtin-memmove -fno-builtin-memset", &argv, &argc);
     if (ok) ok = hk_words(k->cflags, &argv, &argc);
     if (ok) ok = hk_words(req->options, &argv, &argc);
     if (ok && (req->flags & DV_BUILD_DEBUG)) ok = hk_words("-g", &argv, &argc);
     if (ok && preprocess) ok = hk_word("-E", &argv, &argc);
+    if (ok && what == HK_CC_OBJECT) ok = hk_word("-c", &argv, &argc);
     if (ok) ok = hk_word("-o", &argv, &argc) && hk_word(out, &argv, &argc) &&
-                 hk_word(in, &argv, &argc) && (preprocess || hk_word("-lm", &argv, &argc));
+                 hk_word(in, &argv, &argc) && (what != HK_CC_MODULE || hk_word("-lm", &argv, &argc));
     if (!ok) {
       rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble the compiler's command line");
       break;
@@ -449,9 +552,15 @@ dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out
   dv_status rc = hk_probe_compiler(k);
   pthread_mutex_unlock(&k->lock);
   if (rc) return rc;
+  pthread_mutex_lock(&k->lock);
+  const bool access = k->check >= 2;
+  if (k->tsan_msg[0]) rc = dv__error(DV_ERR_NOT_SUPPORTED, "program %s: %s",
+                                     req->name ? req->name : "kernel", k->tsan_msg);
+  pthread_mutex_unlock(&k->lock);
+  if (rc) return rc;
   bool check = k->check || (req->flags & DV_BUILD_DEBUG);
 
-  char dir[512], src[600], so[600], out_path[600], pre_path[600], fis_path[600];
+  char dir[512], src[600], so[600], out_path[600], pre_path[600], fis_path[600], obj[600];
   if (!hk_tempdir(dir, sizeof dir))
     return dv__error(DV_ERR_DRIVER, "host simulator: cannot create a temporary directory: %s",
                      strerror(errno));
@@ -460,6 +569,7 @@ dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out
   hk_path(out_path, sizeof out_path, dir, "compiler.txt");
   hk_path(pre_path, sizeof pre_path, dir, "kernel.i");
   hk_path(fis_path, sizeof fis_path, dir, "fission.i");
+  hk_path(obj, sizeof obj, dir, "kernel.o");
 
   char *text = NULL, *logtxt = NULL, *pre = NULL, *fis = NULL;
   size_t sl = strlen(req->source);
@@ -481,8 +591,9 @@ dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out
    * have no fission function). */
   char note[2048] = "";
   const char *input = src;
-  if (k->fast && k->fission && hk_fission_worth(req->source) && hk_fission_available()) {
-    rc = hk_cc(k, req, check, src, pre_path, true, out_path, &code, &logtxt);
+  if (k->fast && k->fission && !access && hk_fission_worth(req->source) &&
+      hk_fission_available()) {
+    rc = hk_cc(k, req, check, src, pre_path, HK_CC_PRE, out_path, &code, &logtxt);
     if (rc) goto done;
     size_t pn = 0;
     errno = 0;
@@ -509,12 +620,32 @@ dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out
       goto done;
     }
   }
-  rc = hk_cc(k, req, check, input, so, false, out_path, &code, &logtxt);
+  /* The access checks: an instrumented object, then the module linked from it. */
+  rc = hk_cc(k, req, check, input, access ? obj : so, access ? HK_CC_OBJECT : HK_CC_MODULE,
+             out_path, &code, &logtxt);
   if (!rc && code != 0 && input != src) {
     size_t nl = strlen(note);
     hk_fmt(note + nl, sizeof note - nl, "region fission: the generated code did not compile "
            "(compiled without it):\n%.150s\n", logtxt ? logtxt : "");
-    rc = hk_cc(k, req, check, src, so, false, out_path, &code, &logtxt);
+    rc = hk_cc(k, req, check, src, so, HK_CC_MODULE, out_path, &code, &logtxt);
+  }
+  if (!rc && code == 0 && access) {
+    char *clog = logtxt; /* the compiler's warnings stay in the build log */
+    logtxt = NULL;
+    rc = hk_cc(k, req, check, obj, so, HK_CC_LINK, out_path, &code, &logtxt);
+    if (!rc && clog && clog[0]) {
+      size_t cl = strlen(clog), ll = strlen(logtxt);
+      char *both = dv__malloc(cl + ll + 1);
+      if (both) {
+        memcpy(both, clog, cl);
+        memcpy(both + cl, logtxt, ll + 1);
+        dv__free(logtxt);
+        logtxt = both;
+      } else {
+        rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble the compiler's log");
+      }
+    }
+    dv__free(clog);
   }
   if (rc) goto done;
   if (note[0]) {
@@ -559,6 +690,7 @@ done:
   unlink(out_path);
   unlink(pre_path);
   unlink(fis_path);
+  unlink(obj);
   rmdir(dir);
   dv__free(text);
   dv__free(pre);

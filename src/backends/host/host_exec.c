@@ -470,6 +470,7 @@ static int hk_schedule(hk_exec *ex) {
       for (int i = w0; i < w1; i++) ex->thr[i].state = HK_T_RUN;
       ex->nwave -= w1 - w0;
       released = true;
+      if (ex->l->acc) hk_access_wave(ex, w0 / W); /* the access checks */
     }
     if (released) continue;
     /* The whole block waiting at one barrier goes on. */
@@ -484,6 +485,7 @@ static int hk_schedule(hk_exec *ex) {
         }
         for (int i = 0; i < n; i++) ex->thr[i].state = HK_T_RUN;
         ex->nbar = 0;
+        if (ex->l->acc) hk_access_barrier(ex, ex->bar_fence); /* the access checks */
         continue;
       }
     }
@@ -645,7 +647,7 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   ex->dyn_bytes = l->dyn;
   if (!ex->k->fast) memset(ex->dyn, HK_POISON, l->dyn); /* checked mode: poison */
   hk_fill_redzone(ex->arena + l->dyn);
-  ex->slots[0] = (hk_slot){0, l->dyn, "dynamic shared memory", 0};
+  ex->slots[0] = (hk_slot){0, l->dyn, 1, "dynamic shared memory", 0};
   ex->nslots = 1;
   ex->arena_used = l->dyn + HK_REDZONE;
   ex->self = ex->m->self_slot();
@@ -659,6 +661,8 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   ex->nbar = ex->nwave = 0;
   ex->bar_mixed = false;
   ex->cur = 0;
+  ex->ntakes = 0;
+  if (l->acc) hk_access_block(ex); /* the access checks: a new block */
   int rc = hk_schedule_guarded(ex);
   if (rc == 2) hk_wd_block_stopped(ex); /* while its fibers' records are there */
   for (int f = 0; f < ex->nfib; f++)

@@ -48,7 +48,8 @@ dv_status hk_open(hb_state *st, const dv_backend_config *cfg, const hk_services 
   k->guarded = cfg->host_guard != 0;
   k->fast = !cfg->host_checked;
   k->fission = cfg->host_fission != 0;
-  k->check = cfg->kernel_check != 0;
+  k->check = cfg->kernel_check < 0 ? 0 : cfg->kernel_check > 2 ? 2 : cfg->kernel_check;
+  k->check_auto = cfg->kernel_check_auto != 0;
   k->cc_option = dv__strdup(cfg->host_cc ? cfg->host_cc : "");
   k->cflags = dv__strdup(cfg->host_cflags ? cfg->host_cflags : "");
   long pg = sysconf(_SC_PAGESIZE);
@@ -109,6 +110,7 @@ void hk_close(hk_state *k) {
 
 void hk_launch_free(hk_job *l) {
   if (!l) return;
+  hk_access_free(l->acc);
   for (size_t i = 0; i < l->nheld; i++) l->k->sv->block_unref(l->held[i]);
   pthread_mutex_destroy(&l->em);
   pthread_mutex_destroy(&l->pmu);
@@ -170,7 +172,8 @@ dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch
   }
   l->k = k;
   l->kern = kn;
-  l->blk = k->fast ? kn->blk : NULL;
+  /* The access checks run the per-thread path (no block function). */
+  l->blk = k->fast && !kn->m->access ? kn->blk : NULL;
   memcpy(l->grid, bl->grid, sizeof l->grid);
   memcpy(l->block, bl->block, sizeof l->block);
   l->dyn = bl->dynamic_shared;
@@ -222,6 +225,13 @@ dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch
                      kn->name);
   }
   hk_flat_build(l);
+  if (kn->m->access) {
+    rc = hk_access_new(l, bl);
+    if (rc) {
+      hk_launch_free(l);
+      return rc;
+    }
+  }
   rc = k->sv->enqueue(s, l);
   if (rc) hk_launch_free(l);
   return rc;
@@ -335,17 +345,23 @@ dv_status hk_run(hk_job *l, char *msg, size_t cap) {
              l->kern->name);
     return DV_ERR_HOST_OUT_OF_MEMORY;
   }
+  if (l->acc && hk_access_start(l)) {
+    snprintf(msg, cap, "kernel %s: no host memory for the access checks' shadow "
+             "(kernel_check=on)", l->kern->name);
+    return DV_ERR_HOST_OUT_OF_MEMORY;
+  }
   hk_sig_acquire(k);
   hk_guards_begin(l);
   bool posted = false;
-  if (l->nblocks > 1 && !hk_pool_start(k)) {
+  if (l->nblocks > 1 && !l->acc && !hk_pool_start(k)) {
     hk_guards_end(l, false);
     snprintf(msg, cap, "kernel %s: no memory to start the host simulator's helper threads",
              l->kern->name);
     return DV_ERR_HOST_OUT_OF_MEMORY;
   }
   hk_wd_begin(l); /* option kernel_timeout: the deadline counts from here */
-  if (l->nblocks > 1) {
+  /* The access checks keep one state per launch: its blocks run here, in turn. */
+  if (l->nblocks > 1 && !l->acc) {
     pthread_mutex_lock(&k->pm);
     if (k->nhelpers > 0) {
       uint64_t want = l->nblocks - 1 < (uint64_t)k->nhelpers ? l->nblocks - 1 : (uint64_t)k->nhelpers;
@@ -374,6 +390,15 @@ dv_status hk_run(hk_job *l, char *msg, size_t cap) {
   }
   hk_wd_end(l);
   hk_guards_end(l, l->kern->m->check);
+  /* No memory is a status, also for the race checks' shadow (the launch ran
+   * with part of global memory unchecked). */
+  if (!l->err && hk_access_degraded(l->acc)) {
+    l->err = DV_ERR_HOST_OUT_OF_MEMORY;
+    hk_fmt(l->msg, sizeof l->msg, "kernel %s: no host memory for the race checks' shadow "
+           "(kernel_check=on): the launch ran, but part of global memory went unchecked",
+           l->kern->name);
+  }
+  hk_access_stop(l->acc);
   hk_print_flush(l);
   if (l->err) {
     snprintf(msg, cap, "%s", l->msg);

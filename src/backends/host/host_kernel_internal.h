@@ -20,11 +20,17 @@
  *   host_watchdog.c the watchdog (option kernel_timeout): stops a launch
  *                  that runs too long and says where its threads were
  *   host_lines.c   source lines of code addresses (addr2line)
+ *   host_access.c  the access checks (kernel_check=on): the instrumented
+ *                  module's runtime entries, classifying each access;
+ *                  host_memcheck.c its out-of-bounds reports; initcheck and
+ *                  race detection behind host_check.h
  *
  * host_kernel.c uses host_build.c, host_exec.c, host_call.c, host_rt.c and
  * host_watchdog.c; host_exec.c uses host_call.c, host_rt.c and
  * host_watchdog.c; host_watchdog.c uses host_rt.c and host_lines.c;
- * host_build.c uses host_rt.c and host_fission.c.
+ * host_build.c uses host_rt.c and host_fission.c; host_kernel.c and
+ * host_exec.c use host_access.c, which uses host_memcheck.c, host_rt.c,
+ * host_module.c, host_lines.c and the checks.
  */
 #ifndef DV_HOST_KERNEL_INTERNAL_H
 #define DV_HOST_KERNEL_INTERNAL_H
@@ -50,6 +56,7 @@
 #define HK_POISON 0xDF
 #define HK_ARENA_BYTES ((size_t)128 << 10) /* shared limit + redzones + alignment */
 #define HK_MAX_SLOTS 256
+#define HK_MAX_TAKES 16
 #define HK_ALTSTACK ((size_t)64 << 10)
 #define HK_GUARD_BYTE 0xAB /* host.c's guard pattern */
 /* Stack the runtime's own frames may need below its entry point (a shared
@@ -69,7 +76,9 @@ struct hk_state {
   hb_state *st;
   const hk_services *sv; /* host.c's blocks and streams */
   bool guarded;          /* option host_guard: buffers have guard bytes */
-  int check;          /* option kernel_check */
+  int check;          /* option kernel_check: 0 off, 1 bounds, 2 on (the access checks) */
+  bool check_auto;    /* check 2 came from auto: a compiler that cannot instrument falls back */
+  char tsan_msg[320]; /* check 2 asked, the compiler cannot instrument: why ("" : it can) */
   bool fast;          /* option host_mode is fast: kernels run as loops over threads */
   bool fission;       /* option host_fission (fast mode only) */
   char *cc_option;    /* option host_cc ("" : search) */
@@ -132,6 +141,11 @@ struct dv_bmodule {
   bool text_known;        /* host_lines.c's hk_module_text (under lock) */
   uintptr_t text_lo, text_hi;
   bool check;    /* kernel_check or DV_BUILD_DEBUG */
+  /* Compiled for the access checks (kernel_check=on: it defines
+   * dv__access_checked); its segments (host_access.c: its own memory). */
+  bool access;
+  int nseg;
+  uintptr_t seg_lo[8], seg_hi[8];
   pthread_mutex_t lock;
   dv_bkernel *kernels;
 };
@@ -166,6 +180,8 @@ typedef struct hk_flat {
 } hk_flat;
 #endif
 
+typedef struct hk_access hk_access; /* host_access.c's state of a launch */
+
 struct hk_job {
   hk_state *k;
   dv_bkernel *kern;
@@ -183,6 +199,7 @@ struct hk_job {
   void **values;
   hk_val *vals;
   dv_bkview *views;
+  hk_access *acc;   /* the access checks (instrumented module), or NULL */
   hb_block **held; /* one reference each */
   int *held_param; /* which parameter */
   size_t nheld;
@@ -262,6 +279,7 @@ struct hk_fib {
 
 typedef struct hk_slot {
   size_t off, bytes;
+  size_t item; /* its element's bytes (instrumented modules; else 1) */
   const char *name; /* static string of the kernel's module */
   int line;
 } hk_slot;
@@ -285,6 +303,10 @@ struct hk_exec {
   unsigned char *arena;
   hk_slot slots[HK_MAX_SLOTS];
   int nslots;
+  /* Dynamic shared arrays taken in this block (instrumented modules: the
+   * access checks name them). */
+  hk_slot takes[HK_MAX_TAKES];
+  int ntakes;
   int *site_slot; /* site -> slot + 1 */
   int site_cap;
   size_t arena_used, static_bytes;
@@ -307,6 +329,7 @@ struct hk_exec {
   /* Threads waiting at a barrier (HK_T_BAR) and at a wave barrier, counted
    * as they arrive; bar_mixed: not all of the former at bar_site. */
   int nbar, nwave, bar_site;
+  int bar_fence; /* the fences every thread at the barrier named (DV_FENCE_*) */
   bool bar_mixed;
   dv__hthread **self;
   sigjmp_buf jb;   /* saved without the signal mask: */
@@ -409,6 +432,12 @@ void hk_thread_name(const hk_exec *ex, int i, char *buf, size_t cap);
 void hk_loop_sync(hk_exec *ex);
 /* Fill a shared slot's redzone with its canary. */
 void hk_fill_redzone(unsigned char *p);
+/* Stop the running thread's block with the fault ex->fault says (never
+ * returns). */
+__attribute__((noreturn)) void hk_fault_stop(hk_exec *ex);
+/* The running kernel left its thread less stack than the runtime needs:
+ * its stack overflow (call with in_kernel still set). */
+void hk_rt_overflow(const hk_exec *ex);
 #ifndef NDEBUG
 /* Test hook, in debug builds only (tests/test_host_kernels.c): a fault in
  * the library's own code on an executor, outside the kernel body, which
@@ -461,6 +490,25 @@ dv_status hk_wd_result(hk_job *l, char *msg, size_t cap);
 void hk_wd_close(hk_state *k);
 /* Free what the launch's stops recorded (hk_launch_free). */
 void hk_wd_free(hk_job *l);
+
+/* ---- host_access.c (the access checks, kernel_check=on; host_check.h) ---- */
+/* A launch of an instrumented module (l->kern->m->access): its checks'
+ * state, from its arguments (bl, as hk_launch got it); an error status
+ * (no memory) leaves l->acc NULL. */
+dv_status hk_access_new(hk_job *l, const dv_blaunch *bl);
+void hk_access_free(hk_access *a);
+/* The launch starts running / has run: its checks' shadows are made /
+ * freed.  hk_access_start: DV_ERR_HOST_OUT_OF_MEMORY when they cannot be. */
+dv_status hk_access_start(hk_job *l);
+void hk_access_stop(hk_access *a);
+/* Some global memory went unchecked for races (no memory for its shadow);
+ * read before hk_access_stop. */
+bool hk_access_degraded(const hk_access *a);
+/* The running block of ex starts; every thread of it passed a barrier
+ * (fences: DV_FENCE_*); every lane of wave w passed a wave barrier. */
+void hk_access_block(hk_exec *ex);
+void hk_access_barrier(hk_exec *ex, int fence);
+void hk_access_wave(hk_exec *ex, int w);
 
 /* ---- host_exec.c ---- */
 /* The calling OS thread's executor for state k (made on first use); NULL:

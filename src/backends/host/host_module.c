@@ -160,7 +160,8 @@ static dv_status hk_load_path(hk_state *k, const dv_build_req *req, const char *
                    "(dv__rt, dv__self_slot): not built by this devarray", m->name);
     goto fail;
   }
-  *rt = &hk_rt;
+  *rt = &hk_rt; /* an instrumented module's first launch gives it host_access.c's */
+  m->access = dlsym(m->dl, "dv__access_checked") != NULL;
   /* The stack a fission function may take for its threads' state: half a fiber's. */
   size_t *room = dlsym(m->dl, "dv__fis_room");
   if (room) *room = k->fiber_stack / 2;

@@ -66,6 +66,12 @@ void hk_thread_name(const hk_exec *ex, int i, char *buf, size_t cap) {
   snprintf(buf, cap, "thread (%u,%u,%u)", t[0], t[1], t[2]);
 }
 
+void hk_fault_stop(hk_exec *ex) {
+  ex->thr[ex->cur].state = HK_T_FAULT;
+  fb_yield(&ex->rfib->f, true); /* not `done`: its stack is abandoned */
+  __builtin_trap();             /* never resumed */
+}
+
 /* Stop the calling simulated thread's block with a fault; never returns. */
 __attribute__((noreturn, format(printf, 2, 3))) static void hk_fault(hk_exec *ex, const char *fmt,
                                                                      ...) {
@@ -77,9 +83,7 @@ __attribute__((noreturn, format(printf, 2, 3))) static void hk_fault(hk_exec *ex
   hk_where(ex, where, sizeof where);
   hk_thread_name(ex, ex->cur, who, sizeof who);
   hk_fmt(ex->fault, sizeof ex->fault, "%s, %s: %s", where, who, what);
-  ex->thr[ex->cur].state = HK_T_FAULT;
-  fb_yield(&ex->rfib->f, true); /* not `done`: its stack is abandoned */
-  __builtin_trap();             /* never resumed */
+  hk_fault_stop(ex);
 }
 
 /* A canary, not ASan poison, even in ASan builds: a poisoned redzone would
@@ -92,7 +96,7 @@ void hk_fill_redzone(unsigned char *p) { memset(p, HK_CANARY, HK_REDZONE); }
  * its stack overflow, made here as the fault of its guard page while the
  * kernel's window is still open (the signal handler names it; reporting it
  * takes no stack of this thread's, of which there may be none left). */
-DV_NO_ASAN static void hk_rt_overflow(const hk_exec *ex) {
+DV_NO_ASAN void hk_rt_overflow(const hk_exec *ex) {
   *(volatile unsigned char *)(ex->rfib->f.stack_lo - 1) = 0;
 }
 
@@ -161,8 +165,8 @@ static inline __attribute__((always_inline)) void hk_rt_leave(hk_exec *ex) {
     hk_rt_timeout(ex, __builtin_return_address(0));
 }
 
-static void *hk_shared(hk_exec *ex, int site, size_t bytes, size_t align, const char *name,
-                       int line) {
+static void *hk_shared(hk_exec *ex, int site, size_t bytes, size_t align, size_t item,
+                       const char *name, int line) {
   if (site < 0 || site >= (1 << 20)) hk_fault(ex, "shared array %s: bad site id %d", name, site);
   if (site >= ex->site_cap) {
     int ncap = ex->site_cap ? ex->site_cap : 64;
@@ -197,6 +201,7 @@ static void *hk_shared(hk_exec *ex, int site, size_t bytes, size_t align, const 
   hk_slot *sl = &ex->slots[ex->nslots++];
   sl->off = off;
   sl->bytes = bytes;
+  sl->item = item ? item : 1;
   sl->name = name;
   sl->line = line;
   ex->site_slot[site] = ex->nslots;
@@ -207,7 +212,15 @@ static void *hk_shared(hk_exec *ex, int site, size_t bytes, size_t align, const 
 
 static void *hk_rt_shared(int site, size_t bytes, size_t align, const char *name, int line) {
   hk_exec *ex = hk_rt_enter();
-  void *p = hk_shared(ex, site, bytes, align, name, line);
+  void *p = hk_shared(ex, site, bytes, align, 1, name, line);
+  hk_rt_leave(ex);
+  return p;
+}
+
+static void *hk_rt_shared_item(int site, size_t bytes, size_t align, size_t item,
+                               const char *name, int line) {
+  hk_exec *ex = hk_rt_enter();
+  void *p = hk_shared(ex, site, bytes, align, item, name, line);
   hk_rt_leave(ex);
   return p;
 }
@@ -219,9 +232,8 @@ static unsigned char *hk_rt_dyn(size_t *bytes) {
   return ex->dyn;
 }
 
-static void *hk_rt_dyn_take(size_t *cursor, size_t bytes, size_t align, const char *name,
-                            int line) {
-  hk_exec *ex = hk_rt_enter();
+static void *hk_dyn_take(hk_exec *ex, size_t *cursor, size_t bytes, size_t align, size_t item,
+                         const char *name, int line) {
   if (!align || (align & (align - 1))) align = 1;
   size_t c = (*cursor + align - 1) & ~(align - 1);
   if (c < *cursor || c + bytes < c || c + bytes > ex->dyn_bytes)
@@ -229,8 +241,30 @@ static void *hk_rt_dyn_take(size_t *cursor, size_t bytes, size_t align, const ch
              "memory, but the launch gave %zu bytes (dynamic_shared)", name, ex->m->name, line, c,
              c + bytes, ex->dyn_bytes);
   *cursor = c + bytes;
-  hk_rt_leave(ex);
+  /* The access checks name the take an access falls in (the first threads' takes). */
+  if (item) {
+    int i = 0;
+    while (i < ex->ntakes && !(ex->takes[i].off == c && ex->takes[i].name == name)) i++;
+    if (i == ex->ntakes && i < HK_MAX_TAKES)
+      ex->takes[ex->ntakes++] = (hk_slot){c, bytes, item, name, line};
+  }
   return ex->dyn + c;
+}
+
+static void *hk_rt_dyn_take(size_t *cursor, size_t bytes, size_t align, const char *name,
+                            int line) {
+  hk_exec *ex = hk_rt_enter();
+  void *p = hk_dyn_take(ex, cursor, bytes, align, 0, name, line);
+  hk_rt_leave(ex);
+  return p;
+}
+
+static void *hk_rt_dyn_take_item(size_t *cursor, size_t bytes, size_t align, size_t item,
+                                 const char *name, int line) {
+  hk_exec *ex = hk_rt_enter();
+  void *p = hk_dyn_take(ex, cursor, bytes, align, item ? item : 1, name, line);
+  hk_rt_leave(ex);
+  return p;
 }
 
 /* The running thread waits at a barrier.  Once every thread has its fiber,
@@ -276,9 +310,12 @@ static void hk_wait(hk_exec *ex, int state, int site, int line) {
 }
 
 static void hk_rt_barrier(int site, int fence, int line) {
-  (void)fence; /* the threads of a block share one OS thread: memory is coherent */
+  /* The threads of a block share one OS thread: memory is coherent.  The
+   * access checks' race detection orders what the fences of every thread
+   * that arrives name (hk_schedule passes them on when it releases). */
   hk_exec *ex = hk_rt_enter();
   HK_TEST_FAULT(HK_TEST_FAULT_BARRIER);
+  ex->bar_fence = ex->nbar ? ex->bar_fence & fence : fence;
   hk_wait(ex, HK_T_BAR, site, line);
   hk_rt_leave(ex);
 }
@@ -415,7 +452,7 @@ static void hk_rt_fault(const char *what, int line) {
 }
 
 const dv__host_rt hk_rt = {
-    .version = 2,
+    .version = 3, /* access and memop: host_access.c's table for instrumented modules */
     .shared = hk_rt_shared,
     .dyn = hk_rt_dyn,
     .dyn_take = hk_rt_dyn_take,
@@ -425,4 +462,6 @@ const dv__host_rt hk_rt = {
     .fault = hk_rt_fault,
     .wave = hk_rt_wave,
     .print = hk_rt_printf,
+    .shared_item = hk_rt_shared_item,
+    .dyn_take_item = hk_rt_dyn_take_item,
 };

@@ -1,0 +1,371 @@
+/*
+ * The access checks' dispatch (issue 24, kernel_check=on; host_check.h has
+ * the plan).  A module compiled for them (host_build.c: -fsanitize=thread
+ * and DV__ACCESS_CHECK) calls kernel.h's hooks around every load, store and
+ * atomic of the kernel's code, and each hook calls the runtime's `access`
+ * (or `memop` for memcpy, memmove and memset): the table this file gives
+ * such a module in place of host_rt.c's (the same entries plus these).
+ *
+ * An access is classified by its address, cheapest first: the running
+ * thread's or any fiber's stack, the threads' records, the module's own
+ * memory (its segments: constants, data, string literals; dv__self, its
+ * thread-local) and the runtime's table need nothing.  The block's shared
+ * arena: the access must lie inside one static shared array or the
+ * dynamic area (else memcheck's fault, at the access, host_memcheck.c); a
+ * read of bytes no thread of the block wrote is initcheck's fault
+ * (host_initcheck.c), a write marks them; then race detection
+ * (host_race.c) unless atomic.  One of the launch's arrays: it must lie
+ * inside one argument's span, then race detection across the launch
+ * unless atomic.  Anything else (past an array's end into no other, a
+ * wild pointer) is memcheck's fault.  A fault stops the block as every
+ * runtime fault does (host_rt.c's hk_fault_stop): the launch fails with
+ * DV_ERR_KERNEL_FAULT and the message, the stream and context go on.
+ *
+ * The launch's blocks run one after the other on one executor
+ * (host_kernel.c), on the per-thread path (no block function, no region
+ * fission), so one state per launch needs no lock: host_exec.c tells it
+ * when a block starts, when a barrier releases the block and when a wave
+ * is released.
+ */
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+
+#include "host_access.h"
+
+/* ---- the module ----------------------------------------------------------- */
+
+/* The runtime instrumented modules call: host_rt.c's, plus access and
+ * memop (filled once). */
+static dv__host_rt hk_acc_rt;
+static pthread_once_t hk_acc_once = PTHREAD_ONCE_INIT;
+static void hk_rt_access(const void *p, size_t n, int flags, const void *pc);
+static void *hk_rt_memop(int op, void *dst, const void *src, int c, size_t n, const void *pc);
+
+static void hk_acc_rt_init(void) {
+  hk_acc_rt = hk_rt;
+  hk_acc_rt.access = hk_rt_access;
+  hk_acc_rt.memop = hk_rt_memop;
+}
+
+typedef struct hk_seg_find {
+  uintptr_t base;
+  dv_bmodule *m;
+} hk_seg_find;
+
+static int hk_seg_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  hk_seg_find *f = arg;
+  if ((uintptr_t)info->dlpi_addr != f->base) return 0;
+  dv_bmodule *m = f->m;
+  for (int i = 0; i < info->dlpi_phnum && m->nseg < 8; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    m->seg_lo[m->nseg] = (uintptr_t)info->dlpi_addr + ph->p_vaddr;
+    m->seg_hi[m->nseg] = m->seg_lo[m->nseg] + ph->p_memsz;
+    m->nseg++;
+  }
+  return 1;
+}
+
+/* The module's first launch: its segments, and the runtime with the checks. */
+static dv_status hk_access_module(dv_bmodule *m) {
+  pthread_mutex_lock(&m->lock);
+  dv_status rc = DV_OK;
+  if (!m->nseg) {
+    pthread_once(&hk_acc_once, hk_acc_rt_init);
+    struct link_map *lm = NULL;
+    const dv__host_rt **rt = dlsym(m->dl, "dv__rt");
+    if (rt && dlinfo(m->dl, RTLD_DI_LINKMAP, &lm) == 0 && lm) {
+      hk_seg_find f = {(uintptr_t)lm->l_addr, m};
+      dl_iterate_phdr(hk_seg_cb, &f);
+    }
+    if (!rt || !m->nseg)
+      rc = dv__error(DV_ERR_SYMBOL_LOAD, "kernel module %s: cannot find its segments for the "
+                     "access checks", m->name);
+    else
+      *rt = &hk_acc_rt;
+  }
+  pthread_mutex_unlock(&m->lock);
+  return rc;
+}
+
+/* ---- a launch -------------------------------------------------------------- */
+
+/* The parameter's name from its text ("DV_ARRAY(float, out)" -> "out"). */
+static void hk_param_name(const char *text, char *buf, size_t cap) {
+  const char *e = strrchr(text, ')');
+  if (!e) e = text + strlen(text);
+  while (e > text && !(e[-1] == '_' || (e[-1] >= 'a' && e[-1] <= 'z') ||
+                       (e[-1] >= 'A' && e[-1] <= 'Z') || (e[-1] >= '0' && e[-1] <= '9')))
+    e--;
+  const char *b = e;
+  while (b > text && (b[-1] == '_' || (b[-1] >= 'a' && b[-1] <= 'z') ||
+                      (b[-1] >= 'A' && b[-1] <= 'Z') || (b[-1] >= '0' && b[-1] <= '9')))
+    b--;
+  hk_fmt(buf, cap, "%.*s", (int)(e - b), b);
+}
+
+void hk_access_free(hk_access *a) {
+  if (!a) return;
+  hk_access_stop(a);
+  dv__free(a->regions);
+  dv__free(a->args);
+  dv__free(a);
+}
+
+dv_status hk_access_new(hk_job *l, const dv_blaunch *bl) {
+  dv_status rc = hk_access_module(l->kern->m);
+  if (rc) return rc;
+  size_t na = bl->nargs ? bl->nargs : 1;
+  hk_access *a = dv__calloc(1, sizeof *a);
+  size_t *bytes = dv__calloc(na, sizeof *bytes);
+  hb_block **blk = dv__calloc(na, sizeof *blk);
+  if (a) {
+    a->regions = dv__calloc(na, sizeof *a->regions);
+    a->args = dv__calloc(na, sizeof *a->args);
+  }
+  if (!a || !bytes || !blk || !a->regions || !a->args) goto oom;
+  int param = -1;
+  for (size_t j = 0; j < bl->nargs; j++) {
+    const dv_barg *g = &bl->args[j];
+    if (g->kind == DV_BARG_BUFFER ||
+        (g->kind == DV_BARG_VALUE && !(j > 0 && bl->args[j - 1].kind == DV_BARG_BUFFER)))
+      param++;
+    if (g->kind != DV_BARG_BUFFER) continue;
+    hk_garg *ga = &a->args[a->nargs++];
+    ga->param = param;
+    ga->region = -1;
+    hb_block *b = g->buf;
+    uintptr_t data = 0;
+    if (b) {
+      size_t r = 0;
+      while (r < a->nregions && blk[r] != b) r++;
+      if (r == a->nregions) {
+        blk[r] = b;
+        bytes[r] = b->bytes;
+        a->regions[r] = (hk_region){(uintptr_t)b->data, (uintptr_t)b->data + b->bytes};
+        a->nregions++;
+      }
+      ga->region = (int)r;
+      data = (uintptr_t)b->data;
+    }
+    int64_t off = 0;
+    if (j + 1 < bl->nargs && bl->args[j + 1].kind == DV_BARG_VALUE && bl->args[j + 1].value &&
+        bl->args[j + 1].size == sizeof off)
+      memcpy(&off, bl->args[j + 1].value, sizeof off);
+    ga->base = data + (uintptr_t)off;
+    const dv_barray *sp = g->value && g->size == sizeof(dv_barray) ? g->value : NULL;
+    if (sp && sp->itemsize && sp->lo <= 0 && sp->hi >= 0) {
+      ga->lo = ga->base + (uintptr_t)sp->lo; /* lo <= 0: wraps to base - |lo| */
+      ga->hi = ga->base + (uintptr_t)sp->hi;
+      ga->item = sp->itemsize;
+    } else { /* not known: the whole buffer from the offset on */
+      ga->lo = ga->base;
+      ga->hi = b ? data + b->bytes : ga->base;
+      ga->item = 1;
+    }
+    char text[128];
+    hk_param_text(l->kern->sig, param, text, sizeof text);
+    hk_param_name(text, ga->name, sizeof ga->name);
+  }
+  dv__free(bytes);
+  dv__free(blk);
+  l->acc = a;
+  return DV_OK;
+oom:
+  dv__free(bytes);
+  dv__free(blk);
+  hk_access_free(a);
+  return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "kernel %s: no memory for the access checks' "
+                   "state (kernel_check=on)", l->kern->name);
+}
+
+/* The shadows exist only while the launch runs (a queue of launches holds
+ * their arguments only: the shared arena's race shadow is 4 MiB). */
+dv_status hk_access_start(hk_job *l) {
+  hk_access *a = l->acc;
+  size_t *bytes = dv__calloc(a->nregions ? a->nregions : 1, sizeof *bytes);
+  if (bytes) {
+    for (size_t r = 0; r < a->nregions; r++) bytes[r] = a->regions[r].hi - a->regions[r].lo;
+    a->race = hk_race_new(a->nregions, bytes, HK_ARENA_BYTES, l->nthreads, l->k->wave);
+    a->init = hk_init_new(HK_ARENA_BYTES);
+  }
+  dv__free(bytes);
+  if (bytes && a->race && a->init) return DV_OK;
+  hk_access_stop(a);
+  return DV_ERR_HOST_OUT_OF_MEMORY;
+}
+
+void hk_access_stop(hk_access *a) {
+  if (!a) return;
+  hk_race_free(a->race);
+  hk_init_free(a->init);
+  a->race = NULL;
+  a->init = NULL;
+}
+
+bool hk_access_degraded(const hk_access *a) { return a && hk_race_degraded(a->race); }
+
+/* ---- the block's events (host_exec.c) -------------------------------------- */
+
+void hk_access_block(hk_exec *ex) {
+  hk_access *a = ex->l->acc;
+  hk_race_block(a->race, ex->block);
+  hk_init_block(a->init);
+}
+
+void hk_access_barrier(hk_exec *ex, int fence) { hk_race_barrier(ex->l->acc->race, fence); }
+
+void hk_access_wave(hk_exec *ex, int w) { hk_race_wave(ex->l->acc->race, w); }
+
+/* ---- an access --------------------------------------------------------------- */
+
+/* Library code from here on (host_rt.c's hk_rt_enter): a fault in it is
+ * not the kernel's; a kernel that left too little stack for our frames is
+ * stopped with its stack overflow first. */
+static inline void hk_acc_enter(hk_exec *ex) {
+  if ((uintptr_t)__builtin_frame_address(0) < (uintptr_t)ex->rfib->f.stack_lo + ex->rt_room)
+    hk_rt_overflow(ex);
+  atomic_signal_fence(memory_order_seq_cst);
+  ex->in_kernel = 0;
+  atomic_signal_fence(memory_order_seq_cst);
+}
+
+static inline void hk_acc_leave(hk_exec *ex) {
+  atomic_signal_fence(memory_order_seq_cst);
+  ex->in_kernel = 1;
+}
+
+/* A race: the report, then the block stops. */
+__attribute__((noreturn)) static void hk_race_fault(hk_exec *ex, const char *what,
+                                                    const hk_acc *cur, const hk_race_hit *hit) {
+  char this_who[96], prev_who[96], this_at[160], prev_at[160];
+  hk_mc_who(ex, cur->block, cur->thread, this_who, sizeof this_who);
+  hk_mc_who(ex, hit->prev.block, hit->prev.thread, prev_who, sizeof prev_who);
+  hk_line_of(ex->m, cur->pc, this_at, sizeof this_at);
+  hk_line_of(ex->m, hit->prev.pc, prev_at, sizeof prev_at);
+  hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: %s race on %s: %s %s it at %s, %s %s it at %s; %s",
+         ex->l->kern->name, cur->write && hit->prev.write ? "write-write" : "read-write", what,
+         this_who, cur->write ? "wrote" : "read", this_at, prev_who,
+         hit->prev.write ? "wrote" : "read", prev_at,
+         cur->block != hit->prev.block ? "nothing orders the blocks of a launch"
+                                       : "no barrier between");
+  hk_fault_stop(ex);
+}
+
+static void hk_acc_shared(hk_exec *ex, hk_access *a, uintptr_t p, size_t n, int flags,
+                          const void *pc) {
+  const size_t off = p - (uintptr_t)ex->arena;
+  /* Inside one shared array (slot 0: the dynamic area)? */
+  bool in = false;
+  for (int s = 0; s < ex->nslots && !in; s++) {
+    const hk_slot *sl = &ex->slots[s];
+    in = off >= sl->off && off - sl->off < sl->bytes && n <= sl->bytes - (off - sl->off);
+  }
+  const bool write = flags & dv__acc_write;
+  if (!in) {
+    hk_mc_shared_fault(ex, p, n, write, pc);
+    hk_fault_stop(ex);
+  }
+  size_t first;
+  if (!write && hk_init_read(a->init, off, n, &first)) {
+    char what[200], who[96], at[160];
+    hk_mc_shared_name(ex, first, what, sizeof what);
+    hk_mc_who(ex, ex->block, ex->cur, who, sizeof who);
+    hk_line_of(ex->m, pc, at, sizeof at);
+    hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: read of uninitialized %s by %s at %s (no "
+           "thread of the block wrote it before)", ex->l->kern->name, what, who, at);
+    hk_fault_stop(ex);
+  }
+  if (write) hk_init_write(a->init, off, n);
+  if (flags & dv__acc_atomic) return;
+  hk_acc cur = {ex->block, ex->cur, pc, write};
+  hk_race_hit hit;
+  if (hk_race_shared(a->race, off, n, &cur, &hit)) {
+    char what[200];
+    hk_mc_shared_name(ex, hit.off, what, sizeof what);
+    hk_race_fault(ex, what, &cur, &hit);
+  }
+}
+
+static void hk_acc_global(hk_exec *ex, hk_access *a, uintptr_t p, size_t n, int flags,
+                          const void *pc) {
+  /* Inside one argument's span (the last one hit first)? */
+  const hk_garg *ga = &a->args[a->last];
+  if (!(a->nargs && ga->region >= 0 && p >= ga->lo && p < ga->hi && n <= ga->hi - p)) {
+    ga = NULL;
+    for (size_t i = 0; i < a->nargs; i++) {
+      const hk_garg *g = &a->args[i];
+      if (g->region >= 0 && p >= g->lo && p < g->hi && n <= g->hi - p) {
+        ga = g;
+        a->last = (int)i;
+        break;
+      }
+    }
+  }
+  const bool write = flags & dv__acc_write;
+  if (!ga) {
+    hk_mc_global_fault(ex, a, p, n, write, pc);
+    hk_fault_stop(ex);
+  }
+  if (flags & dv__acc_atomic) return;
+  const hk_region *r = &a->regions[ga->region];
+  hk_acc cur = {ex->block, ex->cur, pc, write};
+  hk_race_hit hit;
+  if (hk_race_global(a->race, (size_t)ga->region, p - r->lo, n, &cur, &hit)) {
+    char what[200];
+    hk_mc_global_name(a, ga->region, hit.off, what, sizeof what);
+    hk_race_fault(ex, what, &cur, &hit);
+  }
+}
+
+/* Memory of the running thread, of the threads' records, of the module or
+ * of the runtime: nothing to check. */
+static inline bool hk_acc_own(const hk_exec *ex, uintptr_t p) {
+  if (p - (uintptr_t)ex->stacks < ex->map_bytes) return true;
+  if (p - (uintptr_t)ex->ht < ex->cap * sizeof *ex->ht) return true;
+  if (p - (uintptr_t)ex->self < sizeof *ex->self) return true; /* dv__self (thread-local) */
+  if (p - (uintptr_t)&hk_acc_rt < sizeof hk_acc_rt) return true;
+  const dv_bmodule *m = ex->m;
+  for (int i = 0; i < m->nseg; i++)
+    if (p >= m->seg_lo[i] && p < m->seg_hi[i]) return true;
+  return false;
+}
+
+static void hk_check(hk_exec *ex, uintptr_t p, size_t n, int flags, const void *pc) {
+  if (!n) return;
+  if (p - (uintptr_t)ex->arena < HK_ARENA_BYTES) {
+    hk_acc_shared(ex, ex->l->acc, p, n, flags, pc);
+    return;
+  }
+  if (hk_acc_own(ex, p)) return;
+  hk_acc_global(ex, ex->l->acc, p, n, flags, pc);
+}
+
+static void hk_rt_access(const void *ptr, size_t n, int flags, const void *pc) {
+  hk_exec *ex = hk_cur;
+  const uintptr_t p = (uintptr_t)ptr;
+  /* The commonest: the thread's own stack, its record and dv__self. */
+  if (p - (uintptr_t)ex->stacks < ex->map_bytes) return;
+  if (p - (uintptr_t)ex->ht < ex->cap * sizeof *ex->ht) return;
+  if (p - (uintptr_t)ex->self < sizeof *ex->self) return;
+  if (!ex->l || !ex->l->acc) return; /* not in a checked launch (never: modules are per launch) */
+  hk_acc_enter(ex);
+  hk_check(ex, p, n, flags, pc);
+  hk_acc_leave(ex);
+}
+
+static void *hk_rt_memop(int op, void *dst, const void *src, int c, size_t n, const void *pc) {
+  hk_exec *ex = hk_cur;
+  if (ex && ex->l && ex->l->acc && n) {
+    hk_acc_enter(ex);
+    if (op != dv__mem_set) hk_check(ex, (uintptr_t)src, n, 0, pc);
+    hk_check(ex, (uintptr_t)dst, n, dv__acc_write, pc);
+    hk_acc_leave(ex);
+  }
+  /* The work, in the kernel's window again (its ranges were checked). */
+  if (op == dv__mem_set) return memset(dst, c, n);
+  if (op == dv__mem_move) return memmove(dst, src, n);
+  return memcpy(dst, src, n);
+}

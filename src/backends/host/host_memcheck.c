@@ -1,0 +1,128 @@
+/*
+ * memcheck's reports (issue 24, kernel_check=on): an access outside every
+ * array is reported at the access (host_access.c finds it), naming the
+ * kernel, the thread, the source line, the nearest array (the shared array
+ * it ran past, or the argument whose span is closest, with its name and
+ * position from the kernel's signature), the element index and the
+ * array's extent.  Also the names the other checks' reports use: a shared
+ * array's or an argument's element for an offset.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "host_access.h"
+
+void hk_mc_who(const hk_exec *ex, uint64_t block, int t, char *buf, size_t cap) {
+  unsigned b[3], c[3];
+  hk_coords(block, ex->l->grid, b);
+  hk_coords((uint64_t)t, ex->l->block, c);
+  hk_fmt(buf, cap, "thread (%u,%u,%u) of block (%u,%u,%u)", c[0], c[1], c[2], b[0], b[1], b[2]);
+}
+
+/* The dynamic area's take (DV_DYN_SHARED_TAKE) holding offset off, or NULL. */
+static const hk_slot *hk_mc_take(const hk_exec *ex, size_t off) {
+  for (int i = 0; i < ex->ntakes; i++)
+    if (off >= ex->takes[i].off && off - ex->takes[i].off < ex->takes[i].bytes)
+      return &ex->takes[i];
+  return NULL;
+}
+
+int hk_mc_shared_name(const hk_exec *ex, size_t off, char *buf, size_t cap) {
+  for (int s = 0; s < ex->nslots; s++) {
+    const hk_slot *sl = &ex->slots[s];
+    if (off < sl->off || off - sl->off >= sl->bytes) continue;
+    if (s == 0) { /* the dynamic area */
+      const hk_slot *t = hk_mc_take(ex, off);
+      if (t)
+        hk_fmt(buf, cap, "dynamic shared array '%s' element %zu", t->name,
+               (off - t->off) / t->item);
+      else
+        hk_fmt(buf, cap, "dynamic shared memory byte %zu", off);
+    } else {
+      hk_fmt(buf, cap, "shared array '%s' element %zu", sl->name, (off - sl->off) / sl->item);
+    }
+    return s;
+  }
+  hk_fmt(buf, cap, "shared memory byte %zu", off);
+  return -1;
+}
+
+void hk_mc_global_name(const hk_access *a, int g, size_t off, char *buf, size_t cap) {
+  const uintptr_t p = a->regions[g].lo + off;
+  for (size_t i = 0; i < a->nargs; i++) {
+    const hk_garg *ga = &a->args[i];
+    if (ga->region != g || p < ga->lo || p >= ga->hi) continue;
+    hk_fmt(buf, cap, "argument %d '%s' element %lld", ga->param, ga->name,
+           (long long)((int64_t)(p - ga->base) / (int64_t)ga->item));
+    return;
+  }
+  hk_fmt(buf, cap, "byte %zu of a device buffer", off);
+}
+
+/* Floor division (an index before element 0 is negative). */
+static long long hk_mc_index(intptr_t d, size_t item) {
+  long long q = (long long)d / (long long)item;
+  if (d < 0 && (long long)d % (long long)item) q--;
+  return q;
+}
+
+void hk_mc_shared_fault(hk_exec *ex, uintptr_t p, size_t n, bool write, const void *pc) {
+  char who[96], at[160], what[220];
+  hk_mc_who(ex, ex->block, ex->cur, who, sizeof who);
+  hk_line_of(ex->m, pc, at, sizeof at);
+  const size_t off = p - (uintptr_t)ex->arena;
+  /* The array it ran past (or into): the last that starts at or before it. */
+  const hk_slot *near = NULL;
+  int ns = -1;
+  for (int s = 0; s < ex->nslots; s++)
+    if (ex->slots[s].off <= off && (!near || ex->slots[s].off >= near->off))
+      near = &ex->slots[s], ns = s;
+  if (ns == 0) { /* the dynamic area: its last take, if any */
+    const hk_slot *t = NULL;
+    for (int i = 0; i < ex->ntakes; i++)
+      if (ex->takes[i].off <= off && (!t || ex->takes[i].off >= t->off)) t = &ex->takes[i];
+    if (t)
+      hk_fmt(what, sizeof what, "dynamic shared array '%s' (%zu elements of %zu bytes; the "
+             "launch gave %zu bytes of dynamic shared memory): element %lld", t->name,
+             t->bytes / t->item, t->item, ex->dyn_bytes,
+             hk_mc_index((intptr_t)(off - t->off), t->item));
+    else
+      hk_fmt(what, sizeof what, "dynamic shared memory (%zu bytes): byte %zu", ex->dyn_bytes, off);
+  } else if (near) {
+    hk_fmt(what, sizeof what, "shared array '%s' (%zu elements of %zu bytes, %s:%d): element %lld",
+           near->name, near->bytes / near->item, near->item, ex->m->name, near->line,
+           hk_mc_index((intptr_t)(off - near->off), near->item));
+  } else {
+    hk_fmt(what, sizeof what, "every shared array: shared memory byte %zu", off);
+  }
+  (void)n;
+  hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: %s outside %s, by %s at %s", ex->l->kern->name,
+         write ? "write" : "read", what, who, at);
+}
+
+void hk_mc_global_fault(hk_exec *ex, const hk_access *a, uintptr_t p, size_t n, bool write,
+                        const void *pc) {
+  char who[96], at[160], what[260];
+  (void)n;
+  hk_mc_who(ex, ex->block, ex->cur, who, sizeof who);
+  hk_line_of(ex->m, pc, at, sizeof at);
+  /* The nearest argument: the one whose span is closest to the access. */
+  const hk_garg *near = NULL;
+  uintptr_t best = UINTPTR_MAX;
+  for (size_t i = 0; i < a->nargs; i++) {
+    const hk_garg *g = &a->args[i];
+    uintptr_t d = p < g->lo ? g->lo - p : p >= g->hi ? p - g->hi + 1 : 0;
+    if (d < best) best = d, near = g;
+  }
+  if (near && best <= ((uintptr_t)1 << 20)) {
+    size_t elems = (size_t)(near->hi - near->lo) / near->item;
+    hk_fmt(what, sizeof what, "argument %d '%s' (%zu element%s of %zu bytes): element %lld",
+           near->param, near->name, elems, elems == 1 ? "" : "s", near->item,
+           hk_mc_index((intptr_t)(p - near->base), near->item));
+  } else {
+    hk_fmt(what, sizeof what, "every array of the launch: address %p (a wild pointer)",
+           (void *)p);
+  }
+  hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: %s outside %s, by %s at %s", ex->l->kern->name,
+         write ? "write" : "read", what, who, at);
+}
