@@ -179,8 +179,9 @@ static const char *src_barrier_loop =
     "DV_KERNEL(barloop, DV_ARRAY(int, out)) {\n"                                  /* 1 */
     "  DV_BIND(int, out);\n"                                                      /* 2 */
     "  DV_SHARED(int, s, 64);\n"                                                  /* 3 */
-    "  int t = dv_thread_idx(0);\n"                                               /* 4 */
-    "  for (;;) { s[t] = s[(t + 1) % 64] + 1; dv_syncthreads(); out[t] = s[t]; }\n" /* 5 */
+    "  int t = dv_thread_idx(0); s[t] = 0; dv_syncthreads();\n"                   /* 4 */
+    /* race-free and initialized (the tests run with kernel_check=on) */
+    "  for (;;) { int v = s[(t + 1) % 64] + 1; dv_syncthreads(); s[t] = v; dv_syncthreads(); out[t] = s[t]; }\n" /* 5 */
     "}\n";
 
 static void test_barrier_loop(void **state) {
@@ -234,7 +235,9 @@ static const char *src_one_block =
 static void test_one_block_spins(void **state) {
   (void)state;
   for (int q = 0; q < 2; q++) {
-    dv_context *c = new_ctx(modes[q], NULL);
+    dv_context *c = new_ctx(modes[q], "kernel_check=bounds");
+    /* bounds, not on: the access checks run a launch's blocks one after the
+     * other, and this test is about the blocks that finish beside a spinning one */
     dv_module *m = build(c, "oneblock.dvk", src_one_block);
     int64_t n = 8 * 32;
     dv_array *flag = NULL, *out = NULL;

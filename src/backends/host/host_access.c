@@ -213,6 +213,7 @@ void hk_access_block(hk_exec *ex) {
   hk_access *a = ex->l->acc;
   hk_race_block(a->race, ex->block);
   hk_init_block(a->init);
+  ex->acc_pc = NULL;
 }
 
 void hk_access_barrier(hk_exec *ex, int fence) { hk_race_barrier(ex->l->acc->race, fence); }
@@ -232,9 +233,14 @@ static inline void hk_acc_enter(hk_exec *ex) {
   atomic_signal_fence(memory_order_seq_cst);
 }
 
-static inline void hk_acc_leave(hk_exec *ex) {
+/* Back to the kernel's code at pc; where the watchdog stopped the launch
+ * (host_watchdog.c), the block stops here, at the kernel's access. */
+static inline void hk_acc_leave(hk_exec *ex, const void *pc) {
   atomic_signal_fence(memory_order_seq_cst);
   ex->in_kernel = 1;
+  atomic_signal_fence(memory_order_seq_cst);
+  if (__builtin_expect(atomic_load_explicit(&ex->wd_stop, memory_order_relaxed), 0))
+    hk_rt_timeout(ex, pc);
 }
 
 /* A race: the report, then the block stops. */
@@ -351,9 +357,10 @@ static void hk_rt_access(const void *ptr, size_t n, int flags, const void *pc) {
   if (p - (uintptr_t)ex->ht < ex->cap * sizeof *ex->ht) return;
   if (p - (uintptr_t)ex->self < sizeof *ex->self) return;
   if (!ex->l || !ex->l->acc) return; /* not in a checked launch (never: modules are per launch) */
+  ex->acc_pc = pc;
   hk_acc_enter(ex);
   hk_check(ex, p, n, flags, pc);
-  hk_acc_leave(ex);
+  hk_acc_leave(ex, pc);
 }
 
 static void *hk_rt_memop(int op, void *dst, const void *src, int c, size_t n, const void *pc) {
@@ -362,7 +369,7 @@ static void *hk_rt_memop(int op, void *dst, const void *src, int c, size_t n, co
     hk_acc_enter(ex);
     if (op != dv__mem_set) hk_check(ex, (uintptr_t)src, n, 0, pc);
     hk_check(ex, (uintptr_t)dst, n, dv__acc_write, pc);
-    hk_acc_leave(ex);
+    hk_acc_leave(ex, pc);
   }
   /* The work, in the kernel's window again (its ranges were checked). */
   if (op == dv__mem_set) return memset(dst, c, n);

@@ -350,6 +350,10 @@ struct hk_exec {
   _Atomic int wd_stop;
   int wd_hit;
   const void *volatile wd_pc;
+  /* The access checks (host_access.c): the last access's instruction (a
+   * return address in the kernel's code), where a watchdog signal that
+   * lands inside the module's hooks says the thread was. */
+  const void *volatile acc_pc;
   bool wd_ret;
   bool in_fis;       /* fast mode: the fission function runs (host_exec.c) */
   pthread_t wd_thread;
@@ -430,6 +434,9 @@ void hk_thread_name(const hk_exec *ex, int i, char *buf, size_t cap);
  * becomes the current one (ex->cur, its record), the threads it ran before
  * exited; call on entry to the runtime when ex->rfib->loop is set. */
 void hk_loop_sync(hk_exec *ex);
+/* The watchdog stopped the launch: the calling thread's block stops here,
+ * at the kernel's call pc (a return address); from the runtime only. */
+__attribute__((noreturn)) void hk_rt_timeout(hk_exec *ex, const void *pc);
 /* Fill a shared slot's redzone with its canary. */
 void hk_fill_redzone(unsigned char *p);
 /* Stop the running thread's block with the fault ex->fault says (never

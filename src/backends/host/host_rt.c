@@ -145,7 +145,7 @@ void hk_loop_sync(hk_exec *ex) {
 /* The watchdog stopped the launch (host_watchdog.c): the calling thread's
  * block stops on its way back to the kernel, whose call (pc, a return
  * address) is where it was. */
-__attribute__((noreturn, noinline)) static void hk_rt_timeout(hk_exec *ex, const void *pc) {
+__attribute__((noreturn, noinline)) void hk_rt_timeout(hk_exec *ex, const void *pc) {
   ex->in_kernel = 0;
   ex->wd_hit = HK_WD_RUNTIME;
   ex->wd_pc = pc;

@@ -282,6 +282,10 @@ void hk_wd_block_stopped(hk_exec *ex) {
   p.run = -1;
   p.pc = ex->wd_pc;
   p.ret = ex->wd_ret;
+  /* A signal in an instrumented module (kernel_check=on) lands mostly in
+   * the access hooks kernel.h defines: the thread was at its last access. */
+  if (ex->wd_hit == HK_WD_SIGNAL && ex->m && ex->m->access && ex->acc_pc)
+    p.pc = ex->acc_pc, p.ret = true;
   const hk_fib *fb = ex->rfib;
   const bool running = ex->wd_hit == HK_WD_SIGNAL || ex->wd_hit == HK_WD_RUNTIME;
   int loop_from = 0;
