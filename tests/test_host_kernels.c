@@ -251,8 +251,10 @@ static void test_barrier_is_needed(void **state) {
   dv_launch_config lc = cfg1(1, 256, 0, NULL);
   dv_arg args[] = {DV_ARG_ARRAY(d)};
   assert_status(dv_kernel_launch(kernel_of(m, "reverse"), &lc, 1, args), DV_ERR_KERNEL_FAULT);
-  assert_contains(dv_last_error(), "kernel reverse: read of uninitialized shared array 's' "
-                                   "element 255 by thread (0,0,0) of block (0,0,0)");
+  /* thread 127 read s[128] before thread 128 wrote it, no barrier between */
+  assert_contains(dv_last_error(), "kernel reverse: read-write race on shared array 's' element "
+                                   "128: thread (128,0,0) of block (0,0,0) wrote it at reverse.dvk:");
+  assert_contains(dv_last_error(), "thread (127,0,0) of block (0,0,0) read it at reverse.dvk:");
   dv_array_release(d);
   finish(c, m);
 }

@@ -60,6 +60,7 @@ static int hk_seg_cb(struct dl_phdr_info *info, size_t size, void *arg) {
   dv_bmodule *m = f->m;
   for (int i = 0; i < info->dlpi_phnum && m->nseg < 8; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type == PT_TLS) m->tls_bytes = ph->p_memsz;
     if (ph->p_type != PT_LOAD) continue;
     m->seg_lo[m->nseg] = (uintptr_t)info->dlpi_addr + ph->p_vaddr;
     m->seg_hi[m->nseg] = m->seg_lo[m->nseg] + ph->p_memsz;
@@ -213,10 +214,19 @@ void hk_access_block(hk_exec *ex) {
   hk_access *a = ex->l->acc;
   hk_race_block(a->race, ex->block);
   hk_init_block(a->init);
+  a->uninit = false;
   ex->acc_pc = NULL;
 }
 
 void hk_access_barrier(hk_exec *ex, int fence) { hk_race_barrier(ex->l->acc->race, fence); }
+
+bool hk_access_pending(hk_exec *ex) {
+  hk_access *a = ex->l->acc;
+  if (!a->uninit) return false;
+  a->uninit = false;
+  hk_fmt(ex->fault, sizeof ex->fault, "%s", a->uninit_msg);
+  return true;
+}
 
 void hk_access_wave(hk_exec *ex, int w) { hk_race_wave(ex->l->acc->race, w); }
 
@@ -275,14 +285,15 @@ static void hk_acc_shared(hk_exec *ex, hk_access *a, uintptr_t p, size_t n, int 
     hk_fault_stop(ex);
   }
   size_t first;
-  if (!write && hk_init_read(a->init, off, n, &first)) {
+  if (!write && !a->uninit && hk_init_read(a->init, off, n, &first)) {
     char what[200], who[96], at[160];
     hk_mc_shared_name(ex, first, what, sizeof what);
     hk_mc_who(ex, ex->block, ex->cur, who, sizeof who);
     hk_line_of(ex->m, pc, at, sizeof at);
-    hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: read of uninitialized %s by %s at %s (no "
-           "thread of the block wrote it before)", ex->l->kern->name, what, who, at);
-    hk_fault_stop(ex);
+    hk_fmt(a->uninit_msg, sizeof a->uninit_msg, "kernel %s: read of uninitialized %s by %s at "
+           "%s (no thread of the block wrote it before, nor later in that barrier interval)",
+           ex->l->kern->name, what, who, at);
+    a->uninit = true; /* reported at the interval's end, unless a race is first */
   }
   if (write) hk_init_write(a->init, off, n);
   if (flags & dv__acc_atomic) return;
@@ -293,6 +304,19 @@ static void hk_acc_shared(hk_exec *ex, hk_access *a, uintptr_t p, size_t n, int 
     hk_mc_shared_name(ex, hit.off, what, sizeof what);
     hk_race_fault(ex, what, &cur, &hit);
   }
+}
+
+/* Outside the launch's arrays but not a wild pointer (a cold path, before a
+ * report): the module's thread-locals (this thread's block of them), and
+ * the data of any loaded object (the C library's, another library's), which
+ * a kernel's own code may read or write like any C code. */
+static bool hk_acc_elsewhere(const hk_exec *ex, uintptr_t p) {
+  void *tls = NULL;
+  if (ex->m->tls_bytes && dlinfo(ex->m->dl, RTLD_DI_TLS_DATA, &tls) == 0 && tls &&
+      p - (uintptr_t)tls < ex->m->tls_bytes)
+    return true;
+  Dl_info di;
+  return dladdr((const void *)p, &di) != 0;
 }
 
 static void hk_acc_global(hk_exec *ex, hk_access *a, uintptr_t p, size_t n, int flags,
@@ -311,6 +335,7 @@ static void hk_acc_global(hk_exec *ex, hk_access *a, uintptr_t p, size_t n, int 
     }
   }
   const bool write = flags & dv__acc_write;
+  if (!ga && hk_acc_elsewhere(ex, p)) return;
   if (!ga) {
     hk_mc_global_fault(ex, a, p, n, write, pc);
     hk_fault_stop(ex);
@@ -351,13 +376,14 @@ static void hk_check(hk_exec *ex, uintptr_t p, size_t n, int flags, const void *
 
 static void hk_rt_access(const void *ptr, size_t n, int flags, const void *pc) {
   hk_exec *ex = hk_cur;
+  if (!ex) return; /* not on an executor (a constructor of the module) */
+  ex->acc_pc = pc;
   const uintptr_t p = (uintptr_t)ptr;
   /* The commonest: the thread's own stack, its record and dv__self. */
   if (p - (uintptr_t)ex->stacks < ex->map_bytes) return;
   if (p - (uintptr_t)ex->ht < ex->cap * sizeof *ex->ht) return;
   if (p - (uintptr_t)ex->self < sizeof *ex->self) return;
   if (!ex->l || !ex->l->acc) return; /* not in a checked launch (never: modules are per launch) */
-  ex->acc_pc = pc;
   hk_acc_enter(ex);
   hk_check(ex, p, n, flags, pc);
   hk_acc_leave(ex, pc);
@@ -366,6 +392,7 @@ static void hk_rt_access(const void *ptr, size_t n, int flags, const void *pc) {
 static void *hk_rt_memop(int op, void *dst, const void *src, int c, size_t n, const void *pc) {
   hk_exec *ex = hk_cur;
   if (ex && ex->l && ex->l->acc && n) {
+    ex->acc_pc = pc;
     hk_acc_enter(ex);
     if (op != dv__mem_set) hk_check(ex, (uintptr_t)src, n, 0, pc);
     hk_check(ex, (uintptr_t)dst, n, dv__acc_write, pc);

@@ -30,6 +30,13 @@ struct hk_access {
   hk_region *regions;
   hk_garg *args;
   int last; /* the argument the last global access fell in */
+  /* The block's first read of uninitialized shared memory, reported at the
+   * barrier that ends its interval or at the block's end (hk_access_pending)
+   * unless a race report comes first: a thread that writes those bytes
+   * later in the same interval makes it a race (a missing barrier), which
+   * says more than "uninitialized". */
+  bool uninit;
+  char uninit_msg[512];
 };
 
 /* ---- host_memcheck.c ---- */

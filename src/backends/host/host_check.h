@@ -41,8 +41,10 @@ void hk_init_free(hk_init *s);
 void hk_init_block(hk_init *s);
 /* Bytes [off, off + n) were written by some thread of the block. */
 void hk_init_write(hk_init *s, size_t off, size_t n);
-/* A read of [off, off + n): true when some byte of it was never written in
- * this block (*first: the first such byte's offset). */
+/* A read of [off, off + n): true when no byte of it was written in this
+ * block (*first: off).  Not when some were: a whole struct read or copied
+ * reads its padding, which nothing writes (compute-sanitizer, too, reports
+ * a value used, not a copy). */
 bool hk_init_read(const hk_init *s, size_t off, size_t n, size_t *first);
 
 /* ---- host_race.c ---- */

@@ -457,6 +457,7 @@ static int hk_schedule(hk_exec *ex) {
         hk_redzone_fault(ex, bad, "at the end of the block");
         return 1;
       }
+      if (ex->l->acc && hk_access_pending(ex)) return 1; /* initcheck */
       return 0;
     }
     /* Whole waves waiting at one wave barrier go on. */
@@ -483,6 +484,7 @@ static int hk_schedule(hk_exec *ex) {
           hk_redzone_fault(ex, bad, when);
           return 1;
         }
+        if (ex->l->acc && hk_access_pending(ex)) return 1; /* initcheck */
         for (int i = 0; i < n; i++) ex->thr[i].state = HK_T_RUN;
         ex->nbar = 0;
         if (ex->l->acc) hk_access_barrier(ex, ex->bar_fence); /* the access checks */

@@ -1,6 +1,7 @@
 /*
- * initcheck (issue 24): a read of shared memory that no thread of the block
- * has written since the block began.  One bit per byte of the block's shared
+ * initcheck (issue 24): a read of shared memory none of whose bytes a thread
+ * of the block has written since the block began (a read of some written
+ * bytes is not reported: struct padding is read by every whole-struct copy).  One bit per byte of the block's shared
  * arena, cleared when a block starts.
  */
 #include <string.h>
@@ -35,9 +36,7 @@ bool hk_init_read(const hk_init *s, size_t off, size_t n, size_t *first) {
   if (off >= s->bytes) return false;
   if (n > s->bytes - off) n = s->bytes - off;
   for (size_t b = off; b < off + n; b++)
-    if (!(s->bits[b >> 3] & (1u << (b & 7)))) {
-      if (first) *first = b;
-      return true;
-    }
-  return false;
+    if (s->bits[b >> 3] & (1u << (b & 7))) return false;
+  if (first) *first = off;
+  return n > 0;
 }

@@ -146,6 +146,7 @@ struct dv_bmodule {
   bool access;
   int nseg;
   uintptr_t seg_lo[8], seg_hi[8];
+  size_t tls_bytes; /* its thread-locals' block (PT_TLS), per thread */
   pthread_mutex_t lock;
   dv_bkernel *kernels;
 };
@@ -516,6 +517,12 @@ bool hk_access_degraded(const hk_access *a);
 void hk_access_block(hk_exec *ex);
 void hk_access_barrier(hk_exec *ex, int fence);
 void hk_access_wave(hk_exec *ex, int w);
+/* A barrier interval of the running block ended (a barrier releases it, or
+ * the block ends): true, with the report in ex->fault, when a thread read
+ * shared memory no thread wrote before the interval's end (initcheck; a
+ * write later in the interval by another thread is reported as a race
+ * when it happens). */
+bool hk_access_pending(hk_exec *ex);
 
 /* ---- host_exec.c ---- */
 /* The calling OS thread's executor for state k (made on first use); NULL:
