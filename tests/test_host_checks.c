@@ -314,7 +314,7 @@ static void test_memcpy_checked(void **state) {
   assert_int_equal(out[15], 8);
   assert_int_equal(run1(c, m, "cp", 1, 4, 16, 9, NULL), DV_ERR_KERNEL_FAULT);
   assert_contains(g_msg, "kernel cp: write outside argument 0 'out' (16 elements of 4 "
-                                   "bytes): element 9, by thread (0,0,0) of block (0,0,0) at cp.dvk:5");
+                                   "bytes): element 16 (32 bytes from element 9), by thread (0,0,0) of block (0,0,0) at cp.dvk:5");
   dv_module_release(m);
   assert_ok(dv_context_destroy(c));
 }

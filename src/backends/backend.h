@@ -152,7 +152,7 @@ typedef struct dv_barg {
  * kernel is given, for the host simulator's access checks (kernel_check=on:
  * their bounds and the element a report names).  lo and hi are the bytes it
  * spans relative to its element 0 (the buffer plus the offset argument that
- * follows), lo <= 0 <= hi; itemsize its element's bytes. */
+ * follows), lo <= 0 <= hi; itemsize its element's bytes (0: the span is not known). */
 typedef struct dv_barray {
   int64_t lo, hi;
   size_t itemsize;

@@ -554,7 +554,7 @@ static dv_status dv__launch_lowered(dv_kernel *k, const dv_launch_config *cfg, c
     sp->itemsize = arr->dtype->itemsize;
     if (dv__layout_extent(arr->ndim, arr->shape, arr->strides, (int64_t)sp->itemsize, &sp->lo,
                           &sp->hi))
-      sp->lo = sp->hi = 0;
+      sp->itemsize = 0, sp->lo = sp->hi = 0; /* not known (the backend then takes the buffer) */
     bargs[nb++] = (dv_barg){DV_BARG_BUFFER, DV_BOOL, buf, sp, sizeof *sp};
     bargs[nb++] = (dv_barg){DV_BARG_VALUE, DV_INT64, NULL, &offsets[i], sizeof(int64_t)};
     if (a->kind == DV_ARG_VIEW || a->kind == DV_ARG_SMART_VIEW) {

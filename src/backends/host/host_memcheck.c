@@ -102,8 +102,7 @@ void hk_mc_shared_fault(hk_exec *ex, uintptr_t p, size_t n, bool write, const vo
 
 void hk_mc_global_fault(hk_exec *ex, const hk_access *a, uintptr_t p, size_t n, bool write,
                         const void *pc) {
-  char who[96], at[160], what[260];
-  (void)n;
+  char who[96], at[160], what[300];
   hk_mc_who(ex, ex->block, ex->cur, who, sizeof who);
   hk_line_of(ex->m, pc, at, sizeof at);
   /* The nearest argument: the one whose span is closest to the access. */
@@ -116,9 +115,16 @@ void hk_mc_global_fault(hk_exec *ex, const hk_access *a, uintptr_t p, size_t n, 
   }
   if (near && best <= ((uintptr_t)1 << 20)) {
     size_t elems = (size_t)(near->hi - near->lo) / near->item;
-    hk_fmt(what, sizeof what, "argument %d '%s' (%zu element%s of %zu bytes): element %lld",
+    /* an access that starts inside and runs past the end: its first byte
+     * outside names the element */
+    const uintptr_t q = p >= near->lo && p < near->hi ? near->hi : p;
+    char from[80] = "";
+    if (q != p)
+      hk_fmt(from, sizeof from, " (%zu bytes from element %lld)", n,
+             hk_mc_index((intptr_t)(p - near->base), near->item));
+    hk_fmt(what, sizeof what, "argument %d '%s' (%zu element%s of %zu bytes): element %lld%s",
            near->param, near->name, elems, elems == 1 ? "" : "s", near->item,
-           hk_mc_index((intptr_t)(p - near->base), near->item));
+           hk_mc_index((intptr_t)(q - near->base), near->item), from);
   } else {
     hk_fmt(what, sizeof what, "every array of the launch: address %p (a wild pointer)",
            (void *)p);
