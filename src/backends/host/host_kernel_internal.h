@@ -10,7 +10,9 @@
  *   host_module.c  modules (dlopen, memfd), kernels, file helpers
  *   host_fission.c region fission (libclang), called by host_build.c
  *   host_exec.c    executors (OS threads that run blocks), the runner and
- *                  block scheduler (fibers), signals, helper threads
+ *                  block scheduler (fibers), helper threads
+ *   host_signal.c  the signal handler: faults in a kernel's code, the
+ *                  watchdog's signal
  *   host_call.c    calling a kernel: argument types, the System V "flat"
  *                  path, libffi
  *   host_rt.c      the runtime kernels call (dv__rt): shared memory,
@@ -25,7 +27,7 @@
  *                  host_memcheck.c its out-of-bounds reports; initcheck and
  *                  race detection behind host_check.h
  *
- * host_kernel.c uses host_build.c, host_exec.c, host_call.c, host_rt.c and
+ * host_kernel.c uses host_build.c, host_exec.c, host_call.c, host_rt.c, host_signal.c and
  * host_watchdog.c; host_exec.c uses host_call.c, host_rt.c and
  * host_watchdog.c; host_watchdog.c uses host_rt.c and host_lines.c;
  * host_build.c uses host_rt.c and host_fission.c; host_kernel.c and
@@ -524,6 +526,11 @@ void hk_access_wave(hk_exec *ex, int w);
  * when it happens). */
 bool hk_access_pending(hk_exec *ex);
 
+/* ---- host_signal.c ---- */
+/* The signal handler, installed while some state that launched holds it. */
+void hk_sig_acquire(hk_state *k);
+void hk_sig_release(void);
+
 /* ---- host_exec.c ---- */
 /* The calling OS thread's executor for state k (made on first use); NULL:
  * no memory. */
@@ -532,8 +539,6 @@ hk_exec *hk_exec_here(hk_state *k);
 void hk_run_blocks(hk_exec *ex, hk_job *l);
 /* Start the helper threads once; false: no memory (try again later). */
 bool hk_pool_start(hk_state *k);
-/* The signal handler, installed while some state that launched holds it. */
-void hk_sig_acquire(hk_state *k);
-void hk_sig_release(void);
+
 
 #endif
