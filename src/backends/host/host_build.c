@@ -423,6 +423,22 @@ static void hk_log_head(const char *log, char *buf, size_t cap) {
   memcpy(buf, log, n);
   buf[n] = 0;
 }
+/* Run the compiler's command line argv (its output into log_path; its exit
+ * status into *code) and read that log into *logtxt (replacing it). */
+static dv_status hk_run_logged(char **argv, const char *log_path, int *code, char **logtxt,
+                               const char *who) {
+  int e = hk_spawn(argv, log_path, code);
+  if (e)
+    return dv__error(DV_ERR_NO_COMPILER, "host simulator: cannot run the C compiler %s: %s",
+                     argv[0], strerror(e));
+  dv__free(*logtxt);
+  errno = 0;
+  *logtxt = hk_read_file(log_path, NULL);
+  if (!*logtxt && errno != ENOMEM) *logtxt = dv__strdup("");
+  if (!*logtxt) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot read the %s's log", who);
+  return DV_OK;
+}
+
 
 /* Run the compiler on `in`: preprocess it into out (-E), or compile it into
  * the module out; *code is its exit status, *logtxt (replaced) its output. */
@@ -455,21 +471,8 @@ static dv_status hk_cc(hk_state *k, const dv_build_req *req, bool check, const c
     if (what == HK_CC_LINK) { /* no -fsanitize=thread: no sanitizer runtime in the module */
       ok = ok && hk_words("-shared -fPIC", &argv, &argc) && hk_word("-o", &argv, &argc) &&
            hk_word(out, &argv, &argc) && hk_word(in, &argv, &argc) && hk_word("-lm", &argv, &argc);
-      if (!ok) {
-        rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble the linker's command line");
-        break;
-      }
-      int e = hk_spawn(argv, log_path, code);
-      if (e) {
-        rc = dv__error(DV_ERR_NO_COMPILER, "host simulator: cannot run the C compiler %s: %s",
-                       argv[0], strerror(e));
-        break;
-      }
-      dv__free(*logtxt);
-      errno = 0;
-      *logtxt = hk_read_file(log_path, NULL);
-      if (!*logtxt && errno != ENOMEM) *logtxt = dv__strdup("");
-      if (!*logtxt) rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot read the linker's log");
+      rc = ok ? hk_run_logged(argv, log_path, code, logtxt, "linker")
+              : dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble the linker's command line");
       break;
     }
     /* No contraction of a * b + c into a fused multiply-add: clang's default
@@ -498,20 +501,8 @@ static dv_status hk_cc(hk_state *k, const dv_build_req *req, bool check, const c
       rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble the compiler's command line");
       break;
     }
-    int e = hk_spawn(argv, log_path, code);
-    if (e) {
-      rc = dv__error(DV_ERR_NO_COMPILER, "host simulator: cannot run the C compiler %s: %s",
-                     argv[0], strerror(e));
-      break;
-    }
-    dv__free(*logtxt);
-    errno = 0;
-    *logtxt = hk_read_file(log_path, NULL);
-    if (!*logtxt && errno != ENOMEM) *logtxt = dv__strdup("");
-    if (!*logtxt) {
-      rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot read the compiler's log");
-      break;
-    }
+    rc = hk_run_logged(argv, log_path, code, logtxt, "compiler");
+    if (rc) break;
     if (*code == 0 || !clash || !strstr(*logtxt, "stack-clash-protection")) break;
     pthread_mutex_lock(&k->lock);
     k->no_clash = true;
