@@ -27,9 +27,11 @@ from ._context import (Context, current_context, select_backend, select_device, 
                        get_current_device, synchronize, defer_cleanup, Stream, stream,
                        default_stream, legacy_default_stream, per_thread_default_stream,
                        Event, event, event_elapsed_time)
-from ._array import (DeviceNDArray, DeviceRecord, device_array, device_array_like, to_device,
-                     pinned_array, mapped_array, managed_array, pinned, mapped, register,
-                     deregister, is_pinned, is_cuda_array, is_device_array, from_dlpack)
+from ._array import DeviceNDArray, DeviceRecord
+from ._create import (device_array, device_array_like, to_device, from_dlpack, is_cuda_array,
+                      is_device_array)
+from ._hostmem import (pinned_array, mapped_array, managed_array, pinned, mapped, register,
+                       deregister, is_pinned)
 from ._kernel import Module, Kernel, Arg, In, Out, InOut, View, SmartArray
 
 __version__ = _clib.dv_version().decode()

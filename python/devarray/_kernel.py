@@ -6,8 +6,10 @@ import operator
 
 import numpy as np
 
-from ._array import (DeviceNDArray, _HostOwner, _host_array, _dv_dtype, _stream_handle, _hold,
-                     MEM_HOST)
+from ._array import DeviceNDArray, _hold, MEM_HOST
+from ._context import _stream_handle
+from ._convert import _dv_dtype
+from ._hostmem import _HostOwner, _host_array
 from ._context import current_context
 from ._lib import lib, check, error, CompileError, dv_arg, dv_launch_config, dv_kernel_param
 
@@ -404,7 +406,7 @@ class SmartArray:
             if shape is None:
                 raise ValueError("SmartArray needs obj or shape")
             self._dtype = np.dtype(np.float64 if dtype is None else dtype)
-            from ._array import _shape_tuple, _i64
+            from ._convert import _shape_tuple, _i64
             shp = _shape_tuple(shape)
             check(lib.dv_smart_create(ctx.handle, len(shp), _i64(shp), _dv_dtype(self._dtype),
                                       None, (order or "C").encode(), _where(where),

@@ -1,0 +1,296 @@
+"""Host memory: pinned, mapped, managed and registered NumPy arrays, and the wrapping of
+NumPy arrays as C host arrays."""
+
+import contextlib
+import ctypes
+import threading
+
+import numpy as np
+
+from . import _context
+from ._context import current_context
+from ._convert import (_P, _dv_dtype, _dtype_cache, _shape_tuple, _i64, _out,
+                       _pack_shape)
+from ._lib import lib, check, library_path
+
+# ---- host memory ----------------------------------------------------------
+
+# (address, shape, strides, dtype) -> C handle of pinned, mapped, managed or registered host
+# memory, so that transfers and launches use what the library knows of that memory.
+_registry = {}
+_registry_lock = threading.Lock()
+
+
+def _key(arr):
+    return (arr.__array_interface__["data"][0], arr.shape, arr.strides, arr.dtype)
+
+
+class _HostOwner:
+    """Owns one reference to a C host-side array (pinned, mapped, managed, a smart array's
+    host copy) and exposes it to NumPy; NumPy arrays over it keep it as their base."""
+
+    def __init__(self, handle, dtype, keep=None, register=True):
+        self.handle = handle
+        self._keep = keep
+        nd = lib.dv_array_ndim(handle)
+        shp, strd = lib.dv_array_shape(handle), lib.dv_array_strides(handle)
+        self.shape = tuple(shp[i] for i in range(nd))
+        self.strides = tuple(strd[i] for i in range(nd))
+        ptr = _P()
+        check(lib.dv_array_host_data(handle, ctypes.byref(ptr)))
+        self.__array_interface__ = {"shape": self.shape, "strides": self.strides or None,
+                                    "typestr": dtype.str if dtype.names is None else "|V%d"
+                                    % dtype.itemsize,
+                                    "descr": dtype.descr if dtype.names else [("", dtype.str)],
+                                    "data": (ptr.value or 0, False), "version": 3}
+        self._registered = None
+        if register:
+            self._registered = (ptr.value or 0, self.shape, self.strides, dtype)
+            with _registry_lock:
+                _registry[self._registered] = handle
+
+    def array(self, dtype):
+        a = np.asarray(self)
+        if a.dtype != dtype:
+            a = a.view(dtype)
+        return a
+
+    def __del__(self):
+        if self._registered is not None:
+            with _registry_lock:
+                _registry.pop(self._registered, None)
+        if self.handle and lib is not None:
+            lib.dv_array_release(self.handle)
+            self.handle = None
+
+
+def _host_array(arr):
+    """(C handle with one reference, numpy array it describes) for a host array."""
+    if type(arr) is not np.ndarray:
+        arr = np.asarray(arr)
+    flags = arr.flags
+    if not flags.aligned or not arr.dtype.isnative:
+        arr = np.require(arr, arr.dtype.newbyteorder("="), ["A"])
+        flags = arr.flags
+    # the address: the array's own struct interface is a capsule (cheap) where
+    # __array_interface__ builds a dict (~10,000 instructions)
+    data = _capsule_ptr(arr.__array_struct__, None)[0].data
+    if _registry:
+        h = _registry.get((data or 0, arr.shape, arr.strides, arr.dtype))
+        if h is not None:
+            return lib.dv_array_retain(h), arr
+    out = _out
+    shape = arr.shape
+    dt = arr.dtype
+    cdt = _dtype_cache.get(dt)
+    if cdt is None:
+        cdt = _dv_dtype(dt)
+    c = _context._ctx
+    st = _wrap_fn((c if c is not None else current_context()).handle, data, len(shape),
+                  _pack_shape(shape), cdt, None if flags.c_contiguous else _pack_shape(arr.strides),
+                  out.ref)
+    if st:
+        check(st, "host array")
+    return out.p.value, arr
+
+
+class _PyArrayInterface(ctypes.Structure):
+    """NumPy's PyArrayInterface (the __array_struct__ capsule's pointer)."""
+    _fields_ = [("two", ctypes.c_int), ("nd", ctypes.c_int), ("typekind", ctypes.c_char),
+                ("itemsize", ctypes.c_int), ("flags", ctypes.c_int),
+                ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("data", ctypes.c_void_p), ("descr", ctypes.c_void_p)]
+
+
+# a prototype of its own: other modules (_dlpack) declare ctypes.pythonapi's shared function
+# object with other argtypes
+_capsule_ptr = ctypes.PYFUNCTYPE(ctypes.POINTER(_PyArrayInterface), ctypes.py_object,
+                                 ctypes.c_char_p)(("PyCapsule_GetPointer", ctypes.pythonapi))
+_wrap_fn = ctypes.CDLL(library_path).dv_host_array_wrap
+_wrap_fn.argtypes = [_P, _P, ctypes.c_int, _P, _P, _P, _P]
+_wrap_fn.restype = ctypes.c_int
+_release_fn = lib.dv_array_release
+_byref = ctypes.byref
+
+
+def _alloc(fn, shape, dtype, strides, order, *extra, name=""):
+    shape = _shape_tuple(shape)
+    dtype = np.dtype(dtype)
+    if strides is not None:
+        strides = _shape_tuple(strides)
+        if len(strides) != len(shape):
+            raise ValueError("strides must have one entry per dimension")
+    if order not in ("C", "F"):
+        raise ValueError("order must be 'C' or 'F', not %r" % (order,))
+    out = _P()
+    check(fn(_context._handle(), len(shape), _i64(shape), _dv_dtype(dtype), _i64(strides),
+             order.encode(), *extra, ctypes.byref(out)), name)
+    return out.value, dtype
+
+
+def pinned_array(shape, dtype=np.float64, strides=None, order="C"):
+    """A NumPy array over page-locked host memory (Numba's pinned_array)."""
+    h, dt = _alloc(lib.dv_pinned_array, shape, dtype, strides, order, name="pinned_array")
+    return _HostOwner(h, dt).array(dt)
+
+
+def mapped_array(shape, dtype=np.float64, strides=None, order="C", stream=0, portable=False,
+                 wc=False):
+    """A NumPy array over mapped host memory the device addresses directly (Numba's
+    mapped_array). Kernels given it use it in place, with no copy."""
+    flags = (1 if portable else 0) | (2 if wc else 0)
+    h, dt = _alloc(lib.dv_mapped_array, shape, dtype, strides, order, flags,
+                   name="mapped_array")
+    return _HostOwner(h, dt).array(dt)
+
+
+def managed_array(shape, dtype=np.float64, strides=None, order="C", stream=0,
+                  attach_global=True):
+    """A NumPy array over managed memory (Numba's managed_array); NotSupportedError on
+    backends and devices without it. Synchronize before reading what kernels wrote."""
+    h, dt = _alloc(lib.dv_managed_array, shape, dtype, strides, order,
+                   1 if attach_global else 0, name="managed_array")
+    return _HostOwner(h, dt).array(dt)
+
+
+@contextlib.contextmanager
+def pinned(*arylist):
+    """Page-lock the NumPy arrays' memory for the block (Numba's cuda.pinned)."""
+    handles, arrs = _wrap_all(arylist)
+    scope = _P()
+    try:
+        check(lib.dv_pinned_scope_begin(_context._handle(), len(handles),
+                                        (_P * len(handles))(*handles), ctypes.byref(scope)),
+              "pinned")
+        keys = _register(handles, arrs)
+        try:
+            yield
+        finally:
+            _unregister(keys)
+            check(lib.dv_scope_end(scope), "pinned")
+    finally:
+        for h in handles:
+            lib.dv_array_release(h)
+
+
+@contextlib.contextmanager
+def mapped(*arylist, **kws):
+    """Map the NumPy arrays into the device's address space for the block (Numba's
+    cuda.mapped): yields a device array (a list for several arrays) over the same memory;
+    those must not be used after the block."""
+    stream = kws.get("stream", 0)
+    for a in arylist:
+        if isinstance(a, np.ndarray) and not a.flags.writeable:
+            # the device view is writable (kernels, copies): refuse, as copy_to_host does
+            raise ValueError("mapped: the array is read-only; a device view of it could be "
+                             "written (pass a writeable copy)")
+    from ._array import DeviceNDArray  # _array imports this module
+    handles, arrs = _wrap_all(arylist)
+    n = len(handles)
+    views = (_P * n)()
+    scope = _P()
+    try:
+        check(lib.dv_mapped_scope_begin(_context._handle(), n, (_P * n)(*handles), views,
+                                        ctypes.byref(scope)), "mapped")
+        devs = [DeviceNDArray._from_handle(views[i], a.dtype, keep=a, stream=stream)
+                for i, a in enumerate(arrs)]
+        try:
+            yield devs[0] if n == 1 else devs
+        finally:
+            for d in devs:
+                d._release()
+            check(lib.dv_scope_end(scope), "mapped")
+    finally:
+        for h in handles:
+            lib.dv_array_release(h)
+
+
+def _wrap_all(arylist):
+    handles, arrs = [], []
+    try:
+        for a in arylist:
+            if not isinstance(a, np.ndarray):
+                raise TypeError("pinned/mapped/register take NumPy arrays, not %s"
+                                % type(a).__name__)
+            h, arr = _host_array(a)
+            handles.append(h)
+            arrs.append(arr)
+    except BaseException:
+        for h in handles:
+            lib.dv_array_release(h)
+        raise
+    return handles, arrs
+
+
+def _register(handles, arrs):
+    keys = []
+    with _registry_lock:
+        for h, a in zip(handles, arrs):
+            k = _key(a)
+            if k not in _registry:
+                _registry[k] = h
+                keys.append(k)
+    return keys
+
+
+def _unregister(keys):
+    with _registry_lock:
+        for k in keys:
+            _registry.pop(k, None)
+
+
+_registered = {}  # key -> (handle, array)
+
+
+def register(*arylist):
+    """Page-lock (register) host arrays until deregister (Numba's ROC register)."""
+    handles, arrs = _wrap_all(arylist)
+    done = []
+    try:
+        for h, a in zip(handles, arrs):
+            check(lib.dv_array_register(h), "register")
+            done.append((h, a))
+    except BaseException:
+        for h, a in done:
+            lib.dv_array_deregister(h)
+        for h in handles:
+            lib.dv_array_release(h)
+        raise
+    for h, a in done:
+        k = _key(a)
+        _registered[k] = (h, a)
+        with _registry_lock:
+            _registry.setdefault(k, h)
+
+
+def deregister(*arylist):
+    """Undo register(); MisuseError for an array that is not registered."""
+    for a in arylist:
+        k = _key(np.asarray(a))
+        ent = _registered.get(k)
+        if ent is None:
+            h, _ = _host_array(a)
+            try:
+                check(lib.dv_array_deregister(h), "deregister")
+            finally:
+                lib.dv_array_release(h)
+            continue
+        del _registered[k]
+        with _registry_lock:
+            if _registry.get(k) == ent[0]:
+                del _registry[k]
+        try:
+            check(lib.dv_array_deregister(ent[0]), "deregister")
+        finally:
+            lib.dv_array_release(ent[0])
+
+
+def is_pinned(arr):
+    """Whether the host array's memory is pinned, mapped or registered (as the library knows)."""
+    h, _ = _host_array(arr)
+    try:
+        return bool(lib.dv_array_is_pinned(h))
+    finally:
+        lib.dv_array_release(h)
+
+
