@@ -24,9 +24,9 @@ from ._lib import (DevarrayError, ArgumentError, DevarrayIndexError, OutOfMemory
                    NotSupportedError, BackendUnavailableError, DriverError, CompileError,
                    MisuseError, error_class, library_path, lib as _clib)
 from ._context import (Context, current_context, select_backend, select_device, close,
-                       get_current_device, synchronize, defer_cleanup, Stream, stream,
-                       default_stream, legacy_default_stream, per_thread_default_stream,
-                       Event, event, event_elapsed_time)
+                       get_current_device, synchronize, defer_cleanup)
+from ._stream import (Stream, stream, default_stream, legacy_default_stream,
+                      per_thread_default_stream, Event, event, event_elapsed_time)
 from ._array import DeviceNDArray, DeviceRecord
 from ._create import (device_array, device_array_like, to_device, from_dlpack, is_cuda_array,
                       is_device_array)

@@ -6,7 +6,8 @@ import numbers
 import numpy as np
 
 from . import _context
-from ._context import current_context, _stream_handle, Stream
+from ._context import current_context
+from ._stream import _stream_handle, Stream
 from ._convert import _P, _I64, _dv_dtype, _np_dtype, _i64
 from ._hostmem import _host_array, _alloc
 from ._lib import lib, check, dv_index

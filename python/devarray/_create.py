@@ -6,7 +6,8 @@ import numpy as np
 
 from . import _context
 from ._array import DeviceNDArray
-from ._context import current_context, _stream_handle
+from ._context import current_context
+from ._stream import _stream_handle
 from ._convert import _P, _dtype_pair, _out, _pack_shape, _shape_tuple
 from ._hostmem import _alloc, _host_array, _release_fn
 from ._lib import lib, check, library_path

@@ -7,7 +7,7 @@ import operator
 import numpy as np
 
 from ._array import DeviceNDArray, _hold, MEM_HOST
-from ._context import _stream_handle
+from ._stream import _stream_handle
 from ._convert import _dv_dtype
 from ._hostmem import _HostOwner, _host_array
 from ._context import current_context
