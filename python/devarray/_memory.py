@@ -228,6 +228,8 @@ class MemoryPointer:
     def view(self, start, stop=None):
         """The bytes [start, stop) (stop default: the end) as a pointer sharing this memory; an
         OwnedPointer (one more refct on the owner) when the owner is a MemoryPointer."""
+        if not self._cell[0] and (self._foreign is None or not self._finalizer.alive):
+            raise ValueError("devarray: the memory was freed")
         start = int(start)
         size = self.size - start if stop is None else int(stop) - start
         if size < 0:
@@ -438,7 +440,9 @@ class PinnedMemory(_Buffer):
 class OwnedPointer:
     """One reference (refct) to a MemoryPointer, optionally seen through a view of it
     (Numba's OwnedPointer): attributes are the view's; the memory is freed when the owner's
-    refct drops to 0."""
+    refct drops to 0. devarray's own()/view() pass the MemoryPointer itself, which this then
+    keeps alive; Numba passes a weakref.proxy (its allocations dict keeps the memory), which
+    works too."""
 
     def __init__(self, memptr, view=None):
         self._mem = memptr

@@ -140,12 +140,18 @@ def test_free_and_autofree_lifetimes(ctx, no_leak):
     # an explicit free() of a MemoryPointer: once; its memory is gone after
     raw = driver.MemoryPointer._from_handle(_c_bytes(lib.dv_device_array, 64, None))
     assert raw.is_managed and raw.refct == 1
+    ctx.deallocations.clear()
+    dev = ctx.raw_stats().device.current
     raw.free()
     assert live_arrays(ctx) == base
+    ctx.deallocations.clear()
+    assert ctx.raw_stats().device.current == dev - 64  # the free reached the device
     with pytest.raises(RuntimeError, match="Freeing dead memory"):
         raw.free()
     with pytest.raises(ValueError, match="freed"):
         raw.memset(0)
+    with pytest.raises(ValueError, match="freed"):
+        raw.view(4)
 
 
 def test_foreign_pointer_finalizer_runs_once(ctx):
