@@ -22,4 +22,9 @@ from ._stream import Stream, Event
 #: are ctypes values, as with Numba's ctypes binding.
 USE_NV_BINDING = False
 
-__all__ = [n for n in dir() if not n.startswith("_")]
+__all__ = ["MemoryPointer", "AutoFreePointer", "MappedMemory", "PinnedMemory", "ManagedMemory",
+           "OwnedPointer", "MappedOwnedPointer", "ManagedOwnedPointer", "MemoryInfo",
+           "host_to_device", "device_to_host", "device_to_device", "device_memset",
+           "device_memory_size", "host_memory_extents", "host_memory_size", "host_pointer",
+           "is_device_memory", "require_device_memory", "device_pointer",
+           "device_ctypes_pointer", "device_extents", "Stream", "Event", "USE_NV_BINDING"]

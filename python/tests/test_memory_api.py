@@ -462,6 +462,18 @@ def test_numba_type_matches_numba_typeof(numba, kind):
         kind, "A")
 
 
+def test_numba_type_layouts_of_slices_and_broadcasts(numba):
+    for order, col, row in (("C", "A", "C"), ("F", "C", "A")):
+        d = devarray.to_device(np.zeros((5, 5), order=order))
+        assert d[:, 2]._numba_type_.layout == col
+        assert d[2, :]._numba_type_.layout == row
+    assert devarray.to_device(np.zeros(10, order="F"))._numba_type_.layout == "C"
+    # a zero stride (a broadcast view) is "A" even where the flags say contiguous
+    b = devarray.to_device(np.arange(3.0))._broadcast_to((4, 3))
+    assert 0 in b.strides
+    assert b._numba_type_ == numba.types.Array(numba.float64, 2, "A")
+
+
 def test_numba_type_of_a_record(numba):
     r = devarray.DeviceRecord(REC)
     assert r._numba_type_ == numba.typeof(np.zeros(1, REC)[0])
