@@ -5,10 +5,10 @@ Memory devarray allocated is held as a C byte array (a ``dv_array*`` of dtype ui
 shape ``(size,)``), so views are the library's slices and copies and memsets its own calls
 (``dv_array_copy``, ``dv_array_memset``). Build such objects with ``Class._from_handle(h)``.
 
-A pointer devarray did not allocate (Numba's constructor, ``MemoryPointer(context, pointer,
-size, owner=None, finalizer=None)``) is only recorded: nothing reads or registers it until an
-operation needs it, which then wraps it (``dv_device_array_wrap``; ``dv_host_array_wrap`` for
-mapped host memory). A finalizer runs exactly once: at ``free()`` or when the object (and, for
+A pointer given to Numba's constructor, ``MemoryPointer(context, pointer, size, owner=None,
+finalizer=None)``, is only recorded: nothing reads or registers it until an operation needs
+it, which then takes a slice of the live devarray allocation it lies in, if any, else wraps
+it (``dv_device_array_wrap``; ``dv_host_array_wrap`` for mapped host memory). A finalizer runs exactly once: at ``free()`` or when the object (and, for
 an AutoFreePointer, every OwnedPointer of it) is gone.
 
 What ``device_pointer`` holds on each backend (docs/semantics.md, "Python binding"): CUDA, the
@@ -82,6 +82,22 @@ def _byte_slice(h, start, stop):
     out = _P()
     check(lib.dv_array_slice(h, 1, idx, ctypes.byref(out)), "view")
     return out.value
+
+
+# Memory devarray allocated, alive: a pointer given to MemoryPointer(context, pointer, size)
+# that lies inside one of them becomes a slice of it, not a foreign wrap (on OpenCL the
+# pointer values are cl_mem + offset, which no wrap could take).
+_allocations = weakref.WeakSet()
+
+
+def _containing(value, size):
+    """A new reference to bytes [value, value + size) of a live allocation, else None."""
+    for m in list(_allocations):
+        h = m._cell[0]
+        base = m.device_pointer.value
+        if h and base and base <= value and value + size <= base + m.size:
+            return _byte_slice(h, value - base, value - base + size)
+    return None
 
 
 def _finalize(cell, finalizer):
@@ -199,6 +215,8 @@ class MemoryPointer:
         self.is_managed = True
         self._finalizer.detach()
         self._finalizer = weakref.finalize(self, _finalize, self._cell, finalizer)
+        if not isinstance(self, _Buffer):
+            _allocations.add(self)
 
     # -- Numba's interface
     @property
@@ -278,6 +296,11 @@ class MemoryPointer:
         if self._foreign is None or not self._finalizer.alive:
             raise ValueError("devarray: the memory was freed")
         buf, off = self._foreign
+        if not self._host_side and self.size:
+            inside = _containing(buf + off, self.size)
+            if inside:
+                self._cell[0] = inside
+                return inside
         out = _P()
         shape = (_I64 * 1)(self.size)
         if self._host_side:

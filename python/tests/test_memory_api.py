@@ -12,6 +12,7 @@ import devarray
 from devarray import driver
 from devarray._convert import _dv_dtype
 from devarray._lib import lib, check, NotSupportedError
+from devarray._memory import _native
 
 from conftest import live_arrays
 
@@ -182,18 +183,31 @@ def test_foreign_pointer_finalizer_runs_once(ctx):
 
 
 def test_foreign_pointer_wrapped_when_used(ctx, no_leak):
-    m = memalloc(64)
-    write(m, np.arange(64))
-    buf, off = m.native
-    assert off == 0
+    # memory no MemoryPointer describes: a device array's own buffer (dv_array_native)
+    d = devarray.to_device(np.arange(64, dtype=np.uint8))
+    buf, off = _native(d.handle)
     calls = []
-    f = driver.MemoryPointer(ctx, buf, 64, finalizer=lambda: calls.append(1))
+    f = driver.MemoryPointer(ctx, buf + off if ctx.backend != "opencl" else buf, 64,
+                             finalizer=lambda: calls.append(1))
+    assert f._cell[0] is None  # nothing read or wrapped yet
     assert list(read(f.view(4, 8))) == [4, 5, 6, 7]
     f.view(60).memset(9)
-    assert list(read(m)[58:]) == [58, 59, 9, 9, 9, 9]
+    assert list(d.copy_to_host()[58:]) == [58, 59, 9, 9, 9, 9]
+    assert f._array() and lib.dv_array_memory(f._array()) == 0  # wrapped as device memory
     del f
     gc.collect()
     assert calls == [1]
+
+
+def test_pointer_inside_an_allocation_is_a_slice_of_it(ctx, no_leak):
+    m = memalloc(64)
+    write(m, np.arange(64))
+    f = driver.MemoryPointer(ctx, m.device_pointer.value + 8, 16)  # OpenCL: cl_mem + 8
+    assert list(read(f)) == list(range(8, 24))
+    f.memset(0, 4)
+    assert list(read(m)[6:14]) == [6, 7, 0, 0, 0, 0, 12, 13]
+    del m
+    assert list(read(f)[4:6]) == [12, 13]  # the slice holds the memory
 
 
 def test_mapped_memory_is_a_buffer(no_leak):
