@@ -1,5 +1,5 @@
 """Numba's own memory tests, unchanged, on devarray: run_numba_tests.py BACKEND [-v] [-k TEXT]
-[--list FILE].
+[--suggest] [--list FILE].
 
 Loads the test modules MODULES from the installed Numba (numba/cuda/tests/cudadrv) with
 unittest, after numba_shim.install() has pointed numba.cuda at devarray, runs them on
@@ -12,7 +12,8 @@ outcome matches the list, 1 when not, 77 when Numba, NumPy or the backend is abs
 reason named) or the installed Numba is not the version the list was measured with.
 
 -v prints every test's outcome and the traceback of every failure; -k runs only the tests
-whose id contains TEXT (then entries for tests not run are not checked).
+whose id contains TEXT (then entries for tests not run are not checked); --suggest prints
+draft lines for the list (failures not listed, with their exception) and the lines to remove.
 """
 import argparse
 import faulthandler
@@ -138,6 +139,9 @@ def main():
     ap.add_argument("--list", default=os.path.join(HERE, "expected.txt"))
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("-k", dest="only", default=None)
+    ap.add_argument("--suggest", action="store_true",
+                    help="print draft list lines for unlisted failures (category to choose, "
+                         "the exception as reason) and the lines of listed tests that pass")
     args = ap.parse_args()
     be = args.backend
     tag = "python.numba.%s" % be
@@ -230,7 +234,10 @@ def main():
         if in_broken or (args.only and args.only not in tid):
             unchecked += 1
             continue
-        if tid not in collected:
+        if tid in (PACKAGE + "." + m for m in MODULES):
+            mismatches.append("%s: listed (line %d) as not importing, but it imports now: list "
+                              "its failing tests instead" % (tid, es[0].line))
+        elif tid not in collected:
             mismatches.append("%s: listed (line %d) but no such test or module"
                               % (tid, es[0].line))
 
@@ -261,6 +268,21 @@ def main():
             print("  " + m.replace("\n", "\n    "))
     else:
         print("outcome matches %s" % os.path.basename(args.list))
+    if args.suggest:
+        print("SUGGESTED changes to %s (choose each category, reword each reason):"
+              % os.path.basename(args.list))
+        for tid, (kind, detail) in sorted(outcomes.items()):
+            listed = [e for e in mine.get(tid, []) if e.category != "scope"]
+            rel = tid[len(PACKAGE) + 1:] if tid.startswith(PACKAGE + ".") else tid
+            if kind in ("fail", "error") and not listed and tid not in out_of_scope:
+                last = [ln for ln in detail.strip().splitlines() if ln and not ln[0].isspace()]
+                print("  add:    %s ? %s %s" % (rel, be, last[-1] if last else kind))
+            elif kind in ("pass", "skip") and listed:
+                print("  remove: line %d (%s %s)" % (listed[0].line, rel, kind))
+        for m in MODULES:
+            es = mine.get(PACKAGE + "." + m)
+            if es and PACKAGE + "." + m not in broken_modules:
+                print("  remove: line %d (%s imports now)" % (es[0].line, m))
     print("%d passed, %d failed" % (counts["pass"], counts["fail"] + counts["error"]))
     return 1 if mismatches else 0
 
