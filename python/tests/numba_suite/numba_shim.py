@@ -18,7 +18,7 @@ binding's private modules that hold that concern, then the package); a name foun
 raises ``AttributeError`` naming the Numba module, the name and where the shim looked, so a
 test that needs an API devarray lacks fails with that message instead of the harness failing.
 Assigning a name on a shim module (Numba's tests do ``driver._memory_manager = None``) sets it
-on the devarray module that defines it.
+on the devarray module the shim resolves it from (the first in its list that has it).
 
 Besides devarray's names the shim adds only what describes Numba's world rather than
 devarray's API (``SHIM_NAMES``): Numba's own identities between its modules

@@ -143,6 +143,7 @@ def main():
                     help="print draft list lines for unlisted failures (category to choose, "
                          "the exception as reason) and the lines of listed tests that pass")
     args = ap.parse_args()
+    faulthandler.enable()  # a crash in a test prints the Python stack (which test it was)
     be = args.backend
     tag = "python.numba.%s" % be
 
