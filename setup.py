@@ -15,7 +15,7 @@ libdevarray where the installed package loads it. The step is chosen by DEVARRAY
 - a path to a libdevarray.so: copy that file into the package (the tests use their build's).
 
 CMake builds in DEVARRAY_BUILD_DIR/cmake (default: build-pip/ in the clone, so a second
-install rebuilds only what changed); setuptools' own files go there too when it is set.
+install rebuilds only what changed); setuptools' own files go to DEVARRAY_BUILD_DIR too.
 """
 import os
 import re
@@ -105,10 +105,10 @@ class BinaryDistribution(Distribution):
         return True
 
 
-options = {}
-if os.environ.get("DEVARRAY_BUILD_DIR"):
-    options = {"build": {"build_base": os.path.join(BUILD_DIR, "setuptools")},
-               "egg_info": {"egg_base": BUILD_DIR}}
+# setuptools' build files and metadata go to BUILD_DIR too: nothing else is written in the clone.
+os.makedirs(BUILD_DIR, exist_ok=True)
+options = {"build": {"build_base": os.path.join(BUILD_DIR, "setuptools")},
+           "egg_info": {"egg_base": BUILD_DIR}}
 
 if __name__ == "__main__":
     if sys.version_info < (3, 8):
