@@ -1,8 +1,9 @@
 """Loading libdevarray and declaring its C functions (ctypes).
 
 The library is found, in this order, through the DEVARRAY_LIBRARY
-environment variable (a path to libdevarray.so), next to an installed copy
-of this package (the library directory recorded at install time, then the
+environment variable (a path to libdevarray.so), inside the package (where
+``pip install`` puts it), next to an installed copy of this package (the
+library directory recorded at install time, then the
 ``lib`` directory three levels above the package), in a source checkout the
 release build (``build-rel/``, which `make run` makes), then the system loader
 (``ctypes.util.find_library("devarray")`` and ``libdevarray.so.0``).
@@ -24,6 +25,7 @@ def _candidates():
         yield env
         return
     here = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.join(here, "libdevarray.so")  # pip install (setup.py) copies it here
     try:
         from . import _installed  # written by `cmake --install`
         yield os.path.join(_installed.LIBDIR, "libdevarray.so.0")
