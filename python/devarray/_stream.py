@@ -13,7 +13,8 @@ class Stream:
 
     Host arrays used by asynchronous work on the stream (copy_to_host into a NumPy array,
     to_device of one, kernel launches with NumPy arguments) are kept alive by the stream
-    until its next synchronize().
+    until its next synchronize(), or until a callback queued after that work (add_callback,
+    async_done) has run.
     """
 
     def __init__(self, handle, owned, ctx):
@@ -63,12 +64,14 @@ class Stream:
         work hit where the backend can tell (host, OpenCL; see dv_stream_add_callback).
 
         The callback runs on a library thread, holding the GIL. Like a CUDA host function it
-        must be short and must not call devarray (no synchronize, no work queued on this
+        must be short (a backend may run every stream's callbacks on one thread, and the
+        stream's later work waits for it) and must not call devarray (no synchronize, no work queued on this
         stream, no release of the last reference to an array): that could wait on the very
         stream that runs it. The binding keeps `callback`, `arg`, the stream and what the
         callback returned alive until it has run, and lets them go later on a Python thread
         (the next synchronize(), add_callback() or async_done() future), never on the
-        callback's thread.
+        callback's thread. The host arrays the stream held for work queued before the
+        callback go with them (that work is complete once the callback ran).
 
         An exception the callback raises cannot reach the caller: it is reported through
         ``sys.unraisablehook`` (printed with its traceback by default; the exception gets a
@@ -78,11 +81,16 @@ class Stream:
         if not callable(callback):
             raise TypeError("callback must be callable, not %r" % (callback,))
         key = next(_keys)
-        _pending[key] = _Call(self, callback, arg)
+        # what the stream holds for work queued so far is complete when the callback runs:
+        # the record takes it over (taken before the callback is queued, so that it never
+        # gets a hold of later work)
+        held, self._keep = self._keep, []
+        _pending[key] = _Call(self, callback, arg, held)
         try:
             check(_add_callback(self.handle, _TRAMPOLINE, key), "add_callback")
         except BaseException:
             del _pending[key]
+            self._keep[:0] = held
             raise
         _reap()
 
@@ -118,10 +126,10 @@ class Stream:
 # device memory there, which dv_stream_add_callback forbids.
 
 class _Call:
-    __slots__ = ("stream", "fn", "arg", "result", "error")
+    __slots__ = ("stream", "fn", "arg", "held", "result", "error")
 
-    def __init__(self, stream, fn, arg):
-        self.stream, self.fn, self.arg = stream, fn, arg
+    def __init__(self, stream, fn, arg, held):
+        self.stream, self.fn, self.arg, self.held = stream, fn, arg, held
         self.result = self.error = None
 
 
