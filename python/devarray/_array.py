@@ -143,8 +143,10 @@ class DeviceNDArray:
         elif not isinstance(ary, np.ndarray):
             raise TypeError("copy_to_host: ary must be a NumPy array")
         elif not ary.flags.writeable:
-            # read-only memory (a mapping, a bytes object) would crash or be changed
-            raise ValueError("copy_to_host: ary is read-only (flags.writeable is False)")
+            # read-only memory (a mapping, a bytes object) would crash or be changed: NumPy
+            # refuses to write it, in its words (where=False: it would write nothing anyway)
+            raise _as_numpy(ValueError("copy_to_host: ary is read-only"),
+                            lambda: np.copyto(ary, 0, where=False))
         h, arr = _host_array(ary)
         if arr is not ary:
             lib.dv_array_release(h)
@@ -359,7 +361,14 @@ class DeviceNDArray:
     def split(self, section, stream=0):
         """Views of `section` elements each (the last shorter); 1-D unit-stride arrays only."""
         n = ctypes.c_size_t()
-        check(lib.dv_array_split(self.handle, int(section), None, 0, ctypes.byref(n)), "split")
+        st = lib.dv_array_split(self.handle, int(section), None, 0, ctypes.byref(n))
+        if st:
+            err = error(st, "split")
+            if self.ndim != 1:
+                err.args = ("only support 1d array",)  # Numba's words, as below
+            elif self.strides[0] != self.dtype.itemsize:
+                err.args = ("only support unit stride",)
+            raise err
         views = (_P * max(n.value, 1))()
         check(lib.dv_array_split(self.handle, int(section), views, n.value, ctypes.byref(n)),
               "split")

@@ -120,7 +120,7 @@ def _alloc(fn, shape, dtype, strides, order, *extra, name=""):
     if strides is not None:
         strides = _shape_tuple(strides)
         if len(strides) != len(shape):
-            raise ValueError("strides must have one entry per dimension")
+            raise ValueError("strides not match ndim")  # Numba's words
     if order not in ("C", "F"):
         raise ValueError("must be either C/F order")  # Numba's words
     out = _P()

@@ -195,3 +195,26 @@ def test_async_done_several_futures_one_stream_and_idle_stream():
 def test_async_done_needs_a_running_loop():
     with pytest.raises(RuntimeError):
         cuda.stream().async_done()
+
+
+def test_callback_takes_over_the_streams_holds(no_leak):
+    """A host array the stream holds for a copy queued before a callback is let go once the
+    callback has run, with no synchronize of that stream (asyncio code never calls it)."""
+    import time
+    s = cuda.stream()
+    d = cuda.to_device(np.arange(N, dtype=np.float64))
+    out = np.zeros(N)
+    d.copy_to_host(out, stream=s)
+    held = weakref.ref(out)
+    ran = threading.Event()
+    s.add_callback(lambda st, status, x: ran.set(), None)
+    del out
+    gc.collect()
+    assert ran.wait(30)
+    deadline = time.monotonic() + 30
+    while held() is not None and time.monotonic() < deadline:
+        cuda.stream().synchronize()  # another stream: reaps the records of callbacks that ran
+        gc.collect()
+        time.sleep(0.01)
+    assert held() is None
+    del d

@@ -2,6 +2,8 @@
 refuses with Numba's: each message is compared with the one NumPy (or Numba) itself raises
 for the same call on a host array, here, never with a copy of its text. A refused call
 changes nothing."""
+import os
+
 import numpy as np
 import pytest
 
@@ -153,6 +155,35 @@ def test_creation_errors(no_leak):
                   lambda: fill((3,), np.dtype(np.float64), "X"))
     refused_alike(lambda: cuda.pinned_array(3, order="X"),
                   lambda: fill((3,), np.dtype(np.float64), "X"))
+
+
+def numba_raises(relpath, exc_class, message):
+    """Whether Numba's source file raises exc_class(message) itself (with NUMBA_ENABLE_CUDASIM
+    set the real DeviceNDArray cannot be imported, so its words are read from its file)."""
+    numba = numba_module("numba")
+    src = open(os.path.join(os.path.dirname(numba.__file__), relpath)).read()
+    return any("raise %s(%s%s%s)" % (exc_class.__name__, q, message, q) in src for q in "'\"")
+
+
+def test_numba_words_of_its_own_checks(no_leak):
+    """split and strides: Numba's DeviceNDArray refuses them itself, in its words."""
+    h = np.zeros((3, 4))
+    d = cuda.to_device(h)
+    for op in (lambda: d.split(1), lambda: d[0, ::2].split(1),
+               lambda: cuda.device_array((3, 4), strides=(8,))):
+        with pytest.raises(ValueError) as e:
+            op()
+        assert numba_raises("cuda/cudadrv/devicearray.py", ValueError, str(e.value)), e.value
+    del d
+
+
+def test_read_only_destination_in_numpys_words(no_leak):
+    d = cuda.to_device(np.arange(4.0))
+    ro = np.zeros(4)
+    ro.flags.writeable = False
+    refused_alike(lambda: d.copy_to_host(ro), lambda: setitem(ro, Ellipsis, 1.0))
+    assert not ro.any()
+    del d
 
 
 def test_copy_errors_in_numbas_words(no_leak):
