@@ -218,3 +218,38 @@ def test_callback_takes_over_the_streams_holds(no_leak):
         time.sleep(0.01)
     assert held() is None
     del d
+
+
+KERNEL_OOB = """
+DV_KERNEL(past_end, DV_ARRAY(float, a), int n) {
+  DV_BIND(float, a);
+  a[(int)dv_global_id(0) + n] = 1.0f;
+}
+"""
+
+
+def test_error_status_reaches_callback_and_future(ctx):
+    """Work that fails on the stream: the callback gets the library's status (as Numba passes
+    CUDA's), the future the DevarrayError of that status; synchronize reports it too. Needs
+    the host simulator's checked mode, which catches the kernel's write past the end."""
+    if ctx.backend != "host" or ctx.option("host_mode") != "checked":
+        pytest.skip("needs the host backend in checked mode (a kernel fault it detects)")
+    k = cuda.Module(KERNEL_OOB, name="past_end.dvk").get("past_end")
+    s = cuda.stream()
+    d = cuda.device_array(16, np.float32)
+    k[1, 16, s](d, 16)
+    seen = []
+    s.add_callback(lambda st, status, x: seen.append(status), None)
+    with pytest.raises(cuda.DriverError) as e:
+        s.synchronize()
+    assert seen == [e.value.status] and e.value.status != 0
+
+    async def main():
+        k[1, 16, s](d, 16)
+        return await asyncio.wait_for(s.async_done(), 30)
+    with pytest.raises(cuda.DriverError) as e2:
+        asyncio.run(main())
+    assert e2.value.status == e.value.status and e2.value.name == e.value.name
+    with pytest.raises(cuda.DriverError):
+        s.synchronize()
+    del d
