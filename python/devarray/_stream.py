@@ -4,6 +4,7 @@ import atexit
 import contextlib
 import ctypes
 import itertools
+import threading
 
 from ._context import current_context
 from ._lib import lib, check, error_class, library_path
@@ -136,10 +137,12 @@ class _Call:
 _keys = itertools.count(1)
 _pending = {}     # key -> _Call, until its callback has run
 _finished = []    # _Call records whose callback ran; emptied by _reap on a Python thread
+_in_callback = threading.local()  # .active on a thread while it runs a callback
 
 
 def _run(user, status):
     call = _pending[user]
+    _in_callback.active = True  # a callback that calls add_callback (another stream) reaps not
     try:
         call.result = call.fn(call.stream, status, call.arg)
     except BaseException as e:  # noqa: B036 -- reported, never propagated into C
@@ -149,6 +152,8 @@ def _run(user, status):
         # ctypes' own report of an exception in a callback (sys.unraisablehook), made here,
         # on this thread, before the record leaves _pending
         _REPORT(_Reporter(e, call.fn))()
+    finally:
+        _in_callback.active = False
     del call
     # one expression: no local of this thread refers to the record once it is in the list
     _finished.append(_pending.pop(user))
@@ -179,6 +184,8 @@ _add_callback.restype = ctypes.c_int
 
 def _reap():
     """Drop the records of callbacks that ran (on a Python thread, never a callback's)."""
+    if getattr(_in_callback, "active", False):
+        return
     while _finished:
         try:
             _finished.pop()
