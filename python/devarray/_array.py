@@ -10,7 +10,8 @@ from ._context import current_context
 from ._stream import _stream_handle, Stream
 from ._convert import _P, _I64, _dv_dtype, _np_dtype, _i64
 from ._hostmem import _host_array, _alloc
-from ._lib import lib, check, dv_index
+from ._lib import lib, check, dv_index, error, DevarrayError
+from ._words import _as_numpy, _incompatible, _order_words, _probe
 
 MEM_DEVICE, MEM_HOST, MEM_PINNED, MEM_MAPPED, MEM_MANAGED = range(5)
 
@@ -142,32 +143,37 @@ class DeviceNDArray:
         elif not isinstance(ary, np.ndarray):
             raise TypeError("copy_to_host: ary must be a NumPy array")
         elif not ary.flags.writeable:
-            # read-only memory (a mapping, a bytes object) would crash or be changed
-            raise ValueError("copy_to_host: ary is read-only (flags.writeable is False)")
+            # read-only memory (a mapping, a bytes object) would crash or be changed: NumPy
+            # refuses to write it, in its words (where=False: it would write nothing anyway)
+            raise _as_numpy(ValueError("copy_to_host: ary is read-only"),
+                            lambda: np.copyto(ary, 0, where=False))
         h, arr = _host_array(ary)
         if arr is not ary:
             lib.dv_array_release(h)
             raise ValueError("copy_to_host: ary must be aligned and in native byte order")
         try:
-            check(lib.dv_copy_to_host(self.handle, h, _stream_handle(stream), None),
-                  "copy_to_host")
+            st = lib.dv_copy_to_host(self.handle, h, _stream_handle(stream), None)
         finally:
             lib.dv_array_release(h)
+        if st:
+            raise _incompatible(error(st, "copy_to_host"), self, ary)
         _hold(stream, ary)
         return ary
 
     def copy_to_device(self, ary, stream=0):
         """Copy `ary` (NumPy or device array, same dtype and shape) into this array."""
         if isinstance(ary, DeviceNDArray):
-            check(lib.dv_copy_to_device(self.handle, ary.handle, _stream_handle(stream)),
-                  "copy_to_device")
+            st = lib.dv_copy_to_device(self.handle, ary.handle, _stream_handle(stream))
+            if st:
+                raise _incompatible(error(st, "copy_to_device"), self, ary)
             return
         h, arr = _host_array(ary)
         try:
-            check(lib.dv_copy_to_device(self.handle, h, _stream_handle(stream)),
-                  "copy_to_device")
+            st = lib.dv_copy_to_device(self.handle, h, _stream_handle(stream))
         finally:
             lib.dv_array_release(h)
+        if st:
+            raise _incompatible(error(st, "copy_to_device"), self, arr)
         _hold(stream, arr)
 
     def __array__(self, dtype=None, copy=None):
@@ -188,6 +194,13 @@ class DeviceNDArray:
                                           stream=self.stream)
 
     def _slice(self, key):
+        try:
+            return self._slice_c(key)
+        except (DevarrayError, IndexError) as e:
+            err = e
+        raise _as_numpy(err, lambda: _probe(self.shape)[key])
+
+    def _slice_c(self, key):
         if not isinstance(key, tuple):
             key = (key,)
         if any(k is Ellipsis for k in key):
@@ -235,31 +248,55 @@ class DeviceNDArray:
         return self._wrap(h)
 
     def __setitem__(self, key, value):
+        """``d[key] = value`` on the array's own stream (bound with bind(); 0: synchronous)."""
+        self._setitem(key, value, self.stream)
+
+    def setitem(self, key, value, stream=0):
+        """``self[key] = value`` queued on `stream` (Numba's asynchronous item assignment;
+        0: the array's own stream, as __setitem__). The host copy of `value` is held by the
+        stream until its next synchronize()."""
+        self._setitem(key, value, stream or self.stream)
+
+    def _setitem(self, key, value, stream):
         if isinstance(key, str):
             view = self.field(key)
         else:
             h, _ = self._slice(key)
             view = self._wrap(h)
         try:
-            view._assign(value, self.stream)
+            view._assign(value, stream)
         finally:
             view._release()
 
     def _assign(self, value, stream):
+        """Copy `value` (NumPy's assignment rules: cast, broadcast) into this whole array."""
         s = _stream_handle(stream)
         if isinstance(value, DeviceNDArray):
             if value.shape != self.shape:
                 value = value._broadcast_to(self.shape)
             check(lib.dv_array_copy(self.handle, value.handle, s), "setitem")
+            _hold(stream, value)
             return
         if self.ndim == 0 and self.dtype.names is None:
-            buf = np.asarray(value, self.dtype)
+            buf = np.empty((), self.dtype)
+            buf[()] = value  # NumPy's conversion of an element, and its errors
             check(lib.dv_array_set_item(self.handle, _ZERO, buf.__array_interface__["data"][0],
                                         self.dtype.itemsize, s), "setitem")
-            if stream:
-                stream._hold(buf)
+            _hold(stream, buf)
             return
-        src = np.broadcast_to(np.asarray(value, dtype=self.dtype), self.shape)
+        try:
+            src = np.asarray(value, dtype=self.dtype)
+            extra = src.ndim - self.ndim
+            if extra > 0 and not any(n != 1 for n in src.shape[:extra]):
+                src = src.reshape(src.shape[extra:])  # NumPy drops leading 1s of a value
+            src = np.broadcast_to(src, self.shape)
+        except (ValueError, TypeError) as e:
+            err = e
+        else:
+            err = None
+        if err is not None:
+            raise _as_numpy(err, lambda: _probe(self.shape, self.dtype, True).__setitem__(
+                Ellipsis, value))
         h, arr = _host_array(src)
         try:
             check(lib.dv_array_copy(self.handle, h, s), "setitem")
@@ -268,16 +305,22 @@ class DeviceNDArray:
         _hold(stream, arr)
 
     def _broadcast_to(self, shape):
-        b = np.broadcast_to(np.empty((), self.dtype), ())  # validates dtype
-        del b
+        """A zero-stride view of this array broadcast to `shape` (NumPy's words if not)."""
         probe = np.lib.stride_tricks.as_strided(np.empty(1, np.int8), self.shape,
                                                 self.strides, writeable=False)
+        extra = self.ndim - len(shape)
+        if extra > 0 and not any(n != 1 for n in self.shape[:extra]):
+            # NumPy drops the leading 1s of an assigned value
+            return self._restride(self.shape[extra:], self.strides[extra:],
+                                  self.dtype)._broadcast_to(shape)
         try:
             probe = np.broadcast_to(probe, shape)
         except ValueError as e:
-            raise ValueError("could not broadcast device array from shape %s into shape %s"
-                             % (self.shape, shape)) from e
-        return self._restride(shape, probe.strides, self.dtype)
+            err = e
+        else:
+            return self._restride(shape, probe.strides, self.dtype)
+        raise _as_numpy(err, lambda: _probe(shape, np.int8, True).__setitem__(
+            Ellipsis, _probe(self.shape)))
 
     def field(self, name):
         """The view of field `name` of a record array (devarray's dv_array_field)."""
@@ -291,27 +334,41 @@ class DeviceNDArray:
         order = kws.pop("order", "C")
         stream = kws.pop("stream", 0)
         if kws:
-            raise TypeError("unknown keyword arguments: %s" % ", ".join(kws))
+            raise TypeError("unknown keyword arguments %s" % kws.keys())  # Numba's words
         if len(newshape) == 1 and not isinstance(newshape[0], numbers.Integral):
             newshape = tuple(newshape[0])
         newshape = tuple(int(s) for s in newshape)
         out = _P()
-        check(lib.dv_array_reshape(self.handle, len(newshape), _i64(newshape),
-                                   _order(order), 0, _stream_handle(stream),
-                                   ctypes.byref(out)), "reshape")
+        st = lib.dv_array_reshape(self.handle, len(newshape), _i64(newshape), _order(order), 0,
+                                  _stream_handle(stream), ctypes.byref(out))
+        if st:
+            # an order is refused in Numba's words (its API), a size in NumPy's (its rule)
+            err = error(st, "reshape")
+            if err.name == "DV_ERR_BAD_ORDER":
+                raise _order_words(err)
+            raise _as_numpy(err, lambda: _probe(self.shape).reshape(newshape))
         return self._wrap(out.value)
 
     def ravel(self, order="C", stream=0):
         """A 1-D view when the layout allows it, else a copy on the device."""
         out = _P()
-        check(lib.dv_array_ravel(self.handle, _order(order), 0, _stream_handle(stream),
-                                 ctypes.byref(out)), "ravel")
+        st = lib.dv_array_ravel(self.handle, _order(order), 0, _stream_handle(stream),
+                                ctypes.byref(out))
+        if st:
+            raise _order_words(error(st, "ravel"))
         return self._wrap(out.value)
 
     def split(self, section, stream=0):
         """Views of `section` elements each (the last shorter); 1-D unit-stride arrays only."""
         n = ctypes.c_size_t()
-        check(lib.dv_array_split(self.handle, int(section), None, 0, ctypes.byref(n)), "split")
+        st = lib.dv_array_split(self.handle, int(section), None, 0, ctypes.byref(n))
+        if st:
+            err = error(st, "split")
+            if self.ndim != 1:
+                err.args = ("only support 1d array",)  # Numba's words, as below
+            elif self.strides[0] != self.dtype.itemsize:
+                err.args = ("only support unit stride",)
+            raise err
         views = (_P * max(n.value, 1))()
         check(lib.dv_array_split(self.handle, int(section), views, n.value, ctypes.byref(n)),
               "split")
@@ -339,24 +396,21 @@ class DeviceNDArray:
         probe = np.lib.stride_tricks.as_strided(np.empty(self.dtype.itemsize * 2, np.uint8)
                                                 .view(self.dtype)[:1], self.shape,
                                                 self.strides)
-        try:
-            v = probe.view(dtype)
-        except ValueError as e:
-            raise ValueError("devarray: view(%s): %s" % (dtype, e)) from e
+        v = probe.view(dtype)  # NumPy's rule, and NumPy's error when it refuses
         return self._restride(v.shape, v.strides, dtype)
 
-    def transpose(self, axes=None):
-        """A view with the axes permuted (NumPy's transpose; Numba copies, see
-        docs/semantics.md)."""
-        if axes is None:
-            axes = tuple(reversed(range(self.ndim)))
-        axes = tuple(int(a) % max(self.ndim, 1) for a in axes)
-        if sorted(axes) != list(range(self.ndim)):
-            raise ValueError("invalid permutation %s for %d dimensions" % (axes, self.ndim))
-        if axes == tuple(range(self.ndim)):
+    def transpose(self, axes=None, *more):
+        """A view with the axes permuted (NumPy's transpose: ``transpose()``,
+        ``transpose((1, 0))`` or ``transpose(1, 0)``; Numba copies, see docs/semantics.md).
+        Axes are checked as NumPy checks them, with NumPy's errors: numpy.AxisError for an
+        axis out of range, ValueError for a repeated axis or a wrong count. The identity
+        permutation returns this array itself, as Numba does."""
+        probe = np.lib.stride_tricks.as_strided(np.empty(1, self.dtype), self.shape,
+                                                self.strides, writeable=False)
+        t = probe.transpose(axes, *more) if more else probe.transpose(axes)
+        if t.shape == self.shape and t.strides == self.strides:
             return self
-        return self._restride(tuple(self.shape[a] for a in axes),
-                              tuple(self.strides[a] for a in axes), self.dtype)
+        return self._restride(t.shape, t.strides, self.dtype)
 
     @property
     def T(self):
@@ -489,13 +543,15 @@ class DeviceRecord(DeviceNDArray):
                                 fdt.itemsize, _stream_handle(self.stream)), "record get")
         return buf[()]
 
-    def __setitem__(self, name, value):
+    def _setitem(self, name, value, stream):
         fdt = self.dtype.fields[name][0] if name in self.dtype.fields else None
         if fdt is None or fdt.names is not None or fdt.subdtype is not None:
-            return DeviceNDArray.__setitem__(self, name, value)
-        buf = np.asarray(value, fdt)
+            return DeviceNDArray._setitem(self, name, value, stream)
+        buf = np.empty((), fdt)
+        buf[()] = value  # NumPy's conversion, and its errors
         check(lib.dv_record_set(self.handle, name.encode(), buf.__array_interface__["data"][0],
-                                fdt.itemsize, _stream_handle(self.stream)), "record set")
+                                fdt.itemsize, _stream_handle(stream)), "record set")
+        _hold(stream, buf)
 
     def copy_to_host(self, ary=None, stream=0):
         if ary is None:
@@ -521,11 +577,9 @@ def _index(v):
 
 def _order(order):
     if not isinstance(order, str) or len(order) != 1:
-        raise ValueError("order must be 'C', 'F' or 'A', not %r" % (order,))
+        raise ValueError("order not C|F|A")  # Numba's words (its reshape and ravel)
     return order.encode()
 
 
 def _ctx_of(a):
     return lib.dv_array_context(a.handle)
-
-

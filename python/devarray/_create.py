@@ -10,7 +10,8 @@ from ._context import current_context
 from ._stream import _stream_handle
 from ._convert import _P, _dtype_pair, _out, _pack_shape, _shape_tuple
 from ._hostmem import _alloc, _host_array, _release_fn
-from ._lib import lib, check, library_path
+from ._lib import lib, check, error, library_path
+from ._words import _shape_words
 
 # ---- creation and transfers -------------------------------------------------
 
@@ -40,7 +41,7 @@ def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
     st = _new_device((c if c is not None else current_context()).handle, len(shape),
                      _pack_shape(shape), cdt, None, b"C", None, out.ref)
     if st:
-        check(st, "device_array")
+        raise _shape_words(error(st, "device_array"), shape)
     self = _new_array(DeviceNDArray)
     self._h = out.p.value
     self.shape = shape

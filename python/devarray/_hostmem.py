@@ -11,7 +11,8 @@ from . import _context
 from ._context import current_context
 from ._convert import (_P, _dv_dtype, _dtype_cache, _shape_tuple, _i64, _out,
                        _pack_shape)
-from ._lib import lib, check, library_path
+from ._lib import lib, check, error, library_path
+from ._words import _shape_words
 
 # ---- host memory ----------------------------------------------------------
 
@@ -119,12 +120,14 @@ def _alloc(fn, shape, dtype, strides, order, *extra, name=""):
     if strides is not None:
         strides = _shape_tuple(strides)
         if len(strides) != len(shape):
-            raise ValueError("strides must have one entry per dimension")
+            raise ValueError("strides not match ndim")  # Numba's words
     if order not in ("C", "F"):
-        raise ValueError("order must be 'C' or 'F', not %r" % (order,))
+        raise ValueError("must be either C/F order")  # Numba's words
     out = _P()
-    check(fn(_context._handle(), len(shape), _i64(shape), _dv_dtype(dtype), _i64(strides),
-             order.encode(), *extra, ctypes.byref(out)), name)
+    st = fn(_context._handle(), len(shape), _i64(shape), _dv_dtype(dtype), _i64(strides),
+            order.encode(), *extra, ctypes.byref(out))
+    if st:
+        raise _shape_words(error(st, name), shape)
     return out.value, dtype
 
 

@@ -1,17 +1,21 @@
-"""Streams and events."""
+"""Streams and events, and stream callbacks (add_callback, async_done)."""
 
+import atexit
 import contextlib
 import ctypes
+import itertools
+import threading
 
 from ._context import current_context
-from ._lib import lib, check
+from ._lib import lib, check, error_class, library_path
 
 class Stream:
     """A devarray stream (Numba's cuda.stream()).
 
     Host arrays used by asynchronous work on the stream (copy_to_host into a NumPy array,
     to_device of one, kernel launches with NumPy arguments) are kept alive by the stream
-    until its next synchronize().
+    until its next synchronize(), or until a callback queued after that work (add_callback,
+    async_done) has run.
     """
 
     def __init__(self, handle, owned, ctx):
@@ -33,6 +37,7 @@ class Stream:
         """Block until all work queued on the stream is complete."""
         st = lib.dv_stream_synchronize(self.handle)
         self._keep = []
+        _reap()
         check(st, "stream.synchronize")
 
     def query(self):
@@ -53,6 +58,56 @@ class Stream:
     def _hold(self, obj):
         self._keep.append(obj)
 
+    def add_callback(self, callback, arg):
+        """Call ``callback(stream, status, arg)`` once all work queued on the stream before
+        it is complete (Numba's Stream.add_callback); work queued after it waits until it
+        returns. `stream` is this Stream, `status` 0, or the number of an error that earlier
+        work hit where the backend can tell (host, OpenCL; see dv_stream_add_callback).
+
+        The callback runs on a library thread, holding the GIL. Like a CUDA host function it
+        must be short (a backend may run every stream's callbacks on one thread, and the
+        stream's later work waits for it) and must not call devarray (no synchronize, no work queued on this
+        stream, no release of the last reference to an array): that could wait on the very
+        stream that runs it. The binding keeps `callback`, `arg`, the stream and what the
+        callback returned alive until it has run, and lets them go later on a Python thread
+        (the next synchronize(), add_callback() or async_done() future), never on the
+        callback's thread. The host arrays the stream held for work queued before the
+        callback go with them (that work is complete once the callback ran).
+
+        An exception the callback raises cannot reach the caller: it is reported through
+        ``sys.unraisablehook`` (printed with its traceback by default; the exception gets a
+        note naming the callback) while the callback's thread still runs it, and the stream
+        goes on; synchronize() does not raise it again (Numba warns and goes on).
+        """
+        if not callable(callback):
+            raise TypeError("callback must be callable, not %r" % (callback,))
+        key = next(_keys)
+        # what the stream holds for work queued so far is complete when the callback runs:
+        # the record takes it over (taken before the callback is queued, so that it never
+        # gets a hold of later work)
+        held, self._keep = self._keep, []
+        _pending[key] = _Call(self, callback, arg, held)
+        try:
+            check(_add_callback(self.handle, _TRAMPOLINE, key), "add_callback")
+        except BaseException:
+            del _pending[key]
+            self._keep[:0] = held
+            raise
+        _reap()
+
+    def async_done(self):
+        """An asyncio future of the running event loop (``loop.create_future()``) that
+        resolves with this stream once the work queued on it so far is complete (Numba's
+        Stream.async_done). The library's callback thread hands the result to the loop with
+        ``loop.call_soon_threadsafe``; a future cancelled meanwhile stays cancelled. If that
+        work failed the future gets the error (a DevarrayError subclass) instead.
+        RuntimeError when no event loop runs in this thread."""
+        import asyncio
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self.add_callback(_done_callback, (loop, fut))
+        return fut
+
     def __del__(self):
         if self._owned and self.handle and lib is not None:
             try:
@@ -60,6 +115,110 @@ class Stream:
             except Exception:
                 pass
             self.handle = None
+
+
+# ---- stream callbacks ----------------------------------------------------------------------
+#
+# One C callback (_TRAMPOLINE) serves every add_callback: it lives as long as the module, so no
+# ctypes thunk is freed while the library may still be returning through it. Its user pointer
+# is a key into _pending, where (stream, callback, arg) wait until the callback has run. The
+# trampoline then moves the record to _finished, and only a Python thread (_reap) drops it:
+# dropping the last reference to an array or a stream on the callback's thread could release
+# device memory there, which dv_stream_add_callback forbids.
+
+class _Call:
+    __slots__ = ("stream", "fn", "arg", "held", "result", "error")
+
+    def __init__(self, stream, fn, arg, held):
+        self.stream, self.fn, self.arg, self.held = stream, fn, arg, held
+        self.result = self.error = None
+
+
+_keys = itertools.count(1)
+_pending = {}     # key -> _Call, until its callback has run
+_finished = []    # _Call records whose callback ran; emptied by _reap on a Python thread
+_in_callback = threading.local()  # .active on a thread while it runs a callback
+
+
+def _run(user, status):
+    call = _pending[user]
+    _in_callback.active = True  # a callback that calls add_callback (another stream) reaps not
+    try:
+        call.result = call.fn(call.stream, status, call.arg)
+    except BaseException as e:  # noqa: B036 -- reported, never propagated into C
+        call.error = e
+        if hasattr(e, "add_note"):
+            e.add_note("devarray: raised by the stream callback %r" % (call.fn,))
+        # ctypes' own report of an exception in a callback (sys.unraisablehook), made here,
+        # on this thread, before the record leaves _pending
+        _REPORT(_Reporter(e, call.fn))()
+    finally:
+        _in_callback.active = False
+    del call
+    # one expression: no local of this thread refers to the record once it is in the list
+    _finished.append(_pending.pop(user))
+
+
+class _Reporter:
+    """What ctypes reports the exception of: its repr names the stream callback."""
+
+    __slots__ = ("error", "fn")
+
+    def __init__(self, error, fn):
+        self.error, self.fn = error, fn
+
+    def __call__(self):
+        raise self.error
+
+    def __repr__(self):
+        return "<the devarray stream callback %r>" % (self.fn,)
+
+
+_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)
+_TRAMPOLINE = _CALLBACK(lambda handle, status, user: _run(user, status))
+_REPORT = ctypes.CFUNCTYPE(None)
+_add_callback = ctypes.CDLL(library_path).dv_stream_add_callback
+_add_callback.argtypes = [ctypes.c_void_p, _CALLBACK, ctypes.c_void_p]
+_add_callback.restype = ctypes.c_int
+
+
+def _reap():
+    """Drop the records of callbacks that ran (on a Python thread, never a callback's)."""
+    if getattr(_in_callback, "active", False):
+        return
+    while _finished:
+        try:
+            _finished.pop()
+        except IndexError:
+            break
+
+
+def _done_callback(stream, status, arg):
+    loop, fut = arg
+    try:
+        loop.call_soon_threadsafe(_resolve, fut, stream, status)
+    except RuntimeError:
+        pass  # the loop was closed: nobody can await the future any more
+
+
+def _resolve(fut, stream, status):
+    _reap()
+    if fut.done():  # cancelled while the stream worked
+        return
+    if status == 0:
+        fut.set_result(stream)
+    else:
+        fut.set_exception(error_class(status)(status, "work queued on the stream before "
+                                              "async_done() failed", "async_done"))
+
+
+@atexit.register
+def _finish_pending():
+    """At exit, let queued callbacks run while the interpreter can still run them."""
+    for call in list(_pending.values()):
+        if call.stream.handle and lib is not None:
+            lib.dv_stream_synchronize(call.stream.handle)
+    _reap()
 
 
 def stream():

@@ -1,8 +1,10 @@
 """Streams, events, deferred cleanup, reference counting and Python threads."""
 import gc
 import threading
+import weakref
 
 import numpy as np
+import pytest
 
 import devarray as cuda
 from conftest import live_arrays
@@ -129,3 +131,68 @@ def test_context_info(ctx):
     assert isinstance(st, dict)
     assert cuda.is_available()
     assert cuda.library_path
+
+
+def test_setitem_on_a_stream(no_leak):
+    """d.setitem(key, value, stream): __setitem__'s semantics, queued on the stream, which
+    holds the host value until it synchronizes."""
+    s = cuda.stream()
+    h = np.zeros((4, 256))
+    d = cuda.to_device(h)
+    row = np.arange(256.0)
+    held = weakref.ref(row)
+    d.setitem(2, row, stream=s)
+    d.setitem((slice(None), 0), 7.0, stream=s)
+    d.setitem((3, 5), 9, stream=s)
+    drow = cuda.to_device(np.full(256, 4.0))
+    d.setitem(1, drow, stream=s)
+    del row, drow
+    gc.collect()
+    assert held() is not None  # the stream holds what it still may read
+    out = np.empty_like(h)
+    d.copy_to_host(out, stream=s)
+    s.synchronize()
+    gc.collect()
+    assert held() is None
+    h[2] = np.arange(256.0)
+    h[:, 0] = 7.0
+    h[3, 5] = 9
+    h[1] = 4.0
+    np.testing.assert_array_equal(out, h)
+    with pytest.raises(ValueError) as want:
+        h[:] = np.ones((2, 3))
+    with pytest.raises(ValueError) as got:
+        d.setitem(slice(None), np.ones((2, 3)), stream=s)
+    assert str(got.value) == str(want.value)
+    # stream=0: the array's own stream (bind), as __setitem__
+    b = d.bind(s)
+    v = np.ones(256)
+    held = weakref.ref(v)
+    b.setitem(0, v)
+    b[3] = np.zeros(256)
+    del v
+    gc.collect()
+    assert held() is not None  # queued on s, held by it
+    s.synchronize()
+    h[0], h[3] = 1.0, 0.0
+    np.testing.assert_array_equal(d.copy_to_host(), h)
+    del d, b
+
+
+def test_record_setitem_on_a_stream(no_leak):
+    dt = np.dtype([("x", np.float64), ("n", np.int32)])
+    r = cuda.to_device(np.zeros((), dt)[()])
+    assert isinstance(r, cuda.DeviceRecord)
+    s = cuda.stream()
+    r.setitem("x", 2.5, stream=s)
+    r.setitem("n", 7, stream=s)
+    s.synchronize()
+    assert r["x"] == 2.5 and r["n"] == 7
+    r["n"] = 8
+    assert r.copy_to_host()["n"] == 8
+    with pytest.raises(ValueError) as want:
+        np.zeros((), dt)["x"] = "abc"
+    with pytest.raises(ValueError) as got:
+        r.setitem("x", "abc", stream=s)
+    assert str(got.value) == str(want.value)
+    del r
