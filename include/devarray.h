@@ -316,7 +316,9 @@ typedef struct dv_device_info {
  * "opencl", "cuda"; DV_BACKEND); in automatic mode the order is cuda, then
  * an OpenCL GPU, then the host simulator, which is always there.  The OpenCL
  * backend's device is the `opencl_device` option (DV_OPENCL_DEVICE:
- * "platform:device" indices or a name substring); left empty, the first GPU,
+ * "platform:device" indices, an ordinal "n" — the n-th device counting GPUs
+ * first, then the other types, simulators never, so "0" is the device an
+ * empty setting picks — or a name substring); left empty, the first GPU,
  * or, when the backend was asked for by name, the first device of any type.
  * An OpenCL device that is a simulator (Oclgrind, which calls itself a GPU)
  * is never chosen without being named: not as the OpenCL backend's default

@@ -90,6 +90,16 @@ static void test_device_selection(void **state) {
   assert_string_equal(d2.name, di.name);
   dv_context_destroy(c);
   c = (dv_context *)1;
+  /* An ordinal (Numba's select_device(0)): 0 is the device the default choice gives. */
+  assert_ok(test_context(&c, "opencl_device=0", NULL));
+  assert_ok(dv_context_device_info(c, &d2));
+  assert_string_equal(d2.name, di.name);
+  dv_context_destroy(c);
+  c = (dv_context *)1;
+  assert_status(test_context(&c, "opencl_device=63", NULL), DV_ERR_BACKEND_UNAVAILABLE);
+  assert_null(c);
+  assert_non_null(strstr(dv_last_error(), "no OpenCL device 63"));
+  c = (dv_context *)1;
   assert_status(test_context(&c, "opencl_device=9:9", NULL), DV_ERR_BACKEND_UNAVAILABLE);
   assert_null(c);
   assert_status(test_context(&c, "opencl_device=no-such-device-name", NULL), DV_ERR_BACKEND_UNAVAILABLE);

@@ -57,8 +57,8 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
     {"fault_copy", "DV_FAULT_COPY", NULL, T_INT, "0", 0, 1e18,
      "host simulator: make the k-th copy fail (0: never)"},
     {"opencl_device", "DV_OPENCL_DEVICE", NULL, T_STRING, "", 0, 0,
-     "OpenCL device: \"platform:device\" indices or a name substring (a simulator such as "
-     "Oclgrind only when named)"},
+     "OpenCL device: \"platform:device\" indices, an ordinal n (GPUs first, then other types) "
+     "or a name substring (a simulator such as Oclgrind only when named)"},
     {"cuda_device", "DV_CUDA_DEVICE", NULL, T_INT, "0", 0, 1024, "CUDA device ordinal"},
     {"host_strided", "DV_HOST_STRIDED", NULL, T_BOOL, "on", 0, 1,
      "host simulator: gather/scatter strided copies in the stream workers (off: the planner "

@@ -145,7 +145,7 @@ static dv_status cl_enumerate(cl_dev_entry *out, unsigned *n) {
 }
 
 
-/* Choose a device: "p:d", a name substring, or (empty) the first GPU, or,
+/* Choose a device: "p:d", an ordinal "n", a name substring, or (empty) the first GPU, or,
  * unless require_gpu, the first device of any type.  A simulator (Oclgrind)
  * is chosen only by "p:d" or its name, never by the empty selection. */
 static dv_status cl_choose(const dv_backend_config *cfg, cl_dev_entry *chosen) {
@@ -163,6 +163,23 @@ static dv_status cl_choose(const dv_backend_config *cfg, cl_dev_entry *chosen) {
         return DV_OK;
       }
     return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "no OpenCL device %u:%u (%u device(s) found)", pi, di, n);
+  }
+  unsigned idx;
+  if (*sel && sscanf(sel, "%u%c", &idx, &tail) == 1 && strspn(sel, "0123456789") == strlen(sel)) {
+    /* An ordinal, as Numba's select_device(n) gives: the n-th device in the
+     * automatic choice's order (GPUs first, then the others), simulators never. */
+    unsigned k = 0;
+    for (int gpu = 1; gpu >= 0; gpu--)
+      for (unsigned i = 0; i < n; i++) {
+        if (devs[i].simulator || ((devs[i].type & CL_DEVICE_TYPE_GPU) != 0) != (gpu == 1)) continue;
+        if (k++ == idx) {
+          *chosen = devs[i];
+          return DV_OK;
+        }
+      }
+    return dv__error(DV_ERR_BACKEND_UNAVAILABLE,
+                     "no OpenCL device %u: %u device(s) can be chosen by ordinal (GPUs first; "
+                     "simulators only by name)", idx, k);
   }
   if (*sel) {
     for (unsigned i = 0; i < n; i++)
