@@ -34,8 +34,15 @@ from ._hostmem import (pinned_array, mapped_array, managed_array, pinned, mapped
                        deregister, is_pinned)
 from ._kernel import Module, Kernel, Arg, In, Out, InOut, View, SmartArray
 from ._emm import (BaseCUDAMemoryManager, HostOnlyCUDAMemoryManager, GetIpcHandleMixin,
-                   NumbaCUDAMemoryManager, MemoryInfo, set_memory_manager)
+                   NumbaCUDAMemoryManager, MemoryInfo, set_memory_manager, backend_memalloc)
 from ._config import config
+from ._memory import (MemoryPointer, AutoFreePointer, MappedMemory, PinnedMemory,
+                      ManagedMemory, OwnedPointer, MemoryInfo)
+from ._driver import (host_to_device, device_to_host, device_to_device, device_memset,
+                      device_memory_size, host_memory_extents, host_memory_size,
+                      is_device_memory, require_device_memory, device_pointer,
+                      device_ctypes_pointer)
+from . import driver
 
 __version__ = _clib.dv_version().decode()
 

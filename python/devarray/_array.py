@@ -413,15 +413,52 @@ class DeviceNDArray:
             return (4, 0)
         return (1, 0)
 
+    # -- pointer-level (issue 25)
+    __cuda_memory__ = True
+    __cuda_ndarray__ = True
+
+    @property
+    def gpu_data(self):
+        """A MemoryPointer over the bytes this array's elements span (Numba's gpu_data),
+        sharing this array's memory and keeping the array alive; a new object each time."""
+        from ._memory import _gpu_data
+        return _gpu_data(self)
+
     @property
     def device_ctypes_pointer(self):
-        """The native buffer (CUdeviceptr, cl_mem or host pointer) plus the byte offset of
-        element 0, as a c_void_p (CUDA, host simulator), or the cl_mem (OpenCL)."""
-        buf, off = _P(), ctypes.c_size_t()
-        check(lib.dv_array_native(self.handle, ctypes.byref(buf), ctypes.byref(off)))
-        if current_context().backend == "opencl":
-            return buf
-        return _P((buf.value or 0) + off.value if buf.value else None)
+        """The device pointer of the lowest byte of the elements (gpu_data's), a
+        ctypes.c_size_t; 0 for an empty array. CUDA: an address; host simulator: a host
+        address; OpenCL: the cl_mem's value plus the offset, not an address (docs/semantics.md)."""
+        from ._memory import _array_pointer
+        return _array_pointer(self)
+
+    def memset(self, value, stream=0):
+        """Set every byte of every element to `value` (0..255; dv_array_memset), on `stream`
+        (asynchronous) or synchronously. No Numba method has this name."""
+        from ._memory import _byte
+        check(lib.dv_array_memset(self.handle, _byte(value), _stream_handle(stream)), "memset")
+
+    @property
+    def _numba_type_(self):
+        """Numba's type for this array (numba.types.Array(dtype, ndim, layout), layout "C",
+        "F" or "A" as Numba chooses it; a Record for a DeviceRecord). Numba is imported here
+        only: without it, AttributeError."""
+        try:
+            from numba.core import types
+            from numba.np import numpy_support
+        except ImportError as e:
+            raise AttributeError("_numba_type_ needs Numba, which cannot be imported (%s)"
+                                 % e) from None
+        if isinstance(self, DeviceRecord):
+            return numpy_support.from_dtype(self.dtype)
+        broadcast = 0 in self.strides
+        if self.is_c_contiguous() and not broadcast:
+            layout = "C"
+        elif self.is_f_contiguous() and not broadcast:
+            layout = "F"
+        else:
+            layout = "A"
+        return types.Array(numpy_support.from_dtype(self.dtype), self.ndim, layout)
 
 
 class DeviceRecord(DeviceNDArray):

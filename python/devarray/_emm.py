@@ -156,6 +156,94 @@ def _memory():
     return m
 
 
+def _c_bytes(context, fn, size, *extra):
+    """A C byte array (uint8, shape (size,)) made by fn (dv_device_array, dv_pinned_array...)."""
+    size = int(size)
+    if size < 0:
+        raise ValueError("negative dimensions are not allowed")
+    out = ctypes.c_void_p()
+    check(fn(context.handle, 1, (ctypes.c_int64 * 1)(size), _memory()._u8(), None, b"C", *extra,
+             ctypes.byref(out)), fn.__name__)
+    return out.value
+
+
+def _deferred_release(h, nbytes, deallocations, before=None):
+    """A finalizer: release the extra reference h (after before(h), if given) at once
+    (deallocations None: the library queues the free itself) or through `deallocations`
+    (a HostOnlyCUDAMemoryManager's Python queue, Numba's semantics)."""
+    def dtor(h):
+        try:
+            if before is not None:
+                before(h)
+        finally:
+            lib.dv_array_release(h)
+    if deallocations is None:
+        return lambda: dtor(h)
+    return lambda: deallocations.add_item(dtor, h, nbytes)
+
+
+def _memhostalloc(context, size, mapped, portable, wc, deallocations):
+    m = _memory()
+    if mapped:
+        flags = (1 if portable else 0) | (2 if wc else 0)  # DV_MAPPED_PORTABLE, _WRITECOMBINED
+        h = _c_bytes(context, lib.dv_mapped_array, size, flags)
+        cls = m.MappedMemory
+    else:
+        h = _c_bytes(context, lib.dv_pinned_array, size)
+        cls = m.PinnedMemory
+    fin = None
+    if deallocations is not None:  # the plugin's queue holds the last reference
+        fin = _deferred_release(lib.dv_array_retain(h), size if mapped else 0, deallocations)
+    mem = cls._from_handle(h, context=context, finalizer=fin)
+    return mem.own() if mapped else mem
+
+
+def _mempin(context, owner, pointer, size, mapped, deallocations):
+    m = _memory()
+    ptr = m._ptr_value(pointer)
+    size = int(size)
+    host = ctypes.c_void_p()
+    check(lib.dv_host_array_wrap(context.handle, ctypes.c_void_p(ptr), 1,
+                                 (ctypes.c_int64 * 1)(size), m._u8(), None, ctypes.byref(host)),
+          "mempin")
+    host = host.value
+    try:
+        if mapped:
+            view, scope = ctypes.c_void_p(), ctypes.c_void_p()
+            check(lib.dv_mapped_scope_begin(context.handle, 1, (ctypes.c_void_p * 1)(host),
+                                            ctypes.byref(view), ctypes.byref(scope)), "mempin")
+            scope = scope.value
+            keep = lib.dv_array_retain(host)
+
+            def end(h, scope=scope, keep=keep):
+                try:
+                    check(lib.dv_scope_end(scope), "mempin")
+                finally:
+                    lib.dv_array_release(keep)
+            lib.dv_array_release(host)  # `keep` holds it while the scope lasts
+            host = None
+            fin = _deferred_release(lib.dv_array_retain(view.value), size, deallocations, end)
+            return m.MappedMemory._from_handle(view.value, size, owner=owner, context=context,
+                                               finalizer=fin).own()
+        check(lib.dv_array_register(host), "mempin")
+        fin = _deferred_release(lib.dv_array_retain(host), 0, deallocations,
+                                lambda h: check(lib.dv_array_deregister(h), "mempin"))
+        return m.PinnedMemory._from_handle(host, size, owner=owner, context=context,
+                                           finalizer=fin)
+    except BaseException:
+        if host is not None:
+            lib.dv_array_release(host)
+        raise
+
+
+def _memallocmanaged(context, size, attach_global, deallocations):
+    h = _c_bytes(context, lib.dv_managed_array, size, 1 if attach_global else 0)
+    fin = None
+    if deallocations is not None:
+        fin = _deferred_release(lib.dv_array_retain(h), size, deallocations)
+    return _memory().ManagedMemory._from_handle(h, context=context, finalizer=fin).own()
+
+
 class HostOnlyCUDAMemoryManager(BaseCUDAMemoryManager):
     """Base class of plugins that implement device allocation only: pinned, mapped and managed
     memory are devarray's own, their frees deferred through ``self.deallocations`` (Numba's
@@ -168,16 +256,16 @@ class HostOnlyCUDAMemoryManager(BaseCUDAMemoryManager):
 
     def memhostalloc(self, size, mapped=False, portable=False, wc=False):
         """Pinned host memory (MappedMemory when mapped), freed through self.deallocations."""
-        return _memory()._emm_memhostalloc(self, size, mapped, portable, wc)
+        return _memhostalloc(self.context, size, mapped, portable, wc, self.deallocations)
 
     def mempin(self, owner, pointer, size, mapped=False):
         """Pin existing host memory (MappedMemory when mapped), unpinned through
         self.deallocations."""
-        return _memory()._emm_mempin(self, owner, pointer, size, mapped)
+        return _mempin(self.context, owner, pointer, size, mapped, self.deallocations)
 
     def memallocmanaged(self, size, attach_global=True):
         """Managed memory, freed through self.deallocations."""
-        return _memory()._emm_memallocmanaged(self, size, attach_global)
+        return _memallocmanaged(self.context, size, attach_global, self.deallocations)
 
     def reset(self):
         """Drop the host allocations kept and flush self.deallocations."""
@@ -224,16 +312,18 @@ class NumbaCUDAMemoryManager(GetIpcHandleMixin, BaseCUDAMemoryManager):
         """Nothing to do: the queue's capacity is known when the context is made."""
 
     def memalloc(self, size):
-        return _memory()._builtin_memalloc(self.context, size)
+        m = _memory()
+        return m.AutoFreePointer._from_handle(_c_bytes(self.context, lib.dv_device_array, size,
+                                                       None), context=self.context).own()
 
     def memhostalloc(self, size, mapped=False, portable=False, wc=False):
-        return _memory()._builtin_memhostalloc(self.context, size, mapped, portable, wc)
+        return _memhostalloc(self.context, size, mapped, portable, wc, None)
 
     def mempin(self, owner, pointer, size, mapped=False):
-        return _memory()._builtin_mempin(self.context, owner, pointer, size, mapped)
+        return _mempin(self.context, owner, pointer, size, mapped, None)
 
     def memallocmanaged(self, size, attach_global=True):
-        return _memory()._builtin_memallocmanaged(self.context, size, attach_global)
+        return _memallocmanaged(self.context, size, attach_global, None)
 
     def get_memory_info(self):
         f, t = ctypes.c_size_t(), ctypes.c_size_t()
@@ -261,8 +351,13 @@ class NumbaCUDAMemoryManager(GetIpcHandleMixin, BaseCUDAMemoryManager):
 
 def set_memory_manager(mm_plugin):
     """Use the EMM plugin class `mm_plugin` for the contexts made from now on (Numba's
-    set_memory_manager). RuntimeError when it implements another interface version."""
+    set_memory_manager); the context open now keeps its manager (close() it first).
+    RuntimeError when the plugin implements another interface version. None: the library's
+    own manager again (devarray only)."""
     global _memory_manager
+    if mm_plugin is None:  # devarray's addition: back to the library's own manager
+        _memory_manager = None
+        return
     dummy = mm_plugin(context=None)
     iv = dummy.interface_version
     if iv != _SUPPORTED_EMM_INTERFACE_VERSION:
@@ -443,7 +538,11 @@ class PluginBridge:
 def backend_memalloc(context, size):
     """A MemoryPointer over `size` bytes straight from the driver (dv_backend_alloc, which
     bypasses every manager), freed (dv_backend_free) by its finalizer: what a plug-in that
-    delegates to devarray's own allocation returns from memalloc."""
+    delegates to devarray's own allocation returns from memalloc.
+
+    Its device_pointer is the library's buffer handle, what a plug-in must hand back: the
+    CUdeviceptr (CUDA), the cl_mem (OpenCL), the simulator's block handle (host simulator:
+    not the data's address, so not for devarray.driver's copies there)."""
     blk = dv_block()
     check(lib.dv_backend_alloc(context.handle, int(size), ctypes.byref(blk)), "memalloc")
     h = context.handle

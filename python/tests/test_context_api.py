@@ -112,3 +112,49 @@ def test_mempin_mapped_refused_without_mapping(ctx, monkeypatch):
     buf = np.zeros(4)
     with pytest.raises(NotImplementedError, match="cannot map host memory"):
         ctx.mempin(buf, buf.ctypes.data, buf.nbytes, mapped=True)
+
+
+def test_memalloc_roundtrip_and_queued_free(ctx):
+    _flushed(ctx)
+    m = ctx.memalloc(64)
+    assert m.size == 64 and m.device_pointer.value
+    src = np.arange(64, dtype=np.uint8)
+    cuda.driver.host_to_device(m, src, 64)
+    out = np.zeros(64, np.uint8)
+    cuda.driver.device_to_host(out, m, 64)
+    np.testing.assert_array_equal(out, src)
+    del m
+    gc.collect()
+    assert len(ctx.deallocations) == 1 and ctx.deallocations.pending_bytes == 64
+    with pytest.raises(ValueError):
+        ctx.memalloc(-1)
+
+
+def test_memhostalloc_and_mempin(ctx):
+    p = ctx.memhostalloc(32)
+    assert isinstance(p, cuda.PinnedMemory) and p.size == 32
+    mp = ctx.memhostalloc(32, mapped=True, portable=True, wc=False)
+    assert mp.size == 32
+    view = np.frombuffer(mp, dtype=np.uint8)
+    view[:] = 7
+    out = np.zeros(32, np.uint8)
+    cuda.driver.device_to_host(out, mp, 32)  # the device side of mapped memory
+    assert (out == 7).all()
+    arr = np.zeros(16)
+    pin = ctx.mempin(arr, arr.ctypes.data, arr.nbytes)
+    assert isinstance(pin, cuda.PinnedMemory) and pin.size == arr.nbytes
+    assert cuda._clib.dv_array_is_pinned(pin._array()) == 1
+    mpin = ctx.mempin(arr, arr.ctypes.data, arr.nbytes, mapped=True)
+    cuda.driver.device_memset(mpin, 1, arr.nbytes)
+    assert (arr.view(np.uint8) == 1).all()  # written through the mapping
+    del p, mp, pin, mpin, view
+    gc.collect()
+
+
+def test_memallocmanaged(ctx):
+    if ctx.backend in ("host", "opencl"):
+        with pytest.raises(NotImplementedError, match="managed memory is not supported"):
+            ctx.memallocmanaged(16)
+        return
+    m = ctx.memallocmanaged(16, attach_global=False)
+    assert m.size == 16

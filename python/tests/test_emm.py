@@ -271,3 +271,52 @@ def test_env_variable(tmp_path, monkeypatch):
         gc.collect()
         cuda.close()
         _emm._memory_manager = None
+
+
+def test_host_memory_deferred_through_the_plugin(plugin):
+    """HostOnlyCUDAMemoryManager keeps Numba's semantics: pinned and mapped frees wait in
+    the plugin's own deallocations queue."""
+    ctx = cuda.current_context()
+    plugin.deallocations.clear()
+    # as in Numba, a plugin's queue has no capacity until the plugin gives it one: any bytes
+    # (a mapped free) are over the ratio limit and flush
+    assert plugin.deallocations.memory_capacity == 0
+    p = ctx.memhostalloc(32)
+    del p
+    gc.collect()
+    assert len(plugin.deallocations) == 1      # pinned: 0 bytes, queued
+    m = ctx.memhostalloc(48, mapped=True)
+    del m
+    gc.collect()
+    assert len(plugin.deallocations) == 0      # 48 bytes > 0: flushed
+    plugin.deallocations.memory_capacity = 1 << 30
+    p = ctx.memhostalloc(32)
+    m = ctx.memhostalloc(48, mapped=True)
+    arr = np.zeros(4)
+    pin = ctx.mempin(arr, arr.ctypes.data, arr.nbytes)
+    del p, m, pin
+    gc.collect()
+    assert len(plugin.deallocations) == 3 and plugin.deallocations._size == 48
+    before = ctx.raw_stats().pinned.current
+    plugin.deallocations.clear()
+    assert len(plugin.deallocations) == 0
+    assert ctx.raw_stats().pinned.current < before  # now really freed
+
+
+def test_backend_memalloc_helper(plugin):
+    """A plugin returning devarray.backend_memalloc's pointers (what the example does)."""
+    seen = []
+
+    def alloc(size):
+        mem = cuda.backend_memalloc(plugin.context, size)
+        seen.append(mem.device_pointer.value)
+        return mem
+    plugin.memalloc = alloc
+    a = np.arange(6.0)
+    d = cuda.to_device(a)
+    np.testing.assert_array_equal(d.copy_to_host(), a)
+    assert len(seen) == 1 and seen[0]
+    if cuda.current_context().backend != "host":
+        assert d.device_ctypes_pointer.value == seen[0]
+    del d
+    gc.collect()
