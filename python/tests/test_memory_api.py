@@ -2,6 +2,7 @@
 the driver functions, DeviceNDArray.gpu_data / memset / _numba_type_."""
 import ctypes
 import gc
+import os
 import sys
 
 import numpy as np
@@ -427,6 +428,14 @@ def test_device_array_memset_and_driver_copies(no_leak):
 REC = np.dtype([("a", np.int32), ("b", np.float64)], align=True)
 
 
+@pytest.fixture
+def numba():
+    # Numba reads its configuration once, at its first import: as test_numba_parity.py does,
+    # choose its CUDA simulator (there is no CUDA driver here) before that import
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+    return pytest.importorskip("numba")
+
+
 def _like(kind):
     base = np.arange(60, dtype=np.float32).reshape(6, 10)
     return {"C": base, "F": np.asfortranarray(base), "strided": base[::2, 1::3],
@@ -435,8 +444,7 @@ def _like(kind):
 
 
 @pytest.mark.parametrize("kind", ["C", "F", "strided", "rec", "int16-3d", "reversed"])
-def test_numba_type_matches_numba_typeof(kind):
-    numba = pytest.importorskip("numba")
+def test_numba_type_matches_numba_typeof(numba, kind):
     h = _like(kind)
     d = devarray.to_device(h)
     if kind == "strided" or kind == "reversed":
@@ -448,8 +456,7 @@ def test_numba_type_matches_numba_typeof(kind):
         kind, "A")
 
 
-def test_numba_type_of_a_record():
-    numba = pytest.importorskip("numba")
+def test_numba_type_of_a_record(numba):
     r = devarray.DeviceRecord(REC)
     assert r._numba_type_ == numba.typeof(np.zeros(1, REC)[0])
 
