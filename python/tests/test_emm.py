@@ -320,3 +320,39 @@ def test_backend_memalloc_helper(plugin):
         assert d.device_ctypes_pointer.value == seen[0]
     del d
     gc.collect()
+
+
+class NumbaStylePlugin(Counting):
+    """Numba's own test plugin: fake pointers (1, 2, ...) in AutoFreePointers, never used."""
+
+    def memalloc(self, size):
+        assert self.initialized
+        self.count = getattr(self, "count", 0) + 1
+        n = self.count
+        records = self.records = getattr(self, "records", {})
+        records[n] = size
+
+        def finalizer():
+            del records[n]
+        return cuda.AutoFreePointer(weakref.proxy(self.context), ctypes.c_void_p(n), size,
+                                    finalizer=finalizer)
+
+
+def test_numba_test_plugin_with_fake_pointers():
+    gc.collect()
+    cuda.close()
+    cuda.set_memory_manager(NumbaStylePlugin)
+    try:
+        mgr = cuda.current_context().memory_manager
+        d1 = cuda.device_array_like(np.arange(10))
+        assert mgr.count == 1 and mgr.records[1] == 80
+        d2 = cuda.device_array_like(np.arange(5))
+        assert mgr.records[2] == 40
+        del d1
+        assert 1 not in mgr.records and 2 in mgr.records
+        del d2
+        assert mgr.records == {}
+    finally:
+        gc.collect()
+        cuda.close()
+        cuda.set_memory_manager(None)
