@@ -280,15 +280,15 @@ class HostOnlyCUDAMemoryManager(BaseCUDAMemoryManager):
 
 
 class GetIpcHandleMixin:
-    """get_ipc_handle() for memory devarray allocated (the array's own IPC export)."""
+    """get_ipc_handle() through the memory object's own get_ipc_handle() (none of
+    devarray's pointer objects has one yet: NotImplementedError)."""
 
     def get_ipc_handle(self, memory):
-        """An IPC handle for `memory` (a devarray MemoryPointer): dv_ipc_export of its
-        allocation, as DeviceNDArray.get_ipc_handle()."""
+        """An IPC handle for `memory`, from its own get_ipc_handle()."""
         ipc = getattr(memory, "get_ipc_handle", None)
         if ipc is None:
-            raise NotImplementedError("get_ipc_handle needs devarray memory; %r has none"
-                                      % (memory,))
+            raise NotImplementedError("get_ipc_handle: %r has no IPC export (pointer-level "
+                                      "memory cannot be exported yet)" % (memory,))
         return ipc()
 
 

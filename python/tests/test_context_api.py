@@ -158,3 +158,10 @@ def test_memallocmanaged(ctx):
         return
     m = ctx.memallocmanaged(16, attach_global=False)
     assert m.size == 16
+
+
+def test_ipc_handle_of_memory_without_export(ctx):
+    m = ctx.memalloc(8)
+    with pytest.raises(NotImplementedError, match="has no IPC export"):
+        ctx.get_ipc_handle(m)
+    del m
