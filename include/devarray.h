@@ -472,7 +472,8 @@ DV_API dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, s
  * total device memory.  A device allocation that fails for lack of memory
  * flushes the queue and retries once.  While a defer-cleanup scope is open no
  * flush happens.  A failing free is logged, counted, and does not stop the
- * other frees.
+ * other frees.  Both limits can be changed on a live context
+ * (dv_context_set_dealloc_limits).
  * @{
  */
 
@@ -491,6 +492,28 @@ DV_API dv_status dv_defer_cleanup_end(dv_context *ctx);
 DV_API dv_status dv_context_flush_deallocs(dv_context *ctx);
 /** Entries and bytes waiting in the queue (either pointer may be NULL). */
 DV_API dv_status dv_context_pending_deallocs(dv_context *ctx, size_t *count, size_t *bytes);
+/**
+ * Change the queue's limits on a live context: the count limit (the
+ * option max_pending_deallocs_count, 0 to 1000000000) and the ratio of
+ * total device memory (max_pending_deallocs_ratio, 0 to 1), what Numba's
+ * CUDA_DEALLOCS_COUNT and CUDA_DEALLOCS_RATIO set.  Other contexts, and the
+ * options of contexts created later, are unaffected.  The new limits are
+ * checked at the next release that queues a free, as Numba checks its
+ * config at each one: lowering them below what is queued flushes then, not
+ * here; this call never runs a free and never waits.  dv_context_option
+ * reports the new values (source DV_SOURCE_API).  DV_ERR_INVALID_ARGUMENT,
+ * with nothing changed, for a count above 1000000000 or a ratio outside 0
+ * to 1 (NaN included).  Thread-safe.
+ */
+DV_API dv_status dv_context_set_dealloc_limits(dv_context *ctx, size_t max_count, double max_ratio);
+/**
+ * The context's queue limits now: the count limit, the ratio, and the byte
+ * limit the ratio gives (total device memory x ratio, rounded down, as
+ * Numba's _max_pending_bytes).  Any pointer may be NULL.  Thread-safe,
+ * non-blocking.
+ */
+DV_API dv_status dv_context_dealloc_limits(dv_context *ctx, size_t *max_count, double *max_ratio,
+                                           size_t *max_bytes);
 
 /** @} */
 

@@ -33,6 +33,9 @@ from ._create import (device_array, device_array_like, to_device, from_dlpack, i
 from ._hostmem import (pinned_array, mapped_array, managed_array, pinned, mapped, register,
                        deregister, is_pinned)
 from ._kernel import Module, Kernel, Arg, In, Out, InOut, View, SmartArray
+from ._emm import (BaseCUDAMemoryManager, HostOnlyCUDAMemoryManager, GetIpcHandleMixin,
+                   NumbaCUDAMemoryManager, MemoryInfo, set_memory_manager, backend_memalloc)
+from ._config import config
 from ._memory import (MemoryPointer, AutoFreePointer, MappedMemory, PinnedMemory,
                       ManagedMemory, OwnedPointer, MemoryInfo)
 from ._driver import (host_to_device, device_to_host, device_to_device, device_memset,

@@ -4,18 +4,53 @@ import contextlib
 import ctypes
 import json
 import threading
-from collections import namedtuple
+import weakref
 
-from . import _lib
+from . import _lib, _emm, _config
 from ._lib import lib, check
+from ._emm import MemoryInfo
 
 _lock = threading.RLock()
 _ctx = None          # the current Context
 _backend = None      # backend asked for by select_backend (None: DV_BACKEND / auto)
 _device = None       # device index asked for by select_device
+_live = weakref.WeakSet()  # every open Context (devarray.config's limits reach them all)
 
 
-MemoryInfo = namedtuple("MemoryInfo", ["free", "total"])
+class _dv_device_info(ctypes.Structure):
+    _fields_ = [("backend", ctypes.c_char * 16), ("name", ctypes.c_char * 256),
+                ("vendor", ctypes.c_char * 128), ("driver_version", ctypes.c_char * 64),
+                ("total_memory", ctypes.c_uint64), ("max_allocation", ctypes.c_uint64),
+                ("base_alignment", ctypes.c_uint64), ("can_map_host_memory", ctypes.c_int),
+                ("managed_memory", ctypes.c_int), ("compute_major", ctypes.c_int),
+                ("compute_minor", ctypes.c_int), ("pci_bus_id", ctypes.c_char * 32),
+                ("peer_devices", ctypes.c_int)]
+
+
+lib.dv_context_device_info.restype = ctypes.c_int
+lib.dv_context_device_info.argtypes = [ctypes.c_void_p, ctypes.POINTER(_dv_device_info)]
+
+
+class Device:
+    """The context's device (Numba's Device): ``id``, ``name``, ``compute_capability`` (a
+    (major, minor) tuple: CUDA's; (0, 0) on the host simulator and OpenCL, which have none),
+    plus ``backend``, ``vendor``, ``total_memory``, ``CAN_MAP_HOST_MEMORY``."""
+
+    def __init__(self, ctx, device_id):
+        info = _dv_device_info()
+        check(lib.dv_context_device_info(ctx.handle, ctypes.byref(info)), "device")
+        self.id = device_id
+        self.name = info.name.decode(errors="replace")
+        self.backend = info.backend.decode()
+        self.vendor = info.vendor.decode(errors="replace")
+        self.compute_capability = (info.compute_major, info.compute_minor)
+        self.total_memory = info.total_memory
+        self.CAN_MAP_HOST_MEMORY = bool(info.can_map_host_memory)
+        self.MANAGED_MEMORY = bool(info.managed_memory)
+        self.pci_bus_id = info.pci_bus_id.decode()
+
+    def __repr__(self):
+        return "<devarray Device %d %r (%s)>" % (self.id, self.name, self.backend)
 
 
 class _Deallocations:
@@ -40,6 +75,28 @@ class _Deallocations:
         check(lib.dv_context_pending_deallocs(self._ctx.handle, None, ctypes.byref(b)))
         return b.value
 
+    _size = pending_bytes  # Numba's name
+
+    @property
+    def memory_capacity(self):
+        """Total device memory, which the ratio limit is a fraction of."""
+        return self._ctx._total_memory
+
+    @property
+    def _max_pending_bytes(self):
+        """The byte limit now: int(memory_capacity x the ratio limit), as Numba's."""
+        b = ctypes.c_size_t()
+        check(lib.dv_context_dealloc_limits(self._ctx.handle, None, None, ctypes.byref(b)))
+        return b.value
+
+    @property
+    def limits(self):
+        """(count limit, ratio limit) of this context now."""
+        n, r = ctypes.c_size_t(), ctypes.c_double()
+        check(lib.dv_context_dealloc_limits(self._ctx.handle, ctypes.byref(n), ctypes.byref(r),
+                                            None))
+        return n.value, r.value
+
     @contextlib.contextmanager
     def disable(self):
         """Numba's ``deallocations.disable()``: no flush inside (defer_cleanup)."""
@@ -48,9 +105,15 @@ class _Deallocations:
 
 
 class Context:
-    """A devarray context (Numba's ``current_context()``): one device of one backend."""
+    """A devarray context (Numba's ``current_context()``): one device of one backend.
+
+    ``memory_manager`` is an object, never a string: the EMM plugin instance when one was set
+    (set_memory_manager, NUMBA_CUDA_MEMORY_MANAGER), else a NumbaCUDAMemoryManager over the
+    library's own manager (its ``name``: "direct" or "pool")."""
 
     def __init__(self, backend=None, device=None):
+        plugin_cls = _emm._ensure_memory_manager()
+        bridge = _emm.PluginBridge(getattr(plugin_cls, "__name__", "plugin")) if plugin_cls else None
         cfg = ctypes.c_void_p()
         check(lib.dv_config_create(ctypes.byref(cfg)), "dv_config_create")
         try:
@@ -67,24 +130,61 @@ class Context:
                     if be in ("", "auto", opt.split("_")[0]):
                         check(lib.dv_config_set(cfg, opt.encode(), str(int(device)).encode()),
                               "select_device")
+            if bridge is not None:
+                check(lib.dv_config_set_memory_manager(cfg, ctypes.byref(bridge.table)),
+                      "set_memory_manager")
             h = ctypes.c_void_p()
             check(lib.dv_context_create(cfg, ctypes.byref(h)), "dv_context_create")
         finally:
             lib.dv_config_destroy(cfg)
         self.handle = h.value
-        self.backend = lib.dv_context_backend(self.handle).decode()
-        self.device_id = int(device or 0)
-        self.deallocations = _Deallocations(self)
-        self._default_stream = None
+        self._bridge = bridge
+        try:
+            self.backend = lib.dv_context_backend(self.handle).decode()
+            self.device_id = int(device or 0)
+            self.deallocations = _Deallocations(self)
+            self._default_stream = None
+            t = ctypes.c_size_t()
+            check(lib.dv_backend_memory_info(self.handle, None, ctypes.byref(t)), "context")
+            self._total_memory = t.value
+            self.device = Device(self, self.device_id)
+            if plugin_cls is None:
+                self.memory_manager = _emm.NumbaCUDAMemoryManager(context=self)
+            else:
+                self.memory_manager = plugin_cls(context=self)
+                bridge.plugin = self.memory_manager
+            _config.apply_to(self)
+            if plugin_cls is not None:
+                self._apply_dealloc_limits(*_config.limits())
+            self.memory_manager.initialize()
+        except BaseException:
+            lib.dv_context_destroy(self.handle)
+            self.handle = None
+            raise
+        _live.add(self)
+
+    @property
+    def has_plugin(self):
+        """Whether an EMM plugin serves this context's device memory."""
+        return self._bridge is not None
+
+    def _apply_dealloc_limits(self, count, ratio):
+        """Set the library queue's limits (an EMM context: count 0, so that a device free
+        reaches the plugin as soon as the memory's last reference goes, as in Numba)."""
+        if self.handle is None:
+            return
+        if self._bridge is not None:
+            count = 0
+        check(lib.dv_context_set_dealloc_limits(self.handle, int(count), float(ratio)),
+              "dealloc limits")
 
     def __repr__(self):
         return "<devarray.Context backend=%s>" % self.backend
 
     def get_memory_info(self):
-        """(free, total) device memory in bytes."""
-        f, t = ctypes.c_size_t(), ctypes.c_size_t()
-        check(lib.dv_context_memory_info(self.handle, ctypes.byref(f), ctypes.byref(t)))
-        return MemoryInfo(f.value, t.value)
+        """MemoryInfo(free, total) device memory in bytes: the memory manager's
+        get_memory_info() (a plugin's own; NotImplementedError when it has none)."""
+        return self.memory_manager.get_memory_info()
 
     def synchronize(self):
         """Wait for all work of every stream of the context."""
@@ -92,11 +192,16 @@ class Context:
 
     @contextlib.contextmanager
     def defer_cleanup(self):
-        check(lib.dv_defer_cleanup_begin(self.handle), "defer_cleanup")
-        try:
-            yield
-        finally:
-            check(lib.dv_defer_cleanup_end(self.handle), "defer_cleanup")
+        """No deferred deallocation is flushed inside (the library's queue; a plugin's
+        own defer_cleanup() too, as Numba enters both)."""
+        with contextlib.ExitStack() as stack:
+            if self._bridge is not None:
+                stack.enter_context(self.memory_manager.defer_cleanup())
+            check(lib.dv_defer_cleanup_begin(self.handle), "defer_cleanup")
+            try:
+                yield
+            finally:
+                check(lib.dv_defer_cleanup_end(self.handle), "defer_cleanup")
 
     def stats(self):
         """The context's counters (dv_context_stats_json) as a dict."""
@@ -113,10 +218,6 @@ class Context:
         check(lib.dv_context_stats(self.handle, ctypes.byref(st)))
         return st
 
-    @property
-    def memory_manager(self):
-        return lib.dv_context_memory_manager(self.handle).decode()
-
     def option(self, name):
         """The resolved value of option `name` for this context, as text."""
         buf = ctypes.create_string_buffer(4096)
@@ -124,10 +225,63 @@ class Context:
         return buf.value.decode()
 
     def reset(self):
-        """Flush deferred deallocations (Numba's reset also drops every allocation; see
-        docs/semantics.md: arrays stay valid here)."""
+        """Numba's Context.reset(): the memory manager's reset(), then flush the queue
+        (Numba's reset also drops every allocation; here arrays stay valid: see
+        docs/semantics.md)."""
         self.synchronize()
+        self.memory_manager.reset()
         self.deallocations.clear()
+
+    # -- Numba's Context methods
+
+    def create_stream(self):
+        """A new stream of this context (Numba's Context.create_stream())."""
+        from ._stream import Stream
+        h = ctypes.c_void_p()
+        check(lib.dv_stream_create(self.handle, 0, ctypes.byref(h)), "create_stream")
+        return Stream(h.value, True, self)
+
+    def create_event(self, timing=True):
+        """A new event of this context (Numba's Context.create_event(timing=True))."""
+        from ._stream import Event
+        _require_current(self)
+        return Event(timing)
+
+    def memalloc(self, bytesize):
+        """Device memory (a MemoryPointer) from the memory manager."""
+        return self.memory_manager.memalloc(bytesize)
+
+    def memallocmanaged(self, bytesize, attach_global=True):
+        """Managed memory (a ManagedMemory) from the memory manager."""
+        return self.memory_manager.memallocmanaged(bytesize, attach_global)
+
+    def memhostalloc(self, bytesize, mapped=False, portable=False, wc=False):
+        """Pinned host memory (PinnedMemory; MappedMemory when mapped)."""
+        return self.memory_manager.memhostalloc(bytesize, mapped, portable, wc)
+
+    def mempin(self, owner, pointer, size, mapped=False):
+        """Pin `size` bytes of host memory at `pointer` owned by `owner` (Numba's mempin)."""
+        if mapped and not self.device.CAN_MAP_HOST_MEMORY:
+            raise NotImplementedError("%r cannot map host memory" % (self.device,))
+        return self.memory_manager.mempin(owner, pointer, size, mapped)
+
+    def get_ipc_handle(self, memory):
+        """An IPC handle for device memory `memory` (the memory manager's)."""
+        return self.memory_manager.get_ipc_handle(memory)
+
+    def prepare_for_use(self):
+        """Numba's: nothing left to do (the memory manager was initialized at creation)."""
+
+
+def _require_current(ctx):
+    if _ctx is not ctx:
+        raise NotImplementedError("events are made on the current context only")
+
+
+def _apply_dealloc_limits(count, ratio):
+    """Give every open context the limits (devarray.config's assignments)."""
+    for c in list(_live):
+        c._apply_dealloc_limits(count, ratio)
 
 
 def current_context():
@@ -197,6 +351,7 @@ def close():
         gc.collect()
         check(lib.dv_context_destroy(c.handle), "close")
         c.handle = None
+        _live.discard(c)
         _ctx = None
 
 

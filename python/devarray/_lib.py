@@ -320,7 +320,17 @@ def error(status, where=""):
     return error_class(status)(status, detail, where)
 
 
+# Set by _emm: status -> the exception a memory manager plug-in raised on this thread for the
+# call that failed with that status (taken), or None.
+_callback_error = None
+
+
 def check(status, where=""):
-    """Raise the exception for a non-zero status (reads dv_last_error on this thread)."""
+    """Raise the exception for a non-zero status (reads dv_last_error on this thread); a
+    plug-in's own exception when one of its callbacks caused the failure."""
     if status:
+        if _callback_error is not None:
+            exc = _callback_error(status)
+            if exc is not None:
+                raise exc
         raise error(status, where)

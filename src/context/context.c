@@ -246,8 +246,12 @@ dv_status dv_context_option(dv_context *ctx, const char *name, char *buf, size_t
   DV_CHECK_NULL(buf);
   int id = dv__option_lookup(name);
   if (id < 0) return dv__error(DV_ERR_BAD_OPTION, "unknown option \"%s\"", name);
-  dv__option_format((dv_opt_id)id, &ctx->opt[id], buf, cap);
-  if (source) *source = ctx->opt[id].source;
+  /* under the lock: the deallocation limits change while the context lives */
+  pthread_mutex_lock(&ctx->lock);
+  dv_optval v = ctx->opt[id];
+  pthread_mutex_unlock(&ctx->lock);
+  dv__option_format((dv_opt_id)id, &v, buf, cap);
+  if (source) *source = v.source;
   return DV_OK;
 }
 

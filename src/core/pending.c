@@ -11,6 +11,11 @@
  * Where devarray differs on purpose: a failing free is logged and counted and
  * every other free is still attempted.
  *
+ * The two limits are options of the context, changeable while it lives
+ * (dv_context_set_dealloc_limits): they are read and written under the
+ * context's lock, and a change is seen by the next enqueue, as Numba reads
+ * its config at each enqueue; changing them flushes nothing by itself.
+ *
  * The queue lives in the core because every layer hands it destructors:
  * arrays their memory, streams and events themselves.  It runs them through
  * the function pointers it was given and knows none of them.
@@ -19,12 +24,15 @@
 
 #include "core.h"
 
+/* Numba: int(total_memory * ratio), recomputed per check (caller holds ctx->lock). */
+static size_t dv__byte_limit(const dv_context *ctx) {
+  double limit = (double)ctx->total_memory * ctx->opt[DV_OPT_MAX_PENDING_RATIO].d;
+  return (size_t)limit;
+}
+
 static bool dv__over_limit(dv_context *ctx, const dv_pending_queue *q) {
   int64_t count_limit = ctx->opt[DV_OPT_MAX_PENDING_COUNT].i;
-  /* Numba: int(total_memory * ratio), recomputed per check. */
-  double limit = (double)ctx->total_memory * ctx->opt[DV_OPT_MAX_PENDING_RATIO].d;
-  size_t byte_limit = (size_t)limit;
-  return (int64_t)q->count > count_limit || q->bytes > byte_limit;
+  return (int64_t)q->count > count_limit || q->bytes > dv__byte_limit(ctx);
 }
 
 /* Run the entries taken out of a queue; returns the first error. */
@@ -132,6 +140,40 @@ dv_status dv_context_pending_deallocs(dv_context *ctx, size_t *count, size_t *by
   pthread_mutex_lock(&ctx->lock);
   if (count) *count = ctx->pending.count;
   if (bytes) *bytes = ctx->pending.bytes;
+  pthread_mutex_unlock(&ctx->lock);
+  return DV_OK;
+}
+
+/* The largest count limit accepted: the option's own maximum. */
+#define DV__MAX_COUNT_LIMIT 1000000000u
+
+dv_status dv_context_set_dealloc_limits(dv_context *ctx, size_t max_count, double max_ratio) {
+  DV_CHECK_NULL(ctx);
+  if (max_count > DV__MAX_COUNT_LIMIT)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "pending-deallocation count limit %zu is above the maximum %u",
+                     max_count, DV__MAX_COUNT_LIMIT);
+  /* written so that NaN fails too */
+  if (!(max_ratio >= 0.0 && max_ratio <= 1.0))
+    return dv__error(DV_ERR_INVALID_ARGUMENT,
+                     "pending-deallocation ratio %g is not a fraction of device memory (0 to 1)", max_ratio);
+  pthread_mutex_lock(&ctx->lock);
+  ctx->opt[DV_OPT_MAX_PENDING_COUNT].i = (int64_t)max_count;
+  ctx->opt[DV_OPT_MAX_PENDING_COUNT].source = DV_SOURCE_API;
+  ctx->opt[DV_OPT_MAX_PENDING_RATIO].d = max_ratio;
+  ctx->opt[DV_OPT_MAX_PENDING_RATIO].source = DV_SOURCE_API;
+  pthread_mutex_unlock(&ctx->lock);
+  return DV_OK;
+}
+
+dv_status dv_context_dealloc_limits(dv_context *ctx, size_t *max_count, double *max_ratio, size_t *max_bytes) {
+  if (max_count) *max_count = 0;
+  if (max_ratio) *max_ratio = 0;
+  if (max_bytes) *max_bytes = 0;
+  DV_CHECK_NULL(ctx);
+  pthread_mutex_lock(&ctx->lock);
+  if (max_count) *max_count = (size_t)ctx->opt[DV_OPT_MAX_PENDING_COUNT].i;
+  if (max_ratio) *max_ratio = ctx->opt[DV_OPT_MAX_PENDING_RATIO].d;
+  if (max_bytes) *max_bytes = dv__byte_limit(ctx);
   pthread_mutex_unlock(&ctx->lock);
   return DV_OK;
 }
