@@ -348,6 +348,8 @@ def close():
         if c is None:
             return
         import gc
+        from ._stream import _settle  # _stream imports this module
+        _settle(c)
         gc.collect()
         check(lib.dv_context_destroy(c.handle), "close")
         c.handle = None

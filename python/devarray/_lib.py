@@ -315,6 +315,12 @@ def error_class(status):
 
 
 def error(status, where=""):
+    """The exception for a non-zero status (reads dv_last_error on this thread); a memory
+    manager plug-in's own exception when one of its callbacks caused the failure."""
+    if _callback_error is not None:
+        exc = _callback_error(status)
+        if exc is not None:
+            return exc
     detail = lib.dv_last_error()
     detail = detail.decode(errors="replace") if detail else ""
     return error_class(status)(status, detail, where)
@@ -329,8 +335,4 @@ def check(status, where=""):
     """Raise the exception for a non-zero status (reads dv_last_error on this thread); a
     plug-in's own exception when one of its callbacks caused the failure."""
     if status:
-        if _callback_error is not None:
-            exc = _callback_error(status)
-            if exc is not None:
-                raise exc
         raise error(status, where)

@@ -212,6 +212,15 @@ def _resolve(fut, stream, status):
                                               "async_done() failed", "async_done"))
 
 
+def _settle(ctx):
+    """Before ctx closes: let the callbacks queued on its streams run, then drop the records
+    of every callback that ran (they hold their streams)."""
+    for call in list(_pending.values()):
+        if call.stream._ctx is ctx and call.stream.handle:
+            lib.dv_stream_synchronize(call.stream.handle)
+    _reap()
+
+
 @atexit.register
 def _finish_pending():
     """At exit, let queued callbacks run while the interpreter can still run them."""

@@ -253,3 +253,25 @@ def test_error_status_reaches_callback_and_future(ctx):
     with pytest.raises(cuda.DriverError):
         s.synchronize()
     del d
+
+
+def test_close_after_async_done_and_pending_callbacks():
+    """close() lets callbacks still queued run and drops the records of those that ran: the
+    streams they held do not keep the context busy (DV_ERR_BUSY)."""
+    ran = []
+
+    async def main():
+        s = cuda.stream()
+        d = cuda.to_device(np.ones(N, np.float32), stream=s)
+        await s.async_done()
+        t = cuda.stream()
+        d.copy_to_host(stream=t)
+        t.add_callback(lambda stream, status, arg: ran.append(arg), "late")
+        return d
+
+    d = asyncio.run(main())
+    del d
+    gc.collect()
+    cuda.close()  # raised MisuseError (1 stream still alive) before close() settled them
+    assert ran == ["late"]
+    cuda.current_context()  # a new context works
