@@ -1,7 +1,8 @@
 /*
  * devarray/kernel.h -- the kernel dialect: one kernel source that compiles as
  * CUDA C++ (NVRTC), OpenCL C 1.2+ (clBuildProgram) and C11 (the host
- * simulator, with the system C compiler).
+ * simulator, with the system C compiler); also as HIP for AMD GPUs (hipcc,
+ * hipRTC: the CUDA section with DV_BACKEND_HIP; tests/test_hip_compile.c).
  *
  * Kernel sources include nothing: devarray prepends this header (and a
  * generated prelude with the program's defines and constant arrays) to the
