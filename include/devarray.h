@@ -277,12 +277,13 @@ DV_API void dv_set_log_callback(dv_log_fn fn, void *user);
 /* ------------------------------------------------------------------------ */
 
 /** @defgroup contexts Backends and contexts
- *  A context is one device opened through one backend: host, opencl or cuda.
+ *  A context is one device opened through one backend: host, opencl or cuda
+ *  (hip, AMD's HIP runtime, is compiled in but not complete: it never opens yet).
  *  @{ */
 
-/** Number of backends compiled in (host, opencl, cuda). */
+/** Number of backends compiled in (host, opencl, cuda, hip). */
 DV_API size_t dv_backend_count(void);
-/** Name of backend i ("host", "opencl", "cuda"); NULL when out of range. */
+/** Name of backend i ("host", "opencl", "cuda", "hip"); NULL when out of range. */
 DV_API const char *dv_backend_name(size_t i);
 /**
  * Whether backend `name` can be opened on this machine.  DV_OK when it can;
@@ -313,8 +314,11 @@ typedef struct dv_device_info {
 /**
  * Create a context: choose a backend and a device, read options, create the
  * default stream.  The backend is the `backend` option ("auto", "host",
- * "opencl", "cuda"; DV_BACKEND); in automatic mode the order is cuda, then
- * an OpenCL GPU, then the host simulator, which is always there.  The OpenCL
+ * "opencl", "cuda", "hip"; DV_BACKEND); in automatic mode the order is cuda,
+ * then an OpenCL GPU, then the host simulator, which is always there.  "hip"
+ * (AMD's HIP runtime) is never tried in automatic mode and, asked for by
+ * name, fails with DV_ERR_BACKEND_UNAVAILABLE saying what it found and that
+ * the backend is not complete yet (or DV_ERR_LIBRARY_LOAD without ROCm).  The OpenCL
  * backend's device is the `opencl_device` option (DV_OPENCL_DEVICE:
  * "platform:device" indices, an ordinal "n" — the n-th device counting GPUs
  * first, then the other types, simulators never, so "0" is the device an

@@ -95,9 +95,10 @@ static void test_options(void **state) {
 
 static void test_backends(void **state) {
   (void)state;
-  assert_int_equal(dv_backend_count(), 3);
+  assert_int_equal(dv_backend_count(), 4);
   assert_string_equal(dv_backend_name(0), "host");
-  assert_null(dv_backend_name(3));
+  assert_string_equal(dv_backend_name(3), "hip");
+  assert_null(dv_backend_name(4));
   char reason[256];
   assert_ok(dv_backend_probe("host", reason, sizeof reason));
   assert_status(dv_backend_probe("metal", reason, sizeof reason), DV_ERR_BACKEND_UNAVAILABLE);

@@ -1,6 +1,6 @@
 /*
  * CUDA kernels compiled without a GPU: every kernel source of the repository
- * (tests/kernels/*.dvk, examples/*.dvk, src/kernel/*.dvk, listed when CMake
+ * (tests/kernels, examples, src/kernel, bench/kernels: tests/kernel_units.h, listed when CMake
  * configures) goes through devarray's own NVRTC path, white-box: the same
  * translation unit a build assembles (dv__program_unit), the same options,
  * the target the backend picks for an sm_90 device.  Also: compile errors
@@ -18,62 +18,9 @@
 #include "backends/cuda/cuda_internal.h"
 #include "backends/cuda/nvrtc.h"
 #include "kernel/kernel_internal.h"
-#include "nvrtc_sources.h" /* generated: const char *const dv_test_kernel_sources[] */
+#include "kernel_units.h" /* the kernel sources, their setups, the units */
 
 static const dv_nvrtc *g_nv;
-
-static const char *base_name(const char *path) {
-  const char *b = strrchr(path, '/');
-  return b ? b + 1 : path;
-}
-
-/* What a source needs from its host program: defines and constant arrays. */
-typedef struct ksetup {
-  const char *file;
-  const char *defines[4];            /* "NAME=VALUE" */
-  struct { const char *name; dv_type_id type; int64_t n; } consts[3];
-  const char *must_fail_at;          /* a compile error expected at "file(line)" */
-  int required;                      /* the source does not compile without this */
-} ksetup;
-
-static const ksetup g_setups[] = {
-    {"constant.dvk", {"NIDX=5"}, {{"coef", DV_FLOAT32, 8}, {"idx", DV_INT32, 5}}, NULL, 1},
-    {"constant_memory.dvk", {"NCOEF=4"}, {{"coef", DV_FLOAT32, 4}}, NULL, 1},
-    {"dialect.dvk", {NULL}, {{"ctab", DV_FLOAT32, 4}}, NULL, 1},
-    {"error.dvk", {NULL}, {{NULL}}, "error.dvk(4)", 1},
-    {"modes.dvk", {"BLOCK=64", "NCOEF=5"}, {{"coef", DV_FLOAT32, 5}, {"lut", DV_INT32, 16}}, NULL, 1},
-    /* Variants the tests build (the plain source is compiled too). */
-    {"reverse.dvk", {"NO_SYNC"}, {{NULL}}, NULL, 0},
-    {"reverse.dvk", {"USE_SYNCTHREADS", "SCOPE=DV_FENCE_LOCAL"}, {{NULL}}, NULL, 0},
-    {"matmul.dvk", {"TPB=32"}, {{NULL}}, NULL, 0},
-};
-
-/* The program as the kernel layer holds it (on a host context: only its
- * source assembly is used), then the unit a build would compile. */
-static char *assemble(dv_context *ctx, const char *name, const char *source, const ksetup *su) {
-  dv_program *p = NULL;
-  assert_ok(dv_program_create(ctx, name, source, &p));
-  for (int i = 0; su && i < 4 && su->defines[i]; i++) {
-    char def[128];
-    snprintf(def, sizeof def, "%s", su->defines[i]);
-    char *eq = strchr(def, '=');
-    if (eq) *eq = 0;
-    assert_ok(dv_program_define(p, def, eq ? eq + 1 : NULL));
-  }
-  for (int i = 0; su && i < 3 && su->consts[i].name; i++) {
-    int64_t n = su->consts[i].n;
-    static double zeros[64]; /* the values do not matter for compiling */
-    assert_true((size_t)n * dv_dtype_itemsize(dv_dtype_get(su->consts[i].type)) <= sizeof zeros);
-    dv_array *h = NULL;
-    assert_ok(dv_host_array_wrap(ctx, zeros, 1, &n, dv_dtype_get(su->consts[i].type), NULL, &h));
-    assert_ok(dv_program_constant(p, su->consts[i].name, h));
-    dv_array_release(h);
-  }
-  char *unit = dv__program_unit(p, NULL); /* without the argument names only the host uses */
-  assert_non_null(unit);
-  dv_program_destroy(p);
-  return unit;
-}
 
 static bool is_elf(const dv_nvrtc_out *o) {
   return o->size > 4 && memcmp(o->image, "\x7f" "ELF", 4) == 0;
@@ -91,15 +38,17 @@ static void compile_one(dv_context *ctx, const char *path, const ksetup *su) {
   dv_nvrtc_out o;
   dv_status rc = dv__nvrtc_compile(g_nv, name, unit, arch, 0, "", &o);
   if (su && su->must_fail_at) {
-    if (rc != DV_ERR_COMPILE) fail_msg("%s compiled, but should fail at %s", name, su->must_fail_at);
+    char at[64]; /* NVRTC's spelling: file(line) */
+    snprintf(at, sizeof at, "%s(%d)", su->must_fail_at, su->fail_line);
+    if (rc != DV_ERR_COMPILE) fail_msg("%s compiled, but should fail at %s", name, at);
     assert_non_null(o.log);
-    if (!strstr(o.log, su->must_fail_at)) fail_msg("%s: the log lacks %s:\n%s", name, su->must_fail_at, o.log);
+    if (!strstr(o.log, at)) fail_msg("%s: the log lacks %s:\n%s", name, at, o.log);
     assert_null(o.image);
-    print_message("[   ok   ] %-22s fails as expected at %s\n", name, su->must_fail_at);
+    print_message("[   ok   ] %-22s fails as expected at %s\n", name, at);
   } else {
     if (rc != DV_OK)
       fail_msg("%s (defines %s) does not compile for %s: %s\n%s\n(a new source that needs defines or "
-               "constant arrays: add it to g_setups in tests/test_nvrtc.c)",
+               "constant arrays: add it to g_setups in tests/kernel_units.h)",
                name, su && su->defines[0] ? su->defines[0] : "none", arch, dv_last_error(),
                o.log ? o.log : "(no log)");
     assert_int_equal(o.is_ptx, 0);
@@ -115,24 +64,7 @@ static void test_every_kernel_source(void **state) {
   (void)state;
   dv_context *ctx = NULL;
   assert_ok(test_context(&ctx, NULL));
-  size_t n = 0;
-  for (const char *const *p = dv_test_kernel_sources; *p; p++, n++) {
-    const char *name = base_name(*p);
-    int variants = 0;
-    for (size_t i = 0; i < sizeof g_setups / sizeof *g_setups; i++)
-      if (strcmp(g_setups[i].file, name) == 0) {
-        compile_one(ctx, *p, &g_setups[i]);
-        variants++;
-      }
-    /* Sources listed only for variants (defines) also compile as they stand;
-     * those that need constant arrays or fail on purpose do not. */
-    bool needs_setup = false;
-    for (size_t i = 0; i < sizeof g_setups / sizeof *g_setups; i++)
-      if (strcmp(g_setups[i].file, name) == 0 &&
-          (g_setups[i].consts[0].name || g_setups[i].must_fail_at || g_setups[i].required))
-        needs_setup = true;
-    if (!variants || !needs_setup) compile_one(ctx, *p, NULL);
-  }
+  size_t n = for_each_kernel_unit(ctx, compile_one);
   /* The list comes from a glob: it must have found the repository's kernels. */
   assert_true(n >= 3);
   assert_ok(dv_context_destroy(ctx));
@@ -147,9 +79,7 @@ static void test_debug_ptx_and_constants(void **state) {
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/kernels/dialect.dvk", DV_TEST_SOURCE_DIR);
   char *src = read_text_file(path);
-  const ksetup *su = NULL;
-  for (size_t i = 0; i < sizeof g_setups / sizeof *g_setups; i++)
-    if (strcmp(g_setups[i].file, "dialect.dvk") == 0) su = &g_setups[i];
+  const ksetup *su = find_setup("dialect.dvk");
   char *unit = assemble(ctx, "dialect.dvk", src, su);
   free(src);
   dv_nvrtc_out o;

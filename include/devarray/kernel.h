@@ -1,7 +1,8 @@
 /*
  * devarray/kernel.h -- the kernel dialect: one kernel source that compiles as
  * CUDA C++ (NVRTC), OpenCL C 1.2+ (clBuildProgram) and C11 (the host
- * simulator, with the system C compiler).
+ * simulator, with the system C compiler); also as HIP for AMD GPUs (hipcc,
+ * hipRTC: the CUDA section with DV_BACKEND_HIP; tests/test_hip_compile.c).
  *
  * Kernel sources include nothing: devarray prepends this header (and a
  * generated prelude with the program's defines and constant arrays) to the
@@ -70,8 +71,22 @@
 #define DV_FENCE_GLOBAL 2 /**< order global memory */
 
 /* ========================================================================== */
-#if defined(__CUDACC_RTC__) || defined(__CUDACC__) /* ------------- CUDA C++ */
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__) || defined(__HIP__) || \
+    defined(__HIPCC_RTC__) /* ---------------------------- CUDA C++ and HIP */
+/* HIP (hipcc, hipRTC: clang's HIP front end for AMD GPUs) is CUDA's C++
+ * dialect with a few names changed: this section serves both, and
+ * DV_BACKEND_HIP marks the places where HIP differs (waves of 64 lanes on
+ * CDNA, 32 on RDNA in wave32 mode -- warpSize, fixed per target when the
+ * code object is compiled; no _sync wave operations; 64-bit signed atomic
+ * min/max through clang's __hip_atomic builtins). */
+#if defined(__HIP__) || defined(__HIPCC_RTC__)
+#define DV_BACKEND_HIP 1
+#ifndef __HIPCC_RTC__ /* hipRTC has the runtime's device functions built in; hipcc needs them */
+#include <hip/hip_runtime.h>
+#endif
+#else
 #define DV_BACKEND_CUDA 1
+#endif
 
 typedef signed char dv_i8;
 typedef unsigned char dv_u8;
@@ -129,13 +144,31 @@ typedef struct dv_kview {
 
 #define dv_syncthreads() __syncthreads()
 #define dv_barrier(scope) __syncthreads()
+#ifdef DV_BACKEND_HIP
+/* A wave runs in lock step on AMD GPUs: the wave barrier orders memory
+ * between its lanes (a wave-scope fence) and keeps the compiler from moving
+ * accesses across it. */
+#define dv_wavebarrier()                                          \
+  (__builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront"),         \
+   __builtin_amdgcn_wave_barrier(), __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront"))
+#else
 #define dv_wavebarrier() __syncwarp()
+#endif
 #define dv_threadfence() __threadfence()
 #define dv_threadfence_block() __threadfence_block()
 
 /* Wave (warp) operations: the _sync intrinsics with every lane in the mask. */
 #define dv_lane_id() \
   ((int)((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % warpSize))
+#ifdef DV_BACKEND_HIP
+/* HIP's shuffles take every lane of the wave (width warpSize) and give the
+ * caller's own value where the source lane lies outside the wave. */
+#define DV__CUDA_SHFL(T, CT)                                                         \
+  DV_DEVICE CT dv__shfl_idx_##T(CT v, int lane) { return __shfl(v, lane); }          \
+  DV_DEVICE CT dv__shfl_up_##T(CT v, int d) { return __shfl_up(v, (unsigned)d); }     \
+  DV_DEVICE CT dv__shfl_down_##T(CT v, int d) { return __shfl_down(v, (unsigned)d); } \
+  DV_DEVICE CT dv__shfl_xor_##T(CT v, int m) { return __shfl_xor(v, m); }
+#else
 #define DV__CUDA_SHFL(T, CT)                                                                  \
   DV_DEVICE CT dv__shfl_idx_##T(CT v, int lane) { return __shfl_sync(0xffffffffu, v, lane); } \
   DV_DEVICE CT dv__shfl_up_##T(CT v, int d) {                                                 \
@@ -145,6 +178,7 @@ typedef struct dv_kview {
     return __shfl_down_sync(0xffffffffu, v, (unsigned)d);                                     \
   }                                                                                           \
   DV_DEVICE CT dv__shfl_xor_##T(CT v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+#endif
 DV__CUDA_SHFL(i32, dv_i32)
 DV__CUDA_SHFL(u32, dv_u32)
 DV__CUDA_SHFL(i64, dv_i64)
@@ -152,9 +186,15 @@ DV__CUDA_SHFL(u64, dv_u64)
 DV__CUDA_SHFL(f32, dv_f32)
 DV__CUDA_SHFL(f64, dv_f64)
 #define DV__SHFL(OP, T, v, a) dv__shfl_##OP##_##T((v), (a))
+#ifdef DV_BACKEND_HIP
+#define dv_wave_any(p) ((int)(__any((p) != 0) != 0))
+#define dv_wave_all(p) ((int)(__all((p) != 0) != 0))
+#define dv_wave_ballot(p) ((dv_u64)__ballot((p) != 0)) /* 64 bits: every lane of a wave64 */
+#else
 #define dv_wave_any(p) ((int)(__any_sync(0xffffffffu, (p) != 0) != 0))
 #define dv_wave_all(p) ((int)(__all_sync(0xffffffffu, (p) != 0) != 0))
 #define dv_wave_ballot(p) ((dv_u64)__ballot_sync(0xffffffffu, (p) != 0))
+#endif
 
 /* printf: the device's, flushed to the host's stdout at synchronization. */
 #define dv_printf(...) ((void)printf(__VA_ARGS__))
@@ -176,11 +216,23 @@ DV_DEVICE dv_u64 dv_atomic_add_u64(dv_u64 *p, dv_u64 v) { return atomicAdd(p, v)
 DV_DEVICE float dv_atomic_add_f32(float *p, float v) { return atomicAdd(p, v); }
 DV_DEVICE dv_i32 dv_atomic_min_i32(dv_i32 *p, dv_i32 v) { return atomicMin(p, v); }
 DV_DEVICE dv_u32 dv_atomic_min_u32(dv_u32 *p, dv_u32 v) { return atomicMin(p, v); }
+#ifdef DV_BACKEND_HIP /* HIP has no atomicMin/atomicMax for long long */
+DV_DEVICE dv_i64 dv_atomic_min_i64(dv_i64 *p, dv_i64 v) {
+  return __hip_atomic_fetch_min(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+#else
 DV_DEVICE dv_i64 dv_atomic_min_i64(dv_i64 *p, dv_i64 v) { return atomicMin(p, v); }
+#endif
 DV_DEVICE dv_u64 dv_atomic_min_u64(dv_u64 *p, dv_u64 v) { return atomicMin(p, v); }
 DV_DEVICE dv_i32 dv_atomic_max_i32(dv_i32 *p, dv_i32 v) { return atomicMax(p, v); }
 DV_DEVICE dv_u32 dv_atomic_max_u32(dv_u32 *p, dv_u32 v) { return atomicMax(p, v); }
+#ifdef DV_BACKEND_HIP
+DV_DEVICE dv_i64 dv_atomic_max_i64(dv_i64 *p, dv_i64 v) {
+  return __hip_atomic_fetch_max(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+#else
 DV_DEVICE dv_i64 dv_atomic_max_i64(dv_i64 *p, dv_i64 v) { return atomicMax(p, v); }
+#endif
 DV_DEVICE dv_u64 dv_atomic_max_u64(dv_u64 *p, dv_u64 v) { return atomicMax(p, v); }
 DV_DEVICE dv_i32 dv_atomic_xchg_i32(dv_i32 *p, dv_i32 v) { return atomicExch(p, v); }
 DV_DEVICE dv_u32 dv_atomic_xchg_u32(dv_u32 *p, dv_u32 v) { return atomicExch(p, v); }
@@ -1646,6 +1698,13 @@ DV_DEVICE dv_f16 dv_f64_to_f16(double d) {
   }
   return dv_f16_from_bits((dv_u16)(sign | bits));
 }
+#endif
+
+#ifdef DV_BACKEND_HIP
+/* Functions a kernel source declares without DV_DEVICE are device functions
+ * (NVRTC's -default-device; hipRTC and hipcc have no such option).  The
+ * library compiles device code only, so host-and-device is device here. */
+#pragma clang force_cuda_host_device begin
 #endif
 
 #endif /* DEVARRAY_KERNEL_H */

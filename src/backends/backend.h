@@ -16,6 +16,8 @@
 #ifndef DV_BACKEND_H
 #define DV_BACKEND_H
 
+#include <stdbool.h>
+
 #include "devarray.h"
 
 #define DV_BACKEND_VERSION 7 /* 2: managed_alloc, stream_builtin; 3: kernels, native handles; 4: interop; 5: copy_peer; 6: kernel_params; 7: mem_trim */
@@ -348,11 +350,15 @@ struct dv_backend {
 #define DV_BKMAXPARAMS 64 /* most kernel parameters (as declared) a launch may pass */
 
 /* The registry (registry.c): every backend compiled in, host first; the
- * automatic selection tries them from the last one back. */
+ * automatic selection tries them from the last one back, skipping those
+ * dv__backend_automatic refuses. */
 extern const dv_backend dv__backend_host;
 extern const dv_backend dv__backend_opencl;
 extern const dv_backend dv__backend_cuda;
+extern const dv_backend dv__backend_hip; /* opened by name only (dv__backend_automatic) */
 const dv_backend *dv__backend_find(const char *name);
+/* Whether automatic selection may try be (every backend but hip). */
+bool dv__backend_automatic(const dv_backend *be);
 const dv_backend *dv__backend_at(size_t i); /* NULL past the last */
 
 /* ---- helpers the backends share (common.c) ---- */

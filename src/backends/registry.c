@@ -6,10 +6,14 @@
 #include "backend.h"
 
 static const dv_backend *const dv__backends[] = {&dv__backend_host, &dv__backend_opencl,
-                                                 &dv__backend_cuda};
+                                                 &dv__backend_cuda, &dv__backend_hip};
 #define DV_NBACKENDS (sizeof dv__backends / sizeof dv__backends[0])
 
 const dv_backend *dv__backend_at(size_t i) { return i < DV_NBACKENDS ? dv__backends[i] : NULL; }
+
+/* hip is opened only by name: it is not complete yet (issue 26) and must
+ * never be chosen, nor tried, in automatic mode. */
+bool dv__backend_automatic(const dv_backend *be) { return be != &dv__backend_hip; }
 
 const dv_backend *dv__backend_find(const char *name) {
   for (size_t i = 0; i < DV_NBACKENDS; i++)

@@ -109,6 +109,7 @@ static dv_status dv__open_backend(dv_context *ctx) {
   /* Automatic: cuda, then an OpenCL GPU, then the host simulator. */
   for (size_t i = dv_backend_count(); i-- > 0;) {
     const dv_backend *be = dv__backend_at(i);
+    if (!dv__backend_automatic(be)) continue; /* hip: by name only */
     dv__backend_config(ctx->opt, be, true, &bc, devbuf, sizeof devbuf);
     dv__backend_counters(ctx, &bc);
     dv_status rc = be->open(&bc, &ctx->bst);

@@ -34,7 +34,8 @@ typedef struct dv_opt_desc {
 /* Order matches dv_opt_id. */
 static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
     {"backend", "DV_BACKEND", NULL, T_STRING, "auto", 0, 0,
-     "device backend: auto (cuda, then an OpenCL GPU, then host), host, opencl or cuda"},
+     "device backend: auto (cuda, then an OpenCL GPU, then host), host, opencl, cuda or hip "
+     "(AMD's HIP runtime: not complete yet, never chosen by auto)"},
     {"log_level", "DV_LOG_LEVEL", NULL, T_LEVEL, "warn", 0, 4,
      "messages printed: off, error, warn, info or debug"},
     {"host_memory", "DV_HOST_MEMORY", NULL, T_SIZE, "1G", 1 << 20, 1099511627776.0,
@@ -180,7 +181,7 @@ static int dv__parse(int id, const char *text, dv_optval *v) {
       if (strlen(text) > DV_OPTION_STRING_MAX) return -2;
       strcpy(v->s, text);
       if (id == DV_OPT_BACKEND && strcmp(text, "auto") && strcmp(text, "host") &&
-          strcmp(text, "opencl") && strcmp(text, "cuda"))
+          strcmp(text, "opencl") && strcmp(text, "cuda") && strcmp(text, "hip"))
         return -1;
       if (id == DV_OPT_MEMORY_MANAGER && strcmp(text, "direct") && strcmp(text, "pool")) return -1;
       if (id == DV_OPT_HOST_MODE && strcmp(text, "fast") && strcmp(text, "checked")) return -1;

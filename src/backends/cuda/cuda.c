@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../dynlib.h"
 #include "cuda_internal.h"
 
 static void *cu_lib;
@@ -34,37 +35,27 @@ static dv_status cu_load_status;
 static char cu_load_msg[512];
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 
-/* Entry points whose versioned name a driver may lack although the old
- * name has the same prototype: the old one then. */
-static void cu_load_fallback(void **slot, const char *name) {
-  static const char *const same[][2] = {{"cuEventElapsedTime_v2", "cuEventElapsedTime"}};
-  for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
-    if (!strcmp(name, same[i][0])) *slot = dlsym(cu_lib, same[i][1]);
-}
-
 static void cu_after_fork_child(void) { atomic_store(&dv__cu_forked, 1); }
 
-static void cu_load(void) {
-  const char *names[] = {"libcuda.so.1", "libcuda.so"};
-  for (size_t i = 0; i < 2 && !cu_lib; i++) cu_lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-  if (!cu_lib) {
-    const char *e = dlerror();
-    snprintf(cu_load_msg, sizeof cu_load_msg, "no CUDA driver: libcuda.so.1 could not be loaded (%s)",
-             e ? e : "not found");
-    cu_load_status = DV_ERR_LIBRARY_LOAD;
-    return;
-  }
-#define DV_CU(ret, name, params)                                                        \
-  *(void **)&cu.name = dlsym(cu_lib, #name);                                            \
-  if (!cu.name) cu_load_fallback((void **)&cu.name, #name);                              \
-  if (!cu.name) {                                                                       \
-    snprintf(cu_load_msg, sizeof cu_load_msg, "libcuda.so.1 lacks the entry point %s (driver too old?)", #name); \
-    cu_load_status = DV_ERR_SYMBOL_LOAD;                                                \
-    return;                                                                             \
-  }
+/* The driver's entry points (cuda_symbols.def).  cuEventElapsedTime_v2 falls
+ * back to the old name, which has the same prototype; cuFuncGetParamInfo
+ * (CUDA 12.4) may be missing. */
+#define DV_CU(ret, name, params) {#name, NULL, (void **)&cu.name, 0},
+static dv_dynsym cu_syms[] = { /* written once, in cu_load */
 #include "cuda_symbols.def"
+    {"cuFuncGetParamInfo", NULL, (void **)&cu.cuFuncGetParamInfo, 1},
+};
 #undef DV_CU
-  *(void **)&cu.cuFuncGetParamInfo = dlsym(cu_lib, "cuFuncGetParamInfo"); /* optional */
+
+static void cu_load(void) {
+  static const char *const names[] = {"libcuda.so.1", "libcuda.so"};
+  const size_t nsyms = sizeof cu_syms / sizeof cu_syms[0];
+  for (size_t i = 0; i < nsyms; i++)
+    if (!strcmp(cu_syms[i].name, "cuEventElapsedTime_v2")) cu_syms[i].alt = "cuEventElapsedTime";
+  const char *which = NULL;
+  cu_load_status = dv__dynlib_open("CUDA driver", names, 2, cu_syms, nsyms, &cu_lib, &which, cu_load_msg,
+                                   sizeof cu_load_msg);
+  if (cu_load_status) return;
   dv_CUresult r = cu.cuInit(0);
   if (r != DV_CUDA_SUCCESS) {
     const char *n = NULL;
