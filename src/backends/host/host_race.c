@@ -665,7 +665,9 @@ static RC_NOINLINE bool rc_global_span(hk_race *r, rc_region *rg, size_t off, si
   return found;
 }
 
-bool hk_race_global(hk_race *r, size_t g, size_t off, size_t n, const hk_acc *a, hk_race_hit *hit) {
+/* hk_race_global in general (rc_global_span; rc_word for a whole word). */
+static RC_NOINLINE bool rc_global_any(hk_race *r, size_t g, size_t off, size_t n, const hk_acc *a,
+                                      hk_race_hit *hit) {
   if (!r || !a || g >= r->nregions || a->thread < 0 || a->thread >= r->bt) return false;
   rc_region *rg = &r->reg[g];
   if (off >= rg->bytes || n == 0) return false;
@@ -693,6 +695,61 @@ bool hk_race_global(hk_race *r, size_t g, size_t off, size_t n, const hk_acc *a,
     return rc_word(r, ch->cell + ((off & (RC_CHUNK_BYTES - 1)) >> 2), off, &x, hit);
   }
   return rc_global_span(r, rg, off, n, x, hit);
+}
+
+/* Is global record v (count s, of gid rg) ordered before an access by gid g,
+ * thread t (wave wt) of the running block? */
+static inline bool rc_global_ordered(const hk_race *r, uint64_t rg, uint16_t s, uint64_t g,
+                                     int wt) {
+  if (rg == g) return true;
+  if (rg - r->base >= (uint64_t)r->bt) return false; /* another block */
+  return r->last_global > s || (rc_wave(r, rg - r->base) == wt && r->last_wave[wt] > s);
+}
+
+/* rc_shared_word for global memory: a whole word of region g, its chunk
+ * made, not split, racing with nothing.  false: nothing done. */
+static RC_INLINE bool rc_global_word(hk_race *r, size_t g, size_t off, const hk_acc *a) {
+  const rc_region *rg = &r->reg[g];
+  rc_chunk **page = rg->page[off >> RC_PAGE_SPAN_BITS];
+  if (!page || page == RC_DEAD_PAGE) return false;
+  rc_chunk *ch = page[(off >> RC_CHUNK_BITS) & (((size_t)1 << RC_PAGE_BITS) - 1)];
+  if (!ch || ch == RC_DEAD_CHUNK) return false;
+  rc_cell *c = ch->cell + ((off & (RC_CHUNK_BYTES - 1)) >> 2);
+  if (rc_split(c)) return false;
+  const uint64_t gid = r->base + (uint64_t)a->thread;
+  const int wt = rc_wave(r, (uint64_t)a->thread);
+  if (c->w && !rc_global_ordered(r, rc_gid(c->w), c->ws, gid, wt)) return false;
+  if (a->write)
+    for (int k = 0; k < 2; k++)
+      if (c->r[k] && !rc_global_ordered(r, rc_gid(c->r[k]), c->rs[k], gid, wt)) return false;
+  const rc_ctx x = {gid << RC_PC_BITS | rc_pc(r, a->pc),
+                    gid,
+                    r->base,
+                    r->last_global,
+                    (uint16_t)r->seq,
+                    0,
+                    a->thread,
+                    wt,
+                    a->write,
+                    true};
+  ch->stamp = r->ordinal;
+  r->dirty = true;
+  if (a->write) {
+    c->w = x.me;
+    c->ws = x.s;
+    c->r[0] = c->r[1] = 0;
+  } else {
+    rc_add_reader(r, c, &x);
+  }
+  return true;
+}
+
+bool hk_race_global(hk_race *r, size_t g, size_t off, size_t n, const hk_acc *a, hk_race_hit *hit) {
+  if (DV_LIKELY(r && a && g < r->nregions && n == 4 && (off & 3) == 0 && off < r->reg[g].bytes &&
+                r->reg[g].bytes - off >= 4 && a->thread >= 0 && a->thread < r->bt && r->gid_ok) &&
+      rc_global_word(r, g, off, a))
+    return false;
+  return rc_global_any(r, g, off, n, a, hit);
 }
 
 /* hk_race_shared in general (rc_span; rc_word for a whole word). */
