@@ -183,7 +183,7 @@ oom:
 }
 
 /* The shadows exist only while the launch runs (a queue of launches holds
- * their arguments only: the shared arena's race shadow is 4 MiB). */
+ * their arguments only: the shared arena's race shadow is 5 MiB). */
 dv_status hk_access_start(hk_job *l) {
   hk_access *a = l->acc;
   size_t *bytes = dv__calloc(a->nregions ? a->nregions : 1, sizeof *bytes);
@@ -316,8 +316,8 @@ static inline void hk_acc_shared(hk_exec *ex, hk_access *a, uintptr_t p, size_t 
   const bool write = flags & dv__acc_write;
   size_t first;
   if (write)
-    hk_init_write(a->init, off, n);
-  else if (!a->uninit && hk_init_read(a->init, off, n, &first))
+    hk_init_write_i(a->init, off, n);
+  else if (!a->uninit && hk_init_read_i(a->init, off, n, &first))
     hk_acc_uninit(ex, a, first, pc);
   if (flags & dv__acc_atomic) return;
   hk_acc cur = {ex->block, ex->cur, pc, write};

@@ -10,11 +10,6 @@
 #include "../../core/core.h"
 #include "host_check.h"
 
-struct hk_init {
-  size_t bytes;
-  uint64_t bits[]; /* bit b % 64 of word b / 64: byte b written */
-};
-
 hk_init *hk_init_new(size_t bytes) {
   if (bytes > SIZE_MAX - 64) return NULL;
   hk_init *s = dv__malloc(sizeof *s + (bytes + 63) / 64 * sizeof *s->bits);
@@ -56,21 +51,16 @@ static bool hk_init_read_words(const hk_init *s, size_t off, size_t n, size_t *f
   return n > 0;
 }
 
-/* The commonest access: 1 to 8 bytes inside one word of bits and the arena. */
-static inline bool hk_init_small(const hk_init *s, size_t off, size_t n) {
-  return n - 1 < 8 && (off & 63) + n <= 64 && off < s->bytes && n <= s->bytes - off;
-}
-
 void hk_init_write(hk_init *s, size_t off, size_t n) {
   if (hk_init_small(s, off, n))
-    s->bits[off >> 6] |= ((UINT64_C(1) << n) - 1) << (off & 63);
+    s->bits[off >> 6] |= hk_init_bits(off, n);
   else
     hk_init_write_words(s, off, n);
 }
 
 bool hk_init_read(const hk_init *s, size_t off, size_t n, size_t *first) {
   if (!hk_init_small(s, off, n)) return hk_init_read_words(s, off, n, first);
-  if (s->bits[off >> 6] & ((UINT64_C(1) << n) - 1) << (off & 63)) return false;
+  if (s->bits[off >> 6] & hk_init_bits(off, n)) return false;
   if (first) *first = off;
   return true;
 }
