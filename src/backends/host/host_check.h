@@ -75,8 +75,9 @@ static inline bool hk_init_read_i(const hk_init *s, size_t off, size_t n, size_t
 }
 
 /* ---- host_race.c ---- */
-/* Shadow: 32 bytes per byte touched (global regions per 4 KiB chunk on
- * first touch; the shared arena at hk_race_new).  host_race.c's top comment
+/* Shadow: a 32-byte cell per aligned 4-byte word touched, byte cells for
+ * words accessed in part (global regions per 4 KiB chunk on first touch; the
+ * shared arena at hk_race_new); answers per byte.  host_race.c's top comment
  * has the details. */
 typedef struct hk_race hk_race;
 /* What a race report needs: the earlier access it conflicts with. */
