@@ -253,6 +253,48 @@ static void test_partial_overlap(void **state) {
   hk_race_free(r);
 }
 
+/* Words accessed in part and then whole (the shadow's split and joined
+ * words): every answer stays the per-byte one, in shared and global memory. */
+static void test_split_and_joined_words(void **state) {
+  (void)state;
+  hk_race *r = new_race();
+  hk_race_hit h;
+  for (int pass = 0; pass < 3; pass++) { /* again after a join, and in a new block */
+    hk_race_block(r, (uint64_t)pass);
+    /* four threads write a byte each of shared word 16 and of a global word g
+     * (one per pass: global history stays, and blocks are never ordered) */
+    const size_t g = 512 + 64 * (size_t)pass;
+    for (int t = 0; t < 4; t++) {
+      assert_false(sw(r, t, 16 + (size_t)t, 1, 1, &h));
+      assert_false(gw(r, 0, t, g + (size_t)t, 1, 1, &h));
+    }
+    /* a whole-word read by thread 2 races with the first byte another thread wrote */
+    assert_true(sr(r, 2, 16, 4, 2, &h));
+    assert_hit(&h, (uint64_t)pass, 0, 1, true, 16);
+    assert_true(gr(r, 0, 2, g, 4, 2, &h));
+    assert_hit(&h, (uint64_t)pass, 0, 1, true, g);
+    hk_race_barrier(r, LOCAL | GLOBAL);
+    /* a whole-word write after the barrier: ordered, and the bytes join */
+    assert_false(sw(r, 5, 16, 4, 3, &h));
+    assert_false(gw(r, 0, 5, g, 4, 3, &h));
+    /* a byte of it read by another thread: the word's writer, at that byte */
+    assert_true(sr(r, 6, 18, 1, 4, &h));
+    assert_hit(&h, (uint64_t)pass, 5, 3, true, 18);
+    assert_true(gr(r, 0, 6, g + 3, 1, 4, &h));
+    assert_hit(&h, (uint64_t)pass, 5, 3, true, g + 3);
+    /* an unaligned 8-byte write over two words: the first byte that races */
+    assert_true(sw(r, 7, 14, 8, 5, &h));
+    assert_hit(&h, (uint64_t)pass, 5, 3, true, 16);
+    hk_race_barrier(r, LOCAL | GLOBAL);
+  }
+  /* global history stays across blocks, split or not */
+  hk_race_block(r, 9);
+  assert_true(gr(r, 0, 0, 512 + 128 + 1, 1, 6, &h));
+  assert_hit(&h, 2, 5, 3, true, 512 + 128 + 1);
+  assert_false(hk_race_degraded(r));
+  hk_race_free(r);
+}
+
 static void test_two_readers_then_write(void **state) {
   (void)state;
   hk_race *r = new_race();
@@ -590,6 +632,7 @@ int main(void) {
       cmocka_unit_test(test_waves),
       cmocka_unit_test(test_adjacent_bytes),
       cmocka_unit_test(test_partial_overlap),
+      cmocka_unit_test(test_split_and_joined_words),
       cmocka_unit_test(test_two_readers_then_write),
       cmocka_unit_test(test_own_accesses),
       cmocka_unit_test(test_history_per_block),

@@ -183,7 +183,7 @@ oom:
 }
 
 /* The shadows exist only while the launch runs (a queue of launches holds
- * their arguments only: the shared arena's race shadow is 4 MiB). */
+ * their arguments only: the shared arena's race shadow is 5 MiB). */
 dv_status hk_access_start(hk_job *l) {
   hk_access *a = l->acc;
   size_t *bytes = dv__calloc(a->nregions ? a->nregions : 1, sizeof *bytes);
@@ -270,40 +270,59 @@ __attribute__((noreturn)) static void hk_race_fault(hk_exec *ex, const char *wha
   hk_fault_stop(ex);
 }
 
-static void hk_acc_shared(hk_exec *ex, hk_access *a, uintptr_t p, size_t n, int flags,
-                          const void *pc) {
+/* The first read of uninitialized shared memory of the interval (initcheck):
+ * its report, kept until the interval ends. */
+static __attribute__((noinline)) void hk_acc_uninit(hk_exec *ex, hk_access *a, size_t first,
+                                                    const void *pc) {
+  char what[200], who[96], at[160];
+  hk_mc_shared_name(ex, first, what, sizeof what);
+  hk_mc_who(ex, ex->block, ex->cur, who, sizeof who);
+  hk_line_of(ex->m, pc, at, sizeof at);
+  hk_fmt(a->uninit_msg, sizeof a->uninit_msg, "kernel %s: read of uninitialized %s by %s at "
+         "%s (no thread of the block wrote it before, nor later in that barrier interval)",
+         ex->l->kern->name, what, who, at);
+  a->uninit = true; /* reported at the interval's end, unless a race is first */
+}
+
+static __attribute__((noinline, noreturn)) void hk_acc_shared_race(hk_exec *ex, const hk_acc *cur,
+                                                                   const hk_race_hit *hit) {
+  char what[200];
+  hk_mc_shared_name(ex, hit->off, what, sizeof what);
+  hk_race_fault(ex, what, cur, hit);
+}
+
+/* Does slot s of the running block hold all of [off, off + n)? */
+static inline bool hk_acc_in_slot(const hk_exec *ex, int s, size_t off, size_t n) {
+  const hk_slot *sl = &ex->slots[s];
+  return s < ex->nslots && off >= sl->off && off - sl->off < sl->bytes &&
+         n <= sl->bytes - (off - sl->off);
+}
+
+static inline void hk_acc_shared(hk_exec *ex, hk_access *a, uintptr_t p, size_t n, int flags,
+                                 const void *pc) {
   const size_t off = p - (uintptr_t)ex->arena;
-  /* Inside one shared array (slot 0: the dynamic area)? */
-  bool in = false;
-  for (int s = 0; s < ex->nslots && !in; s++) {
-    const hk_slot *sl = &ex->slots[s];
-    in = off >= sl->off && off - sl->off < sl->bytes && n <= sl->bytes - (off - sl->off);
+  /* Inside one shared array (slot 0: the dynamic area)?  The two last found
+   * first: a kernel's loop takes turns between a few arrays. */
+  if (!hk_acc_in_slot(ex, a->slot[0], off, n) && !hk_acc_in_slot(ex, a->slot[1], off, n)) {
+    int s = 0;
+    while (s < ex->nslots && !hk_acc_in_slot(ex, s, off, n)) s++;
+    if (s == ex->nslots) {
+      hk_mc_shared_fault(ex, p, n, flags & dv__acc_write, pc);
+      hk_fault_stop(ex);
+    }
+    a->slot[a->slot_next] = s;
+    a->slot_next ^= 1;
   }
   const bool write = flags & dv__acc_write;
-  if (!in) {
-    hk_mc_shared_fault(ex, p, n, write, pc);
-    hk_fault_stop(ex);
-  }
   size_t first;
-  if (!write && !a->uninit && hk_init_read(a->init, off, n, &first)) {
-    char what[200], who[96], at[160];
-    hk_mc_shared_name(ex, first, what, sizeof what);
-    hk_mc_who(ex, ex->block, ex->cur, who, sizeof who);
-    hk_line_of(ex->m, pc, at, sizeof at);
-    hk_fmt(a->uninit_msg, sizeof a->uninit_msg, "kernel %s: read of uninitialized %s by %s at "
-           "%s (no thread of the block wrote it before, nor later in that barrier interval)",
-           ex->l->kern->name, what, who, at);
-    a->uninit = true; /* reported at the interval's end, unless a race is first */
-  }
-  if (write) hk_init_write(a->init, off, n);
+  if (write)
+    hk_init_write_i(a->init, off, n);
+  else if (!a->uninit && hk_init_read_i(a->init, off, n, &first))
+    hk_acc_uninit(ex, a, first, pc);
   if (flags & dv__acc_atomic) return;
   hk_acc cur = {ex->block, ex->cur, pc, write};
   hk_race_hit hit;
-  if (hk_race_shared(a->race, off, n, &cur, &hit)) {
-    char what[200];
-    hk_mc_shared_name(ex, hit.off, what, sizeof what);
-    hk_race_fault(ex, what, &cur, &hit);
-  }
+  if (DV_UNLIKELY(hk_race_shared(a->race, off, n, &cur, &hit))) hk_acc_shared_race(ex, &cur, &hit);
 }
 
 /* Outside the launch's arrays but not a wild pointer (a cold path, before a
@@ -379,11 +398,19 @@ static void hk_rt_access(const void *ptr, size_t n, int flags, const void *pc) {
   if (!ex) return; /* not on an executor (a constructor of the module) */
   ex->acc_pc = pc;
   const uintptr_t p = (uintptr_t)ptr;
-  /* The commonest: the thread's own stack, its record and dv__self. */
+  /* The commonest: the thread's own stack, then shared memory, then the
+   * thread's record and dv__self. */
   if (p - (uintptr_t)ex->stacks < ex->map_bytes) return;
+  hk_access *a = ex->l ? ex->l->acc : NULL;
+  if (!a) return; /* not in a checked launch (never: modules are per launch) */
+  if (p - (uintptr_t)ex->arena < HK_ARENA_BYTES && n) {
+    hk_acc_enter(ex);
+    hk_acc_shared(ex, a, p, n, flags, pc);
+    hk_acc_leave(ex, pc);
+    return;
+  }
   if (p - (uintptr_t)ex->ht < ex->cap * sizeof *ex->ht) return;
   if (p - (uintptr_t)ex->self < sizeof *ex->self) return;
-  if (!ex->l || !ex->l->acc) return; /* not in a checked launch (never: modules are per launch) */
   hk_acc_enter(ex);
   hk_check(ex, p, n, flags, pc);
   hk_acc_leave(ex, pc);

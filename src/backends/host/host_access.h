@@ -29,7 +29,9 @@ struct hk_access {
   size_t nregions, nargs;
   hk_region *regions;
   hk_garg *args;
-  int last; /* the argument the last global access fell in */
+  int last;    /* the argument the last global access fell in */
+  int slot[2]; /* the shared arrays (hk_exec's slots) two last shared accesses fell in */
+  int slot_next; /* which of them the next new one replaces */
   /* The block's first read of uninitialized shared memory, reported at the
    * barrier that ends its interval or at the block's end (hk_access_pending)
    * unless a race report comes first: a thread that writes those bytes

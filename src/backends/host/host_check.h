@@ -46,10 +46,38 @@ void hk_init_write(hk_init *s, size_t off, size_t n);
  * reads its padding, which nothing writes (compute-sanitizer, too, reports
  * a value used, not a copy). */
 bool hk_init_read(const hk_init *s, size_t off, size_t n, size_t *first);
+/* The state, visible for the inline forms below: bit b % 64 of bits[b / 64]
+ * says byte b was written. */
+struct hk_init {
+  size_t bytes;
+  uint64_t bits[];
+};
+/* An access of 1 to 8 bytes inside one word of bits and the arena: the
+ * commonest, which the inline forms do themselves. */
+static inline bool hk_init_small(const hk_init *s, size_t off, size_t n) {
+  return n - 1 < 8 && (off & 63) + n <= 64 && off < s->bytes && n <= s->bytes - off;
+}
+static inline uint64_t hk_init_bits(size_t off, size_t n) {
+  return ((UINT64_C(1) << n) - 1) << (off & 63);
+}
+/* hk_init_write and hk_init_read, inline where they can be. */
+static inline void hk_init_write_i(hk_init *s, size_t off, size_t n) {
+  if (hk_init_small(s, off, n))
+    s->bits[off >> 6] |= hk_init_bits(off, n);
+  else
+    hk_init_write(s, off, n);
+}
+static inline bool hk_init_read_i(const hk_init *s, size_t off, size_t n, size_t *first) {
+  if (!hk_init_small(s, off, n)) return hk_init_read(s, off, n, first);
+  if (s->bits[off >> 6] & hk_init_bits(off, n)) return false;
+  *first = off;
+  return true;
+}
 
 /* ---- host_race.c ---- */
-/* Shadow: 32 bytes per byte touched (global regions per 4 KiB chunk on
- * first touch; the shared arena at hk_race_new).  host_race.c's top comment
+/* Shadow: a 32-byte cell per aligned 4-byte word touched, byte cells for
+ * words accessed in part (global regions per 4 KiB chunk on first touch; the
+ * shared arena at hk_race_new); answers per byte.  host_race.c's top comment
  * has the details. */
 typedef struct hk_race hk_race;
 /* What a race report needs: the earlier access it conflicts with. */

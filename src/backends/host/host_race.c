@@ -15,24 +15,33 @@
  * ordered (global memory); shared memory's history is forgotten when a block
  * starts (a generation per shadow cell, so starting a block costs nothing).
  *
- * Shadow: a 32-byte cell per byte touched (rc_cell): the last write and up
- * to two readers since it (distinct threads), each as 64 bits (the thread's
- * id in the launch, block * block_threads + thread, in 44 bits, and its
- * instruction as a 20-bit index into the launch's interned table of pcs)
- * plus the 16-bit event count.  Two readers are enough for the guarantee
- * that matters: a write after reads by two other threads reports one of
- * them; a third reader replaces the one fewer later accesses can conflict
- * with.  A write clears the readers (any later access unordered with one of
- * them is unordered with the write too, or is its own thread's).
+ * Shadow: a 32-byte cell (rc_cell) per aligned 4-byte word touched, which
+ * holds the history of each of the word's bytes while they have the same one:
+ * the last write and up to two readers since it (distinct threads), each as
+ * 64 bits (the thread's id in the launch, block * block_threads + thread, in
+ * 44 bits, and its instruction as a 20-bit index into the launch's interned
+ * table of pcs) plus the 16-bit event count.  An access that covers a word
+ * only in part (a byte, a short, an unaligned access) splits it: its four
+ * bytes get cells of their own (the word's copied into each) and the word's
+ * cell becomes a mark; an access of the whole word that leaves the four equal
+ * joins them again (shadow words, as ThreadSanitizer keeps them, in their
+ * simplest form: every answer is the per-byte one).  Two readers are enough
+ * for the guarantee that matters: a write after reads by two other threads
+ * reports one of them; a third reader replaces the one fewer later accesses
+ * can conflict with.  A write clears the readers (any later access unordered
+ * with one of them is unordered with the write too, or is its own thread's).
  *
  * Memory.  Global regions are shadowed lazily, per 4 KiB chunk of region on
- * first touch (4 KiB * 32 + 8 bytes), through a directory page of 512 chunk
- * pointers per 2 MiB of region (4 KiB, on first touch) under a table of 8
- * bytes per 2 MiB made at hk_race_new: 32 bytes of shadow per byte of each
+ * first touch (1,024 word cells: 32 KiB), through a directory page of 512
+ * chunk pointers per 2 MiB of region (4 KiB, on first touch) under a table of
+ * 8 bytes per 2 MiB made at hk_race_new: 8 bytes of shadow per byte of each
  * chunk touched, so a launch that touches one byte of a big array pays one
- * chunk (128 KiB) and one directory page.  The shared arena's shadow, 32
- * bytes per byte, is made at hk_race_new.  A chunk or page that cannot be
- * allocated later is marked dead and never checked (hk_race_degraded says
+ * chunk and one directory page.  A split global word's byte cells (128
+ * bytes) come from a pool the launch shares, grown on demand, and go back to
+ * it when the word joins.  The shared arena's word cells (8 bytes per byte)
+ * and byte cells (32 bytes per byte, touched only where words split) are
+ * made at hk_race_new.  A chunk, directory page or pool growth that cannot be
+ * allocated later is marked dead or left unchecked (hk_race_degraded says
  * so); so are global accesses of a thread whose id needs more than 44 bits.
  *
  * The event count is 16 bits: before it overflows, the running block's
@@ -48,19 +57,24 @@
 #include "devarray/kernel.h"
 #include "host_check.h"
 
+#define RC_INLINE inline __attribute__((always_inline))
+#define RC_NOINLINE __attribute__((noinline))
+
 #define RC_PC_BITS 20
 #define RC_PC_LIMIT (1u << RC_PC_BITS) /* indices 0 .. RC_PC_LIMIT - 1 */
 #define RC_PC_NONE 0u                  /* an empty record */
 #define RC_PC_NULL 1u                  /* a NULL pc, or one past the table */
+#define RC_PC_CACHE 64                 /* pcs remembered, direct-mapped */
 #define RC_GID_BITS 44
 #define RC_GID_MAX ((UINT64_C(1) << RC_GID_BITS) - 1)
 #define RC_SEQ_MAX 0xFFFEu /* the last count an event may reach */
 #define RC_CHUNK_BITS 12   /* bytes of region per shadow chunk: 4 KiB */
 #define RC_CHUNK_BYTES ((size_t)1 << RC_CHUNK_BITS)
+#define RC_CHUNK_WORDS (RC_CHUNK_BYTES / 4)
 #define RC_PAGE_BITS 9 /* chunk pointers per directory page: 512 */
 #define RC_PAGE_SPAN_BITS (RC_CHUNK_BITS + RC_PAGE_BITS)
 
-/* The shadow of one byte. */
+/* The shadow of one word, or of one byte of a split word. */
 typedef struct rc_cell {
   uint64_t w, r[2];   /* last write, readers since: gid << RC_PC_BITS | pc; 0: none */
   uint16_t ws, rs[2]; /* the block's event count at each */
@@ -68,9 +82,14 @@ typedef struct rc_cell {
 } rc_cell;
 _Static_assert(sizeof(rc_cell) == 32, "a shadow cell is 32 bytes");
 
+/* A split word's cell: w is a record no access makes (pc index RC_PC_NONE
+ * with a nonzero gid), whose gid is 1 + the index of its byte cells' group
+ * in the pool (global memory; shared words' byte cells are at 4 * word). */
+static inline bool rc_split(const rc_cell *c) { return c->w && !(c->w & (RC_PC_LIMIT - 1)); }
+
 typedef struct rc_chunk {
   uint64_t stamp; /* the ordinal of the last block that touched it */
-  rc_cell cell[RC_CHUNK_BYTES];
+  rc_cell cell[RC_CHUNK_WORDS];
 } rc_chunk;
 
 typedef struct rc_region {
@@ -88,7 +107,12 @@ struct hk_race {
   size_t nregions;
   rc_region *reg;
   size_t shared_bytes;
-  rc_cell *shared;
+  rc_cell *shared;   /* the arena's word cells */
+  rc_cell *shared_b; /* the arena's byte cells (of split words) */
+  /* the pool of split global words' byte cells, 4 a group; a free group's
+   * first cell's w is the next free group's index + 1 (0: none) */
+  rc_cell *pool;
+  size_t pool_groups, pool_free;
   size_t held; /* bytes allocated (hk_race_shadow_bytes) */
   int bt, wave, nwaves;
   int wave_shift; /* log2(wave) when a power of two, else -1 */
@@ -106,8 +130,8 @@ struct hk_race {
   const void **hkey;
   uint32_t *hval;
   uint32_t hcap;
-  const void *last_pc;
-  uint32_t last_idx;
+  const void *pcc_key[RC_PC_CACHE]; /* the last pcs seen, by a hash of their address */
+  uint32_t pcc_val[RC_PC_CACHE];
 };
 
 /* ---- pcs ---- */
@@ -170,12 +194,16 @@ static uint32_t rc_pc_slow(hk_race *r, const void *pc) {
   return idx;
 }
 
+/* A pc's index: a kernel's loop alternates a few instructions, which the
+ * cache answers (an empty entry's key is NULL, whose index is RC_PC_NULL). */
 static inline uint32_t rc_pc(hk_race *r, const void *pc) {
-  if (pc != r->last_pc) {
-    r->last_idx = rc_pc_slow(r, pc);
-    r->last_pc = pc;
+  uintptr_t u = (uintptr_t)pc;
+  unsigned h = (unsigned)(u ^ (u >> 6)) & (RC_PC_CACHE - 1);
+  if (r->pcc_key[h] != pc) {
+    r->pcc_val[h] = rc_pc_slow(r, pc);
+    r->pcc_key[h] = pc;
   }
-  return r->last_idx;
+  return r->pcc_val[h];
 }
 
 /* ---- records ---- */
@@ -219,20 +247,24 @@ static int rc_reach(const hk_race *r, uint64_t v, uint32_t s, uint32_t last, uin
   return r->last_wave[rc_wave(r, rg - base)] > s ? 1 : 2;
 }
 
-/* Record a read by `me` (gid g, thread t) in c's readers. */
-static void rc_add_reader(const hk_race *r, rc_cell *c, uint64_t me, uint64_t g, uint32_t last,
-                          uint64_t base, int t, bool global) {
-  uint16_t s = (uint16_t)r->seq;
-  for (int i = 0; i < 2; i++)
-    if (!c->r[i] || rc_gid(c->r[i]) == g) {
-      c->r[i] = me;
-      c->rs[i] = s;
-      return;
-    }
-  /* Two other readers: keep the two of the three that reach further; on a
-   * tie, keep the new one, and lanes of different waves.  First the common
-   * cases: a shared reader ordered by a barrier reaches nothing; readers
-   * of other blocks reach further than the new one. */
+/* One access as the cells see it. */
+typedef struct rc_ctx {
+  uint64_t me, g, base; /* the record it leaves, its gid, the block's thread 0's */
+  uint32_t last;        /* the count of the last barrier fencing its memory */
+  uint16_t s, gen;      /* the event count now; the cells' generation */
+  int t, wt;            /* its thread in the block, and the thread's wave */
+  bool write, global;
+} rc_ctx;
+
+/* c has two readers other than x's thread: x's read replaces the one that
+ * reaches less far (rc_reach); on a tie, keep the new one, and lanes of
+ * different waves.  First the common cases: a shared reader ordered by a
+ * barrier reaches nothing; readers of other blocks reach further than the
+ * new one. */
+static RC_INLINE void rc_replace_reader(const hk_race *r, rc_cell *c, const rc_ctx *x) {
+  const uint64_t base = x->base;
+  const uint32_t last = x->last;
+  const bool global = x->global;
   int drop;
   if (!global && last > c->rs[0]) {
     drop = 0;
@@ -245,14 +277,52 @@ static void rc_add_reader(const hk_race *r, rc_cell *c, uint64_t me, uint64_t g,
     if (k0 != k1) {
       drop = k0 < k1 ? 0 : 1;
     } else {
-      int w = rc_wave(r, (uint64_t)t);
       int w0 = rc_wave(r, rc_gid(c->r[0]) - base);
       int w1 = rc_wave(r, rc_gid(c->r[1]) - base);
-      drop = (w1 == w && w0 != w) ? 1 : 0;
+      drop = (w1 == x->wt && w0 != x->wt) ? 1 : 0;
     }
   }
-  c->r[drop] = me;
-  c->rs[drop] = s;
+  c->r[drop] = x->me;
+  c->rs[drop] = x->s;
+}
+
+/* Record a read by x in c's readers (a free slot or its thread's own). */
+static RC_INLINE void rc_add_reader(const hk_race *r, rc_cell *c, const rc_ctx *x) {
+  int i = !c->r[0] || rc_gid(c->r[0]) == x->g ? 0 : !c->r[1] || rc_gid(c->r[1]) == x->g ? 1 : -1;
+  if (DV_UNLIKELY(i < 0)) {
+    rc_replace_reader(r, c, x);
+    return;
+  }
+  c->r[i] = x->me;
+  c->rs[i] = x->s;
+}
+
+/* Check (when `check`) and record x's access of cell c (of x's generation,
+ * not a split word's).  Returns the conflicting earlier record, 0: none
+ * (*write: it is the last write). */
+static RC_INLINE uint64_t rc_op(const hk_race *r, rc_cell *c, const rc_ctx *x, bool check,
+                                bool *write) {
+  uint64_t v = 0;
+  if (check) {
+    if (rc_conflict(r, c->w, c->ws, x->g, x->last, x->base, x->t)) {
+      v = c->w;
+      *write = true;
+    } else if (x->write) {
+      for (int k = 0; k < 2 && !v; k++)
+        if (rc_conflict(r, c->r[k], c->rs[k], x->g, x->last, x->base, x->t)) {
+          v = c->r[k];
+          *write = false;
+        }
+    }
+  }
+  if (x->write) {
+    c->w = x->me;
+    c->ws = x->s;
+    c->r[0] = c->r[1] = 0;
+  } else {
+    rc_add_reader(r, c, x);
+  }
+  return v;
 }
 
 static void rc_fill_hit(const hk_race *r, hk_race_hit *hit, uint64_t v, bool write, size_t off,
@@ -267,48 +337,122 @@ static void rc_fill_hit(const hk_race *r, hk_race_hit *hit, uint64_t v, bool wri
   hit->off = off;
 }
 
-/* Check and record an access of n cells from c (the first at offset off) by
- * gid g, thread t; `found`: a race was already reported for this access (the
- * rest is only recorded).  true: this call found one (*hit). */
-static bool rc_cells(hk_race *r, rc_cell *c, size_t n, size_t off, uint16_t gen, uint64_t g, int t,
-                     uint32_t pc, bool write, bool global, bool found, hk_race_hit *hit) {
-  uint64_t me = g << RC_PC_BITS | pc;
-  uint64_t base = global ? r->base : 0;
-  uint32_t last = global ? r->last_global : r->last_local;
-  uint16_t s = (uint16_t)r->seq;
-  bool now = false;
+/* ---- split words ---- */
+
+/* The byte cells of the word whose cell is c, splitting it if it is not
+ * yet (each byte cell a copy of the word's); NULL: no memory (global only:
+ * the bytes go unchecked, hk_race_degraded says so).  A pool that grows
+ * moves: the pointer holds until the next call. */
+static rc_cell *rc_bytes(hk_race *r, rc_cell *c, bool global) {
+  if (!global) {
+    rc_cell *b = r->shared_b + 4 * (size_t)(c - r->shared);
+    if (!rc_split(c)) {
+      b[0] = b[1] = b[2] = b[3] = *c;
+      c->w = UINT64_C(1) << RC_PC_BITS;
+    }
+    return b;
+  }
+  if (rc_split(c)) return r->pool + 4 * (rc_gid(c->w) - 1);
+  if (!r->pool_free) {
+    size_t n = r->pool_groups ? r->pool_groups * 2 : 64;
+    rc_cell *p = n <= SIZE_MAX / (4 * sizeof *p) ? dv__malloc(n * 4 * sizeof *p) : NULL;
+    if (!p) {
+      r->degraded = true;
+      return NULL;
+    }
+    if (r->pool_groups) memcpy(p, r->pool, r->pool_groups * 4 * sizeof *p);
+    dv__free(r->pool);
+    for (size_t i = r->pool_groups; i < n; i++) p[4 * i].w = i + 1 < n ? i + 2 : 0;
+    r->pool_free = r->pool_groups + 1;
+    r->held += (n - r->pool_groups) * 4 * sizeof *p;
+    r->pool = p;
+    r->pool_groups = n;
+  }
+  size_t gi = r->pool_free - 1;
+  rc_cell *b = r->pool + 4 * gi;
+  r->pool_free = (size_t)b[0].w;
+  b[0] = b[1] = b[2] = b[3] = *c;
+  c->w = (uint64_t)(gi + 1) << RC_PC_BITS;
+  return b;
+}
+
+/* After an access of the whole of split word c: its bytes' cells equal
+ * again make it one cell. */
+static void rc_join(hk_race *r, rc_cell *c, const rc_cell *b, bool global) {
+  if (memcmp(&b[0], &b[1], sizeof *b) || memcmp(&b[0], &b[2], sizeof *b) ||
+      memcmp(&b[0], &b[3], sizeof *b))
+    return;
+  size_t gi = global ? (size_t)(rc_gid(c->w) - 1) : 0;
+  *c = b[0];
+  if (global) {
+    r->pool[4 * gi].w = r->pool_free;
+    r->pool_free = gi + 1;
+  }
+}
+
+/* Check and record x's access of bytes [in, in + n) of the words from wc (wc[0]
+ * covers bytes 0 to 3: a chunk's first, or the arena's); off: byte in's offset
+ * in the region or arena (for the hit).  `found`: a race was already reported
+ * for this access (the rest is only recorded).  true: this call found one. */
+static bool rc_span(hk_race *r, rc_cell *wc, size_t in, size_t n, size_t off, const rc_ctx *x,
+                    bool found, hk_race_hit *hit) {
+  bool now = false, memo = false, wr = false;
   rc_cell was, became; /* the last cell handled in full: before, after */
-  for (size_t i = 0; i < n; i++, c++) {
+  for (size_t i = 0; i < n;) {
+    const size_t b = in + i, k = b & 3, take = 4 - k < n - i ? 4 - k : n - i;
+    rc_cell *c = wc + (b >> 2);
+    if (c->gen != x->gen) *c = (rc_cell){.gen = x->gen};
+    rc_cell *cell = c, *end = c + 1;
+    size_t at = off + i;
+    rc_cell *bytes = NULL;
+    if (take < 4 || rc_split(c)) {
+      bytes = rc_bytes(r, c, x->global);
+      if (!bytes) {
+        i += take;
+        continue;
+      }
+      cell = bytes + k;
+      end = cell + take;
+    }
     /* the bytes of one earlier access have equal cells, and equal cells
      * give equal answers: the common case costs a compare and a copy */
-    if (i && memcmp(c, &was, sizeof *c) == 0) {
-      *c = became;
-      continue;
-    }
-    was = *c;
-    if (c->gen != gen) *c = (rc_cell){.gen = gen};
-    if (!found && !now) {
-      if (rc_conflict(r, c->w, c->ws, g, last, base, t)) {
-        rc_fill_hit(r, hit, c->w, true, off + i, global);
-        now = true;
-      } else if (write) {
-        for (int k = 0; k < 2 && !now; k++)
-          if (rc_conflict(r, c->r[k], c->rs[k], g, last, base, t)) {
-            rc_fill_hit(r, hit, c->r[k], false, off + i, global);
-            now = true;
-          }
+    for (; cell < end; cell++, at++) {
+      if (memo && memcmp(cell, &was, sizeof *cell) == 0) {
+        *cell = became;
+        continue;
       }
+      was = *cell;
+      memo = true;
+      if (cell->gen != x->gen) *cell = (rc_cell){.gen = x->gen};
+      uint64_t v = rc_op(r, cell, x, !found && !now, &wr);
+      if (v) {
+        rc_fill_hit(r, hit, v, wr, at, x->global);
+        now = true;
+      }
+      became = *cell;
     }
-    if (write) {
-      c->w = me;
-      c->ws = s;
-      c->r[0] = c->r[1] = 0;
-    } else {
-      rc_add_reader(r, c, me, g, last, base, t, global);
-    }
-    became = *c;
+    if (bytes && take == 4) rc_join(r, c, bytes, x->global);
+    i += take;
   }
   return now;
+}
+
+/* rc_span with x by value: the callers' x, whose address does not escape,
+ * stays in registers. */
+static RC_NOINLINE bool rc_span_v(hk_race *r, rc_cell *wc, size_t in, size_t n, size_t off,
+                                  rc_ctx x, bool found, hk_race_hit *hit) {
+  return rc_span(r, wc, in, n, off, &x, found, hit);
+}
+
+/* rc_span for one whole word at offset off (aligned): the commonest access. */
+static RC_INLINE bool rc_word(hk_race *r, rc_cell *c, size_t off, const rc_ctx *x,
+                              hk_race_hit *hit) {
+  if (c->gen != x->gen) *c = (rc_cell){.gen = x->gen};
+  if (DV_UNLIKELY(rc_split(c))) return rc_span_v(r, c, 0, 4, off, *x, false, hit);
+  bool wr = false;
+  uint64_t v = rc_op(r, c, x, true, &wr);
+  if (DV_UNLIKELY(v)) rc_fill_hit(r, hit, v, wr, off, x->global);
+  return v != 0;
 }
 
 /* ---- renumbering the event counts ---- */
@@ -318,21 +462,31 @@ static uint16_t rc_renum(const hk_race *r, uint64_t v, uint16_t s, uint32_t last
   return r->last_wave[rc_wave(r, rc_gid(v) - base)] > s ? 1 : 2;
 }
 
-static void rc_renum_cells(const hk_race *r, rc_cell *c, size_t n, uint16_t gen, uint32_t last,
-                           uint64_t base) {
+static void rc_renum_cell(const hk_race *r, rc_cell *c, uint32_t last, uint64_t base) {
+  if (c->w && rc_gid(c->w) - base < (uint64_t)r->bt) c->ws = rc_renum(r, c->w, c->ws, last, base);
+  for (int k = 0; k < 2; k++)
+    if (c->r[k] && rc_gid(c->r[k]) - base < (uint64_t)r->bt)
+      c->rs[k] = rc_renum(r, c->r[k], c->rs[k], last, base);
+}
+
+/* n word cells from c (of generation gen); a split one's byte cells. */
+static void rc_renum_words(const hk_race *r, rc_cell *c, size_t n, uint16_t gen, uint32_t last,
+                           uint64_t base, bool global) {
   for (size_t i = 0; i < n; i++, c++) {
     if (c->gen != gen) continue;
-    if (c->w && rc_gid(c->w) - base < (uint64_t)r->bt) c->ws = rc_renum(r, c->w, c->ws, last, base);
-    for (int k = 0; k < 2; k++)
-      if (c->r[k] && rc_gid(c->r[k]) - base < (uint64_t)r->bt)
-        c->rs[k] = rc_renum(r, c->r[k], c->rs[k], last, base);
+    if (!rc_split(c)) {
+      rc_renum_cell(r, c, last, base);
+      continue;
+    }
+    rc_cell *b = global ? r->pool + 4 * (rc_gid(c->w) - 1) : r->shared_b + 4 * (c - r->shared);
+    for (int k = 0; k < 4; k++) rc_renum_cell(r, b + k, last, base);
   }
 }
 
 /* The running block's counts are about to overflow: renumber its records so
  * that each answers as before, then restart the counts at 2. */
 static void rc_renumber(hk_race *r) {
-  rc_renum_cells(r, r->shared, r->shared_bytes, r->gen, r->last_local, 0);
+  rc_renum_words(r, r->shared, (r->shared_bytes + 3) / 4, r->gen, r->last_local, 0, false);
   for (size_t g = 0; g < r->nregions && r->gid_ok; g++) {
     rc_region *rg = &r->reg[g];
     for (size_t p = 0; p < rg->npages; p++) {
@@ -341,7 +495,7 @@ static void rc_renumber(hk_race *r) {
       for (size_t k = 0; k < ((size_t)1 << RC_PAGE_BITS); k++) {
         rc_chunk *ch = page[k];
         if (!ch || ch == RC_DEAD_CHUNK || ch->stamp != r->ordinal) continue;
-        rc_renum_cells(r, ch->cell, RC_CHUNK_BYTES, 0, r->last_global, r->base);
+        rc_renum_words(r, ch->cell, RC_CHUNK_WORDS, 0, r->last_global, r->base, true);
       }
     }
   }
@@ -366,10 +520,11 @@ static uint32_t rc_tick(hk_race *r) {
 hk_race *hk_race_new(size_t nregions, const size_t *bytes, size_t shared_bytes, int block_threads,
                      int wave) {
   if (block_threads < 1 || wave < 1 || (nregions && !bytes)) return NULL;
-  if (shared_bytes > SIZE_MAX / sizeof(rc_cell) || nregions > SIZE_MAX / sizeof(rc_region))
+  if (shared_bytes > SIZE_MAX / sizeof(rc_cell) - 3 || nregions > SIZE_MAX / sizeof(rc_region))
     return NULL;
   hk_race *r = dv__calloc(1, sizeof *r);
   if (!r) return NULL;
+  const size_t words = (shared_bytes + 3) / 4;
   r->bt = block_threads;
   r->wave = wave;
   r->nwaves = (block_threads + wave - 1) / wave;
@@ -377,15 +532,16 @@ hk_race *hk_race_new(size_t nregions, const size_t *bytes, size_t shared_bytes, 
   r->nregions = nregions;
   r->shared_bytes = shared_bytes;
   r->reg = dv__calloc(nregions, sizeof *r->reg);
-  r->shared = dv__calloc(shared_bytes, sizeof *r->shared);
+  r->shared = dv__calloc(words, sizeof *r->shared);
+  r->shared_b = dv__calloc(4 * words, sizeof *r->shared_b);
   r->last_wave = dv__calloc((size_t)r->nwaves, sizeof *r->last_wave);
   r->pcs_cap = 64;
   r->hcap = 128;
   r->pcs = dv__malloc(r->pcs_cap * sizeof *r->pcs);
   r->hkey = dv__calloc(r->hcap, sizeof *r->hkey);
   r->hval = dv__malloc(r->hcap * sizeof *r->hval);
-  bool ok = r->reg && r->shared && r->last_wave && r->pcs && r->hkey && r->hval;
-  r->held = sizeof *r + nregions * sizeof *r->reg + shared_bytes * sizeof *r->shared +
+  bool ok = r->reg && r->shared && r->shared_b && r->last_wave && r->pcs && r->hkey && r->hval;
+  r->held = sizeof *r + nregions * sizeof *r->reg + 5 * words * sizeof *r->shared +
             (size_t)r->nwaves * sizeof *r->last_wave + r->pcs_cap * sizeof *r->pcs +
             r->hcap * (sizeof *r->hkey + sizeof *r->hval);
   for (size_t g = 0; ok && g < nregions; g++) {
@@ -404,7 +560,7 @@ hk_race *hk_race_new(size_t nregions, const size_t *bytes, size_t shared_bytes, 
   }
   r->npcs = 2; /* RC_PC_NONE, RC_PC_NULL */
   r->pcs[RC_PC_NONE] = r->pcs[RC_PC_NULL] = NULL;
-  r->last_idx = RC_PC_NULL;
+  for (int i = 0; i < RC_PC_CACHE; i++) r->pcc_val[i] = RC_PC_NULL;
   r->gid_ok = true;
   return r;
 }
@@ -424,6 +580,8 @@ void hk_race_free(hk_race *r) {
   }
   dv__free(r->reg);
   dv__free(r->shared);
+  dv__free(r->shared_b);
+  dv__free(r->pool);
   dv__free(r->last_wave);
   dv__free(r->pcs);
   dv__free(r->hkey);
@@ -442,7 +600,7 @@ void hk_race_block(hk_race *r, uint64_t block) {
   memset(r->last_wave, 0, (size_t)r->nwaves * sizeof *r->last_wave);
   r->dirty = false;
   if (++r->gen == 0) { /* generations wrapped: empty every shared cell once */
-    memset(r->shared, 0, r->shared_bytes * sizeof *r->shared);
+    memset(r->shared, 0, (r->shared_bytes + 3) / 4 * sizeof *r->shared);
     r->gen = 1;
   }
 }
@@ -489,7 +647,27 @@ static rc_chunk *rc_chunk_at(hk_race *r, rc_region *rg, size_t off) {
   return ch == RC_DEAD_CHUNK ? NULL : ch;
 }
 
-bool hk_race_global(hk_race *r, size_t g, size_t off, size_t n, const hk_acc *a, hk_race_hit *hit) {
+/* hk_race_global's access of [off, off + n) of rg, across chunks. */
+static RC_NOINLINE bool rc_global_span(hk_race *r, rc_region *rg, size_t off, size_t n, rc_ctx x,
+                                       hk_race_hit *hit) {
+  bool found = false;
+  while (n) {
+    size_t in = off & (RC_CHUNK_BYTES - 1);
+    size_t take = n < RC_CHUNK_BYTES - in ? n : RC_CHUNK_BYTES - in;
+    rc_chunk *ch = rc_chunk_at(r, rg, off);
+    if (ch) {
+      ch->stamp = r->ordinal;
+      found |= rc_span(r, ch->cell, in, take, off, &x, found, hit);
+    }
+    off += take;
+    n -= take;
+  }
+  return found;
+}
+
+/* hk_race_global in general (rc_global_span; rc_word for a whole word). */
+static RC_NOINLINE bool rc_global_any(hk_race *r, size_t g, size_t off, size_t n, const hk_acc *a,
+                                      hk_race_hit *hit) {
   if (!r || !a || g >= r->nregions || a->thread < 0 || a->thread >= r->bt) return false;
   rc_region *rg = &r->reg[g];
   if (off >= rg->bytes || n == 0) return false;
@@ -498,33 +676,159 @@ bool hk_race_global(hk_race *r, size_t g, size_t off, size_t n, const hk_acc *a,
     r->degraded = true;
     return false;
   }
-  uint64_t gid = r->base + (uint64_t)a->thread;
-  uint32_t pc = rc_pc(r, a->pc);
+  const uint64_t gid = r->base + (uint64_t)a->thread;
+  const rc_ctx x = {gid << RC_PC_BITS | rc_pc(r, a->pc),
+                    gid,
+                    r->base,
+                    r->last_global,
+                    (uint16_t)r->seq,
+                    0,
+                    a->thread,
+                    rc_wave(r, (uint64_t)a->thread),
+                    a->write,
+                    true};
   r->dirty = true;
-  bool found = false;
-  while (n) {
-    size_t in = off & (RC_CHUNK_BYTES - 1);
-    size_t take = n < RC_CHUNK_BYTES - in ? n : RC_CHUNK_BYTES - in;
+  if ((off & 3) == 0 && n == 4) { /* the commonest: one whole word */
     rc_chunk *ch = rc_chunk_at(r, rg, off);
-    if (ch) {
-      ch->stamp = r->ordinal;
-      found |=
-          rc_cells(r, ch->cell + in, take, off, 0, gid, a->thread, pc, a->write, true, found, hit);
-    }
-    off += take;
-    n -= take;
+    if (!ch) return false;
+    ch->stamp = r->ordinal;
+    return rc_word(r, ch->cell + ((off & (RC_CHUNK_BYTES - 1)) >> 2), off, &x, hit);
   }
-  return found;
+  return rc_global_span(r, rg, off, n, x, hit);
 }
 
-bool hk_race_shared(hk_race *r, size_t off, size_t n, const hk_acc *a, hk_race_hit *hit) {
+/* Is global record v (count s, of gid rg) ordered before an access by gid g,
+ * thread t (wave wt) of the running block? */
+static inline bool rc_global_ordered(const hk_race *r, uint64_t rg, uint16_t s, uint64_t g,
+                                     int wt) {
+  if (rg == g) return true;
+  if (rg - r->base >= (uint64_t)r->bt) return false; /* another block */
+  return r->last_global > s || (rc_wave(r, rg - r->base) == wt && r->last_wave[wt] > s);
+}
+
+/* rc_shared_word for global memory: a whole word of region g, its chunk
+ * made, not split, racing with nothing.  false: nothing done. */
+static RC_INLINE bool rc_global_word(hk_race *r, size_t g, size_t off, const hk_acc *a) {
+  const rc_region *rg = &r->reg[g];
+  rc_chunk **page = rg->page[off >> RC_PAGE_SPAN_BITS];
+  if (!page || page == RC_DEAD_PAGE) return false;
+  rc_chunk *ch = page[(off >> RC_CHUNK_BITS) & (((size_t)1 << RC_PAGE_BITS) - 1)];
+  if (!ch || ch == RC_DEAD_CHUNK) return false;
+  rc_cell *c = ch->cell + ((off & (RC_CHUNK_BYTES - 1)) >> 2);
+  if (rc_split(c)) return false;
+  const uint64_t gid = r->base + (uint64_t)a->thread;
+  const int wt = rc_wave(r, (uint64_t)a->thread);
+  if (c->w && !rc_global_ordered(r, rc_gid(c->w), c->ws, gid, wt)) return false;
+  if (a->write)
+    for (int k = 0; k < 2; k++)
+      if (c->r[k] && !rc_global_ordered(r, rc_gid(c->r[k]), c->rs[k], gid, wt)) return false;
+  const rc_ctx x = {gid << RC_PC_BITS | rc_pc(r, a->pc),
+                    gid,
+                    r->base,
+                    r->last_global,
+                    (uint16_t)r->seq,
+                    0,
+                    a->thread,
+                    wt,
+                    a->write,
+                    true};
+  ch->stamp = r->ordinal;
+  r->dirty = true;
+  if (a->write) {
+    c->w = x.me;
+    c->ws = x.s;
+    c->r[0] = c->r[1] = 0;
+  } else {
+    rc_add_reader(r, c, &x);
+  }
+  return true;
+}
+
+bool hk_race_global(hk_race *r, size_t g, size_t off, size_t n, const hk_acc *a, hk_race_hit *hit) {
+  if (DV_LIKELY(r && a && g < r->nregions && n == 4 && (off & 3) == 0 && off < r->reg[g].bytes &&
+                r->reg[g].bytes - off >= 4 && a->thread >= 0 && a->thread < r->bt && r->gid_ok) &&
+      rc_global_word(r, g, off, a))
+    return false;
+  return rc_global_any(r, g, off, n, a, hit);
+}
+
+/* hk_race_shared in general (rc_span; rc_word for a whole word). */
+static RC_NOINLINE bool rc_shared_any(hk_race *r, size_t off, size_t n, const hk_acc *a,
+                                      hk_race_hit *hit) {
   if (!r || !a || a->thread < 0 || a->thread >= r->bt) return false;
   if (off >= r->shared_bytes || n == 0) return false;
   if (n > r->shared_bytes - off) n = r->shared_bytes - off;
-  uint32_t pc = rc_pc(r, a->pc);
+  const uint64_t t = (uint64_t)a->thread;
+  const rc_ctx x = {t << RC_PC_BITS | rc_pc(r, a->pc),
+                    t,
+                    0,
+                    r->last_local,
+                    (uint16_t)r->seq,
+                    r->gen,
+                    a->thread,
+                    rc_wave(r, (uint64_t)a->thread),
+                    a->write,
+                    false};
   r->dirty = true;
-  return rc_cells(r, r->shared + off, n, off, r->gen, (uint64_t)a->thread, a->thread, pc, a->write,
-                  false, false, hit);
+  if ((off & 3) == 0 && n == 4) return rc_word(r, r->shared + (off >> 2), off, &x, hit);
+  return rc_span_v(r, r->shared, off, n, off, x, false, hit);
+}
+
+/* Is shared record v (count s, of thread rt) ordered before an access by
+ * thread t (wave wt) of the block? */
+static inline bool rc_shared_ordered(const hk_race *r, uint64_t rt, uint16_t s, uint64_t t,
+                                     int wt) {
+  return rt == t || r->last_local > s || (rc_wave(r, rt) == wt && r->last_wave[wt] > s);
+}
+
+/* The commonest shared access, a whole word whose cell is of this block and
+ * not split, when it races with nothing: rc_op's work, in fewer steps.
+ * false: it may race (or is not that case), nothing done (rc_shared_any). */
+static RC_INLINE bool rc_shared_word(hk_race *r, size_t off, const hk_acc *a) {
+  rc_cell *c = r->shared + (off >> 2);
+  if (c->gen != r->gen || rc_split(c)) return false;
+  const uint64_t t = (uint64_t)a->thread;
+  const int wt = rc_wave(r, t);
+  if (c->w && !rc_shared_ordered(r, rc_gid(c->w), c->ws, t, wt)) return false;
+  const uint64_t me = t << RC_PC_BITS | rc_pc(r, a->pc);
+  const uint16_t s = (uint16_t)r->seq;
+  r->dirty = true;
+  if (a->write) {
+    for (int k = 0; k < 2; k++)
+      if (c->r[k] && !rc_shared_ordered(r, rc_gid(c->r[k]), c->rs[k], t, wt)) return false;
+    c->w = me;
+    c->ws = s;
+    c->r[0] = c->r[1] = 0;
+    return true;
+  }
+  int i;
+  if (!c->r[0] || rc_gid(c->r[0]) == t) {
+    i = 0;
+  } else if (!c->r[1] || rc_gid(c->r[1]) == t) {
+    i = 1;
+  } else { /* rc_replace_reader for a shared cell */
+    const uint32_t last = r->last_local;
+    if (last > c->rs[0]) {
+      i = 0;
+    } else if (last > c->rs[1]) {
+      i = 1;
+    } else {
+      const int w0 = rc_wave(r, rc_gid(c->r[0])), w1 = rc_wave(r, rc_gid(c->r[1]));
+      const int k0 = r->last_wave[w0] > c->rs[0] ? 1 : 2, k1 = r->last_wave[w1] > c->rs[1] ? 1 : 2;
+      i = k0 != k1 ? k0 > k1 : (w1 == wt && w0 != wt);
+    }
+  }
+  c->r[i] = me;
+  c->rs[i] = s;
+  return true;
+}
+
+bool hk_race_shared(hk_race *r, size_t off, size_t n, const hk_acc *a, hk_race_hit *hit) {
+  if (DV_LIKELY(r && a && n == 4 && (off & 3) == 0 && off < r->shared_bytes &&
+                r->shared_bytes - off >= 4 && a->thread >= 0 && a->thread < r->bt) &&
+      rc_shared_word(r, off, a))
+    return false;
+  return rc_shared_any(r, off, n, a, hit);
 }
 
 bool hk_race_degraded(const hk_race *r) { return r && r->degraded; }
