@@ -491,7 +491,12 @@ DV_API dv_status dv_defer_cleanup_end(dv_context *ctx);
 /**
  * Flush the pending-deallocation queue now (a no-op inside a defer-cleanup
  * scope).  Every queued free is attempted; the first failure's status is
- * returned, the others are logged.
+ * returned, the others are logged.  Entries queued by the frees themselves
+ * (releasing the last array bound to a stream releases the stream, which
+ * queues it) are flushed too: the queue is drained until it is empty, as
+ * Numba's deallocations.clear() does, for at most 64 rounds, so a free that
+ * queues something every time cannot loop forever (what it left stays
+ * queued).  Thread-safe; blocks while the frees run.
  */
 DV_API dv_status dv_context_flush_deallocs(dv_context *ctx);
 /** Entries and bytes waiting in the queue (either pointer may be NULL). */

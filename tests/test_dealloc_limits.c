@@ -153,9 +153,31 @@ static void test_other_context_unaffected(void **state) {
   assert_ok(dv_context_destroy(other));
 }
 
+/* dv_context_flush_deallocs drains what the flush itself queues: the array's
+ * free lets go of its stream, whose release queues the stream (issue 25:
+ * the Python deallocations.clear() left 1 entry). */
+static void test_flush_drains_what_frees_queue(void **state) {
+  (void)state;
+  assert_ok(dv_context_set_dealloc_limits(g_ctx, 1000, 1.0));
+  assert_ok(dv_context_flush_deallocs(g_ctx));
+  dv_stream *s = NULL;
+  assert_ok(dv_stream_create(g_ctx, 0, &s));
+  int64_t n = 4;
+  dv_array *a = NULL;
+  assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_UINT8), NULL, 'C', s, &a));
+  dv_stream_release(s); /* the array holds the last reference now */
+  assert_int_equal(queued(g_ctx), 0);
+  dv_array_release(a);
+  assert_int_equal(queued(g_ctx), 1); /* the memory; its free releases the stream */
+  assert_ok(dv_context_flush_deallocs(g_ctx));
+  assert_int_equal(queued(g_ctx), 0);
+  assert_ok(dv_context_set_dealloc_limits(g_ctx, 10, 0.2));
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {T(test_limits_start_as_the_options), T(test_lower_count_flushes_at_next_release),
                                      T(test_ratio_limits_bytes), T(test_bad_values_change_nothing),
-                                     T(test_option_reports_new_values), T(test_other_context_unaffected)};
+                                     T(test_option_reports_new_values), T(test_other_context_unaffected),
+                                     T(test_flush_drains_what_frees_queue)};
   return test_main(argc, argv, "dealloc_limits", tests, sizeof tests / sizeof tests[0]);
 }

@@ -42,7 +42,8 @@ from ._driver import (host_to_device, device_to_host, device_to_device, device_m
                       device_memory_size, host_memory_extents, host_memory_size,
                       is_device_memory, require_device_memory, device_pointer,
                       device_ctypes_pointer)
-from . import driver
+from ._devices import gpus, require_context
+from . import driver, devicearray
 
 __version__ = _clib.dv_version().decode()
 

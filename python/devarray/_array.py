@@ -471,6 +471,13 @@ class DeviceNDArray:
     __cuda_memory__ = True
     __cuda_ndarray__ = True
 
+    def get_ipc_handle(self):
+        """An IpcArrayHandle another process opens to use this array's memory (Numba's):
+        the EMM plug-in's handle when one serves the context, else the library's
+        (host simulator with host_ipc=on, CUDA; OpenCL: NotSupportedError)."""
+        from ._ipc import get_ipc_handle
+        return get_ipc_handle(self)
+
     @property
     def gpu_data(self):
         """A MemoryPointer over the bytes this array's elements span (Numba's gpu_data),
@@ -554,8 +561,20 @@ class DeviceRecord(DeviceNDArray):
         _hold(stream, buf)
 
     def copy_to_host(self, ary=None, stream=0):
+        """Copy the record to `ary` (a 0-d NumPy array, or a NumPy record (np.void), whose
+        memory is written as Numba does) or to a new 0-d array; returns it."""
         if ary is None:
             ary = np.empty((), self.dtype)
+        if isinstance(ary, np.void):
+            if ary.dtype != self.dtype:
+                raise TypeError("incompatible dtype: %s vs. %s" % (self.dtype, ary.dtype))
+            # the record's own bytes (a view's are its array's): Numba writes them in place
+            addr = ary.__array_interface__["data"][0]
+            view = np.frombuffer((ctypes.c_char * ary.dtype.itemsize).from_address(addr),
+                                 ary.dtype).reshape(())
+            DeviceNDArray.copy_to_host(self, view, stream)
+            _hold(stream, ary)
+            return ary
         DeviceNDArray.copy_to_host(self, ary, stream)
         return ary
 

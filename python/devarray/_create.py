@@ -129,3 +129,89 @@ def is_cuda_array(obj):
 
 def is_device_array(obj):
     return isinstance(obj, DeviceNDArray)
+
+
+# ---- Numba's devicearray module functions (numba.cuda.cudadrv.devicearray) ---------------
+
+#: Numba's words for a host buffer it cannot copy as one region (sentry_contiguous).
+errmsg_contiguous_buffer = ("Array contains non-contiguous buffer and cannot be transferred "
+                            "as a single memory region. Please ensure contiguous buffer with "
+                            "numpy .ascontiguousarray()")
+
+
+def from_record_like(rec, stream=0, gpu_data=None):
+    """A new uninitialised DeviceRecord of `rec`'s dtype (a NumPy record or a DeviceRecord).
+    gpu_data (memory to place the record in) is not supported: NotSupportedError."""
+    from ._array import DeviceRecord
+    if gpu_data is not None:
+        from ._lib import NotSupportedError
+        raise NotSupportedError(300, "gpu_data is not supported; devarray allocates the "
+                                "record's memory itself", "from_record_like")
+    return DeviceRecord(rec.dtype, stream=stream)
+
+
+def array_core(ary):
+    """`ary` without its broadcast dimensions (those of stride 0, indexed at 0): the part
+    of a broadcast array that is stored. Empty and 0-d arrays are returned as they are."""
+    if not ary.strides or not ary.size:
+        return ary
+    return ary[tuple(0 if s == 0 else slice(None) for s in ary.strides)]
+
+
+def is_contiguous(ary):
+    """True when `ary` is C-contiguous once its broadcast (stride 0) and length-1 dimensions
+    are left out."""
+    expect = ary.dtype.itemsize
+    for n, s in zip(reversed(ary.shape), reversed(ary.strides)):
+        if n > 1 and s != 0:
+            if s != expect:
+                return False
+            expect *= n
+    return True
+
+
+def sentry_contiguous(ary):
+    """Raise ValueError(errmsg_contiguous_buffer) unless `ary`'s stored core (array_core)
+    is C- or F-contiguous."""
+    core = array_core(ary)
+    if not core.flags["C_CONTIGUOUS"] and not core.flags["F_CONTIGUOUS"]:
+        raise ValueError(errmsg_contiguous_buffer)
+
+
+def verify_cuda_ndarray_interface(obj):
+    """Check that `obj` is a device array (its ``__cuda_ndarray__`` is true; else ValueError)
+    with a tuple shape and strides, a NumPy dtype and an int size (else AttributeError)."""
+    if not getattr(obj, "__cuda_ndarray__", False):
+        raise ValueError("require an cuda ndarray object")
+    for attr, typ in (("shape", tuple), ("strides", tuple), ("dtype", np.dtype),
+                      ("size", int)):
+        if not hasattr(obj, attr):
+            raise AttributeError(attr)
+        if not isinstance(getattr(obj, attr), typ):
+            raise AttributeError("%s must be of type %s" % (attr, typ))
+
+
+def auto_device(obj, stream=0, copy=True, user_explicit=False):
+    """(device object, converted): device memory is returned as it is with False; a NumPy
+    record gives a new DeviceRecord, anything else np.asarray takes a new device array (its
+    stored core must be contiguous: sentry_contiguous), filled from `obj` when `copy`, with
+    True. A foreign ``__cuda_array_interface__`` object is not supported
+    (NotSupportedError). user_explicit is accepted for Numba's signature; devarray has no
+    implicit-copy warning to silence."""
+    from ._driver import is_device_memory
+    if is_device_memory(obj):
+        return obj, False
+    if hasattr(obj, "__cuda_array_interface__"):
+        from ._lib import NotSupportedError
+        raise NotSupportedError(300, "%s exposes __cuda_array_interface__; devarray does not "
+                                "wrap foreign device memory" % type(obj).__name__, "auto_device")
+    if isinstance(obj, np.void):
+        dev = from_record_like(obj, stream=stream)
+    else:
+        obj = np.asanyarray(obj)
+        sentry_contiguous(obj)
+        dev = device_array(obj.shape, obj.dtype, strides=obj.strides if obj.size else None,
+                           stream=stream)
+    if copy:
+        dev.copy_to_device(obj, stream=stream)
+    return dev, True

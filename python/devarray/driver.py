@@ -17,6 +17,7 @@ from ._driver import (host_to_device, device_to_host, device_to_device, device_m
                       is_device_memory, require_device_memory, device_pointer,
                       device_ctypes_pointer, device_extents)
 from ._stream import Stream, Event
+from ._devices import driver
 
 #: Numba's switch between its ctypes binding and NVIDIA's cuda-python: devarray's pointers
 #: are ctypes values, as with Numba's ctypes binding.
@@ -27,4 +28,5 @@ __all__ = ["MemoryPointer", "AutoFreePointer", "MappedMemory", "PinnedMemory", "
            "host_to_device", "device_to_host", "device_to_device", "device_memset",
            "device_memory_size", "host_memory_extents", "host_memory_size", "host_pointer",
            "is_device_memory", "require_device_memory", "device_pointer",
-           "device_ctypes_pointer", "device_extents", "Stream", "Event", "USE_NV_BINDING"]
+           "device_ctypes_pointer", "device_extents", "Stream", "Event", "USE_NV_BINDING",
+           "driver"]

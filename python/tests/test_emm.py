@@ -356,3 +356,14 @@ def test_numba_test_plugin_with_fake_pointers():
         gc.collect()
         cuda.close()
         cuda.set_memory_manager(None)
+
+
+def test_array_ipc_handle_routes_to_plugin(plugin):
+    """DeviceNDArray.get_ipc_handle asks the plug-in for the array's gpu_data, as Numba."""
+    d = cuda.device_array(4, np.int32)
+    h = d.get_ipc_handle()
+    assert h._ipc_handle == "ipc %d" % d.gpu_data.device_pointer.value
+    assert h._array_desc["shape"] == (4,) and h._array_desc["dtype"] == np.int32
+    with pytest.raises(cuda.NotSupportedError, match="plug-in's handle"):
+        h.open()
+    del d, h

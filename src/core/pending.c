@@ -128,9 +128,23 @@ dv_status dv__flush(dv_context *ctx) {
   return dv__flush_taken(ctx, items, n, owned);
 }
 
+/* Rounds of dv_context_flush_deallocs: a free that queues another entry
+ * (the last array bound to a stream releases the stream) is drained in the
+ * next round; the bound stops a free that queues something every time. */
+#define DV__FLUSH_ROUNDS 64
+
 dv_status dv_context_flush_deallocs(dv_context *ctx) {
   DV_CHECK_NULL(ctx);
-  return dv__flush(ctx);
+  dv_status first = DV_OK;
+  for (int round = 0; round < DV__FLUSH_ROUNDS; round++) {
+    dv_status rc = dv__flush(ctx);
+    if (rc && !first) first = rc;
+    pthread_mutex_lock(&ctx->lock);
+    int done = ctx->pending.count == 0 || ctx->defer_depth > 0;
+    pthread_mutex_unlock(&ctx->lock);
+    if (done) break;
+  }
+  return first;
 }
 
 dv_status dv_context_pending_deallocs(dv_context *ctx, size_t *count, size_t *bytes) {
