@@ -11,7 +11,8 @@
  *                     outside them; the reports
  *   host_initcheck.c  reads of shared memory no thread of the block wrote
  *   host_race.c       data races: shared memory within a block's barrier
- *                     interval, global memory across the launch
+ *                     interval, global memory across the launch (its shared
+ *                     shadow state: host_race_shadow.c)
  *
  * A launch's blocks run in parallel under these checks, as without them:
  * each executor thread has its own state for the block it runs (shared

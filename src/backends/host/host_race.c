@@ -62,208 +62,13 @@
  * `alloc` or `pcm`.  A view's records of other blocks are never ordered,
  * so renumbering touches only the view's block's records.
  */
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <string.h>
 
 #include "../../core/core.h"
 #include "devarray/kernel.h"
-#include "host_check.h"
-
-#define RC_INLINE inline __attribute__((always_inline))
-#define RC_NOINLINE __attribute__((noinline))
-
-#define RC_PC_BITS 20
-#define RC_PC_LIMIT (1u << RC_PC_BITS) /* indices 0 .. RC_PC_LIMIT - 1 */
-#define RC_PC_NONE 0u                  /* an empty record */
-#define RC_PC_NULL 1u                  /* a NULL pc, or one past the table */
-#define RC_PC_CACHE 64                 /* pcs remembered, direct-mapped */
-#define RC_GID_BITS 44
-#define RC_GID_MAX ((UINT64_C(1) << RC_GID_BITS) - 1)
-#define RC_SEQ_MAX 0xFFFEu /* the last count an event may reach */
-#define RC_CHUNK_BITS 12   /* bytes of region per shadow chunk: 4 KiB */
-#define RC_CHUNK_BYTES ((size_t)1 << RC_CHUNK_BITS)
-#define RC_CHUNK_WORDS (RC_CHUNK_BYTES / 4)
-#define RC_PAGE_BITS 9 /* chunk pointers per directory page: 512 */
-#define RC_PAGE_SPAN_BITS (RC_CHUNK_BITS + RC_PAGE_BITS)
-#define RC_STRIPES 256     /* global cell locks, by the cells' cache line */
-#define RC_SEG_BITS 6      /* pool segment s holds 64 << s split-word groups */
-#define RC_SEGS 40         /* pool segments at most: 2^46 - 64 split words */
-
-/* The shadow of one word, or of one byte of a split word. */
-typedef struct rc_cell {
-  uint64_t w, r[2];   /* last write, readers since: gid << RC_PC_BITS | pc; 0: none */
-  uint16_t ws, rs[2]; /* the block's event count at each */
-  uint16_t gen;       /* shared cells: the block generation they belong to */
-} rc_cell;
-_Static_assert(sizeof(rc_cell) == 32, "a shadow cell is 32 bytes");
-
-/* A split word's cell: w is a record no access makes (pc index RC_PC_NONE
- * with a nonzero gid), whose gid is 1 + the index of its byte cells' group
- * in the pool (global memory; shared words' byte cells are at 4 * word). */
-static inline bool rc_split(const rc_cell *c) { return c->w && !(c->w & (RC_PC_LIMIT - 1)); }
-
-typedef struct rc_chunk {
-  rc_cell cell[RC_CHUNK_WORDS];
-} rc_chunk;
-
-typedef struct rc_region {
-  size_t bytes;
-  size_t npages;
-  rc_chunk ***page; /* npages directory pages of 2^RC_PAGE_BITS chunks; NULL: untouched */
-} rc_region;
-
-/* What a chunk or directory page that could not be allocated points to. */
-static uint64_t rc_dead_marker;
-#define RC_DEAD_CHUNK ((rc_chunk *)(void *)&rc_dead_marker)
-#define RC_DEAD_PAGE ((rc_chunk **)(void *)&rc_dead_marker)
-
-/* A chunk lock, alone on its cache line. */
-typedef struct rc_spin {
-  atomic_int held;
-  char pad[60];
-} rc_spin;
-
-/* The launch's global shadow and what its views share. */
-typedef struct rc_glob {
-  size_t nregions;
-  rc_region *reg;
-  rc_spin lock[RC_STRIPES];
-  pthread_mutex_t alloc; /* directory pages, chunks, the pool */
-  pthread_mutex_t pcm;   /* the pc table */
-  /* the pool of split global words' byte cells, 4 a group, in segments
-   * that double (rc_group); a free group's first cell's w is the next free
-   * group's index + 1 (0: none) */
-  rc_cell *_Atomic *seg; /* RC_SEGS segment pointers */
-  size_t pool_groups, pool_free;
-  _Atomic size_t held; /* bytes allocated (hk_race_shadow_bytes), views too */
-  atomic_bool degraded;
-  atomic_int views;    /* the views alive: the last one frees this */
-  /* pcs, interned: pcs[i] is index i's; an open-addressing table finds them */
-  const void **pcs;
-  uint32_t npcs, pcs_cap;
-  const void **hkey;
-  uint32_t *hval;
-  uint32_t hcap;
-} rc_glob;
-
-/* An executor's view. */
-struct hk_race {
-  rc_glob *gl;
-  size_t nregions; /* gl's, for the fast paths */
-  rc_region *reg;
-  size_t shared_bytes;
-  rc_cell *shared;   /* the arena's word cells */
-  rc_cell *shared_b; /* the arena's byte cells (of split words) */
-  int bt, wave, nwaves;
-  int wave_shift; /* log2(wave) when a power of two, else -1 */
-  /* the running block */
-  uint64_t block, base;                  /* base: block * bt, the gid of its thread 0 */
-  bool gid_ok;                           /* every thread of the block has a 44-bit gid */
-  uint16_t gen;                          /* shared cells of another generation are empty */
-  uint32_t seq, last_local, last_global; /* counts: now, at the last barrier of each fence */
-  uint32_t *last_wave;                   /* per wave: at its last synchronization */
-  bool dirty;                            /* an access was recorded at the current seq */
-  size_t own;                            /* bytes this view allocated for itself */
-  const void *pcc_key[RC_PC_CACHE]; /* the last pcs seen, by a hash of their address */
-  uint32_t pcc_val[RC_PC_CACHE];
-};
-
-static inline void rc_lock(rc_spin *l) {
-  for (int i = 0; atomic_exchange_explicit(&l->held, 1, memory_order_acquire); i++)
-    while (atomic_load_explicit(&l->held, memory_order_relaxed))
-      if (++i > 64) sched_yield();
-}
-static inline void rc_unlock(rc_spin *l) {
-  atomic_store_explicit(&l->held, 0, memory_order_release);
-}
-static inline rc_spin *rc_lock_of(const hk_race *r, const rc_cell *c) {
-  uintptr_t u = (uintptr_t)c >> 6;
-  return &r->gl->lock[(u ^ (u >> 8)) & (RC_STRIPES - 1)];
-}
-static inline void rc_degrade(hk_race *r) {
-  atomic_store_explicit(&r->gl->degraded, true, memory_order_relaxed);
-}
-static inline void rc_held(rc_glob *g, size_t n) {
-  atomic_fetch_add_explicit(&g->held, n, memory_order_relaxed);
-}
+#include "host_race_internal.h"
 
 /* ---- pcs ---- */
-
-static uint32_t rc_hash(const void *pc, uint32_t mask) {
-  uint64_t h = (uint64_t)(uintptr_t)pc * UINT64_C(0x9E3779B97F4A7C15);
-  return (uint32_t)(h >> 32) & mask;
-}
-
-/* Room for one more pc; false: no memory (the pc then goes unnamed). */
-static bool rc_pc_grow(rc_glob *r) {
-  if (r->npcs == r->pcs_cap) {
-    uint32_t cap = r->pcs_cap * 2;
-    const void **p = dv__malloc(cap * sizeof *p);
-    if (!p) return false;
-    memcpy(p, r->pcs, r->npcs * sizeof *p);
-    dv__free(r->pcs);
-    r->pcs = p;
-    rc_held(r, (size_t)(cap - r->pcs_cap) * sizeof *p);
-    r->pcs_cap = cap;
-  }
-  if ((size_t)(r->npcs + 1) * 2 > r->hcap) {
-    uint32_t cap = r->hcap * 2, mask = cap - 1;
-    const void **k = dv__calloc(cap, sizeof *k);
-    uint32_t *v = dv__malloc(cap * sizeof *v);
-    if (!k || !v) {
-      dv__free(k);
-      dv__free(v);
-      return false;
-    }
-    for (uint32_t i = 0; i < r->hcap; i++) {
-      if (!r->hkey[i]) continue;
-      uint32_t j = rc_hash(r->hkey[i], mask);
-      while (k[j]) j = (j + 1) & mask;
-      k[j] = r->hkey[i];
-      v[j] = r->hval[i];
-    }
-    dv__free(r->hkey);
-    dv__free(r->hval);
-    r->hkey = k;
-    r->hval = v;
-    rc_held(r, (size_t)(cap - r->hcap) * (sizeof *k + sizeof *v));
-    r->hcap = cap;
-  }
-  return true;
-}
-
-static uint32_t rc_pc_slow(hk_race *v, const void *pc) {
-  if (!pc) return RC_PC_NULL;
-  rc_glob *r = v->gl;
-  pthread_mutex_lock(&r->pcm);
-  uint32_t mask = r->hcap - 1, j = rc_hash(pc, mask), idx = RC_PC_NULL;
-  for (; r->hkey[j]; j = (j + 1) & mask)
-    if (r->hkey[j] == pc) {
-      idx = r->hval[j];
-      goto out;
-    }
-  if (r->npcs >= RC_PC_LIMIT || !rc_pc_grow(r)) goto out;
-  mask = r->hcap - 1;
-  for (j = rc_hash(pc, mask); r->hkey[j];) j = (j + 1) & mask;
-  idx = r->npcs++;
-  r->pcs[idx] = pc;
-  r->hkey[j] = pc;
-  r->hval[j] = idx;
-out:
-  pthread_mutex_unlock(&r->pcm);
-  return idx;
-}
-
-/* The pc of index i (NULL: none). */
-static const void *rc_pc_at(const hk_race *v, uint32_t i) {
-  rc_glob *r = v->gl;
-  pthread_mutex_lock(&r->pcm);
-  const void *pc = i < r->npcs ? r->pcs[i] : NULL;
-  pthread_mutex_unlock(&r->pcm);
-  return pc;
-}
 
 /* A pc's index: a kernel's loop alternates a few instructions, which the
  * cache answers (an empty entry's key is NULL, whose index is RC_PC_NULL). */
@@ -279,7 +84,6 @@ static inline uint32_t rc_pc(hk_race *r, const void *pc) {
 
 /* ---- records ---- */
 
-static inline uint64_t rc_gid(uint64_t v) { return v >> RC_PC_BITS; }
 
 /* The wave of thread t of the block. */
 static inline int rc_wave(const hk_race *r, uint64_t t) {
@@ -410,19 +214,10 @@ static void rc_fill_hit(const hk_race *r, hk_race_hit *hit, uint64_t v, bool wri
 
 /* ---- split words ---- */
 
-/* Group gi of the pool (its segment exists): segment s holds groups
- * 64 * (2^s - 1) to 64 * (2^(s+1) - 1) - 1. */
-static inline rc_cell *rc_group(const rc_glob *g, size_t gi) {
-  const size_t q = (gi >> RC_SEG_BITS) + 1;
-  const int sn = 63 - __builtin_clzll((unsigned long long)q);
-  rc_cell *sg = atomic_load_explicit(&g->seg[sn], memory_order_acquire);
-  return sg + 4 * (gi - (((size_t)1 << sn) - 1) * ((size_t)1 << RC_SEG_BITS));
-}
-
 /* The byte cells of the word whose cell is c, splitting it if it is not
  * yet (each byte cell a copy of the word's); NULL: no memory (global only:
  * the bytes go unchecked, hk_race_degraded says so).  Global: under c's
- * chunk's lock. */
+ * lock. */
 static rc_cell *rc_bytes(hk_race *r, rc_cell *c, bool global) {
   if (!global) {
     rc_cell *b = r->shared_b + 4 * (size_t)(c - r->shared);
@@ -434,28 +229,12 @@ static rc_cell *rc_bytes(hk_race *r, rc_cell *c, bool global) {
   }
   rc_glob *g = r->gl;
   if (rc_split(c)) return rc_group(g, (size_t)(rc_gid(c->w) - 1));
-  pthread_mutex_lock(&g->alloc);
-  if (!g->pool_free) {
-    const size_t si = (size_t)(63 - __builtin_clzll((unsigned long long)(
-                          (g->pool_groups >> RC_SEG_BITS) + 1)));
-    const size_t n = (size_t)1 << (RC_SEG_BITS + si);
-    rc_cell *p = si < RC_SEGS ? dv__malloc(n * 4 * sizeof *p) : NULL;
-    if (!p) {
-      pthread_mutex_unlock(&g->alloc);
-      rc_degrade(r);
-      return NULL;
-    }
-    for (size_t i = 0; i < n; i++)
-      p[4 * i].w = i + 1 < n ? g->pool_groups + i + 2 : 0;
-    g->pool_free = g->pool_groups + 1;
-    g->pool_groups += n;
-    rc_held(g, n * 4 * sizeof *p);
-    atomic_store_explicit(&g->seg[si], p, memory_order_release);
+  size_t gi;
+  if (!rc_pool_take(g, &gi)) {
+    rc_degrade(r);
+    return NULL;
   }
-  size_t gi = g->pool_free - 1;
   rc_cell *b = rc_group(g, gi);
-  g->pool_free = (size_t)b[0].w;
-  pthread_mutex_unlock(&g->alloc);
   b[0] = b[1] = b[2] = b[3] = *c;
   c->w = (uint64_t)(gi + 1) << RC_PC_BITS;
   return b;
@@ -469,13 +248,7 @@ static void rc_join(hk_race *r, rc_cell *c, rc_cell *b, bool global) {
     return;
   size_t gi = global ? (size_t)(rc_gid(c->w) - 1) : 0;
   *c = b[0];
-  if (global) {
-    rc_glob *g = r->gl;
-    pthread_mutex_lock(&g->alloc);
-    b[0].w = g->pool_free;
-    g->pool_free = gi + 1;
-    pthread_mutex_unlock(&g->alloc);
-  }
+  if (global) rc_pool_put(r->gl, gi);
 }
 
 /* Check and record x's access of bytes [in, in + n) of the words from wc (wc[0]
@@ -579,14 +352,6 @@ static void rc_renum_words(const hk_race *r, rc_cell *c, size_t n, uint16_t gen,
   }
 }
 
-/* A directory page / chunk pointer, as published (rc_chunk_at). */
-static inline rc_chunk **rc_page_get(const rc_region *rg, size_t p) {
-  return __atomic_load_n(&rg->page[p], __ATOMIC_ACQUIRE);
-}
-static inline rc_chunk *rc_chunk_get(rc_chunk **page, size_t k) {
-  return __atomic_load_n(&page[k], __ATOMIC_ACQUIRE);
-}
-
 /* The running block's counts are about to overflow: renumber its records so
  * that each answers as before, then restart the counts at 2.  Every chunk
  * is looked at (other executors' blocks touch them too), each word under
@@ -622,65 +387,6 @@ static uint32_t rc_tick(hk_race *r) {
 }
 
 /* ---- the interface ---- */
-
-static void rc_glob_free(rc_glob *g) {
-  for (size_t i = 0; g->reg && i < g->nregions; i++) {
-    rc_region *rg = &g->reg[i];
-    for (size_t p = 0; rg->page && p < rg->npages; p++) {
-      rc_chunk **page = rg->page[p];
-      if (!page || page == RC_DEAD_PAGE) continue;
-      for (size_t k = 0; k < ((size_t)1 << RC_PAGE_BITS); k++)
-        if (page[k] != RC_DEAD_CHUNK) dv__free(page[k]);
-      dv__free(page);
-    }
-    dv__free(rg->page);
-  }
-  for (size_t si = 0; g->seg && si < RC_SEGS; si++) dv__free(atomic_load(&g->seg[si]));
-  dv__free(g->seg);
-  dv__free(g->reg);
-  dv__free(g->pcs);
-  dv__free(g->hkey);
-  dv__free(g->hval);
-  pthread_mutex_destroy(&g->alloc);
-  pthread_mutex_destroy(&g->pcm);
-  dv__free(g);
-}
-
-static rc_glob *rc_glob_new(size_t nregions, const size_t *bytes) {
-  rc_glob *g = dv__calloc(1, sizeof *g);
-  if (!g) return NULL;
-  pthread_mutex_init(&g->alloc, NULL);
-  pthread_mutex_init(&g->pcm, NULL);
-  g->nregions = nregions;
-  g->reg = dv__calloc(nregions, sizeof *g->reg);
-  g->seg = dv__calloc(RC_SEGS, sizeof *g->seg);
-  g->pcs_cap = 64;
-  g->hcap = 128;
-  g->pcs = dv__malloc(g->pcs_cap * sizeof *g->pcs);
-  g->hkey = dv__calloc(g->hcap, sizeof *g->hkey);
-  g->hval = dv__malloc(g->hcap * sizeof *g->hval);
-  bool ok = g->reg && g->seg && g->pcs && g->hkey && g->hval;
-  size_t held = sizeof *g + nregions * sizeof *g->reg + RC_SEGS * sizeof *g->seg +
-                g->pcs_cap * sizeof *g->pcs + g->hcap * (sizeof *g->hkey + sizeof *g->hval);
-  for (size_t i = 0; ok && i < nregions; i++) {
-    rc_region *rg = &g->reg[i];
-    rg->bytes = bytes[i];
-    rg->npages = (bytes[i] >> RC_PAGE_SPAN_BITS) +
-                 ((bytes[i] & (((size_t)1 << RC_PAGE_SPAN_BITS) - 1)) != 0);
-    if (!rg->npages) continue;
-    rg->page = dv__calloc(rg->npages, sizeof *rg->page);
-    ok = rg->page != NULL;
-    held += rg->npages * sizeof *rg->page;
-  }
-  if (!ok) {
-    rc_glob_free(g);
-    return NULL;
-  }
-  atomic_store(&g->held, held);
-  g->npcs = 2; /* RC_PC_NONE, RC_PC_NULL */
-  g->pcs[RC_PC_NONE] = g->pcs[RC_PC_NULL] = NULL;
-  return g;
-}
 
 /* A view of g (which it then holds), for blocks of block_threads threads. */
 static hk_race *rc_view_new(rc_glob *g, size_t shared_bytes, int block_threads, int wave) {
@@ -765,40 +471,6 @@ void hk_race_barrier(hk_race *r, int fence) {
 void hk_race_wave(hk_race *r, int w) {
   if (!r || w < 0 || w >= r->nwaves) return;
   r->last_wave[w] = rc_tick(r);
-}
-
-/* rc_chunk_at's work when the page or chunk is not there yet: made under
- * `alloc` (another executor may be making it), then published. */
-static RC_NOINLINE rc_chunk *rc_chunk_make(hk_race *r, rc_region *rg, size_t p, size_t k) {
-  rc_glob *g = r->gl;
-  pthread_mutex_lock(&g->alloc);
-  rc_chunk **page = rg->page[p];
-  if (!page) {
-    page = dv__calloc((size_t)1 << RC_PAGE_BITS, sizeof *page);
-    if (!page) {
-      rc_degrade(r);
-      page = RC_DEAD_PAGE;
-    } else {
-      rc_held(g, ((size_t)1 << RC_PAGE_BITS) * sizeof *page);
-    }
-    __atomic_store_n(&rg->page[p], page, __ATOMIC_RELEASE);
-  }
-  rc_chunk *ch = NULL;
-  if (page != RC_DEAD_PAGE) {
-    ch = page[k];
-    if (!ch) {
-      ch = dv__calloc(1, sizeof *ch);
-      if (!ch) {
-        rc_degrade(r);
-        ch = RC_DEAD_CHUNK;
-      } else {
-        rc_held(g, sizeof *ch);
-      }
-      __atomic_store_n(&page[k], ch, __ATOMIC_RELEASE);
-    }
-  }
-  pthread_mutex_unlock(&g->alloc);
-  return !ch || ch == RC_DEAD_CHUNK ? NULL : ch;
 }
 
 /* The chunk holding byte `off` of region rg; NULL: dead (no memory). */
