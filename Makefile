@@ -47,7 +47,7 @@ TSAN = TSAN_OPTIONS=halt_on_error=1 scripts/quietly build-tsan/tsan.log
 CUDA_DOUBLE = LD_LIBRARY_PATH=build-tsan/tests/cudadouble DV_CUDA_STAGING_CHUNK=65536 CUDA_DOUBLE_BLOCK_S=3
 tsan: setup
 	@$(CONFIGURE) -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_TSAN=ON -DDV_WERROR=ON > /dev/null
-	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool test_host_kernels test_host_fast test_modes test_kwave test_smart test_claim test_copyteam test_cuda_double test_soak test_watchdog test_host_checks
+	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool test_host_kernels test_host_fast test_modes test_kwave test_smart test_claim test_copyteam test_cuda_double test_soak test_watchdog test_host_checks test_host_race
 	@rm -f build-tsan/tsan.log
 	@$(TSAN) ./build-tsan/tests/test_threads host
 	@$(TSAN) ./build-tsan/tests/test_threads host-pool
@@ -58,6 +58,7 @@ tsan: setup
 	@$(TSAN) ./build-tsan/tests/test_host_fast host
 	@$(TSAN) ./build-tsan/tests/test_watchdog host
 	@$(TSAN) ./build-tsan/tests/test_host_checks host
+	@$(TSAN) ./build-tsan/tests/test_host_race
 	@$(TSAN) ./build-tsan/tests/test_modes host
 	@$(TSAN) ./build-tsan/tests/test_kwave host
 	@$(TSAN) ./build-tsan/tests/test_soak host

@@ -5,8 +5,11 @@
  * (block barriers by fence, waves, blocks), the granularity (bytes, partial
  * overlaps), the readers kept, a thread's own accesses, history per block
  * and per launch, the 16-bit event count renumbered, the hit's fields, the
- * shadow's cost on a big region, and allocation failures.
+ * shadow's cost on a big region, allocation failures, and views used by
+ * threads at once (blocks in parallel).
  */
+#include <pthread.h>
+
 #include "common.h"
 #include "backends/host/host_check.h"
 #include "core/core.h"
@@ -618,6 +621,69 @@ static void test_out_of_memory(void **state) {
   hk_race_free(r);
 }
 
+/* Two views in two threads, as two executors run a launch's blocks: each
+ * view's blocks write their own words of one region (whole words, and bytes
+ * that split them), making its chunks and the split words' pool at the same
+ * time as the other, and the same shared offsets in their own arenas.
+ * Nothing races; then a write over the other view's word does. */
+typedef struct view_job {
+  hk_race *r;
+  int first; /* blocks first, first + 2, ... */
+  int raced; /* races reported (none expected) */
+} view_job;
+
+#define VIEW_BYTES (64 * 4096)
+
+static void *view_run(void *arg) {
+  view_job *j = arg;
+  hk_race_hit h;
+  for (int b = j->first; b < 64; b += 2) {
+    hk_race_block(j->r, (uint64_t)b);
+    for (int t = 0; t < 64; t++) {
+      hk_acc a = {.block = (uint64_t)b, .thread = t, .pc = PC(t % 7), .write = true};
+      /* word k of the region belongs to view k % 2 */
+      size_t word = 2 * ((size_t)b / 2 * 64 + (size_t)t) + (size_t)j->first;
+      size_t off = word * 64; /* one word in 16: every chunk of the region */
+      j->raced += hk_race_global(j->r, 0, off, t % 3 ? 4 : 1, &a, &h);
+      a.write = false;
+      j->raced += hk_race_global(j->r, 0, off, 4, &a, &h);
+      a.write = true;
+      j->raced += hk_race_shared(j->r, 4 * (size_t)t, 4, &a, &h);
+    }
+    hk_race_barrier(j->r, LOCAL | GLOBAL);
+  }
+  return NULL;
+}
+
+static void test_views_in_parallel(void **state) {
+  (void)state;
+  size_t bytes[] = {VIEW_BYTES};
+  hk_race *r0 = hk_race_new(1, bytes, 256, 64, 32);
+  assert_non_null(r0);
+  assert_null(hk_race_view(NULL));
+  hk_race *r1 = hk_race_view(r0);
+  assert_non_null(r1);
+  view_job j[2] = {{r0, 0, 0}, {r1, 1, 0}};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, view_run, &j[1]), 0);
+  view_run(&j[0]);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  assert_int_equal(j[0].raced, 0);
+  assert_int_equal(j[1].raced, 0);
+  assert_false(hk_race_degraded(r0));
+  /* word 0 is view 0's (block 0, thread 0, pc 0): view 1's block 99 races */
+  hk_race_block(r1, 99);
+  hk_race_hit h;
+  hk_acc a = {.block = 99, .thread = 5, .pc = PC(9), .write = true};
+  assert_true(hk_race_global(r1, 0, 0, 4, &a, &h));
+  assert_int_equal(h.prev.block % 2, 0);
+  assert_int_equal(h.off, 0);
+  /* the arena is the view's own: view 1 saw none of view 0's shared writes */
+  assert_false(sw(r1, 7, 0, 4, 3, &h));
+  hk_race_free(r0); /* either order: the last view frees the launch's shadow */
+  hk_race_free(r1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shared_write_write),
@@ -643,6 +709,7 @@ int main(void) {
       cmocka_unit_test(test_thread_ids_past_44_bits),
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_out_of_memory),
+      cmocka_unit_test(test_views_in_parallel),
   };
   return cmocka_run_group_tests_name("host_race", tests, NULL, NULL);
 }

@@ -21,11 +21,14 @@
  * runtime fault does (host_rt.c's hk_fault_stop): the launch fails with
  * DV_ERR_KERNEL_FAULT and the message, the stream and context go on.
  *
- * The launch's blocks run one after the other on one executor
+ * The launch's blocks run in parallel, each executor thread one at a time
  * (host_kernel.c), on the per-thread path (no block function, no region
- * fission), so one state per launch needs no lock: host_exec.c tells it
- * when a block starts, when a barrier releases the block and when a wave
- * is released.
+ * fission).  Each executor takes a lane of its own when it joins the
+ * launch (hk_access_lane): the state of the block it runs (its view of the
+ * race state, init bits, caches), which needs no lock; the launch's arrays
+ * and regions are only read; the global race shadow is host_race.c's to
+ * guard.  host_exec.c tells a lane when a block starts, when a barrier
+ * releases the block and when a wave is released.
  */
 #include <dlfcn.h>
 #include <link.h>
@@ -183,52 +186,74 @@ oom:
 }
 
 /* The shadows exist only while the launch runs (a queue of launches holds
- * their arguments only: the shared arena's race shadow is 5 MiB). */
-dv_status hk_access_start(hk_job *l) {
+ * their arguments only: the shared arena's race shadow is 5 MiB a lane). */
+dv_status hk_access_start(hk_job *l, int lanes) {
   hk_access *a = l->acc;
+  if (lanes < 1) lanes = 1;
   size_t *bytes = dv__calloc(a->nregions ? a->nregions : 1, sizeof *bytes);
-  if (bytes) {
+  a->lanes = dv__calloc((size_t)lanes, sizeof *a->lanes);
+  bool ok = bytes && a->lanes;
+  if (ok) {
+    a->nlanes = lanes;
     for (size_t r = 0; r < a->nregions; r++) bytes[r] = a->regions[r].hi - a->regions[r].lo;
-    a->race = hk_race_new(a->nregions, bytes, HK_ARENA_BYTES, l->nthreads, l->k->wave);
-    a->init = hk_init_new(HK_ARENA_BYTES);
+    for (int i = 0; ok && i < lanes; i++) {
+      hk_lane *ln = &a->lanes[i];
+      ln->race = i == 0 ? hk_race_new(a->nregions, bytes, HK_ARENA_BYTES, l->nthreads, l->k->wave)
+                        : hk_race_view(a->lanes[0].race);
+      ln->init = hk_init_new(HK_ARENA_BYTES);
+      ok = ln->race && ln->init;
+    }
   }
   dv__free(bytes);
-  if (bytes && a->race && a->init) return DV_OK;
+  atomic_store(&a->lanes_taken, 0);
+  if (ok) return DV_OK;
   hk_access_stop(a);
   return DV_ERR_HOST_OUT_OF_MEMORY;
 }
 
 void hk_access_stop(hk_access *a) {
   if (!a) return;
-  hk_race_free(a->race);
-  hk_init_free(a->init);
-  a->race = NULL;
-  a->init = NULL;
+  for (int i = 0; a->lanes && i < a->nlanes; i++) {
+    hk_race_free(a->lanes[i].race);
+    hk_init_free(a->lanes[i].init);
+  }
+  dv__free(a->lanes);
+  a->lanes = NULL;
+  a->nlanes = 0;
 }
 
-bool hk_access_degraded(const hk_access *a) { return a && hk_race_degraded(a->race); }
+bool hk_access_lane(hk_exec *ex, hk_job *l) {
+  hk_access *a = l->acc;
+  int i = atomic_fetch_add(&a->lanes_taken, 1);
+  ex->lane = i < a->nlanes ? &a->lanes[i] : NULL;
+  return ex->lane != NULL;
+}
+
+bool hk_access_degraded(const hk_access *a) {
+  return a && a->lanes && hk_race_degraded(a->lanes[0].race);
+}
 
 /* ---- the block's events (host_exec.c) -------------------------------------- */
 
 void hk_access_block(hk_exec *ex) {
-  hk_access *a = ex->l->acc;
-  hk_race_block(a->race, ex->block);
-  hk_init_block(a->init);
-  a->uninit = false;
+  hk_lane *ln = ex->lane;
+  hk_race_block(ln->race, ex->block);
+  hk_init_block(ln->init);
+  ln->uninit = false;
   ex->acc_pc = NULL;
 }
 
-void hk_access_barrier(hk_exec *ex, int fence) { hk_race_barrier(ex->l->acc->race, fence); }
+void hk_access_barrier(hk_exec *ex, int fence) { hk_race_barrier(ex->lane->race, fence); }
 
 bool hk_access_pending(hk_exec *ex) {
-  hk_access *a = ex->l->acc;
-  if (!a->uninit) return false;
-  a->uninit = false;
-  hk_fmt(ex->fault, sizeof ex->fault, "%s", a->uninit_msg);
+  hk_lane *ln = ex->lane;
+  if (!ln->uninit) return false;
+  ln->uninit = false;
+  hk_fmt(ex->fault, sizeof ex->fault, "%s", ln->uninit_msg);
   return true;
 }
 
-void hk_access_wave(hk_exec *ex, int w) { hk_race_wave(ex->l->acc->race, w); }
+void hk_access_wave(hk_exec *ex, int w) { hk_race_wave(ex->lane->race, w); }
 
 /* ---- an access --------------------------------------------------------------- */
 
@@ -256,6 +281,15 @@ static inline void hk_acc_leave(hk_exec *ex, const void *pc) {
 /* A race: the report, then the block stops. */
 __attribute__((noreturn)) static void hk_race_fault(hk_exec *ex, const char *what,
                                                     const hk_acc *cur, const hk_race_hit *hit) {
+  /* Blocks in parallel: two blocks' accesses are told as a run of the
+   * blocks in order finds them, the later block's first, whichever came
+   * first here. */
+  if (hit->prev.block > cur->block) {
+    hk_race_hit h = *hit;
+    hk_acc c = h.prev;
+    h.prev = *cur;
+    hk_race_fault(ex, what, &c, &h);
+  }
   char this_who[96], prev_who[96], this_at[160], prev_at[160];
   hk_mc_who(ex, cur->block, cur->thread, this_who, sizeof this_who);
   hk_mc_who(ex, hit->prev.block, hit->prev.thread, prev_who, sizeof prev_who);
@@ -272,7 +306,7 @@ __attribute__((noreturn)) static void hk_race_fault(hk_exec *ex, const char *wha
 
 /* The first read of uninitialized shared memory of the interval (initcheck):
  * its report, kept until the interval ends. */
-static __attribute__((noinline)) void hk_acc_uninit(hk_exec *ex, hk_access *a, size_t first,
+static __attribute__((noinline)) void hk_acc_uninit(hk_exec *ex, hk_lane *a, size_t first,
                                                     const void *pc) {
   char what[200], who[96], at[160];
   hk_mc_shared_name(ex, first, what, sizeof what);
@@ -298,7 +332,7 @@ static inline bool hk_acc_in_slot(const hk_exec *ex, int s, size_t off, size_t n
          n <= sl->bytes - (off - sl->off);
 }
 
-static inline void hk_acc_shared(hk_exec *ex, hk_access *a, uintptr_t p, size_t n, int flags,
+static inline void hk_acc_shared(hk_exec *ex, hk_lane *a, uintptr_t p, size_t n, int flags,
                                  const void *pc) {
   const size_t off = p - (uintptr_t)ex->arena;
   /* Inside one shared array (slot 0: the dynamic area)?  The two last found
@@ -341,14 +375,15 @@ static bool hk_acc_elsewhere(const hk_exec *ex, uintptr_t p) {
 static void hk_acc_global(hk_exec *ex, hk_access *a, uintptr_t p, size_t n, int flags,
                           const void *pc) {
   /* Inside one argument's span (the last one hit first)? */
-  const hk_garg *ga = &a->args[a->last];
+  hk_lane *ln = ex->lane;
+  const hk_garg *ga = &a->args[ln->last];
   if (!(a->nargs && ga->region >= 0 && p >= ga->lo && p < ga->hi && n <= ga->hi - p)) {
     ga = NULL;
     for (size_t i = 0; i < a->nargs; i++) {
       const hk_garg *g = &a->args[i];
       if (g->region >= 0 && p >= g->lo && p < g->hi && n <= g->hi - p) {
         ga = g;
-        a->last = (int)i;
+        ln->last = (int)i;
         break;
       }
     }
@@ -363,7 +398,7 @@ static void hk_acc_global(hk_exec *ex, hk_access *a, uintptr_t p, size_t n, int 
   const hk_region *r = &a->regions[ga->region];
   hk_acc cur = {ex->block, ex->cur, pc, write};
   hk_race_hit hit;
-  if (hk_race_global(a->race, (size_t)ga->region, p - r->lo, n, &cur, &hit)) {
+  if (hk_race_global(ln->race, (size_t)ga->region, p - r->lo, n, &cur, &hit)) {
     char what[200];
     hk_mc_global_name(a, ga->region, hit.off, what, sizeof what);
     hk_race_fault(ex, what, &cur, &hit);
@@ -386,7 +421,7 @@ static inline bool hk_acc_own(const hk_exec *ex, uintptr_t p) {
 static void hk_check(hk_exec *ex, uintptr_t p, size_t n, int flags, const void *pc) {
   if (!n) return;
   if (p - (uintptr_t)ex->arena < HK_ARENA_BYTES) {
-    hk_acc_shared(ex, ex->l->acc, p, n, flags, pc);
+    hk_acc_shared(ex, ex->lane, p, n, flags, pc);
     return;
   }
   if (hk_acc_own(ex, p)) return;
@@ -401,7 +436,7 @@ static void hk_rt_access(const void *ptr, size_t n, int flags, const void *pc) {
   /* The commonest: the thread's own stack, then shared memory, then the
    * thread's record and dv__self. */
   if (p - (uintptr_t)ex->stacks < ex->map_bytes) return;
-  hk_access *a = ex->l ? ex->l->acc : NULL;
+  hk_lane *a = ex->l && ex->l->acc ? ex->lane : NULL;
   if (!a) return; /* not in a checked launch (never: modules are per launch) */
   if (p - (uintptr_t)ex->arena < HK_ARENA_BYTES && n) {
     hk_acc_enter(ex);

@@ -23,12 +23,11 @@ typedef struct hk_region {
   uintptr_t lo, hi;
 } hk_region;
 
-struct hk_access {
+/* What one executor thread's blocks of the launch need (its lane): its
+ * view of the race state, its shared arena's init bits, its caches. */
+struct hk_lane {
   hk_race *race;
   hk_init *init;
-  size_t nregions, nargs;
-  hk_region *regions;
-  hk_garg *args;
   int last;    /* the argument the last global access fell in */
   int slot[2]; /* the shared arrays (hk_exec's slots) two last shared accesses fell in */
   int slot_next; /* which of them the next new one replaces */
@@ -39,6 +38,17 @@ struct hk_access {
    * says more than "uninitialized". */
   bool uninit;
   char uninit_msg[512];
+};
+
+struct hk_access {
+  size_t nregions, nargs;
+  hk_region *regions;
+  hk_garg *args;
+  /* While the launch runs (hk_access_start): a lane per executor that may
+   * run its blocks, taken in turn (hk_access_lane). */
+  hk_lane *lanes;
+  int nlanes;
+  atomic_int lanes_taken;
 };
 
 /* ---- host_memcheck.c ---- */

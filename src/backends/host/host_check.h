@@ -11,10 +11,14 @@
  *                     outside them; the reports
  *   host_initcheck.c  reads of shared memory no thread of the block wrote
  *   host_race.c       data races: shared memory within a block's barrier
- *                     interval, global memory across the launch
+ *                     interval, global memory across the launch (its shared
+ *                     shadow state: host_race_shadow.c)
  *
- * The launch's blocks run one after the other while these checks are on
- * (one state per launch, no locks).  Offsets are bytes: into a global
+ * A launch's blocks run in parallel under these checks, as without them:
+ * each executor thread has its own state for the block it runs (shared
+ * memory's shadow, init bits, barrier counts: host_access.c's lanes, a
+ * view of the race state each); the global race shadow is the launch's,
+ * under locks (host_race.c).  Offsets are bytes: into a global
  * region (one of the launch's arrays, numbered by the dispatcher) or into
  * the block's shared arena (static shared arrays and the dynamic area).
  */
@@ -92,11 +96,18 @@ typedef struct hk_race_hit {
  * nregions > 0). */
 hk_race *hk_race_new(size_t nregions, const size_t *bytes, size_t shared_bytes,
                      int block_threads, int wave);
-void hk_race_free(hk_race *r); /* NULL: nothing */
-/* Block `block` starts (blocks run one after the other): its shared
- * memory's history is forgotten and its barrier counts start at zero.
- * Global memory's history stays for the whole launch.  Accesses until the
- * next call are this block's (their hk_acc.block is not read). */
+/* Another view of r's launch, for another executor thread: the same global
+ * shadow, its own shared arena's shadow and running block.  Each view is
+ * used by one thread at a time; different views may be used at once.
+ * NULL: no memory (or r NULL). */
+hk_race *hk_race_view(hk_race *r);
+/* Frees a view; the launch's global shadow goes with the last one.  NULL:
+ * nothing */
+void hk_race_free(hk_race *r);
+/* Block `block` starts on view r: its shared memory's history is forgotten
+ * and its barrier counts start at zero.  Global memory's history stays for
+ * the whole launch.  Accesses through r until the next call are this
+ * block's (their hk_acc.block is not read). */
 void hk_race_block(hk_race *r, uint64_t block);
 /* Every thread of the running block passed a barrier with these fences
  * (DV_FENCE_LOCAL orders shared memory, DV_FENCE_GLOBAL global memory; a
@@ -117,12 +128,13 @@ void hk_race_wave(hk_race *r, int w);
 bool hk_race_global(hk_race *r, size_t g, size_t off, size_t n, const hk_acc *a,
                     hk_race_hit *hit);
 bool hk_race_shared(hk_race *r, size_t off, size_t n, const hk_acc *a, hk_race_hit *hit);
-/* true once some global memory went unchecked: a shadow chunk that could not
+/* true once some global memory went unchecked (by any view): a shadow chunk that could not
  * be allocated (it stays unchecked for the launch), or a block whose thread
  * ids need more than 44 bits.  The dispatcher logs "race checking
  * incomplete". */
 bool hk_race_degraded(const hk_race *r);
-/* Bytes the state holds now (shadow, tables): for logs and tests. */
+/* Bytes the launch's state holds now (shadow, tables, every view's): for
+ * logs and tests. */
 size_t hk_race_shadow_bytes(const hk_race *r);
 
 #endif

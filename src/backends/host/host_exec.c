@@ -675,6 +675,9 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
 }
 
 void hk_run_blocks(hk_exec *ex, hk_job *l) {
+  /* The access checks: each executor of the launch takes a lane of its own
+   * (hk_run made one for itself and each helper that may join). */
+  if (l->acc && !hk_access_lane(ex, l)) return;
   pthread_sigmask(SIG_SETMASK, NULL, &ex->sigmask); /* hk_schedule_guarded restores it */
   hk_wd_enter(ex, l);
   while (!atomic_load(&l->abort)) {

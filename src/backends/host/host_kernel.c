@@ -345,7 +345,19 @@ dv_status hk_run(hk_job *l, char *msg, size_t cap) {
              l->kern->name);
     return DV_ERR_HOST_OUT_OF_MEMORY;
   }
-  if (l->acc && hk_access_start(l)) {
+  if (l->nblocks > 1 && !hk_pool_start(k)) {
+    snprintf(msg, cap, "kernel %s: no memory to start the host simulator's helper threads",
+             l->kern->name);
+    return DV_ERR_HOST_OUT_OF_MEMORY;
+  }
+  /* The helpers that will join: with the access checks, a lane each. */
+  int want = 0;
+  if (l->nblocks > 1) {
+    pthread_mutex_lock(&k->pm);
+    want = l->nblocks - 1 < (uint64_t)k->nhelpers ? (int)(l->nblocks - 1) : k->nhelpers;
+    pthread_mutex_unlock(&k->pm);
+  }
+  if (l->acc && hk_access_start(l, 1 + want)) {
     snprintf(msg, cap, "kernel %s: no host memory for the access checks' shadow "
              "(kernel_check=on)", l->kern->name);
     return DV_ERR_HOST_OUT_OF_MEMORY;
@@ -353,19 +365,11 @@ dv_status hk_run(hk_job *l, char *msg, size_t cap) {
   hk_sig_acquire(k);
   hk_guards_begin(l);
   bool posted = false;
-  if (l->nblocks > 1 && !l->acc && !hk_pool_start(k)) {
-    hk_guards_end(l, false);
-    snprintf(msg, cap, "kernel %s: no memory to start the host simulator's helper threads",
-             l->kern->name);
-    return DV_ERR_HOST_OUT_OF_MEMORY;
-  }
   hk_wd_begin(l); /* option kernel_timeout: the deadline counts from here */
-  /* The access checks keep one state per launch: its blocks run here, in turn. */
-  if (l->nblocks > 1 && !l->acc) {
+  if (want > 0) {
     pthread_mutex_lock(&k->pm);
     if (k->nhelpers > 0) {
-      uint64_t want = l->nblocks - 1 < (uint64_t)k->nhelpers ? l->nblocks - 1 : (uint64_t)k->nhelpers;
-      l->want = (int)want;
+      l->want = want;
       l->jnext = k->jobs;
       k->jobs = l;
       l->listed = true;

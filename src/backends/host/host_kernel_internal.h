@@ -184,6 +184,7 @@ typedef struct hk_flat {
 #endif
 
 typedef struct hk_access hk_access; /* host_access.c's state of a launch */
+typedef struct hk_lane hk_lane;     /* ... and of the blocks one executor runs */
 
 struct hk_job {
   hk_state *k;
@@ -357,6 +358,7 @@ struct hk_exec {
    * return address in the kernel's code), where a watchdog signal that
    * lands inside the module's hooks says the thread was. */
   const void *volatile acc_pc;
+  hk_lane *lane; /* the access checks' state for this executor's blocks (hk_access_lane) */
   bool wd_ret;
   bool in_fis;       /* fast mode: the fission function runs (host_exec.c) */
   pthread_t wd_thread;
@@ -508,9 +510,14 @@ void hk_wd_free(hk_job *l);
 dv_status hk_access_new(hk_job *l, const dv_blaunch *bl);
 void hk_access_free(hk_access *a);
 /* The launch starts running / has run: its checks' shadows are made /
- * freed.  hk_access_start: DV_ERR_HOST_OUT_OF_MEMORY when they cannot be. */
-dv_status hk_access_start(hk_job *l);
+ * freed, for `lanes` executors (the launch's thread and its helpers) that
+ * may run its blocks at once.  hk_access_start:
+ * DV_ERR_HOST_OUT_OF_MEMORY when they cannot be. */
+dv_status hk_access_start(hk_job *l, int lanes);
 void hk_access_stop(hk_access *a);
+/* An executor joins the running launch: ex->lane becomes a lane of its
+ * own.  false: none is left (ex runs none of the launch's blocks). */
+bool hk_access_lane(hk_exec *ex, hk_job *l);
 /* Some global memory went unchecked for races (no memory for its shadow);
  * read before hk_access_stop. */
 bool hk_access_degraded(const hk_access *a);

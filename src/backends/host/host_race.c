@@ -4,8 +4,8 @@
  * host_check.h is the interface; host_access.c calls it for every access of
  * a checked kernel.
  *
- * Order.  Blocks run one after the other and a block's threads one at a
- * time, so "not ordered" needs no vector clocks: a block counts its
+ * Order.  A block's threads run one at a time and nothing orders two
+ * blocks, so "not ordered" needs no vector clocks: a block counts its
  * synchronization events (`seq`: block barriers that fence something, wave
  * synchronizations), an access records the count when it happened, and an
  * earlier access of the running block is ordered before the current one when
@@ -47,152 +47,28 @@
  * The event count is 16 bits: before it overflows, the running block's
  * records are renumbered to 0 (ordered by a barrier), 1 (ordered only for
  * lanes of their wave) or 2 (not yet ordered), which keeps every answer, at
- * a cost of one pass over the shadow the block touched per 65,534 events.
+ * a cost of one pass over the launch's shadow per 65,534 events.
  *
- * No locks: one launch, one OS thread at a time (host_check.h).
+ * Threads.  A launch's blocks run in parallel, one at a time per executor
+ * thread: each executor has a view (hk_race) with its running block's
+ * state and its own shared arena's shadow; the global shadow (rc_glob) is
+ * the launch's.  A global word's cell (and its byte cells when split) is
+ * read and written under its lock (one of RC_STRIPES spinlocks, by the
+ * cell's cache line: two executors contend only on nearby words); directory pages
+ * and chunks are made under `alloc` and published with a release store
+ * (read without a lock, acquire); the split words' pool is segments that
+ * never move (made and handed out under `alloc`); the pc table is under
+ * `pcm` (each view caches the pcs it saw).  Lock order: a word's, then
+ * `alloc` or `pcm`.  A view's records of other blocks are never ordered,
+ * so renumbering touches only the view's block's records.
  */
 #include <string.h>
 
 #include "../../core/core.h"
 #include "devarray/kernel.h"
-#include "host_check.h"
-
-#define RC_INLINE inline __attribute__((always_inline))
-#define RC_NOINLINE __attribute__((noinline))
-
-#define RC_PC_BITS 20
-#define RC_PC_LIMIT (1u << RC_PC_BITS) /* indices 0 .. RC_PC_LIMIT - 1 */
-#define RC_PC_NONE 0u                  /* an empty record */
-#define RC_PC_NULL 1u                  /* a NULL pc, or one past the table */
-#define RC_PC_CACHE 64                 /* pcs remembered, direct-mapped */
-#define RC_GID_BITS 44
-#define RC_GID_MAX ((UINT64_C(1) << RC_GID_BITS) - 1)
-#define RC_SEQ_MAX 0xFFFEu /* the last count an event may reach */
-#define RC_CHUNK_BITS 12   /* bytes of region per shadow chunk: 4 KiB */
-#define RC_CHUNK_BYTES ((size_t)1 << RC_CHUNK_BITS)
-#define RC_CHUNK_WORDS (RC_CHUNK_BYTES / 4)
-#define RC_PAGE_BITS 9 /* chunk pointers per directory page: 512 */
-#define RC_PAGE_SPAN_BITS (RC_CHUNK_BITS + RC_PAGE_BITS)
-
-/* The shadow of one word, or of one byte of a split word. */
-typedef struct rc_cell {
-  uint64_t w, r[2];   /* last write, readers since: gid << RC_PC_BITS | pc; 0: none */
-  uint16_t ws, rs[2]; /* the block's event count at each */
-  uint16_t gen;       /* shared cells: the block generation they belong to */
-} rc_cell;
-_Static_assert(sizeof(rc_cell) == 32, "a shadow cell is 32 bytes");
-
-/* A split word's cell: w is a record no access makes (pc index RC_PC_NONE
- * with a nonzero gid), whose gid is 1 + the index of its byte cells' group
- * in the pool (global memory; shared words' byte cells are at 4 * word). */
-static inline bool rc_split(const rc_cell *c) { return c->w && !(c->w & (RC_PC_LIMIT - 1)); }
-
-typedef struct rc_chunk {
-  uint64_t stamp; /* the ordinal of the last block that touched it */
-  rc_cell cell[RC_CHUNK_WORDS];
-} rc_chunk;
-
-typedef struct rc_region {
-  size_t bytes;
-  size_t npages;
-  rc_chunk ***page; /* npages directory pages of 2^RC_PAGE_BITS chunks; NULL: untouched */
-} rc_region;
-
-/* What a chunk or directory page that could not be allocated points to. */
-static uint64_t rc_dead_marker;
-#define RC_DEAD_CHUNK ((rc_chunk *)(void *)&rc_dead_marker)
-#define RC_DEAD_PAGE ((rc_chunk **)(void *)&rc_dead_marker)
-
-struct hk_race {
-  size_t nregions;
-  rc_region *reg;
-  size_t shared_bytes;
-  rc_cell *shared;   /* the arena's word cells */
-  rc_cell *shared_b; /* the arena's byte cells (of split words) */
-  /* the pool of split global words' byte cells, 4 a group; a free group's
-   * first cell's w is the next free group's index + 1 (0: none) */
-  rc_cell *pool;
-  size_t pool_groups, pool_free;
-  size_t held; /* bytes allocated (hk_race_shadow_bytes) */
-  int bt, wave, nwaves;
-  int wave_shift; /* log2(wave) when a power of two, else -1 */
-  /* the running block */
-  uint64_t block, ordinal, base;         /* base: block * bt, the gid of its thread 0 */
-  bool gid_ok;                           /* every thread of the block has a 44-bit gid */
-  uint16_t gen;                          /* shared cells of another generation are empty */
-  uint32_t seq, last_local, last_global; /* counts: now, at the last barrier of each fence */
-  uint32_t *last_wave;                   /* per wave: at its last synchronization */
-  bool dirty;                            /* an access was recorded at the current seq */
-  bool degraded;
-  /* pcs, interned: pcs[i] is index i's; an open-addressing table finds them */
-  const void **pcs;
-  uint32_t npcs, pcs_cap;
-  const void **hkey;
-  uint32_t *hval;
-  uint32_t hcap;
-  const void *pcc_key[RC_PC_CACHE]; /* the last pcs seen, by a hash of their address */
-  uint32_t pcc_val[RC_PC_CACHE];
-};
+#include "host_race_internal.h"
 
 /* ---- pcs ---- */
-
-static uint32_t rc_hash(const void *pc, uint32_t mask) {
-  uint64_t h = (uint64_t)(uintptr_t)pc * UINT64_C(0x9E3779B97F4A7C15);
-  return (uint32_t)(h >> 32) & mask;
-}
-
-/* Room for one more pc; false: no memory (the pc then goes unnamed). */
-static bool rc_pc_grow(hk_race *r) {
-  if (r->npcs == r->pcs_cap) {
-    uint32_t cap = r->pcs_cap * 2;
-    const void **p = dv__malloc(cap * sizeof *p);
-    if (!p) return false;
-    memcpy(p, r->pcs, r->npcs * sizeof *p);
-    dv__free(r->pcs);
-    r->pcs = p;
-    r->held += (size_t)(cap - r->pcs_cap) * sizeof *p;
-    r->pcs_cap = cap;
-  }
-  if ((size_t)(r->npcs + 1) * 2 > r->hcap) {
-    uint32_t cap = r->hcap * 2, mask = cap - 1;
-    const void **k = dv__calloc(cap, sizeof *k);
-    uint32_t *v = dv__malloc(cap * sizeof *v);
-    if (!k || !v) {
-      dv__free(k);
-      dv__free(v);
-      return false;
-    }
-    for (uint32_t i = 0; i < r->hcap; i++) {
-      if (!r->hkey[i]) continue;
-      uint32_t j = rc_hash(r->hkey[i], mask);
-      while (k[j]) j = (j + 1) & mask;
-      k[j] = r->hkey[i];
-      v[j] = r->hval[i];
-    }
-    dv__free(r->hkey);
-    dv__free(r->hval);
-    r->hkey = k;
-    r->hval = v;
-    r->held += (size_t)(cap - r->hcap) * (sizeof *k + sizeof *v);
-    r->hcap = cap;
-  }
-  return true;
-}
-
-static uint32_t rc_pc_slow(hk_race *r, const void *pc) {
-  if (!pc) return RC_PC_NULL;
-  uint32_t mask = r->hcap - 1, j = rc_hash(pc, mask);
-  for (; r->hkey[j]; j = (j + 1) & mask)
-    if (r->hkey[j] == pc) return r->hval[j];
-  if (r->npcs >= RC_PC_LIMIT || !rc_pc_grow(r)) return RC_PC_NULL;
-  mask = r->hcap - 1;
-  for (j = rc_hash(pc, mask); r->hkey[j];) j = (j + 1) & mask;
-  uint32_t idx = r->npcs++;
-  r->pcs[idx] = pc;
-  r->hkey[j] = pc;
-  r->hval[j] = idx;
-  return idx;
-}
 
 /* A pc's index: a kernel's loop alternates a few instructions, which the
  * cache answers (an empty entry's key is NULL, whose index is RC_PC_NULL). */
@@ -208,7 +84,6 @@ static inline uint32_t rc_pc(hk_race *r, const void *pc) {
 
 /* ---- records ---- */
 
-static inline uint64_t rc_gid(uint64_t v) { return v >> RC_PC_BITS; }
 
 /* The wave of thread t of the block. */
 static inline int rc_wave(const hk_race *r, uint64_t t) {
@@ -332,7 +207,7 @@ static void rc_fill_hit(const hk_race *r, hk_race_hit *hit, uint64_t v, bool wri
   uint32_t pc = (uint32_t)(v & (RC_PC_LIMIT - 1));
   hit->prev.block = global ? rg / (uint64_t)r->bt : r->block;
   hit->prev.thread = global ? (int)(rg % (uint64_t)r->bt) : (int)rg;
-  hit->prev.pc = pc < r->npcs ? r->pcs[pc] : NULL;
+  hit->prev.pc = rc_pc_at(r, pc);
   hit->prev.write = write;
   hit->off = off;
 }
@@ -341,8 +216,8 @@ static void rc_fill_hit(const hk_race *r, hk_race_hit *hit, uint64_t v, bool wri
 
 /* The byte cells of the word whose cell is c, splitting it if it is not
  * yet (each byte cell a copy of the word's); NULL: no memory (global only:
- * the bytes go unchecked, hk_race_degraded says so).  A pool that grows
- * moves: the pointer holds until the next call. */
+ * the bytes go unchecked, hk_race_degraded says so).  Global: under c's
+ * lock. */
 static rc_cell *rc_bytes(hk_race *r, rc_cell *c, bool global) {
   if (!global) {
     rc_cell *b = r->shared_b + 4 * (size_t)(c - r->shared);
@@ -352,25 +227,14 @@ static rc_cell *rc_bytes(hk_race *r, rc_cell *c, bool global) {
     }
     return b;
   }
-  if (rc_split(c)) return r->pool + 4 * (rc_gid(c->w) - 1);
-  if (!r->pool_free) {
-    size_t n = r->pool_groups ? r->pool_groups * 2 : 64;
-    rc_cell *p = n <= SIZE_MAX / (4 * sizeof *p) ? dv__malloc(n * 4 * sizeof *p) : NULL;
-    if (!p) {
-      r->degraded = true;
-      return NULL;
-    }
-    if (r->pool_groups) memcpy(p, r->pool, r->pool_groups * 4 * sizeof *p);
-    dv__free(r->pool);
-    for (size_t i = r->pool_groups; i < n; i++) p[4 * i].w = i + 1 < n ? i + 2 : 0;
-    r->pool_free = r->pool_groups + 1;
-    r->held += (n - r->pool_groups) * 4 * sizeof *p;
-    r->pool = p;
-    r->pool_groups = n;
+  rc_glob *g = r->gl;
+  if (rc_split(c)) return rc_group(g, (size_t)(rc_gid(c->w) - 1));
+  size_t gi;
+  if (!rc_pool_take(g, &gi)) {
+    rc_degrade(r);
+    return NULL;
   }
-  size_t gi = r->pool_free - 1;
-  rc_cell *b = r->pool + 4 * gi;
-  r->pool_free = (size_t)b[0].w;
+  rc_cell *b = rc_group(g, gi);
   b[0] = b[1] = b[2] = b[3] = *c;
   c->w = (uint64_t)(gi + 1) << RC_PC_BITS;
   return b;
@@ -378,16 +242,13 @@ static rc_cell *rc_bytes(hk_race *r, rc_cell *c, bool global) {
 
 /* After an access of the whole of split word c: its bytes' cells equal
  * again make it one cell. */
-static void rc_join(hk_race *r, rc_cell *c, const rc_cell *b, bool global) {
+static void rc_join(hk_race *r, rc_cell *c, rc_cell *b, bool global) {
   if (memcmp(&b[0], &b[1], sizeof *b) || memcmp(&b[0], &b[2], sizeof *b) ||
       memcmp(&b[0], &b[3], sizeof *b))
     return;
   size_t gi = global ? (size_t)(rc_gid(c->w) - 1) : 0;
   *c = b[0];
-  if (global) {
-    r->pool[4 * gi].w = r->pool_free;
-    r->pool_free = gi + 1;
-  }
+  if (global) rc_pool_put(r->gl, gi);
 }
 
 /* Check and record x's access of bytes [in, in + n) of the words from wc (wc[0]
@@ -401,6 +262,8 @@ static bool rc_span(hk_race *r, rc_cell *wc, size_t in, size_t n, size_t off, co
   for (size_t i = 0; i < n;) {
     const size_t b = in + i, k = b & 3, take = 4 - k < n - i ? 4 - k : n - i;
     rc_cell *c = wc + (b >> 2);
+    rc_spin *lk = x->global ? rc_lock_of(r, c) : NULL;
+    if (lk) rc_lock(lk);
     if (c->gen != x->gen) *c = (rc_cell){.gen = x->gen};
     rc_cell *cell = c, *end = c + 1;
     size_t at = off + i;
@@ -408,6 +271,7 @@ static bool rc_span(hk_race *r, rc_cell *wc, size_t in, size_t n, size_t off, co
     if (take < 4 || rc_split(c)) {
       bytes = rc_bytes(r, c, x->global);
       if (!bytes) {
+        if (lk) rc_unlock(lk);
         i += take;
         continue;
       }
@@ -432,6 +296,7 @@ static bool rc_span(hk_race *r, rc_cell *wc, size_t in, size_t n, size_t off, co
       became = *cell;
     }
     if (bytes && take == 4) rc_join(r, c, bytes, x->global);
+    if (lk) rc_unlock(lk);
     i += take;
   }
   return now;
@@ -473,28 +338,34 @@ static void rc_renum_cell(const hk_race *r, rc_cell *c, uint32_t last, uint64_t 
 static void rc_renum_words(const hk_race *r, rc_cell *c, size_t n, uint16_t gen, uint32_t last,
                            uint64_t base, bool global) {
   for (size_t i = 0; i < n; i++, c++) {
-    if (c->gen != gen) continue;
-    if (!rc_split(c)) {
+    rc_spin *lk = global ? rc_lock_of(r, c) : NULL;
+    if (lk) rc_lock(lk);
+    if (c->gen != gen) {
+    } else if (!rc_split(c)) {
       rc_renum_cell(r, c, last, base);
-      continue;
+    } else {
+      rc_cell *b = global ? rc_group(r->gl, (size_t)(rc_gid(c->w) - 1))
+                          : r->shared_b + 4 * (c - r->shared);
+      for (int k = 0; k < 4; k++) rc_renum_cell(r, b + k, last, base);
     }
-    rc_cell *b = global ? r->pool + 4 * (rc_gid(c->w) - 1) : r->shared_b + 4 * (c - r->shared);
-    for (int k = 0; k < 4; k++) rc_renum_cell(r, b + k, last, base);
+    if (lk) rc_unlock(lk);
   }
 }
 
 /* The running block's counts are about to overflow: renumber its records so
- * that each answers as before, then restart the counts at 2. */
+ * that each answers as before, then restart the counts at 2.  Every chunk
+ * is looked at (other executors' blocks touch them too), each word under
+ * its lock. */
 static void rc_renumber(hk_race *r) {
   rc_renum_words(r, r->shared, (r->shared_bytes + 3) / 4, r->gen, r->last_local, 0, false);
   for (size_t g = 0; g < r->nregions && r->gid_ok; g++) {
     rc_region *rg = &r->reg[g];
     for (size_t p = 0; p < rg->npages; p++) {
-      rc_chunk **page = rg->page[p];
+      rc_chunk **page = rc_page_get(rg, p);
       if (!page || page == RC_DEAD_PAGE) continue;
       for (size_t k = 0; k < ((size_t)1 << RC_PAGE_BITS); k++) {
-        rc_chunk *ch = page[k];
-        if (!ch || ch == RC_DEAD_CHUNK || ch->stamp != r->ordinal) continue;
+        rc_chunk *ch = rc_chunk_get(page, k);
+        if (!ch || ch == RC_DEAD_CHUNK) continue;
         rc_renum_words(r, ch->cell, RC_CHUNK_WORDS, 0, r->last_global, r->base, true);
       }
     }
@@ -517,82 +388,67 @@ static uint32_t rc_tick(hk_race *r) {
 
 /* ---- the interface ---- */
 
+/* A view of g (which it then holds), for blocks of block_threads threads. */
+static hk_race *rc_view_new(rc_glob *g, size_t shared_bytes, int block_threads, int wave) {
+  hk_race *r = dv__calloc(1, sizeof *r);
+  if (!r) return NULL;
+  const size_t words = (shared_bytes + 3) / 4;
+  r->gl = g;
+  r->nregions = g->nregions;
+  r->reg = g->reg;
+  r->bt = block_threads;
+  r->wave = wave;
+  r->nwaves = (block_threads + wave - 1) / wave;
+  r->wave_shift = (wave & (wave - 1)) == 0 ? __builtin_ctz((unsigned)wave) : -1;
+  r->shared_bytes = shared_bytes;
+  r->shared = dv__calloc(words, sizeof *r->shared);
+  r->shared_b = dv__calloc(4 * words, sizeof *r->shared_b);
+  r->last_wave = dv__calloc((size_t)r->nwaves, sizeof *r->last_wave);
+  if (!r->shared || !r->shared_b || !r->last_wave) {
+    dv__free(r->shared);
+    dv__free(r->shared_b);
+    dv__free(r->last_wave);
+    dv__free(r);
+    return NULL;
+  }
+  r->own = sizeof *r + 5 * words * sizeof *r->shared + (size_t)r->nwaves * sizeof *r->last_wave;
+  rc_held(g, r->own);
+  for (int i = 0; i < RC_PC_CACHE; i++) r->pcc_val[i] = RC_PC_NULL;
+  r->gid_ok = true;
+  atomic_fetch_add(&g->views, 1);
+  return r;
+}
+
 hk_race *hk_race_new(size_t nregions, const size_t *bytes, size_t shared_bytes, int block_threads,
                      int wave) {
   if (block_threads < 1 || wave < 1 || (nregions && !bytes)) return NULL;
   if (shared_bytes > SIZE_MAX / sizeof(rc_cell) - 3 || nregions > SIZE_MAX / sizeof(rc_region))
     return NULL;
-  hk_race *r = dv__calloc(1, sizeof *r);
-  if (!r) return NULL;
-  const size_t words = (shared_bytes + 3) / 4;
-  r->bt = block_threads;
-  r->wave = wave;
-  r->nwaves = (block_threads + wave - 1) / wave;
-  r->wave_shift = (wave & (wave - 1)) == 0 ? __builtin_ctz((unsigned)wave) : -1;
-  r->nregions = nregions;
-  r->shared_bytes = shared_bytes;
-  r->reg = dv__calloc(nregions, sizeof *r->reg);
-  r->shared = dv__calloc(words, sizeof *r->shared);
-  r->shared_b = dv__calloc(4 * words, sizeof *r->shared_b);
-  r->last_wave = dv__calloc((size_t)r->nwaves, sizeof *r->last_wave);
-  r->pcs_cap = 64;
-  r->hcap = 128;
-  r->pcs = dv__malloc(r->pcs_cap * sizeof *r->pcs);
-  r->hkey = dv__calloc(r->hcap, sizeof *r->hkey);
-  r->hval = dv__malloc(r->hcap * sizeof *r->hval);
-  bool ok = r->reg && r->shared && r->shared_b && r->last_wave && r->pcs && r->hkey && r->hval;
-  r->held = sizeof *r + nregions * sizeof *r->reg + 5 * words * sizeof *r->shared +
-            (size_t)r->nwaves * sizeof *r->last_wave + r->pcs_cap * sizeof *r->pcs +
-            r->hcap * (sizeof *r->hkey + sizeof *r->hval);
-  for (size_t g = 0; ok && g < nregions; g++) {
-    rc_region *rg = &r->reg[g];
-    rg->bytes = bytes[g];
-    rg->npages = (bytes[g] >> RC_PAGE_SPAN_BITS) +
-                 ((bytes[g] & (((size_t)1 << RC_PAGE_SPAN_BITS) - 1)) != 0);
-    if (!rg->npages) continue;
-    rg->page = dv__calloc(rg->npages, sizeof *rg->page);
-    ok = rg->page != NULL;
-    r->held += rg->npages * sizeof *rg->page;
-  }
-  if (!ok) {
-    hk_race_free(r);
-    return NULL;
-  }
-  r->npcs = 2; /* RC_PC_NONE, RC_PC_NULL */
-  r->pcs[RC_PC_NONE] = r->pcs[RC_PC_NULL] = NULL;
-  for (int i = 0; i < RC_PC_CACHE; i++) r->pcc_val[i] = RC_PC_NULL;
-  r->gid_ok = true;
+  rc_glob *g = rc_glob_new(nregions, bytes);
+  if (!g) return NULL;
+  hk_race *r = rc_view_new(g, shared_bytes, block_threads, wave);
+  if (!r) rc_glob_free(g);
   return r;
+}
+
+hk_race *hk_race_view(hk_race *r) {
+  return r ? rc_view_new(r->gl, r->shared_bytes, r->bt, r->wave) : NULL;
 }
 
 void hk_race_free(hk_race *r) {
   if (!r) return;
-  for (size_t g = 0; r->reg && g < r->nregions; g++) {
-    rc_region *rg = &r->reg[g];
-    for (size_t p = 0; rg->page && p < rg->npages; p++) {
-      rc_chunk **page = rg->page[p];
-      if (!page || page == RC_DEAD_PAGE) continue;
-      for (size_t k = 0; k < ((size_t)1 << RC_PAGE_BITS); k++)
-        if (page[k] != RC_DEAD_CHUNK) dv__free(page[k]);
-      dv__free(page);
-    }
-    dv__free(rg->page);
-  }
-  dv__free(r->reg);
+  rc_glob *g = r->gl;
+  atomic_fetch_sub(&g->held, r->own);
   dv__free(r->shared);
   dv__free(r->shared_b);
-  dv__free(r->pool);
   dv__free(r->last_wave);
-  dv__free(r->pcs);
-  dv__free(r->hkey);
-  dv__free(r->hval);
   dv__free(r);
+  if (atomic_fetch_sub(&g->views, 1) == 1) rc_glob_free(g);
 }
 
 void hk_race_block(hk_race *r, uint64_t block) {
   if (!r) return;
   r->block = block;
-  r->ordinal++;
   uint64_t bt = (uint64_t)r->bt;
   r->gid_ok = block <= (RC_GID_MAX - (bt - 1)) / bt;
   r->base = r->gid_ok ? block * bt : 0;
@@ -621,29 +477,11 @@ void hk_race_wave(hk_race *r, int w) {
 static rc_chunk *rc_chunk_at(hk_race *r, rc_region *rg, size_t off) {
   size_t p = off >> RC_PAGE_SPAN_BITS;
   size_t k = (off >> RC_CHUNK_BITS) & (((size_t)1 << RC_PAGE_BITS) - 1);
-  rc_chunk **page = rg->page[p];
-  if (DV_UNLIKELY(!page)) {
-    page = dv__calloc((size_t)1 << RC_PAGE_BITS, sizeof *page);
-    if (!page) {
-      r->degraded = true;
-      page = RC_DEAD_PAGE;
-    } else {
-      r->held += ((size_t)1 << RC_PAGE_BITS) * sizeof *page;
-    }
-    rg->page[p] = page;
-  }
+  rc_chunk **page = rc_page_get(rg, p);
+  if (DV_UNLIKELY(!page)) return rc_chunk_make(r, rg, p, k);
   if (page == RC_DEAD_PAGE) return NULL;
-  rc_chunk *ch = page[k];
-  if (DV_UNLIKELY(!ch)) {
-    ch = dv__calloc(1, sizeof *ch);
-    if (!ch) {
-      r->degraded = true;
-      ch = RC_DEAD_CHUNK;
-    } else {
-      r->held += sizeof *ch;
-    }
-    page[k] = ch;
-  }
+  rc_chunk *ch = rc_chunk_get(page, k);
+  if (DV_UNLIKELY(!ch)) return rc_chunk_make(r, rg, p, k);
   return ch == RC_DEAD_CHUNK ? NULL : ch;
 }
 
@@ -655,17 +493,14 @@ static RC_NOINLINE bool rc_global_span(hk_race *r, rc_region *rg, size_t off, si
     size_t in = off & (RC_CHUNK_BYTES - 1);
     size_t take = n < RC_CHUNK_BYTES - in ? n : RC_CHUNK_BYTES - in;
     rc_chunk *ch = rc_chunk_at(r, rg, off);
-    if (ch) {
-      ch->stamp = r->ordinal;
-      found |= rc_span(r, ch->cell, in, take, off, &x, found, hit);
-    }
+    if (ch) found |= rc_span(r, ch->cell, in, take, off, &x, found, hit);
     off += take;
     n -= take;
   }
   return found;
 }
 
-/* hk_race_global in general (rc_global_span; rc_word for a whole word). */
+/* hk_race_global in general (rc_global_span). */
 static RC_NOINLINE bool rc_global_any(hk_race *r, size_t g, size_t off, size_t n, const hk_acc *a,
                                       hk_race_hit *hit) {
   if (!r || !a || g >= r->nregions || a->thread < 0 || a->thread >= r->bt) return false;
@@ -673,7 +508,7 @@ static RC_NOINLINE bool rc_global_any(hk_race *r, size_t g, size_t off, size_t n
   if (off >= rg->bytes || n == 0) return false;
   if (n > rg->bytes - off) n = rg->bytes - off;
   if (!r->gid_ok) {
-    r->degraded = true;
+    rc_degrade(r);
     return false;
   }
   const uint64_t gid = r->base + (uint64_t)a->thread;
@@ -688,12 +523,6 @@ static RC_NOINLINE bool rc_global_any(hk_race *r, size_t g, size_t off, size_t n
                     a->write,
                     true};
   r->dirty = true;
-  if ((off & 3) == 0 && n == 4) { /* the commonest: one whole word */
-    rc_chunk *ch = rc_chunk_at(r, rg, off);
-    if (!ch) return false;
-    ch->stamp = r->ordinal;
-    return rc_word(r, ch->cell + ((off & (RC_CHUNK_BYTES - 1)) >> 2), off, &x, hit);
-  }
   return rc_global_span(r, rg, off, n, x, hit);
 }
 
@@ -710,19 +539,27 @@ static inline bool rc_global_ordered(const hk_race *r, uint64_t rg, uint16_t s, 
  * made, not split, racing with nothing.  false: nothing done. */
 static RC_INLINE bool rc_global_word(hk_race *r, size_t g, size_t off, const hk_acc *a) {
   const rc_region *rg = &r->reg[g];
-  rc_chunk **page = rg->page[off >> RC_PAGE_SPAN_BITS];
+  rc_chunk **page = rc_page_get(rg, off >> RC_PAGE_SPAN_BITS);
   if (!page || page == RC_DEAD_PAGE) return false;
-  rc_chunk *ch = page[(off >> RC_CHUNK_BITS) & (((size_t)1 << RC_PAGE_BITS) - 1)];
+  rc_chunk *ch = rc_chunk_get(page, (off >> RC_CHUNK_BITS) & (((size_t)1 << RC_PAGE_BITS) - 1));
   if (!ch || ch == RC_DEAD_CHUNK) return false;
   rc_cell *c = ch->cell + ((off & (RC_CHUNK_BYTES - 1)) >> 2);
-  if (rc_split(c)) return false;
   const uint64_t gid = r->base + (uint64_t)a->thread;
   const int wt = rc_wave(r, (uint64_t)a->thread);
-  if (c->w && !rc_global_ordered(r, rc_gid(c->w), c->ws, gid, wt)) return false;
+  const uint32_t pc = rc_pc(r, a->pc);
+  rc_spin *l = rc_lock_of(r, c);
+  rc_lock(l);
+  if (rc_split(c) || (c->w && !rc_global_ordered(r, rc_gid(c->w), c->ws, gid, wt))) {
+    rc_unlock(l);
+    return false;
+  }
   if (a->write)
     for (int k = 0; k < 2; k++)
-      if (c->r[k] && !rc_global_ordered(r, rc_gid(c->r[k]), c->rs[k], gid, wt)) return false;
-  const rc_ctx x = {gid << RC_PC_BITS | rc_pc(r, a->pc),
+      if (c->r[k] && !rc_global_ordered(r, rc_gid(c->r[k]), c->rs[k], gid, wt)) {
+        rc_unlock(l);
+        return false;
+      }
+  const rc_ctx x = {gid << RC_PC_BITS | pc,
                     gid,
                     r->base,
                     r->last_global,
@@ -732,7 +569,6 @@ static RC_INLINE bool rc_global_word(hk_race *r, size_t g, size_t off, const hk_
                     wt,
                     a->write,
                     true};
-  ch->stamp = r->ordinal;
   r->dirty = true;
   if (a->write) {
     c->w = x.me;
@@ -741,6 +577,7 @@ static RC_INLINE bool rc_global_word(hk_race *r, size_t g, size_t off, const hk_
   } else {
     rc_add_reader(r, c, &x);
   }
+  rc_unlock(l);
   return true;
 }
 
@@ -831,6 +668,10 @@ bool hk_race_shared(hk_race *r, size_t off, size_t n, const hk_acc *a, hk_race_h
   return rc_shared_any(r, off, n, a, hit);
 }
 
-bool hk_race_degraded(const hk_race *r) { return r && r->degraded; }
+bool hk_race_degraded(const hk_race *r) {
+  return r && atomic_load_explicit(&r->gl->degraded, memory_order_relaxed);
+}
 
-size_t hk_race_shadow_bytes(const hk_race *r) { return r ? r->held : 0; }
+size_t hk_race_shadow_bytes(const hk_race *r) {
+  return r ? atomic_load_explicit(&r->gl->held, memory_order_relaxed) : 0;
+}
