@@ -165,3 +165,111 @@ def test_ipc_handle_of_memory_without_export(ctx):
     with pytest.raises(NotImplementedError, match="has no IPC export"):
         ctx.get_ipc_handle(m)
     del m
+
+
+def _with_plugin(cls):
+    """Close the current context and make `cls` the memory manager of the next one."""
+    from devarray import _emm
+    gc.collect()
+    cuda.close()
+    cuda.set_memory_manager(cls)
+    return _emm
+
+
+def _drop_plugin(_emm):
+    gc.collect()
+    try:
+        cuda.close()
+    finally:
+        _emm._memory_manager = None
+
+
+def test_close_clears_the_plugins_own_free_queue():
+    """Numba's close() resets the memory manager: pinned memory whose free waits in a
+    HostOnlyCUDAMemoryManager's queue does not make close() busy."""
+    class Host(cuda.HostOnlyCUDAMemoryManager):
+        def memalloc(self, size):
+            raise MemoryError("unused")
+
+        def initialize(self):
+            pass
+
+        def get_memory_info(self):
+            return cuda.MemoryInfo(free=0, total=0)
+
+        def get_ipc_handle(self, memory):
+            raise NotImplementedError
+
+        @property
+        def interface_version(self):
+            return 1
+
+    _emm = _with_plugin(Host)
+    try:
+        ctx = cuda.current_context()
+        m = ctx.memhostalloc(100)
+        del m
+        gc.collect()
+        assert len(ctx.memory_manager.deallocations._cons) == 1
+        cuda.close()  # MisuseError (DV_ERR_BUSY) before the fix
+        assert cuda._context._ctx is None
+    finally:
+        _drop_plugin(_emm)
+
+
+def test_plugin_initialize_may_use_the_public_api():
+    """As in Numba, the context is current when its memory manager's initialize() runs."""
+    class Init(cuda.HostOnlyCUDAMemoryManager):
+        def initialize(self):
+            self.seen = cuda.current_context()
+            self.scratch = cuda.device_array(16)
+
+        def memalloc(self, size):
+            return cuda.backend_memalloc(self.context, size)
+
+        def get_memory_info(self):
+            return cuda.MemoryInfo(free=0, total=0)
+
+        def get_ipc_handle(self, memory):
+            raise NotImplementedError
+
+        @property
+        def interface_version(self):
+            return 1
+
+    _emm = _with_plugin(Init)
+    try:
+        ctx = cuda.current_context()  # RecursionError before the fix
+        assert ctx.memory_manager.seen is ctx
+        assert ctx.memory_manager.scratch.shape == (16,)
+        del ctx.memory_manager.scratch, ctx
+    finally:
+        _drop_plugin(_emm)
+
+
+def test_failed_initialize_leaves_no_context():
+    class Fails(cuda.HostOnlyCUDAMemoryManager):
+        def initialize(self):
+            raise RuntimeError("plug-in cannot start")
+
+        def memalloc(self, size):
+            raise MemoryError
+
+        def get_memory_info(self):
+            return cuda.MemoryInfo(free=0, total=0)
+
+        def get_ipc_handle(self, memory):
+            raise NotImplementedError
+
+        @property
+        def interface_version(self):
+            return 1
+
+    _emm = _with_plugin(Fails)
+    try:
+        with pytest.raises(RuntimeError, match="cannot start"):
+            cuda.current_context()
+        assert cuda._context._ctx is None
+        assert not [c for c in cuda._context._live if c.handle]
+    finally:
+        _emm._memory_manager = None
