@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _context
 from ._context import current_context
-from ._stream import _stream_handle, Stream
+from ._stream import _stream_handle, Stream, _release_later
 from ._convert import _P, _I64, _dv_dtype, _np_dtype, _i64
 from ._hostmem import _host_array, _alloc
 from ._lib import lib, check, dv_index, error, DevarrayError
@@ -72,13 +72,14 @@ class DeviceNDArray:
         if h and lib is not None:
             lib.dv_array_release(h)
 
-    def __del__(self, _release=lib.dv_array_release):
+    def __del__(self, _release=lib.dv_array_release, _release_later=_release_later):
         # the release function is bound at definition, so that it is still there while the
         # interpreter tears the module down
         h = self._h
         if h:
             self._h = None
-            _release(h)
+            if not _release_later(_release, h):
+                _release(h)
 
     @property
     def handle(self):

@@ -26,7 +26,7 @@ import numpy as np
 from ._context import MemoryInfo, current_context
 from ._convert import _P, _I64, _dv_dtype
 from ._lib import lib, check, dv_index, library_path
-from ._stream import _stream_handle
+from ._stream import _stream_handle, _release_later
 
 __all__ = ["MemoryPointer", "AutoFreePointer", "MappedMemory", "PinnedMemory", "ManagedMemory",
            "OwnedPointer", "MappedOwnedPointer", "ManagedOwnedPointer", "MemoryInfo"]
@@ -104,7 +104,7 @@ def _finalize(cell, finalizer):
     """Run once per pointer object: drop its C reference, then the user's finalizer."""
     h, cell[0] = cell[0], None
     try:
-        if h and lib is not None:
+        if h and lib is not None and not _release_later(_release, h):
             _release(h)
     finally:
         if finalizer is not None:
