@@ -416,12 +416,20 @@ def _keep(exc):
 
 
 def _take(status):
-    """The plug-in exception kept for `status` on this thread (taken), or None."""
+    """The plug-in exception kept for `status` on this thread, or None; either way nothing
+    stays kept (an exception not matching the failed call's status is not that call's)."""
     p = getattr(_tls, "pending", None)
+    _tls.pending = None
     if p is None or p[0] != status:
         return None
-    _tls.pending = None
     return p[1]
+
+
+def _succeeded():
+    """The plug-in's memalloc succeeded: an exception kept from an earlier one on this thread
+    belonged to a failure the library recovered from (it retried), so it is dropped. (Not on
+    get_memory_info's success: the library asks for it to word its own out-of-memory error.)"""
+    _tls.pending = None
 
 
 _lib._callback_error = _take
@@ -507,6 +515,7 @@ class PluginBridge:
             self.live[key] = mp
             out[0].buf, out[0].offset, out[0].handle = ptr, 0, key
             self.allocs += 1
+            _succeeded()
             return DV_OK
         except BaseException as e:  # noqa: B902 (KeyboardInterrupt included: reported, kept)
             return _keep(e)

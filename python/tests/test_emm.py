@@ -356,3 +356,23 @@ def test_numba_test_plugin_with_fake_pointers():
         gc.collect()
         cuda.close()
         cuda.set_memory_manager(None)
+
+
+def test_recovered_plugin_error_is_not_raised_later(plugin):
+    """A memalloc failure the library recovered from (it retried) is not kept: a later,
+    unrelated failure raises its own error, not the stale plug-in exception."""
+    real = plugin.memalloc
+    calls = []
+
+    def first_fails(size):
+        calls.append(size)
+        if len(calls) == 1:
+            raise MemoryError("stale")
+        return real(size)
+    plugin.memalloc = first_fails
+    d = cuda.device_array(10)
+    assert len(calls) == 2 and d.shape == (10,)
+    assert getattr(_emm._tls, "pending", None) is None  # nothing kept alive
+    with pytest.raises(MemoryError) as e:
+        cuda.backend_memalloc(cuda.current_context(), 1 << 60)
+    assert "stale" not in str(e.value)
