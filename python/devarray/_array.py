@@ -34,7 +34,13 @@ class DeviceNDArray:
     __slots__ = ("_h", "shape", "_strides", "dtype", "_base", "stream", "__weakref__")
 
     def __init__(self, shape, strides, dtype, stream=0, gpu_data=None):
-        """Allocate (Numba's constructor): use device_array() instead."""
+        """Allocate (Numba's constructor): use device_array() instead. With `gpu_data` (a
+        MemoryPointer) the array is laid over that memory instead, keeping it alive."""
+        if gpu_data is not None:
+            from ._memory import _array_over
+            h, dt = _array_over(gpu_data, shape, strides, dtype)
+            self._init(h, dt, gpu_data, stream)
+            return
         h, dt = _alloc(lib.dv_device_array, shape, dtype, strides, "C",
                        _stream_handle(stream), name="DeviceNDArray")
         self._init(h, dt, None, stream)

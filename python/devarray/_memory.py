@@ -591,3 +591,43 @@ def _gpu_data(a):
     mp = MemoryPointer._from_handle(out.value, n, context=current_context())
     mp._keep = a
     return mp
+
+
+def _array_over(mem, shape, strides, dtype):
+    """(C array, NumPy dtype): a new reference laying shape/strides/dtype over the memory of
+    MemoryPointer `mem` from its first byte (DeviceNDArray(..., gpu_data=mem))."""
+    dt = np.dtype(dtype)
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
+    strides = ((int(strides),) if isinstance(strides, (int, np.integer))
+               else tuple(int(t) for t in strides))
+    if len(strides) != len(shape):
+        raise ValueError("strides, if given, must be the same length as shape")
+    if any(n < 0 for n in shape):
+        raise ValueError("negative dimensions are not allowed")
+    if 0 in shape:
+        nbytes = 0
+    else:
+        if any(t < 0 for t in strides):
+            raise ValueError("gpu_data: negative strides would reach before the memory")
+        nbytes = sum((n - 1) * t for n, t in zip(shape, strides)) + dt.itemsize
+    if nbytes > mem.size:
+        raise ValueError("gpu_data has %d bytes; an array of shape %s, strides %s and dtype "
+                         "%s needs %d" % (mem.size, shape, strides, dt, nbytes))
+    h = mem._array()
+    out = _P()
+    if nbytes == 0:
+        check(lib.dv_device_array(lib.dv_array_context(h), len(shape),
+                                  (_I64 * max(len(shape), 1))(*shape), _dv_dtype(dt), None,
+                                  b"C", None, ctypes.byref(out)), "DeviceNDArray")
+    elif lib.dv_array_memory(h) in (MEM_HOST, MEM_PINNED):
+        check(lib.dv_host_array_wrap(lib.dv_array_context(h), _host_data(h), len(shape),
+                                     (_I64 * len(shape))(*shape), _dv_dtype(dt),
+                                     (_I64 * len(shape))(*strides), ctypes.byref(out)),
+              "DeviceNDArray")
+    else:
+        buf, off = _native(h)
+        check(lib.dv_device_array_wrap(lib.dv_array_context(h), buf, off, off + nbytes,
+                                       len(shape), (_I64 * len(shape))(*shape), _dv_dtype(dt),
+                                       (_I64 * len(shape))(*strides), None, None,
+                                       ctypes.byref(out)), "DeviceNDArray")
+    return out.value, dt

@@ -501,3 +501,22 @@ def test_numba_type_without_numba(monkeypatch):
     with pytest.raises(AttributeError, match="needs Numba"):
         d._numba_type_
     assert not hasattr(d, "_numba_type_")
+
+
+def test_devicendarray_over_gpu_data(ctx):
+    """DeviceNDArray(shape, strides, dtype, gpu_data=mem) lays the array over mem (Numba)."""
+    cuda = devarray
+    mem = ctx.memalloc(6 * 8)
+    src = np.arange(6, dtype=np.float64)
+    driver.host_to_device(mem, src, src.nbytes)
+    d = cuda.DeviceNDArray((2, 3), (24, 8), np.float64, gpu_data=mem)
+    np.testing.assert_array_equal(d.copy_to_host(), src.reshape(2, 3))
+    d[0, 0] = 42.0  # the same memory, both ways
+    back = np.zeros(6)
+    driver.device_to_host(back, mem, back.nbytes)
+    assert back[0] == 42.0
+    del mem
+    gc.collect()
+    np.testing.assert_array_equal(d.copy_to_host()[1], [3, 4, 5])  # d keeps mem alive
+    with pytest.raises(ValueError, match="needs 64"):
+        cuda.DeviceNDArray((8,), (8,), np.float64, gpu_data=ctx.memalloc(48))
