@@ -511,9 +511,11 @@ class PluginBridge:
             ptr = _pointer_value(mp)
             if not ptr:
                 raise RuntimeError("memalloc returned a NULL device pointer")
+            from ._memory import _decode  # (_memory imports this module)
+            buf, off = _decode(ptr)  # a devarray pointer's synthetic OpenCL value: its cl_mem
             key = next(self._keys)
             self.live[key] = mp
-            out[0].buf, out[0].offset, out[0].handle = ptr, 0, key
+            out[0].buf, out[0].offset, out[0].handle = buf, off, key
             self.allocs += 1
             _succeeded()
             return DV_OK
@@ -549,9 +551,10 @@ def backend_memalloc(context, size):
     bypasses every manager), freed (dv_backend_free) by its finalizer: what a plug-in that
     delegates to devarray's own allocation returns from memalloc.
 
-    Its device_pointer is the library's buffer handle, what a plug-in must hand back: the
-    CUdeviceptr (CUDA), the cl_mem (OpenCL), the simulator's block handle (host simulator:
-    not the data's address, so not for devarray.driver's copies there)."""
+    Its device_pointer stands for the library's buffer handle, what a plug-in must hand
+    back: the CUdeviceptr (CUDA), the cl_mem's synthetic value (OpenCL: docs/semantics.md,
+    "Python binding"), the simulator's block handle (host simulator: not the data's address,
+    so not for devarray.driver's copies there)."""
     blk = dv_block()
     check(lib.dv_backend_alloc(context.handle, int(size), ctypes.byref(blk)), "memalloc")
     h = context.handle
@@ -559,4 +562,6 @@ def backend_memalloc(context, size):
     def finalizer(blk=blk, h=h):
         check(lib.dv_backend_free(h, blk), "free")
 
-    return _memory().MemoryPointer(context, blk.buf, int(size), finalizer=finalizer)
+    mod = _memory()
+    ptr = mod._synthetic(blk.buf, 0) if context.backend == "opencl" else blk.buf
+    return mod.MemoryPointer(context, ptr, int(size), finalizer=finalizer)

@@ -13,8 +13,9 @@ an AutoFreePointer, every OwnedPointer of it) is gone.
 
 What ``device_pointer`` holds on each backend (docs/semantics.md, "Python binding"): CUDA, the
 CUdeviceptr (an address); host simulator, the host address of the simulated device memory;
-OpenCL, the ``cl_mem`` handle's value plus the byte offset of the view: an opaque number, not
-an address, whose differences between views of one allocation are their byte offsets.
+OpenCL, a synthetic value (one non-overlapping range per ``cl_mem``, see ``_address``) plus
+the byte offset of the view: an opaque number, not an address, whose differences between
+views of one allocation are their byte offsets.
 ``native`` gives the ``(buffer, offset)`` pair (``dv_array_native``) on every backend.
 """
 
@@ -84,9 +85,57 @@ def _byte_slice(h, start, stop):
     return out.value
 
 
+# OpenCL device pointer values. A cl_mem is a handle, not an address: handles lie a few
+# hundred bytes apart while buffers are larger, so "cl_mem + offset" values of two buffers
+# overlap and a value could not tell which buffer it points into. There each cl_mem gets its
+# own slot of 2**40 bytes (more than any buffer) in a synthetic address space from 2**56 up,
+# so values of different buffers never overlap; the slot of a handle is kept for the
+# process (a handle the driver reuses gets its slot again, as a freed address is reused).
+_SYN_BASE, _SYN_SHIFT = 1 << 56, 40
+_slot_of = {}     # cl_mem value -> slot number
+_buffer_of = []   # slot number -> cl_mem value
+
+
+def _opaque(h):
+    """Whether the device pointers of C array h are handles, not addresses (OpenCL)."""
+    name = lib.dv_context_backend(lib.dv_array_context(h))
+    return name == b"opencl"
+
+
+def _address(h, buf, off):
+    """The device pointer value of byte `off` of native buffer `buf` (of C array h): the
+    address (CUDA, host simulator), or the synthetic value (OpenCL; see above)."""
+    if not buf:
+        return 0
+    if not _opaque(h):
+        return buf + off
+    return _synthetic(buf, off)
+
+
+def _synthetic(buf, off):
+    """The synthetic device pointer value of byte `off` of OpenCL buffer `buf` (a cl_mem)."""
+    slot = _slot_of.get(buf)
+    if slot is None:
+        slot = _slot_of.setdefault(buf, len(_buffer_of))
+        if slot == len(_buffer_of):
+            _buffer_of.append(buf)
+    return _SYN_BASE + (slot << _SYN_SHIFT) + off
+
+
+def _decode(value):
+    """(native buffer, offset) of a device pointer value: the cl_mem and offset of a
+    synthetic OpenCL value, else (value, 0)."""
+    if value >= _SYN_BASE:
+        slot = (value - _SYN_BASE) >> _SYN_SHIFT
+        off = (value - _SYN_BASE) & ((1 << _SYN_SHIFT) - 1)
+        if slot < len(_buffer_of):
+            return _buffer_of[slot], off
+    return value, 0
+
+
 # Memory devarray allocated, alive: a pointer given to MemoryPointer(context, pointer, size)
 # that lies inside one of them becomes a slice of it, not a foreign wrap (on OpenCL the
-# pointer values are cl_mem + offset, which no wrap could take).
+# pointer values are synthetic, which no wrap could take).
 _allocations = weakref.WeakSet()
 
 
@@ -175,7 +224,7 @@ class MemoryPointer:
         self.handle = self.device_pointer
         self._owner = owner
         # foreign memory: (native buffer, offset) to wrap lazily; the C array goes in _cell
-        self._foreign = (_ptr_value(pointer), 0)
+        self._foreign = _decode(_ptr_value(pointer))
         self._host_side = False
         self._keep = None
         self._cell = [None]
@@ -195,7 +244,7 @@ class MemoryPointer:
                 dev = host = _host_data(h)
             else:
                 buf, off = _native(h)
-                dev = buf + off if buf else 0
+                dev = _address(h, buf, off)
                 host = _host_data(h) if kind in (MEM_MAPPED, MEM_MANAGED) else None
         except BaseException:
             _release(h)
@@ -297,7 +346,7 @@ class MemoryPointer:
             raise ValueError("devarray: the memory was freed")
         buf, off = self._foreign
         if not self._host_side and self.size:
-            inside = _containing(buf + off, self.size)
+            inside = _containing(self.device_pointer.value, self.size)
             if inside:
                 self._cell[0] = inside
                 return inside
@@ -561,7 +610,7 @@ def _array_address(h, lo):
     if lib.dv_array_memory(h) in (MEM_HOST, MEM_PINNED):
         return _host_data(h) + lo
     buf, off = _native(h)
-    return buf + off + lo if buf else 0
+    return _address(h, buf, off + lo)
 
 
 def _array_pointer(a):

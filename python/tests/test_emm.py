@@ -94,9 +94,10 @@ def plugin():
 
 
 def _native(d):
-    """The device pointer of d's element 0 as the library sees it."""
-    p = d.device_ctypes_pointer
-    return p.value
+    """The device pointer of d's element 0 as the library sees it (the cl_mem on OpenCL,
+    where device_ctypes_pointer is a synthetic value)."""
+    buf, off = cuda._memory._native(d.handle)
+    return buf + off
 
 
 def test_plugin_serves_allocations(plugin):
