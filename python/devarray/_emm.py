@@ -178,8 +178,26 @@ def _deferred_release(h, nbytes, deallocations, before=None):
         finally:
             lib.dv_array_release(h)
     if deallocations is None:
-        return lambda: dtor(h)
-    return lambda: deallocations.add_item(dtor, h, nbytes)
+        fin = lambda: dtor(h)  # noqa: E731
+    else:
+        fin = lambda: deallocations.add_item(dtor, h, nbytes)  # noqa: E731
+    fin.undo = lambda: dtor(h)  # at once, when the object it was made for was not made
+    return fin
+
+
+def _adopt(make, h, fin, **kwargs):
+    """make(h, finalizer=fin, **kwargs) (a _from_handle, which takes over h's reference and
+    releases it when it fails); on failure fin's own reference (and registration, scope) is
+    undone at once, since no object will ever run fin."""
+    try:
+        return make(h, finalizer=fin, **kwargs)
+    except BaseException:
+        if fin is not None:
+            try:
+                fin.undo()
+            except Exception as e:  # the first error is the one raised
+                _unraisable(e, "undoing a failed host allocation")
+        raise
 
 
 def _memhostalloc(context, size, mapped, portable, wc, deallocations):
@@ -194,7 +212,7 @@ def _memhostalloc(context, size, mapped, portable, wc, deallocations):
     fin = None
     if deallocations is not None:  # the plugin's queue holds the last reference
         fin = _deferred_release(lib.dv_array_retain(h), size if mapped else 0, deallocations)
-    mem = cls._from_handle(h, context=context, finalizer=fin)
+    mem = _adopt(cls._from_handle, h, fin, context=context)
     return mem.own() if mapped else mem
 
 
@@ -223,13 +241,14 @@ def _mempin(context, owner, pointer, size, mapped, deallocations):
             lib.dv_array_release(host)  # `keep` holds it while the scope lasts
             host = None
             fin = _deferred_release(lib.dv_array_retain(view.value), size, deallocations, end)
-            return m.MappedMemory._from_handle(view.value, size, owner=owner, context=context,
-                                               finalizer=fin).own()
+            return _adopt(m.MappedMemory._from_handle, view.value, fin, size=size, owner=owner,
+                          context=context).own()
         check(lib.dv_array_register(host), "mempin")
-        fin = _deferred_release(lib.dv_array_retain(host), 0, deallocations,
+        h, host = host, None  # handed over: _from_handle releases it, fin.undo deregisters
+        fin = _deferred_release(lib.dv_array_retain(h), 0, deallocations,
                                 lambda h: check(lib.dv_array_deregister(h), "mempin"))
-        return m.PinnedMemory._from_handle(host, size, owner=owner, context=context,
-                                           finalizer=fin)
+        return _adopt(m.PinnedMemory._from_handle, h, fin, size=size, owner=owner,
+                      context=context)
     except BaseException:
         if host is not None:
             lib.dv_array_release(host)
@@ -241,7 +260,7 @@ def _memallocmanaged(context, size, attach_global, deallocations):
     fin = None
     if deallocations is not None:
         fin = _deferred_release(lib.dv_array_retain(h), size, deallocations)
-    return _memory().ManagedMemory._from_handle(h, context=context, finalizer=fin).own()
+    return _adopt(_memory().ManagedMemory._from_handle, h, fin, context=context).own()
 
 
 class HostOnlyCUDAMemoryManager(BaseCUDAMemoryManager):

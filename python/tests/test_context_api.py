@@ -273,3 +273,62 @@ def test_failed_initialize_leaves_no_context():
         assert not [c for c in cuda._context._live if c.handle]
     finally:
         _emm._memory_manager = None
+
+
+class _HostPlugin(cuda.HostOnlyCUDAMemoryManager):
+    """Device memory from the driver; pinned, mapped, managed memory devarray's own, their
+    frees through the plug-in's queue."""
+
+    def initialize(self):
+        pass
+
+    def memalloc(self, size):
+        return cuda.backend_memalloc(self.context, size)
+
+    def get_memory_info(self):
+        return cuda.MemoryInfo(free=0, total=0)
+
+    def get_ipc_handle(self, memory):
+        raise NotImplementedError
+
+    @property
+    def interface_version(self):
+        return 1
+
+
+@pytest.mark.parametrize("make", ["memhostalloc", "memhostalloc_mapped", "mempin",
+                                  "mempin_mapped", "memallocmanaged"])
+def test_host_allocation_failure_leaks_nothing(make, monkeypatch):
+    """When the Python object cannot be made over the new C array, its references (and the
+    registration of mempin) are undone once each: no leak, no double release."""
+    from devarray import _memory
+    _emm = _with_plugin(_HostPlugin)
+    try:
+        ctx = cuda.current_context()
+        if make == "memallocmanaged" and ctx.backend != "cuda":
+            pytest.skip("managed memory: CUDA only")
+        host = np.zeros(256, np.uint8)
+        gc.collect()
+        before = ctx.raw_stats().arrays.current
+
+        def fail(h):
+            raise RuntimeError("made to fail")
+        monkeypatch.setattr(_memory, "_host_data", fail)
+        monkeypatch.setattr(_memory, "_native", fail)
+        with pytest.raises(RuntimeError, match="made to fail"):
+            if make.startswith("memhostalloc"):
+                ctx.memhostalloc(256, mapped=make.endswith("mapped"))
+            elif make.startswith("mempin"):
+                ctx.mempin(host, host.ctypes.data, host.nbytes, mapped=make.endswith("mapped"))
+            else:
+                ctx.memallocmanaged(256)
+        monkeypatch.undo()
+        gc.collect()
+        ctx.memory_manager.deallocations.clear()
+        assert ctx.raw_stats().arrays.current == before
+        if make.startswith("mempin"):  # not left registered: pinning it again works
+            p = ctx.mempin(host, host.ctypes.data, host.nbytes)
+            del p
+            gc.collect()
+    finally:
+        _drop_plugin(_emm)
