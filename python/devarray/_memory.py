@@ -20,6 +20,7 @@ views of one allocation are their byte offsets.
 """
 
 import ctypes
+import threading
 import weakref
 
 import numpy as np
@@ -94,6 +95,7 @@ def _byte_slice(h, start, stop):
 _SYN_BASE, _SYN_SHIFT = 1 << 56, 40
 _slot_of = {}     # cl_mem value -> slot number
 _buffer_of = []   # slot number -> cl_mem value
+_slot_lock = threading.Lock()
 
 
 def _opaque(h):
@@ -116,9 +118,11 @@ def _synthetic(buf, off):
     """The synthetic device pointer value of byte `off` of OpenCL buffer `buf` (a cl_mem)."""
     slot = _slot_of.get(buf)
     if slot is None:
-        slot = _slot_of.setdefault(buf, len(_buffer_of))
-        if slot == len(_buffer_of):
-            _buffer_of.append(buf)
+        with _slot_lock:  # two threads' new handles must not get one slot
+            slot = _slot_of.get(buf)
+            if slot is None:
+                slot = _slot_of[buf] = len(_buffer_of)
+                _buffer_of.append(buf)
     return _SYN_BASE + (slot << _SYN_SHIFT) + off
 
 
