@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _context
 from ._context import current_context
-from ._stream import _stream_handle, Stream
+from ._stream import _stream_handle, Stream, _release_later
 from ._convert import _P, _I64, _dv_dtype, _np_dtype, _i64
 from ._hostmem import _host_array, _alloc
 from ._lib import lib, check, dv_index, error, DevarrayError
@@ -34,7 +34,13 @@ class DeviceNDArray:
     __slots__ = ("_h", "shape", "_strides", "dtype", "_base", "stream", "__weakref__")
 
     def __init__(self, shape, strides, dtype, stream=0, gpu_data=None):
-        """Allocate (Numba's constructor): use device_array() instead."""
+        """Allocate (Numba's constructor): use device_array() instead. With `gpu_data` (a
+        MemoryPointer) the array is laid over that memory instead, keeping it alive."""
+        if gpu_data is not None:
+            from ._memory import _array_over
+            h, dt = _array_over(gpu_data, shape, strides, dtype)
+            self._init(h, dt, gpu_data, stream)
+            return
         h, dt = _alloc(lib.dv_device_array, shape, dtype, strides, "C",
                        _stream_handle(stream), name="DeviceNDArray")
         self._init(h, dt, None, stream)
@@ -72,13 +78,14 @@ class DeviceNDArray:
         if h and lib is not None:
             lib.dv_array_release(h)
 
-    def __del__(self, _release=lib.dv_array_release):
+    def __del__(self, _release=lib.dv_array_release, _release_later=_release_later):
         # the release function is bound at definition, so that it is still there while the
         # interpreter tears the module down
         h = self._h
         if h:
             self._h = None
-            _release(h)
+            if not _release_later(_release, h):
+                _release(h)
 
     @property
     def handle(self):

@@ -156,12 +156,28 @@ class Context:
             _config.apply_to(self)
             if plugin_cls is not None:
                 self._apply_dealloc_limits(*_config.limits())
-            self.memory_manager.initialize()
         except BaseException:
             lib.dv_context_destroy(self.handle)
             self.handle = None
             raise
         _live.add(self)
+
+    def _destroy_after_failed_init(self):
+        """Destroy this context after its memory manager's initialize() failed; a context
+        still holding memory (DV_ERR_BUSY) is kept open and usable rather than lost."""
+        import gc
+        gc.collect()
+        self._clear_plugin_queue()
+        if lib.dv_context_destroy(self.handle) == 0:
+            self.handle = None
+            _live.discard(self)
+
+    def _clear_plugin_queue(self):
+        """Run a plug-in's own pending frees (Numba's close resets the memory manager)."""
+        mm = self.memory_manager if self._bridge is not None else None
+        clear = getattr(getattr(mm, "deallocations", None), "clear", None)
+        if clear is not None:
+            clear()
 
     @property
     def has_plugin(self):
@@ -292,7 +308,16 @@ def current_context():
         return c
     with _lock:
         if _ctx is None:
-            _ctx = Context(_backend, _device)
+            # As Numba: the context is current before its memory manager's initialize(),
+            # so a plug-in that uses the public API there gets this context.
+            c = Context(_backend, _device)
+            _ctx = c
+            try:
+                c.memory_manager.initialize()
+            except BaseException:
+                _ctx = None
+                c._destroy_after_failed_init()
+                raise
         return _ctx
 
 
@@ -351,6 +376,7 @@ def close():
         from ._stream import _settle  # _stream imports this module
         _settle(c)
         gc.collect()
+        c._clear_plugin_queue()
         check(lib.dv_context_destroy(c.handle), "close")
         c.handle = None
         _live.discard(c)

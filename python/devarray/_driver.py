@@ -22,7 +22,7 @@ import numpy as np
 from ._convert import _P, _I64
 from ._context import current_context
 from ._lib import lib, check
-from ._memory import (_u8, _byte, _count, _byte_slice, _native, MemoryPointer,
+from ._memory import (_u8, _byte, _count, _byte_slice, _native, _address, MemoryPointer,
                       MEM_MAPPED, MEM_MANAGED, _release)
 from ._stream import _stream_handle, Stream
 
@@ -87,8 +87,8 @@ class MappedMemoryView:
         self.size = size
         h = _mapped_handle(arr)
         buf, off = _native(h)
-        self.device_pointer = ctypes.c_size_t(buf + off + (address - arr.ctypes.data)
-                                              if buf else 0)
+        self.device_pointer = ctypes.c_size_t(_address(h, buf,
+                                                       off + (address - arr.ctypes.data)))
         self._cuda_memsize_ = size
         self._address = address
         self._h = None

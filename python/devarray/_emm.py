@@ -35,7 +35,6 @@ import contextlib
 import ctypes
 import importlib
 import itertools
-import math
 import os
 import sys
 import threading
@@ -178,8 +177,26 @@ def _deferred_release(h, nbytes, deallocations, before=None):
         finally:
             lib.dv_array_release(h)
     if deallocations is None:
-        return lambda: dtor(h)
-    return lambda: deallocations.add_item(dtor, h, nbytes)
+        fin = lambda: dtor(h)  # noqa: E731
+    else:
+        fin = lambda: deallocations.add_item(dtor, h, nbytes)  # noqa: E731
+    fin.undo = lambda: dtor(h)  # at once, when the object it was made for was not made
+    return fin
+
+
+def _adopt(make, h, fin, **kwargs):
+    """make(h, finalizer=fin, **kwargs) (a _from_handle, which takes over h's reference and
+    releases it when it fails); on failure fin's own reference (and registration, scope) is
+    undone at once, since no object will ever run fin."""
+    try:
+        return make(h, finalizer=fin, **kwargs)
+    except BaseException:
+        if fin is not None:
+            try:
+                fin.undo()
+            except Exception as e:  # the first error is the one raised
+                _unraisable(e, "undoing a failed host allocation")
+        raise
 
 
 def _memhostalloc(context, size, mapped, portable, wc, deallocations):
@@ -194,7 +211,7 @@ def _memhostalloc(context, size, mapped, portable, wc, deallocations):
     fin = None
     if deallocations is not None:  # the plugin's queue holds the last reference
         fin = _deferred_release(lib.dv_array_retain(h), size if mapped else 0, deallocations)
-    mem = cls._from_handle(h, context=context, finalizer=fin)
+    mem = _adopt(cls._from_handle, h, fin, context=context)
     return mem.own() if mapped else mem
 
 
@@ -223,13 +240,14 @@ def _mempin(context, owner, pointer, size, mapped, deallocations):
             lib.dv_array_release(host)  # `keep` holds it while the scope lasts
             host = None
             fin = _deferred_release(lib.dv_array_retain(view.value), size, deallocations, end)
-            return m.MappedMemory._from_handle(view.value, size, owner=owner, context=context,
-                                               finalizer=fin).own()
+            return _adopt(m.MappedMemory._from_handle, view.value, fin, size=size, owner=owner,
+                          context=context).own()
         check(lib.dv_array_register(host), "mempin")
-        fin = _deferred_release(lib.dv_array_retain(host), 0, deallocations,
+        h, host = host, None  # handed over: _from_handle releases it, fin.undo deregisters
+        fin = _deferred_release(lib.dv_array_retain(h), 0, deallocations,
                                 lambda h: check(lib.dv_array_deregister(h), "mempin"))
-        return m.PinnedMemory._from_handle(host, size, owner=owner, context=context,
-                                           finalizer=fin)
+        return _adopt(m.PinnedMemory._from_handle, h, fin, size=size, owner=owner,
+                      context=context)
     except BaseException:
         if host is not None:
             lib.dv_array_release(host)
@@ -241,7 +259,7 @@ def _memallocmanaged(context, size, attach_global, deallocations):
     fin = None
     if deallocations is not None:
         fin = _deferred_release(lib.dv_array_retain(h), size, deallocations)
-    return _memory().ManagedMemory._from_handle(h, context=context, finalizer=fin).own()
+    return _adopt(_memory().ManagedMemory._from_handle, h, fin, context=context).own()
 
 
 class HostOnlyCUDAMemoryManager(BaseCUDAMemoryManager):
@@ -416,12 +434,20 @@ def _keep(exc):
 
 
 def _take(status):
-    """The plug-in exception kept for `status` on this thread (taken), or None."""
+    """The plug-in exception kept for `status` on this thread, or None; either way nothing
+    stays kept (an exception not matching the failed call's status is not that call's)."""
     p = getattr(_tls, "pending", None)
+    _tls.pending = None
     if p is None or p[0] != status:
         return None
-    _tls.pending = None
     return p[1]
+
+
+def _succeeded():
+    """The plug-in's memalloc succeeded: an exception kept from an earlier one on this thread
+    belonged to a failure the library recovered from (it retried), so it is dropped. (Not on
+    get_memory_info's success: the library asks for it to word its own out-of-memory error.)"""
+    _tls.pending = None
 
 
 _lib._callback_error = _take
@@ -503,10 +529,13 @@ class PluginBridge:
             ptr = _pointer_value(mp)
             if not ptr:
                 raise RuntimeError("memalloc returned a NULL device pointer")
+            from ._memory import _decode  # (_memory imports this module)
+            buf, off = _decode(ptr)  # a devarray pointer's synthetic OpenCL value: its cl_mem
             key = next(self._keys)
             self.live[key] = mp
-            out[0].buf, out[0].offset, out[0].handle = ptr, 0, key
+            out[0].buf, out[0].offset, out[0].handle = buf, off, key
             self.allocs += 1
+            _succeeded()
             return DV_OK
         except BaseException as e:  # noqa: B902 (KeyboardInterrupt included: reported, kept)
             return _keep(e)
@@ -540,9 +569,10 @@ def backend_memalloc(context, size):
     bypasses every manager), freed (dv_backend_free) by its finalizer: what a plug-in that
     delegates to devarray's own allocation returns from memalloc.
 
-    Its device_pointer is the library's buffer handle, what a plug-in must hand back: the
-    CUdeviceptr (CUDA), the cl_mem (OpenCL), the simulator's block handle (host simulator:
-    not the data's address, so not for devarray.driver's copies there)."""
+    Its device_pointer stands for the library's buffer handle, what a plug-in must hand
+    back: the CUdeviceptr (CUDA), the cl_mem's synthetic value (OpenCL: docs/semantics.md,
+    "Python binding"), the simulator's block handle (host simulator: not the data's address,
+    so not for devarray.driver's copies there)."""
     blk = dv_block()
     check(lib.dv_backend_alloc(context.handle, int(size), ctypes.byref(blk)), "memalloc")
     h = context.handle
@@ -550,4 +580,6 @@ def backend_memalloc(context, size):
     def finalizer(blk=blk, h=h):
         check(lib.dv_backend_free(h, blk), "free")
 
-    return _memory().MemoryPointer(context, blk.buf, int(size), finalizer=finalizer)
+    mod = _memory()
+    ptr = mod._synthetic(blk.buf, 0) if context.backend == "opencl" else blk.buf
+    return mod.MemoryPointer(context, ptr, int(size), finalizer=finalizer)

@@ -13,12 +13,14 @@ an AutoFreePointer, every OwnedPointer of it) is gone.
 
 What ``device_pointer`` holds on each backend (docs/semantics.md, "Python binding"): CUDA, the
 CUdeviceptr (an address); host simulator, the host address of the simulated device memory;
-OpenCL, the ``cl_mem`` handle's value plus the byte offset of the view: an opaque number, not
-an address, whose differences between views of one allocation are their byte offsets.
+OpenCL, a synthetic value (one non-overlapping range per ``cl_mem``, see ``_address``) plus
+the byte offset of the view: an opaque number, not an address, whose differences between
+views of one allocation are their byte offsets.
 ``native`` gives the ``(buffer, offset)`` pair (``dv_array_native``) on every backend.
 """
 
 import ctypes
+import threading
 import weakref
 
 import numpy as np
@@ -26,7 +28,7 @@ import numpy as np
 from ._context import MemoryInfo, current_context
 from ._convert import _P, _I64, _dv_dtype
 from ._lib import lib, check, dv_index, library_path
-from ._stream import _stream_handle
+from ._stream import _stream_handle, _release_later
 
 __all__ = ["MemoryPointer", "AutoFreePointer", "MappedMemory", "PinnedMemory", "ManagedMemory",
            "OwnedPointer", "MappedOwnedPointer", "ManagedOwnedPointer", "MemoryInfo"]
@@ -84,9 +86,60 @@ def _byte_slice(h, start, stop):
     return out.value
 
 
+# OpenCL device pointer values. A cl_mem is a handle, not an address: handles lie a few
+# hundred bytes apart while buffers are larger, so "cl_mem + offset" values of two buffers
+# overlap and a value could not tell which buffer it points into. There each cl_mem gets its
+# own slot of 2**40 bytes (more than any buffer) in a synthetic address space from 2**56 up,
+# so values of different buffers never overlap; the slot of a handle is kept for the
+# process (a handle the driver reuses gets its slot again, as a freed address is reused).
+_SYN_BASE, _SYN_SHIFT = 1 << 56, 40
+_slot_of = {}     # cl_mem value -> slot number
+_buffer_of = []   # slot number -> cl_mem value
+_slot_lock = threading.Lock()
+
+
+def _opaque(h):
+    """Whether the device pointers of C array h are handles, not addresses (OpenCL)."""
+    name = lib.dv_context_backend(lib.dv_array_context(h))
+    return name == b"opencl"
+
+
+def _address(h, buf, off):
+    """The device pointer value of byte `off` of native buffer `buf` (of C array h): the
+    address (CUDA, host simulator), or the synthetic value (OpenCL; see above)."""
+    if not buf:
+        return 0
+    if not _opaque(h):
+        return buf + off
+    return _synthetic(buf, off)
+
+
+def _synthetic(buf, off):
+    """The synthetic device pointer value of byte `off` of OpenCL buffer `buf` (a cl_mem)."""
+    slot = _slot_of.get(buf)
+    if slot is None:
+        with _slot_lock:  # two threads' new handles must not get one slot
+            slot = _slot_of.get(buf)
+            if slot is None:
+                slot = _slot_of[buf] = len(_buffer_of)
+                _buffer_of.append(buf)
+    return _SYN_BASE + (slot << _SYN_SHIFT) + off
+
+
+def _decode(value):
+    """(native buffer, offset) of a device pointer value: the cl_mem and offset of a
+    synthetic OpenCL value, else (value, 0)."""
+    if value >= _SYN_BASE:
+        slot = (value - _SYN_BASE) >> _SYN_SHIFT
+        off = (value - _SYN_BASE) & ((1 << _SYN_SHIFT) - 1)
+        if slot < len(_buffer_of):
+            return _buffer_of[slot], off
+    return value, 0
+
+
 # Memory devarray allocated, alive: a pointer given to MemoryPointer(context, pointer, size)
 # that lies inside one of them becomes a slice of it, not a foreign wrap (on OpenCL the
-# pointer values are cl_mem + offset, which no wrap could take).
+# pointer values are synthetic, which no wrap could take).
 _allocations = weakref.WeakSet()
 
 
@@ -104,7 +157,7 @@ def _finalize(cell, finalizer):
     """Run once per pointer object: drop its C reference, then the user's finalizer."""
     h, cell[0] = cell[0], None
     try:
-        if h and lib is not None:
+        if h and lib is not None and not _release_later(_release, h):
             _release(h)
     finally:
         if finalizer is not None:
@@ -175,7 +228,7 @@ class MemoryPointer:
         self.handle = self.device_pointer
         self._owner = owner
         # foreign memory: (native buffer, offset) to wrap lazily; the C array goes in _cell
-        self._foreign = (_ptr_value(pointer), 0)
+        self._foreign = _decode(_ptr_value(pointer))
         self._host_side = False
         self._keep = None
         self._cell = [None]
@@ -195,7 +248,7 @@ class MemoryPointer:
                 dev = host = _host_data(h)
             else:
                 buf, off = _native(h)
-                dev = buf + off if buf else 0
+                dev = _address(h, buf, off)
                 host = _host_data(h) if kind in (MEM_MAPPED, MEM_MANAGED) else None
         except BaseException:
             _release(h)
@@ -297,7 +350,7 @@ class MemoryPointer:
             raise ValueError("devarray: the memory was freed")
         buf, off = self._foreign
         if not self._host_side and self.size:
-            inside = _containing(buf + off, self.size)
+            inside = _containing(self.device_pointer.value, self.size)
             if inside:
                 self._cell[0] = inside
                 return inside
@@ -561,7 +614,7 @@ def _array_address(h, lo):
     if lib.dv_array_memory(h) in (MEM_HOST, MEM_PINNED):
         return _host_data(h) + lo
     buf, off = _native(h)
-    return buf + off + lo if buf else 0
+    return _address(h, buf, off + lo)
 
 
 def _array_pointer(a):
@@ -591,3 +644,43 @@ def _gpu_data(a):
     mp = MemoryPointer._from_handle(out.value, n, context=current_context())
     mp._keep = a
     return mp
+
+
+def _array_over(mem, shape, strides, dtype):
+    """(C array, NumPy dtype): a new reference laying shape/strides/dtype over the memory of
+    MemoryPointer `mem` from its first byte (DeviceNDArray(..., gpu_data=mem))."""
+    dt = np.dtype(dtype)
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
+    strides = ((int(strides),) if isinstance(strides, (int, np.integer))
+               else tuple(int(t) for t in strides))
+    if len(strides) != len(shape):
+        raise ValueError("strides, if given, must be the same length as shape")
+    if any(n < 0 for n in shape):
+        raise ValueError("negative dimensions are not allowed")
+    if 0 in shape:
+        nbytes = 0
+    else:
+        if any(t < 0 for t in strides):
+            raise ValueError("gpu_data: negative strides would reach before the memory")
+        nbytes = sum((n - 1) * t for n, t in zip(shape, strides)) + dt.itemsize
+    if nbytes > mem.size:
+        raise ValueError("gpu_data has %d bytes; an array of shape %s, strides %s and dtype "
+                         "%s needs %d" % (mem.size, shape, strides, dt, nbytes))
+    h = mem._array()
+    out = _P()
+    if nbytes == 0:
+        check(lib.dv_device_array(lib.dv_array_context(h), len(shape),
+                                  (_I64 * max(len(shape), 1))(*shape), _dv_dtype(dt), None,
+                                  b"C", None, ctypes.byref(out)), "DeviceNDArray")
+    elif lib.dv_array_memory(h) in (MEM_HOST, MEM_PINNED):
+        check(lib.dv_host_array_wrap(lib.dv_array_context(h), _host_data(h), len(shape),
+                                     (_I64 * len(shape))(*shape), _dv_dtype(dt),
+                                     (_I64 * len(shape))(*strides), ctypes.byref(out)),
+              "DeviceNDArray")
+    else:
+        buf, off = _native(h)
+        check(lib.dv_device_array_wrap(lib.dv_array_context(h), buf, off, off + nbytes,
+                                       len(shape), (_I64 * len(shape))(*shape), _dv_dtype(dt),
+                                       (_I64 * len(shape))(*strides), None, None,
+                                       ctypes.byref(out)), "DeviceNDArray")
+    return out.value, dt

@@ -111,7 +111,8 @@ class Stream:
     def __del__(self):
         if self._owned and self.handle and lib is not None:
             try:
-                lib.dv_stream_release(self.handle)
+                if not _release_later(lib.dv_stream_release, self.handle):
+                    lib.dv_stream_release(self.handle)
             except Exception:
                 pass
             self.handle = None
@@ -140,23 +141,38 @@ _finished = []    # _Call records whose callback ran; emptied by _reap on a Pyth
 _in_callback = threading.local()  # .active on a thread while it runs a callback
 
 
+_deferred = []    # (release function, C handle): freed by _reap, never on a callback thread
+
+
+def _release_later(release, h):
+    """Whether C handle h was queued for `release` by _reap, because this thread runs a
+    stream callback (the cyclic GC may run a __del__ or finalizer there, and the library
+    forbids frees inside a callback: dv_stream_add_callback)."""
+    if getattr(_in_callback, "active", False):
+        _deferred.append((release, h))
+        return True
+    return False
+
+
 def _run(user, status):
-    call = _pending[user]
+    # the flag covers all of this function: a GC pass may start at any allocation here
     _in_callback.active = True  # a callback that calls add_callback (another stream) reaps not
     try:
-        call.result = call.fn(call.stream, status, call.arg)
-    except BaseException as e:  # noqa: B036 -- reported, never propagated into C
-        call.error = e
-        if hasattr(e, "add_note"):
-            e.add_note("devarray: raised by the stream callback %r" % (call.fn,))
-        # ctypes' own report of an exception in a callback (sys.unraisablehook), made here,
-        # on this thread, before the record leaves _pending
-        _REPORT(_Reporter(e, call.fn))()
+        call = _pending[user]
+        try:
+            call.result = call.fn(call.stream, status, call.arg)
+        except BaseException as e:  # noqa: B036 -- reported, never propagated into C
+            call.error = e
+            if hasattr(e, "add_note"):
+                e.add_note("devarray: raised by the stream callback %r" % (call.fn,))
+            # ctypes' own report of an exception in a callback (sys.unraisablehook), made
+            # here, on this thread, before the record leaves _pending
+            _REPORT(_Reporter(e, call.fn))()
+        del call
+        # one expression: no local of this thread refers to the record once it is in the list
+        _finished.append(_pending.pop(user))
     finally:
         _in_callback.active = False
-    del call
-    # one expression: no local of this thread refers to the record once it is in the list
-    _finished.append(_pending.pop(user))
 
 
 class _Reporter:
@@ -191,6 +207,12 @@ def _reap():
             _finished.pop()
         except IndexError:
             break
+    while _deferred:
+        try:
+            release, h = _deferred.pop()
+        except IndexError:
+            break
+        release(h)
 
 
 def _done_callback(stream, status, arg):
@@ -297,7 +319,8 @@ class Event:
 
     def __del__(self):
         if getattr(self, "handle", None) and lib is not None:
-            lib.dv_event_release(self.handle)
+            if not _release_later(lib.dv_event_release, self.handle):
+                lib.dv_event_release(self.handle)
             self.handle = None
 
 

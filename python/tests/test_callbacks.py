@@ -275,3 +275,40 @@ def test_close_after_async_done_and_pending_callbacks():
     cuda.close()  # raised MisuseError (1 stream still alive) before close() settled them
     assert ran == ["late"]
     cuda.current_context()  # a new context works
+
+
+def test_gc_inside_a_callback_defers_releases(ctx):
+    """The cyclic GC running on the callback thread frees nothing there (the library forbids
+    frees inside a callback): the C handles wait for the Python thread's next stream call."""
+    from devarray import _stream
+
+    class Cycle:
+        def __init__(self):
+            self.me = self
+            self.a = cuda.device_array(1000)
+            self.s = cuda.stream()
+            self.e = cuda.event()
+            self.m = ctx.memalloc(64)
+
+    s = cuda.stream()
+    gc.collect()
+    before = ctx.raw_stats().arrays.current
+    cycles = [Cycle() for _ in range(50)]
+    assert ctx.raw_stats().arrays.current >= before + 100
+    seen = []
+
+    def collect(stream, status, arg):
+        gc.collect()
+        seen.append((threading.get_ident(), len(_stream._deferred)))
+
+    gc.disable()
+    try:
+        del cycles
+        s.add_callback(collect, None)
+        s.synchronize()
+    finally:
+        gc.enable()
+    assert len(seen) == 1 and seen[0][0] != threading.get_ident()
+    assert seen[0][1] >= 200  # 50 arrays, pointers, streams and events, all deferred
+    assert not _stream._deferred  # drained by synchronize, on this thread
+    assert ctx.raw_stats().arrays.current == before

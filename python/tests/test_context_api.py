@@ -165,3 +165,170 @@ def test_ipc_handle_of_memory_without_export(ctx):
     with pytest.raises(NotImplementedError, match="has no IPC export"):
         ctx.get_ipc_handle(m)
     del m
+
+
+def _with_plugin(cls):
+    """Close the current context and make `cls` the memory manager of the next one."""
+    from devarray import _emm
+    gc.collect()
+    cuda.close()
+    cuda.set_memory_manager(cls)
+    return _emm
+
+
+def _drop_plugin(_emm):
+    gc.collect()
+    try:
+        cuda.close()
+    finally:
+        _emm._memory_manager = None
+
+
+def test_close_clears_the_plugins_own_free_queue():
+    """Numba's close() resets the memory manager: pinned memory whose free waits in a
+    HostOnlyCUDAMemoryManager's queue does not make close() busy."""
+    class Host(cuda.HostOnlyCUDAMemoryManager):
+        def memalloc(self, size):
+            raise MemoryError("unused")
+
+        def initialize(self):
+            pass
+
+        def get_memory_info(self):
+            return cuda.MemoryInfo(free=0, total=0)
+
+        def get_ipc_handle(self, memory):
+            raise NotImplementedError
+
+        @property
+        def interface_version(self):
+            return 1
+
+    _emm = _with_plugin(Host)
+    try:
+        ctx = cuda.current_context()
+        m = ctx.memhostalloc(100)
+        del m
+        gc.collect()
+        assert len(ctx.memory_manager.deallocations._cons) == 1
+        cuda.close()  # MisuseError (DV_ERR_BUSY) before the fix
+        assert cuda._context._ctx is None
+    finally:
+        _drop_plugin(_emm)
+
+
+def test_plugin_initialize_may_use_the_public_api():
+    """As in Numba, the context is current when its memory manager's initialize() runs."""
+    class Init(cuda.HostOnlyCUDAMemoryManager):
+        def initialize(self):
+            self.seen = cuda.current_context()
+            self.scratch = cuda.device_array(16)
+
+        def memalloc(self, size):
+            return cuda.backend_memalloc(self.context, size)
+
+        def get_memory_info(self):
+            return cuda.MemoryInfo(free=0, total=0)
+
+        def get_ipc_handle(self, memory):
+            raise NotImplementedError
+
+        @property
+        def interface_version(self):
+            return 1
+
+    _emm = _with_plugin(Init)
+    try:
+        ctx = cuda.current_context()  # RecursionError before the fix
+        assert ctx.memory_manager.seen is ctx
+        assert ctx.memory_manager.scratch.shape == (16,)
+        del ctx.memory_manager.scratch, ctx
+    finally:
+        _drop_plugin(_emm)
+
+
+def test_failed_initialize_leaves_no_context():
+    class Fails(cuda.HostOnlyCUDAMemoryManager):
+        def initialize(self):
+            raise RuntimeError("plug-in cannot start")
+
+        def memalloc(self, size):
+            raise MemoryError
+
+        def get_memory_info(self):
+            return cuda.MemoryInfo(free=0, total=0)
+
+        def get_ipc_handle(self, memory):
+            raise NotImplementedError
+
+        @property
+        def interface_version(self):
+            return 1
+
+    _emm = _with_plugin(Fails)
+    try:
+        with pytest.raises(RuntimeError, match="cannot start"):
+            cuda.current_context()
+        assert cuda._context._ctx is None
+        assert not [c for c in cuda._context._live if c.handle]
+    finally:
+        _emm._memory_manager = None
+
+
+class _HostPlugin(cuda.HostOnlyCUDAMemoryManager):
+    """Device memory from the driver; pinned, mapped, managed memory devarray's own, their
+    frees through the plug-in's queue."""
+
+    def initialize(self):
+        pass
+
+    def memalloc(self, size):
+        return cuda.backend_memalloc(self.context, size)
+
+    def get_memory_info(self):
+        return cuda.MemoryInfo(free=0, total=0)
+
+    def get_ipc_handle(self, memory):
+        raise NotImplementedError
+
+    @property
+    def interface_version(self):
+        return 1
+
+
+@pytest.mark.parametrize("make", ["memhostalloc", "memhostalloc_mapped", "mempin",
+                                  "mempin_mapped", "memallocmanaged"])
+def test_host_allocation_failure_leaks_nothing(make, monkeypatch):
+    """When the Python object cannot be made over the new C array, its references (and the
+    registration of mempin) are undone once each: no leak, no double release."""
+    from devarray import _memory
+    _emm = _with_plugin(_HostPlugin)
+    try:
+        ctx = cuda.current_context()
+        if make == "memallocmanaged" and ctx.backend != "cuda":
+            pytest.skip("managed memory: CUDA only")
+        host = np.zeros(256, np.uint8)
+        gc.collect()
+        before = ctx.raw_stats().arrays.current
+
+        def fail(h):
+            raise RuntimeError("made to fail")
+        monkeypatch.setattr(_memory, "_host_data", fail)
+        monkeypatch.setattr(_memory, "_native", fail)
+        with pytest.raises(RuntimeError, match="made to fail"):
+            if make.startswith("memhostalloc"):
+                ctx.memhostalloc(256, mapped=make.endswith("mapped"))
+            elif make.startswith("mempin"):
+                ctx.mempin(host, host.ctypes.data, host.nbytes, mapped=make.endswith("mapped"))
+            else:
+                ctx.memallocmanaged(256)
+        monkeypatch.undo()
+        gc.collect()
+        ctx.memory_manager.deallocations.clear()
+        assert ctx.raw_stats().arrays.current == before
+        if make.startswith("mempin"):  # not left registered: pinning it again works
+            p = ctx.mempin(host, host.ctypes.data, host.nbytes)
+            del p
+            gc.collect()
+    finally:
+        _drop_plugin(_emm)

@@ -94,9 +94,10 @@ def plugin():
 
 
 def _native(d):
-    """The device pointer of d's element 0 as the library sees it."""
-    p = d.device_ctypes_pointer
-    return p.value
+    """The device pointer of d's element 0 as the library sees it (the cl_mem on OpenCL,
+    where device_ctypes_pointer is a synthetic value)."""
+    buf, off = cuda._memory._native(d.handle)
+    return buf + off
 
 
 def test_plugin_serves_allocations(plugin):
@@ -367,3 +368,23 @@ def test_array_ipc_handle_routes_to_plugin(plugin):
     with pytest.raises(cuda.NotSupportedError, match="plug-in's handle"):
         h.open()
     del d, h
+
+
+def test_recovered_plugin_error_is_not_raised_later(plugin):
+    """A memalloc failure the library recovered from (it retried) is not kept: a later,
+    unrelated failure raises its own error, not the stale plug-in exception."""
+    real = plugin.memalloc
+    calls = []
+
+    def first_fails(size):
+        calls.append(size)
+        if len(calls) == 1:
+            raise MemoryError("stale")
+        return real(size)
+    plugin.memalloc = first_fails
+    d = cuda.device_array(10)
+    assert len(calls) == 2 and d.shape == (10,)
+    assert getattr(_emm._tls, "pending", None) is None  # nothing kept alive
+    with pytest.raises(MemoryError) as e:
+        cuda.backend_memalloc(cuda.current_context(), 1 << 60)
+    assert "stale" not in str(e.value)

@@ -501,3 +501,42 @@ def test_numba_type_without_numba(monkeypatch):
     with pytest.raises(AttributeError, match="needs Numba"):
         d._numba_type_
     assert not hasattr(d, "_numba_type_")
+
+
+def test_devicendarray_over_gpu_data(ctx):
+    """DeviceNDArray(shape, strides, dtype, gpu_data=mem) lays the array over mem (Numba)."""
+    cuda = devarray
+    mem = ctx.memalloc(6 * 8)
+    src = np.arange(6, dtype=np.float64)
+    driver.host_to_device(mem, src, src.nbytes)
+    d = cuda.DeviceNDArray((2, 3), (24, 8), np.float64, gpu_data=mem)
+    np.testing.assert_array_equal(d.copy_to_host(), src.reshape(2, 3))
+    d[0, 0] = 42.0  # the same memory, both ways
+    back = np.zeros(6)
+    driver.device_to_host(back, mem, back.nbytes)
+    assert back[0] == 42.0
+    del mem
+    gc.collect()
+    np.testing.assert_array_equal(d.copy_to_host()[1], [3, 4, 5])  # d keeps mem alive
+    with pytest.raises(ValueError, match="needs 64"):
+        cuda.DeviceNDArray((8,), (8,), np.float64, gpu_data=ctx.memalloc(48))
+
+
+def test_pointer_values_of_distinct_allocations_never_overlap(ctx):
+    """A pointer value plus an offset reads the allocation it came from on every backend
+    (OpenCL: cl_mem handles lie closer together than buffers are large; the values are
+    synthetic there, one non-overlapping range per buffer)."""
+    mems = [ctx.memalloc(1 << 16) for _ in range(8)]
+    for i, m in enumerate(mems):
+        m.memset(i)
+    for i, m in enumerate(mems):
+        assert m.device_pointer.value + m.size <= mems[i + 1].device_pointer.value \
+            or mems[i + 1].device_pointer.value + mems[i + 1].size <= m.device_pointer.value \
+            if i + 1 < len(mems) else True
+        p = driver.MemoryPointer(ctx, m.device_pointer.value + 0x1000, 16)
+        h = np.full(16, 255, np.uint8)
+        driver.device_to_host(h, p, 16)
+        assert (h == i).all(), (i, h)
+        d = devarray.DeviceNDArray((16,), (1,), np.uint8, gpu_data=m.view(0x2000, 0x2010))
+        assert d.device_ctypes_pointer.value == m.device_pointer.value + 0x2000
+        assert (d.copy_to_host() == i).all()
