@@ -100,6 +100,9 @@ static void test_device_selection(void **state) {
   assert_null(c);
   assert_non_null(strstr(dv_last_error(), "no OpenCL device 63"));
   c = (dv_context *)1;
+  assert_status(test_context(&c, "opencl_device=99999999999999999999999", NULL), DV_ERR_BACKEND_UNAVAILABLE);
+  assert_null(c);
+  c = (dv_context *)1;
   assert_status(test_context(&c, "opencl_device=9:9", NULL), DV_ERR_BACKEND_UNAVAILABLE);
   assert_null(c);
   assert_status(test_context(&c, "opencl_device=no-such-device-name", NULL), DV_ERR_BACKEND_UNAVAILABLE);

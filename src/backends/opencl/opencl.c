@@ -164,8 +164,9 @@ static dv_status cl_choose(const dv_backend_config *cfg, cl_dev_entry *chosen) {
       }
     return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "no OpenCL device %u:%u (%u device(s) found)", pi, di, n);
   }
-  unsigned idx;
-  if (*sel && sscanf(sel, "%u%c", &idx, &tail) == 1 && strspn(sel, "0123456789") == strlen(sel)) {
+  if (*sel && strspn(sel, "0123456789") == strlen(sel)) {
+    unsigned long ul = strtoul(sel, NULL, 10); /* digits only: no sign, no junk */
+    unsigned idx = ul > CL_MAX_DEVS ? CL_MAX_DEVS : (unsigned)ul; /* past the last either way */
     /* An ordinal, as Numba's select_device(n) gives: the n-th device in the
      * automatic choice's order (GPUs first, then the others), simulators never. */
     unsigned k = 0;
@@ -178,8 +179,8 @@ static dv_status cl_choose(const dv_backend_config *cfg, cl_dev_entry *chosen) {
         }
       }
     return dv__error(DV_ERR_BACKEND_UNAVAILABLE,
-                     "no OpenCL device %u: %u device(s) can be chosen by ordinal (GPUs first; "
-                     "simulators only by name)", idx, k);
+                     "no OpenCL device %.40s: %u device(s) can be chosen by ordinal (GPUs first; "
+                     "simulators only by name)", sel, k);
   }
   if (*sel) {
     for (unsigned i = 0; i < n; i++)
