@@ -1,7 +1,8 @@
 /*
- * Shared between the OpenCL backend's two files: opencl.c (devices, memory,
- * copies, streams, events) and opencl_kernel.c (programs, kernels,
- * launches, native handles, the strided-copy kernel).
+ * Shared between the OpenCL backend's files: opencl.c (memory, copies,
+ * streams, events), opencl_select.c (device discovery and choice),
+ * opencl_kernel.c (kernels, launches, native handles), opencl_program.c and
+ * opencl_copykernel.c (building, the strided-copy kernel).
  */
 #ifndef DV_OPENCL_INTERNAL_H
 #define DV_OPENCL_INTERNAL_H
@@ -120,6 +121,27 @@ dv_status dv__clk_native_stream(void *state, dv_bstream *s, void **handle);
 dv_status dv__clk_native_buffer(void *state, void *buf, void **native);
 dv_status dv__clk_buffer_wrap(void *state, void *native, size_t bytes, void **buf);
 dv_status dv__clk_buffer_unwrap(void *state, void *buf);
+
+/* ---- device discovery and choice (opencl_select.c) ---- */
+
+#define CL_MAX_DEVS 64
+
+typedef struct cl_dev_entry {
+  cl_platform_id p;
+  cl_device_id d;
+  unsigned pi, di;
+  cl_device_type type;
+  bool simulator; /* an interpreter such as Oclgrind: never chosen automatically */
+  char name[256];
+} cl_dev_entry;
+
+/* Every device of every platform, at most CL_MAX_DEVS, with their types,
+ * names and whether each is a simulator; DV_ERR_BACKEND_UNAVAILABLE when
+ * there are none. */
+dv_status dv__cl_enumerate(cl_dev_entry *out, unsigned *n);
+/* The device cfg->device names ("p:d", an ordinal, a name substring) or,
+ * empty, the default choice; DV_ERR_BACKEND_UNAVAILABLE with the reason. */
+dv_status dv__cl_choose(const dv_backend_config *cfg, cl_dev_entry *chosen);
 
 #endif /* DV_HAVE_OPENCL_HEADERS */
 #endif
