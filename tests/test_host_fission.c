@@ -463,9 +463,9 @@ static void test_declines_big_state(void **state) {
 static const char *k_div_loop =
     "DV_KERNEL(div_loop, DV_ARRAY(const float, x), DV_ARRAY(float, out), int n) {\n"
     "  DV_BIND(const float, x); DV_BIND(float, out);\n"
-    "  int t = dv_thread_idx(0);\n"
+    "  int t = dv_thread_idx(0), g = dv_block_idx(0) * 32 + t;\n"
     "  for (int r = 0; r < t % n; r++) {\n"
-    "    out[t] += x[t];\n"
+    "    out[g] += x[g];\n"
     "    dv_syncthreads();\n"
     "  }\n"
     "}\n";
@@ -473,21 +473,24 @@ static const char *k_div_loop =
 static const char *k_div_return =
     "DV_KERNEL(div_return, DV_ARRAY(const float, x), DV_ARRAY(float, out), int n) {\n"
     "  DV_BIND(const float, x); DV_BIND(float, out);\n"
-    "  int t = dv_thread_idx(0);\n"
-    "  out[t] = x[t];\n"
+    "  int t = dv_thread_idx(0), g = dv_block_idx(0) * 32 + t;\n"
+    "  out[g] = x[g];\n"
     "  if (t < n) return;\n"
     "  dv_syncthreads();\n"
-    "  out[t] += 1.0f;\n"
+    "  out[g] += 1.0f;\n"
     "}\n";
 
+/* Each block has its own 32 elements: the kernels' only bug is the divergent
+ * barrier (blocks sharing elements would be a race between blocks, which
+ * checked mode's access checks report first when the blocks run in parallel). */
 static void divergent(const char *src, const char *name, int extra, char msg[2][700]) {
-  float x[32] = {0};
+  float x[64] = {0};
   for (int mi = 0; mi < 2; mi++) {
     dv_context *c = mode_ctx(modes[mi]);
     dv_module *m = build(c, mi, name, src, name, "accepted");
     dv_kernel *k = test_kernel(m, name);
-    dv_array *dx = test_dev_from(c, x, 32, DV_FLOAT32);
-    dv_array *dout = test_dev_from(c, x, 32, DV_FLOAT32);
+    dv_array *dx = test_dev_from(c, x, 64, DV_FLOAT32);
+    dv_array *dout = test_dev_from(c, x, 64, DV_FLOAT32);
     dv_arg a[] = {DV_ARG_ARRAY(dx), DV_ARG_ARRAY(dout), DV_ARG_I32(extra)};
     dv_launch_config lc = {{2, 1, 1}, {32, 1, 1}, 0, NULL};
     assert_status(dv_kernel_launch(k, &lc, 3, a), DV_ERR_KERNEL_FAULT);
