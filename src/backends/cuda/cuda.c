@@ -31,6 +31,9 @@
 #include "cuda_internal.h"
 
 static void *cu_lib;
+/* CUDA's own entry points, as loaded (the contexts reach them through dv__cuda_driver). */
+static dv_cu_api cuda_api;
+const dv_cu_driver dv__cuda_driver = {"CUDA", "cuda", &cuda_api, NULL, NULL, NULL};
 static dv_status cu_load_status;
 static char cu_load_msg[512];
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
@@ -40,10 +43,10 @@ static void cu_after_fork_child(void) { atomic_store(&dv__cu_forked, 1); }
 /* The driver's entry points (cuda_symbols.def).  cuEventElapsedTime_v2 falls
  * back to the old name, which has the same prototype; cuFuncGetParamInfo
  * (CUDA 12.4) may be missing. */
-#define DV_CU(ret, name, params) {#name, NULL, (void **)&cu.name, 0},
+#define DV_CU(ret, name, params) {#name, NULL, (void **)&cuda_api.name, 0},
 static dv_dynsym cu_syms[] = { /* written once, in cu_load */
 #include "cuda_symbols.def"
-    {"cuFuncGetParamInfo", NULL, (void **)&cu.cuFuncGetParamInfo, 1},
+    {"cuFuncGetParamInfo", NULL, (void **)&cuda_api.cuFuncGetParamInfo, 1},
 };
 #undef DV_CU
 
@@ -56,10 +59,10 @@ static void cu_load(void) {
   cu_load_status = dv__dynlib_open("CUDA driver", names, 2, cu_syms, nsyms, &cu_lib, &which, cu_load_msg,
                                    sizeof cu_load_msg);
   if (cu_load_status) return;
-  dv_CUresult r = cu.cuInit(0);
+  dv_CUresult r = cuda_api.cuInit(0);
   if (r != DV_CUDA_SUCCESS) {
     const char *n = NULL;
-    cu.cuGetErrorName(r, &n);
+    cuda_api.cuGetErrorName(r, &n);
     snprintf(cu_load_msg, sizeof cu_load_msg, "cuInit failed: %s (%d)", n ? n : "?", r);
     cu_load_status = r == DV_CUDA_ERROR_NO_DEVICE ? DV_ERR_BACKEND_UNAVAILABLE : DV_ERR_DRIVER;
     return;
@@ -87,7 +90,7 @@ static dv_bstream cu_legacy = {DV_CU_STREAM_LEGACY, true}, cu_per_thread = {DV_C
 static dv_status cub_probe(char *reason, size_t cap) {
   dv_status rc = cu_ensure();
   int n = 0;
-  if (!rc && cu.cuDeviceGetCount(&n) != DV_CUDA_SUCCESS) rc = dv__error(DV_ERR_DRIVER, "cuDeviceGetCount failed");
+  if (!rc && cuda_api.cuDeviceGetCount(&n) != DV_CUDA_SUCCESS) rc = dv__error(DV_ERR_DRIVER, "cuDeviceGetCount failed");
   if (!rc && n == 0) rc = dv__error(DV_ERR_BACKEND_UNAVAILABLE, "the CUDA driver reports no device");
   if (rc) {
     if (reason && cap) snprintf(reason, cap, "%s", dv_last_error());
@@ -95,12 +98,12 @@ static dv_status cub_probe(char *reason, size_t cap) {
   }
   if (reason && cap) {
     int v = 0;
-    cu.cuDriverGetVersion(&v);
+    cuda_api.cuDriverGetVersion(&v);
     size_t k = (size_t)snprintf(reason, cap, "driver %d.%d, %d device(s)", v / 1000, (v % 1000) / 10, n);
     for (int i = 0; i < n && k < cap; i++) {
       dv_CUdevice d;
       char name[128] = "";
-      if (cu.cuDeviceGet(&d, i) == DV_CUDA_SUCCESS) cu.cuDeviceGetName(name, sizeof name, d);
+      if (cuda_api.cuDeviceGet(&d, i) == DV_CUDA_SUCCESS) cuda_api.cuDeviceGetName(name, sizeof name, d);
       k += (size_t)snprintf(reason + k, cap - k, "\n      %d: %s", i, name);
     }
   }
@@ -110,7 +113,7 @@ static dv_status cub_probe(char *reason, size_t cap) {
 static void cu_fill_info(cu_state *st) {
   dv_device_info *d = &st->info;
   memset(d, 0, sizeof *d);
-  snprintf(d->backend, sizeof d->backend, "cuda");
+  snprintf(d->backend, sizeof d->backend, "%s", st->drv->backend);
   cu.cuDeviceGetName(d->name, sizeof d->name, st->dev);
   snprintf(d->vendor, sizeof d->vendor, "NVIDIA");
   int v = 0;
@@ -139,12 +142,20 @@ static void cu_fill_info(cu_state *st) {
         cu.cuDeviceCanAccessPeer(&can, st->dev, o) == DV_CUDA_SUCCESS && can)
       d->peer_devices++;
   }
+  if (st->drv->fill_info) st->drv->fill_info(st);
 }
 
 static dv_status cub_open(const dv_backend_config *cfg, void **state) {
   *state = NULL;
   dv_status rc = cu_ensure();
   if (rc) return rc;
+  return dv__cu_open(&dv__cuda_driver, cfg, state);
+}
+
+dv_status dv__cu_open(const dv_cu_driver *drv, const dv_backend_config *cfg, void **state) {
+  *state = NULL;
+  const dv_cu_api *api = drv->api;
+  dv_status rc;
   int n = 0, ordinal = 0;
   if (cfg->device && *cfg->device) {
     char *end = NULL;
@@ -152,17 +163,19 @@ static dv_status cub_open(const dv_backend_config *cfg, void **state) {
     long v = strtol(cfg->device, &end, 10);
     if (errno || end == cfg->device || *end || v < 0 || v > INT_MAX)
       return dv__error(DV_ERR_INVALID_ARGUMENT,
-                       "CUDA device \"%s\" is not an ordinal (options device / cuda_device)",
-                       cfg->device);
+                       "%s device \"%s\" is not an ordinal (options device / %s_device)", drv->vendor,
+                       cfg->device, drv->backend);
     ordinal = (int)v;
   }
-  CU_TRY(cu.cuDeviceGetCount(&n), "cuDeviceGetCount");
-  if (n == 0) return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "the CUDA driver reports no device");
+  dv_CUresult rn = api->cuDeviceGetCount(&n);
+  if (rn) return dv__cu_fail(drv, rn, "cuDeviceGetCount");
+  if (n == 0) return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "the %s driver reports no device", drv->vendor);
   if (ordinal >= n)
-    return dv__error(DV_ERR_BACKEND_UNAVAILABLE,
-                     "no CUDA device %d (%d device(s); options device / cuda_device)", ordinal, n);
+    return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "no %s device %d (%d device(s); options device / %s_device)",
+                     drv->vendor, ordinal, n, drv->backend);
   cu_state *st = dv__calloc(1, sizeof *st);
-  if (!st) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the CUDA state");
+  if (!st) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the %s state", drv->vendor);
+  st->drv = drv;
   st->ordinal = ordinal;
   pthread_mutex_init(&st->fence_lock, NULL);
   dv_CUresult r = cu.cuDeviceGet(&st->dev, ordinal);
@@ -200,7 +213,7 @@ static dv_status cub_open(const dv_backend_config *cfg, void **state) {
   return DV_OK;
 }
 
-static void cub_close(void *state) {
+void dv__cu_close(void *state) {
   cu_state *st = state;
   if (atomic_load(&dv__cu_forked)) {
     /* A child after fork: the driver's objects are the parent's; touch none
@@ -230,7 +243,8 @@ static dv_status cub_device_info(void *state, dv_device_info *out) {
 
 static dv_status cub_mem_alloc(void *state, size_t bytes, void **buf) {
   *buf = NULL;
-  CU_ENTER((cu_state *)state);
+  cu_state *st = state;
+  CU_ENTER(st);
   dv_CUdeviceptr p = 0;
   CU_TRY(cu.cuMemAlloc_v2(&p, bytes), "cuMemAlloc");
   *buf = (void *)(uintptr_t)p;
@@ -269,19 +283,19 @@ static dv_status cub_managed_alloc(void *state, size_t bytes, int attach_global,
  * The free is made even when a wait fails (a device error): the memory
  * goes back if the driver can take it, and the first error is returned.
  */
-static bool cu_capturing(dv_CUstream s) {
+static bool cu_capturing(cu_state *st, dv_CUstream s) {
   dv_CUstreamCaptureStatus cs = DV_CU_STREAM_CAPTURE_STATUS_NONE;
   return cu.cuStreamIsCapturing(s, &cs) == DV_CUDA_SUCCESS && cs != DV_CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 /* Record a fence on h into *ev (made at first use); fence_lock held. */
-static dv_CUresult cu_fence_record(dv_CUevent *ev, dv_CUstream h) {
+static dv_CUresult cu_fence_record(cu_state *st, dv_CUevent *ev, dv_CUstream h) {
   dv_CUresult r = *ev ? DV_CUDA_SUCCESS : cu.cuEventCreate(ev, DV_CU_EVENT_DISABLE_TIMING);
   if (r) {
     *ev = NULL;
     return r;
   }
-  if (cu_capturing(h)) return DV_CUDA_ERROR_NOT_READY; /* not fenced: see above */
+  if (cu_capturing(st, h)) return DV_CUDA_ERROR_NOT_READY; /* not fenced: see above */
   return cu.cuEventRecord(*ev, h);
 }
 
@@ -311,7 +325,7 @@ static dv_status cu_fence_wait(cu_state *st, void *buf) {
   }
   for (dv_bstream *x = st->streams; x; x = x->next) {
     if (atomic_exchange_explicit(&x->dirty, 0, memory_order_acq_rel) || x->exported) {
-      dv_CUresult r = cu_fence_record(&x->fence, x->s);
+      dv_CUresult r = cu_fence_record(st, &x->fence, x->s);
       x->fence_pending = r == DV_CUDA_SUCCESS;
       if (r && r != DV_CUDA_ERROR_NOT_READY && !first) first = r, what = "cuEventRecord (fence before a free)";
     }
@@ -322,7 +336,7 @@ static dv_status cu_fence_wait(cu_state *st, void *buf) {
     }
   }
   if (atomic_exchange_explicit(&st->builtin_dirty, 0, memory_order_acq_rel)) {
-    dv_CUresult r = cu_fence_record(&st->legacy_fence, DV_CU_STREAM_LEGACY);
+    dv_CUresult r = cu_fence_record(st, &st->legacy_fence, DV_CU_STREAM_LEGACY);
     st->legacy_pending = r == DV_CUDA_SUCCESS;
     if (r && r != DV_CUDA_ERROR_NOT_READY && !first) first = r, what = "cuEventRecord (fence before a free)";
   }
@@ -352,7 +366,8 @@ static dv_status cub_mem_free(void *state, void *buf) {
 }
 
 static dv_status cub_mem_info(void *state, size_t *free_bytes, size_t *total_bytes) {
-  CU_ENTER((cu_state *)state);
+  cu_state *st = state;
+  CU_ENTER(st);
   CU_TRY(cu.cuMemGetInfo_v2(free_bytes, total_bytes), "cuMemGetInfo");
   return DV_OK;
 }
@@ -480,7 +495,8 @@ static dv_status cub_host_unregister(void *state, void *handle) { return cub_hos
 
 static dv_status cub_stream_create(void *state, unsigned flags, dv_bstream **out) {
   *out = NULL;
-  CU_ENTER((cu_state *)state);
+  cu_state *st = state;
+  CU_ENTER(st);
   dv_bstream *s = dv__calloc(1, sizeof *s);
   if (!s) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a stream");
   dv_CUresult r = cu.cuStreamCreate(&s->s, (flags & DV_STREAM_NON_BLOCKING) ? DV_CU_STREAM_NON_BLOCKING : 0);
@@ -488,7 +504,6 @@ static dv_status cub_stream_create(void *state, unsigned flags, dv_bstream **out
     dv__free(s);
     return cu_fail(r, "cuStreamCreate");
   }
-  cu_state *st = state;
   pthread_mutex_lock(&st->fence_lock);
   s->next = st->streams;
   if (st->streams) st->streams->prev = s;
@@ -507,7 +522,7 @@ static dv_status cub_stream_destroy(void *state, dv_bstream *s) {
   else st->streams = s->next;
   if (s->next) s->next->prev = s->prev;
   /* Its queued work still runs after the destroy: a fence for the next free. */
-  if (atomic_load(&s->dirty) || s->exported) s->fence_pending = cu_fence_record(&s->fence, s->s) == DV_CUDA_SUCCESS;
+  if (atomic_load(&s->dirty) || s->exported) s->fence_pending = cu_fence_record(st, &s->fence, s->s) == DV_CUDA_SUCCESS;
   dv_CUevent *t = s->fence_pending ? dv__cu_grow(st->orphans, st->norphans, &st->corphans, sizeof *t, 8) : NULL;
   if (t) {
     st->orphans = t;
@@ -524,7 +539,8 @@ static dv_status cub_stream_destroy(void *state, dv_bstream *s) {
 }
 
 static dv_status cub_stream_sync(void *state, dv_bstream *s) {
-  CU_ENTER((cu_state *)state);
+  cu_state *st = state;
+  CU_ENTER(st);
   if (!s) {
     CU_TRY(cu.cuCtxSynchronize(), "cuCtxSynchronize");
     return DV_OK;
@@ -534,14 +550,15 @@ static dv_status cub_stream_sync(void *state, dv_bstream *s) {
 }
 
 /* A query's result: DV_OK (complete), DV_ERR_NOT_READY, or the failure. */
-static dv_status cu_query(dv_CUresult r, const char *what) {
+static dv_status cu_query(cu_state *st, dv_CUresult r, const char *what) {
   if (r == DV_CUDA_ERROR_NOT_READY) return DV_ERR_NOT_READY;
   return r ? cu_fail(r, what) : DV_OK;
 }
 
 static dv_status cub_stream_query(void *state, dv_bstream *s) {
-  CU_ENTER((cu_state *)state);
-  return cu_query(cu.cuStreamQuery(s->s), "cuStreamQuery");
+  cu_state *st = state;
+  CU_ENTER(st);
+  return cu_query(st, cu.cuStreamQuery(s->s), "cuStreamQuery");
 }
 
 static dv_status cub_stream_builtin(void *state, int which, dv_bstream **out) {
@@ -565,7 +582,8 @@ static void cu_cb_trampoline(dv_CUstream s, dv_CUresult status, void *arg) {
 }
 
 static dv_status cub_stream_callback(void *state, dv_bstream *s, dv_bcallback_fn fn, void *user) {
-  CU_ENTER((cu_state *)state);
+  cu_state *st = state;
+  CU_ENTER(st);
   cu_cb *c = dv__malloc(sizeof *c);
   if (!c) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a callback record");
   c->fn = fn, c->user = user;
@@ -588,7 +606,7 @@ static void cu_side2(const dv_memref *m, int *type, const void **host, dv_CUdevi
  * graph: refused before anything is queued.  The driver runs such a copy
  * synchronously (not capturable), and the staged path's host callbacks and
  * buffer reuse cannot be captured either. */
-static dv_status cu_refuse_capture(dv_bstream *s) {
+static dv_status cu_refuse_capture(cu_state *st, dv_bstream *s) {
   dv_CUstreamCaptureStatus cs = DV_CU_STREAM_CAPTURE_STATUS_NONE;
   dv_CUresult r = cu.cuStreamIsCapturing(s->s, &cs);
   if (r == DV_CUDA_SUCCESS && cs == DV_CU_STREAM_CAPTURE_STATUS_NONE) return DV_OK;
@@ -626,7 +644,7 @@ static dv_status cu_copy_rect(cu_state *st, dv_bstream *s, const dv_rect *r) {
     size_t hp = sd ? r->dst_pitch : r->src_pitch, hs = sd ? r->dst_slice : r->src_slice;
     size_t span = (r->depth - 1) * hs + (r->height - 1) * hp + r->width;
     if (!dv__cu_host_pinned(h->ptr, span)) {
-      dv_status crc = cu_refuse_capture(s);
+      dv_status crc = cu_refuse_capture(st, s);
       if (crc) return crc;
       /* A synchronous copy smaller than a chunk waits for its stream anyway:
        * the driver's own pageable path (no staging round trip) serves it. */
@@ -679,7 +697,8 @@ static dv_status cu_copy_rect(cu_state *st, dv_bstream *s, const dv_rect *r) {
 static dv_status cub_memset(void *state, dv_bstream *s, dv_memref dst, int value, size_t bytes) {
   if (!bytes) return DV_OK;
   if (!dst.buf) return DV_ERR_NOT_SUPPORTED;
-  CU_ENTER((cu_state *)state);
+  cu_state *st = state;
+  CU_ENTER(st);
   CU_TRY(cu.cuMemsetD8Async(cu_ptr(dst), (unsigned char)value, bytes, s->s), "cuMemsetD8Async");
   dv__cu_used(state, s);
   return DV_OK;
@@ -730,7 +749,8 @@ static dv_status cub_copy_peer(void *state, dv_bstream *s, dv_memref dst, void *
 
 static dv_status cub_event_create(void *state, unsigned flags, dv_bevent **out) {
   *out = NULL;
-  CU_ENTER((cu_state *)state);
+  cu_state *st = state;
+  CU_ENTER(st);
   dv_bevent *e = dv__calloc(1, sizeof *e);
   if (!e) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate an event");
   dv_CUresult r = cu.cuEventCreate(&e->e, (flags & DV_EVENT_TIMING) ? 0 : DV_CU_EVENT_DISABLE_TIMING);
@@ -744,7 +764,8 @@ static dv_status cub_event_create(void *state, unsigned flags, dv_bevent **out) 
 }
 
 static dv_status cub_event_destroy(void *state, dv_bevent *e) {
-  CU_ENTER((cu_state *)state);
+  cu_state *st = state;
+  CU_ENTER(st);
   dv_CUresult r = cu.cuEventDestroy_v2(e->e);
   dv__free(e);
   if (r) return cu_fail(r, "cuEventDestroy");
@@ -752,25 +773,29 @@ static dv_status cub_event_destroy(void *state, dv_bevent *e) {
 }
 
 static dv_status cub_event_record(void *state, dv_bevent *e, dv_bstream *s) {
-  CU_ENTER((cu_state *)state);
+  cu_state *st = state;
+  CU_ENTER(st);
   CU_TRY(cu.cuEventRecord(e->e, s->s), "cuEventRecord");
   e->recorded = true;
   return DV_OK;
 }
 
 static dv_status cub_event_wait(void *state, dv_bstream *s, dv_bevent *e) {
-  CU_ENTER((cu_state *)state);
+  cu_state *st = state;
+  CU_ENTER(st);
   CU_TRY(cu.cuStreamWaitEvent(s->s, e->e, 0), "cuStreamWaitEvent");
   return DV_OK;
 }
 
 static dv_status cub_event_query(void *state, dv_bevent *e) {
-  CU_ENTER((cu_state *)state);
-  return cu_query(cu.cuEventQuery(e->e), "cuEventQuery");
+  cu_state *st = state;
+  CU_ENTER(st);
+  return cu_query(st, cu.cuEventQuery(e->e), "cuEventQuery");
 }
 
 static dv_status cub_event_sync(void *state, dv_bevent *e) {
-  CU_ENTER((cu_state *)state);
+  cu_state *st = state;
+  CU_ENTER(st);
   CU_TRY(cu.cuEventSynchronize(e->e), "cuEventSynchronize");
   return DV_OK;
 }
@@ -779,7 +804,8 @@ static dv_status cub_event_elapsed(void *state, dv_bevent *a, dv_bevent *b, floa
   if (!(a->flags & DV_EVENT_TIMING) || !(b->flags & DV_EVENT_TIMING))
     return dv__error(DV_ERR_INVALID_ARGUMENT, "elapsed time needs two events created with DV_EVENT_TIMING");
   if (!a->recorded || !b->recorded) return dv__error(DV_ERR_MISUSE, "elapsed time of an event that was never recorded");
-  CU_ENTER((cu_state *)state);
+  cu_state *st = state;
+  CU_ENTER(st);
   dv_CUresult r = cu.cuEventElapsedTime_v2(ms, a->e, b->e);
   if (r == DV_CUDA_ERROR_NOT_READY) return dv__error(DV_ERR_NOT_READY, "an event has not completed yet");
   if (r) return cu_fail(r, "cuEventElapsedTime");
@@ -791,7 +817,7 @@ const dv_backend dv__backend_cuda = {
     .name = "cuda",
     .probe = cub_probe,
     .open = cub_open,
-    .close = cub_close,
+    .close = dv__cu_close,
     .device_info = cub_device_info,
     .mem_alloc = cub_mem_alloc,
     .mem_free = cub_mem_free,

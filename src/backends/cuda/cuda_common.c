@@ -10,8 +10,6 @@
 
 #include "cuda_internal.h"
 
-dv_cu_api dv__cu;
-
 dv_status dv__cu_status(int r) {
   switch (r) {
     case DV_CUDA_SUCCESS: return DV_OK;
@@ -48,12 +46,18 @@ dv_status dv__cu_status(int r) {
 }
 
 /* A failed driver call: devarray's status, with the driver's name and code kept. */
-dv_status dv__cu_fail(dv_CUresult r, const char *what) {
+dv_status dv__cu_fail(const dv_cu_driver *drv, dv_CUresult r, const char *what) {
   const char *name = NULL, *text = NULL;
-  if (cu.cuGetErrorName) cu.cuGetErrorName(r, &name);
-  if (cu.cuGetErrorString) cu.cuGetErrorString(r, &text);
-  return dv__error(dv__cu_status(r), "CUDA %s failed: %s (%d): %s", what, name ? name : "CUDA_ERROR_UNKNOWN", r,
-                   text ? text : "");
+  const dv_cu_api *api = drv->api;
+  if (api->cuGetErrorName) api->cuGetErrorName(r, &name);
+  if (api->cuGetErrorString) api->cuGetErrorString(r, &text);
+  char call[256];
+  if (drv->call_name) {
+    drv->call_name(what, call, sizeof call);
+    what = call;
+  }
+  return dv__error(dv__cu_status(r), "%s %s failed: %s (%d): %s", drv->vendor, what,
+                   name ? name : "unknown error", r, text ? text : "");
 }
 
 /* Set in a child process after fork (cuda.c registers the handler): the
@@ -69,6 +73,7 @@ dv_status dv__cu_enter_scope(cu_state *st, cu_scope *sc) {
                                     "does not support that; create contexts after fork (or use spawn)");
   if (cu.cuCtxGetCurrent(&cur) == DV_CUDA_SUCCESS && cur == st->ctx) return DV_OK;
   CU_TRY(cu.cuCtxSetCurrent(st->ctx), "cuCtxSetCurrent");
+  sc->api = st->drv->api;
   sc->prev = cur;
   sc->set = true;
   return DV_OK;
@@ -77,7 +82,7 @@ dv_status dv__cu_enter_scope(cu_state *st, cu_scope *sc) {
 /* Put back the context that was current before (a released one too: it is
  * the caller's; cuCtxSetCurrent refuses nothing devarray made). */
 void dv__cu_leave(cu_scope *sc) {
-  if (sc->set) cu.cuCtxSetCurrent(sc->prev);
+  if (sc->set) sc->api->cuCtxSetCurrent(sc->prev);
   sc->set = false;
 }
 

@@ -21,13 +21,40 @@ typedef struct dv_cu_api {
   dv_CUresult (*cuFuncGetParamInfo)(dv_CUfunction f, size_t index, size_t *offset, size_t *size);
 } dv_cu_api;
 
-/* The driver's entry points (cuda_common.c; filled once by cuda.c's loader). */
-extern dv_cu_api dv__cu;
-#define cu dv__cu
+/*
+ * A driver shaped like CUDA's driver API: the entry points, and how its
+ * messages name it.  The CUDA backend runs on CUDA's own (cuda.c's loader
+ * fills it); the HIP backend (../hip/) runs the same code on AMD's runtime
+ * through a table of translations with these prototypes (hip_driver.c), so
+ * that the two backends share every mechanism -- fences, staging, pitch
+ * fallbacks, copy kernels, IPC -- instead of keeping two copies.
+ */
+typedef struct cu_state cu_state;
+typedef struct dv_cu_driver {
+  const char *vendor;  /* "CUDA", "HIP": the word that starts every message */
+  const char *backend; /* "cuda", "hip": the backend's name (options <backend>_device) */
+  const dv_cu_api *api;
+  /* After the shared fields of the device's description are filled: what
+   * this driver says differently (vendor, driver version); NULL: CUDA's. */
+  void (*fill_info)(cu_state *st);
+  /* The driver's own name for what failed ("cuMemAlloc_v2 (staging)" ->
+   * "hipMalloc (staging)"), written to buf; NULL: as written. */
+  void (*call_name)(const char *what, char *buf, size_t cap);
+  /* Backend-specific kernel compilation (cuda_kernel.c calls these where
+   * they differ); NULL members take CUDA's way (NVRTC, PTX/CUBIN). */
+  const struct dv_cu_kernel_ops *kops;
+} dv_cu_driver;
+
+/* CUDA's own driver (cuda.c). */
+extern const dv_cu_driver dv__cuda_driver;
+/* The entry points of the state `st` in scope (every function that calls
+ * the driver has its context's state as `st`). */
+#define cu (*st->drv->api)
 
 typedef struct dv_cu_staging dv_cu_staging;
 
-typedef struct cu_state {
+struct cu_state {
+  const dv_cu_driver *drv; /* CUDA's, or HIP's translations */
   dv_CUdevice dev;
   int ordinal;
   dv_CUcontext ctx;
@@ -65,7 +92,7 @@ typedef struct cu_state {
   void **exported;
   size_t nexported, cexported;
   bool exported_lost; /* one could not be listed (no memory): every free waits for the context */
-} cu_state;
+};
 
 struct dv_bstream {
   dv_CUstream s;
@@ -93,8 +120,9 @@ void dv__cu_exported(cu_state *st, void *buf);
  * `first` for an empty one); NULL when there is no memory. */
 void *dv__cu_grow(void *table, size_t n, size_t *cap, size_t elem, size_t first);
 
-/* A failed driver call: devarray's status, with the driver's name and code kept. */
-dv_status dv__cu_fail(dv_CUresult r, const char *what);
+/* A failed driver call: devarray's status, with the driver's name and code
+ * kept (cu_fail: with the state `st` in scope). */
+dv_status dv__cu_fail(const dv_cu_driver *drv, dv_CUresult r, const char *what);
 /*
  * Make the context current on this thread for the length of one backend
  * call, and put back what was current before when the call returns: the
@@ -104,6 +132,7 @@ dv_status dv__cu_fail(dv_CUresult r, const char *what);
  * return path (GCC and Clang's cleanup attribute).
  */
 typedef struct cu_scope {
+  const dv_cu_api *api;
   dv_CUcontext prev;
   bool set;
 } cu_scope;
@@ -111,8 +140,8 @@ dv_status dv__cu_enter_scope(cu_state *st, cu_scope *sc);
 /* Nonzero in a child process after fork: every entry refuses (DV_ERR_MISUSE). */
 extern atomic_int dv__cu_forked;
 void dv__cu_leave(cu_scope *sc);
-#define cu_fail dv__cu_fail
-#define CU_SCOPE(name) cu_scope name __attribute__((cleanup(dv__cu_leave))) = {NULL, false}
+#define cu_fail(r, what) dv__cu_fail(st->drv, (r), (what))
+#define CU_SCOPE(name) cu_scope name __attribute__((cleanup(dv__cu_leave))) = {NULL, NULL, false}
 
 #define CU_TRY(call, what)                                 \
   do {                                                     \
@@ -129,6 +158,12 @@ void dv__cu_leave(cu_scope *sc);
 static inline dv_CUdeviceptr cu_ptr(dv_memref r) {
   return (dv_CUdeviceptr)(uintptr_t)r.buf + r.offset;
 }
+
+/* Open a context of the driver's device (cfg->device: an ordinal) and
+ * close it: the backend tables' open and close, for CUDA (cuda.c) and HIP
+ * (../hip/hip.c), once the driver is loaded. */
+dv_status dv__cu_open(const dv_cu_driver *drv, const dv_backend_config *cfg, void **state);
+void dv__cu_close(void *state);
 
 /* cuda_kernel.c: per-context kernel state, set up by open and torn down by close. */
 dv_status dv__cu_kernel_open(cu_state *st, const dv_backend_config *cfg);

@@ -362,8 +362,9 @@ dv_status dv__cub_module_load(void *state, const dv_build_req *req, const void *
 
 dv_status dv__cub_module_unload(void *state, dv_bmodule *m) {
   if (!m) return DV_OK;
+  cu_state *st = state;
   CU_SCOPE(sc);
-  dv_status rc = dv__cu_enter_scope(state, &sc);
+  dv_status rc = dv__cu_enter_scope(st, &sc);
   dv_CUresult r = rc ? DV_CUDA_SUCCESS : cu.cuModuleUnload(m->mod);
   for (dv_bkernel *k = m->kernels, *next; k; k = next) {
     next = k->next;
@@ -380,7 +381,7 @@ dv_status dv__cub_module_unload(void *state, dv_bmodule *m) {
 
 /* ---- kernels ------------------------------------------------------------------------------ */
 
-static dv_status cu_func_attr(dv_CUfunction f, dv_CUfunction_attribute a, int *v) {
+static dv_status cu_func_attr(cu_state *st, dv_CUfunction f, dv_CUfunction_attribute a, int *v) {
   *v = 0;
   CU_TRY(cu.cuFuncGetAttribute(v, a, f), "cuFuncGetAttribute");
   return DV_OK;
@@ -388,7 +389,8 @@ static dv_status cu_func_attr(dv_CUfunction f, dv_CUfunction_attribute a, int *v
 
 dv_status dv__cub_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel **out) {
   *out = NULL;
-  CU_ENTER((cu_state *)state);
+  cu_state *st = state;
+  CU_ENTER(st);
   dv_CUfunction f = NULL;
   dv_CUresult r = cu.cuModuleGetFunction(&f, m->mod, name);
   if (r == DV_CUDA_ERROR_NOT_FOUND)
@@ -396,8 +398,8 @@ dv_status dv__cub_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bk
                      name);
   if (r) return cu_fail(r, "cuModuleGetFunction");
   int stat = 0, dyn = 0;
-  dv_status rc = cu_func_attr(f, DV_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &stat);
-  if (!rc) rc = cu_func_attr(f, DV_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, &dyn);
+  dv_status rc = cu_func_attr(st, f, DV_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &stat);
+  if (!rc) rc = cu_func_attr(st, f, DV_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, &dyn);
   if (rc) return rc;
   dv_bkernel *k = dv__calloc(1, sizeof *k);
   char *nm = dv__strdup(name);
@@ -446,10 +448,10 @@ dv_status dv__cub_kernel_attrs(void *state, dv_bkernel *k, dv_kernel_attrs *out)
   memset(out, 0, sizeof *out);
   CU_ENTER(st);
   int maxt = 0, stat = 0, local = 0, regs = 0;
-  dv_status rc = cu_func_attr(k->f, DV_CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &maxt);
-  if (!rc) rc = cu_func_attr(k->f, DV_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &stat);
-  if (!rc) rc = cu_func_attr(k->f, DV_CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, &local);
-  if (!rc) rc = cu_func_attr(k->f, DV_CU_FUNC_ATTRIBUTE_NUM_REGS, &regs);
+  dv_status rc = cu_func_attr(st, k->f, DV_CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &maxt);
+  if (!rc) rc = cu_func_attr(st, k->f, DV_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &stat);
+  if (!rc) rc = cu_func_attr(st, k->f, DV_CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, &local);
+  if (!rc) rc = cu_func_attr(st, k->f, DV_CU_FUNC_ATTRIBUTE_NUM_REGS, &regs);
   if (rc) return rc;
   size_t optin = st->klimits.max_shared_per_block_optin;
   out->max_threads_per_block = maxt;
@@ -471,7 +473,8 @@ dv_status dv__cub_constant_write(void *state, dv_bmodule *m, dv_bstream *s, size
                      "constant write of %zu bytes at %zu is outside the %zu-byte constant buffer",
                      bytes, offset, m->const_bytes);
   if (!m->cbuf) return DV_OK; /* no kernel of the module reads constants */
-  CU_ENTER((cu_state *)state);
+  cu_state *st = state;
+  CU_ENTER(st);
   dv_CUdeviceptr dst = m->cbuf + offset;
   if (src.buf)
     CU_TRY(cu.cuMemcpyDtoDAsync_v2(dst, cu_ptr(src), bytes, s->s), "cuMemcpyDtoDAsync (constants)");

@@ -135,6 +135,7 @@ typedef struct cu_stage {
 } cu_stage;
 
 struct dv_cu_staging {
+  const dv_cu_driver *drv; /* the context's driver (buffers may outlive the context) */
   pthread_mutex_t lock;
   pthread_cond_t back;   /* a buffer came back to the free list */
   atomic_int refs;       /* the context's, and one per asynchronous piece in flight */
@@ -157,7 +158,8 @@ static int staging_threads(int opt) {
 
 dv_status dv__cu_staging_open(cu_state *st, const dv_backend_config *cfg) {
   dv_cu_staging *g = dv__calloc(1, sizeof *g);
-  if (!g) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the CUDA staging state");
+  if (!g) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the %s staging state", st->drv->vendor);
+  g->drv = st->drv;
   pthread_mutex_init(&g->lock, NULL);
   pthread_cond_init(&g->back, NULL);
   atomic_init(&g->refs, 1);
@@ -182,8 +184,8 @@ size_t dv__cu_staging_chunk(cu_state *st) { return st->staging->chunk; }
 static void stage_free(dv_cu_staging *g, cu_stage *list) {
   for (cu_stage *b = list, *n; b; b = n) {
     n = b->next;
-    if (b->ev) cu.cuEventDestroy_v2(b->ev);
-    cu.cuMemFreeHost(b->ptr);
+    if (b->ev) g->drv->api->cuEventDestroy_v2(b->ev);
+    g->drv->api->cuMemFreeHost(b->ptr);
     if (g->stat_bytes) dv__counter_sub(g->stat_bytes, b->size);
     dv__free(b);
   }
@@ -314,7 +316,7 @@ static dv_status stage_get(dv_cu_staging *g, size_t n, bool sync, int own, cu_st
   g->total += size;
   pthread_mutex_unlock(&g->lock);
   cu_stage *b = dv__calloc(1, sizeof *b);
-  dv_CUresult r = b ? cu.cuMemHostAlloc(&b->ptr, size, DV_CU_MEMHOSTALLOC_PORTABLE) : DV_CUDA_SUCCESS;
+  dv_CUresult r = b ? g->drv->api->cuMemHostAlloc(&b->ptr, size, DV_CU_MEMHOSTALLOC_PORTABLE) : DV_CUDA_SUCCESS;
   if (!b || r) {
     dv__free(b);
     pthread_mutex_lock(&g->lock);
@@ -324,7 +326,7 @@ static dv_status stage_get(dv_cu_staging *g, size_t n, bool sync, int own, cu_st
     if (!b) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a staging record");
     if (r == DV_CUDA_ERROR_OUT_OF_MEMORY)
       return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "CUDA cuMemHostAlloc of a %zu-byte staging buffer failed: out of page-locked memory", size);
-    return cu_fail(r, "cuMemHostAlloc (staging)");
+    return dv__cu_fail(g->drv, r, "cuMemHostAlloc (staging)");
   }
   b->size = size;
   b->over = over;
@@ -400,7 +402,7 @@ static void h2d_fill(dv_CUstream s, dv_CUresult status, void *arg) {
 
 /* The DMA of one piece between a staging buffer (rows w apart) and the
  * device (rows dpitch apart), queued on s. */
-static dv_CUresult piece_dma(dv_bstream *s, bool to_device, char *b, dv_CUdeviceptr dev, size_t dpitch, size_t w,
+static dv_CUresult piece_dma(cu_state *st, dv_bstream *s, bool to_device, char *b, dv_CUdeviceptr dev, size_t dpitch, size_t w,
                              size_t k, const char **what) {
   if (k == 1) {
     *what = to_device ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync";
@@ -443,7 +445,7 @@ static dv_status async_piece(cu_state *st, dv_bstream *s, bool to_device, bool f
     dv__copy_team_rows(g->team, p->b->ptr, w, host, hpitch, w, k);
   }
   const char *what = NULL;
-  r = piece_dma(s, to_device, p->b->ptr, dev, dpitch, w, k, &what);
+  r = piece_dma(st, s, to_device, p->b->ptr, dev, dpitch, w, k, &what);
   rc = r ? cu_fail(r, what) : DV_OK;
   p->queued = r == DV_CUDA_SUCCESS;
   if (r && !fill_later) {
@@ -485,14 +487,14 @@ typedef struct cu_sync {
  * reuse is given and the buffer holds `need` bytes, else back to the list. */
 static dv_status sync_oldest(dv_cu_staging *g, cu_sync *y, bool to_device, cu_stage **reuse, size_t need) {
   cu_own *o = &y->ring[y->head];
-  dv_CUresult r = cu.cuEventSynchronize(o->b->ev);
+  dv_CUresult r = g->drv->api->cuEventSynchronize(o->b->ev);
   if (!r && !to_device) dv__copy_team_rows(g->team, o->host, o->hpitch, o->b->ptr, o->w, o->w, o->k);
   if (!r && reuse && o->b->size >= need) *reuse = o->b;
   else stage_put(g, o->b, true);
   o->b = NULL;
   y->head ^= 1;
   y->n--;
-  return r ? cu_fail(r, "cuEventSynchronize (staging)") : DV_OK;
+  return r ? dv__cu_fail(g->drv, r, "cuEventSynchronize (staging)") : DV_OK;
 }
 
 static dv_status sync_piece(cu_state *st, dv_bstream *s, cu_sync *y, bool to_device, char *host, size_t hpitch,
@@ -529,7 +531,7 @@ static dv_status sync_piece(cu_state *st, dv_bstream *s, cu_sync *y, bool to_dev
   }
   if (to_device) dv__copy_team_rows(g->team, b->ptr, w, host, hpitch, w, k);
   const char *what = NULL;
-  r = piece_dma(s, to_device, b->ptr, dev, dpitch, w, k, &what);
+  r = piece_dma(st, s, to_device, b->ptr, dev, dpitch, w, k, &what);
   if (r) {
     stage_put(g, b, true);
     return cu_fail(r, what);
@@ -548,7 +550,7 @@ static dv_status sync_piece(cu_state *st, dv_bstream *s, cu_sync *y, bool to_dev
 }
 
 /* The async path's fill decision: can the host rows be read at the call? */
-static bool fill_at_call(dv_bstream *s) {
+static bool fill_at_call(cu_state *st, dv_bstream *s) {
   /* The legacy default stream also waits for every blocking stream of the
    * context, which its own query does not tell: filled in stream order.
    * Blocking streams (the per-thread one too) also wait for the legacy one. */
@@ -568,7 +570,7 @@ dv_status dv__cu_copy_pageable(cu_state *st, dv_bstream *s, const dv_rect *r) {
   stage_trim(g);
   cu_sync y;
   memset(&y, 0, sizeof y);
-  bool fill_later = to_device && !sync && !fill_at_call(s);
+  bool fill_later = to_device && !sync && !fill_at_call(st, s);
   dv_status rc = DV_OK;
   for (size_t z = 0; z < r->depth && !rc; z++) {
     char *hz = host + z * hslice;
