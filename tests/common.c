@@ -186,8 +186,9 @@ int kernel_suite_end(const char *dir, int rc) {
 
 bool test_on_cuda_double(dv_context *ctx) {
   dv_device_info di;
-  return strcmp(dv_context_backend(ctx), "cuda") == 0 && dv_context_device_info(ctx, &di) == DV_OK &&
-         strstr(di.name, "CUDA test double") != NULL;
+  const char *be = dv_context_backend(ctx);
+  return (strcmp(be, "cuda") == 0 || strcmp(be, "hip") == 0) && dv_context_device_info(ctx, &di) == DV_OK &&
+         (strstr(di.name, "CUDA test double") != NULL || strstr(di.name, "HIP test double") != NULL);
 }
 
 dv_kernel *test_kernel(dv_module *m, const char *name) {

@@ -59,8 +59,9 @@ int kernel_suite_begin(int argc, char **argv, const char *suite, const char *sub
 int kernel_suite_end(const char *dir, int rc);
 
 /* Helpers the kernel suites share. */
-/* Whether ctx runs on the CUDA driver test double (tests/cudadouble), which
- * loads kernels but never runs them: checks of computed values skip there. */
+/* Whether ctx runs on a driver test double (tests/cudadouble, or
+ * tests/hipdouble: a device named "HIP test double"), which loads kernels
+ * but never runs them: checks of computed values skip there. */
 bool test_on_cuda_double(dv_context *ctx);
 /* Kernel `name` of m; the running test fails when it is missing. */
 dv_kernel *test_kernel(dv_module *m, const char *name);
@@ -72,7 +73,7 @@ void test_to_host(const dv_array *d, void *data);
 #define NEEDS_EXECUTION()                                                                  \
   do {                                                                                     \
     if (test_on_cuda_double(g_ctx)) {                                                      \
-      printf("SKIPPED: %s: the CUDA test double does not execute kernels\n", __func__);  \
+      printf("SKIPPED: %s: the driver test double does not execute kernels\n", __func__); \
       skip();                                                                              \
     }                                                                                      \
   } while (0)
