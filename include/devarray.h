@@ -188,7 +188,7 @@ typedef struct dv_smart dv_smart;
  * and store of a kernel checked at the access for out-of-bounds global
  * and shared memory, uninitialized shared reads and data races, each a
  * DV_ERR_KERNEL_FAULT naming the kernel, thread(s), line(s), array and
- * element; a checked launch runs its blocks one at a time) or auto (on in
+ * element; a checked launch runs its blocks in parallel, as others do) or auto (on in
  * checked mode, off in fast mode).  0/false/no mean off, 1/true/yes on.
  * Where the C compiler cannot instrument kernels, auto falls back to
  * bounds (logged) and an explicit on fails builds with

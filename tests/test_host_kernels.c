@@ -1024,7 +1024,7 @@ static const char *src_meet =
 
 static void test_blocks_in_parallel(void **state) {
   (void)state;
-  /* Not with the access checks: they run a launch's blocks one at a time. */
+  /* The scheduler, not the access checks, is under test: bounds only. */
   dv_context *c = new_ctx("kernel_check=bounds", NULL);
   dv_module *m = build_in(c, "meet.dvk", src_meet, NULL);
   int32_t z[2] = {0, 0}, saw[2] = {0, 0};

@@ -562,6 +562,8 @@ static void test_divergent_barriers(void **state) {
         fail_msg("%s in host_mode=%s: %s: %s", names[i], g_mode[k], dv_status_name(rc),
                  dv_last_error());
       if (rc) assert_non_null(strstr(dv_last_error(), names[i]));
+      if (k == CHECKED && !strstr(dv_last_error(), "divergent barrier"))
+        fail_msg("%s in checked mode is not reported as the divergent barrier: %s", names[i], dv_last_error());
     }
     /* The context goes on: a launch of the same module that is not divergent. */
     dv_launch_config cfg = launch1(1, 40);

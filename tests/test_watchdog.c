@@ -143,8 +143,9 @@ static void test_infinite_loop(void **state) {
     assert_ok(dv_array_memset(flag, 0, NULL));
     dv_stream *s = NULL;
     assert_ok(dv_stream_create(c, 0, &s));
-    /* 64 blocks: a few run at once (the worker and the helpers), the rest wait. */
-    dv_launch_config lc = cfg1(64, 32, s);
+    /* 128 blocks: a few run at once (the worker and at most 63 helpers,
+     * each spinning in its first block), the rest wait. */
+    dv_launch_config lc = cfg1(128, 32, s);
     dv_arg args[] = {DV_ARG_ARRAY(flag), DV_ARG_ARRAY(out)};
     char msg[1024];
     launch_times_out(kernel_of(m, "spin"), &lc, 2, args, msg, sizeof msg);

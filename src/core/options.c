@@ -83,7 +83,7 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "host simulator: checks in kernels: off, bounds (shared-array redzones, the stack "
      "protector, guard bytes of global arrays), on (bounds plus the access checks: every load "
      "and store checked at the access for out-of-bounds global and shared memory, "
-     "uninitialized shared reads and data races; blocks run one at a time) or auto (on in "
+     "uninitialized shared reads and data races between threads and blocks) or auto (on in "
      "checked mode, off in fast mode; see host_mode); 0/false/no mean off, 1/true/yes on; "
      "divergent barriers are always reported"},
     {"host_cc", "DV_HOST_CC", NULL, T_STRING, "", 0, 0,
