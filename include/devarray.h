@@ -1253,10 +1253,11 @@ DV_API dv_status dv_program_create(dv_context *ctx, const char *name, const char
  */
 DV_API dv_status dv_program_define(dv_program *p, const char *name, const char *value);
 /**
- * Extra options for one backend's compiler ("cuda": NVRTC options, "opencl":
- * clBuildProgram options, "host": C compiler flags), appended to devarray's
- * own; they apply only when the program is built on that backend.  Replaces
- * earlier options for the same backend; the string is copied.  Errors:
+ * Extra options for one backend's compiler ("cuda": NVRTC options, "hip":
+ * hipRTC options, "opencl": clBuildProgram options, "host": C compiler
+ * flags), appended to devarray's own; they apply only when the program is
+ * built on that backend.  Replaces earlier options for the same backend;
+ * the string is copied.  Errors:
  * DV_ERR_NULL_ARGUMENT (p or options), DV_ERR_INVALID_ARGUMENT (unknown
  * backend name), DV_ERR_HOST_OUT_OF_MEMORY; a failed call changes nothing.
  * Options the compiler rejects are reported by dv_program_build.
