@@ -220,6 +220,15 @@ static void test_compile_contract(void **state) {
     }
     dv__hiprtc_out_free(&o);
   }
+  /* An option clang does not know: a compile error naming it, in the log. */
+  dv_hiprtc_out bad;
+  assert_status(dv__hiprtc_compile(g_rtc, "w.dvk", unit, "gfx90a", 0, "-DEXPECT=64 --dv-no-such-option",
+                                   &bad),
+                DV_ERR_COMPILE);
+  assert_null(bad.image);
+  assert_non_null(bad.log);
+  assert_non_null(strstr(bad.log, "--dv-no-such-option"));
+  dv__hiprtc_out_free(&bad);
   /* A debug build: larger (debug information), still a code object. */
   dv_hiprtc_out a, b;
   assert_ok(dv__hiprtc_compile(g_rtc, "w.dvk", unit, "gfx90a", 0, "-DEXPECT=64", &a));

@@ -20,6 +20,10 @@
  *    precompiled to PTX (copy_kernels_ptx.h) and loaded once per context,
  *    so copies never need NVRTC.  If that module cannot be loaded (a driver
  *    older than the PTX), the planner's staging through the host stands in.
+ *  - A driver with kernel operations of its own (st->drv->kops: HIP's, in
+ *    ../hip/hiprtc.c) compiles, names its target, tags its cached images
+ *    and provides the copy kernels' image through them; everything else
+ *    here (loading, constants, launches) is shared.
  */
 #include <stdio.h>
 #include <string.h>
