@@ -1215,8 +1215,11 @@ DV_API dv_status dv_context_check_memory(dv_context *ctx);
 /*
  * A kernel source is written once in the dialect of <devarray/kernel.h>
  * (docs/kernels.md) and compiled at run time for the context's backend:
- * NVRTC on CUDA, the OpenCL driver's compiler, the system C compiler on the
- * host simulator.  A dv_program holds the source, defines, compiler options
+ * NVRTC on CUDA, hipRTC on HIP (for the device's gfx target; the option
+ * hiprtc_library names the file, else libhiprtc.so.6, libhiprtc.so, then the
+ * HIP runtime's own library, which holds hipRTC on ROCm 5), the OpenCL
+ * driver's compiler, the system C compiler on the host simulator.  A
+ * dv_program holds the source, defines, compiler options
  * and constant arrays; dv_program_build turns it into a dv_module loaded on
  * the program's context (from the compiled-module cache on disk when it can);
  * kernels are looked up in a module by name and launched on a stream.
@@ -1253,10 +1256,11 @@ DV_API dv_status dv_program_create(dv_context *ctx, const char *name, const char
  */
 DV_API dv_status dv_program_define(dv_program *p, const char *name, const char *value);
 /**
- * Extra options for one backend's compiler ("cuda": NVRTC options, "opencl":
- * clBuildProgram options, "host": C compiler flags), appended to devarray's
- * own; they apply only when the program is built on that backend.  Replaces
- * earlier options for the same backend; the string is copied.  Errors:
+ * Extra options for one backend's compiler ("cuda": NVRTC options, "hip":
+ * hipRTC options, "opencl": clBuildProgram options, "host": C compiler
+ * flags), appended to devarray's own; they apply only when the program is
+ * built on that backend.  Replaces earlier options for the same backend;
+ * the string is copied.  Errors:
  * DV_ERR_NULL_ARGUMENT (p or options), DV_ERR_INVALID_ARGUMENT (unknown
  * backend name), DV_ERR_HOST_OUT_OF_MEMORY; a failed call changes nothing.
  * Options the compiler rejects are reported by dv_program_build.
@@ -1276,7 +1280,7 @@ DV_API dv_status dv_program_options(dv_program *p, const char *backend, const ch
 DV_API dv_status dv_program_constant(dv_program *p, const char *name, const dv_array *host);
 
 /* Build flags. */
-#define DV_BUILD_DEBUG 0x1u    /**< debug information (-G/-lineinfo, -g); host: checks always on */
+#define DV_BUILD_DEBUG 0x1u    /**< debug information (CUDA -G, HIP -O0 -g, host -g); host: checks always on */
 #define DV_BUILD_NO_CACHE 0x2u /**< neither read nor write the compiled-module cache */
 
 /**

@@ -40,10 +40,10 @@ static const ksetup g_setups[] = {
     {"matmul.dvk", {"TPB=32"}, {{NULL}}, NULL, 0, 0},
 };
 
-/* The program as the kernel layer holds it (on a host context: only its
- * source assembly is used), then the unit a build would compile. */
-__attribute__((unused)) static char *assemble(dv_context *ctx, const char *name, const char *source,
-                                              const ksetup *su) {
+/* The program as the kernel layer holds it, with the setup's defines and
+ * constant arrays (on a host context: only its source assembly is used). */
+__attribute__((unused)) static dv_program *setup_program(dv_context *ctx, const char *name,
+                                                         const char *source, const ksetup *su) {
   dv_program *p = NULL;
   assert_ok(dv_program_create(ctx, name, source, &p));
   for (int i = 0; su && i < 4 && su->defines[i]; i++) {
@@ -62,7 +62,14 @@ __attribute__((unused)) static char *assemble(dv_context *ctx, const char *name,
     assert_ok(dv_program_constant(p, su->consts[i].name, h));
     dv_array_release(h);
   }
-  char *unit = dv__program_unit(p, NULL); /* without the argument names only the host uses */
+  return p;
+}
+
+/* The unit a build would compile (without the argument names only the host uses). */
+__attribute__((unused)) static char *assemble(dv_context *ctx, const char *name, const char *source,
+                                              const ksetup *su) {
+  dv_program *p = setup_program(ctx, name, source, su);
+  char *unit = dv__program_unit(p, NULL);
   assert_non_null(unit);
   dv_program_destroy(p);
   return unit;

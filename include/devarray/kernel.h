@@ -1404,7 +1404,7 @@ DV__HOST_CAS_BITS(dv_atomic_cas_f64, double)
  * in, NVRTC none: what a backend lacks is defined here with its exact value
  * (hex literals; the FP_ classes have glibc's values).  docs/kernels.md,
  * "Math in kernels", has the table. */
-#if defined(DV_BACKEND_CUDA) && !defined(INFINITY)
+#if (defined(DV_BACKEND_CUDA) || defined(__HIPCC_RTC__)) && !defined(INFINITY) /* NVRTC, hipRTC */
 #if defined(__has_builtin)
 #if __has_builtin(__builtin_bit_cast)
 #define INFINITY __builtin_bit_cast(float, 0x7f800000u)
@@ -1592,9 +1592,9 @@ DV__CL_FPCLASSIFY(float)
 DV__CL_FPCLASSIFY(double)
 #endif
 #define fpclassify(x) dv__fpclassify(x)
-#elif defined(__CUDACC_RTC__)
-/* What NVRTC lacks of <math.h>'s classification and comparison macros (nvcc
- * has the host's headers). */
+#elif defined(__CUDACC_RTC__) || defined(__HIPCC_RTC__)
+/* What NVRTC and hipRTC lack of <math.h>'s classification and comparison
+ * macros (nvcc and hipcc have the host's headers). */
 #define DV__CU_CLASSIFY(T, MIN)                                                          \
   DV_DEVICE int dv__isnormal(T x) { return isfinite(x) && (x < 0 ? -x : x) >= MIN; } \
   DV_DEVICE int dv__fpclassify(T x) {                                                 \

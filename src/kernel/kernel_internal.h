@@ -22,7 +22,7 @@ typedef struct dv_kconst {
   size_t offset; /* in the constant buffer */
 } dv_kconst;
 
-#define DV__KBACKENDS 3 /* host, opencl, cuda: per-backend options */
+#define DV__KBACKENDS 4 /* host, opencl, cuda, hip: per-backend options */
 
 struct dv_program {
   dv_context *ctx;
@@ -77,6 +77,17 @@ const char *dv__kernel_ctype(dv_type_id id);
  * lowered argument names from sigs; NULL: without them), `#line 1`, the
  * source. */
 char *dv__program_unit(const dv_program *p, const dv_ksigs *sigs);
+
+/* What dv_program_build compiles for a context of `backend` ("host",
+ * "opencl", "cuda", "hip"; `predefined`: the device's predefined names,
+ * dv_klimits.predefined, or NULL): the kernels' declarations read for that
+ * backend (*sigs, free with dv__ksigs_free) and the unit assembled with
+ * them (*unit, dv__malloc'd); *options: the program's options for that
+ * backend ("" when none; the program's string).  On failure nothing is
+ * left to free.  Also used by tests/test_hip_rtc.c to compile exactly what
+ * a build would. */
+dv_status dv__program_assemble(const dv_program *p, const char *backend, const char *predefined,
+                               dv_ksigs *sigs, char **unit, const char **options);
 
 /* A kernel handle the caller may use: DV_OK, or DV_ERR_MISUSE (a kernel
  * whose module's last reference is gone) / DV_ERR_NULL_ARGUMENT. */

@@ -22,7 +22,7 @@
 #include "kernel_internal.h"
 #include "sha256.h"
 
-static const char *const dv__kbackend_names[DV__KBACKENDS] = {"host", "opencl", "cuda"};
+static const char *const dv__kbackend_names[DV__KBACKENDS] = {"host", "opencl", "cuda", "hip"};
 
 static int dv__kbackend_index(const char *name) {
   for (int i = 0; i < DV__KBACKENDS; i++)
@@ -138,7 +138,7 @@ dv_status dv_program_options(dv_program *p, const char *backend, const char *opt
   int i = dv__kbackend_index(backend);
   if (i < 0)
     return dv__error(DV_ERR_INVALID_ARGUMENT,
-                     "unknown backend \"%s\" for compiler options (host, opencl or cuda)",
+                     "unknown backend \"%s\" for compiler options (host, opencl, cuda or hip)",
                      backend ? backend : "(null)");
   char *o = dv__strdup(options);
   if (!o) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot copy compiler options");
@@ -288,6 +288,25 @@ char *dv__program_unit(const dv_program *p, const dv_ksigs *sigs) {
   return b.s;
 }
 
+dv_status dv__program_assemble(const dv_program *p, const char *backend, const char *predefined,
+                               dv_ksigs *sigs, char **unit, const char **options) {
+  *unit = NULL;
+  *options = "";
+  /* The kernels' declarations, read for this backend (signature.h): the
+   * prelude names their arguments, and launches are checked against them. */
+  int bi = dv__kbackend_index(backend);
+  dv_status rc = dv__ksig_scan(p->source, p->defines, p->ndefines, bi >= 0 ? p->options[bi] : NULL,
+                               backend, predefined, sigs);
+  if (rc) return rc;
+  *unit = dv__program_unit(p, sigs);
+  if (!*unit) {
+    dv__ksigs_free(sigs);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble program %s", p->name);
+  }
+  if (bi >= 0 && p->options[bi]) *options = p->options[bi];
+  return DV_OK;
+}
+
 /* Key fields are length-prefixed, so that ("ab","c") and ("a","bc") differ. */
 static void dv__hash_str(dv__sha256_ctx *h, const char *s) { dv__sha256_field(h, s, strlen(s)); }
 
@@ -381,19 +400,11 @@ dv_status dv_program_build(dv_program *p, unsigned flags, dv_module **out) {
   char target[512] = "";
   rc = be->kernel_target_id(ctx->bst, target, sizeof target);
   if (rc) return rc;
-  /* The kernels' declarations, read for this backend (signature.h): the
-   * prelude names their arguments, and launches are checked against them. */
-  int bi = dv__kbackend_index(be->name);
   dv_ksigs sigs;
-  rc = dv__ksig_scan(p->source, p->defines, p->ndefines, bi >= 0 ? p->options[bi] : NULL,
-                     be->name, lim.predefined, &sigs);
+  char *unit = NULL;
+  const char *options = "";
+  rc = dv__program_assemble(p, be->name, lim.predefined, &sigs, &unit, &options);
   if (rc) return rc;
-  char *unit = dv__program_unit(p, &sigs);
-  if (!unit) {
-    dv__ksigs_free(&sigs);
-    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot assemble program %s", p->name);
-  }
-  const char *options = bi >= 0 && p->options[bi] ? p->options[bi] : "";
   dv_build_req req = {p->name, unit, options, flags, p->const_bytes, p->const_data};
 
   /* The cache key. */

@@ -179,7 +179,8 @@ static int dv__defined(dv_kscan *sc, const char *name, size_t len) {
   dv_kalias *a = dv__alias_find(sc, name, len);
   if (a) return a->uncertain ? -1 : a->gone ? 0 : 1;
   if (dv__in_list(sc->predefined, name, len)) return 1;
-  bool cl = strcmp(sc->backend, "opencl") == 0, cuda = strcmp(sc->backend, "cuda") == 0;
+  bool cl = strcmp(sc->backend, "opencl") == 0, cuda = strcmp(sc->backend, "cuda") == 0,
+       hip = strcmp(sc->backend, "hip") == 0;
   if (len > 11 && memcmp(name, "DV_BACKEND_", 11) == 0) {
     char up[16] = "";
     size_t bl = strlen(sc->backend);
@@ -188,10 +189,16 @@ static int dv__defined(dv_kscan *sc, const char *name, size_t len) {
   }
   static const char *const cl_names[] = {"__OPENCL_VERSION__", "__OPENCL_C_VERSION__", "CL_VERSION_1_2"};
   static const char *const cuda_names[] = {"__CUDACC__", "__CUDACC_RTC__", "__CUDA_ARCH__"};
+  /* hipRTC's (ROCm 5.2, measured): __HIP__, __HIPCC__, __HIPCC_RTC__ and
+   * __HIP_DEVICE_COMPILE__, none of CUDA's. */
+  static const char *const hip_names[] = {"__HIP__", "__HIPCC__", "__HIPCC_RTC__",
+                                          "__HIP_DEVICE_COMPILE__"};
   for (size_t i = 0; i < 3; i++) {
     if (dv__is_word(name, len, cl_names[i])) return cl ? 1 : 0;
     if (dv__is_word(name, len, cuda_names[i])) return cuda ? 1 : 0;
   }
+  for (size_t i = 0; i < 4; i++)
+    if (dv__is_word(name, len, hip_names[i])) return hip ? 1 : 0;
   /* Extension macros: on OpenCL the device's list (predefined) is complete. */
   if (len > 3 && memcmp(name, "cl_", 3) == 0) return cl && !sc->predefined ? -1 : 0;
   if ((len >= 2 && name[0] == '_' && (name[1] == '_' || isupper((unsigned char)name[1]))) ||

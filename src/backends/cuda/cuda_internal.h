@@ -92,6 +92,18 @@ struct cu_state {
   void **exported;
   size_t nexported, cexported;
   bool exported_lost; /* one could not be listed (no memory): every free waits for the context */
+  /* Kernels on drivers with their own compiler (drv->kops; HIP), set by the
+   * driver's fill_info, which dv__cu_open calls before dv__cu_kernel_open:
+   * arch: the device's gfx target as the runtime names it, features too
+   * ("gfx90a:sramecc+:xnack-": hipDeviceProp_t.gcnArchName, or the
+   * hip_arch option where the runtime cannot say; "": unknown, and kernels
+   * are refused with DV_ERR_NO_COMPILER); rtc_library: the hiprtc_library
+   * option ("": search); runtime_library: the runtime file that loaded
+   * (libamdhip64.so.5 holds hipRTC on ROCm 5; "": the default names).
+   * Unused on CUDA. */
+  char arch[64];
+  char rtc_library[256];
+  char runtime_library[64];
 };
 
 struct dv_bstream {
@@ -218,14 +230,20 @@ bool dv__cu_copy_plan(const dv_strided *c, uint64_t src_addr, uint64_t dst_addr,
 
 /*
  * The compiled image devarray keeps in its module cache: a 16-byte header
- * ("DVCUMOD1", then "CUBIN" or "PTX", NUL-padded to 8 bytes) and the bytes
- * cuModuleLoadData takes (PTX with its terminating NUL).  Unpack refuses
- * anything else with DV_ERR_INVALID_ARGUMENT.
+ * ("DVCUMOD1", then "CUBIN", "PTX" or "HSACO" -- an AMDGPU code object --
+ * NUL-padded to 8 bytes; kind: DV_CU_IMAGE_*) and the bytes the driver's
+ * cuModuleLoadData takes (PTX with its terminating NUL; CUBIN and HSACO are
+ * ELF files).  Unpack refuses anything else with DV_ERR_INVALID_ARGUMENT.
  */
-dv_status dv__cu_image_pack(const void *data, size_t size, int is_ptx, void **image,
+enum { DV_CU_IMAGE_CUBIN = 0, DV_CU_IMAGE_PTX = 1, DV_CU_IMAGE_HSACO = 2 };
+dv_status dv__cu_image_pack(const void *data, size_t size, int kind, void **image,
                             size_t *image_size);
 dv_status dv__cu_image_unpack(const void *image, size_t image_size, const void **data,
-                              size_t *size, int *is_ptx);
+                              size_t *size, int *kind);
+/* Whether `drv` loads images of `kind`: CUDA (kops NULL) CUBIN and PTX,
+ * others their kops->image_kind only; DV_ERR_INVALID_ARGUMENT naming both
+ * (a cache entry of another backend's kind is refused, then rebuilt). */
+dv_status dv__cu_image_accept(const dv_cu_driver *drv, int kind);
 
 /*
  * Page-locked host memory (cuda_staging.c): one process-wide registry of
@@ -252,5 +270,31 @@ dv_status dv__cu_staging_open(cu_state *st, const dv_backend_config *cfg);
 void dv__cu_staging_close(cu_state *st);
 dv_status dv__cu_copy_pageable(cu_state *st, dv_bstream *s, const dv_rect *r);
 size_t dv__cu_staging_chunk(cu_state *st);
+
+/*
+ * Where a driver's kernels differ from CUDA's (dv_cu_driver.kops; NULL, or
+ * a NULL member: CUDA's way).  The HIP backend's are in ../hip/hiprtc.c
+ * (dv__hip_kernel_ops).
+ */
+struct dv_cu_kernel_ops {
+  int image_kind; /* DV_CU_IMAGE_*: what compile emits and the module cache keeps */
+  /* The compiler and target for the module cache's key (CUDA: "cc 9.0 nvrtc
+   * 12.4 driver 12040 cubin sm_90"; HIP: "hip gfx90a:sramecc+:xnack- runtime
+   * 50221153 hiprtc 9.0 libamdhip64.so"). */
+  dv_status (*target_id)(cu_state *st, char *buf, size_t cap);
+  /* Compile req's unit for the device: the image (dv__malloc'd, of
+   * image_kind) and the compiler's log (dv__malloc'd or NULL), also on
+   * failure (DV_ERR_COMPILE: the log says why). */
+  dv_status (*compile)(cu_state *st, const dv_build_req *req, void **image, size_t *size,
+                       char **log);
+  /* The built-in strided-copy kernels' image (of image_kind), valid for the
+   * life of the process; a failure makes strided copies stage. */
+  dv_status (*copy_image)(cu_state *st, const void **image, size_t *size);
+  /* After the shared limits are read from the device's attributes. */
+  void (*limits)(cu_state *st, dv_klimits *L);
+  /* No opt-in beyond the per-block shared memory (AMD's LDS: 64 KiB, all
+   * of it available without asking; no cuFuncSetAttribute call). */
+  int no_shared_optin;
+};
 
 #endif

@@ -20,6 +20,10 @@
  *    precompiled to PTX (copy_kernels_ptx.h) and loaded once per context,
  *    so copies never need NVRTC.  If that module cannot be loaded (a driver
  *    older than the PTX), the planner's staging through the host stands in.
+ *  - A driver with kernel operations of its own (st->drv->kops: HIP's, in
+ *    ../hip/hiprtc.c) compiles, names its target, tags its cached images
+ *    and provides the copy kernels' image through them; everything else
+ *    here (loading, constants, launches) is shared.
  */
 #include <stdio.h>
 #include <string.h>
@@ -43,7 +47,7 @@ struct dv_bmodule {
   dv_CUdeviceptr cbuf; /* the constant buffer (0: none in the module) */
   size_t cbuf_bytes;   /* its size when present */
   size_t const_bytes;  /* the program's constant arrays */
-  int is_ptx;
+  int kind; /* DV_CU_IMAGE_* */
   pthread_mutex_t lock; /* kernels */
   dv_bkernel *kernels;
 };
@@ -100,6 +104,9 @@ dv_status dv__cu_kernel_open(cu_state *st, const dv_backend_config *cfg) {
   st->sm_count = cu_attr(st, DV_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   L->wave_size = cu_attr(st, DV_CU_DEVICE_ATTRIBUTE_WARP_SIZE);
   if (L->wave_size < 1) L->wave_size = 32;
+  const struct dv_cu_kernel_ops *ko = st->drv->kops;
+  if (ko && ko->no_shared_optin) L->max_shared_per_block_optin = L->max_shared_per_block;
+  if (ko && ko->limits) ko->limits(st, L);
   return DV_OK;
 }
 
@@ -122,6 +129,7 @@ static int cu_cc(const cu_state *st) { return st->info.compute_major * 10 + st->
 
 dv_status dv__cub_kernel_target_id(void *state, char *buf, size_t cap) {
   cu_state *st = state;
+  if (st->drv->kops && st->drv->kops->target_id) return st->drv->kops->target_id(st, buf, cap);
   const dv_nvrtc *nv = NULL;
   dv_status rc = dv__nvrtc_load(st->nvrtc_library, st->driver_version, &nv);
   if (rc) return rc;
@@ -140,16 +148,20 @@ dv_status dv__cub_kernel_target_id(void *state, char *buf, size_t cap) {
 #define DV__CU_IMAGE_MAGIC "DVCUMOD1"
 #define DV__CU_IMAGE_HEADER 16
 
-dv_status dv__cu_image_pack(const void *data, size_t size, int is_ptx, void **image,
+static const char *const cu_image_tags[3] = {"CUBIN", "PTX", "HSACO"};
+
+dv_status dv__cu_image_pack(const void *data, size_t size, int kind, void **image,
                             size_t *image_size) {
   *image = NULL;
   *image_size = 0;
+  if (kind < DV_CU_IMAGE_CUBIN || kind > DV_CU_IMAGE_HSACO)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown module image kind %d", kind);
   if (size > SIZE_MAX - DV__CU_IMAGE_HEADER)
     return dv__error(DV_ERR_OVERFLOW, "a compiled module of %zu bytes is too large", size);
   unsigned char *p = dv__calloc(1, DV__CU_IMAGE_HEADER + size);
   if (!p) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a module image");
   memcpy(p, DV__CU_IMAGE_MAGIC, 8);
-  memcpy(p + 8, is_ptx ? "PTX" : "CUBIN", is_ptx ? 3 : 5);
+  memcpy(p + 8, cu_image_tags[kind], strlen(cu_image_tags[kind]));
   if (size) memcpy(p + DV__CU_IMAGE_HEADER, data, size);
   *image = p;
   *image_size = DV__CU_IMAGE_HEADER + size;
@@ -157,29 +169,42 @@ dv_status dv__cu_image_pack(const void *data, size_t size, int is_ptx, void **im
 }
 
 dv_status dv__cu_image_unpack(const void *image, size_t image_size, const void **data,
-                              size_t *size, int *is_ptx) {
+                              size_t *size, int *kind) {
   const unsigned char *p = image;
   *data = NULL;
   *size = 0;
-  *is_ptx = 0;
+  *kind = 0;
   if (!p || image_size <= DV__CU_IMAGE_HEADER || memcmp(p, DV__CU_IMAGE_MAGIC, 8) != 0)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "not a devarray CUDA module image");
   const unsigned char *payload = p + DV__CU_IMAGE_HEADER;
   size_t n = image_size - DV__CU_IMAGE_HEADER;
-  static const char cubin_tag[8] = "CUBIN", ptx_tag[8] = "PTX";
-  if (memcmp(p + 8, cubin_tag, 8) == 0) {
-    if (n < 4 || memcmp(payload, "\x7f" "ELF", 4) != 0)
-      return dv__error(DV_ERR_INVALID_ARGUMENT, "a CUDA module image whose CUBIN is not an ELF file");
-  } else if (memcmp(p + 8, ptx_tag, 8) == 0) {
+  int k = -1;
+  for (int i = 0; i < 3; i++) {
+    char tag[8] = {0};
+    memcpy(tag, cu_image_tags[i], strlen(cu_image_tags[i]));
+    if (memcmp(p + 8, tag, 8) == 0) k = i;
+  }
+  if (k < 0) return dv__error(DV_ERR_INVALID_ARGUMENT, "a CUDA module image of an unknown kind");
+  if (k == DV_CU_IMAGE_PTX) {
     if (payload[n - 1] != 0)
       return dv__error(DV_ERR_INVALID_ARGUMENT, "a CUDA module image whose PTX is not terminated");
-    *is_ptx = 1;
-  } else {
-    return dv__error(DV_ERR_INVALID_ARGUMENT, "a CUDA module image of an unknown kind");
+  } else if (n < 4 || memcmp(payload, "\x7f" "ELF", 4) != 0) {
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "a module image whose %s is not an ELF file",
+                     cu_image_tags[k]);
   }
+  *kind = k;
   *data = payload;
   *size = n;
   return DV_OK;
+}
+
+dv_status dv__cu_image_accept(const dv_cu_driver *drv, int kind) {
+  const struct dv_cu_kernel_ops *ko = drv->kops;
+  bool ok = ko ? kind == ko->image_kind : kind == DV_CU_IMAGE_CUBIN || kind == DV_CU_IMAGE_PTX;
+  if (ok) return DV_OK;
+  return dv__error(DV_ERR_INVALID_ARGUMENT, "a module image of %s code cannot be loaded by the %s driver",
+                   kind >= 0 && kind <= DV_CU_IMAGE_HSACO ? cu_image_tags[kind] : "unknown",
+                   drv->vendor);
 }
 
 /* ---- modules --------------------------------------------------------------------------- */
@@ -213,7 +238,7 @@ static char *cu_join(char *a, char *b) {
 
 /* Load CUBIN or PTX (NUL-terminated) with the JIT's logs captured.  *log
  * receives the JIT's messages (dv__malloc'd) or NULL. */
-static dv_status cu_load_image(cu_state *st, const void *data, int is_ptx, const char *what,
+static dv_status cu_load_image(cu_state *st, const void *data, int kind, const char *what,
                                dv_CUmodule *out, char **log) {
   *out = NULL;
   *log = NULL;
@@ -239,8 +264,9 @@ static dv_status cu_load_image(cu_state *st, const void *data, int is_ptx, const
     cu_fail(r, "cuModuleLoadDataEx");
     cu_why why = cu_last();
     dv_status rc = dv__error(dv__cu_status(r) == DV_ERR_INVALID_ARGUMENT ? DV_ERR_DRIVER : dv__cu_status(r),
-                             "%s: loading the %s failed%s: %s%s%.2048s", what, is_ptx ? "PTX" : "CUBIN",
-                             hint, why.s, *err ? "\nJIT log:\n" : "", err);
+                             "%s: loading the %s failed%s: %s%s%.2048s", what,
+                             kind == DV_CU_IMAGE_HSACO ? "code object" : cu_image_tags[kind], hint,
+                             why.s, *err ? "\nJIT log:\n" : "", err);
     *log = cu_join(err, NULL);
     dv__free(info);
     return rc;
@@ -261,21 +287,21 @@ static dv_CUresult cu_load_stream(cu_state *st, dv_CUstream *out) {
   return r;
 }
 
-static dv_status cu_module_from(cu_state *st, const dv_build_req *req, const void *data, int is_ptx,
+static dv_status cu_module_from(cu_state *st, const dv_build_req *req, const void *data, int kind,
                                 dv_bmodule **out, char **log) {
   *out = NULL;
   CU_ENTER(st);
   dv_bmodule *m = dv__calloc(1, sizeof *m);
   if (!m) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a module");
   char *jit = NULL;
-  dv_status rc = cu_load_image(st, data, is_ptx, req->name, &m->mod, &jit);
+  dv_status rc = cu_load_image(st, data, kind, req->name, &m->mod, &jit);
   if (log) *log = cu_join(*log, jit);
   else dv__free(jit);
   if (rc) {
     dv__free(m);
     return rc;
   }
-  m->is_ptx = is_ptx;
+  m->kind = kind;
   if (req->const_bytes) {
     dv_CUdeviceptr p = 0;
     size_t n = 0;
@@ -326,6 +352,21 @@ dv_status dv__cub_module_build(void *state, const dv_build_req *req, dv_bmodule 
   *image = NULL;
   *image_size = 0;
   *log = NULL;
+  const struct dv_cu_kernel_ops *ko = st->drv->kops;
+  if (ko && ko->compile) {
+    void *img = NULL;
+    size_t n = 0;
+    dv_status rc = ko->compile(st, req, &img, &n, log);
+    if (rc) {
+      dv__free(img);
+      return rc;
+    }
+    rc = cu_module_from(st, req, img, ko->image_kind, out, log);
+    if (!rc && dv__cu_image_pack(img, n, ko->image_kind, image, image_size) != DV_OK)
+      dv__log(DV_LOG_INFO, "program %s: no image for the module cache: %s", req->name, dv_last_error());
+    dv__free(img);
+    return rc;
+  }
   const dv_nvrtc *nv = NULL;
   dv_status rc = dv__nvrtc_load(st->nvrtc_library, st->driver_version, &nv);
   if (rc) return rc;
@@ -354,10 +395,11 @@ dv_status dv__cub_module_load(void *state, const dv_build_req *req, const void *
   *log = NULL;
   const void *data = NULL;
   size_t n = 0;
-  int is_ptx = 0;
-  dv_status rc = dv__cu_image_unpack(image, image_size, &data, &n, &is_ptx);
+  int kind = 0;
+  dv_status rc = dv__cu_image_unpack(image, image_size, &data, &n, &kind);
+  if (!rc) rc = dv__cu_image_accept(((cu_state *)state)->drv, kind);
   if (rc) return rc;
-  return cu_module_from(state, req, data, is_ptx, out, log);
+  return cu_module_from(state, req, data, kind, out, log);
 }
 
 dv_status dv__cub_module_unload(void *state, dv_bmodule *m) {
@@ -500,7 +542,9 @@ static dv_status cu_dynamic_shared(cu_state *st, dv_bkernel *k, size_t dyn) {
                      "kernel %s: %zu bytes of static plus %zu bytes of dynamic shared memory exceed "
                      "the device's limit of %zu bytes per block (with opt-in)", k->name, stat, dyn,
                      optin);
-  if (stat + dyn <= st->klimits.max_shared_per_block && dyn <= atomic_load(&k->dyn_attr)) return DV_OK;
+  if (stat + dyn <= st->klimits.max_shared_per_block &&
+      (dyn <= atomic_load(&k->dyn_attr) || (st->drv->kops && st->drv->kops->no_shared_optin)))
+    return DV_OK; /* within the default limit (no opt-in on drivers without one) */
   pthread_mutex_lock(&k->lock);
   dv_CUresult r = DV_CUDA_SUCCESS;
   if (dyn > atomic_load(&k->dyn_attr)) {
@@ -628,13 +672,23 @@ static bool cu_copy_kernels(cu_state *st) {
   if (st->copy_state == 0) {
     char *log = NULL;
     dv_CUmodule mod = NULL;
-    dv_status rc = cu_load_image(st, dv__cu_copy_ptx, 1, "devarray's strided-copy kernels", &mod, &log);
+    const struct dv_cu_kernel_ops *ko = st->drv->kops;
+    const void *img = dv__cu_copy_ptx;
+    size_t isz = 0;
+    int kind = DV_CU_IMAGE_PTX;
+    dv_status rc = DV_OK;
+    if (ko && ko->copy_image) {
+      kind = ko->image_kind;
+      rc = ko->copy_image(st, &img, &isz);
+    }
+    if (!rc) rc = cu_load_image(st, img, kind, "devarray's strided-copy kernels", &mod, &log);
     for (int i = 0; !rc && i < 10; i++) {
       dv_CUresult r = cu.cuModuleGetFunction(&st->copy_fn[i / 2][i % 2], mod, cu_copy_names[i / 2][i % 2]);
       if (r) rc = cu_fail(r, "cuModuleGetFunction (copy kernels)");
     }
     if (rc) {
-      dv__log(DV_LOG_DEBUG, "cuda: strided copies stage through the host: %s", dv_last_error());
+      dv__log(DV_LOG_DEBUG, "%s: strided copies stage through the host: %s", st->drv->backend,
+              dv_last_error());
       if (mod) cu.cuModuleUnload(mod);
       st->copy_state = -1;
     } else {
