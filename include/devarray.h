@@ -295,7 +295,7 @@ DV_API dv_status dv_backend_probe(const char *name, char *reason, size_t cap);
 
 /** A device's description (dv_context_device_info); strings are NUL-terminated. */
 typedef struct dv_device_info {
-  char backend[16];        /**< "host", "opencl", "cuda" */
+  char backend[16];        /**< "host", "opencl", "cuda", "hip" */
   char name[256];          /**< device name */
   char vendor[128];        /**< device vendor, as the driver names it */
   char driver_version[64]; /**< driver version, as the driver reports it */
@@ -304,7 +304,8 @@ typedef struct dv_device_info {
   uint64_t base_alignment; /**< alignment of allocations and of views' origins, bytes */
   int can_map_host_memory; /**< mapped arrays are supported */
   int managed_memory;      /**< managed (unified) arrays are supported */
-  /** CUDA compute capability (major, minor); 0 elsewhere. @{ */
+  /** CUDA compute capability (major, minor); on HIP what the runtime
+   *  reports as one (the GPU architecture's numbers); 0 elsewhere. @{ */
   int compute_major, compute_minor;
   /** @} */
   char pci_bus_id[32];     /**< empty when unknown */
@@ -315,10 +316,12 @@ typedef struct dv_device_info {
  * Create a context: choose a backend and a device, read options, create the
  * default stream.  The backend is the `backend` option ("auto", "host",
  * "opencl", "cuda", "hip"; DV_BACKEND); in automatic mode the order is cuda,
- * then an OpenCL GPU, then the host simulator, which is always there.  "hip"
- * (AMD's HIP runtime) is never tried in automatic mode and, asked for by
- * name, fails with DV_ERR_BACKEND_UNAVAILABLE saying what it found and that
- * the backend is not complete yet (or DV_ERR_LIBRARY_LOAD without ROCm).  The OpenCL
+ * then hip (AMD GPUs through AMD's HIP runtime, libamdhip64 of ROCm 5 or 6),
+ * then an OpenCL GPU, then the host simulator, which is always there.  The
+ * CUDA backend's device is the `cuda_device` option (DV_CUDA_DEVICE), the
+ * HIP backend's `hip_device` (DV_HIP_DEVICE): ordinals, default 0; the
+ * `device` option (DV_DEVICE) names the device of whichever backend is
+ * chosen and yields to the backend's own option where that is set.  The OpenCL
  * backend's device is the `opencl_device` option (DV_OPENCL_DEVICE:
  * "platform:device" indices, an ordinal "n" — the n-th device counting GPUs
  * first, then the other types, simulators never, so "0" is the device an
@@ -339,7 +342,7 @@ DV_API dv_status dv_context_create(const dv_config *cfg, dv_context **out);
  * NULL is a no-op returning DV_OK.  Must not race with other use of ctx.
  */
 DV_API dv_status dv_context_destroy(dv_context *ctx);
-/** The backend's name ("host", "opencl", "cuda").  Static string. */
+/** The backend's name ("host", "opencl", "cuda", "hip").  Static string. */
 DV_API const char *dv_context_backend(const dv_context *ctx);
 /** Describe the context's device. */
 DV_API dv_status dv_context_device_info(dv_context *ctx, dv_device_info *out);
@@ -349,7 +352,8 @@ DV_API dv_status dv_context_memory_info(dv_context *ctx, size_t *free_bytes, siz
 DV_API dv_status dv_context_synchronize(dv_context *ctx);
 /**
  * The driver's legacy default stream (CUDA's handle 1, which synchronizes
- * with blocking streams) and per-thread default stream (handle 2).  Borrowed;
+ * with blocking streams; HIP's NULL stream) and per-thread default stream
+ * (handle 2; HIP's hipStreamPerThread, also 2).  Borrowed;
  * on backends without them, the context's default stream.  Passing one makes
  * work asynchronous on it, as with any stream.
  */
@@ -914,7 +918,8 @@ DV_API dv_status dv_array_host_data(const dv_array *a, void **ptr);
  * on their first argument.  dv_to_device mirrors the module function
  * `cuda.to_device(obj, stream, copy, to)`, so the context comes first.
  *
- * Pageable host memory on CUDA: the driver copies pageable memory
+ * Pageable host memory on CUDA and HIP (the same code: the options below,
+ * named cuda_*, apply to both): the driver copies pageable memory
  * synchronously, so a copy between a device array and host memory that is
  * neither pinned nor registered goes through pinned staging buffers in
  * pieces of at most `cuda_staging_chunk` bytes (DV_CUDA_STAGING_CHUNK,
@@ -1883,14 +1888,15 @@ DV_API dv_status dv_kernel_cache_clear(const dv_config *cfg);
 
 /**
  * The backend's own context and device: CUDA (CUcontext, CUdevice cast to
- * a pointer-sized integer), OpenCL (cl_context, cl_device_id), host (NULL,
+ * a pointer-sized integer), HIP (hipCtx_t, the device ordinal), OpenCL (cl_context, cl_device_id), host (NULL,
  * NULL).  Borrowed: never release them.  Outputs may be NULL (cleared on
  * failure).  DV_ERR_NULL_ARGUMENT for a NULL ctx.  Thread-safe; does not
  * block.
  */
 DV_API dv_status dv_context_native(dv_context *ctx, void **context, void **device);
 /**
- * The native stream (CUstream / cl_command_queue) behind s (for the default
+ * The native stream (CUstream / hipStream_t / cl_command_queue) behind s
+ * (HIP's legacy default stream is NULL, a valid result) (for the default
  * stream pass dv_context_default_stream(ctx)).  Borrowed.  Work the caller queues there directly is
  * ordered with devarray's work on s.  Host simulator: DV_ERR_NOT_SUPPORTED.
  * *handle is NULL on failure.  Thread-safe; does not block.
@@ -1898,7 +1904,8 @@ DV_API dv_status dv_context_native(dv_context *ctx, void **context, void **devic
 DV_API dv_status dv_stream_native(dv_stream *s, void **handle);
 /**
  * The native memory of a device, mapped or managed array: CUDA (the
- * CUdeviceptr of the allocation, as a pointer), OpenCL (the cl_mem), host
+ * CUdeviceptr of the allocation, as a pointer), HIP (the device pointer),
+ * OpenCL (the cl_mem), host
  * simulator (a host pointer); *offset is the byte offset of element 0 in it.
  * Borrowed: valid while the array lives.  Host arrays: DV_ERR_MISUSE; an
  * empty array gives NULL and 0.  Outputs may be NULL (cleared on failure).
@@ -1909,7 +1916,8 @@ DV_API dv_status dv_array_native(const dv_array *a, void **buffer, size_t *offse
 typedef void (*dv_release_fn)(void *user);
 /**
  * An array over device memory devarray did not allocate: `buffer` (a
- * CUdeviceptr, a cl_mem, or on the host simulator a host pointer) of `bytes`
+ * CUdeviceptr, a HIP device pointer, a cl_mem, or on the host simulator a
+ * host pointer) of `bytes`
  * bytes, element 0 at byte `offset`, with the given layout (strides NULL:
  * C order; byte strides multiples of the dtype's alignment, offset aligned
  * too) that must fit inside it.  devarray never frees the memory.  When the
@@ -1957,7 +1965,9 @@ struct DLManagedTensor;
  * array are `kDLCPU` (the simulator's device memory is host memory, so a CPU
  * consumer such as NumPy reads it); on CUDA device arrays are `kDLCUDA`
  * (device id: the context's device), managed arrays `kDLCUDAManaged`,
- * pinned and mapped arrays `kDLCUDAHost`; on OpenCL device arrays are
+ * pinned and mapped arrays `kDLCUDAHost`; on HIP device and managed arrays
+ * are `kDLROCM` (DLPack has no ROCm managed type; device id: the context's
+ * device), pinned and mapped arrays `kDLROCMHost`; on OpenCL device arrays are
  * `kDLOpenCL` (device id 0) with `data` the cl_mem and `byte_offset` the
  * offset of element 0 in it.  Elsewhere `data` is the address of element 0
  * and `byte_offset` 0.  `strides` are always given (in elements; negative
@@ -2002,7 +2012,9 @@ DV_API dv_status dv_array_to_dlpack(dv_array *a, dv_stream *stream, void *consum
  * Where it lands: on the host simulator a `kDLCPU` tensor becomes a device
  * array (kernels and copies use it in place); on CUDA a `kDLCUDA` or
  * `kDLCUDAManaged` tensor of the context's device becomes a device array,
- * and `kDLCPU`/`kDLCUDAHost` tensors host arrays; on OpenCL a `kDLOpenCL`
+ * and `kDLCPU`/`kDLCUDAHost` tensors host arrays; on HIP a `kDLROCM` tensor
+ * of the context's device becomes a device array, and `kDLCPU`/`kDLROCMHost`
+ * tensors host arrays; on OpenCL a `kDLOpenCL`
  * tensor (device id 0; `data` a cl_mem of the context) becomes a device
  * array and a `kDLCPU` tensor a host array.  The producer must have ordered
  * its work before the call (DLPack's contract: the consumer names its

@@ -1,93 +1,291 @@
 /*
- * The HIP backend as far as it goes (issue 26, phase 1): libamdhip64 loaded
- * with dlopen through the shared loader (src/backends/dynlib.c), a probe
- * that says what it found or why nothing, an open that refuses until the
- * backend's operations exist, and automatic selection that never tries it.
+ * The HIP backend (issue 26): libamdhip64 loaded with dlopen through the
+ * shared loader (src/backends/dynlib.c), a probe that says what it found or
+ * why nothing, the CUDA backend's code on the HIP driver's translations
+ * (src/backends/hip/hip_driver.c), and automatic selection that tries it
+ * after CUDA and before OpenCL.
  *
  *   test_hip_backend double   against tests/hipdouble (LD_LIBRARY_PATH set
  *                             by CTest; HIP_DOUBLE_DEVICES=2): a runtime
- *                             with devices, which the backend still refuses;
+ *                             with devices, opened by name and by auto;
  *   test_hip_backend system   whatever this machine has (no ROCm, ROCm
- *                             without a GPU, or an AMD GPU): never opened.
+ *                             without a GPU, or an AMD GPU).
+ *
+ * Both check the translations' pure parts with no runtime: result codes,
+ * attributes, memory types by ROCm version, stream handles, 2-D and 3-D
+ * descriptors, the names in messages, and that every entry point the
+ * shared code calls has a translation.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 
 #include "common.h"
 #include "backends/dynlib.h"
+#include "backends/hip/hip_internal.h"
 
 static bool g_double;
 
-/* Automatic selection never loads the HIP runtime, let alone opens it.  Runs
- * first: nothing in this process has touched HIP yet. */
-static void test_auto_never_tries_hip(void **state) {
-  (void)state;
-  dv_context *c = NULL;
-  assert_ok(dv_context_create(NULL, &c));
-  assert_string_not_equal(dv_context_backend(c), "hip");
-  assert_ok(dv_context_destroy(c));
+static void *hip_loaded(void) {
   void *h = dlopen("libamdhip64.so", RTLD_NOW | RTLD_NOLOAD);
   if (!h) h = dlopen("libamdhip64.so.6", RTLD_NOW | RTLD_NOLOAD);
   if (!h) h = dlopen("libamdhip64.so.5", RTLD_NOW | RTLD_NOLOAD);
-  if (h) {
-    dlclose(h);
-    fail_msg("automatic selection loaded the HIP runtime");
-  }
+  return h;
 }
 
-/* The probe: never DV_OK while the backend is incomplete; always a reason. */
+/* Automatic selection tries HIP after CUDA: where CUDA does not open, the
+ * HIP runtime is loaded (when there is one); with the double's devices HIP
+ * is chosen.  Runs first: nothing in this process has touched HIP yet. */
+static void test_auto_tries_hip(void **state) {
+  (void)state;
+  assert_null(hip_loaded());
+  dv_context *c = NULL;
+  assert_ok(dv_context_create(NULL, &c));
+  char be[16];
+  snprintf(be, sizeof be, "%s", dv_context_backend(c));
+  assert_ok(dv_context_destroy(c));
+  print_message("[ info ] auto: %s\n", be);
+  if (g_double) assert_string_equal(be, "hip");
+  bool cuda = strcmp(be, "cuda") == 0;
+  if (cuda) return; /* chosen before HIP was tried */
+  void *h = hip_loaded();
+  void *any = h ? NULL : dlopen("libamdhip64.so", RTLD_NOW | RTLD_LOCAL);
+  if (!any) any = h ? NULL : dlopen("libamdhip64.so.6", RTLD_NOW | RTLD_LOCAL);
+  if (!any) any = h ? NULL : dlopen("libamdhip64.so.5", RTLD_NOW | RTLD_LOCAL);
+  if (any) {
+    dlclose(any);
+    fail_msg("automatic selection did not try the HIP runtime this machine has");
+  }
+  if (h) dlclose(h);
+}
+
+/* The probe: DV_OK with the runtime and the devices, or why not. */
 static void test_probe(void **state) {
   (void)state;
   char reason[1024];
   dv_status rc = dv_backend_probe("hip", reason, sizeof reason);
   print_message("[ info ] hip: %s (%s)\n", reason, dv_status_name(rc));
-  assert_int_not_equal(rc, DV_OK);
   assert_true(reason[0] != 0);
   if (g_double) {
-    /* The runtime and its devices are found and named, and refused. */
-    assert_status(rc, DV_ERR_BACKEND_UNAVAILABLE);
+    assert_ok(rc);
     assert_non_null(strstr(reason, "HIP runtime 6.0 (libamdhip64.so), 2 device(s)"));
     assert_non_null(strstr(reason, "0: HIP test double 0 (gfx90a), 1: HIP test double 1 (gfx90a)"));
-    assert_non_null(strstr(reason, "not complete yet"));
     int (*calls)(void) = NULL;
-    void *h = dlopen("libamdhip64.so", RTLD_NOW | RTLD_NOLOAD);
+    void *h = hip_loaded();
     assert_non_null(h);
     *(void **)&calls = dlsym(h, "hip_double_init_calls");
     assert_non_null(calls);
     assert_int_equal(calls(), 1); /* once per process */
-    assert_status(dv_backend_probe("hip", NULL, 0), DV_ERR_BACKEND_UNAVAILABLE);
+    assert_ok(dv_backend_probe("hip", NULL, 0));
     assert_int_equal(calls(), 1);
     dlclose(h);
+  } else if (rc == DV_OK) {
+    assert_non_null(strstr(reason, "HIP runtime "));
+    assert_non_null(strstr(reason, " device(s): 0: "));
   } else {
-    /* No runtime, a runtime without a GPU, or a GPU the backend cannot use yet. */
+    /* No runtime, or a runtime without a GPU. */
     assert_true(rc == DV_ERR_LIBRARY_LOAD || rc == DV_ERR_SYMBOL_LOAD || rc == DV_ERR_BACKEND_UNAVAILABLE ||
                 rc == DV_ERR_DRIVER);
     if (rc == DV_ERR_LIBRARY_LOAD) assert_non_null(strstr(reason, "libamdhip64.so"));
-    if (rc == DV_ERR_BACKEND_UNAVAILABLE)
-      assert_true(strstr(reason, "no AMD GPU") || strstr(reason, "no device") ||
-                  strstr(reason, "not complete yet"));
+    if (rc == DV_ERR_BACKEND_UNAVAILABLE) assert_true(strstr(reason, "no AMD GPU") || strstr(reason, "no device"));
   }
 }
 
-/* Asked for by name, the backend refuses to open: no context, a reason. */
-static void test_open_refused(void **state) {
+/* Asked for by name: a context on the HIP driver where the probe found
+ * devices (its description in AMD's words), else no context and a reason;
+ * a device ordinal past the last is refused by name. */
+static void test_open(void **state) {
   (void)state;
+  dv_status probe = dv_backend_probe("hip", NULL, 0);
   dv_config *cfg = NULL;
   assert_ok(dv_config_create(&cfg));
   assert_ok(dv_config_set(cfg, "backend", "hip"));
   dv_context *c = (dv_context *)1;
   dv_status rc = dv_context_create(cfg, &c);
-  dv_config_destroy(cfg);
-  assert_int_not_equal(rc, DV_OK);
-  assert_null(c);
-  if (g_double) {
-    assert_status(rc, DV_ERR_BACKEND_UNAVAILABLE);
-    assert_non_null(strstr(dv_last_error(), "the HIP backend is not complete yet"));
+  if (probe == DV_OK) {
+    assert_ok(rc);
+    assert_string_equal(dv_context_backend(c), "hip");
+    dv_device_info info;
+    assert_ok(dv_context_device_info(c, &info));
+    assert_string_equal(info.backend, "hip");
+    assert_string_equal(info.vendor, "AMD");
+    assert_non_null(strstr(info.driver_version, "HIP runtime "));
+    assert_ok(dv_context_destroy(c));
+    assert_ok(dv_config_set(cfg, "hip_device", "1000"));
+    c = (dv_context *)1;
+    assert_status(dv_context_create(cfg, &c), DV_ERR_BACKEND_UNAVAILABLE);
+    assert_null(c);
+    assert_non_null(strstr(dv_last_error(), "no HIP device 1000"));
+    assert_non_null(strstr(dv_last_error(), "hip_device"));
+  } else {
+    assert_int_not_equal(rc, DV_OK);
+    assert_null(c);
   }
+  dv_config_destroy(cfg);
   /* backend=hip is a known value (a misspelling is not). */
   assert_ok(dv_config_create(&cfg));
   assert_status(dv_config_set(cfg, "backend", "hipp"), DV_ERR_BAD_OPTION);
   dv_config_destroy(cfg);
+}
+
+/* ---- the translations, with no runtime ---- */
+
+/* Every CUDA entry point the shared code may call has a translation. */
+static void test_api_complete(void **state) {
+  (void)state;
+  const dv_cu_api *api = dv__hip_driver.api;
+#define DV_CU(ret, name, params) \
+  if (!api->name) fail_msg("the HIP driver has no translation of %s", #name);
+#include "backends/cuda/cuda_symbols.def"
+#undef DV_CU
+  assert_null(api->cuFuncGetParamInfo); /* optional: HIP cannot tell */
+  assert_string_equal(dv__hip_driver.vendor, "HIP");
+  assert_string_equal(dv__hip_driver.backend, "hip");
+  assert_non_null(dv__hip_driver.fill_info);
+  assert_non_null(dv__hip_driver.call_name);
+}
+
+static void test_results(void **state) {
+  (void)state;
+  /* Shared with CUDA: the same numbers. */
+  const int same[] = {0, 1, 2, 3, 4, 100, 101, 200, 201, 209, 218, 400, 500, 600, 700, 701, 704, 709, 712, 713, 719, 801, 906, 999};
+  for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) assert_int_equal(dv__hip_result(same[i]), same[i]);
+  /* HIP's own, as the CUDA code of the same meaning (and devarray's status). */
+  assert_int_equal(dv__hip_result(17), DV_CUDA_ERROR_INVALID_VALUE); /* hipErrorInvalidDevicePointer */
+  assert_int_equal(dv__hip_result(12), DV_CUDA_ERROR_INVALID_VALUE); /* hipErrorInvalidPitchValue */
+  assert_int_equal(dv__hip_result(21), DV_CUDA_ERROR_INVALID_VALUE); /* hipErrorInvalidMemcpyDirection */
+  assert_int_equal(dv__hip_result(9), DV_CUDA_ERROR_INVALID_VALUE);  /* hipErrorInvalidConfiguration */
+  assert_int_equal(dv__hip_result(53), DV_CUDA_ERROR_LAUNCH_FAILED); /* hipErrorPriorLaunchFailure */
+  assert_int_equal(dv__hip_result(98), DV_CUDA_ERROR_INVALID_HANDLE); /* hipErrorInvalidDeviceFunction */
+  assert_int_equal(dv__hip_result(1052), DV_CUDA_ERROR_OUT_OF_MEMORY); /* hipErrorRuntimeMemory */
+  assert_int_equal(dv__cu_status(dv__hip_result(1052)), DV_ERR_OUT_OF_MEMORY);
+  assert_int_equal(dv__cu_status(dv__hip_result(53)), DV_ERR_DEVICE_LOST);
+  assert_int_equal(dv__cu_status(dv__hip_result(1053)), DV_ERR_DRIVER);
+}
+
+static void test_attributes(void **state) {
+  (void)state;
+  assert_int_equal(dv__hip_attribute(DV_CU_DEVICE_ATTRIBUTE_WARP_SIZE), 87);
+  assert_int_equal(dv__hip_attribute(DV_CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK), 56);
+  assert_int_equal(dv__hip_attribute(11 /* MAX_PITCH */), 58);
+  assert_int_equal(dv__hip_attribute(DV_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK), 74);
+  assert_int_equal(dv__hip_attribute(DV_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN), 75);
+  assert_int_equal(dv__hip_attribute(DV_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR), 23);
+  assert_int_equal(dv__hip_attribute(DV_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR), 61);
+  assert_int_equal(dv__hip_attribute(DV_CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY), 3);
+  assert_int_equal(dv__hip_attribute(DV_CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY), 24);
+  assert_int_equal(dv__hip_attribute(DV_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT), 63);
+  assert_int_equal(dv__hip_attribute(12345), -1);
+  /* Every attribute the CUDA code reads has one. */
+  const int used[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 16, 19, 41, 75, 76, 83, 89, 97};
+  for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) assert_true(dv__hip_attribute(used[i]) >= 0);
+}
+
+static void test_memory_types_and_streams(void **state) {
+  (void)state;
+  const int rocm5 = 50221153, rocm6 = 60032830;
+  assert_int_equal(dv__hip_memory_type(DV_CU_MEMORYTYPE_HOST, rocm5), 0);
+  assert_int_equal(dv__hip_memory_type(DV_CU_MEMORYTYPE_DEVICE, rocm5), 1);
+  assert_int_equal(dv__hip_memory_type(DV_CU_MEMORYTYPE_HOST, rocm6), 1);
+  assert_int_equal(dv__hip_memory_type(DV_CU_MEMORYTYPE_DEVICE, rocm6), 2);
+  assert_int_equal(dv__hip_memory_type(3 /* CU_MEMORYTYPE_ARRAY */, rocm6), -1);
+  assert_int_equal(dv__hip_ipc_flags(DV_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, rocm5), 0);
+  assert_int_equal(dv__hip_ipc_flags(DV_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, rocm6), 1);
+  assert_int_equal(dv__hip_ipc_flags(0, rocm6), 0);
+  assert_null(dv__hip_stream(DV_CU_STREAM_LEGACY));
+  assert_ptr_equal(dv__hip_stream(DV_CU_STREAM_PER_THREAD), (void *)2);
+  assert_null(dv__hip_stream(NULL));
+  dv_CUstream mine = (dv_CUstream)(void *)0x5000;
+  assert_ptr_equal(dv__hip_stream(mine), (void *)0x5000);
+}
+
+static void test_copy2d(void **state) {
+  (void)state;
+  char host[64];
+  dv_CUDA_MEMCPY2D c;
+  memset(&c, 0, sizeof c);
+  c.srcXInBytes = 3, c.srcY = 2, c.srcMemoryType = DV_CU_MEMORYTYPE_HOST, c.srcHost = host, c.srcPitch = 16;
+  c.dstMemoryType = DV_CU_MEMORYTYPE_DEVICE, c.dstDevice = 0x10000, c.dstPitch = 256;
+  c.WidthInBytes = 8, c.Height = 3;
+  dv_hip_Memcpy2D h;
+  assert_int_equal(dv__hip_copy2d(&c, 50221153, &h), DV_CUDA_SUCCESS);
+  assert_int_equal(h.srcMemoryType, 0);
+  assert_int_equal(h.dstMemoryType, 1);
+  assert_ptr_equal(h.srcHost, host);
+  assert_int_equal(h.srcXInBytes, 3);
+  assert_int_equal(h.srcY, 2);
+  assert_ptr_equal(h.dstDevice, (void *)0x10000);
+  assert_int_equal(h.srcPitch, 16);
+  assert_int_equal(h.dstPitch, 256);
+  assert_int_equal(h.WidthInBytes, 8);
+  assert_int_equal(h.Height, 3);
+  assert_int_equal(dv__hip_copy2d(&c, 60032830, &h), DV_CUDA_SUCCESS);
+  assert_int_equal(h.srcMemoryType, 1);
+  assert_int_equal(h.dstMemoryType, 2);
+  c.srcArray = host; /* CUDA arrays: not a thing devarray copies */
+  assert_int_equal(dv__hip_copy2d(&c, 60032830, &h), DV_CUDA_ERROR_INVALID_VALUE);
+}
+
+/* A 3-D copy, slice by slice: each slice's 2-D copy starts where the 3-D
+ * copy's slice starts on both sides (X, Y, Z and the slice heights folded
+ * into the addresses), with the pitches and the rectangle kept. */
+static void test_slices(void **state) {
+  (void)state;
+  static char host[4096];
+  dv_CUDA_MEMCPY3D c;
+  memset(&c, 0, sizeof c);
+  c.srcMemoryType = DV_CU_MEMORYTYPE_DEVICE, c.srcDevice = 0x100000, c.srcPitch = 128, c.srcHeight = 8;
+  c.srcXInBytes = 4, c.srcY = 1, c.srcZ = 2;
+  c.dstMemoryType = DV_CU_MEMORYTYPE_HOST, c.dstHost = host, c.dstPitch = 32, c.dstHeight = 5;
+  c.WidthInBytes = 24, c.Height = 4, c.Depth = 3;
+  for (size_t z = 0; z < 3; z++) {
+    dv_hip_Memcpy2D h;
+    assert_int_equal(dv__hip_slice2d(&c, z, 50221153, &h), DV_CUDA_SUCCESS);
+    assert_int_equal(h.srcMemoryType, 1); /* ROCm 5: device */
+    assert_int_equal(h.dstMemoryType, 0); /* host */
+    assert_ptr_equal(h.srcDevice, (void *)(uintptr_t)(0x100000 + ((2 + z) * 8 + 1) * 128 + 4));
+    assert_null(h.srcHost);
+    assert_ptr_equal(h.dstHost, host + z * 5 * 32);
+    assert_null(h.dstDevice);
+    assert_int_equal(h.srcXInBytes + h.srcY + h.dstXInBytes + h.dstY, 0);
+    assert_int_equal(h.srcPitch, 128);
+    assert_int_equal(h.dstPitch, 32);
+    assert_int_equal(h.WidthInBytes, 24);
+    assert_int_equal(h.Height, 4);
+  }
+  dv_hip_Memcpy2D h;
+  assert_int_equal(dv__hip_slice2d(&c, 3, 60032830, &h), DV_CUDA_ERROR_INVALID_VALUE); /* past the last */
+  c.srcLOD = 1;
+  assert_int_equal(dv__hip_slice2d(&c, 0, 60032830, &h), DV_CUDA_ERROR_INVALID_VALUE);
+  c.srcLOD = 0;
+  c.srcHeight = SIZE_MAX / 2; /* an offset that overflows */
+  assert_int_equal(dv__hip_slice2d(&c, 2, 60032830, &h), DV_CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_call_names(void **state) {
+  (void)state;
+  char buf[128];
+  dv__hip_call_name("cuMemAlloc_v2 (staging)", buf, sizeof buf);
+  assert_string_equal(buf, "hipMalloc (staging)");
+  dv__hip_call_name("cuMemAlloc", buf, sizeof buf);
+  assert_string_equal(buf, "hipMalloc");
+  dv__hip_call_name("cuCtxSynchronize (before freeing memory handed out natively)", buf, sizeof buf);
+  assert_string_equal(buf, "hipDeviceSynchronize (before freeing memory handed out natively)");
+  dv__hip_call_name("cuEventRecord (fence before a free)", buf, sizeof buf);
+  assert_string_equal(buf, "hipEventRecord (fence before a free)");
+  dv__hip_call_name("cuStreamCreate", buf, sizeof buf);
+  assert_string_equal(buf, "hipStreamCreateWithFlags");
+  dv__hip_call_name("cuMemcpy2DAsync", buf, sizeof buf);
+  assert_string_equal(buf, "hipMemcpyParam2DAsync");
+  dv__hip_call_name("cuLaunchKernel of k", buf, sizeof buf);
+  assert_string_equal(buf, "hipModuleLaunchKernel of k");
+  /* Words not in the table, and cu inside a word, unchanged. */
+  dv__hip_call_name("cuNoSuchCall then accumulate cuMemFree", buf, sizeof buf);
+  assert_string_equal(buf, "cuNoSuchCall then accumulate hipFree");
+  dv__hip_call_name("", buf, sizeof buf);
+  assert_string_equal(buf, "");
+  /* Truncated to the room given, terminated. */
+  dv__hip_call_name("cuMemAlloc_v2 (staging)", buf, 6);
+  assert_string_equal(buf, "hipMa");
 }
 
 /* The shared loader (dynlib.c): the names tried, a missing entry point
@@ -128,10 +326,17 @@ int main(int argc, char **argv) {
   g_double = argc > 1 && strcmp(argv[1], "double") == 0;
   g_backend = "host";
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_auto_never_tries_hip),
+      cmocka_unit_test(test_auto_tries_hip),
       cmocka_unit_test(test_probe),
-      cmocka_unit_test(test_open_refused),
+      cmocka_unit_test(test_open),
       cmocka_unit_test(test_dynlib),
+      cmocka_unit_test(test_api_complete),
+      cmocka_unit_test(test_results),
+      cmocka_unit_test(test_attributes),
+      cmocka_unit_test(test_memory_types_and_streams),
+      cmocka_unit_test(test_copy2d),
+      cmocka_unit_test(test_slices),
+      cmocka_unit_test(test_call_names),
   };
   return cmocka_run_group_tests_name(g_double ? "hip_backend.double" : "hip_backend.system", tests, NULL,
                                      NULL);

@@ -464,11 +464,15 @@ class DeviceNDArray:
     def __dlpack_device__(self):
         """(device type, device id) as DLPack numbers them: host backend and host memory
         kDLCPU (1); CUDA device kDLCUDA (2), managed kDLCUDAManaged (13), pinned/mapped
-        kDLCUDAHost (3); OpenCL device memory kDLOpenCL (4)."""
+        kDLCUDAHost (3); HIP device and managed kDLROCM (10), pinned/mapped kDLROCMHost (11);
+        OpenCL device memory kDLOpenCL (4)."""
         ctx = current_context()
         kind = lib.dv_array_memory(self.handle)
         if ctx.backend == "cuda":
             return ({MEM_DEVICE: 2, MEM_MANAGED: 13, MEM_PINNED: 3, MEM_MAPPED: 3}.get(kind, 1),
+                    ctx.device_id if kind in (MEM_DEVICE, MEM_MANAGED) else 0)
+        if ctx.backend == "hip":
+            return ({MEM_DEVICE: 10, MEM_MANAGED: 10, MEM_PINNED: 11, MEM_MAPPED: 11}.get(kind, 1),
                     ctx.device_id if kind in (MEM_DEVICE, MEM_MANAGED) else 0)
         if ctx.backend == "opencl" and kind == MEM_DEVICE:
             return (4, 0)

@@ -121,12 +121,12 @@ class Context:
                 check(lib.dv_config_set(cfg, b"backend", backend.encode()), "select_backend")
             if device is not None:
                 # `device` names the device of whichever backend opens (the host
-                # simulator refuses all but its one device, 0); the OpenCL and CUDA
-                # options, which win over it, are set too, over the environment's
+                # simulator refuses all but its one device, 0); the OpenCL, CUDA and
+                # HIP options, which win over it, are set too, over the environment's
                 check(lib.dv_config_set(cfg, b"device", str(int(device)).encode()),
                       "select_device")
                 be = backend or ""
-                for opt in ("opencl_device", "cuda_device"):
+                for opt in ("opencl_device", "cuda_device", "hip_device"):
                     if be in ("", "auto", opt.split("_")[0]):
                         check(lib.dv_config_set(cfg, opt.encode(), str(int(device)).encode()),
                               "select_device")
@@ -327,7 +327,8 @@ def _handle():
 
 
 def select_backend(name):
-    """Choose the backend ("host", "opencl", "cuda", "auto") for the contexts made from now on.
+    """Choose the backend ("host", "opencl", "cuda", "hip", "auto") for the contexts made from
+    now on.
 
     If a context is open it is closed first (close()), which fails with MisuseError
     (DV_ERR_BUSY) while arrays, streams or modules of it are alive. Returns the new context.
@@ -344,7 +345,7 @@ def select_backend(name):
 
 
 def select_device(device_id):
-    """Numba's select_device: open device `device_id` of the backend (OpenCL, CUDA; the host
+    """Numba's select_device: open device `device_id` of the backend (OpenCL, CUDA, HIP; the host
     simulator has one device, 0). A device the backend does not have raises DevarrayError
     and the earlier choice stands."""
     global _device

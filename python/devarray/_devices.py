@@ -21,7 +21,7 @@ def _opens(backend, device):
     try:
         if backend:
             check(lib.dv_config_set(cfg, b"backend", backend.encode()), "gpus")
-        for opt in (b"device", b"opencl_device", b"cuda_device"):
+        for opt in (b"device", b"opencl_device", b"cuda_device", b"hip_device"):
             check(lib.dv_config_set(cfg, opt, str(device).encode()), "gpus")
         h = ctypes.c_void_p()
         if lib.dv_context_create(cfg, ctypes.byref(h)):

@@ -15,6 +15,7 @@
  * layout's extent is computed with overflow checks, and the view devarray
  * makes covers exactly the bytes the layout reaches, no more.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "array.h"
@@ -130,12 +131,13 @@ static dv_status dv__dl_dtype_in(const dv__dl_desc *d, const dv_dtype **out) {
 
 /* ---- devices -------------------------------------------------------------------- */
 
-typedef enum { DV__BE_HOST, DV__BE_CUDA, DV__BE_OPENCL, DV__BE_OTHER } dv__be_kind;
+typedef enum { DV__BE_HOST, DV__BE_CUDA, DV__BE_HIP, DV__BE_OPENCL, DV__BE_OTHER } dv__be_kind;
 
 static dv__be_kind dv__be_of(const dv_context *ctx) {
   const char *n = ctx->be->name;
   if (strcmp(n, "host") == 0) return DV__BE_HOST;
   if (strcmp(n, "cuda") == 0) return DV__BE_CUDA;
+  if (strcmp(n, "hip") == 0) return DV__BE_HIP;
   if (strcmp(n, "opencl") == 0) return DV__BE_OPENCL;
   return DV__BE_OTHER;
 }
@@ -148,8 +150,19 @@ static const char *dv__dl_device_name(int t) {
     case kDLOpenCL: return "kDLOpenCL";
     case kDLCUDAManaged: return "kDLCUDAManaged";
     case kDLROCM: return "kDLROCM";
+    case kDLROCMHost: return "kDLROCMHost";
     default: return "another device";
   }
+}
+
+/* The ordinal of a CUDA or HIP context's device: the backend's own option
+ * where it was set, else the `device` option, else the own option's
+ * default (as the context chose it). */
+static int dv__dl_ordinal(const dv_context *ctx, dv__be_kind be) {
+  const dv_optval *own = &ctx->opt[be == DV__BE_HIP ? DV_OPT_HIP_DEVICE : DV_OPT_CUDA_DEVICE];
+  const dv_optval *any = &ctx->opt[DV_OPT_DEVICE];
+  if (own->source == DV_SOURCE_DEFAULT && any->s[0]) return atoi(any->s);
+  return (int)own->i;
 }
 
 /* Where a tensor on (type, id) goes in ctx: device memory or host memory,
@@ -169,9 +182,18 @@ static dv_status dv__dl_placement(const dv_context *ctx, int type, int id, bool 
       if (type == kDLCUDA || type == kDLCUDAManaged) {
         ok = true;
         *device = true;
-        id_ok = id == (int)ctx->opt[DV_OPT_CUDA_DEVICE].i;
+        id_ok = id == dv__dl_ordinal(ctx, be);
       } else {
         ok = type == kDLCPU || type == kDLCUDAHost;
+      }
+      break;
+    case DV__BE_HIP: /* DLPack has no ROCm managed type: managed memory is kDLROCM */
+      if (type == kDLROCM) {
+        ok = true;
+        *device = true;
+        id_ok = id == dv__dl_ordinal(ctx, be);
+      } else {
+        ok = type == kDLCPU || type == kDLROCMHost;
       }
       break;
     case DV__BE_OPENCL:
@@ -188,7 +210,7 @@ static dv_status dv__dl_placement(const dv_context *ctx, int type, int id, bool 
     return dv__error(DV_ERR_BACKEND_MISMATCH,
                      "the tensor is on %s device %d; this %s context uses device %d",
                      dv__dl_device_name(type), id, ctx->be->name,
-                     be == DV__BE_CUDA ? (int)ctx->opt[DV_OPT_CUDA_DEVICE].i : 0);
+                     be == DV__BE_CUDA || be == DV__BE_HIP ? dv__dl_ordinal(ctx, be) : 0);
   return DV_OK;
 }
 
@@ -335,8 +357,8 @@ static dv_status dv__dl_locate(const dv_array *a, dv__dl_desc *d) {
   d->device_id = 0;
   d->byte_offset = 0;
   if (dv__is_host_side(a)) {
-    d->device_type = (be == DV__BE_CUDA && (k == DV_MEM_PINNED || k == DV_MEM_MAPPED)) ? kDLCUDAHost
-                                                                                     : kDLCPU;
+    bool pinned = k == DV_MEM_PINNED || k == DV_MEM_MAPPED;
+    d->device_type = be == DV__BE_CUDA && pinned ? kDLCUDAHost : be == DV__BE_HIP && pinned ? kDLROCMHost : kDLCPU;
     d->data = a->alloc->host ? (char *)a->alloc->host + a->offset : NULL;
     return DV_OK;
   }
@@ -346,7 +368,11 @@ static dv_status dv__dl_locate(const dv_array *a, dv__dl_desc *d) {
     case DV__BE_HOST: d->device_type = kDLCPU; break;
     case DV__BE_CUDA:
       d->device_type = k == DV_MEM_MANAGED ? kDLCUDAManaged : kDLCUDA;
-      d->device_id = (int)ctx->opt[DV_OPT_CUDA_DEVICE].i;
+      d->device_id = dv__dl_ordinal(ctx, be);
+      break;
+    case DV__BE_HIP:
+      d->device_type = kDLROCM;
+      d->device_id = dv__dl_ordinal(ctx, be);
       break;
     case DV__BE_OPENCL: d->device_type = kDLOpenCL; break;
     case DV__BE_OTHER:

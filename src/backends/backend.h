@@ -349,17 +349,16 @@ struct dv_backend {
 #define DV_BIPC_PAYLOAD 64 /* bytes of a backend's IPC payload (CUDA's handle is 64) */
 #define DV_BKMAXPARAMS 64 /* most kernel parameters (as declared) a launch may pass */
 
-/* The registry (registry.c): every backend compiled in, host first; the
- * automatic selection tries them from the last one back, skipping those
- * dv__backend_automatic refuses. */
+/* The registry (registry.c): every backend compiled in, host first (the
+ * public order of dv_backend_name). */
 extern const dv_backend dv__backend_host;
 extern const dv_backend dv__backend_opencl;
 extern const dv_backend dv__backend_cuda;
-extern const dv_backend dv__backend_hip; /* opened by name only (dv__backend_automatic) */
+extern const dv_backend dv__backend_hip;
 const dv_backend *dv__backend_find(const char *name);
-/* Whether automatic selection may try be (every backend but hip). */
-bool dv__backend_automatic(const dv_backend *be);
-const dv_backend *dv__backend_at(size_t i); /* NULL past the last */
+/* The i-th backend automatic selection tries: cuda, hip, opencl, host;
+ * NULL past the last. */
+const dv_backend *dv__backend_auto_at(size_t i);
 
 /* ---- helpers the backends share (common.c) ---- */
 /* A backend's stream_callback method. */

@@ -9,11 +9,16 @@ static const dv_backend *const dv__backends[] = {&dv__backend_host, &dv__backend
                                                  &dv__backend_cuda, &dv__backend_hip};
 #define DV_NBACKENDS (sizeof dv__backends / sizeof dv__backends[0])
 
-const dv_backend *dv__backend_at(size_t i) { return i < DV_NBACKENDS ? dv__backends[i] : NULL; }
 
-/* hip is opened only by name: it is not complete yet (issue 26) and must
- * never be chosen, nor tried, in automatic mode. */
-bool dv__backend_automatic(const dv_backend *be) { return be != &dv__backend_hip; }
+/* Automatic selection's order: the GPU runtimes first (CUDA, then HIP: a
+ * machine with an AMD GPU and ROCm picks HIP), then OpenCL (a GPU unless a
+ * device is named), then the host simulator, which always opens. */
+static const dv_backend *const dv__backends_auto[] = {&dv__backend_cuda, &dv__backend_hip, &dv__backend_opencl,
+                                                      &dv__backend_host};
+
+const dv_backend *dv__backend_auto_at(size_t i) {
+  return i < sizeof dv__backends_auto / sizeof dv__backends_auto[0] ? dv__backends_auto[i] : NULL;
+}
 
 const dv_backend *dv__backend_find(const char *name) {
   for (size_t i = 0; i < DV_NBACKENDS; i++)

@@ -47,8 +47,8 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
   if (strcmp(be->name, "opencl") == 0) {
     const dv_optval *own = &opt[DV_OPT_OPENCL_DEVICE];
     snprintf(devbuf, cap, "%s", own->source == DV_SOURCE_DEFAULT && any->s[0] ? any->s : own->s);
-  } else if (strcmp(be->name, "cuda") == 0) {
-    const dv_optval *own = &opt[DV_OPT_CUDA_DEVICE];
+  } else if (strcmp(be->name, "cuda") == 0 || strcmp(be->name, "hip") == 0) {
+    const dv_optval *own = &opt[strcmp(be->name, "hip") == 0 ? DV_OPT_HIP_DEVICE : DV_OPT_CUDA_DEVICE];
     if (own->source == DV_SOURCE_DEFAULT && any->s[0])
       snprintf(devbuf, cap, "%s", any->s);
     else
@@ -106,10 +106,9 @@ static dv_status dv__open_backend(dv_context *ctx) {
     ctx->backend_name = be->name;
     return DV_OK;
   }
-  /* Automatic: cuda, then an OpenCL GPU, then the host simulator. */
-  for (size_t i = dv_backend_count(); i-- > 0;) {
-    const dv_backend *be = dv__backend_at(i);
-    if (!dv__backend_automatic(be)) continue; /* hip: by name only */
+  /* Automatic: cuda, hip, then an OpenCL GPU, then the host simulator. */
+  const dv_backend *be;
+  for (size_t i = 0; (be = dv__backend_auto_at(i)) != NULL; i++) {
     dv__backend_config(ctx->opt, be, true, &bc, devbuf, sizeof devbuf);
     dv__backend_counters(ctx, &bc);
     dv_status rc = be->open(&bc, &ctx->bst);

@@ -34,8 +34,8 @@ typedef struct dv_opt_desc {
 /* Order matches dv_opt_id. */
 static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
     {"backend", "DV_BACKEND", NULL, T_STRING, "auto", 0, 0,
-     "device backend: auto (cuda, then an OpenCL GPU, then host), host, opencl, cuda or hip "
-     "(AMD's HIP runtime: not complete yet, never chosen by auto)"},
+     "device backend: auto (cuda, then hip, then an OpenCL GPU, then host), host, opencl, cuda "
+     "or hip (AMD GPUs through AMD's HIP runtime)"},
     {"log_level", "DV_LOG_LEVEL", NULL, T_LEVEL, "warn", 0, 4,
      "messages printed: off, error, warn, info or debug"},
     {"host_memory", "DV_HOST_MEMORY", NULL, T_SIZE, "1G", 1 << 20, 1099511627776.0,
@@ -102,24 +102,24 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "host simulator: device memory in shared memory (one memfd per allocation) so that "
      "dv_ipc_export can share it with other processes"},
     {"cuda_staging_chunk", "DV_CUDA_STAGING_CHUNK", NULL, T_SIZE, "4M", 4096, 1073741824.0,
-     "CUDA: bytes per piece of a copy with pageable host memory, staged through two pinned "
+     "CUDA and HIP: bytes per piece of a copy with pageable host memory, staged through two pinned "
      "buffers in turn"},
     {"device", "DV_DEVICE", NULL, T_STRING, "", 0, 0,
-     "device of whichever backend is chosen: a CUDA ordinal, an OpenCL \"platform:device\" or "
-     "name, the host simulator's one device 0 (empty: each backend's own option, cuda_device or "
-     "opencl_device, which win when set)"},
+     "device of whichever backend is chosen: a CUDA or HIP ordinal, an OpenCL \"platform:device\" "
+     "or name, the host simulator's one device 0 (empty: each backend's own option, cuda_device, "
+     "hip_device or opencl_device, which win when set)"},
     {"cuda_staging_threads", "DV_CUDA_STAGING_THREADS", NULL, T_INT, "0", 0, 64,
-     "CUDA: threads, the calling one included, that copy each staged piece of a copy with "
+     "CUDA and HIP: threads, the calling one included, that copy each staged piece of a copy with "
      "pageable host memory into or out of its pinned buffer (0: min(4, online CPUs); 1: the calling "
      "thread alone)"},
     {"cuda_staging_thread_min", "DV_CUDA_STAGING_THREAD_MIN", NULL, T_SIZE, "1M", 0, 1073741824.0,
-     "CUDA: staged pieces smaller than this many bytes are copied by one thread"},
+     "CUDA and HIP: staged pieces smaller than this many bytes are copied by one thread"},
     {"host_printf_buffer", "DV_HOST_PRINTF_BUFFER", NULL, T_SIZE, "1M", 1024, 1073741824.0,
      "host simulator: bytes of dv_printf output kept per launch (each call: its text plus 32 "
      "bytes), written to stdout when the launch has run; calls that do not fit are dropped and "
      "counted"},
     {"cuda_staging_limit", "DV_CUDA_STAGING_LIMIT", NULL, T_SIZE, "0", 0, 1099511627776.0,
-     "CUDA: pinned bytes a context keeps for the staging buffers of copies with pageable host memory "
+     "CUDA and HIP: pinned bytes a context keeps for the staging buffers of copies with pageable host memory "
      "(0: four times cuda_staging_chunk; at least one chunk); an asynchronous copy above it waits for "
      "a buffer to come back"},
     {"host_mode", "DV_HOST_MODE", NULL, T_STRING, DV__HOST_MODE_DEFAULT, 0, 0,
@@ -135,6 +135,7 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "host simulator: seconds a kernel launch may run (fractions allowed; 0: no limit); a launch "
      "running longer is stopped and fails with DV_ERR_KERNEL_TIMEOUT, saying where its threads "
      "were"},
+    {"hip_device", "DV_HIP_DEVICE", NULL, T_INT, "0", 0, 1024, "HIP (AMD GPU) device ordinal"},
 };
 
 int dv__option_lookup(const char *name) {

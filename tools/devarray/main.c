@@ -821,7 +821,7 @@ static int cmd_info(int argc, char **argv) {
     }
     if (default_backend)
       printf(
-          "\ndefault backend (backend option \"auto\" picks cuda, an OpenCL GPU, then host): %s\n",
+          "\ndefault backend (backend option \"auto\" picks cuda, hip, an OpenCL GPU, then host): %s\n",
           default_backend);
     else
       printf("\nno default context: %s\n", default_error);
@@ -1065,7 +1065,7 @@ static const char bench_help[] =
     "after one warm-up; ratio = memcpy time / devarray time.\n"
     "\n"
     "Options:\n"
-    "      --backend NAME  auto, host, opencl or cuda (default: the backend option,\n"
+    "      --backend NAME  auto, host, opencl, cuda or hip (default: the backend option,\n"
     "                      DV_BACKEND, which defaults to auto)\n"
     "      --quick         a short sweep: up to 16M, 5 repetitions (an explicit\n"
     "                      --max or --reps wins)\n"
@@ -1336,7 +1336,7 @@ static const char report_help[] =
     "statistics and draw its segments and blocks.\n"
     "\n"
     "Options:\n"
-    "      --backend NAME  auto, host, opencl or cuda (default: the backend option)\n"
+    "      --backend NAME  auto, host, opencl, cuda or hip (default: the backend option)\n"
     "      --steps N       workload steps, 0 to 100000000 (default 1500)\n"
     "      --max BYTES     largest allocation, 1 to 64G (default 3M)\n"
     "      --png FILE      the segment map as a PNG (default devarray-segments.png;\n"

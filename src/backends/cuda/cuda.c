@@ -83,7 +83,6 @@ struct dv_bevent {
   bool recorded;
 };
 
-static dv_bstream cu_legacy = {DV_CU_STREAM_LEGACY, true}, cu_per_thread = {DV_CU_STREAM_PER_THREAD, true};
 
 /* ---- probe, open, close ----------------------------------------------------------- */
 
@@ -177,6 +176,13 @@ dv_status dv__cu_open(const dv_cu_driver *drv, const dv_backend_config *cfg, voi
   if (!st) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the %s state", drv->vendor);
   st->drv = drv;
   st->ordinal = ordinal;
+  /* The default streams, by the handles the driver's own callers know them
+   * by (what native_stream hands out); the translations of a driver whose
+   * legacy stream is NULL map CU_STREAM_LEGACY to it. */
+  st->legacy.s = drv->legacy_is_null ? NULL : DV_CU_STREAM_LEGACY;
+  st->legacy.builtin = true;
+  st->per_thread.s = DV_CU_STREAM_PER_THREAD;
+  st->per_thread.builtin = true;
   pthread_mutex_init(&st->fence_lock, NULL);
   dv_CUresult r = cu.cuDeviceGet(&st->dev, ordinal);
   if (!r) r = cu.cuDevicePrimaryCtxRetain(&st->ctx, st->dev);
@@ -234,14 +240,14 @@ void dv__cu_close(void *state) {
   dv__free(st);
 }
 
-static dv_status cub_device_info(void *state, dv_device_info *out) {
+dv_status dv__cub_device_info(void *state, dv_device_info *out) {
   *out = ((cu_state *)state)->info;
   return DV_OK;
 }
 
 /* ---- memory ----------------------------------------------------------------------------- */
 
-static dv_status cub_mem_alloc(void *state, size_t bytes, void **buf) {
+dv_status dv__cub_mem_alloc(void *state, size_t bytes, void **buf) {
   *buf = NULL;
   cu_state *st = state;
   CU_ENTER(st);
@@ -251,7 +257,7 @@ static dv_status cub_mem_alloc(void *state, size_t bytes, void **buf) {
   return DV_OK;
 }
 
-static dv_status cub_managed_alloc(void *state, size_t bytes, int attach_global, void **buf) {
+dv_status dv__cub_managed_alloc(void *state, size_t bytes, int attach_global, void **buf) {
   *buf = NULL;
   cu_state *st = state;
   CU_ENTER(st);
@@ -355,7 +361,7 @@ static dv_status cu_fence_wait(cu_state *st, void *buf) {
   return first ? cu_fail(first, what) : DV_OK;
 }
 
-static dv_status cub_mem_free(void *state, void *buf) {
+dv_status dv__cub_mem_free(void *state, void *buf) {
   cu_state *st = state;
   CU_ENTER(st);
   dv_status wrc = cu_fence_wait(st, buf);
@@ -365,14 +371,14 @@ static dv_status cub_mem_free(void *state, void *buf) {
   return wrc;
 }
 
-static dv_status cub_mem_info(void *state, size_t *free_bytes, size_t *total_bytes) {
+dv_status dv__cub_mem_info(void *state, size_t *free_bytes, size_t *total_bytes) {
   cu_state *st = state;
   CU_ENTER(st);
   CU_TRY(cu.cuMemGetInfo_v2(free_bytes, total_bytes), "cuMemGetInfo");
   return DV_OK;
 }
 
-static dv_status cub_host_alloc(void *state, size_t bytes, unsigned flags, void **handle, void **ptr, void **dev_buf) {
+dv_status dv__cub_host_alloc(void *state, size_t bytes, unsigned flags, void **handle, void **ptr, void **dev_buf) {
   cu_state *st = state;
   *handle = *ptr = NULL;
   if (dev_buf) *dev_buf = NULL;
@@ -390,7 +396,8 @@ static dv_status cub_host_alloc(void *state, size_t bytes, unsigned flags, void 
   if (r) {
     dv__free(h);
     if (r == DV_CUDA_ERROR_OUT_OF_MEMORY) /* page-locked host memory, not the device's */
-      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "CUDA cuMemHostAlloc of %zu bytes failed: out of page-locked host memory", bytes);
+      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "%s of %zu bytes failed: out of page-locked host memory",
+                       dv__cu_said(st->drv, "cuMemHostAlloc", (char[96]){0}, 96), bytes);
     return cu_fail(r, "cuMemHostAlloc");
   }
   h->bytes = bytes;
@@ -411,12 +418,12 @@ static dv_status cub_host_alloc(void *state, size_t bytes, unsigned flags, void 
   return DV_OK;
 }
 
-static dv_status cub_host_free(void *state, void *handle) {
+dv_status dv__cub_host_free(void *state, void *handle) {
   cu_state *st = state;
   CU_ENTER(st);
   dv_cu_host *h = handle;
   if (!dv__cu_host_drop(h)) return DV_OK; /* registered through another context too */
-  /* Queued copies may still read or write it (as cub_mem_free); done even
+  /* Queued copies may still read or write it (as dv__cub_mem_free); done even
    * when the wait fails, so that a registration never outlives its record. */
   dv_CUdeviceptr mapped = 0; /* this device's address of it, which may have been handed out */
   if (h->dev && cu.cuMemHostGetDevicePointer_v2(&mapped, h->ptr, 0)) mapped = h->dev;
@@ -428,7 +435,7 @@ static dv_status cub_host_free(void *state, void *handle) {
   return wrc;
 }
 
-static dv_status cub_host_register(void *state, void *ptr, size_t bytes, unsigned flags, void **handle, void **dev_buf) {
+dv_status dv__cub_host_register(void *state, void *ptr, size_t bytes, unsigned flags, void **handle, void **dev_buf) {
   cu_state *st = state;
   *handle = NULL;
   if (dev_buf) *dev_buf = NULL;
@@ -464,10 +471,12 @@ static dv_status cub_host_register(void *state, void *ptr, size_t bytes, unsigne
   if (r) {
     dv__free(h);
     if (r == DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
-      return dv__error(DV_ERR_MISUSE, "CUDA cuMemHostRegister failed: part of [%p, +%zu) is already registered "
-                                      "(overlapping registrations are refused by the driver)", ptr, bytes);
+      return dv__error(DV_ERR_MISUSE, "%s failed: part of [%p, +%zu) is already registered "
+                                      "(overlapping registrations are refused by the driver)",
+                       dv__cu_said(st->drv, "cuMemHostRegister", (char[96]){0}, 96), ptr, bytes);
     if (r == DV_CUDA_ERROR_OUT_OF_MEMORY)
-      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "CUDA cuMemHostRegister of %zu bytes failed: out of page-locked host memory", bytes);
+      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "%s of %zu bytes failed: out of page-locked host memory",
+                       dv__cu_said(st->drv, "cuMemHostRegister", (char[96]){0}, 96), bytes);
     return cu_fail(r, "cuMemHostRegister");
   }
   h->ptr = ptr;
@@ -489,11 +498,11 @@ static dv_status cub_host_register(void *state, void *ptr, size_t bytes, unsigne
   return DV_OK;
 }
 
-static dv_status cub_host_unregister(void *state, void *handle) { return cub_host_free(state, handle); }
+dv_status dv__cub_host_unregister(void *state, void *handle) { return dv__cub_host_free(state, handle); }
 
 /* ---- streams -------------------------------------------------------------------------------- */
 
-static dv_status cub_stream_create(void *state, unsigned flags, dv_bstream **out) {
+dv_status dv__cub_stream_create(void *state, unsigned flags, dv_bstream **out) {
   *out = NULL;
   cu_state *st = state;
   CU_ENTER(st);
@@ -513,7 +522,7 @@ static dv_status cub_stream_create(void *state, unsigned flags, dv_bstream **out
   return DV_OK;
 }
 
-static dv_status cub_stream_destroy(void *state, dv_bstream *s) {
+dv_status dv__cub_stream_destroy(void *state, dv_bstream *s) {
   if (s->builtin) return DV_OK;
   cu_state *st = state;
   CU_ENTER(st);
@@ -538,7 +547,7 @@ static dv_status cub_stream_destroy(void *state, dv_bstream *s) {
   return DV_OK;
 }
 
-static dv_status cub_stream_sync(void *state, dv_bstream *s) {
+dv_status dv__cub_stream_sync(void *state, dv_bstream *s) {
   cu_state *st = state;
   CU_ENTER(st);
   if (!s) {
@@ -555,15 +564,15 @@ static dv_status cu_query(cu_state *st, dv_CUresult r, const char *what) {
   return r ? cu_fail(r, what) : DV_OK;
 }
 
-static dv_status cub_stream_query(void *state, dv_bstream *s) {
+dv_status dv__cub_stream_query(void *state, dv_bstream *s) {
   cu_state *st = state;
   CU_ENTER(st);
   return cu_query(st, cu.cuStreamQuery(s->s), "cuStreamQuery");
 }
 
-static dv_status cub_stream_builtin(void *state, int which, dv_bstream **out) {
-  (void)state;
-  *out = which == 1 ? &cu_legacy : &cu_per_thread;
+dv_status dv__cub_stream_builtin(void *state, int which, dv_bstream **out) {
+  cu_state *st = state;
+  *out = which == 1 ? &st->legacy : &st->per_thread;
   return DV_OK;
 }
 
@@ -581,7 +590,7 @@ static void cu_cb_trampoline(dv_CUstream s, dv_CUresult status, void *arg) {
   dv__free(c);
 }
 
-static dv_status cub_stream_callback(void *state, dv_bstream *s, dv_bcallback_fn fn, void *user) {
+dv_status dv__cub_stream_callback(void *state, dv_bstream *s, dv_bcallback_fn fn, void *user) {
   cu_state *st = state;
   CU_ENTER(st);
   cu_cb *c = dv__malloc(sizeof *c);
@@ -612,18 +621,20 @@ static dv_status cu_refuse_capture(cu_state *st, dv_bstream *s) {
   if (r == DV_CUDA_SUCCESS && cs == DV_CU_STREAM_CAPTURE_STATUS_NONE) return DV_OK;
   if (r != DV_CUDA_SUCCESS && r != DV_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) return cu_fail(r, "cuStreamIsCapturing");
   return dv__error(DV_ERR_MISUSE,
-                   "a copy with pageable host memory on a CUDA stream that %s cannot be captured: the driver "
-                   "copies pageable memory synchronously and devarray stages it through pinned buffers with "
-                   "host callbacks; use pinned or registered host memory (dv_pinned_array, dv_array_register) "
-                   "for copies in a graph capture",
-                   r ? "is the legacy stream while a blocking stream is capturing a CUDA graph"
-                     : cs == DV_CU_STREAM_CAPTURE_STATUS_ACTIVE ? "is capturing a CUDA graph"
-                                                                : "captured into a CUDA graph that is invalidated");
+                   "a copy with pageable host memory on a %s stream that %s %s graph cannot be captured: the "
+                   "driver copies pageable memory synchronously and devarray stages it through pinned buffers "
+                   "with host callbacks; use pinned or registered host memory (dv_pinned_array, "
+                   "dv_array_register) for copies in a graph capture",
+                   st->drv->vendor,
+                   r ? "is the legacy stream while a blocking stream is capturing a"
+                     : cs == DV_CU_STREAM_CAPTURE_STATUS_ACTIVE ? "is capturing a"
+                                                                : "was captured into an invalidated",
+                   st->drv->vendor);
 }
 
 static dv_status cu_copy_rect(cu_state *st, dv_bstream *s, const dv_rect *r);
 
-static dv_status cub_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
+dv_status dv__cub_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
   cu_state *st = state;
   if (!r->width || !r->height || !r->depth) return DV_OK;
   dv_status rc = cu_copy_rect(st, s, r);
@@ -634,7 +645,7 @@ static dv_status cub_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
 static dv_status cu_copy_rect(cu_state *st, dv_bstream *s, const dv_rect *r) {
   CU_ENTER(st);
   bool sd = r->src.buf != NULL, dd = r->dst.buf != NULL;
-  if (!sd && !dd) return dv__host_rect_in_order(cub_stream_callback, st, s, r); /* host to host */
+  if (!sd && !dd) return dv__host_rect_in_order(dv__cub_stream_callback, st, s, r); /* host to host */
   bool rect = r->height > 1 || r->depth > 1;
   if (rect && (r->src_pitch > st->max_pitch || r->dst_pitch > st->max_pitch))
     return DV_ERR_NOT_SUPPORTED; /* above the driver's pitch limit: the planner picks another plan */
@@ -694,7 +705,7 @@ static dv_status cu_copy_rect(cu_state *st, dv_bstream *s, const dv_rect *r) {
   return DV_OK;
 }
 
-static dv_status cub_memset(void *state, dv_bstream *s, dv_memref dst, int value, size_t bytes) {
+dv_status dv__cub_memset(void *state, dv_bstream *s, dv_memref dst, int value, size_t bytes) {
   if (!bytes) return DV_OK;
   if (!dst.buf) return DV_ERR_NOT_SUPPORTED;
   cu_state *st = state;
@@ -717,7 +728,7 @@ static void cu_enable_peer(cu_state *st, cu_state *src) {
             src->ordinal, r);
 }
 
-static dv_status cub_copy_peer(void *state, dv_bstream *s, dv_memref dst, void *src_state, dv_memref src,
+dv_status dv__cub_copy_peer(void *state, dv_bstream *s, dv_memref dst, void *src_state, dv_memref src,
                                size_t bytes) {
   cu_state *st = state, *ss = src_state;
   if (!bytes) return DV_OK;
@@ -747,7 +758,7 @@ static dv_status cub_copy_peer(void *state, dv_bstream *s, dv_memref dst, void *
 
 /* ---- events ---------------------------------------------------------------------------------------- */
 
-static dv_status cub_event_create(void *state, unsigned flags, dv_bevent **out) {
+dv_status dv__cub_event_create(void *state, unsigned flags, dv_bevent **out) {
   *out = NULL;
   cu_state *st = state;
   CU_ENTER(st);
@@ -763,7 +774,7 @@ static dv_status cub_event_create(void *state, unsigned flags, dv_bevent **out) 
   return DV_OK;
 }
 
-static dv_status cub_event_destroy(void *state, dv_bevent *e) {
+dv_status dv__cub_event_destroy(void *state, dv_bevent *e) {
   cu_state *st = state;
   CU_ENTER(st);
   dv_CUresult r = cu.cuEventDestroy_v2(e->e);
@@ -772,7 +783,7 @@ static dv_status cub_event_destroy(void *state, dv_bevent *e) {
   return DV_OK;
 }
 
-static dv_status cub_event_record(void *state, dv_bevent *e, dv_bstream *s) {
+dv_status dv__cub_event_record(void *state, dv_bevent *e, dv_bstream *s) {
   cu_state *st = state;
   CU_ENTER(st);
   CU_TRY(cu.cuEventRecord(e->e, s->s), "cuEventRecord");
@@ -780,27 +791,27 @@ static dv_status cub_event_record(void *state, dv_bevent *e, dv_bstream *s) {
   return DV_OK;
 }
 
-static dv_status cub_event_wait(void *state, dv_bstream *s, dv_bevent *e) {
+dv_status dv__cub_event_wait(void *state, dv_bstream *s, dv_bevent *e) {
   cu_state *st = state;
   CU_ENTER(st);
   CU_TRY(cu.cuStreamWaitEvent(s->s, e->e, 0), "cuStreamWaitEvent");
   return DV_OK;
 }
 
-static dv_status cub_event_query(void *state, dv_bevent *e) {
+dv_status dv__cub_event_query(void *state, dv_bevent *e) {
   cu_state *st = state;
   CU_ENTER(st);
   return cu_query(st, cu.cuEventQuery(e->e), "cuEventQuery");
 }
 
-static dv_status cub_event_sync(void *state, dv_bevent *e) {
+dv_status dv__cub_event_sync(void *state, dv_bevent *e) {
   cu_state *st = state;
   CU_ENTER(st);
   CU_TRY(cu.cuEventSynchronize(e->e), "cuEventSynchronize");
   return DV_OK;
 }
 
-static dv_status cub_event_elapsed(void *state, dv_bevent *a, dv_bevent *b, float *ms) {
+dv_status dv__cub_event_elapsed(void *state, dv_bevent *a, dv_bevent *b, float *ms) {
   if (!(a->flags & DV_EVENT_TIMING) || !(b->flags & DV_EVENT_TIMING))
     return dv__error(DV_ERR_INVALID_ARGUMENT, "elapsed time needs two events created with DV_EVENT_TIMING");
   if (!a->recorded || !b->recorded) return dv__error(DV_ERR_MISUSE, "elapsed time of an event that was never recorded");
@@ -818,49 +829,5 @@ const dv_backend dv__backend_cuda = {
     .probe = cub_probe,
     .open = cub_open,
     .close = dv__cu_close,
-    .device_info = cub_device_info,
-    .mem_alloc = cub_mem_alloc,
-    .mem_free = cub_mem_free,
-    .mem_info = cub_mem_info,
-    .host_alloc = cub_host_alloc,
-    .host_free = cub_host_free,
-    .host_register = cub_host_register,
-    .host_unregister = cub_host_unregister,
-    .copy_rect = cub_copy_rect,
-    .copy_strided = dv__cub_copy_strided,
-    .memset = cub_memset,
-    .stream_create = cub_stream_create,
-    .stream_destroy = cub_stream_destroy,
-    .stream_sync = cub_stream_sync,
-    .stream_query = cub_stream_query,
-    .stream_callback = cub_stream_callback,
-    .event_create = cub_event_create,
-    .event_destroy = cub_event_destroy,
-    .event_record = cub_event_record,
-    .event_wait = cub_event_wait,
-    .event_query = cub_event_query,
-    .event_sync = cub_event_sync,
-    .event_elapsed = cub_event_elapsed,
-    .managed_alloc = cub_managed_alloc,
-    .stream_builtin = cub_stream_builtin,
-    .kernel_limits = dv__cub_kernel_limits,
-    .kernel_target_id = dv__cub_kernel_target_id,
-    .module_build = dv__cub_module_build,
-    .module_load = dv__cub_module_load,
-    .module_unload = dv__cub_module_unload,
-    .kernel_get = dv__cub_kernel_get,
-    .kernel_attrs = dv__cub_kernel_attrs,
-    .kernel_params = dv__cub_kernel_params,
-    .constant_write = dv__cub_constant_write,
-    .launch = dv__cub_launch,
-    .native_context = dv__cub_native_context,
-    .native_stream = dv__cub_native_stream,
-    .native_buffer = dv__cub_native_buffer,
-    .buffer_wrap = dv__cub_buffer_wrap,
-    .buffer_unwrap = dv__cub_buffer_unwrap,
-    .stream_order_native = dv__cub_stream_order_native,
-    .ipc_export = dv__cub_ipc_export,
-    .ipc_open = dv__cub_ipc_open,
-    .ipc_close = dv__cub_ipc_close,
-    .copy_peer = cub_copy_peer,
+    DV_CU_BACKEND_METHODS
 };

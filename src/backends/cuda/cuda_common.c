@@ -6,6 +6,7 @@
  * own so that the two above call down into it and never each other in a
  * circle (scripts/check-layers).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -60,6 +61,16 @@ dv_status dv__cu_fail(const dv_cu_driver *drv, dv_CUresult r, const char *what) 
                    name ? name : "unknown error", r, text ? text : "");
 }
 
+const char *dv__cu_said(const dv_cu_driver *drv, const char *what, char *buf, size_t cap) {
+  char call[256];
+  if (drv->call_name) {
+    drv->call_name(what, call, sizeof call);
+    what = call;
+  }
+  snprintf(buf, cap, "%s %s", drv->vendor, what);
+  return buf;
+}
+
 /* Set in a child process after fork (cuda.c registers the handler): the
  * driver's state does not survive fork, so every call refuses. */
 atomic_int dv__cu_forked;
@@ -69,8 +80,9 @@ dv_status dv__cu_enter_scope(cu_state *st, cu_scope *sc) {
   dv_CUcontext cur = NULL;
   sc->set = false;
   if (atomic_load(&dv__cu_forked))
-    return dv__error(DV_ERR_MISUSE, "a CUDA context made before fork() used in the child process: the CUDA driver "
-                                    "does not support that; create contexts after fork (or use spawn)");
+    return dv__error(DV_ERR_MISUSE, "a %s context made before fork() used in the child process: the %s driver "
+                                    "does not support that; create contexts after fork (or use spawn)",
+                     st->drv->vendor, st->drv->vendor);
   if (cu.cuCtxGetCurrent(&cur) == DV_CUDA_SUCCESS && cur == st->ctx) return DV_OK;
   CU_TRY(cu.cuCtxSetCurrent(st->ctx), "cuCtxSetCurrent");
   sc->api = st->drv->api;

@@ -43,6 +43,9 @@ typedef struct dv_cu_driver {
   /* Backend-specific kernel compilation (cuda_kernel.c calls these where
    * they differ); NULL members take CUDA's way (NVRTC, PTX/CUBIN). */
   const struct dv_cu_kernel_ops *kops;
+  /* The driver's legacy default stream is its NULL stream (HIP), not
+   * CU_STREAM_LEGACY (0x1): the handle native_stream hands out for it. */
+  bool legacy_is_null;
 } dv_cu_driver;
 
 /* CUDA's own driver (cuda.c). */
@@ -52,6 +55,18 @@ extern const dv_cu_driver dv__cuda_driver;
 #define cu (*st->drv->api)
 
 typedef struct dv_cu_staging dv_cu_staging;
+
+struct dv_bstream {
+  dv_CUstream s;
+  bool builtin; /* legacy / per-thread: never destroyed */
+  /* Created streams (cuda.c's fences, under the context's fence_lock but
+   * dirty, which the queueing paths set without it). */
+  _Atomic int dirty;    /* work queued since the last fence */
+  bool exported;        /* its native handle was handed out: always fenced */
+  bool fence_pending;   /* fence recorded, not yet waited for */
+  dv_CUevent fence;
+  struct dv_bstream *next, *prev;
+};
 
 struct cu_state {
   const dv_cu_driver *drv; /* CUDA's, or HIP's translations */
@@ -104,19 +119,10 @@ struct cu_state {
   char arch[64];
   char rtc_library[256];
   char runtime_library[64];
+  /* The legacy and per-thread default streams (stream_builtin). */
+  struct dv_bstream legacy, per_thread;
 };
 
-struct dv_bstream {
-  dv_CUstream s;
-  bool builtin; /* legacy / per-thread: never destroyed */
-  /* Created streams (cuda.c's fences, under the context's fence_lock but
-   * dirty, which the queueing paths set without it). */
-  _Atomic int dirty;    /* work queued since the last fence */
-  bool exported;        /* its native handle was handed out: always fenced */
-  bool fence_pending;   /* fence recorded, not yet waited for */
-  dv_CUevent fence;
-  struct dv_bstream *next, *prev;
-};
 
 /* Work was queued on s (called after queueing it: a fence that clears the
  * flag then records after the work).  Frees wait only for such streams. */
@@ -135,6 +141,9 @@ void *dv__cu_grow(void *table, size_t n, size_t *cap, size_t elem, size_t first)
 /* A failed driver call: devarray's status, with the driver's name and code
  * kept (cu_fail: with the state `st` in scope). */
 dv_status dv__cu_fail(const dv_cu_driver *drv, dv_CUresult r, const char *what);
+/* "<vendor> <call>" for a message of its own: what, as the driver names it
+ * ("CUDA cuMemHostAlloc", "HIP hipHostMalloc"), written to buf. */
+const char *dv__cu_said(const dv_cu_driver *drv, const char *what, char *buf, size_t cap);
 /*
  * Make the context current on this thread for the length of one backend
  * call, and put back what was current before when the call returns: the
@@ -208,6 +217,86 @@ dv_status dv__cub_ipc_export(void *state, void *buf, unsigned char *payload);
 dv_status dv__cub_ipc_open(void *state, const unsigned char *payload, void **native, size_t *bytes,
                            void **token);
 dv_status dv__cub_ipc_close(void *state, void *token);
+
+/*
+ * Every method of the backend table but name, probe, open and close: the
+ * CUDA backend's table (cuda.c) and the HIP backend's (../hip/hip.c) both
+ * spell their methods with it, so that the two can never drift apart.
+ * Memory, host memory, streams, events and copies are cuda.c's; kernels,
+ * native handles and strided copies cuda_kernel.c's; interop cuda_ipc.c's.
+ */
+dv_status dv__cub_device_info(void *state, dv_device_info *out);
+dv_status dv__cub_mem_alloc(void *state, size_t bytes, void **buf);
+dv_status dv__cub_managed_alloc(void *state, size_t bytes, int attach_global, void **buf);
+dv_status dv__cub_mem_free(void *state, void *buf);
+dv_status dv__cub_mem_info(void *state, size_t *free_bytes, size_t *total_bytes);
+dv_status dv__cub_host_alloc(void *state, size_t bytes, unsigned flags, void **handle, void **ptr, void **dev_buf);
+dv_status dv__cub_host_free(void *state, void *handle);
+dv_status dv__cub_host_register(void *state, void *ptr, size_t bytes, unsigned flags, void **handle, void **dev_buf);
+dv_status dv__cub_host_unregister(void *state, void *handle);
+dv_status dv__cub_stream_create(void *state, unsigned flags, dv_bstream **out);
+dv_status dv__cub_stream_destroy(void *state, dv_bstream *s);
+dv_status dv__cub_stream_sync(void *state, dv_bstream *s);
+dv_status dv__cub_stream_query(void *state, dv_bstream *s);
+dv_status dv__cub_stream_builtin(void *state, int which, dv_bstream **out);
+dv_status dv__cub_stream_callback(void *state, dv_bstream *s, dv_bcallback_fn fn, void *user);
+dv_status dv__cub_copy_rect(void *state, dv_bstream *s, const dv_rect *r);
+dv_status dv__cub_memset(void *state, dv_bstream *s, dv_memref dst, int value, size_t bytes);
+dv_status dv__cub_copy_peer(void *state, dv_bstream *s, dv_memref dst, void *src_state, dv_memref src,
+                            size_t bytes);
+dv_status dv__cub_event_create(void *state, unsigned flags, dv_bevent **out);
+dv_status dv__cub_event_destroy(void *state, dv_bevent *e);
+dv_status dv__cub_event_record(void *state, dv_bevent *e, dv_bstream *s);
+dv_status dv__cub_event_wait(void *state, dv_bstream *s, dv_bevent *e);
+dv_status dv__cub_event_query(void *state, dv_bevent *e);
+dv_status dv__cub_event_sync(void *state, dv_bevent *e);
+dv_status dv__cub_event_elapsed(void *state, dv_bevent *a, dv_bevent *b, float *ms);
+#define DV_CU_BACKEND_METHODS \
+  .device_info = dv__cub_device_info, \
+  .mem_alloc = dv__cub_mem_alloc, \
+  .mem_free = dv__cub_mem_free, \
+  .mem_info = dv__cub_mem_info, \
+  .host_alloc = dv__cub_host_alloc, \
+  .host_free = dv__cub_host_free, \
+  .host_register = dv__cub_host_register, \
+  .host_unregister = dv__cub_host_unregister, \
+  .copy_rect = dv__cub_copy_rect, \
+  .copy_strided = dv__cub_copy_strided, \
+  .memset = dv__cub_memset, \
+  .stream_create = dv__cub_stream_create, \
+  .stream_destroy = dv__cub_stream_destroy, \
+  .stream_sync = dv__cub_stream_sync, \
+  .stream_query = dv__cub_stream_query, \
+  .stream_callback = dv__cub_stream_callback, \
+  .event_create = dv__cub_event_create, \
+  .event_destroy = dv__cub_event_destroy, \
+  .event_record = dv__cub_event_record, \
+  .event_wait = dv__cub_event_wait, \
+  .event_query = dv__cub_event_query, \
+  .event_sync = dv__cub_event_sync, \
+  .event_elapsed = dv__cub_event_elapsed, \
+  .managed_alloc = dv__cub_managed_alloc, \
+  .stream_builtin = dv__cub_stream_builtin, \
+  .kernel_limits = dv__cub_kernel_limits, \
+  .kernel_target_id = dv__cub_kernel_target_id, \
+  .module_build = dv__cub_module_build, \
+  .module_load = dv__cub_module_load, \
+  .module_unload = dv__cub_module_unload, \
+  .kernel_get = dv__cub_kernel_get, \
+  .kernel_attrs = dv__cub_kernel_attrs, \
+  .kernel_params = dv__cub_kernel_params, \
+  .constant_write = dv__cub_constant_write, \
+  .launch = dv__cub_launch, \
+  .native_context = dv__cub_native_context, \
+  .native_stream = dv__cub_native_stream, \
+  .native_buffer = dv__cub_native_buffer, \
+  .buffer_wrap = dv__cub_buffer_wrap, \
+  .buffer_unwrap = dv__cub_buffer_unwrap, \
+  .stream_order_native = dv__cub_stream_order_native, \
+  .ipc_export = dv__cub_ipc_export, \
+  .ipc_open = dv__cub_ipc_open, \
+  .ipc_close = dv__cub_ipc_close, \
+  .copy_peer = dv__cub_copy_peer,
 
 /*
  * A strided copy as the built-in copy kernels take it (src/kernel/

@@ -58,8 +58,8 @@ dv_status dv__cub_ipc_open(void *state, const unsigned char *payload, void **nat
     const char *name = NULL;
     cu.cuGetErrorName(r, &name);
     return dv__error(DV_ERR_INVALID_ARGUMENT,
-                     "CUDA refused the IPC handle (%s): stale (the exporter freed the memory or "
-                     "exited), or from another device", name ? name : "?");
+                     "%s refused the IPC handle (%s): stale (the exporter freed the memory or "
+                     "exited), or from another device", st->drv->vendor, name ? name : "?");
   }
   if (r != DV_CUDA_SUCCESS) return cu_fail(r, "cuIpcOpenMemHandle");
   dv_CUdeviceptr base = 0;

@@ -325,7 +325,8 @@ static dv_status stage_get(dv_cu_staging *g, size_t n, bool sync, int own, cu_st
     pthread_mutex_unlock(&g->lock);
     if (!b) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a staging record");
     if (r == DV_CUDA_ERROR_OUT_OF_MEMORY)
-      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "CUDA cuMemHostAlloc of a %zu-byte staging buffer failed: out of page-locked memory", size);
+      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "%s of a %zu-byte staging buffer failed: out of page-locked memory",
+                       dv__cu_said(g->drv, "cuMemHostAlloc", (char[96]){0}, 96), size);
     return dv__cu_fail(g->drv, r, "cuMemHostAlloc (staging)");
   }
   b->size = size;

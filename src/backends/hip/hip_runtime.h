@@ -88,7 +88,9 @@ enum { DV_HIP6_MEMORYTYPE_HOST = 1, DV_HIP6_MEMORYTYPE_DEVICE = 2 };
 #define DV_HIP_HOST_REGISTER_MAPPED 0x2
 #define DV_HIP_MEM_ATTACH_GLOBAL 0x1
 #define DV_HIP_MEM_ATTACH_HOST 0x2
-#define DV_HIP_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
+/* hipIpcOpenMemHandle's one flag: 0 in ROCm 5, CUDA's 0x1 from ROCm 6. */
+#define DV_HIP5_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x0
+#define DV_HIP6_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
 /* The per-thread default stream; the legacy default stream is NULL. */
 #define DV_HIP_STREAM_PER_THREAD ((dv_hipStream_t)2)
 

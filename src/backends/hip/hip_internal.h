@@ -1,0 +1,66 @@
+/*
+ * What the HIP backend's two files share: hip.c (loading, probe, open, the
+ * backend table) and hip_driver.c (below it: the loaded entry points and
+ * the translations that let the CUDA backend's code run on them).
+ *
+ * The HIP backend is the CUDA backend's code (../cuda/) on a dv_cu_driver
+ * whose api table holds translations with CUDA driver-API prototypes that
+ * call AMD's HIP runtime.  The helpers below are the translations' pure
+ * parts, exposed for tests/test_hip_backend.c, which checks them with no
+ * runtime loaded.
+ */
+#ifndef DV_HIP_INTERNAL_H
+#define DV_HIP_INTERNAL_H
+
+#include "../cuda/cuda_internal.h"
+#include "hip_runtime.h"
+
+/* The runtime's entry points (hip.c's loader fills them, once) and the
+ * name of the library that was loaded ("libamdhip64.so.5"). */
+extern dv_hip_api dv__hip_api;
+extern const char *dv__hip_lib_name;
+
+/* The HIP driver: vendor "HIP", backend "hip", the translations. */
+extern const dv_cu_driver dv__hip_driver;
+
+/* After the runtime is loaded and hipInit succeeded: read the runtime's
+ * version once (the memory-type numbers of copies depend on it).  Not
+ * thread-safe: hip.c calls it inside its pthread_once. */
+dv_status dv__hip_driver_init(void);
+/* The version read (HIP_VERSION: major * 10^7 + minor * 10^5 + patch). */
+int dv__hip_runtime_version(void);
+
+/* ---- the translations' pure parts (tests/test_hip_backend.c) ---- */
+
+/* A HIP error as the CUresult the shared code tests: the numbers HIP shares
+ * with CUDA unchanged; HIP's own (invalid pitch, symbol, device pointer,
+ * memcpy direction, configuration; prior launch failure; invalid device
+ * function; the HSA runtime's memory and other failures) as the CUDA code
+ * of the same meaning. */
+dv_CUresult dv__hip_result(dv_hipError_t e);
+/* CUDA's name of a device attribute (CU_DEVICE_ATTRIBUTE_*) as HIP's
+ * hipDeviceAttribute_t; -1 for one the HIP backend does not translate. */
+int dv__hip_attribute(int cu_attr);
+/* CU_MEMORYTYPE_HOST / _DEVICE as hipMemoryType of the runtime version
+ * (ROCm 5: host 0, device 1; ROCm 6: host 1, device 2); -1 for others. */
+int dv__hip_memory_type(int cu_type, int runtime_version);
+/* A CUDA stream handle as HIP's: the legacy default stream (0x1) is HIP's
+ * NULL stream, the per-thread one (0x2) hipStreamPerThread. */
+dv_hipStream_t dv__hip_stream(dv_CUstream s);
+/* cuIpcOpenMemHandle's flags as hipIpcOpenMemHandle's of the runtime
+ * version (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: 0 in ROCm 5, 1 in ROCm 6). */
+unsigned dv__hip_ipc_flags(unsigned cu_flags, int runtime_version);
+/* Slice z of a 3-D copy as a 2-D copy (HIP's 3-D descriptor has 32-bit
+ * fields in ROCm 5: the HIP backend copies 3-D rectangles slice by slice):
+ * the start addresses advanced to the slice, X and Y folded into them.
+ * DV_CUDA_SUCCESS, or DV_CUDA_ERROR_INVALID_VALUE for what it cannot
+ * express (arrays, a level of detail, an unknown memory type, overflow). */
+dv_CUresult dv__hip_slice2d(const dv_CUDA_MEMCPY3D *c, size_t z, int runtime_version, dv_hip_Memcpy2D *out);
+/* A 2-D copy's descriptor in HIP's terms (memory types by version). */
+dv_CUresult dv__hip_copy2d(const dv_CUDA_MEMCPY2D *c, int runtime_version, dv_hip_Memcpy2D *out);
+/* The driver's call_name: every CUDA entry point named in `what` as the
+ * HIP call that implements it ("cuMemAlloc_v2 (staging)" -> "hipMalloc
+ * (staging)"); other words unchanged; truncated to cap. */
+void dv__hip_call_name(const char *what, char *buf, size_t cap);
+
+#endif
