@@ -97,6 +97,8 @@ typedef struct dv_backend_config {
   size_t host_fiber_stack;  /* host simulator: stack bytes per simulated thread */
   int host_wave_size;       /* host simulator: threads per wave */
   const char *nvrtc_library; /* CUDA: NVRTC to load ("": search) */
+  const char *hip_arch;       /* HIP: the gfx target for kernels ("": the device's) */
+  const char *hiprtc_library; /* HIP: hipRTC to load ("": search) */
   int host_ipc;             /* host simulator: device memory in memfds (dv_ipc_export) */
   size_t cuda_staging_chunk; /* CUDA: bytes per staged piece of a pageable copy */
   int cuda_staging_threads;  /* CUDA: threads copying a piece to/from staging (0: min(4, CPUs)) */

@@ -33,6 +33,8 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
   bc->host_fiber_stack = (size_t)opt[DV_OPT_HOST_FIBER_STACK].i;
   bc->host_wave_size = (int)opt[DV_OPT_HOST_WAVE_SIZE].i;
   bc->nvrtc_library = opt[DV_OPT_NVRTC_LIBRARY].s;
+  bc->hip_arch = opt[DV_OPT_HIP_ARCH].s;
+  bc->hiprtc_library = opt[DV_OPT_HIPRTC_LIBRARY].s;
   bc->host_ipc = (int)opt[DV_OPT_HOST_IPC].i;
   bc->cuda_staging_chunk = (size_t)opt[DV_OPT_CUDA_STAGING_CHUNK].i;
   bc->cuda_staging_threads = (int)opt[DV_OPT_CUDA_STAGING_THREADS].i;

@@ -99,6 +99,8 @@ typedef enum dv_opt_id {
   DV_OPT_HOST_FISSION,
   DV_OPT_KERNEL_TIMEOUT,
   DV_OPT_HIP_DEVICE,
+  DV_OPT_HIP_ARCH,
+  DV_OPT_HIPRTC_LIBRARY,
   DV_OPT_COUNT
 } dv_opt_id;
 

@@ -136,6 +136,13 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "running longer is stopped and fails with DV_ERR_KERNEL_TIMEOUT, saying where its threads "
      "were"},
     {"hip_device", "DV_HIP_DEVICE", NULL, T_INT, "0", 0, 1024, "HIP (AMD GPU) device ordinal"},
+    {"hip_arch", "DV_HIP_ARCH", NULL, T_STRING, "", 0, 0,
+     "HIP: the gfx target kernels are compiled for (\"gfx90a\", or with features, "
+     "\"gfx90a:sramecc+:xnack-\"); empty: the device's, as the runtime reports it (ROCm 5) or "
+     "the kernel driver's topology says (ROCm 6)"},
+    {"hiprtc_library", "DV_HIPRTC_LIBRARY", NULL, T_STRING, "", 0, 0,
+     "HIP: hipRTC library to load (empty: libhiprtc.so.6, libhiprtc.so, then the HIP runtime's "
+     "own library, which holds hipRTC on ROCm 5)"},
 };
 
 int dv__option_lookup(const char *name) {

@@ -109,7 +109,7 @@ static dv_status cub_probe(char *reason, size_t cap) {
   return DV_OK;
 }
 
-static void cu_fill_info(cu_state *st) {
+static void cu_fill_info(cu_state *st, const dv_backend_config *cfg) {
   dv_device_info *d = &st->info;
   memset(d, 0, sizeof *d);
   snprintf(d->backend, sizeof d->backend, "%s", st->drv->backend);
@@ -141,7 +141,7 @@ static void cu_fill_info(cu_state *st) {
         cu.cuDeviceCanAccessPeer(&can, st->dev, o) == DV_CUDA_SUCCESS && can)
       d->peer_devices++;
   }
-  if (st->drv->fill_info) st->drv->fill_info(st);
+  if (st->drv->fill_info) st->drv->fill_info(st, cfg);
 }
 
 static dv_status cub_open(const dv_backend_config *cfg, void **state) {
@@ -198,7 +198,7 @@ dv_status dv__cu_open(const dv_cu_driver *drv, const dv_backend_config *cfg, voi
     dv__free(st);
     return rc;
   }
-  cu_fill_info(st);
+  cu_fill_info(st, cfg);
   int mp = 0;
   if (cu.cuDeviceGetAttribute(&mp, 11 /* CU_DEVICE_ATTRIBUTE_MAX_PITCH */, st->dev) || mp <= 0) mp = 0x7fffffff;
   st->max_pitch = (size_t)mp;

@@ -36,7 +36,7 @@ typedef struct dv_cu_driver {
   const dv_cu_api *api;
   /* After the shared fields of the device's description are filled: what
    * this driver says differently (vendor, driver version); NULL: CUDA's. */
-  void (*fill_info)(cu_state *st);
+  void (*fill_info)(cu_state *st, const dv_backend_config *cfg);
   /* The driver's own name for what failed ("cuMemAlloc_v2 (staging)" ->
    * "hipMalloc (staging)"), written to buf; NULL: as written. */
   void (*call_name)(const char *what, char *buf, size_t cap);

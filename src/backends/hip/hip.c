@@ -30,6 +30,7 @@ static pthread_once_t hip_once = PTHREAD_ONCE_INIT;
 #define DV_HIP(ret, name, params) {#name, NULL, (void **)&dv__hip_api.name, 0},
 static dv_dynsym hip_syms[] = { /* written once, in hip_load */
 #include "hip_symbols.def"
+    {"hipGetDeviceProperties", NULL, (void **)&dv__hip_get_props, 1},
 };
 #undef DV_HIP
 

@@ -28,11 +28,14 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hip_internal.h"
+#include "hiprtc.h"
 
 dv_hip_api dv__hip_api;
+dv_hipError_t (*dv__hip_get_props)(void *prop, int device);
 const char *dv__hip_lib_name = "libamdhip64";
 static int hip_version;
 
@@ -605,12 +608,64 @@ static const dv_cu_api hip_api_table = {
     .cuFuncGetParamInfo = NULL, /* HIP cannot tell a function's parameter layout */
 };
 
-/* The device's description in HIP's words (after the shared fields). */
-static void hip_fill_info(cu_state *st) {
+bool dv__hip_gfx_name(unsigned long v, char *buf, size_t cap) {
+  unsigned long major = v / 10000, minor = (v / 100) % 100, step = v % 100;
+  if (!major || minor > 15 || step > 15) return false;
+  int n = snprintf(buf, cap, "gfx%lu%lx%lx", major, minor, step);
+  return n > 0 && (size_t)n < cap;
+}
+
+bool dv__hip_kfd_arch(const char *root, int ordinal, char *buf, size_t cap) {
+  if (getenv("HIP_VISIBLE_DEVICES") || getenv("ROCR_VISIBLE_DEVICES") || getenv("CUDA_VISIBLE_DEVICES"))
+    return false; /* renumbered: the topology's order is not the runtime's */
+  int gpu = 0;
+  for (int node = 0; node < 256; node++) {
+    char path[512], line[256];
+    snprintf(path, sizeof path, "%s/%d/properties", root, node);
+    FILE *f = fopen(path, "r");
+    if (!f) return false; /* nodes are numbered without gaps */
+    unsigned long v = 0;
+    while (fgets(line, sizeof line, f))
+      if (!strncmp(line, "gfx_target_version ", 19)) v = strtoul(line + 19, NULL, 10);
+    fclose(f);
+    if (!v) continue; /* a CPU node */
+    if (gpu++ == ordinal) return dv__hip_gfx_name(v, buf, cap);
+  }
+  return false;
+}
+
+/* The gfx target kernels are compiled for: the hip_arch option, else the
+ * runtime's gcnArchName (with the device's features), else the kernel
+ * driver's topology (without them: code for either setting), else unknown
+ * ("": builds are refused, naming the option). */
+static void hip_read_arch(cu_state *st, const dv_backend_config *cfg) {
+  st->arch[0] = 0;
+  if (cfg && cfg->hip_arch && cfg->hip_arch[0]) {
+    snprintf(st->arch, sizeof st->arch, "%s", cfg->hip_arch);
+    return;
+  }
+  if (dv__hip_get_props) {
+    unsigned char *prop = dv__calloc(1, DV_HIP5_PROP_BYTES);
+    if (prop && dv__hip_get_props(prop, st->ordinal) == DV_HIP_SUCCESS) {
+      const char *name = (const char *)prop + DV_HIP5_PROP_GCN_ARCH_NAME;
+      if (!strncmp(name, "gfx", 3) && memchr(name, 0, 256)) snprintf(st->arch, sizeof st->arch, "%s", name);
+    }
+    dv__free(prop);
+    if (st->arch[0]) return;
+  }
+  dv__hip_kfd_arch("/sys/class/kfd/kfd/topology/nodes", st->ordinal, st->arch, sizeof st->arch);
+}
+
+/* The device's description in HIP's words (after the shared fields), and
+ * what its kernels need: the target, hipRTC's file, the runtime's file. */
+static void hip_fill_info(cu_state *st, const dv_backend_config *cfg) {
   dv_device_info *d = &st->info;
   snprintf(d->vendor, sizeof d->vendor, "AMD");
   snprintf(d->driver_version, sizeof d->driver_version, "HIP runtime %d.%d (%s)", hip_version / 10000000,
            (hip_version / 100000) % 100, dv__hip_lib_name);
+  hip_read_arch(st, cfg);
+  snprintf(st->rtc_library, sizeof st->rtc_library, "%s", cfg && cfg->hiprtc_library ? cfg->hiprtc_library : "");
+  snprintf(st->runtime_library, sizeof st->runtime_library, "%s", dv__hip_lib_name ? dv__hip_lib_name : "");
 }
 
 const dv_cu_driver dv__hip_driver = {
@@ -619,6 +674,6 @@ const dv_cu_driver dv__hip_driver = {
     .api = &hip_api_table,
     .fill_info = hip_fill_info,
     .call_name = dv__hip_call_name,
-    .kops = NULL, /* kernels: the hipRTC side (issue 26, another part) */
+    .kops = &dv__hip_kernel_ops, /* hipRTC (hiprtc.c) */
     .legacy_is_null = true,
 };

@@ -20,6 +20,24 @@
 extern dv_hip_api dv__hip_api;
 extern const char *dv__hip_lib_name;
 
+/* hipGetDeviceProperties, optional (NULL where the runtime lacks it), called
+ * with ROCm 5's hipDeviceProp_t layout: ROCm 6 keeps that entry point for
+ * binaries built against ROCm 5 (its own layout is hipGetDevicePropertiesR0600).
+ * Only gcnArchName is read, at DV_HIP5_PROP_GCN_ARCH_NAME (tests/test_hip_abi.c
+ * checks the offset against ROCm 5's header). */
+extern dv_hipError_t (*dv__hip_get_props)(void *prop, int device);
+#define DV_HIP5_PROP_GCN_ARCH_NAME 396
+#define DV_HIP5_PROP_BYTES 4096 /* more than ROCm 5's 792-byte struct */
+
+/* The gfx target of HIP device `ordinal` from the kernel driver's topology
+ * (/sys/class/kfd/kfd/topology/nodes/N/properties, gfx_target_version
+ * 90010 -> "gfx90a"): the GPU nodes in order, the CPU nodes skipped.  False
+ * when there is no such node or a *_VISIBLE_DEVICES variable renumbers the
+ * devices.  `root` is the topology folder (tests pass their own). */
+bool dv__hip_kfd_arch(const char *root, int ordinal, char *buf, size_t cap);
+/* "gfx" + the version's major (decimal), minor and stepping (hex digits). */
+bool dv__hip_gfx_name(unsigned long version, char *buf, size_t cap);
+
 /* The HIP driver: vendor "HIP", backend "hip", the translations. */
 extern const dv_cu_driver dv__hip_driver;
 
