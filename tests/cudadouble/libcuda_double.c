@@ -5,7 +5,10 @@
  * entries put that folder first on LD_LIBRARY_PATH, so the backend's
  * dlopen("libcuda.so.1") finds it, exactly as it would find a real driver.
  * It is never installed and the library knows nothing about it: it is a
- * test tool, not a fallback.
+ * test tool, not a fallback.  It is also the engine of the HIP runtime
+ * double (tests/hipdouble/libamdhip64_double.c compiles this file again with
+ * DVDOUBLE_HIP: the cu* functions hidden, AMD's limits, HIP's names in
+ * messages; see the DBL_* macros below).
  *
  * What it models, from the driver API reference:
  *  - cuInit first (CUDA_ERROR_NOT_INITIALIZED before it), two devices by
