@@ -570,6 +570,8 @@ static void test_module(void **state) {
   OK(H.hipFuncGetAttribute(&v, 3, k)); /* LOCAL_SIZE_BYTES */
   assert_true(v >= 0);
   assert_int_equal(H.hipFuncGetAttribute(&v, 99, k), DV_HIP_ERROR_INVALID_VALUE);
+  OK(H.hipFuncGetAttribute(&v, 4, k)); /* NUM_REGS: the metadata's VGPRs */
+  assert_true(v > 0 && v <= 512);
   /* Globals: the image's bytes, or zeros. */
   dv_hipDeviceptr_t g = NULL;
   size_t size = 0;
@@ -599,6 +601,9 @@ static void test_module(void **state) {
   assert_int_equal(H.hipModuleLaunchKernel(k, 1u << 23, 1, 1, 1024, 1, 1, 0, NULL, params, NULL),
                    DV_HIP_ERROR_INVALID_VALUE); /* 2^33 work-items in x */
   assert_int_equal(H.hipModuleLaunchKernel(k, 1, 1, 1, 64, 1, 1, 0, NULL, NULL, NULL), DV_HIP_ERROR_INVALID_VALUE);
+  void *short_params[] = {&d, NULL}; /* the metadata says k takes two arguments */
+  assert_int_equal(H.hipModuleLaunchKernel(k, 1, 1, 1, 64, 1, 1, 0, NULL, short_params, NULL),
+                   DV_HIP_ERROR_INVALID_VALUE);
   assert_int_equal(H.hipModuleLaunchKernel(k, 1, 1, 1, 64, 1, 1, 0, (dv_hipStream_t)1, params, NULL),
                    DV_HIP_ERROR_INVALID_HANDLE);
   assert_int_equal(launches(), before);

@@ -249,9 +249,12 @@ struct dv_CUevent_st {
 
 typedef struct fn_rec {
   char name[512];
-  unsigned group_seg, private_seg, kernarg_size; /* HIP: from the kernel descriptor */
+  /* HIP: from the kernel descriptor, and args_known where the code
+   * object's metadata gave nparams and psize (and vgprs). */
+  unsigned group_seg, private_seg, kernarg_size, vgprs;
+  int args_known;
   int nparams;
-  size_t psize[32];
+  size_t psize[64];
 } fn_rec;
 
 struct dv_CUfunc_st {
@@ -1625,7 +1628,7 @@ static CUresult ptx_parse(const char *ptx, struct dv_CUmod_st *m, struct dv_CUct
         const char *e = q + 6;
         while (e < close && *e != ',') e++;
         char pname[128];
-        if (f->r.nparams == 32) return DV_CUDA_ERROR_INVALID_PTX;
+        if (f->r.nparams == (int)(sizeof f->r.psize / sizeof f->r.psize[0])) return DV_CUDA_ERROR_INVALID_PTX;
         f->r.psize[f->r.nparams++] = decl_size(q + 6, e, pname, sizeof pname);
       }
     }

@@ -10,12 +10,19 @@
 #include <stdint.h>
 
 #define HIPELF_NAME_MAX 512 /* longest symbol name taken (with its NUL) */
+#define HIPELF_MAX_ARGS 64  /* explicit kernel arguments; more: refused */
 
 typedef struct hipelf_kernel {
   char name[HIPELF_NAME_MAX];
   uint32_t group_seg;   /* kernel descriptor offset 0: static LDS bytes */
   uint32_t private_seg; /* offset 4: scratch bytes per work-item */
   uint32_t kernarg_size; /* offset 8: kernel argument bytes (hidden ones included) */
+  /* From the code object's metadata (NT_AMDGPU_METADATA, msgpack), where
+   * it has an entry for the kernel: the explicit arguments' sizes in order
+   * (the hidden_* ones left out) and the vector registers used. */
+  int nargs; /* -1: no metadata for it */
+  uint32_t arg_size[HIPELF_MAX_ARGS];
+  uint32_t vgprs;
 } hipelf_kernel;
 
 typedef struct hipelf_global {
@@ -37,7 +44,8 @@ typedef struct hipelf_module {
  * HIPELF_INVALID for anything but a 64-bit little-endian EM_AMDGPU ELF whose
  * headers, sections, symbols and kernel descriptors lie within its extent
  * (the end of its section header table, where LLVM writes it: the image's
- * size is not given), HIPELF_NO_MEMORY.  `why` (may be NULL) says what was
+ * size is not given) and whose metadata, if any, is well-formed msgpack
+ * (nested 32 deep at most), HIPELF_NO_MEMORY.  `why` (may be NULL) says what was
  * wrong.  The image must hold at least its extent; a first byte that is not
  * 0x7f is refused after reading it alone, and so on for the magic. */
 enum { HIPELF_OK = 0, HIPELF_INVALID = 1, HIPELF_NO_MEMORY = 2 };

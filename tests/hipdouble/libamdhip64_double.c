@@ -57,20 +57,25 @@
  *    by double device memory holding the image's bytes (zeros for .bss).
  *    hipModuleLaunchKernel checks the grid (each dimension's work-items
  *    below 2^32), the block (1024 threads), static plus dynamic shared
- *    memory (64 KiB) and params (non-NULL when the kernel takes arguments);
- *    it runs host versions of devarray's copy kernels (dv_copy_w*_i32/_i64,
+ *    memory (64 KiB) and params: each explicit argument the code object's
+ *    metadata lists is read through its params entry with the size the
+ *    metadata gives (a NULL entry is hipErrorInvalidValue, a pointer to
+ *    fewer bytes a read past its end that ASan reports); without metadata
+ *    params must be non-NULL when the kernel has a kernarg segment.  It runs
+ *    host versions of devarray's copy kernels (dv_copy_w*_i32/_i64,
  *    parameters decoded as the CUDA double does) and records every other
  *    launch without running it (dvdouble_launches).  hipFuncGetAttribute
- *    answers from the descriptor (SHARED_SIZE_BYTES, LOCAL_SIZE_BYTES).
+ *    answers from the descriptor (SHARED_SIZE_BYTES, LOCAL_SIZE_BYTES) and
+ *    the metadata (NUM_REGS: .vgpr_count).
  *  - hipRTC: hiprtc_forward.c forwards to a real hipRTC, or fails.
  *
  * What it does NOT model: offload bundles (clang's
  * __CLANG_OFFLOAD_BUNDLE__ images: hipErrorInvalidImage here, ROCm takes
- * them); `extra` kernel arguments (HIP_LAUNCH_PARAM_*: refused); the sizes
- * of a kernel's explicit arguments (they are in the code object's msgpack
- * metadata, not read: a params entry pointing at too few bytes goes
- * unnoticed except for the copy kernels); running any kernel but the copy
- * kernels; NUM_REGS and the code object version's other details; an image
+ * them); `extra` kernel arguments (HIP_LAUNCH_PARAM_*: refused); the
+ * arguments' offsets and alignment (the metadata's .offset: params are read
+ * one by one, as hipModuleLaunchKernel does); running any kernel but the
+ * copy kernels; the descriptor's other fields (register counts, wave size,
+ * dynamic stack) and the code object version's other details; an image
  * shorter than its ELF headers say (the image's size is not passed); IPC
  * across processes (each process has its own double: handles round-trip
  * through hipIpcGetMemHandle, opening one is refused: in the exporting
@@ -507,7 +512,13 @@ API dv_hipError_t hipModuleLoadData(dv_hipModule_t *out, const void *image) {
     f->mod = m;
     snprintf(f->r.name, sizeof f->r.name, "%s", k->name);
     f->r.group_seg = k->group_seg, f->r.private_seg = k->private_seg, f->r.kernarg_size = k->kernarg_size;
-    if (!strncmp(k->name, "dv_copy_w", 9) && k->kernarg_size >= COPY_KERNARG) {
+    _Static_assert(sizeof f->r.psize / sizeof f->r.psize[0] >= HIPELF_MAX_ARGS, "arguments fit");
+    f->r.vgprs = k->vgprs;
+    if (k->nargs >= 0) {
+      /* The metadata's explicit arguments: each params entry is read with its size. */
+      f->r.args_known = 1, f->r.nparams = k->nargs;
+      for (int a = 0; a < k->nargs; a++) f->r.psize[a] = k->arg_size[a];
+    } else if (!strncmp(k->name, "dv_copy_w", 9) && k->kernarg_size >= COPY_KERNARG) {
       f->r.nparams = 7;
       memcpy(f->r.psize, copy_params, sizeof copy_params);
     }
@@ -571,7 +582,7 @@ API dv_hipError_t hipFuncGetAttribute(int *v, dv_hipFunction_attribute a, dv_hip
     case 1: *v = (int)f->r.group_seg; break;        /* SHARED_SIZE_BYTES: static LDS */
     case 2: *v = 0; break;                          /* CONST_SIZE_BYTES */
     case 3: *v = (int)f->r.private_seg; break;      /* LOCAL_SIZE_BYTES: scratch per work-item */
-    case 4: *v = 0; break;                          /* NUM_REGS: not read from the descriptor */
+    case 4: *v = (int)f->r.vgprs; break;            /* NUM_REGS: the metadata's .vgpr_count */
     case 5: case 6: *v = g_cc[0] * 10 + g_cc[1]; break; /* PTX, BINARY_VERSION */
     case 7: *v = 0; break;
     case 8: *v = f->r.group_seg < LDS_MAX ? (int)(LDS_MAX - f->r.group_seg) : 0; break; /* MAX_DYNAMIC_SHARED */
@@ -592,7 +603,7 @@ API dv_hipError_t hipModuleLaunchKernel(dv_hipFunction_t h, unsigned gx, unsigne
   /* AMD: each dimension's work-items (grid * block) below 2^32; static
    * plus dynamic LDS within 64 KiB; arguments through params. */
   if ((uint64_t)gx * bx > UINT32_MAX || (uint64_t)gy * by > UINT32_MAX || (uint64_t)gz * bz > UINT32_MAX ||
-      (uint64_t)f->r.group_seg + shared_bytes > LDS_MAX || (!params && f->r.kernarg_size))
+      (uint64_t)f->r.group_seg + shared_bytes > LDS_MAX || (!params && !f->r.args_known && f->r.kernarg_size))
     return unlock_ret(DV_HIP_ERROR_INVALID_VALUE);
   pthread_mutex_unlock(&L);
   return cuLaunchKernel((dv_CUfunction)(void *)h, gx, gy, gz, bx, by, bz, shared_bytes, STREAM(s), params, extra);
