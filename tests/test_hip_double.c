@@ -701,6 +701,20 @@ static void test_bad_images(void **state) {
     if (type == 8) continue; /* .bss holds no bytes */
     DAMAGED(shoff + i * 64 + 24, 8, g_co_size);
   }
+  /* The metadata note: malformed msgpack, or a note longer than its section. */
+  int notes = 0;
+  for (unsigned i = 1; i < shnum; i++) {
+    uint32_t type;
+    uint64_t off;
+    memcpy(&type, co + shoff + i * 64 + 4, 4);
+    memcpy(&off, co + shoff + i * 64 + 24, 8);
+    if (type != 7) continue; /* SHT_NOTE: namesz, descsz, type, "AMDGPU\0" padded to 8, then msgpack */
+    notes++;
+    DAMAGED(off + 20, 1, 0xc1);       /* a byte msgpack never uses */
+    DAMAGED(off + 20, 1, 0xdf);       /* a map claiming 2^32-ish entries */
+    DAMAGED(off + 4, 4, 0x7fffffff);  /* descsz past the section */
+  }
+  assert_true(notes > 0);
   /* Random damage: each image loads or is refused, never read out of
    * bounds.  Not in the fields that give the image's extent (e_shoff,
    * e_shentsize, e_shnum): hipModuleLoadData takes no size, so an image
