@@ -5,7 +5,10 @@
  * entries put that folder first on LD_LIBRARY_PATH, so the backend's
  * dlopen("libcuda.so.1") finds it, exactly as it would find a real driver.
  * It is never installed and the library knows nothing about it: it is a
- * test tool, not a fallback.
+ * test tool, not a fallback.  It is also the engine of the HIP runtime
+ * double (tests/hipdouble/libamdhip64_double.c compiles this file again with
+ * DVDOUBLE_HIP: the cu* functions hidden, AMD's limits, HIP's names in
+ * messages; see the DBL_* macros below).
  *
  * What it models, from the driver API reference:
  *  - cuInit first (CUDA_ERROR_NOT_INITIALIZED before it), two devices by
@@ -95,7 +98,32 @@
 
 #include "../../src/backends/cuda/cuda_driver.h"
 
+/* The engine serves two doubles: this file is libcuda.so.1, and
+ * tests/hipdouble/libamdhip64_double.c compiles it again with DVDOUBLE_HIP
+ * defined, where the cu* entry points are the engine of the hip* ones and
+ * are not exported (only the dvdouble_* controls are, CONTROL). */
+#ifdef DVDOUBLE_HIP
+#define DBL_HIP 1
+#define EXPORT __attribute__((visibility("hidden")))
+#define DBL_ENV(name) "HIP_DOUBLE_" name
+#define DBL_NAME "hip test double"
+#define DBL_ILLEGAL "hipErrorIllegalAddress"
+#define DBL_MAX_BLOCK_Z 1024u        /* AMD: 1024 threads in any dimension */
+#define DBL_MAX_GRID_YZ 2147483647u  /* AMD: grid dimensions up to 2^31 - 1 */
+#define DBL_SHARED_STATIC (64 * 1024) /* AMD: 64 KiB of LDS per block, no opt-in beyond */
+#define DBL_CC_MAJOR 9                /* gfx90a */
+#else
+#define DBL_HIP 0
 #define EXPORT __attribute__((visibility("default")))
+#define DBL_ENV(name) "CUDA_DOUBLE_" name
+#define DBL_NAME "cuda test double"
+#define DBL_ILLEGAL "CUDA_ERROR_ILLEGAL_ADDRESS"
+#define DBL_MAX_BLOCK_Z 64u
+#define DBL_MAX_GRID_YZ 65535u
+#define DBL_SHARED_STATIC (48 * 1024)
+#define DBL_CC_MAJOR 99 /* newer than any NVRTC (PTX) */
+#endif
+#define CONTROL __attribute__((visibility("default")))
 #define NOT_PERMITTED 800
 #define CAPTURE_UNSUPPORTED 900
 #define CAPTURE_INVALIDATED 901
@@ -112,25 +140,25 @@ typedef int CUresult;
 #define DV_CU(ret, name, params) EXPORT ret name params;
 #include "../../src/backends/cuda/cuda_symbols.def"
 #undef DV_CU
-EXPORT int dvdouble_is_double(void);
+CONTROL int dvdouble_is_double(void);
 EXPORT CUresult cuGetExportTable(const void **table, const void *uuid);
 EXPORT CUresult cuEventElapsedTime(float *ms, dv_CUevent a, dv_CUevent b);
 EXPORT CUresult cuMemcpyHtoD_v2(dv_CUdeviceptr d, const void *hp, size_t n);
 EXPORT CUresult cuMemcpyDtoH_v2(void *hp, dv_CUdeviceptr d, size_t n);
-EXPORT void dvdouble_hold(int on);
-EXPORT long dvdouble_launches(void);
-EXPORT void dvdouble_set_pinned_limit(size_t bytes);
-EXPORT long dvdouble_peer_copies(void);
-EXPORT void dvdouble_fault(int device);
-EXPORT long dvdouble_faults(void);
-EXPORT void dvdouble_set_driver_version(int version);
-EXPORT void dvdouble_set_compute_capability(int major, int minor);
-EXPORT size_t dvdouble_pinned(size_t *peak);
-EXPORT void dvdouble_pinned_reset_peak(void);
-EXPORT long dvdouble_calls(const char *name);
-EXPORT long dvdouble_capture(dv_CUstream h, int on);
-EXPORT void dvdouble_set_max_pitch(size_t bytes);
-EXPORT void dvdouble_set_uva(int on);
+CONTROL void dvdouble_hold(int on);
+CONTROL long dvdouble_launches(void);
+CONTROL void dvdouble_set_pinned_limit(size_t bytes);
+CONTROL long dvdouble_peer_copies(void);
+CONTROL void dvdouble_fault(int device);
+CONTROL long dvdouble_faults(void);
+CONTROL void dvdouble_set_driver_version(int version);
+CONTROL void dvdouble_set_compute_capability(int major, int minor);
+CONTROL size_t dvdouble_pinned(size_t *peak);
+CONTROL void dvdouble_pinned_reset_peak(void);
+CONTROL long dvdouble_calls(const char *name);
+CONTROL long dvdouble_capture(dv_CUstream h, int on);
+CONTROL void dvdouble_set_max_pitch(size_t bytes);
+CONTROL void dvdouble_set_uva(int on);
 
 /* ---- state ------------------------------------------------------------------------------ */
 
@@ -220,9 +248,13 @@ struct dv_CUevent_st {
 };
 
 typedef struct fn_rec {
-  char name[128];
+  char name[512];
+  /* HIP: from the kernel descriptor, and args_known where the code
+   * object's metadata gave nparams and psize (and vgprs). */
+  unsigned group_seg, private_seg, kernarg_size, vgprs;
+  int args_known;
   int nparams;
-  size_t psize[32];
+  size_t psize[64];
 } fn_rec;
 
 struct dv_CUfunc_st {
@@ -232,7 +264,7 @@ struct dv_CUfunc_st {
 };
 
 typedef struct var_rec {
-  char name[128];
+  char name[512];
   size_t size;
   uint64_t addr;
 } var_rec;
@@ -357,7 +389,7 @@ static int stream_known(stream *s) {
  * defaults; NULL: invalid handle. */
 static stream *resolve_stream(struct dv_CUctx_st *c, dv_CUstream h, CUresult *err) {
   *err = DV_CUDA_SUCCESS;
-  if (!h || h == DV_CU_STREAM_LEGACY) {
+  if (!h || (h == DV_CU_STREAM_LEGACY && !DBL_HIP)) { /* HIP: 0x1 is no stream */
     if (!c->legacy && !(c->legacy = stream_new(c, 0, 1))) *err = DV_CUDA_ERROR_OUT_OF_MEMORY;
     return c->legacy;
   }
@@ -462,7 +494,7 @@ static int wait_stream(stream *s, uint64_t seq, int bounded) {
 
 static void deadlock(const char *what) {
   fprintf(stderr,
-          "cuda test double: %s with pageable host memory waited %d s for its stream: the driver runs this "
+          DBL_NAME ": %s with pageable host memory waited %d s for its stream: the driver runs this "
           "copy synchronously, so on a real GPU this call deadlocks (the work ahead of it waits for the caller)\n",
           what, g_block_s);
   abort();
@@ -471,8 +503,8 @@ static void deadlock(const char *what) {
 static void fault(struct dv_CUctx_st *c, const char *what) {
   g_faults++;
   if (!c->sticky) {
-    fprintf(stderr, "cuda test double: %s: an address that is no longer (or never was) allocated: "
-                    "CUDA_ERROR_ILLEGAL_ADDRESS, sticky for the context\n", what);
+    fprintf(stderr, DBL_NAME ": %s: an address that is no longer (or never was) allocated: " DBL_ILLEGAL
+                    ", sticky for the context\n", what);
     c->sticky = DV_CUDA_ERROR_ILLEGAL_ADDRESS;
   }
 }
@@ -482,7 +514,7 @@ static char *side(struct dv_CUctx_st *c, int dev, uint64_t a, size_t span) {
   if (!dev) return (char *)(uintptr_t)a;
   alloc *x = find_dev(c->dev, a, span);
   if (!x) {
-    if (getenv("CUDA_DOUBLE_DEBUG")) fprintf(stderr, "cuda test double: no allocation holds [%#llx, +%zu)\n", (unsigned long long)a, span);
+    if (getenv(DBL_ENV("DEBUG"))) fprintf(stderr, DBL_NAME ": no allocation holds [%#llx, +%zu)\n", (unsigned long long)a, span);
     fault(c, "a queued copy");
     return NULL;
   }
@@ -689,10 +721,10 @@ EXPORT CUresult cuInit(unsigned flags) {
   if (flags) return DV_CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&L);
   if (!g_init) {
-    const char *e = getenv("CUDA_DOUBLE_DEVICES");
+    const char *e = getenv(DBL_ENV("DEVICES"));
     if (e && atoi(e) >= 0 && atoi(e) <= MAX_DEV) g_ndev = atoi(e);
-    if ((e = getenv("CUDA_DOUBLE_MEMORY")) && strtoull(e, NULL, 10)) g_dev_mem = (size_t)strtoull(e, NULL, 10);
-    if ((e = getenv("CUDA_DOUBLE_BLOCK_S")) && atoi(e) > 0) g_block_s = atoi(e);
+    if ((e = getenv(DBL_ENV("MEMORY"))) && strtoull(e, NULL, 10)) g_dev_mem = (size_t)strtoull(e, NULL, 10);
+    if ((e = getenv(DBL_ENV("BLOCK_S"))) && atoi(e) > 0) g_block_s = atoi(e);
     for (int i = 0; i < MAX_DEV; i++) g_ctx[i].dev = i, g_next_addr[i] = 0x0a0000000000ull + (uint64_t)i * 0x010000000000ull;
     g_init = 1;
   }
@@ -805,7 +837,7 @@ EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, dv_CUdevice d) {
 }
 
 /* Compute capability of every device (dvdouble_set_compute_capability). */
-static int g_cc[2] = {99, 0};
+static int g_cc[2] = {DBL_CC_MAJOR, 0};
 
 static int can_map_host(void); /* dvdouble_set_can_map_host_memory, at the end */
 
@@ -971,7 +1003,7 @@ EXPORT CUresult cuMemFree_v2(dv_CUdeviceptr p) {
     alloc *x = *pp;
     if ((x->kind == 1 || x->kind == 2) && x->addr == p) {
       if (x->ctx != c) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE); /* another context's memory */
-      if (getenv("CUDA_DOUBLE_DEBUG")) fprintf(stderr, "cuda test double: cuMemFree [%#llx, +%zu)\n", (unsigned long long)p, x->size);
+      if (getenv(DBL_ENV("DEBUG"))) fprintf(stderr, DBL_NAME ": cuMemFree [%#llx, +%zu)\n", (unsigned long long)p, x->size);
       *pp = x->next;
       x->ctx->used -= x->size;
       free(x->host);
@@ -1134,7 +1166,7 @@ EXPORT CUresult cuMemcpyHtoDAsync_v2(dv_CUdeviceptr d, const void *hp, size_t n,
   if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
   o->ddev = 1, o->daddr = d, o->saddr = (uint64_t)(uintptr_t)hp;
   o->width = n, o->height = o->depth = 1;
-  return do_copy(o, s, "cuMemcpyHtoDAsync");
+  return do_copy(o, s, DBL_HIP ? "hipMemcpyHtoDAsync" : "cuMemcpyHtoDAsync");
 }
 
 EXPORT CUresult cuMemcpyDtoHAsync_v2(void *hp, dv_CUdeviceptr d, size_t n, dv_CUstream s) {
@@ -1143,7 +1175,7 @@ EXPORT CUresult cuMemcpyDtoHAsync_v2(void *hp, dv_CUdeviceptr d, size_t n, dv_CU
   if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
   o->sdev = 1, o->saddr = d, o->daddr = (uint64_t)(uintptr_t)hp;
   o->width = n, o->height = o->depth = 1;
-  return do_copy(o, s, "cuMemcpyDtoHAsync");
+  return do_copy(o, s, DBL_HIP ? "hipMemcpyDtoHAsync" : "cuMemcpyDtoHAsync");
 }
 
 EXPORT CUresult cuMemcpyDtoDAsync_v2(dv_CUdeviceptr d, dv_CUdeviceptr src, size_t n, dv_CUstream s) {
@@ -1152,7 +1184,7 @@ EXPORT CUresult cuMemcpyDtoDAsync_v2(dv_CUdeviceptr d, dv_CUdeviceptr src, size_
   if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
   o->sdev = o->ddev = 1, o->saddr = src, o->daddr = d;
   o->width = n, o->height = o->depth = 1;
-  return do_copy(o, s, "cuMemcpyDtoDAsync");
+  return do_copy(o, s, DBL_HIP ? "hipMemcpyDtoDAsync" : "cuMemcpyDtoDAsync");
 }
 
 /* One side of a 2-D/3-D copy description: 0 or the error. */
@@ -1192,7 +1224,7 @@ EXPORT CUresult cuMemcpy2DAsync_v2(const dv_CUDA_MEMCPY2D *p, dv_CUstream s) {
   }
   o->width = p->WidthInBytes, o->height = p->Height, o->depth = 1;
   o->spitch = p->srcPitch, o->dpitch = p->dstPitch, o->sheight = o->dheight = p->Height;
-  return do_copy(o, s, "cuMemcpy2DAsync");
+  return do_copy(o, s, DBL_HIP ? "hipMemcpyParam2DAsync" : "cuMemcpy2DAsync");
 }
 
 EXPORT CUresult cuMemcpy3DAsync_v2(const dv_CUDA_MEMCPY3D *p, dv_CUstream s) {
@@ -1250,7 +1282,7 @@ EXPORT CUresult cuMemcpyPeerAsync(dv_CUdeviceptr d, dv_CUcontext dctx, dv_CUdevi
   o->sdev = o->ddev = 1, o->saddr = src, o->daddr = d;
   o->width = n, o->height = o->depth = 1;
   g_peer_copies++;
-  return do_copy(o, s, "cuMemcpyPeerAsync");
+  return do_copy(o, s, DBL_HIP ? "hipMemcpyPeerAsync" : "cuMemcpyPeerAsync");
 }
 
 EXPORT CUresult cuCtxEnablePeerAccess(dv_CUcontext peer, unsigned flags) {
@@ -1596,7 +1628,7 @@ static CUresult ptx_parse(const char *ptx, struct dv_CUmod_st *m, struct dv_CUct
         const char *e = q + 6;
         while (e < close && *e != ',') e++;
         char pname[128];
-        if (f->r.nparams == 32) return DV_CUDA_ERROR_INVALID_PTX;
+        if (f->r.nparams == (int)(sizeof f->r.psize / sizeof f->r.psize[0])) return DV_CUDA_ERROR_INVALID_PTX;
         f->r.psize[f->r.nparams++] = decl_size(q + 6, e, pname, sizeof pname);
       }
     }
@@ -1778,10 +1810,10 @@ EXPORT CUresult cuLaunchKernel(dv_CUfunction f, unsigned gx, unsigned gy, unsign
   CTX(c);
   if (!func_known(f)) return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
   if (f->mod->ctx != c) return unlock_ret(DV_CUDA_ERROR_INVALID_CONTEXT);
-  if (!gx || !gy || !gz || !bx || !by || !bz || gy > 65535 || gz > 65535 || bx > 1024 || by > 1024 || bz > 64 ||
+  if (!gx || !gy || !gz || !bx || !by || !bz || gy > DBL_MAX_GRID_YZ || gz > DBL_MAX_GRID_YZ || bx > 1024 || by > 1024 || bz > DBL_MAX_BLOCK_Z ||
       (unsigned long long)bx * by * bz > 1024)
     return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
-  if (shared_bytes > 48 * 1024 && shared_bytes > (unsigned)f->max_dyn_shared)
+  if (shared_bytes > DBL_SHARED_STATIC && shared_bytes > (unsigned)f->max_dyn_shared)
     return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
   if (extra || (f->r.nparams && !params)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
   CUresult r;
@@ -1843,29 +1875,29 @@ EXPORT CUresult cuGetExportTable(const void **table, const void *uuid) {
 
 /* ---- test-only controls ---------------------------------------------------------------------------- */
 
-EXPORT int dvdouble_is_double(void) { return 1; }
+CONTROL int dvdouble_is_double(void) { return 1; }
 
-EXPORT void dvdouble_hold(int on) {
+CONTROL void dvdouble_hold(int on) {
   pthread_mutex_lock(&L);
   g_hold = on;
   pthread_cond_broadcast(&C);
   pthread_mutex_unlock(&L);
 }
 
-EXPORT long dvdouble_launches(void) {
+CONTROL long dvdouble_launches(void) {
   pthread_mutex_lock(&L);
   long n = g_launches_skipped;
   pthread_mutex_unlock(&L);
   return n;
 }
 
-EXPORT void dvdouble_set_pinned_limit(size_t bytes) {
+CONTROL void dvdouble_set_pinned_limit(size_t bytes) {
   pthread_mutex_lock(&L);
   g_pinned_limit = bytes;
   pthread_mutex_unlock(&L);
 }
 
-EXPORT long dvdouble_peer_copies(void) {
+CONTROL long dvdouble_peer_copies(void) {
   pthread_mutex_lock(&L);
   long n = g_peer_copies;
   pthread_mutex_unlock(&L);
@@ -1874,7 +1906,7 @@ EXPORT long dvdouble_peer_copies(void) {
 
 /* A device fault on device `device`'s primary context, as a kernel's
  * illegal access would leave: sticky CUDA_ERROR_ILLEGAL_ADDRESS. */
-EXPORT void dvdouble_fault(int device) {
+CONTROL void dvdouble_fault(int device) {
   pthread_mutex_lock(&L);
   if (device >= 0 && device < MAX_DEV) fault(&g_ctx[device], "dvdouble_fault");
   pthread_mutex_unlock(&L);
@@ -1882,22 +1914,22 @@ EXPORT void dvdouble_fault(int device) {
 
 /* The version cuDriverGetVersion reports from now on (0: back to
  * CUDA_DOUBLE_DRIVER_VERSION or 13.0). */
-EXPORT void dvdouble_set_driver_version(int version) {
+CONTROL void dvdouble_set_driver_version(int version) {
   __atomic_store_n(&g_driver_version, version, __ATOMIC_RELAXED);
 }
 
 /* The compute capability every device reports from now on (0, 0: back to
  * 99.0).  Contexts read it when they open. */
-EXPORT void dvdouble_set_compute_capability(int major, int minor) {
+CONTROL void dvdouble_set_compute_capability(int major, int minor) {
   pthread_mutex_lock(&L);
-  g_cc[0] = major || minor ? major : 99;
+  g_cc[0] = major || minor ? major : DBL_CC_MAJOR;
   g_cc[1] = major || minor ? minor : 0;
   pthread_mutex_unlock(&L);
 }
 
 /* Page-locked bytes of cuMemHostAlloc now; *peak (may be NULL): the most
  * since dvdouble_pinned_reset_peak (or the start). */
-EXPORT size_t dvdouble_pinned(size_t *peak) {
+CONTROL size_t dvdouble_pinned(size_t *peak) {
   pthread_mutex_lock(&L);
   size_t n = g_pinned_used;
   if (peak) *peak = g_pinned_peak;
@@ -1905,14 +1937,14 @@ EXPORT size_t dvdouble_pinned(size_t *peak) {
   return n;
 }
 
-EXPORT void dvdouble_pinned_reset_peak(void) {
+CONTROL void dvdouble_pinned_reset_peak(void) {
   pthread_mutex_lock(&L);
   g_pinned_peak = g_pinned_used;
   pthread_mutex_unlock(&L);
 }
 
 /* Calls so far of one of the entry points counted (-1: not counted). */
-EXPORT long dvdouble_calls(const char *name) {
+CONTROL long dvdouble_calls(const char *name) {
   long n = -1;
   pthread_mutex_lock(&L);
   for (int i = 0; i < C_COUNT; i++)
@@ -1925,7 +1957,7 @@ EXPORT long dvdouble_calls(const char *name) {
  * off: cuStreamEndCapture, the graph dropped).  Returns the operations
  * captured so far (counted from on), -1 if invalidated, -2 for a handle
  * that is not a created stream. */
-EXPORT long dvdouble_capture(dv_CUstream h, int on) {
+CONTROL long dvdouble_capture(dv_CUstream h, int on) {
   pthread_mutex_lock(&L);
   stream *s = (stream *)h;
   long n = -2;
@@ -1940,7 +1972,7 @@ EXPORT long dvdouble_capture(dv_CUstream h, int on) {
 
 /* CU_DEVICE_ATTRIBUTE_MAX_PITCH from now on (contexts read it when they
  * open), and the largest pitch 2-D/3-D copies take; 0: 2^31 - 1. */
-EXPORT void dvdouble_set_max_pitch(size_t bytes) {
+CONTROL void dvdouble_set_max_pitch(size_t bytes) {
   pthread_mutex_lock(&L);
   g_max_pitch = bytes && bytes < MAX_PITCH ? bytes : MAX_PITCH;
   pthread_mutex_unlock(&L);
@@ -1948,14 +1980,14 @@ EXPORT void dvdouble_set_max_pitch(size_t bytes) {
 
 /* Unified addressing on (1, the default) or off (0): off, mapped host
  * memory has another device address on each device. */
-EXPORT void dvdouble_set_uva(int on) {
+CONTROL void dvdouble_set_uva(int on) {
   pthread_mutex_lock(&L);
   g_no_uva = !on;
   pthread_mutex_unlock(&L);
 }
 
 /* Faults so far: queued work that found its memory freed, and injected ones. */
-EXPORT long dvdouble_faults(void) {
+CONTROL long dvdouble_faults(void) {
   pthread_mutex_lock(&L);
   long n = g_faults;
   pthread_mutex_unlock(&L);
@@ -1967,7 +1999,7 @@ EXPORT long dvdouble_faults(void) {
  * when they open. */
 static int g_can_map_host = 1;
 static int can_map_host(void) { return __atomic_load_n(&g_can_map_host, __ATOMIC_RELAXED); }
-EXPORT void dvdouble_set_can_map_host_memory(int can);
-EXPORT void dvdouble_set_can_map_host_memory(int can) {
+CONTROL void dvdouble_set_can_map_host_memory(int can);
+CONTROL void dvdouble_set_can_map_host_memory(int can) {
   __atomic_store_n(&g_can_map_host, can != 0, __ATOMIC_RELAXED);
 }
