@@ -184,6 +184,58 @@ static void test_hip_rules(void **state) {
   assert_ok(dv_context_destroy(ctx));
 }
 
+/* The dialect under hipRTC: HIP, not CUDA; helpers declared without
+ * DV_DEVICE are device functions; dynamic shared memory, the wave barrier;
+ * the constant buffer and the kernel keep their names in the code object
+ * (hipModuleGetGlobal and hipModuleGetFunction find them). */
+static void test_dialect_names(void **state) {
+  (void)state;
+  dv_context *ctx = NULL;
+  assert_ok(test_context(&ctx, NULL));
+  const char *src =
+      "#if !defined(DV_BACKEND_HIP) || defined(DV_BACKEND_CUDA) || defined(DV_BACKEND_OPENCL)\n"
+      "#error not compiled as HIP\n"
+      "#endif\n"
+      "static float twice(float x) { return 2.0f * x; }\n"
+      "int plus_lane(int v) { return v + dv_lane_id(); }\n"
+      "DV_KERNEL(hip_names_k, DV_ARRAY(float, x), int n) {\n"
+      "  DV_BIND(float, x);\n"
+      "  DV_DYN_SHARED_BEGIN();\n"
+      "  DV_DYN_SHARED_TAKE(float, s, 64);\n"
+      "  int i = (int)dv_global_id(0);\n"
+      "  s[dv_thread_idx(0)] = twice(x[i]) + tab[i % 4];\n"
+      "  dv_wavebarrier();\n"
+      "  if (i < n) x[i] = s[dv_thread_idx(0) ^ 1] + (float)plus_lane(i);\n"
+      "}\n";
+  dv_program *p = NULL;
+  assert_ok(dv_program_create(ctx, "names.dvk", src, &p));
+  float tab[4] = {1, 2, 3, 4};
+  int64_t four = 4;
+  dv_array *h = NULL;
+  assert_ok(dv_host_array_wrap(ctx, tab, 1, &four, dv_dtype_get(DV_FLOAT32), NULL, &h));
+  assert_ok(dv_program_constant(p, "tab", h));
+  dv_array_release(h);
+  dv_ksigs sigs;
+  char *unit = NULL;
+  const char *options = NULL;
+  assert_ok(dv__program_assemble(p, "hip", NULL, &sigs, &unit, &options));
+  assert_int_equal(sigs.n, 1);
+  dv_hiprtc_out o;
+  dv_status rc = dv__hiprtc_compile(g_rtc, "names.dvk", unit, "gfx90a", 0, options, &o);
+  if (rc) fail_msg("names.dvk: %s\n%s", dv_last_error(), o.log ? o.log : "");
+  const char *why;
+  if (!elf_has_symbol(o.image, o.size, "hip_names_k.kd", &why)) fail_msg("hip_names_k.kd: %s", why);
+  if (!elf_has_symbol(o.image, o.size, "hip_names_k", &why)) fail_msg("hip_names_k: %s", why);
+  if (!elf_has_symbol(o.image, o.size, "dv__cbuf", &why)) fail_msg("dv__cbuf: %s", why);
+  assert_false(elf_has_symbol(o.image, o.size, "hip_names", &why)); /* whole names only */
+  assert_false(elf_has_symbol(o.image, o.size, "no_such_kernel.kd", &why));
+  dv__hiprtc_out_free(&o);
+  dv__ksigs_free(&sigs);
+  dv__free(unit);
+  dv_program_destroy(p);
+  assert_ok(dv_context_destroy(ctx));
+}
+
 /* Wave size per target (64 on CDNA, 32 on RDNA2), a debug build, the
  * compile error's status and log, options passed through. */
 static void test_compile_contract(void **state) {
@@ -424,6 +476,7 @@ int main(void) {
       cmocka_unit_test(test_loader),
       cmocka_unit_test(test_compile_contract),
       cmocka_unit_test(test_hip_rules),
+      cmocka_unit_test(test_dialect_names),
       cmocka_unit_test(test_hsaco_image),
       cmocka_unit_test(test_kernel_ops),
       cmocka_unit_test(test_every_kernel_source),
