@@ -280,6 +280,8 @@ API dv_hipError_t hipDevicePrimaryCtxRelease(dv_hipDevice_t d) { return cuDevice
 API dv_hipError_t hipCtxSetCurrent(dv_hipCtx_t c) { return cuCtxSetCurrent((dv_CUcontext)(void *)c); }
 API dv_hipError_t hipCtxGetCurrent(dv_hipCtx_t *c) { return cuCtxGetCurrent((dv_CUcontext *)(void *)c); }
 API dv_hipError_t hipCtxSynchronize(void) { return cuCtxSynchronize(); }
+/* The current device: every stream of its (primary) context. */
+API dv_hipError_t hipDeviceSynchronize(void) { return cuCtxSynchronize(); }
 API dv_hipError_t hipCtxEnablePeerAccess(dv_hipCtx_t peer, unsigned flags) {
   return cuCtxEnablePeerAccess((dv_CUcontext)(void *)peer, flags);
 }
