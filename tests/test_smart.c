@@ -19,7 +19,7 @@
 
 static char g_cache_dir[256];
 
-/* False on the CUDA driver test double (tests/cudadouble), which loads and
+/* False on a driver test double (tests/cudadouble, tests/hipdouble), which loads and
  * checks kernels but does not run them: there the transfer counts are still
  * asserted, the values a kernel computed are not (main says so). */
 static bool g_kernels_run = true;
@@ -1003,11 +1003,10 @@ int main(int argc, char **argv) {
   if (begin) return begin;
   dv_context *c = NULL;
   dv_device_info di;
-  if (test_context(&c, NULL) == DV_OK && dv_context_device_info(c, &di) == DV_OK &&
-      strstr(di.name, "CUDA test double")) {
+  if (test_context(&c, NULL) == DV_OK && dv_context_device_info(c, &di) == DV_OK && test_on_cuda_double(c)) {
     g_kernels_run = false;
-    printf("smart: on the CUDA test double: transfer counts are checked, values computed by "
-           "kernels are not (the double does not execute kernels)\n");
+    printf("smart: on a driver test double (%s): transfer counts are checked, values computed by "
+           "kernels are not (the double does not execute kernels)\n", di.name);
   }
   dv_context_destroy(c);
   const struct CMUnitTest tests[] = {

@@ -57,11 +57,7 @@ static long long heap_in_use(void) {
 #endif
 }
 
-static bool is_cuda_double(dv_context *ctx) {
-  dv_device_info di;
-  return strncmp(g_backend, "cuda", 4) == 0 && dv_context_device_info(ctx, &di) == DV_OK &&
-         strstr(di.name, "CUDA test double") != NULL;
-}
+static bool is_cuda_double(dv_context *ctx) { return test_on_cuda_double(ctx); }
 
 /* x -> x * 1664525 + 1013904223 (mod 2^32), applied `times` times. */
 static uint32_t lcg_power(uint32_t x, uint64_t times) {
