@@ -38,22 +38,26 @@ static int hip_version;
 
 #define H dv__hip_api
 
-_Static_assert(sizeof(dv_CUipcMemHandle) == sizeof(dv_hipIpcMemHandle_t), "IPC handles of one size");
-_Static_assert(sizeof(dv_CUDA_MEMCPY2D) == sizeof(dv_hip_Memcpy2D), "2-D descriptors of one layout");
+_Static_assert(sizeof(dv_CUipcMemHandle) == sizeof(dv_hipIpcMemHandle_t),
+               "IPC handles of one size");
+_Static_assert(sizeof(dv_CUDA_MEMCPY2D) == sizeof(dv_hip_Memcpy2D),
+               "2-D descriptors of one layout");
 
 dv_status dv__hip_driver_init(void) {
   int v = 0;
   dv_hipError_t r = H.hipRuntimeGetVersion(&v);
   if (r != DV_HIP_SUCCESS || v <= 0)
-    return dv__error(DV_ERR_DRIVER, "HIP hipRuntimeGetVersion failed (%d): the runtime's version decides how "
-                                    "copies name memory types", r);
+    return dv__error(DV_ERR_DRIVER,
+                     "HIP hipRuntimeGetVersion failed (%d): the runtime's version decides how "
+                     "copies name memory types",
+                     r);
   hip_version = v;
   return DV_OK;
 }
 
 int dv__hip_runtime_version(void) { return hip_version; }
 
-/* ---- results ------------------------------------------------------------------------------ */
+/* ---- results ---- */
 
 /* The HIP error behind the last translated result on this thread, so that
  * messages name what HIP said (cuGetErrorName/String below). */
@@ -66,12 +70,11 @@ dv_CUresult dv__hip_result(dv_hipError_t e) {
     case 12: /* hipErrorInvalidPitchValue */
     case 13: /* hipErrorInvalidSymbol */
     case 17: /* hipErrorInvalidDevicePointer */
-    case 21: /* hipErrorInvalidMemcpyDirection */
-      return DV_CUDA_ERROR_INVALID_VALUE;
-    case 53: return DV_CUDA_ERROR_LAUNCH_FAILED;    /* hipErrorPriorLaunchFailure */
-    case 98: return DV_CUDA_ERROR_INVALID_HANDLE;   /* hipErrorInvalidDeviceFunction */
-    case 1052: return DV_CUDA_ERROR_OUT_OF_MEMORY;  /* hipErrorRuntimeMemory (HSA) */
-    case 1053: return 999;                          /* hipErrorRuntimeOther: CUDA_ERROR_UNKNOWN */
+    case 21: /* hipErrorInvalidMemcpyDirection */ return DV_CUDA_ERROR_INVALID_VALUE;
+    case 53: return DV_CUDA_ERROR_LAUNCH_FAILED;   /* hipErrorPriorLaunchFailure */
+    case 98: return DV_CUDA_ERROR_INVALID_HANDLE;  /* hipErrorInvalidDeviceFunction */
+    case 1052: return DV_CUDA_ERROR_OUT_OF_MEMORY; /* hipErrorRuntimeMemory (HSA) */
+    case 1053: return 999;                         /* hipErrorRuntimeOther: CUDA_ERROR_UNKNOWN */
     default: return e;
   }
 }
@@ -82,7 +85,9 @@ static dv_CUresult R(dv_hipError_t e) {
   return r;
 }
 
-static dv_hipError_t hip_error_of(dv_CUresult r) { return r && r == hip_last_result ? hip_last_error : r; }
+static dv_hipError_t hip_error_of(dv_CUresult r) {
+  return r && r == hip_last_result ? hip_last_error : r;
+}
 
 static dv_CUresult t_cuGetErrorName(dv_CUresult e, const char **s) {
   *s = H.hipGetErrorName(hip_error_of(e));
@@ -94,7 +99,7 @@ static dv_CUresult t_cuGetErrorString(dv_CUresult e, const char **s) {
   return *s ? DV_CUDA_SUCCESS : DV_CUDA_ERROR_INVALID_VALUE;
 }
 
-/* ---- pure translations -------------------------------------------------------------------- */
+/* ---- pure translations ---- */
 
 int dv__hip_attribute(int a) {
   switch (a) {
@@ -105,32 +110,41 @@ int dv__hip_attribute(int a) {
     case DV_CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: return DV_HIP_ATTR_MAX_GRID_DIM_X;
     case DV_CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: return DV_HIP_ATTR_MAX_GRID_DIM_Y;
     case DV_CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: return DV_HIP_ATTR_MAX_GRID_DIM_Z;
-    case DV_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: return DV_HIP_ATTR_MAX_SHARED_MEMORY_PER_BLOCK;
+    case DV_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
+      return DV_HIP_ATTR_MAX_SHARED_MEMORY_PER_BLOCK;
     case DV_CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: return DV_HIP_ATTR_TOTAL_CONSTANT_MEMORY;
     case DV_CU_DEVICE_ATTRIBUTE_WARP_SIZE: return DV_HIP_ATTR_WARP_SIZE;
     case 11 /* CU_DEVICE_ATTRIBUTE_MAX_PITCH */: return DV_HIP_ATTR_MAX_PITCH;
     case DV_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return DV_HIP_ATTR_MULTIPROCESSOR_COUNT;
     case DV_CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: return DV_HIP_ATTR_CAN_MAP_HOST_MEMORY;
     case DV_CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return DV_HIP_ATTR_UNIFIED_ADDRESSING;
-    case DV_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return DV_HIP_ATTR_COMPUTE_CAPABILITY_MAJOR;
-    case DV_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return DV_HIP_ATTR_COMPUTE_CAPABILITY_MINOR;
+    case DV_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      return DV_HIP_ATTR_COMPUTE_CAPABILITY_MAJOR;
+    case DV_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      return DV_HIP_ATTR_COMPUTE_CAPABILITY_MINOR;
     case DV_CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: return DV_HIP_ATTR_MANAGED_MEMORY;
-    case DV_CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: return DV_HIP_ATTR_CONCURRENT_MANAGED_ACCESS;
-    case DV_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: return DV_HIP_ATTR_SHARED_MEM_PER_BLOCK_OPTIN;
+    case DV_CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+      return DV_HIP_ATTR_CONCURRENT_MANAGED_ACCESS;
+    case DV_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+      return DV_HIP_ATTR_SHARED_MEM_PER_BLOCK_OPTIN;
     default: return -1;
   }
 }
 
 int dv__hip_memory_type(int cu_type, int version) {
   bool rocm6 = version >= 60000000;
-  if (cu_type == DV_CU_MEMORYTYPE_HOST) return rocm6 ? DV_HIP6_MEMORYTYPE_HOST : DV_HIP5_MEMORYTYPE_HOST;
-  if (cu_type == DV_CU_MEMORYTYPE_DEVICE) return rocm6 ? DV_HIP6_MEMORYTYPE_DEVICE : DV_HIP5_MEMORYTYPE_DEVICE;
+  if (cu_type == DV_CU_MEMORYTYPE_HOST)
+    return rocm6 ? DV_HIP6_MEMORYTYPE_HOST : DV_HIP5_MEMORYTYPE_HOST;
+  if (cu_type == DV_CU_MEMORYTYPE_DEVICE)
+    return rocm6 ? DV_HIP6_MEMORYTYPE_DEVICE : DV_HIP5_MEMORYTYPE_DEVICE;
   return -1;
 }
 
 unsigned dv__hip_ipc_flags(unsigned f, int version) {
-  unsigned lazy = version >= 60000000 ? DV_HIP6_IPC_MEM_LAZY_ENABLE_PEER_ACCESS : DV_HIP5_IPC_MEM_LAZY_ENABLE_PEER_ACCESS;
-  return (f & DV_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS ? lazy : 0) | (f & ~(unsigned)DV_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  unsigned lazy = version >= 60000000 ? DV_HIP6_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+                                      : DV_HIP5_IPC_MEM_LAZY_ENABLE_PEER_ACCESS;
+  return (f & DV_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS ? lazy : 0) |
+         (f & ~(unsigned)DV_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
 }
 
 dv_hipStream_t dv__hip_stream(dv_CUstream s) {
@@ -147,9 +161,11 @@ dv_CUresult dv__hip_copy2d(const dv_CUDA_MEMCPY2D *c, int version, dv_hip_Memcpy
   o->dstMemoryType = dv__hip_memory_type(c->dstMemoryType, version);
   if (o->srcMemoryType < 0 || o->dstMemoryType < 0) return DV_CUDA_ERROR_INVALID_VALUE;
   o->srcXInBytes = c->srcXInBytes, o->srcY = c->srcY;
-  o->srcHost = c->srcHost, o->srcDevice = (void *)(uintptr_t)c->srcDevice, o->srcPitch = c->srcPitch;
+  o->srcHost = c->srcHost, o->srcDevice = (void *)(uintptr_t)c->srcDevice,
+  o->srcPitch = c->srcPitch;
   o->dstXInBytes = c->dstXInBytes, o->dstY = c->dstY;
-  o->dstHost = c->dstHost, o->dstDevice = (void *)(uintptr_t)c->dstDevice, o->dstPitch = c->dstPitch;
+  o->dstHost = c->dstHost, o->dstDevice = (void *)(uintptr_t)c->dstDevice,
+  o->dstPitch = c->dstPitch;
   o->WidthInBytes = c->WidthInBytes, o->Height = c->Height;
   return DV_CUDA_SUCCESS;
 }
@@ -166,7 +182,8 @@ static bool hip_offset(size_t x, size_t y, size_t z, size_t pitch, size_t height
 
 dv_CUresult dv__hip_slice2d(const dv_CUDA_MEMCPY3D *c, size_t z, int version, dv_hip_Memcpy2D *o) {
   memset(o, 0, sizeof *o);
-  if (c->srcArray || c->dstArray || c->srcLOD || c->dstLOD || z >= c->Depth) return DV_CUDA_ERROR_INVALID_VALUE;
+  if (c->srcArray || c->dstArray || c->srcLOD || c->dstLOD || z >= c->Depth)
+    return DV_CUDA_ERROR_INVALID_VALUE;
   o->srcMemoryType = dv__hip_memory_type(c->srcMemoryType, version);
   o->dstMemoryType = dv__hip_memory_type(c->dstMemoryType, version);
   if (o->srcMemoryType < 0 || o->dstMemoryType < 0) return DV_CUDA_ERROR_INVALID_VALUE;
@@ -175,10 +192,14 @@ dv_CUresult dv__hip_slice2d(const dv_CUDA_MEMCPY3D *c, size_t z, int version, dv
       !hip_offset(c->srcXInBytes, c->srcY, sz, c->srcPitch, c->srcHeight, &so) ||
       !hip_offset(c->dstXInBytes, c->dstY, dz, c->dstPitch, c->dstHeight, &dof))
     return DV_CUDA_ERROR_INVALID_VALUE;
-  if (c->srcMemoryType == DV_CU_MEMORYTYPE_HOST) o->srcHost = (const char *)c->srcHost + so;
-  else o->srcDevice = (void *)(uintptr_t)(c->srcDevice + so);
-  if (c->dstMemoryType == DV_CU_MEMORYTYPE_HOST) o->dstHost = (char *)c->dstHost + dof;
-  else o->dstDevice = (void *)(uintptr_t)(c->dstDevice + dof);
+  if (c->srcMemoryType == DV_CU_MEMORYTYPE_HOST)
+    o->srcHost = (const char *)c->srcHost + so;
+  else
+    o->srcDevice = (void *)(uintptr_t)(c->srcDevice + so);
+  if (c->dstMemoryType == DV_CU_MEMORYTYPE_HOST)
+    o->dstHost = (char *)c->dstHost + dof;
+  else
+    o->dstDevice = (void *)(uintptr_t)(c->dstDevice + dof);
   o->srcPitch = c->srcPitch, o->dstPitch = c->dstPitch;
   o->WidthInBytes = c->WidthInBytes, o->Height = c->Height;
   return DV_CUDA_SUCCESS;
@@ -264,7 +285,8 @@ void dv__hip_call_name(const char *what, char *buf, size_t cap) {
     if (n) {
       size_t base = n >= 3 && !memcmp(p + n - 3, "_v2", 3) ? n - 3 : n;
       for (size_t i = 0; i < sizeof hip_names / sizeof hip_names[0] && !to; i++)
-        if (strlen(hip_names[i][0]) == base && !memcmp(hip_names[i][0], p, base)) to = hip_names[i][1];
+        if (strlen(hip_names[i][0]) == base && !memcmp(hip_names[i][0], p, base))
+          to = hip_names[i][1];
     }
     if (to) {
       int w = snprintf(buf + k, cap - k, "%s", to);
@@ -279,7 +301,7 @@ void dv__hip_call_name(const char *what, char *buf, size_t cap) {
   buf[k] = 0;
 }
 
-/* ---- contexts and devices -------------------------------------------------------------------- */
+/* ---- contexts and devices ---- */
 
 /* Which device each primary context is (peer copies and the LDS check name
  * devices by ordinal); filled as contexts are retained. */
@@ -307,8 +329,10 @@ static dv_CUresult t_cuDevicePrimaryCtxRetain(dv_CUcontext *c, dv_CUdevice d) {
   pthread_mutex_lock(&hip_ctx_lock);
   bool have = false;
   for (int i = 0; i < hip_nctx && !have; i++) have = hip_ctx[i].ctx == h;
-  if (!have && hip_nctx < HIP_MAXCTX) hip_ctx[hip_nctx].ctx = h, hip_ctx[hip_nctx++].dev = d;
-  else if (!have) r = DV_CUDA_ERROR_INVALID_DEVICE; /* more than HIP_MAXCTX devices */
+  if (!have && hip_nctx < HIP_MAXCTX)
+    hip_ctx[hip_nctx].ctx = h, hip_ctx[hip_nctx++].dev = d;
+  else if (!have)
+    r = DV_CUDA_ERROR_INVALID_DEVICE; /* more than HIP_MAXCTX devices */
   pthread_mutex_unlock(&hip_ctx_lock);
   if (r) {
     H.hipDevicePrimaryCtxRelease(d);
@@ -322,8 +346,12 @@ static dv_CUresult t_cuInit(unsigned f) { return R(H.hipInit(f)); }
 static dv_CUresult t_cuDriverGetVersion(int *v) { return R(H.hipDriverGetVersion(v)); }
 static dv_CUresult t_cuDeviceGetCount(int *n) { return R(H.hipGetDeviceCount(n)); }
 static dv_CUresult t_cuDeviceGet(dv_CUdevice *d, int o) { return R(H.hipDeviceGet(d, o)); }
-static dv_CUresult t_cuDeviceGetName(char *s, int len, dv_CUdevice d) { return R(H.hipDeviceGetName(s, len, d)); }
-static dv_CUresult t_cuDeviceTotalMem_v2(size_t *b, dv_CUdevice d) { return R(H.hipDeviceTotalMem(b, d)); }
+static dv_CUresult t_cuDeviceGetName(char *s, int len, dv_CUdevice d) {
+  return R(H.hipDeviceGetName(s, len, d));
+}
+static dv_CUresult t_cuDeviceTotalMem_v2(size_t *b, dv_CUdevice d) {
+  return R(H.hipDeviceTotalMem(b, d));
+}
 
 static dv_CUresult t_cuDeviceGetAttribute(int *v, dv_CUdevice_attribute a, dv_CUdevice d) {
   int h = dv__hip_attribute(a);
@@ -336,12 +364,18 @@ static dv_CUresult t_cuDeviceGetAttribute(int *v, dv_CUdevice_attribute a, dv_CU
   return r;
 }
 
-static dv_CUresult t_cuDeviceGetPCIBusId(char *s, int len, dv_CUdevice d) { return R(H.hipDeviceGetPCIBusId(s, len, d)); }
+static dv_CUresult t_cuDeviceGetPCIBusId(char *s, int len, dv_CUdevice d) {
+  return R(H.hipDeviceGetPCIBusId(s, len, d));
+}
 static dv_CUresult t_cuDeviceCanAccessPeer(int *can, dv_CUdevice d, dv_CUdevice p) {
   return R(H.hipDeviceCanAccessPeer(can, d, p));
 }
-static dv_CUresult t_cuDevicePrimaryCtxRelease_v2(dv_CUdevice d) { return R(H.hipDevicePrimaryCtxRelease(d)); }
-static dv_CUresult t_cuCtxSetCurrent(dv_CUcontext c) { return R(H.hipCtxSetCurrent((dv_hipCtx_t)(void *)c)); }
+static dv_CUresult t_cuDevicePrimaryCtxRelease_v2(dv_CUdevice d) {
+  return R(H.hipDevicePrimaryCtxRelease(d));
+}
+static dv_CUresult t_cuCtxSetCurrent(dv_CUcontext c) {
+  return R(H.hipCtxSetCurrent((dv_hipCtx_t)(void *)c));
+}
 static dv_CUresult t_cuCtxGetCurrent(dv_CUcontext *c) {
   dv_hipCtx_t h = NULL;
   dv_CUresult r = R(H.hipCtxGetCurrent(&h));
@@ -353,7 +387,7 @@ static dv_CUresult t_cuCtxEnablePeerAccess(dv_CUcontext peer, unsigned f) {
   return R(H.hipCtxEnablePeerAccess((dv_hipCtx_t)(void *)peer, f));
 }
 
-/* ---- memory ----------------------------------------------------------------------------------- */
+/* ---- memory ---- */
 
 static dv_CUresult hip_out_ptr(dv_hipError_t e, void *p, dv_CUdeviceptr *out) {
   dv_CUresult r = R(e);
@@ -373,13 +407,17 @@ static dv_CUresult t_cuMemAllocManaged(dv_CUdeviceptr *p, size_t n, unsigned f) 
 }
 /* Flags PORTABLE, DEVICEMAP, WRITECOMBINED are hipHostMalloc's Portable,
  * Mapped, WriteCombined (the same bits). */
-static dv_CUresult t_cuMemHostAlloc(void **p, size_t n, unsigned f) { return R(H.hipHostMalloc(p, n, f)); }
+static dv_CUresult t_cuMemHostAlloc(void **p, size_t n, unsigned f) {
+  return R(H.hipHostMalloc(p, n, f));
+}
 static dv_CUresult t_cuMemFreeHost(void *p) { return R(H.hipHostFree(p)); }
 static dv_CUresult t_cuMemHostGetDevicePointer_v2(dv_CUdeviceptr *d, void *p, unsigned f) {
   void *x = NULL;
   return hip_out_ptr(H.hipHostGetDevicePointer(&x, p, f), x, d);
 }
-static dv_CUresult t_cuMemHostRegister_v2(void *p, size_t n, unsigned f) { return R(H.hipHostRegister(p, n, f)); }
+static dv_CUresult t_cuMemHostRegister_v2(void *p, size_t n, unsigned f) {
+  return R(H.hipHostRegister(p, n, f));
+}
 static dv_CUresult t_cuMemHostUnregister(void *p) { return R(H.hipHostUnregister(p)); }
 static dv_CUresult t_cuMemGetAddressRange_v2(dv_CUdeviceptr *base, size_t *n, dv_CUdeviceptr p) {
   dv_hipDeviceptr_t b = NULL;
@@ -388,16 +426,18 @@ static dv_CUresult t_cuMemGetAddressRange_v2(dv_CUdeviceptr *base, size_t *n, dv
   return r;
 }
 
-/* ---- copies ----------------------------------------------------------------------------------- */
+/* ---- copies ---- */
 
-static dv_CUresult t_cuMemcpyHtoDAsync_v2(dv_CUdeviceptr d, const void *h, size_t n, dv_CUstream s) {
+static dv_CUresult t_cuMemcpyHtoDAsync_v2(dv_CUdeviceptr d, const void *h, size_t n,
+                                          dv_CUstream s) {
   /* HIP's prototype takes a non-const source it never writes. */
   return R(H.hipMemcpyHtoDAsync((void *)(uintptr_t)d, (void *)(uintptr_t)h, n, HS(s)));
 }
 static dv_CUresult t_cuMemcpyDtoHAsync_v2(void *h, dv_CUdeviceptr d, size_t n, dv_CUstream s) {
   return R(H.hipMemcpyDtoHAsync(h, (void *)(uintptr_t)d, n, HS(s)));
 }
-static dv_CUresult t_cuMemcpyDtoDAsync_v2(dv_CUdeviceptr d, dv_CUdeviceptr x, size_t n, dv_CUstream s) {
+static dv_CUresult t_cuMemcpyDtoDAsync_v2(dv_CUdeviceptr d, dv_CUdeviceptr x, size_t n,
+                                          dv_CUstream s) {
   return R(H.hipMemcpyDtoDAsync((void *)(uintptr_t)d, (void *)(uintptr_t)x, n, HS(s)));
 }
 static dv_CUresult t_cuMemcpy2DAsync_v2(const dv_CUDA_MEMCPY2D *c, dv_CUstream s) {
@@ -417,14 +457,14 @@ static dv_CUresult t_cuMemcpy3DAsync_v2(const dv_CUDA_MEMCPY3D *c, dv_CUstream s
 static dv_CUresult t_cuMemsetD8Async(dv_CUdeviceptr d, unsigned char v, size_t n, dv_CUstream s) {
   return R(H.hipMemsetD8Async((void *)(uintptr_t)d, v, n, HS(s)));
 }
-static dv_CUresult t_cuMemcpyPeerAsync(dv_CUdeviceptr d, dv_CUcontext dc, dv_CUdeviceptr x, dv_CUcontext sc,
-                                       size_t n, dv_CUstream s) {
+static dv_CUresult t_cuMemcpyPeerAsync(dv_CUdeviceptr d, dv_CUcontext dc, dv_CUdeviceptr x,
+                                       dv_CUcontext sc, size_t n, dv_CUstream s) {
   int dd = hip_device_of(dc), sd = hip_device_of(sc);
   if (dd < 0 || sd < 0) return DV_CUDA_ERROR_INVALID_CONTEXT;
   return R(H.hipMemcpyPeerAsync((void *)(uintptr_t)d, dd, (void *)(uintptr_t)x, sd, n, HS(s)));
 }
 
-/* ---- streams and events ------------------------------------------------------------------------ */
+/* ---- streams and events ---- */
 
 static dv_CUresult t_cuStreamCreate(dv_CUstream *s, unsigned f) {
   dv_hipStream_t h = NULL; /* CU_STREAM_NON_BLOCKING is hipStreamNonBlocking */
@@ -438,7 +478,8 @@ static dv_CUresult t_cuStreamQuery(dv_CUstream s) { return R(H.hipStreamQuery(HS
 static dv_CUresult t_cuStreamWaitEvent(dv_CUstream s, dv_CUevent e, unsigned f) {
   return R(H.hipStreamWaitEvent(HS(s), (dv_hipEvent_t)(void *)e, f));
 }
-static dv_CUresult t_cuStreamAddCallback(dv_CUstream s, dv_CUstreamCallback fn, void *user, unsigned f);
+static dv_CUresult t_cuStreamAddCallback(dv_CUstream s, dv_CUstreamCallback fn, void *user,
+                                         unsigned f);
 
 /* Without hipLaunchHostFunc (ROCm before 5.3): a stream callback that
  * calls the function only when the stream had no error, as CUDA's host
@@ -480,7 +521,8 @@ static void hip_cb_trampoline(dv_hipStream_t s, dv_hipError_t status, void *arg)
   c.fn(c.s, dv__hip_result(status), c.user);
 }
 
-static dv_CUresult t_cuStreamAddCallback(dv_CUstream s, dv_CUstreamCallback fn, void *user, unsigned f) {
+static dv_CUresult t_cuStreamAddCallback(dv_CUstream s, dv_CUstreamCallback fn, void *user,
+                                         unsigned f) {
   hip_cb *c = dv__malloc(sizeof *c);
   if (!c) return DV_CUDA_ERROR_OUT_OF_MEMORY;
   c->fn = fn, c->user = user, c->s = s;
@@ -504,14 +546,16 @@ static dv_CUresult t_cuEventCreate(dv_CUevent *e, unsigned f) {
 }
 #define HE(e) ((dv_hipEvent_t)(void *)(e))
 static dv_CUresult t_cuEventDestroy_v2(dv_CUevent e) { return R(H.hipEventDestroy(HE(e))); }
-static dv_CUresult t_cuEventRecord(dv_CUevent e, dv_CUstream s) { return R(H.hipEventRecord(HE(e), HS(s))); }
+static dv_CUresult t_cuEventRecord(dv_CUevent e, dv_CUstream s) {
+  return R(H.hipEventRecord(HE(e), HS(s)));
+}
 static dv_CUresult t_cuEventQuery(dv_CUevent e) { return R(H.hipEventQuery(HE(e))); }
 static dv_CUresult t_cuEventSynchronize(dv_CUevent e) { return R(H.hipEventSynchronize(HE(e))); }
 static dv_CUresult t_cuEventElapsedTime_v2(float *ms, dv_CUevent a, dv_CUevent b) {
   return R(H.hipEventElapsedTime(ms, HE(a), HE(b)));
 }
 
-/* ---- modules and kernels ---------------------------------------------------------------------- */
+/* ---- modules and kernels ---- */
 
 #define HM(m) ((dv_hipModule_t)(void *)(m))
 #define HF(f) ((dv_hipFunction_t)(void *)(f))
@@ -525,8 +569,8 @@ static dv_CUresult t_cuModuleLoadData(dv_CUmodule *m, const void *image) {
 
 /* HIP loads code objects with no JIT: the log buffers asked for come back
  * empty (and their sizes, which CUDA sets to the bytes written, 0). */
-static dv_CUresult t_cuModuleLoadDataEx(dv_CUmodule *m, const void *image, unsigned n, dv_CUjit_option *o,
-                                        void **v) {
+static dv_CUresult t_cuModuleLoadDataEx(dv_CUmodule *m, const void *image, unsigned n,
+                                        dv_CUjit_option *o, void **v) {
   for (unsigned i = 0; i < n; i++) {
     if (o[i] == DV_CU_JIT_INFO_LOG_BUFFER || o[i] == DV_CU_JIT_ERROR_LOG_BUFFER) {
       int size_opt = o[i] == DV_CU_JIT_INFO_LOG_BUFFER ? DV_CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES
@@ -536,7 +580,9 @@ static dv_CUresult t_cuModuleLoadDataEx(dv_CUmodule *m, const void *image, unsig
     }
   }
   for (unsigned i = 0; i < n; i++)
-    if (o[i] == DV_CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES || o[i] == DV_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) v[i] = 0;
+    if (o[i] == DV_CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES ||
+        o[i] == DV_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+      v[i] = 0;
   return t_cuModuleLoadData(m, image);
 }
 
@@ -547,7 +593,8 @@ static dv_CUresult t_cuModuleGetFunction(dv_CUfunction *f, dv_CUmodule m, const 
   *f = r ? NULL : (dv_CUfunction)(void *)h;
   return r;
 }
-static dv_CUresult t_cuModuleGetGlobal_v2(dv_CUdeviceptr *p, size_t *n, dv_CUmodule m, const char *name) {
+static dv_CUresult t_cuModuleGetGlobal_v2(dv_CUdeviceptr *p, size_t *n, dv_CUmodule m,
+                                          const char *name) {
   dv_hipDeviceptr_t d = NULL;
   dv_CUresult r = R(H.hipModuleGetGlobal(&d, n, HM(m), name));
   if (p) *p = r ? 0 : (dv_CUdeviceptr)(uintptr_t)d;
@@ -569,18 +616,20 @@ static dv_CUresult t_cuFuncSetAttribute(dv_CUfunction f, dv_CUfunction_attribute
   if (r) return r;
   int d = hip_device_of((dv_CUcontext)(void *)c), lds = 0, stat = 0;
   if (d < 0) return DV_CUDA_ERROR_INVALID_CONTEXT;
-  if ((r = R(H.hipDeviceGetAttribute(&lds, DV_HIP_ATTR_MAX_SHARED_MEMORY_PER_BLOCK, d))) != 0) return r;
-  if ((r = R(H.hipFuncGetAttribute(&stat, DV_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, HF(f)))) != 0) return r;
+  if ((r = R(H.hipDeviceGetAttribute(&lds, DV_HIP_ATTR_MAX_SHARED_MEMORY_PER_BLOCK, d))) != 0)
+    return r;
+  if ((r = R(H.hipFuncGetAttribute(&stat, DV_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, HF(f)))) != 0)
+    return r;
   return (long long)stat + v <= lds ? DV_CUDA_SUCCESS : DV_CUDA_ERROR_INVALID_VALUE;
 }
 
-static dv_CUresult t_cuLaunchKernel(dv_CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                    unsigned by, unsigned bz, unsigned shared, dv_CUstream s, void **params,
-                                    void **extra) {
+static dv_CUresult t_cuLaunchKernel(dv_CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                    unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                                    dv_CUstream s, void **params, void **extra) {
   return R(H.hipModuleLaunchKernel(HF(f), gx, gy, gz, bx, by, bz, shared, HS(s), params, extra));
 }
 
-/* ---- IPC (handles of the same 64 bytes) --------------------------------------------------------- */
+/* ---- IPC (handles of the same 64 bytes) ---- */
 
 static dv_CUresult t_cuIpcGetMemHandle(dv_CUipcMemHandle *h, dv_CUdeviceptr p) {
   dv_hipIpcMemHandle_t x;
@@ -594,9 +643,11 @@ static dv_CUresult t_cuIpcOpenMemHandle_v2(dv_CUdeviceptr *p, dv_CUipcMemHandle 
   void *d = NULL;
   return hip_out_ptr(H.hipIpcOpenMemHandle(&d, x, dv__hip_ipc_flags(f, hip_version)), d, p);
 }
-static dv_CUresult t_cuIpcCloseMemHandle(dv_CUdeviceptr p) { return R(H.hipIpcCloseMemHandle((void *)(uintptr_t)p)); }
+static dv_CUresult t_cuIpcCloseMemHandle(dv_CUdeviceptr p) {
+  return R(H.hipIpcCloseMemHandle((void *)(uintptr_t)p));
+}
 
-/* ---- the driver ----------------------------------------------------------------------------------- */
+/* ---- the driver ---- */
 
 static const dv_cu_api hip_api_table = {
 #define DV_CU(ret, name, params) .name = t_##name,
@@ -609,8 +660,8 @@ static const dv_cu_api hip_api_table = {
 static void hip_fill_info(cu_state *st) {
   dv_device_info *d = &st->info;
   snprintf(d->vendor, sizeof d->vendor, "AMD");
-  snprintf(d->driver_version, sizeof d->driver_version, "HIP runtime %d.%d (%s)", hip_version / 10000000,
-           (hip_version / 100000) % 100, dv__hip_lib_name);
+  snprintf(d->driver_version, sizeof d->driver_version, "HIP runtime %d.%d (%s)",
+           hip_version / 10000000, (hip_version / 100000) % 100, dv__hip_lib_name);
 }
 
 const dv_cu_driver dv__hip_driver = {
