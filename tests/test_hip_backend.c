@@ -276,6 +276,54 @@ static void test_slices(void **state) {
   assert_int_equal(dv__hip_slice2d(&c, 2, 60032830, &h), DV_CUDA_ERROR_INVALID_VALUE);
 }
 
+/* Translations that return a pointer HIP wrote hand back that pointer (a
+ * stand-in entry point for the call; the loaded table restored after). */
+static dv_hipError_t fake_malloc(void **p, size_t n) {
+  *p = (void *)(uintptr_t)(0x10000 + n);
+  return DV_HIP_SUCCESS;
+}
+static dv_hipError_t fake_managed(void **p, size_t n, unsigned f) {
+  *p = (void *)(uintptr_t)(0x20000 + n + f);
+  return DV_HIP_SUCCESS;
+}
+static dv_hipError_t fake_mapped(void **d, void *p, unsigned f) {
+  *d = (char *)p + 0x100 + f;
+  return DV_HIP_SUCCESS;
+}
+static dv_hipError_t fake_failing_malloc(void **p, size_t n) {
+  (void)n;
+  *p = (void *)0x1;
+  return 17; /* hipErrorInvalidDevicePointer */
+}
+
+static void test_out_pointers(void **state) {
+  (void)state;
+  dv_hip_api saved = dv__hip_api;
+  const dv_cu_api *api = dv__hip_driver.api;
+  dv__hip_api.hipMalloc = fake_malloc;
+  dv__hip_api.hipMallocManaged = fake_managed;
+  dv__hip_api.hipHostGetDevicePointer = fake_mapped;
+  dv_CUdeviceptr p = 0;
+  dv_CUresult r1 = api->cuMemAlloc_v2(&p, 64);
+  dv_CUdeviceptr m = 0;
+  dv_CUresult r2 = api->cuMemAllocManaged(&m, 32, DV_CU_MEM_ATTACH_GLOBAL);
+  dv_CUdeviceptr d = 0;
+  char host[8];
+  dv_CUresult r3 = api->cuMemHostGetDevicePointer_v2(&d, host, 0);
+  dv__hip_api.hipMalloc = fake_failing_malloc;
+  dv_CUdeviceptr q = 5;
+  dv_CUresult r4 = api->cuMemAlloc_v2(&q, 8);
+  dv__hip_api = saved;
+  assert_int_equal(r1, DV_CUDA_SUCCESS);
+  assert_int_equal(p, 0x10000 + 64);
+  assert_int_equal(r2, DV_CUDA_SUCCESS);
+  assert_int_equal(m, 0x20000 + 32 + 1);
+  assert_int_equal(r3, DV_CUDA_SUCCESS);
+  assert_int_equal(d, (dv_CUdeviceptr)(uintptr_t)(host + 0x100));
+  assert_int_equal(r4, DV_CUDA_ERROR_INVALID_VALUE); /* HIP's 17, as CUDA's code */
+  assert_int_equal(q, 0);                            /* nothing handed out on failure */
+}
+
 static void test_call_names(void **state) {
   (void)state;
   char buf[128];
@@ -350,7 +398,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_api_complete),   cmocka_unit_test(test_results),
       cmocka_unit_test(test_attributes),     cmocka_unit_test(test_memory_types_and_streams),
       cmocka_unit_test(test_copy2d),         cmocka_unit_test(test_slices),
-      cmocka_unit_test(test_call_names),
+      cmocka_unit_test(test_call_names),     cmocka_unit_test(test_out_pointers),
   };
   return cmocka_run_group_tests_name(g_double ? "hip_backend.double" : "hip_backend.system", tests,
                                      NULL, NULL);

@@ -389,21 +389,25 @@ static dv_CUresult t_cuCtxEnablePeerAccess(dv_CUcontext peer, unsigned f) {
 
 /* ---- memory ---- */
 
-static dv_CUresult hip_out_ptr(dv_hipError_t e, void *p, dv_CUdeviceptr *out) {
+/* A HIP call's result, and the pointer it wrote (read after the call: a
+ * separate statement, as the order of arguments' evaluation is unspecified). */
+static dv_CUresult hip_out_ptr(dv_hipError_t e, void *const *p, dv_CUdeviceptr *out) {
   dv_CUresult r = R(e);
-  *out = r ? 0 : (dv_CUdeviceptr)(uintptr_t)p;
+  *out = r ? 0 : (dv_CUdeviceptr)(uintptr_t)*p;
   return r;
 }
 
 static dv_CUresult t_cuMemAlloc_v2(dv_CUdeviceptr *p, size_t n) {
   void *d = NULL;
-  return hip_out_ptr(H.hipMalloc(&d, n), d, p);
+  dv_hipError_t e = H.hipMalloc(&d, n);
+  return hip_out_ptr(e, &d, p);
 }
 static dv_CUresult t_cuMemFree_v2(dv_CUdeviceptr p) { return R(H.hipFree((void *)(uintptr_t)p)); }
 static dv_CUresult t_cuMemGetInfo_v2(size_t *f, size_t *t) { return R(H.hipMemGetInfo(f, t)); }
 static dv_CUresult t_cuMemAllocManaged(dv_CUdeviceptr *p, size_t n, unsigned f) {
   void *d = NULL; /* flags: CU_MEM_ATTACH_GLOBAL / HOST are hipMemAttachGlobal / Host */
-  return hip_out_ptr(H.hipMallocManaged(&d, n, f), d, p);
+  dv_hipError_t e = H.hipMallocManaged(&d, n, f);
+  return hip_out_ptr(e, &d, p);
 }
 /* Flags PORTABLE, DEVICEMAP, WRITECOMBINED are hipHostMalloc's Portable,
  * Mapped, WriteCombined (the same bits). */
@@ -413,7 +417,8 @@ static dv_CUresult t_cuMemHostAlloc(void **p, size_t n, unsigned f) {
 static dv_CUresult t_cuMemFreeHost(void *p) { return R(H.hipHostFree(p)); }
 static dv_CUresult t_cuMemHostGetDevicePointer_v2(dv_CUdeviceptr *d, void *p, unsigned f) {
   void *x = NULL;
-  return hip_out_ptr(H.hipHostGetDevicePointer(&x, p, f), x, d);
+  dv_hipError_t e = H.hipHostGetDevicePointer(&x, p, f);
+  return hip_out_ptr(e, &x, d);
 }
 static dv_CUresult t_cuMemHostRegister_v2(void *p, size_t n, unsigned f) {
   return R(H.hipHostRegister(p, n, f));
@@ -641,7 +646,8 @@ static dv_CUresult t_cuIpcOpenMemHandle_v2(dv_CUdeviceptr *p, dv_CUipcMemHandle 
   dv_hipIpcMemHandle_t x;
   memcpy(&x, &h, sizeof x);
   void *d = NULL;
-  return hip_out_ptr(H.hipIpcOpenMemHandle(&d, x, dv__hip_ipc_flags(f, hip_version)), d, p);
+  dv_hipError_t e = H.hipIpcOpenMemHandle(&d, x, dv__hip_ipc_flags(f, hip_version));
+  return hip_out_ptr(e, &d, p);
 }
 static dv_CUresult t_cuIpcCloseMemHandle(dv_CUdeviceptr p) {
   return R(H.hipIpcCloseMemHandle((void *)(uintptr_t)p));
