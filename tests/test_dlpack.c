@@ -20,6 +20,7 @@ int main(void) {
 
 static bool on_host_backend(void) { return strncmp(g_backend, "host", 4) == 0; }
 static bool on_opencl(void) { return strncmp(g_backend, "opencl", 6) == 0; }
+static bool on_hip(void) { return strncmp(g_backend, "hip", 3) == 0; }
 
 /* The device type devarray's device arrays get on the backend under test. */
 static int device_type(void) {
@@ -264,9 +265,10 @@ static void test_export_host_side(void **state) {
   t->deleter(t);
   if (dv_mapped_array(g_ctx, 1, &n, dv_dtype_get(DV_INT16), NULL, 'C', 0, &m) == DV_OK) {
     assert_ok(dv_array_to_dlpack(m, NULL, NULL, &t));
-    /* Mapped memory is host memory: kDLCPU, except on CUDA where DLPack has
-     * its own type for page-locked host memory the device can reach. */
-    int want = strcmp(dv_context_backend(g_ctx), "cuda") == 0 ? kDLCUDAHost : kDLCPU;
+    /* Mapped memory is host memory: kDLCPU, except on CUDA and HIP where
+     * DLPack has its own type for page-locked host memory the device can reach. */
+    const char *be = dv_context_backend(g_ctx);
+    int want = strcmp(be, "cuda") == 0 ? kDLCUDAHost : strcmp(be, "hip") == 0 ? kDLROCMHost : kDLCPU;
     assert_int_equal(t->dl_tensor.device.device_type, want);
     void *mp = NULL;
     assert_ok(dv_array_host_data(m, &mp));
@@ -510,7 +512,10 @@ static int malformed(int k, DLManagedTensor *t, const char **what) {
     case 9: *what = "code 99"; x->dtype.code = 99; return DV_ERR_BAD_DTYPE;
     case 10: *what = "Vulkan device"; x->device.device_type = kDLVulkan; return DV_ERR_BACKEND_MISMATCH;
     case 11: *what = "CPU device 1"; x->device.device_id = 1; return DV_ERR_BACKEND_MISMATCH;
-    case 12: *what = "ROCm device"; x->device.device_type = kDLROCM; return DV_ERR_BACKEND_MISMATCH;
+    case 12: /* another GPU runtime's device memory */
+      *what = on_hip() ? "CUDA device" : "ROCm device";
+      x->device.device_type = on_hip() ? kDLCUDA : kDLROCM;
+      return DV_ERR_BACKEND_MISMATCH;
     case 13: *what = "NULL data"; x->data = NULL; return DV_ERR_NULL_ARGUMENT;
     case 14: *what = "misaligned byte_offset"; x->byte_offset = 2; return DV_ERR_BAD_STRIDES;
     case 15: *what = "misaligned data"; x->data = (char *)mem + 1; return DV_ERR_BAD_STRIDES;
