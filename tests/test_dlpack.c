@@ -26,7 +26,6 @@ static bool on_hip(void) { return strncmp(g_backend, "hip", 3) == 0; }
 static int device_type(void) {
   if (on_host_backend()) return kDLCPU;
   if (on_opencl()) return kDLOpenCL;
-  if (on_hip()) return kDLROCM;
   return kDLCUDA;
 }
 
@@ -266,7 +265,7 @@ static void test_export_host_side(void **state) {
   t->deleter(t);
   if (dv_mapped_array(g_ctx, 1, &n, dv_dtype_get(DV_INT16), NULL, 'C', 0, &m) == DV_OK) {
     assert_ok(dv_array_to_dlpack(m, NULL, NULL, &t));
-    /* Mapped memory is host memory: kDLCPU, except on CUDA and ROCm where
+    /* Mapped memory is host memory: kDLCPU, except on CUDA and HIP where
      * DLPack has its own type for page-locked host memory the device can reach. */
     const char *be = dv_context_backend(g_ctx);
     int want = strcmp(be, "cuda") == 0 ? kDLCUDAHost : strcmp(be, "hip") == 0 ? kDLROCMHost : kDLCPU;
@@ -513,7 +512,7 @@ static int malformed(int k, DLManagedTensor *t, const char **what) {
     case 9: *what = "code 99"; x->dtype.code = 99; return DV_ERR_BAD_DTYPE;
     case 10: *what = "Vulkan device"; x->device.device_type = kDLVulkan; return DV_ERR_BACKEND_MISMATCH;
     case 11: *what = "CPU device 1"; x->device.device_id = 1; return DV_ERR_BACKEND_MISMATCH;
-    case 12: /* another vendor's GPU memory */
+    case 12: /* another GPU runtime's device memory */
       *what = on_hip() ? "CUDA device" : "ROCm device";
       x->device.device_type = on_hip() ? kDLCUDA : kDLROCM;
       return DV_ERR_BACKEND_MISMATCH;

@@ -126,7 +126,7 @@ def test_errors_are_per_thread():
 
 def test_context_info(ctx):
     assert cuda.current_context() is ctx
-    assert ctx.backend in ("host", "opencl", "cuda")
+    assert ctx.backend in ("host", "opencl", "cuda", "hip")
     st = ctx.stats()
     assert isinstance(st, dict)
     assert cuda.is_available()

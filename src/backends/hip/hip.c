@@ -28,7 +28,8 @@ static char hip_load_msg[512];
 static pthread_once_t hip_once = PTHREAD_ONCE_INIT;
 
 #define DV_HIP(ret, name, params) {#name, NULL, (void **)&dv__hip_api.name, 0},
-static dv_dynsym hip_syms[] = { /* written once, in hip_load */
+/* Written once, in hip_load. */
+static dv_dynsym hip_syms[] = {
 #include "hip_symbols.def"
     {"hipGetDeviceProperties", NULL, (void **)&dv__hip_get_props, 1},
 };
@@ -55,8 +56,9 @@ static void hip_load(void) {
    * host functions through hipStreamAddCallback. */
   for (size_t i = 0; i < sizeof hip_syms / sizeof hip_syms[0]; i++)
     if (!strcmp(hip_syms[i].name, "hipLaunchHostFunc")) hip_syms[i].optional = 1;
-  hip_load_status = dv__dynlib_open("HIP runtime", names, 3, hip_syms, sizeof hip_syms / sizeof hip_syms[0],
-                                    &hip_lib, &dv__hip_lib_name, hip_load_msg, sizeof hip_load_msg);
+  hip_load_status =
+      dv__dynlib_open("HIP runtime", names, 3, hip_syms, sizeof hip_syms / sizeof hip_syms[0],
+                      &hip_lib, &dv__hip_lib_name, hip_load_msg, sizeof hip_load_msg);
   if (hip_load_status) return;
   dv_hipError_t r = dv__hip_api.hipInit(0);
   if (r != DV_HIP_SUCCESS) {
@@ -65,8 +67,8 @@ static void hip_load(void) {
     hip_version_text(ver, sizeof ver);
     /* No GPU (no /dev/kfd): ROCm 5 says hipErrorInvalidDevice, later ones hipErrorNoDevice. */
     bool none = r == DV_HIP_ERROR_NO_DEVICE || r == DV_HIP_ERROR_INVALID_DEVICE;
-    snprintf(hip_load_msg, sizeof hip_load_msg, "HIP runtime %s (%s) %s: hipInit failed: %s (%d)", ver,
-             dv__hip_lib_name, none ? "finds no AMD GPU" : "cannot start", n ? n : "?", r);
+    snprintf(hip_load_msg, sizeof hip_load_msg, "HIP runtime %s (%s) %s: hipInit failed: %s (%d)",
+             ver, dv__hip_lib_name, none ? "finds no AMD GPU" : "cannot start", n ? n : "?", r);
     hip_load_status = none ? DV_ERR_BACKEND_UNAVAILABLE : DV_ERR_DRIVER;
     return;
   }
@@ -92,7 +94,8 @@ static dv_status hipb_probe(char *reason, size_t cap) {
   int n = 0;
   if (!rc) {
     dv_hipError_t r = dv__hip_api.hipGetDeviceCount(&n);
-    if (r == DV_HIP_ERROR_NO_DEVICE) n = 0;
+    if (r == DV_HIP_ERROR_NO_DEVICE)
+      n = 0;
     else if (r != DV_HIP_SUCCESS) {
       const char *en = dv__hip_api.hipGetErrorName(r);
       rc = dv__error(DV_ERR_DRIVER, "HIP hipGetDeviceCount failed: %s (%d)", en ? en : "?", r);
@@ -101,16 +104,19 @@ static dv_status hipb_probe(char *reason, size_t cap) {
   char ver[32] = "";
   if (!rc) hip_version_text(ver, sizeof ver);
   if (!rc && n == 0)
-    rc = dv__error(DV_ERR_BACKEND_UNAVAILABLE, "HIP runtime %s (%s) reports no device", ver, dv__hip_lib_name);
+    rc = dv__error(DV_ERR_BACKEND_UNAVAILABLE, "HIP runtime %s (%s) reports no device", ver,
+                   dv__hip_lib_name);
   if (rc) {
     if (reason && cap) snprintf(reason, cap, "%s", dv_last_error());
     return rc;
   }
-  size_t k = (size_t)snprintf(tmp, sizeof tmp, "HIP runtime %s (%s), %d device(s)", ver, dv__hip_lib_name, n);
+  size_t k = (size_t)snprintf(tmp, sizeof tmp, "HIP runtime %s (%s), %d device(s)", ver,
+                              dv__hip_lib_name, n);
   for (int i = 0; i < n && k < sizeof tmp; i++) {
     dv_hipDevice_t d = 0;
     char name[128] = "?";
-    if (dv__hip_api.hipDeviceGet(&d, i) == DV_HIP_SUCCESS) dv__hip_api.hipDeviceGetName(name, sizeof name, d);
+    if (dv__hip_api.hipDeviceGet(&d, i) == DV_HIP_SUCCESS)
+      dv__hip_api.hipDeviceGetName(name, sizeof name, d);
     k += (size_t)snprintf(tmp + k, sizeof tmp - k, "%s%d: %s", i ? ", " : ": ", i, name);
   }
   if (reason && cap) snprintf(reason, cap, "%s", tmp);
@@ -133,5 +139,5 @@ const dv_backend dv__backend_hip = {
     .probe = hipb_probe,
     .open = hipb_open,
     .close = dv__cu_close,
-    DV_CU_BACKEND_METHODS
+    DV_CU_BACKEND_METHODS /* ends with a comma */
 };

@@ -73,7 +73,8 @@ unsigned dv__hip_ipc_flags(unsigned cu_flags, int runtime_version);
  * the start addresses advanced to the slice, X and Y folded into them.
  * DV_CUDA_SUCCESS, or DV_CUDA_ERROR_INVALID_VALUE for what it cannot
  * express (arrays, a level of detail, an unknown memory type, overflow). */
-dv_CUresult dv__hip_slice2d(const dv_CUDA_MEMCPY3D *c, size_t z, int runtime_version, dv_hip_Memcpy2D *out);
+dv_CUresult dv__hip_slice2d(const dv_CUDA_MEMCPY3D *c, size_t z, int runtime_version,
+                            dv_hip_Memcpy2D *out);
 /* A 2-D copy's descriptor in HIP's terms (memory types by version). */
 dv_CUresult dv__hip_copy2d(const dv_CUDA_MEMCPY2D *c, int runtime_version, dv_hip_Memcpy2D *out);
 /* The driver's call_name: every CUDA entry point named in `what` as the
