@@ -26,6 +26,7 @@ static bool on_hip(void) { return strncmp(g_backend, "hip", 3) == 0; }
 static int device_type(void) {
   if (on_host_backend()) return kDLCPU;
   if (on_opencl()) return kDLOpenCL;
+  if (on_hip()) return kDLROCM;
   return kDLCUDA;
 }
 
