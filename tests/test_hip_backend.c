@@ -18,6 +18,8 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 
 #include "common.h"
 #include "backends/dynlib.h"
@@ -354,6 +356,50 @@ static void test_call_names(void **state) {
 
 /* The shared loader (dynlib.c): the names tried, a missing entry point
  * named, another name with the same prototype, an optional entry point. */
+/* The kernels' gfx target from a version number and from the KFD topology. */
+static void test_gfx_target(void **state) {
+  (void)state;
+  char b[32];
+  assert_true(dv__hip_gfx_name(90010, b, sizeof b));
+  assert_string_equal(b, "gfx90a");
+  assert_true(dv__hip_gfx_name(100300, b, sizeof b));
+  assert_string_equal(b, "gfx1030");
+  assert_true(dv__hip_gfx_name(90402, b, sizeof b));
+  assert_string_equal(b, "gfx942");
+  assert_true(dv__hip_gfx_name(110000, b, sizeof b));
+  assert_string_equal(b, "gfx1100");
+  assert_false(dv__hip_gfx_name(0, b, sizeof b));     /* a CPU node */
+  assert_false(dv__hip_gfx_name(91600, b, sizeof b)); /* minor 16: no hex digit */
+  assert_false(dv__hip_gfx_name(90010, b, 4));        /* no room */
+  /* A topology: node 0 a CPU, then two GPUs. */
+  char root[] = "/tmp/dv_kfd_XXXXXX";
+  assert_non_null(mkdtemp(root));
+  const unsigned long vers[3] = {0, 90010, 100300};
+  for (int n = 0; n < 3; n++) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/%d", root, n);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, sizeof path, "%s/%d/properties", root, n);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "cpu_cores_count %d\ngfx_target_version %lu\nsimd_count 4\n", n ? 0 : 8, vers[n]);
+    fclose(f);
+  }
+  unsetenv("HIP_VISIBLE_DEVICES"), unsetenv("ROCR_VISIBLE_DEVICES"), unsetenv("CUDA_VISIBLE_DEVICES");
+  assert_true(dv__hip_kfd_arch(root, 0, b, sizeof b));
+  assert_string_equal(b, "gfx90a");
+  assert_true(dv__hip_kfd_arch(root, 1, b, sizeof b));
+  assert_string_equal(b, "gfx1030");
+  assert_false(dv__hip_kfd_arch(root, 2, b, sizeof b)); /* no third GPU */
+  assert_false(dv__hip_kfd_arch("/nonexistent/kfd", 0, b, sizeof b));
+  setenv("HIP_VISIBLE_DEVICES", "1", 1); /* renumbered: the topology cannot say */
+  assert_false(dv__hip_kfd_arch(root, 0, b, sizeof b));
+  unsetenv("HIP_VISIBLE_DEVICES");
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  assert_int_equal(system(cmd), 0);
+}
+
 static void test_dynlib(void **state) {
   (void)state;
   char msg[512] = "";
@@ -399,6 +445,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_attributes),     cmocka_unit_test(test_memory_types_and_streams),
       cmocka_unit_test(test_copy2d),         cmocka_unit_test(test_slices),
       cmocka_unit_test(test_call_names),     cmocka_unit_test(test_out_pointers),
+      cmocka_unit_test(test_gfx_target),
   };
   return cmocka_run_group_tests_name(g_double ? "hip_backend.double" : "hip_backend.system", tests,
                                      NULL, NULL);
