@@ -133,6 +133,53 @@ static void test_open(void **state) {
   dv_config_destroy(cfg);
 }
 
+static dv_context *ctx_of(const char *backend) {
+  dv_config *cfg = NULL;
+  dv_context *c = NULL;
+  assert_ok(dv_config_create(&cfg));
+  assert_ok(dv_config_set(cfg, "backend", backend));
+  dv_status rc = dv_context_create(cfg, &c);
+  dv_config_destroy(cfg);
+  return rc ? NULL : c;
+}
+
+/* CUDA and HIP contexts in one process (both doubles on the library path):
+ * one host buffer registered through each is registered with each driver
+ * and released by each (the registry of pinned ranges is process-wide;
+ * its records say whose driver pinned them). */
+static void test_registered_by_both_drivers(void **state) {
+  (void)state;
+  dv_context *cc = ctx_of("cuda"), *hc = ctx_of("hip");
+  if (!cc || !hc) {
+    if (cc) dv_context_destroy(cc);
+    if (hc) dv_context_destroy(hc);
+    print_message("SKIPPED: test_registered_by_both_drivers: the CUDA test double is not on the "
+                  "library path\n");
+    skip();
+  }
+  static float buf[4096];
+  int64_t n = 4096;
+  const dv_dtype *dt = dv_dtype_get(DV_FLOAT32);
+  dv_array *a = NULL, *b = NULL, *d = NULL;
+  assert_ok(dv_host_array_wrap(cc, buf, 1, &n, dt, NULL, &a));
+  assert_ok(dv_host_array_wrap(hc, buf, 1, &n, dt, NULL, &b));
+  assert_ok(dv_array_register(a));
+  assert_ok(dv_array_register(b)); /* HIP's own registration, not CUDA's record */
+  assert_true(dv_array_is_pinned(a) && dv_array_is_pinned(b));
+  for (int i = 0; i < 4096; i++) buf[i] = (float)i;
+  assert_ok(dv_to_device(hc, b, NULL, 1, NULL, &d));
+  float back[4096];
+  dv_array *hb = NULL;
+  assert_ok(dv_host_array_wrap(hc, back, 1, &n, dt, NULL, &hb));
+  assert_ok(dv_copy_to_host(d, hb, NULL, NULL));
+  assert_memory_equal(back, buf, sizeof buf);
+  assert_ok(dv_array_deregister(a)); /* CUDA's, through CUDA */
+  assert_ok(dv_array_deregister(b)); /* HIP's, through HIP (refused if HIP never pinned it) */
+  dv_array_release(hb), dv_array_release(d), dv_array_release(a), dv_array_release(b);
+  assert_ok(dv_context_destroy(cc));
+  assert_ok(dv_context_destroy(hc));
+}
+
 /* ---- the translations, with no runtime ---- */
 
 /* Every CUDA entry point the shared code may call has a translation. */
@@ -447,6 +494,11 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_call_names),     cmocka_unit_test(test_out_pointers),
       cmocka_unit_test(test_gfx_target),
   };
+  if (argc > 1 && strcmp(argv[1], "beside-cuda") == 0) { /* both doubles on the library path */
+    g_double = true;
+    const struct CMUnitTest both[] = {cmocka_unit_test(test_registered_by_both_drivers)};
+    return cmocka_run_group_tests_name("hip_backend.beside_cuda", both, NULL, NULL);
+  }
   return cmocka_run_group_tests_name(g_double ? "hip_backend.double" : "hip_backend.system", tests,
                                      NULL, NULL);
 }

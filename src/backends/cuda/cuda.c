@@ -33,12 +33,13 @@
 static void *cu_lib;
 /* CUDA's own entry points, as loaded (the contexts reach them through dv__cuda_driver). */
 static dv_cu_api cuda_api;
-const dv_cu_driver dv__cuda_driver = {"CUDA", "cuda", &cuda_api, NULL, NULL, NULL};
+static atomic_int cuda_forked;
+const dv_cu_driver dv__cuda_driver = {.vendor = "CUDA", .backend = "cuda", .api = &cuda_api, .forked = &cuda_forked};
 static dv_status cu_load_status;
 static char cu_load_msg[512];
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 
-static void cu_after_fork_child(void) { atomic_store(&dv__cu_forked, 1); }
+static void cu_after_fork_child(void) { atomic_store(&cuda_forked, 1); }
 
 /* The driver's entry points (cuda_symbols.def).  cuEventElapsedTime_v2 falls
  * back to the old name, which has the same prototype; cuFuncGetParamInfo
@@ -221,7 +222,7 @@ dv_status dv__cu_open(const dv_cu_driver *drv, const dv_backend_config *cfg, voi
 
 void dv__cu_close(void *state) {
   cu_state *st = state;
-  if (atomic_load(&dv__cu_forked)) {
+  if (atomic_load(st->drv->forked)) {
     /* A child after fork: the driver's objects are the parent's; touch none
      * (the staging buffers' records and the kernel state are left). */
     dv__free(st);
@@ -401,6 +402,7 @@ dv_status dv__cub_host_alloc(void *state, size_t bytes, unsigned flags, void **h
     return cu_fail(r, "cuMemHostAlloc");
   }
   h->bytes = bytes;
+  h->drv = st->drv;
   if (flags & DV_HOSTMEM_MAPPED) {
     dv_CUdeviceptr d = 0;
     r = cu.cuMemHostGetDevicePointer_v2(&d, h->ptr, 0);
@@ -446,7 +448,7 @@ dv_status dv__cub_host_register(void *state, void *ptr, size_t bytes, unsigned f
   if (map) f |= DV_CU_MEMHOSTREGISTER_DEVICEMAP;
   /* Registered already (through another devarray context: the primary
    * context is shared and PORTABLE registrations are process-wide): share it. */
-  dv_cu_host *h = dv__cu_host_find_registered(ptr, bytes, map);
+  dv_cu_host *h = dv__cu_host_find_registered(st->drv, ptr, bytes, map);
   if (h) {
     if (map && dev_buf) {
       /* The mapping's address on this context's device: without unified
@@ -481,6 +483,7 @@ dv_status dv__cub_host_register(void *state, void *ptr, size_t bytes, unsigned f
   }
   h->ptr = ptr;
   h->bytes = bytes;
+  h->drv = st->drv;
   h->registered = true;
   if (map) {
     dv_CUdeviceptr d = 0;
@@ -654,7 +657,7 @@ static dv_status cu_copy_rect(cu_state *st, dv_bstream *s, const dv_rect *r) {
     const dv_memref *h = sd ? &r->dst : &r->src;
     size_t hp = sd ? r->dst_pitch : r->src_pitch, hs = sd ? r->dst_slice : r->src_slice;
     size_t span = (r->depth - 1) * hs + (r->height - 1) * hp + r->width;
-    if (!dv__cu_host_pinned(h->ptr, span)) {
+    if (!dv__cu_host_pinned(st->drv, h->ptr, span)) {
       dv_status crc = cu_refuse_capture(st, s);
       if (crc) return crc;
       /* A synchronous copy smaller than a chunk waits for its stream anyway:

@@ -71,15 +71,11 @@ const char *dv__cu_said(const dv_cu_driver *drv, const char *what, char *buf, si
   return buf;
 }
 
-/* Set in a child process after fork (cuda.c registers the handler): the
- * driver's state does not survive fork, so every call refuses. */
-atomic_int dv__cu_forked;
-
 /* Make the context current for one call (cheap when it already is). */
 dv_status dv__cu_enter_scope(cu_state *st, cu_scope *sc) {
   dv_CUcontext cur = NULL;
   sc->set = false;
-  if (atomic_load(&dv__cu_forked))
+  if (atomic_load(st->drv->forked))
     return dv__error(DV_ERR_MISUSE, "a %s context made before fork() used in the child process: the %s driver "
                                     "does not support that; create contexts after fork (or use spawn)",
                      st->drv->vendor, st->drv->vendor);

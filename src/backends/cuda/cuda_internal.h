@@ -46,6 +46,11 @@ typedef struct dv_cu_driver {
   /* The driver's legacy default stream is its NULL stream (HIP), not
    * CU_STREAM_LEGACY (0x1): the handle native_stream hands out for it. */
   bool legacy_is_null;
+  /* Nonzero in a child process after fork (set by the driver's atfork
+   * handler, registered when it loaded): this driver's state does not
+   * survive fork, so every entry of its contexts refuses (DV_ERR_MISUSE).
+   * One flag per driver: a child may use the driver its parent never loaded. */
+  atomic_int *forked;
 } dv_cu_driver;
 
 /* CUDA's own driver (cuda.c). */
@@ -117,8 +122,9 @@ struct cu_state {
    * (libamdhip64.so.5 holds hipRTC on ROCm 5; "": the default names).
    * Unused on CUDA. */
   char arch[64];
-  char rtc_library[256];
+  char rtc_library[DV_OPTION_STRING_MAX + 1]; /* never truncated: hiprtc.c refuses a long one */
   char runtime_library[64];
+  int rocm_major; /* the HIP runtime's major version (5, 6); 0 on CUDA */
   /* The legacy and per-thread default streams (stream_builtin). */
   struct dv_bstream legacy, per_thread;
 };
@@ -158,8 +164,6 @@ typedef struct cu_scope {
   bool set;
 } cu_scope;
 dv_status dv__cu_enter_scope(cu_state *st, cu_scope *sc);
-/* Nonzero in a child process after fork: every entry refuses (DV_ERR_MISUSE). */
-extern atomic_int dv__cu_forked;
 void dv__cu_leave(cu_scope *sc);
 #define cu_fail(r, what) dv__cu_fail(st->drv, (r), (what))
 #define CU_SCOPE(name) cu_scope name __attribute__((cleanup(dv__cu_leave))) = {NULL, NULL, false}
@@ -342,15 +346,17 @@ dv_status dv__cu_image_accept(const dv_cu_driver *drv, int kind);
  */
 typedef struct dv_cu_host {
   struct dv_cu_host *next;
+  const dv_cu_driver *drv; /* whose driver pinned it (CUDA and HIP contexts share the registry) */
   void *ptr;
   size_t bytes;
   bool registered; /* cuMemHostRegister; else cuMemHostAlloc */
   int refs;
   dv_CUdeviceptr dev; /* mapped: the device address */
 } dv_cu_host;
-bool dv__cu_host_pinned(const void *p, size_t n);
-void dv__cu_host_add(dv_cu_host *h);                                 /* refs = 1 */
-dv_cu_host *dv__cu_host_find_registered(void *p, size_t n, bool mapped); /* +1 ref, or NULL */
+bool dv__cu_host_pinned(const dv_cu_driver *drv, const void *p, size_t n);
+void dv__cu_host_add(dv_cu_host *h); /* refs = 1; h->drv set by the caller */
+dv_cu_host *dv__cu_host_find_registered(const dv_cu_driver *drv, void *p, size_t n,
+                                        bool mapped); /* +1 ref, or NULL */
 bool dv__cu_host_drop(dv_cu_host *h);                                /* -1 ref; true: last, unlinked */
 
 /* Pageable host memory through pinned staging, ordered on the stream

@@ -76,13 +76,14 @@
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static dv_cu_host *reg_head;
 
-bool dv__cu_host_pinned(const void *p, size_t n) {
+/* Pinned by drv: memory another driver pinned is pageable to this one. */
+bool dv__cu_host_pinned(const dv_cu_driver *drv, const void *p, size_t n) {
   uintptr_t a = (uintptr_t)p;
   bool yes = false;
   pthread_mutex_lock(&reg_lock);
   for (dv_cu_host *h = reg_head; h; h = h->next) {
     uintptr_t b = (uintptr_t)h->ptr;
-    if (a >= b && a - b < h->bytes) {
+    if (h->drv == drv && a >= b && a - b < h->bytes) {
       yes = n <= h->bytes - (a - b);
       break;
     }
@@ -99,11 +100,11 @@ void dv__cu_host_add(dv_cu_host *h) {
   pthread_mutex_unlock(&reg_lock);
 }
 
-dv_cu_host *dv__cu_host_find_registered(void *p, size_t n, bool mapped) {
+dv_cu_host *dv__cu_host_find_registered(const dv_cu_driver *drv, void *p, size_t n, bool mapped) {
   pthread_mutex_lock(&reg_lock);
   dv_cu_host *h = reg_head;
   for (; h; h = h->next)
-    if (h->registered && h->ptr == p && h->bytes == n && (!mapped || h->dev)) {
+    if (h->drv == drv && h->registered && h->ptr == p && h->bytes == n && (!mapped || h->dev)) {
       h->refs++;
       break;
     }

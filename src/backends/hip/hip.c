@@ -46,7 +46,7 @@ static void hip_version_text(char *buf, size_t cap) {
 
 /* The driver's state does not survive fork: contexts refuse in the child
  * (the flag the shared code reads). */
-static void hip_after_fork_child(void) { atomic_store(&dv__cu_forked, 1); }
+static void hip_after_fork_child(void) { atomic_store(&dv__hip_forked, 1); }
 
 static void hip_load(void) {
   /* The development symlink first (the ROCm a build environment chose),

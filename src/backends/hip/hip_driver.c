@@ -35,6 +35,7 @@
 #include "hiprtc.h"
 
 dv_hip_api dv__hip_api;
+atomic_int dv__hip_forked;
 dv_hipError_t (*dv__hip_get_props)(void *prop, int device);
 const char *dv__hip_lib_name = "libamdhip64";
 static int hip_version;
@@ -81,7 +82,14 @@ dv_CUresult dv__hip_result(dv_hipError_t e) {
 
 static dv_CUresult R(dv_hipError_t e) {
   dv_CUresult r = dv__hip_result(e);
-  if (r != DV_CUDA_SUCCESS) hip_last_error = e, hip_last_result = r;
+  hip_last_error = e, hip_last_result = r; /* a success clears it */
+  return r;
+}
+
+/* A result the translation made itself, without HIP (bad arguments, no
+ * memory): no HIP error stands behind it, so none is named. */
+static dv_CUresult OWN(dv_CUresult r) {
+  hip_last_error = 0, hip_last_result = 0;
   return r;
 }
 
@@ -311,7 +319,7 @@ static dv_CUresult t_cuDevicePrimaryCtxRetain(dv_CUcontext *c, dv_CUdevice d) {
   bool have = false;
   for (int i = 0; i < hip_nctx && !have; i++) have = hip_ctx[i].ctx == h;
   if (!have && hip_nctx < HIP_MAXCTX) hip_ctx[hip_nctx].ctx = h, hip_ctx[hip_nctx++].dev = d;
-  else if (!have) r = DV_CUDA_ERROR_INVALID_DEVICE; /* more than HIP_MAXCTX devices */
+  else if (!have) r = OWN(DV_CUDA_ERROR_INVALID_DEVICE); /* more than HIP_MAXCTX devices */
   pthread_mutex_unlock(&hip_ctx_lock);
   if (r) {
     H.hipDevicePrimaryCtxRelease(d);
@@ -330,7 +338,7 @@ static dv_CUresult t_cuDeviceTotalMem_v2(size_t *b, dv_CUdevice d) { return R(H.
 
 static dv_CUresult t_cuDeviceGetAttribute(int *v, dv_CUdevice_attribute a, dv_CUdevice d) {
   int h = dv__hip_attribute(a);
-  if (h < 0) return DV_CUDA_ERROR_INVALID_VALUE;
+  if (h < 0) return OWN(DV_CUDA_ERROR_INVALID_VALUE);
   dv_CUresult r = R(H.hipDeviceGetAttribute(v, h, d));
   if (a == DV_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN && (r || *v <= 0)) {
     /* No opt-in on AMD: the limit is the LDS a block may use. */
@@ -409,13 +417,13 @@ static dv_CUresult t_cuMemcpyDtoDAsync_v2(dv_CUdeviceptr d, dv_CUdeviceptr x, si
 static dv_CUresult t_cuMemcpy2DAsync_v2(const dv_CUDA_MEMCPY2D *c, dv_CUstream s) {
   dv_hip_Memcpy2D h;
   dv_CUresult r = dv__hip_copy2d(c, hip_version, &h);
-  return r ? r : R(H.hipMemcpyParam2DAsync(&h, HS(s)));
+  return r ? OWN(r) : R(H.hipMemcpyParam2DAsync(&h, HS(s)));
 }
 static dv_CUresult t_cuMemcpy3DAsync_v2(const dv_CUDA_MEMCPY3D *c, dv_CUstream s) {
   for (size_t z = 0; z < c->Depth; z++) {
     dv_hip_Memcpy2D h;
     dv_CUresult r = dv__hip_slice2d(c, z, hip_version, &h);
-    if (!r) r = R(H.hipMemcpyParam2DAsync(&h, HS(s)));
+    r = r ? OWN(r) : R(H.hipMemcpyParam2DAsync(&h, HS(s)));
     if (r) return r;
   }
   return DV_CUDA_SUCCESS;
@@ -426,7 +434,7 @@ static dv_CUresult t_cuMemsetD8Async(dv_CUdeviceptr d, unsigned char v, size_t n
 static dv_CUresult t_cuMemcpyPeerAsync(dv_CUdeviceptr d, dv_CUcontext dc, dv_CUdeviceptr x, dv_CUcontext sc,
                                        size_t n, dv_CUstream s) {
   int dd = hip_device_of(dc), sd = hip_device_of(sc);
-  if (dd < 0 || sd < 0) return DV_CUDA_ERROR_INVALID_CONTEXT;
+  if (dd < 0 || sd < 0) return OWN(DV_CUDA_ERROR_INVALID_CONTEXT);
   return R(H.hipMemcpyPeerAsync((void *)(uintptr_t)d, dd, (void *)(uintptr_t)x, sd, n, HS(s)));
 }
 
@@ -462,9 +470,11 @@ static void hip_hostfn_trampoline(dv_CUstream s, dv_CUresult status, void *arg) 
 }
 
 static dv_CUresult t_cuLaunchHostFunc(dv_CUstream s, dv_CUhostFn fn, void *user) {
-  if (H.hipLaunchHostFunc) return R(H.hipLaunchHostFunc(HS(s), fn, user));
+  /* ROCm 5.2 declares hipLaunchHostFunc as beta (graph capture): the
+   * callback path below until ROCm 5.3, where it became a stream operation. */
+  if (H.hipLaunchHostFunc && hip_version >= 50300000) return R(H.hipLaunchHostFunc(HS(s), fn, user));
   hip_hostfn *h = dv__malloc(sizeof *h);
-  if (!h) return DV_CUDA_ERROR_OUT_OF_MEMORY;
+  if (!h) return OWN(DV_CUDA_ERROR_OUT_OF_MEMORY);
   h->fn = fn, h->user = user;
   dv_CUresult r = t_cuStreamAddCallback(s, hip_hostfn_trampoline, h, 0);
   if (r) dv__free(h);
@@ -488,7 +498,7 @@ static void hip_cb_trampoline(dv_hipStream_t s, dv_hipError_t status, void *arg)
 
 static dv_CUresult t_cuStreamAddCallback(dv_CUstream s, dv_CUstreamCallback fn, void *user, unsigned f) {
   hip_cb *c = dv__malloc(sizeof *c);
-  if (!c) return DV_CUDA_ERROR_OUT_OF_MEMORY;
+  if (!c) return OWN(DV_CUDA_ERROR_OUT_OF_MEMORY);
   c->fn = fn, c->user = user, c->s = s;
   dv_CUresult r = R(H.hipStreamAddCallback(HS(s), hip_cb_trampoline, c, f));
   if (r) dv__free(c);
@@ -619,7 +629,8 @@ bool dv__hip_gfx_name(unsigned long v, char *buf, size_t cap) {
 }
 
 bool dv__hip_kfd_arch(const char *root, int ordinal, char *buf, size_t cap) {
-  if (getenv("HIP_VISIBLE_DEVICES") || getenv("ROCR_VISIBLE_DEVICES") || getenv("CUDA_VISIBLE_DEVICES"))
+  if (getenv("HIP_VISIBLE_DEVICES") || getenv("ROCR_VISIBLE_DEVICES") || getenv("CUDA_VISIBLE_DEVICES") ||
+      getenv("GPU_DEVICE_ORDINAL"))
     return false; /* renumbered: the topology's order is not the runtime's */
   int gpu = 0;
   for (int node = 0; node < 256; node++) {
@@ -669,6 +680,7 @@ static void hip_fill_info(cu_state *st, const dv_backend_config *cfg) {
   hip_read_arch(st, cfg);
   snprintf(st->rtc_library, sizeof st->rtc_library, "%s", cfg && cfg->hiprtc_library ? cfg->hiprtc_library : "");
   snprintf(st->runtime_library, sizeof st->runtime_library, "%s", dv__hip_lib_name ? dv__hip_lib_name : "");
+  st->rocm_major = hip_version / 10000000;
 }
 
 const dv_cu_driver dv__hip_driver = {
@@ -679,4 +691,5 @@ const dv_cu_driver dv__hip_driver = {
     .call_name = dv__hip_call_name,
     .kops = &dv__hip_kernel_ops, /* hipRTC (hiprtc.c) */
     .legacy_is_null = true,
+    .forked = &dv__hip_forked,
 };

@@ -38,6 +38,9 @@ bool dv__hip_kfd_arch(const char *root, int ordinal, char *buf, size_t cap);
 /* "gfx" + the version's major (decimal), minor and stepping (hex digits). */
 bool dv__hip_gfx_name(unsigned long version, char *buf, size_t cap);
 
+/* Set in a child after fork (hip.c's atfork handler): HIP contexts refuse. */
+extern atomic_int dv__hip_forked;
+
 /* The HIP driver: vendor "HIP", backend "hip", the translations. */
 extern const dv_cu_driver dv__hip_driver;
 

@@ -311,7 +311,11 @@ static dv_status hipk_rtc(cu_state *st, const dv_hiprtc **rtc) {
                      "HIP: the device's gfx target is %s%s%s, so kernels cannot be compiled for it "
                      "(name it with the hip_arch option, e.g. gfx90a)",
                      st->arch[0] ? "\"" : "unknown", st->arch, st->arch[0] ? "\", not a gfx name" : "");
-  return dv__hiprtc_load(st->rtc_library, st->runtime_library, rtc);
+  /* On a ROCm 5 runtime, its own hipRTC first: a ROCm 6 libhiprtc found
+   * beside it would bring a second runtime and a compiler of another ROCm. */
+  const char *lib = st->rtc_library;
+  if (!lib[0] && st->rocm_major == 5 && st->runtime_library[0]) lib = st->runtime_library;
+  return dv__hiprtc_load(lib, st->runtime_library, rtc);
 }
 
 static dv_status hipk_target_id(cu_state *st, char *buf, size_t cap) {
