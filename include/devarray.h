@@ -319,7 +319,9 @@ typedef struct dv_device_info {
  * then hip (AMD GPUs through AMD's HIP runtime, libamdhip64 of ROCm 5 or 6),
  * then an OpenCL GPU, then the host simulator, which is always there.  The
  * CUDA backend's device is the `cuda_device` option (DV_CUDA_DEVICE), the
- * HIP backend's `hip_device` (DV_HIP_DEVICE): ordinals, default 0; the
+ * HIP backend's `hip_device` (DV_HIP_DEVICE): ordinals, default 0 (its
+ * kernels are compiled for `hip_arch`, DV_HIP_ARCH, when set, else the
+ * device's gfx target; `hiprtc_library`, DV_HIPRTC_LIBRARY, names hipRTC); the
  * `device` option (DV_DEVICE) names the device of whichever backend is
  * chosen and yields to the backend's own option where that is set.  The OpenCL
  * backend's device is the `opencl_device` option (DV_OPENCL_DEVICE:
