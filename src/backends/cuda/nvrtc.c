@@ -5,7 +5,6 @@
  */
 #include "nvrtc.h"
 
-#include <ctype.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -13,6 +12,7 @@
 #include <string.h>
 
 #include "../../core/core.h"
+#include "../rtcopts.h"
 
 /* One loaded library, found again by the name it was opened with (nv.name):
  * a search tries names in turn, so the same file named twice is one record
@@ -268,16 +268,10 @@ dv_status dv__nvrtc_compile(const dv_nvrtc *nv, const char *name, const char *so
    * ignores -lineinfo (NVRTC 13), and -G's debug information has the lines. */
   if (flags & DV_BUILD_DEBUG) opts[nopts++] = "-G";
   const int fixed = nopts;
-  for (char *p = uopts; *p;) {
-    while (*p && isspace((unsigned char)*p)) *p++ = 0;
-    if (!*p) break;
-    if (nopts == DV__NVRTC_MAXOPTS) {
-      dv__free(uopts);
-      return dv__error(DV_ERR_INVALID_ARGUMENT, "program %s: more than %d NVRTC options", name,
-                       DV__NVRTC_MAXOPTS - fixed);
-    }
-    opts[nopts++] = p;
-    while (*p && !isspace((unsigned char)*p)) p++;
+  if (!dv__rtc_split_options(uopts, opts, &nopts, DV__NVRTC_MAXOPTS)) {
+    dv__free(uopts);
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "program %s: more than %d NVRTC options", name,
+                     DV__NVRTC_MAXOPTS - fixed);
   }
 
   const dv_nvrtc_api *f = &nv->api;
@@ -295,11 +289,7 @@ dv_status dv__nvrtc_compile(const dv_nvrtc *nv, const char *name, const char *so
     if (r == DV_NVRTC_ERROR_INVALID_OPTION) {
       /* NVRTC may say nothing more: name the options in the log. */
       char head[2048];
-      size_t k = (size_t)snprintf(head, sizeof head, "NVRTC %d.%d rejected an option:", nv->major,
-                                  nv->minor);
-      for (int i = 0; i < nopts && k < sizeof head; i++)
-        k += (size_t)snprintf(head + k, sizeof head - k, " %s", opts[i]);
-      if (k < sizeof head) snprintf(head + k, sizeof head - k, "\n");
+      dv__rtc_rejected_note(head, sizeof head, "NVRTC", nv->major, nv->minor, opts, nopts);
       out->log = dv__prepend(out->log, head);
     }
     rc = dv__error(DV_ERR_COMPILE, "NVRTC could not compile %s for %s: %s", name, arch,

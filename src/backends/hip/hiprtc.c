@@ -15,6 +15,7 @@
 #include "../../core/core.h"
 #include "../backend.h"
 #include "../dynlib.h"
+#include "../rtcopts.h"
 
 /* ---- loading ---------------------------------------------------------------------------- */
 
@@ -172,19 +173,10 @@ dv_status dv__hiprtc_compile(const dv_hiprtc *rtc, const char *name, const char 
     opts[nopts++] = "-O3";
   }
   const int fixed = nopts;
-  char *p = copy;
-  while (*p) {
-    if (isspace((unsigned char)*p)) {
-      *p++ = 0;
-      continue;
-    }
-    if (nopts == DV__HIPRTC_MAXOPTS) {
-      dv__free(copy);
-      return dv__error(DV_ERR_INVALID_ARGUMENT, "program %s: more than %d hipRTC options", name,
-                       DV__HIPRTC_MAXOPTS - fixed);
-    }
-    opts[nopts++] = p;
-    while (*p && !isspace((unsigned char)*p)) p++;
+  if (!dv__rtc_split_options(copy, opts, &nopts, DV__HIPRTC_MAXOPTS)) {
+    dv__free(copy);
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "program %s: more than %d hipRTC options", name,
+                     DV__HIPRTC_MAXOPTS - fixed);
   }
   const dv_hiprtc_api *f = &rtc->api;
   dv_hiprtcProgram prog = NULL;
@@ -201,13 +193,8 @@ dv_status dv__hiprtc_compile(const dv_hiprtc *rtc, const char *name, const char 
   dv_status rc = DV_OK;
   if (r == DV_HIPRTC_ERROR_COMPILATION || r == DV_HIPRTC_ERROR_INVALID_OPTION) {
     char head[2048] = "";
-    if (r == DV_HIPRTC_ERROR_INVALID_OPTION) {
-      size_t k = (size_t)snprintf(head, sizeof head, "hipRTC %d.%d rejected an option:", rtc->major,
-                                  rtc->minor);
-      for (int i = 0; i < nopts && k < sizeof head; i++)
-        k += (size_t)snprintf(head + k, sizeof head - k, " %s", opts[i]);
-      if (k < sizeof head) snprintf(head + k, sizeof head - k, "\n");
-    }
+    if (r == DV_HIPRTC_ERROR_INVALID_OPTION)
+      dv__rtc_rejected_note(head, sizeof head, "hipRTC", rtc->major, rtc->minor, opts, nopts);
     out->log = hiprtc_log(rtc, prog, head[0] ? head : NULL);
     rc = dv__error(DV_ERR_COMPILE, "hipRTC could not compile %s for %s: %s", name, arch, es);
   } else if (r != DV_HIPRTC_SUCCESS) {
