@@ -266,6 +266,9 @@ int main(int argc, char **argv) {
     perror("mkdtemp");
     return 1;
   }
+  /* hipcc's clang leaves a temporary folder per offload target in TMPDIR
+   * (/tmp/<unit>-XXXXXX): here they go into g_dir, removed at the end. */
+  setenv("TMPDIR", g_dir, 1);
   char *probe[] = {(char *)g_hipcc, "--version", NULL};
   char log[600];
   snprintf(log, sizeof log, "%s/version.log", g_dir);
