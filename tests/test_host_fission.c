@@ -806,6 +806,44 @@ static void test_fault_in_fission_function(void **state) {
   }
 }
 
+/* 8. a fault the runtime raises inside a fission function (its threads'
+ * records are made only then): the report names the block and thread, and
+ * the blocks of the next launch start clean */
+static const char *k_big_shared =
+    "DV_KERNEL(big_sync, DV_ARRAY(int, a)) {\n"
+    "  DV_BIND(int, a);\n"
+    "  DV_SHARED(int, s, 8192); /* 32 KiB */\n"
+    "  int t = dv_thread_idx(0);\n"
+    "  s[t] = t + 1;\n"
+    "  dv_syncthreads();\n"
+    "  a[dv_global_id(0)] = s[(t + 1) % dv_block_dim(0)];\n"
+    "}\n";
+
+static void test_runtime_fault_in_fission_function(void **state) {
+  (void)state;
+  dv_context *c = mode_ctx("fast");
+  dv_module *m = build(c, 0, "big_sync", k_big_shared, "big_sync", "accepted");
+  dv_kernel *k = test_kernel(m, "big_sync");
+  int init[256] = {0};
+  dv_array *da = test_dev_from(c, init, 256, DV_INT32);
+  dv_arg a[] = {DV_ARG_ARRAY(da)};
+  dv_launch_config lc = {{4, 1, 1}, {64, 1, 1}, 20000, NULL}; /* 32 KiB + 20,000 B > 48 KiB */
+  assert_status(dv_kernel_launch(k, &lc, 1, a), DV_ERR_KERNEL_FAULT);
+  const char *e = dv_last_error();
+  if (!strstr(e, "kernel big_sync, block (0,0,0), thread (0,0,0)") ||
+      !strstr(e, "shared memory exceeds"))
+    fail_msg("the report: %s", e);
+  lc.dynamic_shared = 0; /* fits: every block runs, in the same executors */
+  assert_ok(dv_kernel_launch(k, &lc, 1, a));
+  int got[256];
+  test_to_host(da, got);
+  for (int i = 0; i < 256; i++)
+    if (got[i] != (i % 64 + 1) % 64 + 1) fail_msg("a[%d] = %d", i, got[i]);
+  dv_array_release(da);
+  dv_module_release(m);
+  assert_ok(dv_context_destroy(c));
+}
+
 int main(int argc, char **argv) {
   const char *names[] = {"libclang.so.1", "libclang-19.so.1", "libclang-18.so.1",
                          "libclang-17.so.1", "libclang-16.so.1", "libclang-15.so.1",
@@ -837,6 +875,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_big_frame_declines),
       cmocka_unit_test(test_local_types_and_register),
       cmocka_unit_test(test_fault_names_no_later_thread),
+      cmocka_unit_test(test_runtime_fault_in_fission_function),
   };
   return kernel_suite_end(g_cache_dir, test_main(argc, argv, "host_fission", tests,
                                                  sizeof tests / sizeof tests[0]));

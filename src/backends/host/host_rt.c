@@ -66,7 +66,25 @@ void hk_thread_name(const hk_exec *ex, int i, char *buf, size_t cap) {
   snprintf(buf, cap, "thread (%u,%u,%u)", t[0], t[1], t[2]);
 }
 
+/* The threads' records of a fission function's block, made when needed,
+ * as hk_loop_sync makes them for a block function: the threads before the
+ * running one ended, those after it are new. */
+static void hk_states_make(hk_exec *ex) {
+  if (ex->states_valid) return;
+  for (int j = 0; j < ex->n; j++) {
+    hk_thr *h = &ex->thr[j];
+    h->state = j < ex->cur ? HK_T_EXIT : HK_T_NEW, h->fib = NULL, h->op = -1, h->wphase = 0;
+    h->self = NULL;
+  }
+  hk_thr *h = &ex->thr[ex->cur];
+  h->state = HK_T_RUN;
+  h->fib = ex->rfib;
+  h->self = ex->self ? *ex->self : NULL;
+  ex->states_valid = true;
+}
+
 void hk_fault_stop(hk_exec *ex) {
+  hk_states_make(ex);
   ex->thr[ex->cur].state = HK_T_FAULT;
   fb_yield(&ex->rfib->f, true); /* not `done`: its stack is abandoned */
   __builtin_trap();             /* never resumed */
@@ -124,6 +142,17 @@ void hk_loop_sync(hk_exec *ex) {
   hk_fib *fb = ex->rfib;
   dv__hthread *t = *ex->self; /* the block function's record */
   const int i = t->tid[0] + t->bdim[0] * (t->tid[1] + t->bdim[1] * t->tid[2]);
+  if (ex->in_fis && !ex->states_valid) {
+    /* A fission function: no thread ever waits (its barriers are the ends of
+     * its loops), so only the running thread's index is kept; the records
+     * are made if a thread faults (hk_fault_stop) or waits after all
+     * (hk_wait, hk_wave_op: never from a fission function).  Making them
+     * here cost three passes over the block's threads a block, a light
+     * kernel's most expensive part (issue 23's reduction). */
+    fb->loop_done = i;
+    ex->cur = i;
+    return;
+  }
   if (!ex->states_valid) { /* the block's first runtime call: the threads before i ended */
     for (int j = 0; j < ex->n; j++) {
       hk_thr *h = &ex->thr[j];
@@ -273,6 +302,7 @@ static void *hk_rt_dyn_take_item(size_t *cursor, size_t bytes, size_t align, siz
  * the same call stack); the last one of the pass goes back to the
  * scheduler, which decides whom a barrier releases. */
 static void hk_wait(hk_exec *ex, int state, int site, int line) {
+  hk_states_make(ex); /* never needed: a fission function has no waits */
   int i = ex->cur;
   hk_thr *thr = ex->thr, *t = &thr[i];
   hk_fib *lf = ex->rfib;
@@ -342,6 +372,7 @@ const char *const hk_wave_names[HK_NWAVE_OPS] = {
  * overwritten before the whole wave read it.  A wave of one lane (the
  * block's partial last wave, or host_wave_size 1) needs no wait. */
 static dv_u64 hk_wave_op(hk_exec *ex, int op, dv_u64 v, int arg, int site, int line) {
+  hk_states_make(ex); /* never needed: a fission function has no wave operations */
   const int W = ex->k->wave, n = ex->n, i = ex->cur;
   if (op < 0 || op >= HK_NWAVE_OPS)
     hk_fault(ex, "unknown wave operation %d (%s:%d)", op, ex->m->name, line);
