@@ -844,6 +844,47 @@ static void test_runtime_fault_in_fission_function(void **state) {
   assert_ok(dv_context_destroy(c));
 }
 
+/* 9. dv_global_id past INT_MAX: the pass's functions compute it in int, so a
+ * launch with more threads in a dimension than an int holds runs without
+ * them (host_fission_gen.c); the last block's ids are exact */
+static const char *k_big_grid =
+    "DV_KERNEL(big_grid, DV_ARRAY(dv_i64, out)) {\n"
+    "  DV_BIND(dv_i64, out);\n"
+    "  if (dv_block_idx(0) < dv_grid_dim(0) - 1) return;\n"
+    "  int t = dv_thread_idx(0);\n"
+    "  out[t] = 0;\n"
+    "  dv_syncthreads();\n"
+    "  for (int k = 0; k < 2; k++) out[t] += dv_global_id(0);\n"
+    "}\n";
+
+static void test_global_id_past_int(void **state) {
+  (void)state;
+  dv_context *c = mode_ctx("fast");
+  dv_module *m = build(c, 0, "big_grid", k_big_grid, "big_grid", "accepted");
+  dv_kernel *k = test_kernel(m, "big_grid");
+  int64_t init[1024] = {0};
+  dv_array *d = test_dev_from(c, init, 1024, DV_INT64);
+  dv_arg a[] = {DV_ARG_ARRAY(d)};
+  const uint32_t blocks = (1u << 21) + 1; /* 1024 threads each: 2^31 + 1024 threads */
+  dv_launch_config lc = {{blocks, 1, 1}, {1024, 1, 1}, 0, NULL};
+  assert_ok(dv_kernel_launch(k, &lc, 1, a));
+  int64_t got[1024];
+  test_to_host(d, got);
+  for (int t = 0; t < 1024; t++) {
+    int64_t want = 2 * ((int64_t)(blocks - 1) * 1024 + t);
+    if (got[t] != want) fail_msg("out[%d] = %lld, not %lld", t, (long long)got[t], (long long)want);
+  }
+  /* and within an int, the same kernel on the pass's function */
+  lc.grid.x = 3;
+  assert_ok(dv_kernel_launch(k, &lc, 1, a));
+  test_to_host(d, got);
+  for (int t = 0; t < 1024; t++)
+    if (got[t] != 2 * (2048 + t)) fail_msg("small grid: out[%d] = %lld", t, (long long)got[t]);
+  dv_array_release(d);
+  dv_module_release(m);
+  assert_ok(dv_context_destroy(c));
+}
+
 int main(int argc, char **argv) {
   const char *names[] = {"libclang.so.1", "libclang-19.so.1", "libclang-18.so.1",
                          "libclang-17.so.1", "libclang-16.so.1", "libclang-15.so.1",
@@ -876,6 +917,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_local_types_and_register),
       cmocka_unit_test(test_fault_names_no_later_thread),
       cmocka_unit_test(test_runtime_fault_in_fission_function),
+      cmocka_unit_test(test_global_id_past_int),
   };
   return kernel_suite_end(g_cache_dir, test_main(argc, argv, "host_fission", tests,
                                                  sizeof tests / sizeof tests[0]));

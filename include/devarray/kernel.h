@@ -1304,7 +1304,16 @@ DV__HOST_CAS_BITS(dv_atomic_cas_f64, double)
 /* ========================================================================== */
 
 /* Common to every backend. */
+#ifdef DV_BACKEND_HOST
+/* The host simulator's region fission (host_fission_gen.c) declares dv__gidt
+ * int inside its block functions, which it runs only for launches whose
+ * threads per dimension fit an int: the index is then affine in the
+ * thread's, and the loops over a block's threads vectorize. */
+typedef dv_i64 dv__gidt;
+#define dv_global_id(d) ((dv_i64)((dv__gidt)dv_block_idx(d) * dv_block_dim(d) + dv_thread_idx(d)))
+#else
 #define dv_global_id(d) ((dv_i64)dv_block_idx(d) * dv_block_dim(d) + dv_thread_idx(d))
+#endif
 #define dv_global_size(d) ((dv_i64)dv_grid_dim(d) * dv_block_dim(d))
 /* OpenCL spellings, readable on every backend. */
 #define dv_local_id(d) dv_thread_idx(d)

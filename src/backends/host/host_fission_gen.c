@@ -118,7 +118,8 @@ void hf_emit(hf *h, unsigned s, unsigned e, int skip_edit) {
     if (d->kind == E_REF)
       hf_printf(h, "(dv__v%d[dv__i])", d->arg);
     else if (d->kind == E_RET)
-      hf_printf(h, "do { dv__done[dv__i] = 1; goto dv__n%d; } while (0)", h->cur_region);
+      hf_printf(h, "do { dv__done[dv__i] = 1; dv__ndone = 1; goto dv__n%d%s; } while (0)",
+                h->cur_region, h->lsuf ? h->lsuf : "");
     else if (d->kind == E_DECL)
       hf_emit_decl(h, d->arg);
     pos = d->e;
@@ -128,6 +129,42 @@ void hf_emit(hf *h, unsigned s, unsigned e, int skip_edit) {
 
 
 /* ---- generation (plan: register the regions; else: write them) ---------- */
+
+/* One loop over the block's threads around the stretch [s, e); `skip`: the
+ * threads that returned are skipped; `lsuf` tells its label from the other
+ * loop's. */
+static void hf_region_loop(hf *h, unsigned s, unsigned e, const char *pre, const char *post,
+                           const char *rec, bool skip, const char *lsuf) {
+  int r = h->cur_region;
+  h->lsuf = lsuf;
+  hf_printf(h, "\n  for (int dv__z = 0; dv__z < dv__bz; dv__z++) { %stid[2] = dv__z;\n"
+               "  for (int dv__y = 0; dv__y < dv__by; dv__y++) { %stid[1] = dv__y;\n"
+               "  for (int dv__x = 0; dv__x < dv__bx; dv__x++) { %stid[0] = dv__x;\n"
+               "  const int dv__i = dv__x + dv__bx * (dv__y + dv__by * dv__z); (void)dv__i;\n",
+            rec, rec, rec);
+  if (skip) hf_printf(h, "  if (dv__done[dv__i]) continue;\n");
+  /* the locals declared again in each region (host_fission.c: remat) */
+  for (int d = 0; d < h->nn; d++) {
+    if (h->n[d].kind != K_DECLSTMT || h->n[d].e > s) continue;
+    bool re = false;
+    for (int c = h->n[d].first; c >= 0; c = h->n[c].next)
+      if (h->n[c].kind == K_VAR && h->vars[h->n[c].var].remat) re = true;
+    if (!re) continue;
+    hf_put(h, "  ", 2);
+    hf_put(h, h->src + h->n[d].s, h->n[d].e - h->n[d].s);
+    hf_put(h, ";", 1);
+    for (int c = h->n[d].first; c >= 0; c = h->n[c].next) {
+      unsigned a = h->n[c].loc, b = a;
+      while (hf_idch(h->src[b])) b++;
+      if (h->n[c].kind == K_VAR) hf_printf(h, " (void)%.*s;", (int)(b - a), h->src + a);
+    }
+    hf_put(h, "\n", 1);
+  }
+  hf_printf(h, "  {%s", pre ? pre : "");
+  hf_emit(h, s, e, -1);
+  hf_printf(h, "%s\n  }\n  dv__n%d%s:;\n  }}}", post ? post : "", r, lsuf);
+  h->lsuf = NULL;
+}
 
 static void hf_region(hf *h, bool plan, unsigned s, unsigned e, const char *pre,
                       const char *post) {
@@ -152,32 +189,20 @@ static void hf_region(hf *h, bool plan, unsigned s, unsigned e, const char *pre,
   if (!calls) /* a fault's report names the record's thread "or one after it": the first */
     hf_printf(h, "\n  dv__t->tid[0] = dv__t->tid[1] = dv__t->tid[2] = 0;"
                  "\n  { dv__hthread dv__r = *dv__t; const dv__hthread *const dv__self = &dv__r;");
-  hf_printf(h, "\n  for (int dv__z = 0; dv__z < dv__bz; dv__z++) { %stid[2] = dv__z;\n"
-               "  for (int dv__y = 0; dv__y < dv__by; dv__y++) { %stid[1] = dv__y;\n"
-               "  for (int dv__x = 0; dv__x < dv__bx; dv__x++) { %stid[0] = dv__x;\n"
-               "  const int dv__i = dv__x + dv__bx * (dv__y + dv__by * dv__z); (void)dv__i;\n",
-            rec, rec, rec);
-  if (h->has_ret) hf_printf(h, "  if (dv__done[dv__i]) continue;\n");
-  /* the locals declared again in each region (host_fission.c: remat) */
-  for (int d = 0; d < h->nn; d++) {
-    if (h->n[d].kind != K_DECLSTMT || h->n[d].e > s) continue;
-    bool re = false;
-    for (int c = h->n[d].first; c >= 0; c = h->n[c].next)
-      if (h->n[c].kind == K_VAR && h->vars[h->n[c].var].remat) re = true;
-    if (!re) continue;
-    hf_put(h, "  ", 2);
-    hf_put(h, h->src + h->n[d].s, h->n[d].e - h->n[d].s);
-    hf_put(h, ";", 1);
-    for (int c = h->n[d].first; c >= 0; c = h->n[c].next) {
-      unsigned a = h->n[c].loc, b = a;
-      while (hf_idch(h->src[b])) b++;
-      if (h->n[c].kind == K_VAR) hf_printf(h, " (void)%.*s;", (int)(b - a), h->src + a);
-    }
-    hf_put(h, "\n", 1);
+  /* With early returns, the threads that returned are skipped, but only
+   * once one has: a loop with that test does not vectorize, so the region
+   * has two, and the one without runs while no thread has returned. */
+  if (h->has_ret) {
+    hf_printf(h, "\n  if (!dv__ndone) {");
+    hf_region_loop(h, s, e, pre, post, rec, false, "");
+    hf_printf(h, "\n  } else {");
+    hf_region_loop(h, s, e, pre, post, rec, true, "_r");
+    hf_printf(h, "\n  }");
+  } else {
+    hf_region_loop(h, s, e, pre, post, rec, false, "");
   }
-  hf_printf(h, "  {%s", pre ? pre : "");
-  hf_emit(h, s, e, -1);
-  hf_printf(h, "%s\n  }\n  dv__n%d:;\n  }}}%s\n", post ? post : "", r, calls ? "" : " }");
+  if (!calls) hf_printf(h, " }");
+  hf_printf(h, "\n");
 }
 
 static void hf_barrier_check(hf *h, int call) {
@@ -190,7 +215,7 @@ static void hf_barrier_check(hf *h, int call) {
   unsigned k = h->n[call].e - 1;
   while (k > j && s[k] != ',') k--;
   int line = atoi(s + k + 1);
-  hf_printf(h, "\n  { int dv__a = 0;\n"
+  hf_printf(h, "\n  if (dv__ndone) { int dv__a = 0;\n"
                "    for (int dv__j = 0; dv__j < dv__n; dv__j++) dv__a += dv__done[dv__j];\n"
                "    if (dv__a == dv__n) goto dv__end;\n"
                "    if (dv__a) {\n"
@@ -321,10 +346,17 @@ bool hf_write(hf *h, int root, int param1, int body, const char *name) {
   hf_printf(h, ";\n    if ((size_t)dv__self->bdim[0] * (size_t)dv__self->bdim[1] * "
                "(size_t)dv__self->bdim[2] * dv__per + dv__frame > dv__fis_room) { "
                "dv__self->stop = 2; return; } }\n");
+  /* dv_global_id in int (kernel.h's dv__gidt), so that it is affine in the
+   * thread index for the vectorizer: a launch with more threads in a
+   * dimension than an int holds runs as without the pass. */
+  hf_printf(h, "  for (int dv__d = 0; dv__d < 3; dv__d++)\n"
+               "    if ((long long)dv__self->gdim[dv__d] * dv__self->bdim[dv__d] > 2147483647) { "
+               "dv__self->stop = 2; return; }\n");
   hf_printf(h, "  dv__hthread *const dv__in = dv__self, dv__l = *dv__self, *const dv__t = &dv__l;\n"
                "  (void)dv__in;\n"
                "  dv__self = dv__t;\n  {\n"
                "  const dv__hthread *const dv__self = dv__t;\n"
+               "  typedef int dv__gidt;\n"
                "  const int dv__bx = dv__t->bdim[0], dv__by = dv__t->bdim[1], "
                "dv__bz = dv__t->bdim[2];\n"
                "  const int dv__n = dv__bx * dv__by * dv__bz; (void)dv__n;\n");
@@ -332,7 +364,7 @@ bool hf_write(hf *h, int root, int param1, int body, const char *name) {
     if (h->vars[v].lift) hf_printf(h, "  __typeof__(%s) dv__v%d[dv__n];\n", h->vars[v].type, v);
   if (h->has_ret)
     hf_printf(h, "  unsigned char dv__done[dv__n];\n  __builtin_memset(dv__done, 0, "
-                 "sizeof dv__done);\n");
+                 "sizeof dv__done);\n  int dv__ndone = 0; /* whether a thread returned */\n");
   if (h->has_loops) hf_printf(h, "  unsigned char dv__cv[dv__n];\n");
   for (int k = 0; k < h->ned; k++)
     if (h->ed[k].kind == E_DROP) {

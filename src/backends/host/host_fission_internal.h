@@ -56,6 +56,7 @@ typedef struct hf {
   hf_reg *reg;
   int nreg;
   int cur_region;  /* while emitting */
+  const char *lsuf; /* while emitting: the suffix of the region's label (its two loops) */
   bool has_ret, has_loops, oom;
   int nparams;
   int nuni, nremat, nimp; /* uniform loops; locals declared again in each region */
