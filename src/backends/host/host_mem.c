@@ -229,9 +229,11 @@ static void hb_block_init(hb_state *st, hb_block *b, size_t bytes, size_t charge
   b->bytes = bytes;
   b->charged = charged;
   b->data = b->base + HB_FRONT;
-  atomic_store(&b->refs, 1);
-  atomic_store(&b->freed, false);
-  atomic_store(&b->kernel_users, 0);
+  /* Not yet shared (the caller publishes it under the state's lock or by
+   * returning it): plain stores, not three locked exchanges. */
+  atomic_store_explicit(&b->refs, 1, memory_order_relaxed);
+  atomic_store_explicit(&b->freed, false, memory_order_relaxed);
+  atomic_store_explicit(&b->kernel_users, 0, memory_order_relaxed);
   if (st->guard) {
     memset(b->base, HB_GUARD_BYTE, HB_FRONT);
     memset(b->data + bytes, HB_GUARD_BYTE, total - HB_FRONT - bytes);
