@@ -163,7 +163,7 @@ static dv_status dv__foreign_release(dv_alloc *a) {
 }
 
 void dv__alloc_release(dv_alloc *a) {
-  if (!a || atomic_fetch_sub(&a->refs, 1) != 1) return;
+  if (!a || !dv__ref_drop(&a->refs)) return;
   dv_context *ctx = a->ctx;
   if (a->reg_count > 0) {
     a->reg_count = 0;
@@ -259,7 +259,7 @@ dv_array *dv_array_retain(dv_array *a) {
 }
 
 void dv_array_release(dv_array *a) {
-  if (!a || atomic_fetch_sub(&a->refs, 1) != 1) return;
+  if (!a || !dv__ref_drop(&a->refs)) return;
   dv_alloc *al = a->alloc;
   bool embedded = dv__array_embedded(a);
   dv_dtype_release(a->dtype);

@@ -62,6 +62,15 @@ static inline bool dv__add_overflow(int64_t a, int64_t b, int64_t *r) {
   return __builtin_add_overflow(a, b, r);
 }
 
+/* ---- reference counts ---- */
+/* Drop one reference; true when it was the last.  A holder that reads 1 is
+ * the only one (a new reference is only ever made from an existing one), so
+ * the common case of a sole owner needs no locked decrement. */
+static inline bool dv__ref_drop(_Atomic int *refs) {
+  return atomic_load_explicit(refs, memory_order_acquire) == 1 ||
+         atomic_fetch_sub_explicit(refs, 1, memory_order_acq_rel) == 1;
+}
+
 /* ---- options (options.c) ---- */
 typedef enum dv_opt_id {
   DV_OPT_BACKEND,

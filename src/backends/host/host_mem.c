@@ -217,7 +217,7 @@ static dv_status hb_block_destroy(hb_block *b) {
 }
 
 dv_status hb_block_unref(hb_block *b) {
-  if (b && atomic_fetch_sub(&b->refs, 1) == 1) return hb_block_destroy(b);
+  if (b && dv__ref_drop(&b->refs)) return hb_block_destroy(b);
   return DV_OK;
 }
 
