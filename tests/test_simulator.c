@@ -211,6 +211,47 @@ static void test_fast_cache_is_bounded(void **state) {
   assert_ok(dv_context_destroy(c)); /* frees the cache (LeakSanitizer checks) */
 }
 
+/* Cached blocks start their payload at one of HB_COLORS offsets, so the
+ * ends of blocks used in turn do not share cache sets; a block keeps its
+ * offset when it comes back from the cache, and its canaries still guard
+ * the payload exactly. */
+static void test_fast_blocks_colored(void **state) {
+  (void)state;
+  dv_context *c;
+  assert_ok(test_context(&c, "host_mode=fast", "host_ipc=off", "host_memory=1G",
+                         "max_pending_deallocs_count=0", NULL));
+  enum { N = 4 };
+  dv_array *a[N];
+  uintptr_t off[N];
+  for (int i = 0; i < N; i++) {
+    a[i] = dev_bytes(c, 1 << 20);
+    hb_block *b = block_of(a[i]);
+    off[i] = (uintptr_t)(b->data - b->base);
+    assert_true(off[i] >= HB_FRONT && off[i] < HB_FRONT + HB_COLORS * 256);
+    assert_int_equal((uintptr_t)b->data % 256, 0);
+  }
+  int distinct = 0;
+  for (int i = 0; i < N; i++) {
+    bool seen = false;
+    for (int j = 0; j < i; j++) seen |= off[j] == off[i];
+    distinct += !seen;
+  }
+  assert_int_equal(distinct, N); /* consecutive new blocks: consecutive colors */
+  uintptr_t off0 = off[N - 1];
+  unsigned char *data0 = block_of(a[N - 1])->data;
+  dv_array_release(a[N - 1]);
+  a[N - 1] = dev_bytes(c, 1 << 20); /* the same block, from the cache */
+  assert_ptr_equal(block_of(a[N - 1])->data, data0);
+  assert_int_equal((uintptr_t)(block_of(a[N - 1])->data - block_of(a[N - 1])->base), off0);
+  /* a one-byte overrun past the colored payload is still caught */
+  block_of(a[0])->data[1 << 20] ^= 1;
+  assert_int_equal(dv_context_check_memory(c), DV_ERR_CORRUPTION);
+  block_of(a[0])->data[1 << 20] ^= 1;
+  assert_ok(dv_context_check_memory(c));
+  for (int i = 0; i < N; i++) dv_array_release(a[i]);
+  assert_ok(dv_context_destroy(c));
+}
+
 static void test_fast_capacity_and_faults(void **state) {
   (void)state;
   dv_context *c;
@@ -324,6 +365,6 @@ int main(int argc, char **argv) {
       T(test_fast_cache_is_bounded),    T(test_fast_capacity_and_faults),
       T(test_fast_trim_waits_for_queued_work), T(test_fast_cache_within_capacity),
       T(test_fast_canaries),            T(test_checked_quarantines),
-      T(test_fast_ipc_not_cached)};
+      T(test_fast_ipc_not_cached),      T(test_fast_blocks_colored)};
   return test_main(argc, argv, "simulator", tests, sizeof tests / sizeof tests[0]);
 }

@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "memory.h"
+#include "../core/spin.h"
 
 #define POOL_ALIGN 512u
 #define SMALL_MAX ((size_t)1 << 20)
@@ -83,19 +84,7 @@ struct pool_segment {
 };
 
 /* The small-block lock: held for a few dozen instructions, so a spinlock
- * (with a yield under contention) costs less than a mutex on the fast path. */
-typedef struct spin {
-  atomic_flag f;
-} spin;
-static __attribute__((noinline)) void spin_wait(spin *l) {
-  do sched_yield();
-  while (atomic_flag_test_and_set_explicit(&l->f, memory_order_acquire));
-}
-static inline void spin_lock(spin *l) {
-  if (__builtin_expect(atomic_flag_test_and_set_explicit(&l->f, memory_order_acquire), 0)) spin_wait(l);
-}
-static inline void spin_unlock(spin *l) { atomic_flag_clear_explicit(&l->f, memory_order_release); }
-
+ * (src/core/spin.h) costs less than a mutex on the fast path. */
 typedef struct pool_class {
   size_t size;
   pool_block *free; /* LIFO */
@@ -115,7 +104,7 @@ typedef struct pool_atomic_counter {
 
 typedef struct pool {
   dv_context *ctx;
-  spin small_m; /* the classes, allocated, active */
+  dv_spin small_m; /* the classes, allocated, active */
   uint8_t cls_lut[SMALL_MAX / POOL_ALIGN]; /* class of (bytes - 1) / POOL_ALIGN */
   pool_class cls[NCLASS];
   int ncls;
@@ -328,7 +317,7 @@ static inline void small_take(pool *p, pool_class *c, pool_block *b, pool_stream
 
 static dv_status small_alloc(pool *p, int ci, pool_stream *ps, size_t bytes, pool_block **out) {
   pool_class *c = &p->cls[ci];
-  spin_lock(&p->small_m);
+  dv__spin_lock(&p->small_m);
   pool_block *b = c->free;
   int scanned = 0;
   for (; b && scanned < STEAL_SCAN; b = b->fnext, scanned++)
@@ -337,7 +326,7 @@ static dv_status small_alloc(pool *p, int ci, pool_stream *ps, size_t bytes, poo
     b = NULL;
     dv_status rc = slab_new(p, c, ci);
     if (rc) {
-      spin_unlock(&p->small_m);
+      dv__spin_unlock(&p->small_m);
       return rc;
     }
     atomic_fetch_add(&p->misses, 1);
@@ -346,7 +335,7 @@ static dv_status small_alloc(pool *p, int ci, pool_stream *ps, size_t bytes, poo
     c->hits++;
   }
   small_take(p, c, b, ps, bytes);
-  spin_unlock(&p->small_m);
+  dv__spin_unlock(&p->small_m);
   *out = b;
   return DV_OK;
 }
@@ -460,7 +449,7 @@ static size_t release_free_segments(pool *p) {
     segment_release(p, seg);
   }
   pthread_mutex_unlock(&p->large_m);
-  spin_lock(&p->small_m);
+  dv__spin_lock(&p->small_m);
   for (int ci = 0; ci < p->ncls; ci++) {
     pool_class *c = &p->cls[ci];
     for (pool_segment *seg = c->slabs, *next; seg; seg = next) {
@@ -474,16 +463,16 @@ static size_t release_free_segments(pool *p) {
       segment_release(p, seg);
     }
   }
-  spin_unlock(&p->small_m);
+  dv__spin_unlock(&p->small_m);
   return released;
 }
 
 /* Free cached bytes: the large pool's (atomic) plus every class's. */
 static uint64_t free_cached(pool *p) {
   uint64_t t = atomic_load(&p->free_cached);
-  spin_lock(&p->small_m);
+  dv__spin_lock(&p->small_m);
   for (int ci = 0; ci < p->ncls; ci++) t += p->cls[ci].free_cached;
-  spin_unlock(&p->small_m);
+  dv__spin_unlock(&p->small_m);
   return t;
 }
 
@@ -491,10 +480,10 @@ static uint64_t free_cached(pool *p) {
  * only the out-of-memory path asks). */
 static int64_t free_segments(pool *p) {
   int64_t n = atomic_load(&p->free_segments);
-  spin_lock(&p->small_m);
+  dv__spin_lock(&p->small_m);
   for (int ci = 0; ci < p->ncls; ci++)
     for (pool_segment *seg = p->cls[ci].slabs; seg; seg = seg->next) n += seg->nfree == seg->nblocks;
-  spin_unlock(&p->small_m);
+  dv__spin_unlock(&p->small_m);
   return n;
 }
 
@@ -508,7 +497,7 @@ static void largest_free(pool *p, uint64_t *largest) {
       for (pool_block *b = p->bins[f][s2]; b; b = b->fnext)
         if (b->size > l) l = b->size;
   pthread_mutex_unlock(&p->large_m);
-  spin_lock(&p->small_m);
+  dv__spin_lock(&p->small_m);
   for (int ci = p->ncls - 1; ci >= 0; ci--) {
     pool_class *c = &p->cls[ci];
     if (c->free) {
@@ -516,7 +505,7 @@ static void largest_free(pool *p, uint64_t *largest) {
       break;
     }
   }
-  spin_unlock(&p->small_m);
+  dv__spin_unlock(&p->small_m);
   *largest = l;
 }
 
@@ -559,10 +548,10 @@ static dv_status large_alloc(pool *p, size_t size, size_t bytes, pool_stream *ps
   atomic_fetch_sub(&p->free_cached, b->size);
   pthread_mutex_unlock(&p->large_m);
   b->requested = bytes;
-  spin_lock(&p->small_m);
+  dv__spin_lock(&p->small_m);
   pc_add(&p->allocated, bytes);
   pc_add(&p->active, b->size);
-  spin_unlock(&p->small_m);
+  dv__spin_unlock(&p->small_m);
   *out = b;
   return DV_OK;
 }
@@ -613,7 +602,7 @@ static dv_status pool_init(dv_context *ctx, void *user, void **state) {
     p->ncls = c + 1;
   }
   for (size_t u = 0; u < SMALL_MAX / POOL_ALIGN; u++) p->cls_lut[u] = (uint8_t)class_of(p, (u + 1) * POOL_ALIGN);
-  atomic_flag_clear(&p->small_m.f);
+  dv__spin_init(&p->small_m);
   pthread_mutex_init(&p->large_m, NULL);
   pthread_mutex_init(&p->streams_m, NULL);
   pthread_mutex_init(&p->log_m, NULL);
@@ -718,18 +707,18 @@ static dv_status pool_alloc(void *state, size_t bytes, dv_stream *stream, dv_blo
   pool_stream *ps = ps_fast(p, stream);
   if (ps && bytes - 1 < SMALL_MAX && !p->log) {
     pool_class *c = &p->cls[p->cls_lut[(bytes - 1) / POOL_ALIGN]];
-    spin_lock(&p->small_m);
+    dv__spin_lock(&p->small_m);
     pool_block *b = c->free;
     if (b && b->ps == ps) {
       c->hits++;
       small_take(p, c, b, ps, bytes);
-      spin_unlock(&p->small_m);
+      dv__spin_unlock(&p->small_m);
       out->buf = b->seg->mem.buf;
       out->offset = b->seg->mem.offset + b->offset;
       out->handle = b;
       return DV_OK;
     }
-    spin_unlock(&p->small_m);
+    dv__spin_unlock(&p->small_m);
   }
   return pool_alloc_slow(state, bytes, stream, out);
 }
@@ -747,7 +736,7 @@ static __attribute__((noinline)) dv_status pool_free_slow(void *state, dv_block 
   uint64_t seq = atomic_load(&ps->epoch);
   if (b->seg->cls >= 0) {
     pool_class *c = &p->cls[b->seg->cls];
-    spin_lock(&p->small_m);
+    dv__spin_lock(&p->small_m);
     p->allocated.current -= b->requested;
     p->active.current -= size;
     b->free = true;
@@ -756,12 +745,12 @@ static __attribute__((noinline)) dv_status pool_free_slow(void *state, dv_block 
     b->seg->nfree++;
     flist_push(&c->free, b);
     c->free_cached += size;
-    spin_unlock(&p->small_m);
+    dv__spin_unlock(&p->small_m);
   } else {
-    spin_lock(&p->small_m);
+    dv__spin_lock(&p->small_m);
     p->allocated.current -= b->requested;
     p->active.current -= size;
-    spin_unlock(&p->small_m);
+    dv__spin_unlock(&p->small_m);
     pthread_mutex_lock(&p->large_m);
     b->free = true;
     b->ps = ps;
@@ -787,7 +776,7 @@ static dv_status pool_free(void *state, dv_block blk, size_t bytes, dv_stream *s
   pool_class *c = &p->cls[b->seg->cls];
   /* the stream's work that used the block was queued before this load */
   uint64_t seq = atomic_load(&ps->epoch);
-  spin_lock(&p->small_m);
+  dv__spin_lock(&p->small_m);
   p->allocated.current -= b->requested;
   p->active.current -= b->size;
   b->free = true;
@@ -796,7 +785,7 @@ static dv_status pool_free(void *state, dv_block blk, size_t bytes, dv_stream *s
   b->seg->nfree++;
   flist_push(&c->free, b);
   c->free_cached += b->size;
-  spin_unlock(&p->small_m);
+  dv__spin_unlock(&p->small_m);
   return DV_OK;
 }
 
@@ -810,11 +799,11 @@ static dv_status pool_mem_info(void *state, size_t *free_bytes, size_t *total_by
 static dv_status pool_stats(void *state, dv_mm_stats *out) {
   pool *p = state;
   uint64_t hits = atomic_load(&p->hits);
-  spin_lock(&p->small_m);
+  dv__spin_lock(&p->small_m);
   out->allocated = (dv_counter){p->allocated.current, p->allocated.peak, p->allocated.total};
   out->active = (dv_counter){p->active.current, p->active.peak, p->active.total};
   for (int ci = 0; ci < p->ncls; ci++) hits += p->cls[ci].hits;
-  spin_unlock(&p->small_m);
+  dv__spin_unlock(&p->small_m);
   out->reserved = cnt_get(&p->reserved);
   out->hits = hits;
   out->misses = atomic_load(&p->misses);
@@ -899,10 +888,10 @@ static size_t snapshot_render(pool *p, sbuf *b) {
   pthread_mutex_lock(&p->large_m);
   for (pool_segment *seg = p->large; seg; seg = seg->next) snap_segment(p, b, seg, &first);
   pthread_mutex_unlock(&p->large_m);
-  spin_lock(&p->small_m);
+  dv__spin_lock(&p->small_m);
   for (int ci = 0; ci < p->ncls; ci++)
     for (pool_segment *seg = p->cls[ci].slabs; seg; seg = seg->next) snap_segment(p, b, seg, &first);
-  spin_unlock(&p->small_m);
+  dv__spin_unlock(&p->small_m);
   dv_mm_stats st;
   pool_stats(p, &st);
   sb_printf(b,

@@ -745,7 +745,6 @@ static dv_status hb_open(const dv_backend_config *cfg, void **state) {
   atomic_store(&st->fault[DV_FAULT_COPY], cfg->fault_copy);
   dv_status rc = hk_open(st, cfg, &hb_services, &st->head.k);
   if (rc) {
-    pthread_mutex_destroy(&st->lock);
     pthread_mutex_destroy(&st->idle_m);
     pthread_cond_destroy(&st->idle_cv);
     dv__free(st);

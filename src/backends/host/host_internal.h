@@ -37,6 +37,7 @@ typedef struct hb_block {
   size_t charged;        /* bytes counted against the capacity */
   unsigned char *base;   /* allocation start (guards included) */
   unsigned char *data;   /* payload */
+  size_t color;          /* fast mode: bytes between the front guard and data (host_mem.c) */
   struct hb_block *prev, *next; /* live list / quarantine list */
   hb_state *st;
   _Atomic int kernel_users; /* running kernels that use it (ASan: guards poisoned meanwhile) */

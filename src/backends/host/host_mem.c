@@ -146,7 +146,8 @@ static hb_block *hb_cache_drain(hb_state *st, size_t keep_bytes, int keep_slots)
 static bool hb_cache_put(hb_state *st, hb_block *b, size_t total, hb_block **evicted) {
   *evicted = NULL;
   if (total < HB_CACHE_MIN || total > HB_CACHE_MAX_BLOCK || total > st->cache_limit) return false;
-  *evicted = hb_cache_drain(st, st->cache_limit - total, HB_CACHE_SLOTS - 1);
+  if (st->ncache >= HB_CACHE_SLOTS || st->cache_bytes + total > st->cache_limit)
+    *evicted = hb_cache_drain(st, st->cache_limit - total, HB_CACHE_SLOTS - 1);
   ASAN_POISON_MEMORY_REGION(b->base, total); /* a use of freed memory still shows under ASan */
   st->cache[st->ncache++] = (hb_cached){b, total};
   st->cache_bytes += total;
@@ -198,7 +199,7 @@ static dv_status hb_block_destroy(hb_block *b) {
   }
   if (b->shared) hb_shared_revoke(b); /* handles to it no longer open */
   hb_block *evicted = NULL;
-  pthread_mutex_lock(&st->lock);
+  dv__spin_lock(&st->lock);
   hb_list_remove(b);
   st->used -= b->charged;
   if (st->guard && b->bytes <= HB_QUARANTINE_MAX_BLOCK) {
@@ -210,7 +211,7 @@ static dv_status hb_block_destroy(hb_block *b) {
   } else if (hb_cacheable(st) && hb_cache_put(st, b, hb_total(st, b->charged), &evicted)) {
     b = NULL;
   }
-  pthread_mutex_unlock(&st->lock);
+  dv__spin_unlock(&st->lock);
   hb_free_chain(evicted);
   if (b) hb_record_free(b);
   return rc;
@@ -228,7 +229,7 @@ static void hb_block_init(hb_state *st, hb_block *b, size_t bytes, size_t charge
   b->alias = false;
   b->bytes = bytes;
   b->charged = charged;
-  b->data = b->base + HB_FRONT;
+  b->data = b->base + HB_FRONT + b->color;
   /* Not yet shared (the caller publishes it under the state's lock or by
    * returning it): plain stores, not three locked exchanges. */
   atomic_store_explicit(&b->refs, 1, memory_order_relaxed);
@@ -246,9 +247,9 @@ static void hb_block_init(hb_state *st, hb_block *b, size_t bytes, size_t charge
 }
 
 static dv_status hb_mem_refused(hb_state *st, size_t charged, size_t total) {
-  pthread_mutex_lock(&st->lock);
+  dv__spin_lock(&st->lock);
   st->used -= charged;
-  pthread_mutex_unlock(&st->lock);
+  dv__spin_unlock(&st->lock);
   return dv__error(DV_ERR_OUT_OF_MEMORY, "host simulator: the system could not provide %zu bytes",
                    total);
 }
@@ -260,10 +261,10 @@ dv_status hb_mem_alloc(void *state, size_t bytes, void **buf) {
     return dv__error(DV_ERR_OUT_OF_MEMORY, "injected fault: device allocation of %zu bytes", bytes);
   size_t charged = (bytes + 255) & ~(size_t)255;
   if (charged < bytes) return dv__error(DV_ERR_OUT_OF_MEMORY, "allocation of %zu bytes", bytes);
-  pthread_mutex_lock(&st->lock);
+  dv__spin_lock(&st->lock);
   if (charged > st->cap - st->used) {
     size_t free_b = st->cap - st->used;
-    pthread_mutex_unlock(&st->lock);
+    dv__spin_unlock(&st->lock);
     return dv__error(DV_ERR_OUT_OF_MEMORY,
                      "host simulator: %zu bytes requested, %zu free of %zu (option host_memory)",
                      bytes, free_b, st->cap);
@@ -274,7 +275,7 @@ dv_status hb_mem_alloc(void *state, size_t bytes, void **buf) {
   if (b) { /* fast mode, a warm block of this class: one lock, no system call */
     hb_block_init(st, b, bytes, charged, total);
     hb_list_insert(&st->live, b);
-    pthread_mutex_unlock(&st->lock);
+    dv__spin_unlock(&st->lock);
     *buf = b;
     return DV_OK;
   }
@@ -284,14 +285,23 @@ dv_status hb_mem_alloc(void *state, size_t bytes, void **buf) {
   hb_block *over = NULL;
   if (st->ncache && st->used + st->cache_bytes > st->cap)
     over = hb_cache_drain(st, st->cap - st->used, HB_CACHE_SLOTS);
-  pthread_mutex_unlock(&st->lock);
+  dv__spin_unlock(&st->lock);
   hb_free_chain(over);
   b = calloc(1, sizeof *b);
   if (!b) return hb_mem_refused(st, charged, total);
-  unsigned char *base = st->ipc ? hb_shared_alloc(b, total) : aligned_alloc(256, total);
+  /* Blocks the cache keeps are big and their sizes round numbers, so the
+   * lines at their ends (the canaries, the records a program keeps at the
+   * start) would all fall in the same cache sets: a few blocks in turn (the
+   * deferred frees keep ten) would evict each other.  Each new one starts
+   * its payload at one of HB_COLORS offsets, 256 bytes apart. */
+  if (hb_cacheable(st) && total >= HB_CACHE_MIN && total <= HB_CACHE_MAX_BLOCK)
+    b->color = (size_t)(atomic_fetch_add_explicit(&st->color_next, 1, memory_order_relaxed) %
+                        HB_COLORS) * 256;
+  unsigned char *base =
+      st->ipc ? hb_shared_alloc(b, total) : aligned_alloc(256, total + b->color);
   if (!base) { /* the system refused: give the cache back, try once more */
     hb_mem_trim(st);
-    base = st->ipc ? hb_shared_alloc(b, total) : aligned_alloc(256, total);
+    base = st->ipc ? hb_shared_alloc(b, total) : aligned_alloc(256, total + b->color);
   }
   if (!base) {
     free(b);
@@ -299,9 +309,9 @@ dv_status hb_mem_alloc(void *state, size_t bytes, void **buf) {
   }
   b->base = base;
   hb_block_init(st, b, bytes, charged, total);
-  pthread_mutex_lock(&st->lock);
+  dv__spin_lock(&st->lock);
   hb_list_insert(&st->live, b);
-  pthread_mutex_unlock(&st->lock);
+  dv__spin_unlock(&st->lock);
   *buf = b;
   return DV_OK;
 }
@@ -310,8 +320,12 @@ dv_status hb_mem_free(void *state, void *buf) {
   hb_state *st = state;
   hb_block *b = buf;
   if (!b) return dv__error(DV_ERR_INVALID_ARGUMENT, "free of a NULL device buffer");
-  bool was = atomic_exchange(&b->freed, true);
-  if (was) return dv__error(DV_ERR_INVALID_ARGUMENT, "double free of the device buffer %p", buf);
+  /* A second free of a block still known (cached, or held by queued work)
+   * is refused; frees of one block racing on two threads are the caller's
+   * data race, not checked with a locked exchange on every free. */
+  if (atomic_load_explicit(&b->freed, memory_order_relaxed))
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "double free of the device buffer %p", buf);
+  atomic_store_explicit(&b->freed, true, memory_order_relaxed);
   bool fault = hb_fault_fires(st, DV_FAULT_FREE);
   dv_status rc = hb_block_unref(b);
   if (fault) return dv__error(DV_ERR_DRIVER, "injected fault: device free of %p", buf);
@@ -320,19 +334,19 @@ dv_status hb_mem_free(void *state, void *buf) {
 
 dv_status hb_mem_info(void *state, size_t *free_bytes, size_t *total_bytes) {
   hb_state *st = state;
-  pthread_mutex_lock(&st->lock);
+  dv__spin_lock(&st->lock);
   *free_bytes = st->cap - st->used;
   *total_bytes = st->cap;
-  pthread_mutex_unlock(&st->lock);
+  dv__spin_unlock(&st->lock);
   return DV_OK;
 }
 
 /* dv_memory_trim: give fast mode's cached blocks back to the system. */
 dv_status hb_mem_trim(void *state) {
   hb_state *st = state;
-  pthread_mutex_lock(&st->lock);
+  dv__spin_lock(&st->lock);
   hb_block *chain = hb_cache_drain(st, 0, 0);
-  pthread_mutex_unlock(&st->lock);
+  dv__spin_unlock(&st->lock);
   hb_free_chain(chain);
   return DV_OK;
 }
@@ -349,7 +363,7 @@ hb_block *hb_alias_new(hb_state *st, void *ptr, size_t bytes) {
 }
 
 void hb_mem_open(hb_state *st, const dv_backend_config *cfg) {
-  pthread_mutex_init(&st->lock, NULL);
+  dv__spin_init(&st->lock);
   st->cap = cfg->host_memory;
   st->guard = cfg->host_guard != 0;
   st->ipc = cfg->host_ipc != 0;
@@ -361,7 +375,7 @@ void hb_mem_open(hb_state *st, const dv_backend_config *cfg) {
 
 void hb_mem_close(hb_state *st) {
   hb_mem_trim(st);
-  pthread_mutex_lock(&st->lock);
+  dv__spin_lock(&st->lock);
   hb_quarantine_trim(st, 0);
   /* Blocks still live here were leaked by the caller (or by devarray). */
   for (hb_block *b = st->live.next; b != &st->live;) {
@@ -371,21 +385,20 @@ void hb_mem_close(hb_state *st) {
     hb_record_free(b);
     b = n;
   }
-  pthread_mutex_unlock(&st->lock);
-  pthread_mutex_destroy(&st->lock);
+  dv__spin_unlock(&st->lock);
 }
 
 dv_status hb_check_memory(void *state) {
   hb_state *st = state;
   uint64_t bad = 0;
   const hb_block *where = NULL;
-  pthread_mutex_lock(&st->lock);
+  dv__spin_lock(&st->lock);
   for (hb_block *b = st->live.next; b != &st->live; b = b->next)
     if (st->guard ? !hb_guards_ok(b) : !hb_canaries_ok(b)) bad++, where = b;
   if (st->guard)
     for (hb_block *b = st->quarantine.next; b != &st->quarantine; b = b->next)
       if (!hb_all(b->data, b->bytes, HB_POISON_BYTE)) bad++, where = b;
-  pthread_mutex_unlock(&st->lock);
+  dv__spin_unlock(&st->lock);
   uint64_t earlier = atomic_load(&st->corruptions);
   if (bad)
     return dv__error(DV_ERR_CORRUPTION, "%llu corrupted block(s), e.g. the one at %p",

@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include "host_internal.h"
+#include "../../core/spin.h"
 
 #define HB_GUARD_BYTE 0xAB
 #define HB_POISON_BYTE 0xDF
@@ -21,6 +22,7 @@
  * repeated 1 MiB allocation does not fault in fresh pages each time.
  * Smaller blocks are malloc's (its bins reuse them already). */
 #define HB_CACHE_MIN ((size_t)64 << 10)
+#define HB_COLORS 16 /* payload offsets of cached blocks, 256 bytes apart (host_mem.c) */
 #define HB_CACHE_MAX_BLOCK ((size_t)16 << 20)
 #define HB_CACHE_MAX_BYTES ((size_t)64 << 20)
 #define HB_CACHE_SLOTS 16
@@ -35,7 +37,7 @@ typedef struct hb_cached {
 
 struct hb_state {
   hb_state_head head;   /* first: the kernel state (host_internal.h) */
-  pthread_mutex_t lock; /* the memory fields below */
+  dv_spin lock; /* the memory fields below (short sections; checked mode's poison fill the longest) */
   size_t cap, used;
   bool guard; /* checked mode's memory: guards, fills, poison, quarantine */
   bool strided;
@@ -48,6 +50,7 @@ struct hb_state {
   int ncache;
   size_t cache_bytes, cache_limit;
   uint64_t cache_hits; /* allocations served from the cache (under lock) */
+  _Atomic unsigned color_next; /* the next new cacheable block's color */
   _Atomic uint64_t fault[4];
   _Atomic uint64_t corruptions;
   /* Device-wide synchronisation: operations queued on any stream. */
