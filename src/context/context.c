@@ -148,7 +148,7 @@ dv_status dv_context_create(const dv_config *cfg, dv_context **out) {
   ctx->total_memory = total_b;
   rc = dv__streams_open(ctx);
   if (rc) goto fail_backend;
-  pthread_mutex_init(&ctx->lock, NULL);
+  dv__spin_init(&ctx->lock);
   dv__stats_init(&ctx->stats);
   rc = dv__staging_init(ctx);
   if (rc) goto fail_streams;
@@ -163,7 +163,6 @@ fail_staging:
   dv__staging_fini(ctx);
 fail_streams:
   dv__streams_close(ctx);
-  pthread_mutex_destroy(&ctx->lock);
   dv__stats_destroy(&ctx->stats);
 fail_backend:
   ctx->be->close(ctx->bst);
@@ -183,9 +182,9 @@ dv_status dv_context_destroy(dv_context *ctx) {
                      (long long)arrays, (long long)streams, (long long)events, (long long)scopes,
                      (long long)programs, (long long)modules);
   dv_status rc = ctx->be->stream_sync(ctx->bst, ctx->default_stream->bs);
-  pthread_mutex_lock(&ctx->lock);
+  dv__spin_lock(&ctx->lock);
   ctx->defer_depth = 0; /* destruction runs every pending free */
-  pthread_mutex_unlock(&ctx->lock);
+  dv__spin_unlock(&ctx->lock);
   /* A flush can queue more (a freed allocation drops its stream): repeat. */
   for (;;) {
     dv_status frc = dv__flush(ctx);
@@ -200,7 +199,6 @@ dv_status dv_context_destroy(dv_context *ctx) {
   dv__streams_close(ctx);
   ctx->be->close(ctx->bst);
   dv__free(ctx->pending.items);
-  pthread_mutex_destroy(&ctx->lock);
   dv__stats_destroy(&ctx->stats);
   dv__free(ctx);
   return rc;
@@ -249,9 +247,9 @@ dv_status dv_context_option(dv_context *ctx, const char *name, char *buf, size_t
   int id = dv__option_lookup(name);
   if (id < 0) return dv__error(DV_ERR_BAD_OPTION, "unknown option \"%s\"", name);
   /* under the lock: the deallocation limits change while the context lives */
-  pthread_mutex_lock(&ctx->lock);
+  dv__spin_lock(&ctx->lock);
   dv_optval v = ctx->opt[id];
-  pthread_mutex_unlock(&ctx->lock);
+  dv__spin_unlock(&ctx->lock);
   dv__option_format((dv_opt_id)id, &v, buf, cap);
   if (source) *source = v.source;
   return DV_OK;

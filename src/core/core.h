@@ -22,6 +22,7 @@
 #include <stdbool.h>
 
 #include "devarray.h"
+#include "spin.h"
 
 #if defined(__GNUC__)
 #define DV_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -240,7 +241,7 @@ struct dv_context {
   void *mm_state;
   size_t total_memory; /* read once at creation (Numba reads it at initialize) */
 
-  pthread_mutex_t lock;     /* guards the queue and the defer count */
+  dv_spin lock; /* the queue, the defer count, the limits, dead kernels: short sections only */
   dv_pending_queue pending; /* memory, pinned memory, streams, events: one queue, as Numba's */
   int defer_depth;
 

@@ -83,13 +83,13 @@ static dv_status dv__flush_taken(dv_context *ctx, dv_pending_entry *items, size_
 
 dv_status dv__defer_free(dv_context *ctx, dv_dtor_fn fn, void *handle, void *aux, size_t bytes) {
   dv_pending_queue *q = &ctx->pending;
-  pthread_mutex_lock(&ctx->lock);
+  dv__spin_lock(&ctx->lock);
   if (q->count == q->cap) {
     size_t ncap = q->cap ? q->cap * 2 : 16;
     dv_pending_entry *n = dv__malloc(ncap * sizeof *n);
     if (!n) {
       /* Cannot queue: free at once rather than leak. */
-      pthread_mutex_unlock(&ctx->lock);
+      dv__spin_unlock(&ctx->lock);
       dv__log(DV_LOG_WARN, "pending-deallocation queue could not grow; freeing at once");
       dv_status rc = fn(ctx, handle, aux);
       if (rc) dv__log(DV_LOG_ERROR, "free failed: %s", dv_last_error());
@@ -105,26 +105,26 @@ dv_status dv__defer_free(dv_context *ctx, dv_dtor_fn fn, void *handle, void *aux
   /* the peak is kept under this lock, with the queue */
   if (q->count > ctx->stats.pending_peak) ctx->stats.pending_peak = q->count;
   if (ctx->defer_depth > 0 || !dv__over_limit(ctx, q)) {
-    pthread_mutex_unlock(&ctx->lock);
+    dv__spin_unlock(&ctx->lock);
     return DV_OK;
   }
   size_t n;
   dv_pending_entry local[DV_TAKE_LOCAL], *owned;
   dv_pending_entry *items = dv__take(ctx, q, local, &n, &owned);
-  pthread_mutex_unlock(&ctx->lock);
+  dv__spin_unlock(&ctx->lock);
   return dv__flush_taken(ctx, items, n, owned);
 }
 
 dv_status dv__flush(dv_context *ctx) {
-  pthread_mutex_lock(&ctx->lock);
+  dv__spin_lock(&ctx->lock);
   if (ctx->defer_depth > 0) {
-    pthread_mutex_unlock(&ctx->lock);
+    dv__spin_unlock(&ctx->lock);
     return DV_OK;
   }
   size_t n;
   dv_pending_entry local[DV_TAKE_LOCAL], *owned;
   dv_pending_entry *items = dv__take(ctx, &ctx->pending, local, &n, &owned);
-  pthread_mutex_unlock(&ctx->lock);
+  dv__spin_unlock(&ctx->lock);
   return dv__flush_taken(ctx, items, n, owned);
 }
 
@@ -139,9 +139,9 @@ dv_status dv_context_flush_deallocs(dv_context *ctx) {
   for (int round = 0; round < DV__FLUSH_ROUNDS; round++) {
     dv_status rc = dv__flush(ctx);
     if (rc && !first) first = rc;
-    pthread_mutex_lock(&ctx->lock);
+    dv__spin_lock(&ctx->lock);
     int done = ctx->pending.count == 0 || ctx->defer_depth > 0;
-    pthread_mutex_unlock(&ctx->lock);
+    dv__spin_unlock(&ctx->lock);
     if (done) break;
   }
   return first;
@@ -151,10 +151,10 @@ dv_status dv_context_pending_deallocs(dv_context *ctx, size_t *count, size_t *by
   if (count) *count = 0;
   if (bytes) *bytes = 0;
   DV_CHECK_NULL(ctx);
-  pthread_mutex_lock(&ctx->lock);
+  dv__spin_lock(&ctx->lock);
   if (count) *count = ctx->pending.count;
   if (bytes) *bytes = ctx->pending.bytes;
-  pthread_mutex_unlock(&ctx->lock);
+  dv__spin_unlock(&ctx->lock);
   return DV_OK;
 }
 
@@ -170,12 +170,12 @@ dv_status dv_context_set_dealloc_limits(dv_context *ctx, size_t max_count, doubl
   if (!(max_ratio >= 0.0 && max_ratio <= 1.0))
     return dv__error(DV_ERR_INVALID_ARGUMENT,
                      "pending-deallocation ratio %g is not a fraction of device memory (0 to 1)", max_ratio);
-  pthread_mutex_lock(&ctx->lock);
+  dv__spin_lock(&ctx->lock);
   ctx->opt[DV_OPT_MAX_PENDING_COUNT].i = (int64_t)max_count;
   ctx->opt[DV_OPT_MAX_PENDING_COUNT].source = DV_SOURCE_API;
   ctx->opt[DV_OPT_MAX_PENDING_RATIO].d = max_ratio;
   ctx->opt[DV_OPT_MAX_PENDING_RATIO].source = DV_SOURCE_API;
-  pthread_mutex_unlock(&ctx->lock);
+  dv__spin_unlock(&ctx->lock);
   return DV_OK;
 }
 
@@ -184,30 +184,30 @@ dv_status dv_context_dealloc_limits(dv_context *ctx, size_t *max_count, double *
   if (max_ratio) *max_ratio = 0;
   if (max_bytes) *max_bytes = 0;
   DV_CHECK_NULL(ctx);
-  pthread_mutex_lock(&ctx->lock);
+  dv__spin_lock(&ctx->lock);
   if (max_count) *max_count = (size_t)ctx->opt[DV_OPT_MAX_PENDING_COUNT].i;
   if (max_ratio) *max_ratio = ctx->opt[DV_OPT_MAX_PENDING_RATIO].d;
   if (max_bytes) *max_bytes = dv__byte_limit(ctx);
-  pthread_mutex_unlock(&ctx->lock);
+  dv__spin_unlock(&ctx->lock);
   return DV_OK;
 }
 
 dv_status dv_defer_cleanup_begin(dv_context *ctx) {
   DV_CHECK_NULL(ctx);
-  pthread_mutex_lock(&ctx->lock);
+  dv__spin_lock(&ctx->lock);
   ctx->defer_depth++;
-  pthread_mutex_unlock(&ctx->lock);
+  dv__spin_unlock(&ctx->lock);
   return DV_OK;
 }
 
 dv_status dv_defer_cleanup_end(dv_context *ctx) {
   DV_CHECK_NULL(ctx);
-  pthread_mutex_lock(&ctx->lock);
+  dv__spin_lock(&ctx->lock);
   if (ctx->defer_depth == 0) {
-    pthread_mutex_unlock(&ctx->lock);
+    dv__spin_unlock(&ctx->lock);
     return dv__error(DV_ERR_MISUSE, "dv_defer_cleanup_end without a matching begin");
   }
   ctx->defer_depth--;
-  pthread_mutex_unlock(&ctx->lock);
+  dv__spin_unlock(&ctx->lock);
   return DV_OK;
 }

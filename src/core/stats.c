@@ -126,12 +126,12 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
   r.size = (uint32_t)filled;
   r.version = filled == sizeof(dv_stats) ? DV_STATS_VERSION : filled == DV__STATS_V2_SIZE ? 2 : 1;
   dv_stats_state *s = &ctx->stats;
-  pthread_mutex_lock(&ctx->lock);
+  dv__spin_lock(&ctx->lock);
   r.pending_deallocs = ctx->pending.count;
   r.pending_bytes = ctx->pending.bytes;
   r.pending_peak = s->pending_peak;
   r.flushes = s->flushes;
-  pthread_mutex_unlock(&ctx->lock);
+  dv__spin_unlock(&ctx->lock);
   pthread_mutex_lock(&s->lock);
   r.device = dv__counter_get(&s->c[DV_STAT_DEVICE]);
   r.pinned = dv__counter_get(&s->c[DV_STAT_PINNED]);

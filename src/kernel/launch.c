@@ -25,7 +25,7 @@ static void dv__kernel_bury(dv_context *ctx, dv_kernel *k) {
   k->bk = NULL;
   k->sig = NULL;
   dv_kernel *evict = NULL;
-  pthread_mutex_lock(&ctx->lock);
+  dv__spin_lock(&ctx->lock);
   if (ctx->dead_tail) ctx->dead_tail->next = k;
   else ctx->dead_kernels = k;
   ctx->dead_tail = k;
@@ -34,7 +34,7 @@ static void dv__kernel_bury(dv_context *ctx, dv_kernel *k) {
     ctx->dead_kernels = evict->next;
     ctx->ndead_kernels--;
   }
-  pthread_mutex_unlock(&ctx->lock);
+  dv__spin_unlock(&ctx->lock);
   if (evict) {
     dv__free(evict->name);
     dv__free(evict);
@@ -42,11 +42,11 @@ static void dv__kernel_bury(dv_context *ctx, dv_kernel *k) {
 }
 
 void dv__kernel_graveyard_free(dv_context *ctx) {
-  pthread_mutex_lock(&ctx->lock);
+  dv__spin_lock(&ctx->lock);
   dv_kernel *k = ctx->dead_kernels;
   ctx->dead_kernels = ctx->dead_tail = NULL;
   ctx->ndead_kernels = 0;
-  pthread_mutex_unlock(&ctx->lock);
+  dv__spin_unlock(&ctx->lock);
   for (dv_kernel *next; k; k = next) {
     next = k->next;
     dv__free(k->name);
