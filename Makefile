@@ -41,7 +41,7 @@ test: setup
 # (and the host simulator's kernels: fibers, helper threads, streams at once, and
 # a soak of 4e4 launches;
 # the copy team's workers and concurrent callers).
-TSAN = TSAN_OPTIONS=halt_on_error=1 scripts/quietly build-tsan/tsan.log
+TSAN = TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" scripts/quietly build-tsan/tsan.log
 # The CUDA backend's threads (staging callbacks, the copy team, streams shared
 # between threads) on the driver test double, as CTest's cuda.backend runs it.
 CUDA_DOUBLE = LD_LIBRARY_PATH=build-tsan/tests/cudadouble DV_CUDA_STAGING_CHUNK=65536 CUDA_DOUBLE_BLOCK_S=3
