@@ -33,7 +33,10 @@ class _PyArrayBase:
     def __del__(self, _release=lib.dv_array_release, _release_later=_release_later):
         # the release function is bound at definition, so that it is still there while the
         # interpreter tears the module down
-        h = self._h
+        try:
+            h = self._h
+        except AttributeError:  # never set (an instance from __new__ alone): nothing held
+            return
         if h:
             self._h = None
             if not _release_later(_release, h):
