@@ -6,6 +6,7 @@
 For each row, valgrind --tool=callgrind runs /usr/bin/python3 making N calls of the row, and
 the same program making none (imports, context, warm-up of every row: the same in both); the
 difference over N is the row's instructions per call (the Python loop's own ~200 included).
+N is --calls (10,000) for the rows that allocate, --copy-calls (1,000) for those that copy.
 Host simulator, fast mode (DV_HOST_MODE=fast), 1 MiB. The rows marked "ctypes path" run in a
 process with DEVARRAY_SPEEDUPS=off (the binding without its compiled per-call paths); the
 others with the binding as it loads (the compiled module when found). Deterministic: load on
@@ -18,13 +19,13 @@ import subprocess
 import sys
 import tempfile
 
-ROWS = {  # row -> (expression per call, speedups off?)
-    "numpy.empty": ("np.empty(B, dtype=np.uint8)", False),
-    "device_array": ("cuda.device_array(B, dtype=np.uint8)", False),
-    "device_array, ctypes path": ("cuda.device_array(B, dtype=np.uint8)", True),
-    "a.copy()": ("a.copy()", False),
-    "to_device": ("cuda.to_device(a)", False),
-    "to_device, ctypes path": ("cuda.to_device(a)", True),
+ROWS = {  # row -> (expression per call, speedups off?, copies B bytes?)
+    "numpy.empty": ("np.empty(B, dtype=np.uint8)", False, False),
+    "device_array": ("cuda.device_array(B, dtype=np.uint8)", False, False),
+    "device_array, ctypes path": ("cuda.device_array(B, dtype=np.uint8)", True, False),
+    "a.copy()": ("a.copy()", False, True),
+    "to_device": ("cuda.to_device(a)", False, True),
+    "to_device, ctypes path": ("cuda.to_device(a)", True, True),
 }
 
 CHILD = r"""
@@ -63,19 +64,22 @@ def instructions(n, row, nbytes, off, tmp):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=10000)
+    ap.add_argument("--copy-calls", type=int, default=1000,
+                    help="calls of the rows that copy (valgrind runs a 1 MiB copy slowly)")
     ap.add_argument("--bytes", type=int, default=1 << 20)
     o = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = {}
         print("callgrind, host simulator fast mode, %d bytes: instructions per call "
-              "(%d calls minus none)" % (o.bytes, o.calls))
+              "(N calls minus none)" % o.bytes)
         res = {}
-        for row, (_, off) in ROWS.items():
+        for row, (_, off, copies) in ROWS.items():
             if off not in base:
                 base[off] = instructions(0, row, o.bytes, off, tmp)[0]
-            ir, how = instructions(o.calls, row, o.bytes, off, tmp)
-            res[row] = (ir - base[off]) / o.calls
-            print("%-28s %12.0f   (%s)" % (row, res[row], how), flush=True)
+            n = o.copy_calls if copies else o.calls
+            ir, how = instructions(n, row, o.bytes, off, tmp)
+            res[row] = (ir - base[off]) / n
+            print("%-28s %12.0f   (%s, %d calls)" % (row, res[row], how, n), flush=True)
         for name, num, den in (("device_array / numpy.empty", "device_array", "numpy.empty"),
                                ("  ctypes path", "device_array, ctypes path", "numpy.empty"),
                                ("to_device / a.copy()", "to_device", "a.copy()"),

@@ -7,6 +7,10 @@ library directory recorded at install time, then the
 ``lib`` directory three levels above the package), in a source checkout the
 release build (``build-rel/``, which `make run` makes), then the system loader
 (``ctypes.util.find_library("devarray")`` and ``libdevarray.so.0``).
+
+Then the compiled per-call paths, ``devarray._speedups``, when found: next to this file, next
+to the loaded library, or at DEVARRAY_SPEEDUPS (a path; ``off`` keeps ctypes alone).
+``speedups`` is that module, or None.
 """
 
 import ctypes

@@ -273,17 +273,17 @@ static int sp_ready(PyObject *cls)
 static int sp_context(dv_context **out)
 {
     PyObject *ctx = PyDict_GetItemWithError(sp_context_dict, sp_str_ctx);  /* borrowed */
-    PyObject *made = NULL;
     if (ctx == NULL && PyErr_Occurred())
         return -1;
     if (ctx == NULL || ctx == Py_None) {
-        made = PyObject_CallNoArgs(sp_current);
-        if (made == NULL)
+        ctx = PyObject_CallNoArgs(sp_current);
+        if (ctx == NULL)
             return -1;
-        ctx = made;
+    } else {
+        Py_INCREF(ctx);  /* held while its attribute is read: that may run Python code */
     }
     PyObject *h = PyObject_GetAttr(ctx, sp_str_handle);
-    Py_XDECREF(made);
+    Py_DECREF(ctx);
     if (h == NULL)
         return -1;
     void *p;
@@ -387,7 +387,14 @@ static PyObject *sp_device_array_py(PyObject *mod, PyObject *const *args, Py_ssi
         }
         npdt = PyTuple_GET_ITEM(pair, 0);
         cdt = p;
-        sp_cache_add(sp_arg_cache, args[2], npdt, cdt);
+        /* a record dtype's field names can be changed in place (dtype.names = ...): those
+         * are looked up by value each time, as the ctypes path does */
+        PyObject *names = PyObject_GetAttrString(npdt, "names");
+        if (names == NULL)
+            PyErr_Clear();
+        else if (names == Py_None)
+            sp_cache_add(sp_arg_cache, args[2], npdt, cdt);
+        Py_XDECREF(names);
     }
     dv_context *ctx;
     if (sp_context(&ctx) < 0)
@@ -436,8 +443,8 @@ PyDoc_STRVAR(sp_to_device_doc,
 "to_device(cls, obj, stream) -> a new cls holding a device copy of obj, or None\n\n"
 "devarray.to_device(obj) for a NumPy array (type exactly numpy.ndarray) with copy and no "
 "stream, when no pinned or mapped host array is registered: None when obj is not aligned, "
-"not in native byte order, has more than DV_MAXDIMS dimensions or is a 0-d record (the "
-"caller then takes the ctypes path); errors as that path raises them.");
+"not in native byte order, has more than DV_MAXDIMS dimensions or a void (record) dtype "
+"(the caller then takes the ctypes path); errors as that path raises them.");
 
 static PyObject *sp_to_device_py(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -457,7 +464,8 @@ static PyObject *sp_to_device_py(PyObject *mod, PyObject *const *args, Py_ssize_
     if (ai == NULL)
         goto out;
     if (ai->two != 2 || (ai->flags & (SP_ALIGNED | SP_NOTSWAPPED)) != (SP_ALIGNED | SP_NOTSWAPPED)
-        || ai->nd > DV_MAXDIMS || ai->nd < 0 || (ai->nd == 0 && ai->typekind == 'V')) {
+        || ai->nd > DV_MAXDIMS || ai->nd < 0 || ai->typekind == 'V' ||
+        (ai->nd > 0 && (ai->shape == NULL || ai->strides == NULL))) {
         result = Py_None;  /* the ctypes path's business */
         Py_INCREF(result);
         goto out;
