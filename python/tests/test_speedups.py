@@ -177,21 +177,6 @@ def test_to_device_matches_ctypes(no_leak, name):
 
 
 @needs_speedups
-def test_record_dtype_renamed_in_place(no_leak):
-    """dtype.names = ... changes a record dtype object in place: the next array has the new
-    names (the compiled path caches no record dtype by identity)."""
-    dt = np.dtype([("a", np.float64), ("b", np.int32)])
-    first = cuda.device_array(2, dt)
-    dt.names = ("c", "d")
-    second = cuda.device_array(2, dt)
-    from devarray._convert import _np_dtype
-    assert _np_dtype(_lib.lib.dv_array_dtype(first.handle)).names == ("a", "b")
-    assert _np_dtype(_lib.lib.dv_array_dtype(second.handle)).names == ("c", "d")
-    f = second.field("c")
-    assert f.shape == (2,) and f.dtype == np.float64
-
-
-@needs_speedups
 def test_to_device_keeps_the_given_stream_object(no_leak):
     d = sp.to_device(DeviceNDArray, np.ones(3), False)
     assert d.stream is False  # what the ctypes path stores too (stream falsy: no stream)
