@@ -2,6 +2,7 @@
 it, the same results and the same errors (class and words) as the ctypes paths, compared in
 one process; the C base's GC, weak references, subclasses and its deferred release on a
 stream callback's thread."""
+import copy
 import gc
 import os
 import pickle
@@ -288,6 +289,15 @@ def test_pickling_refused(no_leak):
         pickle.dumps(d)
     with pytest.raises(TypeError, match="cannot pickle 'DeviceRecord' object"):
         pickle.dumps(DeviceRecord(REC))
+    with pytest.raises(TypeError, match="cannot pickle"):
+        copy.copy(d)  # a copy would hold the same handle, released twice
+
+
+def test_numba_constructor_on_either_base(no_leak):
+    d = DeviceNDArray((3, 2), (16, 8), np.float64)
+    assert isinstance(d, _ArrayBase) and d.shape == (3, 2) and d.strides == (16, 8)
+    d.copy_to_device(np.ones((3, 2)))
+    assert (d.copy_to_host() == 1).all()
 
 
 @needs_speedups
