@@ -74,7 +74,6 @@ def _device_array_ctypes(shape, dtype):
     return self
 
 
-
 def device_array_like(ary, stream=0):
     """A new device array shaped like `ary` (NumPy or device): contiguous layouts are kept,
     others get dense strides in the source's stride order."""
