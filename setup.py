@@ -16,6 +16,11 @@ libdevarray where the installed package loads it. The step is chosen by DEVARRAY
 
 CMake builds in DEVARRAY_BUILD_DIR/cmake (default: build-pip/ in the clone, so a second
 install rebuilds only what changed); setuptools' own files go to DEVARRAY_BUILD_DIR too.
+
+The binding's compiled per-call paths, devarray._speedups (python/devarray/_speedups.c), are
+an optional extension module: built with the C compiler and Python's headers (Debian:
+python3-dev) when they are there; when it does not compile, the binding is installed without
+it and runs on ctypes alone (the same behaviour, slower per call), and the build says so.
 """
 import os
 import re
@@ -23,7 +28,8 @@ import shutil
 import subprocess
 import sys
 
-from setuptools import setup
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
 
@@ -98,6 +104,23 @@ class BuildWithLibrary(build_py):
         shutil.copyfile(os.path.realpath(src), os.path.join(pkg, "libdevarray.so"))
 
 
+class OptionalBuildExt(build_ext):
+    """build_ext where devarray._speedups failing to compile leaves the ctypes binding."""
+
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except Exception as e:  # noqa: BLE001 -- any compiler failure: ctypes stays
+            print("devarray: the compiled per-call paths (%s) were not built (%s); the "
+                  "binding is installed without them and runs on ctypes alone"
+                  % (ext.name, str(e).strip() or type(e).__name__), flush=True)
+
+
+SPEEDUPS = Extension("devarray._speedups", ["python/devarray/_speedups.c"],
+                     include_dirs=[os.path.join(ROOT, "include")],
+                     extra_compile_args=["-std=c11"])
+
+
 class BinaryDistribution(Distribution):
     """The wheel carries a shared library: platform-specific, installed in platlib."""
 
@@ -114,5 +137,7 @@ if __name__ == "__main__":
     if sys.version_info < (3, 8):
         sys.exit("devarray needs Python 3.8 or later")
     setup(version=project_version(), packages=["devarray"], package_dir={"": "python"},
-          cmdclass={"build_py": BuildWithLibrary}, distclass=BinaryDistribution,
+          ext_modules=[SPEEDUPS],
+          cmdclass={"build_py": BuildWithLibrary, "build_ext": OptionalBuildExt},
+          distclass=BinaryDistribution,
           options=options)

@@ -86,6 +86,12 @@ if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
   test -f "$pydir/_installed.py"
   pylib=$(cd / && env -u DEVARRAY_LIBRARY PYTHONPATH="$(dirname "$pydir")" /usr/bin/python3 -c \
     "import devarray, numpy as np; d = devarray.to_device(np.arange(3.0)); assert (d.copy_to_host() == np.arange(3.0)).all(); print(devarray.library_path)")
+  # the compiled per-call paths, where the build made them, load from the installed package
+  if ls "$pydir"/_speedups*.so >/dev/null 2>&1; then
+    (cd / && env -u DEVARRAY_LIBRARY -u DEVARRAY_SPEEDUPS PYTHONPATH="$(dirname "$pydir")" /usr/bin/python3 -c \
+      "import os, devarray._lib as l; assert l.speedups is not None and os.path.dirname(l.speedups.__file__) == os.path.dirname(l.__file__), l.speedups") ||
+      { echo "FAIL: the installed Python package did not load its _speedups"; exit 1; }
+  fi
   if [ "$(readlink -f "$pylib")" != "$installed" ]; then
     echo "FAIL: the installed Python package loads '$pylib', not $installed"
     exit 1

@@ -4,7 +4,10 @@
       /usr/bin/python3 bench/python/bench_alloc_modes.py [--reps N] [--bytes B]
 
 Each mode runs in a child process of its own (DV_HOST_MODE=fast / checked, DV_BACKEND=host),
-as a program runs in one mode; in that process, batch by batch in turn, it times
+as a program runs in one mode; the row "fast/ctypes" is fast mode with DEVARRAY_SPEEDUPS=off
+(the binding without its compiled per-call paths, python/devarray/_speedups.c), the other rows
+use the binding as it loads (the compiled module when found: the "binding" column says which).
+In that process, batch by batch in turn, it times
 devarray.device_array(B bytes) against numpy.empty(B bytes) and devarray.to_device(a) against
 a.copy() (a fresh NumPy buffer filled by memcpy). Medians of N batches, microseconds per call;
 the ratio is devarray / NumPy from the same process; then checked mode's cost over fast. The
@@ -56,7 +59,10 @@ def child(reps, nbytes):
             for _ in range(BATCH):
                 fn()
             times[k].append((time.perf_counter() - t) / BATCH * 1e6)
-    return {k: statistics.median(v) for k, v in times.items()}
+    res = {k: statistics.median(v) for k, v in times.items()}
+    from devarray import _lib
+    res["binding"] = "compiled" if _lib.speedups is not None else "ctypes"
+    return res
 
 
 def main():
@@ -69,8 +75,10 @@ def main():
         print(json.dumps(child(o.reps, o.bytes)))
         return
     res = {}
-    for mode in ("fast", "checked"):
-        env = dict(os.environ, DV_HOST_MODE=mode, DV_BACKEND="host")
+    for mode in ("fast", "fast/ctypes", "checked"):
+        env = dict(os.environ, DV_HOST_MODE=mode.split("/")[0], DV_BACKEND="host")
+        if mode.endswith("/ctypes"):
+            env["DEVARRAY_SPEEDUPS"] = "off"
         r = subprocess.run([sys.executable, __file__, "--child", "--reps", str(o.reps),
                             "--bytes", str(o.bytes)], env=env, capture_output=True, text=True)
         if r.returncode:
@@ -78,12 +86,12 @@ def main():
         res[mode] = json.loads(r.stdout.strip().splitlines()[-1])
     print("host simulator through Python, %d bytes: us per call (median of %d batches of %d)"
           % (o.bytes, o.reps, BATCH))
-    print("%-8s %12s %8s %12s %8s %12s %12s %8s"
-          % ("mode", "device_array", "(ctypes)", "numpy.empty", "ratio", "to_device", "numpy copy",
-             "ratio"))
+    print("%-12s %-9s %12s %8s %12s %8s %12s %12s %8s"
+          % ("mode", "binding", "device_array", "(ctypes)", "numpy.empty", "ratio", "to_device",
+             "numpy copy", "ratio"))
     for mode, m in res.items():
-        print("%-8s %12.2f %8.2f %12.2f %7.2fx %12.2f %12.2f %7.2fx"
-              % (mode, m["device_array"], m["ctypes"], m["numpy.empty"],
+        print("%-12s %-9s %12.2f %8.2f %12.2f %7.2fx %12.2f %12.2f %7.2fx"
+              % (mode, m["binding"], m["device_array"], m["ctypes"], m["numpy.empty"],
                  m["device_array"] / m["numpy.empty"], m["to_device"], m["numpy copy"],
                  m["to_device"] / m["numpy copy"]))
     f, c = res["fast"], res["checked"]

@@ -16,8 +16,9 @@ the one given to select_backend(). Errors raise DevarrayError subclasses carryin
 status name (``e.name``) and the library's detail message (``e.detail``). Where devarray
 differs from Numba, see docs/semantics.md ("Python binding").
 
-Only ctypes and NumPy are used; the library is found through DEVARRAY_LIBRARY, next to an
-installed copy, then the system loader.
+Only ctypes and NumPy are used, plus an optional compiled module for the per-call paths
+(devarray._speedups; DEVARRAY_SPEEDUPS=off leaves it out); the library is found through
+DEVARRAY_LIBRARY, next to an installed copy, then the system loader.
 """
 
 from ._lib import (DevarrayError, ArgumentError, DevarrayIndexError, OutOfMemoryError,

@@ -10,7 +10,7 @@ from ._context import current_context
 from ._stream import _stream_handle, Stream, _release_later
 from ._convert import _P, _I64, _dv_dtype, _np_dtype, _i64
 from ._hostmem import _host_array, _alloc
-from ._lib import lib, check, dv_index, error, DevarrayError
+from ._lib import lib, check, dv_index, error, DevarrayError, speedups
 from ._words import _as_numpy, _incompatible, _order_words, _probe
 
 MEM_DEVICE, MEM_HOST, MEM_PINNED, MEM_MAPPED, MEM_MANAGED = range(5)
@@ -22,16 +22,40 @@ def _hold(stream, obj):
         stream._hold(obj)
 
 
-class DeviceNDArray:
+class _PyArrayBase:
+    """DeviceNDArray's base when devarray._speedups is not loaded: the slots and the release
+    of the handle that _speedups._ArrayBase has in C (the same names, the same behaviour)."""
+
+    # strides are read from the library on first use (_strides None until then): a new array
+    # costs no call for them (issue 23)
+    __slots__ = ("_h", "shape", "_strides", "dtype", "_base", "stream", "__weakref__")
+
+    def __del__(self, _release=lib.dv_array_release, _release_later=_release_later):
+        # the release function is bound at definition, so that it is still there while the
+        # interpreter tears the module down
+        try:
+            h = self._h
+        except AttributeError:  # never set (an instance from __new__ alone): nothing held
+            return
+        if h:
+            self._h = None
+            if not _release_later(_release, h):
+                _release(h)
+
+
+# The compiled base (python/devarray/_speedups.c) when loaded, else the pure-Python one.
+_ArrayBase = speedups._ArrayBase if speedups is not None else _PyArrayBase
+_new = _ArrayBase.__new__  # an instance with no slot set (object.__new__ refuses a C base)
+
+
+class DeviceNDArray(_ArrayBase):
     """An array in device memory (Numba's DeviceNDArray).
 
     Views (slices, reshape, ravel, split, T, view) share memory with their base; the memory
     is freed through the deferred-deallocation queue when the last of them goes.
     """
 
-    # strides are read from the library on first use (_strides None until then): a new array
-    # costs no call for them (issue 23)
-    __slots__ = ("_h", "shape", "_strides", "dtype", "_base", "stream", "__weakref__")
+    __slots__ = ()  # the base's: _h, shape, _strides, dtype, _base, stream, __weakref__
 
     def __init__(self, shape, strides, dtype, stream=0, gpu_data=None):
         """Allocate (Numba's constructor): use device_array() instead. With `gpu_data` (a
@@ -69,7 +93,7 @@ class DeviceNDArray:
             dtype = _np_dtype(lib.dv_array_dtype(h))
         if dtype.names is not None and lib.dv_array_ndim(h) == 0 and cls is DeviceNDArray:
             cls = DeviceRecord
-        self = object.__new__(cls)
+        self = _new(cls)
         self._init(h, dtype, keep, stream)
         return self
 
@@ -78,14 +102,9 @@ class DeviceNDArray:
         if h and lib is not None:
             lib.dv_array_release(h)
 
-    def __del__(self, _release=lib.dv_array_release, _release_later=_release_later):
-        # the release function is bound at definition, so that it is still there while the
-        # interpreter tears the module down
-        h = self._h
-        if h:
-            self._h = None
-            if not _release_later(_release, h):
-                _release(h)
+    def __reduce_ex__(self, protocol):
+        # device memory does not pickle: the handle would be freed twice (copy_to_host first)
+        raise TypeError("cannot pickle %r object" % type(self).__name__)
 
     @property
     def handle(self):

@@ -4,13 +4,13 @@ import ctypes
 
 import numpy as np
 
-from . import _context
-from ._array import DeviceNDArray
+from . import _context, _hostmem, _stream
+from ._array import DeviceNDArray, _new
 from ._context import current_context
 from ._stream import _stream_handle
-from ._convert import _P, _dtype_pair, _out, _pack_shape, _shape_tuple
+from ._convert import _P, _dtype_pair, _dv_dtype, _out, _pack_shape, _shape_tuple
 from ._hostmem import _alloc, _host_array, _release_fn
-from ._lib import lib, check, error, library_path
+from ._lib import lib, check, error, library_path, speedups
 from ._words import _shape_words
 
 # ---- creation and transfers -------------------------------------------------
@@ -28,12 +28,34 @@ _new_device.restype = ctypes.c_int
 _to_device_fn = ctypes.CDLL(library_path).dv_to_device
 _to_device_fn.argtypes = [_P, _P, _P, ctypes.c_int, _P, _P]
 _to_device_fn.restype = ctypes.c_int
+
+# With devarray._speedups loaded (see _lib), the default-argument path of device_array and
+# the plain NumPy-array path of to_device run compiled: one call each, no ctypes; they raise
+# exactly what the ctypes paths below raise (they call the same Python error builders).
+if speedups is not None:
+    speedups.init_binding(error, _shape_words, _shape_tuple, _dtype_pair, _dv_dtype, _context,
+                          current_context, _stream._deferred, lib.dv_array_release)
+    _fast_device_array = speedups.device_array
+    _fast_to_device = speedups.to_device
+else:
+    _fast_device_array = _fast_to_device = None
+_ndarray = np.ndarray
+_registry = _hostmem._registry
+
+
 def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
     """A new uninitialised device array (Numba's device_array)."""
     if strides is not None or order != "C" or stream:
         h, dt = _alloc(lib.dv_device_array, shape, dtype, strides, order,
                        _stream_handle(stream), name="device_array")
         return DeviceNDArray._from_handle(h, dt, stream=stream)
+    if _fast_device_array is not None:
+        return _fast_device_array(DeviceNDArray, shape, dtype)
+    return _device_array_ctypes(shape, dtype)
+
+
+def _device_array_ctypes(shape, dtype):
+    """device_array's default-argument path through ctypes (without _speedups)."""
     shape = (shape,) if type(shape) is int else _shape_tuple(shape)
     dt, cdt = _dtype_pair(dtype)
     out = _out
@@ -42,7 +64,7 @@ def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
                      _pack_shape(shape), cdt, None, b"C", None, out.ref)
     if st:
         raise _shape_words(error(st, "device_array"), shape)
-    self = _new_array(DeviceNDArray)
+    self = _new(DeviceNDArray)
     self._h = out.p.value
     self.shape = shape
     self._strides = None
@@ -50,9 +72,6 @@ def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
     self._base = None
     self.stream = 0
     return self
-
-
-_new_array = object.__new__
 
 
 def device_array_like(ary, stream=0):
@@ -85,6 +104,16 @@ def to_device(obj, stream=0, copy=True, to=None):
     if to is not None:
         to.copy_to_device(obj, stream=stream)
         return to
+    if _fast_to_device is not None and type(obj) is _ndarray and copy and not stream \
+            and not _registry:
+        d = _fast_to_device(DeviceNDArray, obj, stream)
+        if d is not None:
+            return d
+    return _to_device_ctypes(obj, stream, copy)
+
+
+def _to_device_ctypes(obj, stream, copy):
+    """to_device of a host object through ctypes (without _speedups, or what it leaves)."""
     if isinstance(obj, np.void):
         obj = np.array(obj, dtype=obj.dtype)
     h, arr = _host_array(obj)
@@ -102,7 +131,7 @@ def to_device(obj, stream=0, copy=True, to=None):
         stream._hold(arr)
     if arr.flags.c_contiguous and arr.ndim and arr.size:
         # dv_to_device gives a C-contiguous source this very layout: no need to ask
-        self = _new_array(DeviceNDArray)
+        self = _new(DeviceNDArray)
         self._h = out.p.value
         self.dtype = arr.dtype
         self._base = None

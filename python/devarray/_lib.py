@@ -7,6 +7,10 @@ library directory recorded at install time, then the
 ``lib`` directory three levels above the package), in a source checkout the
 release build (``build-rel/``, which `make run` makes), then the system loader
 (``ctypes.util.find_library("devarray")`` and ``libdevarray.so.0``).
+
+Then the compiled per-call paths, ``devarray._speedups``, when found: next to this file, next
+to the loaded library, or at DEVARRAY_SPEEDUPS (a path; ``off`` keeps ctypes alone).
+``speedups`` is that module, or None.
 """
 
 import ctypes
@@ -16,7 +20,7 @@ import os
 from ctypes import (POINTER, c_char, c_char_p, c_float, c_int, c_int64, c_size_t,
                     c_uint, c_uint32, c_uint64, c_void_p)
 
-__all__ = ["lib", "DevarrayError", "check", "library_path"]
+__all__ = ["lib", "DevarrayError", "check", "library_path", "speedups"]
 
 
 def _candidates():
@@ -243,6 +247,76 @@ del _name, _res, _args
 def has(name):
     """Whether the loaded library exports C function `name`."""
     return name not in missing
+
+
+# ---- the compiled per-call paths (issue 23) ---------------------------------
+#
+# devarray._speedups (python/devarray/_speedups.c) runs device_array, to_device and the
+# release of a DeviceNDArray without ctypes; it is given the addresses of the functions of
+# the library loaded above, so that it uses that very library. It is found next to this
+# file (pip install), else next to the loaded libdevarray (the CMake build puts it there),
+# or at DEVARRAY_SPEEDUPS=<path>; DEVARRAY_SPEEDUPS=off keeps the binding on ctypes alone.
+# A file found but not loadable (another Python, a stale build) leaves the binding on ctypes
+# silently, unless DEVARRAY_SPEEDUPS named it: then ImportError.
+
+_SPEEDUPS_API = 1  # the _speedups.c API_VERSION this binding speaks
+
+
+def _speedups_candidates():
+    import importlib.machinery
+    names = ["_speedups" + s for s in importlib.machinery.EXTENSION_SUFFIXES]
+    here = os.path.dirname(os.path.abspath(__file__))
+    for n in names:
+        yield os.path.join(here, n)
+    if os.sep in library_path:
+        d = os.path.dirname(os.path.realpath(library_path))
+        for n in names:
+            yield os.path.join(d, n)
+
+
+def _load_speedups_file(path):
+    import importlib.util
+    import sys
+    spec = importlib.util.spec_from_file_location(__package__ + "._speedups", path)
+    if spec is None:
+        raise ImportError("not an extension module file name")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    if getattr(mod, "API_VERSION", None) != _SPEEDUPS_API:
+        raise ImportError("API version %r, this binding needs %d"
+                          % (getattr(mod, "API_VERSION", None), _SPEEDUPS_API))
+    addr = [ctypes.cast(getattr(lib, n), c_void_p).value or 0 for n in
+            ("dv_device_array", "dv_host_array_wrap", "dv_to_device", "dv_array_release",
+             "dv_array_ndim", "dv_array_shape")]
+    mod.init_library(*addr)
+    sys.modules[spec.name] = mod
+    return mod
+
+
+def _load_speedups():
+    env = os.environ.get("DEVARRAY_SPEEDUPS", "")
+    if env.lower() == "off":
+        return None
+    if env:
+        if not os.path.exists(env):
+            raise ImportError("devarray: DEVARRAY_SPEEDUPS=%s: no such file (set it to the "
+                              "built _speedups module, or to off)" % env)
+        try:
+            return _load_speedups_file(env)
+        except (ImportError, OSError, ValueError, RuntimeError, AttributeError) as e:
+            raise ImportError("devarray: DEVARRAY_SPEEDUPS=%s could not be loaded: %s"
+                              % (env, e)) from e
+    for path in _speedups_candidates():
+        if os.path.exists(path):
+            try:
+                return _load_speedups_file(path)
+            except (ImportError, OSError, ValueError, RuntimeError, AttributeError):
+                continue
+    return None
+
+
+#: The compiled module devarray._speedups, or None when the binding runs on ctypes alone.
+speedups = _load_speedups()
 
 
 # ---- errors ---------------------------------------------------------------

@@ -7,7 +7,7 @@ import itertools
 import threading
 
 from ._context import current_context
-from ._lib import lib, check, error_class, library_path
+from ._lib import lib, check, error_class, library_path, speedups
 
 class Stream:
     """A devarray stream (Numba's cuda.stream()).
@@ -155,7 +155,9 @@ def _release_later(release, h):
 
 
 def _run(user, status):
-    # the flag covers all of this function: a GC pass may start at any allocation here
+    # the flag covers all of this function: a GC pass may start at any allocation here. The
+    # compiled array base (_speedups) has its own flag, in C: set first, cleared last
+    _set_in_callback(True)
     _in_callback.active = True  # a callback that calls add_callback (another stream) reaps not
     try:
         call = _pending[user]
@@ -173,6 +175,14 @@ def _run(user, status):
         _finished.append(_pending.pop(user))
     finally:
         _in_callback.active = False
+        _set_in_callback(False)
+
+
+def _no_flag(flag):
+    return False
+
+
+_set_in_callback = speedups.set_in_callback if speedups is not None else _no_flag
 
 
 class _Reporter:

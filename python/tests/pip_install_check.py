@@ -29,7 +29,19 @@ d = devarray.to_device(a)
 assert d.shape == (3, 4) and d.dtype == np.float64
 back = d[:, 1].copy_to_host()
 assert (back == a[:, 1]).all(), back
-print("devarray %s from %s (library %s): round trip ok" % (devarray.__version__, pkg, lib))
+# the compiled per-call paths: built and loaded from the package wherever Python.h is there
+import sysconfig
+from devarray import _lib
+if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
+    assert _lib.speedups is not None, "devarray._speedups was not built or not loaded"
+    assert os.path.dirname(os.path.realpath(_lib.speedups.__file__)) == pkg, _lib.speedups
+    d2 = devarray.device_array((2, 3), np.int32)
+    assert type(d2).__mro__[1] is _lib.speedups._ArrayBase and d2.shape == (2, 3)
+    speed = "compiled per-call paths"
+else:
+    speed = "ctypes alone (no Python.h)"
+print("devarray %s from %s (library %s, %s): round trip ok"
+      % (devarray.__version__, pkg, lib, speed))
 """
 
 
@@ -68,7 +80,8 @@ def main():
     shutil.rmtree(elsewhere, ignore_errors=True)
     os.makedirs(elsewhere)
     base = {k: v for k, v in os.environ.items()
-            if k not in ("DEVARRAY_LIBRARY", "PYTHONPATH", "PYTHONHOME", "LD_PRELOAD")}
+            if k not in ("DEVARRAY_LIBRARY", "PYTHONPATH", "PYTHONHOME", "LD_PRELOAD",
+                         "DEVARRAY_SPEEDUPS", "DEVARRAY_EXPECT_SPEEDUPS")}
     base["DEVARRAY_BUILD_DIR"] = os.path.join(work, "build")
     base["DEVARRAY_PIP_LIBRARY"] = sys.argv[4] if mode == "--library" else "build"
     if mode == "--library" and not os.path.isfile(sys.argv[4]):

@@ -1,5 +1,5 @@
-"""CTest driver: run_tests.py BACKEND [pytest args]: exit 77 (skipped) when the backend is
-absent, else pytest's status for python/tests on it."""
+"""CTest driver: run_tests.py BACKEND [test_x.py ...] [pytest args]: exit 77 (skipped) when the
+backend is absent, else pytest's status for python/tests (or the test files named) on it."""
 import os
 import sys
 
@@ -19,4 +19,9 @@ ok, why = devarray.backend_available(backend)
 if not ok:
     print("SKIP: python.%s: backend %s unavailable: %s" % (backend, backend, why))
     sys.exit(77)
-sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-o", "faulthandler_timeout=120", here] + sys.argv[2:]))
+# test files named among the arguments (test_x.py) run alone, else all of python/tests
+args = sys.argv[2:]
+files = [os.path.join(here, a) for a in args if a.endswith(".py") and os.sep not in a]
+rest = [a for a in args if not (a.endswith(".py") and os.sep not in a)]
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-o", "faulthandler_timeout=120"]
+                     + (files or [here]) + rest))

@@ -175,8 +175,14 @@ def main():
     from numba.core import config
     assert not config.ENABLE_CUDASIM
 
-    print("%s: Numba %s's %s tests on devarray %s (%s), backend %s"
-          % (tag, numba.__version__, PACKAGE, devarray.__version__, devarray.library_path, be))
+    from devarray import _lib
+    if os.environ.get("DEVARRAY_EXPECT_SPEEDUPS") == "1" and _lib.speedups is None:
+        print("FAIL: %s: devarray._speedups was expected (DEVARRAY_EXPECT_SPEEDUPS=1) but "
+              "the binding runs on ctypes alone" % tag)
+        return 1
+    print("%s: Numba %s's %s tests on devarray %s (%s), backend %s, %s"
+          % (tag, numba.__version__, PACKAGE, devarray.__version__, devarray.library_path, be,
+             "compiled per-call paths" if _lib.speedups is not None else "ctypes alone"))
     if not numba_shim.config_tracked():
         print("  note: devarray has no config.track: assignments to numba.core.config's "
               "CUDA_DEALLOCS_* do not reach devarray")
