@@ -487,6 +487,60 @@ static void test_same_bits_with_clang(void **state) {
   }
 }
 
+/* ---- every block exactly once -------------------------------------------- */
+
+/* Executors take blocks a chunk at a time (host_exec.c's hk_claim, the
+ * chunk from host_kernel.c): every block of a launch runs exactly once for
+ * grids that do and do not divide into chunks, with a block function whose
+ * runner chains blocks (count) and with a barrier (count_sync: the fission
+ * function, or the runtime). */
+static const char *k_count =
+    "DV_KERNEL(count, DV_ARRAY(int, hits)) {\n"
+    "  DV_BIND(int, hits);\n"
+    "  if (dv_thread_idx(0) == 0 && dv_thread_idx(1) == 0)\n"
+    "    dv_atomic_add_i32(&hits[dv_block_idx(0) + dv_grid_dim(0) * dv_block_idx(1)], 1);\n"
+    "}\n"
+    "DV_KERNEL(count_sync, DV_ARRAY(int, hits)) {\n"
+    "  DV_BIND(int, hits);\n"
+    "  DV_SHARED(int, s, 1);\n"
+    "  if (dv_thread_idx(0) == 0 && dv_thread_idx(1) == 0) s[0] = 1;\n"
+    "  dv_syncthreads();\n"
+    "  if (dv_thread_idx(0) == 0 && dv_thread_idx(1) == 0)\n"
+    "    dv_atomic_add_i32(&hits[dv_block_idx(0) + dv_grid_dim(0) * dv_block_idx(1)], s[0]);\n"
+    "}\n";
+
+static void test_every_block_once(void **state) {
+  (void)state;
+  static const struct { uint32_t gx, gy, bx, by; } shapes[] = {
+      {1, 1, 1, 1}, {3, 1, 1024, 1}, {7, 1, 64, 1}, {1000, 1, 32, 1}, {4099, 1, 1, 1},
+      {513, 3, 16, 16}, {65537, 1, 8, 1}};
+  dv_context *c = mode_ctx("fast");
+  dv_module *m = build_src(c, "count", k_count);
+  const char *names[2] = {"count", "count_sync"};
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    int64_t n = (int64_t)shapes[si].gx * shapes[si].gy;
+    int *zero = calloc((size_t)n, sizeof *zero), *got = malloc((size_t)n * sizeof *got);
+    assert_non_null(zero);
+    assert_non_null(got);
+    for (int ki = 0; ki < 2; ki++) {
+      dv_array *d = test_dev_from(c, zero, n, DV_INT32);
+      dv_arg a[] = {DV_ARG_ARRAY(d)};
+      dv_launch_config lc = {{shapes[si].gx, shapes[si].gy, 1}, {shapes[si].bx, shapes[si].by, 1}, 0, NULL};
+      for (int rep = 0; rep < 2; rep++) assert_ok(dv_kernel_launch(test_kernel(m, names[ki]), &lc, 1, a));
+      test_to_host(d, got);
+      for (int64_t b = 0; b < n; b++)
+        if (got[b] != 2)
+          fail_msg("%s, grid %ux%u of %ux%u: block %lld ran %d times in two launches", names[ki],
+                   shapes[si].gx, shapes[si].gy, shapes[si].bx, shapes[si].by, (long long)b, got[b]);
+      dv_array_release(d);
+    }
+    free(zero);
+    free(got);
+  }
+  dv_module_release(m);
+  assert_ok(dv_context_destroy(c));
+}
+
 int main(int argc, char **argv) {
   int begin = kernel_suite_begin(argc, argv, "host_fast", NULL, g_cache_dir, sizeof g_cache_dir);
   if (begin) return begin;
@@ -500,6 +554,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_kernels_without_block_function),
       cmocka_unit_test(test_sources_the_prelude_must_not_break),
       cmocka_unit_test(test_same_bits_with_clang),
+      cmocka_unit_test(test_every_block_once),
   };
   return kernel_suite_end(g_cache_dir, test_main(argc, argv, "host_fast", tests,
                                                  sizeof tests / sizeof tests[0]));

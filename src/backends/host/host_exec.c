@@ -186,6 +186,24 @@ static void hk_block_record(const hk_exec *ex, const hk_job *l, int first, dv__h
   t->block = (void *)ex;
 }
 
+/* The next block for this executor: the rest of the blocks it took, else
+ * l->chunk more from the launch's counter.  Taking blocks one at a time
+ * made every block of a light kernel (saxpy: 256 threads, ~1 KiB of memory
+ * traffic) an atomic on a line the executors pass between them, which cost
+ * more than the block: two cores ran saxpy slower than one. */
+static bool hk_claim(hk_exec *ex, hk_job *l, uint64_t *b) {
+  if (ex->cnext < ex->cend) {
+    *b = ex->cnext++;
+    return true;
+  }
+  uint64_t first = atomic_fetch_add(&l->next, l->chunk);
+  if (first >= l->nblocks) return false;
+  ex->cnext = first + 1;
+  ex->cend = l->nblocks - first > l->chunk ? first + l->chunk : l->nblocks;
+  *b = first;
+  return true;
+}
+
 /* Fast mode: the block function runs the threads from ex->next_thread on,
  * in order, in one call (kernel.h), on its copy of the record made here;
  * the runtime learns which thread calls it from that copy (hk_loop_sync)
@@ -219,8 +237,8 @@ static void hk_runner_loop(hk_fib *fb, hk_exec *ex, hk_job *l) {
      * a new fiber and the block's setup (a few hundred nanoseconds a block,
      * which a light kernel's blocks of 256 threads felt). */
     if (first != 0 || atomic_load(&l->abort)) return;
-    uint64_t b = atomic_fetch_add(&l->next, 1);
-    if (b >= l->nblocks) return;
+    uint64_t b;
+    if (!hk_claim(ex, l, &b)) return;
     ex->block = b;
     ex->next_thread = 0;
   }
@@ -680,11 +698,9 @@ void hk_run_blocks(hk_exec *ex, hk_job *l) {
   if (l->acc && !hk_access_lane(ex, l)) return;
   pthread_sigmask(SIG_SETMASK, NULL, &ex->sigmask); /* hk_schedule_guarded restores it */
   hk_wd_enter(ex, l);
-  while (!atomic_load(&l->abort)) {
-    uint64_t b = atomic_fetch_add(&l->next, 1);
-    if (b >= l->nblocks) break;
-    hk_run_block(ex, l, b);
-  }
+  ex->cnext = ex->cend = 0;
+  uint64_t b;
+  while (!atomic_load(&l->abort) && hk_claim(ex, l, &b)) hk_run_block(ex, l, b);
   hk_wd_leave(ex, l);
 }
 

@@ -366,6 +366,18 @@ dv_status hk_run(hk_job *l, char *msg, size_t cap) {
   hk_guards_begin(l);
   bool posted = false;
   hk_wd_begin(l); /* option kernel_timeout: the deadline counts from here */
+  /* Blocks taken a chunk at a time (hk_claim): up to 4,096 threads' worth,
+   * at most 64 blocks, and at least eight chunks per executor so that the
+   * last ones even out.  One at a time with the watchdog (its report says
+   * which blocks had started: l->next) and the access checks. */
+  l->chunk = 1;
+  if (!l->wd_on && !l->acc) {
+    uint64_t c = 4096 / (uint64_t)(l->nthreads > 0 ? l->nthreads : 1);
+    uint64_t even = l->nblocks / (8 * (uint64_t)(1 + want));
+    if (c > 64) c = 64;
+    if (c > even) c = even;
+    l->chunk = c ? c : 1;
+  }
   if (want > 0) {
     pthread_mutex_lock(&k->pm);
     if (k->nhelpers > 0) {

@@ -210,6 +210,7 @@ struct hk_job {
 
   /* While it runs. */
   _Atomic uint64_t next; /* next block to take */
+  uint64_t chunk;        /* blocks an executor takes at once (hk_claim) */
   _Atomic int abort;     /* a block faulted: take no more */
   pthread_mutex_t em;
   dv_status err;
@@ -320,6 +321,7 @@ struct hk_exec {
   hk_job *l;
   dv_bmodule *m;
   uint64_t block;
+  uint64_t cnext, cend; /* the rest of the blocks this executor took (hk_claim) */
   int n;           /* threads */
   int nfib;        /* fibers made for this block */
   int next_thread; /* the next one a runner takes */
