@@ -541,6 +541,42 @@ static void test_every_block_once(void **state) {
   assert_ok(dv_context_destroy(c));
 }
 
+/* A block may wait for blocks of lower index (docs/design.md): they are
+ * started first, also when executors take blocks in chunks.  Each block's
+ * thread 0 waits for the block before it, then lets the next one go. */
+static const char *k_chain =
+    "DV_KERNEL(chain, DV_ARRAY(int, flag), DV_ARRAY(int, order)) {\n"
+    "  DV_BIND(int, flag); DV_BIND(int, order);\n"
+    "  int b = dv_block_idx(0);\n"
+    "  if (dv_thread_idx(0) != 0) return;\n"
+    "  if (b > 0) while (dv_atomic_add_i32(&flag[b - 1], 0) == 0) {}\n"
+    "  order[b] = dv_atomic_add_i32(&flag[dv_grid_dim(0)], 1);\n"
+    "  dv_atomic_xchg_i32(&flag[b], 1);\n"
+    "}\n";
+
+static void test_blocks_wait_for_earlier_ones(void **state) {
+  (void)state;
+  enum { G = 700 };
+  dv_context *c = NULL;
+  /* no kernel_timeout: with the watchdog, blocks are taken one at a time (a
+   * hang here is the suite's CTest timeout) */
+  assert_ok(test_context(&c, "host_mode=fast", NULL));
+  dv_module *m = build_src(c, "chain", k_chain);
+  static int zero[G + 1], got[G];
+  dv_array *flag = test_dev_from(c, zero, G + 1, DV_INT32);
+  dv_array *order = test_dev_from(c, zero, G, DV_INT32);
+  dv_arg a[] = {DV_ARG_ARRAY(flag), DV_ARG_ARRAY(order)};
+  dv_launch_config lc = {{G, 1, 1}, {32, 1, 1}, 0, NULL};
+  assert_ok(dv_kernel_launch(test_kernel(m, "chain"), &lc, 2, a));
+  test_to_host(order, got);
+  for (int b = 0; b < G; b++)
+    if (got[b] != b) fail_msg("block %d went %dth", b, got[b]);
+  dv_array_release(flag);
+  dv_array_release(order);
+  dv_module_release(m);
+  assert_ok(dv_context_destroy(c));
+}
+
 int main(int argc, char **argv) {
   int begin = kernel_suite_begin(argc, argv, "host_fast", NULL, g_cache_dir, sizeof g_cache_dir);
   if (begin) return begin;
@@ -555,6 +591,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_sources_the_prelude_must_not_break),
       cmocka_unit_test(test_same_bits_with_clang),
       cmocka_unit_test(test_every_block_once),
+      cmocka_unit_test(test_blocks_wait_for_earlier_ones),
   };
   return kernel_suite_end(g_cache_dir, test_main(argc, argv, "host_fast", tests,
                                                  sizeof tests / sizeof tests[0]));
