@@ -1,12 +1,15 @@
 /*
- * A spinlock for critical sections of a few dozen instructions (the pool's
- * small classes, the host simulator's block lists and cache): one locked
- * exchange to take it and a plain release store to give it back, where a
- * mutex costs a locked operation each way and ~40 instructions a pair.
- * Under contention a waiter yields the CPU between tries, so a holder that
- * was preempted (or, in the simulator's checked mode, poisons a freed block
- * under the lock) is not spun against.  Not for sections that block or run
- * long in the common case.
+ * A spinlock for critical sections of a few dozen instructions in the
+ * common case (the context's queue, the pool's small classes, the host
+ * simulator's block lists and cache): one locked exchange to take it and a
+ * plain release store to give it back, where a mutex costs a locked
+ * operation each way and ~40 instructions a pair.  Under contention a
+ * waiter yields the CPU between tries, so a holder that was preempted is
+ * not spun against.  No section logs or calls code that could take the lock
+ * again; the long ones are rare and bounded: the pool's refill of a class
+ * from the driver (a new slab) and dv_context_check_memory's scan of the
+ * simulator's quarantine.  Not for sections that block or run long in the
+ * common case.
  */
 #ifndef DV_CORE_SPIN_H
 #define DV_CORE_SPIN_H

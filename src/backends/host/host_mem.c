@@ -130,7 +130,7 @@ static hb_block *hb_cache_drain(hb_state *st, size_t keep_bytes, int keep_slots)
   while (drop < st->ncache && (bytes > keep_bytes || st->ncache - drop > keep_slots)) {
     hb_cached *e = &st->cache[drop++];
     bytes -= e->total;
-    ASAN_UNPOISON_MEMORY_REGION(e->b->base, e->total);
+    ASAN_UNPOISON_MEMORY_REGION(e->b->base, e->total + e->b->color);
     e->b->next = chain;
     chain = e->b;
   }
@@ -148,7 +148,8 @@ static bool hb_cache_put(hb_state *st, hb_block *b, size_t total, hb_block **evi
   if (total < HB_CACHE_MIN || total > HB_CACHE_MAX_BLOCK || total > st->cache_limit) return false;
   if (st->ncache >= HB_CACHE_SLOTS || st->cache_bytes + total > st->cache_limit)
     *evicted = hb_cache_drain(st, st->cache_limit - total, HB_CACHE_SLOTS - 1);
-  ASAN_POISON_MEMORY_REGION(b->base, total); /* a use of freed memory still shows under ASan */
+  /* a use of freed memory still shows under ASan (its colour's bytes too) */
+  ASAN_POISON_MEMORY_REGION(b->base, total + b->color);
   st->cache[st->ncache++] = (hb_cached){b, total};
   st->cache_bytes += total;
   return true;
@@ -165,21 +166,35 @@ static hb_block *hb_cache_take(hb_state *st, size_t total) {
     st->ncache--;
     st->cache_bytes -= total;
     st->cache_hits++;
-    ASAN_UNPOISON_MEMORY_REGION(b->base, total);
+    ASAN_UNPOISON_MEMORY_REGION(b->base, total + b->color);
     return b;
   }
   return NULL;
 }
 
-/* Evict quarantined blocks (oldest first) until under the byte limit,
- * checking that their poison is intact.  Caller holds st->lock. */
-static void hb_quarantine_trim(hb_state *st, size_t limit) {
+/* Take quarantined blocks out (oldest first) until under the byte limit
+ * (caller holds st->lock); returns them as a chain for hb_quarantine_free. */
+static hb_block *hb_quarantine_trim(hb_state *st, size_t limit) {
+  hb_block *chain = NULL, **tail = &chain;
   while (st->quarantine_bytes > limit && st->quarantine.next != &st->quarantine) {
     hb_block *b = st->quarantine.next;
     hb_list_remove(b);
     st->quarantine_bytes -= b->bytes;
+    b->next = NULL;
+    *tail = b;
+    tail = &b->next;
+  }
+  return chain;
+}
+
+/* Check the poison of blocks out of the quarantine and free them, after the
+ * lock (the scan is O(size) and a corruption is logged). */
+static void hb_quarantine_free(hb_state *st, hb_block *b) {
+  while (b) {
+    hb_block *n = b->next;
     if (!hb_all(b->data, b->bytes, HB_POISON_BYTE)) hb_corruption(st, b, "write after free");
     hb_record_free(b);
+    b = n;
   }
 }
 
@@ -198,21 +213,26 @@ static dv_status hb_block_destroy(hb_block *b) {
                    b->bytes, (void *)b->data);
   }
   if (b->shared) hb_shared_revoke(b); /* handles to it no longer open */
-  hb_block *evicted = NULL;
+  hb_block *evicted = NULL, *unquarantined = NULL;
+  /* Poisoned before the lock: nothing reaches the payload of a block whose
+   * last reference is gone (dv_context_check_memory reads live blocks'
+   * guards, not their payloads). */
+  const bool quarantine = st->guard && b->bytes <= HB_QUARANTINE_MAX_BLOCK;
+  if (quarantine) memset(b->data, HB_POISON_BYTE, b->bytes);
   dv__spin_lock(&st->lock);
   hb_list_remove(b);
   st->used -= b->charged;
-  if (st->guard && b->bytes <= HB_QUARANTINE_MAX_BLOCK) {
-    memset(b->data, HB_POISON_BYTE, b->bytes);
+  if (quarantine) {
     hb_list_insert(&st->quarantine, b);
     st->quarantine_bytes += b->bytes;
-    hb_quarantine_trim(st, HB_QUARANTINE_MAX_BYTES);
+    unquarantined = hb_quarantine_trim(st, HB_QUARANTINE_MAX_BYTES);
     b = NULL;
   } else if (hb_cacheable(st) && hb_cache_put(st, b, hb_total(st, b->charged), &evicted)) {
     b = NULL;
   }
   dv__spin_unlock(&st->lock);
   hb_free_chain(evicted);
+  hb_quarantine_free(st, unquarantined);
   if (b) hb_record_free(b);
   return rc;
 }
@@ -376,16 +396,23 @@ void hb_mem_open(hb_state *st, const dv_backend_config *cfg) {
 void hb_mem_close(hb_state *st) {
   hb_mem_trim(st);
   dv__spin_lock(&st->lock);
-  hb_quarantine_trim(st, 0);
-  /* Blocks still live here were leaked by the caller (or by devarray). */
-  for (hb_block *b = st->live.next; b != &st->live;) {
+  hb_block *unquarantined = hb_quarantine_trim(st, 0);
+  /* Blocks still live here were leaked by the caller (or by devarray):
+   * detached here, logged and freed after the lock. */
+  hb_block *leaked = st->live.next != &st->live ? st->live.next : NULL;
+  if (leaked) {
+    st->live.prev->next = NULL;
+    st->live.next = st->live.prev = &st->live;
+  }
+  dv__spin_unlock(&st->lock);
+  hb_quarantine_free(st, unquarantined);
+  for (hb_block *b = leaked; b;) {
     hb_block *n = b->next;
     dv__log(DV_LOG_WARN, "host simulator: %zu-byte device block %p still allocated at close",
             b->bytes, (void *)b->data);
     hb_record_free(b);
     b = n;
   }
-  dv__spin_unlock(&st->lock);
 }
 
 dv_status hb_check_memory(void *state) {
