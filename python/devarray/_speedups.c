@@ -192,9 +192,11 @@ static int sp_array_clear(sp_array *self)
 static void sp_array_dealloc(sp_array *self)
 {
     PyObject_GC_UnTrack(self);
+    /* The handle first, as the Python base's __del__ runs before its weak
+     * references are cleared: a callback sees the same queue either way. */
+    sp_release_handle(self);
     if (self->weakrefs != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
-    sp_release_handle(self);
     sp_array_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -225,6 +227,19 @@ static PyTypeObject sp_array_type = {
     .tp_members = sp_array_members,
 };
 
+/* Release h on an error path: with the GIL released, and the pending exception kept aside
+ * meanwhile (the release may flush the queue into a Python memory-manager plug-in, which
+ * must not run with an exception set). */
+static void sp_release_on_error(dv_array *h)
+{
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    Py_BEGIN_ALLOW_THREADS
+    sp_release_c(h);
+    Py_END_ALLOW_THREADS
+    PyErr_Restore(et, ev, tb);
+}
+
 /* A new instance of cls (a subtype of _ArrayBase) over handle h (a new reference, taken: it
  * is released if the instance cannot be made). */
 static PyObject *sp_new_array(PyTypeObject *cls, dv_array *h, PyObject *shape, PyObject *dtype,
@@ -234,9 +249,7 @@ static PyObject *sp_new_array(PyTypeObject *cls, dv_array *h, PyObject *shape, P
     sp_array *self = hobj ? (sp_array *)cls->tp_alloc(cls, 0) : NULL;
     if (self == NULL) {
         Py_XDECREF(hobj);
-        Py_BEGIN_ALLOW_THREADS
-        sp_release_c(h);
-        Py_END_ALLOW_THREADS
+        sp_release_on_error(h);
         return NULL;
     }
     self->h = hobj;
@@ -535,9 +548,7 @@ static PyObject *sp_to_device_py(PyObject *mod, PyObject *const *args, Py_ssize_
             PyTuple_SET_ITEM(shape, i, v);
     }
     if (shape == NULL) {
-        Py_BEGIN_ALLOW_THREADS
-        sp_release_c(h);
-        Py_END_ALLOW_THREADS
+        sp_release_on_error(h);
         goto out;
     }
     result = sp_new_array((PyTypeObject *)args[0], h, shape, npdt, args[2]);
@@ -597,7 +608,7 @@ PyDoc_STRVAR(sp_init_binding_doc,
 "current_context, deferred, release)\n\n"
 "The binding's Python pieces the fast paths use: its error builders, its shape and dtype "
 "conversions, the _context module (its _ctx), current_context, _stream._deferred and the "
-"ctypes dv_array_release _reap calls. Called once; later calls change nothing.");
+"ctypes dv_array_release _reap calls. A later call (the package imported again) replaces them.");
 
 static PyObject *sp_init_binding(PyObject *mod, PyObject *args)
 {
@@ -616,8 +627,9 @@ static PyObject *sp_init_binding(PyObject *mod, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "init_binding: argument 6 must be a module");
         return NULL;
     }
-    if (sp_error != NULL)
-        Py_RETURN_NONE;
+    /* Every call replaces them: a package imported again (its modules
+     * dropped from sys.modules) gets its own error classes, context and
+     * deferred list on the compiled paths too. */
     PyObject *cdict = PyModule_GetDict(o[5]);  /* borrowed */
     PyObject **slots[9] = {&sp_error, &sp_shape_words, &sp_shape_tuple, &sp_dtype_pair,
                            &sp_dv_dtype, &sp_context_dict, &sp_current, &sp_deferred,
@@ -625,7 +637,7 @@ static PyObject *sp_init_binding(PyObject *mod, PyObject *args)
     for (int i = 0; i < 9; i++) {
         PyObject *v = i == 5 ? cdict : o[i];
         Py_INCREF(v);
-        *slots[i] = v;
+        Py_XSETREF(*slots[i], v);
     }
     Py_RETURN_NONE;
 }

@@ -220,6 +220,46 @@ def test_weakref_and_its_callback(ctx):
     assert ctx.raw_stats().arrays.current == before - 1
 
 
+def test_weakref_callback_sees_the_release(ctx):
+    """A weak reference's callback runs after the array's release on both paths (the Python
+    base's __del__ runs before its weak references are cleared; the C base releases first
+    too): the callback sees the queued deallocation."""
+    ctx.deallocations.clear()
+    x = cuda.device_array(8)
+    del x  # one entry queued (the count limit is 10)
+    n0 = len(ctx.deallocations)
+    assert n0 == 1
+    d = cuda.device_array(1 << 16, dtype=np.uint8)
+    seen = []
+    r = weakref.ref(d, lambda ref: seen.append(len(ctx.deallocations)))
+    del d
+    assert r() is None
+    assert seen == [n0 + 1]
+
+
+def test_package_imported_again(no_leak):
+    """The package's modules dropped from sys.modules and imported again: the compiled paths
+    use the new import's error classes and context (init_binding replaces its references)."""
+    code = ("import sys, devarray as d1\n"
+            "d1.device_array(2)\n"
+            "for k in [k for k in sys.modules if k == 'devarray' or k.startswith('devarray.')]:\n"
+            "    del sys.modules[k]\n"
+            "import devarray as d2\n"
+            "assert d2 is not d1 and d2.ArgumentError is not d1.ArgumentError\n"
+            "try:\n"
+            "    d2.device_array(-1)\n"
+            "except d2.ArgumentError:\n"
+            "    pass\n"
+            "a = d2.device_array(4)\n"
+            "assert d2._context._ctx is not None and a.shape == (4,)\n"
+            "print('ok')\n")
+    env = dict(os.environ,
+               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(cuda.__file__))))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr
+
+
 def test_release_from_a_callback_thread_is_deferred(ctx):
     """The last reference dropped on the callback's thread: queued, freed by the caller's
     next stream call on its own thread (the C base's flag, set by _stream._run)."""
