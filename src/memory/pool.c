@@ -33,97 +33,7 @@
 #include <sched.h>
 #include <time.h>
 
-#include "memory.h"
-#include "../core/spin.h"
-
-#define POOL_ALIGN 512u
-#define SMALL_MAX ((size_t)1 << 20)
-#define SLAB_MIN ((size_t)2 << 20)
-#define LARGE_GRAIN ((size_t)2 << 20)
-#define NCLASS 48
-#define NBIN_FL 48
-#define NBIN_SL 8
-#define STEAL_SCAN 16
-
-typedef struct pool_stream {
-  dv_stream *stream; /* NULL for the context's default stream */
-  dv_bstream *bs;    /* NULL once the stream is destroyed */
-  pthread_mutex_t m;
-  _Atomic uint64_t epoch;     /* frees stamp their block with it; a fence record advances it */
-  _Atomic uint64_t done_upto; /* frees with seq < done_upto are complete */
-  dv_bevent *fence;
-  uint64_t fence_covers;     /* the fence's record covers seq < fence_covers */
-  struct pool_stream *next;
-  int id;
-  /* The per-thread default stream where the backend has one (CUDA): a
-   * stream per thread under one record, so a block freed there is never
-   * "the same stream" as its next user; its fence goes on the legacy
-   * stream, which waits for every blocking stream (issue 13 #5). */
-  bool per_thread;
-} pool_stream;
-
-typedef struct pool_segment pool_segment;
-
-typedef struct pool_block {
-  pool_segment *seg;
-  size_t offset, size, requested;
-  bool free;
-  pool_stream *ps;
-  uint64_t seq; /* its stream's epoch when it was freed */
-  struct pool_block *prev, *next;   /* address order (large segments) */
-  struct pool_block *fprev, *fnext; /* free list */
-} pool_block;
-
-struct pool_segment {
-  dv_block mem;
-  size_t size;
-  int cls; /* size class, or -1 for a large segment */
-  size_t nfree, nblocks;
-  pool_block *blocks; /* small: array of nblocks; large: first block */
-  pool_segment *prev, *next;
-};
-
-/* The small-block lock: held for a few dozen instructions, so a spinlock
- * (src/core/spin.h) costs less than a mutex on the fast path. */
-typedef struct pool_class {
-  size_t size;
-  pool_block *free; /* LIFO */
-  pool_segment *slabs;
-  /* counted under small_m, summed by the statistics */
-  uint64_t hits, free_cached;
-} pool_class;
-
-/* A counter kept under small_m. */
-typedef struct pool_counter {
-  uint64_t current, peak, total;
-} pool_counter;
-
-typedef struct pool_atomic_counter {
-  _Atomic uint64_t current, peak, total;
-} pool_atomic_counter;
-
-typedef struct pool {
-  dv_context *ctx;
-  dv_spin small_m; /* the classes, allocated, active */
-  uint8_t cls_lut[SMALL_MAX / POOL_ALIGN]; /* class of (bytes - 1) / POOL_ALIGN */
-  pool_class cls[NCLASS];
-  int ncls;
-  pool_counter allocated, active;
-  pthread_mutex_t large_m;
-  pool_block *bins[NBIN_FL][NBIN_SL];
-  pool_segment *large;
-  pthread_mutex_t streams_m;
-  pool_stream *streams, *default_ps, *per_thread_ps;
-  dv_stream *per_thread_ps_key; /* the context's per-thread stream record */
-  int next_stream_id;
-  pool_atomic_counter reserved;
-  _Atomic uint64_t hits, misses, splits, merges, releases, segments, free_cached;
-  _Atomic int64_t free_segments; /* large segments known to be entirely free */
-  size_t release_threshold;
-  bool slow_free; /* a log or a release threshold: every free goes the slow way */
-  FILE *log;
-  pthread_mutex_t log_m;
-} pool;
+#include "pool_internal.h"
 
 /* ---- counters ------------------------------------------------------------------ */
 
@@ -796,7 +706,7 @@ static dv_status pool_mem_info(void *state, size_t *free_bytes, size_t *total_by
   return rc;
 }
 
-static dv_status pool_stats(void *state, dv_mm_stats *out) {
+dv_status dv__pool_stats(void *state, dv_mm_stats *out) {
   pool *p = state;
   uint64_t hits = atomic_load(&p->hits);
   dv__spin_lock(&p->small_m);
@@ -837,97 +747,6 @@ static void pool_stream_destroyed(void *state, dv_stream *s) {
   pthread_mutex_unlock(&ps->m);
 }
 
-/* ---- snapshot ----------------------------------------------------------------------------- */
-
-typedef struct sbuf {
-  char *p;
-  size_t cap, len;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) DV_PRINTF(2, 3);
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(b->p && b->len < b->cap ? b->p + b->len : NULL, b->p && b->len < b->cap ? b->cap - b->len : 0, fmt, ap);
-  va_end(ap);
-  if (n > 0) b->len += (size_t)n;
-}
-
-static const char *block_state(pool_block *b) { return b->free ? "free" : "allocated"; }
-/* Free and known reusable on every stream (its stream has passed the free). */
-static int block_fenced(pool_block *b) {
-  return b->free && (b->ps == NULL || b->seq < atomic_load(&b->ps->done_upto));
-}
-
-static void snap_segment(pool *p, sbuf *b, pool_segment *seg, bool *first) {
-  sb_printf(b, "%s{\"size\":%zu,\"kind\":\"%s\",\"class\":%zu,\"blocks\":[", *first ? "" : ",", seg->size,
-            seg->cls >= 0 ? "small" : "large", seg->cls >= 0 ? p->cls[seg->cls].size : 0);
-  *first = false;
-  bool f = true;
-  if (seg->cls >= 0) {
-    for (size_t i = 0; i < seg->nblocks; i++) {
-      pool_block *x = &seg->blocks[i];
-      sb_printf(b, "%s{\"offset\":%zu,\"size\":%zu,\"state\":\"%s\",\"stream\":%d,\"any_stream\":%s}", f ? "" : ",",
-                x->offset, x->size, block_state(x), x->ps ? x->ps->id : -1, block_fenced(x) ? "true" : "false");
-      f = false;
-    }
-  } else {
-    for (pool_block *x = seg->blocks; x; x = x->next) {
-      sb_printf(b, "%s{\"offset\":%zu,\"size\":%zu,\"state\":\"%s\",\"stream\":%d,\"any_stream\":%s}", f ? "" : ",",
-                x->offset, x->size, block_state(x), x->ps ? x->ps->id : -1, block_fenced(x) ? "true" : "false");
-      f = false;
-    }
-  }
-  sb_printf(b, "]}");
-}
-
-/* Render the snapshot into b (b->p NULL: measure only); returns its length. */
-static size_t snapshot_render(pool *p, sbuf *b) {
-  bool first = true;
-  sb_printf(b, "{\"segments\":[");
-  pthread_mutex_lock(&p->large_m);
-  for (pool_segment *seg = p->large; seg; seg = seg->next) snap_segment(p, b, seg, &first);
-  pthread_mutex_unlock(&p->large_m);
-  dv__spin_lock(&p->small_m);
-  for (int ci = 0; ci < p->ncls; ci++)
-    for (pool_segment *seg = p->cls[ci].slabs; seg; seg = seg->next) snap_segment(p, b, seg, &first);
-  dv__spin_unlock(&p->small_m);
-  dv_mm_stats st;
-  pool_stats(p, &st);
-  sb_printf(b,
-            "],\"stats\":{\"allocated\":%llu,\"active\":%llu,\"reserved\":%llu,\"hits\":%llu,\"misses\":%llu,"
-            "\"splits\":%llu,\"merges\":%llu,\"releases\":%llu,\"largest_free\":%llu,\"free_cached\":%llu}}",
-            (unsigned long long)st.allocated.current, (unsigned long long)st.active.current,
-            (unsigned long long)st.reserved.current, (unsigned long long)st.hits, (unsigned long long)st.misses,
-            (unsigned long long)st.splits, (unsigned long long)st.merges, (unsigned long long)st.releases,
-            (unsigned long long)st.largest_free, (unsigned long long)st.free_cached);
-  return b->len;
-}
-
-dv_status dv__pool_snapshot(void *state, char *buf, size_t cap, size_t *needed) {
-  pool *p = state;
-  sbuf m = {NULL, 0, 0};
-  size_t len = snapshot_render(p, &m);
-  *needed = len;
-  if (!buf) return DV_OK;
-  if (len >= cap)
-    return dv__error(DV_ERR_INVALID_ARGUMENT, "buffer of %zu bytes is too small; %zu needed", cap, len + 1);
-  /* The caller's buffer gets the whole document or nothing: it is rendered
-   * into memory of our own first, because other threads may change the pool
-   * between the measuring pass and this one and make it longer than cap. */
-  sbuf w = {dv__malloc(cap), cap, 0};
-  if (!w.p) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate %zu bytes for the snapshot", cap);
-  len = snapshot_render(p, &w);
-  *needed = len;
-  if (len >= cap) {
-    dv__free(w.p);
-    return dv__error(DV_ERR_INVALID_ARGUMENT, "buffer of %zu bytes is too small; %zu needed", cap, len + 1);
-  }
-  memcpy(buf, w.p, len + 1);
-  dv__free(w.p);
-  return DV_OK;
-}
-
 const dv_memory_manager dv__mm_pool = {
     .version = DV_MEMORY_MANAGER_VERSION,
     .name = "pool",
@@ -936,7 +755,7 @@ const dv_memory_manager dv__mm_pool = {
     .alloc = pool_alloc,
     .free = pool_free,
     .mem_info = pool_mem_info,
-    .stats = pool_stats,
+    .stats = dv__pool_stats,
     .trim = pool_trim,
     .stream_destroyed = pool_stream_destroyed,
 };
