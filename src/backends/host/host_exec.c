@@ -188,7 +188,7 @@ static void hk_block_record(const hk_exec *ex, const hk_job *l, int first, dv__h
 
 /* The next block for this executor: the rest of the blocks it took, else
  * l->chunk more from the launch's counter.  Taking blocks one at a time
- * made every block of a light kernel (saxpy: 256 threads, ~1 KiB of memory
+ * made every block of a light kernel (saxpy: 256 threads, ~3 KiB of memory
  * traffic) an atomic on a line the executors pass between them, which cost
  * more than the block: two cores ran saxpy slower than one. */
 static bool hk_claim(hk_exec *ex, hk_job *l, uint64_t *b) {
