@@ -105,4 +105,25 @@ __attribute__((unused)) static size_t for_each_kernel_unit(
   }
   return n;
 }
+
+/* The HIP dialect's names (test_hip_compile.c through hipcc, test_hip_rtc.c
+ * through hipRTC): HIP, not CUDA; a helper without DV_DEVICE; dynamic
+ * shared memory; the wave barrier; the constant buffer `tab`, which the
+ * program adds. */
+__attribute__((unused)) static const char *const hip_dialect_src =
+    "#if !defined(DV_BACKEND_HIP) || defined(DV_BACKEND_CUDA) || defined(DV_BACKEND_OPENCL)\n"
+    "#error not compiled as HIP\n"
+    "#endif\n"
+    "static float twice(float x) { return 2.0f * x; }\n"
+    "int plus_lane(int v) { return v + dv_lane_id(); }\n"
+    "DV_KERNEL(hip_names_k, DV_ARRAY(float, x), int n) {\n"
+    "  DV_BIND(float, x);\n"
+    "  DV_DYN_SHARED_BEGIN();\n"
+    "  DV_DYN_SHARED_TAKE(float, s, 64);\n"
+    "  int i = (int)dv_global_id(0);\n"
+    "  s[dv_thread_idx(0)] = twice(x[i]) + tab[i % 4];\n"
+    "  dv_wavebarrier();\n"
+    "  if (i < n) x[i] = s[dv_thread_idx(0) ^ 1] + (float)plus_lane(i);\n"
+    "}\n";
+
 #endif

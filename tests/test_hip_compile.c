@@ -216,21 +216,7 @@ static void test_dialect_names(void **state) {
   dv_context *ctx = NULL;
   assert_ok(test_context(&ctx, NULL));
   dv_program *p = NULL;
-  const char *src =
-      "#if !defined(DV_BACKEND_HIP) || defined(DV_BACKEND_CUDA) || defined(DV_BACKEND_OPENCL)\n"
-      "#error not compiled as HIP\n"
-      "#endif\n"
-      "static float twice(float x) { return 2.0f * x; }\n"
-      "int plus_lane(int v) { return v + dv_lane_id(); }\n"
-      "DV_KERNEL(hip_names_k, DV_ARRAY(float, x), int n) {\n"
-      "  DV_BIND(float, x);\n"
-      "  DV_DYN_SHARED_BEGIN();\n"
-      "  DV_DYN_SHARED_TAKE(float, s, 64);\n"
-      "  int i = (int)dv_global_id(0);\n"
-      "  s[dv_thread_idx(0)] = twice(x[i]) + tab[i % 4];\n"
-      "  dv_wavebarrier();\n"
-      "  if (i < n) x[i] = s[dv_thread_idx(0) ^ 1] + (float)plus_lane(i);\n"
-      "}\n";
+  const char *src = hip_dialect_src;
   assert_ok(dv_program_create(ctx, "names.dvk", src, &p));
   float tab[4] = {1, 2, 3, 4};
   int64_t four = 4;

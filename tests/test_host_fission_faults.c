@@ -20,8 +20,8 @@ static const char *k_crash =
     "  out[t] = x[t];\n"
     "}\n";
 
-/* 7. a region that calls nothing after one that calls: the report's thread
- * is never one after the faulting thread */
+/* A region that calls nothing after one that calls (the review of issue 23,
+ * defect 7): the report's thread is never one after the faulting thread */
 static const char *k_crash_call =
     "DV_DEVICE float twice(float a) { return a * 2.0f; }\n"
     "DV_KERNEL(crash_call, DV_ARRAY(const float, x), DV_ARRAY(float, out), int who) {\n"
@@ -87,7 +87,7 @@ static void test_fault_in_fission_function(void **state) {
   }
 }
 
-/* 8. a fault the runtime raises inside a fission function (its threads'
+/* A fault the runtime raises inside a fission function (its threads'
  * records are made only then): the report names the block and thread, and
  * the blocks of the next launch start clean */
 static const char *k_big_shared =
@@ -125,7 +125,7 @@ static void test_runtime_fault_in_fission_function(void **state) {
   assert_ok(dv_context_destroy(c));
 }
 
-/* 9. dv_global_id past INT_MAX: the pass's functions compute it in int, so a
+/* dv_global_id past INT_MAX: the pass's functions compute it in int, so a
  * launch with more threads in a dimension than an int holds runs without
  * them (host_fission_gen.c); the last block's ids are exact */
 static const char *k_big_grid =
