@@ -1209,8 +1209,11 @@ DV_API dv_status dv_event_elapsed_ms(dv_event *start, dv_event *end, float *ms);
 /** @ingroup memcheck
  * Check the integrity of every live allocation of the context: on the host
  * simulator, guard bytes around device allocations and the poison of
- * recently freed ones (DV_ERR_CORRUPTION with the address in the message).
- * Other backends return DV_OK.  Blocks until queued work is complete.
+ * recently freed ones (DV_ERR_CORRUPTION with the address in the message);
+ * in fast mode (host_guard off) the canary bytes around the allocations
+ * kernels have used, the only ones that have them.  Corruptions found
+ * earlier (at a free) are reported again.  Other backends return DV_OK.
+ * Blocks until queued work is complete.
  */
 DV_API dv_status dv_context_check_memory(dv_context *ctx);
 

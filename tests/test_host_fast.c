@@ -577,6 +577,50 @@ static void test_blocks_wait_for_earlier_ones(void **state) {
   assert_ok(dv_context_destroy(c));
 }
 
+/* Fast mode's canaries (host_mem.c): written by the first launch that uses
+ * a block, so a kernel's one-element overrun is reported at the free (and,
+ * with kernel_check on, by the launch itself), while allocations no kernel
+ * touches cost no write to their memory. */
+static const char *k_over =
+    "DV_KERNEL(over, DV_ARRAY(int, a), int n) {\n"
+    "  DV_BIND(int, a);\n"
+    "  if (dv_global_id(0) == 0) a[n] = 7;\n"
+    "}\n";
+
+static void test_overrun_caught_by_canaries(void **state) {
+  (void)state;
+  dv_context *c = mode_ctx("fast");
+  dv_module *m = build_src(c, "over", k_over);
+  dv_launch_config lc = {{2, 1, 1}, {64, 1, 1}, 0, NULL};
+  for (int n = 99; n <= 100; n++) { /* the last element, then one past it */
+    int64_t len = 100;
+    dv_array *d = NULL;
+    assert_ok(dv_device_array(c, 1, &len, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &d));
+    dv_arg a[] = {DV_ARG_ARRAY(d), DV_ARG_I32(n)};
+    assert_ok(dv_kernel_launch(test_kernel(m, "over"), &lc, 2, a)); /* kernel_check off */
+    dv_array_release(d);
+    assert_status(dv_context_flush_deallocs(c), n == 100 ? DV_ERR_CORRUPTION : DV_OK);
+    if (n == 100) assert_non_null(strstr(dv_last_error(), "guard bytes of the 400-byte block"));
+  }
+  dv_module_release(m);
+  assert_ok(dv_context_destroy(c));
+
+  /* With kernel_check on, the launch that wrote past the end says so. */
+  assert_ok(test_context(&c, "host_mode=fast", "kernel_check=bounds", NULL));
+  m = build_src(c, "over", k_over);
+  int64_t len = 100;
+  dv_array *d = NULL;
+  assert_ok(dv_device_array(c, 1, &len, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &d));
+  dv_arg a[] = {DV_ARG_ARRAY(d), DV_ARG_I32(100)};
+  assert_status(dv_kernel_launch(test_kernel(m, "over"), &lc, 2, a), DV_ERR_KERNEL_FAULT);
+  assert_non_null(strstr(dv_last_error(), "kernel over wrote outside the 400-byte device buffer of argument 0"));
+  dv_array_release(d);
+  assert_ok(dv_context_flush_deallocs(c)); /* repaired after the report */
+  dv_module_release(m);
+  assert_ok(dv_context_check_memory(c));
+  assert_ok(dv_context_destroy(c));
+}
+
 int main(int argc, char **argv) {
   int begin = kernel_suite_begin(argc, argv, "host_fast", NULL, g_cache_dir, sizeof g_cache_dir);
   if (begin) return begin;
@@ -592,6 +636,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_same_bits_with_clang),
       cmocka_unit_test(test_every_block_once),
       cmocka_unit_test(test_blocks_wait_for_earlier_ones),
+      cmocka_unit_test(test_overrun_caught_by_canaries),
   };
   return kernel_suite_end(g_cache_dir, test_main(argc, argv, "host_fast", tests,
                                                  sizeof tests / sizeof tests[0]));

@@ -246,7 +246,9 @@ static void test_fast_blocks_colored(void **state) {
   a[N - 1] = dev_bytes(c, 1 << 20); /* the same block, from the cache */
   assert_ptr_equal(block_of(a[N - 1])->data, data0);
   assert_int_equal((uintptr_t)(block_of(a[N - 1])->data - block_of(a[N - 1])->base), off0);
-  /* a one-byte overrun past the colored payload is still caught */
+  /* once a launch has written its canaries (hb_guards_arm), a one-byte
+   * overrun past the colored payload is caught */
+  hb_guards_arm(block_of(a[0]));
   block_of(a[0])->data[1 << 20] ^= 1;
   assert_int_equal(dv_context_check_memory(c), DV_ERR_CORRUPTION);
   block_of(a[0])->data[1 << 20] ^= 1;
@@ -310,16 +312,27 @@ static void test_fast_capacity_and_faults(void **state) {
   assert_ok(dv_context_destroy(c));
 }
 
-/* Fast mode's guard: a few bytes each side, checked at free and by
- * dv_context_check_memory. */
+/* Fast mode's guard: a block no kernel has used has no canaries (its
+ * allocation and free touch none of its memory); the first launch that uses
+ * it writes 8 bytes each side (hb_guards_arm, the launch's hook), checked
+ * from then on at free and by dv_context_check_memory. */
 static void test_fast_canaries(void **state) {
   (void)state;
   dv_context *c;
   assert_ok(test_context(&c, "host_mode=fast", NULL));
   dv_array *a = dev_bytes(c, 100);
   hb_block *b = block_of(a);
+  assert_int_equal(atomic_load(&b->canary), HB_CANARY_NONE);
+  b->data[b->bytes] ^= 0x5A; /* nothing there to check yet */
+  assert_ok(dv_context_check_memory(c));
+  hb_guards_arm(b);
+  assert_int_equal(atomic_load(&b->canary), HB_CANARY_SET);
+  assert_int_equal(b->data[b->bytes], HB_GUARD_BYTE);
+  assert_int_equal(b->data[-1], HB_GUARD_BYTE);
   assert_ok(dv_context_check_memory(c));
   b->data[b->bytes] ^= 0x5A;
+  assert_status(dv_context_check_memory(c), DV_ERR_CORRUPTION);
+  hb_guards_arm(b); /* written once: a second launch does not paper over it */
   assert_status(dv_context_check_memory(c), DV_ERR_CORRUPTION);
   b->data[b->bytes] ^= 0x5A;
   assert_ok(dv_context_check_memory(c));
@@ -330,6 +343,30 @@ static void test_fast_canaries(void **state) {
   dv_array_release(a);
   assert_status(dv_context_flush_deallocs(c), DV_ERR_CORRUPTION);
   assert_status(dv_context_check_memory(c), DV_ERR_CORRUPTION); /* on record */
+  assert_ok(dv_context_destroy(c));
+}
+
+/* A cached block comes back without canaries: what a kernel wrote next to
+ * it in its last life is not this allocation's overrun. */
+static void test_fast_canaries_reset_by_cache(void **state) {
+  (void)state;
+  dv_context *c;
+  assert_ok(test_context(&c, "host_mode=fast", "host_ipc=off", NULL));
+  dv_array *a = dev_bytes(c, 1 << 20);
+  hb_block *b = block_of(a);
+  hb_guards_arm(b);
+  dv_array_release(a);
+  assert_ok(dv_context_flush_deallocs(c));
+  a = dev_bytes(c, (1 << 20) - 16);
+  assert_ptr_equal(block_of(a), b); /* the same block, from the cache */
+  assert_int_equal(atomic_load(&b->canary), HB_CANARY_NONE);
+  b->data[b->bytes] = 0x11; /* where this allocation's canary would be */
+  assert_ok(dv_context_check_memory(c));
+  hb_guards_arm(b);
+  assert_int_equal(b->data[b->bytes], HB_GUARD_BYTE);
+  assert_ok(dv_context_check_memory(c));
+  dv_array_release(a);
+  assert_ok(dv_context_flush_deallocs(c));
   assert_ok(dv_context_destroy(c));
 }
 
@@ -382,7 +419,8 @@ int main(int argc, char **argv) {
       T(test_guarded_free_reports),     T(test_fast_reuses_freed_blocks),
       T(test_fast_cache_is_bounded),    T(test_fast_capacity_and_faults),
       T(test_fast_trim_waits_for_queued_work), T(test_fast_cache_within_capacity),
-      T(test_fast_canaries),            T(test_checked_quarantines),
+      T(test_fast_canaries),            T(test_fast_canaries_reset_by_cache),
+      T(test_checked_quarantines),
       T(test_fast_ipc_not_cached),      T(test_fast_blocks_colored)};
   return test_main(argc, argv, "simulator", tests, sizeof tests / sizeof tests[0]);
 }

@@ -42,9 +42,9 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "capacity of the host simulator's device memory"},
     {"host_guard", "DV_HOST_GUARD", NULL, T_BOOL, "auto", 0, 1,
      "host simulator: guard bytes around allocations, fills of new ones, poisoning and quarantine "
-     "of freed memory (auto: on in checked mode; off in fast mode, where 8 canary bytes on each "
-     "side are checked at free and freed blocks of 64 KiB..16 MiB are cached for reuse; see "
-     "host_mode)"},
+     "of freed memory (auto: on in checked mode; off in fast mode, where the first launch that uses a block "
+     "writes 8 canary bytes on each side, checked from then on, and freed blocks of "
+     "64 KiB..16 MiB are cached for reuse; see host_mode)"},
     {"max_pending_deallocs_count", "DV_MAX_PENDING_DEALLOCS_COUNT",
      "NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", T_INT, "10", 0, 1e9,
      "pending frees above which the queue is flushed"},

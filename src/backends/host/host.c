@@ -11,7 +11,7 @@
  *    memory is poisoned and kept a while in a quarantine whose poison is
  *    checked, so stray writes (before, after or after-free) are reported as
  *    DV_ERR_CORRUPTION.  Fast mode checks a few canary bytes on each side
- *    and reuses freed blocks (host_mem.c).
+ *    of blocks kernels have used and reuses freed blocks (host_mem.c).
  *  - Copies are bounds-checked against their allocations when queued.
  *  - Faults can be injected: the k-th device allocation, copy or free fails.
  *  - Blocks are reference counted by the queued operations that use them, so
@@ -708,6 +708,7 @@ static dv_status hb_enqueue_kernel(dv_bstream *s, hk_job *l) {
 static const hk_services hb_services = {
     .block_unref = hb_block_unref,
     .guards_ok = hb_guards_ok,
+    .guards_arm = hb_guards_arm,
     .alias_new = hb_alias_new,
     .enqueue = hb_enqueue_kernel,
     .copy_rect = hb_copy_rect,

@@ -41,6 +41,9 @@ typedef struct hb_block {
   struct hb_block *prev, *next; /* live list / quarantine list */
   hb_state *st;
   _Atomic int kernel_users; /* running kernels that use it (ASan: guards poisoned meanwhile) */
+  /* Fast mode's canaries (host_mem.c): HB_CANARY_NONE until the first
+   * launch that uses the block writes them; only written ones are checked. */
+  _Atomic unsigned char canary;
   struct hb_shared *shared; /* option host_ipc: the memfd behind base (host_ipc.c), else NULL */
 } hb_block;
 
@@ -69,7 +72,11 @@ typedef struct hk_job hk_job;     /* one queued launch */
 
 typedef struct hk_services {
   dv_status (*block_unref)(hb_block *b);
+  /* The block's guards (checked mode) or written canaries (fast mode) are intact. */
   bool (*guards_ok)(const hb_block *b);
+  /* A launch is about to use the block: fast mode writes its canaries the
+   * first time (checked mode's guards are always there). */
+  void (*guards_arm)(hb_block *b);
   hb_block *(*alias_new)(hb_state *st, void *ptr, size_t bytes);
   dv_status (*enqueue)(dv_bstream *s, hk_job *l);            /* queue an OP_KERNEL */
   dv_status (*copy_rect)(void *state, dv_bstream *s, const dv_rect *r);

@@ -246,10 +246,14 @@ DV_NO_ASAN static void hk_guard_fill(unsigned char *p, size_t n) {
   for (size_t i = 0; i < n; i++) v[i] = HK_GUARD_BYTE;
 }
 
-/* The guards of the buffers a launch uses: poisoned for ASan while it runs. */
+/* The guards of the buffers a launch uses: poisoned for ASan while it runs
+ * (checked mode); fast mode's canaries written by a block's first launch. */
 static void hk_guards_begin(hk_job *l) {
+  if (!l->k->guarded) {
+    for (size_t i = 0; i < l->nheld; i++) l->k->sv->guards_arm(l->held[i]);
+    return;
+  }
 #if DV_HOST_ASAN
-  if (!l->k->guarded) return;
   for (size_t i = 0; i < l->nheld; i++) {
     hb_block *b = l->held[i];
     if (b->alias || atomic_fetch_add(&b->kernel_users, 1) != 0) continue;
@@ -261,14 +265,16 @@ static void hk_guards_begin(hk_job *l) {
 #endif
 }
 
-/* After the kernel: with checks on, a guard written is this launch's fault. */
+/* After the kernel: with checks on, a guard (or fast mode's canary) written
+ * is this launch's fault. */
 static void hk_guards_end(hk_job *l, bool check) {
-  if (!l->k->guarded) return;
+  const bool guarded = l->k->guarded;
+  if (!guarded && !check) return;
   for (size_t i = 0; i < l->nheld; i++) {
     hb_block *b = l->held[i];
     if (b->alias) continue;
 #if DV_HOST_ASAN
-    if (atomic_fetch_sub(&b->kernel_users, 1) == 1) {
+    if (guarded && atomic_fetch_sub(&b->kernel_users, 1) == 1) {
       ASAN_UNPOISON_MEMORY_REGION(b->data - HB_FRONT, HB_FRONT);
       ASAN_UNPOISON_MEMORY_REGION(b->data + b->bytes, HB_BACK);
     }

@@ -75,15 +75,40 @@ DV_NO_ASAN static bool hb_all(const unsigned char *p, size_t n, unsigned char v)
   return true;
 }
 
-bool hb_guards_ok(const hb_block *b) {
+static bool hb_full_guards_ok(const hb_block *b) {
   return hb_all(b->base, HB_FRONT, HB_GUARD_BYTE) &&
          hb_all(b->data + b->bytes, HB_BACK, HB_GUARD_BYTE);
 }
 
-/* Fast mode's guard: HB_CANARY bytes on either side of the payload. */
+/* Fast mode's guard: HB_CANARY bytes on either side of the payload, once a
+ * launch has written them (HB_CANARY_SET; the acquire pairs with
+ * hb_guards_arm's release, so a launch still writing them on another
+ * stream's worker is not mistaken for an overrun). */
 static bool hb_canaries_ok(const hb_block *b) {
+  if (atomic_load_explicit(&b->canary, memory_order_acquire) != HB_CANARY_SET) return true;
   return hb_all(b->data - HB_CANARY, HB_CANARY, HB_GUARD_BYTE) &&
          hb_all(b->data + b->bytes, HB_CANARY, HB_GUARD_BYTE);
+}
+
+bool hb_guards_ok(const hb_block *b) {
+  if (b->alias) return true;
+  return b->st->guard ? hb_full_guards_ok(b) : hb_canaries_ok(b);
+}
+
+/* The first launch to use a fast-mode block writes its canaries (one
+ * writer: the exchange from HB_CANARY_NONE); a launch running on the block
+ * meanwhile skips the check until they are set. */
+void hb_guards_arm(hb_block *b) {
+  if (b->alias || b->st->guard ||
+      atomic_load_explicit(&b->canary, memory_order_relaxed) != HB_CANARY_NONE)
+    return;
+  unsigned char none = HB_CANARY_NONE;
+  if (!atomic_compare_exchange_strong_explicit(&b->canary, &none, HB_CANARY_WRITING,
+                                               memory_order_relaxed, memory_order_relaxed))
+    return;
+  memset(b->data - HB_CANARY, HB_GUARD_BYTE, HB_CANARY);
+  memset(b->data + b->bytes, HB_GUARD_BYTE, HB_CANARY);
+  atomic_store_explicit(&b->canary, HB_CANARY_SET, memory_order_release);
 }
 
 static void hb_corruption(hb_state *st, const hb_block *b, const char *what) {
@@ -207,7 +232,7 @@ static dv_status hb_block_destroy(hb_block *b) {
     free(b);
     return DV_OK;
   }
-  if (st->guard ? !hb_guards_ok(b) : !hb_canaries_ok(b)) {
+  if (!hb_guards_ok(b)) {
     hb_corruption(st, b, "guard bytes overwritten (out-of-bounds write)");
     rc = dv__error(DV_ERR_CORRUPTION, "guard bytes of the %zu-byte block at %p were overwritten",
                    b->bytes, (void *)b->data);
@@ -255,14 +280,12 @@ static void hb_block_init(hb_state *st, hb_block *b, size_t bytes, size_t charge
   atomic_store_explicit(&b->refs, 1, memory_order_relaxed);
   atomic_store_explicit(&b->freed, false, memory_order_relaxed);
   atomic_store_explicit(&b->kernel_users, 0, memory_order_relaxed);
+  atomic_store_explicit(&b->canary, HB_CANARY_NONE, memory_order_relaxed);
   if (st->guard) {
     memset(b->base, HB_GUARD_BYTE, HB_FRONT);
     memset(b->data + bytes, HB_GUARD_BYTE, total - HB_FRONT - bytes);
     /* Fresh device memory is not zero on a GPU either. */
     memset(b->data, 0xCD, bytes);
-  } else {
-    memset(b->data - HB_CANARY, HB_GUARD_BYTE, HB_CANARY);
-    memset(b->data + bytes, HB_GUARD_BYTE, HB_CANARY);
   }
 }
 
@@ -421,7 +444,7 @@ dv_status hb_check_memory(void *state) {
   const hb_block *where = NULL;
   dv__spin_lock(&st->lock);
   for (hb_block *b = st->live.next; b != &st->live; b = b->next)
-    if (st->guard ? !hb_guards_ok(b) : !hb_canaries_ok(b)) bad++, where = b;
+    if (!hb_guards_ok(b)) bad++, where = b;
   if (st->guard)
     for (hb_block *b = st->quarantine.next; b != &st->quarantine; b = b->next)
       if (!hb_all(b->data, b->bytes, HB_POISON_BYTE)) bad++, where = b;

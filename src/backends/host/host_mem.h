@@ -26,9 +26,14 @@
 #define HB_CACHE_MAX_BLOCK ((size_t)16 << 20)
 #define HB_CACHE_MAX_BYTES ((size_t)64 << 20)
 #define HB_CACHE_SLOTS 16
-/* Fast mode's guard: this many bytes on each side of the payload, checked
- * when the block is freed and by dv_context_check_memory (O(1) per block). */
+/* Fast mode's guard: this many bytes on each side of the payload, written
+ * by the first kernel launch that uses the block and from then on checked
+ * after launches (kernel_check on), when the block is freed and by
+ * dv_context_check_memory (O(1) per block).  A block no kernel has used has
+ * none: an allocation and free touch none of the block's memory (issue 23;
+ * the deferred frees keep ten blocks in turn, whose end lines were cold). */
 #define HB_CANARY 8
+enum { HB_CANARY_NONE, HB_CANARY_WRITING, HB_CANARY_SET }; /* hb_block.canary */
 
 typedef struct hb_cached {
   hb_block *b;  /* record and base kept together */
@@ -68,7 +73,10 @@ void hb_mem_open(hb_state *st, const dv_backend_config *cfg);
 void hb_mem_close(hb_state *st);
 
 dv_status hb_block_unref(hb_block *b);
+/* Checked mode's guards, or fast mode's canaries where written, intact. */
 bool hb_guards_ok(const hb_block *b);
+/* Fast mode: write the block's canaries if no launch has yet (hk_services). */
+void hb_guards_arm(hb_block *b);
 hb_block *hb_alias_new(hb_state *st, void *ptr, size_t bytes);
 
 dv_status hb_mem_alloc(void *state, size_t bytes, void **buf);
