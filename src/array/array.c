@@ -228,7 +228,6 @@ static inline void dv__array_fill(dv_array *a, dv_alloc *alloc, const dv_dtype *
   a->shape = a->dims_;
   a->strides = a->dims_ + ndim;
   for (int i = 0; i < ndim; i++) a->shape[i] = shape[i], a->strides[i] = strides[i];
-  dv__stats_add(alloc->ctx, DV_STAT_ARRAYS, 1);
 }
 
 dv_status dv__array_new(dv_alloc *alloc, const dv_dtype *dt, int ndim, const int64_t *shape,
@@ -240,12 +239,14 @@ dv_status dv__array_new(dv_alloc *alloc, const dv_dtype *dt, int ndim, const int
   }
   atomic_fetch_add(&alloc->refs, 1);
   dv__array_fill(a, alloc, dt, ndim, shape, strides, offset);
+  dv__stats_add(alloc->ctx, DV_STAT_ARRAYS, 1);
   *out = a;
   return DV_OK;
 }
 
 /* The descriptor inside a new record (ndim <= DV_EMBED_DIMS): it takes over
- * the caller's reference to the record; nothing is allocated. */
+ * the caller's reference to the record; nothing is allocated.  The caller
+ * counts it. */
 static dv_array *dv__array_embed(dv_alloc *alloc, const dv_dtype *dt, int ndim, const int64_t *shape,
                                  const int64_t *strides, int64_t offset) {
   dv_array *a = (dv_array *)(void *)alloc->embed_;
@@ -273,6 +274,17 @@ void dv_array_release(dv_array *a) {
 dv_status dv__check_layout(int ndim, const int64_t *shape, const dv_dtype *dtype,
                                   const int64_t *strides, char order, int64_t *st,
                                   int64_t *alloc_bytes, int64_t *offset) {
+  /* One dense dimension (most arrays made per call): what the general path
+   * below checks, in a few instructions; anything it would refuse goes on
+   * to it for the message. */
+  int64_t n1;
+  if (ndim == 1 && !strides && shape && dtype && shape[0] >= 0 && dtype->itemsize > 0 &&
+      (order == 'C' || order == 'F') && !dv__mul_overflow(shape[0], (int64_t)dtype->itemsize, &n1)) {
+    st[0] = (int64_t)dtype->itemsize;
+    *alloc_bytes = n1;
+    *offset = 0;
+    return DV_OK;
+  }
   if (!dtype) return dv__error(DV_ERR_NULL_ARGUMENT, "dtype is NULL");
   if (ndim < 0 || ndim > DV_MAXDIMS)
     return dv__error(DV_ERR_BAD_SHAPE, "ndim %d is outside 0..%d", ndim, DV_MAXDIMS);
@@ -337,7 +349,8 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
         if (!rc && stream && (!stream->is_default || stream == ctx->per_thread_stream))
           a->stream = dv__stream_iretain(stream);
       }
-      if (!rc) dv__stats_add(ctx, DV_STAT_DEVICE, (uint64_t)bytes);
+      /* counted with its descriptor below when that is embedded (one lock) */
+      if (!rc && ndim > DV_EMBED_DIMS) dv__stats_add(ctx, DV_STAT_DEVICE, (uint64_t)bytes);
       break;
     case DV_MEM_HOST:
       a->host = dv__malloc((size_t)bytes);
@@ -379,6 +392,8 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
   }
   if (ndim <= DV_EMBED_DIMS) {
     *out = dv__array_embed(a, dtype, ndim, shape, st, offset); /* it holds the record now */
+    if (kind == DV_MEM_DEVICE) dv__stats_add2(ctx, DV_STAT_ARRAYS, 1, DV_STAT_DEVICE, (uint64_t)bytes);
+    else dv__stats_add(ctx, DV_STAT_ARRAYS, 1);
     return DV_OK;
   }
   rc = dv__array_new(a, dtype, ndim, shape, st, offset, out);

@@ -12,6 +12,7 @@ _Thread_local dv_stats_tls dv__stats_tl;
 void dv__stats_init(dv_stats_state *s) {
   memset(s, 0, sizeof *s);
   pthread_mutex_init(&s->lock, NULL);
+  dv__spin_init(&s->spin);
   s->id = atomic_fetch_add(&dv__stats_ids, 1) + 1;
 }
 
@@ -58,20 +59,60 @@ void dv__stats_copy_slow(dv_context *ctx, bool dh, bool sh, uint64_t bytes) {
 }
 
 
-/* A context's counter: current and peak shared (the peak needs the one
- * current value), the total counted in the thread's own block, which saves
- * a read-modify-write on every allocation and array (issue 23). */
+/* A context's counter changes under its stats' spinlock: plain loads and
+ * stores of the atomics (readers load them atomically), the peak exact. */
+static inline void dv__ctr_add_locked(dv_atomic_counter *c, uint64_t n) {
+  uint64_t cur = atomic_load_explicit(&c->current, memory_order_relaxed) + n;
+  atomic_store_explicit(&c->current, cur, memory_order_relaxed);
+  atomic_store_explicit(&c->total, atomic_load_explicit(&c->total, memory_order_relaxed) + n,
+                        memory_order_relaxed);
+  if (cur > atomic_load_explicit(&c->peak, memory_order_relaxed))
+    atomic_store_explicit(&c->peak, cur, memory_order_relaxed);
+}
+
+static inline void dv__ctr_sub_locked(dv_atomic_counter *c, uint64_t n) {
+  atomic_store_explicit(&c->current, atomic_load_explicit(&c->current, memory_order_relaxed) - n,
+                        memory_order_relaxed);
+}
+
 void dv__stats_add(dv_context *ctx, dv_stat_kind k, uint64_t n) {
   dv_stats_state *s = &ctx->stats;
-  dv_atomic_counter *c = &s->c[k];
-  uint64_t cur = atomic_fetch_add_explicit(&c->current, n, memory_order_relaxed) + n;
-  dv_thread_stats *t = __builtin_expect(dv__stats_tl.id == s->id, 1) ? dv__stats_tl.t : dv__stats_thread(s);
-  if (t) dv__stats_bump(&t->total[k], n);
-  else atomic_fetch_add_explicit(&c->total, n, memory_order_relaxed);
-  uint64_t pk = atomic_load_explicit(&c->peak, memory_order_relaxed);
-  while (cur > pk && !atomic_compare_exchange_weak_explicit(&c->peak, &pk, cur, memory_order_relaxed,
-                                                            memory_order_relaxed)) {
+  if (k == DV_STAT_STAGING) {
+    dv__counter_add(&s->c[k], n);
+    return;
   }
+  dv__spin_lock(&s->spin);
+  dv__ctr_add_locked(&s->c[k], n);
+  dv__spin_unlock(&s->spin);
+}
+
+void dv__stats_add2(dv_context *ctx, dv_stat_kind k1, uint64_t n1, dv_stat_kind k2, uint64_t n2) {
+  dv_stats_state *s = &ctx->stats;
+  dv__spin_lock(&s->spin);
+  dv__ctr_add_locked(&s->c[k1], n1);
+  dv__ctr_add_locked(&s->c[k2], n2);
+  dv__spin_unlock(&s->spin);
+}
+
+static _Thread_local dv_stats_batch *dv__stats_batch_tl;
+
+void dv__stats_batch_begin(dv_context *ctx, dv_stats_batch *b) {
+  memset(b, 0, sizeof *b);
+  b->ctx = ctx;
+  b->prev = dv__stats_batch_tl;
+  dv__stats_batch_tl = b;
+}
+
+void dv__stats_batch_end(dv_stats_batch *b) {
+  dv__stats_batch_tl = b->prev;
+  dv_stats_state *s = &b->ctx->stats;
+  bool any = false;
+  for (int k = 0; k < DV_STAT_KINDS; k++) any |= b->sub[k] != 0;
+  if (!any) return;
+  dv__spin_lock(&s->spin);
+  for (int k = 0; k < DV_STAT_KINDS; k++)
+    if (b->sub[k]) dv__ctr_sub_locked(&s->c[k], b->sub[k]);
+  dv__spin_unlock(&s->spin);
 }
 
 void dv__counter_add(dv_atomic_counter *c, uint64_t n) {
@@ -83,7 +124,21 @@ void dv__counter_add(dv_atomic_counter *c, uint64_t n) {
   }
 }
 
-void dv__stats_sub(dv_context *ctx, dv_stat_kind k, uint64_t n) { dv__counter_sub(&ctx->stats.c[k], n); }
+void dv__stats_sub(dv_context *ctx, dv_stat_kind k, uint64_t n) {
+  dv_stats_state *s = &ctx->stats;
+  if (k == DV_STAT_STAGING) {
+    dv__counter_sub(&s->c[k], n);
+    return;
+  }
+  dv_stats_batch *b = dv__stats_batch_tl;
+  if (b && b->ctx == ctx) {
+    b->sub[k] += n;
+    return;
+  }
+  dv__spin_lock(&s->spin);
+  dv__ctr_sub_locked(&s->c[k], n);
+  dv__spin_unlock(&s->spin);
+}
 
 void dv__counter_sub(dv_atomic_counter *c, uint64_t n) {
   atomic_fetch_sub_explicit(&c->current, n, memory_order_relaxed);
@@ -132,13 +187,15 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
   r.pending_peak = s->pending_peak;
   r.flushes = s->flushes;
   dv__spin_unlock(&ctx->lock);
-  pthread_mutex_lock(&s->lock);
+  dv__spin_lock(&s->spin); /* one moment for every counter but staging */
   r.device = dv__counter_get(&s->c[DV_STAT_DEVICE]);
   r.pinned = dv__counter_get(&s->c[DV_STAT_PINNED]);
   r.mapped = dv__counter_get(&s->c[DV_STAT_MAPPED]);
   r.registered = dv__counter_get(&s->c[DV_STAT_REGISTERED]);
   r.managed = dv__counter_get(&s->c[DV_STAT_MANAGED]);
   r.arrays = dv__counter_get(&s->c[DV_STAT_ARRAYS]);
+  dv__spin_unlock(&s->spin);
+  pthread_mutex_lock(&s->lock);
   r.staging = dv__counter_get(&s->c[DV_STAT_STAGING]);
   r.oom_retries = s->oom_retries;
   r.failed_frees = s->failed_frees;
@@ -150,13 +207,6 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
     r.transfers_h2d += atomic_load_explicit(&t->n[0], memory_order_relaxed);
     r.transfers_d2h += atomic_load_explicit(&t->n[1], memory_order_relaxed);
     r.transfers_d2d += atomic_load_explicit(&t->n[2], memory_order_relaxed);
-    r.device.total += atomic_load_explicit(&t->total[DV_STAT_DEVICE], memory_order_relaxed);
-    r.pinned.total += atomic_load_explicit(&t->total[DV_STAT_PINNED], memory_order_relaxed);
-    r.mapped.total += atomic_load_explicit(&t->total[DV_STAT_MAPPED], memory_order_relaxed);
-    r.registered.total += atomic_load_explicit(&t->total[DV_STAT_REGISTERED], memory_order_relaxed);
-    r.managed.total += atomic_load_explicit(&t->total[DV_STAT_MANAGED], memory_order_relaxed);
-    r.arrays.total += atomic_load_explicit(&t->total[DV_STAT_ARRAYS], memory_order_relaxed);
-    r.staging.total += atomic_load_explicit(&t->total[DV_STAT_STAGING], memory_order_relaxed);
   }
   pthread_mutex_unlock(&s->lock);
   r.staging_hits = atomic_load(&s->staging_hits);
