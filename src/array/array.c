@@ -162,9 +162,23 @@ static dv_status dv__foreign_release(dv_alloc *a) {
   return dv__defer_free(ctx, dv__dtor_foreign, a, NULL, 0);
 }
 
-void dv__alloc_release(dv_alloc *a) {
-  if (!a || !dv__ref_drop(&a->refs)) return;
-  dv_context *ctx = a->ctx;
+/* Drop a reference to a record; `arrays` descriptors (0, or the 1 just
+ * released over it) leave the `arrays` statistic with it: with the queue's
+ * entry, under its lock, when the record's device memory is queued (one
+ * lock for a device array's release: issue 23). */
+static void dv__alloc_release_n(dv_alloc *a, uint64_t arrays) {
+  dv_context *ctx = a->ctx; /* before the drop: another holder may free the record after it */
+  if (!dv__ref_drop(&a->refs)) {
+    if (arrays) dv__stats_sub(ctx, DV_STAT_ARRAYS, arrays);
+    return;
+  }
+  if (a->owned && a->kind == DV_MEM_DEVICE && a->buf && !a->foreign && a->reg_count == 0) {
+    /* The record itself goes into the queue (it knows block and stream). */
+    dv_status rc = dv__defer_free_counted(ctx, dv__dtor_device, a, NULL, a->bytes, DV_STAT_ARRAYS, arrays);
+    if (rc) dv__log(DV_LOG_ERROR, "releasing memory: %s", dv_last_error());
+    return;
+  }
+  if (arrays) dv__stats_sub(ctx, DV_STAT_ARRAYS, arrays);
   if (a->reg_count > 0) {
     a->reg_count = 0;
     dv__unregister_now(a);
@@ -206,6 +220,10 @@ void dv__alloc_release(dv_alloc *a) {
   dv__alloc_free(a);
 }
 
+void dv__alloc_release(dv_alloc *a) {
+  if (a) dv__alloc_release_n(a, 0);
+}
+
 dv_alloc *dv__alloc_new(dv_context *ctx, dv_memory_kind kind) {
   dv_alloc *a = dv__alloc_get();
   if (!a) return NULL;
@@ -222,7 +240,8 @@ static inline void dv__array_fill(dv_array *a, dv_alloc *alloc, const dv_dtype *
                                   const int64_t *strides, int64_t offset) {
   atomic_store_explicit(&a->refs, 1, memory_order_relaxed);
   a->alloc = alloc;
-  a->dtype = dv_dtype_retain(dt);
+  a->dtype = dt;
+  if (atomic_load_explicit(&dt->refs, memory_order_relaxed) >= 0) dv_dtype_retain(dt); /* builtins: -1 */
   a->ndim = ndim;
   a->offset = offset;
   a->shape = a->dims_;
@@ -263,10 +282,9 @@ void dv_array_release(dv_array *a) {
   if (!a || !dv__ref_drop(&a->refs)) return;
   dv_alloc *al = a->alloc;
   bool embedded = dv__array_embedded(a);
-  dv_dtype_release(a->dtype);
-  dv__stats_sub(al->ctx, DV_STAT_ARRAYS, 1);
+  if (atomic_load_explicit(&a->dtype->refs, memory_order_relaxed) >= 0) dv_dtype_release(a->dtype);
   if (!embedded) dv__free(a);
-  dv__alloc_release(al); /* last: an embedded descriptor goes with the record */
+  dv__alloc_release_n(al, 1); /* last: an embedded descriptor goes with the record */
 }
 
 /* Validate (ndim, shape, dtype, strides, order) and compute the strides,

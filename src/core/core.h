@@ -176,13 +176,13 @@ typedef struct dv_atomic_counter {
 typedef struct dv_stats_state {
   pthread_mutex_t lock; /* oom_retries, failed_frees, the threads' blocks */
   /* c[k], every kind but DV_STAT_STAGING: current, peak and total change
-   * under `spin`, so that an array's creation counts its memory and itself
-   * with one locked instruction (issue 23: four locked read-modify-writes
-   * per device array made and released were a fifth of its cost), and a
-   * flush counts its frees once at its end (dv__stats_batch_*).
-   * c[DV_STAT_STAGING] belongs to a backend's staging buffers, which count
-   * with dv__counter_add: atomics, no lock. */
-  dv_spin spin;
+   * under the context's lock (ctx->lock, the pending queue's), so that an
+   * array's creation counts its memory and itself with one locked
+   * instruction, its release drops its count with the queue's entry, and a
+   * flush counts its frees once at its end (dv__stats_batch_*) (issue 23:
+   * four locked read-modify-writes per device array made and released were
+   * a fifth of its cost).  c[DV_STAT_STAGING] belongs to a backend's
+   * staging buffers, which count with dv__counter_add: atomics, no lock. */
   dv_atomic_counter c[DV_STAT_KINDS];
   uint64_t pending_peak, flushes; /* under the context's lock, with the queue (pending.c) */
   uint64_t oom_retries, failed_frees;
@@ -203,6 +203,12 @@ void dv__stats_add(dv_context *ctx, dv_stat_kind k, uint64_t n);
 /* Two counters at once (neither DV_STAT_STAGING): one lock. */
 void dv__stats_add2(dv_context *ctx, dv_stat_kind k1, uint64_t n1, dv_stat_kind k2, uint64_t n2);
 void dv__stats_sub(dv_context *ctx, dv_stat_kind k, uint64_t n);
+/* dv__stats_sub with ctx->lock held (not DV_STAT_STAGING). */
+void dv__stats_sub_locked(dv_context *ctx, dv_stat_kind k, uint64_t n);
+/* dv__defer_free (pending.c), subtracting n from statistic k under the
+ * queue's lock (a released descriptor from `arrays`: one lock for both). */
+dv_status dv__defer_free_counted(dv_context *ctx, dv_dtor_fn fn, void *handle, void *aux, size_t bytes,
+                                 dv_stat_kind k, uint64_t n);
 /* A flush's frees (pending.c): between begin and end, the calling thread's
  * dv__stats_sub on ctx are summed and subtracted at end with one lock.
  * Batches nest (a free that flushes). */

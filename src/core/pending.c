@@ -85,8 +85,14 @@ static dv_status dv__flush_taken(dv_context *ctx, dv_pending_entry *items, size_
 }
 
 dv_status dv__defer_free(dv_context *ctx, dv_dtor_fn fn, void *handle, void *aux, size_t bytes) {
+  return dv__defer_free_counted(ctx, fn, handle, aux, bytes, DV_STAT_KINDS, 0);
+}
+
+dv_status dv__defer_free_counted(dv_context *ctx, dv_dtor_fn fn, void *handle, void *aux, size_t bytes,
+                                 dv_stat_kind stat, uint64_t stat_n) {
   dv_pending_queue *q = &ctx->pending;
   dv__spin_lock(&ctx->lock);
+  if (stat_n) dv__stats_sub_locked(ctx, stat, stat_n); /* the statistics live under this lock too */
   if (q->count == q->cap) {
     size_t ncap = q->cap ? q->cap * 2 : 16;
     dv_pending_entry *n = dv__malloc(ncap * sizeof *n);

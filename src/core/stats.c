@@ -12,7 +12,6 @@ _Thread_local dv_stats_tls dv__stats_tl;
 void dv__stats_init(dv_stats_state *s) {
   memset(s, 0, sizeof *s);
   pthread_mutex_init(&s->lock, NULL);
-  dv__spin_init(&s->spin);
   s->id = atomic_fetch_add(&dv__stats_ids, 1) + 1;
 }
 
@@ -59,7 +58,7 @@ void dv__stats_copy_slow(dv_context *ctx, bool dh, bool sh, uint64_t bytes) {
 }
 
 
-/* A context's counter changes under its stats' spinlock: plain loads and
+/* A context's counter changes under the context's lock: plain loads and
  * stores of the atomics (readers load them atomically), the peak exact. */
 static inline void dv__ctr_add_locked(dv_atomic_counter *c, uint64_t n) {
   uint64_t cur = atomic_load_explicit(&c->current, memory_order_relaxed) + n;
@@ -81,17 +80,17 @@ void dv__stats_add(dv_context *ctx, dv_stat_kind k, uint64_t n) {
     dv__counter_add(&s->c[k], n);
     return;
   }
-  dv__spin_lock(&s->spin);
+  dv__spin_lock(&ctx->lock);
   dv__ctr_add_locked(&s->c[k], n);
-  dv__spin_unlock(&s->spin);
+  dv__spin_unlock(&ctx->lock);
 }
 
 void dv__stats_add2(dv_context *ctx, dv_stat_kind k1, uint64_t n1, dv_stat_kind k2, uint64_t n2) {
   dv_stats_state *s = &ctx->stats;
-  dv__spin_lock(&s->spin);
+  dv__spin_lock(&ctx->lock);
   dv__ctr_add_locked(&s->c[k1], n1);
   dv__ctr_add_locked(&s->c[k2], n2);
-  dv__spin_unlock(&s->spin);
+  dv__spin_unlock(&ctx->lock);
 }
 
 static _Thread_local dv_stats_batch *dv__stats_batch_tl;
@@ -109,10 +108,10 @@ void dv__stats_batch_end(dv_stats_batch *b) {
   bool any = false;
   for (int k = 0; k < DV_STAT_KINDS; k++) any |= b->sub[k] != 0;
   if (!any) return;
-  dv__spin_lock(&s->spin);
+  dv__spin_lock(&b->ctx->lock);
   for (int k = 0; k < DV_STAT_KINDS; k++)
     if (b->sub[k]) dv__ctr_sub_locked(&s->c[k], b->sub[k]);
-  dv__spin_unlock(&s->spin);
+  dv__spin_unlock(&b->ctx->lock);
 }
 
 void dv__counter_add(dv_atomic_counter *c, uint64_t n) {
@@ -135,9 +134,13 @@ void dv__stats_sub(dv_context *ctx, dv_stat_kind k, uint64_t n) {
     b->sub[k] += n;
     return;
   }
-  dv__spin_lock(&s->spin);
+  dv__spin_lock(&ctx->lock);
   dv__ctr_sub_locked(&s->c[k], n);
-  dv__spin_unlock(&s->spin);
+  dv__spin_unlock(&ctx->lock);
+}
+
+void dv__stats_sub_locked(dv_context *ctx, dv_stat_kind k, uint64_t n) {
+  dv__ctr_sub_locked(&ctx->stats.c[k], n);
 }
 
 void dv__counter_sub(dv_atomic_counter *c, uint64_t n) {
@@ -186,15 +189,14 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
   r.pending_bytes = ctx->pending.bytes;
   r.pending_peak = s->pending_peak;
   r.flushes = s->flushes;
-  dv__spin_unlock(&ctx->lock);
-  dv__spin_lock(&s->spin); /* one moment for every counter but staging */
+  /* one moment for the queue and every counter but staging */
   r.device = dv__counter_get(&s->c[DV_STAT_DEVICE]);
   r.pinned = dv__counter_get(&s->c[DV_STAT_PINNED]);
   r.mapped = dv__counter_get(&s->c[DV_STAT_MAPPED]);
   r.registered = dv__counter_get(&s->c[DV_STAT_REGISTERED]);
   r.managed = dv__counter_get(&s->c[DV_STAT_MANAGED]);
   r.arrays = dv__counter_get(&s->c[DV_STAT_ARRAYS]);
-  dv__spin_unlock(&s->spin);
+  dv__spin_unlock(&ctx->lock);
   pthread_mutex_lock(&s->lock);
   r.staging = dv__counter_get(&s->c[DV_STAT_STAGING]);
   r.oom_retries = s->oom_retries;

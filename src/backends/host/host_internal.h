@@ -35,6 +35,7 @@ typedef struct hb_block {
   bool alias;            /* a device view of host memory (mapped): no guards, no capacity */
   size_t bytes;          /* payload bytes */
   size_t charged;        /* bytes counted against the capacity */
+  size_t total;          /* bytes at base (guards included; the size class of a cacheable block) */
   unsigned char *base;   /* allocation start (guards included) */
   unsigned char *data;   /* payload */
   size_t color;          /* fast mode: bytes between the front guard and data (host_mem.c) */

@@ -252,7 +252,7 @@ static dv_status hb_block_destroy(hb_block *b) {
     st->quarantine_bytes += b->bytes;
     unquarantined = hb_quarantine_trim(st, HB_QUARANTINE_MAX_BYTES);
     b = NULL;
-  } else if (hb_cacheable(st) && hb_cache_put(st, b, hb_total(st, b->charged), &evicted)) {
+  } else if (hb_cacheable(st) && hb_cache_put(st, b, b->total, &evicted)) {
     b = NULL;
   }
   dv__spin_unlock(&st->lock);
@@ -274,6 +274,7 @@ static void hb_block_init(hb_state *st, hb_block *b, size_t bytes, size_t charge
   b->alias = false;
   b->bytes = bytes;
   b->charged = charged;
+  b->total = total;
   b->data = b->base + HB_FRONT + b->color;
   /* Not yet shared (the caller publishes it under the state's lock or by
    * returning it): plain stores, not three locked exchanges. */
