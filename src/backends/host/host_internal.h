@@ -39,7 +39,8 @@ typedef struct hb_block {
   unsigned char *base;   /* allocation start (guards included) */
   unsigned char *data;   /* payload */
   size_t color;          /* fast mode: bytes between the front guard and data (host_mem.c) */
-  struct hb_block *prev, *next; /* live list / quarantine list */
+  struct hb_block *prev, *next; /* block list (live or cached) / quarantine list */
+  bool live;             /* handed out, not yet freed (under the state's lock) */
   hb_state *st;
   _Atomic int kernel_users; /* running kernels that use it (ASan: guards poisoned meanwhile) */
   /* Fast mode's canaries (host_mem.c): HB_CANARY_NONE until the first

@@ -3,17 +3,21 @@
  * freed block goes.
  *
  *  - Every block is host RAM owned by the simulator, charged against the
- *    capacity (option host_memory) in 256-byte units; a block lives on the
- *    live list until its last reference (the owner's, then queued
- *    operations') is gone.
+ *    capacity (option host_memory) in 256-byte units; it is live until its
+ *    last reference (the owner's, then queued operations') is gone.  Its
+ *    record is on the state's block list from its making until it is
+ *    freed or quarantined: live, or (fast mode) waiting in the cache, so
+ *    that reusing a cached block moves no list links (issue 23: unlinking
+ *    wrote to two other blocks' records, cold by then, at every free).
  *  - Checked mode (host_guard on): guard bytes fill HB_FRONT before and at
  *    least HB_BACK after the payload, fresh payloads are filled with 0xCD,
  *    freed blocks are poisoned and kept in a quarantine whose poison is
  *    checked on eviction and by dv_context_check_memory.  O(size) per
  *    allocation and free, on purpose.
  *  - Fast mode (host_guard off): no fill, no poison, no quarantine.  The
- *    HB_CANARY bytes on either side of the payload are set and checked at
- *    free (O(1)), which catches the usual one-element overrun.  Freed blocks
+ *    HB_CANARY bytes on either side of the payload are set by the first
+ *    launch that uses the block and checked from then on (O(1)), which
+ *    catches a kernel's usual one-element overrun.  Freed blocks
  *    of HB_CACHE_MIN .. HB_CACHE_MAX_BLOCK bytes are kept in a small cache by
  *    size class (bounded in count and bytes; emptied by dv_memory_trim, at
  *    close, and before retrying an allocation the system refused), so a
@@ -156,6 +160,7 @@ static hb_block *hb_cache_drain(hb_state *st, size_t keep_bytes, int keep_slots)
     hb_cached *e = &st->cache[drop++];
     bytes -= e->total;
     ASAN_UNPOISON_MEMORY_REGION(e->b->base, e->total + e->b->color);
+    hb_list_remove(e->b);
     e->b->next = chain;
     chain = e->b;
   }
@@ -245,15 +250,18 @@ static dv_status hb_block_destroy(hb_block *b) {
   const bool quarantine = st->guard && b->bytes <= HB_QUARANTINE_MAX_BLOCK;
   if (quarantine) memset(b->data, HB_POISON_BYTE, b->bytes);
   dv__spin_lock(&st->lock);
-  hb_list_remove(b);
   st->used -= b->charged;
+  b->live = false;
   if (quarantine) {
+    hb_list_remove(b);
     hb_list_insert(&st->quarantine, b);
     st->quarantine_bytes += b->bytes;
     unquarantined = hb_quarantine_trim(st, HB_QUARANTINE_MAX_BYTES);
     b = NULL;
   } else if (hb_cacheable(st) && hb_cache_put(st, b, b->total, &evicted)) {
-    b = NULL;
+    b = NULL; /* it stays on the block list, not live */
+  } else {
+    hb_list_remove(b);
   }
   dv__spin_unlock(&st->lock);
   hb_free_chain(evicted);
@@ -282,6 +290,7 @@ static void hb_block_init(hb_state *st, hb_block *b, size_t bytes, size_t charge
   atomic_store_explicit(&b->freed, false, memory_order_relaxed);
   atomic_store_explicit(&b->kernel_users, 0, memory_order_relaxed);
   atomic_store_explicit(&b->canary, HB_CANARY_NONE, memory_order_relaxed);
+  b->live = true; /* published under st->lock (or not yet at all) */
   if (st->guard) {
     memset(b->base, HB_GUARD_BYTE, HB_FRONT);
     memset(b->data + bytes, HB_GUARD_BYTE, total - HB_FRONT - bytes);
@@ -317,8 +326,7 @@ dv_status hb_mem_alloc(void *state, size_t bytes, void **buf) {
   size_t total = hb_total(st, charged); /* charged <= cap (at most 1 TiB): no overflow */
   hb_block *b = st->ncache ? hb_cache_take(st, total) : NULL;
   if (b) { /* fast mode, a warm block of this class: one lock, no system call */
-    hb_block_init(st, b, bytes, charged, total);
-    hb_list_insert(&st->live, b);
+    hb_block_init(st, b, bytes, charged, total); /* on the block list already */
     dv__spin_unlock(&st->lock);
     *buf = b;
     return DV_OK;
@@ -354,7 +362,7 @@ dv_status hb_mem_alloc(void *state, size_t bytes, void **buf) {
   b->base = base;
   hb_block_init(st, b, bytes, charged, total);
   dv__spin_lock(&st->lock);
-  hb_list_insert(&st->live, b);
+  hb_list_insert(&st->blocks, b);
   dv__spin_unlock(&st->lock);
   *buf = b;
   return DV_OK;
@@ -411,22 +419,22 @@ void hb_mem_open(hb_state *st, const dv_backend_config *cfg) {
   st->cap = cfg->host_memory;
   st->guard = cfg->host_guard != 0;
   st->ipc = cfg->host_ipc != 0;
-  st->live.next = st->live.prev = &st->live;
+  st->blocks.next = st->blocks.prev = &st->blocks;
   st->quarantine.next = st->quarantine.prev = &st->quarantine;
   st->cache_limit = st->cap < HB_CACHE_MAX_BYTES ? st->cap : HB_CACHE_MAX_BYTES;
   atomic_store(&st->fault[DV_FAULT_DEVICE_ALLOC], cfg->fault_device_alloc);
 }
 
 void hb_mem_close(hb_state *st) {
-  hb_mem_trim(st);
+  hb_mem_trim(st); /* the cached blocks: the list holds live ones only now */
   dv__spin_lock(&st->lock);
   hb_block *unquarantined = hb_quarantine_trim(st, 0);
   /* Blocks still live here were leaked by the caller (or by devarray):
    * detached here, logged and freed after the lock. */
-  hb_block *leaked = st->live.next != &st->live ? st->live.next : NULL;
+  hb_block *leaked = st->blocks.next != &st->blocks ? st->blocks.next : NULL;
   if (leaked) {
-    st->live.prev->next = NULL;
-    st->live.next = st->live.prev = &st->live;
+    st->blocks.prev->next = NULL;
+    st->blocks.next = st->blocks.prev = &st->blocks;
   }
   dv__spin_unlock(&st->lock);
   hb_quarantine_free(st, unquarantined);
@@ -444,8 +452,8 @@ dv_status hb_check_memory(void *state) {
   uint64_t bad = 0;
   const hb_block *where = NULL;
   dv__spin_lock(&st->lock);
-  for (hb_block *b = st->live.next; b != &st->live; b = b->next)
-    if (!hb_guards_ok(b)) bad++, where = b;
+  for (hb_block *b = st->blocks.next; b != &st->blocks; b = b->next)
+    if (b->live && !hb_guards_ok(b)) bad++, where = b;
   if (st->guard)
     for (hb_block *b = st->quarantine.next; b != &st->quarantine; b = b->next)
       if (!hb_all(b->data, b->bytes, HB_POISON_BYTE)) bad++, where = b;

@@ -48,7 +48,7 @@ struct hb_state {
   bool strided;
   bool ipc; /* option host_ipc: blocks in memfds (host_ipc.c) */
   int64_t delay_us;
-  hb_block live;       /* sentinel of the live list */
+  hb_block blocks;     /* sentinel of the block list: live blocks and cached ones */
   hb_block quarantine; /* sentinel; oldest first */
   size_t quarantine_bytes;
   hb_cached cache[HB_CACHE_SLOTS]; /* fast mode's freed blocks, oldest first */
