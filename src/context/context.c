@@ -146,6 +146,7 @@ dv_status dv_context_create(const dv_config *cfg, dv_context **out) {
   rc = ctx->be->mem_info(ctx->bst, &free_b, &total_b);
   if (rc) goto fail_backend;
   ctx->total_memory = total_b;
+  dv__pending_limits_set(ctx);
   rc = dv__streams_open(ctx);
   if (rc) goto fail_backend;
   dv__spin_init(&ctx->lock);

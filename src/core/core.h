@@ -160,6 +160,9 @@ typedef struct dv_pending_queue {
 dv_status dv__defer_free(dv_context *ctx, dv_dtor_fn fn, void *handle, void *aux, size_t bytes);
 /* Flush the queue unless deferred. */
 dv_status dv__flush(dv_context *ctx);
+/* The byte limit from total_memory and the ratio option (caller holds
+ * ctx->lock, or has the context to itself). */
+void dv__pending_limits_set(dv_context *ctx);
 
 /* ---- statistics (stats.c) ---- */
 typedef enum dv_stat_kind {
@@ -200,9 +203,22 @@ typedef struct dv_stats_state {
 void dv__stats_init(dv_stats_state *s);
 void dv__stats_destroy(dv_stats_state *s);
 void dv__stats_add(dv_context *ctx, dv_stat_kind k, uint64_t n);
-/* Two counters at once (neither DV_STAT_STAGING): one lock. */
-void dv__stats_add2(dv_context *ctx, dv_stat_kind k1, uint64_t n1, dv_stat_kind k2, uint64_t n2);
 void dv__stats_sub(dv_context *ctx, dv_stat_kind k, uint64_t n);
+/* A context's counter changes under the context's lock: plain loads and
+ * stores of the atomics (readers load them atomically), the peak exact. */
+static inline void dv__ctr_add_locked(dv_atomic_counter *c, uint64_t n) {
+  uint64_t cur = atomic_load_explicit(&c->current, memory_order_relaxed) + n;
+  atomic_store_explicit(&c->current, cur, memory_order_relaxed);
+  atomic_store_explicit(&c->total, atomic_load_explicit(&c->total, memory_order_relaxed) + n,
+                        memory_order_relaxed);
+  if (cur > atomic_load_explicit(&c->peak, memory_order_relaxed))
+    atomic_store_explicit(&c->peak, cur, memory_order_relaxed);
+}
+
+static inline void dv__ctr_sub_locked(dv_atomic_counter *c, uint64_t n) {
+  atomic_store_explicit(&c->current, atomic_load_explicit(&c->current, memory_order_relaxed) - n,
+                        memory_order_relaxed);
+}
 /* dv__stats_sub with ctx->lock held (not DV_STAT_STAGING). */
 void dv__stats_sub_locked(dv_context *ctx, dv_stat_kind k, uint64_t n);
 /* dv__defer_free (pending.c), subtracting n from statistic k under the
@@ -267,6 +283,9 @@ struct dv_context {
   dv_spin lock; /* the queue, the defer count, the limits, dead kernels: short sections only */
   dv_pending_queue pending; /* memory, pinned memory, streams, events: one queue, as Numba's */
   int defer_depth;
+  /* int(total_memory * the ratio limit), kept with the limits it comes
+   * from (dv__pending_limits_set) rather than converted at every enqueue */
+  size_t pending_byte_limit;
 
   dv_stats_state stats;
   dv_staging *staging; /* the pinned staging pool */
@@ -292,6 +311,16 @@ static inline void dv__stats_copy(dv_context *ctx, bool dst_host, bool src_host,
     dv__stats_count(dv__stats_tl.t, dst_host, src_host, bytes);
   else
     dv__stats_copy_slow(ctx, dst_host, src_host, bytes);
+}
+
+/* Two counters at once (neither DV_STAT_STAGING): one lock, inline (an
+ * array's creation counts its memory and itself). */
+static inline void dv__stats_add2(dv_context *ctx, dv_stat_kind k1, uint64_t n1, dv_stat_kind k2,
+                                  uint64_t n2) {
+  dv__spin_lock(&ctx->lock);
+  dv__ctr_add_locked(&ctx->stats.c[k1], n1);
+  dv__ctr_add_locked(&ctx->stats.c[k2], n2);
+  dv__spin_unlock(&ctx->lock);
 }
 
 #endif

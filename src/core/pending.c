@@ -24,15 +24,16 @@
 
 #include "core.h"
 
-/* Numba: int(total_memory * ratio), recomputed per check (caller holds ctx->lock). */
-static size_t dv__byte_limit(const dv_context *ctx) {
+/* Numba: int(total_memory * ratio), which Numba recomputes per check;
+ * here whenever the ratio changes (caller holds ctx->lock). */
+void dv__pending_limits_set(dv_context *ctx) {
   double limit = (double)ctx->total_memory * ctx->opt[DV_OPT_MAX_PENDING_RATIO].d;
-  return (size_t)limit;
+  ctx->pending_byte_limit = (size_t)limit;
 }
 
 static bool dv__over_limit(dv_context *ctx, const dv_pending_queue *q) {
   int64_t count_limit = ctx->opt[DV_OPT_MAX_PENDING_COUNT].i;
-  return (int64_t)q->count > count_limit || q->bytes > dv__byte_limit(ctx);
+  return (int64_t)q->count > count_limit || q->bytes > ctx->pending_byte_limit;
 }
 
 /* Run the entries taken out of a queue; returns the first error. */
@@ -184,6 +185,7 @@ dv_status dv_context_set_dealloc_limits(dv_context *ctx, size_t max_count, doubl
   ctx->opt[DV_OPT_MAX_PENDING_COUNT].source = DV_SOURCE_API;
   ctx->opt[DV_OPT_MAX_PENDING_RATIO].d = max_ratio;
   ctx->opt[DV_OPT_MAX_PENDING_RATIO].source = DV_SOURCE_API;
+  dv__pending_limits_set(ctx);
   dv__spin_unlock(&ctx->lock);
   return DV_OK;
 }
@@ -196,7 +198,7 @@ dv_status dv_context_dealloc_limits(dv_context *ctx, size_t *max_count, double *
   dv__spin_lock(&ctx->lock);
   if (max_count) *max_count = (size_t)ctx->opt[DV_OPT_MAX_PENDING_COUNT].i;
   if (max_ratio) *max_ratio = ctx->opt[DV_OPT_MAX_PENDING_RATIO].d;
-  if (max_bytes) *max_bytes = dv__byte_limit(ctx);
+  if (max_bytes) *max_bytes = ctx->pending_byte_limit;
   dv__spin_unlock(&ctx->lock);
   return DV_OK;
 }

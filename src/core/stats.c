@@ -58,22 +58,6 @@ void dv__stats_copy_slow(dv_context *ctx, bool dh, bool sh, uint64_t bytes) {
 }
 
 
-/* A context's counter changes under the context's lock: plain loads and
- * stores of the atomics (readers load them atomically), the peak exact. */
-static inline void dv__ctr_add_locked(dv_atomic_counter *c, uint64_t n) {
-  uint64_t cur = atomic_load_explicit(&c->current, memory_order_relaxed) + n;
-  atomic_store_explicit(&c->current, cur, memory_order_relaxed);
-  atomic_store_explicit(&c->total, atomic_load_explicit(&c->total, memory_order_relaxed) + n,
-                        memory_order_relaxed);
-  if (cur > atomic_load_explicit(&c->peak, memory_order_relaxed))
-    atomic_store_explicit(&c->peak, cur, memory_order_relaxed);
-}
-
-static inline void dv__ctr_sub_locked(dv_atomic_counter *c, uint64_t n) {
-  atomic_store_explicit(&c->current, atomic_load_explicit(&c->current, memory_order_relaxed) - n,
-                        memory_order_relaxed);
-}
-
 void dv__stats_add(dv_context *ctx, dv_stat_kind k, uint64_t n) {
   dv_stats_state *s = &ctx->stats;
   if (k == DV_STAT_STAGING) {
@@ -82,14 +66,6 @@ void dv__stats_add(dv_context *ctx, dv_stat_kind k, uint64_t n) {
   }
   dv__spin_lock(&ctx->lock);
   dv__ctr_add_locked(&s->c[k], n);
-  dv__spin_unlock(&ctx->lock);
-}
-
-void dv__stats_add2(dv_context *ctx, dv_stat_kind k1, uint64_t n1, dv_stat_kind k2, uint64_t n2) {
-  dv_stats_state *s = &ctx->stats;
-  dv__spin_lock(&ctx->lock);
-  dv__ctr_add_locked(&s->c[k1], n1);
-  dv__ctr_add_locked(&s->c[k2], n2);
   dv__spin_unlock(&ctx->lock);
 }
 

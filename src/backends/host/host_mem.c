@@ -264,8 +264,8 @@ static dv_status hb_block_destroy(hb_block *b) {
     hb_list_remove(b);
   }
   dv__spin_unlock(&st->lock);
-  hb_free_chain(evicted);
-  hb_quarantine_free(st, unquarantined);
+  if (evicted) hb_free_chain(evicted);
+  if (unquarantined) hb_quarantine_free(st, unquarantined);
   if (b) hb_record_free(b);
   return rc;
 }
