@@ -1,7 +1,8 @@
 /* The host simulator's block layout, shared with its white-box tests
- * (tests/test_simulator.c), which corrupt memory on purpose, and the
- * seam between host.c (memory, streams) and the kernel files (host_kernel.c,
- * host_build.c, host_exec.c, ...: host_kernel_internal.h). */
+ * (tests/test_simulator.c), which corrupt memory on purpose, and the seam
+ * between host.c, host_mem.c and host_stream.c (memory, streams) and the
+ * kernel files (host_kernel.c, host_build.c, host_exec.c, ...:
+ * host_kernel_internal.h). */
 #ifndef DV_HOST_INTERNAL_H
 #define DV_HOST_INTERNAL_H
 #include <stdatomic.h>

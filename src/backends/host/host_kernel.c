@@ -14,7 +14,7 @@
  * Running.  The stream's worker runs it (hk_run): it posts the launch to
  * the helper threads when it has more than one block and runs blocks
  * itself until none is left (host_exec.c).  A fault is the stream's error
- * (host.c keeps it with its message): the launch returns it when
+ * (host_stream.c keeps it with its message): the launch returns it when
  * synchronous, else the stream's next synchronize.  With kernel_check, the
  * guard bytes of every buffer argument are checked after the kernel
  * (global out-of-bounds writes); when devarray is built with

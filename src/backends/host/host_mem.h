@@ -1,6 +1,6 @@
 /* The host simulator's state record, and its device memory (host_mem.c) for
- * host.c, which holds the streams, copies and events.  Private to those two
- * files and to the white-box tests (tests/test_simulator.c); the kernel
+ * host.c, host_stream.c and host_copy.c (streams, copies, events).  Private
+ * to those files and to the white-box tests (tests/test_simulator.c); the kernel
  * files see the state only through host_internal.h. */
 #ifndef DV_HOST_MEM_H
 #define DV_HOST_MEM_H
