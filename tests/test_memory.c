@@ -2,6 +2,8 @@
  * ratio 0.2, one flush-and-retry on out-of-memory, nestable defer_cleanup
  * that never flushes on exit), plus devarray's rule that one failing free
  * never strands the others.  Statistics stay consistent throughout. */
+#include <pthread.h>
+
 #include "common.h"
 
 static size_t pending(dv_context *c) {
@@ -231,11 +233,147 @@ static void test_stats_versions(void **state) {
   dv_array_release(a);
 }
 
+/* ---- the statistics kept under the queue's lock (issue 23) ---------------- */
+
+static dv_stats stats_of(dv_context *c) {
+  dv_stats st = {.size = sizeof st};
+  assert_ok(dv_context_stats(c, &st));
+  return st;
+}
+
+/* Arrays with their descriptor inside the record (1-D) and beside it (5-D),
+ * a view keeping one alive: `device` and `arrays` exact at every step, the
+ * descriptors leaving `arrays` at their release, the memory leaving
+ * `device` at the flush. */
+static void test_stats_exact_through_views(void **state) {
+  (void)state;
+  dv_context *c;
+  assert_ok(test_context(&c, NULL));
+  int64_t sh5[5] = {2, 2, 2, 2, 2};
+  dv_array *a = bytes_array(c, 1000), *b = NULL, *v = NULL;
+  assert_ok(dv_device_array(c, 5, sh5, dv_dtype_get(DV_UINT8), NULL, 'C', NULL, &b));
+  dv_index idx[1] = {DV_SLICE(8, 16, 1)};
+  assert_ok(dv_array_slice(a, 1, idx, &v));
+  dv_stats st = stats_of(c);
+  assert_int_equal(st.device.current, 1032);
+  assert_int_equal(st.device.peak, 1032);
+  assert_int_equal(st.device.total, 1032);
+  assert_int_equal(st.arrays.current, 3);
+  assert_int_equal(st.arrays.peak, 3);
+  assert_int_equal(st.arrays.total, 3);
+  dv_array_release(a); /* the view holds the memory */
+  st = stats_of(c);
+  assert_int_equal(st.arrays.current, 2);
+  assert_int_equal(st.device.current, 1032);
+  assert_int_equal(st.pending_deallocs, 0);
+  dv_array_release(v); /* the last reference: a's memory is queued */
+  dv_array_release(b);
+  st = stats_of(c);
+  assert_int_equal(st.arrays.current, 0);
+  assert_int_equal(st.pending_deallocs, 2);
+  assert_int_equal(st.device.current, 1032); /* held until the flush */
+  assert_ok(dv_context_flush_deallocs(c));
+  st = stats_of(c);
+  assert_int_equal(st.device.current, 0);
+  assert_int_equal(st.device.peak, 1032);
+  assert_int_equal(st.device.total, 1032);
+  assert_int_equal(st.arrays.peak, 3);
+  assert_int_equal(st.arrays.total, 3);
+  assert_ok(dv_context_destroy(c));
+}
+
+/* The queue cannot grow (its first array refused): the memory is freed at
+ * once, and both counters still drop exactly once. */
+static void test_stats_when_queue_cannot_grow(void **state) {
+  (void)state;
+  dv_context *c;
+  assert_ok(test_context(&c, NULL));
+  dv_array *a = bytes_array(c, 4096);
+  assert_ok(dv_fault_inject(c, DV_FAULT_HOST_ALLOC, 1)); /* the queue's array */
+  dv_array_release(a);
+  assert_int_equal(dv_fault_pending(c, DV_FAULT_HOST_ALLOC), 0); /* it fired */
+  dv_stats st = stats_of(c);
+  assert_int_equal(st.pending_deallocs, 0);
+  assert_int_equal(st.arrays.current, 0);
+  assert_int_equal(st.device.current, 0);
+  assert_int_equal(st.device.total, 4096);
+  assert_ok(dv_context_destroy(c));
+}
+
+/* A free is subtracted as it is made, not held to the end of its flush: a
+ * flush that waits (here in a wrapped array's release, after a device free
+ * of 1 MiB) while another thread allocates 1 MiB leaves the peak at 1 MiB,
+ * the most ever held (review of issue 23: a batch of the flush's
+ * subtractions raised it to 2 MiB). */
+typedef struct {
+  dv_context *c;
+  pthread_mutex_t m;
+  pthread_cond_t cv;
+  int step; /* 1: the release runs, 2: the other thread has allocated */
+  dv_array *made;
+  dv_stats seen;
+} flush_race;
+
+static void *flush_race_alloc(void *arg) {
+  flush_race *r = arg;
+  pthread_mutex_lock(&r->m);
+  while (r->step < 1) pthread_cond_wait(&r->cv, &r->m);
+  pthread_mutex_unlock(&r->m);
+  r->made = bytes_array(r->c, 1 << 20);
+  r->seen = stats_of(r->c);
+  pthread_mutex_lock(&r->m);
+  r->step = 2;
+  pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->m);
+  return NULL;
+}
+
+static void flush_race_release(void *arg) { /* runs inside the flush */
+  flush_race *r = arg;
+  pthread_mutex_lock(&r->m);
+  r->step = 1;
+  pthread_cond_broadcast(&r->cv);
+  while (r->step < 2) pthread_cond_wait(&r->cv, &r->m);
+  pthread_mutex_unlock(&r->m);
+}
+
+static void test_stats_peak_during_a_flush(void **state) {
+  (void)state;
+  if (strcmp(g_backend, "host") != 0) skip(); /* a host pointer is a buffer only to the simulator */
+  dv_context *c;
+  assert_ok(test_context(&c, NULL));
+  static double mem[8];
+  int64_t n = 8;
+  dv_array *w = NULL;
+  flush_race r = {.c = c, .step = 0};
+  pthread_mutex_init(&r.m, NULL);
+  pthread_cond_init(&r.cv, NULL);
+  assert_ok(dv_device_array_wrap(c, mem, 0, sizeof mem, 1, &n, dv_dtype_get(DV_FLOAT64), NULL,
+                                 flush_race_release, &r, &w));
+  dv_array *a = bytes_array(c, 1 << 20);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, flush_race_alloc, &r), 0);
+  dv_array_release(a); /* queued first: freed first */
+  dv_array_release(w);
+  assert_ok(dv_context_flush_deallocs(c));
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_int_equal(r.seen.device.current, 1 << 20);
+  assert_int_equal(r.seen.device.peak, 1 << 20);
+  dv_stats st = stats_of(c);
+  assert_int_equal(st.device.peak, 1 << 20);
+  dv_array_release(r.made);
+  pthread_mutex_destroy(&r.m);
+  pthread_cond_destroy(&r.cv);
+  assert_ok(dv_context_destroy(c));
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_count_limit),       T(test_views_are_references), T(test_byte_limit),
       T(test_defer_cleanup_nesting), T(test_oom_retry),        T(test_failing_free_does_not_strand),
       T(test_one_queue), T(test_stats_json), T(test_stats_versions),
+      T(test_stats_exact_through_views), T(test_stats_when_queue_cannot_grow),
+      T(test_stats_peak_during_a_flush),
   };
   return test_main(argc, argv, "memory", tests, sizeof tests / sizeof tests[0]);
 }

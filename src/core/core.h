@@ -181,10 +181,12 @@ typedef struct dv_stats_state {
   /* c[k], every kind but DV_STAT_STAGING: current, peak and total change
    * under the context's lock (ctx->lock, the pending queue's), so that an
    * array's creation counts its memory and itself with one locked
-   * instruction, its release drops its count with the queue's entry, and a
-   * flush counts its frees once at its end (dv__stats_batch_*) (issue 23:
-   * four locked read-modify-writes per device array made and released were
-   * a fifth of its cost).  c[DV_STAT_STAGING] belongs to a backend's
+   * instruction and its release drops its count with the queue's entry
+   * (issue 23: four locked read-modify-writes per device array made and
+   * released were a fifth of its cost).  A free is subtracted as it is
+   * made, never held back to the end of a flush: a flush may wait for the
+   * device, and another thread's allocation meanwhile would raise the peak
+   * past what was ever held.  c[DV_STAT_STAGING] belongs to a backend's
    * staging buffers, which count with dv__counter_add: atomics, no lock. */
   dv_atomic_counter c[DV_STAT_KINDS];
   uint64_t pending_peak, flushes; /* under the context's lock, with the queue (pending.c) */
@@ -225,16 +227,6 @@ void dv__stats_sub_locked(dv_context *ctx, dv_stat_kind k, uint64_t n);
  * queue's lock (a released descriptor from `arrays`: one lock for both). */
 dv_status dv__defer_free_counted(dv_context *ctx, dv_dtor_fn fn, void *handle, void *aux, size_t bytes,
                                  dv_stat_kind k, uint64_t n);
-/* A flush's frees (pending.c): between begin and end, the calling thread's
- * dv__stats_sub on ctx are summed and subtracted at end with one lock.
- * Batches nest (a free that flushes). */
-typedef struct dv_stats_batch {
-  dv_context *ctx;
-  struct dv_stats_batch *prev;
-  uint64_t sub[DV_STAT_KINDS];
-} dv_stats_batch;
-void dv__stats_batch_begin(dv_context *ctx, dv_stats_batch *b);
-void dv__stats_batch_end(dv_stats_batch *b);
 /* The same on one counter, for a layer that holds the counter but not the
  * context (a backend's own staging buffers: dv_backend_config). */
 void dv__counter_add(dv_atomic_counter *c, uint64_t n);

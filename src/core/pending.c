@@ -39,8 +39,6 @@ static bool dv__over_limit(dv_context *ctx, const dv_pending_queue *q) {
 /* Run the entries taken out of a queue; returns the first error. */
 static dv_status dv__run_entries(dv_context *ctx, dv_pending_entry *items, size_t n) {
   dv_status first = DV_OK;
-  dv_stats_batch batch; /* the frees' statistics, counted once at the end */
-  dv__stats_batch_begin(ctx, &batch);
   for (size_t i = 0; i < n; i++) {
     dv_status rc = items[i].fn(ctx, items[i].handle, items[i].aux);
     if (rc) {
@@ -51,7 +49,6 @@ static dv_status dv__run_entries(dv_context *ctx, dv_pending_entry *items, size_
       if (!first) first = rc;
     }
   }
-  dv__stats_batch_end(&batch);
   return first;
 }
 

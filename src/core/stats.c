@@ -69,27 +69,6 @@ void dv__stats_add(dv_context *ctx, dv_stat_kind k, uint64_t n) {
   dv__spin_unlock(&ctx->lock);
 }
 
-static _Thread_local dv_stats_batch *dv__stats_batch_tl;
-
-void dv__stats_batch_begin(dv_context *ctx, dv_stats_batch *b) {
-  memset(b, 0, sizeof *b);
-  b->ctx = ctx;
-  b->prev = dv__stats_batch_tl;
-  dv__stats_batch_tl = b;
-}
-
-void dv__stats_batch_end(dv_stats_batch *b) {
-  dv__stats_batch_tl = b->prev;
-  dv_stats_state *s = &b->ctx->stats;
-  bool any = false;
-  for (int k = 0; k < DV_STAT_KINDS; k++) any |= b->sub[k] != 0;
-  if (!any) return;
-  dv__spin_lock(&b->ctx->lock);
-  for (int k = 0; k < DV_STAT_KINDS; k++)
-    if (b->sub[k]) dv__ctr_sub_locked(&s->c[k], b->sub[k]);
-  dv__spin_unlock(&b->ctx->lock);
-}
-
 void dv__counter_add(dv_atomic_counter *c, uint64_t n) {
   uint64_t cur = atomic_fetch_add_explicit(&c->current, n, memory_order_relaxed) + n;
   atomic_fetch_add_explicit(&c->total, n, memory_order_relaxed);
@@ -103,11 +82,6 @@ void dv__stats_sub(dv_context *ctx, dv_stat_kind k, uint64_t n) {
   dv_stats_state *s = &ctx->stats;
   if (k == DV_STAT_STAGING) {
     dv__counter_sub(&s->c[k], n);
-    return;
-  }
-  dv_stats_batch *b = dv__stats_batch_tl;
-  if (b && b->ctx == ctx) {
-    b->sub[k] += n;
     return;
   }
   dv__spin_lock(&ctx->lock);
