@@ -1,8 +1,12 @@
+#define _DEFAULT_SOURCE
 /* White-box tests of the host simulator's own checks: it must notice
  * out-of-bounds writes (guard bytes) and writes after free (poison); and of
  * its memory in each mode (issue 23): checked mode fills, poisons and
  * quarantines, fast mode does none of that but reuses freed blocks from a
  * bounded cache, with capacity, statistics and faults as exact as before. */
+#include <pthread.h>
+#include <time.h>
+
 #include "common.h"
 #include "array/array.h"
 #include "backends/host/host_mem.h"
@@ -346,6 +350,40 @@ static void test_fast_canaries(void **state) {
   assert_ok(dv_context_destroy(c));
 }
 
+/* A launch that finds the canaries being written by another waits until
+ * they are: returning at once would let its overrun be overwritten by them
+ * (review of issue 23). */
+static _Atomic int g_armed;
+static void *arm_thread(void *arg) {
+  hb_guards_arm(arg);
+  atomic_store(&g_armed, 1);
+  return NULL;
+}
+
+static void test_fast_canaries_second_launch_waits(void **state) {
+  (void)state;
+  dv_context *c;
+  assert_ok(test_context(&c, "host_mode=fast", NULL));
+  dv_array *a = dev_bytes(c, 100);
+  hb_block *b = block_of(a);
+  atomic_store(&b->canary, HB_CANARY_WRITING); /* as if another launch were writing them */
+  atomic_store(&g_armed, 0);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, arm_thread, b), 0);
+  struct timespec ts = {0, 50 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  assert_int_equal(atomic_load(&g_armed), 0); /* still waiting */
+  memset(b->data - HB_CANARY, HB_GUARD_BYTE, HB_CANARY);
+  memset(b->data + b->bytes, HB_GUARD_BYTE, HB_CANARY);
+  atomic_store(&b->canary, HB_CANARY_SET);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_int_equal(atomic_load(&g_armed), 1);
+  assert_ok(dv_context_check_memory(c));
+  dv_array_release(a);
+  assert_ok(dv_context_flush_deallocs(c));
+  assert_ok(dv_context_destroy(c));
+}
+
 /* A cached block comes back without canaries: what a kernel wrote next to
  * it in its last life is not this allocation's overrun. */
 static void test_fast_canaries_reset_by_cache(void **state) {
@@ -420,6 +458,7 @@ int main(int argc, char **argv) {
       T(test_fast_cache_is_bounded),    T(test_fast_capacity_and_faults),
       T(test_fast_trim_waits_for_queued_work), T(test_fast_cache_within_capacity),
       T(test_fast_canaries),            T(test_fast_canaries_reset_by_cache),
+      T(test_fast_canaries_second_launch_waits),
       T(test_checked_quarantines),
       T(test_fast_ipc_not_cached),      T(test_fast_blocks_colored)};
   return test_main(argc, argv, "simulator", tests, sizeof tests / sizeof tests[0]);

@@ -100,19 +100,22 @@ bool hb_guards_ok(const hb_block *b) {
 }
 
 /* The first launch to use a fast-mode block writes its canaries (one
- * writer: the exchange from HB_CANARY_NONE); a launch running on the block
- * meanwhile skips the check until they are set. */
+ * writer: the exchange from HB_CANARY_NONE); a launch that finds them being
+ * written waits the few instructions until they are, so that an overrun it
+ * makes cannot be overwritten by them (review of issue 23). */
 void hb_guards_arm(hb_block *b) {
-  if (b->alias || b->st->guard ||
-      atomic_load_explicit(&b->canary, memory_order_relaxed) != HB_CANARY_NONE)
+  if (b->alias || b->st->guard) return;
+  unsigned char seen = atomic_load_explicit(&b->canary, memory_order_acquire);
+  if (seen == HB_CANARY_SET) return;
+  if (seen == HB_CANARY_NONE &&
+      atomic_compare_exchange_strong_explicit(&b->canary, &seen, HB_CANARY_WRITING,
+                                              memory_order_acquire, memory_order_acquire)) {
+    memset(b->data - HB_CANARY, HB_GUARD_BYTE, HB_CANARY);
+    memset(b->data + b->bytes, HB_GUARD_BYTE, HB_CANARY);
+    atomic_store_explicit(&b->canary, HB_CANARY_SET, memory_order_release);
     return;
-  unsigned char none = HB_CANARY_NONE;
-  if (!atomic_compare_exchange_strong_explicit(&b->canary, &none, HB_CANARY_WRITING,
-                                               memory_order_relaxed, memory_order_relaxed))
-    return;
-  memset(b->data - HB_CANARY, HB_GUARD_BYTE, HB_CANARY);
-  memset(b->data + b->bytes, HB_GUARD_BYTE, HB_CANARY);
-  atomic_store_explicit(&b->canary, HB_CANARY_SET, memory_order_release);
+  }
+  while (atomic_load_explicit(&b->canary, memory_order_acquire) != HB_CANARY_SET) sched_yield();
 }
 
 static void hb_corruption(hb_state *st, const hb_block *b, const char *what) {
