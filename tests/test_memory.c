@@ -311,6 +311,7 @@ typedef struct {
   pthread_cond_t cv;
   int step; /* 1: the release runs, 2: the other thread has allocated */
   dv_array *made;
+  dv_status made_rc, seen_rc; /* checked on the main thread (cmocka asserts there only) */
   dv_stats seen;
 } flush_race;
 
@@ -319,8 +320,10 @@ static void *flush_race_alloc(void *arg) {
   pthread_mutex_lock(&r->m);
   while (r->step < 1) pthread_cond_wait(&r->cv, &r->m);
   pthread_mutex_unlock(&r->m);
-  r->made = bytes_array(r->c, 1 << 20);
-  r->seen = stats_of(r->c);
+  int64_t n = 1 << 20;
+  r->made_rc = dv_device_array(r->c, 1, &n, dv_dtype_get(DV_UINT8), NULL, 'C', NULL, &r->made);
+  r->seen.size = sizeof r->seen;
+  r->seen_rc = dv_context_stats(r->c, &r->seen);
   pthread_mutex_lock(&r->m);
   r->step = 2;
   pthread_cond_broadcast(&r->cv);
@@ -357,6 +360,8 @@ static void test_stats_peak_during_a_flush(void **state) {
   dv_array_release(w);
   assert_ok(dv_context_flush_deallocs(c));
   assert_int_equal(pthread_join(t, NULL), 0);
+  assert_ok(r.made_rc);
+  assert_ok(r.seen_rc);
   assert_int_equal(r.seen.device.current, 1 << 20);
   assert_int_equal(r.seen.device.peak, 1 << 20);
   dv_stats st = stats_of(c);

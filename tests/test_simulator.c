@@ -5,6 +5,7 @@
  * quarantines, fast mode does none of that but reuses freed blocks from a
  * bounded cache, with capacity, statistics and faults as exact as before. */
 #include <pthread.h>
+#include <sched.h>
 #include <time.h>
 
 #include "common.h"
@@ -353,8 +354,9 @@ static void test_fast_canaries(void **state) {
 /* A launch that finds the canaries being written by another waits until
  * they are: returning at once would let its overrun be overwritten by them
  * (review of issue 23). */
-static _Atomic int g_armed;
+static _Atomic int g_armed, g_arming;
 static void *arm_thread(void *arg) {
+  atomic_store(&g_arming, 1);
   hb_guards_arm(arg);
   atomic_store(&g_armed, 1);
   return NULL;
@@ -368,9 +370,11 @@ static void test_fast_canaries_second_launch_waits(void **state) {
   hb_block *b = block_of(a);
   atomic_store(&b->canary, HB_CANARY_WRITING); /* as if another launch were writing them */
   atomic_store(&g_armed, 0);
+  atomic_store(&g_arming, 0);
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, arm_thread, b), 0);
   struct timespec ts = {0, 50 * 1000 * 1000};
+  while (!atomic_load(&g_arming)) sched_yield(); /* it is in hb_guards_arm (or about to be) */
   nanosleep(&ts, NULL);
   assert_int_equal(atomic_load(&g_armed), 0); /* still waiting */
   memset(b->data - HB_CANARY, HB_GUARD_BYTE, HB_CANARY);

@@ -87,7 +87,10 @@ static void dv__alloc_free(dv_alloc *a) {
 static dv_alloc *dv__alloc_get(void) {
 #if DV_ALLOC_CACHE
   dv_alloc_cache *c = &dv__alloc_tl;
-  if (c->n > 0) {
+  /* Not while a host-allocation fault is armed: the record's allocation is
+   * one the fault may hit, as it is when the cache is empty (tests/test_oom
+   * sweeps every path's error returns in every build). */
+  if (c->n > 0 && !dv__fault_host_pending()) {
     dv_alloc *a = c->rec[--c->n];
     /* everything after the (initialised) mutex; the embedded descriptor's
      * room needs no clearing */

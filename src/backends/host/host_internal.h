@@ -66,10 +66,11 @@ dv_status hb_ipc_open(void *state, const unsigned char *payload, void **native, 
                       void **token);
 dv_status hb_ipc_close(void *state, void *token);
 
-/* ---- host.c, for the kernel files ----
- * host.c calls the kernel files; they reach host.c's blocks and streams
- * only through this table, which host.c hands to hk_open (so the files
- * never call each other in a circle: scripts/check-layers). */
+/* ---- host.c, host_mem.c and host_stream.c, for the kernel files ----
+ * Those files call the kernel files (host.c opens and closes them,
+ * host_stream.c's workers run launches); the kernel files reach blocks and
+ * streams only through this table, which host.c hands to hk_open (so the
+ * files never call each other in a circle: scripts/check-layers). */
 typedef struct hk_state hk_state; /* the kernel part of the simulator's state */
 typedef struct hk_job hk_job;     /* one queued launch */
 
@@ -90,8 +91,9 @@ typedef struct hb_state_head {
   hk_state *k;
 } hb_state_head;
 
-/* ---- the kernel files, for host.c (host_exec.c: hk_thread_exit; host_build.c:
- * compiler, modules, kernels; host_kernel.c: the rest) ---- */
+/* ---- the kernel files, for host.c and host_stream.c (host_exec.c:
+ * hk_thread_exit; host_build.c: compiler, modules, kernels; host_kernel.c:
+ * the rest) ---- */
 dv_status hk_open(hb_state *st, const dv_backend_config *cfg, const hk_services *sv,
                   hk_state **out);
 void hk_close(hk_state *k);
