@@ -171,7 +171,7 @@ typedef enum dv_stat_kind {
 } dv_stat_kind;
 
 /* A counter: atomics, changed either without a lock (dv__counter_add) or
- * under the stats' spinlock (dv__stats_add); read with atomic loads. */
+ * under the context's lock (dv__stats_add); read with atomic loads. */
 typedef struct dv_atomic_counter {
   _Atomic uint64_t current, peak, total;
 } dv_atomic_counter;
