@@ -72,3 +72,37 @@ def is_available():
 
 
 __all__ = [n for n in dir() if not n.startswith("_")]
+
+
+# ---- Python kernels (devarray.jit, docs/python.md) ----------------------------------------
+# The kernel language's names (threadIdx, shared, syncthreads, atomic, ...) and jit come
+# from devarray._jit, which needs Numba; they are loaded on first use so that `import
+# devarray` neither needs Numba nor pays for importing it.
+_JIT_NAMES = ("jit",)
+
+
+def _jit_unavailable(exc):
+    from ._lib import DevarrayError
+    return DevarrayError("devarray.jit and the kernel language need Numba (Debian: "
+                         "python3-numba; pip: numba), which could not be imported: %s" % exc)
+
+
+def __getattr__(name):
+    if name in _JIT_NAMES or not name.startswith("_"):
+        try:
+            from . import _jit
+        except ImportError as e:  # no Numba: one clear error, the rest keeps working
+            if name in _JIT_NAMES:
+                err = _jit_unavailable(e)
+
+                def jit(*args, **kws):
+                    raise err
+                return jit
+            raise AttributeError("module 'devarray' has no attribute %r (the kernel "
+                                 "language needs Numba: %s)" % (name, e)) from None
+        if name == "jit":
+            return _jit.jit
+        stub = _jit.stubs.ALL.get(name)
+        if stub is not None:
+            return stub
+    raise AttributeError("module 'devarray' has no attribute %r" % name)

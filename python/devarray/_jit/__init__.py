@@ -1,0 +1,14 @@
+"""devarray.jit: Python kernels (Numba's ``@cuda.jit`` language) compiled to devarray's C
+dialect with Numba's own front end, and launched on every backend.
+
+Needs Numba (Debian: python3-numba); without it ``devarray.jit`` raises one clear error and
+the rest of the binding works. The parts: ``stubs`` (the names kernels call), ``typingctx``
+(Numba's CUDA typing rules), ``frontend`` (Numba's pipeline up to typed IR), ``structure``
+(the control-flow graph as structured C), ``lower`` and ``ops`` (typed IR to the dialect),
+``dispatcher`` (specialization, cache, launches). docs/python.md says what is Numba's and
+what differs.
+"""
+
+from .dispatcher import jit, Dispatcher, DeviceFunction, typeof_arg  # noqa: F401
+from .values import LoweringError  # noqa: F401
+from . import stubs  # noqa: F401

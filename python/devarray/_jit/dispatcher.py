@@ -1,0 +1,471 @@
+"""``devarray.jit``: Python kernels compiled to the dialect and launched through the kernel
+layer (so the contract, the compiled-module cache, streams and the simulator's checks apply
+as to any dialect kernel).
+
+A ``Dispatcher`` compiles lazily, once per argument types (``overloads``), as Numba does:
+the function is typed by Numba's front end (``frontend``), lowered to the dialect
+(``lower``), built for the current context as a ``Module`` (whose built code devarray's disk
+cache keeps), and launched with ``kernel[grid, block, stream, sharedmem](args)``.
+"""
+
+import ctypes
+import inspect
+import threading
+
+import numpy as np
+from numba.core import types, sigutils, typing
+from numba.core.typing.templates import AbstractTemplate, signature
+from numba.np import numpy_support
+
+from .. import _kernel
+from .._array import DeviceNDArray
+from .._context import current_context
+from .._lib import lib, check, dv_arg, dv_launch_config
+from .._stream import _stream_handle
+from .._hostmem import _host_array
+from . import frontend, lower
+from .values import LoweringError, unlit, is_scalar
+
+_P = ctypes.c_void_p
+_lock = threading.RLock()
+
+
+def _layout(a):
+    c, f = a.is_c_contiguous(), a.is_f_contiguous()
+    if c:
+        return "C"
+    if f:
+        return "F"
+    return "A"
+
+
+def typeof_arg(a):
+    """Numba's type of kernel argument `a` (devarray's arrays typed as Numba types its own
+    device arrays)."""
+    if isinstance(a, DeviceNDArray):
+        return types.Array(numpy_support.from_dtype(a.dtype), a.ndim, _layout(a))
+    if isinstance(a, bool):
+        return types.boolean
+    if isinstance(a, int):
+        return types.int64
+    if isinstance(a, float):
+        return types.float64
+    if isinstance(a, complex):
+        return types.complex128
+    if isinstance(a, np.ndarray):
+        if a.ndim == 0:
+            return numpy_support.from_dtype(a.dtype)
+        return types.Array(numpy_support.from_dtype(a.dtype), a.ndim,
+                           numpy_support.map_layout(a), readonly=not a.flags.writeable)
+    if isinstance(a, np.generic):
+        return numpy_support.from_dtype(a.dtype)
+    if isinstance(a, tuple):
+        return types.BaseTuple.from_types([typeof_arg(x) for x in a])
+    if hasattr(a, "__cuda_array_interface__") or hasattr(a, "__dlpack__"):
+        return typeof_arg(_foreign(a))
+    raise TypeError("kernel argument of type %s: devarray.jit takes device arrays, NumPy "
+                    "arrays, numbers, bools and tuples of them" % type(a).__name__)
+
+
+def _foreign(a):
+    from .._create import from_dlpack
+    if hasattr(a, "__dlpack__"):
+        return from_dlpack(a)
+    raise TypeError("an object with __cuda_array_interface__ and no __dlpack__ (pass it "
+                    "through devarray.as_cuda_array)")
+
+
+def _parse_sig(sig):
+    args, rt = sigutils.normalize_signature(sig)
+    return tuple(args), rt
+
+
+class _Compiled:
+    """One specialization: its argument types, its C source and its modules by context."""
+
+    def __init__(self, disp, argtypes, tir, program, source, name, uses_dyn):
+        self.disp, self.argtypes, self.tir = disp, argtypes, tir
+        self.program, self.source, self.name = program, source, name
+        self.uses_dyn = uses_dyn
+        self.modules = {}
+        self.signature = signature(types.void, *argtypes)
+        self.kinds = []
+        for t in argtypes:
+            t = unlit(t)
+            if isinstance(t, types.Array):
+                self.kinds.append(("array", t))
+            elif isinstance(t, (types.UniTuple, types.Tuple)):
+                self.kinds.append(("tuple", t))
+            else:
+                self.kinds.append(("scalar", t))
+
+    def kernel(self):
+        ctx = current_context()
+        k = self.modules.get(id(ctx))
+        if k is None or k[0] is not ctx:
+            opts = self.disp.targetoptions
+            mod = _kernel.Module(self.source, name=self.disp.py_func.__code__.co_filename,
+                                 constants=self.program.constants or None,
+                                 debug=bool(opts.get("debug")), cache=opts.get("cache", True))
+            k = (ctx, mod, mod.get(self.name))
+            self.modules[id(ctx)] = k
+        return k[2]
+
+
+_TYPE_IDS = _kernel._TYPE_IDS
+
+
+class Dispatcher:
+    """A kernel compiled from Python: ``kernel[grid, block](args)``."""
+
+    def __init__(self, pyfunc, sigs=None, targetoptions=None):
+        self.py_func = pyfunc
+        self.targetoptions = dict(targetoptions or {})
+        self.overloads = {}
+        self._by_key = {}
+        self._last_cfg = None
+        self.__name__ = getattr(pyfunc, "__name__", "kernel")
+        self.__doc__ = getattr(pyfunc, "__doc__", None)
+        self.__wrapped__ = pyfunc
+        self.__module__ = getattr(pyfunc, "__module__", None)
+        self._specialized = False
+        for s in sigs or ():
+            args, rt = _parse_sig(s)
+            if rt is not None and rt not in (types.none, types.void):
+                raise TypeError("a kernel returns nothing: its signature's return type must "
+                                "be void, not %s" % rt)
+            self.compile(args)
+        if sigs:
+            self._specialized = len(sigs) == 1
+
+    def __repr__(self):
+        return "<devarray.jit kernel %s>" % self.__name__
+
+    # ---- compilation -----------------------------------------------------------------
+
+    def compile(self, argtypes):
+        """Compile for `argtypes` (Numba types, or a signature string); returns the
+        specialization (cached)."""
+        if isinstance(argtypes, str):
+            argtypes, rt = _parse_sig(argtypes)
+        argtypes = tuple(unlit(t) for t in argtypes)
+        with _lock:
+            c = self.overloads.get(argtypes)
+            if c is not None:
+                return c
+            if self._specialized:
+                raise TypeError("%s was compiled for %s only (a signature was given); "
+                                "called with %s" % (self.__name__,
+                                                    list(self.overloads)[0], argtypes))
+            tir = frontend.typed_ir(self.py_func, argtypes)
+            if unlit(tir.return_type) not in (types.none, types.void):
+                raise TypeError("kernel %s returns %s: a kernel must return None "
+                                "(write results into an array)" % (self.__name__,
+                                                                   tir.return_type))
+            prog = lower.Program()
+            name = _cname(self.__name__)
+            fl = lower.FunctionLowering(prog, tir, name, "kernel")
+            text = fl.lower()
+            src = prog.source("#line %d \"%s\"\n%s" % (
+                self.py_func.__code__.co_firstlineno,
+                self.py_func.__code__.co_filename.replace("\\", "/"), text))
+            c = _Compiled(self, argtypes, tir, prog, src, name, getattr(fl, "uses_dynshared",
+                                                                         False))
+            self.overloads[argtypes] = c
+            return c
+
+    def specialize(self, *args):
+        """A kernel compiled for the types of `args` only (Numba's specialize)."""
+        argtypes = tuple(typeof_arg(a) for a in args)
+        d = Dispatcher(self.py_func, None, self.targetoptions)
+        d.compile(argtypes)
+        d._specialized = True
+        return d
+
+    @property
+    def definitions(self):
+        return dict(self.overloads)
+
+    @property
+    def specializations(self):
+        return dict(self.overloads)
+
+    def inspect_types(self):
+        return {k: v.tir.typemap for k, v in self.overloads.items()}
+
+    def inspect_source(self, signature=None):
+        """The generated dialect source: of `signature` (argument types or a string), or
+        a dict {argument types: source} of every specialization."""
+        if signature is None:
+            return {k: v.source for k, v in self.overloads.items()}
+        if isinstance(signature, str):
+            signature = _parse_sig(signature)[0]
+        return self.compile(tuple(signature)).source
+
+    # ---- launches --------------------------------------------------------------------
+
+    def __getitem__(self, config):
+        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+            raise ValueError("launch configuration must be [grid, block[, stream[, "
+                             "dynamic_shared_bytes]]]")
+        last = self._last_cfg
+        if last is not None and last[0] == config:
+            return last[1]
+        cfg = _Configured(self, *config)
+        try:
+            hash(config)
+            self._last_cfg = (config, cfg)
+        except TypeError:
+            pass
+        return cfg
+
+    def configure(self, grid, block, stream=0, sharedmem=0):
+        return _Configured(self, grid, block, stream, sharedmem)
+
+    def forall(self, ntasks, tpb=0, stream=0, sharedmem=0):
+        """A 1-D launch of `ntasks` threads (tpb: threads per block, 0: 128)."""
+        tpb = tpb or 128
+        return _Configured(self, max(1, (int(ntasks) + tpb - 1) // tpb), tpb, stream,
+                           sharedmem)
+
+    def __call__(self, *args, **kws):
+        raise TypeError("a kernel is launched with a configuration: kernel[blocks, "
+                        "threads](args...)")
+
+    def _specialization(self, args):
+        key = tuple(_fast_key(a) for a in args)
+        c = self._by_key.get(key)
+        if c is None:
+            c = self.compile(tuple(typeof_arg(a) for a in args))
+            self._by_key[key] = c
+        return c
+
+
+def _fast_key(a):
+    t = type(a)
+    if t is DeviceNDArray or isinstance(a, DeviceNDArray):
+        return (t, a.dtype, a.ndim, _layout(a))
+    if t is np.ndarray:
+        return (t, a.dtype, a.ndim, numpy_support.map_layout(a), a.flags.writeable)
+    if t in (int, float, bool, complex):
+        return t
+    if isinstance(a, np.generic):
+        return (t, a.dtype)
+    if t is tuple:
+        return (t,) + tuple(_fast_key(x) for x in a)
+    return (t, id(a))
+
+
+def _cname(name):
+    c = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
+    if not c or c[0].isdigit() or c in lower._C_RESERVED or c.startswith("dv"):
+        c = "py_" + c
+    return c
+
+
+class _Configured:
+    __slots__ = ("disp", "cfg", "cfgref", "stream", "sharedmem")
+
+    def __init__(self, disp, grid, block, stream=0, sharedmem=0):
+        self.disp = disp
+        g, b = _kernel._dim3(grid, "grid"), _kernel._dim3(block, "block")
+        cfg = dv_launch_config()
+        cfg.grid.x, cfg.grid.y, cfg.grid.z = g
+        cfg.block.x, cfg.block.y, cfg.block.z = b
+        sharedmem = int(sharedmem)
+        if sharedmem < 0:
+            raise ValueError("dynamic shared bytes must be >= 0")
+        cfg.dynamic_shared = sharedmem
+        cfg.stream = _stream_handle(stream)
+        self.cfg, self.cfgref = cfg, ctypes.byref(cfg)
+        self.stream, self.sharedmem = stream, sharedmem
+
+    def __call__(self, *args):
+        spec = self.disp._specialization(args)
+        k = spec.kernel()
+        kinds = spec.kinds
+        if len(args) != len(kinds):
+            raise TypeError("%s takes %d arguments, %d given" % (self.disp.__name__,
+                                                                 len(kinds), len(args)))
+        n = len(args) + sum(len(t.types) - 1 for kd, t in kinds if kd == "tuple") + (
+            1 if spec.uses_dyn else 0)
+        cargs = (dv_arg * max(n, 1))()
+        keep, release = [], []
+        try:
+            j = 0
+            for a, (kd, t) in zip(args, kinds):
+                if kd == "array":
+                    _array_arg(cargs[j], a, keep, release)
+                    j += 1
+                elif kd == "scalar":
+                    _scalar_arg(cargs[j], a, t, keep)
+                    j += 1
+                else:
+                    for x, xt in zip(a, t.types):
+                        _scalar_arg(cargs[j], x, xt, keep)
+                        j += 1
+            if spec.uses_dyn:
+                _scalar_arg(cargs[j], self.sharedmem, types.int64, keep)
+                j += 1
+            st = _kernel._launch(k.handle, self.cfgref, n, cargs)
+            if st:
+                check(st, "launch " + self.disp.__name__)
+        finally:
+            for h in release:
+                lib.dv_array_release(h)
+        if self.stream:
+            self.stream._hold(keep)
+
+
+def _array_arg(c, a, keep, release):
+    if isinstance(a, DeviceNDArray):
+        c.kind = _kernel.ARG_VIEW
+        c.array = a.handle
+        c.dir = _kernel.DIR_DEFAULT
+        keep.append(a)
+        return
+    if isinstance(a, np.ndarray):
+        d = _kernel.DIR_INOUT if a.flags.writeable else _kernel.DIR_IN
+        h, arr = _host_array(a)
+        release.append(h)
+        keep.append(arr)
+        if arr is not a and d != _kernel.DIR_IN:
+            raise ValueError("kernel arguments: a NumPy array must be aligned and in native "
+                             "byte order to be written back")
+        c.kind = _kernel.ARG_VIEW
+        c.array = h
+        c.dir = d
+        return
+    f = _foreign(a)
+    keep.append(a)
+    _array_arg(c, f, keep, release)
+
+
+def _scalar_arg(c, a, t, keep):
+    t = unlit(t)
+    dt = numpy_support.as_dtype(t)
+    v = np.array(a, dt)
+    c.kind = _kernel.ARG_SCALAR
+    c.type = _TYPE_IDS[v.dtype]
+    c.value = v.__array_interface__["data"][0]
+    keep.append(v)
+
+
+# ---- device functions -------------------------------------------------------------------
+
+class DeviceFunction:
+    """A device function (``jit(device=True)``): called from kernels and from each other,
+    compiled for each call's argument types."""
+
+    def __init__(self, pyfunc, sigs=None, targetoptions=None):
+        self.py_func = pyfunc
+        self.targetoptions = dict(targetoptions or {})
+        self.__name__ = getattr(pyfunc, "__name__", "device_function")
+        self.__doc__ = getattr(pyfunc, "__doc__", None)
+        self.__wrapped__ = pyfunc
+        self._typed = {}
+        self._dv_device_function = self
+        dev = self
+
+        class _Template(AbstractTemplate):
+            key = self
+
+            def generic(tmpl, args, kws):
+                if kws:
+                    return None
+                argtypes = tuple(unlit(a) for a in args)
+                tir = dev.typed(argtypes)
+                return signature(unlit(tir.return_type), *argtypes)
+
+        _Template.__name__ = "DeviceFunction_" + self.__name__
+        self._template = _Template
+        self._numba_type_ = types.Function(_Template)
+        for s in sigs or ():
+            args, rt = _parse_sig(s)
+            self.typed(tuple(args))
+
+    def __repr__(self):
+        return "<devarray.jit device function %s>" % self.__name__
+
+    def __call__(self, *args, **kws):
+        raise TypeError("%s is a device function: call it from a kernel (or call "
+                        ".py_func from Python)" % self.__name__)
+
+    def typed(self, argtypes):
+        with _lock:
+            tir = self._typed.get(argtypes)
+            if tir is None:
+                tir = frontend.typed_ir(self.py_func, argtypes)
+                self._typed[argtypes] = tir
+            return tir
+
+    def lower_into(self, program, sig, args):
+        """The C name of this function for `sig` in `program` (lowered there once)."""
+        from .values import Arr
+        argtypes = tuple(unlit(a) for a in sig.args)
+        spaces = {i: v.space for i, v in enumerate(args) if isinstance(v, Arr)}
+        key = (self, argtypes, tuple(sorted(spaces.items())))
+        name = program.done.get(key)
+        if name is not None:
+            return name, spaces
+        tir = self.typed(argtypes)
+        name = program.unique("py_" + _cname(self.__name__).replace("py_", "", 1))
+        program.done[key] = name
+        fl = lower.FunctionLowering(program, tir, name, "device", spaces)
+        text = fl.lower()
+        if getattr(fl, "uses_dynshared", False):
+            raise LoweringError("dynamic shared memory (shared.array(0, ...)) in a device "
+                                "function: declare it in the kernel and pass it")
+        program.functions.append("#line %d \"%s\"\n%s" % (
+            self.py_func.__code__.co_firstlineno,
+            self.py_func.__code__.co_filename.replace("\\", "/"), text))
+        return name, spaces
+
+    @property
+    def overloads(self):
+        return dict(self._typed)
+
+
+# ---- the decorator ----------------------------------------------------------------------
+
+_OPTIONS = {"device", "debug", "inline", "fastmath", "lineinfo", "opt", "cache", "link",
+            "max_registers", "boundscheck", "forceinline"}
+
+
+def jit(func_or_sig=None, device=False, inline=False, link=(), debug=None, opt=True,
+        lineinfo=False, cache=False, **kws):
+    """Numba's ``cuda.jit``: a Python function as a kernel (or, ``device=True``, a device
+    function) of devarray's dialect, on every backend.
+
+    Forms: ``@jit``, ``@jit("void(float32[:], int32)")`` or ``@jit(["sig", ...])``, ``@jit((types,
+    ...))``, ``@jit(device=True)``. ``inline``, ``fastmath``, ``lineinfo``, ``opt``,
+    ``max_registers`` are accepted (the dialect's compilers decide inlining and the
+    floating-point contract is the dialect's: docs/python.md); ``debug=True`` builds the
+    module with DV_BUILD_DEBUG (the host simulator's checks always on). ``link`` (PTX or
+    CUDA C files) is not supported: NotImplementedError.
+    """
+    bad = set(kws) - _OPTIONS
+    if bad:
+        raise TypeError("jit() got unexpected keyword arguments %s" % sorted(bad))
+    if link:
+        raise NotImplementedError("jit(link=...): devarray kernels are written in Python or in "
+                                  "its C dialect (devarray.Module), not linked from PTX")
+    opts = {"debug": bool(debug), "inline": inline, "opt": opt, "lineinfo": lineinfo,
+            "cache": True}
+    opts.update({k: v for k, v in kws.items()})
+
+    def make(fn, sigs):
+        if not inspect.isfunction(fn):
+            raise TypeError("jit() decorates a Python function, not %r" % (fn,))
+        if device:
+            return DeviceFunction(fn, sigs, opts)
+        return Dispatcher(fn, sigs, opts)
+
+    if func_or_sig is None:
+        return lambda fn: make(fn, None)
+    if inspect.isfunction(func_or_sig):
+        return make(func_or_sig, None)
+    sigs = func_or_sig
+    if isinstance(sigs, (str, typing.Signature, tuple)):
+        sigs = [sigs]
+    return lambda fn: make(fn, list(sigs))
