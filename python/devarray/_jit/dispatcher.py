@@ -103,7 +103,7 @@ class _Compiled:
         ctx = current_context()
         k = self.modules.get(id(ctx))
         if k is None or k[0] is not ctx:
-            opts = self.disp.targetoptions
+            opts = self.disp.options
             mod = _kernel.Module(self.source, name=self.disp.py_func.__code__.co_filename,
                                  constants=self.program.constants or None,
                                  debug=bool(opts.get("debug")), cache=opts.get("cache", True))
@@ -120,7 +120,7 @@ class Dispatcher:
 
     def __init__(self, pyfunc, sigs=None, targetoptions=None):
         self.py_func = pyfunc
-        self.targetoptions = dict(targetoptions or {})
+        self.options = dict(targetoptions or {})
         self.overloads = {}
         self._by_key = {}
         self._last_cfg = None
@@ -177,7 +177,7 @@ class Dispatcher:
     def specialize(self, *args):
         """A kernel compiled for the types of `args` only (Numba's specialize)."""
         argtypes = tuple(typeof_arg(a) for a in args)
-        d = Dispatcher(self.py_func, None, self.targetoptions)
+        d = Dispatcher(self.py_func, None, self.options)
         d.compile(argtypes)
         d._specialized = True
         return d
@@ -236,9 +236,32 @@ class Dispatcher:
         key = tuple(_fast_key(a) for a in args)
         c = self._by_key.get(key)
         if c is None:
-            c = self.compile(tuple(typeof_arg(a) for a in args))
+            actual = tuple(typeof_arg(a) for a in args)
+            c = self.overloads.get(actual)
+            if c is None and self._specialized:
+                for sig, cand in self.overloads.items():
+                    if len(sig) == len(actual) and all(_converts(a, t) for a, t in
+                                                       zip(actual, sig)):
+                        c = cand
+                        break
+            if c is None:
+                c = self.compile(actual)
             self._by_key[key] = c
         return c
+
+
+def _converts(actual, param):
+    """Whether an argument of type `actual` may be passed for `param` (an explicit
+    signature's): arrays of its dtype and rank in a layout it takes, numbers to numbers."""
+    if isinstance(param, types.Array):
+        return isinstance(actual, types.Array) and actual.dtype == param.dtype and \
+            actual.ndim == param.ndim and (param.layout == "A" or actual.layout == param.layout
+                                           or actual.ndim == 1 and param.layout in "CF"
+                                           and actual.layout in "CF")
+    if isinstance(param, (types.Integer, types.Float, types.Boolean)):
+        return isinstance(actual, (types.Integer, types.Float, types.Boolean)) and not (
+            isinstance(param, types.Integer) and isinstance(actual, types.Float))
+    return actual == param
 
 
 def _fast_key(a):
@@ -359,7 +382,7 @@ class DeviceFunction:
 
     def __init__(self, pyfunc, sigs=None, targetoptions=None):
         self.py_func = pyfunc
-        self.targetoptions = dict(targetoptions or {})
+        self.options = dict(targetoptions or {})
         self.__name__ = getattr(pyfunc, "__name__", "device_function")
         self.__doc__ = getattr(pyfunc, "__doc__", None)
         self.__wrapped__ = pyfunc

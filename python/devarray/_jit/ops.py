@@ -28,7 +28,7 @@ def helper_text(name):
     if kind == "fdiv":  # integer floor division, Python's signs; by zero: 0
         signed = not t.startswith("dv_u")
         body = ("  if (b == 0) return 0;\n  %s q = a / b;\n" % t +
-                ("  if ((a %% b != 0) && ((a < 0) != (b < 0))) q -= 1;\n" if signed else "") +
+                ("  if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;\n" if signed else "") +
                 "  return q;\n")
         return "DV_DEVICE %s %s(%s a, %s b) {\n%s}" % (t, name, t, t, body), []
     if kind == "fmod":  # integer modulo, Python's signs; by zero: 0

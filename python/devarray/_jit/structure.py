@@ -48,15 +48,28 @@ def _body(block):
     return [s for s in block.body[:-1] if not isinstance(s, ir.Del)]
 
 
-def _same_code(a, b):
+def _temps(blocks):
+    """Names Numba made for values, not the user's variables: $-names, and the one-time
+    loads of globals (`bool22 = global(bool)`)."""
+    count, glob = {}, set()
+    for blk in blocks.values():
+        for st in blk.body:
+            if isinstance(st, ir.Assign):
+                count[st.target.name] = count.get(st.target.name, 0) + 1
+                if isinstance(st.value, (ir.Global, ir.FreeVar)):
+                    glob.add(st.target.name)
+    return {n for n in count if n.startswith("$")} | {n for n in glob if count[n] == 1}
+
+
+def _same_code(a, b, temps):
     """Whether statement lists a and b compute the same thing: the same operations on the
-    same named variables and constants, their temporaries ($...) renamed one to one."""
+    same named variables and constants, their temporaries renamed one to one."""
     if len(a) != len(b):
         return False
     ren = {}
 
     def var(x, y):
-        if x.name.startswith("$") and y.name.startswith("$"):
+        if x.name in temps and y.name in temps:
             return ren.setdefault(x.name, y.name) == y.name
         return x.name == y.name
 
@@ -71,17 +84,18 @@ def _same_code(a, b):
         if isinstance(x, ir.Expr):
             if x.op != y.op:
                 return False
+            xk, yk = x._kws, y._kws
             for k in ("fn", "attr", "index"):
-                if getattr(x, k, None) != getattr(y, k, None):
+                if xk.get(k) != yk.get(k):
                     return False
             for k in ("lhs", "rhs", "value", "func", "index_var"):
-                xa, ya = getattr(x, k, None), getattr(y, k, None)
+                xa, ya = xk.get(k), yk.get(k)
                 if (xa is None) != (ya is None) or xa is not None and not val(xa, ya):
                     return False
-            xs, ys = list(getattr(x, "args", []) or []), list(getattr(y, "args", []) or [])
+            xs, ys = list(xk.get("args") or []), list(yk.get("args") or [])
             if len(xs) != len(ys) or not all(val(p, q) for p, q in zip(xs, ys)):
                 return False
-            if list(getattr(x, "kws", []) or []) or list(getattr(y, "kws", []) or []):
+            if list(xk.get("kws") or []) or list(yk.get("kws") or []):
                 return False
             return True
         return False
@@ -89,27 +103,32 @@ def _same_code(a, b):
     for s, t in zip(a, b):
         if not (isinstance(s, ir.Assign) and isinstance(t, ir.Assign)):
             return False
-        if not s.target.name.startswith("$") or not t.target.name.startswith("$"):
+        if s.target.name not in temps or t.target.name not in temps:
             return False
         if not var(s.target, t.target) or not val(s.value, t.value):
             return False
     return True
 
 
-def _cond_tail(block):
+def _cond_tail(block, temps=None):
     """The statements at the end of `block` that compute its branch's condition: the run
     of temporary assignments the condition depends on."""
     body = _body(block)
+    if temps is None:
+        temps = {s.target.name for s in body if isinstance(s, ir.Assign)
+                 and (s.target.name.startswith("$")
+                      or isinstance(s.value, (ir.Global, ir.FreeVar)))}
     need = {block.terminator.cond.name}
     start = len(body)
     for i in range(len(body) - 1, -1, -1):
         s = body[i]
         if not (isinstance(s, ir.Assign) and s.target.name in need):
             break
-        if not s.target.name.startswith("$"):
+        if s.target.name not in temps:
             break
         need.discard(s.target.name)
-        need.update(v.name for v in s.value.list_vars() if v.name.startswith("$"))
+        need.update(v.name for v in (s.value.list_vars() if hasattr(s.value, "list_vars")
+                                     else []) if v.name in temps)
         start = i
     return start, body[start:]
 
@@ -119,6 +138,7 @@ def uninvert(func_ir):
     of c are the same code: a new header block holds c, the guard and the latch jump to it."""
     blocks = func_ir.blocks
     cfg = compute_cfg_from_blocks(blocks)
+    temps = _temps(blocks)
     changed = False
     for header, loop in cfg.loops().items():
         latches = [p for p, _ in cfg.predecessors(header) if p in loop.body]
@@ -131,16 +151,29 @@ def uninvert(func_ir):
             continue
         if (lterm.truebr, lterm.falsebr) != (header, gterm.falsebr) or gterm.truebr != header:
             continue
-        gs, gcode = _cond_tail(g)
-        ls, lcode = _cond_tail(lt)
-        if not gcode or not _same_code(gcode, lcode):
+        gs, gcode = _cond_tail(g, temps)
+        ls, lcode = _cond_tail(lt, temps)
+        if not gcode or not _same_code(gcode, lcode, temps):
             continue
+        # a `continue` jumps to the guard's condition (3.11): it must reach the new header
+        g_label = outside[0]
+        continues = [p for p, _ in cfg.predecessors(g_label)
+                     if p in loop.body or g_label in cfg.dominators().get(p, ())]
+        if continues and gs != 0:
+            continue  # the guard does more than test: not the shape Python makes
         new = max(blocks) + 1
         nb = ir.Block(scope=lt.scope, loc=lt.terminator.loc)
         for s in lcode:
             nb.append(s)
         nb.append(ir.Branch(lterm.cond, header, lterm.falsebr, lterm.loc))
         blocks[new] = nb
+        for p in continues:
+            t = blocks[p].terminator
+            if isinstance(t, ir.Jump) and t.target == g_label:
+                blocks[p].body[-1] = ir.Jump(new, t.loc)
+            elif isinstance(t, ir.Branch):
+                blocks[p].body[-1] = ir.Branch(t.cond, new if t.truebr == g_label else t.truebr,
+                                               new if t.falsebr == g_label else t.falsebr, t.loc)
         for b, start in ((g, gs), (lt, ls)):
             keep = [s for s in b.body[:-1]]
             body = _body(b)
@@ -155,11 +188,11 @@ def uninvert(func_ir):
 
 
 class _Loop:
-    __slots__ = ("header", "body", "follow", "exits", "latch")
+    __slots__ = ("header", "body", "follow", "exits", "latch", "flag")
 
-    def __init__(self, header, body, follow, exits, latch=None):
+    def __init__(self, header, body, follow, exits, latch=None, flag=False):
         self.header, self.body, self.follow, self.exits = header, body, follow, exits
-        self.latch = latch
+        self.latch, self.flag = latch, flag
 
 
 class Structurer:
@@ -208,20 +241,23 @@ class Structurer:
 
     # ---- sequences -------------------------------------------------------------------
 
-    def seq(self, start, stop, ctx):
-        """Nodes from `start` up to `stop` (exclusive); (nodes, falls through to stop)."""
+    def seq(self, start, stop, ctx, first=False):
+        """Nodes from `start` up to `stop` (exclusive); (nodes, falls through to stop).
+        `first`: start is a loop's header, taken as a block even though it is `stop`."""
         out = []
         cur = start
         guard = 0
         while True:
             guard += 1
             if guard > 100000:
-                raise StructureError("control flow of %s is not structured" % self.ir.func_id.func_qualname)
-            if cur == stop:
+                raise StructureError("control flow of %s is not structured"
+                                     % self.ir.func_id.func_qualname)
+            if cur == stop and not first:
                 return out, True
             if cur is None:
                 return out, False
-            edge = self.edge(cur, stop, ctx)
+            edge = None if first else self.edge(cur, stop, ctx)
+            first = False
             if edge is not None:
                 out.extend(edge)
                 return out, False
@@ -234,7 +270,8 @@ class Structurer:
                 raise StructureError("a jump out of two loops at once (line %s)"
                                      % self.loc(cur).line)
             blk = self.blocks[cur]
-            out.append(("block", cur))
+            if _body(blk):
+                out.append(("block", cur))
             t = blk.terminator
             if isinstance(t, ir.Jump):
                 cur = t.target
@@ -286,11 +323,12 @@ class Structurer:
         lp = ctx[-1]
         if (target == lp.header or target == lp.latch) and target != stop:
             return [("continue",)]
+        brk = [("broke", lp.header), ("break",)] if lp.flag else [("break",)]
         if target == lp.follow and target != stop:
-            return [("break",)]
+            return brk
         if target not in lp.body and target != lp.follow and target in lp.exits:
             nodes, falls = self.seq(target, lp.follow, ctx[:-1])
-            return nodes + ([("break",)] if falls else [])
+            return nodes + (brk if falls else [])
         return None
 
     # ---- loops -----------------------------------------------------------------------
@@ -314,7 +352,7 @@ class Structurer:
         try:
             node = self._for(L, ctx) or self._while(L, ctx) or self._dowhile(L, ctx)
             if node is None:
-                nodes, _ = self.seq(header, header, ctx + [L])
+                nodes, _ = self.seq(header, header, ctx + [L], first=True)
                 node = ("loop", nodes)
         finally:
             self.active.discard(header)
@@ -329,12 +367,18 @@ class Structurer:
         if not body or not any(isinstance(s, ir.Assign) and isinstance(s.value, ir.Expr)
                                and s.value.op == "iternext" for s in body):
             return None
-        if t.truebr not in L.body or t.falsebr != L.follow:
-            if t.truebr in L.body and t.falsebr in L.exits:
-                raise StructureError("for ... else (line %d)" % hb.loc.line)
+        if t.truebr not in L.body:
             return None
+        if t.falsebr != L.follow:
+            if t.falsebr not in L.exits:
+                return None
+            # for ... else: the else part runs unless a break left the loop
+            L.flag = True
+            nodes, _ = self.seq(t.truebr, L.header, ctx + [L])
+            els, falls = self.seq(t.falsebr, L.follow, ctx)
+            return ("for", L.header, nodes, els)
         nodes, _ = self.seq(t.truebr, L.header, ctx + [L])
-        return ("for", L.header, nodes)
+        return ("for", L.header, nodes, None)
 
     def _while(self, L, ctx):
         hb = self.blocks[L.header]
@@ -362,7 +406,7 @@ class Structurer:
         if lt == L.header:
             return ("dowhile", L.header, lt, [])
         nodes, falls = self.seq(L.header, lt, ctx + [_Loop(L.header, L.body, L.follow,
-                                                               L.exits, lt)])
+                                                               L.exits, lt)], first=True)
         if self._jumps_to(nodes):
             # a `continue` evaluates the condition: exact only if the latch computes
             # nothing else
