@@ -82,9 +82,10 @@ _JIT_NAMES = ("jit",)
 
 
 def _jit_unavailable(exc):
-    from ._lib import DevarrayError
-    return DevarrayError("devarray.jit and the kernel language need Numba (Debian: "
-                         "python3-numba; pip: numba), which could not be imported: %s" % exc)
+    from ._lib import NotSupportedError
+    return NotSupportedError(300, "devarray.jit and the kernel language need Numba (Debian: "
+                             "python3-numba; pip: numba), which could not be imported: %s"
+                             % exc, "jit")
 
 
 def __getattr__(name):
