@@ -1155,8 +1155,9 @@ DV_API dv_status dv_stream_query(dv_stream *s);
 
 /**
  * A stream callback.  `status` is DV_OK, or an error that earlier work on the
- * stream hit where the backend can tell (the host and OpenCL backends; CUDA
- * passes DV_OK); dv_stream_synchronize reports such errors in any case.
+ * stream hit (CUDA and HIP pass the driver's status for the stream; a device
+ * fault reads DV_ERR_DEVICE_LOST); dv_stream_synchronize reports such errors
+ * in any case.
  */
 typedef void (*dv_callback_fn)(dv_stream *stream, dv_status status, void *user);
 /**
@@ -1167,6 +1168,20 @@ typedef void (*dv_callback_fn)(dv_stream *stream, dv_status status, void *user);
  * synchronize or free memory (releasing the last reference to an array
  * included): as with CUDA's host functions, that could wait on the very
  * stream that runs fn.
+ *
+ * CUDA's rule: no call of the driver inside a callback.  On CUDA and HIP,
+ * every devarray call fn makes that would reach the driver (anything that
+ * allocates, copies, launches, records, queries or synchronizes) is refused
+ * with DV_ERR_MISUSE before the driver is asked; calls that do not (array
+ * metadata, views, dv_status_name, dv_last_error) work.  The host simulator
+ * and OpenCL do not refuse them, but portable callbacks make none: signal
+ * another thread from fn and make the call there.
+ *
+ * On a CUDA or HIP stream that is capturing a graph (or the legacy stream
+ * while a blocking stream captures), DV_ERR_MISUSE and nothing queued: the
+ * driver cannot capture stream callbacks, and asking it would invalidate the
+ * capture.  Copies that devarray stages through host callbacks (host to
+ * host on a stream, pageable host memory) are refused there the same way.
  */
 DV_API dv_status dv_stream_add_callback(dv_stream *s, dv_callback_fn fn, void *user);
 /**
@@ -1917,6 +1932,31 @@ DV_API dv_status dv_stream_native(dv_stream *s, void **handle);
  * Thread-safe; does not block.
  */
 DV_API dv_status dv_array_native(const dv_array *a, void **buffer, size_t *offset);
+/**
+ * The memory manager's block behind device array a, as the manager's alloc
+ * returned it (buffer, offset and the manager's own handle: what a plugged-in
+ * manager uses to find its record of the memory), and in *offset the byte
+ * offset of a's element 0 from the block's start.  *usable is 1 when the
+ * block is device memory of the backend, 0 when a plugged-in manager handed
+ * out a buffer the backend did not allocate (the array is then carried, and
+ * given back to the manager's free, but every copy, launch or export of it
+ * is refused with DV_ERR_INVALID_ARGUMENT; see dv_memory_manager).
+ * DV_ERR_MISUSE for an array whose memory no manager gave (host, pinned,
+ * mapped, managed, wrapped or IPC memory); an empty array gives a zeroed
+ * block.  Outputs may be NULL (cleared on failure).  Thread-safe; does not block.
+ */
+DV_API dv_status dv_array_block(const dv_array *a, dv_block *block, size_t *offset, int *usable);
+/**
+ * Whether bytes [offset, offset + bytes) from `native` (native memory as
+ * dv_array_native gives it: a host simulator address, an OpenCL cl_mem)
+ * lie in a live device buffer of ctx's backend: DV_OK, else
+ * DV_ERR_INVALID_ARGUMENT (the memory is never read: any value may be
+ * asked about, such as a foreign __cuda_array_interface__ pointer, before
+ * dv_device_array_wrap is given it).  DV_ERR_NOT_SUPPORTED where the backend
+ * cannot tell: CUDA and HIP device pointers, which the driver checks itself
+ * on every use.  Thread-safe; does not block.
+ */
+DV_API dv_status dv_context_check_native(dv_context *ctx, void *native, size_t offset, size_t bytes);
 /** Called once when devarray no longer uses wrapped memory. */
 typedef void (*dv_release_fn)(void *user);
 /**

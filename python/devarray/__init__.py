@@ -31,6 +31,8 @@ from ._stream import (Stream, stream, default_stream, legacy_default_stream,
 from ._array import DeviceNDArray, DeviceRecord
 from ._create import (device_array, device_array_like, to_device, from_dlpack, is_cuda_array,
                       is_device_array)
+from ._create import as_cuda_array, from_cuda_array_interface
+from ._array import MappedNDArray
 from ._hostmem import (pinned_array, mapped_array, managed_array, pinned, mapped, register,
                        deregister, is_pinned)
 from ._kernel import Module, Kernel, Arg, In, Out, InOut, View, SmartArray
@@ -44,6 +46,7 @@ from ._driver import (host_to_device, device_to_host, device_to_device, device_m
                       is_device_memory, require_device_memory, device_pointer,
                       device_ctypes_pointer)
 from ._devices import gpus, require_context
+from ._devices import detect, list_devices
 from . import driver, devicearray
 
 __version__ = _clib.dv_version().decode()
@@ -89,8 +92,12 @@ def _jit_unavailable(exc):
 
 
 def __getattr__(name):
-    if name in _JIT_NAMES or not name.startswith("_"):
+    from ._jit.names import KERNEL_NAMES
+    if name in _JIT_NAMES or name in KERNEL_NAMES:
         try:
+            if name in KERNEL_NAMES:  # the stubs alone (Numba's typing imports them)
+                from ._jit import stubs
+                return stubs.ALL[name]
             from . import _jit
         except ImportError as e:  # no Numba: one clear error, the rest keeps working
             if name in _JIT_NAMES:
@@ -101,9 +108,5 @@ def __getattr__(name):
                 return jit
             raise AttributeError("module 'devarray' has no attribute %r (the kernel "
                                  "language needs Numba: %s)" % (name, e)) from None
-        if name == "jit":
-            return _jit.jit
-        stub = _jit.stubs.ALL.get(name)
-        if stub is not None:
-            return stub
+        return _jit.jit
     raise AttributeError("module 'devarray' has no attribute %r" % name)

@@ -11,6 +11,7 @@ from ._stream import _stream_handle, Stream, _release_later
 from ._convert import _P, _I64, _dv_dtype, _np_dtype, _i64
 from ._hostmem import _host_array, _alloc
 from ._lib import lib, check, dv_index, error, DevarrayError, speedups
+from ._lib import library_path as _lib_path
 from ._words import _as_numpy, _incompatible, _order_words, _probe
 
 MEM_DEVICE, MEM_HOST, MEM_PINNED, MEM_MAPPED, MEM_MANAGED = range(5)
@@ -284,15 +285,20 @@ class DeviceNDArray(_ArrayBase):
         self._setitem(key, value, stream or self.stream)
 
     def _setitem(self, key, value, stream):
+        # Numba's: without a stream the copy goes on the context's default stream, which is
+        # then synchronized (Stream.synchronize), so the assignment is complete on return
+        sync = _sync_stream(stream, self)
         if isinstance(key, str):
             view = self.field(key)
         else:
             h, _ = self._slice(key)
             view = self._wrap(h)
         try:
-            view._assign(value, stream)
+            view._assign(value, sync or stream)
         finally:
             view._release()
+        if sync:
+            _finish(sync)
 
     def _assign(self, value, stream):
         """Copy `value` (NumPy's assignment rules: cast, broadcast) into this whole array."""
@@ -462,7 +468,7 @@ class DeviceNDArray(_ArrayBase):
         ptr = (buf.value or 0) + off.value if self.size else 0
         return {"shape": self.shape, "strides": None if self.is_c_contiguous() else
                 self.strides, "data": (ptr, False), "typestr": self.dtype.str,
-                "descr": self.dtype.descr, "version": 3, "stream": None}
+                "descr": self.dtype.descr, "version": 3, "stream": _cai_stream(self.stream)}
 
     def __dlpack__(self, stream=None):
         """A DLPack capsule viewing this array (no copy; dv_array_to_dlpack). On the host
@@ -586,9 +592,12 @@ class DeviceRecord(DeviceNDArray):
             return DeviceNDArray._setitem(self, name, value, stream)
         buf = np.empty((), fdt)
         buf[()] = value  # NumPy's conversion, and its errors
+        sync = _sync_stream(stream, self)
         check(lib.dv_record_set(self.handle, name.encode(), buf.__array_interface__["data"][0],
-                                fdt.itemsize, _stream_handle(stream)), "record set")
-        _hold(stream, buf)
+                                fdt.itemsize, _stream_handle(sync or stream)), "record set")
+        _hold(sync or stream, buf)
+        if sync:
+            _finish(sync)
 
     def copy_to_host(self, ary=None, stream=0):
         """Copy the record to `ary` (a 0-d NumPy array, or a NumPy record (np.void), whose
@@ -610,6 +619,165 @@ class DeviceRecord(DeviceNDArray):
 
     def __repr__(self):
         return "<devarray.DeviceRecord dtype=%s>" % (self.dtype,)
+
+
+class MappedNDArray(np.ndarray):
+    """A NumPy array over mapped host memory that is also a device array (Numba's
+    MappedNDArray, what mapped_array() returns): NumPy reads and writes it in place, and it
+    has the device array's methods, which work on the same memory with no copy.
+
+    ``copy_to_host``, ``copy_to_device``, ``split``, ``get_ipc_handle``, ``gpu_data``,
+    ``device_ctypes_pointer``, ``__cuda_array_interface__`` (cuda backend) and
+    ``_numba_type_`` are DeviceNDArray's, on a device view of exactly this array's elements
+    (slices of a MappedNDArray are MappedNDArrays too). ``stream`` is the default stream of
+    those methods (mapped_array's `stream`); ``bind(stream)`` gives a view with another.
+    ``view``, ``reshape``, ``transpose``/``T`` and indexing are NumPy's (host views), where
+    Numba's MappedNDArray takes DeviceNDArray's ``view``/``transpose`` (docs/semantics.md)."""
+
+    __cuda_memory__ = True
+    __cuda_ndarray__ = True
+
+    def __array_finalize__(self, obj):
+        # the C mapped allocation (a _HostOwner) and the default stream travel to views
+        self._mapped = getattr(obj, "_mapped", None)
+        self.stream = getattr(obj, "stream", 0)
+        self._gpu = None
+
+    def device_setup(self, gpu_data, stream=0):
+        """Numba's: set the array's memory object (gpu_data; None: devarray's own, derived
+        from the array) and its default stream."""
+        self._gpu = gpu_data
+        self.stream = stream
+
+    def _device(self):
+        """A DeviceNDArray over exactly this array's elements (the mapped memory's device
+        buffer, as the library's mapped scopes make device views of it); it keeps the
+        memory's owner alive (not this array: gpu_data of it would make a cycle)."""
+        owner = self._mapped
+        if owner is None:
+            raise TypeError("this MappedNDArray was not made by mapped_array (no mapped "
+                            "memory behind it)")
+        addr = self.__array_interface__["data"][0]
+        base = owner.__array_interface__["data"][0]
+        if self.size == 0:
+            h, dt = _alloc(lib.dv_device_array, self.shape, self.dtype, None, "C", None,
+                           name="MappedNDArray")
+            return DeviceNDArray._from_handle(h, dt, stream=self.stream)
+        buf, off = _P(), ctypes.c_size_t()
+        check(lib.dv_array_native(owner.handle, ctypes.byref(buf), ctypes.byref(off)),
+              "MappedNDArray")
+        delta = off.value + (addr - base)
+        hi = sum((n - 1) * t for n, t in zip(self.shape, self.strides) if t > 0)
+        out = _P()
+        check(lib.dv_device_array_wrap(_ctx_of_handle(owner.handle), buf, delta,
+                                       delta + hi + self.dtype.itemsize, self.ndim,
+                                       _i64(self.shape), _dv_dtype(self.dtype),
+                                       _i64(self.strides), None, None, ctypes.byref(out)),
+              "MappedNDArray")
+        return DeviceNDArray._from_handle(out.value, self.dtype, keep=owner, stream=self.stream)
+
+    def copy_to_host(self, ary=None, stream=0):
+        """DeviceNDArray.copy_to_host of this array's memory (a new NumPy array, or `ary`)."""
+        return self._device().copy_to_host(ary, stream=stream or self.stream)
+
+    def copy_to_device(self, ary, stream=0):
+        """DeviceNDArray.copy_to_device: copy `ary` (host or device) into this array."""
+        d = self._device()
+        d.copy_to_device(ary, stream=stream or self.stream)
+
+    def split(self, section, stream=0):
+        """DeviceNDArray.split: device views of `section` elements each."""
+        return self._device().split(section, stream=stream or self.stream)
+
+    def bind(self, stream=0):
+        """This array (a new view of it) with `stream` as its default stream."""
+        v = np.ndarray.view(self, type(self))
+        v.stream = stream
+        return v
+
+    def get_ipc_handle(self):
+        """DeviceNDArray.get_ipc_handle of this array's memory."""
+        return self._device().get_ipc_handle()
+
+    @property
+    def gpu_data(self):
+        """A MemoryPointer over this array's bytes (or what device_setup was given)."""
+        return self._gpu if self._gpu is not None else self._device().gpu_data
+
+    @property
+    def device_ctypes_pointer(self):
+        """The device pointer of the lowest byte of the elements (a ctypes.c_size_t)."""
+        return self._device().device_ctypes_pointer
+
+    @property
+    def __cuda_array_interface__(self):
+        """The device view's interface (cuda backend only; AttributeError elsewhere)."""
+        return self._device().__cuda_array_interface__
+
+    @property
+    def _numba_type_(self):
+        """Numba's type of the array (its device view's)."""
+        return self._device()._numba_type_
+
+    @property
+    def alloc_size(self):
+        """The bytes of the elements (nbytes)."""
+        return self.nbytes
+
+    def __reduce_ex__(self, protocol):
+        # a pickle would be a plain array in other memory: say so, as NumPy subclasses do not
+        return np.asarray(self).copy().__reduce_ex__(protocol)
+
+
+_stream_native = ctypes.CDLL(_lib_path).dv_stream_native
+_stream_native.argtypes = [_P, ctypes.POINTER(_P)]
+_stream_native.restype = ctypes.c_int
+
+
+def _cai_stream(stream):
+    """The ``stream`` entry of __cuda_array_interface__ (version 3) for an array whose
+    default stream is `stream`: None for 0 (its work is synchronous: nothing to wait for),
+    1 for the legacy default stream, 2 for the per-thread default stream, else the native
+    stream's handle (CUstream) as an int (a NULL native handle, the legacy NULL stream, is
+    exported as 1: version 3 disallows 0)."""
+    if not stream:
+        return None
+    h = stream.handle
+    ch = stream._ctx.handle
+    if h == lib.dv_context_legacy_stream(ch):
+        return 1
+    if h == lib.dv_context_per_thread_stream(ch):
+        return 2
+    nat = _P()
+    check(_stream_native(h, ctypes.byref(nat)), "__cuda_array_interface__")
+    return nat.value or 1
+
+
+def _sync_stream(stream, arr):
+    """None when `stream` is a stream (the assignment is queued on it); for 0, the default
+    stream of array `arr`'s context, which the caller synchronizes after queueing (Numba's
+    synchronous item assignment)."""
+    if stream:
+        return None
+    ch = lib.dv_array_context(arr.handle)
+    c = _context._ctx
+    if c is None or c.handle != ch:
+        c = next((x for x in list(_context._live) if x.handle == ch), None)
+    return Stream(lib.dv_context_default_stream(ch), False, c)
+
+
+def _finish(stream):
+    """Synchronize the default stream an item assignment went on (Stream.synchronize, which
+    drops the host copies it held). Should that method not have waited (replaced, as
+    Numba's test mocks it), the stream is waited for here, before those copies go."""
+    stream.synchronize()
+    if stream._keep:
+        check(lib.dv_stream_synchronize(stream.handle), "setitem")
+        stream._keep = []
+
+
+def _ctx_of_handle(h):
+    return lib.dv_array_context(h)
 
 
 _I64_MIN = -(1 << 63)

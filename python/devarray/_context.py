@@ -34,7 +34,9 @@ lib.dv_context_device_info.argtypes = [ctypes.c_void_p, ctypes.POINTER(_dv_devic
 class Device:
     """The context's device (Numba's Device): ``id``, ``name``, ``compute_capability`` (a
     (major, minor) tuple: CUDA's; (0, 0) on the host simulator and OpenCL, which have none),
-    plus ``backend``, ``vendor``, ``total_memory``, ``CAN_MAP_HOST_MEMORY``."""
+    ``PCI_BUS_ID`` and ``reset()`` (closes the context if it is current), plus ``backend``,
+    ``vendor``, ``total_memory``, ``CAN_MAP_HOST_MEMORY``, ``MANAGED_MEMORY``. No ``uuid``:
+    the library does not report one."""
 
     def __init__(self, ctx, device_id):
         info = _dv_device_info()
@@ -48,6 +50,18 @@ class Device:
         self.CAN_MAP_HOST_MEMORY = bool(info.can_map_host_memory)
         self.MANAGED_MEMORY = bool(info.managed_memory)
         self.pci_bus_id = info.pci_bus_id.decode()
+
+    @property
+    def PCI_BUS_ID(self):
+        """The PCI bus id string the backend reports ("" where it has none)."""
+        return self.pci_bus_id
+
+    def reset(self):
+        """Numba's Device.reset(): close the current context if it is this device's
+        (close(): a context whose arrays still live is retired, not destroyed)."""
+        c = _ctx
+        if c is not None and c.device is self:
+            close()
 
     def __repr__(self):
         return "<devarray Device %d %r (%s)>" % (self.id, self.name, self.backend)
@@ -330,8 +344,8 @@ def select_backend(name):
     """Choose the backend ("host", "opencl", "cuda", "hip", "auto") for the contexts made from
     now on.
 
-    If a context is open it is closed first (close()), which fails with MisuseError
-    (DV_ERR_BUSY) while arrays, streams or modules of it are alive. Returns the new context.
+    If a context is open it is closed first (close(): retired while arrays, streams or
+    modules of it are alive, which keep working on it). Returns the new context.
     """
     global _backend
     with _lock:
@@ -361,31 +375,87 @@ def select_device(device_id):
             raise
 
 
-def close():
-    """Numba's close(): destroy the current context (waits for its work, runs pending frees).
+_DV_ERR_BUSY = 601
+_retired = []  # contexts close() left while their arrays, streams, ... live
 
-    devarray does not free memory that Python objects still hold: while any array, stream,
-    event or module of the context is alive this raises MisuseError (DV_ERR_BUSY) and the
-    context stays current.
+
+def close():
+    """Numba's close(): the current context is current no more (waits for its work, runs
+    its pending frees); the next call that needs a context makes a new one.
+
+    Numba frees the memory of the arrays still alive, which then dangle. devarray frees no
+    memory that Python objects still hold: while any array, stream, event or module of the
+    context is alive, the context is retired instead of destroyed (those objects keep
+    working on it) and destroyed once they are gone, at a later close(), at the next
+    garbage collection, or at exit.
     """
     global _ctx
     with _lock:
         c = _ctx
         if c is None:
+            _reap_retired()
             return
         import gc
         from ._stream import _settle  # _stream imports this module
         _settle(c)
         gc.collect()
         c._clear_plugin_queue()
-        check(lib.dv_context_destroy(c.handle), "close")
-        c.handle = None
-        _live.discard(c)
+        st = lib.dv_context_destroy(c.handle)
+        if st == _DV_ERR_BUSY:
+            # nothing was destroyed: wait for its work (as a destroy would) and keep it
+            lib.dv_context_synchronize(c.handle)
+            check(lib.dv_context_flush_deallocs(c.handle), "close")
+            _retired.append(c)
+        else:
+            check(st, "close")
+            c.handle = None
+            _live.discard(c)
         _ctx = None
+        _reap_retired()
+
+
+def _reap_retired():
+    """Destroy the retired contexts that nothing uses any more (the caller holds _lock)."""
+    for c in list(_retired):
+        if lib is not None and c.handle and lib.dv_context_destroy(c.handle) == 0:
+            c.handle = None
+            _live.discard(c)
+            _retired.remove(c)
+
+
+def _gc_reap(phase, info):
+    # after a collection freed the last arrays of a retired context; never on a stream
+    # callback's thread (no destroy there) nor while another thread holds the lock
+    if phase != "stop" or not _retired:
+        return
+    import sys
+    stream_mod = sys.modules.get(__package__ + "._stream")  # None at interpreter teardown
+    if stream_mod is None or getattr(stream_mod._in_callback, "active", False):
+        return
+    if _lock.acquire(blocking=False):
+        try:
+            _reap_retired()
+        except Exception:  # a collection is no place to raise; close() or exit retries
+            pass
+        finally:
+            _lock.release()
+
+
+def _reap_at_exit():
+    with _lock:
+        _reap_retired()
+
+
+import atexit as _atexit  # noqa: E402
+import gc as _gc  # noqa: E402
+_gc.callbacks.append(_gc_reap)
+_atexit.register(_reap_at_exit)
 
 
 def get_current_device():
-    return current_context()
+    """The current context's Device (Numba's get_current_device): ``id``, ``name``,
+    ``compute_capability``, ``reset()``, ..."""
+    return current_context().device
 
 
 def synchronize():

@@ -10,7 +10,7 @@ from ._context import current_context
 from ._stream import _stream_handle
 from ._convert import _P, _dtype_pair, _dv_dtype, _out, _pack_shape, _shape_tuple
 from ._hostmem import _alloc, _host_array, _release_fn
-from ._lib import lib, check, error, library_path, speedups
+from ._lib import lib, check, error, library_path, speedups, ArgumentError
 from ._words import _shape_words
 
 # ---- creation and transfers -------------------------------------------------
@@ -93,9 +93,10 @@ def device_array_like(ary, stream=0):
 
 def to_device(obj, stream=0, copy=True, to=None):
     """Copy `obj` (a NumPy array or anything np.asarray takes; a NumPy record gives a
-    DeviceRecord) to the device (Numba's to_device). A device array of the current context
-    is returned as it is. With `to`, copies into it and returns it. With copy=False the new
-    array is allocated but not filled."""
+    DeviceRecord) to the device (Numba's to_device). A device array of the current context,
+    or a MappedNDArray (device memory too, as in Numba), is returned as it is. With `to`,
+    copies into it and returns it. With copy=False the new array is allocated but not
+    filled."""
     if isinstance(obj, DeviceNDArray):
         if to is None:
             return obj
@@ -114,6 +115,9 @@ def to_device(obj, stream=0, copy=True, to=None):
 
 def _to_device_ctypes(obj, stream, copy):
     """to_device of a host object through ctypes (without _speedups, or what it leaves)."""
+    from ._array import MappedNDArray
+    if isinstance(obj, MappedNDArray):
+        return obj  # device memory already (Numba's auto_device returns it as it is)
     if isinstance(obj, np.void):
         obj = np.array(obj, dtype=obj.dtype)
     h, arr = _host_array(obj)
@@ -153,7 +157,121 @@ def from_dlpack(obj):
 
 
 def is_cuda_array(obj):
+    """Numba's is_cuda_array: whether `obj` has a ``__cuda_array_interface__`` attribute
+    (the interface itself is not checked). devarray's own arrays have one on the cuda backend
+    only (docs/semantics.md, "Python binding")."""
     return hasattr(obj, "__cuda_array_interface__")
+
+
+def as_cuda_array(obj, sync=True):
+    """A DeviceNDArray viewing the memory of `obj` (Numba's as_cuda_array), no copy; the new
+    array keeps `obj` alive. `obj` is an object with ``__cuda_array_interface__`` (read with
+    from_cuda_array_interface, `obj` as the owner), or one of devarray's own arrays
+    (DeviceNDArray, MappedNDArray), on any backend. With `sync` the stream the interface
+    exports (or the devarray array's own stream) is synchronized first. TypeError for any
+    other object."""
+    from ._array import MappedNDArray
+    if isinstance(obj, (DeviceNDArray, MappedNDArray)):
+        if sync and obj.stream:
+            obj.stream.synchronize()
+        if isinstance(obj, MappedNDArray):
+            return obj._device()._with_stream(0)  # a new view, holding the mapped memory
+        return obj._wrap(lib.dv_array_retain(obj.handle))._with_stream(0)
+    if not is_cuda_array(obj):
+        raise TypeError("*obj* doesn't implement the cuda array interface.")  # Numba's words
+    return from_cuda_array_interface(obj.__cuda_array_interface__, owner=obj, sync=sync)
+
+
+_check_native = ctypes.CDLL(library_path).dv_context_check_native
+_check_native.argtypes = [_P, _P, ctypes.c_size_t, ctypes.c_size_t]
+_check_native.restype = ctypes.c_int
+
+
+def from_cuda_array_interface(desc, owner=None, sync=True):
+    """A DeviceNDArray over the memory a ``__cuda_array_interface__`` dict describes (Numba's
+    from_cuda_array_interface), no copy; the array keeps `owner` alive, which must keep the
+    memory alive. Versions 0 to 3: ``shape``, ``typestr`` and ``data`` (pointer, read-only
+    flag) are required (KeyError names a missing one), ``strides`` (None: C-contiguous),
+    ``mask`` (not None: NotImplementedError, as Numba) and ``stream`` optional.
+
+    ``stream``: None needs no synchronization; an int (1: the legacy default stream, 2: the
+    per-thread default stream, any other: a stream handle; 0 and non-integers are refused
+    with ValueError, as version 3 says) is synchronized when `sync` is true. devarray cannot
+    wait on a foreign stream alone: it waits for the whole device (dv_context_synchronize,
+    every stream of the context: the exported one among them), and the new array's own
+    stream is 0 (synchronous operations), where Numba's is the foreign stream.
+
+    The pointer must be device memory the backend can use: on the cuda backend a device
+    pointer (the driver checks it); on the host simulator and OpenCL it must lie in a live
+    device allocation of the current context (a pointer devarray gave, such as
+    device_ctypes_pointer), else ArgumentError, with nothing made: other memory is never
+    read. A read-only interface gives an array devarray does not stop writes to."""
+    from collections.abc import Mapping
+    if not isinstance(desc, Mapping):
+        raise TypeError("__cuda_array_interface__ must be a dict, not %s" % type(desc).__name__)
+    version = desc.get("version", 0)
+    if not isinstance(version, int) or not 0 <= version <= 3:
+        raise ValueError("__cuda_array_interface__ version %r is not one devarray reads (0 to 3)"
+                         % (version,))
+    if version >= 1 and desc.get("mask") is not None:
+        raise NotImplementedError("Masked arrays are not supported")  # Numba's words
+    shape = desc["shape"]
+    dtype = np.dtype(desc["typestr"])
+    data = desc["data"]
+    if not isinstance(shape, (tuple, list)) or not all(isinstance(n, int) and n >= 0
+                                                       for n in shape):
+        raise ValueError("__cuda_array_interface__: shape must be a tuple of non-negative "
+                         "ints, not %r" % (shape,))
+    shape = tuple(shape)
+    strides = desc.get("strides")
+    if strides is not None:
+        if not isinstance(strides, (tuple, list)) or len(strides) != len(shape) or \
+                not all(isinstance(t, int) for t in strides):
+            raise ValueError("__cuda_array_interface__: strides must be None or a tuple of "
+                             "%d ints, not %r" % (len(shape), strides))
+        strides = tuple(strides)
+    if not isinstance(data, (tuple, list)) or len(data) != 2 or not isinstance(data[0], int):
+        raise ValueError("__cuda_array_interface__: data must be (pointer, read-only flag), "
+                         "not %r" % (data,))
+    stream = desc.get("stream") if version >= 3 else None
+    if stream is not None and (not isinstance(stream, int) or isinstance(stream, bool)
+                               or stream == 0):
+        raise ValueError("__cuda_array_interface__: stream must be None or a non-zero int "
+                         "(version 3), not %r" % (stream,))
+    ctx = current_context()
+    size = 1
+    for n in shape:
+        size *= n
+    if size == 0:
+        return device_array(shape, dtype)
+    ptr = data[0]
+    if strides is None:
+        strides, t = [], dtype.itemsize
+        for n in reversed(shape):
+            strides.insert(0, t)
+            t *= n
+        strides = tuple(strides)
+    lo = sum((n - 1) * t for n, t in zip(shape, strides) if t < 0)
+    hi = sum((n - 1) * t for n, t in zip(shape, strides) if t > 0)
+    from ._memory import _decode
+    buf, off = _decode(ptr) if ctx.backend == "opencl" else (ptr, 0)
+    if not buf or off + lo < 0:
+        raise ArgumentError(_INVALID_ARGUMENT, "the pointer %#x is not device memory" % ptr,
+                            "from_cuda_array_interface")
+    st = _check_native(ctx.handle, buf, off + lo, hi - lo + dtype.itemsize)
+    if st and st != _NOT_SUPPORTED:  # (cuda: the driver checks the pointer on use)
+        raise error(st, "from_cuda_array_interface (pointer %#x)" % ptr)
+    if stream is not None and sync:
+        ctx.synchronize()
+    from ._convert import _i64
+    out = _P()
+    check(lib.dv_device_array_wrap(ctx.handle, buf, off, off + hi + dtype.itemsize, len(shape),
+                                   _i64(shape), _dv_dtype(dtype), _i64(strides), None, None,
+                                   ctypes.byref(out)), "from_cuda_array_interface")
+    return DeviceNDArray._from_handle(out.value, dtype, keep=owner)
+
+
+_INVALID_ARGUMENT, _NOT_SUPPORTED = 100, 300  # DV_ERR_INVALID_ARGUMENT, DV_ERR_NOT_SUPPORTED
 
 
 def is_device_array(obj):
@@ -224,16 +342,14 @@ def auto_device(obj, stream=0, copy=True, user_explicit=False):
     """(device object, converted): device memory is returned as it is with False; a NumPy
     record gives a new DeviceRecord, anything else np.asarray takes a new device array (its
     stored core must be contiguous: sentry_contiguous), filled from `obj` when `copy`, with
-    True. A foreign ``__cuda_array_interface__`` object is not supported
-    (NotSupportedError). user_explicit is accepted for Numba's signature; devarray has no
-    implicit-copy warning to silence."""
+    True. A foreign ``__cuda_array_interface__`` object gives as_cuda_array(obj) (a view,
+    no copy) with False, as Numba. user_explicit is accepted for Numba's signature; devarray
+    has no implicit-copy warning to silence."""
     from ._driver import is_device_memory
     if is_device_memory(obj):
         return obj, False
     if hasattr(obj, "__cuda_array_interface__"):
-        from ._lib import NotSupportedError
-        raise NotSupportedError(300, "%s exposes __cuda_array_interface__; devarray does not "
-                                "wrap foreign device memory" % type(obj).__name__, "auto_device")
+        return as_cuda_array(obj), False
     if isinstance(obj, np.void):
         dev = from_record_like(obj, stream=stream)
     else:

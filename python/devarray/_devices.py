@@ -112,6 +112,74 @@ class _DeviceList:
 gpus = _DeviceList()
 
 
+def _device_info(backend, device):
+    """The Device of ordinal `device` of `backend`: the current context's, else read from a
+    context opened for it and closed again (None when none opens)."""
+    c = _context._ctx
+    if c is not None and c.device_id == device and (backend in (None, c.backend)):
+        return c.device
+    cfg = ctypes.c_void_p()
+    check(lib.dv_config_create(ctypes.byref(cfg)), "dv_config_create")
+    try:
+        if backend:
+            check(lib.dv_config_set(cfg, b"backend", backend.encode()), "detect")
+        for opt in (b"device", b"opencl_device", b"cuda_device", b"hip_device"):
+            check(lib.dv_config_set(cfg, opt, str(device).encode()), "detect")
+        h = ctypes.c_void_p()
+        if lib.dv_context_create(cfg, ctypes.byref(h)):
+            return None
+    finally:
+        lib.dv_config_destroy(cfg)
+
+    class _Open:  # what Device reads: a handle
+        handle = h.value
+    try:
+        return _context.Device(_Open, device)
+    finally:
+        lib.dv_context_destroy(h.value)
+
+
+def detect():
+    """Numba's detect(): print the devices of the backend (the current context's, else the
+    configured one) with their attributes, and return whether any was found. Every device a
+    context opens on is usable by devarray ("[SUPPORTED]"); compute capability is CUDA's
+    (0.0 on the host simulator and OpenCL, which have none)."""
+    from ._lib import DevarrayError
+    try:
+        n = _device_count()
+    except DevarrayError as e:
+        print("Found 0 devices (%s)" % e)
+        print("Summary:")
+        print("\t0/0 devices are supported")
+        return False
+    c = _context._ctx
+    backend = c.backend if c is not None else _context._backend
+    found = []
+    for i in range(n):
+        dev = _device_info(backend, i)
+        if dev is not None:
+            found.append(dev)
+    print("Found %d devices (backend %s)" % (len(found), found[0].backend if found
+                                              else backend or "auto"))
+    for dev in found:
+        print("id %d    %20s %40s" % (dev.id, dev.name, "[SUPPORTED]"))
+        for key, val in (("Backend", dev.backend), ("Vendor", dev.vendor),
+                         ("Compute Capability", "%d.%d" % dev.compute_capability),
+                         ("PCI Bus ID", dev.pci_bus_id or "(none)"),
+                         ("Total Memory", "%d bytes" % dev.total_memory),
+                         ("Can Map Host Memory", "Yes" if dev.CAN_MAP_HOST_MEMORY else "No"),
+                         ("Managed Memory", "Yes" if dev.MANAGED_MEMORY else "No")):
+            print("%40s: %s" % (key, val))
+    print("Summary:")
+    print("\t%d/%d devices are supported" % (len(found), len(found)))
+    return bool(found)
+
+
+def list_devices():
+    """Numba's list_devices(): the device list (gpus)."""
+    return gpus
+
+
 def require_context(fn):
     """Decorator (Numba's): the current context exists (is created) before `fn` runs."""
     @functools.wraps(fn)

@@ -33,6 +33,7 @@ class _HostOwner:
     def __init__(self, handle, dtype, keep=None, register=True):
         self.handle = handle
         self._keep = keep
+        self.dtype = dtype
         nd = lib.dv_array_ndim(handle)
         shp, strd = lib.dv_array_shape(handle), lib.dv_array_strides(handle)
         self.shape = tuple(shp[i] for i in range(nd))
@@ -67,8 +68,8 @@ class _HostOwner:
 
 def _host_array(arr):
     """(C handle with one reference, numpy array it describes) for a host array."""
-    if type(arr) is not np.ndarray:
-        arr = np.asarray(arr)
+    if type(arr) is not np.ndarray and not isinstance(arr, np.ndarray):
+        arr = np.asarray(arr)  # (a subclass, such as MappedNDArray, is used as it is)
     flags = arr.flags
     if not flags.aligned or not arr.dtype.isnative:
         arr = np.require(arr, arr.dtype.newbyteorder("="), ["A"])
@@ -139,12 +140,19 @@ def pinned_array(shape, dtype=np.float64, strides=None, order="C"):
 
 def mapped_array(shape, dtype=np.float64, strides=None, order="C", stream=0, portable=False,
                  wc=False):
-    """A NumPy array over mapped host memory the device addresses directly (Numba's
-    mapped_array). Kernels given it use it in place, with no copy."""
+    """A MappedNDArray (Numba's mapped_array): a NumPy array over mapped host memory the
+    device addresses directly, which is also a device array (copy_to_host, copy_to_device,
+    split, gpu_data, ...; `stream` is their default stream). Kernels given it use it in
+    place, with no copy. portable and wc are the library's DV_MAPPED_* flags."""
     flags = (1 if portable else 0) | (2 if wc else 0)
     h, dt = _alloc(lib.dv_mapped_array, shape, dtype, strides, order, flags,
                    name="mapped_array")
-    return _HostOwner(h, dt).array(dt)
+    from ._array import MappedNDArray  # (_array imports this module)
+    owner = _HostOwner(h, dt)
+    m = owner.array(dt).view(MappedNDArray)
+    m._mapped = owner
+    m.stream = stream
+    return m
 
 
 def managed_array(shape, dtype=np.float64, strides=None, order="C", stream=0,
@@ -245,8 +253,32 @@ def _unregister(keys):
 _registered = {}  # key -> (handle, array)
 
 
+class _Registration:
+    """What register() returns (Numba's ROC form): ``with register(a, b):`` deregisters the
+    arrays at the block's end (those this call registered and nothing deregistered since)."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, entries):
+        self._entries = entries  # [(key, handle)]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        entries, self._entries = self._entries, []
+        live = [(k, h) for k, h in entries if _registered.get(k, (None,))[0] == h]
+        _deregister_entries([k for k, _ in live])
+        return False
+
+    def __repr__(self):
+        return "<devarray registration of %d array(s)>" % len(self._entries)
+
+
 def register(*arylist):
-    """Page-lock (register) host arrays until deregister (Numba's ROC register)."""
+    """Page-lock (register) NumPy arrays until deregister() (Numba's ROC register): TypeError
+    for anything but a NumPy array, before anything is registered. Returns an object that is
+    also a context manager: ``with register(a, b): ...`` deregisters them at the end."""
     handles, arrs = _wrap_all(arylist)
     done = []
     try:
@@ -259,33 +291,48 @@ def register(*arylist):
         for h in handles:
             lib.dv_array_release(h)
         raise
+    entries = []
     for h, a in done:
         k = _key(a)
         _registered[k] = (h, a)
+        entries.append((k, h))
         with _registry_lock:
             _registry.setdefault(k, h)
+    return _Registration(entries)
 
 
 def deregister(*arylist):
     """Undo register(); MisuseError for an array that is not registered."""
     for a in arylist:
         k = _key(np.asarray(a))
-        ent = _registered.get(k)
-        if ent is None:
+        if k not in _registered:
             h, _ = _host_array(a)
             try:
                 check(lib.dv_array_deregister(h), "deregister")
             finally:
                 lib.dv_array_release(h)
             continue
-        del _registered[k]
+        _deregister_entries([k])
+
+
+def _deregister_entries(keys):
+    """Deregister the registered arrays of `keys` (all of them; the first error is raised)."""
+    err = None
+    for k in keys:
+        ent = _registered.pop(k, None)
+        if ent is None:
+            continue
         with _registry_lock:
             if _registry.get(k) == ent[0]:
                 del _registry[k]
         try:
             check(lib.dv_array_deregister(ent[0]), "deregister")
+        except Exception as e:
+            err = err or e
         finally:
             lib.dv_array_release(ent[0])
+    if err is not None:
+        raise err
 
 
 def is_pinned(arr):

@@ -26,6 +26,7 @@ import weakref
 import numpy as np
 
 from ._context import MemoryInfo, current_context
+from ._emm import dv_block as _dv_block
 from ._convert import _P, _I64, _dv_dtype
 from ._lib import lib, check, dv_index, library_path
 from ._stream import _stream_handle, _release_later
@@ -356,6 +357,12 @@ class MemoryPointer:
                 return inside
         out = _P()
         shape = (_I64 * 1)(self.size)
+        if not self._host_side:
+            # never hand the backend memory it does not have (the host simulator and OpenCL
+            # would read through the value): ArgumentError; cuda's driver checks on use
+            st = _check_native(_ctx_handle(self.context), buf, off, self.size)
+            if st and st != 300:  # DV_ERR_NOT_SUPPORTED: the backend cannot tell
+                check(st, "device pointer %#x" % self.device_pointer.value)
         if self._host_side:
             check(lib.dv_host_array_wrap(_ctx_handle(self.context), buf + off, 1, shape,
                                          _u8(), None, ctypes.byref(out)), "wrap")
@@ -620,7 +627,40 @@ def _array_address(h, lo):
 def _array_pointer(a):
     """DeviceNDArray.device_ctypes_pointer: a c_size_t, the lowest byte of its elements."""
     lo, n = _array_span(a)
-    return ctypes.c_size_t(_array_address(a.handle, lo) if n else 0)
+    if not n:
+        return ctypes.c_size_t(0)
+    carried = _carried_block(a.handle)
+    if carried is not None:
+        return ctypes.c_size_t(carried[0].device_pointer.value + carried[1] + lo)
+    return ctypes.c_size_t(_array_address(a.handle, lo))
+
+
+_check_native = ctypes.CDLL(library_path).dv_context_check_native
+_check_native.argtypes = [_P, _P, ctypes.c_size_t, ctypes.c_size_t]
+_check_native.restype = ctypes.c_int
+_block_fn = ctypes.CDLL(library_path).dv_array_block
+_block_fn.restype = ctypes.c_int
+_block_fn.argtypes = [_P, ctypes.POINTER(_dv_block), ctypes.POINTER(ctypes.c_size_t),
+                      ctypes.POINTER(ctypes.c_int)]
+
+
+def _carried_block(h):
+    """(the plug-in's MemoryPointer, byte offset of element 0 in it) when C array h lies in
+    memory an EMM plug-in's memalloc returned that is not the backend's own (Numba's dummy
+    plug-in hands out an allocation count): the library carries such memory but refuses
+    every access, so its pointer is the plug-in's. None for any other array."""
+    if lib.dv_array_memory(h) != MEM_DEVICE:
+        return None
+    from . import _context  # (it imports this module)
+    ch = lib.dv_array_context(h)
+    bridge = next((c._bridge for c in list(_context._live) if c.handle == ch), None)
+    if bridge is None:
+        return None
+    blk, off, usable = _dv_block(), ctypes.c_size_t(), ctypes.c_int()
+    if _block_fn(h, ctypes.byref(blk), ctypes.byref(off), ctypes.byref(usable)) or usable.value:
+        return None
+    mp = bridge.live.get(blk.handle or 0)
+    return None if mp is None else (mp, off.value)
 
 
 def _gpu_data(a):
@@ -631,6 +671,15 @@ def _gpu_data(a):
     ctx = lib.dv_array_context(h)
     out = _P()
     shape = (_I64 * 1)(n)
+    carried = _carried_block(h) if n else None
+    if carried is not None:
+        # the plug-in's own pointer object, as Numba's gpu_data is memalloc's result
+        mp, off = carried
+        if off + lo == 0 and n == getattr(mp, "size", None):
+            return mp
+        # a view of the plug-in's memory (any pointer object: only its value is used)
+        return MemoryPointer(current_context(), _ptr_value(mp.device_pointer) + off + lo, n,
+                             owner=mp)
     if n == 0:
         check(lib.dv_device_array(ctx, 1, shape, _u8(), None, b"C", None, ctypes.byref(out)),
               "gpu_data")

@@ -272,7 +272,9 @@ def test_close_after_async_done_and_pending_callbacks():
     d = asyncio.run(main())
     del d
     gc.collect()
+    ctx = cuda.current_context()
     cuda.close()  # raised MisuseError (1 stream still alive) before close() settled them
+    assert ctx.handle is None  # destroyed, not retired (close() retires a busy context)
     assert ran == ["late"]
     cuda.current_context()  # a new context works
 

@@ -213,6 +213,7 @@ def test_close_clears_the_plugins_own_free_queue():
         assert len(ctx.memory_manager.deallocations._cons) == 1
         cuda.close()  # MisuseError (DV_ERR_BUSY) before the fix
         assert cuda._context._ctx is None
+        assert ctx.handle is None  # destroyed, not retired (close() retires a busy context)
     finally:
         _drop_plugin(_emm)
 

@@ -49,11 +49,18 @@ def test_auto_device_refuses_strided_and_foreign():
     with pytest.raises(ValueError, match="non-contiguous buffer"):
         dam.auto_device(np.arange(10)[::2])
 
-    class Foreign:
+    class Foreign:  # a NULL pointer (auto_device takes a valid one: as_cuda_array)
         __cuda_array_interface__ = {"shape": (1,), "typestr": "<f8", "data": (0, False),
                                     "version": 2}
-    with pytest.raises(NotSupportedError, match="__cuda_array_interface__"):
+    with pytest.raises(devarray.ArgumentError, match="not device memory"):
         dam.auto_device(Foreign())
+    d = devarray.to_device(np.arange(3.0))
+
+    class Valid:
+        __cuda_array_interface__ = {"shape": (2,), "typestr": "<f8", "version": 2,
+                                    "data": (d.device_ctypes_pointer.value + 8, False)}
+    v, conv = dam.auto_device(Valid())
+    assert conv is False and list(v.copy_to_host()) == [1.0, 2.0]
 
 
 def test_from_record_like():

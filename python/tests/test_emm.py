@@ -359,6 +359,50 @@ def test_numba_test_plugin_with_fake_pointers():
         cuda.set_memory_manager(None)
 
 
+def _assert_refused(d, host):
+    """Every access to made-up memory is ArgumentError, naming the manager."""
+    calls = [lambda: d.copy_to_host(), lambda: d.copy_to_device(host),
+             lambda: d.memset(0), lambda: d[0], lambda: d.__setitem__(0, 1)]
+    words = "memory manager.*not device memory"
+    if cuda.current_context().backend == "cuda":
+        words = None  # a CUdeviceptr: the driver refuses it (CUDA_ERROR_INVALID_VALUE)
+    else:
+        calls.append(lambda: cuda._memory._native(d.handle))
+    for call in calls:
+        with pytest.raises(cuda.ArgumentError, match=words):
+            call()
+
+
+def test_fake_pointers_are_carried_not_dereferenced():
+    """Issue 34: memory a plug-in makes up (Numba's dummy plug-in's allocation counts) is
+    carried, never given to the backend: get_ipc_handle reaches the plug-in with the
+    plug-in's own pointer object (it crashed the interpreter in dv_array_native), and every
+    access is refused with ArgumentError, changing nothing."""
+    gc.collect()
+    cuda.close()
+    cuda.set_memory_manager(NumbaStylePlugin)
+    try:
+        mgr = cuda.current_context().memory_manager
+        d = cuda.device_array_like(np.arange(2))
+        h = d.get_ipc_handle()
+        assert h._ipc_handle == "ipc 1"
+        assert d.gpu_data.device_pointer.value == 1
+        assert d.gpu_data.size == 16
+        assert d.device_ctypes_pointer.value == 1
+        assert d[1:].device_ctypes_pointer.value == 9
+        assert d[1:].gpu_data.device_pointer.value == 9
+        host = np.array([5, 6])
+        _assert_refused(d, host)
+        assert list(host) == [5, 6]
+        del d, h
+        gc.collect()
+        assert mgr.records == {}
+    finally:
+        gc.collect()
+        cuda.close()
+        cuda.set_memory_manager(None)
+
+
 def test_array_ipc_handle_routes_to_plugin(plugin):
     """DeviceNDArray.get_ipc_handle asks the plug-in for the array's gpu_data, as Numba."""
     d = cuda.device_array(4, np.int32)

@@ -199,6 +199,22 @@ def test_foreign_pointer_wrapped_when_used(ctx, no_leak):
     assert calls == [1]
 
 
+def test_made_up_pointer_is_refused_when_used(ctx, no_leak):
+    """Issue 34: a pointer that is no device memory of the backend is refused when first
+    used (ArgumentError), not handed to the backend, which would read through it (host
+    simulator, OpenCL); on cuda the driver refuses it."""
+    p = driver.MemoryPointer(ctx, 0xdeadbeef, 40)
+    h = np.zeros(40, np.uint8)
+    with pytest.raises(devarray.ArgumentError):
+        driver.device_to_host(h, p, 40)
+    with pytest.raises(devarray.ArgumentError):
+        p.memset(1)
+    assert not h.any()
+    if ctx.backend != "cuda":
+        assert p._cell[0] is None  # nothing made (cuda: wrapped, refused by the driver)
+    del p
+
+
 def test_pointer_inside_an_allocation_is_a_slice_of_it(ctx, no_leak):
     m = memalloc(64)
     write(m, np.arange(64))

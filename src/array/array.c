@@ -365,6 +365,7 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
         a->buf = blk.buf;
         a->buf_offset = blk.offset;
         a->mm_handle = blk.handle;
+        if (!rc) a->opaque = !dv__mm_block_known(ctx, blk, (size_t)bytes);
         /* The stream its free is ordered after; the per-thread default
          * stream too (the pool keeps it apart: issue 13 #5). */
         if (!rc && stream && (!stream->is_default || stream == ctx->per_thread_stream))
@@ -429,7 +430,16 @@ dv_status dv__check_live(const dv_array *a, const char *what) {
   if (!dv__is_host_side(a) && !a->alloc->buf && dv_array_size(a) > 0)
     return dv__error(DV_ERR_INVALID_ARGUMENT,
                      "the %s is a device view of host memory whose mapped scope has ended", what);
+  if (a->alloc->opaque) return dv__opaque_error(a, what);
   return DV_OK;
+}
+
+dv_status dv__opaque_error(const dv_array *a, const char *what) {
+  const dv_context *ctx = a->alloc->ctx;
+  return dv__error(DV_ERR_INVALID_ARGUMENT,
+                   "the %s's memory came from the memory manager \"%s\" as buffer %p, which is "
+                   "not device memory of the %s backend: devarray cannot read, write or export it",
+                   what, ctx->mm.name ? ctx->mm.name : "?", a->alloc->buf, ctx->be->name);
 }
 
 /* ---- creation API ------------------------------------------------------------ */

@@ -43,6 +43,10 @@ typedef struct dv_alloc {
   int reg_count;       /* dv_array_register / scopes holding it */
   dv_array *keep;      /* a host array kept alive by a mapped device view */
   bool foreign;        /* device memory wrapped by dv_device_array_wrap */
+  /* Device memory a plugged-in manager handed out that is not a buffer of
+   * the backend (dv__mm_block_known): kept and given back to the manager's
+   * free, never to the backend; every access to it is refused (dv__check_live). */
+  bool opaque;
   dv_release_fn release; /* foreign: called once the memory is no longer used */
   void *release_user;
   /* Exported for work devarray does not see (a DLPack consumer's own
@@ -96,6 +100,8 @@ dv_alloc *dv__alloc_new(dv_context *ctx, dv_memory_kind kind);
  * mapped scope has ended (its memory is gone); `what` names it in the
  * message ("array", "source", ...).  Size-0 arrays are always live. */
 dv_status dv__check_live(const dv_array *a, const char *what);
+/* The error for an access to opaque memory (dv_alloc.opaque). */
+dv_status dv__opaque_error(const dv_array *a, const char *what);
 
 /* A stream argument must belong to the context the work runs on.  Every
  * entry point that takes one checks it before it allocates, queues or

@@ -33,6 +33,34 @@ dv_status dv_array_native(const dv_array *a, void **buffer, size_t *offset) {
   return DV_OK;
 }
 
+dv_status dv_array_block(const dv_array *a, dv_block *block, size_t *offset, int *usable) {
+  if (block) memset(block, 0, sizeof *block);
+  if (offset) *offset = 0;
+  if (usable) *usable = 0;
+  DV_CHECK_NULL(a);
+  const dv_alloc *al = a->alloc;
+  /* A manager's block: device memory devarray allocated and frees (mapped
+   * views, wrapped and IPC memory are not owned). */
+  if (al->kind != DV_MEM_DEVICE || !al->owned || al->foreign)
+    return dv__error(DV_ERR_MISUSE, "dv_array_block: the array's memory is not a memory manager's block");
+  if (block) {
+    block->buf = al->buf;
+    block->offset = al->buf_offset;
+    block->handle = al->mm_handle;
+  }
+  if (offset) *offset = al->buf ? (size_t)a->offset : 0;
+  if (usable) *usable = !al->opaque;
+  return DV_OK;
+}
+
+dv_status dv_context_check_native(dv_context *ctx, void *native, size_t offset, size_t bytes) {
+  DV_CHECK_NULL(ctx);
+  if (ctx->be->version < 8 || !ctx->be->buffer_check)
+    return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend's device pointers are checked by its driver on use",
+                     ctx->be->name);
+  return ctx->be->buffer_check(ctx->bst, native, true, offset, bytes);
+}
+
 dv_status dv_device_array_wrap(dv_context *ctx, void *buffer, size_t offset, size_t bytes,
                                int ndim, const int64_t *shape, const dv_dtype *dtype,
                                const int64_t *strides, dv_release_fn release, void *user,

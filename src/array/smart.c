@@ -54,6 +54,7 @@ static dv_status dv__copy_slot(const dv_array *a, dv_where *where) {
       if (!a->alloc->buf && dv_array_size(a) > 0)
         return dv__error(DV_ERR_INVALID_ARGUMENT,
                          "the array is a device view of host memory whose mapped scope has ended");
+      if (a->alloc->opaque) return dv__opaque_error(a, "array");
       *where = DV_WHERE_DEVICE;
       return DV_OK;
     default:

@@ -20,7 +20,7 @@
 
 #include "devarray.h"
 
-#define DV_BACKEND_VERSION 7 /* 2: managed_alloc, stream_builtin; 3: kernels, native handles; 4: interop; 5: copy_peer; 6: kernel_params; 7: mem_trim */
+#define DV_BACKEND_VERSION 8 /* 2: managed_alloc, stream_builtin; 3: kernels, native handles; 4: interop; 5: copy_peer; 6: kernel_params; 7: mem_trim; 8: buffer_check */
 
 typedef struct dv_backend dv_backend;
 typedef struct dv_bstream dv_bstream; /* backend stream */
@@ -347,6 +347,17 @@ struct dv_backend {
    * blocks it caches) back to the system; dv_memory_trim calls it after the
    * manager's own trim. */
   dv_status (*mem_trim)(void *state);
+  /* Version 8, optional: whether bytes [offset, offset + bytes) of `buf`
+   * lie in a live device buffer of this backend (one mem_alloc made and
+   * mem_free has not freed): DV_OK, else DV_ERR_INVALID_ARGUMENT.  `buf` is
+   * a buffer handle as mem_alloc returns it, or with `native` what
+   * native_buffer gives for one (a host simulator block's data address,
+   * anywhere inside the block).  It must not read through buf, which may be
+   * any value: what a plugged-in memory manager handed out
+   * (dv_memory_manager.alloc), a foreign __cuda_array_interface__ pointer.
+   * NULL where a buffer is a device address the driver validates itself
+   * (CUDA): never dereferenced by the backend, a bad one is the driver's error. */
+  dv_status (*buffer_check)(void *state, void *buf, bool native, size_t offset, size_t bytes);
 };
 #define DV_BIPC_PAYLOAD 64 /* bytes of a backend's IPC payload (CUDA's handle is 64) */
 #define DV_BKMAXPARAMS 64 /* most kernel parameters (as declared) a launch may pass */

@@ -411,6 +411,11 @@ static dv_status dv__check_arg(const dv_kernel *k, dv_context *ctx, size_t i, co
       return dv__error(DV_ERR_MISUSE,
                        "kernel %s, argument %zu: the array has no device memory (a device view of "
                        "host memory whose mapped scope has ended)", k->name, i);
+    if (arr->alloc->opaque) {
+      char what[96];
+      snprintf(what, sizeof what, "kernel %s, argument %zu", k->name, i);
+      return dv__opaque_error(arr, what);
+    }
     ndim = arr->ndim;
   }
   if ((a->kind == DV_ARG_VIEW || a->kind == DV_ARG_SMART_VIEW) && ndim > DV_BKVIEW_MAXDIMS)

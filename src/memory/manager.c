@@ -124,6 +124,20 @@ dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, dv_
   return rc;
 }
 
+bool dv__mm_block_known(dv_context *ctx, dv_block blk, size_t bytes) {
+  if (ctx->mm.alloc == dv__mm_direct.alloc || ctx->mm.alloc == dv__mm_pool.alloc) return true;
+  if (ctx->be->version < 8 || !ctx->be->buffer_check) return true;
+  char saved[1024];
+  snprintf(saved, sizeof saved, "%s", dv_last_error());
+  dv_status rc = ctx->be->buffer_check(ctx->bst, blk.buf, false, blk.offset, bytes);
+  if (rc) {
+    dv__log(DV_LOG_DEBUG, "memory manager \"%s\": block %p+%zu is not the backend's memory (%s)",
+            ctx->mm.name ? ctx->mm.name : "?", blk.buf, blk.offset, dv_last_error());
+    dv__error(DV_OK, "%s", saved); /* the allocation succeeded: keep the thread's message */
+  }
+  return rc == DV_OK;
+}
+
 dv_status dv__mm_order_after(dv_context *ctx, dv_stream *used, dv_stream *const *owners, size_t n) {
   if (!dv__mm_stream_ordered(ctx)) return DV_OK;
   dv_bstream *ubs = dv__bstream(ctx, used);

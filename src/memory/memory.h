@@ -20,6 +20,13 @@ dv_status dv__pool_snapshot(void *state, char *buf, size_t cap, size_t *needed);
 /* Device memory through the context's manager, with Numba's one
  * flush-and-retry on out-of-memory. */
 dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, dv_block *out);
+/* Whether block `blk` of `bytes` from the context's manager is device
+ * memory of the backend (a buffer its mem_alloc made, holding the block):
+ * always for the built-in managers, which allocate from the backend; for a
+ * plugged-in one, as the backend's buffer_check says (a backend without one
+ * takes its buffers as device addresses the driver validates).  A block
+ * that is not is carried but never handed to the backend (dv_alloc.opaque). */
+bool dv__mm_block_known(dv_context *ctx, dv_block blk, size_t bytes);
 
 /* ---- the stream order of memory in use (manager.c) ---- */
 /* Whether the context's manager reuses a freed block in the order of the

@@ -238,6 +238,12 @@ static dv_status dv__device_pack(dv_context *ctx, dv_stream *stream, dv_bstream 
     dv__error(DV_OK, "%s", saved); /* the fallback succeeds or reports its own error */
     return DV_ERR_NOT_SUPPORTED;
   }
+  if (!dv__mm_block_known(ctx, blk, bytes)) { /* a plug-in's memory the backend cannot use */
+    dv_status frc = ctx->mm.free(ctx->mm_state, blk, bytes, stream);
+    if (frc) dv__log(DV_LOG_WARN, "device packing: giving back an unusable temporary failed: %s", dv_last_error());
+    dv__error(DV_OK, "%s", saved);
+    return DV_ERR_NOT_SUPPORTED;
+  }
   dv_memref tmp = {.buf = blk.buf, .offset = blk.offset}, h = {.ptr = stage};
   dv_strided c;
   memset(&c, 0, sizeof c);

@@ -12,13 +12,9 @@ compiler.
 
 from numba.cuda import stubs as _nb
 
+from .names import NUMBA_NAMES
+
 # Numba's own stubs: the objects numba.cuda exports under these names.
-NUMBA_NAMES = ("threadIdx", "blockIdx", "blockDim", "gridDim", "warpsize", "laneid", "grid",
-               "gridsize", "shared", "local", "const", "syncthreads", "syncthreads_count",
-               "syncthreads_and", "syncthreads_or", "syncwarp", "threadfence",
-               "threadfence_block", "threadfence_system", "atomic", "popc", "brev", "clz",
-               "ffs", "fma", "cbrt", "selp", "activemask", "lanemask_lt", "fp16", "cg",
-               "nanosleep", "match_any_sync", "match_all_sync")
 NUMBA = {n: getattr(_nb, n) for n in NUMBA_NAMES if hasattr(_nb, n)}
 
 

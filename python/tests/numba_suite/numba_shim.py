@@ -110,6 +110,13 @@ class ShimModule(types.ModuleType):
             if mod is None or mod is self:
                 continue
             v = mod.__dict__.get(attr, _NOTHING)
+            if v is _NOTHING and src == "devarray":
+                # the kernel language (jit, threadIdx, shared, ...): devarray's module
+                # __getattr__ loads it on first use
+                try:
+                    v = getattr(mod, attr)
+                except AttributeError:
+                    v = _NOTHING
             if v is _NOTHING or isinstance(v, types.ModuleType):
                 continue  # a submodule of devarray is not a Numba name
             return mod, v

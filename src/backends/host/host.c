@@ -273,4 +273,6 @@ const dv_backend dv__backend_host = {
     .kernel_params = hk_kernel_params,
     /* Version 7. */
     .mem_trim = hb_trim,
+    /* Version 8. */
+    .buffer_check = hb_buffer_check,
 };

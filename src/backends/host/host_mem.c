@@ -237,6 +237,11 @@ static dv_status hb_block_destroy(hb_block *b) {
   hb_state *st = b->st;
   dv_status rc = DV_OK;
   if (b->alias) {
+    if (st) { /* (NULL: its state closed first, hb_mem_close) */
+      dv__spin_lock(&st->lock);
+      hb_list_remove(b);
+      dv__spin_unlock(&st->lock);
+    }
     free(b);
     return DV_OK;
   }
@@ -387,6 +392,40 @@ dv_status hb_mem_free(void *state, void *buf) {
   return rc;
 }
 
+/* Whether buf (a block, or with `native` an address inside one's payload,
+ * or inside live mapped or wrapped memory the device addresses) is one of
+ * this state's live blocks holding [offset, offset + bytes): looked up on
+ * the block lists by address, never read through, so any value a plugged-in
+ * memory manager or a foreign array interface hands over is safe to ask
+ * about. */
+dv_status hb_buffer_check(void *state, void *buf, bool native, size_t offset, size_t bytes) {
+  hb_state *st = state;
+  bool found = false, fits = false;
+  uintptr_t p = (uintptr_t)buf;
+  dv__spin_lock(&st->lock);
+  for (int list = 0; list < (native ? 2 : 1) && !fits; list++) {
+    hb_block *head = list ? &st->aliases : &st->blocks;
+    for (hb_block *b = head->next; b != head; b = b->next) {
+      if ((!list && !b->live) || atomic_load_explicit(&b->freed, memory_order_relaxed)) continue;
+      uintptr_t d = (uintptr_t)b->data;
+      if (native ? (p < d || p - d > b->bytes) : b != buf) continue;
+      size_t base = native ? (size_t)(p - d) : 0; /* buf's offset in the payload */
+      found = true;
+      fits = offset <= b->bytes - base && bytes <= b->bytes - base - offset;
+      if (fits || !native) break;
+    }
+  }
+  dv__spin_unlock(&st->lock);
+  if (!found)
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "%p is not %s live device buffer of the host simulator", buf,
+                     native ? "inside a" : "a");
+  if (!fits)
+    return dv__error(DV_ERR_INVALID_ARGUMENT,
+                     "bytes [%zu, %zu) from %p lie outside the host simulator's device buffer", offset,
+                     offset + bytes, buf);
+  return DV_OK;
+}
+
 dv_status hb_mem_info(void *state, size_t *free_bytes, size_t *total_bytes) {
   hb_state *st = state;
   dv__spin_lock(&st->lock);
@@ -414,6 +453,9 @@ hb_block *hb_alias_new(hb_state *st, void *ptr, size_t bytes) {
   b->bytes = bytes;
   b->data = ptr;
   atomic_store(&b->refs, 1);
+  dv__spin_lock(&st->lock);
+  hb_list_insert(&st->aliases, b); /* for hb_buffer_check */
+  dv__spin_unlock(&st->lock);
   return b;
 }
 
@@ -424,6 +466,7 @@ void hb_mem_open(hb_state *st, const dv_backend_config *cfg) {
   st->ipc = cfg->host_ipc != 0;
   st->blocks.next = st->blocks.prev = &st->blocks;
   st->quarantine.next = st->quarantine.prev = &st->quarantine;
+  st->aliases.next = st->aliases.prev = &st->aliases;
   st->cache_limit = st->cap < HB_CACHE_MAX_BYTES ? st->cap : HB_CACHE_MAX_BYTES;
   atomic_store(&st->fault[DV_FAULT_DEVICE_ALLOC], cfg->fault_device_alloc);
 }
@@ -439,6 +482,14 @@ void hb_mem_close(hb_state *st) {
     st->blocks.prev->next = NULL;
     st->blocks.next = st->blocks.prev = &st->blocks;
   }
+  /* Aliases still referenced (none should be) outlive the state: they
+   * forget it, so that their destroy does not take its lock. */
+  for (hb_block *a = st->aliases.next, *n; a != &st->aliases; a = n) {
+    n = a->next;
+    a->st = NULL;
+    a->next = a->prev = a;
+  }
+  st->aliases.next = st->aliases.prev = &st->aliases;
   dv__spin_unlock(&st->lock);
   hb_quarantine_free(st, unquarantined);
   for (hb_block *b = leaked; b;) {

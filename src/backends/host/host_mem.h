@@ -50,6 +50,7 @@ struct hb_state {
   int64_t delay_us;
   hb_block blocks;     /* sentinel of the block list: live blocks and cached ones */
   hb_block quarantine; /* sentinel; oldest first */
+  hb_block aliases;    /* sentinel of the live aliases (mapped memory, wrapped memory) */
   size_t quarantine_bytes;
   hb_cached cache[HB_CACHE_SLOTS]; /* fast mode's freed blocks, oldest first */
   int ncache;
@@ -82,6 +83,8 @@ hb_block *hb_alias_new(hb_state *st, void *ptr, size_t bytes);
 dv_status hb_mem_alloc(void *state, size_t bytes, void **buf);
 dv_status hb_mem_free(void *state, void *buf);
 dv_status hb_mem_info(void *state, size_t *free_bytes, size_t *total_bytes);
+/* Backend version 8: buf is a live block of st, or inside one's payload (looked up, not read). */
+dv_status hb_buffer_check(void *state, void *buf, bool native, size_t offset, size_t bytes);
 dv_status hb_mem_trim(void *state);
 dv_status hb_check_memory(void *state);
 

@@ -197,6 +197,7 @@ static void clb_close(void *state) {
   cl.clReleaseCommandQueue(st->internal);
   cl.clReleaseContext(st->ctx);
   pthread_mutex_destroy(&st->lock);
+  dv__free(st->live);
   dv__free(st);
 }
 
@@ -206,6 +207,66 @@ static dv_status clb_device_info(void *state, dv_device_info *out) {
 }
 
 /* ---- device memory -------------------------------------------------------------- */
+
+/* The live-buffer set (cl_state.live; caller holds st->lock). */
+static size_t cl_live_slot(const cl_state *st, const void *mem) {
+  uintptr_t h = (uintptr_t)mem;
+  h ^= h >> 17;
+  h *= (uintptr_t)0x9E3779B97F4A7C15ull;
+  return (size_t)(h ^ (h >> 29)) & (st->live_cap - 1);
+}
+
+static struct cl_live *cl_live_find(const cl_state *st, const void *mem) {
+  if (!st->live_cap) return NULL;
+  for (size_t i = cl_live_slot(st, mem);; i = (i + 1) & (st->live_cap - 1)) {
+    if (!st->live[i].mem) return NULL;
+    if (st->live[i].mem == mem) return &st->live[i];
+  }
+}
+
+static bool cl_live_add(cl_state *st, void *mem, size_t bytes) {
+  if ((st->live_n + 1) * 2 > st->live_cap) { /* at most half full */
+    size_t cap = st->live_cap ? st->live_cap * 2 : 64;
+    struct cl_live *t = dv__calloc(cap, sizeof *t);
+    if (!t) return false;
+    struct cl_live *old = st->live;
+    size_t ocap = st->live_cap;
+    st->live = t;
+    st->live_cap = cap;
+    for (size_t i = 0; i < ocap; i++) {
+      if (!old[i].mem) continue;
+      size_t j = cl_live_slot(st, old[i].mem);
+      while (t[j].mem) j = (j + 1) & (cap - 1);
+      t[j] = old[i];
+    }
+    dv__free(old);
+  }
+  size_t j = cl_live_slot(st, mem);
+  while (st->live[j].mem) j = (j + 1) & (st->live_cap - 1);
+  st->live[j].mem = mem;
+  st->live[j].bytes = bytes;
+  st->live_n++;
+  return true;
+}
+
+/* Backward-shift deletion: the entries after the hole that belong at or
+ * before it move up, so that no lookup stops at the hole too early. */
+static void cl_live_remove(cl_state *st, const void *mem) {
+  struct cl_live *e = cl_live_find(st, mem);
+  if (!e) return;
+  size_t mask = st->live_cap - 1, hole = (size_t)(e - st->live);
+  for (size_t i = (hole + 1) & mask; st->live[i].mem; i = (i + 1) & mask) {
+    size_t home = cl_live_slot(st, st->live[i].mem);
+    /* movable unless its home lies cyclically in (hole, i] */
+    bool stays = hole <= i ? (hole < home && home <= i) : (hole < home || home <= i);
+    if (stays) continue;
+    st->live[hole] = st->live[i];
+    hole = i;
+  }
+  st->live[hole].mem = NULL;
+  st->live[hole].bytes = 0;
+  st->live_n--;
+}
 
 static dv_status clb_mem_alloc(void *state, size_t bytes, void **buf) {
   cl_state *st = state;
@@ -232,6 +293,14 @@ static dv_status clb_mem_alloc(void *state, size_t bytes, void **buf) {
     pthread_mutex_unlock(&st->lock);
     return cl_fail(e, "clCreateBuffer");
   }
+  pthread_mutex_lock(&st->lock);
+  bool added = cl_live_add(st, m, bytes);
+  if (!added) st->used -= bytes;
+  pthread_mutex_unlock(&st->lock);
+  if (!added) {
+    cl.clReleaseMemObject(m);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot record a new OpenCL buffer");
+  }
   *buf = m;
   return DV_OK;
 }
@@ -240,11 +309,41 @@ static dv_status clb_mem_free(void *state, void *buf) {
   cl_state *st = state;
   size_t sz = 0;
   cl.clGetMemObjectInfo((cl_mem)buf, CL_MEM_SIZE, sizeof sz, &sz, NULL);
+  /* Out of the live set before the release: the driver may hand the same
+   * handle value to a clCreateBuffer on another thread right after it. */
+  pthread_mutex_lock(&st->lock);
+  cl_live_remove(st, buf);
+  pthread_mutex_unlock(&st->lock);
   cl_int e = cl.clReleaseMemObject((cl_mem)buf);
-  if (e) return cl_fail(e, "clReleaseMemObject");
+  if (e) {
+    pthread_mutex_lock(&st->lock); /* still ours (best effort: a failed add only forgets it) */
+    if (!cl_live_add(st, buf, sz)) dv__log(DV_LOG_WARN, "OpenCL: buffer %p no longer recorded", buf);
+    pthread_mutex_unlock(&st->lock);
+    return cl_fail(e, "clReleaseMemObject");
+  }
   pthread_mutex_lock(&st->lock);
   st->used -= sz < st->used ? sz : st->used;
   pthread_mutex_unlock(&st->lock);
+  return DV_OK;
+}
+
+/* Version 8: a buffer of ours is in the live set; nothing else is handed to
+ * the driver (a cl_mem is a pointer the ICD reads through).  The native
+ * handle of a buffer is the cl_mem itself. */
+static dv_status clb_buffer_check(void *state, void *buf, bool native, size_t offset, size_t bytes) {
+  (void)native;
+  cl_state *st = state;
+  pthread_mutex_lock(&st->lock);
+  const struct cl_live *e = cl_live_find(st, buf);
+  size_t have = e ? e->bytes : 0;
+  pthread_mutex_unlock(&st->lock);
+  if (!e)
+    return dv__error(DV_ERR_INVALID_ARGUMENT,
+                     "%p is not a live OpenCL buffer of this context (not one its mem_alloc made)", buf);
+  if (offset > have || bytes > have - offset)
+    return dv__error(DV_ERR_INVALID_ARGUMENT,
+                     "bytes [%zu, %zu) lie outside the %zu-byte OpenCL buffer %p", offset,
+                     offset + bytes, have, buf);
   return DV_OK;
 }
 
@@ -744,6 +843,8 @@ const dv_backend dv__backend_opencl = {
     .buffer_wrap = dv__clk_buffer_wrap,
     .buffer_unwrap = dv__clk_buffer_unwrap,
     .kernel_params = dv__clk_kernel_params,
+    /* Version 8. */
+    .buffer_check = clb_buffer_check,
 };
 
 #else /* no OpenCL headers at build time */

@@ -60,6 +60,12 @@ typedef struct cl_state {
   cl_command_queue internal; /* maps, unmaps */
   dv_device_info info;
   size_t used;               /* bytes allocated (OpenCL cannot report free memory) */
+  /* The buffers mem_alloc made and mem_free has not freed, with their
+   * sizes (under lock): an open-addressing set keyed by the cl_mem value,
+   * so that buffer_check tells a cl_mem of ours from any other value
+   * without handing that value to the driver, which would read through it. */
+  struct cl_live { void *mem; size_t bytes; } *live;
+  size_t live_cap, live_n;   /* live_cap: 0 or a power of two */
   pthread_mutex_t lock;      /* used, streams */
   dv_bstream *streams;
   /* Kernels (opencl_kernel.c): the built-in strided-copy module, built on
