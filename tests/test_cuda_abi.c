@@ -22,6 +22,10 @@ _Static_assert(sizeof(dv_CUipcMemHandle) == sizeof(CUipcMemHandle) && DV_CU_IPC_
 _Static_assert(sizeof(dv_CUdeviceptr) == sizeof(CUdeviceptr), "CUdeviceptr");
 _Static_assert(sizeof(dv_CUresult) == sizeof(CUresult), "CUresult");
 _Static_assert(DV_CU_MEMORYTYPE_HOST == CU_MEMORYTYPE_HOST && DV_CU_MEMORYTYPE_DEVICE == CU_MEMORYTYPE_DEVICE, "memtype");
+_Static_assert(DV_CU_POINTER_ATTRIBUTE_MEMORY_TYPE == CU_POINTER_ATTRIBUTE_MEMORY_TYPE &&
+                   DV_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR &&
+                   DV_CU_POINTER_ATTRIBUTE_RANGE_SIZE == CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+               "pointer attributes");
 _Static_assert(DV_CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY == CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, "attr");
 _Static_assert(DV_CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING == CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, "attr");
 _Static_assert(DV_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "attr");

@@ -245,6 +245,10 @@ typedef struct dv_stats_tls {
   dv_thread_stats *t;
 } dv_stats_tls;
 extern _Thread_local dv_stats_tls dv__stats_tl;
+/* Stream callbacks of the user running on this thread (src/stream/stream.c
+ * counts them around the call; issue 36): a backend whose driver forbids
+ * its own calls there (CUDA, HIP) refuses every entry while it is not 0. */
+extern _Thread_local int dv__callback_depth;
 void dv__stats_copy_slow(dv_context *ctx, bool dst_host, bool src_host, uint64_t bytes);
 static inline void dv__stats_bump(_Atomic uint64_t *c, uint64_t n) {
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);

@@ -92,7 +92,9 @@ typedef struct dv_user_cb {
 
 static void dv__user_cb(void *arg, dv_status status) {
   dv_user_cb *c = arg;
+  dv__callback_depth++; /* devarray calls in fn: see dv__callback_depth */
   c->fn(c->stream, status, c->user);
+  dv__callback_depth--;
   dv__free(c);
 }
 

@@ -1082,6 +1082,35 @@ EXPORT CUresult cuMemHostGetDevicePointer_v2(dv_CUdeviceptr *d, void *p, unsigne
   return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
 }
 
+/* Pointer attributes (issue 36; optional for the backend, so declared here,
+ * not in the .def): the memory type, and the allocation's range, of device
+ * memory (its device address), pinned and registered host memory (any byte
+ * of it, by its host address).  Anything else, pageable host memory
+ * included: INVALID_VALUE, as a driver with unified addressing answers. */
+EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, dv_CUdeviceptr ptr);
+EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, dv_CUdeviceptr ptr) {
+  ENTER();
+  if (!data) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  for (alloc *x = g_allocs; x; x = x->next) {
+    int host = x->kind == 3 || x->kind == 4;
+    uint64_t base = host ? (uint64_t)(uintptr_t)x->host : x->addr;
+    if (ptr < base || ptr - base >= x->size) continue;
+    switch (attribute) {
+      case 2: /* CU_POINTER_ATTRIBUTE_MEMORY_TYPE */
+        *(unsigned *)data = host ? DV_CU_MEMORYTYPE_HOST : DV_CU_MEMORYTYPE_DEVICE;
+        return unlock_ret(DV_CUDA_SUCCESS);
+      case 11: /* CU_POINTER_ATTRIBUTE_RANGE_START_ADDR */
+        *(dv_CUdeviceptr *)data = base;
+        return unlock_ret(DV_CUDA_SUCCESS);
+      case 12: /* CU_POINTER_ATTRIBUTE_RANGE_SIZE */
+        *(size_t *)data = x->size;
+        return unlock_ret(DV_CUDA_SUCCESS);
+      default: return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+    }
+  }
+  return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+}
+
 EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags) {
   ENTER();
   CTX(c);

@@ -48,6 +48,7 @@ static void cu_after_fork_child(void) { atomic_store(&cuda_forked, 1); }
 static dv_dynsym cu_syms[] = { /* written once, in cu_load */
 #include "cuda_symbols.def"
     {"cuFuncGetParamInfo", NULL, (void **)&cuda_api.cuFuncGetParamInfo, 1},
+    {"cuPointerGetAttribute", NULL, (void **)&cuda_api.cuPointerGetAttribute, 1},
 };
 #undef DV_CU
 
@@ -220,6 +221,8 @@ dv_status dv__cu_open(const dv_cu_driver *drv, const dv_backend_config *cfg, voi
   return DV_OK;
 }
 
+static dv_CUresult cu_free_kept(cu_state *st);
+
 void dv__cu_close(void *state) {
   cu_state *st = state;
   if (atomic_load(st->drv->forked)) {
@@ -229,7 +232,11 @@ void dv__cu_close(void *state) {
     return;
   }
   CU_SCOPE(sc);
-  if (dv__cu_enter_scope(st, &sc) == DV_OK) cu.cuCtxSynchronize(); /* every stream of the context */
+  if (dv__cu_enter_scope(st, &sc) == DV_OK) {
+    cu.cuCtxSynchronize(); /* every stream of the context */
+    cu_free_kept(st);      /* frees a graph capture held back */
+  }
+  dv__free(st->kept);
   dv__cu_staging_close(st);
   dv__cu_kernel_close(st);
   if (st->legacy_fence) cu.cuEventDestroy_v2(st->legacy_fence);
@@ -290,9 +297,39 @@ dv_status dv__cub_managed_alloc(void *state, size_t bytes, int attach_global, vo
  * The free is made even when a wait fails (a device error): the memory
  * goes back if the driver can take it, and the first error is returned.
  */
+/* Whether work queued on s would be captured into a graph, or would join
+ * (and so invalidate) one: s captures (or its capture was invalidated), or
+ * s is the legacy stream while a blocking stream captures, which the driver
+ * reports as CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (issue 36: that used to
+ * count as "not capturing", and the fence recorded there invalidated the
+ * capture). */
 static bool cu_capturing(cu_state *st, dv_CUstream s) {
+  (void)st;
   dv_CUstreamCaptureStatus cs = DV_CU_STREAM_CAPTURE_STATUS_NONE;
-  return cu.cuStreamIsCapturing(s, &cs) == DV_CUDA_SUCCESS && cs != DV_CU_STREAM_CAPTURE_STATUS_NONE;
+  dv_CUresult r = cu.cuStreamIsCapturing(s, &cs);
+  if (r == DV_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) return true;
+  return r == DV_CUDA_SUCCESS && cs != DV_CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* Whether any stream of this context captures a graph (or the legacy
+ * stream would join one): a cuCtxSynchronize now would invalidate it.
+ * fence_lock held. */
+static bool cu_any_capture(cu_state *st) {
+  for (dv_bstream *x = st->streams; x; x = x->next)
+    if (cu_capturing(st, x->s)) return true;
+  return cu_capturing(st, DV_CU_STREAM_LEGACY);
+}
+
+/* Free the buffers a capture held back (fence_lock held, every fence
+ * waited for).  The first failure, as a driver result. */
+static dv_CUresult cu_free_kept(cu_state *st) {
+  dv_CUresult first = DV_CUDA_SUCCESS;
+  for (size_t i = 0; i < st->nkept; i++) {
+    dv_CUresult r = cu.cuMemFree_v2((dv_CUdeviceptr)(uintptr_t)st->kept[i]);
+    if (r && !first) first = r;
+  }
+  st->nkept = 0;
+  return first;
 }
 
 /* Record a fence on h into *ev (made at first use); fence_lock held. */
@@ -320,14 +357,27 @@ static bool cu_take_exported(cu_state *st, void *buf) {
 }
 
 /* Wait until no queued work of this context can use memory being freed
- * (buf: its device address, or NULL).  The first failure, as a status. */
-static dv_status cu_fence_wait(cu_state *st, void *buf) {
+ * (buf: its device address, or NULL).  The first failure, as a status.
+ * *held (when not NULL) is set when a graph capture keeps a stream that has
+ * work queued since the last fence from being fenced (a fence there, or a
+ * cuCtxSynchronize, would invalidate the capture): nothing was recorded
+ * there, and the caller must not free now.  With held NULL the free goes on
+ * unfenced for such a stream (host memory, whose record is already gone). */
+static dv_status cu_fence_wait(cu_state *st, void *buf, bool *held) {
   dv_CUresult first = DV_CUDA_SUCCESS;
   const char *what = NULL;
+  if (held) *held = false;
   pthread_mutex_lock(&st->fence_lock);
   if (buf && cu_take_exported(st, buf)) {
-    pthread_mutex_unlock(&st->fence_lock);
+    if (held && cu_any_capture(st)) {
+      *held = true;
+      st->kept_sync = true; /* the caller keeps it; its free waits for the whole context */
+      pthread_mutex_unlock(&st->fence_lock);
+      return DV_OK;
+    }
     dv_CUresult r = cu.cuCtxSynchronize();
+    if (!r) r = cu_free_kept(st), st->kept_sync = false;
+    pthread_mutex_unlock(&st->fence_lock);
     return r ? cu_fail(r, "cuCtxSynchronize (before freeing memory handed out natively)") : DV_OK;
   }
   for (dv_bstream *x = st->streams; x; x = x->next) {
@@ -342,9 +392,16 @@ static dv_status cu_fence_wait(cu_state *st, void *buf) {
       if (r && !first) first = r, what = "cuEventSynchronize (fence before a free)";
     }
   }
+  bool legacy_held = false;
   if (atomic_exchange_explicit(&st->builtin_dirty, 0, memory_order_acq_rel)) {
     dv_CUresult r = cu_fence_record(st, &st->legacy_fence, DV_CU_STREAM_LEGACY);
     st->legacy_pending = r == DV_CUDA_SUCCESS;
+    if (r == DV_CUDA_ERROR_NOT_READY) {
+      /* Not fenced: the legacy stream would join a capture (or captures).  Its
+       * work still runs: still to be fenced by the next free. */
+      atomic_store_explicit(&st->builtin_dirty, 1, memory_order_release);
+      legacy_held = true;
+    }
     if (r && r != DV_CUDA_ERROR_NOT_READY && !first) first = r, what = "cuEventRecord (fence before a free)";
   }
   if (st->legacy_pending) {
@@ -358,6 +415,18 @@ static dv_status cu_fence_wait(cu_state *st, void *buf) {
     cu.cuEventDestroy_v2(st->orphans[i]);
   }
   st->norphans = 0;
+  if (legacy_held && held) *held = true;
+  else if (!legacy_held && st->nkept && !(st->kept_sync && cu_any_capture(st))) {
+    /* Every stream fenced again; a kept buffer that was handed out natively
+     * waits for the whole context first (as its free would have). */
+    dv_CUresult r = st->kept_sync ? cu.cuCtxSynchronize() : DV_CUDA_SUCCESS;
+    if (r && !first) first = r, what = "cuCtxSynchronize (before a free a graph capture held back)";
+    if (!r) {
+      st->kept_sync = false;
+      r = cu_free_kept(st);
+      if (r && !first) first = r, what = "cuMemFree (a free a graph capture held back)";
+    }
+  }
   pthread_mutex_unlock(&st->fence_lock);
   return first ? cu_fail(first, what) : DV_OK;
 }
@@ -365,7 +434,24 @@ static dv_status cu_fence_wait(cu_state *st, void *buf) {
 dv_status dv__cub_mem_free(void *state, void *buf) {
   cu_state *st = state;
   CU_ENTER(st);
-  dv_status wrc = cu_fence_wait(st, buf);
+  bool held = false;
+  dv_status wrc = cu_fence_wait(st, buf, &held);
+  if (held) {
+    /* A graph capture keeps the legacy stream (or the context) from being
+     * waited for: the buffer is kept, and freed by the first free that can
+     * fence again, or by close. */
+    pthread_mutex_lock(&st->fence_lock);
+    void **t = dv__cu_grow(st->kept, st->nkept, &st->ckept, sizeof *t, 8);
+    if (!t) {
+      pthread_mutex_unlock(&st->fence_lock);
+      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY,
+                       "cannot keep a device free while a graph capture is on (no memory for its record)");
+    }
+    st->kept = t;
+    st->kept[st->nkept++] = buf;
+    pthread_mutex_unlock(&st->fence_lock);
+    return wrc;
+  }
   /* Freed even when the wait failed: the memory goes back if the driver can take it. */
   dv_CUresult r = cu.cuMemFree_v2((dv_CUdeviceptr)(uintptr_t)buf);
   if (r) return cu_fail(r, "cuMemFree");
@@ -420,6 +506,31 @@ dv_status dv__cub_host_alloc(void *state, size_t bytes, unsigned flags, void **h
   return DV_OK;
 }
 
+/* Whether host range [p, p + n), which devarray did not pin, is page-locked
+ * by someone else for this driver (cuMemHostAlloc or cuMemHostRegister of
+ * other code in the process: CuPy, PyTorch, a benchmark's raw calls; issue
+ * 36): the driver's pointer attributes say host memory, and its allocation
+ * range (where the driver gives one) holds the whole range, else the last
+ * byte is host memory too.  False where the driver cannot be asked (HIP) or
+ * says anything else: such memory is staged as pageable. */
+static bool cu_foreign_pinned(cu_state *st, const void *p, size_t n) {
+  (void)st;
+  if (!cu.cuPointerGetAttribute || !n) return false;
+  unsigned type = 0;
+  dv_CUdeviceptr a = (dv_CUdeviceptr)(uintptr_t)p;
+  if (cu.cuPointerGetAttribute(&type, DV_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a) != DV_CUDA_SUCCESS ||
+      type != DV_CU_MEMORYTYPE_HOST)
+    return false;
+  dv_CUdeviceptr start = 0;
+  size_t size = 0;
+  if (cu.cuPointerGetAttribute(&start, DV_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a) == DV_CUDA_SUCCESS &&
+      cu.cuPointerGetAttribute(&size, DV_CU_POINTER_ATTRIBUTE_RANGE_SIZE, a) == DV_CUDA_SUCCESS && size)
+    return a >= start && n <= size - (size_t)(a - start);
+  type = 0;
+  return cu.cuPointerGetAttribute(&type, DV_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a + n - 1) == DV_CUDA_SUCCESS &&
+         type == DV_CU_MEMORYTYPE_HOST;
+}
+
 dv_status dv__cub_host_free(void *state, void *handle) {
   cu_state *st = state;
   CU_ENTER(st);
@@ -429,8 +540,10 @@ dv_status dv__cub_host_free(void *state, void *handle) {
    * when the wait fails, so that a registration never outlives its record. */
   dv_CUdeviceptr mapped = 0; /* this device's address of it, which may have been handed out */
   if (h->dev && cu.cuMemHostGetDevicePointer_v2(&mapped, h->ptr, 0)) mapped = h->dev;
-  dv_status wrc = cu_fence_wait(st, mapped ? (void *)(uintptr_t)mapped : NULL);
-  dv_CUresult r = h->registered ? cu.cuMemHostUnregister(h->ptr) : cu.cuMemFreeHost(h->ptr);
+  dv_status wrc = cu_fence_wait(st, mapped ? (void *)(uintptr_t)mapped : NULL, NULL);
+  dv_CUresult r = h->foreign      ? DV_CUDA_SUCCESS /* someone else's: theirs to unpin */
+                 : h->registered ? cu.cuMemHostUnregister(h->ptr)
+                                 : cu.cuMemFreeHost(h->ptr);
   bool registered = h->registered;
   dv__free(h);
   if (r) return cu_fail(r, registered ? "cuMemHostUnregister" : "cuMemFreeHost");
@@ -470,11 +583,32 @@ dv_status dv__cub_host_register(void *state, void *ptr, size_t bytes, unsigned f
   h = dv__calloc(1, sizeof *h);
   if (!h) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a registration record");
   dv_CUresult r = cu.cuMemHostRegister_v2(ptr, bytes, f);
+  if (r == DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED && cu_foreign_pinned(st, ptr, bytes)) {
+    /* Pinned already by someone else, the whole range (issue 36): accepted
+     * as it is; copies with it go straight to the driver, and devarray never
+     * unpins it.  Mapped where the driver has a device address for it (its
+     * owner pinned it mapped; unified addressing); else registered unmapped
+     * (a mapped scope over it then says the backend cannot map it). */
+    h->ptr = ptr;
+    h->bytes = bytes;
+    h->drv = st->drv;
+    h->registered = h->foreign = true;
+    dv_CUdeviceptr d = 0;
+    if (map && cu.cuMemHostGetDevicePointer_v2(&d, ptr, 0) == DV_CUDA_SUCCESS) {
+      h->dev = d;
+      if (dev_buf) *dev_buf = (void *)(uintptr_t)d;
+    }
+    dv__cu_host_add(h);
+    *handle = h;
+    return DV_OK;
+  }
   if (r) {
     dv__free(h);
     if (r == DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
-      return dv__error(DV_ERR_MISUSE, "%s failed: part of [%p, +%zu) is already registered "
-                                      "(overlapping registrations are refused by the driver)",
+      return dv__error(DV_ERR_MISUSE, "%s failed: part of [%p, +%zu) is already registered, but not the "
+                                      "whole range (page-locked by another registration of devarray or by "
+                                      "other code in this process: overlapping registrations are refused by "
+                                      "the driver)",
                        dv__cu_said(st->drv, "cuMemHostRegister", (char[96]){0}, 96), ptr, bytes);
     if (r == DV_CUDA_ERROR_OUT_OF_MEMORY)
       return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "%s of %zu bytes failed: out of page-locked host memory",
@@ -596,6 +730,15 @@ static void cu_cb_trampoline(dv_CUstream s, dv_CUresult status, void *arg) {
 dv_status dv__cub_stream_callback(void *state, dv_bstream *s, dv_bcallback_fn fn, void *user) {
   cu_state *st = state;
   CU_ENTER(st);
+  /* cuStreamAddCallback cannot be captured: the driver refuses it there and
+   * invalidates the capture (issue 36).  Refused first, the capture kept. */
+  if (cu_capturing(st, s->s))
+    return dv__error(DV_ERR_MISUSE,
+                     "a stream callback on a %s stream that is capturing a %s graph (or would join one: the "
+                     "legacy stream while a blocking stream captures) cannot be captured: this is the user's "
+                     "dv_stream_add_callback, or devarray's own staging of a copy through host memory; queue "
+                     "it after the capture ends",
+                     st->drv->vendor, st->drv->vendor);
   cu_cb *c = dv__malloc(sizeof *c);
   if (!c) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a callback record");
   c->fn = fn, c->user = user;
@@ -657,7 +800,9 @@ static dv_status cu_copy_rect(cu_state *st, dv_bstream *s, const dv_rect *r) {
     const dv_memref *h = sd ? &r->dst : &r->src;
     size_t hp = sd ? r->dst_pitch : r->src_pitch, hs = sd ? r->dst_slice : r->src_slice;
     size_t span = (r->depth - 1) * hs + (r->height - 1) * hp + r->width;
-    if (!dv__cu_host_pinned(st->drv, h->ptr, span)) {
+    /* Pinned by devarray, or by someone else (the driver says so): copied
+     * directly; else pageable. */
+    if (!dv__cu_host_pinned(st->drv, h->ptr, span) && !cu_foreign_pinned(st, h->ptr, span)) {
       dv_status crc = cu_refuse_capture(st, s);
       if (crc) return crc;
       /* A synchronous copy smaller than a chunk waits for its stream anyway:

@@ -19,6 +19,9 @@ typedef struct dv_cu_api {
 #undef DV_CU
   /* Optional (NULL where the driver lacks it): CUDA 12.4's parameter layout. */
   dv_CUresult (*cuFuncGetParamInfo)(dv_CUfunction f, size_t index, size_t *offset, size_t *size);
+  /* Optional too (issue 36): whether host memory devarray did not pin is
+   * page-locked by someone else (NULL on HIP: such memory is staged). */
+  dv_CUresult (*cuPointerGetAttribute)(void *data, int attribute, dv_CUdeviceptr ptr);
 } dv_cu_api;
 
 /*
@@ -112,6 +115,11 @@ struct cu_state {
   void **exported;
   size_t nexported, cexported;
   bool exported_lost; /* one could not be listed (no memory): every free waits for the context */
+  /* Device buffers whose free a graph capture holds back (cuda.c, issue 36):
+   * freed by the first free that can fence again, or by close. */
+  void **kept;
+  size_t nkept, ckept;
+  bool kept_sync; /* one of them was handed out natively: freed after a cuCtxSynchronize */
   /* Kernels on drivers with their own compiler (drv->kops; HIP), set by the
    * driver's fill_info, which dv__cu_open calls before dv__cu_kernel_open:
    * arch: the device's gfx target as the runtime names it, features too
@@ -350,6 +358,7 @@ typedef struct dv_cu_host {
   void *ptr;
   size_t bytes;
   bool registered; /* cuMemHostRegister; else cuMemHostAlloc */
+  bool foreign;    /* registered: pinned by someone else already (issue 36); never unregistered by devarray */
   int refs;
   dv_CUdeviceptr dev; /* mapped: the device address */
 } dv_cu_host;
