@@ -92,7 +92,7 @@ def _jit_unavailable(exc):
 
 
 def __getattr__(name):
-    from ._jit.names import KERNEL_NAMES
+    from ._jitnames import KERNEL_NAMES
     if name in _JIT_NAMES or name in KERNEL_NAMES:
         try:
             if name in KERNEL_NAMES:  # the stubs alone (Numba's typing imports them)

@@ -3,6 +3,7 @@
 import contextlib
 import ctypes
 import json
+import sys
 import threading
 import weakref
 
@@ -423,13 +424,12 @@ def _reap_retired():
             _retired.remove(c)
 
 
-def _gc_reap(phase, info):
+def _gc_reap(phase, info, _sys=sys):
     # after a collection freed the last arrays of a retired context; never on a stream
     # callback's thread (no destroy there) nor while another thread holds the lock
     if phase != "stop" or not _retired:
         return
-    import sys
-    stream_mod = sys.modules.get(__package__ + "._stream")  # None at interpreter teardown
+    stream_mod = _sys.modules.get(__package__ + "._stream")  # None at interpreter teardown
     if stream_mod is None or getattr(stream_mod._in_callback, "active", False):
         return
     if _lock.acquire(blocking=False):

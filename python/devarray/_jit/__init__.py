@@ -9,6 +9,13 @@ the rest of the binding works. The parts: ``stubs`` (the names kernels call), ``
 what differs.
 """
 
+from numba.core import config as _config
+
+if _config.ENABLE_CUDASIM:
+    raise ImportError("NUMBA_ENABLE_CUDASIM=1: this process runs Numba's simulator as "
+                      "numba.cuda, whose names are not Numba's CUDA stubs; devarray.jit "
+                      "needs NUMBA_ENABLE_CUDASIM unset (run the simulator in another process)")
+
 from .dispatcher import jit, Dispatcher, DeviceFunction, typeof_arg  # noqa: F401
 from .values import LoweringError  # noqa: F401
 from . import stubs  # noqa: F401

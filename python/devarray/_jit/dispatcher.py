@@ -13,12 +13,12 @@ import inspect
 import threading
 
 import numpy as np
-from numba.core import types, sigutils, typing
+from numba.core import types, sigutils, typing, errors
 from numba.core.typing.templates import AbstractTemplate, signature
 from numba.np import numpy_support
 
 from .. import _kernel
-from .._array import DeviceNDArray
+from .._array import DeviceNDArray, DeviceRecord
 from .._context import current_context
 from .._lib import lib, check, dv_arg, dv_launch_config
 from .._stream import _stream_handle
@@ -42,6 +42,8 @@ def _layout(a):
 def typeof_arg(a):
     """Numba's type of kernel argument `a` (devarray's arrays typed as Numba types its own
     device arrays)."""
+    if isinstance(a, DeviceRecord):
+        return numpy_support.from_dtype(a.dtype)
     if isinstance(a, DeviceNDArray):
         return types.Array(numpy_support.from_dtype(a.dtype), a.ndim, _layout(a))
     if isinstance(a, bool):
@@ -94,6 +96,8 @@ class _Compiled:
             t = unlit(t)
             if isinstance(t, types.Array):
                 self.kinds.append(("array", t))
+            elif isinstance(t, types.Record):
+                self.kinds.append(("record", t))
             elif isinstance(t, (types.UniTuple, types.Tuple)):
                 self.kinds.append(("tuple", t))
             else:
@@ -313,12 +317,15 @@ class _Configured:
         n = len(args) + sum(len(t.types) - 1 for kd, t in kinds if kd == "tuple") + (
             1 if spec.uses_dyn else 0)
         cargs = (dv_arg * max(n, 1))()
-        keep, release = [], []
+        keep, release, after = [], [], []
         try:
             j = 0
             for a, (kd, t) in zip(args, kinds):
                 if kd == "array":
                     _array_arg(cargs[j], a, keep, release)
+                    j += 1
+                elif kd == "record":
+                    _record_arg(cargs[j], a, keep, release, after)
                     j += 1
                 elif kd == "scalar":
                     _scalar_arg(cargs[j], a, t, keep)
@@ -333,6 +340,8 @@ class _Configured:
             st = _kernel._launch(k.handle, self.cfgref, n, cargs)
             if st:
                 check(st, "launch " + self.disp.__name__)
+            for f in after:
+                f()
         finally:
             for h in release:
                 lib.dv_array_release(h)
@@ -362,6 +371,33 @@ def _array_arg(c, a, keep, release):
     f = _foreign(a)
     keep.append(a)
     _array_arg(c, f, keep, release)
+
+
+def _record_arg(c, a, keep, release, after):
+    """A record: a DeviceRecord as it is; a NumPy record copied in, and back after the
+    launch (as Numba copies host arguments)."""
+    if isinstance(a, DeviceNDArray):
+        c.kind = _kernel.ARG_ARRAY
+        c.array = a.handle
+        c.dir = _kernel.DIR_DEFAULT
+        keep.append(a)
+        return
+    host = np.array(a).reshape(1)
+    h, arr = _host_array(host)
+    release.append(h)
+    keep.append(arr)
+    c.kind = _kernel.ARG_ARRAY
+    c.array = h
+    c.dir = _kernel.DIR_INOUT
+
+    def back():
+        if isinstance(a, np.void) and a.dtype.names:
+            for name in a.dtype.names:
+                try:
+                    a[name] = arr[0][name]
+                except (TypeError, ValueError):
+                    return
+    after.append(back)
 
 
 def _scalar_arg(c, a, t, keep):
@@ -396,9 +432,17 @@ class DeviceFunction:
             def generic(tmpl, args, kws):
                 if kws:
                     return None
-                argtypes = tuple(unlit(a) for a in args)
-                tir = dev.typed(argtypes)
-                return signature(unlit(tir.return_type), *argtypes)
+                # the values' types first; the literal ones (a shape passed down to a
+                # shared.array) when the function needs the constant
+                plain = tuple(unlit(a) for a in args)
+                try:
+                    tir = dev.typed(plain)
+                    return signature(unlit(tir.return_type), *plain)
+                except errors.TypingError:
+                    if plain == tuple(args):
+                        raise
+                tir = dev.typed(tuple(args))
+                return signature(unlit(tir.return_type), *args)
 
         _Template.__name__ = "DeviceFunction_" + self.__name__
         self._template = _Template
@@ -425,7 +469,7 @@ class DeviceFunction:
     def lower_into(self, program, sig, args):
         """The C name of this function for `sig` in `program` (lowered there once)."""
         from .values import Arr
-        argtypes = tuple(unlit(a) for a in sig.args)
+        argtypes = tuple(sig.args)
         spaces = {i: v.space for i, v in enumerate(args) if isinstance(v, Arr)}
         key = (self, argtypes, tuple(sorted(spaces.items())))
         name = program.done.get(key)

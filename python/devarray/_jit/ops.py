@@ -64,8 +64,10 @@ def helper_text(name):
                 "  return r;\n"
                 "}") % {"t": t, "n": name}, []
     if kind in ("amax", "amin", "anmax", "anmin"):  # float atomics by CAS (Numba's rules)
+        shared = t.endswith("__shared")
+        t = t.replace("__shared", "")
         f = "f32" if t == "float" else "f64"
-        nan = kind.startswith("an")
+        nan = kind.startswith("an") and kind[2] == "n" or kind in ("anmax", "anmin")
         cmp = "<" if kind.endswith("max") else ">"
         early = "isnan(v)" if nan else "isnan(v) || isnan(old)"
         again = ("(isnan(old) || old %s v)" % cmp) if nan else ("old %s v" % cmp)
@@ -79,7 +81,7 @@ def helper_text(name):
                 "  }\n"
                 "  return first;\n"
                 "}") % {"t": t, "n": name, "f": f, "early": early, "again": again,
-                        "q": "DV_GLOBAL_MEM "}, []
+                        "q": "DV_SHARED_MEM " if shared else "DV_GLOBAL_MEM "}, []
     if kind in ("popc", "clz", "ffs", "brev"):
         bits = 64 if t.endswith("64") else 32
         ut = "dv_u64" if bits == 64 else "dv_u32"
@@ -539,16 +541,16 @@ def _index(fl, i, n, loc):
 
 def element(fl, a, items, loc):
     """The C lvalue of element `items` of array a."""
-    et = elem_ctype(a.dtype) or "unsigned char"
+    et = elem_ctype(a.dtype)
     idx = [_index(fl, i, a.shape[d], loc) for d, i in enumerate(items)]
     if not idx:
         return "%s[0]" % a.ptr
-    if a.layout == "C" and not isinstance(a.dtype, types.Record):
+    if a.layout == "C":
         off = idx[0]
         for d in range(1, len(idx)):
             off = "%s * %s + %s" % (_p(off), _p(a.shape[d]), idx[d])
         return "%s[%s]" % (a.ptr, off)
-    if a.layout == "F" and not isinstance(a.dtype, types.Record) and a.space != "global":
+    if a.layout == "F" and a.space != "global":
         off = idx[-1]
         for d in range(len(idx) - 2, -1, -1):
             off = "%s * %s + %s" % (_p(off), _p(a.shape[d]), idx[d])
@@ -586,7 +588,7 @@ def _view(fl, a, items, ty, loc):
         strides.append(a.strides[d])
         d += 1
     name = fl._fresh("view")
-    et = elem_ctype(a.dtype) or "unsigned char"
+    et = elem_ctype(a.dtype)
     ptr = "((%s%s *)((%schar *)%s + %s))" % (a.qual, et, a.qual, a.ptr,
                                             " + ".join(off_terms)) if off_terms else a.ptr
     fl.emit("%s%s *%s = %s;" % (a.qual, et, name, ptr), loc)
@@ -643,7 +645,9 @@ def setitem(fl, a, idx, val, st, loc):
     if isinstance(a.dtype, types.Boolean):
         fl.emit("%s = (unsigned char)%s;" % (lv, _p(cast(fl, val, types.boolean, loc))), loc)
     elif isinstance(a.dtype, types.Record):
-        raise fl.error("assigning a whole record (assign its fields)", loc)
+        if not isinstance(val, Rec):
+            raise fl.error("assigning a %s to a record" % type(val).__name__, loc)
+        fl.emit("%s = *%s;" % (lv, _p(val.ptr)), loc)
     else:
         fl.emit("%s = %s;" % (lv, cast(fl, val, a.dtype, loc)), loc)
 
@@ -735,13 +739,38 @@ def call(fl, e, ty, loc, target):
     dev = getattr(ft, "_dv_device_function", None)
     if dev is not None:
         return _device_call(fl, dev, args, sig, loc)
+    if isinstance(ft, types.NumberClass):
+        t = unlit(ft.instance_type)
+        return S(cast(fl, args[0], t, loc), t)
     raise fl.error("calling a %s in a kernel" % ft, loc)
+
+
+def static_arg(t):
+    """The value a device function's parameter of type t has when known from its type
+    alone (a literal, a function, a number class), else None."""
+    if isinstance(t, types.Literal) and not isinstance(t, types.StringLiteral):
+        v = t.literal_value
+        if isinstance(v, (bool, int, float)):
+            return S(literal(v, unlit(t)), unlit(t), v)
+    if isinstance(t, types.Function) and t.templates:
+        return K(t.templates[0].key)
+    if isinstance(t, types.NumberClass):
+        return K(t.instance_type)
+    if isinstance(t, types.BaseTuple) and t.types and all(
+            isinstance(x, types.IntegerLiteral) for x in t.types):
+        return Tup([S(literal(x.literal_value, types.intp), types.intp, x.literal_value)
+                    for x in t.types])
+    if isinstance(t, (types.Omitted, types.NoneType)):
+        return NONE
+    return None
 
 
 def _device_call(fl, dev, args, sig, loc):
     name, spaces = dev.lower_into(fl.p, sig, args)
     cargs = []
     for v, t in zip(args, sig.args):
+        if static_arg(t) is not None:
+            continue
         t = unlit(t)
         if isinstance(t, types.Array):
             if not isinstance(v, Arr):
@@ -807,12 +836,12 @@ def _decl_array(fl, args, kws, ty, loc, target, space):
     dims = _shape_of(fl, shape, loc)
     name = fl.cname(target) if target else fl._fresh(space)
     fl.declared.add(target)
-    et = elem_ctype(t.dtype)
-    if et is None:
-        et = "unsigned char"
+    if isinstance(t.dtype, types.Record):
+        fl.p.record(t.dtype)
         isz = t.dtype.size
     else:
         isz = np.dtype(str(t.dtype) if not isinstance(t.dtype, types.Boolean) else "u1").itemsize
+    et = elem_ctype(t.dtype)
     if space == "shared" and dims == [0]:
         fl.p.uses_dynshared = True
         fl.uses_dynshared = True
@@ -834,8 +863,6 @@ def _decl_array(fl, args, kws, ty, loc, target, space):
                            loc)
         total *= d
     macro = "DV_SHARED" if space == "shared" else "DV_LOCAL_ARRAY"
-    if isinstance(t.dtype, types.Record):
-        total *= t.dtype.size
     fl.hoisted.append("  %s(%s, %s, %d);" % (macro, et, name, total))
     return Arr(name, t, [str(d) for d in dims], _c_strides(dims, isz), space, target or name)
 
@@ -923,11 +950,9 @@ def _atomic_op(op):
             c = "dv_atomic_add_%s(%s, %s)" % (suf, addr, neg)
         elif op in ("max", "min", "nanmax", "nanmin"):
             if isf:
-                h = fl.p.helper("dv_a%s__%s" % ({"max": "max", "min": "min", "nanmax": "nmax",
-                                                  "nanmin": "nmin"}[op], ctype(dt)))
-                if a.space != "global":
-                    raise fl.error("atomic.%s on a float shared array is not lowered yet" % op,
-                                   loc)
+                h = fl.p.helper("dv_a%s__%s%s" % (
+                    {"max": "max", "min": "min", "nanmax": "nmax", "nanmin": "nmin"}[op],
+                    ctype(dt), "__shared" if a.space == "shared" else ""))
                 c = "%s(%s, %s)" % (h, addr, v)
             else:
                 c = "dv_atomic_%s_%s(%s, %s)" % (op.replace("nan", ""), suf, addr, v)

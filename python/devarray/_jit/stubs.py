@@ -12,7 +12,7 @@ compiler.
 
 from numba.cuda import stubs as _nb
 
-from .names import NUMBA_NAMES
+from .._jitnames import NUMBA_NAMES
 
 # Numba's own stubs: the objects numba.cuda exports under these names.
 NUMBA = {n: getattr(_nb, n) for n in NUMBA_NAMES if hasattr(_nb, n)}

@@ -49,8 +49,31 @@ def elem_ctype(dtype):
     if isinstance(dtype, types.Boolean):
         return "unsigned char"
     if isinstance(dtype, types.Record):
-        return None
+        return record_ctype(dtype)
     return ctype(dtype, "array element")
+
+
+def record_ctype(rec):
+    """The C type standing for record type `rec`: a struct of its size and alignment (its
+    fields are read through their byte offsets); the program declares it (record_decl)."""
+    return "dv_rec%d_%d" % (rec.size, _rec_align(rec))
+
+
+def _rec_align(rec):
+    try:
+        a = int(np.dtype(rec.dtype).alignment)
+    except Exception:
+        a = 1
+    while a > 1 and rec.size % a:
+        a //= 2
+    return a
+
+
+def record_decl(rec):
+    a = _rec_align(rec)
+    word = {8: "dv_u64", 4: "dv_u32", 2: "dv_u16"}.get(a, "unsigned char")
+    n = rec.size // max(a, 1) if word != "unsigned char" else rec.size
+    return "typedef struct { %s b[%d]; } %s;" % (word, max(n, 1), record_ctype(rec))
 
 
 def is_scalar(t):

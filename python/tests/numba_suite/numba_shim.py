@@ -25,8 +25,8 @@ devarray's API (``SHIM_NAMES``): Numba's own identities between its modules
 (``devices.get_context`` is ``current_context``, ``devices.reset`` is what ``close`` calls),
 the fact that no NVIDIA cuda-python binding is in use (``driver.USE_NV_BINDING = False``), and
 Numba's ctypes declarations of CUDA driver types (``drvapi.cu_device_ptr`` and friends, which
-Numba's tests compare devarray's objects against). Nothing is faked: a kernel compiled by
-Numba (``cuda.jit``) and NVVM stay absent; ``driver.driver`` is devarray's own reduced object
+Numba's tests compare devarray's objects against). Nothing is faked: ``cuda.jit`` is
+devarray.jit (Python kernels compiled to devarray's dialect), NVVM and PTX stay absent; ``driver.driver`` is devarray's own reduced object
 (get_device_count, cuMemGetInfo: docs/semantics.md, "Python binding").
 """
 
