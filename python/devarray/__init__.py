@@ -34,7 +34,7 @@ from ._create import (device_array, device_array_like, to_device, from_dlpack, i
 from ._create import as_cuda_array, from_cuda_array_interface
 from ._array import MappedNDArray
 from ._hostmem import (pinned_array, mapped_array, managed_array, pinned, mapped, register,
-                       deregister, is_pinned)
+                       deregister, is_pinned, pinned_array_like, mapped_array_like)
 from ._kernel import Module, Kernel, Arg, In, Out, InOut, View, SmartArray
 from ._emm import (BaseCUDAMemoryManager, HostOnlyCUDAMemoryManager, GetIpcHandleMixin,
                    NumbaCUDAMemoryManager, MemoryInfo, set_memory_manager, backend_memalloc)
@@ -44,7 +44,7 @@ from ._memory import (MemoryPointer, AutoFreePointer, MappedMemory, PinnedMemory
 from ._driver import (host_to_device, device_to_host, device_to_device, device_memset,
                       device_memory_size, host_memory_extents, host_memory_size,
                       is_device_memory, require_device_memory, device_pointer,
-                      device_ctypes_pointer)
+                      device_ctypes_pointer, profile_start, profile_stop, profiling)
 from ._devices import gpus, require_context
 from ._devices import detect, list_devices
 from . import driver, devicearray

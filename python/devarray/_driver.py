@@ -308,3 +308,28 @@ def device_memset(dst, val, size, stream=0):
     if isinstance(stream, Stream):
         stream._hold(keep)
 
+
+
+# ---- Numba's profiler switches ------------------------------------------------------------
+# numba.cuda.profile_start/profile_stop/profiling start and stop the CUDA profiler's
+# collection. devarray drives no profiler: these do nothing, so that programs (and Numba's
+# tests) that bracket their work with them run unchanged.
+
+def profile_start():
+    """Numba's profile_start: nothing to start (devarray drives no profiler)."""
+
+
+def profile_stop():
+    """Numba's profile_stop: nothing to stop."""
+
+
+class profiling:
+    """Numba's ``with profiling():``: profile_start() on entry, profile_stop() on exit."""
+
+    def __enter__(self):
+        profile_start()
+        return self
+
+    def __exit__(self, *exc):
+        profile_stop()
+        return False

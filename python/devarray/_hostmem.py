@@ -155,6 +155,27 @@ def mapped_array(shape, dtype=np.float64, strides=None, order="C", stream=0, por
     return m
 
 
+def _like(ary):
+    """shape, dtype, strides and order for an array like `ary` (Numba's *_array_like: the
+    strides of a contiguous array, else C order)."""
+    ary = np.asarray(ary) if not hasattr(ary, "strides") else ary
+    order = "F" if (getattr(ary, "flags", None) is not None and ary.ndim > 1 and
+                    ary.flags["F_CONTIGUOUS"] and not ary.flags["C_CONTIGUOUS"]) else "C"
+    return ary.shape, ary.dtype, order
+
+
+def pinned_array_like(ary):
+    """pinned_array of `ary`'s shape, dtype and order (Numba's pinned_array_like)."""
+    shape, dtype, order = _like(ary)
+    return pinned_array(shape, dtype, order=order)
+
+
+def mapped_array_like(ary, stream=0, portable=False, wc=False):
+    """mapped_array of `ary`'s shape, dtype and order (Numba's mapped_array_like)."""
+    shape, dtype, order = _like(ary)
+    return mapped_array(shape, dtype, order=order, stream=stream, portable=portable, wc=wc)
+
+
 def managed_array(shape, dtype=np.float64, strides=None, order="C", stream=0,
                   attach_global=True):
     """A NumPy array over managed memory (Numba's managed_array); NotSupportedError on

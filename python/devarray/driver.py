@@ -15,7 +15,8 @@ from ._memory import (MemoryPointer, AutoFreePointer, MappedMemory, PinnedMemory
 from ._driver import (host_to_device, device_to_host, device_to_device, device_memset,
                       device_memory_size, host_memory_extents, host_memory_size, host_pointer,
                       is_device_memory, require_device_memory, device_pointer,
-                      device_ctypes_pointer, device_extents)
+                      device_ctypes_pointer, device_extents, profile_start, profile_stop,
+                      profiling)
 from ._stream import Stream, Event
 from ._devices import driver
 
@@ -29,4 +30,5 @@ __all__ = ["MemoryPointer", "AutoFreePointer", "MappedMemory", "PinnedMemory", "
            "device_memory_size", "host_memory_extents", "host_memory_size", "host_pointer",
            "is_device_memory", "require_device_memory", "device_pointer",
            "device_ctypes_pointer", "device_extents", "Stream", "Event", "USE_NV_BINDING",
+           "profile_start", "profile_stop", "profiling",
            "driver"]

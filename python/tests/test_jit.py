@@ -524,3 +524,110 @@ def test_without_numba_jit_raises_one_clear_error():
                        cwd=os.path.join(HERE, ".."))
     assert r.returncode == 0, r.stderr
     assert "ERR" in r.stdout and "python3-numba" in r.stdout
+
+
+# ---- checked mode points at Python -------------------------------------------------------
+
+def _checks_on():
+    ctx = cuda.current_context()
+    return ctx.backend == "host" and ctx.option("kernel_check") == "on"
+
+
+@cuda.jit
+def no_bounds_test(x):
+    i = cuda.grid(1)
+    x[i] = 1.0  # no `if i < x.size`
+
+
+@cuda.jit
+def missing_barrier(out):
+    s = cuda.shared.array(64, dtype=float32)
+    t = cuda.threadIdx.x
+    s[t] = t
+    # a cuda.syncthreads() belongs here
+    out[t] = s[(t + 1) % 64]
+
+
+def test_checked_mode_names_the_python_line_of_an_out_of_bounds_write():
+    if not _checks_on():
+        pytest.skip("the access checks are off (kernel_check=%s on %s)" % (
+            cuda.current_context().option("kernel_check"), cuda.current_context().backend))
+    x = cuda.device_array(10, np.float32)
+    with pytest.raises(cuda.DevarrayError) as e:
+        no_bounds_test[4, 256](x)
+    line = no_bounds_test.py_func.__code__.co_firstlineno + 3
+    assert "test_jit.py:%d" % line in str(e.value), str(e.value)
+
+
+def test_checked_mode_names_both_python_lines_of_a_race():
+    if not _checks_on():
+        pytest.skip("the access checks are off (kernel_check=%s on %s)" % (
+            cuda.current_context().option("kernel_check"), cuda.current_context().backend))
+    out = cuda.device_array(64, np.float32)
+    with pytest.raises(cuda.DevarrayError) as e:
+        missing_barrier[1, 64](out)
+    first = missing_barrier.py_func.__code__.co_firstlineno
+    msg = str(e.value)
+    assert "race" in msg, msg
+    assert "test_jit.py:%d" % (first + 4) in msg and "test_jit.py:%d" % (first + 6) in msg, msg
+
+
+@cuda.jit(device=True)
+def total(v):
+    s = 0
+    for k in range(v.shape[0]):
+        s += v[k]
+    return s
+
+
+@cuda.jit
+def run_time_slices(a, lo, hi, out):
+    i = cuda.grid(1)
+    if i == 0:
+        out[0] = total(a[lo:hi])
+        out[1] = total(a[hi:lo:-1])
+        out[2] = total(a[-hi:])
+        out[3] = total(a[::3])
+
+
+def test_slices_with_run_time_bounds():
+    a = np.arange(20, dtype=np.int64)
+    for lo, hi in ((2, 9), (5, 5), (-30, 30), (7, -2)):
+        out = np.zeros(4, np.int64)
+        run_time_slices[1, 1](a, lo, hi, out)
+        want = [a[lo:hi].sum(), a[hi:lo:-1].sum(), a[-hi:].sum(), a[::3].sum()]
+        assert list(out) == want, (lo, hi)
+
+
+@cuda.jit
+def tuple_variable(out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        if i % 2 == 0:
+            p = (i, 1)
+        else:
+            p = (0, i)
+        out[i, 0] = p[0]
+        out[i, 1] = p[1]
+
+
+def test_a_tuple_given_values_in_two_branches():
+    out = np.zeros((6, 2), np.int64)
+    tuple_variable[1, 6](out)
+    assert out.tolist() == [[i, 1] if i % 2 == 0 else [0, i] for i in range(6)]
+
+
+def test_cpu_functions_called_from_kernels():
+    @numba.njit
+    def add(a, b):
+        return a + b
+
+    @cuda.jit
+    def k(x, out):
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i] = add(x[i], 10)
+    x = np.arange(5, dtype=np.int64)
+    out = np.zeros(5, np.int64)
+    k[1, 8](x, out)
+    assert list(out) == list(x + 10)

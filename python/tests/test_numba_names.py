@@ -301,3 +301,25 @@ def test_setitem_synchronizes_without_a_stream(ctx):
         r["a"] = 3
     sync.assert_called_once()
     assert r["a"] == 3
+
+
+def test_pinned_and_mapped_array_like():
+    a = np.zeros((3, 4), dtype=np.float32, order="F")
+    p = cuda.pinned_array_like(a)
+    assert p.shape == a.shape and p.dtype == a.dtype and p.flags["F_CONTIGUOUS"]
+    assert cuda.is_pinned(p)
+    m = cuda.mapped_array_like(np.arange(6, dtype=np.int16))
+    assert isinstance(m, cuda.MappedNDArray) and m.shape == (6,) and m.dtype == np.int16
+    m[:] = 3
+    assert (m.copy_to_host() == 3).all()
+
+
+def test_profiling_switches_do_nothing_and_nest():
+    calls = []
+    with cuda.profiling():
+        cuda.profile_start()
+        cuda.profile_stop()
+        calls.append(1)
+    assert calls == [1]
+    from devarray import driver
+    assert driver.profiling is cuda.profiling

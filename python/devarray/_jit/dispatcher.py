@@ -178,6 +178,12 @@ class Dispatcher:
             self.overloads[argtypes] = c
             return c
 
+    def bind(self):
+        """Numba's bind(): build every compiled specialization for the current context now
+        (else the first launch does)."""
+        for c in self.overloads.values():
+            c.kernel()
+
     def specialize(self, *args):
         """A kernel compiled for the types of `args` only (Numba's specialize)."""
         argtypes = tuple(typeof_arg(a) for a in args)
@@ -491,6 +497,20 @@ class DeviceFunction:
     @property
     def overloads(self):
         return dict(self._typed)
+
+
+_cpu_functions = {}
+
+
+def device_function_of(disp):
+    """The device function made of a Numba CPU dispatcher's Python function (once each)."""
+    d = _cpu_functions.get(id(disp))
+    if d is None or d[0] is not disp:
+        if not getattr(disp, "_can_compile", True):
+            raise ValueError("using cpu function on device but its compilation is disabled")
+        d = (disp, DeviceFunction(disp.py_func, None, {}))
+        _cpu_functions[id(disp)] = d
+    return d[1]
 
 
 # ---- the decorator ----------------------------------------------------------------------

@@ -488,9 +488,12 @@ class FunctionLowering:
             self.skip.add(id(firsts[0]))
         else:
             c = self.p.unique("dv_it") if False else self._fresh("it")
-        for f in firsts_:
-            self.vals[f] = S(c, ty)
         start, stop, step = it.start, it.stop, it.step
+        nonneg = start.nonneg and step.const is not None and step.const > 0
+        for f in firsts_:
+            self.vals[f] = S(c, ty, nonneg=nonneg)
+        if var is not None:
+            self.vals[var] = S(c, ty, nonneg=nonneg)
         if step.const is not None:
             cond = "%s %s %s" % (c, "<" if step.const > 0 else ">", _p(stop.c))
             inc = ("%s++" % c) if step.const == 1 else "%s += %s" % (c, _p(step.c))
@@ -568,6 +571,9 @@ class FunctionLowering:
                                      and not self.uses.get(name)):
                 self.vals[name] = v
                 return
+            # a variable assigned once keeps what is known of its value
+            nonneg = isinstance(v, S) and v.nonneg and len(self.defs.get(name, ())) == 1 and \
+                (unlit(v.ty) == ty or ops._nonneg_cast(v, ty))
             c = self.cname(name)
             rhs = ops.cast(self, v, ty, loc)
             if name in self.inline_decl and name not in self.declared:
@@ -576,7 +582,20 @@ class FunctionLowering:
             else:
                 self._declare_top(name, ty)
                 self.emit("%s = %s;" % (c, rhs), loc)
-            self.vals[name] = S(c, ty)
+            self.vals[name] = S(c, ty, nonneg=nonneg)
+            return
+        if isinstance(ty, types.BaseTuple) and ty.types and all(is_scalar(t) for t in ty.types) \
+                and len(self.defs.get(name, ())) > 1 and isinstance(v, Tup):
+            # a tuple of numbers given values in several places: a C variable per element
+            items = []
+            for k, (x, t) in enumerate(zip(v.items, ty.types)):
+                c = "%s__%d" % (self.cname(name), k)
+                if (name, k) not in self.declared:
+                    self.declared.add((name, k))
+                    self.top_decls.append("  %s %s;" % (ctype(t, "variable %s" % name), c))
+                self.emit("%s = %s;" % (c, ops.cast(self, x, t, loc)), loc)
+                items.append(S(c, t))
+            self.vals[name] = Tup(items)
             return
         old = self.vals.get(name)
         if old is not None and old is not v and not _same(old, v):

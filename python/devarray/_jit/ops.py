@@ -82,6 +82,18 @@ def helper_text(name):
                 "  return first;\n"
                 "}") % {"t": t, "n": name, "f": f, "early": early, "again": again,
                         "q": "DV_SHARED_MEM " if shared else "DV_GLOBAL_MEM "}, []
+    if kind == "slice":  # Python's slice bounds (PySlice_AdjustIndices) over n elements
+        return ("DV_DEVICE dv_i64 dv_slice__bound(dv_i64 n, dv_i64 v, dv_i64 step, int given,\n"
+                "                                 int is_start) {\n"
+                "  if (!given) return step > 0 ? (is_start ? 0 : n) : (is_start ? n - 1 : -1);\n"
+                "  if (v < 0) { v += n; if (v < 0) v = step > 0 ? 0 : -1; }\n"
+                "  else if (v >= n) v = step > 0 ? n : n - 1;\n"
+                "  return v;\n"
+                "}\n"
+                "DV_DEVICE dv_i64 dv_slice__len(dv_i64 lo, dv_i64 hi, dv_i64 step) {\n"
+                "  if (step > 0) return hi > lo ? (hi - lo + step - 1) / step : 0;\n"
+                "  return lo > hi ? (lo - hi - step - 1) / (-step) : 0;\n"
+                "}"), []
     if kind in ("popc", "clz", "ffs", "brev"):
         bits = 64 if t.endswith("64") else 32
         ut = "dv_u64" if bits == 64 else "dv_u32"
@@ -308,6 +320,11 @@ def binop(fl, fn, e, ty, loc):
             at = bt = rt
         return S("(%s / %s)" % (_p(cast(fl, a, at, loc)), _p(cast(fl, b, bt, loc))), rt)
     ca, cb = cast(fl, a, at, loc), cast(fl, b, bt, loc)
+    nn = isinstance(a, S) and isinstance(b, S) and a.nonneg and b.nonneg
+    if nn and isinstance(at, types.Integer) and isinstance(bt, types.Integer) and \
+            fn in (operator.floordiv, operator.mod) and b.const is not None and b.const > 0:
+        return S("(%s %s %s)" % (_p(ca), "/" if fn is operator.floordiv else "%", _p(cb)), rt,
+                 nonneg=True)
     if fn is operator.floordiv:
         if isinstance(at, types.Integer):
             return S("%s(%s, %s)" % (fl.p.helper("dv_fdiv__" + ctype(at)), ca, cb), rt)
@@ -331,7 +348,8 @@ def binop(fl, fn, e, ty, loc):
     if not isinstance(rt, types.Boolean) and o in "+-*<<" and isinstance(rt, types.Integer) \
             and rt.bitwidth < 32:
         c = "((%s)%s)" % (ctype(rt), c)  # C computes small integers as int
-    return S(c, rt)
+    return S(c, rt, nonneg=nn and o in ("+", "*", "&", "|", ">>") and
+             isinstance(rt, types.Integer))
 
 
 def _fold(fn, a, b, at, bt, rt):
@@ -409,9 +427,9 @@ def getattr_(fl, v, attr, ty, loc):
         obj = v.value
         for n, fn in _DIM3.items():
             if obj is _nb[n] and attr in _DIMS:
-                return S("((dv_i32)%s(%d))" % (fn, _DIMS[attr]), types.int32)
+                return S("((dv_i32)%s(%d))" % (fn, _DIMS[attr]), types.int32, nonneg=True)
         if obj is _nb.get("warpsize"):
-            return S("((dv_i32)dv_wave_size())", types.int32)
+            return S("((dv_i32)dv_wave_size())", types.int32, nonneg=True)
         try:
             val = getattr(obj, attr)
         except AttributeError:
@@ -419,11 +437,11 @@ def getattr_(fl, v, attr, ty, loc):
         if attr == "warpsize" and val is _nb.get("warpsize"):
             return S("((dv_i32)dv_wave_size())", types.int32)
         if attr == "laneid" and val is _nb.get("laneid"):
-            return S("((dv_i32)dv_lane_id())", types.int32)
+            return S("((dv_i32)dv_lane_id())", types.int32, nonneg=True)
         return constant(fl, val, ty, loc)
     if isinstance(v, Arr):
         if attr == "shape":
-            return Tup([S(s, types.intp) for s in v.shape])
+            return Tup([S(s, types.intp, nonneg=True) for s in v.shape])
         if attr == "strides":
             return Tup([S(s, types.intp) for s in v.strides])
         if attr == "ndim":
@@ -431,7 +449,7 @@ def getattr_(fl, v, attr, ty, loc):
         if attr == "size":
             if not v.shape:
                 return S("1", types.intp, 1)
-            return S("(" + " * ".join(_p(s) for s in v.shape) + ")", types.intp)
+            return S("(" + " * ".join(_p(s) for s in v.shape) + ")", types.intp, nonneg=True)
         if attr == "itemsize":
             isz = v.dtype.bitwidth // 8 if hasattr(v.dtype, "bitwidth") else v.dtype.size
             return S(str(isz), types.intp, isz)
@@ -478,6 +496,30 @@ def static_index(fl, index, loc):
     return S(literal(index, types.intp), types.intp, index)
 
 
+class Slice:
+    """slice(start, stop, step) with bounds known only at run time (values or None)."""
+    __slots__ = ("start", "stop", "step")
+
+    def __init__(self, start, stop, step):
+        self.start, self.stop, self.step = start, stop, step
+
+
+def _b_slice(fl, args, kws, sig, ty, loc, target):
+    vals = list(args) + [NONE] * (3 - len(args))
+    if len(args) == 1:
+        vals = [NONE, args[0], NONE]
+    consts = []
+    for v in vals:
+        if v is NONE or isinstance(v, K) and v.value is None:
+            consts.append(None)
+        elif isinstance(v, S) and v.const is not None:
+            consts.append(int(v.const))
+        else:
+            return Slice(*[None if (x is NONE or isinstance(x, K) and x.value is None) else x
+                           for x in vals])
+    return K(slice(*consts))
+
+
 def _items(idx):
     return idx.items if isinstance(idx, Tup) else [idx]
 
@@ -500,8 +542,8 @@ def getitem(fl, base, idx, ty, e, loc):
     items = _items(idx)
     if isinstance(idx, S) and isinstance(unlit(idx.ty), (types.UniTuple, types.Tuple)):
         raise fl.error("an index tuple known only at run time", loc)
-    if any(isinstance(i, K) and isinstance(i.value, slice) or isinstance(i, S) and
-           isinstance(i.ty, types.SliceType) for i in items) or len(items) < base.ndim:
+    if any(isinstance(i, K) and isinstance(i.value, slice) or isinstance(i, Slice)
+           for i in items) or len(items) < base.ndim:
         return _view(fl, base, items, unlit(ty), loc)
     if len(items) > base.ndim:
         raise fl.error("%d indices for a %d-d array" % (len(items), base.ndim), loc)
@@ -533,7 +575,7 @@ def _index(fl, i, n, loc):
         if c >= 0:
             return str(c)
         return "(%s - %d)" % (_p(n), -c)
-    if isinstance(i.ty, types.Integer) and i.ty.signed:
+    if isinstance(i.ty, types.Integer) and i.ty.signed and not i.nonneg:
         ci = _p(i.c)
         return "(%s < 0 ? %s + %s : (dv_i64)%s)" % (ci, ci, _p(n), ci)
     return "(dv_i64)%s" % _p(i.c)
@@ -578,8 +620,24 @@ def _view(fl, a, items, ty, loc):
             strides.append("%s * %s" % (_p(a.strides[d]), step) if step != "1" else a.strides[d])
             if start != "0":
                 off_terms.append("%s * %s" % (_p(start), _p(a.strides[d])))
-        elif isinstance(i, S) and isinstance(i.ty, types.SliceType):
-            raise fl.error("a slice with bounds known only at run time held in a variable", loc)
+        elif isinstance(i, Slice):
+            fl.p.helper("dv_slice__")
+            st = i.step
+            if st is not None and not (isinstance(st, S) and st.const is not None):
+                stc = "(dv_i64)%s" % _p(cast(fl, st, types.int64, loc))
+            else:
+                stc = str(int(st.const)) if st is not None else "1"
+            n = a.shape[d]
+            lo, hi = fl._fresh("lo"), fl._fresh("hi")
+            fl.emit("dv_i64 %s = dv_slice__bound(%s, %s, %s, %d, 1);" % (
+                lo, n, cast(fl, i.start, types.int64, loc) if i.start is not None else "0",
+                stc, i.start is not None), loc)
+            fl.emit("dv_i64 %s = dv_slice__bound(%s, %s, %s, %d, 0);" % (
+                hi, n, cast(fl, i.stop, types.int64, loc) if i.stop is not None else "0",
+                stc, i.stop is not None), loc)
+            shape.append("dv_slice__len(%s, %s, %s)" % (lo, hi, stc))
+            strides.append("%s * %s" % (_p(a.strides[d]), _p(stc)))
+            off_terms.append("%s * %s" % (lo, _p(a.strides[d])))
         else:
             off_terms.append("%s * %s" % (_p(_index(fl, i, a.shape[d], loc)), _p(a.strides[d])))
         d += 1
@@ -724,7 +782,7 @@ def call(fl, e, ty, loc, target):
         t = unlit(ft.instance_type)
         if len(args) != 1:
             raise fl.error("%s() takes one value" % t, loc)
-        return S(cast(fl, args[0], t, loc), t)
+        return S(cast(fl, args[0], t, loc), t, nonneg=_nonneg_cast(args[0], t))
     if isinstance(ft, types.Function):
         key = ft.templates[0].key if ft.templates else ft.typing_key
         fn = _CALLS.get(key)
@@ -810,13 +868,14 @@ def _dims(fl, args, what, loc):
 
 def _grid(fl, args, kws, sig, ty, loc, target):
     n = _dims(fl, args, "grid", loc)
-    items = [S("((dv_i32)dv_global_id(%d))" % d, types.int32) for d in range(n)]
+    items = [S("((dv_i32)dv_global_id(%d))" % d, types.int32, nonneg=True) for d in range(n)]
     return items[0] if n == 1 else Tup(items)
 
 
 def _gridsize(fl, args, kws, sig, ty, loc, target):
     n = _dims(fl, args, "gridsize", loc)
-    items = [S("((dv_i32)dv_global_size(%d))" % d, types.int32) for d in range(n)]
+    items = [S("((dv_i32)dv_global_size(%d))" % d, types.int32, nonneg=True)
+             for d in range(n)]
     return items[0] if n == 1 else Tup(items)
 
 
@@ -1035,7 +1094,7 @@ def _roc_id(fn):
                 _p(args[0].c), fn, _p(args[0].c), fn, fn), types.intp)
         if d not in (0, 1, 2):
             return S("0", types.intp, 0)
-        return S("((dv_i64)%s(%d))" % (fn, d), types.intp)
+        return S("((dv_i64)%s(%d))" % (fn, d), types.intp, nonneg=True)
     return f
 
 
@@ -1073,7 +1132,8 @@ def _b_range(fl, args, kws, sig, ty, loc, target):
     it = types.int64 if "64" in str(t) or "int64" in str(t) else types.int32
     if "uint64" in str(t):
         it = types.uint64
-    vals = [S(cast(fl, a, it, loc), it, _const_int(a)) for a in args]
+    vals = [S(cast(fl, a, it, loc), it, _const_int(a),
+              nonneg=isinstance(a, S) and a.nonneg) for a in args]
     if len(vals) == 1:
         start, stop, step = S("0", it, 0), vals[0], S("1", it, 1)
     elif len(vals) == 2:
@@ -1088,14 +1148,14 @@ def _b_range(fl, args, kws, sig, ty, loc, target):
             return v
         n = fl._fresh(what)
         fl.emit("%s %s = %s;" % (ctype(it), n, v.c), loc)
-        return S(n, it)
+        return S(n, it, nonneg=v.nonneg)
     return Rng(keep(start, "start"), keep(stop, "stop"), keep(step, "step"), it)
 
 
 def _b_len(fl, args, kws, sig, ty, loc, target):
     v = args[0]
     if isinstance(v, Arr):
-        return S(v.shape[0], types.intp)
+        return S(v.shape[0], types.intp, nonneg=True)
     if isinstance(v, Tup):
         return S(str(len(v.items)), types.intp, len(v.items))
     raise fl.error("len() of a %s" % type(v).__name__, loc)
@@ -1134,12 +1194,18 @@ def _b_abs(fl, args, kws, sig, ty, loc, target):
     return S(c, rt)
 
 
+def _nonneg_cast(v, t):
+    return isinstance(v, S) and v.nonneg and isinstance(v.ty, types.Integer) and \
+        isinstance(t, types.Integer) and (t.bitwidth > v.ty.bitwidth or
+                                          t.bitwidth == v.ty.bitwidth and t.signed == v.ty.signed)
+
+
 def _b_cast(t):
     def f(fl, args, kws, sig, ty, loc, target):
         rt = unlit(sig.return_type) if sig is not None else t
         if not args:
             return S(literal(0, rt), rt, 0)
-        return S(cast(fl, args[0], rt, loc), rt)
+        return S(cast(fl, args[0], rt, loc), rt, nonneg=_nonneg_cast(args[0], rt))
     return f
 
 
@@ -1189,7 +1255,7 @@ _CALLS = {
     builtins.range: _b_range, builtins.len: _b_len, builtins.min: _b_minmax("min"),
     builtins.max: _b_minmax("max"), builtins.abs: _b_abs, builtins.int: _b_cast(types.int64),
     builtins.float: _b_cast(types.float64), builtins.bool: _b_cast(types.boolean),
-    builtins.round: _b_round,
+    builtins.round: _b_round, builtins.slice: _b_slice,
 }
 for _op in ("add", "sub", "max", "min", "nanmax", "nanmin", "and_", "or_", "xor", "inc", "dec",
             "exch"):

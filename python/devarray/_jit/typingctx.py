@@ -109,6 +109,12 @@ class DialectTypingContext(typing.BaseContext):
         self.install_registry(registry)
 
     def resolve_value_type(self, val):
+        from numba.core.dispatcher import Dispatcher as _NumbaDispatcher
+        if isinstance(val, _NumbaDispatcher):
+            # a CPU function (@njit) called from a kernel: a device function of its Python
+            # function, as Numba's CUDA target does
+            from .dispatcher import device_function_of
+            val = device_function_of(val)
         if isinstance(val, pytypes.ModuleType):
             name = getattr(val, "__name__", "")
             if name == "devarray" or name == "devarray.roc":

@@ -116,11 +116,15 @@ def literal(value, t):
 
 
 class S:
-    """A scalar: C expression `c` of Numba type `ty`; `const` its Python value when known."""
-    __slots__ = ("c", "ty", "const")
+    """A scalar: C expression `c` of Numba type `ty`; `const` its Python value when known;
+    `nonneg` when it is known never to be negative (a thread index, a shape, a sum of
+    such): indexing with it needs no wraparound, `//` and `%` are C's."""
+    __slots__ = ("c", "ty", "const", "nonneg")
 
-    def __init__(self, c, ty, const=None):
+    def __init__(self, c, ty, const=None, nonneg=False):
         self.c, self.ty, self.const = c, unlit(ty), const
+        self.nonneg = bool(nonneg) or (const is not None and not isinstance(const, complex)
+                                       and const >= 0)
 
     def __repr__(self):
         return "S(%s: %s)" % (self.c, self.ty)

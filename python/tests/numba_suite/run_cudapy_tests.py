@@ -70,7 +70,11 @@ def run_one(module, backend, verbose, pattern):
            "errors": errors, "skipped": skipped}
     if verbose:
         for t, tb in result.failures + result.errors:
-            print("--- %s\n%s" % (t.id(), tb.strip().splitlines()[-1]), file=sys.stderr)
+            lines = tb.strip().splitlines()
+            exc = [ln for ln in lines if ln and not ln.startswith(" ") and ":" in ln
+                   and not ln.startswith("Traceback")]
+            print("--- %s\n%s" % (t.id(), (exc[-1] if exc else lines[-1])[:300]),
+                  file=sys.stderr)
             if verbose > 1:
                 print(tb, file=sys.stderr)
     print(json.dumps(out))
