@@ -81,7 +81,7 @@ __all__ = [n for n in dir() if not n.startswith("_")]
 # The kernel language's names (threadIdx, shared, syncthreads, atomic, ...) and jit come
 # from devarray._jit, which needs Numba; they are loaded on first use so that `import
 # devarray` neither needs Numba nor pays for importing it.
-_JIT_NAMES = ("jit",)
+from ._jitnames import JIT_NAMES as _JIT_NAMES
 
 
 def _jit_unavailable(exc):
@@ -103,10 +103,11 @@ def __getattr__(name):
             if name in _JIT_NAMES:
                 err = _jit_unavailable(e)
 
-                def jit(*args, **kws):
+                def unavailable(*args, **kws):
                     raise err
-                return jit
+                unavailable.__name__ = name
+                return unavailable
             raise AttributeError("module 'devarray' has no attribute %r (the kernel "
                                  "language needs Numba: %s)" % (name, e)) from None
-        return _jit.jit
+        return getattr(_jit, name)
     raise AttributeError("module 'devarray' has no attribute %r" % name)

@@ -156,24 +156,36 @@ def mapped_array(shape, dtype=np.float64, strides=None, order="C", stream=0, por
 
 
 def _like(ary):
-    """shape, dtype, strides and order for an array like `ary` (Numba's *_array_like: the
-    strides of a contiguous array, else C order)."""
-    ary = np.asarray(ary) if not hasattr(ary, "strides") else ary
-    order = "F" if (getattr(ary, "flags", None) is not None and ary.ndim > 1 and
-                    ary.flags["F_CONTIGUOUS"] and not ary.flags["C_CONTIGUOUS"]) else "C"
-    return ary.shape, ary.dtype, order
+    """shape, dtype, strides and order of a contiguous array laid out like `ary` (Numba's
+    *_array_like): `ary`'s own order when it is contiguous, else the dimensions in the order
+    of `ary`'s strides (NumPy's empty_like)."""
+    if not hasattr(ary, "strides") or not hasattr(ary, "flags"):
+        ary = np.asarray(ary)
+    c, f = bool(ary.flags["C_CONTIGUOUS"]), bool(ary.flags["F_CONTIGUOUS"])
+    order = "F" if f and not c else "C"
+    strides = None
+    if not (c or f or ary.ndim <= 1):
+        perm = sorted(range(ary.ndim), key=lambda d: ary.strides[d])
+        out = [0] * ary.ndim
+        stride = ary.dtype.itemsize
+        for d in perm:
+            out[d] = stride
+            stride *= ary.shape[d]
+        strides = tuple(out)
+    return ary.shape, ary.dtype, strides, order
 
 
 def pinned_array_like(ary):
-    """pinned_array of `ary`'s shape, dtype and order (Numba's pinned_array_like)."""
-    shape, dtype, order = _like(ary)
-    return pinned_array(shape, dtype, order=order)
+    """pinned_array of `ary`'s shape and dtype, laid out like it (Numba's pinned_array_like)."""
+    shape, dtype, strides, order = _like(ary)
+    return pinned_array(shape, dtype, strides=strides, order=order)
 
 
 def mapped_array_like(ary, stream=0, portable=False, wc=False):
-    """mapped_array of `ary`'s shape, dtype and order (Numba's mapped_array_like)."""
-    shape, dtype, order = _like(ary)
-    return mapped_array(shape, dtype, order=order, stream=stream, portable=portable, wc=wc)
+    """mapped_array of `ary`'s shape and dtype, laid out like it (Numba's mapped_array_like)."""
+    shape, dtype, strides, order = _like(ary)
+    return mapped_array(shape, dtype, strides=strides, order=order, stream=stream,
+                        portable=portable, wc=wc)
 
 
 def managed_array(shape, dtype=np.float64, strides=None, order="C", stream=0,

@@ -14,3 +14,5 @@ ROC_NAMES = ("get_local_id", "get_global_id", "get_group_id", "get_local_size",
              "get_global_size", "get_num_groups", "get_work_dim", "barrier", "mem_fence",
              "wavebarrier")
 KERNEL_NAMES = frozenset(NUMBA_NAMES + WARP_NAMES)
+# names of devarray._jit the package exports (loaded with it)
+JIT_NAMES = ("jit", "compile_ptx", "compile_ptx_for_current_device")

@@ -323,3 +323,11 @@ def test_profiling_switches_do_nothing_and_nest():
     assert calls == [1]
     from devarray import driver
     assert driver.profiling is cuda.profiling
+
+
+def test_array_like_of_a_strided_view_follows_its_stride_order():
+    view = np.zeros((10, 12), order="F")[::2, ::2]
+    want = np.zeros_like(view)
+    for f in (cuda.pinned_array_like, cuda.mapped_array_like):
+        like = f(view)
+        assert like.strides == want.strides and like.flags["F_CONTIGUOUS"], f

@@ -16,6 +16,7 @@ if _config.ENABLE_CUDASIM:
                       "numba.cuda, whose names are not Numba's CUDA stubs; devarray.jit "
                       "needs NUMBA_ENABLE_CUDASIM unset (run the simulator in another process)")
 
-from .dispatcher import jit, Dispatcher, DeviceFunction, typeof_arg  # noqa: F401
+from .dispatcher import (jit, Dispatcher, DeviceFunction, typeof_arg,  # noqa: F401
+                         compile_ptx, compile_ptx_for_current_device)
 from .values import LoweringError  # noqa: F401
 from . import stubs  # noqa: F401

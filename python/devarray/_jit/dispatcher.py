@@ -234,9 +234,11 @@ class Dispatcher:
 
     def forall(self, ntasks, tpb=0, stream=0, sharedmem=0):
         """A 1-D launch of `ntasks` threads (tpb: threads per block, 0: 128)."""
+        ntasks = int(ntasks)
+        if ntasks < 0:
+            raise ValueError("Can't create ForAll with negative task count: %d" % ntasks)
         tpb = tpb or 128
-        return _Configured(self, max(1, (int(ntasks) + tpb - 1) // tpb), tpb, stream,
-                           sharedmem)
+        return _Configured(self, max(1, (ntasks + tpb - 1) // tpb), tpb, stream, sharedmem)
 
     def __call__(self, *args, **kws):
         raise TypeError("a kernel is launched with a configuration: kernel[blocks, "
@@ -556,3 +558,20 @@ def jit(func_or_sig=None, device=False, inline=False, link=(), debug=None, opt=T
     if isinstance(sigs, (str, typing.Signature, tuple)):
         sigs = [sigs]
     return lambda fn: make(fn, list(sigs))
+
+
+def compile_ptx(pyfunc, args, debug=False, lineinfo=False, device=False, fastmath=False,
+                cc=None, opt=True):
+    """Numba's compile_ptx: devarray makes no PTX of its own (a kernel becomes the dialect's
+    source, which each backend's compiler builds): NotSupportedError. The dialect source is
+    ``devarray.jit(pyfunc).inspect_source(args)``."""
+    from .._lib import NotSupportedError
+    raise NotSupportedError(300, "compile_ptx: devarray.jit compiles Python kernels to its C "
+                            "dialect, not to PTX; see Dispatcher.inspect_source()",
+                            "compile_ptx")
+
+
+def compile_ptx_for_current_device(pyfunc, args, debug=False, lineinfo=False, device=False,
+                                   fastmath=False, opt=True):
+    """Numba's compile_ptx_for_current_device: NotSupportedError, as compile_ptx."""
+    return compile_ptx(pyfunc, args)

@@ -1107,6 +1107,12 @@ def _bitfn(kind):
     return f
 
 
+def _refuse(why):
+    def f(fl, args, kws, sig, ty, loc, target):
+        raise fl.error(why, loc)
+    return f
+
+
 def _selp(fl, args, kws, sig, ty, loc, target):
     rt = unlit(sig.return_type)
     return S("(%s ? %s : %s)" % (truth(fl, args[0], loc), cast(fl, args[1], rt, loc),
@@ -1230,7 +1236,9 @@ _CALLS = {
     _nb["threadfence"]: _simple("dv_threadfence()"),
     _nb["threadfence_block"]: _simple("dv_threadfence_block()"),
     _nb["threadfence_system"]: _simple("dv_threadfence()"),
-    _nb["activemask"]: _simple("((dv_u32)0xffffffffu)", types.uint32),
+    _nb["activemask"]: _refuse("cuda.activemask(): the dialect's wave operations take the "
+                               "whole wave (docs/kernels.md), and the lanes active in a "
+                               "divergent branch are not known to a kernel"),
     _nb["lanemask_lt"]: _simple("((dv_u32)((1ull << dv_lane_id()) - 1))", types.uint32),
     _nb["selp"]: _selp, _nb["fma"]: _fma, _nb["cbrt"]: _cbrt,
     _nb["popc"]: _bitfn("popc"), _nb["clz"]: _bitfn("clz"), _nb["ffs"]: _bitfn("ffs"),
