@@ -94,7 +94,10 @@ class _Compiled:
         self.kinds = []
         for t in argtypes:
             t = unlit(t)
-            if isinstance(t, types.Array):
+            if isinstance(t, types.Array) and t.layout == "C" and not isinstance(
+                    t.dtype, types.Record):
+                self.kinds.append(("carray", t))  # DV_ARRAY and its extents (lower.py)
+            elif isinstance(t, types.Array):
                 self.kinds.append(("array", t))
             elif isinstance(t, types.Record):
                 self.kinds.append(("record", t))
@@ -322,14 +325,20 @@ class _Configured:
         if len(args) != len(kinds):
             raise TypeError("%s takes %d arguments, %d given" % (self.disp.__name__,
                                                                  len(kinds), len(args)))
-        n = len(args) + sum(len(t.types) - 1 for kd, t in kinds if kd == "tuple") + (
-            1 if spec.uses_dyn else 0)
+        n = len(args) + sum(len(t.types) - 1 for kd, t in kinds if kd == "tuple") + sum(
+            t.ndim for kd, t in kinds if kd == "carray") + (1 if spec.uses_dyn else 0)
         cargs = (dv_arg * max(n, 1))()
         keep, release, after = [], [], []
         try:
             j = 0
             for a, (kd, t) in zip(args, kinds):
-                if kd == "array":
+                if kd == "carray":
+                    shape = _array_arg(cargs[j], a, keep, release, _kernel.ARG_ARRAY)
+                    j += 1
+                    for s in shape:
+                        _shape_arg(cargs[j], s, keep)
+                        j += 1
+                elif kd == "array":
                     _array_arg(cargs[j], a, keep, release)
                     j += 1
                 elif kd == "record":
@@ -357,13 +366,15 @@ class _Configured:
             self.stream._hold(keep)
 
 
-def _array_arg(c, a, keep, release):
+def _array_arg(c, a, keep, release, kind=_kernel.ARG_VIEW):
+    """Fill c for array argument a (a DV_VIEW, or with kind ARG_ARRAY a DV_ARRAY); returns
+    the array's shape."""
     if isinstance(a, DeviceNDArray):
-        c.kind = _kernel.ARG_VIEW
+        c.kind = kind
         c.array = a.handle
         c.dir = _kernel.DIR_DEFAULT
         keep.append(a)
-        return
+        return a.shape
     if isinstance(a, np.ndarray):
         d = _kernel.DIR_INOUT if a.flags.writeable else _kernel.DIR_IN
         h, arr = _host_array(a)
@@ -372,13 +383,13 @@ def _array_arg(c, a, keep, release):
         if arr is not a and d != _kernel.DIR_IN:
             raise ValueError("kernel arguments: a NumPy array must be aligned and in native "
                              "byte order to be written back")
-        c.kind = _kernel.ARG_VIEW
+        c.kind = kind
         c.array = h
         c.dir = d
-        return
+        return a.shape
     f = _foreign(a)
     keep.append(a)
-    _array_arg(c, f, keep, release)
+    return _array_arg(c, f, keep, release, kind)
 
 
 def _record_arg(c, a, keep, release, after):
@@ -408,8 +419,46 @@ def _record_arg(c, a, keep, release, after):
     after.append(back)
 
 
+_CT = {types.int8: ctypes.c_int8, types.int16: ctypes.c_int16, types.int32: ctypes.c_int32,
+       types.int64: ctypes.c_int64, types.uint8: ctypes.c_uint8, types.uint16: ctypes.c_uint16,
+       types.uint32: ctypes.c_uint32, types.uint64: ctypes.c_uint64,
+       types.float32: ctypes.c_float, types.float64: ctypes.c_double,
+       types.boolean: ctypes.c_bool}
+_SCALAR_IDS = {}
+_I64_ID = _TYPE_IDS[np.dtype(np.int64)]
+_c_int64 = ctypes.c_int64
+_addressof = ctypes.addressof
+
+
+def _shape_arg(c, s, keep):
+    v = _c_int64(s)
+    c.kind = _kernel.ARG_SCALAR
+    c.type = _I64_ID
+    c.value = _addressof(v)
+    keep.append(v)
+
+
 def _scalar_arg(c, a, t, keep):
+    """A scalar of Numba type t, converted as Numba converts a Python value to the
+    signature's type."""
     t = unlit(t)
+    ct = _CT.get(t)
+    if ct is not None and type(a) in (int, float, bool):
+        if isinstance(t, types.Integer):
+            if isinstance(a, float):
+                raise TypeError("kernel argument %r for an integer parameter" % (a,))
+            info = np.iinfo(numpy_support.as_dtype(t))
+            if not info.min <= a <= info.max:
+                raise OverflowError("kernel argument %d does not fit %s" % (a, t))
+        v = ct(a)
+        tid = _SCALAR_IDS.get(t)
+        if tid is None:
+            tid = _SCALAR_IDS[t] = _TYPE_IDS[numpy_support.as_dtype(t)]
+        c.kind = _kernel.ARG_SCALAR
+        c.type = tid
+        c.value = _addressof(v)
+        keep.append(v)
+        return
     dt = numpy_support.as_dtype(t)
     v = np.array(a, dt)
     c.kind = _kernel.ARG_SCALAR

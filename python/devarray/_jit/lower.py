@@ -288,7 +288,22 @@ class FunctionLowering:
                 if isinstance(ty.dtype, types.Record):
                     self.p.record(ty.dtype)
                 et = elem_ctype(ty.dtype)
-                if self.kind == "kernel":
+                if self.kind == "kernel" and ty.layout == "C" and not isinstance(
+                        ty.dtype, types.Record):
+                    # C-contiguous: a DV_ARRAY and its extents as scalars (a view's 136
+                    # bytes would be copied per thread by the simulator's block loop)
+                    out.append("DV_ARRAY(%s, %s)" % (et, c))
+                    shape = []
+                    for d in range(ty.ndim):
+                        out.append("dv_i64 %s__n%d" % (c, d))
+                        shape.append("%s__n%d" % (c, d))
+                    from .ops import _c_strides_expr
+                    strides = _c_strides_expr(shape, ty.dtype)
+                    self.hoisted.append(
+                        "  DV_GLOBAL_MEM %s *%s = (DV_GLOBAL_MEM %s *)((DV_GLOBAL_MEM char *)%s__base"
+                        " + %s__off);" % (et, c, et, c, c))
+                    space = "global"
+                elif self.kind == "kernel":
                     out.append("DV_VIEW(%s, %s)" % (et, c))
                     self.hoisted.append(
                         "  DV_GLOBAL_MEM %s *%s = (DV_GLOBAL_MEM %s *)((DV_GLOBAL_MEM char *)%s__base"
@@ -578,7 +593,12 @@ class FunctionLowering:
             rhs = ops.cast(self, v, ty, loc)
             if name in self.inline_decl and name not in self.declared:
                 self.declared.add(name)
-                self.emit("%s %s = %s;" % (ctype(ty, "variable %s" % name), c, rhs), loc)
+                ct = ctype(ty, "variable %s" % name)
+                if nonneg and ty == types.int32:
+                    # a non-negative int32 assigned once (a thread index): held in 64 bits,
+                    # the same values, and loops over it vectorize
+                    ct = "dv_i64"
+                self.emit("%s %s = %s;" % (ct, c, rhs), loc)
             else:
                 self._declare_top(name, ty)
                 self.emit("%s = %s;" % (c, rhs), loc)

@@ -228,6 +228,18 @@ def _const_array(fl, arr, ty, loc):
     return Arr(name, t, shape, strides, "constant", name)
 
 
+def _c_strides_expr(shape, dtype):
+    """Byte strides of a C-contiguous array of extents `shape` (C expressions)."""
+    isz = dtype.size if isinstance(dtype, types.Record) else (
+        1 if isinstance(dtype, types.Boolean) else dtype.bitwidth // 8)
+    out = []
+    acc = str(isz)
+    for s in reversed(shape):
+        out.append(acc)
+        acc = "%s * %s" % (_p(acc), _p(s))
+    return list(reversed(out))
+
+
 def _c_strides(shape, itemsize):
     out = []
     acc = itemsize
@@ -868,7 +880,10 @@ def _dims(fl, args, what, loc):
 
 def _grid(fl, args, kws, sig, ty, loc, target):
     n = _dims(fl, args, "grid", loc)
-    items = [S("((dv_i32)dv_global_id(%d))" % d, types.int32, nonneg=True) for d in range(n)]
+    # Numba types these int32; the C expression stays the dialect's 64-bit id (a launch's
+    # threads per dimension fit an int32, so the values are the same), which the simulator's
+    # fast mode vectorizes where an int made from it would not (docs/kernels.md)
+    items = [S("dv_global_id(%d)" % d, types.int32, nonneg=True) for d in range(n)]
     return items[0] if n == 1 else Tup(items)
 
 
