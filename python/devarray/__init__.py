@@ -6,7 +6,17 @@ Code written for ``numba.cuda`` runs with only the import changed::
     d = cuda.to_device(np.arange(10.0))
     h = d.copy_to_host()
 
-Kernels come from the dialect of <devarray/kernel.h> (docs/kernels.md)::
+Kernels are Numba's Python kernels, compiled to devarray's C dialect by devarray.jit with
+Numba's own front end (docs/python.md; needs Numba)::
+
+    @cuda.jit
+    def scale(x, f):
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] *= f
+    scale[blocks, threads](d, 2.0)
+
+or written in the dialect of <devarray/kernel.h> itself (docs/kernels.md)::
 
     mod = devarray.Module(source)
     mod.get("scale")[blocks, threads](d, np.float32(2))

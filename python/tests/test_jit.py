@@ -631,3 +631,32 @@ def test_cpu_functions_called_from_kernels():
     out = np.zeros(5, np.int64)
     k[1, 8](x, out)
     assert list(out) == list(x + 10)
+
+
+class _Foreign:
+    """Another library's array: only the interchange protocols."""
+
+    def __init__(self, d, protocol):
+        self._d = d
+        if protocol == "cai":
+            self.__cuda_array_interface__ = d.__cuda_array_interface__
+        else:
+            self.__dlpack__ = d.__dlpack__
+            self.__dlpack_device__ = d.__dlpack_device__
+
+
+@pytest.mark.parametrize("protocol", ["cai", "dlpack"])
+def test_foreign_arrays_are_used_in_place(protocol):
+    d = cuda.to_device(np.arange(8, dtype=np.float32))
+    try:
+        f = _Foreign(d, protocol)
+    except (AttributeError, cuda.DevarrayError) as e:
+        pytest.skip("this backend exports no %s: %s" % (protocol, e))
+
+    @cuda.jit
+    def double(x):
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] *= 2
+    double[1, 8](f)
+    np.testing.assert_array_equal(d.copy_to_host(), np.arange(8) * 2)

@@ -70,11 +70,12 @@ def typeof_arg(a):
 
 
 def _foreign(a):
-    from .._create import from_dlpack
-    if hasattr(a, "__dlpack__"):
-        return from_dlpack(a)
-    raise TypeError("an object with __cuda_array_interface__ and no __dlpack__ (pass it "
-                    "through devarray.as_cuda_array)")
+    """A foreign array as a device array over its memory (no copy): through
+    __cuda_array_interface__ (synchronizing on its stream, as Numba does), else __dlpack__."""
+    from .._create import from_dlpack, as_cuda_array
+    if hasattr(a, "__cuda_array_interface__"):
+        return as_cuda_array(a)
+    return from_dlpack(a)
 
 
 def _parse_sig(sig):
