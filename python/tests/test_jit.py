@@ -660,3 +660,27 @@ def test_foreign_arrays_are_used_in_place(protocol):
             x[i] *= 2
     double[1, 8](f)
     np.testing.assert_array_equal(d.copy_to_host(), np.arange(8) * 2)
+
+
+@cuda.jit
+def pairs_and_float_index(x, out, cnt):
+    i = cuda.grid(1)
+    if i < x.size:
+        f, ip = math.modf(x[i])
+        m, e = math.frexp(x[i])
+        out[i, 0] = f
+        out[i, 1] = ip
+        out[i, 2] = m
+        out[i, 3] = e
+        out[i, 4] = math.remainder(x[i], 1.5)
+        cuda.atomic.add(cnt, 0.0, 1)  # Numba's atomic signature converts the index to intp
+
+
+def test_modf_frexp_remainder_and_a_float_atomic_index():
+    x = np.array([2.75, -1.25, 8.0, 0.1])
+    out = np.zeros((4, 5))
+    cnt = np.zeros(1, np.int32)
+    pairs_and_float_index[1, 4](x, out, cnt)
+    ref = [[*math.modf(v), *math.frexp(v), math.remainder(v, 1.5)] for v in x]
+    np.testing.assert_allclose(out, ref)
+    assert cnt[0] == 4

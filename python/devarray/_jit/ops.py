@@ -1003,6 +1003,19 @@ def _atomic_addr(fl, a, idx, loc):
     return "&" + element(fl, a, items, loc)
 
 
+def _index_as(fl, idx, t, loc):
+    """An atomic's index converted to the signature's index type (Numba's templates take an
+    intp for a 1-d array: a float index is converted, as Numba converts it)."""
+    t = unlit(t) if t is not None else None
+    if isinstance(t, types.Integer) and isinstance(idx, S) and not isinstance(
+            idx.ty, types.Integer):
+        return S(cast(fl, idx, t, loc), t)
+    if isinstance(t, types.BaseTuple) and isinstance(idx, Tup):
+        return Tup([S(cast(fl, x, tt, loc), unlit(tt)) if isinstance(x, S) and not isinstance(
+            x.ty, types.Integer) else x for x, tt in zip(idx.items, t.types)])
+    return idx
+
+
 def _atomic_op(op):
     def f(fl, args, kws, sig, ty, loc, target):
         a, idx, val = args
@@ -1011,6 +1024,7 @@ def _atomic_op(op):
         if suf is None:
             raise fl.error("atomic.%s on %s (int32, uint32, int64, uint64, float32, float64)"
                            % (op, dt), loc)
+        idx = _index_as(fl, idx, sig.args[1] if sig is not None else None, loc)
         addr = _atomic_addr(fl, a, idx, loc)
         v = cast(fl, val, dt, loc)
         isf = suf.startswith("f")
@@ -1292,6 +1306,8 @@ for _n in ("sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh exp expm
         _MATH[getattr(math, _n)] = _n
 _MATH[math.gamma] = "tgamma"
 _MATH[math.lgamma] = "lgamma"
+if hasattr(math, "remainder"):
+    _MATH[math.remainder] = "remainder"
 _MATH[math.exp] = "exp"
 _MATH[math.log] = "log"
 for _n in ("floor", "ceil", "trunc", "isnan", "isinf", "isfinite", "ldexp", "degrees",
@@ -1299,9 +1315,28 @@ for _n in ("floor", "ceil", "trunc", "isnan", "isinf", "isfinite", "ldexp", "deg
     _MATH[getattr(math, _n)] = _n
 if hasattr(math, "exp2"):
     _MATH[math.exp2] = "exp2"
+_MATH[math.modf] = "modf"
+_MATH[math.frexp] = "frexp"
+
+
+def _math_pair(fl, name, args, sig, loc):
+    """math.modf(x) -> (fraction, integral part), math.frexp(x) -> (mantissa, exponent)."""
+    at = unlit(sig.args[0])
+    ft = "float" if at == types.float32 else "double"
+    f = "f" if at == types.float32 else ""
+    x = cast(fl, args[0], at, loc)
+    a, b = fl._fresh(name + "_a"), fl._fresh(name + "_b")
+    if name == "modf":
+        fl.emit("%s %s; %s %s = modf%s(%s, &%s);" % (ft, b, ft, a, f, x, b), loc)
+        return Tup([S(a, at), S(b, at)])
+    fl.emit("int %s; %s %s = frexp%s(%s, &%s);" % (b, ft, a, f, x, b), loc)
+    rt = unlit(sig.return_type)
+    return Tup([S(a, at), S("((%s)%s)" % (ctype(rt.types[1]), b), rt.types[1])])
 
 
 def _math(fl, key, args, sig, loc):
+    if key in (math.modf, math.frexp):
+        return _math_pair(fl, key.__name__, args, sig, loc)
     name = _MATH[key]
     at = [unlit(t) for t in sig.args]
     rt = unlit(sig.return_type)
