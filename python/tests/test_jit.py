@@ -684,3 +684,37 @@ def test_modf_frexp_remainder_and_a_float_atomic_index():
     ref = [[*math.modf(v), *math.frexp(v), math.remainder(v, 1.5)] for v in x]
     np.testing.assert_allclose(out, ref)
     assert cnt[0] == 4
+
+
+NESTED = np.dtype([("g", np.int32), ("h", np.float32, (2,)), ("j", np.float64, (3, 2))])
+
+
+@cuda.jit
+def nested_fields(r, out):
+    i = cuda.grid(1)
+    if i < r.shape[0]:
+        r[i].h[1] = r[i].g * 0.5
+        r[i].j[2, 1] = r[i].h[0] + i
+        out[i] = r[i].j[0, 1] + r[i].h.size + r[i].j.shape[0]
+
+
+def test_nested_arrays_in_records():
+    r = np.zeros(3, NESTED)
+    r["g"] = [2, 4, 6]
+    r["h"][:, 0] = [1.0, 2.0, 3.0]
+    r["j"][:, 0, 1] = [10.0, 20.0, 30.0]
+    out = np.zeros(3)
+    nested_fields[1, 4](r, out)
+    np.testing.assert_array_equal(r["h"][:, 1], [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(r["j"][:, 2, 1], [1.0, 3.0, 5.0])
+    np.testing.assert_array_equal(out, [15.0, 25.0, 35.0])
+
+
+def test_type_annotation_has_numbas_types():
+    @cuda.jit("void(int32[::1])")
+    def f(x):
+        s = cuda.shared.array(10, dtype=int32)
+        s[0] = x[0]
+        x[0] = s[0]
+    ann = next(iter(f.overloads.values()))._type_annotation
+    assert ann.typemap["s"].dtype == int32 and ann.typemap["x"].layout == "C"

@@ -107,6 +107,14 @@ class _Compiled:
             else:
                 self.kinds.append(("scalar", t))
 
+    @property
+    def _type_annotation(self):
+        """Numba's typing of this specialization (``typemap``: variable -> Numba type,
+        ``calltypes``), as Numba's compile results carry it."""
+        from types import SimpleNamespace
+        return SimpleNamespace(typemap=self.tir.typemap, calltypes=self.tir.calltypes,
+                               func_ir=self.tir.func_ir)
+
     def kernel(self):
         ctx = current_context()
         k = self.modules.get(id(ctx))

@@ -736,7 +736,33 @@ def _field(fl, r, name, loc):
                                      "(%sunsigned char *)%s" % (q, r.ptr), off), ft
 
 
+def _nested(fl, r, name, loc):
+    """A record's nested-array field as an array descriptor over the record's bytes (C order,
+    the shape of its dtype), or None when the field is not a nested array."""
+    try:
+        ft, off = r.ty.fields[name][:2]
+    except KeyError:
+        raise fl.error("record %s has no field %r" % (r.ty, name), loc) from None
+    if not isinstance(ft, types.NestedArray):
+        return None
+    if not is_scalar(ft.dtype):
+        raise fl.error("the field %s: a nested array of %s (numbers only)" % (name, ft.dtype),
+                       loc)
+    q = {"global": "DV_GLOBAL_MEM ", "shared": "DV_SHARED_MEM ", "local": "",
+         "constant": "DV_CONSTANT_MEM "}[r.space]
+    et = elem_ctype(ft.dtype)
+    base = _p(r.ptr) if not r.ptr.startswith("(&") else "(%sunsigned char *)%s" % (q, r.ptr)
+    ptr = "((%s%s *)(%s + %d))" % (q, et, base, off)
+    shape = [str(int(x)) for x in ft.shape]
+    isz = 1 if isinstance(ft.dtype, types.Boolean) else ft.dtype.bitwidth // 8
+    t = types.Array(ft.dtype, len(ft.shape), "C")
+    return Arr(ptr, t, shape, _c_strides(ft.shape, isz), r.space, name)
+
+
 def _field_get(fl, r, name, loc):
+    nested = _nested(fl, r, name, loc)
+    if nested is not None:
+        return nested
     lv, ft = _field(fl, r, name, loc)
     if isinstance(ft, types.Boolean):
         return S("(%s != 0)" % lv, types.boolean)
@@ -746,6 +772,28 @@ def _field_get(fl, r, name, loc):
 def setattr_(fl, r, name, val, loc):
     if not isinstance(r, Rec):
         raise fl.error("setting attribute %s of a %s" % (name, type(r).__name__), loc)
+    nested = _nested(fl, r, name, loc)
+    if nested is not None:
+        if not isinstance(val, Arr) or val.shape != nested.shape and not all(
+                a == b for a, b in zip(val.shape, nested.shape)):
+            raise fl.error("assigning to the nested array %s something other than an array "
+                           "of its shape" % name, loc)
+        # element by element (C order), as Numba copies a nested array
+        idx = [0] * nested.ndim
+        dims = [int(x) for x in nested.shape]
+        total = 1
+        for d in dims:
+            total *= d
+        for k in range(total):
+            rem = k
+            for d in range(nested.ndim - 1, -1, -1):
+                idx[d] = rem % dims[d]
+                rem //= dims[d]
+            items = [S(str(i), types.intp, i) for i in idx]
+            fl.emit("%s = %s;" % (element(fl, nested, items, loc),
+                                  cast(fl, S(element(fl, val, items, loc), val.dtype),
+                                       nested.dtype, loc)), loc)
+        return
     lv, ft = _field(fl, r, name, loc)
     fl.emit("%s = %s;" % (lv, cast(fl, val, ft, loc)), loc)
 
