@@ -718,3 +718,19 @@ def test_type_annotation_has_numbas_types():
         x[0] = s[0]
     ann = next(iter(f.overloads.values()))._type_annotation
     assert ann.typemap["s"].dtype == int32 and ann.typemap["x"].layout == "C"
+
+
+@cuda.jit
+def tuple_of_arrays(t, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        a, (b, s) = t
+        out[i] = a[i] * s + b[i, 0]
+
+
+def test_tuples_of_arrays_and_scalars_as_arguments():
+    a = np.arange(5, dtype=np.float64)
+    b = cuda.to_device(np.ones((5, 2)) * 10)
+    out = np.zeros(5)
+    tuple_of_arrays[1, 8]((a, (b, 3.0)), out)
+    np.testing.assert_array_equal(out, a * 3 + 10)

@@ -92,20 +92,32 @@ class _Compiled:
         self.uses_dyn = uses_dyn
         self.modules = {}
         self.signature = signature(types.void, *argtypes)
-        self.kinds = []
-        for t in argtypes:
-            t = unlit(t)
-            if isinstance(t, types.Array) and t.layout == "C" and not isinstance(
-                    t.dtype, types.Record):
-                self.kinds.append(("carray", t))  # DV_ARRAY and its extents (lower.py)
-            elif isinstance(t, types.Array):
-                self.kinds.append(("array", t))
-            elif isinstance(t, types.Record):
-                self.kinds.append(("record", t))
-            elif isinstance(t, (types.UniTuple, types.Tuple)):
-                self.kinds.append(("tuple", t))
-            else:
-                self.kinds.append(("scalar", t))
+        # the launch's arguments in the kernel's parameter order: (argument index, path
+        # into nested tuples, kind, type); a tuple's elements are parameters of their own
+        self.leaves = []
+        self.nparams = 1 if uses_dyn else 0
+        for i, t in enumerate(argtypes):
+            self._leaves(i, (), unlit(t))
+
+    def _leaves(self, i, path, t):
+        if isinstance(t, types.BaseTuple):
+            for k, x in enumerate(t.types):
+                self._leaves(i, path + (k,), unlit(x))
+            return
+        if isinstance(t, types.Array) and t.layout == "C" and not isinstance(
+                t.dtype, types.Record):
+            kind = "carray"  # DV_ARRAY and its extents (lower.py)
+            self.nparams += 1 + t.ndim
+        elif isinstance(t, types.Array):
+            kind = "array"
+            self.nparams += 1
+        elif isinstance(t, types.Record):
+            kind = "record"
+            self.nparams += 1
+        else:
+            kind = "scalar"
+            self.nparams += 1
+        self.leaves.append((i, path, kind, t))
 
     @property
     def _type_annotation(self):
@@ -330,17 +342,18 @@ class _Configured:
     def __call__(self, *args):
         spec = self.disp._specialization(args)
         k = spec.kernel()
-        kinds = spec.kinds
-        if len(args) != len(kinds):
-            raise TypeError("%s takes %d arguments, %d given" % (self.disp.__name__,
-                                                                 len(kinds), len(args)))
-        n = len(args) + sum(len(t.types) - 1 for kd, t in kinds if kd == "tuple") + sum(
-            t.ndim for kd, t in kinds if kd == "carray") + (1 if spec.uses_dyn else 0)
+        if len(args) != len(spec.argtypes):
+            raise TypeError("%s takes %d arguments, %d given" % (
+                self.disp.__name__, len(spec.argtypes), len(args)))
+        n = spec.nparams
         cargs = (dv_arg * max(n, 1))()
         keep, release, after = [], [], []
         try:
             j = 0
-            for a, (kd, t) in zip(args, kinds):
+            for i, path, kd, t in spec.leaves:
+                a = args[i]
+                for p in path:
+                    a = a[p]
                 if kd == "carray":
                     shape = _array_arg(cargs[j], a, keep, release, _kernel.ARG_ARRAY)
                     j += 1
@@ -353,13 +366,9 @@ class _Configured:
                 elif kd == "record":
                     _record_arg(cargs[j], a, keep, release, after)
                     j += 1
-                elif kd == "scalar":
+                else:
                     _scalar_arg(cargs[j], a, t, keep)
                     j += 1
-                else:
-                    for x, xt in zip(a, t.types):
-                        _scalar_arg(cargs[j], x, xt, keep)
-                        j += 1
             if spec.uses_dyn:
                 _scalar_arg(cargs[j], self.sharedmem, types.int64, keep)
                 j += 1

@@ -265,86 +265,81 @@ class FunctionLowering:
     def _params(self):
         out = []
         names = self.ir.arg_names
+        self.params_vals = {}
         for i, (pname, ty) in enumerate(zip(names, self.argtypes)):
             static = ops.static_arg(ty)
             if static is not None and self.kind == "device":
                 # known when the function is specialized: no C parameter
-                self.params_vals = getattr(self, "params_vals", {})
                 self.params_vals[pname] = static
                 continue
-            ty = unlit(ty)
-            c = self.cname(pname)
-            if isinstance(ty, types.Record) and self.kind == "kernel":
-                # a record argument: one element, in device memory (a DeviceRecord)
-                et = self.p.record(ty)
+            self.params_vals[pname] = self._param(i, pname, self.cname(pname), unlit(ty), out)
+        return out
+
+    def _param(self, i, pname, c, ty, out):
+        """The value of parameter `pname` (C name `c`, Numba type `ty`); appends its C
+        parameters to `out`."""
+        ty = unlit(ty)
+        if isinstance(ty, types.Record) and self.kind == "kernel":
+            # a record argument: one element, in device memory (a DeviceRecord)
+            et = self.p.record(ty)
+            out.append("DV_ARRAY(%s, %s)" % (et, c))
+            self.hoisted.append(
+                "  DV_GLOBAL_MEM %s *%s = (DV_GLOBAL_MEM %s *)((DV_GLOBAL_MEM char *)%s__base"
+                " + %s__off);" % (et, c, et, c, c))
+            return Rec("(&%s[0])" % c, ty, "global")
+        if isinstance(ty, types.Array):
+            if isinstance(ty.dtype, types.Record):
+                self.p.record(ty.dtype)
+            et = elem_ctype(ty.dtype)
+            if self.kind == "kernel" and ty.layout == "C" and not isinstance(
+                    ty.dtype, types.Record):
+                # C-contiguous: a DV_ARRAY and its extents as scalars (a view's 136
+                # bytes would be copied per thread by the simulator's block loop)
                 out.append("DV_ARRAY(%s, %s)" % (et, c))
+                shape = []
+                for d in range(ty.ndim):
+                    out.append("dv_i64 %s__n%d" % (c, d))
+                    shape.append("%s__n%d" % (c, d))
+                from .ops import _c_strides_expr
+                strides = _c_strides_expr(shape, ty.dtype)
                 self.hoisted.append(
                     "  DV_GLOBAL_MEM %s *%s = (DV_GLOBAL_MEM %s *)((DV_GLOBAL_MEM char *)%s__base"
                     " + %s__off);" % (et, c, et, c, c))
-                self.params_vals = getattr(self, "params_vals", {})
-                self.params_vals[pname] = Rec("(&%s[0])" % c, ty, "global")
-                continue
-            if isinstance(ty, types.Array):
-                if isinstance(ty.dtype, types.Record):
-                    self.p.record(ty.dtype)
-                et = elem_ctype(ty.dtype)
-                if self.kind == "kernel" and ty.layout == "C" and not isinstance(
-                        ty.dtype, types.Record):
-                    # C-contiguous: a DV_ARRAY and its extents as scalars (a view's 136
-                    # bytes would be copied per thread by the simulator's block loop)
-                    out.append("DV_ARRAY(%s, %s)" % (et, c))
-                    shape = []
-                    for d in range(ty.ndim):
-                        out.append("dv_i64 %s__n%d" % (c, d))
-                        shape.append("%s__n%d" % (c, d))
-                    from .ops import _c_strides_expr
-                    strides = _c_strides_expr(shape, ty.dtype)
-                    self.hoisted.append(
-                        "  DV_GLOBAL_MEM %s *%s = (DV_GLOBAL_MEM %s *)((DV_GLOBAL_MEM char *)%s__base"
-                        " + %s__off);" % (et, c, et, c, c))
-                    space = "global"
-                elif self.kind == "kernel":
-                    out.append("DV_VIEW(%s, %s)" % (et, c))
-                    self.hoisted.append(
-                        "  DV_GLOBAL_MEM %s *%s = (DV_GLOBAL_MEM %s *)((DV_GLOBAL_MEM char *)%s__base"
-                        " + %s__off);" % (et, c, et, c, c))
-                    shape = ["%s__view.shape[%d]" % (c, d) for d in range(ty.ndim)]
-                    strides = ["%s__view.strides[%d]" % (c, d) for d in range(ty.ndim)]
-                    space = "global"
-                else:
-                    space = self.arg_spaces.get(i, "global")
-                    q = {"global": "DV_GLOBAL_MEM ", "shared": "DV_SHARED_MEM ", "local": "",
-                         "constant": "DV_CONSTANT_MEM "}[space]
-                    out.append("%s%s *%s" % (q, et, c))
-                    shape, strides = [], []
-                    for d in range(ty.ndim):
-                        out.append("dv_i64 %s__s%d" % (c, d))
-                        shape.append("%s__s%d" % (c, d))
-                    for d in range(ty.ndim):
-                        out.append("dv_i64 %s__t%d" % (c, d))
-                        strides.append("%s__t%d" % (c, d))
-                self.params_vals = getattr(self, "params_vals", {})
-                self.params_vals[pname] = Arr(c, ty, shape, strides, space, pname)
-            elif is_scalar(ty):
-                out.append("%s %s" % (ctype(ty, "argument %s" % pname), c))
-                self.params_vals = getattr(self, "params_vals", {})
-                self.params_vals[pname] = S(c, ty)
-            elif isinstance(ty, types.Record) and self.kind == "device":
-                out.append("DV_GLOBAL_MEM unsigned char *%s" % c)
-                self.params_vals = getattr(self, "params_vals", {})
-                self.params_vals[pname] = Rec(c, ty, "global")
-            elif isinstance(ty, (types.UniTuple, types.Tuple)) and all(
-                    is_scalar(t) for t in ty.types):
-                items = []
-                for k, t in enumerate(ty.types):
-                    out.append("%s %s__%d" % (ctype(t), c, k))
-                    items.append(S("%s__%d" % (c, k), t))
-                self.params_vals = getattr(self, "params_vals", {})
-                self.params_vals[pname] = Tup(items)
+                space = "global"
+            elif self.kind == "kernel":
+                out.append("DV_VIEW(%s, %s)" % (et, c))
+                self.hoisted.append(
+                    "  DV_GLOBAL_MEM %s *%s = (DV_GLOBAL_MEM %s *)((DV_GLOBAL_MEM char *)%s__base"
+                    " + %s__off);" % (et, c, et, c, c))
+                shape = ["%s__view.shape[%d]" % (c, d) for d in range(ty.ndim)]
+                strides = ["%s__view.strides[%d]" % (c, d) for d in range(ty.ndim)]
+                space = "global"
             else:
-                raise self.error("argument %s of type %s: a kernel takes arrays, numbers and "
-                                 "bools" % (pname, ty))
-        return out
+                space = self.arg_spaces.get(i, "global")
+                q = {"global": "DV_GLOBAL_MEM ", "shared": "DV_SHARED_MEM ", "local": "",
+                     "constant": "DV_CONSTANT_MEM "}[space]
+                out.append("%s%s *%s" % (q, et, c))
+                shape, strides = [], []
+                for d in range(ty.ndim):
+                    out.append("dv_i64 %s__s%d" % (c, d))
+                    shape.append("%s__s%d" % (c, d))
+                for d in range(ty.ndim):
+                    out.append("dv_i64 %s__t%d" % (c, d))
+                    strides.append("%s__t%d" % (c, d))
+            return Arr(c, ty, shape, strides, space, pname)
+        elif is_scalar(ty):
+            out.append("%s %s" % (ctype(ty, "argument %s" % pname), c))
+            return S(c, ty)
+        elif isinstance(ty, types.Record) and self.kind == "device":
+            out.append("DV_GLOBAL_MEM unsigned char *%s" % c)
+            return Rec(c, ty, "global")
+        elif isinstance(ty, types.BaseTuple):
+            # a tuple: its elements as parameters of their own, flattened in order
+            return Tup([self._param(i, "%s.%d" % (pname, k), "%s__%d" % (c, k), t, out)
+                        for k, t in enumerate(ty.types)])
+        else:
+            raise self.error("argument %s of type %s: a kernel takes arrays, numbers and "
+                             "bools" % (pname, ty))
 
     # ---- control flow ----------------------------------------------------------------
 

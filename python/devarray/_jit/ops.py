@@ -886,24 +886,31 @@ def static_arg(t):
 def _device_call(fl, dev, args, sig, loc):
     name, spaces = dev.lower_into(fl.p, sig, args)
     cargs = []
-    for v, t in zip(args, sig.args):
-        if static_arg(t) is not None:
-            continue
+
+    def flat(v, t, nested):
         t = unlit(t)
         if isinstance(t, types.Array):
             if not isinstance(v, Arr):
                 raise fl.error("an array argument that is not an array", loc)
+            if nested and v.space != "global":
+                raise fl.error("a tuple holding a %s array passed to a device function "
+                               "(global arrays only)" % v.space, loc)
             cargs.append(v.ptr)
             cargs.extend(v.shape)
             cargs.extend(v.strides)
-        elif isinstance(t, (types.UniTuple, types.Tuple)):
+        elif isinstance(t, types.BaseTuple):
             for x, xt in zip(v.items, t.types):
-                cargs.append(cast(fl, x, xt, loc))
+                flat(x, xt, True)
         elif isinstance(t, types.Record):
             cargs.append(v.ptr if not v.ptr.startswith("(&") else
                          "(DV_GLOBAL_MEM unsigned char *)%s" % v.ptr)
         else:
             cargs.append(cast(fl, v, t, loc))
+
+    for v, t in zip(args, sig.args):
+        if static_arg(t) is not None:
+            continue
+        flat(v, t, False)
     rt = unlit(sig.return_type)
     c = "%s(%s)" % (name, ", ".join(cargs))
     if rt in (types.none, types.void):
