@@ -734,3 +734,94 @@ def test_tuples_of_arrays_and_scalars_as_arguments():
     out = np.zeros(5)
     tuple_of_arrays[1, 8]((a, (b, 3.0)), out)
     np.testing.assert_array_equal(out, a * 3 + 10)
+
+
+# ---- found by review: each of these computed something else before its fix -------------
+
+@cuda.jit
+def range_bounds_once(out, n, s):
+    c = 0
+    for i in range(n):
+        n = n - 1          # the loop's bound was read again on each iteration
+        c += 1
+    out[0] = c
+    d = 0
+    for i in range(0, 10, s):
+        s = s + 1
+        d += 1
+    out[1] = d
+
+
+def test_range_bounds_are_evaluated_once():
+    out = np.zeros(2, np.int64)
+    range_bounds_once[1, 1](out, 5, 1)
+    assert list(out) == [5, 10]
+
+
+@cuda.jit
+def while_condition_with_statements(out, n, cnt):
+    i = 0
+    c = 0
+    while max(i + 1, 0) < n:      # max needs statements: evaluated on each iteration
+        i += 1
+        c += 1
+        if c > 100:
+            break
+    out[0] = c
+    k = 0
+    while cuda.atomic.add(cnt, 0, 1) < 5:
+        k += 1
+        if k > 100:
+            break
+    out[1] = k
+
+
+def test_while_conditions_that_need_statements():
+    out = np.zeros(2, np.int64)
+    cnt = np.zeros(1, np.int64)
+    while_condition_with_statements[1, 1](out, 5, cnt)
+    assert list(out) == [4, 5] and cnt[0] == 6
+
+
+@cuda.jit
+def and_or_values(out, a, b, c):
+    x = a and b
+    out[0] = x
+    y = (a or c) if b > 0 else -1
+    out[1] = y
+
+
+def test_and_or_give_pythons_values():
+    for a, b, c in ((0, 2, 3), (1, 2, 3), (4, 0, 5)):
+        out = np.zeros(2, np.int64)
+        and_or_values[1, 1](out, a, b, c)
+        assert list(out) == [a and b, (a or c) if b > 0 else -1], (a, b, c)
+
+
+@cuda.jit
+def narrow_ops(a, b, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i, 0] = a[i] << 28      # int32 << int64 is an int64 in Numba
+        out[i, 1] = abs(b[i])       # abs and - of an int8 stay int8
+        out[i, 2] = -b[i]
+
+
+def test_shifts_and_small_integers_follow_numba():
+    a = np.array([16, 3], np.int32)
+    b = np.array([-128, -5], np.int8)
+    out = np.zeros((2, 3), np.int64)
+    narrow_ops[1, 2](a, b, out)
+    assert out.tolist() == [[16 << 28, -128, -128], [3 << 28, 5, 5]]
+
+
+def test_python_ints_beyond_int64_specialize_as_uint64():
+    @cuda.jit
+    def put(out, v):
+        out[0] = v
+    out = np.zeros(1, np.uint64)
+    put[1, 1](out, 5)
+    put[1, 1](out, 2 ** 63 + 7)
+    assert out[0] == 2 ** 63 + 7
+    with pytest.raises(OverflowError):
+        put[1, 1](out, 2 ** 64)

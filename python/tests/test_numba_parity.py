@@ -71,9 +71,11 @@ def _numba_reference():
     code = ("import os, pickle, sys\n"
             "os.environ['NUMBA_ENABLE_CUDASIM'] = '1'\n"
             "sys.path.insert(0, %r)\n"
+            "sys.path.insert(0, %r)\n"
             "import test_numba_parity as t\n"
             "sys.stdout.buffer.write(pickle.dumps(t.program(t.numba_cuda())))\n"
-            % os.path.dirname(os.path.abspath(__file__)))
+            % (os.path.dirname(os.path.abspath(__file__)),
+               os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")))
     try:
         import numba  # noqa: F401
     except ImportError as e:

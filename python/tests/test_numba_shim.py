@@ -84,11 +84,11 @@ def test_missing_name_fails_clearly():
         numba_shim.install()
         from numba import cuda
         try:
-            cuda.compile_ptx  # Numba's PTX compiler: devarray has none
+            cuda.declare_device  # a device function from PTX: devarray has none
         except AttributeError as e:
             print(e)
         else:
-            raise SystemExit("cuda.compile_ptx resolved")
+            raise SystemExit("cuda.declare_device resolved")
         try:
             from numba.cuda.cudadrv.driver import no_such_name  # noqa: F401
         except ImportError as e:
@@ -96,7 +96,7 @@ def test_missing_name_fails_clearly():
         else:
             raise SystemExit("no_such_name resolved")
     """)
-    assert "numba.cuda.compile_ptx: devarray has no such name" in out
+    assert "numba.cuda.declare_device: devarray has no such name" in out
     assert "looked in devarray" in out
     assert "import: cannot import name 'no_such_name'" in out
 

@@ -49,7 +49,11 @@ def typeof_arg(a):
     if isinstance(a, bool):
         return types.boolean
     if isinstance(a, int):
-        return types.int64
+        if -(1 << 63) <= a < (1 << 63):
+            return types.int64
+        if 0 <= a < (1 << 64):
+            return types.uint64
+        raise OverflowError("kernel argument %d fits no 64-bit integer" % a)
     if isinstance(a, float):
         return types.float64
     if isinstance(a, complex):
@@ -306,13 +310,15 @@ def _fast_key(a):
         return (t, a.dtype, a.ndim, _layout(a))
     if t is np.ndarray:
         return (t, a.dtype, a.ndim, numpy_support.map_layout(a), a.flags.writeable)
-    if t in (int, float, bool, complex):
+    if t is int:
+        return int if -(1 << 63) <= a < (1 << 63) else (int, a >= 0)
+    if t in (float, bool, complex):
         return t
     if isinstance(a, np.generic):
         return (t, a.dtype)
     if t is tuple:
         return (t,) + tuple(_fast_key(x) for x in a)
-    return (t, id(a))
+    return (t, typeof_arg(a))  # the type itself (an id could be reused by another object)
 
 
 def _cname(name):

@@ -186,7 +186,10 @@ class FunctionLowering:
                     continue
                 if isinstance(st, ir.Assign):
                     self.defs.setdefault(st.target.name, []).append((lbl, i))
-                    vs = st.value.list_vars() if hasattr(st.value, "list_vars") else []
+                    if isinstance(st.value, ir.Var):
+                        vs = [st.value]
+                    else:
+                        vs = st.value.list_vars() if hasattr(st.value, "list_vars") else []
                 else:
                     vs = st.list_vars()
                 for v in vs:
@@ -378,8 +381,22 @@ class FunctionLowering:
                 self.emit("dv_broke%d = true;" % n[1])
             elif k == "while":
                 blk = self.ir.blocks[n[1]]
+                mark = len(self.lines)
+                self.indent += 1
                 cond = self.cond_block(blk)
-                self.emit("while (%s) {" % cond, blk.terminator.loc)
+                self.indent -= 1
+                extra = self.lines[mark:]
+                del self.lines[mark:]
+                if any(not ln.startswith("#line") for ln in extra):
+                    # the condition needs statements (a min, an atomic): evaluated on each
+                    # iteration, inside the loop
+                    self.emit("while (1) {", blk.terminator.loc)
+                    self.lines.extend(extra)
+                    self.indent += 1
+                    self.emit("if (!%s) break;" % _p(cond), blk.terminator.loc)
+                    self.indent -= 1
+                else:
+                    self.emit("while (%s) {" % cond, blk.terminator.loc)
                 self._nested(n[2])
                 self.emit("}")
             elif k == "dowhile":

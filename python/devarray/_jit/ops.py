@@ -58,11 +58,15 @@ def helper_text(name):
         return text, []
     if kind == "ipow":  # integer power; a negative exponent gives 0 (|base| > 1)
         return ("DV_DEVICE %(t)s %(n)s(%(t)s a, %(t)s b) {\n"
-                "  if (b < 0) return a == 1 ? 1 : (a == (%(t)s)-1 ? ((b & 1) ? a : 1) : 0);\n"
+                "  if (b < 0) return a == 1 ? 1 : (a == (%(t)s)-1 ? ((b & 1) ? a : 1) :\n"
+                "                   a == 0 ? %(zd)s : 0);\n"
                 "  %(t)s r = 1;\n"
                 "  while (b) { if (b & 1) r *= a; a *= a; b >>= 1; }\n"
                 "  return r;\n"
-                "}") % {"t": t, "n": name}, []
+                "}") % {"t": t, "n": name,
+                        "zd": ("(%s)((dv_u64)1 << %d)" % (t, {"dv_i8": 7, "dv_i16": 15,
+                                                             "dv_i32": 31}.get(t, 63)))
+                        if not t.startswith("dv_u") else "0"}, []
     if kind in ("amax", "amin", "anmax", "anmin"):  # float atomics by CAS (Numba's rules)
         shared = t.endswith("__shared")
         t = t.replace("__shared", "")
@@ -354,6 +358,8 @@ def binop(fl, fn, e, ty, loc):
     o = _BINOPS.get(fn)
     if o is None:
         raise fl.error("the operator %s" % getattr(fn, "__name__", fn), loc)
+    if o in ("<<", ">>") and isinstance(rt, types.Integer):
+        ca = cast(fl, a, rt, loc)  # Numba widens before it shifts; C shifts in the left type
     if isinstance(rt, types.Boolean) and o in "&|^" and isinstance(at, types.Boolean):
         return S("(%s %s %s)" % (_p(ca), o, _p(cb)), rt)
     c = "(%s %s %s)" % (_p(ca), o, _p(cb))
@@ -417,6 +423,10 @@ def unary(fl, e, ty, loc):
         except Exception:
             pass
     if fn is operator.neg:
+        if isinstance(at, types.Integer) and isinstance(rt, types.Integer):
+            # Numba negates in the operand's type, then widens: -(int8 -128) is -128
+            c = "((%s)(-%s))" % (ctype(at), _p(cast(fl, v, at, loc)))
+            return S("((%s)%s)" % (ctype(rt), c) if rt != at else c, rt)
         return S("(-%s)" % _p(cast(fl, v, rt, loc)), rt)
     if fn is operator.pos:
         return S(cast(fl, v, rt, loc), rt)
@@ -636,7 +646,13 @@ def _view(fl, a, items, ty, loc):
             fl.p.helper("dv_slice__")
             st = i.step
             if st is not None and not (isinstance(st, S) and st.const is not None):
-                stc = "(dv_i64)%s" % _p(cast(fl, st, types.int64, loc))
+                stc = fl._fresh("step")
+                fl.emit("dv_i64 %s = %s;" % (stc, cast(fl, st, types.int64, loc)), loc)
+                # Python's ValueError for a zero step: the thread ends, as Numba's kernels
+                # end on an exception without debug
+                fl.emit("if (%s == 0) return%s;" % (stc, "" if fl.kind == "kernel" or
+                                                     fl.return_type in (types.none, types.void)
+                                                     else " " + zero(fl.return_type)), loc)
             else:
                 stc = str(int(st.const)) if st is not None else "1"
             n = a.shape[d]
@@ -1232,9 +1248,10 @@ def _b_range(fl, args, kws, sig, ty, loc, target):
         start, stop, step = vals
         if step.const == 0:
             raise fl.error("range() arg 3 must not be zero", loc)
-    # evaluated once, as Python does: run-time bounds go into variables
+    # evaluated once, as Python does: run-time bounds go into variables of their own (the
+    # loop may assign the variables they came from)
     def keep(v, what):
-        if v.const is not None or v.c.isidentifier():
+        if v.const is not None:
             return v
         n = fl._fresh(what)
         fl.emit("%s %s = %s;" % (ctype(it), n, v.c), loc)
@@ -1280,7 +1297,10 @@ def _b_abs(fl, args, kws, sig, ty, loc, target):
     if isinstance(rt, types.Float):
         return S("%s(%s)" % ("fabsf" if rt == types.float32 else "fabs", c), rt)
     if isinstance(rt, types.Integer) and rt.signed:
-        return S("(%s < 0 ? -%s : %s)" % (_p(c), _p(c), _p(c)), rt)
+        r = "(%s < 0 ? -%s : %s)" % (_p(c), _p(c), _p(c))
+        if rt.bitwidth < 32:
+            r = "((%s)%s)" % (ctype(rt), r)  # abs(-128) of an int8 is -128, as in Numba
+        return S(r, rt)
     return S(c, rt)
 
 
