@@ -311,7 +311,7 @@ def _fast_key(a):
     if t is np.ndarray:
         return (t, a.dtype, a.ndim, numpy_support.map_layout(a), a.flags.writeable)
     if t is int:
-        return int if -(1 << 63) <= a < (1 << 63) else (int, a >= 0)
+        return int if -(1 << 63) <= a < (1 << 63) else (int, typeof_arg(a))
     if t in (float, bool, complex):
         return t
     if isinstance(a, np.generic):
@@ -468,13 +468,9 @@ def _scalar_arg(c, a, t, keep):
     t = unlit(t)
     ct = _CT.get(t)
     if ct is not None and type(a) in (int, float, bool):
-        if isinstance(t, types.Integer):
-            if isinstance(a, float):
-                raise TypeError("kernel argument %r for an integer parameter" % (a,))
-            info = np.iinfo(numpy_support.as_dtype(t))
-            if not info.min <= a <= info.max:
-                raise OverflowError("kernel argument %d does not fit %s" % (a, t))
-        v = ct(a)
+        if isinstance(t, types.Integer) and isinstance(a, float):
+            raise TypeError("kernel argument %r for an integer parameter" % (a,))
+        v = ct(a)  # an int wraps to the parameter's width, as Numba converts it (ctypes)
         tid = _SCALAR_IDS.get(t)
         if tid is None:
             tid = _SCALAR_IDS[t] = _TYPE_IDS[numpy_support.as_dtype(t)]
