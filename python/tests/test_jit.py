@@ -825,3 +825,36 @@ def test_python_ints_beyond_int64_specialize_as_uint64():
     assert out[0] == 2 ** 63 + 7
     with pytest.raises(OverflowError):
         put[1, 1](out, 2 ** 64)
+
+
+def test_a_misaligned_numpy_array_is_written_back():
+    @cuda.jit("void(double[:])")
+    def fill(x):
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            x[i] = i
+    raw = np.zeros(10 * 8 + 8, dtype=np.uint8)
+    z = np.ndarray(9, buffer=raw[4:-4], dtype=np.double)  # not 8-byte aligned
+    fill[1, 16](z)
+    np.testing.assert_array_equal(z, np.arange(9))
+
+
+def test_kernel_named_like_a_c_library_function():
+    @cuda.jit
+    def div(x):  # `div` is <stdlib.h>'s too
+        x[0] /= 2.0
+    x = np.ones(1)
+    div[1, 1](x)
+    assert x[0] == 0.5
+
+
+def test_round_to_ndigits_is_numbas():
+    @cuda.jit
+    def r(x, out):
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i] = round(x[i], 2)
+    x = np.array([1.005, 2.675, -0.125, 1e300, 0.5])
+    out = np.zeros_like(x)
+    r[1, 8](x, out)
+    np.testing.assert_array_equal(out, [round(v, 2) for v in x])

@@ -361,13 +361,15 @@ class _Configured:
                 for p in path:
                     a = a[p]
                 if kd == "carray":
-                    shape = _array_arg(cargs[j], a, keep, release, _kernel.ARG_ARRAY)
+                    shape = _array_arg(cargs[j], a, keep, release, _kernel.ARG_ARRAY, after,
+                                       self.stream)
                     j += 1
                     for s in shape:
                         _shape_arg(cargs[j], s, keep)
                         j += 1
                 elif kd == "array":
-                    _array_arg(cargs[j], a, keep, release)
+                    _array_arg(cargs[j], a, keep, release, _kernel.ARG_VIEW, after,
+                               self.stream)
                     j += 1
                 elif kd == "record":
                     _record_arg(cargs[j], a, keep, release, after)
@@ -390,9 +392,10 @@ class _Configured:
             self.stream._hold(keep)
 
 
-def _array_arg(c, a, keep, release, kind=_kernel.ARG_VIEW):
+def _array_arg(c, a, keep, release, kind=_kernel.ARG_VIEW, after=None, stream=0):
     """Fill c for array argument a (a DV_VIEW, or with kind ARG_ARRAY a DV_ARRAY); returns
-    the array's shape."""
+    the array's shape. A NumPy array the library cannot use in place (misaligned, swapped)
+    goes through an aligned copy, written back into it after the launch."""
     if isinstance(a, DeviceNDArray):
         c.kind = kind
         c.array = a.handle
@@ -405,8 +408,15 @@ def _array_arg(c, a, keep, release, kind=_kernel.ARG_VIEW):
         release.append(h)
         keep.append(arr)
         if arr is not a and d != _kernel.DIR_IN:
-            raise ValueError("kernel arguments: a NumPy array must be aligned and in native "
-                             "byte order to be written back")
+            if after is None:
+                raise ValueError("kernel arguments: a NumPy array must be aligned and in "
+                                 "native byte order to be written back")
+
+            def back(a=a, arr=arr):
+                if stream:
+                    stream.synchronize()
+                a[...] = arr
+            after.append(back)
         c.kind = kind
         c.array = h
         c.dir = d
@@ -512,6 +522,17 @@ class DeviceFunction:
                 # the values' types first; the literal ones (a shape passed down to a
                 # shared.array) when the function needs the constant
                 plain = tuple(unlit(a) for a in args)
+                if dev._declared:
+                    # declared signatures: the call converts to the first that takes its
+                    # arguments, as Numba casts them (no new specialization)
+                    for sig_args, rt in dev._declared:
+                        if len(sig_args) == len(plain) and all(
+                                _converts(a, t) or isinstance(a, (types.Integer, types.Float))
+                                and isinstance(t, (types.Integer, types.Float))
+                                for a, t in zip(plain, sig_args)):
+                            tir = dev.typed(tuple(sig_args))
+                            return signature(rt if rt is not None else
+                                             unlit(tir.return_type), *sig_args)
                 try:
                     tir = dev.typed(plain)
                     return signature(unlit(tir.return_type), *plain)
@@ -524,9 +545,18 @@ class DeviceFunction:
         _Template.__name__ = "DeviceFunction_" + self.__name__
         self._template = _Template
         self._numba_type_ = types.Function(_Template)
+        self._declared = []
         for s in sigs or ():
             args, rt = _parse_sig(s)
             self.typed(tuple(args))
+            self._declared.append((tuple(args), rt))
+
+    def __getitem__(self, config):
+        raise RuntimeError("Cannot compile a device function as a kernel: %s was made with "
+                           "jit(device=True)" % self.__name__)
+
+    def inspect_sass(self, signature=None):
+        raise RuntimeError("Cannot inspect SASS of a device function")
 
     def __repr__(self):
         return "<devarray.jit device function %s>" % self.__name__

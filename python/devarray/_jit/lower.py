@@ -36,6 +36,17 @@ constant private read_only write_only abs min max sin cos tan exp log sqrt pow f
 fabs round rint trunc fmod fma NAN INFINITY printf main new delete this class template
 namespace operator private public protected virtual friend catch try throw using typename
 select mix clamp sign step dot cross length normalize""".split())
+# the C library's names (the host compiles kernels with <stdlib.h>, <math.h>; OpenCL and
+# CUDA have their built-ins): a kernel or variable of such a name gets a prefix
+_C_RESERVED |= set("""div ldiv lldiv labs llabs atoi atol atoll atof strtol strtod rand srand
+malloc calloc realloc free exit abort atexit getenv system qsort bsearch memcpy memset memmove
+memcmp strcpy strncpy strlen strcmp strncmp strcat strchr strstr sprintf snprintf puts putchar
+fprintf fopen fclose time clock signal raise assert errno isnan isinf isfinite signbit
+asin acos atan atan2 sinh cosh tanh asinh acosh atanh exp2 exp10 expm1 log2 log10 log1p
+cbrt hypot erf erfc tgamma lgamma nearbyint lrint llrint lround llround remainder remquo
+frexp ldexp modf scalbn ilogb logb copysign nextafter fdim fmax fmin nan rsqrt sincos
+barrier mem_fence popcount""".split())
+_C_RESERVED |= {n + "f" for n in list(_C_RESERVED)}
 
 
 class Program:
@@ -614,7 +625,10 @@ class FunctionLowering:
             else:
                 self._declare_top(name, ty)
                 self.emit("%s = %s;" % (c, rhs), loc)
-            self.vals[name] = S(c, ty, nonneg=nonneg)
+            # a constant assigned once stays known (`N = 100; shared.array(N, ...)`)
+            const = v.const if isinstance(v, S) and len(self.defs.get(name, ())) == 1 and \
+                unlit(v.ty) == ty else None
+            self.vals[name] = S(c, ty, const=const, nonneg=nonneg)
             return
         if isinstance(ty, types.BaseTuple) and ty.types and all(is_scalar(t) for t in ty.types) \
                 and len(self.defs.get(name, ())) > 1 and isinstance(v, Tup):

@@ -86,6 +86,24 @@ def helper_text(name):
                 "  return first;\n"
                 "}") % {"t": t, "n": name, "f": f, "early": early, "again": again,
                         "q": "DV_SHARED_MEM " if shared else "DV_GLOBAL_MEM "}, []
+    if kind == "roundto":  # round(x, ndigits): Numba's algorithm (cudaimpl round_to_impl)
+        return ("DV_DEVICE %(t)s %(n)s(%(t)s x, dv_i64 nd) {\n"
+                "  if (isinf(x) || isnan(x)) return x;\n"
+                "  double p1, p2 = 1.0, y;\n"
+                "  if (nd >= 0) {\n"
+                "    if (nd > 22) { p1 = pow(10.0, (double)(nd - 22)); p2 = 1e22; }\n"
+                "    else p1 = pow(10.0, (double)nd);\n"
+                "    y = ((double)x * p1) * p2;\n"
+                "    if (isinf(y)) return x;\n"
+                "  } else {\n"
+                "    p1 = pow(10.0, (double)-nd);\n"
+                "    y = (double)x / p1;\n"
+                "  }\n"
+                "  double z = rint(y);\n"
+                "  if (fabs(y - z) == 0.5) z = 2.0 * rint(y / 2.0);\n"
+                "  if (nd >= 0) z = (z / p2) / p1; else z *= p1;\n"
+                "  return (%(t)s)z;\n"
+                "}") % {"t": t, "n": name}, []
     if kind == "slice":  # Python's slice bounds (PySlice_AdjustIndices) over n elements
         return ("DV_DEVICE dv_i64 dv_slice__bound(dv_i64 n, dv_i64 v, dv_i64 step, int given,\n"
                 "                                 int is_start) {\n"
@@ -1077,14 +1095,15 @@ def _atomic_addr(fl, a, idx, loc):
 def _index_as(fl, idx, t, loc):
     """An atomic's index converted to the signature's index type (Numba's templates take an
     intp for a 1-d array: a float index is converted, as Numba converts it)."""
-    t = unlit(t) if t is not None else None
-    if isinstance(t, types.Integer) and isinstance(idx, S) and not isinstance(
-            idx.ty, types.Integer):
-        return S(cast(fl, idx, t, loc), t)
-    if isinstance(t, types.BaseTuple) and isinstance(idx, Tup):
-        return Tup([S(cast(fl, x, tt, loc), unlit(tt)) if isinstance(x, S) and not isinstance(
-            x.ty, types.Integer) else x for x, tt in zip(idx.items, t.types)])
-    return idx
+    # Numba's atomics cast every index to intp (cudaimpl's _normalize_indices), whatever
+    # the typing made of it (a tuple (int32, uint64 - int64) holds a float64)
+    def conv(x):
+        if isinstance(x, S) and not isinstance(x.ty, types.Integer):
+            return S(cast(fl, x, types.intp, loc), types.intp)
+        return x
+    if isinstance(idx, Tup):
+        return Tup([conv(x) for x in idx.items])
+    return conv(idx)
 
 
 def _atomic_op(op):
@@ -1320,8 +1339,16 @@ def _b_cast(t):
 
 
 def _b_round(fl, args, kws, sig, ty, loc, target):
+    if len(args) == 2:
+        at = unlit(sig.args[0])
+        rt = unlit(sig.return_type)
+        if not isinstance(at, types.Float):
+            raise fl.error("round(x, ndigits) of a %s" % at, loc)
+        h = fl.p.helper("dv_roundto__%s" % ctype(at))
+        return S("((%s)%s(%s, %s))" % (ctype(rt), h, cast(fl, args[0], at, loc),
+                                      cast(fl, args[1], types.int64, loc)), rt)
     if len(args) != 1:
-        raise fl.error("round() with digits in a kernel", loc)
+        raise fl.error("round() with %d arguments" % len(args), loc)
     at = unlit(sig.args[0])
     rt = unlit(sig.return_type)
     f = "rintf" if at == types.float32 else "rint"

@@ -25,37 +25,46 @@ from . import stubs
 
 registry = Registry()
 
+
+def _template(name, ns):
+    """A typing template registered for its stub both as a function and as a global value (so
+    the stub types wherever it is reached from: devarray, devarray.roc, numba.cuda's shim)."""
+    t = type(name, (ConcreteTemplate,), ns)
+    registry.register(t)
+    registry.register_global(ns["key"], types.Function(t))
+    return t
+
 _INTS = (types.int32, types.uint32, types.int64, types.uint64)
 _SHFL = _INTS + (types.float32, types.float64)
 
 
 def _register_warp():
     for name in ("shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync"):
-        registry.register(type("Dv_" + name, (ConcreteTemplate,), {
+        _template("Dv_" + name, {
             "key": stubs.WARP[name],
-            "cases": [signature(t, types.i4, t, types.i4) for t in _SHFL]}))
+            "cases": [signature(t, types.i4, t, types.i4) for t in _SHFL]})
     for name in ("all_sync", "any_sync", "eq_sync"):
-        registry.register(type("Dv_" + name, (ConcreteTemplate,), {
+        _template("Dv_" + name, {
             "key": stubs.WARP[name],
-            "cases": [signature(types.b1, types.i4, types.b1)]}))
-    registry.register(type("Dv_ballot_sync", (ConcreteTemplate,), {
+            "cases": [signature(types.b1, types.i4, types.b1)]})
+    _template("Dv_ballot_sync", {
         "key": stubs.WARP["ballot_sync"],
-        "cases": [signature(types.uint32, types.i4, types.b1)]}))
+        "cases": [signature(types.uint32, types.i4, types.b1)]})
 
 
 def _register_roc():
     for name in ("get_local_id", "get_global_id", "get_group_id", "get_local_size",
                  "get_global_size", "get_num_groups"):
-        registry.register(type("Dv_roc_" + name, (ConcreteTemplate,), {
-            "key": stubs.ROC[name], "cases": [signature(types.intp, types.uint32)]}))
-    registry.register(type("Dv_roc_get_work_dim", (ConcreteTemplate,), {
-        "key": stubs.ROC["get_work_dim"], "cases": [signature(types.uint32)]}))
+        _template("Dv_roc_" + name, {
+            "key": stubs.ROC[name], "cases": [signature(types.intp, types.uint32)]})
+    _template("Dv_roc_get_work_dim", {
+        "key": stubs.ROC["get_work_dim"], "cases": [signature(types.uint32)]})
     for name in ("barrier", "mem_fence"):
-        registry.register(type("Dv_roc_" + name, (ConcreteTemplate,), {
+        _template("Dv_roc_" + name, {
             "key": stubs.ROC[name],
-            "cases": [signature(types.void, types.uint32), signature(types.void)]}))
-    registry.register(type("Dv_roc_wavebarrier", (ConcreteTemplate,), {
-        "key": stubs.ROC["wavebarrier"], "cases": [signature(types.void)]}))
+            "cases": [signature(types.void, types.uint32), signature(types.void)]})
+    _template("Dv_roc_wavebarrier", {
+        "key": stubs.ROC["wavebarrier"], "cases": [signature(types.void)]})
 
 
 _register_warp()

@@ -201,6 +201,8 @@ def install():
         sys.modules[name] = m
         object.__setattr__(cudadrv, sub, m)
     object.__setattr__(cuda, "cudadrv", cudadrv)
+    # numba/cuda/__init__.py exposes the cudadrv module as numba.cuda.devicearray too
+    object.__setattr__(cuda, "devicearray", sys.modules["numba.cuda.cudadrv.devicearray"])
     object.__setattr__(numba, "cuda", cuda)
 
     tracker = getattr(getattr(devarray, "config", None), "track", None)
