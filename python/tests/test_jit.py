@@ -1,5 +1,6 @@
 """devarray.jit: Numba's Python kernels compiled to the dialect, values checked against NumPy
 (and against Python's own semantics), on the backend of DV_BACKEND."""
+import cmath
 import math
 import os
 import subprocess
@@ -858,3 +859,32 @@ def test_round_to_ndigits_is_numbas():
     out = np.zeros_like(x)
     r[1, 8](x, out)
     np.testing.assert_array_equal(out, [round(v, 2) for v in x])
+
+
+@cuda.jit
+def complex_ops(x, y, out, s):
+    i = cuda.grid(1)
+    if i < x.size:
+        z = x[i] * y[i] + s
+        out[i, 0] = z
+        out[i, 1] = x[i] / y[i]
+        out[i, 2] = x[i] ** y[i]
+        out[i, 3] = x[i] ** 3
+        out[i, 4] = abs(x[i]) + z.real - z.imag
+        out[i, 5] = z.conjugate()
+        out[i, 6] = cmath.exp(x[i]) + cmath.sqrt(y[i]) + cmath.log(x[i])
+        out[i, 7] = -x[i] + complex(1.0, 2.0)
+
+
+@pytest.mark.parametrize("dt, tol", [(np.complex128, 1e-12), (np.complex64, 2e-5)])
+def test_complex_numbers(dt, tol):
+    x = np.array([1 + 2j, -3 + 0.5j, 0.25 - 1j], dt)
+    y = np.array([0.5 - 1j, 2 + 2j, -1 - 1j], dt)
+    s = dt(2 - 1j)
+    out = np.zeros((3, 8), dt)
+    complex_ops[1, 4](x, y, out, s)
+    xd, yd = x.astype(np.complex128), y.astype(np.complex128)
+    z = xd * yd + complex(s)
+    ref = np.stack([z, xd / yd, xd ** yd, xd ** 3, abs(xd) + z.real - z.imag, z.conj(),
+                    np.exp(xd) + np.sqrt(yd) + np.log(xd), -xd + (1 + 2j)], axis=1)
+    np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)

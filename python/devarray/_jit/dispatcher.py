@@ -118,6 +118,9 @@ class _Compiled:
         elif isinstance(t, types.Record):
             kind = "record"
             self.nparams += 1
+        elif isinstance(t, types.Complex):
+            kind = "complex"  # its two parts (lower.py)
+            self.nparams += 2
         else:
             kind = "scalar"
             self.nparams += 1
@@ -374,6 +377,12 @@ class _Configured:
                 elif kd == "record":
                     _record_arg(cargs[j], a, keep, release, after)
                     j += 1
+                elif kd == "complex":
+                    ft = types.float32 if t == types.complex64 else types.float64
+                    z = complex(a)
+                    _scalar_arg(cargs[j], z.real, ft, keep)
+                    _scalar_arg(cargs[j + 1], z.imag, ft, keep)
+                    j += 2
                 else:
                     _scalar_arg(cargs[j], a, t, keep)
                     j += 1

@@ -86,6 +86,10 @@ def helper_text(name):
                 "  return first;\n"
                 "}") % {"t": t, "n": name, "f": f, "early": early, "again": again,
                         "q": "DV_SHARED_MEM " if shared else "DV_GLOBAL_MEM "}, []
+    if kind == "cplx":  # complex arithmetic: complexops
+        from .complexops import helper_text as ctext
+        op, _, c = t.partition("__")
+        return ctext(op, c), []
     if kind == "roundto":  # round(x, ndigits): Numba's algorithm (cudaimpl round_to_impl)
         return ("DV_DEVICE %(t)s %(n)s(%(t)s x, dv_i64 nd) {\n"
                 "  if (isinf(x) || isnan(x)) return x;\n"
@@ -188,6 +192,8 @@ def truth(fl, v, loc):
         raise fl.error("a truth test of a %s" % type(v).__name__, loc)
     if isinstance(v.ty, types.Boolean):
         return v.c
+    if isinstance(v.ty, types.Complex):
+        return "((%s).re != 0 || (%s).im != 0)" % (v.c, v.c)
     return "(%s != 0)" % _p(v.c)
 
 
@@ -200,13 +206,19 @@ def cast(fl, v, ty, loc):
         raise fl.error("%r where a %s is needed" % (v.value, ty), loc)
     if not isinstance(v, S):
         raise fl.error("a %s where a %s is needed" % (type(v).__name__, ty), loc)
-    if v.const is not None and not isinstance(v.const, complex):
+    if v.const is not None and (not isinstance(v.const, complex) or
+                                isinstance(ty, types.Complex)):
         try:
             return literal(v.const, ty)
         except (LoweringError, OverflowError, ValueError):
             pass
     if v.ty == ty:
         return v.c
+    if isinstance(ty, types.Complex):
+        from .complexops import cast_from
+        return cast_from(v.c, v.ty, ty)
+    if isinstance(v.ty, types.Complex):
+        raise fl.error("a complex number where a %s is needed" % ty, loc)
     if isinstance(ty, types.Boolean):
         return "(%s != 0)" % _p(v.c)
     if ty == types.float16 or v.ty == types.float16:
@@ -227,6 +239,9 @@ def constant(fl, value, ty, loc):
     if isinstance(value, (int, float)):
         t = types.int64 if isinstance(value, int) else types.float64
         return S(literal(value, t), t, value)
+    if isinstance(value, (complex, np.complexfloating)):
+        t = unlit(ty) if isinstance(unlit(ty), types.Complex) else types.complex128
+        return S(literal(complex(value), t), t, complex(value))
     if value is None:
         return NONE
     if isinstance(value, tuple) and all(isinstance(x, (int, float, bool)) for x in value):
@@ -339,9 +354,9 @@ def binop(fl, fn, e, ty, loc):
         raise fl.error("an untyped operation %s" % fn.__name__, loc)
     at, bt = [unlit(t) for t in sig.args]
     rt = unlit(sig.return_type)
+    if isinstance(at, types.Complex) or isinstance(bt, types.Complex):
+        return _complex_binop(fl, fn, a, b, at, bt, rt, loc)
     if not (is_scalar(at) and is_scalar(bt)):
-        if isinstance(at, types.Complex) or isinstance(bt, types.Complex):
-            raise fl.error("complex arithmetic in a kernel is not lowered yet", loc)
         if fn in (operator.is_, operator.is_not) or isinstance(at, types.NoneType):
             raise fl.error("`is` / None comparisons in a kernel", loc)
         raise fl.error("the operator %s on %s and %s (kernels compute on numbers; index "
@@ -386,6 +401,30 @@ def binop(fl, fn, e, ty, loc):
         c = "((%s)%s)" % (ctype(rt), c)  # C computes small integers as int
     return S(c, rt, nonneg=nn and o in ("+", "*", "&", "|", ">>") and
              isinstance(rt, types.Integer))
+
+
+def _chelper(fl, kind, c):
+    fl.p.helper("dv_cplx__%s__%s" % (kind, c))
+    return "%s_%s" % (c, kind)
+
+
+_COMPLEX_OPS = {operator.add: "add", operator.sub: "sub", operator.mul: "mul",
+                operator.truediv: "div", operator.pow: "pow"}
+
+
+def _complex_binop(fl, fn, a, b, at, bt, rt, loc):
+    if fn in (operator.eq, operator.ne):
+        ct = at if isinstance(at, types.Complex) else bt
+        x, y = _p(cast(fl, a, ct, loc)), _p(cast(fl, b, ct, loc))
+        c = "(%s.re == %s.re && %s.im == %s.im)" % (x, y, x, y)
+        return S(c if fn is operator.eq else "(!%s)" % c, types.boolean)
+    kind = _COMPLEX_OPS.get(fn)
+    if kind is None or not isinstance(rt, types.Complex):
+        raise fl.error("the operator %s on complex numbers (Numba has none)" %
+                       getattr(fn, "__name__", fn), loc)
+    c = ctype(rt)
+    return S("%s(%s, %s)" % (_chelper(fl, kind, c), cast(fl, a, rt, loc), cast(fl, b, rt, loc)),
+             rt)
 
 
 def _fold(fn, a, b, at, bt, rt):
@@ -433,6 +472,12 @@ def unary(fl, e, ty, loc):
     fn = e.fn
     if fn is operator.not_:
         return S("(!%s)" % _p(truth(fl, v, loc)), types.boolean)
+    if isinstance(at, types.Complex):
+        if fn is operator.pos:
+            return S(cast(fl, v, rt, loc), rt)
+        if fn is operator.neg:
+            return S("%s(%s)" % (_chelper(fl, "neg", ctype(rt)), cast(fl, v, rt, loc)), rt)
+        raise fl.error("the unary operator %s on a complex number" % fn.__name__, loc)
     c = cast(fl, v, at, loc)
     if isinstance(v, S) and v.const is not None and fn in (operator.neg, operator.pos):
         val = -v.const if fn is operator.neg else v.const
@@ -503,11 +548,20 @@ def getattr_(fl, v, attr, ty, loc):
                        "itemsize, T)" % attr, loc)
     if isinstance(v, Rec):
         return _field_get(fl, v, attr, loc)
+    if isinstance(v, S) and isinstance(v.ty, types.Complex) and attr in ("real", "imag",
+                                                                          "conjugate"):
+        ft = types.float32 if v.ty == types.complex64 else types.float64
+        if attr == "real":
+            return S("(%s).re" % v.c, ft)
+        if attr == "imag":
+            return S("(%s).im" % v.c, ft)
+        return K(("conjugate", v))
     if isinstance(v, S) and attr in ("real", "imag", "conjugate"):
         if attr == "real":
             return v
         if attr == "imag":
             return S(literal(0, v.ty), v.ty, 0)
+        return K(("conjugate", v))
     if isinstance(v, Tup):
         raise fl.error("the tuple attribute .%s" % attr, loc)
     raise fl.error("the attribute .%s of %s" % (attr, type(v).__name__), loc)
@@ -842,6 +896,8 @@ def print_(fl, vals, loc):
                        .replace("\n", "\\n"))
         elif isinstance(v, S) and v.const is not None and isinstance(v.const, str):
             fmt.append(v.const)
+        elif isinstance(v, S) and isinstance(v.ty, types.Complex):
+            raise fl.error("printing a complex number in a kernel", loc)
         elif isinstance(v, S):
             t = v.ty
             if isinstance(t, types.Boolean):
@@ -872,6 +928,15 @@ def call(fl, e, ty, loc, target):
     kws = {k: fl.value(v, loc) for k, v in e.kws}
     if e.vararg is not None:
         raise fl.error("a call with *args in a kernel", loc)
+    if isinstance(ft, types.BoundFunction):
+        fv = fl.value(e.func, loc)
+        if isinstance(fv, K) and isinstance(fv.value, tuple) and fv.value[0] == "conjugate":
+            z = fv.value[1]
+            if isinstance(z.ty, types.Complex):
+                c = ctype(z.ty)
+                return S("%s_make((%s).re, -(%s).im)" % (c, z.c, z.c), z.ty)
+            return z
+        raise fl.error("the method %s in a kernel" % ft.typing_key, loc)
     if isinstance(ft, types.NumberClass):
         t = unlit(ft.instance_type)
         if len(args) != 1:
@@ -1310,8 +1375,34 @@ def _b_minmax(which):
     return f
 
 
+def _b_complex(fl, args, kws, sig, ty, loc, target):
+    rt = unlit(sig.return_type)
+    ft = types.float32 if rt == types.complex64 else types.float64
+    vals = list(args) + [S("0", ft, 0)] * (2 - len(args))
+    if isinstance(vals[0], S) and isinstance(vals[0].ty, types.Complex) and len(args) == 1:
+        return S(cast(fl, vals[0], rt, loc), rt)
+    return S("%s_make(%s, %s)" % (ctype(rt), cast(fl, vals[0], ft, loc),
+                                  cast(fl, vals[1], ft, loc)), rt)
+
+
+def _cmath(name):
+    def f(fl, args, kws, sig, ty, loc, target):
+        at = unlit(sig.args[0])
+        rt = unlit(sig.return_type)
+        ct = at if isinstance(at, types.Complex) else types.complex128
+        z = cast(fl, args[0], ct, loc)
+        if name == "phase":
+            return S("%s((%s).im, (%s).re)" % ("atan2f" if ct == types.complex64 else "atan2",
+                                              z, z), rt)
+        return S("%s(%s)" % (_chelper(fl, name, ctype(ct)), z), rt)
+    return f
+
+
 def _b_abs(fl, args, kws, sig, ty, loc, target):
     rt = unlit(sig.return_type)
+    if isinstance(unlit(sig.args[0]), types.Complex):
+        at = unlit(sig.args[0])
+        return S("%s(%s)" % (_chelper(fl, "abs", ctype(at)), cast(fl, args[0], at, loc)), rt)
     c = cast(fl, args[0], rt, loc)
     if isinstance(rt, types.Float):
         return S("%s(%s)" % ("fabsf" if rt == types.float32 else "fabs", c), rt)
@@ -1394,8 +1485,11 @@ _CALLS = {
     builtins.range: _b_range, builtins.len: _b_len, builtins.min: _b_minmax("min"),
     builtins.max: _b_minmax("max"), builtins.abs: _b_abs, builtins.int: _b_cast(types.int64),
     builtins.float: _b_cast(types.float64), builtins.bool: _b_cast(types.boolean),
-    builtins.round: _b_round, builtins.slice: _b_slice,
+    builtins.round: _b_round, builtins.slice: _b_slice, builtins.complex: _b_complex,
 }
+import cmath as _cm  # noqa: E402
+for _n in ("exp", "log", "sqrt", "phase"):
+    _CALLS[getattr(_cm, _n)] = _cmath(_n)
 for _op in ("add", "sub", "max", "min", "nanmax", "nanmin", "and_", "or_", "xor", "inc", "dec",
             "exch"):
     _CALLS[getattr(_atomic, _op)] = _atomic_op(_op)

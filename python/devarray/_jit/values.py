@@ -39,6 +39,8 @@ def ctype(t, what="value"):
         return "double"
     if t == types.float16:
         return "dv_f16"
+    if isinstance(t, types.Complex):
+        return "dv_c64" if t == types.complex64 else "dv_c128"
     raise LoweringError("%s of type %s: the dialect has no such scalar (numbers and bools "
                         "only)" % (what, t))
 
@@ -78,12 +80,18 @@ def record_decl(rec):
 
 def is_scalar(t):
     t = unlit(t)
-    return isinstance(t, (types.Boolean, types.Integer, types.Float))
+    return isinstance(t, (types.Boolean, types.Integer, types.Float, types.Complex))
 
 
 def literal(value, t):
     """A C literal of Python number `value` as Numba type t."""
     t = unlit(t)
+    if isinstance(t, types.Complex):
+        z = complex(value)
+        f = types.float32 if t == types.complex64 else types.float64
+        return "%s_make(%s, %s)" % (ctype(t), literal(z.real, f), literal(z.imag, f))
+    if isinstance(value, complex):
+        raise LoweringError("the complex constant %r where a %s is needed" % (value, t))
     if isinstance(t, types.Boolean):
         return "true" if value else "false"
     if isinstance(t, types.Integer):
