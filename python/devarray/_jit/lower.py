@@ -24,7 +24,7 @@ How Python maps to C (Numba's semantics, docs/python.md):
 from numba.core import ir, types
 from numba.core.analysis import compute_cfg_from_blocks
 
-from . import ops
+from . import calls, helpers, ops
 from .structure import structure, StructureError
 from .values import (S, K, Tup, Rng, Arr, Rec, NONE, LoweringError, ctype, elem_ctype,
                      is_scalar, unlit, literal)
@@ -55,7 +55,7 @@ class Program:
     def __init__(self, backend_hint=None):
         self.functions = []       # C text of device functions, in dependency order
         self.done = {}            # (device function, key) -> C name
-        self.helpers = {}         # name -> C text (ops.HELPERS)
+        self.helpers = {}         # name -> C text (helpers.helper_text)
         self.constants = {}       # C name -> NumPy array (dv_program_constant)
         self.const_ids = {}       # id(array) -> C name
         self.uses_dynshared = False
@@ -70,7 +70,7 @@ class Program:
 
     def helper(self, name):
         if name not in self.helpers:
-            text, deps = ops.helper_text(name)
+            text, deps = helpers.helper_text(name)
             for d in deps:
                 self.helper(d)
             self.helpers[name] = text
@@ -223,7 +223,7 @@ class FunctionLowering:
                 u = [x for x in self.uses.get(name, []) if x != (lbl, i)]
                 if len(d) != 1 or len(u) != 1 or u[0][0] != lbl:
                     continue
-                if not ops.pure(self, st.value):
+                if not calls.pure(self, st.value):
                     continue
                 j = u[0][1]
                 if j <= i:
@@ -235,7 +235,7 @@ class FunctionLowering:
                     s2 = body[k]
                     if isinstance(s2, ir.Del):
                         continue
-                    if not (isinstance(s2, ir.Assign) and ops.pure(self, s2.value)
+                    if not (isinstance(s2, ir.Assign) and calls.pure(self, s2.value)
                             and s2.target.name not in reads):
                         ok = False
                         break
@@ -285,7 +285,7 @@ class FunctionLowering:
         names = self.ir.arg_names
         self.params_vals = {}
         for i, (pname, ty) in enumerate(zip(names, self.argtypes)):
-            static = ops.static_arg(ty)
+            static = calls.static_arg(ty)
             if static is not None and self.kind == "device":
                 # known when the function is specialized: no C parameter
                 self.params_vals[pname] = static
@@ -622,7 +622,7 @@ class FunctionLowering:
                 return
             # a variable assigned once keeps what is known of its value
             nonneg = isinstance(v, S) and v.nonneg and len(self.defs.get(name, ())) == 1 and \
-                (unlit(v.ty) == ty or ops._nonneg_cast(v, ty))
+                (unlit(v.ty) == ty or calls._nonneg_cast(v, ty))
             c = self.cname(name)
             rhs = ops.cast(self, v, ty, loc)
             if name in self.inline_decl and name not in self.declared:
