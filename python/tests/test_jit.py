@@ -888,3 +888,28 @@ def test_complex_numbers(dt, tol):
     ref = np.stack([z, xd / yd, xd ** yd, xd ** 3, abs(xd) + z.real - z.imag, z.conj(),
                     np.exp(xd) + np.sqrt(yd) + np.log(xd), -xd + (1 + 2j)], axis=1)
     np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
+
+
+@cuda.jit(device=True)
+def block_sum_into(x, out):
+    s = cuda.shared.array(32, dtype=float64)  # declared in a device function
+    t = cuda.threadIdx.x
+    s[t] = x[t]
+    cuda.syncthreads()
+    if t == 0:
+        acc = 0.0
+        for k in range(32):
+            acc += s[k]
+        out[0] = acc
+
+
+@cuda.jit
+def shared_in_device_function(x, out):
+    block_sum_into(x, out)
+
+
+def test_shared_array_declared_in_a_device_function():
+    x = np.arange(32, dtype=np.float64)
+    out = np.zeros(1)
+    shared_in_device_function[1, 32](x, out)
+    assert out[0] == x.sum()

@@ -124,8 +124,22 @@ def static_arg(t):
     return None
 
 
+def shared_pointer(fl, key, et, total):
+    """The C name of the shared array `key` (a device function's declaration) in function
+    fl: declared by a kernel, received as a parameter by a device function."""
+    cn = fl.shared_names.get(key)
+    if cn is None:
+        cn = fl._fresh("shared")
+        fl.shared_names[key] = cn
+        if fl.kind == "kernel":
+            fl.hoisted.append("  DV_SHARED(%s, %s, %d);" % (et, cn, total))
+        else:
+            fl.shared_params.append((key, et, total, cn))
+    return cn
+
+
 def _device_call(fl, dev, args, sig, loc):
-    name, spaces = dev.lower_into(fl.p, sig, args)
+    name, spaces, needs = dev.lower_into(fl.p, sig, args)
     cargs = []
 
     def flat(v, t, nested):
@@ -152,6 +166,8 @@ def _device_call(fl, dev, args, sig, loc):
         if static_arg(t) is not None:
             continue
         flat(v, t, False)
+    for key, et, total, _ in needs:
+        cargs.append(shared_pointer(fl, key, et, total))
     rt = unlit(sig.return_type)
     c = "%s(%s)" % (name, ", ".join(cargs))
     if rt in (types.none, types.void):
@@ -232,8 +248,13 @@ def _decl_array(fl, args, kws, ty, loc, target, space):
             raise fl.error("array length <= 0 (%s.array of shape %s)" % (space, tuple(dims)),
                            loc)
         total *= d
-    macro = "DV_SHARED" if space == "shared" else "DV_LOCAL_ARRAY"
-    fl.hoisted.append("  %s(%s, %s, %d);" % (macro, et, name, total))
+    if space == "shared" and fl.kind == "device":
+        # OpenCL declares __local arrays in kernels only: the kernel declares it (once per
+        # declaration, as Numba's shared arrays are per block) and passes it down
+        fl.shared_params.append(((fl.name, name), et, total, name))
+    else:
+        macro = "DV_SHARED" if space == "shared" else "DV_LOCAL_ARRAY"
+        fl.hoisted.append("  %s(%s, %s, %d);" % (macro, et, name, total))
     return Arr(name, t, [str(d) for d in dims], _c_strides(dims, isz), space, target or name)
 
 
@@ -678,6 +699,11 @@ def _math(fl, key, args, sig, loc):
     name = _MATH[key]
     at = [unlit(t) for t in sig.args]
     rt = unlit(sig.return_type)
+    if name not in ("isnan", "isinf", "isfinite", "floor", "ceil", "trunc", "ldexp") and \
+            isinstance(rt, types.Float):
+        # Numba's (int64) -> float64 cases: the value converted first (OpenCL's overloads
+        # take no integers)
+        at = [rt if isinstance(t, types.Integer) else t for t in at]
     cs = [cast(fl, a, t, loc) for a, t in zip(args, at)]
     f32 = at and at[0] == types.float32
     fname = name + ("f" if f32 else "")

@@ -469,6 +469,7 @@ _CT = {types.int8: ctypes.c_int8, types.int16: ctypes.c_int16, types.int32: ctyp
        types.boolean: ctypes.c_bool}
 _SCALAR_IDS = {}
 _I64_ID = _TYPE_IDS[np.dtype(np.int64)]
+_U8_ID = _TYPE_IDS[np.dtype(np.uint8)]
 _c_int64 = ctypes.c_int64
 _addressof = ctypes.addressof
 
@@ -485,6 +486,13 @@ def _scalar_arg(c, a, t, keep):
     """A scalar of Numba type t, converted as Numba converts a Python value to the
     signature's type."""
     t = unlit(t)
+    if isinstance(t, types.Boolean):  # a byte parameter (lower.py: OpenCL has no bool ones)
+        v = ctypes.c_uint8(1 if a else 0)
+        c.kind = _kernel.ARG_SCALAR
+        c.type = _U8_ID
+        c.value = _addressof(v)
+        keep.append(v)
+        return
     ct = _CT.get(t)
     if ct is not None and type(a) in (int, float, bool):
         if isinstance(t, types.Integer) and isinstance(a, float):
@@ -590,19 +598,20 @@ class DeviceFunction:
         key = (self, argtypes, tuple(sorted(spaces.items())))
         name = program.done.get(key)
         if name is not None:
-            return name, spaces
+            return name, spaces, program.dev_needs.get(name, [])
         tir = self.typed(argtypes)
         name = program.unique("py_" + _cname(self.__name__).replace("py_", "", 1))
         program.done[key] = name
         fl = lower.FunctionLowering(program, tir, name, "device", spaces)
         text = fl.lower()
+        program.dev_needs[name] = list(fl.shared_params)
         if getattr(fl, "uses_dynshared", False):
             raise LoweringError("dynamic shared memory (shared.array(0, ...)) in a device "
                                 "function: declare it in the kernel and pass it")
         program.functions.append("#line %d \"%s\"\n%s" % (
             self.py_func.__code__.co_firstlineno,
             self.py_func.__code__.co_filename.replace("\\", "/"), text))
-        return name, spaces
+        return name, spaces, program.dev_needs[name]
 
     @property
     def overloads(self):

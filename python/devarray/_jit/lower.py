@@ -55,6 +55,7 @@ class Program:
     def __init__(self, backend_hint=None):
         self.functions = []       # C text of device functions, in dependency order
         self.done = {}            # (device function, key) -> C name
+        self.dev_needs = {}       # device function's C name -> its shared-array parameters
         self.helpers = {}         # name -> C text (helpers.helper_text)
         self.constants = {}       # C name -> NumPy array (dv_program_constant)
         self.const_ids = {}       # id(array) -> C name
@@ -129,6 +130,8 @@ class FunctionLowering:
         self.top_decls = []
         self.hoisted = []
         self.used_cnames = set()
+        self.shared_params = []   # a device function's shared arrays, passed by its caller
+        self.shared_names = {}    # (device function, array) -> this function's C name
 
     # ---- errors ----------------------------------------------------------------------
 
@@ -270,6 +273,8 @@ class FunctionLowering:
         self.emit_nodes(nodes)
         if self.kind == "kernel" and getattr(self, "uses_dynshared", False):
             params.append("dv_i64 dv__dynbytes")  # the launch's dynamic shared bytes
+        for _, et, _, cn in self.shared_params:
+            params.append("DV_SHARED_MEM %s *%s" % (et, cn))
         body = self.hoisted + self.top_decls + self.lines
         if self.kind == "kernel":
             head = "DV_KERNEL(%s%s) {" % (self.name, (", " + ", ".join(params)) if params else "")
@@ -352,6 +357,10 @@ class FunctionLowering:
             out.append("%s %s__re" % (rt, c))
             out.append("%s %s__im" % (rt, c))
             return S("%s_make(%s__re, %s__im)" % (ctype(ty), c, c), ty)
+        elif isinstance(ty, types.Boolean) and self.kind == "kernel":
+            # OpenCL kernels take no bool parameters: a byte, 0 or 1
+            out.append("unsigned char %s__b" % c)
+            return S("(%s__b != 0)" % c, ty)
         elif is_scalar(ty):
             out.append("%s %s" % (ctype(ty, "argument %s" % pname), c))
             return S(c, ty)
