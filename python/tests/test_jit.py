@@ -913,3 +913,18 @@ def test_shared_array_declared_in_a_device_function():
     out = np.zeros(1)
     shared_in_device_function[1, 32](x, out)
     assert out[0] == x.sum()
+
+
+def test_kernels_of_no_arguments_and_with_opencl_builtin_names():
+    hits = cuda.to_device(np.zeros(1, np.int32))
+
+    @cuda.jit
+    def atomic_add(x):  # OpenCL's built-in name
+        cuda.atomic.add(x, 0, 1)
+
+    @cuda.jit
+    def nothing():
+        s = cuda.shared.array(1, dtype=int32)  # noqa: F841
+    nothing[1, 1]()
+    atomic_add[2, 4](hits)
+    assert hits.copy_to_host()[0] == 8

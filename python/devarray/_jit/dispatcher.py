@@ -102,6 +102,9 @@ class _Compiled:
         self.nparams = 1 if uses_dyn else 0
         for i, t in enumerate(argtypes):
             self._leaves(i, (), unlit(t))
+        self.noargs = self.nparams == 0  # lower.py's dv__noargs
+        if self.noargs:
+            self.nparams = 1
 
     def _leaves(self, i, path, t):
         if isinstance(t, types.BaseTuple):
@@ -326,7 +329,7 @@ def _fast_key(a):
 
 def _cname(name):
     c = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
-    if not c or c[0].isdigit() or c in lower._C_RESERVED or c.startswith("dv"):
+    if not c or c[0].isdigit() or lower.reserved(c):
         c = "py_" + c
     return c
 
@@ -388,6 +391,9 @@ class _Configured:
                     j += 1
             if spec.uses_dyn:
                 _scalar_arg(cargs[j], self.sharedmem, types.int64, keep)
+                j += 1
+            if spec.noargs:
+                _scalar_arg(cargs[j], 0, types.int32, keep)
                 j += 1
             st = _kernel._launch(k.handle, self.cfgref, n, cargs)
             if st:

@@ -47,6 +47,16 @@ cbrt hypot erf erfc tgamma lgamma nearbyint lrint llrint lround llround remainde
 frexp ldexp modf scalbn ilogb logb copysign nextafter fdim fmax fmin nan rsqrt sincos
 barrier mem_fence popcount""".split())
 _C_RESERVED |= {n + "f" for n in list(_C_RESERVED)}
+# OpenCL C's built-in families (a kernel named atomic_add would be OpenCL's function)
+_RESERVED_PREFIXES = ("atomic_", "atom_", "get_", "vload", "vstore", "convert_", "as_",
+                      "async_", "read_image", "write_image", "sub_group_", "work_group_",
+                      "native_", "half_", "mad", "wait_group", "prefetch")
+
+
+def reserved(name):
+    """Whether C name `name` could clash with the dialect, a C library or OpenCL built-in."""
+    return name in _C_RESERVED or name.startswith(_RESERVED_PREFIXES) or name.startswith("dv") \
+        or name.startswith("__")
 
 
 class Program:
@@ -148,8 +158,7 @@ class FunctionLowering:
             base = var.lstrip("$").replace(".", "_")
             if var.startswith("$"):
                 base = "t_" + base
-            if not base.isidentifier() or base in _C_RESERVED or base.startswith("dv") \
-                    or base.startswith("__"):
+            if not base.isidentifier() or reserved(base):
                 base = "py_" + base
             base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in base)
             n = base
@@ -275,6 +284,10 @@ class FunctionLowering:
             params.append("dv_i64 dv__dynbytes")  # the launch's dynamic shared bytes
         for _, et, _, cn in self.shared_params:
             params.append("DV_SHARED_MEM %s *%s" % (et, cn))
+        if self.kind == "kernel" and not params:
+            # a kernel of no arguments: one unused parameter (OpenCL's expansion of
+            # DV_KERNEL appends its hidden ones after a comma); the launch passes 0
+            params.append("dv_i32 dv__noargs")
         body = self.hoisted + self.top_decls + self.lines
         if self.kind == "kernel":
             head = "DV_KERNEL(%s%s) {" % (self.name, (", " + ", ".join(params)) if params else "")
