@@ -29,8 +29,8 @@ def pure(fl, value):
     if not isinstance(value, ir.Expr):
         return False
     op = value.op
-    if op in ("binop", "unary", "getattr", "static_getitem", "getitem", "build_tuple",
-              "exhaust_iter", "cast", "typed_getitem"):
+    if op in ("binop", "inplace_binop", "unary", "getattr", "static_getitem", "getitem",
+              "build_tuple", "exhaust_iter", "cast", "typed_getitem"):
         if op == "binop" and value.fn in (operator.truediv, operator.floordiv, operator.mod,
                                           operator.pow):
             return True
@@ -498,7 +498,7 @@ def _b_range(fl, args, kws, sig, ty, loc, target):
     # evaluated once, as Python does: run-time bounds go into variables of their own (the
     # loop may assign the variables they came from)
     def keep(v, what):
-        if v.const is not None:
+        if v.const is not None or fl.assigned_once(v.c):
             return v
         n = fl._fresh(what)
         fl.emit("%s %s = %s;" % (ctype(it), n, v.c), loc)

@@ -170,6 +170,14 @@ class FunctionLowering:
             self.cnames[var] = n
         return n
 
+    def assigned_once(self, c):
+        """Whether C name `c` is a variable given its value once (so reading it later gives
+        the same value)."""
+        for name, cn in self.cnames.items():
+            if cn == c:
+                return len(self.defs.get(name, ())) <= 1
+        return False
+
     def emit(self, text, loc=None):
         if loc is not None and loc.line != self.lastline and loc.line is not None:
             self.lines.append("#line %d \"%s\"" % (loc.line, self.filename.replace("\\", "/")))
