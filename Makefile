@@ -38,6 +38,11 @@ test: setup
 	  scripts/run-tests build-asan -j$(JOBS) --output-on-failure --timeout 600
 
 # ThreadSanitizer: the suites that share contexts and streams between threads
+# (not test_watchdog: ThreadSanitizer delays an asynchronous signal to the thread's next
+# intercepted call and files a fiber's signal handler under another thread, so the
+# watchdog's signal-driven stop of a spinning kernel hangs or is reported as a race under
+# it; at b9b4419, before this change, 3 runs here gave a report, a hang and a pass. The
+# suite runs under ASan+UBSan in ctest, watchdog.host)
 # (and the host simulator's kernels: fibers, helper threads, streams at once, and
 # a soak of 4e4 launches;
 # the copy team's workers and concurrent callers).
@@ -47,7 +52,7 @@ TSAN = TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" scr
 CUDA_DOUBLE = LD_LIBRARY_PATH=build-tsan/tests/cudadouble DV_CUDA_STAGING_CHUNK=65536 CUDA_DOUBLE_BLOCK_S=3
 tsan: setup
 	@$(CONFIGURE) -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_TSAN=ON -DDV_WERROR=ON > /dev/null
-	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool test_host_kernels test_host_fast test_modes test_kwave test_smart test_claim test_copyteam test_cuda_double test_soak test_watchdog test_host_checks test_host_race
+	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool test_host_kernels test_host_fast test_modes test_kwave test_smart test_claim test_copyteam test_cuda_double test_soak test_host_checks test_host_race
 	@rm -f build-tsan/tsan.log
 	@$(TSAN) ./build-tsan/tests/test_threads host
 	@$(TSAN) ./build-tsan/tests/test_threads host-pool
@@ -56,7 +61,6 @@ tsan: setup
 	@$(TSAN) ./build-tsan/tests/test_memory host
 	@$(TSAN) ./build-tsan/tests/test_host_kernels host
 	@$(TSAN) ./build-tsan/tests/test_host_fast host
-	@$(TSAN) ./build-tsan/tests/test_watchdog host
 	@$(TSAN) ./build-tsan/tests/test_host_checks host
 	@$(TSAN) ./build-tsan/tests/test_host_race
 	@$(TSAN) ./build-tsan/tests/test_modes host
