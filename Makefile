@@ -42,7 +42,7 @@ test: setup
 # intercepted call and files a fiber's signal handler under another thread, so the
 # watchdog's signal-driven stop of a spinning kernel hangs or is reported as a race under
 # it; at b9b4419, before this change, 3 runs here gave a report, a hang and a pass. The
-# suite runs under ASan+UBSan in ctest, watchdog.host)
+# suite runs under ASan+UBSan in ctest, `watchdog`)
 # (and the host simulator's kernels: fibers, helper threads, streams at once, and
 # a soak of 4e4 launches;
 # the copy team's workers and concurrent callers).
