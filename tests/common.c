@@ -6,13 +6,14 @@
 dv_context *g_ctx;
 const char *g_backend = "host";
 
-static dv_status vcontext(dv_context **out, va_list ap) {
+/* A context for the backend under test (g_backend: "NAME-pool" is backend NAME with the pool
+ * as memory manager, "host-staged" the simulator without its strided copies) with n options
+ * "name=value". */
+static dv_status context_with(dv_context **out, const char *const *opts, int n) {
   dv_config *cfg = NULL;
   *out = NULL;
   dv_status rc = dv_config_create(&cfg);
   if (rc) return rc;
-  /* "NAME-pool": backend NAME with the pool as memory manager;
-   * "host-staged": the simulator without its strided copies. */
   char be[32];
   snprintf(be, sizeof be, "%s", g_backend);
   char *dash = strchr(be, '-');
@@ -24,7 +25,8 @@ static dv_status vcontext(dv_context **out, va_list ap) {
     dv_config_set(cfg, "host_strided", "off");
   }
   rc = dv_config_set(cfg, "backend", be);
-  for (const char *kv; !rc && (kv = va_arg(ap, const char *)) != NULL;) {
+  for (int i = 0; !rc && i < n; i++) {
+    const char *kv = opts[i];
     char name[128];
     const char *eq = strchr(kv, '=');
     if (!eq || (size_t)(eq - kv) >= sizeof name) {
@@ -40,12 +42,32 @@ static dv_status vcontext(dv_context **out, va_list ap) {
   return rc;
 }
 
+/* The options of a NULL-terminated list (at most 32) into opts; their number. */
+static int collect(const char **opts, const char *first, va_list ap) {
+  int n = 0;
+  for (const char *o = first; o && n < 32; o = va_arg(ap, const char *)) opts[n++] = o;
+  return n;
+}
+
 dv_status test_context(dv_context **out, ...) {
+  const char *opts[32];
   va_list ap;
   va_start(ap, out);
-  dv_status rc = vcontext(out, ap);
+  int n = collect(opts, va_arg(ap, const char *), ap);
   va_end(ap);
-  return rc;
+  return context_with(out, opts, n);
+}
+
+dv_context *test_context_or_fail(const char *opt, ...) {
+  const char *opts[32];
+  va_list ap;
+  va_start(ap, opt);
+  int n = collect(opts, opt, ap);
+  va_end(ap);
+  dv_context *c = NULL;
+  dv_status rc = context_with(&c, opts, n);
+  if (rc) fail_msg("context: %s: %s", dv_status_name(rc), dv_last_error());
+  return c;
 }
 
 int ctx_setup(void **state) {
@@ -189,6 +211,37 @@ bool test_on_cuda_double(dv_context *ctx) {
   const char *be = dv_context_backend(ctx);
   return (strcmp(be, "cuda") == 0 || strcmp(be, "hip") == 0) && dv_context_device_info(ctx, &di) == DV_OK &&
          (strstr(di.name, "CUDA test double") != NULL || strstr(di.name, "HIP test double") != NULL);
+}
+
+char *test_kernel_source(const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", DV_TEST_KERNELS_DIR, name);
+  return read_text_file(path);
+}
+
+dv_module *test_build(dv_context *ctx, const char *name, const char *src, const char *host_opts,
+                      ...) {
+  char *file = src ? NULL : test_kernel_source(name);
+  dv_program *p = NULL;
+  assert_ok(dv_program_create(ctx, name, src ? src : file, &p));
+  free(file);
+  if (host_opts) assert_ok(dv_program_options(p, "host", host_opts));
+  va_list ap;
+  va_start(ap, host_opts);
+  for (const char *kv; (kv = va_arg(ap, const char *)) != NULL;) {
+    char def[128];
+    const char *eq = strchr(kv, '=');
+    snprintf(def, sizeof def, "%.*s", (int)(eq ? (size_t)(eq - kv) : strlen(kv)), kv);
+    assert_ok(dv_program_define(p, def, eq ? eq + 1 : NULL));
+  }
+  va_end(ap);
+  dv_module *m = NULL;
+  dv_status rc = dv_program_build(p, 0, &m);
+  if (rc)
+    fail_msg("build %s: %s: %s\nlog:\n%s", name, dv_status_name(rc), dv_last_error(),
+             dv_program_log(p));
+  dv_program_destroy(p);
+  return m;
 }
 
 dv_kernel *test_kernel(dv_module *m, const char *name) {

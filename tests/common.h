@@ -63,6 +63,17 @@ int kernel_suite_end(const char *dir, int rc);
  * tests/hipdouble: a device named "HIP test double"), which loads kernels
  * but never runs them: checks of computed values skip there. */
 bool test_on_cuda_double(dv_context *ctx);
+/* A context for the backend under test with the options ("name=value", NULL-terminated);
+ * the running test fails, with the status and message, when it cannot be made. */
+dv_context *test_context_or_fail(const char *opt, ...);
+/* Build a module on ctx from `src` named `name` (or, with src NULL, from the file `name` of
+ * tests/kernels), with host compiler options `host_opts` (NULL: none) and defines
+ * "NAME" or "NAME=value" (NULL-terminated); the running test fails, with the status, the
+ * message and the build log, when it does not build. */
+dv_module *test_build(dv_context *ctx, const char *name, const char *src, const char *host_opts,
+                      ...);
+/* The whole file `name` of tests/kernels (malloc'd, NUL-terminated; the caller frees). */
+char *test_kernel_source(const char *name);
 /* Kernel `name` of m; the running test fails when it is missing. */
 dv_kernel *test_kernel(dv_module *m, const char *name);
 /* A 1-D device array of ctx holding n elements of type t copied from data. */

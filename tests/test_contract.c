@@ -21,21 +21,7 @@
 
 static char g_cache_dir[256];
 
-static dv_module *build(const char *name, const char *src, ...) {
-  dv_program *p = NULL;
-  assert_ok(dv_program_create(g_ctx, name, src, &p));
-  va_list ap;
-  va_start(ap, src);
-  for (const char *d; (d = va_arg(ap, const char *)) != NULL;) assert_ok(dv_program_define(p, d, NULL));
-  va_end(ap);
-  dv_module *m = NULL;
-  dv_status rc = dv_program_build(p, 0, &m);
-  if (rc) fprintf(stderr, "%s\n", dv_program_log(p));
-  assert_ok(rc);
-  dv_program_destroy(p);
-  return m;
-}
-#define BUILD(name, src, ...) build(name, src, ##__VA_ARGS__, NULL)
+#define BUILD(name, src, ...) test_build(g_ctx, name, src, NULL, ##__VA_ARGS__, NULL)
 
 static dv_array *dev_i32(int64_t n) {
   dv_array *d = NULL;

@@ -22,16 +22,6 @@ static dv_context *checks_ctx(const char *level) {
   return c;
 }
 
-static dv_module *build_src(dv_context *c, const char *name, const char *src) {
-  dv_program *p = NULL;
-  assert_ok(dv_program_create(c, name, src, &p));
-  dv_module *m = NULL;
-  dv_status rc = dv_program_build(p, 0, &m);
-  if (rc) fail_msg("build %s: %s: %s\n%s", name, dv_status_name(rc), dv_last_error(), dv_program_log(p));
-  dv_program_destroy(p);
-  return m;
-}
-
 static void assert_contains(const char *hay, const char *needle) {
   if (!strstr(hay, needle)) fail_msg("expected \"%s\" in: %s", needle, hay);
 }
@@ -147,7 +137,7 @@ static void still_usable(dv_context *c, dv_module *m) {
 static void test_shared_write_write(void **state) {
   (void)state;
   dv_context *c = checks_ctx("on");
-  dv_module *m = build_src(c, "bugs.dvk", src_bugs);
+  dv_module *m = test_build(c, "bugs.dvk", src_bugs, NULL, NULL);
   int out[64];
   assert_int_equal(run1(c, m, "ww", 1, 4, 64, 0, NULL), DV_ERR_KERNEL_FAULT);
   const char *e = g_msg;
@@ -165,7 +155,7 @@ static void test_shared_write_write(void **state) {
 static void test_shared_missing_barrier(void **state) {
   (void)state;
   dv_context *c = checks_ctx("on");
-  dv_module *m = build_src(c, "bugs.dvk", src_bugs);
+  dv_module *m = test_build(c, "bugs.dvk", src_bugs, NULL, NULL);
   int out[64];
   assert_int_equal(run1(c, m, "tree", 1, 64, 64, 0, NULL), DV_ERR_KERNEL_FAULT);
   const char *e = g_msg;
@@ -183,7 +173,7 @@ static void test_shared_missing_barrier(void **state) {
 static void test_global_race_between_blocks(void **state) {
   (void)state;
   dv_context *c = checks_ctx("on");
-  dv_module *m = build_src(c, "bugs.dvk", src_bugs);
+  dv_module *m = test_build(c, "bugs.dvk", src_bugs, NULL, NULL);
   int out[64];
   assert_int_equal(run1(c, m, "count", 64, 32, 64, 0, NULL), DV_ERR_KERNEL_FAULT);
   const char *e = g_msg;
@@ -217,7 +207,7 @@ static void test_global_race_between_blocks(void **state) {
 static void test_uninitialized_shared_read(void **state) {
   (void)state;
   dv_context *c = checks_ctx("on");
-  dv_module *m = build_src(c, "bugs.dvk", src_bugs);
+  dv_module *m = test_build(c, "bugs.dvk", src_bugs, NULL, NULL);
   int out[64];
   assert_int_equal(run1(c, m, "uninit", 1, 32, 64, 0, NULL), DV_ERR_KERNEL_FAULT);
   const char *e = g_msg;
@@ -232,7 +222,7 @@ static void test_uninitialized_shared_read(void **state) {
 static void test_shared_out_of_bounds(void **state) {
   (void)state;
   dv_context *c = checks_ctx("on");
-  dv_module *m = build_src(c, "bugs.dvk", src_bugs);
+  dv_module *m = test_build(c, "bugs.dvk", src_bugs, NULL, NULL);
   int out[64];
   /* A write one past the end, at the access (not at the next barrier). */
   assert_int_equal(run1(c, m, "sh_oob", 1, 32, 64, 17, NULL), DV_ERR_KERNEL_FAULT);
@@ -255,7 +245,7 @@ static void test_shared_out_of_bounds(void **state) {
 static void test_global_out_of_bounds(void **state) {
   (void)state;
   dv_context *c = checks_ctx("on");
-  dv_module *m = build_src(c, "bugs.dvk", src_bugs);
+  dv_module *m = test_build(c, "bugs.dvk", src_bugs, NULL, NULL);
   int out[256];
   assert_int_equal(run1(c, m, "fill", 5, 64, 256, 256, NULL), DV_ERR_KERNEL_FAULT);
   assert_contains(g_msg, "kernel fill: write outside argument 0 'out' (256 elements of "
@@ -302,7 +292,7 @@ static const char *src_clean =
 static void test_atomics_and_ordered_accesses_clean(void **state) {
   (void)state;
   dv_context *c = checks_ctx("on");
-  dv_module *m = build_src(c, "clean.dvk", src_clean);
+  dv_module *m = test_build(c, "clean.dvk", src_clean, NULL, NULL);
   int out[256];
   if (run1(c, m, "clean", 2, 64, 256, 255, out)) fail_msg("%s", g_msg);
   for (int b = 0; b < 2; b++)
@@ -324,7 +314,7 @@ static const char *src_memcpy =
 static void test_memcpy_checked(void **state) {
   (void)state;
   dv_context *c = checks_ctx("on");
-  dv_module *m = build_src(c, "cp.dvk", src_memcpy);
+  dv_module *m = test_build(c, "cp.dvk", src_memcpy, NULL, NULL);
   int out[16];
   assert_ok(run1(c, m, "cp", 1, 4, 16, 8, out));
   assert_int_equal(out[15], 8);
@@ -364,7 +354,7 @@ static void test_levels(void **state) {
    * process there). */
 #if !defined(__SANITIZE_ADDRESS__)
   c = checks_ctx("bounds");
-  dv_module *m = build_src(c, "bugs.dvk", src_bugs);
+  dv_module *m = test_build(c, "bugs.dvk", src_bugs, NULL, NULL);
   assert_ok(run1(c, m, "gread", 1, 64, 64, 3, NULL));
   dv_module_release(m);
   assert_ok(dv_context_destroy(c));
@@ -396,7 +386,7 @@ static void test_no_false_reports(void **state) {
   assert_non_null(src);
   strcpy(src, "#include <string.h>\n");
   strcat(src, src_nofalse);
-  dv_module *m = build_src(c, "clean.dvk", src);
+  dv_module *m = test_build(c, "clean.dvk", src, NULL, NULL);
   free(src);
   int out[64];
   dv_status rc = run1(c, m, "padcopy", 1, 64, 64, 0, out);

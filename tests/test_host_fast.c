@@ -28,16 +28,6 @@ static dv_context *mode_ctx(const char *mode) {
   return c;
 }
 
-static dv_module *build_src(dv_context *c, const char *name, const char *src) {
-  dv_program *p = NULL;
-  assert_ok(dv_program_create(c, name, src, &p));
-  dv_module *m = NULL;
-  dv_status rc = dv_program_build(p, 0, &m);
-  if (rc) fail_msg("build %s: %s: %s\n%s", name, dv_status_name(rc), dv_last_error(), dv_program_log(p));
-  dv_program_destroy(p);
-  return m;
-}
-
 static const char *const modes[2] = {"fast", "checked"};
 
 /* ---- the options a context runs with ------------------------------------------ */
@@ -89,7 +79,7 @@ static void test_runtime_entered_late(void **state) {
   int out[2][N];
   for (int mi = 0; mi < 2; mi++) {
     dv_context *c = mode_ctx(modes[mi]);
-    dv_module *m = build_src(c, "late", k_late);
+    dv_module *m = test_build(c, "late", k_late, NULL, NULL);
     dv_kernel *k = test_kernel(m, "late");
     dv_array *d = NULL;
     int64_t n = N;
@@ -142,7 +132,7 @@ static void test_runtime_in_a_late_block(void **state) {
   static int out[2][N];
   for (int mi = 0; mi < 2; mi++) {
     dv_context *c = mode_ctx(modes[mi]);
-    dv_module *m = build_src(c, "lateblock", k_lateblock);
+    dv_module *m = test_build(c, "lateblock", k_lateblock, NULL, NULL);
     dv_kernel *k = test_kernel(m, "lateblock");
     dv_array *d = NULL;
     int64_t n = N;
@@ -187,7 +177,7 @@ static void test_barriers_odd_3d_block(void **state) {
   int out[2][NB * 30];
   for (int mi = 0; mi < 2; mi++) {
     dv_context *c = mode_ctx(modes[mi]);
-    dv_module *m = build_src(c, "odd", k_odd);
+    dv_module *m = test_build(c, "odd", k_odd, NULL, NULL);
     dv_kernel *k = test_kernel(m, "odd");
     dv_array *d = NULL;
     int64_t n = NB * 30;
@@ -235,7 +225,7 @@ static void test_divergent_after_early_return(void **state) {
   char msg[2][700];
   for (int mi = 0; mi < 2; mi++) {
     dv_context *c = mode_ctx(modes[mi]);
-    dv_module *m = build_src(c, "early", k_early);
+    dv_module *m = test_build(c, "early", k_early, NULL, NULL);
     dv_kernel *k = test_kernel(m, "early");
     dv_array *d = NULL;
     int64_t n = 32;
@@ -274,7 +264,7 @@ static void test_fault_in_loop(void **state) {
     snprintf(opt, sizeof opt, "host_mode=%s", modes[mi]);
     dv_context *c = NULL;
     assert_ok(test_context(&c, opt, mi ? "kernel_check=bounds" : NULL, NULL));
-    dv_module *m = build_src(c, "crash", k_crash);
+    dv_module *m = test_build(c, "crash", k_crash, NULL, NULL);
     dv_kernel *k = test_kernel(m, "crash");
     dv_array *d = NULL;
     int64_t n = 128;
@@ -335,7 +325,7 @@ static void test_kernels_without_block_function(void **state) {
   int out[2][2][40];
   for (int mi = 0; mi < 2; mi++) {
     dv_context *c = mode_ctx(modes[mi]);
-    dv_module *m = build_src(c, "twice", k_twice);
+    dv_module *m = test_build(c, "twice", k_twice, NULL, NULL);
     dv_kernel *k = NULL;
     assert_status(dv_module_kernel(m, "twice", &k), DV_ERR_KERNEL_ARGUMENT);
     assert_null(k);
@@ -406,7 +396,7 @@ static void test_sources_the_prelude_must_not_break(void **state) {
   static int out[2][3][B];
   for (int mi = 0; mi < 2; mi++) {
     dv_context *c = mode_ctx(modes[mi]);
-    dv_module *m = build_src(c, "odd_sources", k_odd_sources);
+    dv_module *m = test_build(c, "odd_sources", k_odd_sources, NULL, NULL);
     dv_array *d = NULL;
     int64_t n = B;
     assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &d));
@@ -463,7 +453,7 @@ static void test_same_bits_with_clang(void **state) {
     snprintf(opt, sizeof opt, "host_mode=%s", modes[mi]);
     dv_context *c = NULL;
     assert_ok(test_context(&c, opt, "host_cc=clang", NULL));
-    dv_module *m = build_src(c, "fma3", k_fma);
+    dv_module *m = test_build(c, "fma3", k_fma, NULL, NULL);
     dv_kernel *k = test_kernel(m, "fma3");
     dv_array *a = test_dev_from(c, in, N, DV_FLOAT32), *r = NULL;
     int64_t n = N;
@@ -515,7 +505,7 @@ static void test_every_block_once(void **state) {
       {1, 1, 1, 1}, {3, 1, 1024, 1}, {7, 1, 64, 1}, {1000, 1, 32, 1}, {4099, 1, 1, 1},
       {513, 3, 16, 16}, {65537, 1, 8, 1}};
   dv_context *c = mode_ctx("fast");
-  dv_module *m = build_src(c, "count", k_count);
+  dv_module *m = test_build(c, "count", k_count, NULL, NULL);
   const char *names[2] = {"count", "count_sync"};
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
     int64_t n = (int64_t)shapes[si].gx * shapes[si].gy;
@@ -561,7 +551,7 @@ static void test_blocks_wait_for_earlier_ones(void **state) {
   /* no kernel_timeout: with the watchdog, blocks are taken one at a time (a
    * hang here is the suite's CTest timeout) */
   assert_ok(test_context(&c, "host_mode=fast", NULL));
-  dv_module *m = build_src(c, "chain", k_chain);
+  dv_module *m = test_build(c, "chain", k_chain, NULL, NULL);
   static int zero[G + 1], got[G];
   dv_array *flag = test_dev_from(c, zero, G + 1, DV_INT32);
   dv_array *order = test_dev_from(c, zero, G, DV_INT32);
@@ -590,7 +580,7 @@ static const char *k_over =
 static void test_overrun_caught_by_canaries(void **state) {
   (void)state;
   dv_context *c = mode_ctx("fast");
-  dv_module *m = build_src(c, "over", k_over);
+  dv_module *m = test_build(c, "over", k_over, NULL, NULL);
   dv_launch_config lc = {{2, 1, 1}, {64, 1, 1}, 0, NULL};
   for (int n = 99; n <= 100; n++) { /* the last element, then one past it */
     int64_t len = 100;
@@ -609,7 +599,7 @@ static void test_overrun_caught_by_canaries(void **state) {
 
   /* With kernel_check on, the launch that wrote past the end says so. */
   assert_ok(test_context(&c, "host_mode=fast", "kernel_check=bounds", NULL));
-  m = build_src(c, "over", k_over);
+  m = test_build(c, "over", k_over, NULL, NULL);
   int64_t len = 100;
   dv_array *d = NULL;
   assert_ok(dv_device_array(c, 1, &len, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &d));

@@ -44,25 +44,6 @@
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static dv_context *new_ctx(const char *opt1, const char *opt2) {
-  dv_context *c = NULL;
-  dv_status rc = test_context(&c, "kernel_cache=off", opt1, opt2, (const char *)NULL);
-  if (rc) fail_msg("context: %s: %s", dv_status_name(rc), dv_last_error());
-  return c;
-}
-
-static dv_module *build_in(dv_context *c, const char *name, const char *src, const char *opts) {
-  dv_program *p = NULL;
-  assert_ok(dv_program_create(c, name, src, &p));
-  if (opts) assert_ok(dv_program_options(p, "host", opts));
-  dv_module *m = NULL;
-  dv_status rc = dv_program_build(p, 0, &m);
-  if (rc) fail_msg("build %s: %s: %s\nlog:\n%s", name, dv_status_name(rc), dv_last_error(),
-                   dv_program_log(p));
-  dv_program_destroy(p);
-  return m;
-}
-
 static dv_kernel *kernel_of(dv_module *m, const char *name) {
   dv_kernel *k = NULL;
   assert_ok(dv_module_kernel(m, name, &k));
@@ -121,8 +102,8 @@ static const char *src_saxpy =
 
 static void test_saxpy_many_blocks(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
-  dv_module *m = build_in(c, "saxpy.dvk", src_saxpy, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", NULL);
+  dv_module *m = test_build(c, "saxpy.dvk", src_saxpy, NULL, NULL);
   dv_kernel *k = kernel_of(m, "saxpy");
   enum { N = 10000 };
   static float x[N], y[N], r[N];
@@ -141,25 +122,7 @@ static void test_saxpy_many_blocks(void **state) {
 
 /* ---- barriers: the tiled matrix multiply (Numba's fast_matmul) ----------- */
 
-static const char *src_matmul =
-    "#define TPB 16\n"
-    "DV_KERNEL(matmul, DV_ARRAY(const float, A), DV_ARRAY(const float, B), DV_ARRAY(float, C),\n"
-    "          int n) {\n"
-    "  DV_BIND(const float, A); DV_BIND(const float, B); DV_BIND(float, C);\n"
-    "  DV_SHARED2(float, sA, TPB, TPB);\n"
-    "  DV_SHARED2(float, sB, TPB, TPB);\n"
-    "  int tx = dv_thread_idx(0), ty = dv_thread_idx(1);\n"
-    "  int x = dv_block_idx(0) * TPB + tx, y = dv_block_idx(1) * TPB + ty;\n"
-    "  float acc = 0;\n"
-    "  for (int t = 0; t < (n + TPB - 1) / TPB; t++) {\n"
-    "    sA[ty][tx] = (y < n && t * TPB + tx < n) ? A[y * n + t * TPB + tx] : 0.0f;\n"
-    "    sB[ty][tx] = (x < n && t * TPB + ty < n) ? B[(t * TPB + ty) * n + x] : 0.0f;\n"
-    "    dv_syncthreads();\n"
-    "    for (int j = 0; j < TPB; j++) acc += sA[ty][j] * sB[j][tx];\n"
-    "    dv_syncthreads();\n"
-    "  }\n"
-    "  if (y < n && x < n) C[y * n + x] = acc;\n"
-    "}\n";
+/* tests/kernels/matmul.dvk: matmul_tiled, 16 x 16 tiles. */
 
 static void run_matmul(dv_context *c, dv_kernel *k, int n) {
   size_t nn = (size_t)n * (size_t)n;
@@ -192,9 +155,9 @@ static void run_matmul(dv_context *c, dv_kernel *k, int n) {
 
 static void test_matmul_tiled(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
-  dv_module *m = build_in(c, "matmul.dvk", src_matmul, NULL);
-  dv_kernel *k = kernel_of(m, "matmul");
+  dv_context *c = test_context_or_fail("kernel_cache=off", NULL);
+  dv_module *m = test_build(c, "matmul.dvk", NULL, NULL, NULL);
+  dv_kernel *k = kernel_of(m, "matmul_tiled");
   run_matmul(c, k, 16);
   run_matmul(c, k, 70); /* not a multiple of the tile */
 #if !defined(HK_TEST_ASAN) && !defined(HK_TEST_TSAN)
@@ -218,7 +181,7 @@ static const char *src_reverse =
     "}\n";
 
 static int reverse_wrong(dv_context *c, const char *opts) {
-  dv_module *m = build_in(c, "reverse.dvk", src_reverse, opts);
+  dv_module *m = test_build(c, "reverse.dvk", src_reverse, opts, NULL);
   dv_kernel *k = kernel_of(m, "reverse");
   enum { B = 3, T = 256 };
   int h[B * T], r[B * T];
@@ -238,14 +201,14 @@ static int reverse_wrong(dv_context *c, const char *opts) {
 
 static void test_barrier_is_needed(void **state) {
   (void)state;
-  dv_context *c = new_ctx("kernel_check=bounds", NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", "kernel_check=bounds", NULL);
   assert_int_equal(reverse_wrong(c, NULL), 0);
   /* The same kernel without its barrier must give wrong results here... */
   assert_true(reverse_wrong(c, "-DNO_SYNC") > 0);
   finish(c, NULL);
   /* ...and with the access checks it is reported at the first read. */
-  c = new_ctx("kernel_check=on", NULL);
-  dv_module *m = build_in(c, "reverse.dvk", src_reverse, "-DNO_SYNC");
+  c = test_context_or_fail("kernel_cache=off", "kernel_check=on", NULL);
+  dv_module *m = test_build(c, "reverse.dvk", src_reverse, "-DNO_SYNC", NULL);
   int h[256] = {0};
   dv_array *d = dev_from(c, h, 256, DV_INT32);
   dv_launch_config lc = cfg1(1, 256, 0, NULL);
@@ -275,8 +238,8 @@ static const char *src_dyn =
 
 static void test_dynamic_shared_sizes(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
-  dv_module *m = build_in(c, "dyn.dvk", src_dyn, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", NULL);
+  dv_module *m = test_build(c, "dyn.dvk", src_dyn, NULL, NULL);
   dv_kernel *k = kernel_of(m, "dynrev");
   static int h[1024], r[1024];
   dv_array *d = dev_new(c, 1024, DV_INT32);
@@ -332,8 +295,8 @@ static const char *src_local =
 
 static void test_local_arrays_private(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
-  dv_module *m = build_in(c, "local.dvk", src_local, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", NULL);
+  dv_module *m = test_build(c, "local.dvk", src_local, NULL, NULL);
   dv_kernel *k = kernel_of(m, "local");
   enum { B = 2, T = 128 };
   int64_t r[B * T];
@@ -386,8 +349,8 @@ static void launch_expect_fault(dv_kernel *k, dv_array *a, uint32_t grid, uint32
 
 static void test_divergent_barriers(void **state) {
   (void)state;
-  dv_context *c = new_ctx("host_mode=checked", NULL);
-  dv_module *m = build_in(c, "div.dvk", src_div, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", "host_mode=checked", NULL);
+  dv_module *m = test_build(c, "div.dvk", src_div, NULL, NULL);
   dv_array *a = dev_new(c, 4 * 256, DV_INT32);
 
   launch_expect_fault(kernel_of(m, "early"), a, 1, 256);
@@ -424,8 +387,8 @@ static void test_divergent_barriers(void **state) {
 /* Asynchronous: the fault is the stream's, returned by its synchronize. */
 static void test_fault_on_stream(void **state) {
   (void)state;
-  dv_context *c = new_ctx("host_mode=checked", NULL);
-  dv_module *m = build_in(c, "div.dvk", src_div, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", "host_mode=checked", NULL);
+  dv_module *m = test_build(c, "div.dvk", src_div, NULL, NULL);
   dv_array *a = dev_new(c, 256, DV_INT32);
   dv_stream *s = NULL;
   assert_ok(dv_stream_create(c, 0, &s));
@@ -475,8 +438,8 @@ static const char *src_wave =
 
 static void test_wave_barriers(void **state) {
   (void)state;
-  dv_context *c = new_ctx("host_mode=checked", NULL);
-  dv_module *m = build_in(c, "wave.dvk", src_wave, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", "host_mode=checked", NULL);
+  dv_module *m = test_build(c, "wave.dvk", src_wave, NULL, NULL);
   dv_array *a = dev_new(c, 128, DV_INT32);
   int r[128];
   dv_arg args[] = {DV_ARG_ARRAY(a)};
@@ -498,8 +461,8 @@ static void test_wave_barriers(void **state) {
   finish(c, m);
 
   /* The wave size is an option. */
-  c = new_ctx("host_wave_size=16", NULL);
-  m = build_in(c, "wave.dvk", src_wave, NULL);
+  c = test_context_or_fail("kernel_cache=off", "host_wave_size=16", NULL);
+  m = test_build(c, "wave.dvk", src_wave, NULL, NULL);
   a = dev_new(c, 128, DV_INT32);
   dv_arg args2[] = {DV_ARG_ARRAY(a)};
   assert_ok(dv_kernel_launch(kernel_of(m, "swap"), &lc, 1, args2));
@@ -528,8 +491,8 @@ static const char *src_oob =
 
 static void test_shared_overflow_detected(void **state) {
   (void)state;
-  dv_context *c = new_ctx("kernel_check=bounds", "host_mode=checked");
-  dv_module *m = build_in(c, "oob.dvk", src_oob, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", "kernel_check=bounds", "host_mode=checked", NULL);
+  dv_module *m = test_build(c, "oob.dvk", src_oob, NULL, NULL);
   dv_array *a = dev_new(c, 48, DV_INT32);
   dv_arg args[] = {DV_ARG_ARRAY(a)};
   dv_launch_config lc = cfg1(1, 32, 0, NULL);
@@ -542,8 +505,8 @@ static void test_shared_overflow_detected(void **state) {
   dv_array_release(a);
   finish(c, m);
   /* Without the checks the same launch "works", as on a GPU... */
-  c = new_ctx("kernel_check=off", "host_mode=checked");
-  m = build_in(c, "oob.dvk", src_oob, NULL);
+  c = test_context_or_fail("kernel_cache=off", "kernel_check=off", "host_mode=checked", NULL);
+  m = test_build(c, "oob.dvk", src_oob, NULL, NULL);
   a = dev_new(c, 48, DV_INT32);
   dv_arg args2[] = {DV_ARG_ARRAY(a)};
   assert_ok(dv_kernel_launch(kernel_of(m, "oob"), &lc, 1, args2));
@@ -572,8 +535,8 @@ static const char *src_big_shared =
 
 static void test_shared_limit(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
-  dv_module *m = build_in(c, "big.dvk", src_big_shared, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", NULL);
+  dv_module *m = test_build(c, "big.dvk", src_big_shared, NULL, NULL);
   dv_array *a = dev_new(c, 32, DV_INT32);
   dv_arg args[] = {DV_ARG_ARRAY(a)};
   dv_launch_config lc = cfg1(1, 32, 8192, NULL); /* 40 KiB + 8 KiB = 48 KiB: fits */
@@ -617,8 +580,8 @@ static const char *src_crash =
 
 static void test_faults_do_not_kill(void **state) {
   (void)state;
-  dv_context *c = new_ctx("kernel_check=bounds", "host_mode=checked");
-  dv_module *m = build_in(c, "crash.dvk", src_crash, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", "kernel_check=bounds", "host_mode=checked", NULL);
+  dv_module *m = test_build(c, "crash.dvk", src_crash, NULL, NULL);
   dv_array *a = dev_new(c, 64, DV_INT32);
   dv_launch_config lc = cfg1(2, 64, 0, NULL);
   dv_arg args[] = {DV_ARG_ARRAY(a), DV_ARG_I32(3)};
@@ -741,8 +704,8 @@ static void test_local_and_global_overflow(void **state) {
 #if HK_TEST_ASAN
   skip(); /* ASan reports these writes itself (kernels are instrumented) */
 #endif
-  dv_context *c = new_ctx("kernel_check=bounds", "host_mode=checked");
-  dv_module *m = build_in(c, "bounds.dvk", src_bounds, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", "kernel_check=bounds", "host_mode=checked", NULL);
+  dv_module *m = test_build(c, "bounds.dvk", src_bounds, NULL, NULL);
   dv_array *a = dev_new(c, 100, DV_INT32);
   dv_launch_config lc = cfg1(1, 4, 0, NULL);
   dv_arg in[] = {DV_ARG_ARRAY(a), DV_ARG_I32(8)};
@@ -768,8 +731,8 @@ static int child_outside(const char *which);
 
 static int child_scenario(const char *which) {
   if (strncmp(which, "fault-", 6) == 0) return child_outside(which + 6);
-  dv_context *c = new_ctx("kernel_check=bounds", "host_mode=checked");
-  dv_module *m = build_in(c, "bounds.dvk", src_bounds, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", "kernel_check=bounds", "host_mode=checked", NULL);
+  dv_module *m = test_build(c, "bounds.dvk", src_bounds, NULL, NULL);
   dv_array *a = dev_new(c, 100, DV_INT32);
   dv_launch_config lc = cfg1(1, 4, 0, NULL);
   dv_arg args[] = {DV_ARG_ARRAY(a), DV_ARG_I32(strcmp(which, "local") == 0 ? 24 : 100)};
@@ -850,7 +813,7 @@ static void test_stack_edge_in_runtime(void **state) {
   dv_context *c = NULL;
   assert_ok(test_context(&c, "kernel_cache=off", "kernel_check=off", "host_mode=checked",
                          "host_fiber_stack=32K", (const char *)NULL));
-  dv_module *m = build_in(c, "edge.dvk", src_edge, NULL);
+  dv_module *m = test_build(c, "edge.dvk", src_edge, NULL, NULL);
   dv_array *a = dev_new(c, 2, DV_INT32);
   dv_launch_config lc = cfg1(1, 2, 0, NULL);
   int ok = 0, overflow = 0;
@@ -896,8 +859,8 @@ static const char *src_outside =
 
 static int child_outside(const char *where) {
   alarm(120); /* a hang ends as SIGALRM */
-  dv_context *c = new_ctx("host_mode=checked", "kernel_check=bounds");
-  dv_module *m = build_in(c, "outside.dvk", src_outside, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", "host_mode=checked", "kernel_check=bounds", NULL);
+  dv_module *m = test_build(c, "outside.dvk", src_outside, NULL, NULL);
   dv_array *a = dev_new(c, 64, DV_INT32);
   dv_launch_config lc = cfg1(2, 64, 0, NULL);
   dv_arg args[] = {DV_ARG_ARRAY(a), DV_ARG_I32(strcmp(where, "kernel") == 0 ? 5 : -1)};
@@ -972,8 +935,8 @@ static const char *src_atomics =
 
 static void test_atomics_contention(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
-  dv_module *m = build_in(c, "atomics.dvk", src_atomics, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", NULL);
+  dv_module *m = test_build(c, "atomics.dvk", src_atomics, NULL, NULL);
   enum { B = 64, T = 256, N = B * T };
   int32_t hi[8] = {0, INT32_MAX, INT32_MIN, 0, 0, 0, 0, 0};
   float hf[3] = {0.0f, 1e30f, -1e30f};
@@ -1025,8 +988,8 @@ static const char *src_meet =
 static void test_blocks_in_parallel(void **state) {
   (void)state;
   /* The scheduler, not the access checks, is under test: bounds only. */
-  dv_context *c = new_ctx("kernel_check=bounds", NULL);
-  dv_module *m = build_in(c, "meet.dvk", src_meet, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", "kernel_check=bounds", NULL);
+  dv_module *m = test_build(c, "meet.dvk", src_meet, NULL, NULL);
   int32_t z[2] = {0, 0}, saw[2] = {0, 0};
   dv_array *df = dev_from(c, z, 2, DV_INT32), *ds = dev_from(c, z, 2, DV_INT32);
   dv_launch_config lc = cfg1(2, 1, 0, NULL);
@@ -1045,7 +1008,7 @@ static void test_blocks_in_parallel(void **state) {
 
 static void test_no_compiler(void **state) {
   (void)state;
-  dv_context *c = new_ctx("host_cc=/nonexistent/cc", NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", "host_cc=/nonexistent/cc", NULL);
   dv_program *p = NULL;
   assert_ok(dv_program_create(c, "x.dvk", src_saxpy, &p));
   dv_module *m = NULL;
@@ -1058,7 +1021,7 @@ static void test_no_compiler(void **state) {
 
 static void test_compile_error(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", NULL);
   dv_program *p = NULL;
   assert_ok(dv_program_create(c, "bad.dvk",
                               "DV_KERNEL(bad, DV_ARRAY(int, a)) {\n"
@@ -1078,8 +1041,8 @@ static void test_compile_error(void **state) {
 
 static void test_argument_checks(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
-  dv_module *m = build_in(c, "saxpy.dvk", src_saxpy, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", NULL);
+  dv_module *m = test_build(c, "saxpy.dvk", src_saxpy, NULL, NULL);
   dv_kernel *k = kernel_of(m, "saxpy");
   dv_array *a = dev_new(c, 4, DV_FLOAT32);
   dv_launch_config lc = cfg1(1, 4, 0, NULL);
@@ -1122,8 +1085,8 @@ static const char *src_view =
 
 static void test_view_argument(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
-  dv_module *m = build_in(c, "view.dvk", src_view, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", NULL);
+  dv_module *m = test_build(c, "view.dvk", src_view, NULL, NULL);
   double h[12];
   for (int i = 0; i < 12; i++) h[i] = i;
   dv_array *d = dev_from(c, h, 12, DV_FLOAT64), *t = NULL;
@@ -1160,8 +1123,8 @@ static const char *src_many =
 
 static void test_many_arguments(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
-  dv_module *m = build_in(c, "many.dvk", src_many, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", NULL);
+  dv_module *m = test_build(c, "many.dvk", src_many, NULL, NULL);
   double h[6] = {1, 2, 3, 4, 5, 6};
   dv_array *d = dev_from(c, h, 6, DV_FLOAT64), *v = NULL;
   assert_ok(dv_array_slice(d, 1, &DV_SLICE(1, 6, 2), &v)); /* 2, 4, 6 */
@@ -1201,7 +1164,7 @@ static const char *src_const =
 
 static void test_constants(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", NULL);
   float coef[4] = {1, 2, 3, 4};
   int32_t offs[1] = {100};
   dv_array *hc = NULL, *ho = NULL;
@@ -1237,8 +1200,8 @@ static void test_constants(void **state) {
 
 static void test_stream_order_and_release(void **state) {
   (void)state;
-  dv_context *c = new_ctx("host_delay_us=2000", NULL);
-  dv_module *m = build_in(c, "saxpy.dvk", src_saxpy, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", "host_delay_us=2000", NULL);
+  dv_module *m = test_build(c, "saxpy.dvk", src_saxpy, NULL, NULL);
   dv_kernel *k = kernel_of(m, "saxpy");
   dv_stream *s = NULL;
   assert_ok(dv_stream_create(c, 0, &s));
@@ -1313,8 +1276,8 @@ static const char *src_freverse =
 
 static void test_streams_concurrently(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
-  dv_module *m = build_in(c, "frev.dvk", src_freverse, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", NULL);
+  dv_module *m = test_build(c, "frev.dvk", src_freverse, NULL, NULL);
   dv_kernel *k = kernel_of(m, "frev");
   pthread_t th[3];
   par_arg pa[3];
@@ -1334,7 +1297,7 @@ static void on_release(void *user) { *(int *)user = 1; }
 
 static void test_native_and_wrap(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", NULL);
   void *nc = (void *)1, *nd = (void *)1;
   assert_ok(dv_context_native(c, &nc, &nd));
   assert_null(nc);
@@ -1354,7 +1317,7 @@ static void test_native_and_wrap(void **state) {
   int64_t n = 32;
   assert_ok(dv_device_array_wrap(c, mine, 0, sizeof mine, 1, &n, dv_dtype_get(DV_FLOAT32), NULL,
                                  on_release, &released_flag, &w));
-  dv_module *m = build_in(c, "saxpy.dvk", src_saxpy, NULL);
+  dv_module *m = test_build(c, "saxpy.dvk", src_saxpy, NULL, NULL);
   dv_launch_config lc = cfg1(1, 32, 0, NULL);
   for (int i = 0; i < 32; i++) mine[i] = 1.0f;
   dv_arg args[] = {DV_ARG_ARRAY(w), DV_ARG_ARRAY(w), DV_ARG_F32(2.0f), DV_ARG_I32(32)};
@@ -1370,7 +1333,7 @@ static void test_native_and_wrap(void **state) {
 /* White box: the backend's build returns an image that module_load takes back. */
 static void test_image_roundtrip(void **state) {
   (void)state;
-  dv_context *c = new_ctx(NULL, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", NULL);
   const dv_backend *be = c->be;
   char tid[512];
   assert_ok(be->kernel_target_id(c->bst, tid, sizeof tid));
@@ -1417,7 +1380,7 @@ static void test_host_alloc_failures(void **state) {
   for (uint64_t k = 1; k < 2000 && !clean; k++) {
     /* A fresh context each time: its worker and helper threads set up
      * their executors at its first launch. */
-    dv_context *c = new_ctx(NULL, NULL);
+    dv_context *c = test_context_or_fail("kernel_cache=off", NULL);
     dv_array *a = dev_new(c, 3 * 256, DV_INT32);
     dv_program *p = NULL;
     assert_ok(dv_program_create(c, "reverse.dvk", src_reverse, &p));
@@ -1469,8 +1432,8 @@ static const char *src_bench =
 static void test_costs(void **state) {
   (void)state;
   if (!getenv("DV_HK_BENCH")) skip();
-  dv_context *c = new_ctx(NULL, NULL);
-  dv_module *m = build_in(c, "bench.dvk", src_bench, NULL);
+  dv_context *c = test_context_or_fail("kernel_cache=off", NULL);
+  dv_module *m = test_build(c, "bench.dvk", src_bench, NULL, NULL);
   dv_array *a = dev_new(c, 1024, DV_INT32);
   dv_launch_config lc = cfg1(1, 1, 0, NULL);
   dv_arg args[] = {DV_ARG_ARRAY(a)};

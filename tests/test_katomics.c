@@ -23,21 +23,6 @@ enum { B = 64, G = 16, NT = B * G };
 
 static char g_cache_dir[256];
 
-static dv_module *build(void) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/atomics2.dvk", DV_TEST_KERNELS_DIR);
-  char *src = read_text_file(path);
-  dv_program *p = NULL;
-  assert_ok(dv_program_create(g_ctx, "atomics2.dvk", src, &p));
-  free(src);
-  dv_module *m = NULL;
-  dv_status rc = dv_program_build(p, 0, &m);
-  if (rc == DV_ERR_COMPILE) fprintf(stderr, "%s\n", dv_program_log(p));
-  assert_ok(rc);
-  dv_program_destroy(p);
-  return m;
-}
-
 /* Copy d back and release it. */
 static void to_host(dv_array *d, void *data) {
   test_to_host(d, data);
@@ -86,7 +71,7 @@ static void test_bitops_global(void **state) {
     e64i[0] &= ~odd64, e64i[1] |= odd64, e64i[2] ^= h;
     e64u[0] &= ~even64, e64u[1] |= even64, e64u[2] ^= h * 3;
   }
-  dv_module *m = build();
+  dv_module *m = test_build(g_ctx, "atomics2.dvk", NULL, NULL, NULL);
   dv_array *a = test_dev_from(g_ctx, w32i, 3, DV_INT32), *b = test_dev_from(g_ctx, w32u, 3, DV_UINT32),
            *c = test_dev_from(g_ctx, w64i, 3, DV_INT64), *d = test_dev_from(g_ctx, w64u, 3, DV_UINT64);
   dv_arg args[] = {DV_ARG_ARRAY(a), DV_ARG_ARRAY(b), DV_ARG_ARRAY(c), DV_ARG_ARRAY(d)};
@@ -109,7 +94,7 @@ static int popcount64(uint64_t x) { return __builtin_popcountll(x); }
 static void test_bitops_shared(void **state) {
   (void)state;
   NEEDS_EXECUTION();
-  dv_module *m = build();
+  dv_module *m = test_build(g_ctx, "atomics2.dvk", NULL, NULL, NULL);
   int64_t no = (int64_t)NT * 12, nf = (int64_t)G * 18;
   dv_array *olds, *finals;
   assert_ok(dv_device_array(g_ctx, 1, &no, dv_dtype_get(DV_UINT64), NULL, 'C', NULL, &olds));
@@ -174,7 +159,7 @@ static void test_inc_dec(void **state) {
   uint64_t c64[4];
   memcpy(c32, init32, sizeof c32);
   memcpy(c64, init64, sizeof c64);
-  dv_module *m = build();
+  dv_module *m = test_build(g_ctx, "atomics2.dvk", NULL, NULL, NULL);
   int64_t no = (int64_t)NT * 16, nf = (int64_t)G * 8;
   dv_array *a = test_dev_from(g_ctx, c32, 4, DV_UINT32), *b = test_dev_from(g_ctx, c64, 4, DV_UINT64),
            *i32 = test_dev_from(g_ctx, init32, 4, DV_UINT32), *i64 = test_dev_from(g_ctx, init64, 4, DV_UINT64), *olds,
@@ -271,7 +256,7 @@ static void test_f64_add_xchg(void **state) {
   (void)state;
   NEEDS_EXECUTION();
   double g[2] = {0.5, -2.0};
-  dv_module *m = build();
+  dv_module *m = test_build(g_ctx, "atomics2.dvk", NULL, NULL, NULL);
   int64_t no = (int64_t)NT * 4, nf = (int64_t)G * 2;
   dv_array *dg = test_dev_from(g_ctx, g, 2, DV_FLOAT64), *olds, *sfinal;
   assert_ok(dv_device_array(g_ctx, 1, &no, dv_dtype_get(DV_FLOAT64), NULL, 'C', NULL, &olds));
@@ -325,7 +310,7 @@ static void test_cas_float(void **state) {
   double d[6] = {0.0, -0.0, 0, 0, 0, 0};
   memcpy(&f[2], &nan32, 4);
   memcpy(&d[2], &nan64, 8);
-  dv_module *m = build();
+  dv_module *m = test_build(g_ctx, "atomics2.dvk", NULL, NULL, NULL);
   int64_t nt = (int64_t)NT * 4, nf = (int64_t)G * 2;
   dv_array *df = test_dev_from(g_ctx, f, 6, DV_FLOAT32), *dd = test_dev_from(g_ctx, d, 6, DV_FLOAT64), *tickets, *sfinal;
   assert_ok(dv_device_array(g_ctx, 1, &nt, dv_dtype_get(DV_FLOAT64), NULL, 'C', NULL, &tickets));
@@ -360,7 +345,7 @@ static void test_cas_float(void **state) {
 /* On the CUDA double too: the module builds and loads, every kernel is there. */
 static void test_kernels_build(void **state) {
   (void)state;
-  dv_module *m = build();
+  dv_module *m = test_build(g_ctx, "atomics2.dvk", NULL, NULL, NULL);
   const char *names[] = {"bits_global", "bits_shared", "incdec", "f64_rmw", "cas_float"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) assert_non_null(test_kernel(m, names[i]));
   dv_module_release(m);

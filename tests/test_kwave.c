@@ -46,21 +46,6 @@ static bool is_backend(const char *name) { return strncmp(g_backend, name, strle
     }                                                                                   \
   } while (0)
 
-static dv_module *build(dv_context *ctx, const char *file) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/%s", DV_TEST_KERNELS_DIR, file);
-  char *src = read_text_file(path);
-  dv_program *p = NULL;
-  assert_ok(dv_program_create(ctx, file, src, &p));
-  free(src);
-  dv_module *m = NULL;
-  dv_status rc = dv_program_build(p, 0, &m);
-  if (rc)
-    fail_msg("build %s: %s: %s\n%s", file, dv_status_name(rc), dv_last_error(), dv_program_log(p));
-  dv_program_destroy(p);
-  return m;
-}
-
 static dv_array *dev_new(dv_context *ctx, int64_t n, dv_type_id t) {
   dv_array *d = NULL;
   assert_ok(dv_device_array(ctx, 1, &n, dv_dtype_get(t), NULL, 'C', NULL, &d));
@@ -301,7 +286,7 @@ static void check_chained(dv_context *ctx, dv_module *m, int W, const uint32_t b
 
 static void test_wave_operations(void **state) {
   (void)state;
-  dv_module *m = build(g_ctx, "wave.dvk"); /* builds on every backend, the CUDA double included */
+  dv_module *m = test_build(g_ctx, "wave.dvk", NULL, NULL, NULL); /* builds on every backend, the CUDA double included */
   test_kernel(m, "shuffles_i32");
   test_kernel(m, "votes");
   NEEDS_EXECUTION_M(g_ctx, m);
@@ -342,7 +327,7 @@ static void test_host_wave_sizes(void **state) {
   const int want[] = {1, 8, 24, 64, 32};
   for (int i = 0; i < 5; i++) {
     dv_context *c = host_ctx(sizes[i], NULL);
-    dv_module *m = build(c, "wave.dvk");
+    dv_module *m = test_build(c, "wave.dvk", NULL, NULL, NULL);
     int W = wave_size_of(c, m);
     assert_int_equal(W, want[i]);
     const uint32_t b1[3] = {128, 1, 1}, b3[3] = {8, 4, 2}, odd[3] = {100, 1, 1};
@@ -360,7 +345,7 @@ static void test_host_wave_faults(void **state) {
   HOST_ONLY();
   /* Divergent wave operations and out-of-range lanes are checked mode's faults. */
   dv_context *c = host_ctx("host_wave_size=32", "host_mode=checked");
-  dv_module *m = build(c, "wave.dvk");
+  dv_module *m = test_build(c, "wave.dvk", NULL, NULL, NULL);
   dv_array *d = dev_new(c, 256 * 4, DV_UINT64);
   dv_launch_config lc = {{1, 1, 1}, {64, 1, 1}, 0, NULL};
   /* Half of each wave reaches the ballot: reported like a divergent barrier. */
@@ -391,7 +376,7 @@ static void test_host_wave_faults(void **state) {
 
   /* A ballot cannot hold more than 64 lanes. */
   c = host_ctx("host_wave_size=128", "host_mode=checked");
-  m = build(c, "wave.dvk");
+  m = test_build(c, "wave.dvk", NULL, NULL, NULL);
   int pred[128] = {0};
   dv_array *dp = test_dev_from(c, pred, 128, DV_INT32), *dout = dev_new(c, 512, DV_INT32),
            *db = dev_new(c, 128, DV_UINT64);
@@ -454,7 +439,7 @@ static int count_lines(const char *s, const char *needle) {
 
 static void test_printf(void **state) {
   (void)state;
-  dv_module *m = build(g_ctx, "printf.dvk");
+  dv_module *m = test_build(g_ctx, "printf.dvk", NULL, NULL, NULL);
   dv_kernel *k = test_kernel(m, "hello");
   test_kernel(m, "print_then_fault");
   NEEDS_EXECUTION_M(g_ctx, m);
@@ -511,7 +496,7 @@ static void test_printf_host_limits(void **state) {
   (void)state;
   HOST_ONLY();
   dv_context *c = host_ctx("host_printf_buffer=1024", NULL);
-  dv_module *m = build(c, "printf.dvk");
+  dv_module *m = test_build(c, "printf.dvk", NULL, NULL, NULL);
   dv_array *d = dev_new(c, 256, DV_INT32);
   /* 256 calls of "before N\n" (8-11 bytes + 32 each): 24 fit in 1024 bytes. */
   print_job j = {test_kernel(m, "print_then_fault"),
@@ -544,7 +529,7 @@ static void test_printf_host_limits(void **state) {
   dv_array_release(d);
   finish(c, m);
   c = host_ctx("host_printf_buffer=1024", "host_mode=checked");
-  m = build(c, "printf.dvk");
+  m = test_build(c, "printf.dvk", NULL, NULL, NULL);
   d = dev_new(c, 256, DV_INT32);
   j.k = test_kernel(m, "print_then_fault");
   j.args[0] = DV_ARG_ARRAY(d);

@@ -44,17 +44,6 @@ static dv_context *new_ctx(const char *mode, const char *extra) {
   return c;
 }
 
-static dv_module *build(dv_context *c, const char *name, const char *src) {
-  dv_program *p = NULL;
-  assert_ok(dv_program_create(c, name, src, &p));
-  dv_module *m = NULL;
-  dv_status rc = dv_program_build(p, 0, &m);
-  if (rc) fail_msg("build %s: %s: %s\nlog:\n%s", name, dv_status_name(rc), dv_last_error(),
-                   dv_program_log(p));
-  dv_program_destroy(p);
-  return m;
-}
-
 static dv_kernel *kernel_of(dv_module *m, const char *name) {
   dv_kernel *k = NULL;
   assert_ok(dv_module_kernel(m, name, &k));
@@ -99,7 +88,7 @@ static const char *src_fill =
     "}\n";
 
 static void still_works(dv_context *c, dv_stream *s) {
-  dv_module *m = build(c, "fill.dvk", src_fill);
+  dv_module *m = test_build(c, "fill.dvk", src_fill, NULL, NULL);
   int64_t n = 256;
   dv_array *d = NULL;
   assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', s, &d));
@@ -135,7 +124,7 @@ static void test_infinite_loop(void **state) {
   (void)state;
   for (int q = 0; q < 2; q++) {
     dv_context *c = new_ctx(modes[q], NULL);
-    dv_module *m = build(c, "spin.dvk", src_spin);
+    dv_module *m = test_build(c, "spin.dvk", src_spin, NULL, NULL);
     int64_t n = 64 * 32;
     dv_array *flag = NULL, *out = NULL;
     assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &flag));
@@ -189,7 +178,7 @@ static void test_barrier_loop(void **state) {
   (void)state;
   for (int q = 0; q < 2; q++) {
     dv_context *c = new_ctx(modes[q], NULL);
-    dv_module *m = build(c, "barloop.dvk", src_barrier_loop);
+    dv_module *m = test_build(c, "barloop.dvk", src_barrier_loop, NULL, NULL);
     int64_t n = 64;
     dv_array *out = NULL;
     assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &out));
@@ -240,7 +229,7 @@ static void test_one_block_spins(void **state) {
    * other executors (the access checks run a launch's blocks in parallel too) */
   for (int q = 0; q < 3; q++) {
     dv_context *c = new_ctx(modes[q % 2], q < 2 ? "kernel_check=bounds" : "kernel_check=on");
-    dv_module *m = build(c, "oneblock.dvk", src_one_block);
+    dv_module *m = test_build(c, "oneblock.dvk", src_one_block, NULL, NULL);
     int64_t n = 8 * 32;
     dv_array *flag = NULL, *out = NULL;
     assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &flag));
@@ -286,7 +275,7 @@ static void test_printf_loop(void **state) {
   (void)state;
   for (int q = 0; q < 2; q++) {
     dv_context *c = new_ctx(modes[q], "host_printf_buffer=1024");
-    dv_module *m = build(c, "printloop.dvk", src_print_loop);
+    dv_module *m = test_build(c, "printloop.dvk", src_print_loop, NULL, NULL);
     dv_launch_config lc = cfg1(1, 4, NULL);
     dv_arg args[] = {DV_ARG_I32(1000)};
     char msg[1024];
@@ -315,7 +304,7 @@ static void test_finishing_kernels_unaffected(void **state) {
   (void)state;
   for (int q = 0; q < 2; q++) {
     dv_context *c = new_ctx(modes[q], NULL);
-    dv_module *m = build(c, "work.dvk", src_work);
+    dv_module *m = test_build(c, "work.dvk", src_work, NULL, NULL);
     int64_t n = 4096;
     dv_array *out = NULL;
     assert_ok(dv_device_array(c, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &out));
@@ -352,8 +341,8 @@ static void test_lines_of_addresses(void **state) {
   (void)state;
   dv_context *c = new_ctx("checked", NULL);
   /* The whole kernel on line 3: every instruction of it is that line's. */
-  dv_module *m = build(c, "lines.dvk", "\n\nDV_KERNEL(here, DV_ARRAY(int, out)) { "
-                                       "DV_BIND(int, out); out[0] = 1; }\n");
+  dv_module *m = test_build(c, "lines.dvk", "\n\nDV_KERNEL(here, DV_ARRAY(int, out)) { "
+                                       "DV_BIND(int, out); out[0] = 1; }\n", NULL, NULL);
   dv_kernel *k = kernel_of(m, "here");
   dv_bmodule *bm = m->bm;
   void *fn = dlsym(bm->dl, "here");
@@ -382,8 +371,8 @@ static void test_lines_of_addresses(void **state) {
   const char *path = getenv("PATH");
   char *saved = path ? strdup(path) : NULL;
   c = new_ctx("checked", NULL);
-  m = build(c, "lines.dvk", "DV_KERNEL(here, DV_ARRAY(int, out)) {\n  DV_BIND(int, out);\n"
-                            "  out[0] = 1;\n}\n");
+  m = test_build(c, "lines.dvk", "DV_KERNEL(here, DV_ARRAY(int, out)) {\n  DV_BIND(int, out);\n"
+                            "  out[0] = 1;\n}\n", NULL, NULL);
   bm = m->bm;
   fn = dlsym(bm->dl, "here");
   setenv("PATH", "/nonexistent-devarray-test", 1);
