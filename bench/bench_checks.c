@@ -40,47 +40,14 @@
 #include "bench_util.h"
 #include "devarray.h"
 
-#ifndef DV_BENCH_KERNELS_DIR
-#define DV_BENCH_KERNELS_DIR "bench/kernels"
-#endif
 #ifndef DV_BENCH_OCLGRIND_LIB
 #define DV_BENCH_OCLGRIND_LIB "/usr/lib/oclgrind/liboclgrind-rt-icd.so"
 #endif
 
 #define RB 256 /* threads a block in the reduction */
 
-static const char *k_src =
-    "#define TPB 16\n"
-    "DV_KERNEL(tiled, DV_ARRAY(const float, A), DV_ARRAY(const float, B), DV_ARRAY(float, C),\n"
-    "          int n) {\n"
-    "  DV_BIND(const float, A); DV_BIND(const float, B); DV_BIND(float, C);\n"
-    "  DV_SHARED2(float, sA, TPB, TPB); DV_SHARED2(float, sB, TPB, TPB);\n"
-    "  int tx = dv_thread_idx(0), ty = dv_thread_idx(1);\n"
-    "  int x = dv_block_idx(0) * TPB + tx, y = dv_block_idx(1) * TPB + ty;\n"
-    "  float acc = 0.0f;\n"
-    "  for (int t = 0; t < (n + TPB - 1) / TPB; t++) {\n"
-    "    sA[ty][tx] = (y < n && t * TPB + tx < n) ? A[y * n + t * TPB + tx] : 0.0f;\n"
-    "    sB[ty][tx] = (x < n && t * TPB + ty < n) ? B[(t * TPB + ty) * n + x] : 0.0f;\n"
-    "    dv_syncthreads();\n"
-    "    for (int j = 0; j < TPB; j++) acc += sA[ty][j] * sB[j][tx];\n"
-    "    dv_syncthreads();\n"
-    "  }\n"
-    "  if (y < n && x < n) C[y * n + x] = acc;\n"
-    "}\n"
-    "#define RB 256\n"
-    "DV_KERNEL(block_sum, DV_ARRAY(const float, x), DV_ARRAY(float, partial), dv_i64 n) {\n"
-    "  DV_BIND(const float, x); DV_BIND(float, partial);\n"
-    "  DV_SHARED(float, s, RB);\n"
-    "  int t = dv_thread_idx(0);\n"
-    "  dv_i64 i = dv_global_id(0);\n"
-    "  s[t] = i < n ? x[i] : 0.0f;\n"
-    "  dv_syncthreads();\n"
-    "  for (int w = RB / 2; w > 1; w >>= 1) {\n"
-    "    if (t < w) s[t] += s[t + w];\n"
-    "    dv_syncthreads();\n"
-    "  }\n"
-    "  if (t == 0) partial[dv_block_idx(0)] = s[0] + s[1];\n"
-    "}\n";
+/* The kernels: bench/kernels/bench.dvk (saxpy, naive, tiled, block_sum, empty). */
+static char *k_src;
 
 static int reps = 7, ocl_reps = 1, timeout_s = 600;
 
@@ -122,7 +89,7 @@ static int side_open(side *sd, const char *label, ...) {
   dv_config_destroy(cfg);
   if (rc) return sd->ctx = NULL, 0;
   DV(dv_stream_create(sd->ctx, 0, &sd->s));
-  DV(dv_program_create(sd->ctx, "bench_checks.dvk", k_src, &sd->p));
+  DV(dv_program_create(sd->ctx, "bench.dvk", k_src, &sd->p));
   double t0 = bench_now();
   rc = dv_program_build(sd->p, 0, &sd->m);
   if (rc) {
@@ -659,6 +626,7 @@ static int usage(const char *a0) {
 }
 
 int main(int argc, char **argv) {
+  k_src = bench_kernel_source("bench.dvk");
   long long nreduce = 1 << 18;
   int use_ocl = 1;
   const char *only = NULL;

@@ -32,34 +32,8 @@
 #include <dlfcn.h>
 #endif
 
-static const char *k_src =
-    "DV_KERNEL(empty, int x) { (void)x; }\n"
-    "#define TPB 16\n"
-    "DV_KERNEL(tiled, DV_ARRAY(const float, A), DV_ARRAY(const float, B), DV_ARRAY(float, C),\n"
-    "          int n) {\n"
-    "  DV_BIND(const float, A); DV_BIND(const float, B); DV_BIND(float, C);\n"
-    "  DV_SHARED2(float, sA, TPB, TPB); DV_SHARED2(float, sB, TPB, TPB);\n"
-    "  int tx = dv_thread_idx(0), ty = dv_thread_idx(1);\n"
-    "  int x = dv_block_idx(0) * TPB + tx, y = dv_block_idx(1) * TPB + ty;\n"
-    "  float acc = 0.0f;\n"
-    "  for (int t = 0; t < (n + TPB - 1) / TPB; t++) {\n"
-    "    sA[ty][tx] = (y < n && t * TPB + tx < n) ? A[y * n + t * TPB + tx] : 0.0f;\n"
-    "    sB[ty][tx] = (x < n && t * TPB + ty < n) ? B[(t * TPB + ty) * n + x] : 0.0f;\n"
-    "    dv_syncthreads();\n"
-    "    for (int j = 0; j < TPB; j++) acc += sA[ty][j] * sB[j][tx];\n"
-    "    dv_syncthreads();\n"
-    "  }\n"
-    "  if (y < n && x < n) C[y * n + x] = acc;\n"
-    "}\n"
-    "DV_KERNEL(naive, DV_ARRAY(const float, A), DV_ARRAY(const float, B), DV_ARRAY(float, C),\n"
-    "          int n) {\n"
-    "  DV_BIND(const float, A); DV_BIND(const float, B); DV_BIND(float, C);\n"
-    "  int x = (int)dv_global_id(0), y = (int)dv_global_id(1);\n"
-    "  if (x >= n || y >= n) return;\n"
-    "  float acc = 0.0f;\n"
-    "  for (int j = 0; j < n; j++) acc += A[y * n + j] * B[j * n + x];\n"
-    "  C[y * n + x] = acc;\n"
-    "}\n";
+/* The kernels: bench/kernels/bench.dvk (saxpy, naive, tiled, block_sum, empty). */
+static char *k_src;
 
 static int reps = 7;
 
@@ -212,6 +186,7 @@ static void plain_matmul(const float *A, const float *B, float *C, int n) {
 }
 
 int main(int argc, char **argv) {
+  k_src = bench_kernel_source("bench.dvk");
   const char *backend = NULL;
   int n = 0;
   for (int i = 1; i < argc; i++) {

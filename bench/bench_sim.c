@@ -41,54 +41,8 @@
 
 #define RB 256 /* threads a block in the reduction */
 
-static const char *k_src =
-    "DV_KERNEL(saxpy, float a, DV_ARRAY(const float, x), DV_ARRAY(float, y), dv_i64 n) {\n"
-    "  DV_BIND(const float, x); DV_BIND(float, y);\n"
-    "  dv_i64 i = dv_global_id(0);\n"
-    "  if (i < n) y[i] = a * x[i] + y[i];\n"
-    "}\n"
-    "DV_KERNEL(naive, DV_ARRAY(const float, A), DV_ARRAY(const float, B), DV_ARRAY(float, C),\n"
-    "          int n) {\n"
-    "  DV_BIND(const float, A); DV_BIND(const float, B); DV_BIND(float, C);\n"
-    "  int x = (int)dv_global_id(0), y = (int)dv_global_id(1);\n"
-    "  if (x >= n || y >= n) return;\n"
-    "  float acc = 0.0f;\n"
-    "  for (int j = 0; j < n; j++) acc += A[y * n + j] * B[j * n + x];\n"
-    "  C[y * n + x] = acc;\n"
-    "}\n"
-    "#define TPB 16\n"
-    "DV_KERNEL(tiled, DV_ARRAY(const float, A), DV_ARRAY(const float, B), DV_ARRAY(float, C),\n"
-    "          int n) {\n"
-    "  DV_BIND(const float, A); DV_BIND(const float, B); DV_BIND(float, C);\n"
-    "  DV_SHARED2(float, sA, TPB, TPB); DV_SHARED2(float, sB, TPB, TPB);\n"
-    "  int tx = dv_thread_idx(0), ty = dv_thread_idx(1);\n"
-    "  int x = dv_block_idx(0) * TPB + tx, y = dv_block_idx(1) * TPB + ty;\n"
-    "  float acc = 0.0f;\n"
-    "  for (int t = 0; t < (n + TPB - 1) / TPB; t++) {\n"
-    "    sA[ty][tx] = (y < n && t * TPB + tx < n) ? A[y * n + t * TPB + tx] : 0.0f;\n"
-    "    sB[ty][tx] = (x < n && t * TPB + ty < n) ? B[(t * TPB + ty) * n + x] : 0.0f;\n"
-    "    dv_syncthreads();\n"
-    "    for (int j = 0; j < TPB; j++) acc += sA[ty][j] * sB[j][tx];\n"
-    "    dv_syncthreads();\n"
-    "  }\n"
-    "  if (y < n && x < n) C[y * n + x] = acc;\n"
-    "}\n"
-    /* 256 threads: the load, then levels 128 .. 2 each followed by a barrier
-     * (1 + 7 = 8 barriers); the last level (s[0] + s[1]) is thread 0's alone. */
-    "#define RB 256\n"
-    "DV_KERNEL(block_sum, DV_ARRAY(const float, x), DV_ARRAY(float, partial), dv_i64 n) {\n"
-    "  DV_BIND(const float, x); DV_BIND(float, partial);\n"
-    "  DV_SHARED(float, s, RB);\n"
-    "  int t = dv_thread_idx(0);\n"
-    "  dv_i64 i = dv_global_id(0);\n"
-    "  s[t] = i < n ? x[i] : 0.0f;\n"
-    "  dv_syncthreads();\n"
-    "  for (int w = RB / 2; w > 1; w >>= 1) {\n"
-    "    if (t < w) s[t] += s[t + w];\n"
-    "    dv_syncthreads();\n"
-    "  }\n"
-    "  if (t == 0) partial[dv_block_idx(0)] = s[0] + s[1];\n"
-    "}\n";
+/* The kernels: bench/kernels/bench.dvk (saxpy, naive, tiled, block_sum, empty). */
+static char *k_src;
 
 static int reps = 7;
 
@@ -153,7 +107,7 @@ static int side_open(side *sd, const char *label, const char *backend, const cha
     return 0;
   }
   DV(dv_stream_create(sd->ctx, 0, &sd->s));
-  DV(dv_program_create(sd->ctx, "bench_sim.dvk", k_src, &sd->p));
+  DV(dv_program_create(sd->ctx, "bench.dvk", k_src, &sd->p));
   double t0 = bench_now();
   DV(dv_program_build(sd->p, 0, &sd->m));
   double tb = bench_now() - t0;
@@ -550,6 +504,7 @@ static void row_reduce(size_t n) {
 }
 
 int main(int argc, char **argv) {
+  k_src = bench_kernel_source("bench.dvk");
   const char *mode = "both";
   int n = 512, use_opencl = 1;
   long long nsaxpy = 16ll << 20, nreduce = 4ll << 20;
