@@ -390,7 +390,7 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
       break;
     }
     case DV_MEM_MANAGED:
-      if (!ctx->be->managed_alloc) {
+      if (!dv__be_has(ctx->be, DV_BCAP_MANAGED)) {
         rc = dv__error(DV_ERR_NOT_SUPPORTED, "managed memory is not supported by backend %s", ctx->be->name);
         break;
       }

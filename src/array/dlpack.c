@@ -309,7 +309,7 @@ static dv_status dv__dl_import(dv_context *ctx, const dv__dl_desc *d, dv_release
    * release calls the producer's deleter. */
   void *buf = NULL;
   if (device && native && span > 0) {
-    if (!ctx->be->buffer_wrap)
+    if (!dv__be_has(ctx->be, DV_BCAP_NATIVE))
       return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend cannot wrap foreign memory",
                        ctx->be->name);
     rc = ctx->be->buffer_wrap(ctx->bst, native, (size_t)span, &buf);
@@ -382,7 +382,7 @@ static dv_status dv__dl_locate(const dv_array *a, dv__dl_desc *d) {
     d->data = NULL;
     return DV_OK;
   }
-  if (!ctx->be->native_buffer)
+  if (!dv__be_has(ctx->be, DV_BCAP_NATIVE))
     return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend has no native buffers", ctx->be->name);
   void *nat = NULL;
   rc = ctx->be->native_buffer(ctx->bst, a->alloc->buf, &nat);
@@ -404,7 +404,7 @@ static dv_status dv__dl_order(dv_context *ctx, dv_stream *stream, void *consumer
   if (consumer && device_type == kDLCPU)
     return dv__error(DV_ERR_INVALID_ARGUMENT,
                      "a kDLCPU tensor has no consumer stream (pass NULL: the export then waits)");
-  if (consumer && ctx->be->version >= 4 && ctx->be->stream_order_native)
+  if (consumer && dv__be_has(ctx->be, DV_BCAP_ORDER_NATIVE))
     return ctx->be->stream_order_native(ctx->bst, bs, consumer);
   return ctx->be->stream_sync(ctx->bst, bs);
 }

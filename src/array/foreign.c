@@ -23,7 +23,7 @@ dv_status dv_array_native(const dv_array *a, void **buffer, size_t *offset) {
     /* An empty array owns no memory. */
     return DV_OK;
   }
-  if (!ctx->be->native_buffer)
+  if (!dv__be_has(ctx->be, DV_BCAP_NATIVE))
     return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend has no native buffers", ctx->be->name);
   void *nat = NULL;
   dv_status rc = ctx->be->native_buffer(ctx->bst, a->alloc->buf, &nat);
@@ -55,7 +55,7 @@ dv_status dv_array_block(const dv_array *a, dv_block *block, size_t *offset, int
 
 dv_status dv_context_check_native(dv_context *ctx, void *native, size_t offset, size_t bytes) {
   DV_CHECK_NULL(ctx);
-  if (ctx->be->version < 8 || !ctx->be->buffer_check)
+  if (!dv__be_has(ctx->be, DV_BCAP_BUFFER_CHECK))
     return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend's device pointers are checked by its driver on use",
                      ctx->be->name);
   return ctx->be->buffer_check(ctx->bst, native, true, offset, bytes);
@@ -70,7 +70,7 @@ dv_status dv_device_array_wrap(dv_context *ctx, void *buffer, size_t offset, siz
   DV_CHECK_NULL(ctx);
   DV_CHECK_NULL(buffer);
   DV_CHECK_NULL(dtype);
-  if (!ctx->be->buffer_wrap)
+  if (!dv__be_has(ctx->be, DV_BCAP_NATIVE))
     return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend cannot wrap foreign memory",
                      ctx->be->name);
   /* The checks every array constructor makes (shape, dtype, strides'

@@ -35,7 +35,7 @@ _Static_assert(sizeof(dv__ipc_header) + DV_BIPC_PAYLOAD <= DV_IPC_HANDLE_SIZE,
 
 /* The backend table has the version-4 methods. */
 static bool dv__ipc_capable(const dv_backend *be) {
-  return be->version >= 4 && be->ipc_export && be->ipc_open && be->ipc_close;
+  return dv__be_has(be, DV_BCAP_IPC);
 }
 
 dv_status dv_ipc_export(const dv_array *a, dv_ipc_handle *out) {

@@ -1,8 +1,9 @@
 /*
- * The backend seam: one versioned table of function pointers per backend, in
- * the manner of SQLite's sqlite3_vfs.  Methods are only ever appended; each
- * addition bumps DV_BACKEND_VERSION; optional methods may be NULL and the
- * core checks before calling them.
+ * The backend seam: one table of function pointers per backend, in the
+ * manner of SQLite's sqlite3_vfs, its methods listed once in
+ * backend_methods.def by group; each optional group is a capability bit the
+ * table declares (DV_BCAP_*), and the core tests the bit before calling one
+ * of its methods.
  *
  * Device addresses are (buffer handle, byte offset): OpenCL buffers are not
  * pointers, so nothing above this layer does pointer arithmetic on device
@@ -19,8 +20,6 @@
 #include <stdbool.h>
 
 #include "devarray.h"
-
-#define DV_BACKEND_VERSION 8 /* 2: managed_alloc, stream_builtin; 3: kernels, native handles; 4: interop; 5: copy_peer; 6: kernel_params; 7: mem_trim; 8: buffer_check */
 
 typedef struct dv_backend dv_backend;
 typedef struct dv_bstream dv_bstream; /* backend stream */
@@ -114,7 +113,7 @@ typedef struct dv_backend_config {
 } dv_backend_config;
 
 
-/* ---- kernels (version 3) ------------------------------------------------------
+/* ---- kernels (DV_BCAP_KERNELS) ------------------------------------------------------
  *
  * The kernel layer (src/kernel/) hands a backend one complete translation
  * unit: <devarray/kernel.h>, then a generated prelude (the program's
@@ -210,155 +209,51 @@ typedef struct dv_bparam {
   char type[48]; /* the driver's type name ("float*", "long", "dv_kview"); "" unknown */
 } dv_bparam;
 
-struct dv_backend {
-  int version;      /* DV_BACKEND_VERSION this table was written against */
-  const char *name; /* "host", "opencl", "cuda" */
-
-  /* Probe: can this backend open a device here?  Fills reason on failure. */
-  dv_status (*probe)(char *reason, size_t cap);
-  /* Open a device; *state is the backend's per-context state. */
-  dv_status (*open)(const dv_backend_config *cfg, void **state);
-  void (*close)(void *state);
-  dv_status (*device_info)(void *state, dv_device_info *out);
-
-  /* Device memory. */
-  dv_status (*mem_alloc)(void *state, size_t bytes, void **buf);
-  dv_status (*mem_free)(void *state, void *buf);
-  dv_status (*mem_info)(void *state, size_t *free_bytes, size_t *total_bytes);
-
-  /* Host memory: page-locked allocations (optionally mapped) and
-   * registration of existing memory.  *dev_buf receives the device handle of
-   * mapped memory (else NULL).  *handle is what host_free/unregister take. */
-  dv_status (*host_alloc)(void *state, size_t bytes, unsigned flags, void **handle, void **ptr,
-                          void **dev_buf);
-  dv_status (*host_free)(void *state, void *handle);
-  dv_status (*host_register)(void *state, void *ptr, size_t bytes, unsigned flags, void **handle,
-                             void **dev_buf);
-  dv_status (*host_unregister)(void *state, void *handle);
-
-  /* Copies and memset, queued on a stream. */
-  dv_status (*copy_rect)(void *state, dv_bstream *s, const dv_rect *r);
-  dv_status (*copy_strided)(void *state, dv_bstream *s, const dv_strided *c); /* optional */
-  dv_status (*memset)(void *state, dv_bstream *s, dv_memref dst, int value, size_t bytes);
-
-  /* Streams. */
-  dv_status (*stream_create)(void *state, unsigned flags, dv_bstream **out);
-  dv_status (*stream_destroy)(void *state, dv_bstream *s);
-  dv_status (*stream_sync)(void *state, dv_bstream *s); /* s == NULL: every stream */
-  dv_status (*stream_query)(void *state, dv_bstream *s); /* DV_OK or DV_ERR_NOT_READY */
-  /* Call fn(user, status) once the stream reaches this point; status is the
-   * first error seen on the stream so far (DV_OK if none). */
-  dv_status (*stream_callback)(void *state, dv_bstream *s, dv_bcallback_fn fn, void *user);
-
-  /* Events. */
-  dv_status (*event_create)(void *state, unsigned flags, dv_bevent **out);
-  dv_status (*event_destroy)(void *state, dv_bevent *e);
-  dv_status (*event_record)(void *state, dv_bevent *e, dv_bstream *s);
-  dv_status (*event_wait)(void *state, dv_bstream *s, dv_bevent *e);
-  dv_status (*event_query)(void *state, dv_bevent *e);
-  dv_status (*event_sync)(void *state, dv_bevent *e);
-  dv_status (*event_elapsed)(void *state, dv_bevent *start, dv_bevent *end, float *ms);
-
-  /* Fault injection (host simulator); optional. */
-  dv_status (*fault_inject)(void *state, dv_fault_kind kind, uint64_t k);
-  int (*fault_pending)(void *state, dv_fault_kind kind);
-  /* Integrity check of live and recently freed allocations; optional. */
-  dv_status (*check_memory)(void *state);
-
-  /* Version 2. */
-  /* Managed (unified) memory; optional (NULL: not supported). */
-  dv_status (*managed_alloc)(void *state, size_t bytes, int attach_global, void **buf);
-  /* The driver's own default streams: which = 1 legacy, 2 per-thread;
-   * optional (NULL: the context's default stream stands in). */
-  dv_status (*stream_builtin)(void *state, int which, dv_bstream **out);
-
-  /* Version 3: kernels (all optional together: NULL module_build means the
-   * backend cannot run kernels), native handles, foreign memory. */
-  dv_status (*kernel_limits)(void *state, dv_klimits *out);
-  /* A string that changes whenever the same source would compile to a
-   * different image: device or architecture, compiler and driver versions. */
-  dv_status (*kernel_target_id)(void *state, char *buf, size_t cap);
-  /* Compile req and load it.  *image / *image_size: a dv__malloc'd copy of
-   * the compiled image for the cache (NULL, 0 when the backend has none);
-   * *log: a dv__malloc'd, NUL-terminated compiler log (may be NULL), set on
-   * success and on failure (DV_ERR_COMPILE). */
-  dv_status (*module_build)(void *state, const dv_build_req *req, dv_bmodule **out, void **image,
-                            size_t *image_size, char **log);
-  /* Load an image module_build returned earlier (possibly in another
-   * process).  A damaged or foreign image fails (any status); the caller
-   * then builds from source. */
-  dv_status (*module_load)(void *state, const dv_build_req *req, const void *image,
-                           size_t image_size, dv_bmodule **out, char **log);
-  /* Unload; the caller guarantees no queued launch still uses it. */
-  dv_status (*module_unload)(void *state, dv_bmodule *m);
-  /* The kernel `name` (DV_ERR_INVALID_ARGUMENT if the module has none). */
-  dv_status (*kernel_get)(void *state, dv_bmodule *m, const char *name, dv_bkernel **out);
-  dv_status (*kernel_attrs)(void *state, dv_bkernel *k, dv_kernel_attrs *out);
-  /* Copy `bytes` from src (host pointer or device buffer) into the module's
-   * constant buffer at `offset`, queued on s. */
-  dv_status (*constant_write)(void *state, dv_bmodule *m, dv_bstream *s, size_t offset,
-                              dv_memref src, size_t bytes);
-  /* Queue a launch on s.  Argument count and kinds already match what the
-   * kernel layer could check; the backend checks what only it can (OpenCL's
-   * CL_KERNEL_NUM_ARGS, the host module's signature). */
-  dv_status (*launch)(void *state, dv_bstream *s, dv_bkernel *k, const dv_blaunch *l);
-  /* Native handles (see dv_context_native, dv_stream_native, dv_array_native). */
-  dv_status (*native_context)(void *state, void **context, void **device);
-  dv_status (*native_stream)(void *state, dv_bstream *s, void **handle);
-  dv_status (*native_buffer)(void *state, void *buf, void **native);
-  /* A buffer handle over foreign memory; buffer_unwrap drops it without
-   * freeing the memory.  Accesses are checked against `bytes` where the
-   * backend checks anything. */
-  dv_status (*buffer_wrap)(void *state, void *native, size_t bytes, void **buf);
-  dv_status (*buffer_unwrap)(void *state, void *buf);
-
-  /* Version 4: interoperability (src/array/dlpack.c, src/array/ipc.c); every
-   * method optional (NULL: not supported). */
-  /* Make the native stream `native` (CUstream, cl_command_queue) wait for
-   * the work queued on s so far, without blocking the caller. */
-  dv_status (*stream_order_native)(void *state, dv_bstream *s, void *native);
-  /* IPC: describe device buffer buf (as mem_alloc returned it) in
-   * DV_BIPC_PAYLOAD bytes another process of the same user can open. */
-  dv_status (*ipc_export)(void *state, void *buf, unsigned char *payload);
-  /* Map a buffer another process exported: *native is what buffer_wrap
-   * takes, *bytes its size, *token what ipc_close takes.  A payload whose
-   * buffer is gone (freed, its process exited) is DV_ERR_INVALID_ARGUMENT. */
-  dv_status (*ipc_open)(void *state, const unsigned char *payload, void **native, size_t *bytes,
-                        void **token);
-  /* Unmap what ipc_open mapped; the caller guarantees nothing uses it. */
-  dv_status (*ipc_close)(void *state, void *token);
-  /* Version 5, optional: copy `bytes` contiguous bytes from device memory of
-   * another context of the same backend (src_state: that context's state)
-   * into device memory of this one, queued on s (this context's stream).
-   * The source's queued work is waited for first.  DV_ERR_NOT_SUPPORTED:
-   * the caller stages through the host instead. */
-  dv_status (*copy_peer)(void *state, dv_bstream *s, dv_memref dst, void *src_state, dv_memref src,
-                         size_t bytes);
-  /* Version 6, optional: what the driver itself knows of kernel k's
-   * parameters, for debug builds' cross-check of the signature the kernel
-   * layer read from the source (src/kernel/signature.c).  Either *sig: the
-   * parameter list as written (the host simulator's exported DV_KERNEL text),
-   * or out[0 .. *n): one entry per lowered parameter (an array is a buffer
-   * and an int64 offset, a view adds its dv_kview), at most cap.
-   * DV_ERR_NOT_SUPPORTED: the driver cannot tell. */
-  dv_status (*kernel_params)(void *state, dv_bkernel *k, dv_bparam *out, size_t cap, size_t *n,
-                             const char **sig);
-  /* Version 7, optional: give memory the backend keeps for reuse (freed
-   * blocks it caches) back to the system; dv_memory_trim calls it after the
-   * manager's own trim. */
-  dv_status (*mem_trim)(void *state);
-  /* Version 8, optional: whether bytes [offset, offset + bytes) of `buf`
-   * lie in a live device buffer of this backend (one mem_alloc made and
-   * mem_free has not freed): DV_OK, else DV_ERR_INVALID_ARGUMENT.  `buf` is
-   * a buffer handle as mem_alloc returns it, or with `native` what
-   * native_buffer gives for one (a host simulator block's data address,
-   * anywhere inside the block).  It must not read through buf, which may be
-   * any value: what a plugged-in memory manager handed out
-   * (dv_memory_manager.alloc), a foreign __cuda_array_interface__ pointer.
-   * NULL where a buffer is a device address the driver validates itself
-   * (CUDA): never dereferenced by the backend, a bad one is the driver's error. */
-  dv_status (*buffer_check)(void *state, void *buf, bool native, size_t offset, size_t bytes);
+/*
+ * The capabilities: one bit per group of backend_methods.def.  A table
+ * declares in `caps` the groups it fills; dv__backend_check (registry.c)
+ * holds every table to it: a declared group has all of its methods, an
+ * undeclared one none.  Callers test a bit (dv__be_has), not a pointer.
+ */
+enum {
+  DV_BCAP_ENTRY = 1u << 0,           /* probe, open: every table */
+  DV_BCAP_DEVICE = 1u << 1,          /* close, device_info */
+  DV_BCAP_MEMORY = 1u << 2,          /* device memory */
+  DV_BCAP_HOSTMEM = 1u << 3,         /* page-locked and registered host memory */
+  DV_BCAP_COPIES = 1u << 4,          /* copy_rect, memset */
+  DV_BCAP_STREAMS = 1u << 5,         /* streams and stream callbacks */
+  DV_BCAP_EVENTS = 1u << 6,          /* events */
+  DV_BCAP_STRIDED = 1u << 7,         /* copy_strided */
+  DV_BCAP_PEER = 1u << 8,            /* copy_peer */
+  DV_BCAP_MANAGED = 1u << 9,         /* managed_alloc */
+  DV_BCAP_BUILTIN_STREAMS = 1u << 10, /* stream_builtin */
+  DV_BCAP_KERNELS = 1u << 11,        /* modules, kernels, launches */
+  DV_BCAP_NATIVE = 1u << 12,         /* native handles, buffers over foreign memory */
+  DV_BCAP_ORDER_NATIVE = 1u << 13,   /* stream_order_native */
+  DV_BCAP_IPC = 1u << 14,            /* ipc_export, ipc_open, ipc_close */
+  DV_BCAP_FAULTS = 1u << 15,         /* fault injection, check_memory */
+  DV_BCAP_TRIM = 1u << 16,           /* mem_trim */
+  DV_BCAP_BUFFER_CHECK = 1u << 17,   /* buffer_check */
 };
+/* What every backend that can open a context has.  A table with ENTRY alone
+ * is a placeholder (OpenCL built without its headers): its open fails. */
+#define DV_BCAP_BASE \
+  (DV_BCAP_ENTRY | DV_BCAP_DEVICE | DV_BCAP_MEMORY | DV_BCAP_HOSTMEM | DV_BCAP_COPIES | DV_BCAP_STREAMS | \
+   DV_BCAP_EVENTS)
+
+/* The table: name, capabilities, and one pointer per method of
+ * backend_methods.def (which documents each). */
+struct dv_backend {
+  const char *name; /* "host", "opencl", "cuda", "hip" */
+  unsigned caps;    /* DV_BCAP_* */
+#define DV_BE_METHOD(group, ret, method, params) ret(*method) params;
+#include "backend_methods.def"
+#undef DV_BE_METHOD
+};
+
+/* Whether backend be has every group of `caps`. */
+static inline bool dv__be_has(const dv_backend *be, unsigned caps) { return (be->caps & caps) == caps; }
+
 #define DV_BIPC_PAYLOAD 64 /* bytes of a backend's IPC payload (CUDA's handle is 64) */
 #define DV_BKMAXPARAMS 64 /* most kernel parameters (as declared) a launch may pass */
 
@@ -369,6 +264,10 @@ extern const dv_backend dv__backend_opencl;
 extern const dv_backend dv__backend_cuda;
 extern const dv_backend dv__backend_hip;
 const dv_backend *dv__backend_find(const char *name);
+/* Whether table be keeps its capabilities: DV_OK, else DV_ERR_MISUSE
+ * naming the group and method that disagree (tests/test_backend_seam.c
+ * checks every table compiled in). */
+dv_status dv__backend_check(const dv_backend *be);
 /* The i-th backend automatic selection tries: cuda, hip, opencl, host;
  * NULL past the last. */
 const dv_backend *dv__backend_auto_at(size_t i);

@@ -26,6 +26,20 @@ const dv_backend *dv__backend_find(const char *name) {
   return NULL;
 }
 
+dv_status dv__backend_check(const dv_backend *be) {
+  unsigned caps = be->caps;
+  if (!(caps & DV_BCAP_ENTRY) || ((caps & DV_BCAP_BASE) != DV_BCAP_BASE && caps != DV_BCAP_ENTRY))
+    return dv__error(DV_ERR_MISUSE, "backend %s: capabilities 0x%x lack part of the base (0x%x)", be->name,
+                     caps, (unsigned)DV_BCAP_BASE);
+#define DV_BE_METHOD(group, ret, method, params)                                                          \
+  if (!(caps & DV_BCAP_##group) != !be->method)                                                           \
+    return dv__error(DV_ERR_MISUSE, "backend %s: method " #method " is %s but group " #group " is %s",    \
+                     be->name, be->method ? "set" : "NULL", caps & DV_BCAP_##group ? "declared" : "not declared");
+#include "backend_methods.def"
+#undef DV_BE_METHOD
+  return DV_OK;
+}
+
 size_t dv_backend_count(void) { return DV_NBACKENDS; }
 const char *dv_backend_name(size_t i) { return i < DV_NBACKENDS ? dv__backends[i]->name : NULL; }
 

@@ -264,7 +264,7 @@ dv_status dv_fault_inject(dv_context *ctx, dv_fault_kind kind, uint64_t k) {
   DV_CHECK_NULL(ctx);
   if ((unsigned)kind > DV_FAULT_FREE)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown fault kind %d", (int)kind);
-  if (!ctx->be->fault_inject)
+  if (!dv__be_has(ctx->be, DV_BCAP_FAULTS))
     return dv__error(DV_ERR_NOT_SUPPORTED, "backend %s has no fault injection", ctx->be->name);
   return ctx->be->fault_inject(ctx->bst, kind, k);
 }
@@ -274,7 +274,7 @@ int dv_fault_pending(dv_context *ctx, dv_fault_kind kind) {
    * pending, and must not index their tables. */
   if ((unsigned)kind > DV_FAULT_FREE) return 0;
   if (kind == DV_FAULT_HOST_ALLOC) return dv__fault_host_pending();
-  if (!ctx || !ctx->be->fault_pending) return 0;
+  if (!ctx || !dv__be_has(ctx->be, DV_BCAP_FAULTS)) return 0;
   return ctx->be->fault_pending(ctx->bst, kind);
 }
 
@@ -282,14 +282,14 @@ dv_status dv_context_check_memory(dv_context *ctx) {
   DV_CHECK_NULL(ctx);
   dv_status rc = ctx->be->stream_sync(ctx->bst, NULL);
   if (rc) return rc;
-  return ctx->be->check_memory ? ctx->be->check_memory(ctx->bst) : DV_OK;
+  return dv__be_has(ctx->be, DV_BCAP_FAULTS) ? ctx->be->check_memory(ctx->bst) : DV_OK;
 }
 
 dv_status dv_context_native(dv_context *ctx, void **context, void **device) {
   if (context) *context = NULL;
   if (device) *device = NULL;
   DV_CHECK_NULL(ctx);
-  if (!ctx->be->native_context)
+  if (!dv__be_has(ctx->be, DV_BCAP_NATIVE))
     return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend has no native context", ctx->be->name);
   void *c = NULL, *d = NULL;
   dv_status rc = ctx->be->native_context(ctx->bst, &c, &d);

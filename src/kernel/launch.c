@@ -136,7 +136,7 @@ void dv_kernel_release(dv_kernel *k) {
 /* What the driver says of the parameters against the signature devarray read. */
 static dv_status dv__cross_check(dv_module *m, dv_kernel *k) {
   dv_context *ctx = m->ctx;
-  if (ctx->be->version < 6 || !ctx->be->kernel_params || !k->sig) return DV_OK;
+  if (!dv__be_has(ctx->be, DV_BCAP_KERNELS) || !k->sig) return DV_OK;
   dv_bparam bp[3 * DV_BKMAXPARAMS + 2];
   size_t n = 0;
   const char *text = NULL;

@@ -387,7 +387,7 @@ dv_status dv_program_build(dv_program *p, unsigned flags, dv_module **out) {
     return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown build flags 0x%x", flags);
   dv_context *ctx = p->ctx;
   const dv_backend *be = ctx->be;
-  if (be->version < 3 || !be->module_build)
+  if (!dv__be_has(be, DV_BCAP_KERNELS))
     return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend cannot run kernels", be->name);
   dv_klimits lim;
   memset(&lim, 0, sizeof lim);

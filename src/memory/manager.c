@@ -87,7 +87,7 @@ dv_status dv_memory_trim(dv_context *ctx) {
   dv_status rc = dv__flush(ctx);
   dv_status r2 = ctx->mm.trim ? ctx->mm.trim(ctx->mm_state) : DV_OK;
   /* then what the backend itself keeps (the host simulator's block cache) */
-  dv_status r3 = ctx->be->version >= 7 && ctx->be->mem_trim ? ctx->be->mem_trim(ctx->bst) : DV_OK;
+  dv_status r3 = dv__be_has(ctx->be, DV_BCAP_TRIM) ? ctx->be->mem_trim(ctx->bst) : DV_OK;
   return rc ? rc : r2 ? r2 : r3;
 }
 
@@ -126,7 +126,7 @@ dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, dv_
 
 bool dv__mm_block_known(dv_context *ctx, dv_block blk, size_t bytes) {
   if (ctx->mm.alloc == dv__mm_direct.alloc || ctx->mm.alloc == dv__mm_pool.alloc) return true;
-  if (ctx->be->version < 8 || !ctx->be->buffer_check) return true;
+  if (!dv__be_has(ctx->be, DV_BCAP_BUFFER_CHECK)) return true;
   char saved[1024];
   snprintf(saved, sizeof saved, "%s", dv_last_error());
   dv_status rc = ctx->be->buffer_check(ctx->bst, blk.buf, false, blk.offset, bytes);

@@ -211,7 +211,7 @@ dv_status dv__streams_open(dv_context *ctx) {
   atomic_store(&s[0].refs, 1);
   s[1] = s[0];
   s[2] = s[0];
-  if (ctx->be->stream_builtin) {
+  if (dv__be_has(ctx->be, DV_BCAP_BUILTIN_STREAMS)) {
     ctx->be->stream_builtin(ctx->bst, 1, &s[1].bs);
     ctx->be->stream_builtin(ctx->bst, 2, &s[2].bs);
   }
@@ -238,7 +238,7 @@ dv_status dv_stream_native(dv_stream *s, void **handle) {
   *handle = NULL;
   DV_CHECK_NULL(s);
   dv_context *ctx = s->ctx;
-  if (!ctx->be->native_stream)
+  if (!dv__be_has(ctx->be, DV_BCAP_NATIVE))
     return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend has no native streams", ctx->be->name);
   void *h = NULL;
   dv_status rc = ctx->be->native_stream(ctx->bst, s->bs, &h);

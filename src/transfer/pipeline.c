@@ -25,7 +25,7 @@ static bool dv__c_dense(const dv_view *v) {
 dv_status dv__copy_peer_dense(dv_context *dctx, const dv_view *dst, dv_context *sctx, const dv_view *src,
                               dv_stream *stream, int64_t count) {
   const dv_backend *be = dctx->be;
-  if (be != sctx->be || be->version < 5 || !be->copy_peer) return DV_ERR_NOT_SUPPORTED;
+  if (be != sctx->be || !dv__be_has(be, DV_BCAP_PEER)) return DV_ERR_NOT_SUPPORTED;
   if (dst->host || src->host || dst->itemsize != src->itemsize) return DV_ERR_NOT_SUPPORTED;
   if (!dv__c_dense(dst) || !dv__c_dense(src)) return DV_ERR_NOT_SUPPORTED;
   if (count == 0) return DV_OK;

@@ -306,7 +306,7 @@ static dv_status dv__device_staging(dv_context *ctx, dv_stream *stream, dv_bstre
   int64_t isz64 = isz;
   int levels = (p.nd > 0 && p.ss[p.nd - 1] == isz64 && p.ds[p.nd - 1] == isz64) ? 3 : 2;
   bool packed = false;
-  if (p.nd > levels && ctx->be->copy_strided) {
+  if (p.nd > levels && dv__be_has(ctx->be, DV_BCAP_STRIDED)) {
     packed = true;
     dv_status rc = dv__device_pack(ctx, stream, bs, &p, dev, stage, to_device);
     if (rc != DV_ERR_NOT_SUPPORTED) return rc;
@@ -335,7 +335,7 @@ static dv_status dv__device_staging(dv_context *ctx, dv_stream *stream, dv_bstre
         x.src_slice = r.dst_slice, x.dst_slice = r.src_slice;
       }
       dv_status rc = ctx->be->copy_rect(ctx->bst, bs, &x);
-      if (rc == DV_ERR_NOT_SUPPORTED && first && levels == 1 && !packed && ctx->be->copy_strided) {
+      if (rc == DV_ERR_NOT_SUPPORTED && first && levels == 1 && !packed && dv__be_has(ctx->be, DV_BCAP_STRIDED)) {
         packed = true; /* rows refused: the device packs the view */
         rc = dv__device_pack(ctx, stream, bs, &p, dev, stage, to_device);
         if (rc != DV_ERR_NOT_SUPPORTED) return rc;
@@ -660,7 +660,7 @@ dv_status dv__transfer(dv_context *ctx, const dv_view *dst, const dv_view *src, 
     }
     if (rc != DV_ERR_NOT_SUPPORTED) return rc;
   }
-  if (ctx->be->copy_strided) {
+  if (dv__be_has(ctx->be, DV_BCAP_STRIDED)) {
     dv_strided c;
     c.src = dv__ref(src, p.soff);
     c.dst = dv__ref(dst, p.doff);

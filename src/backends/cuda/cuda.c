@@ -223,7 +223,7 @@ dv_status dv__cu_open(const dv_cu_driver *drv, const dv_backend_config *cfg, voi
 
 static dv_CUresult cu_free_kept(cu_state *st);
 
-void dv__cu_close(void *state) {
+void dv__cub_close(void *state) {
   cu_state *st = state;
   if (atomic_load(st->drv->forked)) {
     /* A child after fork: the driver's objects are the parent's; touch none
@@ -972,10 +972,9 @@ dv_status dv__cub_event_elapsed(void *state, dv_bevent *a, dv_bevent *b, float *
 }
 
 const dv_backend dv__backend_cuda = {
-    .version = DV_BACKEND_VERSION,
     .name = "cuda",
+    .caps = DV_CU_BACKEND_CAPS,
     .probe = cub_probe,
     .open = cub_open,
-    .close = dv__cu_close,
     DV_CU_BACKEND_METHODS
 };

@@ -192,78 +192,33 @@ static inline dv_CUdeviceptr cu_ptr(dv_memref r) {
   return (dv_CUdeviceptr)(uintptr_t)r.buf + r.offset;
 }
 
-/* Open a context of the driver's device (cfg->device: an ordinal) and
- * close it: the backend tables' open and close, for CUDA (cuda.c) and HIP
- * (../hip/hip.c), once the driver is loaded. */
+/* Open a context of the driver's device (cfg->device: an ordinal): the
+ * backend tables' open, for CUDA (cuda.c) and HIP (../hip/hip.c), once the
+ * driver is loaded; dv__cub_close closes it. */
 dv_status dv__cu_open(const dv_cu_driver *drv, const dv_backend_config *cfg, void **state);
-void dv__cu_close(void *state);
 
 /* cuda_kernel.c: per-context kernel state, set up by open and torn down by close. */
 dv_status dv__cu_kernel_open(cu_state *st, const dv_backend_config *cfg);
 void dv__cu_kernel_close(cu_state *st);
 
-/* The version-3 methods and the strided copy (cuda_kernel.c). */
-dv_status dv__cub_kernel_limits(void *state, dv_klimits *out);
-dv_status dv__cub_kernel_target_id(void *state, char *buf, size_t cap);
-dv_status dv__cub_module_build(void *state, const dv_build_req *req, dv_bmodule **out,
-                               void **image, size_t *image_size, char **log);
-dv_status dv__cub_module_load(void *state, const dv_build_req *req, const void *image,
-                              size_t image_size, dv_bmodule **out, char **log);
-dv_status dv__cub_module_unload(void *state, dv_bmodule *m);
-dv_status dv__cub_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel **out);
-dv_status dv__cub_kernel_attrs(void *state, dv_bkernel *k, dv_kernel_attrs *out);
-dv_status dv__cub_kernel_params(void *state, dv_bkernel *k, dv_bparam *out, size_t cap, size_t *n,
-                                const char **sig);
-dv_status dv__cub_constant_write(void *state, dv_bmodule *m, dv_bstream *s, size_t offset,
-                                 dv_memref src, size_t bytes);
-dv_status dv__cub_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_blaunch *l);
-dv_status dv__cub_native_context(void *state, void **context, void **device);
-dv_status dv__cub_native_stream(void *state, dv_bstream *s, void **handle);
-dv_status dv__cub_native_buffer(void *state, void *buf, void **native);
-dv_status dv__cub_buffer_wrap(void *state, void *native, size_t bytes, void **buf);
-dv_status dv__cub_buffer_unwrap(void *state, void *buf);
-dv_status dv__cub_copy_strided(void *state, dv_bstream *s, const dv_strided *c);
-/* cuda_ipc.c: interop (backend table version 4). */
-dv_status dv__cub_stream_order_native(void *state, dv_bstream *s, void *native);
-dv_status dv__cub_ipc_export(void *state, void *buf, unsigned char *payload);
-dv_status dv__cub_ipc_open(void *state, const unsigned char *payload, void **native, size_t *bytes,
-                           void **token);
-dv_status dv__cub_ipc_close(void *state, void *token);
-
 /*
- * Every method of the backend table but name, probe, open and close: the
- * CUDA backend's table (cuda.c) and the HIP backend's (../hip/hip.c) both
- * spell their methods with it, so that the two can never drift apart.
- * Memory, host memory, streams, events and copies are cuda.c's; kernels,
- * native handles and strided copies cuda_kernel.c's; interop cuda_ipc.c's.
+ * Every method of the backend seam (../backend_methods.def) as
+ * dv__cub_<method>, declared by expanding the list: the CUDA backend's table
+ * (cuda.c) and the HIP backend's (../hip/hip.c) both take every method but
+ * probe and open from DV_CU_BACKEND_METHODS below, so that the two can never
+ * drift apart.  Defined for the groups of DV_CU_BACKEND_CAPS: memory, host
+ * memory, streams, events and copies in cuda.c; kernels, native handles and
+ * strided copies in cuda_kernel.c; interop in cuda_ipc.c.
  */
-dv_status dv__cub_device_info(void *state, dv_device_info *out);
-dv_status dv__cub_mem_alloc(void *state, size_t bytes, void **buf);
-dv_status dv__cub_managed_alloc(void *state, size_t bytes, int attach_global, void **buf);
-dv_status dv__cub_mem_free(void *state, void *buf);
-dv_status dv__cub_mem_info(void *state, size_t *free_bytes, size_t *total_bytes);
-dv_status dv__cub_host_alloc(void *state, size_t bytes, unsigned flags, void **handle, void **ptr, void **dev_buf);
-dv_status dv__cub_host_free(void *state, void *handle);
-dv_status dv__cub_host_register(void *state, void *ptr, size_t bytes, unsigned flags, void **handle, void **dev_buf);
-dv_status dv__cub_host_unregister(void *state, void *handle);
-dv_status dv__cub_stream_create(void *state, unsigned flags, dv_bstream **out);
-dv_status dv__cub_stream_destroy(void *state, dv_bstream *s);
-dv_status dv__cub_stream_sync(void *state, dv_bstream *s);
-dv_status dv__cub_stream_query(void *state, dv_bstream *s);
-dv_status dv__cub_stream_builtin(void *state, int which, dv_bstream **out);
-dv_status dv__cub_stream_callback(void *state, dv_bstream *s, dv_bcallback_fn fn, void *user);
-dv_status dv__cub_copy_rect(void *state, dv_bstream *s, const dv_rect *r);
-dv_status dv__cub_memset(void *state, dv_bstream *s, dv_memref dst, int value, size_t bytes);
-dv_status dv__cub_copy_peer(void *state, dv_bstream *s, dv_memref dst, void *src_state, dv_memref src,
-                            size_t bytes);
-dv_status dv__cub_event_create(void *state, unsigned flags, dv_bevent **out);
-dv_status dv__cub_event_destroy(void *state, dv_bevent *e);
-dv_status dv__cub_event_record(void *state, dv_bevent *e, dv_bstream *s);
-dv_status dv__cub_event_wait(void *state, dv_bstream *s, dv_bevent *e);
-dv_status dv__cub_event_query(void *state, dv_bevent *e);
-dv_status dv__cub_event_sync(void *state, dv_bevent *e);
-dv_status dv__cub_event_elapsed(void *state, dv_bevent *a, dv_bevent *b, float *ms);
+#define DV_BE_METHOD(group, ret, method, params) ret dv__cub_##method params;
+#include "../backend_methods.def"
+#undef DV_BE_METHOD
+/* The groups both tables fill (backend.h's DV_BCAP_*). */
+#define DV_CU_BACKEND_CAPS                                                                                  \
+  (DV_BCAP_BASE | DV_BCAP_STRIDED | DV_BCAP_PEER | DV_BCAP_MANAGED | DV_BCAP_BUILTIN_STREAMS | DV_BCAP_KERNELS | \
+   DV_BCAP_NATIVE | DV_BCAP_ORDER_NATIVE | DV_BCAP_IPC)
 #define DV_CU_BACKEND_METHODS \
+  .close = dv__cub_close, \
   .device_info = dv__cub_device_info, \
   .mem_alloc = dv__cub_mem_alloc, \
   .mem_free = dv__cub_mem_free, \
@@ -341,6 +296,9 @@ dv_status dv__cu_image_pack(const void *data, size_t size, int kind, void **imag
                             size_t *image_size);
 dv_status dv__cu_image_unpack(const void *image, size_t image_size, const void **data,
                               size_t *size, int *kind);
+/* The built-in copy kernels as PTX (copy_kernels.ptx, embedded at build
+ * time by cmake/embed.cmake; scripts/gen-cuda-ptx.sh makes the file). */
+extern const char dv__cuda_copy_ptx[];
 /* Whether `drv` loads images of `kind`: CUDA (kops NULL) CUBIN and PTX,
  * others their kops->image_kind only; DV_ERR_INVALID_ARGUMENT naming both
  * (a cache entry of another backend's kind is refused, then rebuilt). */

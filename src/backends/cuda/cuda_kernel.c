@@ -17,7 +17,7 @@
  *    limit opts in with CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, up
  *    to the opt-in limit.
  *  - Strided copies between device buffers run src/kernel/copy_kernels.dvk,
- *    precompiled to PTX (copy_kernels_ptx.h) and loaded once per context,
+ *    precompiled to PTX (copy_kernels.ptx, embedded) and loaded once per context,
  *    so copies never need NVRTC.  If that module cannot be loaded (a driver
  *    older than the PTX), the planner's staging through the host stands in.
  *  - A driver with kernel operations of its own (st->drv->kops: HIP's, in
@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "copy_kernels_ptx.h"
 #include "cuda_internal.h"
 #include "nvrtc.h"
 
@@ -673,7 +672,7 @@ static bool cu_copy_kernels(cu_state *st) {
     char *log = NULL;
     dv_CUmodule mod = NULL;
     const struct dv_cu_kernel_ops *ko = st->drv->kops;
-    const void *img = dv__cu_copy_ptx;
+    const void *img = dv__cuda_copy_ptx;
     size_t isz = 0;
     int kind = DV_CU_IMAGE_PTX;
     dv_status rc = DV_OK;

@@ -10,7 +10,7 @@
  * why there are none) and opens contexts.  Everything else is the CUDA
  * backend's code (../cuda/) on the HIP driver (hip_driver.c: translations
  * with the CUDA driver API's prototypes): the table below takes every
- * method but name, probe, open and close from DV_CU_BACKEND_METHODS, the
+ * method but probe and open from DV_CU_BACKEND_METHODS, the
  * list the CUDA backend's own table is written with.
  */
 #include <pthread.h>
@@ -132,12 +132,11 @@ static dv_status hipb_open(const dv_backend_config *cfg, void **state) {
   return dv__cu_open(&dv__hip_driver, cfg, state);
 }
 
-/* Every method but these four is the CUDA backend's (DV_CU_BACKEND_METHODS). */
+/* Every method but probe and open is the CUDA family's (DV_CU_BACKEND_METHODS). */
 const dv_backend dv__backend_hip = {
-    .version = DV_BACKEND_VERSION,
     .name = "hip",
+    .caps = DV_CU_BACKEND_CAPS,
     .probe = hipb_probe,
     .open = hipb_open,
-    .close = dv__cu_close,
     DV_CU_BACKEND_METHODS /* ends with a comma */
 };

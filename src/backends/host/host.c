@@ -218,8 +218,9 @@ static dv_status hb_trim(void *state) {
 }
 
 const dv_backend dv__backend_host = {
-    .version = DV_BACKEND_VERSION,
     .name = "host",
+    .caps = DV_BCAP_BASE | DV_BCAP_STRIDED | DV_BCAP_KERNELS | DV_BCAP_NATIVE | DV_BCAP_IPC | DV_BCAP_FAULTS |
+            DV_BCAP_TRIM | DV_BCAP_BUFFER_CHECK,
     .probe = hb_probe,
     .open = hb_open,
     .close = hb_close,
@@ -249,9 +250,7 @@ const dv_backend dv__backend_host = {
     .fault_inject = hb_fault_inject,
     .fault_pending = hb_fault_pending,
     .check_memory = hb_check_memory,
-    .managed_alloc = NULL,
-    .stream_builtin = NULL,
-    /* Version 3 (host_kernel.c). */
+    /* Kernels and native handles (host_kernel.c). */
     .kernel_limits = hk_kernel_limits,
     .kernel_target_id = hk_kernel_target_id,
     .module_build = hk_module_build,
@@ -269,10 +268,7 @@ const dv_backend dv__backend_host = {
     .ipc_export = hb_ipc_export,
     .ipc_open = hb_ipc_open,
     .ipc_close = hb_ipc_close,
-    /* Version 6. */
     .kernel_params = hk_kernel_params,
-    /* Version 7. */
     .mem_trim = hb_trim,
-    /* Version 8. */
     .buffer_check = hb_buffer_check,
 };

@@ -800,8 +800,8 @@ static dv_status clb_event_elapsed(void *state, dv_bevent *a, dv_bevent *b, floa
 }
 
 const dv_backend dv__backend_opencl = {
-    .version = DV_BACKEND_VERSION,
     .name = "opencl",
+    .caps = DV_BCAP_BASE | DV_BCAP_STRIDED | DV_BCAP_KERNELS | DV_BCAP_NATIVE | DV_BCAP_BUFFER_CHECK,
     .probe = clb_probe,
     .open = clb_open,
     .close = clb_close,
@@ -828,8 +828,8 @@ const dv_backend dv__backend_opencl = {
     .event_query = clb_event_query,
     .event_sync = clb_event_sync,
     .event_elapsed = clb_event_elapsed,
-    .kernel_limits = dv__clk_limits,
-    .kernel_target_id = dv__clk_target_id,
+    .kernel_limits = dv__clk_kernel_limits,
+    .kernel_target_id = dv__clk_kernel_target_id,
     .module_build = dv__clk_module_build,
     .module_load = dv__clk_module_load,
     .module_unload = dv__clk_module_unload,
@@ -843,7 +843,6 @@ const dv_backend dv__backend_opencl = {
     .buffer_wrap = dv__clk_buffer_wrap,
     .buffer_unwrap = dv__clk_buffer_unwrap,
     .kernel_params = dv__clk_kernel_params,
-    /* Version 8. */
     .buffer_check = clb_buffer_check,
 };
 
@@ -858,7 +857,8 @@ static dv_status clb_open(const dv_backend_config *cfg, void **state) {
   *state = NULL;
   return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "built without OpenCL headers (install opencl-headers and rebuild)");
 }
-const dv_backend dv__backend_opencl = {.version = DV_BACKEND_VERSION, .name = "opencl", .probe = clb_probe, .open = clb_open};
+/* A placeholder (DV_BCAP_ENTRY alone): open always fails. */
+const dv_backend dv__backend_opencl = {.name = "opencl", .caps = DV_BCAP_ENTRY, .probe = clb_probe, .open = clb_open};
 dv_status dv__cl_build(void *state, const char *source, const char *options, void **program, char **log) {
   (void)state, (void)source, (void)options;
   *program = NULL;

@@ -101,32 +101,18 @@ static inline void cl_track(dv_bstream *s, cl_event ev) {
 void dv__cl_kernel_init(cl_state *st);
 void dv__cl_kernel_fini(cl_state *st);
 
-/* opencl_kernel.c: the methods of the backend table. */
-dv_status dv__clk_copy_strided(void *state, dv_bstream *s, const dv_strided *c);
-dv_status dv__clk_limits(void *state, dv_klimits *out);
-dv_status dv__clk_target_id(void *state, char *buf, size_t cap);
-dv_status dv__clk_module_build(void *state, const dv_build_req *req, dv_bmodule **out, void **image,
-                               size_t *image_size, char **log);
-dv_status dv__clk_module_load(void *state, const dv_build_req *req, const void *image, size_t image_size,
-                              dv_bmodule **out, char **log);
-dv_status dv__clk_module_unload(void *state, dv_bmodule *m);
-dv_status dv__clk_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel **out);
-dv_status dv__clk_kernel_attrs(void *state, dv_bkernel *k, dv_kernel_attrs *out);
+/* The kernel, native-handle and strided-copy methods of the backend table
+ * (opencl_kernel.c, opencl_program.c, opencl_copykernel.c) as
+ * dv__clk_<method>, declared by expanding ../backend_methods.def (opencl.c
+ * defines the other groups' methods as static clb_<method>). */
+#define DV_BE_METHOD(group, ret, method, params) ret dv__clk_##method params;
+#include "../backend_methods.def"
+#undef DV_BE_METHOD
 /* A failed OpenCL call as a status and message naming it (opencl_common.c). */
 dv_status dv__clk_fail(cl_int code, const char *what);
 /* FNV-1a, 64 bits (opencl_common.c): the image checksum and the target hash. */
 #define CLK_FNV_INIT 0xcbf29ce484222325ull
 uint64_t dv__clk_fnv(uint64_t h, const void *p, size_t n);
-dv_status dv__clk_kernel_params(void *state, dv_bkernel *k, dv_bparam *out, size_t cap, size_t *n,
-                                const char **sig);
-dv_status dv__clk_constant_write(void *state, dv_bmodule *m, dv_bstream *s, size_t offset, dv_memref src,
-                                 size_t bytes);
-dv_status dv__clk_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_blaunch *l);
-dv_status dv__clk_native_context(void *state, void **context, void **device);
-dv_status dv__clk_native_stream(void *state, dv_bstream *s, void **handle);
-dv_status dv__clk_native_buffer(void *state, void *buf, void **native);
-dv_status dv__clk_buffer_wrap(void *state, void *native, size_t bytes, void **buf);
-dv_status dv__clk_buffer_unwrap(void *state, void *buf);
 
 /* ---- device discovery and choice (opencl_select.c) ---- */
 

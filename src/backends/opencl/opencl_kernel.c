@@ -112,7 +112,7 @@ void dv__cl_kernel_fini(cl_state *st) {
 
 /* ---- limits and target ------------------------------------------------------------------ */
 
-dv_status dv__clk_limits(void *state, dv_klimits *out) {
+dv_status dv__clk_kernel_limits(void *state, dv_klimits *out) {
   cl_state *st = state;
   memset(out, 0, sizeof *out);
   size_t wg = 0, sizes[3] = {0, 0, 0}, params = 0;

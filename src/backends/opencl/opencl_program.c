@@ -38,7 +38,7 @@ static void clk_target_full(cl_state *st, char *buf, size_t cap) {
            CLK_IMAGE_MAGIC, CLK_OPTIONS, dname, dver, drv, clc, st->addr_bits, pname, pver);
 }
 
-dv_status dv__clk_target_id(void *state, char *buf, size_t cap) {
+dv_status dv__clk_kernel_target_id(void *state, char *buf, size_t cap) {
   cl_state *st = state;
   char full[2048];
   clk_target_full(st, full, sizeof full);
