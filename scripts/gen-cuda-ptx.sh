@@ -1,6 +1,6 @@
 #!/bin/sh
 # Precompile devarray's built-in copy kernels (src/kernel/copy_kernels.dvk, in
-# the kernel dialect of include/devarray/kernel.h) to PTX for the CUDA backend,
+# the kernel dialect: src/dialect/, referenced by include/devarray/kernel.h) to PTX for the CUDA backend,
 # and write src/backends/cuda/copy_kernels_ptx.h, which the build embeds: the
 # library needs neither the CUDA toolkit to build nor NVRTC to run copies.
 #
@@ -21,7 +21,8 @@
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-dialect="$root/include/devarray/kernel.h"
+dialect="$root/src/dialect/dialect.h" # its parts are #included from its folder
+dialect_dir="$root/src/dialect"
 source="$root/src/kernel/copy_kernels.dvk"
 header="$root/src/backends/cuda/copy_kernels_ptx.h"
 arch=${DV_PTX_ARCH:-compute_75}
@@ -34,7 +35,7 @@ mode=${1:-}
 # white space: editing other backends' branches does not change it.
 digest() {
   { cat "$dialect"; printf '#line 1 "copy_kernels.dvk"\n'; cat "$source"; } |
-    "$CC" -E -P -undef -x c -D__CUDACC__ - | tr -d ' \t\n' | sha256sum | cut -d' ' -f1
+    "$CC" -E -P -undef -x c -D__CUDACC__ -I"$dialect_dir" - | tr -d ' \t\n' | sha256sum | cut -d' ' -f1
 }
 
 if [ "$mode" = "--check-digest" ]; then
@@ -42,7 +43,7 @@ if [ "$mode" = "--check-digest" ]; then
   have=$(digest)
   if [ "$want" != "$have" ]; then
     echo "src/backends/cuda/copy_kernels_ptx.h is stale: src/kernel/copy_kernels.dvk or the CUDA" >&2
-    echo "branch of include/devarray/kernel.h changed (digest $have, header $want)." >&2
+    echo "branch of the dialect (src/dialect/) changed (digest $have, header $want)." >&2
     echo "Run scripts/gen-cuda-ptx.sh (needs nvcc) and commit the header." >&2
     exit 1
   fi
@@ -60,7 +61,7 @@ release=$("$NVCC" --version | sed -n 's/^Cuda compilation tools, \(release [^,]*
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 { cat "$dialect"; printf '#line 1 "copy_kernels.dvk"\n'; cat "$source"; } >"$tmp/copy_kernels.cu"
-"$NVCC" -ptx -arch="$arch" -o "$tmp/raw.ptx" "$tmp/copy_kernels.cu"
+"$NVCC" -ptx -arch="$arch" -I"$dialect_dir" -o "$tmp/raw.ptx" "$tmp/copy_kernels.cu"
 orig=$(sed -n 's/^\.version \([0-9.]*\)$/\1/p' "$tmp/raw.ptx")
 target=$(sed -n 's/^\.target \(sm_[0-9a-z]*\)$/\1/p' "$tmp/raw.ptx")
 [ -n "$orig" ] && [ -n "$target" ] || { echo "gen-cuda-ptx: no .version/.target in nvcc's PTX" >&2; exit 1; }
