@@ -18,7 +18,7 @@
 
 #include "backends/host/host_check.h"
 #include "bench_util.h"
-#include "devarray/kernel.h"
+#include "dialect/dialect.h"
 
 static double cpu_now(void) {
   struct timespec t;

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Precompile devarray's built-in copy kernels (src/kernel/copy_kernels.dvk, in
-# the kernel dialect of include/devarray/kernel.h) to PTX for the CUDA backend,
-# and write src/backends/cuda/copy_kernels.ptx: the PTX as data, after a few
+# the kernel dialect: src/dialect/, referenced by include/devarray/kernel.h) to PTX for the
+# CUDA backend, and write src/backends/cuda/copy_kernels.ptx: the PTX as data, after a few
 # comment lines saying how it was made, which the build embeds as the string
 # dv__cuda_copy_ptx (CMakeLists.txt, cmake/embed.cmake): the library needs
 # neither the CUDA toolkit to build nor NVRTC to run copies.
@@ -23,7 +23,8 @@
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-dialect="$root/include/devarray/kernel.h"
+dialect="$root/src/dialect/dialect.h" # its parts are #included from its folder
+dialect_dir="$root/src/dialect"
 source="$root/src/kernel/copy_kernels.dvk"
 ptxfile="$root/src/backends/cuda/copy_kernels.ptx"
 arch=${DV_PTX_ARCH:-compute_75}
@@ -36,7 +37,7 @@ mode=${1:-}
 # white space: editing other backends' branches does not change it.
 digest() {
   { cat "$dialect"; printf '#line 1 "copy_kernels.dvk"\n'; cat "$source"; } |
-    "$CC" -E -P -undef -x c -D__CUDACC__ - | tr -d ' \t\n' | sha256sum | cut -d' ' -f1
+    "$CC" -E -P -undef -x c -D__CUDACC__ -I"$dialect_dir" - | tr -d ' \t\n' | sha256sum | cut -d' ' -f1
 }
 
 if [ "$mode" = "--check-digest" ]; then
@@ -44,7 +45,7 @@ if [ "$mode" = "--check-digest" ]; then
   have=$(digest)
   if [ "$want" != "$have" ]; then
     echo "src/backends/cuda/copy_kernels.ptx is stale: src/kernel/copy_kernels.dvk or the CUDA" >&2
-    echo "branch of include/devarray/kernel.h changed (digest $have, file $want)." >&2
+    echo "branch of the dialect (src/dialect/) changed (digest $have, file $want)." >&2
     echo "Run scripts/gen-cuda-ptx.sh (needs nvcc) and commit the file." >&2
     exit 1
   fi
@@ -62,7 +63,7 @@ release=$("$NVCC" --version | sed -n 's/^Cuda compilation tools, \(release [^,]*
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 { cat "$dialect"; printf '#line 1 "copy_kernels.dvk"\n'; cat "$source"; } >"$tmp/copy_kernels.cu"
-"$NVCC" -ptx -arch="$arch" -o "$tmp/raw.ptx" "$tmp/copy_kernels.cu"
+"$NVCC" -ptx -arch="$arch" -I"$dialect_dir" -o "$tmp/raw.ptx" "$tmp/copy_kernels.cu"
 orig=$(sed -n 's/^\.version \([0-9.]*\)$/\1/p' "$tmp/raw.ptx")
 target=$(sed -n 's/^\.target \(sm_[0-9a-z]*\)$/\1/p' "$tmp/raw.ptx")
 [ -n "$orig" ] && [ -n "$target" ] || { echo "gen-cuda-ptx: no .version/.target in nvcc's PTX" >&2; exit 1; }

@@ -1,5 +1,5 @@
 #!/bin/sh
-# cl_missing_extension.sh CLANG KERNEL_H: a 64-bit atomic in an OpenCL C
+# cl_missing_extension.sh CLANG DIALECT (the embedded dialect text): a 64-bit atomic in an OpenCL C
 # compiler without cl_khr_int64_base_atomics / _extended_atomics is a compile
 # error naming the missing extension (PoCL has both and refuses options that
 # turn them off, so clang's OpenCL front end stands in).  Skipped (77) without

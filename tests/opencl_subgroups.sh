@@ -1,5 +1,5 @@
 #!/bin/sh
-# opencl_subgroups.sh ROOT: the dialect's OpenCL branches that PoCL 3.1 (no
+# opencl_subgroups.sh ROOT DIALECT: the dialect's OpenCL branches that PoCL 3.1 (no
 # sub-groups) never compiles, compiled by clang's OpenCL C front end (SPIR,
 # syntax and code generation, nothing runs): tests/kernels/wave.dvk and
 # printf.dvk with sub-groups and khr shuffles and ballot, with
@@ -8,12 +8,13 @@
 # has sub-groups); each variant must call the built-ins it promises.  Exit 77 (skipped) without clang.
 set -u
 root="$1"
+dialect="$2" # the embedded dialect text (build/generated/devarray_kernel_dialect.h)
 command -v clang >/dev/null 2>&1 || { echo "skipped: clang (OpenCL C front end) not found"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 check() { # name, OpenCL C version, -cl-ext value, #undefs, built-ins that must be called
-  { printf '%b' "$4"; cat "$root/include/devarray/kernel.h" "$root/tests/kernels/wave.dvk" \
+  { printf '%b' "$4"; cat "$dialect" "$root/tests/kernels/wave.dvk" \
       "$root/tests/kernels/printf.dvk"; } > "$tmp/$1.cl"
   if ! clang -cc1 -triple spir64-unknown-unknown -cl-std="$2" -finclude-default-header \
        -cl-ext="$3" -emit-llvm -O1 -o "$tmp/$1.ll" "$tmp/$1.cl" > "$tmp/$1.log" 2>&1; then

@@ -16,7 +16,7 @@
  * symbols are renamed so that they cannot meet the library's own. */
 #define dv__rt dv_test_copy_rt
 #define dv__self dv_test_copy_self
-#include "devarray/kernel.h"
+#include "dialect/dialect.h"
 #include "kernel/copy_kernels.dvk"
 const dv__host_rt *dv_test_copy_rt;
 _Thread_local dv__hthread *dv_test_copy_self;

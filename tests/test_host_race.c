@@ -13,7 +13,7 @@
 #include "common.h"
 #include "backends/host/host_check.h"
 #include "core/core.h"
-#include "devarray/kernel.h"
+#include "dialect/dialect.h"
 
 #define PC(n) ((const void *)(uintptr_t)(0x1000 + 16 * (n)))
 #define LOCAL DV_FENCE_LOCAL

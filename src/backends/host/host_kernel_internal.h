@@ -46,7 +46,7 @@
 
 #include "../../core/core.h"
 #include "../backend.h"
-#include "devarray/kernel.h"
+#include "../../dialect/dialect.h"
 #include "fiber.h"
 #include "host_internal.h"
 

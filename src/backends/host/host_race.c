@@ -65,7 +65,7 @@
 #include <string.h>
 
 #include "../../core/core.h"
-#include "devarray/kernel.h"
+#include "../../dialect/dialect.h"
 #include "host_race_internal.h"
 
 /* ---- pcs ---- */
