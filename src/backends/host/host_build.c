@@ -46,6 +46,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fission/fission.h"
 #include "host_kernel_internal.h"
 
 extern char **environ;

@@ -8,7 +8,7 @@
  *                  worker (uses all below)
  *   host_build.c   the compiler driver (and region fission's place in it)
  *   host_module.c  modules (dlopen, memfd), kernels, file helpers
- *   host_fission.c region fission (libclang), called by host_build.c
+ *   fission/      region fission (libclang; fission/fission.h), called by host_build.c
  *   host_exec.c    executors (OS threads that run blocks), the runner and
  *                  block scheduler (fibers), helper threads
  *   host_signal.c  the signal handler: faults in a kernel's code, the
@@ -17,8 +17,6 @@
  *                  path, libffi
  *   host_rt.c      the runtime kernels call (dv__rt): shared memory,
  *                  barriers, wave operations, printf, faults
- *   host_fission.c region fission (fast mode): a function per kernel that
- *                  runs a block as loops over its threads between barriers
  *   host_watchdog.c the watchdog (option kernel_timeout): stops a launch
  *                  that runs too long and says where its threads were
  *   host_lines.c   source lines of code addresses (addr2line)
@@ -401,17 +399,6 @@ void hk_free_words(char **w);
 /* Parameter i (0-based) of a kernel's exported parameter list, blanks
  * trimmed, into buf (messages). */
 void hk_param_text(const char *sig, int i, char *buf, size_t cap);
-
-/* ---- host_fission.c ---- */
-/* Can region fission run here (libclang found and complete)? */
-bool hk_fission_available(void);
-/* The fission functions (dv__fis_<kernel>, runs one block; a kernel.h
- * record's `stop` set to 2 on entry: declined, its per-thread state does
- * not fit dv__fis_room bytes of stack) for the kernels of the
- * preprocessed unit pre[0..n) the pass accepts, to append to it; NULL:
- * none, or no memory (*oom then set).  note gets a line per kernel
- * (accepted, or refused and why). */
-char *hk_fission(const char *pre, size_t n, char *note, size_t cap, bool *oom);
 
 /* ---- host_call.c ---- */
 /* Each lowered argument's libffi type; an error for what cannot be passed. */
