@@ -10,7 +10,7 @@
 
 #include "common.h"
 #include "array/array.h"
-#include "backends/host/host_mem.h"
+#include "backends/host/device/device_internal.h"
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #endif

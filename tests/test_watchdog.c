@@ -19,7 +19,7 @@
 #include "common.h"
 #include "array/array.h"
 #include "backends/backend.h"
-#include "backends/host/host_kernel_internal.h" /* hk_line_of, white-box */
+#include "backends/host/toolchain/toolchain.h" /* hk_line_of, white-box */
 #include "core/core.h"
 #include "kernel/kernel_internal.h"
 
@@ -344,7 +344,7 @@ static void test_lines_of_addresses(void **state) {
   dv_module *m = test_build(c, "lines.dvk", "\n\nDV_KERNEL(here, DV_ARRAY(int, out)) { "
                                        "DV_BIND(int, out); out[0] = 1; }\n", NULL, NULL);
   dv_kernel *k = kernel_of(m, "here");
-  dv_bmodule *bm = m->bm;
+  const hk_mview *bm = hk_module_view(m->bm);
   void *fn = dlsym(bm->dl, "here");
   assert_non_null(fn);
   char a[200], b[200], d[200];
@@ -373,7 +373,7 @@ static void test_lines_of_addresses(void **state) {
   c = new_ctx("checked", NULL);
   m = test_build(c, "lines.dvk", "DV_KERNEL(here, DV_ARRAY(int, out)) {\n  DV_BIND(int, out);\n"
                             "  out[0] = 1;\n}\n", NULL, NULL);
-  bm = m->bm;
+  bm = hk_module_view(m->bm);
   fn = dlsym(bm->dl, "here");
   setenv("PATH", "/nonexistent-devarray-test", 1);
   hk_line_of_pc(bm, fn, a, sizeof a);

@@ -1,7 +1,10 @@
 /*
- * The host simulator: a device model, not a stub.  This file: host memory,
- * the backend table, open and close; device memory is host_mem.c, streams
- * and events host_stream.c, copies host_copy.c, kernels host_kernel.c.
+ * The host simulator: a device model, not a stub.  This file is the only
+ * one that names every part: it opens and closes them and builds the
+ * backend table.  The parts (each folder's header says what it owns):
+ * device/ (memory, streams running opaque tasks, copies, IPC: device.h)
+ * and the kernel files (compiler, modules, launches, executors, the
+ * runtime and the checks: host_kernel_internal.h's entry points).
  *
  *  - Device memory is host RAM owned by the simulator (never the caller's),
  *    bounded by a capacity (option host_memory), so out-of-memory and the
@@ -18,203 +21,121 @@
  *  - Blocks are reference counted by the queued operations that use them, so
  *    memory freed while work is queued is reclaimed when that work is done.
  *  - Kernels (host_kernel.c and the files it names, fiber.c) are queued
- *    operations too (OP_KERNEL): compiled with the system C compiler, run by
- *    the stream's worker and a few helper threads, with the checks a GPU
- *    does not make.  A stream holds at most HB_KERNEL_QUEUE of them.
+ *    operations too (a stream's opaque tasks, hb_enqueue_task): compiled
+ *    with the system C compiler, run by the stream's worker and a few
+ *    helper threads, with the checks a GPU does not make.  A stream holds
+ *    at most HB_TASK_QUEUE of them.
  */
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "../../core/core.h"
-#include "../backend.h"
-#include "../../core/memops.h"
-#include "host_stream.h"
+#include "device/device.h"
+#include "host_internal.h"
 
-/* ---- host memory ---------------------------------------------------------- */
+/* ---- open and close --------------------------------------------------------- */
 
-typedef struct hb_host {
-  void *ptr;
-  bool owned;
-  hb_block *alias; /* device view when mapped */
-} hb_host;
+/* The device's state is the backend's state; the other parts' hang off it
+ * (hb_user), for the wrappers below. */
+typedef struct host_parts {
+  hk_state *k; /* launches, executors, the runtime, the checks */
+  hk_tc *tc;   /* toolchain/ */
+} host_parts;
+#define HK(state) (((host_parts *)hb_user(state))->k)
+#define TC(state) (((host_parts *)hb_user(state))->tc)
 
-static dv_status hb_host_alloc(void *state, size_t bytes, unsigned flags, void **handle,
-                               void **ptr, void **dev_buf) {
-  hb_state *st = state;
-  *handle = *ptr = NULL;
-  if (dev_buf) *dev_buf = NULL;
-  hb_host *h = dv__calloc(1, sizeof *h);
-  void *p = h ? dv__malloc(bytes) : NULL;
-  hb_block *alias = NULL;
-  if (p && (flags & DV_HOSTMEM_MAPPED)) alias = hb_alias_new(st, p, bytes);
-  if (!h || !p || ((flags & DV_HOSTMEM_MAPPED) && !alias)) {
-    dv__free(p);
-    dv__free(h);
-    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate %zu bytes of pinned host memory", bytes);
-  }
-  h->ptr = p;
-  h->owned = true;
-  h->alias = alias;
-  *handle = h;
-  *ptr = p;
-  if (dev_buf) *dev_buf = alias;
-  return DV_OK;
+static void host_parts_free(host_parts *p) {
+  if (!p) return;
+  hk_close(p->k);
+  hk_tc_close(p->tc);
+  dv__free(p);
 }
 
-/* Like cuMemFreeHost, releasing host memory first waits for queued work, so
- * an asynchronous copy never reads freed memory.  (Not from a worker thread,
- * where waiting would deadlock: callbacks must not drop the last reference
- * to host memory still used by queued work.) */
-static dv_status hb_host_release(hb_state *st, hb_host *h) {
-  if (!h) return dv__error(DV_ERR_INVALID_ARGUMENT, "NULL host-memory handle");
-  if (!hb_on_worker()) hb_stream_sync(st, NULL);
-  if (h->alias) {
-    atomic_store(&h->alias->freed, true);
-    hb_block_unref(h->alias);
-  }
-  if (h->owned) dv__free(h->ptr);
-  dv__free(h);
-  return DV_OK;
-}
-
-static dv_status hb_host_free(void *state, void *handle) {
-  return hb_host_release(state, handle);
-}
-
-static dv_status hb_host_register(void *state, void *ptr, size_t bytes, unsigned flags,
-                                  void **handle, void **dev_buf) {
-  hb_state *st = state;
-  *handle = NULL;
-  if (dev_buf) *dev_buf = NULL;
-  if (!ptr || !bytes) return dv__error(DV_ERR_INVALID_ARGUMENT, "register of an empty range");
-  hb_host *h = dv__calloc(1, sizeof *h);
-  hb_block *alias = (h && (flags & DV_HOSTMEM_MAPPED)) ? hb_alias_new(st, ptr, bytes) : NULL;
-  if (!h || ((flags & DV_HOSTMEM_MAPPED) && !alias)) {
-    dv__free(h);
-    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a registration record");
-  }
-  h->ptr = ptr;
-  h->alias = alias;
-  *handle = h;
-  if (dev_buf) *dev_buf = alias;
-  return DV_OK;
-}
-
-static dv_status hb_host_unregister(void *state, void *handle) {
-  return hb_host_release(state, handle);
-}
-
-/* ---- the rest ------------------------------------------------------------- */
-
-/* ---- for host_kernel.c (host_internal.h) ----------------------------------- */
-
-static dv_status hb_enqueue_kernel(dv_bstream *s, hk_job *l) {
-  hb_op *op = hb_op_new(OP_KERNEL);
-  if (!op) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a kernel launch");
-  op->u.kernel = l;
-  hb_enqueue(s, op);
-  return DV_OK;
-}
-
-static const hk_services hb_services = {
-    .block_unref = hb_block_unref,
-    .guards_ok = hb_guards_ok,
-    .guards_arm = hb_guards_arm,
-    .alias_new = hb_alias_new,
-    .enqueue = hb_enqueue_kernel,
-    .copy_rect = hb_copy_rect,
-};
-
-static dv_status hb_probe(char *reason, size_t cap) {
-  if (reason && cap) snprintf(reason, cap, "always available");
-  return DV_OK;
-}
-
-static dv_status hb_open(const dv_backend_config *cfg, void **state) {
+static dv_status host_open(const dv_backend_config *cfg, void **state) {
   *state = NULL;
-  /* One device, 0: any other selector is refused, as the other backends
-   * refuse a device they do not have. */
-  const char *dev = cfg->device ? cfg->device : "";
-  if (*dev) {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(dev, &end, 10);
-    if (errno || end == dev || *end || v < 0)
-      return dv__error(DV_ERR_INVALID_ARGUMENT,
-                       "host simulator device \"%s\" is not an ordinal (option device; its one "
-                       "device is 0)", dev);
-    if (v != 0)
-      return dv__error(DV_ERR_BACKEND_UNAVAILABLE,
-                       "no host simulator device %ld (it has one device, 0; option device)", v);
-  }
-  hb_state *st = dv__calloc(1, sizeof *st);
-  if (!st) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the host simulator");
-  hb_mem_open(st, cfg);
-  pthread_mutex_init(&st->idle_m, NULL);
-  pthread_cond_init(&st->idle_cv, NULL);
-  st->delay_us = cfg->host_delay_us;
-  st->strided = cfg->host_strided != 0;
-  atomic_store(&st->fault[DV_FAULT_COPY], cfg->fault_copy);
-  dv_status rc = hk_open(st, cfg, &hb_services, &st->head.k);
+  host_parts *p = dv__calloc(1, sizeof *p);
+  if (!p) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the host simulator");
+  dv_status rc = hk_tc_open(cfg, hk_runtime(), &p->tc);
+  if (!rc) rc = hk_open(cfg, &p->k);
+  hb_state *st = NULL;
+  if (!rc) rc = hb_device_open(cfg, p, &st);
   if (rc) {
-    pthread_mutex_destroy(&st->idle_m);
-    pthread_cond_destroy(&st->idle_cv);
-    dv__free(st);
+    host_parts_free(p);
     return rc;
   }
   *state = st;
   return DV_OK;
 }
 
-static void hb_close(void *state) {
-  hb_state *st = state;
-  hb_stream_sync(st, NULL);
-  hk_close(st->head.k); /* after the streams: queued launches have run */
-  hb_mem_close(st);
-  pthread_mutex_destroy(&st->idle_m);
-  pthread_cond_destroy(&st->idle_cv);
-  dv__free(st);
+static void host_close(void *state) {
+  host_parts *p = hb_user(state);
+  hb_stream_sync(state, NULL);
+  hk_close(p->k); /* after the streams: queued launches have run */
+  p->k = NULL;
+  hb_device_close(state);
+  host_parts_free(p);
 }
 
-static dv_status hb_device_info(void *state, dv_device_info *out) {
-  hb_state *st = state;
-  snprintf(out->backend, sizeof out->backend, "host");
-  snprintf(out->name, sizeof out->name, "devarray host simulator");
-  snprintf(out->vendor, sizeof out->vendor, "devarray");
-  snprintf(out->driver_version, sizeof out->driver_version, "%s", dv_version());
-  out->total_memory = st->cap;
-  out->max_allocation = st->cap;
-  out->base_alignment = 256;
-  out->can_map_host_memory = 1;
-  out->managed_memory = 0;
+/* ---- the kernel part's methods: its state, from the device's ------------------ */
+
+static dv_status host_kernel_limits(void *state, dv_klimits *out) {
+  return hk_kernel_limits(HK(state), out);
+}
+static dv_status host_kernel_target_id(void *state, char *buf, size_t cap) {
+  return hk_kernel_target_id(TC(state), buf, cap);
+}
+static dv_status host_module_build(void *state, const dv_build_req *req, dv_bmodule **out,
+                                   void **image, size_t *image_size, char **log) {
+  return hk_module_build(TC(state), req, out, image, image_size, log);
+}
+static dv_status host_module_load(void *state, const dv_build_req *req, const void *image,
+                                  size_t image_size, dv_bmodule **out, char **log) {
+  return hk_module_load(TC(state), req, image, image_size, out, log);
+}
+static dv_status host_module_unload(void *state, dv_bmodule *m) {
+  return hk_module_unload(TC(state), m);
+}
+static dv_status host_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel **out) {
+  return hk_kernel_get(TC(state), m, name, out);
+}
+static dv_status host_kernel_attrs(void *state, dv_bkernel *k, dv_kernel_attrs *out) {
+  return hk_kernel_attrs(HK(state), k, out);
+}
+static dv_status host_kernel_params(void *state, dv_bkernel *k, dv_bparam *out, size_t cap,
+                                    size_t *n, const char **sig) {
+  return hk_kernel_params(TC(state), k, out, cap, n, sig);
+}
+static dv_status host_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_blaunch *l) {
+  return hk_launch(HK(state), s, k, l);
+}
+
+/* A module's constant buffer is written by a copy on the stream (queued in
+ * order with the launches that read it). */
+static dv_status host_constant_write(void *state, dv_bmodule *m, dv_bstream *s, size_t offset,
+                                     dv_memref src, size_t bytes) {
+  if (!m || !s) return dv__error(DV_ERR_NULL_ARGUMENT, "constant write without module or stream");
+  unsigned char *cbuf;
+  size_t cbytes;
+  const char *name = hk_module_constants(m, &cbuf, &cbytes);
+  if (offset > cbytes || bytes > cbytes - offset)
+    return dv__error(DV_ERR_INVALID_ARGUMENT,
+                     "constant write of %zu bytes at offset %zu outside the %zu-byte constant "
+                     "buffer of program %s", bytes, offset, cbytes, name);
+  if (!bytes) return DV_OK;
+  dv_rect r;
+  memset(&r, 0, sizeof r);
+  r.src = src;
+  r.dst.ptr = cbuf + offset;
+  r.width = bytes;
+  r.height = 1;
+  r.depth = 1;
+  return hb_copy_rect(state, s, &r);
+}
+
+static dv_status host_native_context(void *state, void **context, void **device) {
+  (void)state;
+  if (context) *context = NULL;
+  if (device) *device = NULL;
   return DV_OK;
-}
-
-static dv_status hb_fault_inject(void *state, dv_fault_kind kind, uint64_t k) {
-  hb_state *st = state;
-  if ((unsigned)kind >= sizeof st->fault / sizeof st->fault[0])
-    return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown fault kind %d", (int)kind);
-  atomic_store(&st->fault[kind], k);
-  return DV_OK;
-}
-
-static int hb_fault_pending(void *state, dv_fault_kind kind) {
-  hb_state *st = state;
-  if ((unsigned)kind >= sizeof st->fault / sizeof st->fault[0]) return 0;
-  return atomic_load(&st->fault[kind]) != 0;
-}
-
-/* dv_memory_trim: the blocks that queued work still holds come back to the
- * cache when that work ends, so wait for it first (the header promises that
- * trim returns what work that used the memory held); the internal trim of a
- * refused allocation (host_mem.c) does not wait. */
-static dv_status hb_trim(void *state) {
-  if (!hb_on_worker()) hb_stream_sync(state, NULL);
-  return hb_mem_trim(state);
 }
 
 const dv_backend dv__backend_host = {
@@ -222,8 +143,8 @@ const dv_backend dv__backend_host = {
     .caps = DV_BCAP_BASE | DV_BCAP_STRIDED | DV_BCAP_KERNELS | DV_BCAP_NATIVE | DV_BCAP_IPC | DV_BCAP_FAULTS |
             DV_BCAP_TRIM | DV_BCAP_BUFFER_CHECK,
     .probe = hb_probe,
-    .open = hb_open,
-    .close = hb_close,
+    .open = host_open,
+    .close = host_close,
     .device_info = hb_device_info,
     .mem_alloc = hb_mem_alloc,
     .mem_free = hb_mem_free,
@@ -250,25 +171,25 @@ const dv_backend dv__backend_host = {
     .fault_inject = hb_fault_inject,
     .fault_pending = hb_fault_pending,
     .check_memory = hb_check_memory,
-    /* Kernels and native handles (host_kernel.c). */
-    .kernel_limits = hk_kernel_limits,
-    .kernel_target_id = hk_kernel_target_id,
-    .module_build = hk_module_build,
-    .module_load = hk_module_load,
-    .module_unload = hk_module_unload,
-    .kernel_get = hk_kernel_get,
-    .kernel_attrs = hk_kernel_attrs,
-    .constant_write = hk_constant_write,
-    .launch = hk_launch,
-    .native_context = hk_native_context,
-    .native_stream = hk_native_stream,
-    .native_buffer = hk_native_buffer,
-    .buffer_wrap = hk_buffer_wrap,
-    .buffer_unwrap = hk_buffer_unwrap,
+    /* Kernels and native handles (the kernel files, through the wrappers above). */
+    .kernel_limits = host_kernel_limits,
+    .kernel_target_id = host_kernel_target_id,
+    .module_build = host_module_build,
+    .module_load = host_module_load,
+    .module_unload = host_module_unload,
+    .kernel_get = host_kernel_get,
+    .kernel_attrs = host_kernel_attrs,
+    .constant_write = host_constant_write,
+    .launch = host_launch,
+    .native_context = host_native_context,
+    .native_stream = hb_native_stream,
+    .native_buffer = hb_native_buffer,
+    .buffer_wrap = hb_buffer_wrap,
+    .buffer_unwrap = hb_buffer_unwrap,
     .ipc_export = hb_ipc_export,
     .ipc_open = hb_ipc_open,
     .ipc_close = hb_ipc_close,
-    .kernel_params = hk_kernel_params,
+    .kernel_params = host_kernel_params,
     .mem_trim = hb_trim,
     .buffer_check = hb_buffer_check,
 };

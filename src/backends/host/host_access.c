@@ -51,47 +51,11 @@ static void hk_acc_rt_init(void) {
   hk_acc_rt.memop = hk_rt_memop;
 }
 
-typedef struct hk_seg_find {
-  uintptr_t base;
-  dv_bmodule *m;
-} hk_seg_find;
-
-static int hk_seg_cb(struct dl_phdr_info *info, size_t size, void *arg) {
-  (void)size;
-  hk_seg_find *f = arg;
-  if ((uintptr_t)info->dlpi_addr != f->base) return 0;
-  dv_bmodule *m = f->m;
-  for (int i = 0; i < info->dlpi_phnum && m->nseg < 8; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    if (ph->p_type == PT_TLS) m->tls_bytes = ph->p_memsz;
-    if (ph->p_type != PT_LOAD) continue;
-    m->seg_lo[m->nseg] = (uintptr_t)info->dlpi_addr + ph->p_vaddr;
-    m->seg_hi[m->nseg] = m->seg_lo[m->nseg] + ph->p_memsz;
-    m->nseg++;
-  }
-  return 1;
-}
-
-/* The module's first launch: its segments, and the runtime with the checks. */
-static dv_status hk_access_module(dv_bmodule *m) {
-  pthread_mutex_lock(&m->lock);
-  dv_status rc = DV_OK;
-  if (!m->nseg) {
-    pthread_once(&hk_acc_once, hk_acc_rt_init);
-    struct link_map *lm = NULL;
-    const dv__host_rt **rt = dlsym(m->dl, "dv__rt");
-    if (rt && dlinfo(m->dl, RTLD_DI_LINKMAP, &lm) == 0 && lm) {
-      hk_seg_find f = {(uintptr_t)lm->l_addr, m};
-      dl_iterate_phdr(hk_seg_cb, &f);
-    }
-    if (!rt || !m->nseg)
-      rc = dv__error(DV_ERR_SYMBOL_LOAD, "kernel module %s: cannot find its segments for the "
-                     "access checks", m->name);
-    else
-      *rt = &hk_acc_rt;
-  }
-  pthread_mutex_unlock(&m->lock);
-  return rc;
+/* The module's first launch: its segments, and the runtime with the checks
+ * (toolchain/). */
+static dv_status hk_access_module(const hk_mview *m) {
+  pthread_once(&hk_acc_once, hk_acc_rt_init);
+  return hk_module_segments(m, &hk_acc_rt);
 }
 
 /* ---- a launch -------------------------------------------------------------- */
@@ -147,12 +111,13 @@ dv_status hk_access_new(hk_job *l, const dv_blaunch *bl) {
       while (r < a->nregions && blk[r] != b) r++;
       if (r == a->nregions) {
         blk[r] = b;
-        bytes[r] = b->bytes;
-        a->regions[r] = (hk_region){(uintptr_t)b->data, (uintptr_t)b->data + b->bytes};
+        bytes[r] = hb_block_bytes(b);
+        a->regions[r] = (hk_region){(uintptr_t)hb_block_data(b),
+                                    (uintptr_t)hb_block_data(b) + bytes[r]};
         a->nregions++;
       }
       ga->region = (int)r;
-      data = (uintptr_t)b->data;
+      data = (uintptr_t)hb_block_data(b);
     }
     int64_t off = 0;
     if (j + 1 < bl->nargs && bl->args[j + 1].kind == DV_BARG_VALUE && bl->args[j + 1].value &&
@@ -166,7 +131,7 @@ dv_status hk_access_new(hk_job *l, const dv_blaunch *bl) {
       ga->item = sp->itemsize;
     } else { /* not known: the whole buffer from the offset on */
       ga->lo = ga->base;
-      ga->hi = b ? data + b->bytes : ga->base;
+      ga->hi = b ? data + hb_block_bytes(b) : ga->base;
       ga->item = 1;
     }
     char text[128];
@@ -412,7 +377,7 @@ static inline bool hk_acc_own(const hk_exec *ex, uintptr_t p) {
   if (p - (uintptr_t)ex->ht < ex->cap * sizeof *ex->ht) return true;
   if (p - (uintptr_t)ex->self < sizeof *ex->self) return true; /* dv__self (thread-local) */
   if (p - (uintptr_t)&hk_acc_rt < sizeof hk_acc_rt) return true;
-  const dv_bmodule *m = ex->m;
+  const hk_mview *m = ex->m;
   for (int i = 0; i < m->nseg; i++)
     if (p >= m->seg_lo[i] && p < m->seg_hi[i]) return true;
   return false;

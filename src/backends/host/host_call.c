@@ -46,7 +46,7 @@ static ffi_type *hk_dtype_ffi(dv_type_id t) {
  * an array is a buffer and an int64 offset (and a view), and a scalar has
  * the parameter's size and kind; what is left to refuse here is a dtype the
  * simulator cannot pass. */
-dv_status hk_arg_types(const dv_bkernel *kn, const dv_blaunch *bl, ffi_type **types) {
+dv_status hk_arg_types(const hk_kview *kn, const dv_blaunch *bl, ffi_type **types) {
   for (size_t j = 0; j < bl->nargs; j++) {
     const dv_barg *a = &bl->args[j];
     switch (a->kind) {

@@ -2,7 +2,7 @@
  * The host simulator's kernels: executors, the OS threads that run blocks.
  *
  * Blocks of a launch are taken from a shared counter by the stream's worker
- * (host_kernel.c's hk_run) and by helper threads of a small per-context
+ * (host_kernel.c's hk_task_run) and by helper threads of a small per-context
  * pool (so blocks really run in parallel, as on a GPU, and can wait for
  * each other through atomics); each OS thread runs one block at a time on
  * its executor.  The threads of a block are fibers on that OS thread
@@ -694,7 +694,7 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
 
 void hk_run_blocks(hk_exec *ex, hk_job *l) {
   /* The access checks: each executor of the launch takes a lane of its own
-   * (hk_run made one for itself and each helper that may join). */
+   * (hk_task_run made one for itself and each helper that may join). */
   if (l->acc && !hk_access_lane(ex, l)) return;
   pthread_sigmask(SIG_SETMASK, NULL, &ex->sigmask); /* hk_schedule_guarded restores it */
   hk_wd_enter(ex, l);
@@ -708,18 +708,37 @@ void hk_run_blocks(hk_exec *ex, hk_job *l) {
 /* The executor of each thread, and the helper threads                        */
 /* ========================================================================== */
 
+/* A thread's executor is freed when the thread ends (a stream's worker, a
+ * helper): the key's destructor, so that no other part need say when. */
+static pthread_key_t hk_exec_key;
+static pthread_once_t hk_exec_once = PTHREAD_ONCE_INIT;
+static bool hk_exec_key_ok;
+
+static void hk_exec_dtor(void *p) {
+  if (hk_cur == p) hk_cur = NULL;
+  hk_exec_free(p);
+}
+
+static void hk_exec_key_make(void) {
+  hk_exec_key_ok = pthread_key_create(&hk_exec_key, hk_exec_dtor) == 0;
+}
+
 hk_exec *hk_exec_here(hk_state *k) {
-  if (hk_cur && hk_cur->k != k) {
+  if (hk_cur && hk_cur->k == k) return hk_cur;
+  pthread_once(&hk_exec_once, hk_exec_key_make);
+  if (!hk_exec_key_ok) return NULL;
+  if (hk_cur) {
+    pthread_setspecific(hk_exec_key, NULL);
     hk_exec_free(hk_cur);
     hk_cur = NULL;
   }
-  if (!hk_cur) hk_cur = hk_exec_new(k);
-  return hk_cur;
-}
-
-void hk_thread_exit(void) {
-  hk_exec_free(hk_cur);
-  hk_cur = NULL;
+  hk_exec *ex = hk_exec_new(k);
+  if (ex && pthread_setspecific(hk_exec_key, ex) != 0) {
+    hk_exec_free(ex);
+    ex = NULL;
+  }
+  hk_cur = ex;
+  return ex;
 }
 
 static void *hk_helper(void *arg) {
@@ -760,8 +779,7 @@ static void *hk_helper(void *arg) {
     if (--job->active == 0) pthread_cond_broadcast(&k->pdone);
   }
   pthread_mutex_unlock(&k->pm);
-  hk_thread_exit();
-  return NULL;
+  return NULL; /* its executor goes with the thread (hk_exec_dtor) */
 }
 
 /* Start the helpers once (one per extra core, at least one, so that blocks

@@ -9,12 +9,13 @@
  * kernel's declaration (src/kernel/contract.c); a launch checks the grid,
  * block and shared memory against the simulator's limits, takes a
  * reference on every buffer it uses, sorts its arguments for the call once
- * (host_call.c) and is queued on the stream like a copy (host.c's enqueue).
+ * (host_call.c) and is queued on the stream as a task (device.h's
+ * hb_enqueue_task: {hk_task_run, hk_task_free}).
  *
- * Running.  The stream's worker runs it (hk_run): it posts the launch to
+ * Running.  The stream's worker runs it (hk_task_run): it posts the launch to
  * the helper threads when it has more than one block and runs blocks
  * itself until none is left (host_exec.c).  A fault is the stream's error
- * (host_stream.c keeps it with its message): the launch returns it when
+ * (device/stream.c keeps it with its message): the launch returns it when
  * synchronous, else the stream's next synchronize.  With kernel_check, the
  * guard bytes of every buffer argument are checked after the kernel
  * (global out-of-bounds writes); when devarray is built with
@@ -30,43 +31,24 @@
 
 #include "host_kernel_internal.h"
 
-#if DV_HOST_ASAN
-#include <sanitizer/asan_interface.h>
-#endif
 
 /* ========================================================================== */
 /* State                                                                       */
 /* ========================================================================== */
 
-dv_status hk_open(hb_state *st, const dv_backend_config *cfg, const hk_services *sv,
-                  hk_state **out) {
+dv_status hk_open(const dv_backend_config *cfg, hk_state **out) {
   *out = NULL;
   hk_state *k = dv__calloc(1, sizeof *k);
   if (!k) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the host kernel state");
-  k->st = st;
-  k->sv = sv;
-  k->guarded = cfg->host_guard != 0;
   k->fast = !cfg->host_checked;
-  k->fission = cfg->host_fission != 0;
-  k->check = cfg->kernel_check < 0 ? 0 : cfg->kernel_check > 2 ? 2 : cfg->kernel_check;
-  k->check_auto = cfg->kernel_check_auto != 0;
-  k->cc_option = dv__strdup(cfg->host_cc ? cfg->host_cc : "");
-  k->cflags = dv__strdup(cfg->host_cflags ? cfg->host_cflags : "");
   long pg = sysconf(_SC_PAGESIZE);
   k->page = pg > 0 ? (size_t)pg : 4096;
   size_t fs = cfg->host_fiber_stack ? cfg->host_fiber_stack : ((size_t)128 << 10);
-  if (fs < 16384) fs = 16384;
+  if (fs < 16384) fs = 16384; /* toolchain/'s hk_tc_open: the same */
   k->fiber_stack = (fs + k->page - 1) & ~(k->page - 1);
   k->wave = cfg->host_wave_size > 0 ? cfg->host_wave_size : 32;
   k->printf_cap = cfg->host_printf_buffer ? cfg->host_printf_buffer : ((size_t)1 << 20);
   k->timeout = cfg->kernel_timeout > 0 ? cfg->kernel_timeout : 0;
-  if (!k->cc_option || !k->cflags) {
-    dv__free(k->cc_option);
-    dv__free(k->cflags);
-    dv__free(k);
-    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the host kernel state");
-  }
-  pthread_mutex_init(&k->lock, NULL);
   pthread_mutex_init(&k->pm, NULL);
   pthread_cond_init(&k->pwork, NULL);
   pthread_cond_init(&k->pdone, NULL);
@@ -90,11 +72,6 @@ void hk_close(hk_state *k) {
   dv__free(k->helpers);
   hk_wd_close(k);
   if (k->signals) hk_sig_release();
-  hk_free_words(k->cc_argv);
-  dv__free(k->ident);
-  dv__free(k->cc_option);
-  dv__free(k->cflags);
-  pthread_mutex_destroy(&k->lock);
   pthread_mutex_destroy(&k->pm);
   pthread_cond_destroy(&k->pwork);
   pthread_cond_destroy(&k->pdone);
@@ -104,14 +81,41 @@ void hk_close(hk_state *k) {
 }
 
 
+/* The simulator's limits, for the kernel layer. */
+dv_status hk_kernel_limits(hk_state *k, dv_klimits *out) {
+  memset(out, 0, sizeof *out);
+  out->max_threads_per_block = HK_MAX_THREADS;
+  out->max_block[0] = 1024, out->max_block[1] = 1024, out->max_block[2] = 64;
+  out->max_grid[0] = 2147483647u, out->max_grid[1] = 65535, out->max_grid[2] = 65535;
+  out->max_shared_per_block = HK_SHARED_LIMIT;
+  out->max_shared_per_block_optin = HK_SHARED_LIMIT;
+  out->max_constant_bytes = HK_CONST_LIMIT;
+  out->max_arg_bytes = 0;
+  out->wave_size = k->wave;
+  return DV_OK;
+}
+
+dv_status hk_kernel_attrs(hk_state *k, dv_bkernel *kn, dv_kernel_attrs *out) {
+  const hk_kview *kv = hk_kernel_view(kn);
+  memset(out, 0, sizeof *out);
+  out->max_threads_per_block = HK_MAX_THREADS;
+  out->static_shared_bytes = 0; /* known only when a block runs */
+  out->max_dynamic_shared_bytes = HK_SHARED_LIMIT;
+  out->local_bytes_per_thread = 0;
+  out->constant_bytes = kv->m->cbytes;
+  out->registers = -1;
+  out->wave_size = k->wave;
+  return DV_OK;
+}
+
 /* ========================================================================== */
 /* Launches                                                                    */
 /* ========================================================================== */
 
-void hk_launch_free(hk_job *l) {
+static void hk_launch_free(hk_job *l) {
   if (!l) return;
   hk_access_free(l->acc);
-  for (size_t i = 0; i < l->nheld; i++) l->k->sv->block_unref(l->held[i]);
+  for (size_t i = 0; i < l->nheld; i++) hb_block_unref(l->held[i]);
   pthread_mutex_destroy(&l->em);
   pthread_mutex_destroy(&l->pmu);
   dv__free(l->out);
@@ -126,8 +130,13 @@ void hk_launch_free(hk_job *l) {
   dv__free(l);
 }
 
-dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch *bl) {
-  hk_state *k = ((hb_state_head *)state)->k;
+static dv_status hk_task_run(void *task, char *msg, size_t cap);
+static void hk_task_free(void *task) { hk_launch_free(task); }
+/* A launch is a stream's task (device.h). */
+static const hb_task_ops hk_task = {.run = hk_task_run, .free = hk_task_free};
+
+dv_status hk_launch(hk_state *k, dv_bstream *s, dv_bkernel *bk, const dv_blaunch *bl) {
+  const hk_kview *kn = bk ? hk_kernel_view(bk) : NULL;
   if (!s || !kn || !bl) return dv__error(DV_ERR_NULL_ARGUMENT, "launch without stream, kernel or config");
   uint64_t threads = 1, blocks = 1;
   static const uint32_t maxb[3] = {1024, 1024, 64}, maxg[3] = {2147483647u, 65535, 65535};
@@ -196,15 +205,15 @@ dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch
           l->values[j] = &l->vals[j];
           break;
         }
-        if (atomic_load(&b->freed)) {
+        unsigned char *data;
+        if (!hb_block_hold(b, &data)) {
           hk_launch_free(l);
           return dv__error(DV_ERR_INVALID_ARGUMENT, "kernel %s, argument %d: its device buffer "
                            "was freed", kn->name, param);
         }
-        atomic_fetch_add(&b->refs, 1);
         l->held_param[l->nheld] = param;
         l->held[l->nheld++] = b;
-        l->vals[j].p = b->data;
+        l->vals[j].p = data;
         l->values[j] = &l->vals[j];
         break;
       }
@@ -232,7 +241,7 @@ dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch
       return rc;
     }
   }
-  rc = k->sv->enqueue(s, l);
+  rc = hb_enqueue_task(s, &hk_task, l);
   if (rc) hk_launch_free(l);
   return rc;
 }
@@ -241,61 +250,31 @@ dv_status hk_launch(void *state, dv_bstream *s, dv_bkernel *kn, const dv_blaunch
 /* Running a launch on the stream's worker                                     */
 /* ========================================================================== */
 
-DV_NO_ASAN static void hk_guard_fill(unsigned char *p, size_t n) {
-  volatile unsigned char *v = p;
-  for (size_t i = 0; i < n; i++) v[i] = HK_GUARD_BYTE;
-}
-
-/* The guards of the buffers a launch uses: poisoned for ASan while it runs
- * (checked mode); fast mode's canaries written by a block's first launch. */
+/* The buffers a launch uses, around its run: device.h's hb_kernel_begin
+ * and hb_kernel_end (the guards poisoned for ASan in checked mode, fast
+ * mode's canaries written by a block's first launch); with checks on, a
+ * guard (or fast mode's canary) written is this launch's fault. */
 static void hk_guards_begin(hk_job *l) {
-  if (!l->k->guarded) {
-    for (size_t i = 0; i < l->nheld; i++) l->k->sv->guards_arm(l->held[i]);
-    return;
-  }
-#if DV_HOST_ASAN
-  for (size_t i = 0; i < l->nheld; i++) {
-    hb_block *b = l->held[i];
-    if (b->alias || atomic_fetch_add(&b->kernel_users, 1) != 0) continue;
-    ASAN_POISON_MEMORY_REGION(b->data - HB_FRONT, HB_FRONT);
-    ASAN_POISON_MEMORY_REGION(b->data + b->bytes, HB_BACK);
-  }
-#else
-  (void)l;
-#endif
+  for (size_t i = 0; i < l->nheld; i++) hb_kernel_begin(l->held[i]);
 }
 
-/* After the kernel: with checks on, a guard (or fast mode's canary) written
- * is this launch's fault. */
 static void hk_guards_end(hk_job *l, bool check) {
-  const bool guarded = l->k->guarded;
-  if (!guarded && !check) return;
   for (size_t i = 0; i < l->nheld; i++) {
     hb_block *b = l->held[i];
-    if (b->alias) continue;
-#if DV_HOST_ASAN
-    if (guarded && atomic_fetch_sub(&b->kernel_users, 1) == 1) {
-      ASAN_UNPOISON_MEMORY_REGION(b->data - HB_FRONT, HB_FRONT);
-      ASAN_UNPOISON_MEMORY_REGION(b->data + b->bytes, HB_BACK);
-    }
-#endif
-    if (!check || l->k->sv->guards_ok(b)) continue;
+    if (hb_kernel_end(b, check)) continue;
     char decl[96];
     hk_param_text(l->kern->sig, l->held_param[i], decl, sizeof decl);
     char msg[600];
     hk_fmt(msg, sizeof msg,
              "kernel %s wrote outside the %zu-byte device buffer of argument %d (`%s`): its guard "
              "bytes were overwritten (found after the kernel; the block and thread are unknown)",
-             l->kern->name, b->bytes, l->held_param[i], decl);
+             l->kern->name, hb_block_bytes(b), l->held_param[i], decl);
     pthread_mutex_lock(&l->em);
     if (!l->err) {
       l->err = DV_ERR_KERNEL_FAULT;
       hk_fmt(l->msg, sizeof l->msg, "%s", msg);
     }
     pthread_mutex_unlock(&l->em);
-    /* Reported here; put the guards back so the free does not report it again. */
-    hk_guard_fill(b->data - HB_FRONT, HB_FRONT);
-    hk_guard_fill(b->data + b->bytes, HB_BACK);
   }
 }
 
@@ -343,7 +322,8 @@ static void hk_print_flush(hk_job *l) {
   l->dropped = l->dropped_bytes = 0;
 }
 
-dv_status hk_run(hk_job *l, char *msg, size_t cap) {
+static dv_status hk_task_run(void *task, char *msg, size_t cap) {
+  hk_job *l = task;
   hk_state *k = l->k;
   hk_exec *ex = hk_exec_here(k);
   if (!ex) {
@@ -427,66 +407,4 @@ dv_status hk_run(hk_job *l, char *msg, size_t cap) {
     return l->err;
   }
   return hk_wd_result(l, msg, cap);
-}
-
-/* ========================================================================== */
-/* Constants, native handles, foreign memory                                   */
-/* ========================================================================== */
-
-dv_status hk_constant_write(void *state, dv_bmodule *m, dv_bstream *s, size_t offset,
-                            dv_memref src, size_t bytes) {
-  if (!m || !s) return dv__error(DV_ERR_NULL_ARGUMENT, "constant write without module or stream");
-  if (offset > m->cbytes || bytes > m->cbytes - offset)
-    return dv__error(DV_ERR_INVALID_ARGUMENT,
-                     "constant write of %zu bytes at offset %zu outside the %zu-byte constant "
-                     "buffer of program %s", bytes, offset, m->cbytes, m->name);
-  if (!bytes) return DV_OK;
-  dv_rect r;
-  memset(&r, 0, sizeof r);
-  r.src = src;
-  r.dst.ptr = m->cbuf + offset;
-  r.width = bytes;
-  r.height = 1;
-  r.depth = 1;
-  return ((hb_state_head *)state)->k->sv->copy_rect(state, s, &r);
-}
-
-dv_status hk_native_context(void *state, void **context, void **device) {
-  (void)state;
-  if (context) *context = NULL;
-  if (device) *device = NULL;
-  return DV_OK;
-}
-
-dv_status hk_native_stream(void *state, dv_bstream *s, void **handle) {
-  (void)state;
-  (void)s;
-  if (handle) *handle = NULL;
-  return dv__error(DV_ERR_NOT_SUPPORTED,
-                   "the host simulator's streams are worker threads with no native handle");
-}
-
-dv_status hk_native_buffer(void *state, void *buf, void **native) {
-  (void)state;
-  if (!buf) return dv__error(DV_ERR_NULL_ARGUMENT, "buffer is NULL");
-  *native = ((hb_block *)buf)->data;
-  return DV_OK;
-}
-
-dv_status hk_buffer_wrap(void *state, void *native, size_t bytes, void **buf) {
-  *buf = NULL;
-  if (!native && bytes)
-    return dv__error(DV_ERR_INVALID_ARGUMENT, "cannot wrap a NULL pointer of %zu bytes", bytes);
-  hb_block *b = ((hb_state_head *)state)->k->sv->alias_new(state, native, bytes);
-  if (!b) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a wrapped buffer");
-  *buf = b;
-  return DV_OK;
-}
-
-dv_status hk_buffer_unwrap(void *state, void *buf) {
-  hb_block *b = buf;
-  if (!b || !b->alias)
-    return dv__error(DV_ERR_INVALID_ARGUMENT, "buffer %p was not made by buffer_wrap", buf);
-  atomic_store(&b->freed, true);
-  return ((hb_state_head *)state)->k->sv->block_unref(b); /* queued work keeps its own refs */
 }

@@ -1,14 +1,13 @@
 /*
- * The host simulator's kernels, private to src/backends/host/: what the
- * files of that mechanism share (host.c reaches them only through
- * host_internal.h's hk_* entry points).  One file per mechanism, and calls
- * go one way (scripts/check-layers):
+ * The host simulator's kernel execution, private to the files at
+ * src/backends/host/'s top (host.c reaches them only through
+ * host_internal.h's entry points).  They use the parts below them through
+ * each part's one header: device/device.h (blocks, streams' opaque tasks),
+ * toolchain/toolchain.h (the read-only views of modules and kernels, the
+ * lines of code addresses).  One file per mechanism:
  *
- *   host_kernel.c  the kernel state, launches and running them on a stream
- *                  worker (uses all below)
- *   host_build.c   the compiler driver (and region fission's place in it)
- *   host_module.c  modules (dlopen, memfd), kernels, file helpers
- *   host_fission.c region fission (libclang), called by host_build.c
+ *   host_kernel.c  the kernel state, limits, launches and running them as a
+ *                  stream's task (uses all below)
  *   host_exec.c    executors (OS threads that run blocks), the runner and
  *                  block scheduler (fibers), helper threads
  *   host_signal.c  the signal handler: faults in a kernel's code, the
@@ -17,22 +16,12 @@
  *                  path, libffi
  *   host_rt.c      the runtime kernels call (dv__rt): shared memory,
  *                  barriers, wave operations, printf, faults
- *   host_fission.c region fission (fast mode): a function per kernel that
- *                  runs a block as loops over its threads between barriers
  *   host_watchdog.c the watchdog (option kernel_timeout): stops a launch
  *                  that runs too long and says where its threads were
- *   host_lines.c   source lines of code addresses (addr2line)
  *   host_access.c  the access checks (kernel_check=on): the instrumented
  *                  module's runtime entries, classifying each access;
  *                  host_memcheck.c its out-of-bounds reports; initcheck and
  *                  race detection behind host_check.h
- *
- * host_kernel.c uses host_build.c, host_exec.c, host_call.c, host_rt.c, host_signal.c and
- * host_watchdog.c; host_exec.c uses host_call.c, host_rt.c and
- * host_watchdog.c; host_watchdog.c uses host_rt.c and host_lines.c;
- * host_build.c uses host_rt.c and host_fission.c; host_kernel.c and
- * host_exec.c use host_access.c, which uses host_memcheck.c, host_rt.c,
- * host_module.c, host_lines.c and the checks.
  */
 #ifndef DV_HOST_KERNEL_INTERNAL_H
 #define DV_HOST_KERNEL_INTERNAL_H
@@ -49,10 +38,11 @@
 #include "../../dialect/dialect.h"
 #include "fiber.h"
 #include "host_internal.h"
+#include "toolchain/toolchain.h"
 
 #define HK_MAX_THREADS 1024
 #define HK_SHARED_LIMIT ((size_t)48 << 10) /* static + dynamic shared bytes per block */
-#define HK_CONST_LIMIT ((size_t)64 << 10)
+#define HK_CONST_LIMIT ((size_t)64 << 10) /* a module's constant buffer (kernel_limits) */
 #define HK_REDZONE 64
 #define HK_CANARY 0xFD
 #define HK_POISON 0xDF
@@ -60,7 +50,6 @@
 #define HK_MAX_SLOTS 256
 #define HK_MAX_TAKES 16
 #define HK_ALTSTACK ((size_t)64 << 10)
-#define HK_GUARD_BYTE 0xAB /* host.c's guard pattern */
 /* Stack the runtime's own frames may need below its entry point (a shared
  * array may allocate; a fault formats its message): host_rt.c's
  * hk_rt_enter.  At most a quarter of the fiber's stack. */
@@ -74,30 +63,14 @@
 /* State                                                                       */
 /* ========================================================================== */
 
+typedef struct hk_job hk_job; /* one queued launch */
+
 struct hk_state {
-  hb_state *st;
-  const hk_services *sv; /* host.c's blocks and streams */
-  bool guarded;          /* option host_guard: buffers have guard bytes */
-  int check;          /* option kernel_check: 0 off, 1 bounds, 2 on (the access checks) */
-  bool check_auto;    /* check 2 came from auto: a compiler that cannot instrument falls back */
-  char tsan_msg[320]; /* check 2 asked, the compiler cannot instrument: why ("" : it can) */
   bool fast;          /* option host_mode is fast: kernels run as loops over threads */
-  bool fission;       /* option host_fission (fast mode only) */
-  char *cc_option;    /* option host_cc ("" : search) */
-  char *cflags;       /* option host_cflags */
   size_t fiber_stack; /* usable bytes per fiber (page multiple) */
   size_t page;
   int wave;           /* option host_wave_size */
   size_t printf_cap;  /* option host_printf_buffer: dv_printf bytes per launch */
-
-  pthread_mutex_t lock; /* compiler identity */
-  bool cc_probed;
-  bool no_clash; /* the compiler refused -fstack-clash-protection (then: without it) */
-  dv_status cc_status;
-  char cc_msg[512];
-  char **cc_argv; /* the compiler and the words that came with it (NULL-terminated) */
-  int cc_argc;
-  char *ident;
 
   /* Helper threads that join launches with more than one block. */
   pthread_mutex_t pm;
@@ -115,42 +88,6 @@ struct hk_state {
   pthread_t wd;
   bool wd_started, wd_quit;
   hk_job *wd_jobs;     /* launches running under a deadline */
-};
-
-/* ========================================================================== */
-/* Modules and kernels                                                         */
-/* ========================================================================== */
-
-struct dv_bkernel {
-  dv_bmodule *m;
-  char *name;
-  void (*fn)(void);  /* one simulated thread */
-  void (*blk)(void); /* the block function (fast mode; NULL: none) */
-  void (*fis)(void); /* the fission function (fast mode; NULL: none; host_fission.c) */
-  const char *sig; /* the module's dv__sig_<name>: the parameter list as written */
-  dv_bkernel *next;
-};
-
-struct dv_bmodule {
-  hk_state *k;
-  void *dl;
-  int fd; /* keeps the deleted file's inode (host_build.c's top comment) */
-  char *name;
-  unsigned char *cbuf;
-  size_t cbytes;
-  dv__hthread **(*self_slot)(void);
-  struct hk_lines *lines; /* host_lines.c's answers (made on first use) */
-  bool text_known;        /* host_lines.c's hk_module_text (under lock) */
-  uintptr_t text_lo, text_hi;
-  bool check;    /* kernel_check or DV_BUILD_DEBUG */
-  /* Compiled for the access checks (kernel_check=on: it defines
-   * dv__access_checked); its segments (host_access.c: its own memory). */
-  bool access;
-  int nseg;
-  uintptr_t seg_lo[8], seg_hi[8];
-  size_t tls_bytes; /* its thread-locals' block (PT_TLS), per thread */
-  pthread_mutex_t lock;
-  dv_bkernel *kernels;
 };
 
 /* ========================================================================== */
@@ -188,7 +125,7 @@ typedef struct hk_lane hk_lane;     /* ... and of the blocks one executor runs *
 
 struct hk_job {
   hk_state *k;
-  dv_bkernel *kern;
+  const hk_kview *kern; /* toolchain/'s view of the kernel */
   void (*blk)(void); /* fast mode: the kernel's block function; NULL: a call per thread */
   uint32_t grid[3], block[3];
   size_t dyn;
@@ -319,7 +256,7 @@ struct hk_exec {
   size_t dyn_bytes;
   /* The running block. */
   hk_job *l;
-  dv_bmodule *m;
+  const hk_mview *m;
   uint64_t block;
   uint64_t cnext, cend; /* the rest of the blocks this executor took (hk_claim) */
   int n;           /* threads */
@@ -374,48 +311,9 @@ enum { HK_WD_NONE, HK_WD_SIGNAL, HK_WD_RUNTIME, HK_WD_SCHED };
 /* Across the files                                                            */
 /* ========================================================================== */
 
-/* snprintf that may truncate (messages), without the compiler's warning. */
-__attribute__((format(printf, 3, 4))) static inline void hk_fmt(char *buf, size_t cap,
-                                                                const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, cap, fmt, ap);
-  va_end(ap);
-}
-
-/* ---- host_module.c ---- */
-/* Whole file into a NUL-terminated dv__malloc'd buffer (*size: its length;
- * NULL: errno says why, ENOMEM for no memory). */
-char *hk_read_file(const char *path, size_t *size);
-bool hk_write_file(const char *path, const void *data, size_t n);
-/* A private temporary directory (its path into buf). */
-bool hk_tempdir(char *buf, size_t cap);
-void hk_path(char *buf, size_t cap, const char *dir, const char *file);
-/* Load the module at path (its bytes: image); from memory if that fails. */
-dv_status hk_load(hk_state *k, const dv_build_req *req, const char *path, const void *image,
-                  size_t n, dv_bmodule **out);
-
-/* ---- host_build.c ---- */
-/* Free a NULL-terminated array of words (the compiler's command line). */
-void hk_free_words(char **w);
-/* Parameter i (0-based) of a kernel's exported parameter list, blanks
- * trimmed, into buf (messages). */
-void hk_param_text(const char *sig, int i, char *buf, size_t cap);
-
-/* ---- host_fission.c ---- */
-/* Can region fission run here (libclang found and complete)? */
-bool hk_fission_available(void);
-/* The fission functions (dv__fis_<kernel>, runs one block; a kernel.h
- * record's `stop` set to 2 on entry: declined, its per-thread state does
- * not fit dv__fis_room bytes of stack) for the kernels of the
- * preprocessed unit pre[0..n) the pass accepts, to append to it; NULL:
- * none, or no memory (*oom then set).  note gets a line per kernel
- * (accepted, or refused and why). */
-char *hk_fission(const char *pre, size_t n, char *note, size_t cap, bool *oom);
-
 /* ---- host_call.c ---- */
 /* Each lowered argument's libffi type; an error for what cannot be passed. */
-dv_status hk_arg_types(const dv_bkernel *kn, const dv_blaunch *bl, ffi_type **types);
+dv_status hk_arg_types(const hk_kview *kn, const dv_blaunch *bl, ffi_type **types);
 /* Sort the launch's arguments for hk_call's flat path (l->types and
  * l->values are set). */
 void hk_flat_build(hk_job *l);
@@ -466,27 +364,11 @@ void hk_test_fault_at(int where);
 #define HK_TEST_FAULT(where) ((void)0)
 #endif
 
-/* ---- host_lines.c ---- */
-/* "file:line" of return address pc in module m (the user's file, as the
- * program names it), into buf: the line of the call before it (the access
- * hooks', the runtime's callers); where the line cannot be found, the
- * module and the offset ("prog.dvk+0x1f0"), or the object and symbol
- * outside it.  Answers are cached per module; the first for an address
- * runs addr2line (report time only).  Thread-safe; blocks while it runs. */
-void hk_line_of(const dv_bmodule *m, const void *pc, char *buf, size_t cap);
-/* The same for an interrupted pc (a signal's): the instruction at pc. */
-void hk_line_of_pc(const dv_bmodule *m, const void *pc, char *buf, size_t cap);
-/* The addresses of m's code (its executable segment), found once; false:
- * not found (*lo = *hi = 0). */
-bool hk_module_text(const dv_bmodule *m, uintptr_t *lo, uintptr_t *hi);
-/* Free a module's cached answers (host_module.c, at unload). */
-void hk_lines_free(struct hk_lines *c);
-
 /* ---- host_watchdog.c ---- */
 /* The signal the watchdog sends an executor (pthread_kill; host_exec.c's
  * handler takes it when si_code is SI_TKILL from this process). */
 #define HK_WD_SIG SIGBUS
-/* Around a launch's run (hk_run): put it under its deadline (starting the
+/* Around a launch's run (hk_task_run): put it under its deadline (starting the
  * watchdog thread on first use; without it, the launch runs unwatched and
  * a warning is logged), and take it off. */
 void hk_wd_begin(hk_job *l);

@@ -496,3 +496,5 @@ const dv__host_rt hk_rt = {
     .shared_item = hk_rt_shared_item,
     .dyn_take_item = hk_rt_dyn_take_item,
 };
+
+const dv__host_rt *hk_runtime(void) { return &hk_rt; }

@@ -66,7 +66,7 @@ typedef struct hk_wd_group {
 /* One stopped block. */
 struct hk_wd_part {
   uint64_t block;
-  const dv_bmodule *m;
+  const hk_mview *m;
   int ng, more;    /* more: threads of groups that did not fit */
   int mode;        /* 0: each thread's record; 1: fast mode's block function; 2: region fission */
   int run;         /* the running thread (mode 0, 1), or -1 */

@@ -29,7 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "host_kernel_internal.h"
+#include "toolchain_internal.h"
 
 extern char **environ;
 
@@ -52,7 +52,7 @@ void hk_lines_free(struct hk_lines *c) {
 
 /* The module's cache, made on first use (under the module's lock). */
 static struct hk_lines *hk_lines_of(const dv_bmodule *cm) {
-  dv_bmodule *m = (dv_bmodule *)cm; /* the cache is not the module's meaning */
+  dv_bmodule *m = (dv_bmodule *)(uintptr_t)cm; /* the cache is not the module's meaning */
   pthread_mutex_lock(&m->lock);
   if (!m->lines) {
     struct hk_lines *c = dv__calloc(1, sizeof *c);
@@ -85,15 +85,15 @@ static int hk_seg_cb(struct dl_phdr_info *info, size_t size, void *arg) {
 }
 
 /* Kept in the module itself (no allocation: a launch calls it). */
-bool hk_module_text(const dv_bmodule *cm, uintptr_t *lo, uintptr_t *hi) {
+bool hk_module_text(const hk_mview *cm, uintptr_t *lo, uintptr_t *hi) {
   *lo = *hi = 0;
   if (!cm) return false;
-  dv_bmodule *m = (dv_bmodule *)cm;
+  dv_bmodule *m = hk_module_of(cm);
   pthread_mutex_lock(&m->lock);
   if (!m->text_known) {
     void *anchor = NULL;
     Dl_info di;
-    memcpy(&anchor, &m->self_slot, sizeof anchor);
+    memcpy(&anchor, &m->v.self_slot, sizeof anchor);
     hk_seg_find f = {0, 0, 0};
     if (anchor && dladdr(anchor, &di) && di.dli_fbase) {
       f.base = (uintptr_t)di.dli_fbase;
@@ -110,11 +110,11 @@ bool hk_module_text(const dv_bmodule *cm, uintptr_t *lo, uintptr_t *hi) {
 /* The file name as the program gave it: addr2line puts the compiler's
  * working directory before a relative name. */
 static void hk_short_name(const dv_bmodule *m, char *s) {
-  size_t n = strlen(s), mn = strlen(m->name);
+  size_t n = strlen(s), mn = strlen(m->v.name);
   char *colon = strrchr(s, ':');
   if (!colon) return;
   size_t fl = (size_t)(colon - s);
-  if (fl > mn && s[fl - mn - 1] == '/' && !memcmp(s + fl - mn, m->name, mn)) {
+  if (fl > mn && s[fl - mn - 1] == '/' && !memcmp(s + fl - mn, m->v.name, mn)) {
     memmove(s, s + fl - mn, n - (fl - mn) + 1);
     return;
   }
@@ -183,7 +183,7 @@ static bool hk_addr2line(const dv_bmodule *m, int fd, uintptr_t off, char *out, 
 static void hk_line_at(const dv_bmodule *m, const void *pc, bool ret, char *buf, size_t cap) {
   Dl_info di, mi;
   void *anchor = NULL;
-  if (m) memcpy(&anchor, &m->self_slot, sizeof anchor); /* a function of the module */
+  if (m) memcpy(&anchor, &m->v.self_slot, sizeof anchor); /* a function of the module */
   memset(&di, 0, sizeof di);
   memset(&mi, 0, sizeof mi);
   if (!pc || !dladdr(pc, &di) || !di.dli_fbase) {
@@ -214,7 +214,7 @@ static void hk_line_at(const dv_bmodule *m, const void *pc, bool ret, char *buf,
   }
   char text[160];
   if (m->fd < 0 || !hk_addr2line(m, m->fd, off, text, sizeof text))
-    hk_fmt(text, sizeof text, "%s+0x%zx", m->name, (size_t)off);
+    hk_fmt(text, sizeof text, "%s+0x%zx", m->v.name, (size_t)off);
   if (c) {
     size_t i = c->n < HK_LINES ? c->n++ : c->next++ % HK_LINES;
     c->e[i].off = off;
@@ -224,10 +224,12 @@ static void hk_line_at(const dv_bmodule *m, const void *pc, bool ret, char *buf,
   hk_fmt(buf, cap, "%s", text);
 }
 
-void hk_line_of(const dv_bmodule *m, const void *pc, char *buf, size_t cap) {
+void hk_line_of(const hk_mview *mv, const void *pc, char *buf, size_t cap) {
+  const dv_bmodule *m = hk_module_of(mv);
   hk_line_at(m, pc, true, buf, cap);
 }
 
-void hk_line_of_pc(const dv_bmodule *m, const void *pc, char *buf, size_t cap) {
+void hk_line_of_pc(const hk_mview *mv, const void *pc, char *buf, size_t cap) {
+  const dv_bmodule *m = hk_module_of(mv);
   hk_line_at(m, pc, false, buf, cap);
 }

@@ -4,7 +4,7 @@
  * kernels), so asynchronous work really happens later and a missing
  * synchronize shows; the device-wide count of queued work; events.  Queued
  * operations hold references on the blocks they use.  Copies are queued by
- * host_copy.c, kernels by host_kernel.c (through host.c's hk_services).
+ * copy.c; tasks (exec/'s launches) by hb_enqueue_task, opaque here.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,10 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../core/core.h"
-#include "../backend.h"
-#include "../../core/memops.h"
-#include "host_stream.h"
+#include "../../../core/memops.h"
+#include "device_internal.h"
 
 static double hb_now_ms(void) {
   struct timespec ts;
@@ -85,12 +83,12 @@ static void hb_execute(dv_bstream *s, hb_op *op) {
       pthread_mutex_unlock(&e->m);
       break;
     }
-    case OP_KERNEL: {
-      /* A kernel fault is the stream's error, like a failed copy on a GPU:
+    case OP_TASK: {
+      /* A task's failure (a kernel fault) is the stream's error, like a failed copy on a GPU:
        * the next synchronize returns it (and its message). */
       char msg[sizeof s->errmsg];
       msg[0] = 0;
-      dv_status rc = hk_run(op->u.kernel, msg, sizeof msg);
+      dv_status rc = op->u.task.ops->run(op->u.task.task, msg, sizeof msg);
       if (rc) {
         pthread_mutex_lock(&s->m);
         if (!s->error) {
@@ -110,7 +108,7 @@ static void hb_op_release(hb_op *op) {
   (void)r1;
   (void)r2; /* corruption is logged and counted by the block itself */
   if (op->kind == OP_RECORD || op->kind == OP_WAIT) hb_event_unref(op->u.ev.e);
-  if (op->kind == OP_KERNEL) hk_launch_free(op->u.kernel);
+  if (op->kind == OP_TASK) op->u.task.ops->free(op->u.task.task);
 }
 
 static void hb_op_finish(hb_op *op) {
@@ -157,7 +155,7 @@ static void *hb_worker(void *arg) {
     pthread_mutex_lock(&s->m);
     s->head = op->next;
     if (!s->head) s->tail = NULL;
-    if (op->kind == OP_KERNEL) s->kernels--;
+    if (op->kind == OP_TASK) s->tasks--;
     hb_bump(&s->done);
     atomic_fetch_sub(&s->claim, CLAIM_OP);
     pthread_cond_broadcast(&s->cv_done);
@@ -167,7 +165,6 @@ static void *hb_worker(void *arg) {
     pthread_mutex_lock(&s->m);
   }
   pthread_mutex_unlock(&s->m);
-  hk_thread_exit(); /* the kernel executor this thread may have set up */
   return NULL;
 }
 
@@ -183,7 +180,7 @@ size_t hb_op_size(hb_opkind kind) {
     case OP_CALLBACK: payload = sizeof(((hb_op *)0)->u.cb); break;
     case OP_RECORD:
     case OP_WAIT: payload = sizeof(((hb_op *)0)->u.ev); break;
-    default: payload = sizeof(hk_job *); break;
+    default: payload = sizeof(((hb_op *)0)->u.task); break;
   }
   return offsetof(hb_op, u) + payload;
 }
@@ -197,11 +194,11 @@ hb_op *hb_op_new(hb_opkind kind) {
 void hb_enqueue(dv_bstream *s, hb_op *op) {
   hb_outstanding_add(s->st);
   pthread_mutex_lock(&s->m);
-  if (op->kind == OP_KERNEL) {
-    /* A stream's full launch queue: wait for the worker (never on a
+  if (op->kind == OP_TASK) {
+    /* A stream's full task queue: wait for the worker (never on a
      * worker, which may be the one to wait for). */
-    while (s->kernels >= HB_KERNEL_QUEUE && !hb_in_worker) pthread_cond_wait(&s->cv_done, &s->m);
-    s->kernels++;
+    while (s->tasks >= HB_TASK_QUEUE && !hb_in_worker) pthread_cond_wait(&s->cv_done, &s->m);
+    s->tasks++;
   }
   op->next = NULL;
   if (s->tail)
@@ -213,6 +210,15 @@ void hb_enqueue(dv_bstream *s, hb_op *op) {
   atomic_fetch_add(&s->claim, CLAIM_OP);
   pthread_cond_signal(&s->cv_work);
   pthread_mutex_unlock(&s->m);
+}
+
+dv_status hb_enqueue_task(dv_bstream *s, const hb_task_ops *ops, void *task) {
+  hb_op *op = hb_op_new(OP_TASK);
+  if (!op) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot queue a kernel launch");
+  op->u.task.ops = ops;
+  op->u.task.task = task;
+  hb_enqueue(s, op);
+  return DV_OK;
 }
 
 dv_status hb_stream_create(void *state, unsigned flags, dv_bstream **out) {

@@ -10,10 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../core/core.h"
-#include "../backend.h"
-#include "../../core/memops.h"
-#include "host_stream.h"
+#include "../../../core/memops.h"
+#include "device_internal.h"
 
 /* ---- copies --------------------------------------------------------------- */
 

@@ -1,7 +1,7 @@
 /*
  * The host simulator's kernels: region fission, code generation (issue 23).
  *
- * host_fission.c parses the preprocessed unit with libclang, flattens each
+ * fission.c parses the preprocessed unit with libclang, flattens each
  * kernel's syntax tree and decides what the pass may do (refusals, the
  * regions, which locals are computed once and which live per thread); this
  * file writes dv__fis_<kernel> from that plan: a loop over the block's
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host_fission_internal.h"
+#include "fission_internal.h"
 
 /* ---- text out ------------------------------------------------------------ */
 
@@ -143,7 +143,7 @@ static void hf_region_loop(hf *h, unsigned s, unsigned e, const char *pre, const
                "  const int dv__i = dv__x + dv__bx * (dv__y + dv__by * dv__z); (void)dv__i;\n",
             rec, rec, rec);
   if (skip) hf_printf(h, "  if (dv__done[dv__i]) continue;\n");
-  /* the locals declared again in each region (host_fission.c: remat) */
+  /* the locals declared again in each region (fission.c: remat) */
   for (int d = 0; d < h->nn; d++) {
     if (h->n[d].kind != K_DECLSTMT || h->n[d].e > s) continue;
     bool re = false;

@@ -1,6 +1,6 @@
 /*
  * The host simulator's kernels: modules and kernels (the compiler driver
- * that makes a module's image is host_build.c), and the small file helpers
+ * that makes a module's image is build.c), and the small file helpers
  * both use.
  *
  * Load.  The compiled image is the .so's bytes (the kernel layer caches
@@ -10,7 +10,7 @@
  * and an inode freed by one module must not be reused under another that
  * dlopen would then take for the first.  Where the temporary directory is
  * noexec, the image is loaded from a memfd.  The module's dv__rt is set to
- * the runtime (host_rt.c).
+ * the runtime hk_tc_open was given (exec/'s).
  *
  * Kernels.  A kernel is the module's function of that name; its parameter
  * list as written comes from `dv__sig_<kernel>` (DV_KERNEL's stringified
@@ -18,7 +18,9 @@
  */
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <link.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "host_kernel_internal.h"
+#include "toolchain_internal.h"
 
 /* ---- files ------------------------------------------------------------------ */
 
@@ -87,20 +89,51 @@ void hk_path(char *buf, size_t cap, const char *dir, const char *file) {
   snprintf(buf, cap, "%s/%s", dir, file);
 }
 
-/* ---- modules ---------------------------------------------------------------- */
+const hk_kview *hk_kernel_view(const dv_bkernel *kn) { return &kn->v; }
+const hk_mview *hk_module_view(const dv_bmodule *m) { return &m->v; }
 
-dv_status hk_kernel_limits(void *state, dv_klimits *out) {
-  hk_state *k = ((hb_state_head *)state)->k;
-  memset(out, 0, sizeof *out);
-  out->max_threads_per_block = HK_MAX_THREADS;
-  out->max_block[0] = 1024, out->max_block[1] = 1024, out->max_block[2] = 64;
-  out->max_grid[0] = 2147483647u, out->max_grid[1] = 65535, out->max_grid[2] = 65535;
-  out->max_shared_per_block = HK_SHARED_LIMIT;
-  out->max_shared_per_block_optin = HK_SHARED_LIMIT;
-  out->max_constant_bytes = HK_CONST_LIMIT;
-  out->max_arg_bytes = 0;
-  out->wave_size = k->wave;
-  return DV_OK;
+/* ---- a module's segments (the access checks) ---------------------------------- */
+
+typedef struct hk_seg_find {
+  uintptr_t base;
+  dv_bmodule *m;
+} hk_seg_find;
+
+static int hk_seg_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  hk_seg_find *f = arg;
+  if ((uintptr_t)info->dlpi_addr != f->base) return 0;
+  dv_bmodule *m = f->m;
+  for (int i = 0; i < info->dlpi_phnum && m->v.nseg < 8; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type == PT_TLS) m->v.tls_bytes = ph->p_memsz;
+    if (ph->p_type != PT_LOAD) continue;
+    m->v.seg_lo[m->v.nseg] = (uintptr_t)info->dlpi_addr + ph->p_vaddr;
+    m->v.seg_hi[m->v.nseg] = m->v.seg_lo[m->v.nseg] + ph->p_memsz;
+    m->v.nseg++;
+  }
+  return 1;
+}
+
+dv_status hk_module_segments(const hk_mview *mv, const dv__host_rt *with) {
+  dv_bmodule *m = hk_module_of(mv);
+  pthread_mutex_lock(&m->lock);
+  dv_status rc = DV_OK;
+  if (!m->v.nseg) {
+    struct link_map *lm = NULL;
+    const dv__host_rt **rt = dlsym(m->v.dl, "dv__rt");
+    if (rt && dlinfo(m->v.dl, RTLD_DI_LINKMAP, &lm) == 0 && lm) {
+      hk_seg_find f = {(uintptr_t)lm->l_addr, m};
+      dl_iterate_phdr(hk_seg_cb, &f);
+    }
+    if (!rt || !m->v.nseg)
+      rc = dv__error(DV_ERR_SYMBOL_LOAD, "kernel module %s: cannot find its segments for the "
+                     "access checks", m->v.name);
+    else
+      *rt = with;
+  }
+  pthread_mutex_unlock(&m->lock);
+  return rc;
 }
 
 /* ========================================================================== */
@@ -111,20 +144,20 @@ static void hk_module_free(dv_bmodule *m) {
   if (!m) return;
   for (dv_bkernel *kn = m->kernels, *next; kn; kn = next) {
     next = kn->next;
-    dv__free(kn->name);
+    dv__free((void *)kn->v.name);
     dv__free(kn);
   }
-  if (m->dl) dlclose(m->dl);
+  if (m->v.dl) dlclose(m->v.dl);
   hk_lines_free(m->lines);
   if (m->fd >= 0) close(m->fd);
   pthread_mutex_destroy(&m->lock);
-  dv__free(m->name);
+  dv__free((void *)m->v.name);
   dv__free(m);
 }
 
 /* dlopen the module at path (then the name may go), fill in the runtime and
  * the initial constants. */
-static dv_status hk_load_path(hk_state *k, const dv_build_req *req, const char *path, int fd,
+static dv_status hk_load_path(hk_tc *k, const dv_build_req *req, const char *path, int fd,
                               dv_bmodule **out) {
   *out = NULL;
   dv_bmodule *m = dv__calloc(1, sizeof *m);
@@ -136,43 +169,43 @@ static dv_status hk_load_path(hk_state *k, const dv_build_req *req, const char *
   }
   pthread_mutex_init(&m->lock, NULL);
   m->k = k;
-  m->name = name;
+  m->v.name = name;
   m->fd = fd >= 0 ? fd : open(path, O_RDONLY | O_CLOEXEC);
-  m->check = k->check || (req->flags & DV_BUILD_DEBUG);
+  m->v.check = k->check || (req->flags & DV_BUILD_DEBUG);
   dv_status rc = DV_OK;
   if (m->fd < 0) {
     rc = dv__error(DV_ERR_LIBRARY_LOAD, "cannot open the compiled module %s: %s", path,
                    strerror(errno));
     goto fail;
   }
-  m->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!m->dl) {
+  m->v.dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!m->v.dl) {
     const char *e = dlerror();
-    rc = dv__error(DV_ERR_LIBRARY_LOAD, "cannot load kernel module %s: %s", m->name,
+    rc = dv__error(DV_ERR_LIBRARY_LOAD, "cannot load kernel module %s: %s", m->v.name,
                    e ? e : "dlopen failed");
     goto fail;
   }
-  const dv__host_rt **rt = dlsym(m->dl, "dv__rt");
-  void *slot = dlsym(m->dl, "dv__self_slot");
-  memcpy(&m->self_slot, &slot, sizeof slot); /* POSIX: dlsym's pointer works as a function's */
+  const dv__host_rt **rt = dlsym(m->v.dl, "dv__rt");
+  void *slot = dlsym(m->v.dl, "dv__self_slot");
+  memcpy(&m->v.self_slot, &slot, sizeof slot); /* POSIX: dlsym's pointer works as a function's */
   if (!rt || !slot) {
     rc = dv__error(DV_ERR_SYMBOL_LOAD, "kernel module %s lacks the host runtime's symbols "
-                   "(dv__rt, dv__self_slot): not built by this devarray", m->name);
+                   "(dv__rt, dv__self_slot): not built by this devarray", m->v.name);
     goto fail;
   }
-  *rt = &hk_rt; /* an instrumented module's first launch gives it host_access.c's */
-  m->access = dlsym(m->dl, "dv__access_checked") != NULL;
+  *rt = k->rt; /* an instrumented module's first launch gives it the access checks' (hk_module_segments) */
+  m->v.access = dlsym(m->v.dl, "dv__access_checked") != NULL;
   /* The stack a fission function may take for its threads' state: half a fiber's. */
-  size_t *room = dlsym(m->dl, "dv__fis_room");
+  size_t *room = dlsym(m->v.dl, "dv__fis_room");
   if (room) *room = k->fiber_stack / 2;
   if (req->const_bytes) {
-    m->cbuf = dlsym(m->dl, "dv__cbuf");
+    m->cbuf = dlsym(m->v.dl, "dv__cbuf");
     if (!m->cbuf) {
       rc = dv__error(DV_ERR_SYMBOL_LOAD, "kernel module %s lacks its constant buffer dv__cbuf",
-                     m->name);
+                     m->v.name);
       goto fail;
     }
-    m->cbytes = req->const_bytes;
+    m->cbytes = m->v.cbytes = req->const_bytes;
     if (req->const_init) memcpy(m->cbuf, req->const_init, req->const_bytes);
   }
   *out = m;
@@ -185,7 +218,7 @@ fail:
 
 /* Where the temporary directory is mounted noexec, dlopen fails; load the
  * image from an anonymous memory file instead (Linux). */
-static dv_status hk_load_memfd(hk_state *k, const dv_build_req *req, const void *image,
+static dv_status hk_load_memfd(hk_tc *k, const dv_build_req *req, const void *image,
                                size_t n, dv_bmodule **out) {
   *out = NULL;
 #ifdef MFD_CLOEXEC
@@ -226,7 +259,7 @@ static dv_status hk_load_memfd(hk_state *k, const dv_build_req *req, const void 
 }
 
 /* Load the module at path (its bytes: image); from memory if that fails. */
-dv_status hk_load(hk_state *k, const dv_build_req *req, const char *path, const void *image,
+dv_status hk_load(hk_tc *k, const dv_build_req *req, const char *path, const void *image,
                   size_t n, dv_bmodule **out) {
   dv_status rc = hk_load_path(k, req, path, -1, out);
   if (rc != DV_ERR_LIBRARY_LOAD) return rc;
@@ -237,9 +270,8 @@ dv_status hk_load(hk_state *k, const dv_build_req *req, const char *path, const 
   return dv__error(rc, "%s", first);
 }
 
-dv_status hk_module_load(void *state, const dv_build_req *req, const void *image,
+dv_status hk_module_load(hk_tc *k, const dv_build_req *req, const void *image,
                          size_t image_size, dv_bmodule **out, char **log) {
-  hk_state *k = ((hb_state_head *)state)->k;
   *out = NULL;
   if (log) *log = NULL;
   if (!image || image_size < 4 || memcmp(image, "\177ELF", 4) != 0)
@@ -257,10 +289,16 @@ dv_status hk_module_load(void *state, const dv_build_req *req, const void *image
   return rc;
 }
 
-dv_status hk_module_unload(void *state, dv_bmodule *m) {
-  (void)state;
+dv_status hk_module_unload(hk_tc *k, dv_bmodule *m) {
+  (void)k;
   hk_module_free(m);
   return DV_OK;
+}
+
+const char *hk_module_constants(const dv_bmodule *m, unsigned char **buf, size_t *bytes) {
+  *buf = m->cbuf;
+  *bytes = m->cbytes;
+  return m->v.name;
 }
 
 /* ---- the kernel's parameter list ---------------------------------------- */
@@ -292,16 +330,16 @@ void hk_param_text(const char *sig, int i, char *buf, size_t cap) {
   }
 }
 
-dv_status hk_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel **out) {
-  (void)state;
+dv_status hk_kernel_get(hk_tc *k, dv_bmodule *m, const char *name, dv_bkernel **out) {
+  (void)k;
   *out = NULL;
   if (!m || !name) return dv__error(DV_ERR_NULL_ARGUMENT, "kernel_get without module or name");
   char signame[300];
   int w = snprintf(signame, sizeof signame, "dv__sig_%s", name);
-  void *fn = dlsym(m->dl, name);
-  const char *sig = (w > 0 && (size_t)w < sizeof signame) ? dlsym(m->dl, signame) : NULL;
+  void *fn = dlsym(m->v.dl, name);
+  const char *sig = (w > 0 && (size_t)w < sizeof signame) ? dlsym(m->v.dl, signame) : NULL;
   if (!fn || !sig)
-    return dv__error(DV_ERR_INVALID_ARGUMENT, "program %s has no kernel %s%s", m->name, name,
+    return dv__error(DV_ERR_INVALID_ARGUMENT, "program %s has no kernel %s%s", m->v.name, name,
                      fn ? " (the symbol exists but is not a DV_KERNEL)" : "");
   dv_bkernel *kn = dv__calloc(1, sizeof *kn);
   char *nm = dv__strdup(name);
@@ -310,19 +348,20 @@ dv_status hk_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel
     dv__free(nm);
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a kernel");
   }
-  kn->sig = sig;
-  kn->m = m;
-  kn->name = nm;
+  kn->v.sig = sig;
+  kn->mod = m;
+  kn->v.m = &m->v;
+  kn->v.name = nm;
   /* A function pointer from dlsym's object pointer (POSIX guarantees it works). */
-  memcpy(&kn->fn, &fn, sizeof fn);
+  memcpy(&kn->v.fn, &fn, sizeof fn);
   /* The block function (kernel.h), where the kernel has one. */
   w = snprintf(signame, sizeof signame, "dv__blk_%s", name);
-  void *blk = (w > 0 && (size_t)w < sizeof signame) ? dlsym(m->dl, signame) : NULL;
-  memcpy(&kn->blk, &blk, sizeof blk);
-  /* Its fission function (host_fission.c), where the module has one. */
+  void *blk = (w > 0 && (size_t)w < sizeof signame) ? dlsym(m->v.dl, signame) : NULL;
+  memcpy(&kn->v.blk, &blk, sizeof blk);
+  /* Its fission function (fission/), where the module has one. */
   w = snprintf(signame, sizeof signame, "dv__fis_%s", name);
-  void *fis = (w > 0 && (size_t)w < sizeof signame) ? dlsym(m->dl, signame) : NULL;
-  memcpy(&kn->fis, &fis, sizeof fis);
+  void *fis = (w > 0 && (size_t)w < sizeof signame) ? dlsym(m->v.dl, signame) : NULL;
+  memcpy(&kn->v.fis, &fis, sizeof fis);
   pthread_mutex_lock(&m->lock);
   kn->next = m->kernels;
   m->kernels = kn;
@@ -331,23 +370,11 @@ dv_status hk_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bkernel
   return DV_OK;
 }
 
-dv_status hk_kernel_attrs(void *state, dv_bkernel *kn, dv_kernel_attrs *out) {
-  hk_state *k = ((hb_state_head *)state)->k;
-  memset(out, 0, sizeof *out);
-  out->max_threads_per_block = HK_MAX_THREADS;
-  out->static_shared_bytes = 0; /* known only when a block runs */
-  out->max_dynamic_shared_bytes = HK_SHARED_LIMIT;
-  out->local_bytes_per_thread = 0;
-  out->constant_bytes = kn->m->cbytes;
-  out->registers = -1;
-  out->wave_size = k->wave;
-  return DV_OK;
-}
 
-dv_status hk_kernel_params(void *state, dv_bkernel *kn, dv_bparam *out, size_t cap, size_t *n,
+dv_status hk_kernel_params(hk_tc *k, dv_bkernel *kn, dv_bparam *out, size_t cap, size_t *n,
                            const char **sig) {
-  (void)state, (void)out, (void)cap;
+  (void)k, (void)out, (void)cap;
   *n = 0;
-  *sig = kn->sig;
+  *sig = kn->v.sig;
   return DV_OK;
 }

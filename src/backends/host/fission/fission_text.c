@@ -7,12 +7,12 @@
  * which for loops holding barriers have a uniform variable (a scalar in the
  * generated code, one loop for the block), and which uniform for loops
  * without barriers may run around the threads' loop (PoCL's implicit loop
- * barriers).  host_fission.c calls these while it plans a kernel.
+ * barriers).  fission.c calls these while it plans a kernel.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "host_fission_internal.h"
+#include "fission_internal.h"
 
 /* ---- the text and the tree ----------------------------------------------- */
 

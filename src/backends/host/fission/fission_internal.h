@@ -1,12 +1,27 @@
 /*
- * Region fission (host_fission.c: libclang, the tree, the plan;
- * host_fission_text.c: questions on the text and tree, uniform values;
- * host_fission_gen.c: the generated code): what the three files share.
+ * Region fission (fission.c: libclang, the tree, the plan;
+ * fission_text.c: questions on the text and tree, uniform values;
+ * fission_gen.c: the generated code): what the three files share (private
+ * to fission/; the others see fission.h).
  */
 #ifndef DV_HOST_FISSION_INTERNAL_H
 #define DV_HOST_FISSION_INTERNAL_H
 
-#include "host_kernel_internal.h"
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "../../../core/core.h"
+#include "fission.h"
+
+/* snprintf that may truncate (messages), without the compiler's warning. */
+__attribute__((format(printf, 3, 4))) static inline void hf_fmt(char *buf, size_t cap,
+                                                                const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, cap, fmt, ap);
+  va_end(ap);
+}
 
 enum { /* cursor kinds (clang-c/Index.h) */
   K_FUNC = 8, K_VAR = 9, K_PARM = 10, K_CALL = 103, K_COMPOUND = 202, K_LABEL = 201,
@@ -82,7 +97,7 @@ static inline bool hf_blank(const char *s, unsigned a, unsigned b) {
   return true;
 }
 
-/* host_fission_text.c: the text and the tree */
+/* fission_text.c: the text and the tree */
 void *hf_grow(void *p, size_t have, size_t want, size_t size);
 bool hf_rt_call(const char *s, unsigned i, const char *member);
 bool hf_text_syncs(const hf *h, unsigned s, unsigned e);
@@ -98,7 +113,7 @@ bool hf_addr_taken(const char *src, unsigned s);
 /* Is break/continue node i's target the loop `loop`? */
 bool hf_leaves(const hf *h, int i, int loop);
 
-/* host_fission_text.c: uniform values */
+/* fission_text.c: uniform values */
 /* Are all nodes in [s, e) uniform (with tid: or from the thread index; the
  * local loopvar may be written)? */
 bool hf_pure(const hf *h, unsigned s, unsigned e, unsigned self_loc, bool tid, int loopvar);
@@ -109,7 +124,7 @@ void hf_uniform_loop(hf *h, int i, unsigned self_loc);
 /* May barrier-free for loop i run around the threads' loop? */
 bool hf_implicit_ok(const hf *h, int i);
 
-/* host_fission_gen.c */
+/* fission_gen.c */
 void hf_put(hf *h, const char *s, size_t n);
 __attribute__((format(printf, 2, 3))) void hf_printf(hf *h, const char *fmt, ...);
 int hf_region_of(const hf *h, unsigned off);

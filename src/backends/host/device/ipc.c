@@ -30,7 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "host_internal.h"
+#include "device_internal.h"
 
 typedef struct hb_shared {
   int fd;            /* -1 once revoked */

@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host_mem.h"
+#include "device_internal.h"
 
 #if DV_HOST_ASAN
 #include <sanitizer/asan_interface.h>
@@ -443,6 +443,53 @@ dv_status hb_mem_trim(void *state) {
   dv__spin_unlock(&st->lock);
   hb_free_chain(chain);
   return DV_OK;
+}
+
+/* ---- blocks, for a kernel launch (device.h) ---- */
+
+bool hb_block_hold(hb_block *b, unsigned char **data) {
+  if (atomic_load(&b->freed)) return false;
+  atomic_fetch_add(&b->refs, 1);
+  *data = b->data;
+  return true;
+}
+
+size_t hb_block_bytes(const hb_block *b) { return b->bytes; }
+unsigned char *hb_block_data(const hb_block *b) { return b->data; }
+
+DV_NO_ASAN static void hb_guard_fill(unsigned char *p, size_t n) {
+  volatile unsigned char *v = p;
+  for (size_t i = 0; i < n; i++) v[i] = HB_GUARD_BYTE;
+}
+
+void hb_kernel_begin(hb_block *b) {
+  if (b->alias) return;
+  if (!b->st->guard) {
+    hb_guards_arm(b);
+    return;
+  }
+#if DV_HOST_ASAN
+  if (atomic_fetch_add(&b->kernel_users, 1) != 0) return;
+  ASAN_POISON_MEMORY_REGION(b->data - HB_FRONT, HB_FRONT);
+  ASAN_POISON_MEMORY_REGION(b->data + b->bytes, HB_BACK);
+#endif
+}
+
+bool hb_kernel_end(hb_block *b, bool check) {
+  if (b->alias) return true;
+  const bool guarded = b->st->guard;
+  if (!guarded && !check) return true;
+#if DV_HOST_ASAN
+  if (guarded && atomic_fetch_sub(&b->kernel_users, 1) == 1) {
+    ASAN_UNPOISON_MEMORY_REGION(b->data - HB_FRONT, HB_FRONT);
+    ASAN_UNPOISON_MEMORY_REGION(b->data + b->bytes, HB_BACK);
+  }
+#endif
+  if (!check || hb_guards_ok(b)) return true;
+  /* Reported by the launch; put the guards back so the free does not report it again. */
+  hb_guard_fill(b->data - HB_FRONT, HB_FRONT);
+  hb_guard_fill(b->data + b->bytes, HB_BACK);
+  return false;
 }
 
 hb_block *hb_alias_new(hb_state *st, void *ptr, size_t bytes) {

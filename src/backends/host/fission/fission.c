@@ -39,7 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host_fission_internal.h"
+#include "fission_internal.h"
 
 /* ---- libclang's C API, as much as is used ------------------------------ */
 
@@ -210,7 +210,7 @@ static int hf_visit(hf_cur c, hf_cur parent, void *data) {
 /* ---- analysis ------------------------------------------------------------ */
 
 static bool hf_refuse(hf *h, const char *why, unsigned line) {
-  if (!h->why[0]) hk_fmt(h->why, sizeof h->why, "%s (line %u)", why, line);
+  if (!h->why[0]) hf_fmt(h->why, sizeof h->why, "%s (line %u)", why, line);
   return false;
 }
 
@@ -588,7 +588,7 @@ char *hk_fission(const char *pre, size_t n, char *note, size_t cap, bool *oom) {
   h.tu = cx.clang_parseTranslationUnit(idx, "dv-fission.c", args, 5, &u, 1, 0);
   if (!h.tu) {
     cx.clang_disposeIndex(idx);
-    hk_fmt(note, cap, "region fission: libclang could not parse the unit\n");
+    hf_fmt(note, cap, "region fission: libclang could not parse the unit\n");
     return NULL;
   }
   hf_fns F = {&h, NULL, NULL, 0, 0};

@@ -31,7 +31,7 @@
  * kernel_check=auto falls back to bounds with a log line, an explicit
  * kernel_check=on fails each build with DV_ERR_NOT_SUPPORTED.
  *
- * Loading the compiled image and finding its kernels: host_module.c.
+ * Loading the compiled image and finding its kernels: module.c.
  */
 #include <ctype.h>
 #include <dlfcn.h>
@@ -46,9 +46,52 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "host_kernel_internal.h"
+#include "../fission/fission.h"
+#include "toolchain_internal.h"
 
 extern char **environ;
+
+/* ========================================================================== */
+/* The toolchain's state                                                       */
+/* ========================================================================== */
+
+dv_status hk_tc_open(const dv_backend_config *cfg, const dv__host_rt *rt, hk_tc **out) {
+  *out = NULL;
+  hk_tc *k = dv__calloc(1, sizeof *k);
+  if (!k) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the host kernel state");
+  k->rt = rt;
+  k->fast = !cfg->host_checked;
+  k->fission = cfg->host_fission != 0;
+  k->check = cfg->kernel_check < 0 ? 0 : cfg->kernel_check > 2 ? 2 : cfg->kernel_check;
+  k->check_auto = cfg->kernel_check_auto != 0;
+  k->cc_option = dv__strdup(cfg->host_cc ? cfg->host_cc : "");
+  k->cflags = dv__strdup(cfg->host_cflags ? cfg->host_cflags : "");
+  /* exec/'s fiber stack (hk_open: the same computation). */
+  long pg = sysconf(_SC_PAGESIZE);
+  size_t page = pg > 0 ? (size_t)pg : 4096;
+  size_t fs = cfg->host_fiber_stack ? cfg->host_fiber_stack : ((size_t)128 << 10);
+  if (fs < 16384) fs = 16384;
+  k->fiber_stack = (fs + page - 1) & ~(page - 1);
+  if (!k->cc_option || !k->cflags) {
+    dv__free(k->cc_option);
+    dv__free(k->cflags);
+    dv__free(k);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the host kernel state");
+  }
+  pthread_mutex_init(&k->lock, NULL);
+  *out = k;
+  return DV_OK;
+}
+
+void hk_tc_close(hk_tc *k) {
+  if (!k) return;
+  hk_free_words(k->cc_argv);
+  dv__free(k->ident);
+  dv__free(k->cc_option);
+  dv__free(k->cflags);
+  pthread_mutex_destroy(&k->lock);
+  dv__free(k);
+}
 
 void hk_free_words(char **w) {
   if (!w) return;
@@ -219,7 +262,7 @@ static uint64_t hk_cpu_id(const char *cflags) {
  * hooks)?  Probed once per state; where it cannot, auto falls back to
  * bounds (k->check 1, logged), an explicit on keeps the reason in
  * k->tsan_msg for every build to report.  Caller holds k->lock. */
-static void hk_probe_tsan(hk_state *k, char **words, int nwords) {
+static void hk_probe_tsan(hk_tc *k, char **words, int nwords) {
   k->tsan_msg[0] = 0;
   if (k->check < 2) return;
   static const char probe[] =
@@ -271,7 +314,7 @@ static void hk_probe_tsan(hk_state *k, char **words, int nwords) {
 }
 
 /* Find the compiler and its identity, once per state.  Caller holds k->lock. */
-static dv_status hk_probe_compiler(hk_state *k) {
+static dv_status hk_probe_compiler(hk_tc *k) {
   if (k->cc_probed) {
     if (k->cc_status) return dv__error(k->cc_status, "%s", k->cc_msg);
     return DV_OK;
@@ -385,8 +428,7 @@ static dv_status hk_probe_compiler(hk_state *k) {
   return DV_OK;
 }
 
-dv_status hk_kernel_target_id(void *state, char *buf, size_t cap) {
-  hk_state *k = ((hb_state_head *)state)->k;
+dv_status hk_kernel_target_id(hk_tc *k, char *buf, size_t cap) {
   pthread_mutex_lock(&k->lock);
   dv_status rc = hk_probe_compiler(k);
   if (!rc) {
@@ -446,7 +488,7 @@ static dv_status hk_run_logged(char **argv, const char *log_path, int *code, cha
  * for the access checks (-c), or link that object into the module. */
 enum { HK_CC_PRE, HK_CC_MODULE, HK_CC_OBJECT, HK_CC_LINK };
 
-static dv_status hk_cc(hk_state *k, const dv_build_req *req, bool check, const char *in,
+static dv_status hk_cc(hk_tc *k, const dv_build_req *req, bool check, const char *in,
                        const char *out, int what, const char *log_path, int *code,
                        char **logtxt) {
   const bool preprocess = what == HK_CC_PRE, access = k->check >= 2;
@@ -531,9 +573,8 @@ static bool hk_fission_worth(const char *unit) {
   return false;
 }
 
-dv_status hk_module_build(void *state, const dv_build_req *req, dv_bmodule **out, void **image,
+dv_status hk_module_build(hk_tc *k, const dv_build_req *req, dv_bmodule **out, void **image,
                           size_t *image_size, char **log) {
-  hk_state *k = ((hb_state_head *)state)->k;
   *out = NULL;
   if (image) *image = NULL;
   if (image_size) *image_size = 0;
