@@ -31,20 +31,23 @@ Only ctypes and NumPy are used, plus an optional compiled module for the per-cal
 DEVARRAY_LIBRARY, next to an installed copy, then the system loader.
 """
 
+import ctypes as _ctypes
+
 from ._lib import (DevarrayError, ArgumentError, DevarrayIndexError, OutOfMemoryError,
                    NotSupportedError, BackendUnavailableError, DriverError, CompileError,
                    MisuseError, error_class, library_path, lib as _clib)
 from ._context import (Context, current_context, select_backend, select_device, close,
                        get_current_device, synchronize, defer_cleanup)
-from ._stream import (Stream, stream, default_stream, legacy_default_stream,
-                      per_thread_default_stream, Event, event, event_elapsed_time)
+from ._stream import Stream
+from ._context import (stream, default_stream, legacy_default_stream,
+                       per_thread_default_stream, Event, event, event_elapsed_time)
 from ._array import DeviceNDArray, DeviceRecord
 from ._create import (device_array, device_array_like, to_device, from_dlpack, is_cuda_array,
                       is_device_array)
 from ._create import as_cuda_array, from_cuda_array_interface
-from ._array import MappedNDArray
-from ._hostmem import (pinned_array, mapped_array, managed_array, pinned, mapped, register,
-                       deregister, is_pinned, pinned_array_like, mapped_array_like)
+from ._mapped import MappedNDArray, mapped_array, mapped, mapped_array_like
+from ._hostmem import (pinned_array, managed_array, pinned, register, deregister, is_pinned,
+                       pinned_array_like)
 from ._kernel import Module, Kernel, Arg, In, Out, InOut, View, SmartArray
 from ._emm import (BaseCUDAMemoryManager, HostOnlyCUDAMemoryManager, GetIpcHandleMixin,
                    NumbaCUDAMemoryManager, MemoryInfo, set_memory_manager, backend_memalloc)
@@ -69,8 +72,7 @@ def list_backends():
 
 def backend_available(name):
     """(True, "") when backend `name` can be opened, else (False, the reason)."""
-    import ctypes
-    buf = ctypes.create_string_buffer(512)
+    buf = _ctypes.create_string_buffer(512)
     st = _clib.dv_backend_probe(name.encode(), buf, len(buf))
     return st == 0, buf.value.decode(errors="replace")
 
@@ -91,24 +93,23 @@ __all__ = [n for n in dir() if not n.startswith("_")]
 # The kernel language's names (threadIdx, shared, syncthreads, atomic, ...) and jit come
 # from devarray._jit, which needs Numba; they are loaded on first use so that `import
 # devarray` neither needs Numba nor pays for importing it.
-from ._jitnames import JIT_NAMES as _JIT_NAMES
+from ._jitnames import JIT_NAMES as _JIT_NAMES, KERNEL_NAMES as _KERNEL_NAMES
 
 
 def _jit_unavailable(exc):
-    from ._lib import NotSupportedError
     return NotSupportedError(300, "devarray.jit and the kernel language need Numba (Debian: "
                              "python3-numba; pip: numba), which could not be imported: %s"
                              % exc, "jit")
 
 
 def __getattr__(name):
-    from ._jitnames import KERNEL_NAMES
-    if name in _JIT_NAMES or name in KERNEL_NAMES:
+    if name in _JIT_NAMES or name in _KERNEL_NAMES:
         try:
-            if name in KERNEL_NAMES:  # the stubs alone (Numba's typing imports them)
-                from ._jit import stubs
+            # here, not at the top: _jit needs Numba (optional, and slow to import)
+            if name in _KERNEL_NAMES:  # the stubs alone (Numba's typing imports them)
+                from ._jit import stubs  # optional: needs Numba
                 return stubs.ALL[name]
-            from . import _jit
+            from . import _jit  # optional: needs Numba
         except ImportError as e:  # no Numba: one clear error, the rest keeps working
             if name in _JIT_NAMES:
                 err = _jit_unavailable(e)

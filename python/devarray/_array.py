@@ -1,20 +1,22 @@
-"""Device arrays: DeviceNDArray and DeviceRecord (views, indexing, transfers of one array)."""
+"""Device arrays: DeviceNDArray and DeviceRecord (views, indexing, transfers of one array),
+and their IPC handles (IpcArrayHandle)."""
 
 import ctypes
 import numbers
 
 import numpy as np
 
-from . import _context
+from . import _abi, _context, _current, _dlpack, _ipc
 from ._context import current_context
 from ._stream import _stream_handle, Stream, _release_later
 from ._convert import _P, _I64, _dv_dtype, _np_dtype, _i64
 from ._hostmem import _host_array, _alloc
-from ._lib import lib, check, dv_index, error, DevarrayError, speedups
-from ._lib import library_path as _lib_path
+from ._lib import lib, check, dv_index, error, DevarrayError, NotSupportedError, speedups
+from ._memory import _array_over, _array_pointer, _byte, _gpu_data
 from ._words import _as_numpy, _incompatible, _order_words, _probe
 
-MEM_DEVICE, MEM_HOST, MEM_PINNED, MEM_MAPPED, MEM_MANAGED = range(5)
+MEM_DEVICE, MEM_HOST, MEM_PINNED, MEM_MAPPED, MEM_MANAGED = (
+    _abi.DV_MEM_DEVICE, _abi.DV_MEM_HOST, _abi.DV_MEM_PINNED, _abi.DV_MEM_MAPPED, _abi.DV_MEM_MANAGED)
 
 # ---- device arrays --------------------------------------------------------
 
@@ -62,7 +64,6 @@ class DeviceNDArray(_ArrayBase):
         """Allocate (Numba's constructor): use device_array() instead. With `gpu_data` (a
         MemoryPointer) the array is laid over that memory instead, keeping it alive."""
         if gpu_data is not None:
-            from ._memory import _array_over
             h, dt = _array_over(gpu_data, shape, strides, dtype)
             self._init(h, dt, gpu_data, stream)
             return
@@ -475,7 +476,6 @@ class DeviceNDArray(_ArrayBase):
         backend the tensor is kDLCPU, so np.from_dlpack(d) reads device memory in place.
         stream: None (the consumer uses the legacy default stream on CUDA; elsewhere the
         call waits for this array's stream), -1 (no ordering), or a native stream handle."""
-        from . import _dlpack
         backend = current_context().backend
         if stream is None:
             consumer = ctypes.c_void_p(1) if (backend == "cuda" and
@@ -511,14 +511,12 @@ class DeviceNDArray(_ArrayBase):
         """An IpcArrayHandle another process opens to use this array's memory (Numba's):
         the EMM plug-in's handle when one serves the context, else the library's
         (host simulator with host_ipc=on, CUDA; OpenCL: NotSupportedError)."""
-        from ._ipc import get_ipc_handle
-        return get_ipc_handle(self)
+        return _get_ipc_handle(self)
 
     @property
     def gpu_data(self):
         """A MemoryPointer over the bytes this array's elements span (Numba's gpu_data),
         sharing this array's memory and keeping the array alive; a new object each time."""
-        from ._memory import _gpu_data
         return _gpu_data(self)
 
     @property
@@ -526,13 +524,11 @@ class DeviceNDArray(_ArrayBase):
         """The device pointer of the lowest byte of the elements (gpu_data's), a
         ctypes.c_size_t; 0 for an empty array. CUDA: an address; host simulator: a host
         address; OpenCL: the cl_mem's value plus the offset, not an address (docs/semantics.md)."""
-        from ._memory import _array_pointer
         return _array_pointer(self)
 
     def memset(self, value, stream=0):
         """Set every byte of every element to `value` (0..255; dv_array_memset), on `stream`
         (asynchronous) or synchronously. No Numba method has this name."""
-        from ._memory import _byte
         check(lib.dv_array_memset(self.handle, _byte(value), _stream_handle(stream)), "memset")
 
     @property
@@ -541,8 +537,9 @@ class DeviceNDArray(_ArrayBase):
         "F" or "A" as Numba chooses it; a Record for a DeviceRecord). Numba is imported here
         only: without it, AttributeError."""
         try:
-            from numba.core import types
-            from numba.np import numpy_support
+            # here, not at the top: Numba is optional (and slow to import)
+            from numba.core import types  # optional: needs Numba
+            from numba.np import numpy_support  # optional: needs Numba
         except ImportError as e:
             raise AttributeError("_numba_type_ needs Numba, which cannot be imported (%s)"
                                  % e) from None
@@ -621,117 +618,65 @@ class DeviceRecord(DeviceNDArray):
         return "<devarray.DeviceRecord dtype=%s>" % (self.dtype,)
 
 
-class MappedNDArray(np.ndarray):
-    """A NumPy array over mapped host memory that is also a device array (Numba's
-    MappedNDArray, what mapped_array() returns): NumPy reads and writes it in place, and it
-    has the device array's methods, which work on the same memory with no copy.
+# ---- IPC (Numba's get_ipc_handle / IpcArrayHandle): the library's half is _ipc's
 
-    ``copy_to_host``, ``copy_to_device``, ``split``, ``get_ipc_handle``, ``gpu_data``,
-    ``device_ctypes_pointer``, ``__cuda_array_interface__`` (cuda backend) and
-    ``_numba_type_`` are DeviceNDArray's, on a device view of exactly this array's elements
-    (slices of a MappedNDArray are MappedNDArrays too). ``stream`` is the default stream of
-    those methods (mapped_array's `stream`); ``bind(stream)`` gives a view with another.
-    ``view``, ``reshape``, ``transpose``/``T`` and indexing are NumPy's (host views), where
-    Numba's MappedNDArray takes DeviceNDArray's ``view``/``transpose`` (docs/semantics.md)."""
+class IpcArrayHandle:
+    """A device array's IPC handle (Numba's IpcArrayHandle): ``open()`` gives a device array
+    over the exported memory in another process, ``close()`` unmaps it; also a context
+    manager (open on entry, close on exit). ``_ipc_handle`` is the plugin's handle, or the
+    library's handle bytes."""
 
-    __cuda_memory__ = True
-    __cuda_ndarray__ = True
+    def __init__(self, ipc_handle, array_desc):
+        self._ipc_handle = ipc_handle
+        self._array_desc = array_desc
+        self._opened = None
 
-    def __array_finalize__(self, obj):
-        # the C mapped allocation (a _HostOwner) and the default stream travel to views
-        self._mapped = getattr(obj, "_mapped", None)
-        self.stream = getattr(obj, "stream", 0)
-        self._gpu = None
+    def __getstate__(self):
+        return {"_ipc_handle": self._ipc_handle, "_array_desc": self._array_desc}
 
-    def device_setup(self, gpu_data, stream=0):
-        """Numba's: set the array's memory object (gpu_data; None: devarray's own, derived
-        from the array) and its default stream."""
-        self._gpu = gpu_data
-        self.stream = stream
+    def __setstate__(self, state):
+        self.__init__(state["_ipc_handle"], state["_array_desc"])
 
-    def _device(self):
-        """A DeviceNDArray over exactly this array's elements (the mapped memory's device
-        buffer, as the library's mapped scopes make device views of it); it keeps the
-        memory's owner alive (not this array: gpu_data of it would make a cycle)."""
-        owner = self._mapped
-        if owner is None:
-            raise TypeError("this MappedNDArray was not made by mapped_array (no mapped "
-                            "memory behind it)")
-        addr = self.__array_interface__["data"][0]
-        base = owner.__array_interface__["data"][0]
-        if self.size == 0:
-            h, dt = _alloc(lib.dv_device_array, self.shape, self.dtype, None, "C", None,
-                           name="MappedNDArray")
-            return DeviceNDArray._from_handle(h, dt, stream=self.stream)
-        buf, off = _P(), ctypes.c_size_t()
-        check(lib.dv_array_native(owner.handle, ctypes.byref(buf), ctypes.byref(off)),
-              "MappedNDArray")
-        delta = off.value + (addr - base)
-        hi = sum((n - 1) * t for n, t in zip(self.shape, self.strides) if t > 0)
-        out = _P()
-        check(lib.dv_device_array_wrap(_ctx_of_handle(owner.handle), buf, delta,
-                                       delta + hi + self.dtype.itemsize, self.ndim,
-                                       _i64(self.shape), _dv_dtype(self.dtype),
-                                       _i64(self.strides), None, None, ctypes.byref(out)),
-              "MappedNDArray")
-        return DeviceNDArray._from_handle(out.value, self.dtype, keep=owner, stream=self.stream)
+    def open(self):
+        """Map the memory in this process: a DeviceNDArray of the exported layout."""
+        if not isinstance(self._ipc_handle, bytes):
+            raise NotSupportedError(300, "the memory manager plug-in's handle opens memory, "
+                                    "not arrays, in devarray", "IpcArrayHandle.open")
+        if self._opened is not None:
+            raise ValueError("IpcArrayHandle.open: the handle is already open")
+        shape, strides, dtype = (self._array_desc[k] for k in ("shape", "strides", "dtype"))
+        dtype = np.dtype(dtype)
+        arr = DeviceNDArray._from_handle(_ipc.open_array(self._ipc_handle, shape, strides, dtype),
+                                         dtype)
+        self._opened = arr
+        return arr
 
-    def copy_to_host(self, ary=None, stream=0):
-        """DeviceNDArray.copy_to_host of this array's memory (a new NumPy array, or `ary`)."""
-        return self._device().copy_to_host(ary, stream=stream or self.stream)
+    def close(self):
+        """Unmap what open() mapped (the array it gave must not be used afterwards)."""
+        arr, self._opened = self._opened, None
+        if arr is None:
+            raise ValueError("IpcArrayHandle.close: the handle is not open")
+        h, arr._h = arr._h, None
+        _ipc.close(h)
 
-    def copy_to_device(self, ary, stream=0):
-        """DeviceNDArray.copy_to_device: copy `ary` (host or device) into this array."""
-        d = self._device()
-        d.copy_to_device(ary, stream=stream or self.stream)
+    def __enter__(self):
+        return self.open()
 
-    def split(self, section, stream=0):
-        """DeviceNDArray.split: device views of `section` elements each."""
-        return self._device().split(section, stream=stream or self.stream)
-
-    def bind(self, stream=0):
-        """This array (a new view of it) with `stream` as its default stream."""
-        v = np.ndarray.view(self, type(self))
-        v.stream = stream
-        return v
-
-    def get_ipc_handle(self):
-        """DeviceNDArray.get_ipc_handle of this array's memory."""
-        return self._device().get_ipc_handle()
-
-    @property
-    def gpu_data(self):
-        """A MemoryPointer over this array's bytes (or what device_setup was given)."""
-        return self._gpu if self._gpu is not None else self._device().gpu_data
-
-    @property
-    def device_ctypes_pointer(self):
-        """The device pointer of the lowest byte of the elements (a ctypes.c_size_t)."""
-        return self._device().device_ctypes_pointer
-
-    @property
-    def __cuda_array_interface__(self):
-        """The device view's interface (cuda backend only; AttributeError elsewhere)."""
-        return self._device().__cuda_array_interface__
-
-    @property
-    def _numba_type_(self):
-        """Numba's type of the array (its device view's)."""
-        return self._device()._numba_type_
-
-    @property
-    def alloc_size(self):
-        """The bytes of the elements (nbytes)."""
-        return self.nbytes
-
-    def __reduce_ex__(self, protocol):
-        # a pickle would be a plain array in other memory: say so, as NumPy subclasses do not
-        return np.asarray(self).copy().__reduce_ex__(protocol)
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
 
-_stream_native = ctypes.CDLL(_lib_path).dv_stream_native
-_stream_native.argtypes = [_P, ctypes.POINTER(_P)]
-_stream_native.restype = ctypes.c_int
+def _get_ipc_handle(arr):
+    """The IpcArrayHandle of device array `arr` (DeviceNDArray.get_ipc_handle)."""
+    desc = {"shape": arr.shape, "strides": arr.strides, "dtype": arr.dtype}
+    ctx = current_context()
+    if ctx.has_plugin:
+        return IpcArrayHandle(ctx.get_ipc_handle(arr.gpu_data), desc)
+    return IpcArrayHandle(_ipc.export(arr.handle), desc)
+
+
+_stream_native = lib.dv_stream_native
 
 
 def _cai_stream(stream):
@@ -760,9 +705,9 @@ def _sync_stream(stream, arr):
     if stream:
         return None
     ch = lib.dv_array_context(arr.handle)
-    c = _context._ctx
+    c = _current.ctx
     if c is None or c.handle != ch:
-        c = next((x for x in list(_context._live) if x.handle == ch), None)
+        c = next((x for x in list(_current.live) if x.handle == ch), None)
     return Stream(lib.dv_context_default_stream(ch), False, c)
 
 

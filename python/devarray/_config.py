@@ -14,20 +14,13 @@ import threading
 import types
 import weakref
 
+from . import _current
 from ._lib import lib, check
 
 COUNT, RATIO = "CUDA_DEALLOCS_COUNT", "CUDA_DEALLOCS_RATIO"
 _NAMES = (COUNT, RATIO)
 _MAX_COUNT = 1000000000  # the option's maximum, as the C call checks it
 
-lib.dv_option_get.restype = ctypes.c_int
-lib.dv_option_get.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p]
-lib.dv_context_set_dealloc_limits.restype = ctypes.c_int
-lib.dv_context_set_dealloc_limits.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_double]
-lib.dv_context_dealloc_limits.restype = ctypes.c_int
-lib.dv_context_dealloc_limits.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
-                                          ctypes.POINTER(ctypes.c_double),
-                                          ctypes.POINTER(ctypes.c_size_t)]
 
 _lock = threading.RLock()
 _assigned = False          # whether a value was assigned (then new contexts get it)
@@ -72,8 +65,7 @@ def _assign(name, value):
             count = value
         else:
             ratio = value
-        from . import _context
-        _context._apply_dealloc_limits(count, ratio)  # every live context
+        _current.apply_dealloc_limits(count, ratio)  # every live context
         _assigned = True
         config.__dict__[name] = value
         for ref in list(_tracked):

@@ -1,35 +1,21 @@
 """The process's current context, backend selection, deferred cleanup."""
 
+import atexit as _atexit
 import contextlib
 import ctypes
+import gc as _gc
 import json
-import sys
-import threading
-import weakref
 
-from . import _lib, _emm, _config
+from . import _current, _emm, _config, _stream
 from ._lib import lib, check
-from ._emm import MemoryInfo
+from ._stream import Stream, _settle, _stream_handle, _release_later
+from ._abi import dv_device_info as _dv_device_info, dv_stats as _dv_stats, DV_ERR_BUSY as _DV_ERR_BUSY
 
-_lock = threading.RLock()
-_ctx = None          # the current Context
+# which context is current, and every open one: _current (the registry)
 _backend = None      # backend asked for by select_backend (None: DV_BACKEND / auto)
 _device = None       # device index asked for by select_device
-_live = weakref.WeakSet()  # every open Context (devarray.config's limits reach them all)
 
 
-class _dv_device_info(ctypes.Structure):
-    _fields_ = [("backend", ctypes.c_char * 16), ("name", ctypes.c_char * 256),
-                ("vendor", ctypes.c_char * 128), ("driver_version", ctypes.c_char * 64),
-                ("total_memory", ctypes.c_uint64), ("max_allocation", ctypes.c_uint64),
-                ("base_alignment", ctypes.c_uint64), ("can_map_host_memory", ctypes.c_int),
-                ("managed_memory", ctypes.c_int), ("compute_major", ctypes.c_int),
-                ("compute_minor", ctypes.c_int), ("pci_bus_id", ctypes.c_char * 32),
-                ("peer_devices", ctypes.c_int)]
-
-
-lib.dv_context_device_info.restype = ctypes.c_int
-lib.dv_context_device_info.argtypes = [ctypes.c_void_p, ctypes.POINTER(_dv_device_info)]
 
 
 class Device:
@@ -60,7 +46,7 @@ class Device:
     def reset(self):
         """Numba's Device.reset(): close the current context if it is this device's
         (close(): a context whose arrays still live is retired, not destroyed)."""
-        c = _ctx
+        c = _current.ctx
         if c is not None and c.device is self:
             close()
 
@@ -175,17 +161,16 @@ class Context:
             lib.dv_context_destroy(self.handle)
             self.handle = None
             raise
-        _live.add(self)
+        _current.live.add(self)
 
     def _destroy_after_failed_init(self):
         """Destroy this context after its memory manager's initialize() failed; a context
         still holding memory (DV_ERR_BUSY) is kept open and usable rather than lost."""
-        import gc
-        gc.collect()
+        _gc.collect()
         self._clear_plugin_queue()
         if lib.dv_context_destroy(self.handle) == 0:
             self.handle = None
-            _live.discard(self)
+            _current.live.discard(self)
 
     def _clear_plugin_queue(self):
         """Run a plug-in's own pending frees (Numba's close resets the memory manager)."""
@@ -244,7 +229,7 @@ class Context:
 
     def raw_stats(self):
         """dv_context_stats as a ctypes struct (fields as in devarray.h)."""
-        st = _lib.dv_stats()
+        st = _dv_stats()
         st.size = ctypes.sizeof(st)
         check(lib.dv_context_stats(self.handle, ctypes.byref(st)))
         return st
@@ -267,14 +252,12 @@ class Context:
 
     def create_stream(self):
         """A new stream of this context (Numba's Context.create_stream())."""
-        from ._stream import Stream
         h = ctypes.c_void_p()
         check(lib.dv_stream_create(self.handle, 0, ctypes.byref(h)), "create_stream")
         return Stream(h.value, True, self)
 
     def create_event(self, timing=True):
         """A new event of this context (Numba's Context.create_event(timing=True))."""
-        from ._stream import Event
         _require_current(self)
         return Event(timing)
 
@@ -305,39 +288,32 @@ class Context:
 
 
 def _require_current(ctx):
-    if _ctx is not ctx:
+    if _current.ctx is not ctx:
         raise NotImplementedError("events are made on the current context only")
-
-
-def _apply_dealloc_limits(count, ratio):
-    """Give every open context the limits (devarray.config's assignments)."""
-    for c in list(_live):
-        c._apply_dealloc_limits(count, ratio)
 
 
 def current_context():
     """The current context, created on first use (backend from select_backend, else DV_BACKEND)."""
-    global _ctx
-    c = _ctx
+    c = _current.ctx
     if c is not None:
         return c
-    with _lock:
-        if _ctx is None:
+    with _current.lock:
+        if _current.ctx is None:
             # As Numba: the context is current before its memory manager's initialize(),
             # so a plug-in that uses the public API there gets this context.
             c = Context(_backend, _device)
-            _ctx = c
+            _current.ctx = c
             try:
                 c.memory_manager.initialize()
             except BaseException:
-                _ctx = None
+                _current.ctx = None
                 c._destroy_after_failed_init()
                 raise
-        return _ctx
+        return _current.ctx
 
 
 def _handle():
-    c = _ctx
+    c = _current.ctx
     return (c if c is not None else current_context()).handle
 
 
@@ -349,7 +325,7 @@ def select_backend(name):
     modules of it are alive, which keep working on it). Returns the new context.
     """
     global _backend
-    with _lock:
+    with _current.lock:
         close()
         old, _backend = _backend, name
         try:
@@ -364,9 +340,10 @@ def select_device(device_id):
     simulator has one device, 0). A device the backend does not have raises DevarrayError
     and the earlier choice stands."""
     global _device
-    with _lock:
-        if _ctx is not None and _ctx.device_id == int(device_id):
-            return _ctx
+    with _current.lock:
+        c = _current.ctx
+        if c is not None and c.device_id == int(device_id):
+            return c
         close()
         old, _device = _device, int(device_id)
         try:
@@ -376,7 +353,6 @@ def select_device(device_id):
             raise
 
 
-_DV_ERR_BUSY = 601
 _retired = []  # contexts close() left while their arrays, streams, ... live
 
 
@@ -390,16 +366,13 @@ def close():
     working on it) and destroyed once they are gone, at a later close(), at the next
     garbage collection, or at exit.
     """
-    global _ctx
-    with _lock:
-        c = _ctx
+    with _current.lock:
+        c = _current.ctx
         if c is None:
             _reap_retired()
             return
-        import gc
-        from ._stream import _settle  # _stream imports this module
         _settle(c)
-        gc.collect()
+        _gc.collect()
         c._clear_plugin_queue()
         st = lib.dv_context_destroy(c.handle)
         if st == _DV_ERR_BUSY:
@@ -410,8 +383,8 @@ def close():
         else:
             check(st, "close")
             c.handle = None
-            _live.discard(c)
-        _ctx = None
+            _current.live.discard(c)
+        _current.ctx = None
         _reap_retired()
 
 
@@ -420,34 +393,32 @@ def _reap_retired():
     for c in list(_retired):
         if lib is not None and c.handle and lib.dv_context_destroy(c.handle) == 0:
             c.handle = None
-            _live.discard(c)
+            _current.live.discard(c)
             _retired.remove(c)
 
 
-def _gc_reap(phase, info, _sys=sys):
+def _gc_reap(phase, info):
     # after a collection freed the last arrays of a retired context; never on a stream
     # callback's thread (no destroy there) nor while another thread holds the lock
     if phase != "stop" or not _retired:
         return
-    stream_mod = _sys.modules.get(__package__ + "._stream")  # None at interpreter teardown
+    stream_mod = _stream  # None at interpreter teardown
     if stream_mod is None or getattr(stream_mod._in_callback, "active", False):
         return
-    if _lock.acquire(blocking=False):
+    if _current.lock.acquire(blocking=False):
         try:
             _reap_retired()
         except Exception:  # a collection is no place to raise; close() or exit retries
             pass
         finally:
-            _lock.release()
+            _current.lock.release()
 
 
 def _reap_at_exit():
-    with _lock:
+    with _current.lock:
         _reap_retired()
 
 
-import atexit as _atexit  # noqa: E402
-import gc as _gc  # noqa: E402
 _gc.callbacks.append(_gc_reap)
 _atexit.register(_reap_at_exit)
 
@@ -468,3 +439,80 @@ def defer_cleanup():
     """Numba's defer_cleanup(): no deferred deallocation is flushed inside."""
     with current_context().defer_cleanup():
         yield
+
+
+# ---- streams and events of the current context (Numba's cuda.stream(), cuda.event(), ...)
+
+def stream():
+    """A new stream on the current context (Numba's cuda.stream())."""
+    ctx = current_context()
+    h = ctypes.c_void_p()
+    check(lib.dv_stream_create(ctx.handle, 0, ctypes.byref(h)), "stream")
+    return Stream(h.value, True, ctx)
+
+
+def _borrowed(fn):
+    ctx = current_context()
+    return Stream(fn(ctx.handle), False, ctx)
+
+
+def default_stream():
+    """The context's default stream (work on it is asynchronous, as on any stream)."""
+    return _borrowed(lib.dv_context_default_stream)
+
+
+def legacy_default_stream():
+    return _borrowed(lib.dv_context_legacy_stream)
+
+
+def per_thread_default_stream():
+    return _borrowed(lib.dv_context_per_thread_stream)
+
+
+class Event:
+    """An event (Numba's cuda.event())."""
+
+    def __init__(self, timing=True):
+        ctx = current_context()
+        h = ctypes.c_void_p()
+        check(lib.dv_event_create(ctx.handle, 1 if timing else 0, ctypes.byref(h)), "event")
+        self.handle = h.value
+        self._ctx = ctx
+
+    def record(self, stream=0):
+        """Record the event on `stream` (0: the default stream)."""
+        check(lib.dv_event_record(self.handle, _stream_handle(stream)), "event.record")
+
+    def wait(self, stream=0):
+        """Make `stream` wait for the event's last record (never blocks the host)."""
+        s = _stream_handle(stream) or lib.dv_context_default_stream(self._ctx.handle)
+        check(lib.dv_stream_wait_event(s, self.handle), "event.wait")
+
+    def query(self):
+        """True when the last record completed (or the event was never recorded)."""
+        return lib.dv_event_query(self.handle) == 0
+
+    def synchronize(self):
+        check(lib.dv_event_synchronize(self.handle), "event.synchronize")
+
+    def elapsed_time(self, evtend):
+        """Milliseconds between this event and `evtend` (both timing events, completed)."""
+        return event_elapsed_time(self, evtend)
+
+    def __del__(self):
+        if getattr(self, "handle", None) and lib is not None:
+            if not _release_later(lib.dv_event_release, self.handle):
+                lib.dv_event_release(self.handle)
+            self.handle = None
+
+
+def event(timing=True):
+    """A new event (Numba's cuda.event(timing=True))."""
+    return Event(timing)
+
+
+def event_elapsed_time(evtstart, evtend):
+    ms = ctypes.c_float()
+    check(lib.dv_event_elapsed_ms(evtstart.handle, evtend.handle, ctypes.byref(ms)),
+          "event_elapsed_time")
+    return ms.value

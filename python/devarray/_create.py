@@ -1,16 +1,20 @@
 """Creating device arrays: device_array, device_array_like, to_device, from_dlpack."""
 
 import ctypes
+from collections.abc import Mapping
 
 import numpy as np
 
-from . import _context, _hostmem, _stream
-from ._array import DeviceNDArray, _new
+from . import _context, _current, _dlpack, _hostmem, _stream
+from ._array import DeviceNDArray, DeviceRecord, _new
 from ._context import current_context
+from ._driver import is_device_memory
+from ._mapped import MappedNDArray
+from ._memory import _decode
 from ._stream import _stream_handle
-from ._convert import _P, _dtype_pair, _dv_dtype, _out, _pack_shape, _shape_tuple
+from ._convert import _P, _dtype_pair, _dv_dtype, _i64, _out, _pack_shape, _shape_tuple
 from ._hostmem import _alloc, _host_array, _release_fn
-from ._lib import lib, check, error, library_path, speedups, ArgumentError
+from ._lib import lib, check, error, lean, speedups, ArgumentError, NotSupportedError
 from ._words import _shape_words
 
 # ---- creation and transfers -------------------------------------------------
@@ -22,18 +26,14 @@ from ._words import _shape_words
 # result) costs as much again: these paths make one call each, pass the shape as packed
 # bytes, reuse a per-thread result slot, and cache dtypes by the object the caller passed.
 
-_new_device = ctypes.CDLL(library_path).dv_device_array  # the same function, leaner argtypes
-_new_device.argtypes = [_P, ctypes.c_int, _P, _P, _P, ctypes.c_char, _P, _P]
-_new_device.restype = ctypes.c_int
-_to_device_fn = ctypes.CDLL(library_path).dv_to_device
-_to_device_fn.argtypes = [_P, _P, _P, ctypes.c_int, _P, _P]
-_to_device_fn.restype = ctypes.c_int
+_new_device = lean("dv_device_array")  # the same function, leaner argtypes (_abi.LEAN)
+_to_device_fn = lean("dv_to_device")
 
 # With devarray._speedups loaded (see _lib), the default-argument path of device_array and
 # the plain NumPy-array path of to_device run compiled: one call each, no ctypes; they raise
 # exactly what the ctypes paths below raise (they call the same Python error builders).
 if speedups is not None:
-    speedups.init_binding(error, _shape_words, _shape_tuple, _dtype_pair, _dv_dtype, _context,
+    speedups.init_binding(error, _shape_words, _shape_tuple, _dtype_pair, _dv_dtype, _current,
                           current_context, _stream._deferred, lib.dv_array_release)
     _fast_device_array = speedups.device_array
     _fast_to_device = speedups.to_device
@@ -59,7 +59,7 @@ def _device_array_ctypes(shape, dtype):
     shape = (shape,) if type(shape) is int else _shape_tuple(shape)
     dt, cdt = _dtype_pair(dtype)
     out = _out
-    c = _context._ctx
+    c = _current.ctx
     st = _new_device((c if c is not None else current_context()).handle, len(shape),
                      _pack_shape(shape), cdt, None, b"C", None, out.ref)
     if st:
@@ -115,14 +115,13 @@ def to_device(obj, stream=0, copy=True, to=None):
 
 def _to_device_ctypes(obj, stream, copy):
     """to_device of a host object through ctypes (without _speedups, or what it leaves)."""
-    from ._array import MappedNDArray
     if isinstance(obj, MappedNDArray):
         return obj  # device memory already (Numba's auto_device returns it as it is)
     if isinstance(obj, np.void):
         obj = np.array(obj, dtype=obj.dtype)
     h, arr = _host_array(obj)
     out = _out
-    c = _context._ctx
+    c = _current.ctx
     try:
         st = _to_device_fn((c if c is not None else current_context()).handle, h,
                            _stream_handle(stream) if stream else None, 1 if copy else 0, None,
@@ -150,7 +149,6 @@ def from_dlpack(obj):
     """A device array viewing a DLPack producer's memory (an object with __dlpack__, or a
     'dltensor' capsule), no copy: on the host backend a CPU tensor (a NumPy array) becomes a
     device array kernels use in place. Keep the producer's data unchanged while in use."""
-    from . import _dlpack
     cap = obj.__dlpack__() if hasattr(obj, "__dlpack__") else obj
     h = _dlpack.from_capsule(_context._handle(), cap)
     return DeviceNDArray._from_handle(h, None)
@@ -170,7 +168,6 @@ def as_cuda_array(obj, sync=True):
     (DeviceNDArray, MappedNDArray), on any backend. With `sync` the stream the interface
     exports (or the devarray array's own stream) is synchronized first. TypeError for any
     other object."""
-    from ._array import MappedNDArray
     if isinstance(obj, (DeviceNDArray, MappedNDArray)):
         if sync and obj.stream:
             obj.stream.synchronize()
@@ -182,9 +179,7 @@ def as_cuda_array(obj, sync=True):
     return from_cuda_array_interface(obj.__cuda_array_interface__, owner=obj, sync=sync)
 
 
-_check_native = ctypes.CDLL(library_path).dv_context_check_native
-_check_native.argtypes = [_P, _P, ctypes.c_size_t, ctypes.c_size_t]
-_check_native.restype = ctypes.c_int
+_check_native = lib.dv_context_check_native
 
 
 def from_cuda_array_interface(desc, owner=None, sync=True):
@@ -206,7 +201,6 @@ def from_cuda_array_interface(desc, owner=None, sync=True):
     device allocation of the current context (a pointer devarray gave, such as
     device_ctypes_pointer), else ArgumentError, with nothing made: other memory is never
     read. A read-only interface gives an array devarray does not stop writes to."""
-    from collections.abc import Mapping
     if not isinstance(desc, Mapping):
         raise TypeError("__cuda_array_interface__ must be a dict, not %s" % type(desc).__name__)
     version = desc.get("version", 0)
@@ -253,7 +247,6 @@ def from_cuda_array_interface(desc, owner=None, sync=True):
         strides = tuple(strides)
     lo = sum((n - 1) * t for n, t in zip(shape, strides) if t < 0)
     hi = sum((n - 1) * t for n, t in zip(shape, strides) if t > 0)
-    from ._memory import _decode
     buf, off = _decode(ptr) if ctx.backend == "opencl" else (ptr, 0)
     if not buf or off + lo < 0:
         raise ArgumentError(_INVALID_ARGUMENT, "the pointer %#x is not device memory" % ptr,
@@ -263,7 +256,6 @@ def from_cuda_array_interface(desc, owner=None, sync=True):
         raise error(st, "from_cuda_array_interface (pointer %#x)" % ptr)
     if stream is not None and sync:
         ctx.synchronize()
-    from ._convert import _i64
     out = _P()
     check(lib.dv_device_array_wrap(ctx.handle, buf, off, off + hi + dtype.itemsize, len(shape),
                                    _i64(shape), _dv_dtype(dtype), _i64(strides), None, None,
@@ -289,9 +281,7 @@ errmsg_contiguous_buffer = ("Array contains non-contiguous buffer and cannot be 
 def from_record_like(rec, stream=0, gpu_data=None):
     """A new uninitialised DeviceRecord of `rec`'s dtype (a NumPy record or a DeviceRecord).
     gpu_data (memory to place the record in) is not supported: NotSupportedError."""
-    from ._array import DeviceRecord
     if gpu_data is not None:
-        from ._lib import NotSupportedError
         raise NotSupportedError(300, "gpu_data is not supported; devarray allocates the "
                                 "record's memory itself", "from_record_like")
     return DeviceRecord(rec.dtype, stream=stream)
@@ -345,7 +335,6 @@ def auto_device(obj, stream=0, copy=True, user_explicit=False):
     True. A foreign ``__cuda_array_interface__`` object gives as_cuda_array(obj) (a view,
     no copy) with False, as Numba. user_explicit is accepted for Numba's signature; devarray
     has no implicit-copy warning to silence."""
-    from ._driver import is_device_memory
     if is_device_memory(obj):
         return obj, False
     if hasattr(obj, "__cuda_array_interface__"):

@@ -6,8 +6,8 @@ API; docs/semantics.md, "Python binding")."""
 import ctypes
 import functools
 
-from . import _context
-from ._lib import lib, check
+from . import _context, _current
+from ._lib import lib, check, DevarrayError
 
 _MAX_DEVICES = 64
 _counts = {}  # backend name -> number of devices
@@ -36,7 +36,7 @@ def _opens(backend, device):
 def _device_count():
     """Devices of the current context's backend (else the configured one): the ordinals
     from 0 on that a context opens on (the host simulator has one)."""
-    c = _context._ctx
+    c = _current.ctx
     backend = c.backend if c is not None else _context._backend
     if backend in _counts:
         return _counts[backend]
@@ -65,7 +65,7 @@ class GPU:
         self._prev = []
 
     def __enter__(self):
-        c = _context._ctx
+        c = _current.ctx
         self._prev.append(c.device_id if c is not None else None)
         _context.select_device(self.id)
         return self
@@ -102,7 +102,7 @@ class _DeviceList:
     @property
     def current(self):
         """The current context's Device (its ``id``), or None when no context is current."""
-        c = _context._ctx
+        c = _current.ctx
         return c.device if c is not None else None
 
     def __repr__(self):
@@ -115,7 +115,7 @@ gpus = _DeviceList()
 def _device_info(backend, device):
     """The Device of ordinal `device` of `backend`: the current context's, else read from a
     context opened for it and closed again (None when none opens)."""
-    c = _context._ctx
+    c = _current.ctx
     if c is not None and c.device_id == device and (backend in (None, c.backend)):
         return c.device
     cfg = ctypes.c_void_p()
@@ -144,7 +144,6 @@ def detect():
     configured one) with their attributes, and return whether any was found. Every device a
     context opens on is usable by devarray ("[SUPPORTED]"); compute capability is CUDA's
     (0.0 on the host simulator and OpenCL, which have none)."""
-    from ._lib import DevarrayError
     try:
         n = _device_count()
     except DevarrayError as e:
@@ -152,7 +151,7 @@ def detect():
         print("Summary:")
         print("\t0/0 devices are supported")
         return False
-    c = _context._ctx
+    c = _current.ctx
     backend = c.backend if c is not None else _context._backend
     found = []
     for i in range(n):

@@ -25,13 +25,6 @@ _DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 # byte_offset 8 = 48 bytes), manager_ctx 8, deleter 8.
 _DELETER_OFFSET = 56
 
-if has("dv_array_to_dlpack"):
-    lib.dv_array_to_dlpack.restype = ctypes.c_int
-    lib.dv_array_to_dlpack.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                       ctypes.POINTER(ctypes.c_void_p)]
-    lib.dv_array_from_dlpack.restype = ctypes.c_int
-    lib.dv_array_from_dlpack.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
-                                         ctypes.POINTER(ctypes.c_void_p)]
 
 
 def _call_deleter(tensor):

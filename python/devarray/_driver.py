@@ -19,7 +19,9 @@ import ctypes
 
 import numpy as np
 
+from ._array import DeviceNDArray
 from ._convert import _P, _I64
+from ._hostmem import _registry, _key
 from ._context import current_context
 from ._lib import lib, check
 from ._memory import (_u8, _byte, _count, _byte_slice, _native, _address, MemoryPointer,
@@ -38,7 +40,6 @@ def _mapped_handle(obj):
     """The C array behind a NumPy array over mapped or managed memory, else None."""
     if not isinstance(obj, np.ndarray):
         return None
-    from ._hostmem import _registry, _key
     if not _registry:
         return None
     h = _registry.get(_key(obj))
@@ -64,7 +65,6 @@ def require_device_memory(obj):
 
 def _memory_of(obj):
     """A MemoryPointer-like object over obj's device memory (obj itself where it is one)."""
-    from ._array import DeviceNDArray
     if isinstance(obj, DeviceNDArray):
         return obj.gpu_data
     if getattr(obj, "__cuda_memory__", False) and hasattr(obj, "_array"):
@@ -113,7 +113,6 @@ def device_memory_size(obj):
     sz = getattr(obj, "_cuda_memsize_", None)
     if sz is not None:
         return sz
-    from ._array import DeviceNDArray
     if isinstance(obj, DeviceNDArray):
         return _span(obj.shape, obj.strides, obj.dtype.itemsize)
     if _mapped_handle(obj) is not None:
@@ -210,7 +209,6 @@ def _host(obj, writable, what):
                              % what)
         lo, hi = _extents_of_array(obj)
         return obj, lo, hi - lo
-    from ._array import DeviceNDArray
     if isinstance(obj, DeviceNDArray) or (getattr(obj, "__cuda_memory__", False)
                                           and not hasattr(obj, "_bufptr_")):
         raise TypeError("%s: %s is device memory, not host memory"

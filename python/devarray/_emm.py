@@ -38,18 +38,18 @@ import itertools
 import os
 import sys
 import threading
-from collections import namedtuple, deque
+from collections import deque, namedtuple
 
-from . import _lib
+from . import _abi, _lib, _memory
+from ._config import limits
+from ._memory import MemoryInfo, _decode
 from ._lib import lib, check
+from ._abi import (DV_OK, DV_ERR_INVALID_ARGUMENT, DV_ERR_OUT_OF_MEMORY,  # noqa: F401
+                   DV_ERR_NOT_SUPPORTED, DV_ERR_DRIVER)
 
-MemoryInfo = namedtuple("MemoryInfo", ["free", "total"])
 
 _SUPPORTED_EMM_INTERFACE_VERSION = 1
 _memory_manager = None  # the plugin class in force (None: the library's own manager)
-
-DV_OK, DV_ERR_INVALID_ARGUMENT, DV_ERR_OUT_OF_MEMORY = 0, 100, 200
-DV_ERR_NOT_SUPPORTED, DV_ERR_DRIVER = 300, 400
 
 
 # ---- the plugin interface (Numba's) --------------------------------------------------------
@@ -114,12 +114,10 @@ class _PendingDeallocs:
 
     @property
     def _max_pending_bytes(self):
-        from ._config import limits
         return int(self.memory_capacity * limits()[1])
 
     def add_item(self, dtor, handle, size=0):
         """Queue dtor(handle) (`size` bytes); flush when over a limit."""
-        from ._config import limits
         self._cons.append((dtor, handle, size))
         self._size += int(size)
         if len(self._cons) > limits()[0] or self._size > self._max_pending_bytes:
@@ -150,18 +148,13 @@ class _PendingDeallocs:
         return len(self._cons)
 
 
-def _memory():
-    from . import _memory as m  # the pointer objects (MemoryPointer, PinnedMemory, ...)
-    return m
-
-
 def _c_bytes(context, fn, size, *extra):
     """A C byte array (uint8, shape (size,)) made by fn (dv_device_array, dv_pinned_array...)."""
     size = int(size)
     if size < 0:
         raise ValueError("negative dimensions are not allowed")
     out = ctypes.c_void_p()
-    check(fn(context.handle, 1, (ctypes.c_int64 * 1)(size), _memory()._u8(), None, b"C", *extra,
+    check(fn(context.handle, 1, (ctypes.c_int64 * 1)(size), _memory._u8(), None, b"C", *extra,
              ctypes.byref(out)), fn.__name__)
     return out.value
 
@@ -200,7 +193,7 @@ def _adopt(make, h, fin, **kwargs):
 
 
 def _memhostalloc(context, size, mapped, portable, wc, deallocations):
-    m = _memory()
+    m = _memory
     if mapped:
         flags = (1 if portable else 0) | (2 if wc else 0)  # DV_MAPPED_PORTABLE, _WRITECOMBINED
         h = _c_bytes(context, lib.dv_mapped_array, size, flags)
@@ -216,7 +209,7 @@ def _memhostalloc(context, size, mapped, portable, wc, deallocations):
 
 
 def _mempin(context, owner, pointer, size, mapped, deallocations):
-    m = _memory()
+    m = _memory
     ptr = m._ptr_value(pointer)
     size = int(size)
     host = ctypes.c_void_p()
@@ -259,7 +252,7 @@ def _memallocmanaged(context, size, attach_global, deallocations):
     fin = None
     if deallocations is not None:
         fin = _deferred_release(lib.dv_array_retain(h), size, deallocations)
-    return _adopt(_memory().ManagedMemory._from_handle, h, fin, context=context).own()
+    return _adopt(_memory.ManagedMemory._from_handle, h, fin, context=context).own()
 
 
 class HostOnlyCUDAMemoryManager(BaseCUDAMemoryManager):
@@ -330,7 +323,7 @@ class NumbaCUDAMemoryManager(GetIpcHandleMixin, BaseCUDAMemoryManager):
         """Nothing to do: the queue's capacity is known when the context is made."""
 
     def memalloc(self, size):
-        m = _memory()
+        m = _memory
         return m.AutoFreePointer._from_handle(_c_bytes(self.context, lib.dv_device_array, size,
                                                        None), context=self.context).own()
 
@@ -455,37 +448,10 @@ _lib._callback_error = _take
 
 # ---- the C table -----------------------------------------------------------------------------
 
-class dv_block(ctypes.Structure):
-    _fields_ = [("buf", ctypes.c_void_p), ("offset", ctypes.c_size_t), ("handle", ctypes.c_void_p)]
-
-
-_INIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                         ctypes.POINTER(ctypes.c_void_p))
-_FINI = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_ALLOC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
-                          ctypes.POINTER(dv_block))
-_FREE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, dv_block, ctypes.c_size_t,
-                         ctypes.c_void_p)
-_INFO = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
-                         ctypes.POINTER(ctypes.c_size_t))
-
-
-class dv_memory_manager(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("name", ctypes.c_char_p), ("user", ctypes.c_void_p),
-                ("init", _INIT), ("fini", _FINI), ("alloc", _ALLOC), ("free", _FREE),
-                ("mem_info", _INFO), ("stats", ctypes.c_void_p), ("trim", ctypes.c_void_p),
-                ("stream_destroyed", ctypes.c_void_p), ("ipc_handle", ctypes.c_void_p)]
-
-
-lib.dv_config_set_memory_manager.restype = ctypes.c_int
-lib.dv_config_set_memory_manager.argtypes = [ctypes.c_void_p, ctypes.POINTER(dv_memory_manager)]
-lib.dv_backend_alloc.restype = ctypes.c_int
-lib.dv_backend_alloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(dv_block)]
-lib.dv_backend_free.restype = ctypes.c_int
-lib.dv_backend_free.argtypes = [ctypes.c_void_p, dv_block]
-lib.dv_backend_memory_info.restype = ctypes.c_int
-lib.dv_backend_memory_info.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
-                                       ctypes.POINTER(ctypes.c_size_t)]
+# the structs and entry types: _abi (checked against devarray.h)
+dv_block, dv_memory_manager = _abi.dv_block, _abi.dv_memory_manager
+_INIT, _FINI, _ALLOC, _FREE, _INFO = (_abi.MM_INIT, _abi.MM_FINI, _abi.MM_ALLOC, _abi.MM_FREE,
+                                      _abi.MM_MEM_INFO)
 
 
 def _pointer_value(mp):
@@ -529,7 +495,6 @@ class PluginBridge:
             ptr = _pointer_value(mp)
             if not ptr:
                 raise RuntimeError("memalloc returned a NULL device pointer")
-            from ._memory import _decode  # (_memory imports this module)
             buf, off = _decode(ptr)  # a devarray pointer's synthetic OpenCL value: its cl_mem
             key = next(self._keys)
             self.live[key] = mp
@@ -580,6 +545,6 @@ def backend_memalloc(context, size):
     def finalizer(blk=blk, h=h):
         check(lib.dv_backend_free(h, blk), "free")
 
-    mod = _memory()
+    mod = _memory
     ptr = mod._synthetic(blk.buf, 0) if context.backend == "opencl" else blk.buf
     return mod.MemoryPointer(context, ptr, int(size), finalizer=finalizer)

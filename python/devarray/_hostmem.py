@@ -7,11 +7,11 @@ import threading
 
 import numpy as np
 
-from . import _context
+from . import _context, _current
 from ._context import current_context
 from ._convert import (_P, _dv_dtype, _dtype_cache, _shape_tuple, _i64, _out,
                        _pack_shape)
-from ._lib import lib, check, error, library_path
+from ._lib import lib, check, error, lean
 from ._words import _shape_words
 
 # ---- host memory ----------------------------------------------------------
@@ -87,7 +87,7 @@ def _host_array(arr):
     cdt = _dtype_cache.get(dt)
     if cdt is None:
         cdt = _dv_dtype(dt)
-    c = _context._ctx
+    c = _current.ctx
     st = _wrap_fn((c if c is not None else current_context()).handle, data, len(shape),
                   _pack_shape(shape), cdt, None if flags.c_contiguous else _pack_shape(arr.strides),
                   out.ref)
@@ -108,9 +108,7 @@ class _PyArrayInterface(ctypes.Structure):
 # object with other argtypes
 _capsule_ptr = ctypes.PYFUNCTYPE(ctypes.POINTER(_PyArrayInterface), ctypes.py_object,
                                  ctypes.c_char_p)(("PyCapsule_GetPointer", ctypes.pythonapi))
-_wrap_fn = ctypes.CDLL(library_path).dv_host_array_wrap
-_wrap_fn.argtypes = [_P, _P, ctypes.c_int, _P, _P, _P, _P]
-_wrap_fn.restype = ctypes.c_int
+_wrap_fn = lean("dv_host_array_wrap")  # every pointer an address (_abi.LEAN)
 _release_fn = lib.dv_array_release
 _byref = ctypes.byref
 
@@ -136,23 +134,6 @@ def pinned_array(shape, dtype=np.float64, strides=None, order="C"):
     """A NumPy array over page-locked host memory (Numba's pinned_array)."""
     h, dt = _alloc(lib.dv_pinned_array, shape, dtype, strides, order, name="pinned_array")
     return _HostOwner(h, dt).array(dt)
-
-
-def mapped_array(shape, dtype=np.float64, strides=None, order="C", stream=0, portable=False,
-                 wc=False):
-    """A MappedNDArray (Numba's mapped_array): a NumPy array over mapped host memory the
-    device addresses directly, which is also a device array (copy_to_host, copy_to_device,
-    split, gpu_data, ...; `stream` is their default stream). Kernels given it use it in
-    place, with no copy. portable and wc are the library's DV_MAPPED_* flags."""
-    flags = (1 if portable else 0) | (2 if wc else 0)
-    h, dt = _alloc(lib.dv_mapped_array, shape, dtype, strides, order, flags,
-                   name="mapped_array")
-    from ._array import MappedNDArray  # (_array imports this module)
-    owner = _HostOwner(h, dt)
-    m = owner.array(dt).view(MappedNDArray)
-    m._mapped = owner
-    m.stream = stream
-    return m
 
 
 def _like(ary):
@@ -181,13 +162,6 @@ def pinned_array_like(ary):
     return pinned_array(shape, dtype, strides=strides, order=order)
 
 
-def mapped_array_like(ary, stream=0, portable=False, wc=False):
-    """mapped_array of `ary`'s shape and dtype, laid out like it (Numba's mapped_array_like)."""
-    shape, dtype, strides, order = _like(ary)
-    return mapped_array(shape, dtype, strides=strides, order=order, stream=stream,
-                        portable=portable, wc=wc)
-
-
 def managed_array(shape, dtype=np.float64, strides=None, order="C", stream=0,
                   attach_global=True):
     """A NumPy array over managed memory (Numba's managed_array); NotSupportedError on
@@ -212,38 +186,6 @@ def pinned(*arylist):
         finally:
             _unregister(keys)
             check(lib.dv_scope_end(scope), "pinned")
-    finally:
-        for h in handles:
-            lib.dv_array_release(h)
-
-
-@contextlib.contextmanager
-def mapped(*arylist, **kws):
-    """Map the NumPy arrays into the device's address space for the block (Numba's
-    cuda.mapped): yields a device array (a list for several arrays) over the same memory;
-    those must not be used after the block."""
-    stream = kws.get("stream", 0)
-    for a in arylist:
-        if isinstance(a, np.ndarray) and not a.flags.writeable:
-            # the device view is writable (kernels, copies): refuse, as copy_to_host does
-            raise ValueError("mapped: the array is read-only; a device view of it could be "
-                             "written (pass a writeable copy)")
-    from ._array import DeviceNDArray  # _array imports this module
-    handles, arrs = _wrap_all(arylist)
-    n = len(handles)
-    views = (_P * n)()
-    scope = _P()
-    try:
-        check(lib.dv_mapped_scope_begin(_context._handle(), n, (_P * n)(*handles), views,
-                                        ctypes.byref(scope)), "mapped")
-        devs = [DeviceNDArray._from_handle(views[i], a.dtype, keep=a, stream=stream)
-                for i, a in enumerate(arrs)]
-        try:
-            yield devs[0] if n == 1 else devs
-        finally:
-            for d in devs:
-                d._release()
-            check(lib.dv_scope_end(scope), "mapped")
     finally:
         for h in handles:
             lib.dv_array_release(h)

@@ -8,19 +8,21 @@ import numpy as np
 
 from ._array import DeviceNDArray, _hold, MEM_HOST
 from ._stream import _stream_handle
-from ._convert import _dv_dtype
+from ._convert import _dv_dtype, _i64, _shape_tuple
 from ._hostmem import _HostOwner, _host_array
 from ._context import current_context
+from . import _abi
 from ._lib import lib, check, error, CompileError, dv_arg, dv_launch_config, dv_kernel_param
 
 _P = ctypes.c_void_p
 
-ARG_SCALAR, ARG_ARRAY, ARG_VIEW, ARG_SMART, ARG_SMART_VIEW = 1, 2, 3, 4, 5
-DIR_DEFAULT, DIR_IN, DIR_OUT, DIR_INOUT = 0, 1, 2, 3
+ARG_SCALAR, ARG_ARRAY, ARG_VIEW, ARG_SMART, ARG_SMART_VIEW = (
+    _abi.DV_ARG_SCALAR, _abi.DV_ARG_ARRAY, _abi.DV_ARG_VIEW, _abi.DV_ARG_SMART,
+    _abi.DV_ARG_SMART_VIEW)
+DIR_DEFAULT, DIR_IN, DIR_OUT, DIR_INOUT = (_abi.DV_DIR_DEFAULT, _abi.DV_DIR_IN, _abi.DV_DIR_OUT,
+                                           _abi.DV_DIR_INOUT)
 
-_DTYPES = [np.dtype(n) for n in
-           ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-            "float16", "float32", "float64", "complex64", "complex128"]]
+_DTYPES = [np.dtype(n) for n in _abi.TYPE_NAMES]  # in dv_type_id order
 _TYPE_IDS = {d: i for i, d in enumerate(_DTYPES)}
 _I32 = np.dtype(np.int32)
 
@@ -406,7 +408,6 @@ class SmartArray:
             if shape is None:
                 raise ValueError("SmartArray needs obj or shape")
             self._dtype = np.dtype(np.float64 if dtype is None else dtype)
-            from ._convert import _shape_tuple, _i64
             shp = _shape_tuple(shape)
             check(lib.dv_smart_create(ctx.handle, len(shp), _i64(shp), _dv_dtype(self._dtype),
                                       None, (order or "C").encode(), _where(where),

@@ -22,23 +22,25 @@ views of one allocation are their byte offsets.
 import ctypes
 import threading
 import weakref
+from collections import namedtuple
 
 import numpy as np
 
-from ._context import MemoryInfo, current_context
-from ._emm import dv_block as _dv_block
+from . import _abi, _current
+from ._abi import dv_block as _dv_block
 from ._convert import _P, _I64, _dv_dtype
-from ._lib import lib, check, dv_index, library_path
+from ._lib import lib, check, dv_index, MisuseError
 from ._stream import _stream_handle, _release_later
 
 __all__ = ["MemoryPointer", "AutoFreePointer", "MappedMemory", "PinnedMemory", "ManagedMemory",
            "OwnedPointer", "MappedOwnedPointer", "ManagedOwnedPointer", "MemoryInfo"]
 
-MEM_DEVICE, MEM_HOST, MEM_PINNED, MEM_MAPPED, MEM_MANAGED = range(5)
+MEM_DEVICE, MEM_HOST, MEM_PINNED, MEM_MAPPED, MEM_MANAGED = (
+    _abi.DV_MEM_DEVICE, _abi.DV_MEM_HOST, _abi.DV_MEM_PINNED, _abi.DV_MEM_MAPPED, _abi.DV_MEM_MANAGED)
 _release = lib.dv_array_release
-# prototypes of this module's own (a function object of `lib` is shared with every module)
-_nbytes = ctypes.CDLL(library_path).dv_array_nbytes
-_nbytes.argtypes, _nbytes.restype = [_P], ctypes.c_int64
+
+MemoryInfo = namedtuple("MemoryInfo", ["free", "total"])
+_nbytes = lib.dv_array_nbytes
 
 
 def _u8():
@@ -62,7 +64,15 @@ def _ptr_value(pointer):
 def _ctx_handle(context):
     """The C context of `context` (a devarray Context, a weakref proxy of one, or None)."""
     h = getattr(context, "handle", None) if context is not None else None
-    return h if h else current_context().handle
+    return h if h else _current_context().handle
+
+
+def _current_context():
+    """The current context (a pointer made with no context: memory of the current one)."""
+    c = _current.ctx
+    if c is None:
+        raise MisuseError(_abi.DV_ERR_MISUSE, "no context is current", "MemoryPointer")
+    return c
 
 
 def _native(h):
@@ -635,13 +645,8 @@ def _array_pointer(a):
     return ctypes.c_size_t(_array_address(a.handle, lo))
 
 
-_check_native = ctypes.CDLL(library_path).dv_context_check_native
-_check_native.argtypes = [_P, _P, ctypes.c_size_t, ctypes.c_size_t]
-_check_native.restype = ctypes.c_int
-_block_fn = ctypes.CDLL(library_path).dv_array_block
-_block_fn.restype = ctypes.c_int
-_block_fn.argtypes = [_P, ctypes.POINTER(_dv_block), ctypes.POINTER(ctypes.c_size_t),
-                      ctypes.POINTER(ctypes.c_int)]
+_check_native = lib.dv_context_check_native
+_block_fn = lib.dv_array_block
 
 
 def _carried_block(h):
@@ -651,9 +656,8 @@ def _carried_block(h):
     every access, so its pointer is the plug-in's. None for any other array."""
     if lib.dv_array_memory(h) != MEM_DEVICE:
         return None
-    from . import _context  # (it imports this module)
-    ch = lib.dv_array_context(h)
-    bridge = next((c._bridge for c in list(_context._live) if c.handle == ch), None)
+    c = _current.by_handle(lib.dv_array_context(h))
+    bridge = c._bridge if c is not None else None
     if bridge is None:
         return None
     blk, off, usable = _dv_block(), ctypes.c_size_t(), ctypes.c_int()
@@ -661,6 +665,12 @@ def _carried_block(h):
         return None
     mp = bridge.live.get(blk.handle or 0)
     return None if mp is None else (mp, off.value)
+
+
+def _array_context(h):
+    """The Context of C array h (the current one when it is not open any more)."""
+    c = _current.by_handle(lib.dv_array_context(h))
+    return c if c is not None else _current_context()
 
 
 def _gpu_data(a):
@@ -678,7 +688,7 @@ def _gpu_data(a):
         if off + lo == 0 and n == getattr(mp, "size", None):
             return mp
         # a view of the plug-in's memory (any pointer object: only its value is used)
-        return MemoryPointer(current_context(), _ptr_value(mp.device_pointer) + off + lo, n,
+        return MemoryPointer(_array_context(h), _ptr_value(mp.device_pointer) + off + lo, n,
                              owner=mp)
     if n == 0:
         check(lib.dv_device_array(ctx, 1, shape, _u8(), None, b"C", None, ctypes.byref(out)),
@@ -690,7 +700,7 @@ def _gpu_data(a):
         buf, off = _native(h)
         check(lib.dv_device_array_wrap(ctx, buf, off + lo, off + lo + n, 1, shape, _u8(), None,
                                        None, None, ctypes.byref(out)), "gpu_data")
-    mp = MemoryPointer._from_handle(out.value, n, context=current_context())
+    mp = MemoryPointer._from_handle(out.value, n, context=_array_context(h))
     mp._keep = a
     return mp
 

@@ -33,7 +33,7 @@
 
 #include "devarray.h"
 
-#define SP_API_VERSION 1
+#define SP_API_VERSION 2
 #define SP_DTYPE_CACHE 32
 
 typedef dv_status (*sp_device_array_fn)(dv_context *, int, const int64_t *, const dv_dtype *,
@@ -60,7 +60,7 @@ static PyObject *sp_shape_words;  /* _words._shape_words(exc, shape) -> exceptio
 static PyObject *sp_shape_tuple;  /* _convert._shape_tuple(shape) -> tuple of ints */
 static PyObject *sp_dtype_pair;   /* _convert._dtype_pair(arg) -> (np.dtype, C dtype) */
 static PyObject *sp_dv_dtype;     /* _convert._dv_dtype(np.dtype) -> C dtype */
-static PyObject *sp_context_dict; /* _context's module dict (its _ctx) */
+static PyObject *sp_context_dict; /* the registry _current's module dict (its ctx) */
 static PyObject *sp_current;      /* _context.current_context() */
 static PyObject *sp_deferred;     /* _stream._deferred: (release, handle) pairs for _reap */
 static PyObject *sp_release_obj;  /* the ctypes lib.dv_array_release _reap calls */
@@ -281,7 +281,7 @@ static int sp_ready(PyObject *cls)
     return 0;
 }
 
-/* The current context's handle, as the binding finds it: _context._ctx, else
+/* The current context's handle, as the binding finds it: _current.ctx, else
  * current_context() (which opens one); its .handle (None after close: NULL). */
 static int sp_context(dv_context **out)
 {
@@ -607,7 +607,7 @@ PyDoc_STRVAR(sp_init_binding_doc,
 "init_binding(error, shape_words, shape_tuple, dtype_pair, dv_dtype, context_module, "
 "current_context, deferred, release)\n\n"
 "The binding's Python pieces the fast paths use: its error builders, its shape and dtype "
-"conversions, the _context module (its _ctx), current_context, _stream._deferred and the "
+"conversions, the registry module _current (its ctx), current_context, _stream._deferred and the "
 "ctypes dv_array_release _reap calls. A later call (the package imported again) replaces them.");
 
 static PyObject *sp_init_binding(PyObject *mod, PyObject *args)
@@ -686,7 +686,7 @@ PyMODINIT_FUNC PyInit__speedups(void)
         return NULL;
     if (sp_zero == NULL && (sp_zero = PyLong_FromLong(0)) == NULL)
         return NULL;
-    static const char *const names[] = {"_ctx", "handle", "__array_struct__", "dtype",
+    static const char *const names[] = {"ctx", "handle", "__array_struct__", "dtype",
                                         "device_array", "host array", "to_device"};
     PyObject **strs[] = {&sp_str_ctx, &sp_str_handle, &sp_str_array_struct, &sp_str_dtype,
                          &sp_where_device_array, &sp_where_host_array, &sp_where_to_device};

@@ -1,4 +1,6 @@
-"""Streams and events, and stream callbacks (add_callback, async_done)."""
+"""Streams and stream callbacks (add_callback, async_done): the Stream object of a context
+given to it; the streams and events of the current context (stream(), event(), ...) are
+_context's, which makes them."""
 
 import atexit
 import contextlib
@@ -6,8 +8,9 @@ import ctypes
 import itertools
 import threading
 
-from ._context import current_context
-from ._lib import lib, check, error_class, library_path, speedups
+from . import _abi
+from ._lib import lib, check, error_class, speedups
+
 
 class Stream:
     """A devarray stream (Numba's cuda.stream()).
@@ -102,7 +105,7 @@ class Stream:
         ``loop.call_soon_threadsafe``; a future cancelled meanwhile stays cancelled. If that
         work failed the future gets the error (a DevarrayError subclass) instead.
         RuntimeError when no event loop runs in this thread."""
-        import asyncio
+        import asyncio  # here: only async_done needs it (slow to import, rarely used)
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         self.add_callback(_done_callback, (loop, fut))
@@ -200,12 +203,10 @@ class _Reporter:
         return "<the devarray stream callback %r>" % (self.fn,)
 
 
-_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)
+_CALLBACK = _abi.CALLBACK_FN
 _TRAMPOLINE = _CALLBACK(lambda handle, status, user: _run(user, status))
 _REPORT = ctypes.CFUNCTYPE(None)
-_add_callback = ctypes.CDLL(library_path).dv_stream_add_callback
-_add_callback.argtypes = [ctypes.c_void_p, _CALLBACK, ctypes.c_void_p]
-_add_callback.restype = ctypes.c_int
+_add_callback = lib.dv_stream_add_callback
 
 
 def _reap():
@@ -262,32 +263,6 @@ def _finish_pending():
     _reap()
 
 
-def stream():
-    """A new stream on the current context (Numba's cuda.stream())."""
-    ctx = current_context()
-    h = ctypes.c_void_p()
-    check(lib.dv_stream_create(ctx.handle, 0, ctypes.byref(h)), "stream")
-    return Stream(h.value, True, ctx)
-
-
-def _borrowed(fn):
-    ctx = current_context()
-    return Stream(fn(ctx.handle), False, ctx)
-
-
-def default_stream():
-    """The context's default stream (work on it is asynchronous, as on any stream)."""
-    return _borrowed(lib.dv_context_default_stream)
-
-
-def legacy_default_stream():
-    return _borrowed(lib.dv_context_legacy_stream)
-
-
-def per_thread_default_stream():
-    return _borrowed(lib.dv_context_per_thread_stream)
-
-
 def _stream_handle(stream):
     """None for 0/None (synchronous on the default stream), else the C handle."""
     if not stream:
@@ -295,52 +270,3 @@ def _stream_handle(stream):
     if isinstance(stream, Stream):
         return stream.handle
     raise TypeError("stream must be 0 or a devarray Stream, not %r" % (stream,))
-
-
-class Event:
-    """An event (Numba's cuda.event())."""
-
-    def __init__(self, timing=True):
-        ctx = current_context()
-        h = ctypes.c_void_p()
-        check(lib.dv_event_create(ctx.handle, 1 if timing else 0, ctypes.byref(h)), "event")
-        self.handle = h.value
-        self._ctx = ctx
-
-    def record(self, stream=0):
-        """Record the event on `stream` (0: the default stream)."""
-        check(lib.dv_event_record(self.handle, _stream_handle(stream)), "event.record")
-
-    def wait(self, stream=0):
-        """Make `stream` wait for the event's last record (never blocks the host)."""
-        s = _stream_handle(stream) or lib.dv_context_default_stream(self._ctx.handle)
-        check(lib.dv_stream_wait_event(s, self.handle), "event.wait")
-
-    def query(self):
-        """True when the last record completed (or the event was never recorded)."""
-        return lib.dv_event_query(self.handle) == 0
-
-    def synchronize(self):
-        check(lib.dv_event_synchronize(self.handle), "event.synchronize")
-
-    def elapsed_time(self, evtend):
-        """Milliseconds between this event and `evtend` (both timing events, completed)."""
-        return event_elapsed_time(self, evtend)
-
-    def __del__(self):
-        if getattr(self, "handle", None) and lib is not None:
-            if not _release_later(lib.dv_event_release, self.handle):
-                lib.dv_event_release(self.handle)
-            self.handle = None
-
-
-def event(timing=True):
-    """A new event (Numba's cuda.event(timing=True))."""
-    return Event(timing)
-
-
-def event_elapsed_time(evtstart, evtend):
-    ms = ctypes.c_float()
-    check(lib.dv_event_elapsed_ms(evtstart.handle, evtend.handle, ctypes.byref(ms)),
-          "event_elapsed_time")
-    return ms.value

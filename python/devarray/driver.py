@@ -17,7 +17,8 @@ from ._driver import (host_to_device, device_to_host, device_to_device, device_m
                       is_device_memory, require_device_memory, device_pointer,
                       device_ctypes_pointer, device_extents, profile_start, profile_stop,
                       profiling)
-from ._stream import Stream, Event
+from ._stream import Stream
+from ._context import Event
 from ._devices import driver
 
 #: Numba's switch between its ctypes binding and NVIDIA's cuda-python: devarray's pointers

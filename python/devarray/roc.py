@@ -28,6 +28,6 @@ def __getattr__(name):
     if name in ("shared", "atomic"):
         return getattr(_dv, name)
     if name in _NAMES:
-        from devarray._jit import stubs
+        from devarray._jit import stubs  # optional: needs Numba (loaded on first use)
         return stubs.ROC[name]
     raise AttributeError("module 'devarray.roc' has no attribute %r" % name)

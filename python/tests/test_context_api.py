@@ -212,7 +212,7 @@ def test_close_clears_the_plugins_own_free_queue():
         gc.collect()
         assert len(ctx.memory_manager.deallocations._cons) == 1
         cuda.close()  # MisuseError (DV_ERR_BUSY) before the fix
-        assert cuda._context._ctx is None
+        assert cuda._current.ctx is None
         assert ctx.handle is None  # destroyed, not retired (close() retires a busy context)
     finally:
         _drop_plugin(_emm)
@@ -270,8 +270,8 @@ def test_failed_initialize_leaves_no_context():
     try:
         with pytest.raises(RuntimeError, match="cannot start"):
             cuda.current_context()
-        assert cuda._context._ctx is None
-        assert not [c for c in cuda._context._live if c.handle]
+        assert cuda._current.ctx is None
+        assert not [c for c in cuda._current.live if c.handle]
     finally:
         _emm._memory_manager = None
 

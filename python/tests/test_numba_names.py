@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import devarray as cuda
-from devarray import _array, _context
+from devarray import _array, _context, _current
 
 
 # ---- register(*arrays): ROC's form ---------------------------------------------------------
@@ -273,7 +273,7 @@ def test_close_while_arrays_live():
     gc.collect()  # the last objects gone: the retired context is destroyed
     assert old not in _context._retired and old.handle is None
     cuda.get_current_device().reset()  # Device.reset(): closes the current context
-    assert _context._ctx is None
+    assert _current.ctx is None
     assert cuda.current_context() is not new
 
 

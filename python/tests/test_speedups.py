@@ -251,7 +251,7 @@ def test_package_imported_again(no_leak):
             "except d2.ArgumentError:\n"
             "    pass\n"
             "a = d2.device_array(4)\n"
-            "assert d2._context._ctx is not None and a.shape == (4,)\n"
+            "assert d2._current.ctx is not None and a.shape == (4,)\n"
             "print('ok')\n")
     env = dict(os.environ,
                PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(cuda.__file__))))

@@ -11,6 +11,7 @@ cache keeps), and launched with ``kernel[grid, block, stream, sharedmem](args)``
 import ctypes
 import inspect
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 from numba.core import types, sigutils, typing, errors
@@ -20,11 +21,12 @@ from numba.np import numpy_support
 from .. import _kernel
 from .._array import DeviceNDArray, DeviceRecord
 from .._context import current_context
-from .._lib import lib, check, dv_arg, dv_launch_config
+from .._create import from_dlpack, as_cuda_array
+from .._lib import lib, check, dv_arg, dv_launch_config, NotSupportedError
 from .._stream import _stream_handle
 from .._hostmem import _host_array
 from . import frontend, lower
-from .values import LoweringError, unlit, is_scalar
+from .values import Arr, LoweringError, unlit, is_scalar
 
 _P = ctypes.c_void_p
 _lock = threading.RLock()
@@ -76,7 +78,6 @@ def typeof_arg(a):
 def _foreign(a):
     """A foreign array as a device array over its memory (no copy): through
     __cuda_array_interface__ (synchronizing on its stream, as Numba does), else __dlpack__."""
-    from .._create import from_dlpack, as_cuda_array
     if hasattr(a, "__cuda_array_interface__"):
         return as_cuda_array(a)
     return from_dlpack(a)
@@ -133,7 +134,6 @@ class _Compiled:
     def _type_annotation(self):
         """Numba's typing of this specialization (``typemap``: variable -> Numba type,
         ``calltypes``), as Numba's compile results carry it."""
-        from types import SimpleNamespace
         return SimpleNamespace(typemap=self.tir.typemap, calltypes=self.tir.calltypes,
                                func_ir=self.tir.func_ir)
 
@@ -598,7 +598,6 @@ class DeviceFunction:
 
     def lower_into(self, program, sig, args):
         """The C name of this function for `sig` in `program` (lowered there once)."""
-        from .values import Arr
         argtypes = tuple(sig.args)
         spaces = {i: v.space for i, v in enumerate(args) if isinstance(v, Arr)}
         key = (self, argtypes, tuple(sorted(spaces.items())))
@@ -688,7 +687,6 @@ def compile_ptx(pyfunc, args, debug=False, lineinfo=False, device=False, fastmat
     """Numba's compile_ptx: devarray makes no PTX of its own (a kernel becomes the dialect's
     source, which each backend's compiler builds): NotSupportedError. The dialect source is
     ``devarray.jit(pyfunc).inspect_source(args)``."""
-    from .._lib import NotSupportedError
     raise NotSupportedError(300, "compile_ptx: devarray.jit compiles Python kernels to its C "
                             "dialect, not to PTX; see Dispatcher.inspect_source()",
                             "compile_ptx")

@@ -3,6 +3,7 @@ Python's integer and float floor division and modulo, integer powers, Numba's fl
 by compare-and-swap, bit counts, round(x, ndigits), slice bounds, complex arithmetic
 (complexops). ``helper_text(name)`` gives (C text, names of the helpers it needs)."""
 
+from .complexops import helper_text as ctext
 from .values import ctype  # noqa: F401  (helper texts name the dialect's types)
 
 
@@ -75,7 +76,6 @@ def helper_text(name):
                 "}") % {"t": t, "n": name, "f": f, "early": early, "again": again,
                         "q": "DV_SHARED_MEM " if shared else "DV_GLOBAL_MEM "}, []
     if kind == "cplx":  # complex arithmetic: complexops
-        from .complexops import helper_text as ctext
         op, _, c = t.partition("__")
         return ctext(op, c), []
     if kind == "roundto":  # round(x, ndigits): Numba's algorithm (cudaimpl round_to_impl)

@@ -21,11 +21,15 @@ How Python maps to C (Numba's semantics, docs/python.md):
 - a ``raise`` or failed ``assert`` ends the thread (Numba's kernels without ``debug``).
 """
 
+import numpy as np
 from numba.core import ir, types
 from numba.core.analysis import compute_cfg_from_blocks
 
-from . import calls, helpers, ops
-from .structure import structure, StructureError
+from . import calls, exprs, helpers, ops
+from .complexops import PRELUDE
+from .ops import _c_strides_expr
+from .structure import structure, StructureError, _body, _cond_tail
+from .values import paren, record_ctype, record_decl
 from .values import (S, K, Tup, Rng, Arr, Rec, NONE, LoweringError, ctype, elem_ctype,
                      is_scalar, unlit, literal)
 
@@ -74,7 +78,6 @@ class Program:
         self.records = {}          # C name -> typedef of a record type used
 
     def record(self, rec):
-        from .values import record_ctype, record_decl
         name = record_ctype(rec)
         self.records.setdefault(name, record_decl(rec))
         return name
@@ -97,7 +100,6 @@ class Program:
         return name
 
     def constant(self, arr):
-        import numpy as np
         key = id(arr)
         name = self.const_ids.get(key)
         if name is None:
@@ -112,7 +114,6 @@ class Program:
         head.extend(self.records.values())
         text = "\n".join(list(self.helpers.values()) + self.functions + [kernel_text])
         if "dv_c64" in text or "dv_c128" in text:
-            from .complexops import PRELUDE
             head.append(PRELUDE)
         if self.helpers:
             head.append('#line 1 "devarray.jit helpers"')
@@ -344,7 +345,6 @@ class FunctionLowering:
                 for d in range(ty.ndim):
                     out.append("dv_i64 %s__n%d" % (c, d))
                     shape.append("%s__n%d" % (c, d))
-                from .ops import _c_strides_expr
                 strides = _c_strides_expr(shape, ty.dtype)
                 self.hoisted.append(
                     "  DV_GLOBAL_MEM %s *%s = (DV_GLOBAL_MEM %s *)((DV_GLOBAL_MEM char *)%s__base"
@@ -457,7 +457,6 @@ class FunctionLowering:
                 self.indent += 1
                 self.emit_nodes(body)
                 blk = self.ir.blocks[lt]
-                from .structure import _cond_tail, _body
                 start, _ = _cond_tail(blk)
                 for st in _body(blk)[:start]:
                     self.stmt(st)
@@ -487,7 +486,6 @@ class FunctionLowering:
     def cond_block(self, blk, start=0):
         """The condition of `blk`'s branch as one expression: the block's statements from
         `start` are the condition's temporaries, folded into it."""
-        from .structure import _body
         for st in _body(blk)[start:]:
             self.fold.add(st.target.name)
             self.stmt(st)
@@ -705,7 +703,7 @@ class FunctionLowering:
         if isinstance(value, (ir.Const, ir.Global, ir.FreeVar)):
             return ops.constant(self, value.value, ty, loc)
         if isinstance(value, ir.Expr):
-            return ops.expr(self, value, ty, loc, target)
+            return exprs.expr(self, value, ty, loc, target)
         raise self.error("the value %s" % type(value).__name__, loc)
 
     def value(self, var, loc):
@@ -723,7 +721,6 @@ class FunctionLowering:
 
 
 def _p(c):
-    from .values import paren
     return paren(c)
 
 

@@ -16,6 +16,7 @@ as ``numba.cuda`` types it: ``cuda.threadIdx.x`` is an int32, ``cuda.grid(1)`` a
 import types as pytypes
 
 from numba.core import types, typing
+from numba.core.dispatcher import Dispatcher as _NumbaDispatcher
 from numba.core.typing import cmathdecl, enumdecl
 from numba.core.typing.templates import (AttributeTemplate, ConcreteTemplate, AbstractTemplate,
                                          Registry, signature)
@@ -118,11 +119,12 @@ class DialectTypingContext(typing.BaseContext):
         self.install_registry(registry)
 
     def resolve_value_type(self, val):
-        from numba.core.dispatcher import Dispatcher as _NumbaDispatcher
         if isinstance(val, _NumbaDispatcher):
             # a CPU function (@njit) called from a kernel: a device function of its Python
-            # function, as Numba's CUDA target does
-            from .dispatcher import device_function_of
+            # function, as Numba's CUDA target does. Imported here: typing that call compiles
+            # the function (dispatcher -> frontend -> this typing context), a recursion of the
+            # compiler itself, which Numba's CUDA target also closes at this point.
+            from .dispatcher import device_function_of  # the compiler's own recursion
             val = device_function_of(val)
         if isinstance(val, pytypes.ModuleType):
             name = getattr(val, "__name__", "")
