@@ -20,7 +20,7 @@
 
 #include "../../../core/core.h"
 #include "../../backend.h"
-#include "devarray/kernel.h"
+#include "../../../dialect/dialect.h"
 
 /* devarray built with AddressSanitizer: kernels are built with it too (build.c);
  * the same test as device.h's. */
