@@ -104,7 +104,7 @@ install: setup
 	$(CMAKE) --install build-rel
 
 format:
-	clang-format -i include/*.h src/*/*.c src/*/*.h src/backends/*/*.c tools/*/*.c tests/*.c tests/*.h examples/*.c bench/*.c
+	clang-format -i include/*.h include/devarray/*.h $$(find src tests -name '*.[ch]') tools/*/*.c examples/*.c bench/*.c
 
 clean:
 	rm -rf build build-rel build-asan build-tsan build-fuzz

@@ -59,8 +59,8 @@ int kernel_suite_begin(int argc, char **argv, const char *suite, const char *sub
 int kernel_suite_end(const char *dir, int rc);
 
 /* Helpers the kernel suites share. */
-/* Whether ctx runs on a driver test double (tests/cudadouble, or
- * tests/hipdouble: a device named "HIP test double"), which loads kernels
+/* Whether ctx runs on a driver test double (tests/backends/cuda/cudadouble, or
+ * tests/backends/hip/hipdouble: a device named "HIP test double"), which loads kernels
  * but never runs them: checks of computed values skip there. */
 bool test_on_cuda_double(dv_context *ctx);
 /* A context for the backend under test with the options ("name=value", NULL-terminated);

@@ -1,6 +1,6 @@
 # Sourced (". bench/gpu/deps.sh"), never run: the carried build
 # dependencies of a bare CUDA image, shared by run.sh (on the GPU machine)
-# and tests/gpu_deps_check.sh (the CTest entry gpu.deps_bare, here), so
+# and tests/backends/gpu_deps_check.sh (the CTest entry gpu.deps_bare, here), so
 # that what the GPU call relies on is what the tests check.
 #
 #   gpu_deps_env DEBDIR PREFIX

@@ -315,7 +315,7 @@ one_step() {
 # AMD GPUs (issue 26): the HIP backend on the real runtime, never the test
 # double (-DDV_HIP_DOUBLE=OFF), in a build of its own, in the one step's
 # shape: env, build, the HIP entries, bench_alloc and bench_kernels, 7 files.
-# `hip-dry` plays it here on the HIP runtime's test double (tests/hipdouble:
+# `hip-dry` plays it here on the HIP runtime's test double (tests/backends/hip/hipdouble:
 # -DDV_HIP_DOUBLE=ON; hip.gfx_compile, three minutes of hipcc, left out).
 one_step_hip() {
   hdry=$1

@@ -138,7 +138,7 @@ def test_host_library_conversions_match_numpy():
     lib.dv_half_to_float.argtypes = [ctypes.c_uint16]
     src = f32_cases()[::7]
     # ctypes goes through a Python float (a double), which quiets signalling NaNs: those
-    # are left to tests/test_signature.c, which calls the function with their bits.
+    # are left to tests/kernel/test_signature.c, which calls the function with their bits.
     u = src.view(np.uint32)
     src = src[~(((u & 0x7f800000) == 0x7f800000) & ((u & 0x7fffff) != 0) & ((u & 0x400000) == 0))]
     got = np.array([lib.dv_half_from_float(float(v)) for v in src], np.uint16)

@@ -265,7 +265,7 @@ extern const dv_backend dv__backend_cuda;
 extern const dv_backend dv__backend_hip;
 const dv_backend *dv__backend_find(const char *name);
 /* Whether table be keeps its capabilities: DV_OK, else DV_ERR_MISUSE
- * naming the group and method that disagree (tests/test_backend_seam.c
+ * naming the group and method that disagree (tests/backends/test_backend_seam.c
  * checks every table compiled in). */
 dv_status dv__backend_check(const dv_backend *be);
 /* The i-th backend automatic selection tries: cuda, hip, opencl, host;

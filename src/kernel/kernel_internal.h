@@ -84,7 +84,7 @@ char *dv__program_unit(const dv_program *p, const dv_ksigs *sigs);
  * backend (*sigs, free with dv__ksigs_free) and the unit assembled with
  * them (*unit, dv__malloc'd); *options: the program's options for that
  * backend ("" when none; the program's string).  On failure nothing is
- * left to free.  Also used by tests/test_hip_rtc.c to compile exactly what
+ * left to free.  Also used by tests/backends/hip/test_hip_rtc.c to compile exactly what
  * a build would. */
 dv_status dv__program_assemble(const dv_program *p, const char *backend, const char *predefined,
                                dv_ksigs *sigs, char **unit, const char **options);

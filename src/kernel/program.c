@@ -242,7 +242,7 @@ static void dv__sb_add(dv_sbuf *b, const char *fmt, ...) {
 }
 
 /* The whole translation unit handed to the backend's compiler (also used by
- * tests/test_nvrtc.c, so that it compiles exactly what a build compiles). */
+ * tests/backends/cuda/test_nvrtc.c, so that it compiles exactly what a build compiles). */
 char *dv__program_unit(const dv_program *p, const dv_ksigs *sigs) {
   dv_sbuf b = {0};
   dv__sb_add(&b, "%s\n/* ---- devarray prelude ---- */\n", dv__kernel_header);

@@ -51,7 +51,7 @@ if stale "$work/pc_static" $inputs; then
     $(pkg-config --static --libs-only-l devarray | sed 's/-ldevarray//')
 fi
 # shellcheck disable=SC2086
-cmake -S "$src/tests/consumer" -B "$work/consumer" $quiet -DCMAKE_PREFIX_PATH="$prefix" \
+cmake -S "$src/tests/api/consumer" -B "$work/consumer" $quiet -DCMAKE_PREFIX_PATH="$prefix" \
   -DEXAMPLE="$example" >/dev/null
 sh "$src/scripts/build" "$work/consumer"
 

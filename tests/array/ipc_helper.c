@@ -1,4 +1,4 @@
-/* The other process of the IPC tests (tests/test_ipc.c starts it with
+/* The other process of the IPC tests (tests/array/test_ipc.c starts it with
  * fork + exec).  Modes, each printing one line per step on stdout:
  *   open HEX N    open the handle as int32[N], check a[i] == 3i+1, write
  *                 a[i] = -i, close: "ok"

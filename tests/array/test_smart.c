@@ -19,7 +19,7 @@
 
 static char g_cache_dir[256];
 
-/* False on a driver test double (tests/cudadouble, tests/hipdouble), which loads and
+/* False on a driver test double (tests/backends/cuda/cudadouble, tests/backends/hip/hipdouble), which loads and
  * checks kernels but does not run them: there the transfer counts are still
  * asserted, the values a kernel computed are not (main says so). */
 static bool g_kernels_run = true;

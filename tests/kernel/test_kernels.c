@@ -1022,7 +1022,7 @@ static void test_host_checks(void **state) {
     skip();
   }
   /* Divergence, redzones and dynamic shared memory bounds are checked mode's
-   * (fast mode's divergent barriers: tests/test_modes.c). */
+   * (fast mode's divergent barriers: tests/backends/host/test_modes.c). */
   CHECKED_MODE_ONLY(g_ctx);
   dv_module *m;
   /* DV_BUILD_DEBUG: the shared redzone checks are on in every build type

@@ -2,7 +2,7 @@
  * The few CUDA driver API types and constants devarray uses, declared from
  * the driver API's documentation so that the library builds with no CUDA
  * software installed.  Names carry a dv_ prefix so that they can sit beside
- * the toolkit's cuda.h, against which tests/test_cuda_abi.c checks every
+ * the toolkit's cuda.h, against which tests/backends/cuda/test_cuda_abi.c checks every
  * size, offset and value when the toolkit is present at build time.
  */
 #ifndef DV_CUDA_DRIVER_H

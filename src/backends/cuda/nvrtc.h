@@ -2,7 +2,7 @@
  * NVRTC, the CUDA runtime compiler, loaded with dlopen so that devarray
  * builds and runs without it: kernels on CUDA need it at run time, nothing
  * else does.  The types are declared here from NVRTC's documentation (dv_
- * prefix); tests/test_cuda_abi.c checks them against the toolkit's nvrtc.h
+ * prefix); tests/backends/cuda/test_cuda_abi.c checks them against the toolkit's nvrtc.h
  * where one is present.
  */
 #ifndef DV_NVRTC_H

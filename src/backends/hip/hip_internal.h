@@ -6,7 +6,7 @@
  * The HIP backend is the CUDA backend's code (../cuda/) on a dv_cu_driver
  * whose api table holds translations with CUDA driver-API prototypes that
  * call AMD's HIP runtime.  The helpers below are the translations' pure
- * parts, exposed for tests/test_hip_backend.c, which checks them with no
+ * parts, exposed for tests/backends/hip/test_hip_backend.c, which checks them with no
  * runtime loaded.
  */
 #ifndef DV_HIP_INTERNAL_H
@@ -23,7 +23,7 @@ extern const char *dv__hip_lib_name;
 /* hipGetDeviceProperties, optional (NULL where the runtime lacks it), called
  * with ROCm 5's hipDeviceProp_t layout: ROCm 6 keeps that entry point for
  * binaries built against ROCm 5 (its own layout is hipGetDevicePropertiesR0600).
- * Only gcnArchName is read, at DV_HIP5_PROP_GCN_ARCH_NAME (tests/test_hip_abi.c
+ * Only gcnArchName is read, at DV_HIP5_PROP_GCN_ARCH_NAME (tests/backends/hip/test_hip_abi.c
  * checks the offset against ROCm 5's header). */
 extern dv_hipError_t (*dv__hip_get_props)(void *prop, int device);
 #define DV_HIP5_PROP_GCN_ARCH_NAME 396
@@ -51,7 +51,7 @@ dv_status dv__hip_driver_init(void);
 /* The version read (HIP_VERSION: major * 10^7 + minor * 10^5 + patch). */
 int dv__hip_runtime_version(void);
 
-/* ---- the translations' pure parts (tests/test_hip_backend.c) ---- */
+/* ---- the translations' pure parts (tests/backends/hip/test_hip_backend.c) ---- */
 
 /* A HIP error as the CUresult the shared code tests: the numbers HIP shares
  * with CUDA unchanged; HIP's own (invalid pitch, symbol, device pointer,

@@ -50,7 +50,7 @@ typedef int dv_hipStreamCaptureStatus; /* enum: None 0, Active 1, Invalidated 2 
 #define DV_HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED 900
 
 /* hipDeviceAttribute_t values devarray reads (the same in ROCm 5 and 6;
- * tests/test_hip_abi.c checks them against hip_runtime_api.h when present). */
+ * tests/backends/hip/test_hip_abi.c checks them against hip_runtime_api.h when present). */
 enum {
   DV_HIP_ATTR_CAN_MAP_HOST_MEMORY = 3,
   DV_HIP_ATTR_CONCURRENT_MANAGED_ACCESS = 9,

@@ -5,7 +5,7 @@
  * keeps it inside the runtime, libamdhip64.so.5.  It compiles offline: no
  * GPU is needed to turn a translation unit into an AMDGPU code object (an
  * ELF file the runtime's hipModuleLoadData takes), which is how
- * tests/test_hip_rtc.c checks every kernel source of the repository.
+ * tests/backends/hip/test_hip_rtc.c checks every kernel source of the repository.
  *
  * The contract mirrors NVRTC's (../cuda/nvrtc.h): a missing compiler is
  * DV_ERR_NO_COMPILER naming what was tried, a source that does not compile

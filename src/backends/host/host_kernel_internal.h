@@ -351,7 +351,7 @@ __attribute__((noreturn)) void hk_fault_stop(hk_exec *ex);
  * its stack overflow (call with in_kernel still set). */
 void hk_rt_overflow(const hk_exec *ex);
 #ifndef NDEBUG
-/* Test hook, in debug builds only (tests/test_host_kernels.c): a fault in
+/* Test hook, in debug builds only (tests/backends/host/test_host_kernels.c): a fault in
  * the library's own code on an executor, outside the kernel body, which
  * must end the process as a library bug would (not be taken for the
  * kernel's).  hk_test_fault names the place; HK_TEST_FAULT(where) there

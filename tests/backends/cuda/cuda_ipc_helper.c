@@ -1,4 +1,4 @@
-/* The other process of cuda.rules' IPC test (tests/test_cuda_rules.c starts
+/* The other process of cuda.rules' IPC test (tests/backends/cuda/test_cuda_rules.c starts
  * it with fork + exec; issue 36): on the CUDA backend,
  *   open HEX N   open the handle as int32[N], check a[i] == 3i+1, write
  *                a[i] = -i, close; prints "ok", or "refused STATUS: message"

@@ -1,6 +1,6 @@
 /*
  * The CUDA backend's own checks (issue 13), run on the driver test double
- * in CI (tests/cudadouble) and on a real GPU by bench/gpu/run.sh.  Tests that
+ * in CI (tests/backends/cuda/cudadouble) and on a real GPU by bench/gpu/run.sh.  Tests that
  * need the double's controls (holding the streams, a pinned-memory limit)
  * skip by name on a real driver.  CTest runs this with a 64 KiB staging
  * chunk (DV_CUDA_STAGING_CHUNK) so that small copies take several pieces.

@@ -2,7 +2,7 @@
  * The CUDA backend against rules of the driver API that no other suite
  * reaches (issue 36): graph capture (item 6), stream callbacks (item 4),
  * memory pinned by someone else (item 3).  Run on the driver test double in
- * CI (tests/cudadouble, which enforces those rules: NOT_PERMITTED for a
+ * CI (tests/backends/cuda/cudadouble, which enforces those rules: NOT_PERMITTED for a
  * driver call from a callback, a capture invalidated by what it cannot
  * capture) and on a GPU by bench/gpu/run.sh; tests that need the double's
  * controls skip by name on a real driver.

@@ -5,7 +5,7 @@
  * (src/backends/hip/hip_driver.c), and automatic selection that tries it
  * after CUDA and before OpenCL.
  *
- *   test_hip_backend double   against tests/hipdouble (LD_LIBRARY_PATH set
+ *   test_hip_backend double   against tests/backends/hip/hipdouble (LD_LIBRARY_PATH set
  *                             by CTest; HIP_DOUBLE_DEVICES=2): a runtime
  *                             with devices, opened by name and by auto;
  *   test_hip_backend system   whatever this machine has (no ROCm, ROCm

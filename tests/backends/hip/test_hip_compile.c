@@ -5,7 +5,7 @@
  * library assembles it (dv__program_unit), compiled as HIP, device code
  * only, by hipcc for the targets Debian's ROCm 5.2 (clang 15) builds:
  * gfx90a (MI200, CDNA2), gfx940 (MI300 family, CDNA3) and gfx1030 (RDNA2).
- * gfx942 and gfx1100 need a newer ROCm (docs/design.md, "HIP backend").
+ * gfx942 and gfx1100 need a newer ROCm (docs/history.md, "HIP backend").
  * Also: the wave size each target compiles with, helpers declared without
  * DV_DEVICE, the constant buffer in the code object, a compile error's line.
  * Skipped (77), naming hipcc, where hipcc cannot be run.

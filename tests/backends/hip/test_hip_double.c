@@ -1,5 +1,5 @@
 /*
- * The HIP test double's own rules (tests/hipdouble), checked by calling it
+ * The HIP test double's own rules (tests/backends/hip/hipdouble), checked by calling it
  * directly: the double dlopen'ed by path (DV_HIP_DOUBLE_PATH), its entry
  * points taken with dlsym as the HIP backend takes them (hip_runtime.h's
  * tables).  Each rule of its header comment that the HIP backend relies on:

@@ -531,7 +531,7 @@ static void test_every_block_once(void **state) {
   assert_ok(dv_context_destroy(c));
 }
 
-/* A block may wait for blocks of lower index (docs/design.md): they are
+/* A block may wait for blocks of lower index (docs/history.md): they are
  * started first, also when executors take blocks in chunks.  Each block's
  * thread 0 waits for the block before it, then lets the next one go. */
 static const char *k_chain =

@@ -1065,7 +1065,7 @@ static void test_argument_checks(void **state) {
   assert_status(dv_kernel_launch(k, &lc, 4, view), DV_ERR_KERNEL_ARGUMENT);
   dv_arg many[] = {DV_ARG_ARRAY(a), DV_ARG_ARRAY(a), DV_ARG_F32(1), DV_ARG_I32(4), DV_ARG_I32(4)};
   assert_status(dv_kernel_launch(k, &lc, 5, many), DV_ERR_KERNEL_ARGUMENT);
-  /* Signedness may differ when the value fits (tests/test_contract.c has the rest). */
+  /* Signedness may differ when the value fits (tests/kernel/test_contract.c has the rest). */
   dv_arg uns[] = {DV_ARG_ARRAY(a), DV_ARG_ARRAY(a), DV_ARG_F32(1), DV_ARG_U32(4)};
   assert_ok(dv_kernel_launch(k, &lc, 4, uns));
   dv_array_release(a);

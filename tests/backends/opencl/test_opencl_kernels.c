@@ -641,7 +641,7 @@ static void test_argument_errors(void **state) {
   assert_status(BE->launch(BST, DS, k, &l), DV_ERR_KERNEL_ARGUMENT);
   assert_non_null(strstr(dv_last_error(), "7"));
   /* (A value where a buffer goes, or a buffer where a value goes, is refused
-   * before the backend by the kernel layer: tests/test_contract.c.) */
+   * before the backend by the kernel layer: tests/kernel/test_contract.c.) */
   /* A value of the wrong size: the driver's own check. */
   dv_barg wrong_size[6] = {A_BUF(bx), A_I32(&n), A_BUF(by), A_I64(&zero64), A_F32(&a), A_I32(&n)};
   l.nargs = 6;

@@ -1,7 +1,7 @@
 /*
  * The device's own records (device/): blocks, the device state, streams,
  * queued operations and events, for device/'s files and the white-box tests
- * (tests/test_simulator.c, which corrupt memory on purpose).  Nothing
+ * (tests/backends/host/test_simulator.c, which corrupt memory on purpose).  Nothing
  * outside device/ includes it: the others see device.h.
  */
 #ifndef DV_HOST_DEVICE_INTERNAL_H

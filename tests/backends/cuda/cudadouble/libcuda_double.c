@@ -6,7 +6,7 @@
  * dlopen("libcuda.so.1") finds it, exactly as it would find a real driver.
  * It is never installed and the library knows nothing about it: it is a
  * test tool, not a fallback.  It is also the engine of the HIP runtime
- * double (tests/hipdouble/libamdhip64_double.c compiles this file again with
+ * double (tests/backends/hip/hipdouble/libamdhip64_double.c compiles this file again with
  * DVDOUBLE_HIP: the cu* functions hidden, AMD's limits, HIP's names in
  * messages; see the DBL_* macros below).
  *
@@ -96,10 +96,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../src/backends/cuda/cuda_driver.h"
+#include "../../../../src/backends/cuda/cuda_driver.h"
 
 /* The engine serves two doubles: this file is libcuda.so.1, and
- * tests/hipdouble/libamdhip64_double.c compiles it again with DVDOUBLE_HIP
+ * tests/backends/hip/hipdouble/libamdhip64_double.c compiles it again with DVDOUBLE_HIP
  * defined, where the cu* entry points are the engine of the hip* ones and
  * are not exported (only the dvdouble_* controls are, CONTROL). */
 #ifdef DVDOUBLE_HIP
@@ -138,7 +138,7 @@ typedef int CUresult;
 
 /* Every entry point with the prototype the backend calls it through. */
 #define DV_CU(ret, name, params) EXPORT ret name params;
-#include "../../src/backends/cuda/cuda_symbols.def"
+#include "../../../../src/backends/cuda/cuda_symbols.def"
 #undef DV_CU
 CONTROL int dvdouble_is_double(void);
 EXPORT CUresult cuGetExportTable(const void **table, const void *uuid);
@@ -1851,7 +1851,7 @@ EXPORT CUresult cuLaunchKernel(dv_CUfunction f, unsigned gx, unsigned gy, unsign
   /* A driver's launch queue is bounded: a launch waits while its stream
    * holds LAUNCH_QUEUE operations not yet done (not while dvdouble_hold
    * holds the workers).  Unbounded, the double's records (~1 KiB each) were
-   * the heap a soak of asynchronous launches saw grow (tests/test_soak.c). */
+   * the heap a soak of asynchronous launches saw grow (tests/kernel/test_soak.c). */
   while (s->enq - s->done >= LAUNCH_QUEUE && !g_hold && !s->destroyed) pthread_cond_wait(&C, &L);
   /* Read every parameter with the size the PTX declares (as the driver does:
    * a pointer to fewer bytes is a read past its end, which ASan reports). */

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/backends/hip/hip_runtime.h"
+#include "../../../../src/backends/hip/hip_runtime.h"
 
 #define API __attribute__((visibility("default")))
 #define HIPRTC_ERROR_INVALID_INPUT 3
@@ -25,7 +25,7 @@
 #define HIPRTC_ERROR_INTERNAL_ERROR 11
 
 #define DV_HIPRTC(ret, name, params) API ret name params;
-#include "../../src/backends/hip/hiprtc_symbols.def"
+#include "../../../../src/backends/hip/hiprtc_symbols.def"
 #undef DV_HIPRTC
 API const char *hip_double_hiprtc_path(void);
 
@@ -39,7 +39,7 @@ static const struct {
   const char *name;
   void **slot;
 } syms[] = {
-#include "../../src/backends/hip/hiprtc_symbols.def"
+#include "../../../../src/backends/hip/hiprtc_symbols.def"
 };
 #undef DV_HIPRTC
 

@@ -6,7 +6,7 @@
  * LD_LIBRARY_PATH (DV_HIP_DOUBLE_ENV), so that the backend's dlopen finds it
  * as it would find ROCm.  Never installed; the library knows nothing of it.
  *
- * It is the CUDA double's engine (tests/cudadouble/libcuda_double.c,
+ * It is the CUDA double's engine (tests/backends/cuda/cudadouble/libcuda_double.c,
  * compiled into this file with DVDOUBLE_HIP: its cu* functions are hidden
  * here) with HIP's entry points as thin translations, so every rule of that
  * double holds here with HIP's names and numbers (read its header comment):
@@ -89,16 +89,16 @@
  * hip_double_init_calls (how often hipInit ran), hip_double_hiprtc_path.
  */
 #define DVDOUBLE_HIP 1
-#include "../cudadouble/libcuda_double.c"
+#include "../../cuda/cudadouble/libcuda_double.c"
 
-#include "../../src/backends/hip/hip_runtime.h"
+#include "../../../../src/backends/hip/hip_runtime.h"
 #include "hip_elf.h"
 
 #define API __attribute__((visibility("default")))
 #define HIP_INVALID_DEVICE_POINTER 17
 #define HIP_PROP_SIZE 792 /* sizeof(hipDeviceProp_t), ROCm 5.2 */
 /* Offsets in ROCm 5.2's hipDeviceProp_t, from offsetof with its
- * hip_runtime_api.h (tests/test_hip_double.c checks them where it is). */
+ * hip_runtime_api.h (tests/backends/hip/test_hip_double.c checks them where it is). */
 enum {
   PROP_NAME = 0,            /* char[256] */
   PROP_TOTAL_GLOBAL_MEM = 256,
@@ -112,7 +112,7 @@ enum {
 };
 
 #define DV_HIP(ret, name, params) API ret name params;
-#include "../../src/backends/hip/hip_symbols.def"
+#include "../../../../src/backends/hip/hip_symbols.def"
 #undef DV_HIP
 API dv_hipError_t hipGetDeviceProperties(void *prop, int device);
 API int hip_double_init_calls(void);
