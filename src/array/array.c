@@ -115,7 +115,7 @@ static dv_status dv__dtor_device(dv_context *ctx, void *handle, void *aux) {
    * everything queued (the memory is freed whatever that returns). */
   dv_status wrc = DV_OK;
   if (atomic_load_explicit(&a->outside, memory_order_relaxed) && dv__mm_stream_ordered(ctx))
-    wrc = ctx->be->stream_sync(ctx->bst, NULL);
+    wrc = dv__bstream_wait(ctx, NULL);
   dv_status rc = ctx->mm.free(ctx->mm_state, blk, a->bytes, a->stream);
   if (!rc) rc = wrc;
   dv__stats_sub(ctx, DV_STAT_DEVICE, a->bytes);
@@ -153,7 +153,7 @@ static void dv__unregister_now(dv_alloc *a) {
 static dv_status dv__dtor_foreign(dv_context *ctx, void *handle, void *aux) {
   (void)aux;
   dv_alloc *a = handle;
-  dv_status rc = ctx->be->stream_sync(ctx->bst, NULL);
+  dv_status rc = dv__bstream_wait(ctx, NULL);
   dv_status r2 = a->buf ? ctx->be->buffer_unwrap(ctx->bst, a->buf) : DV_OK;
   if (a->release) a->release(a->release_user);
   dv__alloc_free(a);

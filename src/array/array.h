@@ -126,31 +126,29 @@ static inline bool dv__is_host_side(const dv_array *a) {
 }
 
 /*
- * Every queued use of an array, in one place.  Work on the arrays
- * arr[0..n) (NULL entries skipped) has just been queued on `stream` (a
- * stream of ctx; NULL: the default stream).  An array whose memory a
+ * Every queued use of an array, in one place.  Work that uses an array is
+ * submitted on `stream` (a stream of ctx; NULL: the default stream) with
+ * the array's dv__alloc_after among the op's `after` streams
+ * (dv__stream_submit, src/stream/stream.h): an array whose memory a
  * stream-ordered manager (the pool) gave to another stream of ctx has that
- * stream ordered after the work (dv__mm_order_after: one event, made only
- * then), so that releasing the array meanwhile cannot hand the block out
- * again before the work is done: dv_array_release's "queued work that still
- * uses it completes first".  Memory the manager did not give (host, mapped,
- * managed, foreign, another context's) is left alone.  Called after
+ * stream ordered after the work (one event, made only then), so that
+ * releasing the array meanwhile cannot hand the block out again before the
+ * work is done: dv_array_release's "queued work that still uses it
+ * completes first".  Memory the manager did not give (host, mapped,
+ * managed, foreign, another context's) is left alone (NULL).  Used by
  * copies, memset, element and field access and the copies of reshape and
- * ravel (array.c), and after launches and constant uploads
+ * ravel (copy.c), and by launches and constant uploads
  * (src/kernel/launch.c).  The common cases, the direct manager and arrays
  * of the work's own stream, cost a comparison or two.
  */
-dv_status dv__arrays_order(dv_context *ctx, dv_stream *stream, const dv_array *const *arr, size_t n);
 /* The quick test, exact where it says no: device memory allocated for
- * another stream object than `stream` (dv__arrays_order decides the rest). */
+ * another stream object than `stream` (dv__alloc_order_slow decides the rest). */
 static inline bool dv__alloc_maybe_elsewhere(const dv_alloc *al, const dv_stream *stream) {
   return al->kind == DV_MEM_DEVICE && al->stream != stream;
 }
-static inline dv_status dv__arrays_used_on(dv_context *ctx, dv_stream *stream, const dv_array *const *arr,
-                                           size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (arr[i] && dv__alloc_maybe_elsewhere(arr[i]->alloc, stream)) return dv__arrays_order(ctx, stream, arr, n);
-  return DV_OK;
+dv_stream *dv__alloc_order_slow(dv_context *ctx, const dv_alloc *al, const dv_stream *stream);
+static inline dv_stream *dv__alloc_after(dv_context *ctx, const dv_alloc *al, const dv_stream *stream) {
+  return DV_UNLIKELY(dv__alloc_maybe_elsewhere(al, stream)) ? dv__alloc_order_slow(ctx, al, stream) : NULL;
 }
 
 /* ---- dtype internals (dtype.c) ---- */

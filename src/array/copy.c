@@ -2,53 +2,22 @@
  * Copies between arrays: dv_array_copy, dv_to_device, dv_copy_to_host,
  * dv_copy_to_device, memset, dv_array_copy_new, element and record-field
  * access, and the copy behind reshape and ravel (dv__reshape_copy).  Arrays
- * are described to the transfer planner as plain views; the common case, two
- * arrays dense in C order, is one contiguous copy without views.  After work
- * is queued on a stream, the arrays' own streams are ordered after it
- * (dv__arrays_used_on, array.h).
+ * are described to the transfer planner (its single entry, dv__transfer) as
+ * plain views, with the allocation streams that must wait for the work
+ * (dv__alloc_after, array.h); the planner submits the work through the
+ * stream layer's one path (dv__stream_submit), which waits or orders.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "array.h"
 
-/* The slow part of dv__arrays_used_on (array.h): the allocation streams of
- * the arrays that need it, to the memory layer, which orders them. */
-static inline bool dv__alloc_of_other_stream(const dv_alloc *al, dv_context *ctx, dv_bstream *bs) {
-  return al->kind == DV_MEM_DEVICE && al->owned && al->buf && al->ctx == ctx && dv__bstream(ctx, al->stream) != bs;
-}
-__attribute__((noinline)) dv_status dv__arrays_order(dv_context *ctx, dv_stream *stream, const dv_array *const *arr,
-                                                     size_t n) {
-  if (!dv__mm_stream_ordered(ctx)) return DV_OK;
-  dv_bstream *bs = dv__bstream(ctx, stream);
-  dv_stream *owners[16];
-  size_t k = 0;
-  dv_status rc = DV_OK;
-  for (size_t i = 0; i < n && !rc; i++) {
-    if (!arr[i] || !dv__alloc_of_other_stream(arr[i]->alloc, ctx, bs)) continue;
-    owners[k++] = arr[i]->alloc->stream;
-    if (k == sizeof owners / sizeof owners[0]) {
-      rc = dv__mm_order_after(ctx, stream, owners, k);
-      k = 0;
-    }
-  }
-  if (!rc && k) rc = dv__mm_order_after(ctx, stream, owners, k);
-  return rc;
-}
-
-/* After a call queued work that uses a (and b) on `stream`: the arrays'
- * streams wait for it where they must (dv__arrays_used_on).  A synchronous
- * call (stream NULL) has waited for its work before it returns: nothing is
- * left to order. */
-static __attribute__((noinline)) dv_status dv__order_pair(dv_context *ctx, dv_stream *stream, const dv_array *a,
-                                                         const dv_array *b) {
-  const dv_array *v[2] = {a, b};
-  return dv__arrays_order(ctx, stream, v, 2);
-}
-static inline dv_status dv__used_on(dv_context *ctx, dv_stream *stream, const dv_array *a, const dv_array *b) {
-  if (!stream || (!dv__alloc_maybe_elsewhere(a->alloc, stream) && (!b || !dv__alloc_maybe_elsewhere(b->alloc, stream))))
-    return DV_OK;
-  return dv__order_pair(ctx, stream, a, b);
+/* The slow part of dv__alloc_after (array.h). */
+__attribute__((noinline)) dv_stream *dv__alloc_order_slow(dv_context *ctx, const dv_alloc *al,
+                                                         const dv_stream *stream) {
+  if (!dv__mm_stream_ordered(ctx) || !al->owned || !al->buf || al->ctx != ctx) return NULL;
+  dv_stream *owner = al->stream ? al->stream : ctx->default_stream;
+  return owner->bs == dv__bstream(ctx, (dv_stream *)stream) ? NULL : owner;
 }
 
 /*
@@ -60,8 +29,6 @@ static inline dv_status dv__used_on(dv_context *ctx, dv_stream *stream, const dv
  */
 static void dv__view_part(const dv_array *a, const dv_dtype *dt, int ndim, const int64_t *shape,
                           const int64_t *strides, int64_t offset, dv_view *v) {
-  /* Only the first ndim extents and strides are ever read: the rest of the
-   * (~540-byte) view is left unset on this per-copy path. */
   v->base = (dv_memref){0};
   v->host = dv__is_host_side(a);
   if (v->host)
@@ -71,29 +38,16 @@ static void dv__view_part(const dv_array *a, const dv_dtype *dt, int ndim, const
   v->ndim = ndim;
   v->itemsize = dt->itemsize;
   v->offset = offset;
-  for (int i = 0; i < ndim; i++) v->shape[i] = shape[i], v->strides[i] = strides[i];
+  v->shape = shape;
+  v->strides = strides;
 }
 
 static void dv__view_of(const dv_array *a, dv_view *v) {
   dv__view_part(a, a->dtype, a->ndim, a->shape, a->strides, a->offset, v);
 }
 
-/* Bytes of an array whose elements are dense in C order (size-1
- * dimensions ignored), -1 otherwise, 0 when it is empty. */
-static int64_t dv__c_bytes(const dv_array *a) {
-  int64_t s = (int64_t)a->dtype->itemsize;
-  const int64_t *sh = a->shape, *st = a->strides;
-  if (a->ndim == 1) return sh[0] == 0 ? 0 : sh[0] == 1 || st[0] == s ? s * sh[0] : -1;
-  for (int i = a->ndim - 1; i >= 0; i--) {
-    if (sh[i] == 0) return 0;
-    if (sh[i] != 1 && st[i] != s) return -1;
-    s *= sh[i];
-  }
-  return s;
-}
-
 /* The address of an array's element 0, as dv__view_of and the planner make it. */
-static dv_memref dv__ref_of(const dv_array *a, bool *host) {
+static inline dv_memref dv__ref_of(const dv_array *a, bool *host) {
   dv_memref r = {0};
   *host = dv__is_host_side(a);
   if (*host)
@@ -103,15 +57,16 @@ static dv_memref dv__ref_of(const dv_array *a, bool *host) {
   return r;
 }
 
-/* The caller's host buffer, dense in C order. */
-static void dv__view_host(void *buf, const dv_dtype *dt, int ndim, const int64_t *shape, dv_view *v) {
+/* The caller's host buffer, dense in C order (strides st[ndim], filled here). */
+static void dv__view_host(void *buf, const dv_dtype *dt, int ndim, const int64_t *shape, int64_t *st, dv_view *v) {
   memset(v, 0, sizeof *v);
   v->base.ptr = buf;
   v->host = true;
   v->ndim = ndim;
   v->itemsize = dt->itemsize;
-  dv__layout_dense(ndim, shape, (int64_t)dt->itemsize, 'C', v->strides); /* fits: the other side exists */
-  for (int i = 0; i < ndim; i++) v->shape[i] = shape[i];
+  dv__layout_dense(ndim, shape, (int64_t)dt->itemsize, 'C', st); /* fits: the other side exists */
+  v->shape = shape;
+  v->strides = st;
 }
 
 /* ---- transfers ---------------------------------------------------------------- */
@@ -168,69 +123,72 @@ static inline dv_status dv__check_compat(const dv_array *dst, const dv_array *sr
  * `stream` (which must belong to the destination's context).
  */
 static dv_status dv__copy_across(dv_context *dctx, const dv_view *dst, dv_context *sctx, const dv_view *src,
-                                 dv_stream *stream) {
-  if (src->host) {
-    dv_status rc = dv__transfer(dctx, dst, src, stream);
-    dv_status r2 = dv__sync_if_null(dctx, stream);
-    return rc ? rc : r2;
-  }
-  if (dst->host) {
-    dv_status rc = dv__transfer(sctx, dst, src, NULL);
-    dv_status r2 = dv__sync_if_null(sctx, NULL);
-    return rc ? rc : r2;
-  }
+                                 dv_stream *stream, dv_stream *const *after, size_t nafter) {
+  if (src->host) return dv__transfer(dctx, dst, src, stream, after, nafter, 0);
+  if (dst->host) return dv__transfer(sctx, dst, src, NULL, NULL, 0, 0);
   int64_t count = 1; /* the source's size: checked when it was made */
   for (int i = 0; i < src->ndim; i++) count *= src->shape[i];
   /* Two contexts of one backend (two devices): a peer copy where both views
    * are dense in C order (dv__copy_peer_dense, src/transfer/pipeline.c). */
-  dv_status prc = dv__copy_peer_dense(dctx, dst, sctx, src, stream, count);
+  dv_status prc = dv__copy_peer_dense(dctx, dst, sctx, src, stream, count, after, nafter);
   if (prc != DV_ERR_NOT_SUPPORTED) return prc;
   void *buf = dv__malloc((size_t)count * src->itemsize);
   if (!buf) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a %lld-byte staging buffer",
                              (long long)count * (long long)src->itemsize);
-  dv_view tmp = {.base = {.ptr = buf}, .host = true, .ndim = src->ndim, .itemsize = src->itemsize};
-  memcpy(tmp.shape, src->shape, sizeof tmp.shape);
-  dv__layout_dense(src->ndim, src->shape, (int64_t)src->itemsize, 'C', tmp.strides); /* fits: src exists */
-  dv_status rc = dv__transfer(sctx, &tmp, src, NULL);
-  dv_status r2 = dv__sync_if_null(sctx, NULL);
-  if (!rc) rc = r2;
-  if (!rc) rc = dv__transfer(dctx, dst, &tmp, stream);
-  /* the staging buffer is freed here: wait for the destination side */
-  r2 = dctx->be->stream_sync(dctx->bst, dv__bstream(dctx, stream));
-  if (!rc) rc = r2;
+  int64_t st[DV_MAXDIMS];
+  dv__layout_dense(src->ndim, src->shape, (int64_t)src->itemsize, 'C', st); /* fits: src exists */
+  dv_view tmp = {.base = {.ptr = buf}, .host = true, .ndim = src->ndim, .itemsize = src->itemsize,
+                 .shape = src->shape, .strides = st};
+  dv_status rc = dv__transfer(sctx, &tmp, src, NULL, NULL, 0, 0);
+  /* the staging buffer is freed here: the destination side is waited for */
+  if (!rc) rc = dv__transfer(dctx, dst, &tmp, stream, after, nafter, DV_OP_WAIT);
   dv__free(buf);
   return rc;
 }
 
-/* Copy view src (memory of sctx) into view dst (memory of dctx), and wait
- * when the call is synchronous (stream NULL). */
+/* Copy view src (memory of sctx) into view dst (memory of dctx): waited for
+ * when synchronous (stream NULL), the streams `after` ordered behind it
+ * otherwise. */
 static dv_status dv__copy_views(dv_context *dctx, const dv_view *dst, dv_context *sctx, const dv_view *src,
-                                dv_stream *stream) {
-  if (sctx != dctx) return dv__copy_across(dctx, dst, sctx, src, stream);
-  dv_status rc = dv__transfer(dctx, dst, src, stream);
-  dv_status r2 = dv__sync_if_null(dctx, stream);
-  return rc ? rc : r2;
+                                dv_stream *stream, dv_stream *const *after, size_t nafter) {
+  if (DV_UNLIKELY(sctx != dctx)) return dv__copy_across(dctx, dst, sctx, src, stream, after, nafter);
+  return dv__transfer(dctx, dst, src, stream, after, nafter, 0);
 }
 
-static dv_status dv__copy_general(dv_array *dst, const dv_array *src, dv_stream *stream);
-
-/* dv__copy of two live arrays of ctx, both dense in C order over `bytes`
- * (> 0) bytes: one contiguous copy without views, and the wait when
- * synchronous.  DV_ERR_NOT_SUPPORTED, having done nothing, when the planner
- * must decide. */
-static inline __attribute__((always_inline)) dv_status dv__copy_contig(dv_context *ctx, dv_array *dst,
-                                                                     const dv_array *src, int64_t bytes,
-                                                                     dv_stream *stream) {
-  bool dh, sh;
-  dv_memref dr = dv__ref_of(dst, &dh), sr = dv__ref_of(src, &sh);
-  dv_status rc = dv__transfer_contig(ctx, dr, dh, sr, sh, (size_t)bytes, stream);
-  if (rc == DV_ERR_NOT_SUPPORTED) return rc;
-  dv_status r2 = dv__sync_if_null(ctx, stream);
-  dv_status r3 = dv__used_on(ctx, stream, dst, src);
-  return rc ? rc : r2 ? r2 : r3;
+/* Copy array src into array dst (compatible, live, dst of ctx, the stream
+ * checked). */
+static dv_status dv__copy_planned(dv_context *ctx, dv_array *dst, const dv_array *src, dv_stream *stream,
+                                  dv_stream *const *after, size_t nafter);
+static inline __attribute__((always_inline)) dv_status dv__copy_arrays(dv_context *ctx, dv_array *dst,
+                                                                     const dv_array *src, dv_stream *stream) {
+  dv_stream *after[2] = {dv__alloc_after(ctx, dst->alloc, stream), dv__alloc_after(ctx, src->alloc, stream)};
+  size_t nafter = after[0] || after[1] ? 2 : 0;
+  /* The common case, two arrays of ctx dense in C order (the planner's
+   * test, on the arrays themselves: no views), is the planner's one
+   * contiguous copy; everything else goes to the planner as views. */
+  if (DV_LIKELY(src->alloc->ctx == ctx)) {
+    int64_t isz = (int64_t)src->dtype->itemsize;
+    int64_t bytes = dv__dense_bytes(src->ndim, src->shape, src->strides, isz);
+    if (bytes > 0 && dv__dense_bytes(dst->ndim, dst->shape, dst->strides, isz) == bytes) {
+      bool dh, sh;
+      dv_memref dr = dv__ref_of(dst, &dh), sr = dv__ref_of(src, &sh);
+      if (dv__transfer_dense_ok(dr, dh, sr, sh))
+        return dv__transfer_dense(ctx, dr, dh, sr, sh, (size_t)bytes, stream, after, nafter, 0);
+    }
+  }
+  return dv__copy_planned(ctx, dst, src, stream, after, nafter);
+}
+static __attribute__((noinline)) dv_status dv__copy_planned(dv_context *ctx, dv_array *dst, const dv_array *src,
+                                                           dv_stream *stream, dv_stream *const *after,
+                                                           size_t nafter) {
+  dv_view dv, sv;
+  dv__view_of(dst, &dv);
+  dv__view_of(src, &sv);
+  if (src->alloc->ctx != ctx) return dv__copy_across(ctx, &dv, src->alloc->ctx, &sv, stream, after, nafter);
+  return dv__transfer_planned(ctx, &dv, &sv, stream, after, nafter, 0);
 }
 
-/* Copy array src into array dst (compatible), and wait when synchronous. */
+/* Copy array src into array dst (compatible): waited for when synchronous. */
 static dv_status dv__copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
   dv_context *ctx = dst->alloc->ctx;
   if (stream && stream->ctx != ctx)
@@ -239,27 +197,7 @@ static dv_status dv__copy(dv_array *dst, const dv_array *src, dv_stream *stream)
   dv_status rc = dv__check_live(src, "source");
   if (!rc) rc = dv__check_live(dst, "destination");
   if (rc) return rc;
-  if (src->alloc->ctx == ctx) {
-    /* The common case: both dense in C order (and compatible: the same
-     * elements at the same byte offsets), one contiguous copy, no views. */
-    int64_t bytes = dv__c_bytes(src);
-    if (bytes > 0 && dv__c_bytes(dst) == bytes) {
-      rc = dv__copy_contig(ctx, dst, src, bytes, stream);
-      if (rc != DV_ERR_NOT_SUPPORTED) return rc;
-    }
-  }
-  return dv__copy_general(dst, src, stream);
-}
-
-/* dv__copy for every other case: through views and the planner. */
-static __attribute__((noinline)) dv_status dv__copy_general(dv_array *dst, const dv_array *src, dv_stream *stream) {
-  dv_context *ctx = dst->alloc->ctx;
-  dv_view dv, sv;
-  dv__view_of(dst, &dv);
-  dv__view_of(src, &sv);
-  dv_status rc = dv__copy_views(ctx, &dv, src->alloc->ctx, &sv, stream);
-  dv_status r2 = dv__used_on(ctx, stream, dst, src); /* a failed copy may have queued a part */
-  return rc ? rc : r2;
+  return dv__copy_arrays(ctx, dst, src, stream);
 }
 
 dv_status dv_array_copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
@@ -298,14 +236,21 @@ dv_status dv_to_device(dv_context *ctx, const dv_array *src, dv_stream *stream, 
    * one dense in C order (not empty) gets the C layout without a stride search. */
   dv_array *d = NULL;
   int64_t lst[DV_MAXDIMS];
-  int64_t dense = dv__c_bytes(src);
+  int64_t dense = dv__dense_bytes(src->ndim, src->shape, src->strides, (int64_t)src->dtype->itemsize);
   if (dense <= 0) dv__like_strides(src, lst);
   dv_status rc = dv_device_array(ctx, src->ndim, src->shape, src->dtype, dense > 0 ? NULL : lst, 'C', stream, &d);
   if (rc) return rc;
   if (copy) {
-    /* d is new, dense like src and of ctx: no checks to repeat */
-    rc = dense > 0 && src->alloc->ctx == ctx ? dv__copy_contig(ctx, d, src, dense, stream) : DV_ERR_NOT_SUPPORTED;
-    if (rc == DV_ERR_NOT_SUPPORTED) rc = dv__copy(d, src, stream);
+    /* d is new, of ctx, laid out like src (dense in C order over `dense`
+     * bytes when src is) and allocated for `stream`; src is host memory or
+     * another context's: no checks to repeat, no stream to order. */
+    bool dh, sh;
+    dv_memref dr, sr;
+    if (dense > 0 && src->alloc->ctx == ctx &&
+        (dr = dv__ref_of(d, &dh), sr = dv__ref_of(src, &sh), dv__transfer_dense_ok(dr, dh, sr, sh)))
+      rc = dv__transfer_dense(ctx, dr, dh, sr, sh, (size_t)dense, stream, NULL, 0, 0);
+    else
+      rc = dv__copy_planned(ctx, d, src, stream, NULL, 0);
   }
   if (rc) {
     dv_array_release(d);
@@ -365,10 +310,8 @@ dv_status dv_array_memset(dv_array *a, int value, dv_stream *stream) {
   if (rc) return rc;
   dv_view v;
   dv__view_of(a, &v);
-  rc = dv__memset(ctx, &v, value, stream);
-  dv_status r2 = dv__sync_if_null(ctx, stream);
-  dv_status r3 = dv__used_on(ctx, stream, a, NULL);
-  return rc ? rc : r2 ? r2 : r3;
+  dv_stream *after = dv__alloc_after(ctx, a->alloc, stream);
+  return dv__memset(ctx, &v, &value, stream, &after, after ? 1 : 0);
 }
 
 dv_status dv_array_copy_new(const dv_array *a, char order, dv_stream *stream, dv_array **out) {
@@ -423,11 +366,11 @@ static dv_status dv__item_io(dv_array *a, const int64_t *index, void *buf, size_
   if (rc) return rc;
   dv_view v, h;
   dv__view_part(a, a->dtype, 0, NULL, NULL, off, &v);
-  dv__view_host(buf, a->dtype, 0, NULL, &h);
+  dv__view_host(buf, a->dtype, 0, NULL, NULL, &h);
   dv_context *ctx = a->alloc->ctx;
-  rc = get ? dv__copy_views(ctx, &h, ctx, &v, stream) : dv__copy_views(ctx, &v, ctx, &h, stream);
-  dv_status r2 = dv__used_on(ctx, stream, a, NULL);
-  return rc ? rc : r2;
+  dv_stream *after = dv__alloc_after(ctx, a->alloc, stream);
+  return get ? dv__transfer(ctx, &h, &v, stream, &after, after ? 1 : 0, 0)
+             : dv__transfer(ctx, &v, &h, stream, &after, after ? 1 : 0, 0);
 }
 
 dv_status dv_array_get_item(const dv_array *a, const int64_t *index, void *out, size_t outsize,
@@ -455,9 +398,9 @@ dv_status dv__reshape_copy(const dv_array *a, int nnd, const int64_t *nshape, ch
   dv_view v, av;
   dv__view_part(n, a->dtype, a->ndim, a->shape, vst, n->offset, &v);
   dv__view_of(a, &av);
-  rc = dv__copy_views(n->alloc->ctx, &v, a->alloc->ctx, &av, stream);
-  dv_status r2 = dv__used_on(n->alloc->ctx, stream, a, n);
-  if (!rc) rc = r2;
+  dv_context *ctx = n->alloc->ctx;
+  dv_stream *after[2] = {dv__alloc_after(ctx, a->alloc, stream), dv__alloc_after(ctx, n->alloc, stream)};
+  rc = dv__copy_views(ctx, &v, a->alloc->ctx, &av, stream, after, after[0] || after[1] ? 2 : 0);
   if (rc) {
     dv_array_release(n);
     return rc;
@@ -489,15 +432,15 @@ static dv_status dv__record_io(dv_array *rec, const char *name, void *buf, size_
   if (rc) return rc;
   /* The field inside the record (C order for sub-arrays) and the caller's
    * buffer, both as stack descriptors. */
-  int64_t st[DV_MAXDIMS];
+  int64_t st[DV_MAXDIMS], hst[DV_MAXDIMS];
   dv__layout_dense(f->ndim, f->shape, (int64_t)f->dtype->itemsize, 'C', st);
   dv_view fv, h;
   dv__view_part(rec, f->dtype, f->ndim, f->shape, st, rec->offset + (int64_t)f->offset, &fv);
-  dv__view_host(buf, f->dtype, f->ndim, f->shape, &h);
+  dv__view_host(buf, f->dtype, f->ndim, f->shape, hst, &h);
   dv_context *ctx = rec->alloc->ctx;
-  rc = get ? dv__copy_views(ctx, &h, ctx, &fv, stream) : dv__copy_views(ctx, &fv, ctx, &h, stream);
-  dv_status r2 = dv__used_on(ctx, stream, rec, NULL);
-  return rc ? rc : r2;
+  dv_stream *after = dv__alloc_after(ctx, rec->alloc, stream);
+  return get ? dv__transfer(ctx, &h, &fv, stream, &after, after ? 1 : 0, 0)
+             : dv__transfer(ctx, &fv, &h, stream, &after, after ? 1 : 0, 0);
 }
 
 dv_status dv_record_get(const dv_array *rec, const char *name, void *out, size_t size, dv_stream *stream) {

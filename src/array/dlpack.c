@@ -406,7 +406,7 @@ static dv_status dv__dl_order(dv_context *ctx, dv_stream *stream, void *consumer
                      "a kDLCPU tensor has no consumer stream (pass NULL: the export then waits)");
   if (consumer && dv__be_has(ctx->be, DV_BCAP_ORDER_NATIVE))
     return ctx->be->stream_order_native(ctx->bst, bs, consumer);
-  return ctx->be->stream_sync(ctx->bst, bs);
+  return dv__bstream_wait(ctx, bs);
 }
 
 dv_status dv_array_to_dlpack(dv_array *a, dv_stream *stream, void *consumer_stream,

@@ -183,7 +183,7 @@ dv_status dv_scope_end(dv_scope *scope) {
   if (!scope) return DV_OK;
   dv_context *ctx = scope->ctx;
   /* Queued work may still read the memory: wait, then unregister at once. */
-  dv_status rc = ctx->be->stream_sync(ctx->bst, NULL);
+  dv_status rc = dv__bstream_wait(ctx, NULL);
   dv_status r2 = dv__scope_close(scope);
   atomic_fetch_sub(&ctx->live_scopes, 1);
   return rc ? rc : r2;
@@ -216,7 +216,7 @@ dv_status dv_array_deregister(dv_array *a) {
   pthread_mutex_unlock(&al->reg_lock);
   if (!was) return dv__error(DV_ERR_MISUSE, "the array's memory is not registered");
   dv_context *ctx = al->ctx;
-  dv_status rc = ctx->be->stream_sync(ctx->bst, NULL);
+  dv_status rc = dv__bstream_wait(ctx, NULL);
   dv_status r2 = dv__reg_drop(al);
   return rc ? rc : r2;
 }

@@ -153,13 +153,17 @@ dv_status dv_context_create(const dv_config *cfg, dv_context **out) {
   dv__stats_init(&ctx->stats);
   rc = dv__staging_init(ctx);
   if (rc) goto fail_streams;
+  rc = dv__kernel_state_init(ctx);
+  if (rc) goto fail_staging;
   if (cfg && cfg->has_mm) ctx->mm = cfg->mm;
   else ctx->mm = *dv_memory_manager_builtin(ctx->opt[DV_OPT_MEMORY_MANAGER].s);
   rc = ctx->mm.init(ctx, ctx->mm.user, &ctx->mm_state);
-  if (rc) goto fail_staging;
+  if (rc) goto fail_kernels;
   dv__log(DV_LOG_INFO, "context on backend %s", ctx->be->name);
   *out = ctx;
   return DV_OK;
+fail_kernels:
+  dv__kernel_state_fini(ctx);
 fail_staging:
   dv__staging_fini(ctx);
 fail_streams:
@@ -175,14 +179,14 @@ dv_status dv_context_destroy(dv_context *ctx) {
   if (!ctx) return DV_OK;
   int64_t arrays = (int64_t)atomic_load(&ctx->stats.c[DV_STAT_ARRAYS].current), streams = atomic_load(&ctx->live_streams),
           events = atomic_load(&ctx->live_events), scopes = atomic_load(&ctx->live_scopes),
-          modules = atomic_load(&ctx->live_modules), programs = atomic_load(&ctx->live_programs);
+          modules = atomic_load(&ctx->kernels->live_modules), programs = atomic_load(&ctx->kernels->live_programs);
   if (arrays || streams || events || scopes || modules || programs)
     return dv__error(DV_ERR_BUSY,
                      "context still has %lld array(s), %lld stream(s), %lld event(s), %lld scope(s), "
                      "%lld kernel program(s), %lld kernel module(s)",
                      (long long)arrays, (long long)streams, (long long)events, (long long)scopes,
                      (long long)programs, (long long)modules);
-  dv_status rc = ctx->be->stream_sync(ctx->bst, ctx->default_stream->bs);
+  dv_status rc = dv__bstream_wait(ctx, ctx->default_stream->bs);
   dv__spin_lock(&ctx->lock);
   ctx->defer_depth = 0; /* destruction runs every pending free */
   dv__spin_unlock(&ctx->lock);
@@ -194,7 +198,7 @@ dv_status dv_context_destroy(dv_context *ctx) {
     dv_context_pending_deallocs(ctx, &left, NULL);
     if (left == 0) break;
   }
-  dv__kernel_graveyard_free(ctx);
+  dv__kernel_state_fini(ctx);
   if (ctx->mm.fini) ctx->mm.fini(ctx->mm_state); /* returns every cached segment */
   dv__staging_fini(ctx);
   dv__streams_close(ctx);
@@ -231,7 +235,7 @@ dv_status dv_context_synchronize(dv_context *ctx) {
   DV_CHECK_NULL(ctx);
   /* Streams are independent on every backend; the default stream plus the
    * backend's device-wide wait (stream_sync with NULL) covers all of them. */
-  return ctx->be->stream_sync(ctx->bst, NULL);
+  return dv__bstream_wait(ctx, NULL);
 }
 
 dv_stream *dv_context_default_stream(dv_context *ctx) { return ctx ? ctx->default_stream : NULL; }
@@ -280,7 +284,7 @@ int dv_fault_pending(dv_context *ctx, dv_fault_kind kind) {
 
 dv_status dv_context_check_memory(dv_context *ctx) {
   DV_CHECK_NULL(ctx);
-  dv_status rc = ctx->be->stream_sync(ctx->bst, NULL);
+  dv_status rc = dv__bstream_wait(ctx, NULL);
   if (rc) return rc;
   return dv__be_has(ctx->be, DV_BCAP_FAULTS) ? ctx->be->check_memory(ctx->bst) : DV_OK;
 }

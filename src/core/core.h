@@ -265,6 +265,7 @@ static inline void dv__stats_count(dv_thread_stats *t, bool dh, bool sh, uint64_
 /* Parts that belong to the layers above, known here by name only. */
 typedef struct dv_backend dv_backend; /* backends/backend.h */
 typedef struct dv_staging dv_staging; /* memory/memory.h */
+typedef struct dv_kernel_state dv_kernel_state; /* kernel/kernel_internal.h */
 
 /* Made and torn down by src/context/context.c; every layer reads it. */
 struct dv_context {
@@ -276,7 +277,7 @@ struct dv_context {
   void *mm_state;
   size_t total_memory; /* read once at creation (Numba reads it at initialize) */
 
-  dv_spin lock; /* the queue, the defer count, the limits, dead kernels: short sections only */
+  dv_spin lock; /* the queue, the defer count, the limits: short sections only */
   dv_pending_queue pending; /* memory, pinned memory, streams, events: one queue, as Numba's */
   int defer_depth;
   /* int(total_memory * the ratio limit), kept with the limits it comes
@@ -291,12 +292,7 @@ struct dv_context {
 
   /* Live arrays are stats.c[DV_STAT_ARRAYS].current (one counter for both). */
   _Atomic int64_t live_streams, live_events, live_scopes;
-  _Atomic int64_t live_modules, live_programs; /* kernel modules and programs (src/kernel) */
-  /* Kernels of unloaded modules, poisoned and kept (at most 1024, oldest
-   * freed first) so a late use is caught; under `lock`; freed by context
-   * destroy (src/kernel). */
-  struct dv_kernel *dead_kernels, *dead_tail;
-  size_t ndead_kernels;
+  dv_kernel_state *kernels; /* the kernel layer's part: its programs, modules, dead kernels */
 };
 
 /* Count one copy made for a caller: `copies` and, unless both sides are host

@@ -97,6 +97,18 @@ dv_status dv__check_contract(const dv_kernel *k, size_t nargs, const dv_arg *arg
 /* A scalar argument's bytes (dv_arg.value, or dv_arg.scalar when NULL). */
 const void *dv__arg_value(const dv_arg *a);
 /* Free the kernels of unloaded modules kept to catch late use (context destroy). */
-void dv__kernel_graveyard_free(dv_context *ctx);
+/* The kernel layer's part of a context (ctx->kernels), made and freed with
+ * the context (dv__kernel_state_init, dv__kernel_state_fini; launch.c). */
+struct dv_kernel_state {
+  _Atomic int64_t live_modules, live_programs; /* the user's: they make the context BUSY */
+  /* Kernels of unloaded modules, poisoned and kept (at most 1024, oldest
+   * freed first) so a late use is caught; under `lock`. */
+  dv_spin lock;
+  struct dv_kernel *dead, *dead_tail;
+  size_t ndead;
+};
+dv_status dv__kernel_state_init(dv_context *ctx);
+/* Frees the dead kernels and the record. */
+void dv__kernel_state_fini(dv_context *ctx);
 
 #endif

@@ -25,33 +25,41 @@ static void dv__kernel_bury(dv_context *ctx, dv_kernel *k) {
   k->bk = NULL;
   k->sig = NULL;
   dv_kernel *evict = NULL;
-  dv__spin_lock(&ctx->lock);
-  if (ctx->dead_tail) ctx->dead_tail->next = k;
-  else ctx->dead_kernels = k;
-  ctx->dead_tail = k;
-  if (++ctx->ndead_kernels > 1024) {
-    evict = ctx->dead_kernels;
-    ctx->dead_kernels = evict->next;
-    ctx->ndead_kernels--;
+  dv_kernel_state *ks = ctx->kernels;
+  dv__spin_lock(&ks->lock);
+  if (ks->dead_tail) ks->dead_tail->next = k;
+  else ks->dead = k;
+  ks->dead_tail = k;
+  if (++ks->ndead > 1024) {
+    evict = ks->dead;
+    ks->dead = evict->next;
+    ks->ndead--;
   }
-  dv__spin_unlock(&ctx->lock);
+  dv__spin_unlock(&ks->lock);
   if (evict) {
     dv__free(evict->name);
     dv__free(evict);
   }
 }
 
-void dv__kernel_graveyard_free(dv_context *ctx) {
-  dv__spin_lock(&ctx->lock);
-  dv_kernel *k = ctx->dead_kernels;
-  ctx->dead_kernels = ctx->dead_tail = NULL;
-  ctx->ndead_kernels = 0;
-  dv__spin_unlock(&ctx->lock);
-  for (dv_kernel *next; k; k = next) {
+dv_status dv__kernel_state_init(dv_context *ctx) {
+  dv_kernel_state *ks = dv__calloc(1, sizeof *ks);
+  if (!ks) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the context's kernel records");
+  dv__spin_init(&ks->lock);
+  ctx->kernels = ks;
+  return DV_OK;
+}
+
+void dv__kernel_state_fini(dv_context *ctx) {
+  dv_kernel_state *ks = ctx->kernels;
+  if (!ks) return;
+  for (dv_kernel *k = ks->dead, *next; k; k = next) {
     next = k->next;
     dv__free(k->name);
     dv__free(k);
   }
+  dv__free(ks);
+  ctx->kernels = NULL;
 }
 
 /* The queued unload: launches already queued may still use the module, so
@@ -60,7 +68,7 @@ void dv__kernel_graveyard_free(dv_context *ctx) {
 static dv_status dv__dtor_module(dv_context *ctx, void *handle, void *aux) {
   (void)aux;
   dv_module *m = handle;
-  dv_status rc = ctx->be->stream_sync(ctx->bst, NULL);
+  dv_status rc = dv__bstream_wait(ctx, NULL);
   dv_status r2 = ctx->be->module_unload(ctx->bst, m->bm);
   for (dv_kernel *k = m->kernels, *next; k; k = next) {
     next = k->next;
@@ -83,7 +91,7 @@ void dv_module_release(dv_module *m) {
   pthread_mutex_lock(&m->lock);
   for (dv_kernel *k = m->kernels; k; k = k->next) atomic_store(&k->magic, DV__KERNEL_DEAD);
   pthread_mutex_unlock(&m->lock);
-  atomic_fetch_sub(&ctx->live_modules, 1);
+  atomic_fetch_sub(&ctx->kernels->live_modules, 1);
   dv_status rc = dv__defer_free(ctx, dv__dtor_module, m, NULL, 0);
   if (rc) dv__log(DV_LOG_ERROR, "unloading a kernel module: %s", dv_last_error());
 }
@@ -258,6 +266,20 @@ dv_status dv_kernel_param_info(const dv_kernel *k, int i, dv_kernel_param *out) 
 
 /* ---- constants ------------------------------------------------------------------ */
 
+/* A constant write, as an op of the submission path. */
+typedef struct dv_kwrite {
+  dv_bmodule *bm;
+  size_t offset;
+  dv_memref from;
+  size_t bytes;
+} dv_kwrite;
+static dv_status dv__constant_run(dv_context *ctx, dv_stream *stream, dv_bstream *bs, unsigned flags,
+                                  const dv__op *op, dv__op_tally *t) {
+  (void)stream, (void)flags, (void)t;
+  const dv_kwrite *w = op->arg;
+  return ctx->be->constant_write(ctx->bst, w->bm, bs, w->offset, w->from, w->bytes);
+}
+
 dv_status dv_module_set_constant(dv_module *m, const char *name, const dv_array *src,
                                  dv_stream *stream) {
   DV_CHECK_NULL(m);
@@ -284,11 +306,10 @@ dv_status dv_module_set_constant(dv_module *m, const char *name, const dv_array 
       r.ptr = (char *)src->alloc->host + src->offset;
     else
       r.buf = src->alloc->buf, r.offset = src->alloc->buf_offset + (size_t)src->offset;
-    rc = ctx->be->constant_write(ctx->bst, m->bm, dv__bstream(ctx, stream), c->offset, r,
-                                 (size_t)n * c->itemsize);
-    if (!rc) rc = dv__arrays_used_on(ctx, stream, &src, 1);
-    if (!rc) rc = dv__sync_if_null(ctx, stream);
-    return rc;
+    dv_kwrite w = {m->bm, c->offset, r, (size_t)n * c->itemsize};
+    dv_stream *after = dv__alloc_after(ctx, src->alloc, stream);
+    dv__op op = {dv__constant_run, NULL, false, false, NULL, NULL, &w, DV_OP_STOP_ON_ERROR, &after, after ? 1 : 0};
+    return dv__stream_submit(ctx, stream, &op);
   }
   /* Any other layout: a dense copy first (device or host, as the source),
    * in the same stream order.  The write may read the copy later, so the
@@ -301,10 +322,9 @@ dv_status dv_module_set_constant(dv_module *m, const char *name, const dv_array 
     r.ptr = (char *)tmp->alloc->host + tmp->offset;
   else
     r.buf = tmp->alloc->buf, r.offset = tmp->alloc->buf_offset + (size_t)tmp->offset;
-  dv_bstream *bs = dv__bstream(ctx, stream);
-  rc = ctx->be->constant_write(ctx->bst, m->bm, bs, c->offset, r, (size_t)n * c->itemsize);
-  dv_status r2 = ctx->be->stream_sync(ctx->bst, bs);
-  if (!rc) rc = r2;
+  dv_kwrite w = {m->bm, c->offset, r, (size_t)n * c->itemsize};
+  dv__op op = {dv__constant_run, NULL, false, false, NULL, NULL, &w, DV_OP_WAIT, NULL, 0};
+  rc = dv__stream_submit(ctx, stream, &op);
   dv_array_release(tmp);
   return rc;
 }
@@ -521,22 +541,33 @@ dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nar
   return rc ? rc : r2;
 }
 
+/* The kernel itself, as an op of the submission path. */
+typedef struct dv_klaunch {
+  dv_bkernel *bk;
+  const dv_blaunch *bl;
+} dv_klaunch;
+static dv_status dv__launch_run(dv_context *ctx, dv_stream *stream, dv_bstream *bs, unsigned flags,
+                                const dv__op *op, dv__op_tally *t) {
+  (void)stream, (void)flags, (void)t;
+  const dv_klaunch *kl = op->arg;
+  return ctx->be->launch(ctx->bst, bs, kl->bk, kl->bl);
+}
+
 static dv_status dv__launch_lowered(dv_kernel *k, const dv_launch_config *cfg, const uint32_t grid[3],
                                     const uint32_t block[3], size_t nargs, const dv_arg *args,
                                     dv_array *const *use) {
   dv_context *ctx = k->module->ctx;
-  dv_status rc;
   /* Lower the arguments: each array becomes up to three backend arguments. */
   dv_barg bargs[3 * DV__KMAXARGS];
   int64_t offsets[DV__KMAXARGS];
   dv_bkview views[DV__KMAXARGS];
   dv_barray spans[DV__KMAXARGS]; /* for the host simulator's access checks */
   size_t nb = 0;
-  dv_bstream *launch_bs = dv__bstream(ctx, cfg->stream);
-  const dv_array *used[DV__KMAXARGS]; /* the arrays, for dv__arrays_used_on */
+  dv_stream *after[DV__KMAXARGS]; /* the arrays' allocation streams to order (array.h) */
+  size_t nafter = 0;
   for (size_t i = 0; i < nargs; i++) {
     const dv_arg *a = &args[i];
-    used[i] = NULL;
+    after[i] = NULL;
     if (a->kind == DV_ARG_SCALAR) {
       bargs[nb++] = (dv_barg){DV_BARG_VALUE, a->type, NULL, dv__arg_value(a),
                               dv_dtype_itemsize(dv_dtype_get(a->type))};
@@ -554,7 +585,7 @@ static dv_status dv__launch_lowered(dv_kernel *k, const dv_launch_config *cfg, c
         break;
     }
     offsets[i] = (int64_t)arr->alloc->buf_offset + arr->offset;
-    used[i] = arr;
+    if ((after[i] = dv__alloc_after(ctx, arr->alloc, cfg->stream))) nafter = nargs;
     dv_barray *sp = &spans[i];
     sp->itemsize = arr->dtype->itemsize;
     if (dv__layout_extent(arr->ndim, arr->shape, arr->strides, (int64_t)sp->itemsize, &sp->lo,
@@ -576,12 +607,9 @@ static dv_status dv__launch_lowered(dv_kernel *k, const dv_launch_config *cfg, c
   bl.dynamic_shared = cfg->dynamic_shared;
   bl.nargs = nb;
   bl.args = bargs;
-  rc = ctx->be->launch(ctx->bst, launch_bs, k->bk, &bl);
-  if (rc) return rc;
-  /* A stream-ordered manager reuses a freed block in the order of the
-   * stream it was allocated for: that stream waits for the launch
-   * (array.h). */
-  rc = dv__arrays_used_on(ctx, cfg->stream, used, nargs);
-  dv_status r2 = dv__sync_if_null(ctx, cfg->stream); /* queued: a synchronous launch waits */
-  return rc ? rc : r2;
+  /* Queued, then waited for (a synchronous launch) or followed by the
+   * streams a stream-ordered manager gave the arrays' memory to (array.h). */
+  dv_klaunch kl = {k->bk, &bl};
+  dv__op op = {dv__launch_run, NULL, false, false, NULL, NULL, &kl, DV_OP_STOP_ON_ERROR, after, nafter};
+  return dv__stream_submit(ctx, cfg->stream, &op);
 }

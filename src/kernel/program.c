@@ -72,7 +72,7 @@ dv_status dv_program_create(dv_context *ctx, const char *name, const char *sourc
   dv_program *p = dv__calloc(1, sizeof *p);
   if (!p) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a program");
   p->ctx = ctx;
-  atomic_fetch_add(&ctx->live_programs, 1);
+  atomic_fetch_add(&ctx->kernels->live_programs, 1);
   p->name = dv__strdup(name ? name : "kernel");
   p->source = dv__strdup(source);
   if (!p->name || !p->source) {
@@ -85,7 +85,7 @@ dv_status dv_program_create(dv_context *ctx, const char *name, const char *sourc
 
 void dv_program_destroy(dv_program *p) {
   if (!p) return;
-  atomic_fetch_sub(&p->ctx->live_programs, 1);
+  atomic_fetch_sub(&p->ctx->kernels->live_programs, 1);
   for (size_t i = 0; i < 2 * p->ndefines; i++) dv__free(p->defines[i]);
   dv__free(p->defines);
   for (int i = 0; i < DV__KBACKENDS; i++) dv__free(p->options[i]);
@@ -372,7 +372,7 @@ static dv_status dv__module_new(dv_program *p, dv_bmodule *bm, const dv_klimits 
   m->program = program;
   m->sigs = sigs;
   pthread_mutex_init(&m->lock, NULL);
-  atomic_fetch_add(&p->ctx->live_modules, 1);
+  atomic_fetch_add(&p->ctx->kernels->live_modules, 1);
   *out = m;
   return DV_OK;
 }

@@ -36,18 +36,12 @@ bool dv__mm_block_known(dv_context *ctx, dv_block blk, size_t bytes);
 static inline bool dv__mm_stream_ordered(const dv_context *ctx) {
   return ctx->mm.alloc != dv__mm_direct.alloc;
 }
-/* Work that uses device memory the manager gave to the streams
- * owners[0..n) (NULL: the default stream) has just been queued on `used` (a
- * stream of ctx; NULL: the default stream).  Make every owner's later work
- * wait for it: one event recorded on `used`, waited for on each owner that
- * is not `used` itself (duplicates once).  A block released meanwhile then
- * goes back to its stream behind that work, so neither its stream (at once)
- * nor another (after the stream's fence) gets it before the work is done.
- * Does nothing for a manager that is not stream-ordered.  Should making,
- * recording or waiting for the event fail, waits for `used` on the host
- * instead (the work is done then: nothing left to order) and logs why;
- * returns an error only when that fails too. */
-dv_status dv__mm_order_after(dv_context *ctx, dv_stream *used, dv_stream *const *owners, size_t n);
+/* Work using a block such a manager gave to a stream is followed by that
+ * stream's wait for it (dv__stream_order_after, src/stream/, on the streams
+ * the array layer names: dv__alloc_after, src/array/array.h).  A block
+ * released meanwhile then goes back to its stream behind that work, so
+ * neither its stream (at once) nor another (after the stream's fence) gets
+ * it before the work is done. */
 
 /* ---- host memory (hostmem.c): the backend's, counted in the statistics ---- */
 /* Page-locked memory; with DV_HOSTMEM_MAPPED also device-addressable

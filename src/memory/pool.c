@@ -546,7 +546,7 @@ static dv_status pool_init(dv_context *ctx, void *user, void **state) {
 static void pool_fini(void *state) {
   pool *p = state;
   dv_context *ctx = p->ctx;
-  ctx->be->stream_sync(ctx->bst, NULL);
+  dv__bstream_wait(ctx, NULL);
   release_free_segments(p);
   /* segments still holding allocated blocks were leaked by their owners */
   if (p->large || atomic_load(&p->segments))
@@ -583,7 +583,7 @@ static __attribute__((noinline)) dv_status pool_alloc_slow(void *state, size_t b
     dv_backend_memory_info(ctx, &dfree, &dtotal);
     /* only when giving the cache back can make room for this request */
     if (free_segments(p) > 0 && dfree + free_cached(p) >= size) {
-      ctx->be->stream_sync(ctx->bst, NULL);
+      dv__bstream_wait(ctx, NULL);
       released = release_free_segments(p);
     }
     if (released) rc = ci >= 0 ? small_alloc(p, ci, ps, bytes, &b) : large_alloc(p, size, bytes, ps, &b);
@@ -727,7 +727,7 @@ dv_status dv__pool_stats(void *state, dv_mm_stats *out) {
 
 static dv_status pool_trim(void *state) {
   pool *p = state;
-  dv_status rc = p->ctx->be->stream_sync(p->ctx->bst, NULL);
+  dv_status rc = dv__bstream_wait(p->ctx, NULL);
   release_free_segments(p);
   return rc;
 }

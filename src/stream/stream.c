@@ -3,6 +3,8 @@
  * released through the context's pending-deallocation queue (Numba queues
  * streams and events at 0 bytes).
  */
+#include <stdio.h>
+
 #include "stream.h"
 
 static dv_status dv__dtor_stream(dv_context *ctx, void *handle, void *aux) {
@@ -231,6 +233,54 @@ void dv__streams_close(dv_context *ctx) {
 dv_status dv__sync_if_null(dv_context *ctx, dv_stream *s) {
   if (s) return DV_OK;
   return ctx->be->stream_sync(ctx->bst, ctx->default_stream->bs);
+}
+
+dv_status dv__stream_wait(dv_context *ctx, dv_stream *s) {
+  return ctx->be->stream_sync(ctx->bst, dv__bstream(ctx, s));
+}
+
+dv_status dv__bstream_wait(dv_context *ctx, dv_bstream *bs) { return ctx->be->stream_sync(ctx->bst, bs); }
+
+/* ---- the one submission path ------------------------------------------------ */
+
+dv_status dv__stream_order_after(dv_context *ctx, dv_stream *used, dv_stream *const *owners, size_t n) {
+  dv_bstream *ubs = dv__bstream(ctx, used);
+  dv_bevent *ev = NULL;
+  dv_status rc = DV_OK;
+  for (size_t i = 0; i < n && !rc; i++) {
+    if (!owners[i]) continue;
+    dv_bstream *obs = owners[i]->bs;
+    bool seen = obs == ubs;
+    for (size_t j = 0; j < i && !seen; j++) seen = owners[j] && owners[j]->bs == obs;
+    if (seen) continue;
+    if (!ev) { /* made only when some owner needs it */
+      rc = ctx->be->event_create(ctx->bst, 0, &ev);
+      if (rc) {
+        ev = NULL;
+        break;
+      }
+      rc = ctx->be->event_record(ctx->bst, ev, ubs);
+      if (rc) break;
+    }
+    rc = ctx->be->event_wait(ctx->bst, obs, ev);
+  }
+  /* Destroying the event after the waits are queued is allowed: they keep
+   * what they wait for. */
+  if (ev) {
+    dv_status r2 = ctx->be->event_destroy(ctx->bst, ev);
+    if (r2) dv__log(DV_LOG_WARN, "destroying an ordering event failed: %s", dv_last_error());
+  }
+  if (!rc) return DV_OK;
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", dv_last_error());
+  dv_status src = ctx->be->stream_sync(ctx->bst, ubs);
+  if (!src) {
+    dv__log(DV_LOG_WARN, "ordering the streams of memory in use after work on another stream failed "
+            "(%s); waited for that work instead", msg);
+    return DV_OK;
+  }
+  return dv__error(rc, "work was queued, but neither ordering the streams of the memory it uses after "
+                   "it (%s) nor waiting for it worked", msg);
 }
 
 dv_status dv_stream_native(dv_stream *s, void **handle) {

@@ -1,4 +1,5 @@
-/* Streams and events (stream.c): the layer above the backends. */
+/* Streams and events (stream.c), and the one submission path for stream
+ * work (dv__stream_submit, below): the layer above the backends. */
 #ifndef DV_STREAM_H
 #define DV_STREAM_H
 
@@ -37,5 +38,109 @@ void dv__stream_irelease(dv_stream *s);
 
 /* Wait for the default stream after queuing synchronous work (s NULL). */
 dv_status dv__sync_if_null(dv_context *ctx, dv_stream *s);
+/* Wait on the host for everything queued on `s` (NULL: the default stream). */
+dv_status dv__stream_wait(dv_context *ctx, dv_stream *s);
+/* Wait on the host for backend stream bs (NULL: the whole device, every
+ * stream of the context). */
+dv_status dv__bstream_wait(dv_context *ctx, dv_bstream *bs);
+
+/*
+ * The one submission path for stream work.  Every copy, memset, element and
+ * field access, reshape copy, constant upload and launch is an op handed to
+ * dv__stream_submit, which resolves the stream (NULL: the default stream,
+ * and the call is synchronous), runs the op on it, counts the copies the op
+ * made for its caller (dv__stats_copy), and then either waits for the
+ * stream (a synchronous call) or orders the op's `after` streams behind it
+ * (dv__stream_order_after).  The layers above describe their work as ops:
+ * the planner its transfers and memsets (src/transfer/), the kernel layer
+ * its launches and constant writes (src/kernel/launch.c); the array layer
+ * names the allocation streams of the arrays the work uses (array.h).
+ */
+/* The copies an op made for its caller, counted once it is queued. */
+typedef struct dv__op_tally {
+  int n;
+  struct {
+    bool dst_host, src_host;
+    uint64_t bytes;
+  } c[2];
+} dv__op_tally;
+static inline void dv__tally(dv__op_tally *t, bool dst_host, bool src_host, uint64_t bytes) {
+  if (t->n < 2) t->c[t->n].dst_host = dst_host, t->c[t->n].src_host = src_host, t->c[t->n].bytes = bytes, t->n++;
+}
+
+enum {
+  DV_OP_STOP_ON_ERROR = 1u, /* a failed run is returned at once: no wait, no ordering */
+  DV_OP_WAIT = 2u,          /* wait for the stream even when asynchronous (the op's
+                             * operands are freed when the call returns) */
+  DV_OP_UNSUPPORTED_STOPS = 4u /* a run that says DV_ERR_NOT_SUPPORTED queued nothing:
+                                * returned at once (the caller takes another way) */
+};
+
+typedef struct dv__op dv__op;
+struct dv__op {
+  /* Queue the work on bs (the backend stream of `stream`); flags is
+   * DV_COPY_SYNC when the call is synchronous (the backend's copies may then
+   * run at once).  A copy made for the caller goes into *t once queued. */
+  dv_status (*run)(dv_context *ctx, dv_stream *stream, dv_bstream *bs, unsigned flags, const dv__op *op,
+                   dv__op_tally *t);
+  /* Or this one rectangular copy (its flags set by dv__stream_submit),
+   * counted as a copy of width * height * depth bytes between a host side
+   * (*_host) or a device side; should the backend refuse it
+   * (DV_ERR_NOT_SUPPORTED), run does the work instead. */
+  dv_rect *copy;
+  bool dst_host, src_host;
+  const void *dst, *src; /* the run's operands, as its layer describes them */
+  const void *arg;
+  unsigned flags; /* DV_OP_* */
+  /* Streams whose later work must wait for this op (the allocation streams
+   * of memory it uses; NULL entries: nothing to order). */
+  dv_stream *const *after;
+  size_t nafter;
+};
+
+/* Work on `used` (NULL: the default stream) was just queued: every stream of
+ * owners[0..n) that is not `used` itself (duplicates once) waits for it, by
+ * one event recorded on `used`.  Should making, recording or waiting for the
+ * event fail, waits for `used` on the host instead (the work is done then:
+ * nothing left to order) and logs why; returns an error only when that
+ * fails too.  (The memory layer's rule for which streams: array.h.) */
+dv_status dv__stream_order_after(dv_context *ctx, dv_stream *used, dv_stream *const *owners, size_t n);
+
+/* Run op on `stream` (a stream of ctx; NULL: the default stream, and wait).
+ * Inline: at each call site the op is a constant the compiler folds (a
+ * launch costs what its backend call costs); the ordering is out of line. */
+static inline __attribute__((always_inline)) dv_status dv__stream_submit(dv_context *ctx, dv_stream *stream,
+                                                                         const dv__op *op) {
+  dv_bstream *bs = dv__bstream(ctx, stream);
+  unsigned sync = stream ? 0u : DV_COPY_SYNC;
+  dv_status rc = DV_ERR_NOT_SUPPORTED;
+  if (op->copy) {
+    dv_rect *r = op->copy;
+    r->flags = sync;
+    rc = ctx->be->copy_rect(ctx->bst, bs, r);
+    if (DV_LIKELY(rc == DV_OK))
+      dv__stats_copy(ctx, op->dst_host, op->src_host, (uint64_t)(r->width * r->height * r->depth));
+  }
+  /* A backend that refuses the one copy has queued nothing: the run (when
+   * there is one) does the work its own way. */
+  if (rc == DV_ERR_NOT_SUPPORTED && op->run) {
+    dv__op_tally t;
+    t.n = 0;
+    rc = op->run(ctx, stream, bs, sync, op, &t);
+    if (DV_UNLIKELY(rc != DV_OK) &&
+        ((op->flags & DV_OP_STOP_ON_ERROR) || (rc == DV_ERR_NOT_SUPPORTED && (op->flags & DV_OP_UNSUPPORTED_STOPS))))
+      return rc;
+    for (int i = 0; i < t.n; i++) dv__stats_copy(ctx, t.c[i].dst_host, t.c[i].src_host, t.c[i].bytes);
+  }
+  /* A failed run may have queued part of its work: it is waited for, or
+   * ordered, as the whole would have been. */
+  dv_status r2 = DV_OK;
+  if (!stream || (op->flags & DV_OP_WAIT))
+    r2 = ctx->be->stream_sync(ctx->bst, bs); /* then nothing is left to order */
+  else if (op->nafter)
+    r2 = dv__stream_order_after(ctx, stream, op->after, op->nafter);
+  return rc ? rc : r2;
+}
+
 
 #endif

@@ -11,29 +11,31 @@
 
 #include "../stream/stream.h"
 
-/* Dense in C order once extents of 1 are dropped (extent 0: empty). */
-static bool dv__c_dense(const dv_view *v) {
-  int64_t want = (int64_t)v->itemsize;
-  for (int i = v->ndim - 1; i >= 0; i--) {
-    if (v->shape[i] == 1) continue;
-    if (v->strides[i] != want) return false;
-    want *= v->shape[i];
-  }
-  return true;
+/* The backend's peer copy, as an op of the submission path. */
+typedef struct dv_peer {
+  dv_context *sctx;
+  dv_memref d, s;
+  size_t bytes;
+} dv_peer;
+static dv_status dv__peer_run(dv_context *ctx, dv_stream *stream, dv_bstream *bs, unsigned flags, const dv__op *op,
+                              dv__op_tally *t) {
+  (void)stream, (void)flags, (void)t;
+  const dv_peer *p = op->arg;
+  return ctx->be->copy_peer(ctx->bst, bs, p->d, p->sctx->bst, p->s, p->bytes);
 }
 
 dv_status dv__copy_peer_dense(dv_context *dctx, const dv_view *dst, dv_context *sctx, const dv_view *src,
-                              dv_stream *stream, int64_t count) {
+                              dv_stream *stream, int64_t count, dv_stream *const *after, size_t nafter) {
   const dv_backend *be = dctx->be;
   if (be != sctx->be || !dv__be_has(be, DV_BCAP_PEER)) return DV_ERR_NOT_SUPPORTED;
   if (dst->host || src->host || dst->itemsize != src->itemsize) return DV_ERR_NOT_SUPPORTED;
-  if (!dv__c_dense(dst) || !dv__c_dense(src)) return DV_ERR_NOT_SUPPORTED;
+  if (dv__view_dense_bytes(dst) < 0 || dv__view_dense_bytes(src) < 0) return DV_ERR_NOT_SUPPORTED;
   if (count == 0) return DV_OK;
-  dv_memref d = dst->base, s = src->base;
-  d.offset += (size_t)dst->offset;
-  s.offset += (size_t)src->offset;
-  dv_status rc = be->copy_peer(dctx->bst, dv__bstream(dctx, stream), d, sctx->bst, s, (size_t)count * src->itemsize);
-  if (rc == DV_ERR_NOT_SUPPORTED) return rc;
-  dv_status r2 = dv__sync_if_null(dctx, stream);
-  return rc ? rc : r2;
+  dv_peer p = {sctx, dst->base, src->base, (size_t)count * src->itemsize};
+  p.d.offset += (size_t)dst->offset;
+  p.s.offset += (size_t)src->offset;
+  /* A backend that cannot copy between these two devices says so before
+   * it queues anything: nothing to wait for. */
+  dv__op op = {dv__peer_run, NULL, false, false, NULL, NULL, &p, DV_OP_UNSUPPORTED_STOPS, after, nafter};
+  return dv__stream_submit(dctx, stream, &op);
 }

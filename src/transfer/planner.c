@@ -157,11 +157,9 @@ static bool dv__plan_rect(const dv_plan *p, dv_rect *r) {
   return true;
 }
 
-static void dv__count_sides(dv_context *ctx, bool dh, bool sh, uint64_t bytes) {
-  dv__stats_copy(ctx, dh, sh, bytes);
-}
-static void dv__count(dv_context *ctx, const dv_view *dst, const dv_view *src, uint64_t bytes) {
-  dv__count_sides(ctx, dst->host, src->host, bytes);
+/* One copy made for the caller: counted by dv__stream_submit once queued. */
+static void dv__count(dv__op_tally *t, const dv_view *dst, const dv_view *src, uint64_t bytes) {
+  dv__tally(t, dst->host, src->host, bytes);
 }
 
 /* ---- staging ---------------------------------------------------------------- */
@@ -360,7 +358,7 @@ static dv_status dv__device_staging(dv_context *ctx, dv_stream *stream, dv_bstre
 }
 
 static dv_status dv__staged(dv_context *ctx, dv_stream *stream, dv_bstream *bs, const dv_view *dst,
-                            const dv_view *src, const dv_plan *p0) {
+                            const dv_view *src, const dv_plan *p0, dv__op_tally *t) {
   dv_plan p = *p0;
   int64_t isz = (int64_t)p.isz;
   bool sh = src->host, dh = dst->host;
@@ -458,12 +456,12 @@ static dv_status dv__staged(dv_context *ctx, dv_stream *stream, dv_bstream *bs, 
     dv__free(fl);
     goto fail;
   }
-  dv__count(ctx, dst, src, (uint64_t)bytes);
+  dv__count(t, dst, src, (uint64_t)bytes);
   return DV_OK;
 fail:
   /* Copies into or out of the staging buffers may already be queued (even
    * part of a phase): wait for the stream before freeing them. */
-  ctx->be->stream_sync(ctx->bst, bs);
+  dv__bstream_wait(ctx, bs);
   dv__staging_put(ctx, ba);
   dv__staging_put(ctx, bb);
   return rc;
@@ -491,7 +489,8 @@ static void dv__plan_view(dv_view *v, const dv_view *base, const dv_plan *p, con
   *v = *base;
   v->ndim = p->nd;
   v->offset = offset;
-  for (int i = 0; i < p->nd; i++) v->shape[i] = p->n[i], v->strides[i] = strides[i];
+  v->shape = p->n;
+  v->strides = strides;
 }
 
 /* Dense C-order byte strides for nd extents n of isz-byte elements. */
@@ -514,26 +513,28 @@ static void dv__free_host_cb(void *user, dv_status status) {
  * The temporary is a pinned staging buffer up to the staging pool's
  * largest class (2 GiB), pageable host memory beyond it. */
 _Atomic int64_t dv__via_pinned_max = (int64_t)1 << (16 + DV_STAGING_CLASSES - 1); /* 2 GiB */
-static dv_status dv__via_pageable(dv_context *ctx, dv_bstream *bs, const dv_view *dst,
-                                  const dv_view *src, const dv_plan *p, dv_stream *stream);
-static dv_status dv__via_temporary(dv_context *ctx, dv_bstream *bs, const dv_view *dst,
-                                   const dv_view *src, const dv_plan *p, dv_stream *stream) {
+static dv_status dv__xfer(dv_context *ctx, dv_stream *stream, dv_bstream *bs, unsigned flags,
+                          const dv_view *dst, const dv_view *src, dv__op_tally *t);
+static dv_status dv__via_pageable(dv_context *ctx, dv_bstream *bs, unsigned flags, const dv_view *dst,
+                                  const dv_view *src, const dv_plan *p, dv_stream *stream, dv__op_tally *t);
+static dv_status dv__via_temporary(dv_context *ctx, dv_bstream *bs, unsigned flags, const dv_view *dst,
+                                   const dv_view *src, const dv_plan *p, dv_stream *stream, dv__op_tally *t) {
   int64_t count = 1, isz = (int64_t)p->isz;
   for (int i = 0; i < p->nd; i++) count *= p->n[i];
   if (count * isz > atomic_load(&dv__via_pinned_max))
-    return dv__via_pageable(ctx, bs, dst, src, p, stream);
+    return dv__via_pageable(ctx, bs, flags, dst, src, p, stream, t);
   dv_staging_buf *b = NULL;
   dv_status rc = dv__staging_get(ctx, (size_t)(count * isz), &b);
   if (rc) return rc;
   dv_view tmp = {.base = {.ptr = b->ptr}, .host = true, .itemsize = p->isz};
   int64_t dense[DV_MAXDIMS];
   dv__dense_strides(p->nd, p->n, isz, dense);
-  dv_view t, sv, dv;
-  dv__plan_view(&t, &tmp, p, dense, 0);
+  dv_view tv, sv, dv;
+  dv__plan_view(&tv, &tmp, p, dense, 0);
   dv__plan_view(&sv, src, p, p->ss, p->soff);
   dv__plan_view(&dv, dst, p, p->ds, p->doff);
-  rc = dv__transfer(ctx, &t, &sv, stream);
-  if (!rc) rc = dv__transfer(ctx, &dv, &t, stream);
+  rc = dv__xfer(ctx, stream, bs, flags, &tv, &sv, t);
+  if (!rc) rc = dv__xfer(ctx, stream, bs, flags, &dv, &tv, t);
   dv_free_list *fl = rc ? NULL : dv__malloc(sizeof *fl);
   if (!rc && !fl) rc = dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a staging record");
   if (!rc) {
@@ -543,13 +544,13 @@ static dv_status dv__via_temporary(dv_context *ctx, dv_bstream *bs, const dv_vie
     dv__free(fl);
   }
   /* Copies into or out of the temporary may be queued: wait before it goes back. */
-  ctx->be->stream_sync(ctx->bst, bs);
+  dv__bstream_wait(ctx, bs);
   dv__staging_put(ctx, b);
   return rc;
 }
 
-static dv_status dv__via_pageable(dv_context *ctx, dv_bstream *bs, const dv_view *dst,
-                                  const dv_view *src, const dv_plan *p, dv_stream *stream) {
+static dv_status dv__via_pageable(dv_context *ctx, dv_bstream *bs, unsigned flags, const dv_view *dst,
+                                  const dv_view *src, const dv_plan *p, dv_stream *stream, dv__op_tally *t) {
   int64_t count = 1, isz = (int64_t)p->isz;
   for (int i = 0; i < p->nd; i++) count *= p->n[i];
   void *buf = dv__malloc((size_t)(count * isz));
@@ -559,15 +560,15 @@ static dv_status dv__via_pageable(dv_context *ctx, dv_bstream *bs, const dv_view
   dv_view tmp = {.base = {.ptr = buf}, .host = true, .itemsize = p->isz};
   int64_t dense[DV_MAXDIMS];
   dv__dense_strides(p->nd, p->n, isz, dense);
-  dv_view t, sv, dv;
-  dv__plan_view(&t, &tmp, p, dense, 0);
+  dv_view tv, sv, dv;
+  dv__plan_view(&tv, &tmp, p, dense, 0);
   dv__plan_view(&sv, src, p, p->ss, p->soff);
   dv__plan_view(&dv, dst, p, p->ds, p->doff);
-  dv_status rc = dv__transfer(ctx, &t, &sv, stream);
-  if (!rc) rc = dv__transfer(ctx, &dv, &t, stream);
+  dv_status rc = dv__xfer(ctx, stream, bs, flags, &tv, &sv, t);
+  if (!rc) rc = dv__xfer(ctx, stream, bs, flags, &dv, &tv, t);
   if (!rc) rc = ctx->be->stream_callback(ctx->bst, bs, dv__free_host_cb, buf);
   if (!rc) return DV_OK;
-  ctx->be->stream_sync(ctx->bst, bs);
+  dv__bstream_wait(ctx, bs);
   dv__free(buf);
   return rc;
 }
@@ -580,64 +581,23 @@ static dv_status dv__check_view_live(const dv_view *v, const char *side) {
   return DV_OK;
 }
 
-/* Bytes of a view whose elements are dense in C order (size-1 dimensions
- * ignored), or -1; 0 for size 0. */
-static int64_t dv__c_dense_bytes(const dv_view *v) {
-  int64_t s = (int64_t)v->itemsize;
-  for (int i = v->ndim - 1; i >= 0; i--) {
-    if (v->shape[i] == 0) return 0;
-    if (v->shape[i] != 1 && v->strides[i] != s) return -1;
-    s *= v->shape[i];
-  }
-  return s;
-}
-
-/* The common case without a plan: both sides dense in C order, in two
- * different buffers (or one host side): one contiguous copy.  Returns
- * DV_ERR_NOT_SUPPORTED when the general planner must decide. */
-static dv_status dv__transfer_dense(dv_context *ctx, const dv_view *dst, const dv_view *src,
-                                    dv_stream *stream) {
-  int64_t bytes = dv__c_dense_bytes(src);
-  if (bytes < 0 || dv__c_dense_bytes(dst) != bytes) return DV_ERR_NOT_SUPPORTED;
-  if (bytes == 0) return DV_OK;
-  return dv__transfer_contig(ctx, dv__ref(dst, dst->offset), dst->host, dv__ref(src, src->offset), src->host,
-                             (size_t)bytes, stream);
-}
-
-dv_status dv__transfer_contig(dv_context *ctx, dv_memref dst, bool dst_host, dv_memref src, bool src_host,
-                              size_t bytes, dv_stream *stream) {
-  if (src_host == dst_host && (src_host || src.buf == dst.buf)) return DV_ERR_NOT_SUPPORTED;
-  if (!src_host && !src.buf) return DV_ERR_NOT_SUPPORTED; /* the planner's message */
-  if (!dst_host && !dst.buf) return DV_ERR_NOT_SUPPORTED;
-  dv_rect r;
-  r.src = src;
-  r.dst = dst;
-  r.width = bytes;
-  r.height = r.depth = 1;
-  r.src_pitch = r.dst_pitch = r.width;
-  r.src_slice = r.dst_slice = 0;
-  r.flags = stream ? 0 : DV_COPY_SYNC;
-  dv_status rc = ctx->be->copy_rect(ctx->bst, dv__bstream(ctx, stream), &r);
-  if (rc == DV_OK) dv__count_sides(ctx, dst_host, src_host, (uint64_t)bytes);
-  return rc;
-}
-
-dv_status dv__transfer(dv_context *ctx, const dv_view *dst, const dv_view *src, dv_stream *stream) {
-  dv_status frc = dv__transfer_dense(ctx, dst, src, stream);
-  if (frc != DV_ERR_NOT_SUPPORTED) return frc;
+/* Everything but one contiguous copy: plan, test for shared bytes, then one
+ * rectangular copy, one strided copy, or staging. */
+static __attribute__((noinline)) dv_status dv__plan_copy(dv_context *ctx, dv_stream *stream, dv_bstream *bs,
+                                                         unsigned flags, const dv_view *dst, const dv_view *src,
+                                                         dv__op_tally *t) {
   dv_plan p;
   if (!dv__plan_build(&p, dst, src)) return DV_OK;
   dv_status lrc = dv__check_view_live(src, "source");
   if (!lrc) lrc = dv__check_view_live(dst, "destination");
   if (lrc) return lrc;
-  dv_bstream *bs = dv__bstream(ctx, stream);
   int64_t sbase, dbase;
   if (dv__same_memory(dst, src, &dbase, &sbase)) {
     dv_overlap ov = dv__overlap(p.nd, p.n, sbase + p.soff, p.ss, dbase + p.doff, p.ds, (int64_t)p.isz);
     if (ov == DV_OVERLAP_YES)
       return dv__error(DV_ERR_INVALID_ARGUMENT,
                        "the source and destination views share memory (copy through a temporary array)");
-    if (ov == DV_OVERLAP_UNKNOWN) return dv__via_temporary(ctx, bs, dst, src, &p, stream);
+    if (ov == DV_OVERLAP_UNKNOWN) return dv__via_temporary(ctx, bs, flags, dst, src, &p, stream, t);
   }
   int64_t count = 1;
   for (int i = 0; i < p.nd; i++) count *= p.n[i];
@@ -652,10 +612,10 @@ dv_status dv__transfer(dv_context *ctx, const dv_view *dst, const dv_view *src, 
   if (!any_neg && dv__plan_rect(&p, &r)) {
     r.src = dv__ref(src, p.soff);
     r.dst = dv__ref(dst, p.doff);
-    r.flags = stream ? 0 : DV_COPY_SYNC;
+    r.flags = flags;
     dv_status rc = ctx->be->copy_rect(ctx->bst, bs, &r);
     if (rc == DV_OK) {
-      dv__count(ctx, dst, src, bytes);
+      dv__count(t, dst, src, bytes);
       return DV_OK;
     }
     if (rc != DV_ERR_NOT_SUPPORTED) return rc;
@@ -664,7 +624,7 @@ dv_status dv__transfer(dv_context *ctx, const dv_view *dst, const dv_view *src, 
     dv_strided c;
     c.src = dv__ref(src, p.soff);
     c.dst = dv__ref(dst, p.doff);
-    c.flags = stream ? 0 : DV_COPY_SYNC;
+    c.flags = flags;
     c.nd = p.nd;
     c.itemsize = p.isz;
     memcpy(c.shape, p.n, sizeof c.shape);
@@ -672,15 +632,47 @@ dv_status dv__transfer(dv_context *ctx, const dv_view *dst, const dv_view *src, 
     memcpy(c.dst_strides, p.ds, sizeof c.dst_strides);
     dv_status rc = ctx->be->copy_strided(ctx->bst, bs, &c);
     if (rc == DV_OK) {
-      dv__count(ctx, dst, src, bytes);
+      dv__count(t, dst, src, bytes);
       return DV_OK;
     }
     if (rc != DV_ERR_NOT_SUPPORTED) return rc;
   }
-  return dv__staged(ctx, stream, bs, dst, src, &p);
+  return dv__staged(ctx, stream, bs, dst, src, &p, t);
 }
 
-dv_status dv__memset(dv_context *ctx, const dv_view *a, int value, dv_stream *stream) {
+/* The planner's own copies (through a temporary, a memset's pattern):
+ * planned like the rest. */
+static dv_status dv__xfer(dv_context *ctx, dv_stream *stream, dv_bstream *bs, unsigned flags,
+                          const dv_view *dst, const dv_view *src, dv__op_tally *t) {
+  return dv__plan_copy(ctx, stream, bs, flags, dst, src, t);
+}
+
+/* What dv__transfer (transfer.h) did not make one contiguous copy: planned
+ * (not tested for density again). */
+dv_status dv__transfer_run(dv_context *ctx, dv_stream *stream, dv_bstream *bs, unsigned flags, const dv__op *op,
+                           dv__op_tally *t) {
+  return dv__plan_copy(ctx, stream, bs, flags, op->dst, op->src, t);
+}
+
+dv_status dv__transfer_planned(dv_context *ctx, const dv_view *dst, const dv_view *src, dv_stream *stream,
+                               dv_stream *const *after, size_t nafter, unsigned flags) {
+  dv__op op = {dv__transfer_run, NULL, dst->host, src->host, dst, src, NULL, flags, after, nafter};
+  return dv__stream_submit(ctx, stream, &op);
+}
+
+dv_status dv__contig_run(dv_context *ctx, dv_stream *stream, dv_bstream *bs, unsigned flags, const dv__op *op,
+                         dv__op_tally *t) {
+  const dv_rect *r = op->copy;
+  int64_t n = (int64_t)r->width, one = 1;
+  dv_view d = {.base = r->dst, .host = op->dst_host, .ndim = 1, .itemsize = 1, .shape = &n, .strides = &one};
+  dv_view s = {.base = r->src, .host = op->src_host, .ndim = 1, .itemsize = 1, .shape = &n, .strides = &one};
+  return dv__plan_copy(ctx, stream, bs, flags, &d, &s, t);
+}
+
+dv_status dv__memset_run(dv_context *ctx, dv_stream *stream, dv_bstream *bs, unsigned flags, const dv__op *op,
+                         dv__op_tally *t) {
+  const dv_view *a = op->dst;
+  int value = *(const int *)op->arg;
   int64_t size = dv__view_size(a);
   if (size == 0) return DV_OK;
   if (!a->host && !a->base.buf) return dv__check_view_live(a, "array");
@@ -691,7 +683,6 @@ dv_status dv__memset(dv_context *ctx, const dv_view *a, int value, dv_stream *st
     int64_t e = (a->shape[i] - 1) * a->strides[i]; /* inside the allocation: no overflow */
     if (e < 0) lo += e; else hi += e;
   }
-  dv_bstream *bs = dv__bstream(ctx, stream);
   if (hi - lo == nbytes && !a->host)
     return ctx->be->memset(ctx->bst, bs, dv__ref(a, a->offset + lo), value, (size_t)nbytes);
   /* Otherwise scatter a pattern (dense host memory filled with value) in
@@ -699,13 +690,14 @@ dv_status dv__memset(dv_context *ctx, const dv_view *a, int value, dv_stream *st
   char *pat = dv__malloc((size_t)nbytes);
   if (!pat) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate %lld bytes for a memset pattern", (long long)nbytes);
   memset(pat, value, (size_t)nbytes);
-  dv_view pv = {.base = {.ptr = pat}, .host = true, .ndim = a->ndim, .itemsize = a->itemsize};
-  memcpy(pv.shape, a->shape, sizeof pv.shape);
-  dv__dense_strides(a->ndim, a->shape, isz, pv.strides);
-  dv_status rc = dv__transfer(ctx, a, &pv, stream);
+  int64_t pst[DV_MAXDIMS];
+  dv__dense_strides(a->ndim, a->shape, isz, pst);
+  dv_view pv = {.base = {.ptr = pat}, .host = true, .ndim = a->ndim, .itemsize = a->itemsize,
+                .shape = a->shape, .strides = pst};
+  dv_status rc = dv__xfer(ctx, stream, bs, flags, a, &pv, t);
   if (rc == DV_OK) rc = ctx->be->stream_callback(ctx->bst, bs, dv__free_host_cb, pat);
   if (rc) {
-    ctx->be->stream_sync(ctx->bst, bs);
+    dv__bstream_wait(ctx, bs);
     dv__free(pat);
   }
   return rc;
