@@ -99,11 +99,11 @@ typedef struct dv_backend_config {
   const char *hip_arch;       /* HIP: the gfx target for kernels ("": the device's) */
   const char *hiprtc_library; /* HIP: hipRTC to load ("": search) */
   int host_ipc;             /* host simulator: device memory in memfds (dv_ipc_export) */
-  size_t cuda_staging_chunk; /* CUDA: bytes per staged piece of a pageable copy */
-  int cuda_staging_threads;  /* CUDA: threads copying a piece to/from staging (0: min(4, CPUs)) */
-  size_t cuda_staging_thread_min; /* CUDA: pieces below this many bytes are copied by one thread */
+  size_t staging_chunk;      /* CUDA, HIP: bytes per staged piece of a pageable copy (option staging_chunk) */
+  int staging_threads;       /* CUDA, HIP: threads copying a piece to/from staging (0: min(4, CPUs)) */
+  size_t staging_thread_min; /* CUDA, HIP: pieces below this many bytes are copied by one thread */
   size_t host_printf_buffer; /* host simulator: dv_printf bytes kept per launch */
-  size_t cuda_staging_limit; /* CUDA: pinned staging bytes per context (0: 4 chunks) */
+  size_t staging_limit;      /* CUDA, HIP: pinned staging bytes per context (0: 4 chunks) */
   double kernel_timeout;     /* host simulator: seconds a launch may run (0: no limit) */
   /* The context's counters of pinned staging memory (dv_stats `staging`,
    * staging_hits, staging_misses) for a backend that stages on its own

@@ -1,7 +1,7 @@
 /*
  * Loading a driver library at run time (dynlib.c): dlopen the first of its
  * names that loads, then resolve its entry points from a list.  The CUDA
- * backend (libcuda.so.1 through cuda_symbols.def) and the HIP backend
+ * backend (libcuda.so.1 through cudafam/fam_symbols.def) and the HIP backend
  * (libamdhip64.so through hip_symbols.def) build their lists from their
  * X-macro files; nothing links against a driver.
  */

@@ -36,11 +36,11 @@ static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool 
   bc->hip_arch = opt[DV_OPT_HIP_ARCH].s;
   bc->hiprtc_library = opt[DV_OPT_HIPRTC_LIBRARY].s;
   bc->host_ipc = (int)opt[DV_OPT_HOST_IPC].i;
-  bc->cuda_staging_chunk = (size_t)opt[DV_OPT_CUDA_STAGING_CHUNK].i;
-  bc->cuda_staging_threads = (int)opt[DV_OPT_CUDA_STAGING_THREADS].i;
-  bc->cuda_staging_thread_min = (size_t)opt[DV_OPT_CUDA_STAGING_THREAD_MIN].i;
+  bc->staging_chunk = (size_t)opt[DV_OPT_STAGING_CHUNK].i;
+  bc->staging_threads = (int)opt[DV_OPT_STAGING_THREADS].i;
+  bc->staging_thread_min = (size_t)opt[DV_OPT_STAGING_THREAD_MIN].i;
   bc->host_printf_buffer = (size_t)opt[DV_OPT_HOST_PRINTF_BUFFER].i;
-  bc->cuda_staging_limit = (size_t)opt[DV_OPT_CUDA_STAGING_LIMIT].i;
+  bc->staging_limit = (size_t)opt[DV_OPT_STAGING_LIMIT].i;
   bc->kernel_timeout = opt[DV_OPT_KERNEL_TIMEOUT].d;
   devbuf[0] = 0;
   /* The backend's own option wins where it was set; then `device`

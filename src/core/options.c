@@ -101,26 +101,26 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
     {"host_ipc", "DV_HOST_IPC", NULL, T_BOOL, "off", 0, 1,
      "host simulator: device memory in shared memory (one memfd per allocation) so that "
      "dv_ipc_export can share it with other processes"},
-    {"cuda_staging_chunk", "DV_CUDA_STAGING_CHUNK", NULL, T_SIZE, "4M", 4096, 1073741824.0,
+    {"staging_chunk", "DV_STAGING_CHUNK", NULL, T_SIZE, "4M", 4096, 1073741824.0,
      "CUDA and HIP: bytes per piece of a copy with pageable host memory, staged through two pinned "
      "buffers in turn"},
     {"device", "DV_DEVICE", NULL, T_STRING, "", 0, 0,
      "device of whichever backend is chosen: a CUDA or HIP ordinal, an OpenCL \"platform:device\" "
      "or name, the host simulator's one device 0 (empty: each backend's own option, cuda_device, "
      "hip_device or opencl_device, which win when set)"},
-    {"cuda_staging_threads", "DV_CUDA_STAGING_THREADS", NULL, T_INT, "0", 0, 64,
+    {"staging_threads", "DV_STAGING_THREADS", NULL, T_INT, "0", 0, 64,
      "CUDA and HIP: threads, the calling one included, that copy each staged piece of a copy with "
      "pageable host memory into or out of its pinned buffer (0: min(4, online CPUs); 1: the calling "
      "thread alone)"},
-    {"cuda_staging_thread_min", "DV_CUDA_STAGING_THREAD_MIN", NULL, T_SIZE, "1M", 0, 1073741824.0,
+    {"staging_thread_min", "DV_STAGING_THREAD_MIN", NULL, T_SIZE, "1M", 0, 1073741824.0,
      "CUDA and HIP: staged pieces smaller than this many bytes are copied by one thread"},
     {"host_printf_buffer", "DV_HOST_PRINTF_BUFFER", NULL, T_SIZE, "1M", 1024, 1073741824.0,
      "host simulator: bytes of dv_printf output kept per launch (each call: its text plus 32 "
      "bytes), written to stdout when the launch has run; calls that do not fit are dropped and "
      "counted"},
-    {"cuda_staging_limit", "DV_CUDA_STAGING_LIMIT", NULL, T_SIZE, "0", 0, 1099511627776.0,
+    {"staging_limit", "DV_STAGING_LIMIT", NULL, T_SIZE, "0", 0, 1099511627776.0,
      "CUDA and HIP: pinned bytes a context keeps for the staging buffers of copies with pageable host memory "
-     "(0: four times cuda_staging_chunk; at least one chunk); an asynchronous copy above it waits for "
+     "(0: four times staging_chunk; at least one chunk); an asynchronous copy above it waits for "
      "a buffer to come back"},
     {"host_mode", "DV_HOST_MODE", NULL, T_STRING, DV__HOST_MODE_DEFAULT, 0, 0,
      "host simulator: fast (kernels as loops over a block's threads, allocations without fills; "
@@ -145,11 +145,41 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "own library, which holds hipRTC on ROCm 5)"},
 };
 
+/* Former names, kept as aliases of the option and its environment variable
+ * (issue 35: the CUDA family's staging options apply to HIP as well, so
+ * they are named for what they do; the cuda_ names and DV_CUDA_ variables
+ * still work, the new ones win where both are set). */
+static const struct {
+  const char *name, *env;
+  dv_opt_id id;
+} dv__opt_aliases[] = {
+    {"cuda_staging_chunk", "DV_CUDA_STAGING_CHUNK", DV_OPT_STAGING_CHUNK},
+    {"cuda_staging_threads", "DV_CUDA_STAGING_THREADS", DV_OPT_STAGING_THREADS},
+    {"cuda_staging_thread_min", "DV_CUDA_STAGING_THREAD_MIN", DV_OPT_STAGING_THREAD_MIN},
+    {"cuda_staging_limit", "DV_CUDA_STAGING_LIMIT", DV_OPT_STAGING_LIMIT},
+};
+#define DV_NALIASES (sizeof dv__opt_aliases / sizeof dv__opt_aliases[0])
+
 int dv__option_lookup(const char *name) {
   if (!name) return -1;
   for (int i = 0; i < DV_OPT_COUNT; i++)
     if (strcmp(dv__opts[i].name, name) == 0) return i;
+  for (size_t i = 0; i < DV_NALIASES; i++)
+    if (strcmp(dv__opt_aliases[i].name, name) == 0) return (int)dv__opt_aliases[i].id;
   return -1;
+}
+
+/* The environment variable that sets option id: its own, else a former
+ * name's (*envname: which one). */
+static const char *dv__option_env(int id, const char **envname) {
+  const char *text = getenv(dv__opts[id].env);
+  *envname = dv__opts[id].env;
+  for (size_t i = 0; (!text || !*text) && i < DV_NALIASES; i++)
+    if ((int)dv__opt_aliases[i].id == id) {
+      text = getenv(dv__opt_aliases[i].env);
+      *envname = dv__opt_aliases[i].env;
+    }
+  return text;
 }
 
 int dv__parse_size(const char *s, int64_t *out) {
@@ -280,9 +310,9 @@ static void dv__options_read(void) {
     for (int i = 0; i < DV_OPT_COUNT; i++) {
       if ((pass == 0) != (i == DV_OPT_LOG_LEVEL)) continue;
       const dv_opt_desc *d = &dv__opts[i];
-      const char *text = getenv(d->env);
+      const char *envname;
+      const char *text = dv__option_env(i, &envname);
       dv_option_source src = DV_SOURCE_ENV;
-      const char *envname = d->env;
       if ((!text || !*text) && d->env_fallback) {
         text = getenv(d->env_fallback);
         src = DV_SOURCE_ENV_NUMBA;

@@ -51,12 +51,41 @@ static void test_numba_fallback(void **state) {
   assert_ok(dv_context_destroy(c));
 }
 
+/* The staging options' former names (issue 35): the option and its
+ * environment variable answer to both; the new variable wins. */
+static void test_former_names(void **state) {
+  (void)state;
+  /* DV_CUDA_STAGING_CHUNK=64K alone */
+  expect("staging_chunk", "65536", DV_SOURCE_ENV);
+  expect("cuda_staging_chunk", "65536", DV_SOURCE_ENV);
+  /* DV_STAGING_LIMIT=8M and DV_CUDA_STAGING_LIMIT=1M */
+  expect("staging_limit", "8388608", DV_SOURCE_ENV);
+  expect("cuda_staging_limit", "8388608", DV_SOURCE_ENV);
+  expect("staging_threads", "0", DV_SOURCE_DEFAULT);
+  dv_config *cfg;
+  assert_ok(dv_config_create(&cfg));
+  assert_ok(dv_config_set(cfg, "cuda_staging_threads", "3"));
+  assert_ok(dv_config_set(cfg, "staging_thread_min", "64K"));
+  assert_status(dv_config_set(cfg, "cuda_staging_nope", "1"), DV_ERR_BAD_OPTION);
+  dv_context *c;
+  assert_ok(dv_context_create(cfg, &c));
+  char buf[64];
+  dv_option_source src;
+  assert_ok(dv_context_option(c, "staging_threads", buf, sizeof buf, &src));
+  assert_string_equal(buf, "3");
+  assert_int_equal(src, DV_SOURCE_API);
+  assert_ok(dv_context_option(c, "cuda_staging_thread_min", buf, sizeof buf, &src));
+  assert_string_equal(buf, "65536");
+  assert_ok(dv_context_destroy(c));
+  dv_config_destroy(cfg);
+}
+
 int main(void) {
   dv_set_log_callback(log_cb, NULL); /* before anything reads the options */
   static char flags[DV_OPTION_STRING_MAX + 90];
   memset(flags, ' ', sizeof flags - 1);
   memcpy(flags, "-O3", 3);
   setenv("DV_HOST_CFLAGS", flags, 1);
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_numba_fallback)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_numba_fallback), cmocka_unit_test(test_former_names)};
   return cmocka_run_group_tests_name("env", tests, NULL, NULL);
 }

@@ -10,7 +10,7 @@
  * widths: the _i32 kernels the plan picks, and now and then the _i64 ones.
  */
 #include "common.h"
-#include "backends/cuda/cuda_internal.h"
+#include "backends/cudafam/fam.h"
 
 /* The kernels, with the dialect's host branch.  The simulator's runtime
  * symbols are renamed so that they cannot meet the library's own. */

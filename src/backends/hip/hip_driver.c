@@ -616,7 +616,7 @@ static dv_CUresult t_cuIpcCloseMemHandle(dv_CUdeviceptr p) { return R(H.hipIpcCl
 
 static const dv_cu_api hip_api_table = {
 #define DV_CU(ret, name, params) .name = t_##name,
-#include "../cuda/cuda_symbols.def"
+#include "../cudafam/fam_symbols.def"
 #undef DV_CU
     .cuFuncGetParamInfo = NULL, /* HIP cannot tell a function's parameter layout */
 };
@@ -653,40 +653,44 @@ bool dv__hip_kfd_arch(const char *root, int ordinal, char *buf, size_t cap) {
  * driver's topology (without them: code for either setting), else unknown
  * ("": builds are refused, naming the option). */
 static void hip_read_arch(cu_state *st, const dv_backend_config *cfg) {
-  st->arch[0] = 0;
+  dv_hip_ctx *h = DV_HIP_CTX(st);
+  h->arch[0] = 0;
   if (cfg && cfg->hip_arch && cfg->hip_arch[0]) {
-    snprintf(st->arch, sizeof st->arch, "%s", cfg->hip_arch);
+    snprintf(h->arch, sizeof h->arch, "%s", cfg->hip_arch);
     return;
   }
   if (dv__hip_get_props) {
     unsigned char *prop = dv__calloc(1, DV_HIP5_PROP_BYTES);
     if (prop && dv__hip_get_props(prop, st->ordinal) == DV_HIP_SUCCESS) {
       const char *name = (const char *)prop + DV_HIP5_PROP_GCN_ARCH_NAME;
-      if (!strncmp(name, "gfx", 3) && memchr(name, 0, 256)) snprintf(st->arch, sizeof st->arch, "%s", name);
+      if (!strncmp(name, "gfx", 3) && memchr(name, 0, 256)) snprintf(h->arch, sizeof h->arch, "%s", name);
     }
     dv__free(prop);
-    if (st->arch[0]) return;
+    if (h->arch[0]) return;
   }
-  dv__hip_kfd_arch("/sys/class/kfd/kfd/topology/nodes", st->ordinal, st->arch, sizeof st->arch);
+  dv__hip_kfd_arch("/sys/class/kfd/kfd/topology/nodes", st->ordinal, h->arch, sizeof h->arch);
 }
 
 /* The device's description in HIP's words (after the shared fields), and
- * what its kernels need: the target, hipRTC's file, the runtime's file. */
+ * what its kernels need (the context's dv_hip_ctx): the target, hipRTC's
+ * file, the runtime's file. */
 static void hip_fill_info(cu_state *st, const dv_backend_config *cfg) {
   dv_device_info *d = &st->info;
+  dv_hip_ctx *h = DV_HIP_CTX(st);
   snprintf(d->vendor, sizeof d->vendor, "AMD");
   snprintf(d->driver_version, sizeof d->driver_version, "HIP runtime %d.%d (%s)", hip_version / 10000000,
            (hip_version / 100000) % 100, dv__hip_lib_name);
   hip_read_arch(st, cfg);
-  snprintf(st->rtc_library, sizeof st->rtc_library, "%s", cfg && cfg->hiprtc_library ? cfg->hiprtc_library : "");
-  snprintf(st->runtime_library, sizeof st->runtime_library, "%s", dv__hip_lib_name ? dv__hip_lib_name : "");
-  st->rocm_major = hip_version / 10000000;
+  snprintf(h->rtc_library, sizeof h->rtc_library, "%s", cfg && cfg->hiprtc_library ? cfg->hiprtc_library : "");
+  snprintf(h->runtime_library, sizeof h->runtime_library, "%s", dv__hip_lib_name ? dv__hip_lib_name : "");
+  h->rocm_major = hip_version / 10000000;
 }
 
 const dv_cu_driver dv__hip_driver = {
     .vendor = "HIP",
     .backend = "hip",
     .api = &hip_api_table,
+    .state_bytes = sizeof(dv_hip_ctx),
     .fill_info = hip_fill_info,
     .call_name = dv__hip_call_name,
     .kops = &dv__hip_kernel_ops, /* hipRTC (hiprtc.c) */

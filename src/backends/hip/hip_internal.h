@@ -3,7 +3,7 @@
  * backend table) and hip_driver.c (below it: the loaded entry points and
  * the translations that let the CUDA backend's code run on them).
  *
- * The HIP backend is the CUDA backend's code (../cuda/) on a dv_cu_driver
+ * The HIP backend is the CUDA family's core (../cudafam/) on a dv_cu_driver
  * whose api table holds translations with CUDA driver-API prototypes that
  * call AMD's HIP runtime.  The helpers below are the translations' pure
  * parts, exposed for tests/backends/hip/test_hip_backend.c, which checks them with no
@@ -12,7 +12,7 @@
 #ifndef DV_HIP_INTERNAL_H
 #define DV_HIP_INTERNAL_H
 
-#include "../cuda/cuda_internal.h"
+#include "../cudafam/fam.h"
 #include "hip_runtime.h"
 
 /* The runtime's entry points (hip.c's loader fills them, once) and the
@@ -40,6 +40,25 @@ bool dv__hip_gfx_name(unsigned long version, char *buf, size_t cap);
 
 /* Set in a child after fork (hip.c's atfork handler): HIP contexts refuse. */
 extern atomic_int dv__hip_forked;
+
+/*
+ * What a HIP context keeps of its own (cu_state.drv_state; the family's
+ * state has no HIP field), set by the driver's fill_info, which dv__cu_open
+ * calls before the kernel state is opened: arch: the device's gfx target as
+ * the runtime names it, features too ("gfx90a:sramecc+:xnack-":
+ * hipDeviceProp_t.gcnArchName, or the hip_arch option where the runtime
+ * cannot say; "": unknown, and kernels are refused with DV_ERR_NO_COMPILER);
+ * rtc_library: the hiprtc_library option ("": search); runtime_library: the
+ * runtime file that loaded (libamdhip64.so.5 holds hipRTC on ROCm 5; "":
+ * the default names); rocm_major: the runtime's major version (5, 6).
+ */
+typedef struct dv_hip_ctx {
+  char arch[64];
+  char rtc_library[DV_OPTION_STRING_MAX + 1]; /* never truncated: hiprtc.c refuses a long one */
+  char runtime_library[64];
+  int rocm_major;
+} dv_hip_ctx;
+#define DV_HIP_CTX(st) ((dv_hip_ctx *)(st)->drv_state)
 
 /* The HIP driver: vendor "HIP", backend "hip", the translations. */
 extern const dv_cu_driver dv__hip_driver;

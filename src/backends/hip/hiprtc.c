@@ -286,36 +286,37 @@ dv_status dv__hiprtc_copy_image(const dv_hiprtc *rtc, const char *arch, const vo
   return rc;
 }
 
-/* ---- the HIP backend's kernel operations (cuda_kernel.c calls them) ----------------------- */
+/* ---- the HIP driver's kernel operations (../cudafam/fam_kernel.c calls them) ------------- */
 
-#include "../cuda/cuda_internal.h"
+#include "hip_internal.h"
 
 /* hipRTC for this context, and its gfx target (checked). */
 static dv_status hipk_rtc(cu_state *st, const dv_hiprtc **rtc) {
   char proc[16];
-  if (!dv__hiprtc_processor(st->arch, proc, sizeof proc))
+  if (!dv__hiprtc_processor(DV_HIP_CTX(st)->arch, proc, sizeof proc))
     return dv__error(DV_ERR_NO_COMPILER,
                      "HIP: the device's gfx target is %s%s%s, so kernels cannot be compiled for it "
                      "(name it with the hip_arch option, e.g. gfx90a)",
-                     st->arch[0] ? "\"" : "unknown", st->arch, st->arch[0] ? "\", not a gfx name" : "");
+                     DV_HIP_CTX(st)->arch[0] ? "\"" : "unknown", DV_HIP_CTX(st)->arch, DV_HIP_CTX(st)->arch[0] ? "\", not a gfx name" : "");
   /* On a ROCm 5 runtime, its own hipRTC first: a ROCm 6 libhiprtc found
    * beside it would bring a second runtime and a compiler of another ROCm. */
-  const char *lib = st->rtc_library;
-  if (!lib[0] && st->rocm_major == 5 && st->runtime_library[0]) lib = st->runtime_library;
-  return dv__hiprtc_load(lib, st->runtime_library, rtc);
+  const char *lib = DV_HIP_CTX(st)->rtc_library;
+  if (!lib[0] && DV_HIP_CTX(st)->rocm_major == 5 && DV_HIP_CTX(st)->runtime_library[0]) lib = DV_HIP_CTX(st)->runtime_library;
+  return dv__hiprtc_load(lib, DV_HIP_CTX(st)->runtime_library, rtc);
 }
 
 static dv_status hipk_target_id(cu_state *st, char *buf, size_t cap) {
   const dv_hiprtc *rtc = NULL;
   dv_status rc = hipk_rtc(st, &rtc);
   if (rc) return rc;
-  snprintf(buf, cap, "hip %s runtime %d hiprtc %d.%d %s", st->arch, st->driver_version, rtc->major,
+  snprintf(buf, cap, "hip %s runtime %d hiprtc %d.%d %s", DV_HIP_CTX(st)->arch, st->driver_version, rtc->major,
            rtc->minor, rtc->file);
   return DV_OK;
 }
 
-static dv_status hipk_compile(cu_state *st, const dv_build_req *req, void **image, size_t *size,
+static dv_status hipk_compile(cu_state *st, const dv_build_req *req, void **image, size_t *size, int *kind,
                               char **log) {
+  *kind = DV_CU_IMAGE_HSACO;
   *image = NULL;
   *size = 0;
   *log = NULL;
@@ -323,7 +324,7 @@ static dv_status hipk_compile(cu_state *st, const dv_build_req *req, void **imag
   dv_status rc = hipk_rtc(st, &rtc);
   if (rc) return rc;
   dv_hiprtc_out o;
-  rc = dv__hiprtc_compile(rtc, req->name, req->source, st->arch, req->flags, req->options, &o);
+  rc = dv__hiprtc_compile(rtc, req->name, req->source, DV_HIP_CTX(st)->arch, req->flags, req->options, &o);
   *log = o.log;
   if (!rc) {
     *image = o.image;
@@ -334,11 +335,12 @@ static dv_status hipk_compile(cu_state *st, const dv_build_req *req, void **imag
   return rc;
 }
 
-static dv_status hipk_copy_image(cu_state *st, const void **image, size_t *size) {
+static dv_status hipk_copy_image(cu_state *st, const void **image, size_t *size, int *kind) {
+  *kind = DV_CU_IMAGE_HSACO;
   const dv_hiprtc *rtc = NULL;
   dv_status rc = hipk_rtc(st, &rtc);
   if (rc) return rc;
-  return dv__hiprtc_copy_image(rtc, st->arch, image, size);
+  return dv__hiprtc_copy_image(rtc, DV_HIP_CTX(st)->arch, image, size);
 }
 
 /* AMD's limits: LDS is 64 KiB per work-group on CDNA and RDNA (the runtime
@@ -354,7 +356,7 @@ static void hipk_limits(cu_state *st, dv_klimits *L) {
 }
 
 const struct dv_cu_kernel_ops dv__hip_kernel_ops = {
-    .image_kind = DV_CU_IMAGE_HSACO,
+    .image_kinds = 1u << DV_CU_IMAGE_HSACO,
     .target_id = hipk_target_id,
     .compile = hipk_compile,
     .copy_image = hipk_copy_image,

@@ -90,8 +90,8 @@ dv_status dv__hiprtc_copy_image(const dv_hiprtc *rtc, const char *arch, const vo
  */
 bool dv__hiprtc_processor(const char *arch, char *buf, size_t cap);
 
-/* The HIP driver's kernel operations (dv_cu_driver.kops, ../cuda/
- * cuda_internal.h): compile through hipRTC for cu_state.arch, HSACO images
+/* The HIP driver's kernel operations (dv_cu_driver.kops, ../cudafam/fam.h):
+ * compile through hipRTC for the context's gfx target (dv_hip_ctx.arch), HSACO images
  * in the module cache, the copy kernels compiled at first use, AMD's
  * limits (LDS 64 KiB without opt-in, the device's wave size). */
 extern const struct dv_cu_kernel_ops dv__hip_kernel_ops;

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "backends/backend.h"
-#include "backends/cuda/cuda_driver.h"
-#include "backends/cuda/cuda_backend.h"
+#include "backends/cudafam/fam_api.h"
+#include "backends/cudafam/fam_status.h"
 #include "backends/cuda/nvrtc.h"
 
 #define SAME_OFFSET(T1, T2, f) (offsetof(T1, f) == offsetof(T2, f))
@@ -114,7 +114,7 @@ _Static_assert(sizeof(dv_bkview) == 8 + 2 * 8 * DV_BKVIEW_MAXDIMS && offsetof(dv
 #define dv_CUipcMemHandle CUipcMemHandle
 #define dv_CUstreamCaptureStatus CUstreamCaptureStatus
 #define DV_CU(ret, name, params) extern ret CUDAAPI name params;
-#include "backends/cuda/cuda_symbols.def"
+#include "backends/cudafam/fam_symbols.def"
 #undef DV_CU
 #define dv_nvrtcResult nvrtcResult
 #define dv_nvrtcProgram nvrtcProgram
@@ -169,7 +169,7 @@ int main(void) {
 #define DV_ABI_XSTR(x) DV_ABI_STR(x)
   static const char *const names[][2] = {
 #define DV_CU(ret, name, params) {#name, DV_ABI_XSTR(name)},
-#include "backends/cuda/cuda_symbols.def"
+#include "backends/cudafam/fam_symbols.def"
 #undef DV_CU
   };
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

@@ -15,7 +15,7 @@
 #include <glob.h>
 
 #include "common.h"
-#include "backends/cuda/cuda_internal.h"
+#include "backends/cudafam/fam.h"
 #include "backends/cuda/nvrtc.h"
 #include "kernel/kernel_internal.h"
 #include "kernel_units.h" /* the kernel sources, their setups, the units */

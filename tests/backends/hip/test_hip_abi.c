@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "backends/cuda/cuda_driver.h"
+#include "backends/cudafam/fam_api.h"
 #include "backends/hip/hip_runtime.h"
 
 #define SAME_OFFSET(f) (offsetof(dv_hip_Memcpy2D, f) == offsetof(hip_Memcpy2D, f))

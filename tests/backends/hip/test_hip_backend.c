@@ -188,7 +188,7 @@ static void test_api_complete(void **state) {
   const dv_cu_api *api = dv__hip_driver.api;
 #define DV_CU(ret, name, params) \
   if (!api->name) fail_msg("the HIP driver has no translation of %s", #name);
-#include "backends/cuda/cuda_symbols.def"
+#include "backends/cudafam/fam_symbols.def"
 #undef DV_CU
   assert_null(api->cuFuncGetParamInfo); /* optional: HIP cannot tell */
   assert_string_equal(dv__hip_driver.vendor, "HIP");

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "backends/cuda/cuda_internal.h"
+#include "backends/hip/hip_internal.h"
 #include "backends/hip/hiprtc.h"
 #include "kernel/kernel_internal.h"
 #include "kernel_units.h" /* the kernel sources, their setups, the units */
@@ -300,6 +300,10 @@ static void test_hsaco_image(void **state) {
   assert_memory_equal(payload, code, size);
   /* A HIP driver takes it; CUDA's refuses it, and HIP refuses CUBIN and PTX. */
   dv_cu_driver hipdrv = {.vendor = "HIP", .backend = "hip", .kops = &dv__hip_kernel_ops};
+  /* CUDA's driver as ../src/backends/cuda/cuda.c declares its images (its
+   * table is private to that file). */
+  static const struct dv_cu_kernel_ops cuda_ops = {.image_kinds = 1u << DV_CU_IMAGE_CUBIN | 1u << DV_CU_IMAGE_PTX};
+  const dv_cu_driver dv__cuda_driver = {.vendor = "CUDA", .backend = "cuda", .kops = &cuda_ops};
   assert_ok(dv__cu_image_accept(&hipdrv, DV_CU_IMAGE_HSACO));
   assert_status(dv__cu_image_accept(&dv__cuda_driver, DV_CU_IMAGE_HSACO), DV_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(dv_last_error(), "HSACO"));
@@ -320,26 +324,27 @@ static void test_kernel_ops(void **state) {
   (void)state;
   const struct dv_cu_kernel_ops *ko = &dv__hip_kernel_ops;
   dv_cu_driver hipdrv = {.vendor = "HIP", .backend = "hip", .kops = ko};
-  cu_state *st = calloc(1, sizeof *st);
+  cu_state *st = calloc(1, sizeof *st + sizeof(dv_hip_ctx));
   assert_non_null(st);
   st->drv = &hipdrv;
+  st->drv_state = st + 1;
   st->driver_version = 50221153;
-  assert_int_equal(ko->image_kind, DV_CU_IMAGE_HSACO);
+  assert_int_equal(ko->image_kinds, 1u << DV_CU_IMAGE_HSACO);
   assert_true(ko->no_shared_optin);
   /* No gfx target: no compiler, said so. */
   char id[512];
   assert_status(ko->target_id(st, id, sizeof id), DV_ERR_NO_COMPILER);
   assert_non_null(strstr(dv_last_error(), "hip_arch"));
-  snprintf(st->arch, sizeof st->arch, "sm_90");
+  snprintf(DV_HIP_CTX(st)->arch, sizeof DV_HIP_CTX(st)->arch, "sm_90");
   assert_status(ko->target_id(st, id, sizeof id), DV_ERR_NO_COMPILER);
-  snprintf(st->arch, sizeof st->arch, "gfx90a:sramecc+:xnack-");
+  snprintf(DV_HIP_CTX(st)->arch, sizeof DV_HIP_CTX(st)->arch, "gfx90a:sramecc+:xnack-");
   assert_ok(ko->target_id(st, id, sizeof id));
   char want[256];
   snprintf(want, sizeof want, "hip gfx90a:sramecc+:xnack- runtime 50221153 hiprtc %d.%d %s",
            g_rtc->major, g_rtc->minor, g_rtc->file);
   assert_string_equal(id, want);
   /* Another target, another key. */
-  snprintf(st->arch, sizeof st->arch, "gfx1030");
+  snprintf(DV_HIP_CTX(st)->arch, sizeof DV_HIP_CTX(st)->arch, "gfx1030");
   char id2[512];
   assert_ok(ko->target_id(st, id2, sizeof id2));
   assert_string_not_equal(id, id2);
@@ -357,13 +362,15 @@ static void test_kernel_ops(void **state) {
   void *img = NULL;
   size_t n = 0;
   char *log = NULL;
-  assert_ok(ko->compile(st, &req, &img, &n, &log));
+  int kind = -1;
+  assert_ok(ko->compile(st, &req, &img, &n, &kind, &log));
+  assert_int_equal(kind, DV_CU_IMAGE_HSACO);
   const char *why;
   assert_true(elf_has_symbol(img, n, "k.kd", &why));
   dv__free(img);
   dv__free(log);
   req.options = ""; /* KVAL undefined: a compile error with the log */
-  assert_status(ko->compile(st, &req, &img, &n, &log), DV_ERR_COMPILE);
+  assert_status(ko->compile(st, &req, &img, &n, &kind, &log), DV_ERR_COMPILE);
   assert_null(img);
   assert_non_null(log);
   assert_non_null(strstr(log, "k.dvk:1:"));
@@ -372,8 +379,9 @@ static void test_kernel_ops(void **state) {
   /* The copy kernels: every word size and index width, compiled once per target. */
   const void *c1 = NULL, *c2 = NULL;
   size_t s1 = 0, s2 = 0;
-  assert_ok(ko->copy_image(st, &c1, &s1));
-  assert_ok(ko->copy_image(st, &c2, &s2));
+  assert_ok(ko->copy_image(st, &c1, &s1, &kind));
+  assert_int_equal(kind, DV_CU_IMAGE_HSACO);
+  assert_ok(ko->copy_image(st, &c2, &s2, &kind));
   assert_ptr_equal(c1, c2);
   assert_int_equal(s1, s2);
   static const char *const words[] = {"w1", "w2", "w4", "w8", "w16"};

@@ -1,6 +1,6 @@
 /*
  * A strict test double of the CUDA driver API: every entry point of
- * src/backends/cuda/cuda_symbols.def, built by the tests as a shared library
+ * src/backends/cudafam/fam_symbols.def, built by the tests as a shared library
  * named libcuda.so.1 in its own build folder.  The cuda and cuda-pool CTest
  * entries put that folder first on LD_LIBRARY_PATH, so the backend's
  * dlopen("libcuda.so.1") finds it, exactly as it would find a real driver.
@@ -96,7 +96,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../../../src/backends/cuda/cuda_driver.h"
+#include "../../../../src/backends/cudafam/fam_api.h"
 
 /* The engine serves two doubles: this file is libcuda.so.1, and
  * tests/backends/hip/hipdouble/libamdhip64_double.c compiles it again with DVDOUBLE_HIP
@@ -138,7 +138,7 @@ typedef int CUresult;
 
 /* Every entry point with the prototype the backend calls it through. */
 #define DV_CU(ret, name, params) EXPORT ret name params;
-#include "../../../../src/backends/cuda/cuda_symbols.def"
+#include "../../../../src/backends/cudafam/fam_symbols.def"
 #undef DV_CU
 CONTROL int dvdouble_is_double(void);
 EXPORT CUresult cuGetExportTable(const void **table, const void *uuid);

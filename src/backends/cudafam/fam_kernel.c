@@ -1,12 +1,11 @@
 /*
- * Kernels on the CUDA backend (backend table version 3), native handles,
- * foreign memory, and the built-in strided-copy kernels.
+ * Kernels in the CUDA family's core, native handles, foreign memory, and the
+ * built-in strided-copy kernels.
  *
- *  - Build: the kernel layer's translation unit compiled by NVRTC (nvrtc.c;
- *    chosen to match the driver's major version, never newer than it)
- *    to a CUBIN for the device's own architecture, or to PTX of NVRTC's
- *    newest architecture when the device is newer (the driver compiles it at
- *    load).  The cache keeps that image with a marker saying which.
+ *  - Build: the driver's compiler (st->drv->kops: NVRTC in ../cuda/cuda.c,
+ *    to CUBIN, or PTX when the device is newer than NVRTC; hipRTC in
+ *    ../hip/hiprtc.c, to HSACO) gives an image of a kind the module cache
+ *    keeps with a marker saying which.
  *  - Load: cuModuleLoadDataEx with the JIT error log captured; then the
  *    constant buffer dv__cbuf (declared by the prelude) is found with
  *    cuModuleGetGlobal and filled with the program's constant data on the
@@ -15,21 +14,17 @@
  *  - Launch: one pointer per parameter (cuLaunchKernel copies the values);
  *    static plus dynamic shared memory beyond the device's default per-block
  *    limit opts in with CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, up
- *    to the opt-in limit.
+ *    to the opt-in limit (not on a driver with kops->no_shared_optin).
  *  - Strided copies between device buffers run src/kernel/copy_kernels.dvk,
- *    precompiled to PTX (copy_kernels.ptx, embedded) and loaded once per context,
- *    so copies never need NVRTC.  If that module cannot be loaded (a driver
- *    older than the PTX), the planner's staging through the host stands in.
- *  - A driver with kernel operations of its own (st->drv->kops: HIP's, in
- *    ../hip/hiprtc.c) compiles, names its target, tags its cached images
- *    and provides the copy kernels' image through them; everything else
- *    here (loading, constants, launches) is shared.
+ *    precompiled (CUDA: ../cuda/copy_kernels.ptx, embedded) or compiled once
+ *    per process (HIP) -- the driver's kops->copy_image -- and loaded once
+ *    per context.  If that module cannot be loaded (a driver older than the
+ *    PTX), the planner's staging through the host stands in.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda_internal.h"
-#include "nvrtc.h"
+#include "fam.h"
 
 struct dv_bkernel {
   struct dv_bkernel *next;
@@ -70,9 +65,7 @@ static int cu_attr(cu_state *st, dv_CUdevice_attribute a) {
   return v;
 }
 
-dv_status dv__cu_kernel_open(cu_state *st, const dv_backend_config *cfg) {
-  st->nvrtc_library = dv__strdup(cfg->nvrtc_library ? cfg->nvrtc_library : "");
-  if (!st->nvrtc_library) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot copy nvrtc_library");
+dv_status dv__cu_kernel_open(cu_state *st) {
   pthread_mutex_init(&st->copy_lock, NULL);
   st->copy_state = 0;
   st->copy_module = NULL;
@@ -104,8 +97,8 @@ dv_status dv__cu_kernel_open(cu_state *st, const dv_backend_config *cfg) {
   L->wave_size = cu_attr(st, DV_CU_DEVICE_ATTRIBUTE_WARP_SIZE);
   if (L->wave_size < 1) L->wave_size = 32;
   const struct dv_cu_kernel_ops *ko = st->drv->kops;
-  if (ko && ko->no_shared_optin) L->max_shared_per_block_optin = L->max_shared_per_block;
-  if (ko && ko->limits) ko->limits(st, L);
+  if (ko->no_shared_optin) L->max_shared_per_block_optin = L->max_shared_per_block;
+  if (ko->limits) ko->limits(st, L);
   return DV_OK;
 }
 
@@ -115,8 +108,6 @@ void dv__cu_kernel_close(cu_state *st) {
   if (st->load_stream) cu.cuStreamDestroy_v2(st->load_stream);
   st->load_stream = NULL;
   pthread_mutex_destroy(&st->copy_lock);
-  dv__free(st->nvrtc_library);
-  st->nvrtc_library = NULL;
 }
 
 dv_status dv__cub_kernel_limits(void *state, dv_klimits *out) {
@@ -124,22 +115,9 @@ dv_status dv__cub_kernel_limits(void *state, dv_klimits *out) {
   return DV_OK;
 }
 
-static int cu_cc(const cu_state *st) { return st->info.compute_major * 10 + st->info.compute_minor; }
-
 dv_status dv__cub_kernel_target_id(void *state, char *buf, size_t cap) {
   cu_state *st = state;
-  if (st->drv->kops && st->drv->kops->target_id) return st->drv->kops->target_id(st, buf, cap);
-  const dv_nvrtc *nv = NULL;
-  dv_status rc = dv__nvrtc_load(st->nvrtc_library, st->driver_version, &nv);
-  if (rc) return rc;
-  char arch[32];
-  int is_ptx = 0;
-  rc = dv__nvrtc_target(nv, cu_cc(st), arch, sizeof arch, &is_ptx);
-  if (rc) return rc;
-  snprintf(buf, cap, "cc %d.%d nvrtc %d.%d driver %d %s %s", st->info.compute_major,
-           st->info.compute_minor, nv->major, nv->minor, st->driver_version,
-           is_ptx ? "ptx" : "cubin", arch);
-  return DV_OK;
+  return st->drv->kops->target_id(st, buf, cap);
 }
 
 /* ---- images -------------------------------------------------------------------------- */
@@ -198,9 +176,7 @@ dv_status dv__cu_image_unpack(const void *image, size_t image_size, const void *
 }
 
 dv_status dv__cu_image_accept(const dv_cu_driver *drv, int kind) {
-  const struct dv_cu_kernel_ops *ko = drv->kops;
-  bool ok = ko ? kind == ko->image_kind : kind == DV_CU_IMAGE_CUBIN || kind == DV_CU_IMAGE_PTX;
-  if (ok) return DV_OK;
+  if (kind >= 0 && kind <= DV_CU_IMAGE_HSACO && (drv->kops->image_kinds & 1u << kind)) return DV_OK;
   return dv__error(DV_ERR_INVALID_ARGUMENT, "a module image of %s code cannot be loaded by the %s driver",
                    kind >= 0 && kind <= DV_CU_IMAGE_HSACO ? cu_image_tags[kind] : "unknown",
                    drv->vendor);
@@ -351,40 +327,18 @@ dv_status dv__cub_module_build(void *state, const dv_build_req *req, dv_bmodule 
   *image = NULL;
   *image_size = 0;
   *log = NULL;
-  const struct dv_cu_kernel_ops *ko = st->drv->kops;
-  if (ko && ko->compile) {
-    void *img = NULL;
-    size_t n = 0;
-    dv_status rc = ko->compile(st, req, &img, &n, log);
-    if (rc) {
-      dv__free(img);
-      return rc;
-    }
-    rc = cu_module_from(st, req, img, ko->image_kind, out, log);
-    if (!rc && dv__cu_image_pack(img, n, ko->image_kind, image, image_size) != DV_OK)
-      dv__log(DV_LOG_INFO, "program %s: no image for the module cache: %s", req->name, dv_last_error());
+  void *img = NULL;
+  size_t n = 0;
+  int kind = -1;
+  dv_status rc = st->drv->kops->compile(st, req, &img, &n, &kind, log);
+  if (rc) {
     dv__free(img);
     return rc;
   }
-  const dv_nvrtc *nv = NULL;
-  dv_status rc = dv__nvrtc_load(st->nvrtc_library, st->driver_version, &nv);
-  if (rc) return rc;
-  char arch[32];
-  int is_ptx = 0;
-  rc = dv__nvrtc_target(nv, cu_cc(st), arch, sizeof arch, &is_ptx);
-  if (rc) return rc;
-  dv_nvrtc_out o;
-  rc = dv__nvrtc_compile(nv, req->name, req->source, arch, req->flags, req->options, &o);
-  *log = o.log;
-  o.log = NULL;
-  if (rc) {
-    dv__nvrtc_out_free(&o);
-    return rc;
-  }
-  rc = cu_module_from(st, req, o.image, o.is_ptx, out, log);
-  if (!rc && dv__cu_image_pack(o.image, o.size, o.is_ptx, image, image_size) != DV_OK)
+  rc = cu_module_from(st, req, img, kind, out, log);
+  if (!rc && dv__cu_image_pack(img, n, kind, image, image_size) != DV_OK)
     dv__log(DV_LOG_INFO, "program %s: no image for the module cache: %s", req->name, dv_last_error());
-  dv__nvrtc_out_free(&o);
+  dv__free(img);
   return rc;
 }
 
@@ -542,7 +496,7 @@ static dv_status cu_dynamic_shared(cu_state *st, dv_bkernel *k, size_t dyn) {
                      "the device's limit of %zu bytes per block (with opt-in)", k->name, stat, dyn,
                      optin);
   if (stat + dyn <= st->klimits.max_shared_per_block &&
-      (dyn <= atomic_load(&k->dyn_attr) || (st->drv->kops && st->drv->kops->no_shared_optin)))
+      (dyn <= atomic_load(&k->dyn_attr) || st->drv->kops->no_shared_optin))
     return DV_OK; /* within the default limit (no opt-in on drivers without one) */
   pthread_mutex_lock(&k->lock);
   dv_CUresult r = DV_CUDA_SUCCESS;
@@ -671,15 +625,10 @@ static bool cu_copy_kernels(cu_state *st) {
   if (st->copy_state == 0) {
     char *log = NULL;
     dv_CUmodule mod = NULL;
-    const struct dv_cu_kernel_ops *ko = st->drv->kops;
-    const void *img = dv__cuda_copy_ptx;
+    const void *img = NULL;
     size_t isz = 0;
-    int kind = DV_CU_IMAGE_PTX;
-    dv_status rc = DV_OK;
-    if (ko && ko->copy_image) {
-      kind = ko->image_kind;
-      rc = ko->copy_image(st, &img, &isz);
-    }
+    int kind = -1;
+    dv_status rc = st->drv->kops->copy_image(st, &img, &isz, &kind);
     if (!rc) rc = cu_load_image(st, img, kind, "devarray's strided-copy kernels", &mod, &log);
     for (int i = 0; !rc && i < 10; i++) {
       dv_CUresult r = cu.cuModuleGetFunction(&st->copy_fn[i / 2][i % 2], mod, cu_copy_names[i / 2][i % 2]);

@@ -16,7 +16,7 @@
  */
 #include <string.h>
 
-#include "cuda_internal.h"
+#include "fam.h"
 
 _Static_assert(sizeof(dv_CUipcMemHandle) == 64 && sizeof(dv_CUipcMemHandle) <= DV_BIPC_PAYLOAD,
                "cuIpcMemHandle is CU_IPC_HANDLE_SIZE (64) bytes");

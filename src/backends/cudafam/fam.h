@@ -1,21 +1,27 @@
 /*
- * What the CUDA backend's files share: the driver's entry points, the
- * per-context state, streams, and the error helpers.  cuda.c holds memory,
- * copies, streams, events and the backend table; cuda_kernel.c kernels,
- * native handles and the strided-copy kernels; cuda_common.c, below both,
- * the entry points and the helpers; nvrtc.c the run-time compiler.
+ * The CUDA family's core (src/backends/cudafam/): what the files of the
+ * core share, and what a driver (../cuda/, ../hip/) gives it.  The core is
+ * written against a driver shaped like CUDA's driver API: the entry points
+ * of fam_symbols.def with the types of fam_api.h.  fam.c holds open and
+ * close, memory, streams and events; fam_copy.c copies; fam_kernel.c kernels, native
+ * handles and the strided-copy kernels; fam_staging.c pageable copies
+ * through pinned buffers; fam_ipc.c interop; fam_common.c, below them all,
+ * the entry points' scope and the error helpers.
+ *
+ * A driver's files may use the core (this header); the core never names a
+ * driver, and the drivers never name each other (scripts/check-layers).
  */
-#ifndef DV_CUDA_INTERNAL_H
-#define DV_CUDA_INTERNAL_H
+#ifndef DV_CUDAFAM_H
+#define DV_CUDAFAM_H
 
 #include "../../core/core.h"
 #include "../backend.h"
-#include "cuda_backend.h"
-#include "cuda_driver.h"
+#include "fam_api.h"
+#include "fam_status.h"
 
 typedef struct dv_cu_api {
 #define DV_CU(ret, name, params) ret(*name) params;
-#include "cuda_symbols.def"
+#include "fam_symbols.def"
 #undef DV_CU
   /* Optional (NULL where the driver lacks it): CUDA 12.4's parameter layout. */
   dv_CUresult (*cuFuncGetParamInfo)(dv_CUfunction f, size_t index, size_t *offset, size_t *size);
@@ -25,26 +31,30 @@ typedef struct dv_cu_api {
 } dv_cu_api;
 
 /*
- * A driver shaped like CUDA's driver API: the entry points, and how its
- * messages name it.  The CUDA backend runs on CUDA's own (cuda.c's loader
- * fills it); the HIP backend (../hip/) runs the same code on AMD's runtime
- * through a table of translations with these prototypes (hip_driver.c), so
- * that the two backends share every mechanism -- fences, staging, pitch
- * fallbacks, copy kernels, IPC -- instead of keeping two copies.
+ * A driver shaped like CUDA's driver API: the entry points, how its
+ * messages name it, its kernel compiler, its own per-context state.  The
+ * CUDA backend runs on CUDA's own (../cuda/cuda.c's loader fills it); the
+ * HIP backend (../hip/) runs the same code on AMD's runtime through a table
+ * of translations with these prototypes (hip_driver.c), so that the two
+ * backends share every mechanism -- fences, staging, pitch fallbacks, copy
+ * kernels, IPC -- instead of keeping two copies.
  */
 typedef struct cu_state cu_state;
 typedef struct dv_cu_driver {
   const char *vendor;  /* "CUDA", "HIP": the word that starts every message */
   const char *backend; /* "cuda", "hip": the backend's name (options <backend>_device) */
   const dv_cu_api *api;
+  /* Bytes of the driver's own per-context state (cu_state.drv_state,
+   * zeroed, allocated with the family's): what only this driver keeps. */
+  size_t state_bytes;
   /* After the shared fields of the device's description are filled: what
-   * this driver says differently (vendor, driver version); NULL: CUDA's. */
+   * this driver says differently (vendor, driver version) and its own
+   * options into drv_state; NULL: nothing. */
   void (*fill_info)(cu_state *st, const dv_backend_config *cfg);
   /* The driver's own name for what failed ("cuMemAlloc_v2 (staging)" ->
    * "hipMalloc (staging)"), written to buf; NULL: as written. */
   void (*call_name)(const char *what, char *buf, size_t cap);
-  /* Backend-specific kernel compilation (cuda_kernel.c calls these where
-   * they differ); NULL members take CUDA's way (NVRTC, PTX/CUBIN). */
+  /* The driver's kernel compiler and images (fam_kernel.c calls them). */
   const struct dv_cu_kernel_ops *kops;
   /* The driver's legacy default stream is its NULL stream (HIP), not
    * CU_STREAM_LEGACY (0x1): the handle native_stream hands out for it. */
@@ -56,8 +66,6 @@ typedef struct dv_cu_driver {
   atomic_int *forked;
 } dv_cu_driver;
 
-/* CUDA's own driver (cuda.c). */
-extern const dv_cu_driver dv__cuda_driver;
 /* The entry points of the state `st` in scope (every function that calls
  * the driver has its context's state as `st`). */
 #define cu (*st->drv->api)
@@ -78,12 +86,12 @@ struct dv_bstream {
 
 struct cu_state {
   const dv_cu_driver *drv; /* CUDA's, or HIP's translations */
+  void *drv_state;         /* the driver's own (drv->state_bytes; NULL for 0) */
   dv_CUdevice dev;
   int ordinal;
   dv_CUcontext ctx;
   dv_device_info info;
-  /* Kernels (cuda_kernel.c). */
-  char *nvrtc_library; /* the option's value ("": search) */
+  /* Kernels (fam_kernel.c). */
   dv_klimits klimits;
   int driver_version;
   int sm_count;
@@ -91,11 +99,11 @@ struct cu_state {
   int copy_state; /* built-in copy kernels: 0 not loaded yet, 1 loaded, -1 unusable */
   dv_CUmodule copy_module;
   dv_CUfunction copy_fn[5][2]; /* 1-, 2-, 4-, 8-, 16-byte words; 32-, 64-bit indices */
-  /* Copies (cuda_staging.c): pinned staging for pageable host memory; the
+  /* Copies (fam_staging.c): pinned staging for pageable host memory; the
    * device's largest pitch for cuMemcpy2D/3D (CU_DEVICE_ATTRIBUTE_MAX_PITCH). */
   dv_cu_staging *staging;
   size_t max_pitch;
-  /* Module loading (cuda_kernel.c): a private non-blocking stream for the
+  /* Module loading (fam_kernel.c): a private non-blocking stream for the
    * constants' upload, made at first use (under copy_lock). */
   dv_CUstream load_stream;
   /* Frees (cuda.c): ordered by events on this context's streams that had
@@ -120,19 +128,6 @@ struct cu_state {
   void **kept;
   size_t nkept, ckept;
   bool kept_sync; /* one of them was handed out natively: freed after a cuCtxSynchronize */
-  /* Kernels on drivers with their own compiler (drv->kops; HIP), set by the
-   * driver's fill_info, which dv__cu_open calls before dv__cu_kernel_open:
-   * arch: the device's gfx target as the runtime names it, features too
-   * ("gfx90a:sramecc+:xnack-": hipDeviceProp_t.gcnArchName, or the
-   * hip_arch option where the runtime cannot say; "": unknown, and kernels
-   * are refused with DV_ERR_NO_COMPILER); rtc_library: the hiprtc_library
-   * option ("": search); runtime_library: the runtime file that loaded
-   * (libamdhip64.so.5 holds hipRTC on ROCm 5; "": the default names).
-   * Unused on CUDA. */
-  char arch[64];
-  char rtc_library[DV_OPTION_STRING_MAX + 1]; /* never truncated: hiprtc.c refuses a long one */
-  char runtime_library[64];
-  int rocm_major; /* the HIP runtime's major version (5, 6); 0 on CUDA */
   /* The legacy and per-thread default streams (stream_builtin). */
   struct dv_bstream legacy, per_thread;
 };
@@ -145,7 +140,7 @@ static inline void dv__cu_used(cu_state *st, dv_bstream *s) {
   else atomic_store_explicit(&s->dirty, 1, memory_order_release);
 }
 /* A buffer handed out natively (dv_array_native, DLPack): its free waits
- * for the whole context (cuda.c reads the list; cuda_common.c). */
+ * for the whole context (fam.c reads the list; fam_common.c). */
 void dv__cu_exported(cu_state *st, void *buf);
 /* A table of n elements (elem bytes each, *cap of room) with room for one
  * more: the same, or a larger copy (the old one freed, *cap doubled, or
@@ -197,18 +192,18 @@ static inline dv_CUdeviceptr cu_ptr(dv_memref r) {
  * driver is loaded; dv__cub_close closes it. */
 dv_status dv__cu_open(const dv_cu_driver *drv, const dv_backend_config *cfg, void **state);
 
-/* cuda_kernel.c: per-context kernel state, set up by open and torn down by close. */
-dv_status dv__cu_kernel_open(cu_state *st, const dv_backend_config *cfg);
+/* fam_kernel.c: per-context kernel state, set up by open and torn down by close. */
+dv_status dv__cu_kernel_open(cu_state *st);
 void dv__cu_kernel_close(cu_state *st);
 
 /*
  * Every method of the backend seam (../backend_methods.def) as
  * dv__cub_<method>, declared by expanding the list: the CUDA backend's table
- * (cuda.c) and the HIP backend's (../hip/hip.c) both take every method but
- * probe and open from DV_CU_BACKEND_METHODS below, so that the two can never
- * drift apart.  Defined for the groups of DV_CU_BACKEND_CAPS: memory, host
- * memory, streams, events and copies in cuda.c; kernels, native handles and
- * strided copies in cuda_kernel.c; interop in cuda_ipc.c.
+ * (../cuda/cuda.c) and the HIP backend's (../hip/hip.c) both take every
+ * method but probe and open from DV_CU_BACKEND_METHODS below, so that the
+ * two can never drift apart.  Defined for the groups of DV_CU_BACKEND_CAPS:
+ * memory, host memory, streams and events in fam.c; copies in fam_copy.c; kernels, native
+ * handles and strided copies in fam_kernel.c; interop in fam_ipc.c.
  */
 #define DV_BE_METHOD(group, ret, method, params) ret dv__cub_##method params;
 #include "../backend_methods.def"
@@ -296,16 +291,13 @@ dv_status dv__cu_image_pack(const void *data, size_t size, int kind, void **imag
                             size_t *image_size);
 dv_status dv__cu_image_unpack(const void *image, size_t image_size, const void **data,
                               size_t *size, int *kind);
-/* The built-in copy kernels as PTX (copy_kernels.ptx, embedded at build
- * time by cmake/embed.cmake; scripts/gen-cuda-ptx.sh makes the file). */
-extern const char dv__cuda_copy_ptx[];
-/* Whether `drv` loads images of `kind`: CUDA (kops NULL) CUBIN and PTX,
- * others their kops->image_kind only; DV_ERR_INVALID_ARGUMENT naming both
+/* Whether `drv` loads images of `kind` (its kops->image_kinds):
+ * DV_ERR_INVALID_ARGUMENT naming both
  * (a cache entry of another backend's kind is refused, then rebuilt). */
 dv_status dv__cu_image_accept(const dv_cu_driver *drv, int kind);
 
 /*
- * Page-locked host memory (cuda_staging.c): one process-wide registry of
+ * Page-locked host memory (fam_staging.c): one process-wide registry of
  * the ranges this backend pinned or registered, with reference counts (a
  * host buffer registered through two devarray contexts is registered with
  * the driver once).  Used to tell pageable host memory from pinned.
@@ -321,38 +313,41 @@ typedef struct dv_cu_host {
   dv_CUdeviceptr dev; /* mapped: the device address */
 } dv_cu_host;
 bool dv__cu_host_pinned(const dv_cu_driver *drv, const void *p, size_t n);
+/* Whether [p, p + n) is host memory the driver reports page-locked though
+ * devarray did not pin it (issue 36; fam.c, used by fam_copy.c too). */
+bool dv__cu_foreign_pinned(cu_state *st, const void *p, size_t n);
 void dv__cu_host_add(dv_cu_host *h); /* refs = 1; h->drv set by the caller */
 dv_cu_host *dv__cu_host_find_registered(const dv_cu_driver *drv, void *p, size_t n,
                                         bool mapped); /* +1 ref, or NULL */
 bool dv__cu_host_drop(dv_cu_host *h);                                /* -1 ref; true: last, unlinked */
 
 /* Pageable host memory through pinned staging, ordered on the stream
- * (cuda_staging.c's comment tells how); open takes the option cuda_staging_chunk. */
+ * (fam_staging.c's comment tells how); open takes the option staging_chunk. */
 dv_status dv__cu_staging_open(cu_state *st, const dv_backend_config *cfg);
 void dv__cu_staging_close(cu_state *st);
 dv_status dv__cu_copy_pageable(cu_state *st, dv_bstream *s, const dv_rect *r);
 size_t dv__cu_staging_chunk(cu_state *st);
 
 /*
- * Where a driver's kernels differ from CUDA's (dv_cu_driver.kops; NULL, or
- * a NULL member: CUDA's way).  The HIP backend's are in ../hip/hiprtc.c
- * (dv__hip_kernel_ops).
+ * A driver's kernel compiler and images (dv_cu_driver.kops): CUDA's in
+ * ../cuda/cuda.c (NVRTC; PTX and CUBIN), HIP's in ../hip/hiprtc.c (hipRTC;
+ * HSACO).  Loading, constants and launches are the core's.
  */
 struct dv_cu_kernel_ops {
-  int image_kind; /* DV_CU_IMAGE_*: what compile emits and the module cache keeps */
+  unsigned image_kinds; /* 1u << DV_CU_IMAGE_*: what the driver loads (the module cache's images) */
   /* The compiler and target for the module cache's key (CUDA: "cc 9.0 nvrtc
    * 12.4 driver 12040 cubin sm_90"; HIP: "hip gfx90a:sramecc+:xnack- runtime
    * 50221153 hiprtc 9.0 libamdhip64.so"). */
   dv_status (*target_id)(cu_state *st, char *buf, size_t cap);
-  /* Compile req's unit for the device: the image (dv__malloc'd, of
-   * image_kind) and the compiler's log (dv__malloc'd or NULL), also on
-   * failure (DV_ERR_COMPILE: the log says why). */
-  dv_status (*compile)(cu_state *st, const dv_build_req *req, void **image, size_t *size,
+  /* Compile req's unit for the device: the image (dv__malloc'd, of *kind)
+   * and the compiler's log (dv__malloc'd or NULL), also on failure
+   * (DV_ERR_COMPILE: the log says why). */
+  dv_status (*compile)(cu_state *st, const dv_build_req *req, void **image, size_t *size, int *kind,
                        char **log);
-  /* The built-in strided-copy kernels' image (of image_kind), valid for the
+  /* The built-in strided-copy kernels' image (of *kind), valid for the
    * life of the process; a failure makes strided copies stage. */
-  dv_status (*copy_image)(cu_state *st, const void **image, size_t *size);
-  /* After the shared limits are read from the device's attributes. */
+  dv_status (*copy_image)(cu_state *st, const void **image, size_t *size, int *kind);
+  /* After the shared limits are read from the device's attributes; NULL: none. */
   void (*limits)(cu_state *st, dv_klimits *L);
   /* No opt-in beyond the per-block shared memory (AMD's LDS: 64 KiB, all
    * of it available without asking; no cuFuncSetAttribute call). */

@@ -1,15 +1,15 @@
 /*
- * What both files of the CUDA backend use (cuda.c: devices, memory, copies,
- * streams, the table; cuda_kernel.c: kernels, native handles, the copy
- * kernels): the driver's entry points (filled by cuda.c's loader), CUDA
- * errors as devarray statuses, and making a context current.  A file of its
+ * What every file of the CUDA family's core uses (fam.c: devices, memory,
+ * copies, streams; fam_kernel.c: kernels, native handles, the copy kernels;
+ * fam_staging.c, fam_ipc.c): the driver's errors as devarray statuses, and
+ * making a context current.  A file of its
  * own so that the two above call down into it and never each other in a
  * circle (scripts/check-layers).
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda_internal.h"
+#include "fam.h"
 
 dv_status dv__cu_status(int r) {
   switch (r) {

@@ -12,7 +12,7 @@
  * the caller records later would deadlock.  Every copy with a pageable host
  * side goes through pinned staging buffers instead, ordered on the stream:
  * the copy is cut into pieces of at most the chunk size (option
- * cuda_staging_chunk, DV_CUDA_STAGING_CHUNK; default 4 MiB).
+ * staging_chunk, DV_STAGING_CHUNK; default 4 MiB).
  *
  *  - A synchronous copy keeps its host side on the calling thread and never
  *    depends on a host callback (the driver "may serialize" them, so one
@@ -34,8 +34,8 @@
  *    (the reference forbids it).
  *
  * Buffers: sized to the piece (64 KiB, doubling up to the chunk) and kept
- * on a free list for the next copy, at most cuda_staging_limit bytes of
- * them per context (DV_CUDA_STAGING_LIMIT; 0, the default: four chunks,
+ * on a free list for the next copy, at most staging_limit bytes of
+ * them per context (DV_STAGING_LIMIT; 0, the default: four chunks,
  * and never less than one).  An asynchronous copy that finds none free and
  * no room waits for one to come back (it may then wait for work queued
  * before it); idle buffers too small for a piece are freed to make room; a
@@ -56,8 +56,8 @@
  * The host side of each piece (its rows into the staging buffer, at the
  * call or in h2d_fill; out of it, at the call or in d2h_done) is copied by
  * the context's copy team (src/core/copyteam.h): pieces of at least
- * cuda_staging_thread_min bytes (DV_CUDA_STAGING_THREAD_MIN, default 1
- * MiB) are split over cuda_staging_threads threads (DV_CUDA_STAGING_THREADS;
+ * staging_thread_min bytes (DV_STAGING_THREAD_MIN, default 1
+ * MiB) are split over staging_threads threads (DV_STAGING_THREADS;
  * 0, the default: min(4, online CPUs)), since one thread's memcpy (about
  * 10-20 GB/s) is slower than the DMA of a PCIe 5 link.  The team calls
  * nothing of the driver, so callbacks may use it; a team busy with another
@@ -69,7 +69,7 @@
 #include <unistd.h>
 
 #include "../../core/copyteam.h"
-#include "cuda_internal.h"
+#include "fam.h"
 
 /* ---- the registry of page-locked host ranges -------------------------------------------- */
 
@@ -150,7 +150,7 @@ struct dv_cu_staging {
   _Atomic uint64_t *stat_hits, *stat_misses; /* staging_hits, staging_misses, or NULL */
 };
 
-/* The option cuda_staging_threads; 0 means min(4, online CPUs). */
+/* The option staging_threads; 0 means min(4, online CPUs). */
 static int staging_threads(int opt) {
   if (opt > 0) return opt;
   long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -164,17 +164,17 @@ dv_status dv__cu_staging_open(cu_state *st, const dv_backend_config *cfg) {
   pthread_mutex_init(&g->lock, NULL);
   pthread_cond_init(&g->back, NULL);
   atomic_init(&g->refs, 1);
-  /* The option cuda_staging_chunk (DV_CUDA_STAGING_CHUNK), range-checked
+  /* The option staging_chunk (DV_STAGING_CHUNK), range-checked
    * by the options table; 0 only from a caller that filled no config. */
-  g->chunk = cfg->cuda_staging_chunk ? cfg->cuda_staging_chunk : (size_t)4 << 20;
-  /* cuda_staging_limit (DV_CUDA_STAGING_LIMIT): 0 is four chunks; at least one. */
-  g->limit = cfg->cuda_staging_limit ? cfg->cuda_staging_limit : 4 * g->chunk;
+  g->chunk = cfg->staging_chunk ? cfg->staging_chunk : (size_t)4 << 20;
+  /* staging_limit (DV_STAGING_LIMIT): 0 is four chunks; at least one. */
+  g->limit = cfg->staging_limit ? cfg->staging_limit : 4 * g->chunk;
   if (g->limit < g->chunk) g->limit = g->chunk;
   g->stat_bytes = cfg->staging_bytes;
   g->stat_hits = cfg->staging_hits;
   g->stat_misses = cfg->staging_misses;
   /* No team (no memory for it) copies on one thread: not an error. */
-  g->team = dv__copy_team_create(staging_threads(cfg->cuda_staging_threads), cfg->cuda_staging_thread_min);
+  g->team = dv__copy_team_create(staging_threads(cfg->staging_threads), cfg->staging_thread_min);
   st->staging = g;
   return DV_OK;
 }
