@@ -34,6 +34,45 @@
  *  - Byte counts, offsets and strides are size_t or int64_t, never int.
  *    Strides are in bytes, as in NumPy.  All size arithmetic is checked for
  *    overflow (DV_ERR_OVERFLOW).
+ *
+ * Naming rules (every name below follows them; the exceptions are Numba's
+ * names, and the deprecated old names kept so that no program breaks):
+ *  - Prefixes: dv_ for functions and types, DV_ for macros and enumerators;
+ *    dv__ and DV__ are the library's own (here only in the inline launch
+ *    argument helpers): never call or define them.
+ *  - Functions are dv_<object>_<verb or noun>[_<detail>]: the object (the
+ *    handle type without dv_: context, config, array, stream, event, scope,
+ *    program, module, kernel, smart, memory for the context's memory
+ *    manager, backend for the driver beneath it) comes first, then what is
+ *    done (dv_stream_synchronize, dv_event_record, dv_memory_trim) or read
+ *    (dv_array_ndim, dv_memory_info).  The functions named after Numba's
+ *    module functions keep Numba's words (dv_to_device, dv_copy_to_host,
+ *    dv_device_array, dv_pinned_array, ...), and a transfer's argument order
+ *    is Numba's (Transfers).
+ *  - Lifetimes: *_create (or a Numba name) makes an object carrying one
+ *    reference owned by the caller.  Shared objects are reference counted:
+ *    *_retain adds a reference and returns its argument, *_release drops one
+ *    (NULL: a no-op); objects with one owner are *_destroy'ed (context,
+ *    config, program).  Scopes are *_begin / *_end; registrations are
+ *    *_register / *_unregister.
+ *  - Reading: *_info fills a struct or out-parameters and returns a status
+ *    (dv_context_device_info, dv_memory_info); a bare noun returns the value
+ *    itself and cannot fail (dv_array_size, dv_kernel_name); *_is_* and
+ *    other yes/no answers are int 1 or 0; *_json writes JSON text as
+ *    dv_context_stats_json does.
+ *  - Statuses: a function that can fail returns dv_status, with its
+ *    out-parameters last (dv_foo(in..., out)).  The statuses it can return
+ *    beyond DV_ERR_NULL_ARGUMENT and DV_ERR_HOST_OUT_OF_MEMORY are named in
+ *    its comment.
+ *  - Deprecated names stay declared and exported, each documented as the old
+ *    name of its successor, with the same signature and behaviour.
+ *
+ * Sections: status codes; opaque handles; options, configuration and
+ * logging; backends and contexts; arrays and views (dtypes, arrays, views,
+ * records); transfers; host memory; streams and events; memory managers and
+ * statistics; kernels; smart arrays; interop (native handles, foreign
+ * memory, DLPack, IPC); for extensions.  Backend policy (how a backend
+ * implements a call, its options) is in docs/semantics.md, "Backend policy".
  */
 #ifndef DEVARRAY_H
 #define DEVARRAY_H
@@ -63,9 +102,9 @@ DV_API const char *dv_version(void);
 /** Largest number of dimensions an array may have (NumPy's limit). */
 #define DV_MAXDIMS 32
 
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
 /* Status codes                                                              */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
 
 /** @defgroup status Status codes
  *  Every function that can fail returns a dv_status; dv_last_error() has the detail.
@@ -136,9 +175,9 @@ DV_API const char *dv_last_error(void);
 
 /** @} */
 
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
 /* Opaque handles                                                            */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
 
 /** @defgroup handles Opaque handles
  *  The library's objects, known to callers only through pointers.
@@ -163,9 +202,11 @@ typedef struct dv_smart dv_smart;
 
 /** @} */
 
-/* ------------------------------------------------------------------------ */
-/* Options and configuration                                                 */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
+/* Options, configuration and logging                                        */
+/* ======================================================================== */
+
+/* ---- options and configuration ----------------------------------------- */
 
 /**
  * @defgroup options Options and configuration
@@ -243,9 +284,7 @@ DV_API void dv_config_destroy(dv_config *cfg);
 
 /** @} */
 
-/* ------------------------------------------------------------------------ */
-/* Logging                                                                   */
-/* ------------------------------------------------------------------------ */
+/* ---- logging ----------------------------------------------------------- */
 
 /** @defgroup logging Logging
  *  Library messages go to stderr or to a callback; the `log_level` option filters them.
@@ -272,9 +311,9 @@ DV_API void dv_set_log_callback(dv_log_fn fn, void *user);
 
 /** @} */
 
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
 /* Backends and contexts                                                     */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
 
 /** @defgroup contexts Backends and contexts
  *  A context is one device opened through one backend: host, opencl or cuda
@@ -348,7 +387,7 @@ DV_API dv_status dv_context_destroy(dv_context *ctx);
 DV_API const char *dv_context_backend(const dv_context *ctx);
 /** Describe the context's device. */
 DV_API dv_status dv_context_device_info(dv_context *ctx, dv_device_info *out);
-/** Free and total device memory in bytes, as the backend reports them. */
+/** Deprecated: the old name of dv_memory_info (same behaviour). */
 DV_API dv_status dv_context_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes);
 /** Block until all work queued on every stream of the context is complete. */
 DV_API dv_status dv_context_synchronize(dv_context *ctx);
@@ -374,329 +413,11 @@ DV_API dv_status dv_context_option(dv_context *ctx, const char *name, char *buf,
 
 /** @} */
 
-/* ------------------------------------------------------------------------ */
-/* Statistics                                                                */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
+/* Arrays and views                                                          */
+/* ======================================================================== */
 
-/** @defgroup stats Statistics
- *  Per-context counters of memory, queues and transfers, as a struct or as JSON.
- *  @{ */
-
-/** One counter: what is held now, the most ever held, everything ever added. */
-typedef struct dv_counter {
-  uint64_t current; /**< bytes (or objects) held now */
-  uint64_t peak;    /**< highest value of current */
-  uint64_t total;   /**< sum of everything ever added */
-} dv_counter;
-
-/** The version of dv_stats this header describes (fields are only ever appended). */
-#define DV_STATS_VERSION 3
-/**
- * Counters of one context (dv_context_stats).  The struct grows at its end
- * from version to version: `size` tells the library how much of it the
- * caller has, `version` tells the caller which fields were filled.  Declare
- * it as `dv_stats st = {.size = sizeof st};`.
- */
-typedef struct dv_stats {
-  uint32_t size;      /**< in: sizeof(dv_stats) as the caller knows it; out: the bytes filled */
-  uint32_t version;   /**< out: the version of the fields filled (DV_STATS_VERSION, or older) */
-  dv_counter device;  /**< device memory bytes (allocated through the memory manager) */
-  dv_counter pinned;  /**< pinned host memory bytes */
-  dv_counter mapped;  /**< mapped host memory bytes */
-  dv_counter registered; /**< registered (pinned-in-place) host bytes */
-  dv_counter managed; /**< managed memory bytes */
-  dv_counter arrays;  /**< live array descriptors (count) */
-  uint64_t pending_deallocs;      /**< entries in the deallocation queue now */
-  uint64_t pending_bytes;         /**< bytes those entries will free */
-  uint64_t pending_peak;          /**< deepest the queue has been */
-  uint64_t flushes;               /**< queue flushes performed */
-  uint64_t oom_retries;           /**< allocations retried after out-of-memory */
-  uint64_t failed_frees;          /**< frees that reported an error */
-  uint64_t copies;                /**< transfer operations issued to the backend */
-  uint64_t staged_copies;         /**< transfers that went through a staging buffer */
-  /** Element bytes moved, host to device, device to host, device to device. @{ */
-  uint64_t bytes_h2d, bytes_d2h, bytes_d2d;
-  /** @} */
-  /* appended in version 2 */
-  /** Pinned staging bytes held (cached or in use): the planner's pool and,
-   * on CUDA, the pageable path's buffers (cuda_staging_limit). */
-  dv_counter staging;
-  /** Staging buffers reused from the pool / newly pinned. @{ */
-  uint64_t staging_hits, staging_misses;
-  /** @} */
-  /* appended in version 3 */
-  /**
-   * Transfers by direction, host to device, device to host, device to
-   * device: one per copy the library makes for a caller, however many
-   * backend operations (rows, chunks, staging phases) it takes.  A dv_*
-   * copy call counts one; so does each array argument a launch copies in or
-   * out, and each update of a smart array's copy.  Host-to-host copies count
-   * in none.  A copy between two contexts counts a device-to-host on the
-   * source's context and a host-to-device on the destination's; a copy
-   * between views of one device buffer whose overlap cannot be decided goes
-   * through host memory and counts one of each; a memset of a device view
-   * that is not dense scatters a host pattern and counts one host to device.
-   * The bytes_* counters above follow the same rules. @{ */
-  uint64_t transfers_h2d, transfers_d2h, transfers_d2d;
-  /** @} */
-} dv_stats;
-
-/**
- * Fill *out with the context's counters.  The caller sets out->size to the
- * size of its dv_stats (sizeof(dv_stats) in the header it was compiled
- * with).  The library fills the newest version of the struct that fits in
- * that size, so a program built against an older header keeps working, and
- * sets out->size to the bytes filled and out->version to their version;
- * bytes past them are not touched.  DV_ERR_INVALID_ARGUMENT when out->size is
- * smaller than the first version's struct (left 0, for instance); then the
- * out->size bytes the caller has are cleared, `size` aside.  Thread-safe;
- * does not wait for the device.  Every counter is exact for the calls that
- * happen before this one (the calling thread's, and those of threads it has
- * synchronized with, joined for instance); the copy counters are kept per
- * thread and summed here, so calls running meanwhile in other threads may
- * or may not be included.
- */
-DV_API dv_status dv_context_stats(dv_context *ctx, dv_stats *out);
-/**
- * The statistics as one JSON object, written to buf (NUL-terminated); the
- * length it needs (without the NUL) goes to *needed.  With buf == NULL or a
- * cap too small, nothing is written but *needed, and DV_ERR_INVALID_ARGUMENT
- * is returned when buf is not NULL.
- */
-DV_API dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, size_t *needed);
-
-/** @} */
-
-/* ------------------------------------------------------------------------ */
-/* Deferred deallocation (Numba's pending-deallocation queue)                */
-/* ------------------------------------------------------------------------ */
-
-/**
- * @defgroup deferred Deferred deallocation
- *
- * Releasing the last reference to device, mapped or managed memory queues
- * its free (with its bytes); pinned memory, streams and events are queued at
- * 0 bytes.  The queue is flushed inside the release that makes the count
- * strictly greater than `max_pending_deallocs_count` (default 10) or the
- * bytes strictly greater than `max_pending_deallocs_ratio` (default 0.2) of
- * total device memory.  A device allocation that fails for lack of memory
- * flushes the queue and retries once.  While a defer-cleanup scope is open no
- * flush happens.  A failing free is logged, counted, and does not stop the
- * other frees.  Both limits can be changed on a live context
- * (dv_context_set_dealloc_limits).
- * @{
- */
-
-/** Open a defer-cleanup scope (they nest).  Thread-safe. */
-DV_API dv_status dv_defer_cleanup_begin(dv_context *ctx);
-/**
- * Close the innermost defer-cleanup scope.  Does not flush, even when it is
- * the outermost.  DV_ERR_MISUSE when no scope is open.
- */
-DV_API dv_status dv_defer_cleanup_end(dv_context *ctx);
-/**
- * Flush the pending-deallocation queue now (a no-op inside a defer-cleanup
- * scope).  Every queued free is attempted; the first failure's status is
- * returned, the others are logged.  Entries queued by the frees themselves
- * (releasing the last array bound to a stream releases the stream, which
- * queues it) are flushed too: the queue is drained until it is empty, as
- * Numba's deallocations.clear() does, for at most 64 rounds, so a free that
- * queues something every time cannot loop forever (what it left stays
- * queued).  Thread-safe; blocks while the frees run.
- */
-DV_API dv_status dv_context_flush_deallocs(dv_context *ctx);
-/** Entries and bytes waiting in the queue (either pointer may be NULL). */
-DV_API dv_status dv_context_pending_deallocs(dv_context *ctx, size_t *count, size_t *bytes);
-/**
- * Change the queue's limits on a live context: the count limit (the
- * option max_pending_deallocs_count, 0 to 1000000000) and the ratio of
- * total device memory (max_pending_deallocs_ratio, 0 to 1), what Numba's
- * CUDA_DEALLOCS_COUNT and CUDA_DEALLOCS_RATIO set.  Other contexts, and the
- * options of contexts created later, are unaffected.  The new limits are
- * checked at the next release that queues a free, as Numba checks its
- * config at each one: lowering them below what is queued flushes then, not
- * here; this call never runs a free and never waits.  dv_context_option
- * reports the new values (source DV_SOURCE_API).  DV_ERR_INVALID_ARGUMENT,
- * with nothing changed, for a count above 1000000000 or a ratio outside 0
- * to 1 (NaN included).  Thread-safe.
- */
-DV_API dv_status dv_context_set_dealloc_limits(dv_context *ctx, size_t max_count, double max_ratio);
-/**
- * The context's queue limits now: the count limit, the ratio, and the byte
- * limit the ratio gives (total device memory x ratio, rounded down, as
- * Numba's _max_pending_bytes).  Any pointer may be NULL.  Thread-safe,
- * non-blocking.
- */
-DV_API dv_status dv_context_dealloc_limits(dv_context *ctx, size_t *max_count, double *max_ratio,
-                                           size_t *max_bytes);
-
-/** @} */
-
-/* ------------------------------------------------------------------------ */
-/* Memory managers: the plug-in interface, the pool, statistics              */
-/* ------------------------------------------------------------------------ */
-
-/**
- * @defgroup managers Memory managers
- *
- * A memory manager decides how device memory is obtained for arrays.  Two
- * are built in: "direct" (every allocation is a driver allocation, every free
- * a driver free) and "pool" (a stream-ordered caching allocator).  The
- * option `memory_manager` (DV_MEMORY_MANAGER) picks one by name per context;
- * dv_config_set_memory_manager plugs in a third one.  Frees still pass
- * through the pending-deallocation queue first (Numba's behaviour), then
- * reach the manager.
- *
- * Stream order: a manager other than "direct" may reuse a freed block at
- * once for later work on the stream the memory was allocated for (the pool
- * does; on other streams it waits for that stream's work).  devarray keeps
- * this safe for work queued on other streams: every copy, memset, element or
- * field access, launch and constant upload that uses device memory
- * allocated for another stream makes that stream wait for it (one event;
- * none when the streams are the same or the call is synchronous).  Later
- * work on the allocation stream therefore also waits for it.  Memory
- * exported through DLPack to a device consumer is freed only after the
- * device has finished its queued work (the consumer's own streams are
- * invisible to devarray).
- *
- * Device memory is addressed as a block: a backend buffer handle plus a byte
- * offset (OpenCL buffers are not pointers).  Managers obtain memory with
- * dv_backend_alloc / dv_backend_free, which bypass every manager.
- * @{
- */
-
-/** A block of device memory: a backend buffer and a byte offset into it. */
-typedef struct dv_block {
-  void *buf;     /**< backend buffer handle */
-  size_t offset; /**< byte offset of the block inside buf */
-  void *handle;  /**< the manager's own record of the block (opaque to devarray; given back to free) */
-} dv_block;
-
-/** Manager statistics (all bytes; counters since creation; the built-in managers keep them exact, peaks included). */
-typedef struct dv_mm_stats {
-  dv_counter allocated;     /**< bytes handed out to arrays (requested sizes) */
-  dv_counter active;        /**< bytes of blocks handed out (rounded sizes) */
-  dv_counter reserved;      /**< bytes obtained from the driver (cached included) */
-  /** Allocations served from the cache / needing the driver. @{ */
-  uint64_t hits, misses;
-  /** @} */
-  /** Block splits / coalescings. @{ */
-  uint64_t splits, merges;
-  /** @} */
-  uint64_t releases;        /**< segments returned to the driver */
-  uint64_t largest_free;    /**< largest free block, bytes */
-  uint64_t free_cached;     /**< bytes cached free */
-  uint64_t segments;        /**< segments held now */
-} dv_mm_stats;
-
-/** The version of dv_memory_manager this header describes. */
-#define DV_MEMORY_MANAGER_VERSION 1
-/**
- * A memory manager: a versioned table of functions (append-only; optional
- * entries may be NULL; name, init, alloc, free and mem_info are required).
- * `state` is what init returned.  Every function may be called from several
- * threads at once and must be thread-safe.  `stream` is where the memory
- * will be used (NULL: the default stream); a manager may ignore it.
- */
-typedef struct dv_memory_manager {
-  uint32_t version; /**< DV_MEMORY_MANAGER_VERSION */
-  const char *name; /**< the manager's name, as dv_context_memory_manager() returns it */
-  void *user;       /**< passed to init */
-  /** Set up a manager for a new context; *state is passed to every other entry. */
-  dv_status (*init)(dv_context *ctx, void *user, void **state);
-  /** Optional: tear it down at context destruction, after every pending free has run. */
-  void (*fini)(void *state);
-  /** Allocate bytes (> 0) usable in stream order on `stream`; DV_ERR_OUT_OF_MEMORY when none. */
-  dv_status (*alloc)(void *state, size_t bytes, dv_stream *stream, dv_block *out);
-  /** Free a block of `bytes` allocated for `stream` (its work may still be queued there). */
-  dv_status (*free)(void *state, dv_block block, size_t bytes, dv_stream *stream);
-  /** Free and total device memory as the manager sees it (dv_context_memory_info). */
-  dv_status (*mem_info)(void *state, size_t *free_bytes, size_t *total_bytes);
-  /** Optional: the manager's statistics (dv_memory_stats). */
-  dv_status (*stats)(void *state, dv_mm_stats *out);
-  /** Optional: return cached memory to the driver. */
-  dv_status (*trim)(void *state);
-  /** Optional: a stream is about to be destroyed; forget it (its work is complete). */
-  void (*stream_destroyed)(void *state, dv_stream *stream);
-  /** Optional: export an IPC handle for a block (CUDA IPC; NULL: not supported). */
-  dv_status (*ipc_handle)(void *state, dv_block block, void *handle, size_t cap);
-} dv_memory_manager;
-
-/**
- * Contexts created with cfg use mm (copied; mm->user must outlive them).
- * DV_ERR_INVALID_ARGUMENT for a wrong version or missing required entries.
- */
-DV_API dv_status dv_config_set_memory_manager(dv_config *cfg, const dv_memory_manager *mm);
-/** The built-in managers ("direct", "pool"); NULL for another name. */
-DV_API const dv_memory_manager *dv_memory_manager_builtin(const char *name);
-/** Name of the context's memory manager. */
-DV_API const char *dv_context_memory_manager(const dv_context *ctx);
-/**
- * Allocate (bytes > 0) / free device memory from the driver, bypassing every
- * manager: what a plugged-in manager builds on.  The caller owns the block
- * and must free it with dv_backend_free.  Statuses as the driver's
- * (DV_ERR_OUT_OF_MEMORY with no retry, DV_ERR_INVALID_ARGUMENT for 0 bytes or
- * a NULL buffer).  They block as the driver does (cuMemFree waits for the
- * device).  Thread-safe.
- */
-DV_API dv_status dv_backend_alloc(dv_context *ctx, size_t bytes, dv_block *out);
-/** Free a block from dv_backend_alloc(), bypassing every manager; see there. */
-DV_API dv_status dv_backend_free(dv_context *ctx, dv_block block);
-/** The driver's free and total device memory (either pointer may be NULL). */
-DV_API dv_status dv_backend_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes);
-/** The manager's statistics into *out (DV_ERR_NOT_SUPPORTED if it keeps none). Thread-safe, non-blocking. */
-DV_API dv_status dv_memory_stats(dv_context *ctx, dv_mm_stats *out);
-/** Return cached device memory to the driver (a no-op for "direct"; the host
- *  simulator in fast mode also frees the blocks it keeps for reuse). Blocks
- *  until work that used the returned memory is complete. */
-DV_API dv_status dv_memory_trim(dv_context *ctx);
-/**
- * The pool's segments and blocks as JSON ({"segments":[{"size":..,"kind":
- * "small|large","class":..,"blocks":[{"offset":..,"size":..,"state":
- * "allocated|free","stream":ID,"any_stream":true|false}]}],"stats":{...}}),
- * written like dv_context_stats_json.  `stream` is the block's stream (-1:
- * none); `any_stream` tells whether a free block is known to be reusable on
- * other streams already.
- * DV_ERR_NOT_SUPPORTED for managers other than "pool".
- */
-DV_API dv_status dv_memory_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t *needed);
-
-/** @} */
-
-/* ------------------------------------------------------------------------ */
-/* Fault injection (host simulator and internal allocations)                */
-/* ------------------------------------------------------------------------ */
-
-/** @defgroup faults Fault injection
- *  Make the k-th allocation, copy or free fail, so that tests reach every error path.
- *  @{ */
-
-/** What dv_fault_inject() makes fail. */
-typedef enum dv_fault_kind {
-  DV_FAULT_DEVICE_ALLOC = 0, /**< the k-th device allocation fails: DV_ERR_OUT_OF_MEMORY */
-  DV_FAULT_HOST_ALLOC = 1,   /**< the k-th library host allocation fails: DV_ERR_HOST_OUT_OF_MEMORY */
-  DV_FAULT_COPY = 2,         /**< the k-th copy issued to the backend fails: DV_ERR_DRIVER */
-  DV_FAULT_FREE = 3          /**< the k-th device free fails: DV_ERR_DRIVER (memory still freed) */
-} dv_fault_kind;
-
-/**
- * Make the k-th next operation of `kind` fail (k = 1: the next one); k = 0
- * disarms.  DV_FAULT_HOST_ALLOC counts every host allocation the library
- * makes, process-wide (ctx may be NULL); the others count per context and
- * are supported by the host backend only (DV_ERR_NOT_SUPPORTED elsewhere).
- * The same can be set with the options fault_device_alloc, fault_host_alloc
- * (process-wide: armed when the environment is read, or when a context is
- * created from a config that sets it), fault_copy.  Thread-safe.
- */
-DV_API dv_status dv_fault_inject(dv_context *ctx, dv_fault_kind kind, uint64_t k);
-/** Whether an armed fault of `kind` is still waiting (1) or fired/disarmed (0). */
-DV_API int dv_fault_pending(dv_context *ctx, dv_fault_kind kind);
-
-/** @} */
-
-/* ------------------------------------------------------------------------ */
-/* Dtypes                                                                    */
-/* ------------------------------------------------------------------------ */
+/* ---- dtypes ------------------------------------------------------------ */
 
 /** @defgroup dtypes Dtypes
  *  Element types: every NumPy numeric type, and records (structured dtypes).
@@ -770,9 +491,7 @@ DV_API dv_status dv_dtype_field(const dv_dtype *dt, size_t i, dv_field_desc *out
 
 /** @} */
 
-/* ------------------------------------------------------------------------ */
-/* Arrays                                                                    */
-/* ------------------------------------------------------------------------ */
+/* ---- arrays ------------------------------------------------------------ */
 
 /** @defgroup arrays Arrays
  *  Device and host arrays: creation, references, shape, strides and dtype.
@@ -901,104 +620,7 @@ DV_API dv_status dv_array_host_data(const dv_array *a, void **ptr);
 
 /** @} */
 
-/* ---- transfers ---------------------------------------------------------- */
-
-/**
- * @defgroup transfers Transfers
- *
- * Copies between any two arrays, host or device, whatever their layouts.
- *
- * Argument order, one rule for every function here (Numba's): the array
- * the operation belongs to comes first, as `self` does in the Numba method
- * it mirrors; the other arguments follow in that method's order, and
- * out-parameters come last.  So dv_copy_to_host(src, dst, ...) is Numba's
- * `src.copy_to_host(dst)` and takes the device source first, while
- * dv_copy_to_device(dst, src, ...) is `dst.copy_to_device(src)` and takes
- * the device destination first.  dv_array_copy(dst, src, ...), the general
- * form of both, has no Numba method: it reads as copy_to_device does, into
- * its first argument (as memcpy).  dv_array_memset and dv_array_copy_new act
- * on their first argument.  dv_to_device mirrors the module function
- * `cuda.to_device(obj, stream, copy, to)`, so the context comes first.
- *
- * Pageable host memory on CUDA and HIP (the same code: the options below,
- * named cuda_*, apply to both): the driver copies pageable memory
- * synchronously, so a copy between a device array and host memory that is
- * neither pinned nor registered goes through pinned staging buffers in
- * pieces of at most `cuda_staging_chunk` bytes (DV_CUDA_STAGING_CHUNK,
- * default 4 MiB), ordered on the stream like any other copy (a
- * synchronous copy smaller than one piece is left to the driver).  A
- * context keeps at most `cuda_staging_limit` bytes of such buffers
- * (DV_CUDA_STAGING_LIMIT; 0, the default: four chunks), counted in
- * dv_stats `staging`: an asynchronous copy that needs more waits for
- * buffers of earlier pieces to come back, so it may wait for work queued
- * before it on its stream.  A synchronous copy copies on the calling
- * thread and never waits for host callbacks (it may take one buffer beyond
- * the limit for a moment rather than wait for them).  On a stream that is
- * capturing a CUDA graph such copies are refused with DV_ERR_MISUSE (use
- * pinned or registered memory there).  The CPU's
- * part, copying each piece into or out of its staging buffer, is shared by
- * `cuda_staging_threads` threads (DV_CUDA_STAGING_THREADS, the calling
- * thread or the stream's callback thread included; default 0: min(4,
- * online CPUs); 1: one thread) for pieces of at least
- * `cuda_staging_thread_min` bytes (DV_CUDA_STAGING_THREAD_MIN, default 1
- * MiB).  The extra threads belong to the context: started at its first
- * piece that is split, they wait for work asleep (after a piece they spin
- * up to 200 us for the next), and dv_context_destroy joins them.  When they
- * cannot be started, or are busy with another thread's piece, the piece is
- * copied by one thread: never an error.  Pinned, mapped and registered host
- * memory (dv_pinned_array, dv_array_register, ...) needs none of this.
- * @{
- */
-
-/**
- * Copy `src` into a device array of ctx.  When src is already a device array
- * of ctx it is returned (retained) unchanged, as Numba does; a device array of
- * another context (another device or backend) is copied through host
- * staging.  With `to` != NULL, the data
- * is copied into `to` (dtypes must be equal: DV_ERR_DTYPE_MISMATCH; shapes
- * equal after dropping size-1 dims: DV_ERR_SHAPE_MISMATCH) and `to` is
- * returned retained in *out (out may be NULL then).  With copy == 0 a new
- * array is allocated like src but not filled.  Any strided host view works,
- * negative and zero strides included.
- */
-DV_API dv_status dv_to_device(dv_context *ctx, const dv_array *src, dv_stream *stream, int copy,
-                              dv_array *to, dv_array **out);
-/**
- * Copy a device array to the host.  With dst != NULL (host, pinned or mapped
- * array) exactly src's elements go into exactly dst's elements, whatever
- * either side's strides; *out (may be NULL) gets dst retained.  With dst ==
- * NULL a new host array with src's dense layout is allocated and returned.
- * DV_ERR_DTYPE_MISMATCH / DV_ERR_SHAPE_MISMATCH as for dv_to_device.
- */
-DV_API dv_status dv_copy_to_host(const dv_array *src, dv_array *dst, dv_stream *stream,
-                                 dv_array **out);
-/** Copy src (host or device, any layout) into the device array dst.  Size 0 is a no-op. */
-DV_API dv_status dv_copy_to_device(dv_array *dst, const dv_array *src, dv_stream *stream);
-/**
- * Copy between any two arrays (host or device, any layouts).  Views of the
- * same memory may be copied when no byte is shared, however their rows
- * interleave; views that share a byte are DV_ERR_INVALID_ARGUMENT on every
- * backend (copy through a temporary array instead).  The general form of
- * the three above.  Arrays of two
- * different contexts (two devices, or two backends such as opencl and host)
- * are copied through a host staging buffer; such a copy is synchronous on the
- * source's side, and `stream` must belong to the destination's context
- * (DV_ERR_BACKEND_MISMATCH otherwise).
- */
-DV_API dv_status dv_array_copy(dv_array *dst, const dv_array *src, dv_stream *stream);
-/** Set every byte of every element of a device or host array to `value`. */
-DV_API dv_status dv_array_memset(dv_array *a, int value, dv_stream *stream);
-/**
- * A new dense copy of a, laid out in `order` ('C' or 'F'; DV_ERR_BAD_ORDER
- * otherwise), on a's context: a device array when a is device or managed
- * memory, a pageable host array owned by devarray when a is host, pinned or
- * mapped memory.
- */
-DV_API dv_status dv_array_copy_new(const dv_array *a, char order, dv_stream *stream, dv_array **out);
-
-/** @} */
-
-/* ---- views -------------------------------------------------------------- */
+/* ---- views ------------------------------------------------------------- */
 
 /** @defgroup views Views
  *  Slicing, element access, reshape, ravel and split, NumPy's way; no data moves for a view.
@@ -1073,7 +695,7 @@ DV_API dv_status dv_array_split(const dv_array *a, int64_t section, dv_array **v
 
 /** @} */
 
-/* ---- records ------------------------------------------------------------ */
+/* ---- records ----------------------------------------------------------- */
 
 /** @defgroup records Records
  *  Fields of record arrays as views; fields of one record read and written.
@@ -1096,9 +718,86 @@ DV_API dv_status dv_record_set(dv_array *rec, const char *name, const void *valu
 
 /** @} */
 
-/* ------------------------------------------------------------------------ */
-/* Host memory scopes: pinned, mapped, registered                            */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
+/* Transfers                                                                 */
+/* ======================================================================== */
+
+/**
+ * @defgroup transfers Transfers
+ *
+ * Copies between any two arrays, host or device, whatever their layouts.
+ *
+ * Argument order, one rule for every function here (Numba's): the array
+ * the operation belongs to comes first, as `self` does in the Numba method
+ * it mirrors; the other arguments follow in that method's order, and
+ * out-parameters come last.  So dv_copy_to_host(src, dst, ...) is Numba's
+ * `src.copy_to_host(dst)` and takes the device source first, while
+ * dv_copy_to_device(dst, src, ...) is `dst.copy_to_device(src)` and takes
+ * the device destination first.  dv_array_copy(dst, src, ...), the general
+ * form of both, has no Numba method: it reads as copy_to_device does, into
+ * its first argument (as memcpy).  dv_array_memset and dv_array_copy_new act
+ * on their first argument.  dv_to_device mirrors the module function
+ * `cuda.to_device(obj, stream, copy, to)`, so the context comes first.
+ *
+ * Pageable host memory on CUDA and HIP is copied through pinned staging
+ * buffers, in pieces, on the copy's stream; the options cuda_staging_* set
+ * the pieces, the buffers and the threads (docs/semantics.md, "Backend
+ * policy: pageable copies on CUDA and HIP").  Pinned, mapped and registered
+ * host memory (dv_pinned_array, dv_array_register, ...) is copied directly.
+ * @{
+ */
+
+/**
+ * Copy `src` into a device array of ctx.  When src is already a device array
+ * of ctx it is returned (retained) unchanged, as Numba does; a device array of
+ * another context (another device or backend) is copied through host
+ * staging.  With `to` != NULL, the data
+ * is copied into `to` (dtypes must be equal: DV_ERR_DTYPE_MISMATCH; shapes
+ * equal after dropping size-1 dims: DV_ERR_SHAPE_MISMATCH) and `to` is
+ * returned retained in *out (out may be NULL then).  With copy == 0 a new
+ * array is allocated like src but not filled.  Any strided host view works,
+ * negative and zero strides included.
+ */
+DV_API dv_status dv_to_device(dv_context *ctx, const dv_array *src, dv_stream *stream, int copy,
+                              dv_array *to, dv_array **out);
+/**
+ * Copy a device array to the host.  With dst != NULL (host, pinned or mapped
+ * array) exactly src's elements go into exactly dst's elements, whatever
+ * either side's strides; *out (may be NULL) gets dst retained.  With dst ==
+ * NULL a new host array with src's dense layout is allocated and returned.
+ * DV_ERR_DTYPE_MISMATCH / DV_ERR_SHAPE_MISMATCH as for dv_to_device.
+ */
+DV_API dv_status dv_copy_to_host(const dv_array *src, dv_array *dst, dv_stream *stream,
+                                 dv_array **out);
+/** Copy src (host or device, any layout) into the device array dst.  Size 0 is a no-op. */
+DV_API dv_status dv_copy_to_device(dv_array *dst, const dv_array *src, dv_stream *stream);
+/**
+ * Copy between any two arrays (host or device, any layouts).  Views of the
+ * same memory may be copied when no byte is shared, however their rows
+ * interleave; views that share a byte are DV_ERR_INVALID_ARGUMENT on every
+ * backend (copy through a temporary array instead).  The general form of
+ * the three above.  Arrays of two
+ * different contexts (two devices, or two backends such as opencl and host)
+ * are copied through a host staging buffer; such a copy is synchronous on the
+ * source's side, and `stream` must belong to the destination's context
+ * (DV_ERR_BACKEND_MISMATCH otherwise).
+ */
+DV_API dv_status dv_array_copy(dv_array *dst, const dv_array *src, dv_stream *stream);
+/** Set every byte of every element of a device or host array to `value`. */
+DV_API dv_status dv_array_memset(dv_array *a, int value, dv_stream *stream);
+/**
+ * A new dense copy of a, laid out in `order` ('C' or 'F'; DV_ERR_BAD_ORDER
+ * otherwise), on a's context: a device array when a is device or managed
+ * memory, a pageable host array owned by devarray when a is host, pinned or
+ * mapped memory.
+ */
+DV_API dv_status dv_array_copy_new(const dv_array *a, char order, dv_stream *stream, dv_array **out);
+
+/** @} */
+
+/* ======================================================================== */
+/* Host memory: pinned, mapped, registered                                   */
+/* ======================================================================== */
 
 /** @defgroup hostmem Host memory scopes
  *  Pinning (page-locking), mapping and registering host arrays that already exist.
@@ -1122,18 +821,24 @@ DV_API dv_status dv_mapped_scope_begin(dv_context *ctx, size_t n, dv_array *cons
                                        dv_array **device_views, dv_scope **scope);
 /** End a pinned or mapped scope (unregisters immediately).  NULL is a no-op. */
 DV_API dv_status dv_scope_end(dv_scope *scope);
-/** Register (ROC's register) a host array's memory until dv_array_deregister. */
+/** Register (ROC's register) a host array's memory until dv_array_unregister. */
 DV_API dv_status dv_array_register(dv_array *a);
-/** Undo dv_array_register.  DV_ERR_MISUSE if it is not registered. */
+/**
+ * Undo dv_array_register (ROC's deregister): waits for the work queued on
+ * the array's context, then drops the registration.  DV_OK for memory that
+ * is natively pinned; DV_ERR_MISUSE if it is not registered.
+ */
+DV_API dv_status dv_array_unregister(dv_array *a);
+/** Deprecated: the old name of dv_array_unregister (same behaviour). */
 DV_API dv_status dv_array_deregister(dv_array *a);
 /** 1 when the host array's memory is pinned, mapped or registered. */
 DV_API int dv_array_is_pinned(const dv_array *a);
 
 /** @} */
 
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
 /* Streams and events                                                        */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
 
 /** @defgroup streams Streams and events
  *  Ordering, waiting and timing of asynchronous work.
@@ -1199,7 +904,12 @@ DV_API dv_status dv_stream_auto_sync_end(dv_stream *s);
 #define DV_EVENT_TIMING 0x1u
 /** A new event; with DV_EVENT_TIMING it records times for dv_event_elapsed_ms. */
 DV_API dv_status dv_event_create(dv_context *ctx, unsigned flags, dv_event **out);
-/** Destroy an event through the deferred queue (a pending record completes).  NULL: no-op. */
+/** Add a reference to e and return e (NULL: NULL).  Thread-safe; never blocks. */
+DV_API dv_event *dv_event_retain(dv_event *e);
+/**
+ * Drop a reference to e; the last one destroys the event through the
+ * deferred queue (a pending record completes).  NULL: no-op.  Thread-safe.
+ */
 DV_API void dv_event_release(dv_event *e);
 /** Record e on s (NULL: the default stream).  Re-recording replaces the earlier record. */
 DV_API dv_status dv_event_record(dv_event *e, dv_stream *s);
@@ -1214,9 +924,303 @@ DV_API dv_status dv_event_elapsed_ms(dv_event *start, dv_event *end, float *ms);
 
 /** @} */
 
-/* ------------------------------------------------------------------------ */
-/* Memory (allocation-level) access                                          */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
+/* Memory managers and statistics                                            */
+/* ======================================================================== */
+
+/* ---- statistics -------------------------------------------------------- */
+
+/** @defgroup stats Statistics
+ *  Per-context counters of memory, queues and transfers, as a struct or as JSON.
+ *  @{ */
+
+/** One counter: what is held now, the most ever held, everything ever added. */
+typedef struct dv_counter {
+  uint64_t current; /**< bytes (or objects) held now */
+  uint64_t peak;    /**< highest value of current */
+  uint64_t total;   /**< sum of everything ever added */
+} dv_counter;
+
+/** The version of dv_stats this header describes (fields are only ever appended). */
+#define DV_STATS_VERSION 3
+/**
+ * Counters of one context (dv_context_stats).  The struct grows at its end
+ * from version to version: `size` tells the library how much of it the
+ * caller has, `version` tells the caller which fields were filled.  Declare
+ * it as `dv_stats st = {.size = sizeof st};`.
+ */
+typedef struct dv_stats {
+  uint32_t size;      /**< in: sizeof(dv_stats) as the caller knows it; out: the bytes filled */
+  uint32_t version;   /**< out: the version of the fields filled (DV_STATS_VERSION, or older) */
+  dv_counter device;  /**< device memory bytes (allocated through the memory manager) */
+  dv_counter pinned;  /**< pinned host memory bytes */
+  dv_counter mapped;  /**< mapped host memory bytes */
+  dv_counter registered; /**< registered (pinned-in-place) host bytes */
+  dv_counter managed; /**< managed memory bytes */
+  dv_counter arrays;  /**< live array descriptors (count) */
+  uint64_t pending_deallocs;      /**< entries in the deallocation queue now */
+  uint64_t pending_bytes;         /**< bytes those entries will free */
+  uint64_t pending_peak;          /**< deepest the queue has been */
+  uint64_t flushes;               /**< queue flushes performed */
+  uint64_t oom_retries;           /**< allocations retried after out-of-memory */
+  uint64_t failed_frees;          /**< frees that reported an error */
+  uint64_t copies;                /**< transfer operations issued to the backend */
+  uint64_t staged_copies;         /**< transfers that went through a staging buffer */
+  /** Element bytes moved, host to device, device to host, device to device. @{ */
+  uint64_t bytes_h2d, bytes_d2h, bytes_d2d;
+  /** @} */
+  /* appended in version 2 */
+  /** Pinned staging bytes held (cached or in use): the planner's pool and,
+   * on CUDA, the pageable path's buffers (cuda_staging_limit). */
+  dv_counter staging;
+  /** Staging buffers reused from the pool / newly pinned. @{ */
+  uint64_t staging_hits, staging_misses;
+  /** @} */
+  /* appended in version 3 */
+  /**
+   * Transfers by direction, host to device, device to host, device to
+   * device: one per copy the library makes for a caller, however many
+   * backend operations (rows, chunks, staging phases) it takes.  A dv_*
+   * copy call counts one; so does each array argument a launch copies in or
+   * out, and each update of a smart array's copy.  Host-to-host copies count
+   * in none.  A copy between two contexts counts a device-to-host on the
+   * source's context and a host-to-device on the destination's; a copy
+   * between views of one device buffer whose overlap cannot be decided goes
+   * through host memory and counts one of each; a memset of a device view
+   * that is not dense scatters a host pattern and counts one host to device.
+   * The bytes_* counters above follow the same rules. @{ */
+  uint64_t transfers_h2d, transfers_d2h, transfers_d2d;
+  /** @} */
+} dv_stats;
+
+/**
+ * Fill *out with the context's counters.  The caller sets out->size to the
+ * size of its dv_stats (sizeof(dv_stats) in the header it was compiled
+ * with).  The library fills the newest version of the struct that fits in
+ * that size, so a program built against an older header keeps working, and
+ * sets out->size to the bytes filled and out->version to their version;
+ * bytes past them are not touched.  DV_ERR_INVALID_ARGUMENT when out->size is
+ * smaller than the first version's struct (left 0, for instance); then the
+ * out->size bytes the caller has are cleared, `size` aside.  Thread-safe;
+ * does not wait for the device.  Every counter is exact for the calls that
+ * happen before this one (the calling thread's, and those of threads it has
+ * synchronized with, joined for instance); the copy counters are kept per
+ * thread and summed here, so calls running meanwhile in other threads may
+ * or may not be included.
+ */
+DV_API dv_status dv_context_stats(dv_context *ctx, dv_stats *out);
+/**
+ * The statistics as one JSON object, written to buf (NUL-terminated); the
+ * length it needs (without the NUL) goes to *needed.  With buf == NULL or a
+ * cap too small, nothing is written but *needed, and DV_ERR_INVALID_ARGUMENT
+ * is returned when buf is not NULL.
+ */
+DV_API dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, size_t *needed);
+
+/** @} */
+
+/* ---- deferred deallocation --------------------------------------------- */
+
+/**
+ * @defgroup deferred Deferred deallocation
+ *
+ * Releasing the last reference to device, mapped or managed memory queues
+ * its free (with its bytes); pinned memory, streams and events are queued at
+ * 0 bytes.  The queue is flushed inside the release that makes the count
+ * strictly greater than `max_pending_deallocs_count` (default 10) or the
+ * bytes strictly greater than `max_pending_deallocs_ratio` (default 0.2) of
+ * total device memory.  A device allocation that fails for lack of memory
+ * flushes the queue and retries once.  While a defer-cleanup scope is open no
+ * flush happens.  A failing free is logged, counted, and does not stop the
+ * other frees.  Both limits can be changed on a live context
+ * (dv_context_set_dealloc_limits).
+ * @{
+ */
+
+/** Open a defer-cleanup scope (they nest).  Thread-safe. */
+DV_API dv_status dv_defer_cleanup_begin(dv_context *ctx);
+/**
+ * Close the innermost defer-cleanup scope.  Does not flush, even when it is
+ * the outermost.  DV_ERR_MISUSE when no scope is open.
+ */
+DV_API dv_status dv_defer_cleanup_end(dv_context *ctx);
+/**
+ * Flush the pending-deallocation queue now (a no-op inside a defer-cleanup
+ * scope).  Every queued free is attempted; the first failure's status is
+ * returned, the others are logged.  Entries queued by the frees themselves
+ * (releasing the last array bound to a stream releases the stream, which
+ * queues it) are flushed too: the queue is drained until it is empty, as
+ * Numba's deallocations.clear() does, for at most 64 rounds, so a free that
+ * queues something every time cannot loop forever (what it left stays
+ * queued).  Thread-safe; blocks while the frees run.
+ */
+DV_API dv_status dv_context_flush_deallocs(dv_context *ctx);
+/** Entries and bytes waiting in the queue (either pointer may be NULL). */
+DV_API dv_status dv_context_pending_deallocs(dv_context *ctx, size_t *count, size_t *bytes);
+/**
+ * Change the queue's limits on a live context: the count limit (the
+ * option max_pending_deallocs_count, 0 to 1000000000) and the ratio of
+ * total device memory (max_pending_deallocs_ratio, 0 to 1), what Numba's
+ * CUDA_DEALLOCS_COUNT and CUDA_DEALLOCS_RATIO set.  Other contexts, and the
+ * options of contexts created later, are unaffected.  The new limits are
+ * checked at the next release that queues a free, as Numba checks its
+ * config at each one: lowering them below what is queued flushes then, not
+ * here; this call never runs a free and never waits.  dv_context_option
+ * reports the new values (source DV_SOURCE_API).  DV_ERR_INVALID_ARGUMENT,
+ * with nothing changed, for a count above 1000000000 or a ratio outside 0
+ * to 1 (NaN included).  Thread-safe.
+ */
+DV_API dv_status dv_context_set_dealloc_limits(dv_context *ctx, size_t max_count, double max_ratio);
+/**
+ * The context's queue limits now: the count limit, the ratio, and the byte
+ * limit the ratio gives (total device memory x ratio, rounded down, as
+ * Numba's _max_pending_bytes).  Any pointer may be NULL.  Thread-safe,
+ * non-blocking.
+ */
+DV_API dv_status dv_context_dealloc_limits(dv_context *ctx, size_t *max_count, double *max_ratio,
+                                           size_t *max_bytes);
+
+/** @} */
+
+/* ---- memory managers and the pool -------------------------------------- */
+
+/**
+ * @defgroup managers Memory managers
+ *
+ * A memory manager decides how device memory is obtained for arrays.  Two
+ * are built in: "direct" (every allocation is a driver allocation, every free
+ * a driver free) and "pool" (a stream-ordered caching allocator).  The
+ * option `memory_manager` (DV_MEMORY_MANAGER) picks one by name per context;
+ * dv_config_set_memory_manager plugs in a third one.  Frees still pass
+ * through the pending-deallocation queue first (Numba's behaviour), then
+ * reach the manager.
+ *
+ * Stream order: a manager other than "direct" may reuse a freed block at
+ * once for later work on the stream the memory was allocated for (the pool
+ * does; on other streams it waits for that stream's work).  devarray keeps
+ * this safe for work queued on other streams: every copy, memset, element or
+ * field access, launch and constant upload that uses device memory
+ * allocated for another stream makes that stream wait for it (one event;
+ * none when the streams are the same or the call is synchronous).  Later
+ * work on the allocation stream therefore also waits for it.  Memory
+ * exported through DLPack to a device consumer is freed only after the
+ * device has finished its queued work (the consumer's own streams are
+ * invisible to devarray).
+ *
+ * Device memory is addressed as a block: a backend buffer handle plus a byte
+ * offset (OpenCL buffers are not pointers).  Managers obtain memory with
+ * dv_backend_alloc / dv_backend_free, which bypass every manager.
+ * @{
+ */
+
+/** A block of device memory: a backend buffer and a byte offset into it. */
+typedef struct dv_block {
+  void *buf;     /**< backend buffer handle */
+  size_t offset; /**< byte offset of the block inside buf */
+  void *handle;  /**< the manager's own record of the block (opaque to devarray; given back to free) */
+} dv_block;
+
+/** Manager statistics (all bytes; counters since creation; the built-in managers keep them exact, peaks included). */
+typedef struct dv_mm_stats {
+  dv_counter allocated;     /**< bytes handed out to arrays (requested sizes) */
+  dv_counter active;        /**< bytes of blocks handed out (rounded sizes) */
+  dv_counter reserved;      /**< bytes obtained from the driver (cached included) */
+  /** Allocations served from the cache / needing the driver. @{ */
+  uint64_t hits, misses;
+  /** @} */
+  /** Block splits / coalescings. @{ */
+  uint64_t splits, merges;
+  /** @} */
+  uint64_t releases;        /**< segments returned to the driver */
+  uint64_t largest_free;    /**< largest free block, bytes */
+  uint64_t free_cached;     /**< bytes cached free */
+  uint64_t segments;        /**< segments held now */
+} dv_mm_stats;
+
+/** The version of dv_memory_manager this header describes. */
+#define DV_MEMORY_MANAGER_VERSION 1
+/**
+ * A memory manager: a versioned table of functions (append-only; optional
+ * entries may be NULL; name, init, alloc, free and mem_info are required).
+ * `state` is what init returned.  Every function may be called from several
+ * threads at once and must be thread-safe.  `stream` is where the memory
+ * will be used (NULL: the default stream); a manager may ignore it.
+ */
+typedef struct dv_memory_manager {
+  uint32_t version; /**< DV_MEMORY_MANAGER_VERSION */
+  const char *name; /**< the manager's name, as dv_memory_manager_name() returns it */
+  void *user;       /**< passed to init */
+  /** Set up a manager for a new context; *state is passed to every other entry. */
+  dv_status (*init)(dv_context *ctx, void *user, void **state);
+  /** Optional: tear it down at context destruction, after every pending free has run. */
+  void (*fini)(void *state);
+  /** Allocate bytes (> 0) usable in stream order on `stream`; DV_ERR_OUT_OF_MEMORY when none. */
+  dv_status (*alloc)(void *state, size_t bytes, dv_stream *stream, dv_block *out);
+  /** Free a block of `bytes` allocated for `stream` (its work may still be queued there). */
+  dv_status (*free)(void *state, dv_block block, size_t bytes, dv_stream *stream);
+  /** Free and total device memory as the manager sees it (dv_memory_info). */
+  dv_status (*mem_info)(void *state, size_t *free_bytes, size_t *total_bytes);
+  /** Optional: the manager's statistics (dv_memory_stats). */
+  dv_status (*stats)(void *state, dv_mm_stats *out);
+  /** Optional: return cached memory to the driver. */
+  dv_status (*trim)(void *state);
+  /** Optional: a stream is about to be destroyed; forget it (its work is complete). */
+  void (*stream_destroyed)(void *state, dv_stream *stream);
+  /** Optional: export an IPC handle for a block (CUDA IPC; NULL: not supported). */
+  dv_status (*ipc_handle)(void *state, dv_block block, void *handle, size_t cap);
+} dv_memory_manager;
+
+/**
+ * Contexts created with cfg use mm (copied; mm->user must outlive them).
+ * DV_ERR_INVALID_ARGUMENT for a wrong version or missing required entries.
+ */
+DV_API dv_status dv_config_set_memory_manager(dv_config *cfg, const dv_memory_manager *mm);
+/** The built-in managers ("direct", "pool"); NULL for another name. */
+DV_API const dv_memory_manager *dv_memory_manager_builtin(const char *name);
+/** Name of the context's memory manager (static string; "none" for a NULL ctx). */
+DV_API const char *dv_memory_manager_name(const dv_context *ctx);
+/** Deprecated: the old name of dv_memory_manager_name (same behaviour). */
+DV_API const char *dv_context_memory_manager(const dv_context *ctx);
+/**
+ * Allocate (bytes > 0) / free device memory from the driver, bypassing every
+ * manager: what a plugged-in manager builds on.  The caller owns the block
+ * and must free it with dv_backend_free.  Statuses as the driver's
+ * (DV_ERR_OUT_OF_MEMORY with no retry, DV_ERR_INVALID_ARGUMENT for 0 bytes or
+ * a NULL buffer).  They block as the driver does (cuMemFree waits for the
+ * device).  Thread-safe.
+ */
+DV_API dv_status dv_backend_alloc(dv_context *ctx, size_t bytes, dv_block *out);
+/** Free a block from dv_backend_alloc(), bypassing every manager; see there. */
+DV_API dv_status dv_backend_free(dv_context *ctx, dv_block block);
+/** The driver's free and total device memory (either pointer may be NULL). */
+DV_API dv_status dv_backend_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes);
+/**
+ * Free and total device memory in bytes as the context's memory manager
+ * reports them (its mem_info entry: the built-in ones ask the driver;
+ * Numba's get_memory_info).  Either pointer may be NULL; both are 0 on
+ * failure.  Thread-safe; does not block.
+ */
+DV_API dv_status dv_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes);
+/** The manager's statistics into *out (DV_ERR_NOT_SUPPORTED if it keeps none). Thread-safe, non-blocking. */
+DV_API dv_status dv_memory_stats(dv_context *ctx, dv_mm_stats *out);
+/** Return cached device memory to the driver (a no-op for "direct"; the host
+ *  simulator in fast mode also frees the blocks it keeps for reuse). Blocks
+ *  until work that used the returned memory is complete. */
+DV_API dv_status dv_memory_trim(dv_context *ctx);
+/**
+ * The pool's segments and blocks as JSON ({"segments":[{"size":..,"kind":
+ * "small|large","class":..,"blocks":[{"offset":..,"size":..,"state":
+ * "allocated|free","stream":ID,"any_stream":true|false}]}],"stats":{...}}),
+ * written like dv_context_stats_json.  `stream` is the block's stream (-1:
+ * none); `any_stream` tells whether a free block is known to be reusable on
+ * other streams already.
+ * DV_ERR_NOT_SUPPORTED for managers other than "pool".
+ */
+DV_API dv_status dv_memory_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t *needed);
+
+/** @} */
+
+/* ---- memory checks ----------------------------------------------------- */
 
 /** @defgroup memcheck Memory (allocation-level) access
  *  Checks over every allocation of a context. */
@@ -1232,10 +1236,38 @@ DV_API dv_status dv_event_elapsed_ms(dv_event *start, dv_event *end, float *ms);
  */
 DV_API dv_status dv_context_check_memory(dv_context *ctx);
 
+/* ---- fault injection --------------------------------------------------- */
 
-/* ------------------------------------------------------------------------ */
+/** @defgroup faults Fault injection
+ *  Make the k-th allocation, copy or free fail, so that tests reach every error path.
+ *  @{ */
+
+/** What dv_fault_inject() makes fail. */
+typedef enum dv_fault_kind {
+  DV_FAULT_DEVICE_ALLOC = 0, /**< the k-th device allocation fails: DV_ERR_OUT_OF_MEMORY */
+  DV_FAULT_HOST_ALLOC = 1,   /**< the k-th library host allocation fails: DV_ERR_HOST_OUT_OF_MEMORY */
+  DV_FAULT_COPY = 2,         /**< the k-th copy issued to the backend fails: DV_ERR_DRIVER */
+  DV_FAULT_FREE = 3          /**< the k-th device free fails: DV_ERR_DRIVER (memory still freed) */
+} dv_fault_kind;
+
+/**
+ * Make the k-th next operation of `kind` fail (k = 1: the next one); k = 0
+ * disarms.  DV_FAULT_HOST_ALLOC counts every host allocation the library
+ * makes, process-wide (ctx may be NULL); the others count per context and
+ * are supported by the host backend only (DV_ERR_NOT_SUPPORTED elsewhere).
+ * The same can be set with the options fault_device_alloc, fault_host_alloc
+ * (process-wide: armed when the environment is read, or when a context is
+ * created from a config that sets it), fault_copy.  Thread-safe.
+ */
+DV_API dv_status dv_fault_inject(dv_context *ctx, dv_fault_kind kind, uint64_t k);
+/** Whether an armed fault of `kind` is still waiting (1) or fired/disarmed (0). */
+DV_API int dv_fault_pending(dv_context *ctx, dv_fault_kind kind);
+
+/** @} */
+
+/* ======================================================================== */
 /* Kernels: programs, modules, launches                                      */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
 
 /*
  * A kernel source is written once in the dialect of <devarray/kernel.h>
@@ -1738,7 +1770,32 @@ static inline dv_arg dv__arg_mem(dv_arg_kind k, const dv_array *arr, dv_smart *s
 DV_API dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nargs,
                                   const dv_arg *args);
 
-/* ---- smart arrays ------------------------------------------------------- */
+/* ---- the compiled-module cache ----------------------------------------- */
+
+/**
+ * Where the compiled-module cache is for contexts made with cfg (NULL: the
+ * environment's options), and how many entries and bytes it holds.  Creates
+ * nothing: a cache that does not exist yet has 0 entries.  *path gets the
+ * directory (DV_ERR_INVALID_ARGUMENT if cap is too small).  Outputs may be
+ * NULL except path; cleared on failure.  Errors: DV_ERR_NULL_ARGUMENT,
+ * DV_ERR_INVALID_ARGUMENT (cap too small, or the directory is a file),
+ * DV_ERR_IO.  Reads the directory; thread-safe.
+ */
+DV_API dv_status dv_kernel_cache_info(const dv_config *cfg, char *path, size_t cap,
+                                      uint64_t *entries, uint64_t *bytes);
+/**
+ * Remove every entry of the compiled-module cache of contexts made with cfg
+ * (NULL: the environment's options).  Only the cache's own files are
+ * removed.  A cache that does not exist is already clear.  Errors:
+ * DV_ERR_INVALID_ARGUMENT (not a directory), DV_ERR_IO (a file could not be
+ * removed; the others still are).  Safe while other threads and processes
+ * use the cache: their builds miss and rebuild.  Blocks on the file system.
+ */
+DV_API dv_status dv_kernel_cache_clear(const dv_config *cfg);
+
+/* ======================================================================== */
+/* Smart arrays                                                              */
+/* ======================================================================== */
 
 /**
  * @defgroup smart Smart arrays
@@ -1883,28 +1940,11 @@ DV_API void dv_smart_release(dv_smart *s);
 
 /** @} */
 
-/**
- * Where the compiled-module cache is for contexts made with cfg (NULL: the
- * environment's options), and how many entries and bytes it holds.  Creates
- * nothing: a cache that does not exist yet has 0 entries.  *path gets the
- * directory (DV_ERR_INVALID_ARGUMENT if cap is too small).  Outputs may be
- * NULL except path; cleared on failure.  Errors: DV_ERR_NULL_ARGUMENT,
- * DV_ERR_INVALID_ARGUMENT (cap too small, or the directory is a file),
- * DV_ERR_IO.  Reads the directory; thread-safe.
- */
-DV_API dv_status dv_kernel_cache_info(const dv_config *cfg, char *path, size_t cap,
-                                      uint64_t *entries, uint64_t *bytes);
-/**
- * Remove every entry of the compiled-module cache of contexts made with cfg
- * (NULL: the environment's options).  Only the cache's own files are
- * removed.  A cache that does not exist is already clear.  Errors:
- * DV_ERR_INVALID_ARGUMENT (not a directory), DV_ERR_IO (a file could not be
- * removed; the others still are).  Safe while other threads and processes
- * use the cache: their builds miss and rebuild.  Blocks on the file system.
- */
-DV_API dv_status dv_kernel_cache_clear(const dv_config *cfg);
+/* ======================================================================== */
+/* Interop: native handles, foreign memory, DLPack, IPC                      */
+/* ======================================================================== */
 
-/* ---- native handles and foreign memory ---------------------------------- */
+/* ---- native handles and foreign memory --------------------------------- */
 
 /**
  * The backend's own context and device: CUDA (CUcontext, CUdevice cast to
@@ -1984,7 +2024,7 @@ DV_API dv_status dv_device_array_wrap(dv_context *ctx, void *buffer, size_t offs
                                       const int64_t *strides, dv_release_fn release, void *user,
                                       dv_array **out);
 
-/* ---- DLPack ------------------------------------------------------------- */
+/* ---- DLPack ------------------------------------------------------------ */
 
 /**
  * @defgroup dlpack DLPack
@@ -2089,7 +2129,7 @@ DV_API dv_status dv_array_from_dlpack(dv_context *ctx, struct DLManagedTensor *t
                                       dv_array **out);
 /** @} */
 
-/* ---- IPC handles -------------------------------------------------------- */
+/* ---- IPC handles ------------------------------------------------------- */
 
 /**
  * @defgroup ipc IPC handles
@@ -2154,7 +2194,9 @@ DV_API dv_status dv_ipc_open(dv_context *ctx, const dv_ipc_handle *handle, int n
 DV_API dv_status dv_ipc_close(dv_array *a);
 /** @} */
 
-/* ---- for extensions ------------------------------------------------------ */
+/* ======================================================================== */
+/* For extensions                                                            */
+/* ======================================================================== */
 
 /**
  * For libraries built on devarray's public API (libdevarray_mpi): set this

@@ -206,7 +206,7 @@ dv_status dv_array_register(dv_array *a) {
   return DV_OK;
 }
 
-dv_status dv_array_deregister(dv_array *a) {
+dv_status dv_array_unregister(dv_array *a) {
   DV_CHECK_NULL(a);
   dv_alloc *al = a->alloc;
   if (dv__natively_pinned(al)) return DV_OK;

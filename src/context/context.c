@@ -220,7 +220,7 @@ dv_status dv_context_device_info(dv_context *ctx, dv_device_info *out) {
   return rc;
 }
 
-dv_status dv_context_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes) {
+dv_status dv_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes) {
   if (free_bytes) *free_bytes = 0;
   if (total_bytes) *total_bytes = 0;
   DV_CHECK_NULL(ctx);

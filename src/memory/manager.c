@@ -70,7 +70,7 @@ dv_status dv_config_set_memory_manager(dv_config *cfg, const dv_memory_manager *
   return DV_OK;
 }
 
-const char *dv_context_memory_manager(const dv_context *ctx) { return ctx ? ctx->mm.name : "none"; }
+const char *dv_memory_manager_name(const dv_context *ctx) { return ctx ? ctx->mm.name : "none"; }
 
 dv_status dv_memory_stats(dv_context *ctx, dv_mm_stats *out) {
   DV_CHECK_NULL(out);

@@ -142,13 +142,20 @@ dv_status dv_event_create(dv_context *ctx, unsigned flags, dv_event **out) {
   }
   e->ctx = ctx;
   e->flags = flags;
+  atomic_init(&e->refs, 1);
   atomic_fetch_add(&ctx->live_events, 1);
   *out = e;
   return DV_OK;
 }
 
+dv_event *dv_event_retain(dv_event *e) {
+  if (e) atomic_fetch_add(&e->refs, 1);
+  return e;
+}
+
 void dv_event_release(dv_event *e) {
   if (!e) return;
+  if (atomic_fetch_sub(&e->refs, 1) > 1) return;
   dv_context *ctx = e->ctx;
   atomic_fetch_sub(&ctx->live_events, 1);
   dv_status rc = dv__defer_free(ctx, dv__dtor_event, e, NULL, 0);

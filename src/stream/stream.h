@@ -20,6 +20,7 @@ struct dv_event {
   dv_context *ctx;
   dv_bevent *be;
   unsigned flags;
+  atomic_int refs; /* dv_event_retain / dv_event_release; the last release destroys it */
 };
 
 /* The backend stream to use for `s` (NULL: the default stream). */

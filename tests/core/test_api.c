@@ -85,6 +85,16 @@ static void test_options(void **state) {
   size_t f, t;
   assert_ok(dv_context_memory_info(c, &f, &t));
   assert_int_equal(t, 64 << 20);
+  /* The successors of the deprecated names (issue 35) answer the same. */
+  size_t f2 = 1, t2 = 1;
+  assert_ok(dv_memory_info(c, &f2, &t2));
+  assert_int_equal(t2, t);
+  assert_ok(dv_memory_info(c, NULL, NULL));
+  assert_status(dv_memory_info(NULL, &f2, &t2), DV_ERR_NULL_ARGUMENT);
+  assert_int_equal(f2, 0);
+  assert_int_equal(t2, 0);
+  assert_string_equal(dv_memory_manager_name(c), dv_context_memory_manager(c));
+  assert_string_equal(dv_memory_manager_name(NULL), dv_context_memory_manager(NULL));
   assert_string_equal(dv_context_backend(c), "host");
   dv_device_info di;
   assert_ok(dv_context_device_info(c, &di));

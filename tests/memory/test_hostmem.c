@@ -128,6 +128,12 @@ static void test_register(void **state) {
   assert_status(dv_array_register(h), DV_ERR_MISUSE);
   assert_ok(dv_array_deregister(h));
   assert_false(dv_array_is_pinned(h));
+  /* dv_array_unregister, the successor of the deprecated dv_array_deregister (issue 35). */
+  assert_status(dv_array_unregister(h), DV_ERR_MISUSE);
+  assert_ok(dv_array_register(h));
+  assert_ok(dv_array_unregister(h));
+  assert_false(dv_array_is_pinned(h));
+  assert_status(dv_array_deregister(h), DV_ERR_MISUSE);
   assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_UINT8), NULL, 'C', NULL, &d));
   assert_status(dv_array_register(d), DV_ERR_INVALID_ARGUMENT);
   /* registered memory released while registered is unregistered at release */

@@ -185,8 +185,31 @@ static void test_busy_context(void **state) {
   assert_ok(dv_context_destroy(NULL));
 }
 
+/* dv_event_retain (issue 35): each reference is released once; the last
+ * release destroys the event, and until then it keeps the context busy and
+ * stays usable. */
+static void test_event_retain(void **state) {
+  (void)state;
+  dv_context *c;
+  assert_ok(test_context(&c, NULL));
+  dv_event *e;
+  assert_ok(dv_event_create(c, 0, &e));
+  assert_ptr_equal(dv_event_retain(e), e);
+  assert_null(dv_event_retain(NULL));
+  dv_event_release(e); /* one reference left */
+  assert_ok(dv_event_record(e, NULL));
+  assert_ok(dv_event_synchronize(e));
+  assert_ok(dv_event_query(e));
+  assert_status(dv_context_destroy(c), DV_ERR_BUSY);
+  assert_non_null(strstr(dv_last_error(), "event"));
+  dv_event_release(e); /* the last: destroyed */
+  dv_event_release(NULL);
+  assert_ok(dv_context_destroy(c));
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {T(test_async_is_async), T(test_forgotten_sync_sees_old_data),
-                                     T(test_events), T(test_callbacks_and_auto_sync), T(test_busy_context)};
+                                     T(test_events), T(test_event_retain), T(test_callbacks_and_auto_sync),
+                                     T(test_busy_context)};
   return test_main(argc, argv, "streams", tests, sizeof tests / sizeof tests[0]);
 }
