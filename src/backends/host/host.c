@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "device/device.h"
-#include "host_internal.h"
+#include "exec/exec.h"
 
 /* ---- open and close --------------------------------------------------------- */
 

@@ -6,7 +6,7 @@
 #ifndef DV_HOST_ACCESS_H
 #define DV_HOST_ACCESS_H
 #include "host_check.h"
-#include "host_kernel_internal.h"
+#include "exec/exec_internal.h"
 
 /* One array argument of the launch. */
 typedef struct hk_garg {

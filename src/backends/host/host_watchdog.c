@@ -47,7 +47,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "host_kernel_internal.h"
+#include "exec/exec_internal.h"
 
 #define HK_WD_KICK_MS 20 /* a stopped launch's executors get the signal again this often */
 #define HK_WD_GROUPS 6   /* groups of threads described per block */

@@ -24,7 +24,7 @@
 #include "common.h"
 #include "array/array.h"
 #include "backends/backend.h"
-#include "backends/host/host_kernel_internal.h" /* hk_test_fault */
+#include "backends/host/exec/exec_internal.h" /* hk_test_fault */
 #include "core/core.h"
 
 #if defined(__SANITIZE_ADDRESS__)

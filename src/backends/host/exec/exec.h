@@ -1,14 +1,14 @@
 /* The host simulator's kernel part (compiler, modules, launches,
- * executors, the runtime and the checks: host_kernel_internal.h) as host.c
+ * executors, the runtime and the checks: exec/exec_internal.h) as host.c
  * sees it: its open and close and the backend table's launch methods, each
  * on the kernel part's own state (host.c keeps it with the device's and
  * the toolchain's: device.h's hb_user). */
-#ifndef DV_HOST_INTERNAL_H
-#define DV_HOST_INTERNAL_H
-#include "../../core/core.h"
-#include "../backend.h"
-#include "device/device.h"
-#include "toolchain/toolchain.h"
+#ifndef DV_HOST_EXEC_H
+#define DV_HOST_EXEC_H
+#include "../../../core/core.h"
+#include "../../backend.h"
+#include "../device/device.h"
+#include "../toolchain/toolchain.h"
 
 typedef struct hk_state hk_state; /* the kernel part of the simulator's state */
 

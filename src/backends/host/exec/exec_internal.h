@@ -33,12 +33,12 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "../../core/core.h"
-#include "../backend.h"
-#include "../../dialect/dialect.h"
+#include "../../../core/core.h"
+#include "../../backend.h"
+#include "../../../dialect/dialect.h"
+#include "../toolchain/toolchain.h"
+#include "exec.h"
 #include "fiber.h"
-#include "host_internal.h"
-#include "toolchain/toolchain.h"
 
 #define HK_MAX_THREADS 1024
 #define HK_SHARED_LIMIT ((size_t)48 << 10) /* static + dynamic shared bytes per block */
@@ -72,13 +72,15 @@ struct hk_state {
   int wave;           /* option host_wave_size */
   size_t printf_cap;  /* option host_printf_buffer: dv_printf bytes per launch */
 
-  /* Helper threads that join launches with more than one block. */
-  pthread_mutex_t pm;
-  pthread_cond_t pwork, pdone;
-  hk_job *jobs;
-  pthread_t *helpers;
-  int nhelpers;
-  bool pool_started, stop;
+  /* Helper threads that join launches with more than one block (pool.c). */
+  struct hk_pool {
+    pthread_mutex_t m;
+    pthread_cond_t work, done;
+    hk_job *jobs;
+    pthread_t *helpers;
+    int nhelpers;
+    bool started, stop;
+  } pool;
   bool signals; /* this state counts in the signal handler's users */
 
   /* The watchdog (host_watchdog.c): option kernel_timeout. */
@@ -153,7 +155,7 @@ struct hk_job {
   dv_status err;
   uint64_t err_block;
   char msg[768];
-  /* Helper threads (hk_state.pm). */
+  /* Helper threads (pool.c, under hk_state.pool.m). */
   int want, joined, active;
   hk_job *jnext;
   bool listed;
@@ -428,8 +430,20 @@ void hk_sig_release(void);
 hk_exec *hk_exec_here(hk_state *k);
 /* Run blocks of l on this executor until none is left or one faulted. */
 void hk_run_blocks(hk_exec *ex, hk_job *l);
+
+/* ---- pool.c: the helper threads ---- */
+void hk_pool_init(hk_state *k);
+/* Stop and join the helpers (hk_close). */
+void hk_pool_close(hk_state *k);
 /* Start the helper threads once; false: no memory (try again later). */
 bool hk_pool_start(hk_state *k);
+/* The helpers a launch of nblocks blocks may have (0 for one block). */
+int hk_pool_want(hk_state *k, uint64_t nblocks);
+/* Post l to `want` helpers; false: there are none (l runs alone). */
+bool hk_pool_post(hk_state *k, hk_job *l, int want);
+/* After l's own thread ran out of blocks: take it off the list and wait
+ * until no helper is still in it. */
+void hk_pool_done(hk_state *k, hk_job *l);
 
 
 #endif

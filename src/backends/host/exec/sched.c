@@ -65,7 +65,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "host_kernel_internal.h"
+#include "exec_internal.h"
 
 #if DV_HOST_ASAN
 #include <sanitizer/asan_interface.h>
@@ -740,72 +740,3 @@ hk_exec *hk_exec_here(hk_state *k) {
   hk_cur = ex;
   return ex;
 }
-
-static void *hk_helper(void *arg) {
-  hk_state *k = arg;
-  pthread_mutex_lock(&k->pm);
-  for (;;) {
-    hk_job *job = NULL;
-    while (!k->stop) {
-      for (hk_job **pp = &k->jobs; *pp; pp = &(*pp)->jnext)
-        if ((*pp)->joined < (*pp)->want) {
-          job = *pp;
-          if (++job->joined >= job->want) { /* full: off the list */
-            *pp = job->jnext;
-            job->listed = false;
-          }
-          break;
-        }
-      if (job) break;
-      pthread_cond_wait(&k->pwork, &k->pm);
-    }
-    if (!job) break;
-    job->active++;
-    pthread_mutex_unlock(&k->pm);
-    hk_exec *ex = hk_exec_here(k);
-    if (ex) {
-      hk_run_blocks(ex, job);
-    } else {
-      pthread_mutex_lock(&job->em);
-      if (!job->err) {
-        job->err = DV_ERR_HOST_OUT_OF_MEMORY;
-        hk_fmt(job->msg, sizeof job->msg, "kernel %s: no memory to set up a helper thread",
-               job->kern->name);
-      }
-      pthread_mutex_unlock(&job->em);
-      atomic_store(&job->abort, 1);
-    }
-    pthread_mutex_lock(&k->pm);
-    if (--job->active == 0) pthread_cond_broadcast(&k->pdone);
-  }
-  pthread_mutex_unlock(&k->pm);
-  return NULL; /* its executor goes with the thread (hk_exec_dtor) */
-}
-
-/* Start the helpers once (one per extra core, at least one, so that blocks
- * can wait for each other even on one core).  False: no memory (try again
- * at the next launch). */
-bool hk_pool_start(hk_state *k) {
-  bool ok = true;
-  pthread_mutex_lock(&k->pm);
-  if (!k->pool_started && !k->stop) {
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int want = ncpu > 1 ? (int)ncpu - 1 : 1;
-    if (want > 63) want = 63;
-    k->helpers = dv__calloc((size_t)want, sizeof *k->helpers);
-    ok = k->helpers != NULL;
-    k->pool_started = ok;
-    for (int i = 0; ok && i < want; i++) {
-      int e = pthread_create(&k->helpers[i], NULL, hk_helper, k);
-      if (e) {
-        dv__log(DV_LOG_WARN, "host simulator: %d of %d kernel helper threads started: %s",
-                k->nhelpers, want, strerror(e));
-        break;
-      }
-      k->nhelpers++;
-    }
-  }
-  pthread_mutex_unlock(&k->pm);
-  return ok;
-}
-

@@ -13,7 +13,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "host_kernel_internal.h"
+#include "exec_internal.h"
 
 static const int hk_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
 #define HK_NSIGS ((int)(sizeof hk_sigs / sizeof *hk_sigs))

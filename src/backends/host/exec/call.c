@@ -10,7 +10,7 @@
  */
 #include <string.h>
 
-#include "host_kernel_internal.h"
+#include "exec_internal.h"
 
 /* The kernel's view struct by value: 17 int64 (kernel.h's dv_kview). */
 static ffi_type *hk_view_elems[2 + 2 * DV_BKVIEW_MAXDIMS] = {

@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host_kernel_internal.h"
+#include "exec_internal.h"
 
 _Thread_local hk_exec *hk_cur; /* this OS thread's executor */
 

@@ -29,7 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "host_kernel_internal.h"
+#include "exec_internal.h"
 
 
 /* ========================================================================== */
@@ -49,9 +49,7 @@ dv_status hk_open(const dv_backend_config *cfg, hk_state **out) {
   k->wave = cfg->host_wave_size > 0 ? cfg->host_wave_size : 32;
   k->printf_cap = cfg->host_printf_buffer ? cfg->host_printf_buffer : ((size_t)1 << 20);
   k->timeout = cfg->kernel_timeout > 0 ? cfg->kernel_timeout : 0;
-  pthread_mutex_init(&k->pm, NULL);
-  pthread_cond_init(&k->pwork, NULL);
-  pthread_cond_init(&k->pdone, NULL);
+  hk_pool_init(k);
   pthread_mutex_init(&k->wm, NULL);
   pthread_condattr_t ca; /* the watchdog's deadlines are CLOCK_MONOTONIC's */
   pthread_condattr_init(&ca);
@@ -64,17 +62,9 @@ dv_status hk_open(const dv_backend_config *cfg, hk_state **out) {
 
 void hk_close(hk_state *k) {
   if (!k) return;
-  pthread_mutex_lock(&k->pm);
-  k->stop = true;
-  pthread_cond_broadcast(&k->pwork);
-  pthread_mutex_unlock(&k->pm);
-  for (int i = 0; i < k->nhelpers; i++) pthread_join(k->helpers[i], NULL);
-  dv__free(k->helpers);
+  hk_pool_close(k);
   hk_wd_close(k);
   if (k->signals) hk_sig_release();
-  pthread_mutex_destroy(&k->pm);
-  pthread_cond_destroy(&k->pwork);
-  pthread_cond_destroy(&k->pdone);
   pthread_mutex_destroy(&k->wm);
   pthread_cond_destroy(&k->wc);
   dv__free(k);
@@ -337,12 +327,7 @@ static dv_status hk_task_run(void *task, char *msg, size_t cap) {
     return DV_ERR_HOST_OUT_OF_MEMORY;
   }
   /* The helpers that will join: with the access checks, a lane each. */
-  int want = 0;
-  if (l->nblocks > 1) {
-    pthread_mutex_lock(&k->pm);
-    want = l->nblocks - 1 < (uint64_t)k->nhelpers ? (int)(l->nblocks - 1) : k->nhelpers;
-    pthread_mutex_unlock(&k->pm);
-  }
+  int want = hk_pool_want(k, l->nblocks);
   if (l->acc && hk_access_start(l, 1 + want)) {
     snprintf(msg, cap, "kernel %s: no host memory for the access checks' shadow "
              "(kernel_check=on)", l->kern->name);
@@ -364,32 +349,9 @@ static dv_status hk_task_run(void *task, char *msg, size_t cap) {
     if (c > even) c = even;
     l->chunk = c ? c : 1;
   }
-  if (want > 0) {
-    pthread_mutex_lock(&k->pm);
-    if (k->nhelpers > 0) {
-      l->want = want;
-      l->jnext = k->jobs;
-      k->jobs = l;
-      l->listed = true;
-      posted = true;
-      pthread_cond_broadcast(&k->pwork);
-    }
-    pthread_mutex_unlock(&k->pm);
-  }
+  if (want > 0) posted = hk_pool_post(k, l, want);
   hk_run_blocks(ex, l);
-  if (posted) {
-    pthread_mutex_lock(&k->pm);
-    if (l->listed) {
-      for (hk_job **pp = &k->jobs; *pp; pp = &(*pp)->jnext)
-        if (*pp == l) {
-          *pp = l->jnext;
-          break;
-        }
-      l->listed = false;
-    }
-    while (l->active) pthread_cond_wait(&k->pdone, &k->pm);
-    pthread_mutex_unlock(&k->pm);
-  }
+  if (posted) hk_pool_done(k, l);
   hk_wd_end(l);
   hk_guards_end(l, l->kern->m->check);
   /* No memory is a status, also for the race checks' shadow (the launch ran
