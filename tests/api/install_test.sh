@@ -23,6 +23,19 @@ if [ -f "$work/build/devarray-mpi.pc" ]; then
   mpi=1
   sh "$src/scripts/build" "$work/build" -j2 --target devarray_mpi
 fi
+# The build tree's own devarray.pc names this build's library and the
+# source's headers: a program builds and runs against it without installing.
+tree_pc=$(PKG_CONFIG_PATH="$work/build" pkg-config --cflags --libs devarray)
+# shellcheck disable=SC2086
+cc -std=c11 "$example" $tree_pc -Wl,-rpath,"$work/build" -o "$work/tree_shared"
+DV_BACKEND=host "$work/tree_shared" >/dev/null
+for dir in $(PKG_CONFIG_PATH="$work/build" pkg-config --variable=libdir devarray) \
+  $(PKG_CONFIG_PATH="$work/build" pkg-config --variable=includedir devarray); do
+  [ -d "$dir" ] || { echo "FAIL: the build tree's devarray.pc names $dir, which does not exist"; exit 1; }
+done
+if [ "$mpi" = 1 ]; then
+  PKG_CONFIG_PATH="$work/build" pkg-config --cflags --libs devarray-mpi >/dev/null
+fi
 cmake --install "$work/build" >/dev/null
 test -f "$prefix/include/devarray.h"
 pc=$(find "$prefix" -name devarray.pc)

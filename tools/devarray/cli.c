@@ -120,6 +120,31 @@ int out_open(outfile *o, const char *path, const char *mode) {
   return 0;
 }
 
+int out_open_temp(outfile *o, char *buf, size_t bufsz, const char *stem, const char *suffix) {
+  const char *dir = getenv("TMPDIR");
+  if (!dir || !*dir) dir = "/tmp";
+  int n = snprintf(buf, bufsz, "%s/%s-XXXXXX.%s", dir, stem, suffix);
+  if (n < 0 || (size_t)n >= bufsz) {
+    errorf("cannot make a temporary file name in '%s': too long", dir);
+    return EXIT_FAILURE;
+  }
+  int fd = mkstemps(buf, (int)strlen(suffix) + 1);
+  if (fd < 0) {
+    errorf("cannot create a temporary file in '%s': %s", dir, strerror(errno));
+    return EXIT_FAILURE;
+  }
+  o->path = buf;
+  o->created = true;
+  o->f = fdopen(fd, "wb");
+  if (!o->f) {
+    errorf("cannot write '%s': %s", buf, strerror(errno));
+    close(fd);
+    remove(buf);
+    return EXIT_FAILURE;
+  }
+  return 0;
+}
+
 /* Close o; ok == false (the command failed) removes a file it created.  A
  * write error (a full disk) is reported and makes the result a failure. */
 int out_close(outfile *o, bool ok) {

@@ -53,6 +53,10 @@ typedef struct outfile {
 
 /* Open path for writing; 0 or EXIT_FAILURE (reported). */
 int out_open(outfile *o, const char *path, const char *mode);
+/* Create and open a new file STEM-XXXXXX.SUFFIX in $TMPDIR (else /tmp), its
+ * name written to buf (o->path points there; buf outlives o); 0 or
+ * EXIT_FAILURE (reported). */
+int out_open_temp(outfile *o, char *buf, size_t bufsz, const char *stem, const char *suffix);
 /* Close o; ok == false (the command failed) removes a file it created.  A
  * write error (a full disk) is reported and makes the result a failure. */
 int out_close(outfile *o, bool ok);

@@ -121,7 +121,8 @@ const char report_help[] =
     "      --backend NAME  auto, host, opencl, cuda or hip (default: the backend option)\n"
     "      --steps N       workload steps, 0 to 100000000 (default 1500)\n"
     "      --max BYTES     largest allocation, 1 to 64G (default 3M)\n"
-    "      --png FILE      the segment map as a PNG (default devarray-segments.png;\n"
+    "      --png FILE      the segment map as a PNG (default: a new file\n"
+    "                      $TMPDIR/devarray-segments-XXXXXX.png, its name printed;\n"
     "                      needs gnuplot: without it the default map is skipped\n"
     "                      with a note, a map asked for by name is an error)\n"
     "      --json FILE     the pool's snapshot (segments, blocks, statistics) as JSON\n"
@@ -191,7 +192,10 @@ int cmd_report(int argc, char **argv) {
   }
   outfile png_file = {0}, json_file = {0}, csv_file = {0};
   int status = 0;
-  if (draw) status = out_open(&png_file, png ? png : "devarray-segments.png", "wb");
+  char tmp_png[4096];
+  if (draw)
+    status = png ? out_open(&png_file, png, "wb")
+                 : out_open_temp(&png_file, tmp_png, sizeof tmp_png, "devarray-segments", "png");
   if (!status && json) status = out_open(&json_file, json, "w");
   if (!status && csv) status = out_open(&csv_file, csv, "a");
   if (!status && csv) status = out_close(&csv_file, true);
