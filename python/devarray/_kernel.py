@@ -177,12 +177,15 @@ class Kernel:
         self.handle = handle
         self.name = name
         self.params = []
+        # per parameter: an array or view the kernel may write (its elements not const)
+        self._pwrites = []
         for i in range(max(lib.dv_kernel_num_params(handle), 0)):
             p = dv_kernel_param()
             check(lib.dv_kernel_param_info(handle, i, ctypes.byref(p)), "param_info")
             dt = _DTYPES[p.type] if 0 <= p.type < len(_DTYPES) else None
             self.params.append((("array", "view", "scalar")[p.kind - 1], dt,
                                 p.name.decode(), p.decl.decode()))
+            self._pwrites.append(p.kind != 3 and not p.is_const)
         # per parameter: the NumPy dtype a Python scalar converts to (None: none known)
         self._ptypes = [dt if kind == "scalar" else None for kind, dt, _, _ in self.params]
 
@@ -231,6 +234,9 @@ class _Launcher:
         try:
             pt = self.k._ptypes
             for i, a in enumerate(args):
+                if (isinstance(a, np.ndarray) and not a.flags.writeable and i < len(pt)
+                        and self.k._pwrites[i]):
+                    _read_only(self.k, i)
                 _fill(cargs[i], a, keep, release, pt[i] if i < len(pt) else None)
             st = _launch(self.k.handle, self._cfgref, n, cargs)
             if st:
@@ -243,6 +249,16 @@ class _Launcher:
 
 
 _launch = lib.dv_kernel_launch
+
+
+def _read_only(k, i):
+    """A read-only NumPy array for a parameter kernel k may write: its writes would be
+    lost, so it is refused (In(a) says the writes are to be dropped)."""
+    _, _, name, decl = k.params[i]
+    raise ValueError("%s: argument %d (%s) is a read-only NumPy array (flags.writeable is "
+                     "False) and the kernel may write it (%s is not const): pass a writeable "
+                     "array, In(a) to drop the kernel's writes, or declare the elements const"
+                     % (k.name, i, name, decl))
 
 
 def _py_scalar(a, pt):

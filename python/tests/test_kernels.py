@@ -218,6 +218,28 @@ def test_view_args_and_directions(mod, no_leak):
     del d
 
 
+def test_read_only_array_for_a_written_parameter(mod, no_leak):
+    """A read-only NumPy array for a parameter the kernel may write (not const) would lose
+    the kernel's writes: refused, naming the kernel and the parameter, with nothing run;
+    In(a) says the writes are to be dropped; a const parameter takes it as it is."""
+    a = np.ones(8, np.float32)
+    a.flags.writeable = False
+    scale = mod.get("scale")
+    with pytest.raises(ValueError, match=r"scale: argument 0 \(a\) is a read-only NumPy array"):
+        scale[1, 8](a, np.float32(3), 8)
+    np.testing.assert_array_equal(a, 1)
+    scale[1, 8](cuda.In(a), np.float32(3), 8)  # asked for: the writes are dropped
+    np.testing.assert_array_equal(a, 1)
+    k = cuda.Module(VIEWK, name="rowsum.dvk").get("rowsum")
+    r = np.arange(12.0).reshape(2, 6)
+    r.flags.writeable = False
+    out = np.zeros(2)
+    k[1, 8](cuda.View(r), out)  # DV_VIEW(const double, a): read-only is fine
+    np.testing.assert_array_equal(out, r.sum(axis=1))
+    with pytest.raises(ValueError, match=r"rowsum: argument 1 \(out\)"):
+        k[1, 8](cuda.View(r), r[:, 0])
+
+
 def test_mapped_array_kernel_in_place(mod):
     try:
         m = cuda.mapped_array(16, np.float32)
