@@ -33,7 +33,8 @@ DEVARRAY_LIBRARY, next to an installed copy, then the system loader.
 
 import ctypes as _ctypes
 
-from ._lib import (DevarrayError, ArgumentError, DevarrayIndexError, OutOfMemoryError,
+from ._lib import (DevarrayError, ArgumentError, DtypeMismatchError, DevarrayIndexError,
+                   OutOfMemoryError,
                    NotSupportedError, BackendUnavailableError, DriverError, CompileError,
                    MisuseError, error_class, library_path, lib as _clib)
 from ._context import (Context, current_context, select_backend, select_device, close,
@@ -85,6 +86,12 @@ def is_available():
     except DevarrayError:
         return False
 
+
+# The exceptions are devarray's (their module is the package, as users name them).
+for _c in (DevarrayError, ArgumentError, DtypeMismatchError, DevarrayIndexError, OutOfMemoryError,
+           NotSupportedError, BackendUnavailableError, DriverError, CompileError, MisuseError):
+    _c.__module__ = "devarray"
+del _c
 
 __all__ = [n for n in dir() if not n.startswith("_")]
 

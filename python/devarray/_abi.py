@@ -25,6 +25,7 @@ from ctypes import (CFUNCTYPE, POINTER, c_char, c_char_p, c_double, c_float, c_i
 
 DV_OK = 0
 DV_ERR_INVALID_ARGUMENT = 100
+DV_ERR_DTYPE_MISMATCH = 102
 DV_ERR_INDEX = 107
 DV_ERR_TOO_MANY_INDICES = 108
 DV_ERR_OUT_OF_MEMORY = 200

@@ -240,7 +240,7 @@ class _Launcher:
                 _fill(cargs[i], a, keep, release, pt[i] if i < len(pt) else None)
             st = _launch(self.k.handle, self._cfgref, n, cargs)
             if st:
-                check(st, "launch " + self.k.name)
+                raise _in_python_words(error(st, "launch " + self.k.name))
         finally:
             for h in release:
                 lib.dv_array_release(h)
@@ -249,6 +249,41 @@ class _Launcher:
 
 
 _launch = lib.dv_kernel_launch
+
+
+# The C library's words for what a kernel argument is, and the binding's (the launch's
+# error path only): a Python user passes arrays, View(a) and NumPy scalars, not dv_arg kinds.
+_C_WORDS = [
+    ("(DV_ARG_ARRAY or DV_ARG_SMART)", "(a device or NumPy array, or a SmartArray)"),
+    ("(DV_ARG_VIEW or DV_ARG_SMART_VIEW)", "(an array passed as View(a))"),
+    ("smart array (DV_ARG_SMART_VIEW)", "SmartArray passed as View(a)"),
+    ("smart array (DV_ARG_SMART)", "SmartArray"),
+    ("array (DV_ARG_VIEW)", "array passed as View(a)"),
+    ("array (DV_ARG_ARRAY)", "array"),
+    ("pass it with DV_ARG_VIEW to a DV_VIEW(T, name) parameter, or make a dense copy "
+     "(dv_array_copy_new)", "pass it as View(a) to a DV_VIEW(T, name) parameter, or pass a "
+     "C-contiguous copy (np.ascontiguousarray on the host)"),
+    ("pass it with DV_ARG_SMART_VIEW", "pass it as View(a)"),
+    ("dv_program_define", "Module(..., defines={...})"),
+    ("dv_module_release", "the module's release"),
+    ("dv_kernel_retain", "a reference to the kernel"),
+]
+_C_SCALARS = {"BOOL": "np.bool_", "I8": "np.int8", "I16": "np.int16", "I32": "np.int32",
+              "I64": "np.int64", "U8": "np.uint8", "U16": "np.uint16", "U32": "np.uint32",
+              "U64": "np.uint64", "F16": "np.float16", "F32": "np.float32", "F64": "np.float64"}
+
+
+def _in_python_words(err):
+    """err (a launch's failure) with the library's C words for arguments in Python's."""
+    if not err.args:
+        return err
+    msg = err.args[0]
+    for c, py in _C_WORDS:
+        msg = msg.replace(c, py)
+    for c, py in _C_SCALARS.items():
+        msg = msg.replace("(DV_ARG_%s)" % c, "(%s(...))" % py)
+    err.args = (msg,) + err.args[1:]
+    return err
 
 
 def _read_only(k, i):

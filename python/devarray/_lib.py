@@ -197,6 +197,10 @@ class DevarrayIndexError(ArgumentError, IndexError):
     """Index out of range or too many indices (DV_ERR_INDEX, DV_ERR_TOO_MANY_INDICES)."""
 
 
+class DtypeMismatchError(ArgumentError, TypeError):
+    """Arrays of different dtypes (DV_ERR_DTYPE_MISMATCH; Numba and NumPy raise TypeError)."""
+
+
 class OutOfMemoryError(DevarrayError, MemoryError):
     """Device or host out of memory (2xx)."""
 
@@ -222,7 +226,8 @@ class MisuseError(DevarrayError):
     """API misuse (6xx): busy objects, mixed contexts, wrong order of calls."""
 
 
-_BY_STATUS = {_abi.DV_ERR_INDEX: DevarrayIndexError, _abi.DV_ERR_TOO_MANY_INDICES: DevarrayIndexError,
+_BY_STATUS = {_abi.DV_ERR_DTYPE_MISMATCH: DtypeMismatchError,
+              _abi.DV_ERR_INDEX: DevarrayIndexError, _abi.DV_ERR_TOO_MANY_INDICES: DevarrayIndexError,
               _abi.DV_ERR_NOT_SUPPORTED: NotSupportedError,
               _abi.DV_ERR_BACKEND_UNAVAILABLE: BackendUnavailableError,
               _abi.DV_ERR_COMPILE: CompileError}

@@ -7,7 +7,7 @@ order argument) the words are Numba's."""
 
 import numpy as np
 
-from ._lib import ArgumentError
+from ._lib import DtypeMismatchError
 
 
 def _order_words(err):
@@ -40,14 +40,10 @@ def _as_numpy(err, numpy_op):
     return err
 
 
-class _DtypeMismatch(ArgumentError, TypeError):
-    """Arrays of different dtypes (Numba raises TypeError there; ArgumentError here too)."""
-
-
 def _incompatible(err, dev, other):
     """Numba's words (check_array_compatibility) for the copies it refuses."""
     if getattr(err, "name", None) == "DV_ERR_DTYPE_MISMATCH":
-        e = _DtypeMismatch(err.status, err.detail, err.where)
+        e = DtypeMismatchError(err.status, err.detail, err.where)
         e.args = ("incompatible dtype: %s vs. %s" % (dev.dtype, other.dtype),)
         return e
     if getattr(err, "name", None) == "DV_ERR_SHAPE_MISMATCH":

@@ -1,5 +1,6 @@
 """Kernels: Module, get, launch syntax, argument kinds; smart arrays."""
 import os
+import re
 
 import numpy as np
 import pytest
@@ -238,6 +239,27 @@ def test_read_only_array_for_a_written_parameter(mod, no_leak):
     np.testing.assert_array_equal(out, r.sum(axis=1))
     with pytest.raises(ValueError, match=r"rowsum: argument 1 \(out\)"):
         k[1, 8](cuda.View(r), r[:, 0])
+
+
+def test_argument_errors_in_python_words(mod, no_leak):
+    """A refused argument is described in the binding's words (View(a), NumPy scalars), not
+    the C API's (dv_arg kinds, constructors, functions); dtype mismatches between arrays
+    are DtypeMismatchError, a public class that is also a TypeError."""
+    scale = mod.get("scale")
+    d = cuda.to_device(np.zeros((4, 4), np.float32))
+    cases = [((cuda.View(d), np.float32(1), 4), "passed as View(a)"),
+             ((d[:, ::2], np.float32(1), 4), "pass it as View(a) to a DV_VIEW(T, name)"),
+             ((d, np.float64(1), 4), "(np.float32(...)); given a float64 scalar (np.float64(...))")]
+    for args, words in cases:
+        with pytest.raises(cuda.ArgumentError) as e:
+            scale[1, 4](*args)
+        assert words in str(e.value)
+        assert not re.search(r"DV_ARG_|dv_[a-z_]+\b", str(e.value).split(": ", 2)[2]), str(e.value)
+    with pytest.raises(cuda.DtypeMismatchError) as e:
+        cuda.to_device(np.zeros(4, np.float32)).copy_to_device(np.zeros(4))
+    assert isinstance(e.value, TypeError) and type(e.value).__module__ == "devarray"
+    assert "incompatible dtype: float32 vs. float64" in str(e.value)
+    del d
 
 
 def test_mapped_array_kernel_in_place(mod):
