@@ -7,7 +7,7 @@ the deleter when it is destroyed."""
 
 import ctypes
 
-from ._lib import lib, check, has
+from ._lib import lib, check, has, speedups
 
 _api = ctypes.pythonapi
 _api.PyCapsule_New.restype = ctypes.py_object
@@ -33,9 +33,14 @@ def _call_deleter(tensor):
         _DELETER(fn)(tensor)
 
 
-# The destructor may run while an exception is pending (a consumer that failed): these two
-# are called through a plain CDLL, which does not look at the error indicator. Neither sets
-# an error for a capsule that IsValid accepted.
+# The destructor may run while an exception is pending: NumPy 1.24's from_dlpack destroys
+# the capsule of a device it refuses with its own error set. The compiled one
+# (_speedups.CAPSULE_DESTRUCTOR) never looks at the error indicator; this ctypes one, used
+# without _speedups, cannot help it (ctypes checks for a pending error when it converts the
+# capsule's address), so there that consumer's exception becomes SystemError and this one
+# is printed as "Exception ignored" -- and that export's array stays alive. Its two calls
+# go through a plain CDLL, which does not look at the indicator; neither sets an error for
+# a capsule that IsValid accepted.
 _raw = ctypes.CDLL(None)
 _is_valid = _raw.PyCapsule_IsValid
 _is_valid.restype = ctypes.c_int
@@ -54,6 +59,10 @@ def _capsule_destructor(capsule):
             _call_deleter(p)
 
 
+_DESTRUCTOR = getattr(speedups, "CAPSULE_DESTRUCTOR", None) or \
+    ctypes.cast(_capsule_destructor, ctypes.c_void_p).value
+
+
 def to_capsule(array_handle, stream_handle, consumer_stream):
     if not has("dv_array_to_dlpack"):
         raise NotImplementedError("this libdevarray has no DLPack functions")
@@ -61,8 +70,7 @@ def to_capsule(array_handle, stream_handle, consumer_stream):
     check(lib.dv_array_to_dlpack(array_handle, stream_handle, consumer_stream,
                                  ctypes.byref(out)), "__dlpack__")
     try:
-        return _api.PyCapsule_New(out.value, b"dltensor",
-                                  ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+        return _api.PyCapsule_New(out.value, b"dltensor", _DESTRUCTOR)
     except BaseException:
         _call_deleter(out.value)
         raise

@@ -658,6 +658,27 @@ static PyObject *sp_set_in_callback(PyObject *mod, PyObject *flag)
     return PyBool_FromLong(was);
 }
 
+/* The destructor of a DLPack capsule the binding made (_dlpack.to_capsule): a capsule no
+ * consumer took (still named "dltensor") calls its tensor's deleter.  In C because it can
+ * run with an exception pending -- NumPy 1.24's from_dlpack destroys a capsule of a device
+ * it refuses with its own error set -- where a ctypes destructor loses that exception
+ * (the consumer then raises SystemError) and prints its own.  PyCapsule_IsValid never
+ * touches the error indicator, nor PyCapsule_GetPointer for a capsule IsValid accepted. */
+typedef struct sp_dl_managed {
+    unsigned char dl_tensor[48]; /* DLTensor: data, device, ndim, dtype, shape, strides, offset */
+    void *manager_ctx;
+    void (*deleter)(struct sp_dl_managed *self);
+} sp_dl_managed;
+
+static void sp_capsule_destructor(PyObject *capsule)
+{
+    if (!PyCapsule_IsValid(capsule, "dltensor"))
+        return;
+    sp_dl_managed *t = PyCapsule_GetPointer(capsule, "dltensor");
+    if (t != NULL && t->deleter != NULL)
+        t->deleter(t);
+}
+
 static PyMethodDef sp_methods[] = {
     {"device_array", (PyCFunction)(void (*)(void))sp_device_array_py, METH_FASTCALL,
      sp_device_array_doc},
@@ -704,7 +725,9 @@ PyMODINIT_FUNC PyInit__speedups(void)
         return NULL;
     }
     if (PyModule_AddIntConstant(m, "API_VERSION", SP_API_VERSION) < 0 ||
-        PyModule_AddIntConstant(m, "MAXDIMS", DV_MAXDIMS) < 0) {
+        PyModule_AddIntConstant(m, "MAXDIMS", DV_MAXDIMS) < 0 ||
+        PyModule_AddObject(m, "CAPSULE_DESTRUCTOR",
+                           PyLong_FromVoidPtr((void *)(uintptr_t)sp_capsule_destructor)) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -236,6 +236,26 @@ def test_dlpack(ctx, no_leak):
         ctx.deallocations.clear()
 
 
+def test_dlpack_refused_by_numpy(ctx, no_leak, capfd):
+    """np.from_dlpack of a device NumPy cannot read (kDLOpenCL, kDLCUDA) raises NumPy's own
+    exception, prints nothing, and the refused export lets go of its array (issue 37: it
+    raised SystemError after an "Exception ignored" traceback, and kept the array alive)."""
+    from devarray._lib import speedups
+    if ctx.backend == "host":
+        pytest.skip("host: NumPy reads kDLCPU device arrays")
+    if speedups is None:
+        pytest.skip("devarray._speedups not loaded: the ctypes capsule destructor cannot "
+                    "run cleanly under NumPy's pending error (docs/semantics.md, DLPack)")
+    d = cuda.to_device(np.arange(4.0))
+    capfd.readouterr()
+    with pytest.raises(Exception) as e:
+        np.from_dlpack(d)
+    assert not isinstance(e.value, SystemError), repr(e.value)
+    out, err = capfd.readouterr()
+    assert "Exception ignored" not in err and "Traceback" not in err, err
+    del d, e
+
+
 def test_nested_records_and_dtype_roundtrip(no_leak):
     inner = np.dtype([("a", np.int16), ("b", np.float32)])
     dt = np.dtype([("id", np.int64), ("in", inner), ("m", np.float64, (2, 2))])
