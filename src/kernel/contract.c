@@ -231,6 +231,34 @@ static size_t dv__param_bytes(const dv_ksig *sig) {
   return total;
 }
 
+dv_status dv__check_declarations(const char *program, const dv_ksigs *sigs, char **log) {
+  *log = NULL;
+  for (size_t i = 0; i < sigs->n; i++) {
+    const dv_ksig *s = &sigs->v[i];
+    char msg[512];
+    if (s->nparams == 0)
+      snprintf(msg, sizeof msg,
+               "%s:%d: kernel %s declares no parameter: a kernel takes at least one on every "
+               "backend (OpenCL C has no form of DV_KERNEL without one); add one, for example "
+               "DV_KERNEL(%s, int unused)",
+               program, s->line, s->kernel, s->kernel);
+    else {
+      int j = 0;
+      while (j < s->nparams && !(s->params[j].kind == DV_PARAM_SCALAR && s->params[j].type.pointer))
+        j++;
+      if (j == s->nparams) continue;
+      snprintf(msg, sizeof msg,
+               "%s:%d: kernel %s, parameter %d of %d (`%s`): a pointer, which no argument can "
+               "be (and OpenCL C refuses): declare arrays as DV_ARRAY(T, %s) or DV_VIEW(T, %s)",
+               program, s->line, s->kernel, j + 1, s->nparams, s->params[j].decl,
+               s->params[j].name, s->params[j].name);
+    }
+    *log = dv__strdup(msg);
+    return dv__error(DV_ERR_COMPILE, "program %s failed to compile:\n%s", program, msg);
+  }
+  return DV_OK;
+}
+
 dv_status dv__check_contract(const dv_kernel *k, size_t nargs, const dv_arg *args) {
   const dv_ksig *sig = k->sig;
   if (nargs != (size_t)sig->nparams) {

@@ -94,6 +94,12 @@ dv_status dv__program_assemble(const dv_program *p, const char *backend, const c
 dv_status dv__kernel_usable(const dv_kernel *k);
 /* Check a launch's arguments against the kernel's signature (contract.c). */
 dv_status dv__check_contract(const dv_kernel *k, size_t nargs, const dv_arg *args);
+/* Refuse, at build and on every backend, declarations no launch could
+ * satisfy or some backend cannot compile (contract.c): a kernel with no
+ * parameter, a pointer parameter.  DV_ERR_COMPILE naming the program, the
+ * line and the kernel, with the same text in *log (the program's log:
+ * allocated, the caller frees; left NULL when out of memory). */
+dv_status dv__check_declarations(const char *program, const dv_ksigs *sigs, char **log);
 /* A scalar argument's bytes (dv_arg.value, or dv_arg.scalar when NULL). */
 const void *dv__arg_value(const dv_arg *a);
 /* Free the kernels of unloaded modules kept to catch late use (context destroy). */

@@ -405,6 +405,15 @@ dv_status dv_program_build(dv_program *p, unsigned flags, dv_module **out) {
   const char *options = "";
   rc = dv__program_assemble(p, be->name, lim.predefined, &sigs, &unit, &options);
   if (rc) return rc;
+  char *refused = NULL;
+  rc = dv__check_declarations(p->name, &sigs, &refused);
+  if (rc) {
+    dv__free(p->log);
+    p->log = refused;
+    dv__free(unit);
+    dv__ksigs_free(&sigs);
+    return rc;
+  }
   dv_build_req req = {p->name, unit, options, flags, p->const_bytes, p->const_data};
 
   /* The cache key. */

@@ -530,6 +530,36 @@ static void test_parameter_space(void **state) {
   dv_module_release(m);
 }
 
+/* Declarations no launch could satisfy, or some backend cannot compile, are
+ * refused at build on every backend with the same words (issue 37: the host
+ * built them, OpenCL refused them with its compiler's words): no parameter,
+ * a pointer parameter.  The program's log says the same; nothing is loaded. */
+static void build_refused(const char *name, const char *src, const char *words) {
+  dv_program *p = NULL;
+  dv_module *m = (dv_module *)&p;
+  assert_ok(dv_program_create(g_ctx, name, src, &p));
+  assert_status(dv_program_build(p, 0, &m), DV_ERR_COMPILE);
+  assert_null(m);
+  contains(words);
+  if (!strstr(dv_program_log(p), words)) fail_msg("expected \"%s\" in the log: %s", words, dv_program_log(p));
+  dv_program_destroy(p);
+}
+
+static void test_declarations_refused_everywhere(void **state) {
+  (void)state;
+  build_refused("none.dvk", "/* none */\nDV_KERNEL(k) { }\n",
+                "none.dvk:2: kernel k declares no parameter: a kernel takes at least one on every "
+                "backend");
+  build_refused("ptr.dvk", "DV_KERNEL(k, float *x, int n) { if (n) x[0] = 1; }\n",
+                "ptr.dvk:1: kernel k, parameter 1 of 2 (`float *x`): a pointer, which no argument "
+                "can be (and OpenCL C refuses): declare arrays as DV_ARRAY(T, x) or DV_VIEW(T, x)");
+  /* The first refused kernel is named, where others are fine. */
+  build_refused("mixed.dvk",
+                "DV_KERNEL(fine, DV_ARRAY(int, a)) { DV_BIND(int, a); a[0] = 1; }\n"
+                "DV_KERNEL(bad, DV_ARRAY(int, a), int *p) { DV_BIND(int, a); a[0] = *p; }\n",
+                "mixed.dvk:2: kernel bad, parameter 2 of 2 (`int *p`)");
+}
+
 int main(int argc, char **argv) {
   int begin = kernel_suite_begin(argc, argv, "contract", NULL, g_cache_dir, sizeof g_cache_dir);
   if (begin) return begin;
@@ -538,6 +568,7 @@ int main(int argc, char **argv) {
       T(test_array_dtype_and_kind), T(test_strided_view), T(test_kernel_outlives_module),
       T(test_signedness_rule), T(test_scalar_constructors), T(test_parameters_as_read),
       T(test_unreadable_declarations), T(test_parameter_space), T(test_half_arguments), T(test_layouts_for_dv_array),
+      T(test_declarations_refused_everywhere),
   };
   return kernel_suite_end(g_cache_dir, test_main(argc, argv, "contract", tests, sizeof tests / sizeof tests[0]));
 }
