@@ -740,7 +740,7 @@ DV_API dv_status dv_record_set(dv_array *rec, const char *name, const void *valu
  * `cuda.to_device(obj, stream, copy, to)`, so the context comes first.
  *
  * Pageable host memory on CUDA and HIP is copied through pinned staging
- * buffers, in pieces, on the copy's stream; the options cuda_staging_* set
+ * buffers, in pieces, on the copy's stream; the options staging_* set
  * the pieces, the buffers and the threads (docs/semantics.md, "Backend
  * policy: pageable copies on CUDA and HIP").  Pinned, mapped and registered
  * host memory (dv_pinned_array, dv_array_register, ...) is copied directly.
@@ -971,7 +971,7 @@ typedef struct dv_stats {
   /** @} */
   /* appended in version 2 */
   /** Pinned staging bytes held (cached or in use): the planner's pool and,
-   * on CUDA, the pageable path's buffers (cuda_staging_limit). */
+   * on CUDA and HIP, the pageable path's buffers (staging_limit). */
   dv_counter staging;
   /** Staging buffers reused from the pool / newly pinned. @{ */
   uint64_t staging_hits, staging_misses;

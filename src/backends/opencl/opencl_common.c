@@ -1,9 +1,8 @@
 /*
- * What both files of the OpenCL backend use (opencl.c: devices, memory,
- * copies, streams; opencl_kernel.c: programs and launches): the table of
- * entry points (filled by opencl.c's loader), and OpenCL error codes as
- * names and devarray statuses.  A file of its own so that the two files
- * above call down into it and never each other in a circle.
+ * What every file of the OpenCL backend uses: the table of entry points
+ * (filled by opencl.c's loader), and OpenCL error codes as names and
+ * devarray statuses.  A file of its own so that the backend's files call
+ * down into it and never each other in a circle.
  */
 #include "opencl_internal.h"
 

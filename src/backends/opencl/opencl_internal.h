@@ -1,8 +1,16 @@
 /*
- * Shared between the OpenCL backend's files: opencl.c (memory, copies,
- * streams, events), opencl_select.c (device discovery and choice),
- * opencl_kernel.c (kernels, launches, native handles), opencl_program.c and
- * opencl_copykernel.c (building, the strided-copy kernel).
+ * Shared between the OpenCL backend's files, one mechanism each:
+ *   opencl.c           loading libOpenCL.so.1, probe, open and close, the
+ *                      backend table
+ *   opencl_common.c    the entry points' table, error names and statuses
+ *   opencl_select.c    device discovery and choice
+ *   opencl_memory.c    device memory (the live-buffer set), host memory
+ *   opencl_copy.c      rect copies and memset
+ *   opencl_stream.c    streams, host callbacks (the callback thread)
+ *   opencl_event.c     events
+ *   opencl_kernel.c    kernels, launches, native handles
+ *   opencl_program.c   building programs, the cached image
+ *   opencl_copykernel.c  the built-in strided-copy kernel
  */
 #ifndef DV_OPENCL_INTERNAL_H
 #define DV_OPENCL_INTERNAL_H
@@ -21,7 +29,7 @@ typedef struct dv_cl_api {
 } dv_cl_api;
 
 extern dv_cl_api dv__cl;
-#define cl dv__cl /* both files call cl.clFoo(...) */
+#define cl dv__cl /* every file calls cl.clFoo(...) */
 
 /* A stream holds at most about CL_MARKS * CL_MARK_EVERY launches the driver
  * has not run (dv__clk_launch). */
@@ -64,7 +72,7 @@ typedef struct cl_state {
    * sizes (under lock): an open-addressing set keyed by the cl_mem value,
    * so that buffer_check tells a cl_mem of ours from any other value
    * without handing that value to the driver, which would read through it. */
-  struct cl_live { void *mem; size_t bytes; } *live;
+  struct cl_live *live;       /* (opencl_memory.c) */
   size_t live_cap, live_n;   /* live_cap: 0 or a power of two */
   pthread_mutex_t lock;      /* used, streams */
   dv_bstream *streams;
@@ -78,7 +86,7 @@ typedef struct cl_state {
   char *extensions;   /* CL_DEVICE_EXTENSIONS (dv__malloc'd; NULL if unreadable): the cl_ macros
                          the compiler defines, for the kernel layer's signature reader */
   int wave;           /* the device's sub-group size where known, else 1 */
-  /* Host callbacks run on this thread, never inside an OpenCL call (PoCL
+  /* Host callbacks (opencl_stream.c) run on this thread, never inside an OpenCL call (PoCL
    * runs an event's callback on the calling thread when the event is
    * already complete, which would run user code, and block, there). */
   pthread_t cb_thread;
@@ -101,15 +109,34 @@ static inline void cl_track(dv_bstream *s, cl_event ev) {
 void dv__cl_kernel_init(cl_state *st);
 void dv__cl_kernel_fini(cl_state *st);
 
-/* The kernel, native-handle and strided-copy methods of the backend table
- * (opencl_kernel.c, opencl_program.c, opencl_copykernel.c) as
- * dv__clk_<method>, declared by expanding ../backend_methods.def (opencl.c
- * defines the other groups' methods as static clb_<method>). */
+/* The backend table's methods (opencl.c's dv__backend_opencl), declared by
+ * expanding ../backend_methods.def twice.  As dv__clb_<method>: memory and
+ * host memory (opencl_memory.c, with buffer_check), copies (opencl_copy.c),
+ * streams (opencl_stream.c), events (opencl_event.c); probe, open, close
+ * and device_info are opencl.c's own (static clb_<method>).  As
+ * dv__clk_<method>: kernels, native handles and the strided copy
+ * (opencl_kernel.c, opencl_program.c, opencl_copykernel.c).  Each file
+ * defines only its groups' methods. */
+#define DV_BE_METHOD(group, ret, method, params) ret dv__clb_##method params;
+#include "../backend_methods.def"
+#undef DV_BE_METHOD
 #define DV_BE_METHOD(group, ret, method, params) ret dv__clk_##method params;
 #include "../backend_methods.def"
 #undef DV_BE_METHOD
 /* A failed OpenCL call as a status and message naming it (opencl_common.c). */
 dv_status dv__clk_fail(cl_int code, const char *what);
+#define CL_TRY(call, what)                                  \
+  do {                                                      \
+    cl_int e_ = (call);                                     \
+    if (e_ != CL_SUCCESS) return dv__clk_fail(e_, what);    \
+  } while (0)
+
+/* Finish every stream of the context (opencl_stream.c; stream_sync of NULL,
+ * and before host memory is freed). */
+dv_status dv__cl_sync_all(cl_state *st);
+/* Start and stop the context's callback thread (opencl_stream.c; open, close). */
+dv_status dv__cl_callbacks_start(cl_state *st);
+void dv__cl_callbacks_stop(cl_state *st);
 /* FNV-1a, 64 bits (opencl_common.c): the image checksum and the target hash. */
 #define CLK_FNV_INIT 0xcbf29ce484222325ull
 uint64_t dv__clk_fnv(uint64_t h, const void *p, size_t n);
