@@ -21,7 +21,7 @@
  *
  * Columns: bytes, memcpy's rate, then per thread count the team's time over
  * memcpy's (below 1: the team is faster).  Where a team of N beats memcpy
- * is where the option cuda_staging_thread_min should sit.
+ * is where the option staging_thread_min should sit.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
