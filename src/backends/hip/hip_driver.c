@@ -195,101 +195,6 @@ dv_CUresult dv__hip_slice2d(const dv_CUDA_MEMCPY3D *c, size_t z, int version, dv
   return DV_CUDA_SUCCESS;
 }
 
-/* Each CUDA entry point the shared code names, and the HIP call behind it. */
-static const char *const hip_names[][2] = {
-    {"cuInit", "hipInit"},
-    {"cuDriverGetVersion", "hipDriverGetVersion"},
-    {"cuGetErrorName", "hipGetErrorName"},
-    {"cuGetErrorString", "hipGetErrorString"},
-    {"cuDeviceGetCount", "hipGetDeviceCount"},
-    {"cuDeviceGet", "hipDeviceGet"},
-    {"cuDeviceGetName", "hipDeviceGetName"},
-    {"cuDeviceTotalMem", "hipDeviceTotalMem"},
-    {"cuDeviceGetAttribute", "hipDeviceGetAttribute"},
-    {"cuDeviceGetPCIBusId", "hipDeviceGetPCIBusId"},
-    {"cuDeviceCanAccessPeer", "hipDeviceCanAccessPeer"},
-    {"cuDevicePrimaryCtxRetain", "hipDevicePrimaryCtxRetain"},
-    {"cuDevicePrimaryCtxRelease", "hipDevicePrimaryCtxRelease"},
-    {"cuCtxSetCurrent", "hipCtxSetCurrent"},
-    {"cuCtxGetCurrent", "hipCtxGetCurrent"},
-    {"cuCtxSynchronize", "hipDeviceSynchronize"},
-    {"cuMemAlloc", "hipMalloc"},
-    {"cuMemFree", "hipFree"},
-    {"cuMemGetInfo", "hipMemGetInfo"},
-    {"cuMemAllocManaged", "hipMallocManaged"},
-    {"cuMemHostAlloc", "hipHostMalloc"},
-    {"cuMemFreeHost", "hipHostFree"},
-    {"cuMemHostGetDevicePointer", "hipHostGetDevicePointer"},
-    {"cuMemHostRegister", "hipHostRegister"},
-    {"cuMemHostUnregister", "hipHostUnregister"},
-    {"cuMemcpyHtoDAsync", "hipMemcpyHtoDAsync"},
-    {"cuMemcpyDtoHAsync", "hipMemcpyDtoHAsync"},
-    {"cuMemcpyDtoDAsync", "hipMemcpyDtoDAsync"},
-    {"cuMemcpy2DAsync", "hipMemcpyParam2DAsync"},
-    {"cuMemcpy3DAsync", "hipMemcpyParam2DAsync (per slice)"},
-    {"cuMemsetD8Async", "hipMemsetD8Async"},
-    {"cuStreamCreate", "hipStreamCreateWithFlags"},
-    {"cuStreamDestroy", "hipStreamDestroy"},
-    {"cuStreamSynchronize", "hipStreamSynchronize"},
-    {"cuStreamQuery", "hipStreamQuery"},
-    {"cuStreamWaitEvent", "hipStreamWaitEvent"},
-    {"cuLaunchHostFunc", "hipLaunchHostFunc"},
-    {"cuStreamAddCallback", "hipStreamAddCallback"},
-    {"cuStreamIsCapturing", "hipStreamIsCapturing"},
-    {"cuEventCreate", "hipEventCreateWithFlags"},
-    {"cuEventDestroy", "hipEventDestroy"},
-    {"cuEventRecord", "hipEventRecord"},
-    {"cuEventQuery", "hipEventQuery"},
-    {"cuEventSynchronize", "hipEventSynchronize"},
-    {"cuEventElapsedTime", "hipEventElapsedTime"},
-    {"cuModuleLoadData", "hipModuleLoadData"},
-    {"cuModuleLoadDataEx", "hipModuleLoadData"},
-    {"cuModuleUnload", "hipModuleUnload"},
-    {"cuModuleGetFunction", "hipModuleGetFunction"},
-    {"cuModuleGetGlobal", "hipModuleGetGlobal"},
-    {"cuFuncGetAttribute", "hipFuncGetAttribute"},
-    {"cuFuncSetAttribute", "the dynamic LDS check"},
-    {"cuLaunchKernel", "hipModuleLaunchKernel"},
-    {"cuIpcGetMemHandle", "hipIpcGetMemHandle"},
-    {"cuIpcOpenMemHandle", "hipIpcOpenMemHandle"},
-    {"cuIpcCloseMemHandle", "hipIpcCloseMemHandle"},
-    {"cuMemGetAddressRange", "hipMemGetAddressRange"},
-    {"cuCtxEnablePeerAccess", "hipCtxEnablePeerAccess"},
-    {"cuMemcpyPeerAsync", "hipMemcpyPeerAsync"},
-};
-
-static bool hip_word_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-
-void dv__hip_call_name(const char *what, char *buf, size_t cap) {
-  if (!cap) return;
-  size_t k = 0;
-  const char *p = what ? what : "";
-  while (*p && k + 1 < cap) {
-    size_t n = 0;
-    bool start = p == what || !hip_word_char(p[-1]);
-    if (start && p[0] == 'c' && p[1] == 'u' && p[2] >= 'A' && p[2] <= 'Z')
-      while (hip_word_char(p[n])) n++;
-    const char *to = NULL;
-    if (n) {
-      size_t base = n >= 3 && !memcmp(p + n - 3, "_v2", 3) ? n - 3 : n;
-      for (size_t i = 0; i < sizeof hip_names / sizeof hip_names[0] && !to; i++)
-        if (strlen(hip_names[i][0]) == base && !memcmp(hip_names[i][0], p, base)) to = hip_names[i][1];
-    }
-    if (to) {
-      int w = snprintf(buf + k, cap - k, "%s", to);
-      k = (size_t)w < cap - k ? k + (size_t)w : cap - 1;
-      p += n;
-    } else {
-      size_t m = n ? n : 1; /* an untranslated word, or one character */
-      for (size_t i = 0; i < m && k + 1 < cap; i++) buf[k++] = p[i];
-      p += m;
-    }
-  }
-  buf[k] = 0;
-}
-
 /* ---- contexts and devices -------------------------------------------------------------------- */
 
 /* Which device each primary context is (peer copies and the LDS check name
@@ -615,10 +520,18 @@ static dv_CUresult t_cuIpcCloseMemHandle(dv_CUdeviceptr p) { return R(H.hipIpcCl
 /* ---- the driver ----------------------------------------------------------------------------------- */
 
 static const dv_cu_api hip_api_table = {
-#define DV_CU(ret, name, params) .name = t_##name,
+#define DV_CU(ret, symbol, cuda_name, hip_name, params) .symbol = t_##symbol,
 #include "../cudafam/fam_symbols.def"
 #undef DV_CU
     .cuFuncGetParamInfo = NULL, /* HIP cannot tell a function's parameter layout */
+};
+
+/* How HIP's messages name each entry: the HIP call behind its translation
+ * (fam_symbols.def's hip_name column). */
+static const char *const hip_names[DV_CU_E_COUNT] = {
+#define DV_CU(ret, symbol, cuda_name, hip_name, params) [DV_CU_E_##symbol] = hip_name,
+#include "../cudafam/fam_symbols.def"
+#undef DV_CU
 };
 
 bool dv__hip_gfx_name(unsigned long v, char *buf, size_t cap) {
@@ -692,7 +605,7 @@ const dv_cu_driver dv__hip_driver = {
     .api = &hip_api_table,
     .state_bytes = sizeof(dv_hip_ctx),
     .fill_info = hip_fill_info,
-    .call_name = dv__hip_call_name,
+    .names = hip_names,
     .kops = &dv__hip_kernel_ops, /* hipRTC (hiprtc.c) */
     .legacy_is_null = true,
     .forked = &dv__hip_forked,

@@ -17,6 +17,7 @@
  * shared code calls has a translation.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -186,15 +187,15 @@ static void test_registered_by_both_drivers(void **state) {
 static void test_api_complete(void **state) {
   (void)state;
   const dv_cu_api *api = dv__hip_driver.api;
-#define DV_CU(ret, name, params) \
-  if (!api->name) fail_msg("the HIP driver has no translation of %s", #name);
+#define DV_CU(ret, symbol, cuda_name, hip_name, params) \
+  if (!api->symbol) fail_msg("the HIP driver has no translation of %s", #symbol);
 #include "backends/cudafam/fam_symbols.def"
 #undef DV_CU
   assert_null(api->cuFuncGetParamInfo); /* optional: HIP cannot tell */
   assert_string_equal(dv__hip_driver.vendor, "HIP");
   assert_string_equal(dv__hip_driver.backend, "hip");
   assert_non_null(dv__hip_driver.fill_info);
-  assert_non_null(dv__hip_driver.call_name);
+  assert_non_null(dv__hip_driver.names);
 }
 
 static void test_results(void **state) {
@@ -373,32 +374,96 @@ static void test_out_pointers(void **state) {
   assert_int_equal(q, 0);                            /* nothing handed out on failure */
 }
 
+/* Whether s has a word "cu<Capital>..." (a CUDA call's name). */
+static bool has_cu_word(const char *s) {
+  for (const char *p = s; *p; p++) {
+    bool start = p == s || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+    if (start && p[0] == 'c' && p[1] == 'u' && isupper((unsigned char)p[2])) return true;
+  }
+  return false;
+}
+
+static const char *fake_hip_name(dv_hipError_t e) {
+  (void)e;
+  return "hipErrorInvalidValue";
+}
+static const char *fake_hip_string(dv_hipError_t e) {
+  (void)e;
+  return "invalid argument";
+}
+static dv_CUresult fake_cu_name(dv_CUresult e, const char **s) {
+  (void)e;
+  *s = "CUDA_ERROR_INVALID_VALUE";
+  return DV_CUDA_SUCCESS;
+}
+static dv_CUresult fake_cu_string(dv_CUresult e, const char **s) {
+  (void)e;
+  *s = "invalid argument";
+  return DV_CUDA_SUCCESS;
+}
+
+/* How messages name the calls: fam_symbols.def's columns.  CUDA's is the
+ * symbol without its version (_v2); HIP's names the HIP call and never a
+ * CUDA one ("the dynamic LDS check" is no call: AMD has no opt-in); the
+ * HIP driver's table is HIP's column; and the messages made of them. */
 static void test_call_names(void **state) {
   (void)state;
-  char buf[128];
-  dv__hip_call_name("cuMemAlloc_v2 (staging)", buf, sizeof buf);
-  assert_string_equal(buf, "hipMalloc (staging)");
-  dv__hip_call_name("cuMemAlloc", buf, sizeof buf);
-  assert_string_equal(buf, "hipMalloc");
-  dv__hip_call_name("cuCtxSynchronize (before freeing memory handed out natively)", buf,
-                    sizeof buf);
-  assert_string_equal(buf, "hipDeviceSynchronize (before freeing memory handed out natively)");
-  dv__hip_call_name("cuEventRecord (fence before a free)", buf, sizeof buf);
-  assert_string_equal(buf, "hipEventRecord (fence before a free)");
-  dv__hip_call_name("cuStreamCreate", buf, sizeof buf);
-  assert_string_equal(buf, "hipStreamCreateWithFlags");
-  dv__hip_call_name("cuMemcpy2DAsync", buf, sizeof buf);
-  assert_string_equal(buf, "hipMemcpyParam2DAsync");
-  dv__hip_call_name("cuLaunchKernel of k", buf, sizeof buf);
-  assert_string_equal(buf, "hipModuleLaunchKernel of k");
-  /* Words not in the table, and cu inside a word, unchanged. */
-  dv__hip_call_name("cuNoSuchCall then accumulate cuMemFree", buf, sizeof buf);
-  assert_string_equal(buf, "cuNoSuchCall then accumulate hipFree");
-  dv__hip_call_name("", buf, sizeof buf);
-  assert_string_equal(buf, "");
-  /* Truncated to the room given, terminated. */
-  dv__hip_call_name("cuMemAlloc_v2 (staging)", buf, 6);
-  assert_string_equal(buf, "hipMa");
+  static const struct {
+    const char *symbol, *cuda, *hip;
+  } col[] = {
+#define DV_CU(ret, symbol, cuda_name, hip_name, params) {#symbol, cuda_name, hip_name},
+#include "backends/cudafam/fam_symbols.def"
+#undef DV_CU
+  };
+  static const char *cuda_names[DV_CU_E_COUNT];
+  assert_int_equal(sizeof col / sizeof col[0], DV_CU_E_COUNT);
+  for (int e = 0; e < DV_CU_E_COUNT; e++) {
+    size_t n = strlen(col[e].symbol);
+    if (n > 3 && !strcmp(col[e].symbol + n - 3, "_v2")) n -= 3;
+    if (strlen(col[e].cuda) != n || strncmp(col[e].cuda, col[e].symbol, n))
+      fail_msg("%s: CUDA's messages name it %s", col[e].symbol, col[e].cuda);
+    if (has_cu_word(col[e].hip) || (strncmp(col[e].hip, "hip", 3) && e != DV_CU_E_cuFuncSetAttribute))
+      fail_msg("%s: HIP's messages name it %s", col[e].symbol, col[e].hip);
+    assert_string_equal(dv__hip_driver.names[e], col[e].hip);
+    cuda_names[e] = col[e].cuda;
+  }
+  assert_string_equal(dv__hip_driver.names[DV_CU_E_cuMemAlloc_v2], "hipMalloc");
+  assert_string_equal(dv__hip_driver.names[DV_CU_E_cuCtxSynchronize], "hipDeviceSynchronize");
+  assert_string_equal(dv__hip_driver.names[DV_CU_E_cuStreamCreate], "hipStreamCreateWithFlags");
+  assert_string_equal(dv__hip_driver.names[DV_CU_E_cuMemcpy2DAsync_v2], "hipMemcpyParam2DAsync");
+  assert_string_equal(dv__hip_driver.names[DV_CU_E_cuLaunchKernel], "hipModuleLaunchKernel");
+
+  /* The messages: HIP's name HIP's calls and HIP's error, CUDA's CUDA's. */
+  dv_hip_api saved = dv__hip_api;
+  dv__hip_api.hipGetErrorName = fake_hip_name;
+  dv__hip_api.hipGetErrorString = fake_hip_string;
+  dv_cu_api capi = {.cuGetErrorName = fake_cu_name, .cuGetErrorString = fake_cu_string};
+  dv_cu_driver cuda = {.vendor = "CUDA", .backend = "cuda", .api = &capi, .names = cuda_names};
+  char want[256];
+  for (int e = 0; e < DV_CU_E_COUNT; e++) {
+    assert_int_equal(dv__cu_fail(&dv__hip_driver, DV_CUDA_ERROR_INVALID_VALUE, e, " (staging)"),
+                     DV_ERR_INVALID_ARGUMENT);
+    snprintf(want, sizeof want, "HIP %s (staging) failed: hipErrorInvalidValue (1): invalid argument",
+             col[e].hip);
+    assert_string_equal(dv_last_error(), want);
+    assert_false(has_cu_word(dv_last_error()));
+    assert_int_equal(dv__cu_fail(&cuda, DV_CUDA_ERROR_INVALID_VALUE, e, ""), DV_ERR_INVALID_ARGUMENT);
+    snprintf(want, sizeof want, "CUDA %s failed: CUDA_ERROR_INVALID_VALUE (1): invalid argument", col[e].cuda);
+    assert_string_equal(dv_last_error(), want);
+  }
+  dv__cu_fail_in(&dv__hip_driver, DV_CUDA_ERROR_INVALID_VALUE, "waiting for the stream before a staged copy",
+                 DV_CU_E_cuEventRecord, DV_CU_E_cuEventSynchronize);
+  assert_string_equal(dv_last_error(), "HIP waiting for the stream before a staged copy (hipEventRecord / "
+                                       "hipEventSynchronize) failed: hipErrorInvalidValue (1): invalid argument");
+  dv__cu_fail_in(&cuda, DV_CUDA_ERROR_INVALID_VALUE, "uploading the constant arrays",
+                 DV_CU_E_cuMemcpyHtoDAsync_v2, DV_CU_E_NONE);
+  assert_string_equal(dv_last_error(), "CUDA uploading the constant arrays (cuMemcpyHtoDAsync) failed: "
+                                       "CUDA_ERROR_INVALID_VALUE (1): invalid argument");
+  dv__cu_fail(&dv__hip_driver, DV_CUDA_ERROR_INVALID_VALUE, DV_CU_E_cuModuleGetGlobal_v2, "(dv__cbuf)");
+  assert_non_null(strstr(dv_last_error(), "HIP hipModuleGetGlobal(dv__cbuf) failed: "));
+  assert_string_equal(dv__cu_name(&dv__hip_driver, DV_CU_E_cuMemHostAlloc), "hipHostMalloc");
+  assert_string_equal(dv__cu_name(&cuda, DV_CU_E_cuMemHostRegister_v2), "cuMemHostRegister");
+  dv__hip_api = saved;
 }
 
 /* The shared loader (dynlib.c): the names tried, a missing entry point
