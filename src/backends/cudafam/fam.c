@@ -231,7 +231,7 @@ static bool cu_capturing(cu_state *st, dv_CUstream s) {
   (void)st;
   dv_CUstreamCaptureStatus cs = DV_CU_STREAM_CAPTURE_STATUS_NONE;
   dv_CUresult r = cu.cuStreamIsCapturing(s, &cs);
-  if (r == DV_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) return true;
+  if (cu_code(r) == DV_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) return true;
   return r == DV_CUDA_SUCCESS && cs != DV_CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
@@ -309,7 +309,7 @@ static dv_status cu_fence_wait(cu_state *st, void *buf, bool *held) {
     if (atomic_exchange_explicit(&x->dirty, 0, memory_order_acq_rel) || x->exported) {
       dv_CUresult r = cu_fence_record(st, &x->fence, x->s);
       x->fence_pending = r == DV_CUDA_SUCCESS;
-      if (r && r != DV_CUDA_ERROR_NOT_READY && !first) first = r, call = DV_CU_E_cuEventRecord, note = " (fence before a free)";
+      if (r && cu_code(r) != DV_CUDA_ERROR_NOT_READY && !first) first = r, call = DV_CU_E_cuEventRecord, note = " (fence before a free)";
     }
     if (x->fence_pending) {
       dv_CUresult r = cu.cuEventSynchronize(x->fence);
@@ -321,13 +321,13 @@ static dv_status cu_fence_wait(cu_state *st, void *buf, bool *held) {
   if (atomic_exchange_explicit(&st->builtin_dirty, 0, memory_order_acq_rel)) {
     dv_CUresult r = cu_fence_record(st, &st->legacy_fence, DV_CU_STREAM_LEGACY);
     st->legacy_pending = r == DV_CUDA_SUCCESS;
-    if (r == DV_CUDA_ERROR_NOT_READY) {
+    if (cu_code(r) == DV_CUDA_ERROR_NOT_READY) {
       /* Not fenced: the legacy stream would join a capture (or captures).  Its
        * work still runs: still to be fenced by the next free. */
       atomic_store_explicit(&st->builtin_dirty, 1, memory_order_release);
       legacy_held = true;
     }
-    if (r && r != DV_CUDA_ERROR_NOT_READY && !first) first = r, call = DV_CU_E_cuEventRecord, note = " (fence before a free)";
+    if (r && cu_code(r) != DV_CUDA_ERROR_NOT_READY && !first) first = r, call = DV_CU_E_cuEventRecord, note = " (fence before a free)";
   }
   if (st->legacy_pending) {
     dv_CUresult r = cu.cuEventSynchronize(st->legacy_fence);
@@ -407,7 +407,7 @@ dv_status dv__cub_host_alloc(void *state, size_t bytes, unsigned flags, void **h
   dv_CUresult r = cu.cuMemHostAlloc(&h->ptr, bytes, f);
   if (r) {
     dv__free(h);
-    if (r == DV_CUDA_ERROR_OUT_OF_MEMORY) /* page-locked host memory, not the device's */
+    if (cu_code(r) == DV_CUDA_ERROR_OUT_OF_MEMORY) /* page-locked host memory, not the device's */
       return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "%s %s of %zu bytes failed: out of page-locked host memory",
                        st->drv->vendor, dv__cu_name(st->drv, DV_CU_E_cuMemHostAlloc), bytes);
     return cu_fail(r, DV_CU_E_cuMemHostAlloc, "");
@@ -508,7 +508,7 @@ dv_status dv__cub_host_register(void *state, void *ptr, size_t bytes, unsigned f
   h = dv__calloc(1, sizeof *h);
   if (!h) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a registration record");
   dv_CUresult r = cu.cuMemHostRegister_v2(ptr, bytes, f);
-  if (r == DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED && dv__cu_foreign_pinned(st, ptr, bytes)) {
+  if (cu_code(r) == DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED && dv__cu_foreign_pinned(st, ptr, bytes)) {
     /* Pinned already by someone else, the whole range (issue 36): accepted
      * as it is; copies with it go straight to the driver, and devarray never
      * unpins it.  Mapped where the driver has a device address for it (its
@@ -529,13 +529,13 @@ dv_status dv__cub_host_register(void *state, void *ptr, size_t bytes, unsigned f
   }
   if (r) {
     dv__free(h);
-    if (r == DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+    if (cu_code(r) == DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
       return dv__error(DV_ERR_MISUSE, "%s %s failed: part of [%p, +%zu) is already registered, but not the "
                                       "whole range (page-locked by another registration of devarray or by "
                                       "other code in this process: overlapping registrations are refused by "
                                       "the driver)",
                        st->drv->vendor, dv__cu_name(st->drv, DV_CU_E_cuMemHostRegister_v2), ptr, bytes);
-    if (r == DV_CUDA_ERROR_OUT_OF_MEMORY)
+    if (cu_code(r) == DV_CUDA_ERROR_OUT_OF_MEMORY)
       return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "%s %s of %zu bytes failed: out of page-locked host memory",
                        st->drv->vendor, dv__cu_name(st->drv, DV_CU_E_cuMemHostRegister_v2), bytes);
     return cu_fail(r, DV_CU_E_cuMemHostRegister_v2, "");
@@ -622,7 +622,7 @@ dv_status dv__cub_stream_sync(void *state, dv_bstream *s) {
 
 /* A query's result: DV_OK (complete), DV_ERR_NOT_READY, or the failure. */
 static dv_status cu_query(cu_state *st, dv_CUresult r, dv_cu_entry what) {
-  if (r == DV_CUDA_ERROR_NOT_READY) return DV_ERR_NOT_READY;
+  if (cu_code(r) == DV_CUDA_ERROR_NOT_READY) return DV_ERR_NOT_READY;
   return r ? cu_fail(r, what, "") : DV_OK;
 }
 
@@ -737,7 +737,7 @@ dv_status dv__cub_event_elapsed(void *state, dv_bevent *a, dv_bevent *b, float *
   cu_state *st = state;
   CU_ENTER(st);
   dv_CUresult r = cu.cuEventElapsedTime_v2(ms, a->e, b->e);
-  if (r == DV_CUDA_ERROR_NOT_READY) return dv__error(DV_ERR_NOT_READY, "an event has not completed yet");
+  if (cu_code(r) == DV_CUDA_ERROR_NOT_READY) return dv__error(DV_ERR_NOT_READY, "an event has not completed yet");
   if (r) return cu_fail(r, DV_CU_E_cuEventElapsedTime_v2, "");
   return DV_OK;
 }

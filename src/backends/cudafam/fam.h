@@ -64,6 +64,16 @@ typedef struct dv_cu_driver {
   /* How its messages name each entry (DV_CU_E_COUNT names: its column of
    * fam_symbols.def; "cuMemAlloc" on CUDA, "hipMalloc" on HIP). */
   const char *const *names;
+  /* The entries return the driver's own codes (so that its cuGetErrorName/
+   * String name what it said, HIP's hipErrorRuntimeMemory say): this gives
+   * the CUDA code of the same meaning, which the core compares and maps
+   * (dv__cu_code); NULL: the codes are CUDA's. */
+  dv_CUresult (*code)(dv_CUresult r);
+  /* A copy between two contexts' devices, for a driver that names devices
+   * rather than contexts (HIP: by ordinal, cu_state.dev); NULL: the entry
+   * cuMemcpyPeerAsync with the two contexts. */
+  dv_CUresult (*copy_peer)(cu_state *dst_st, dv_CUdeviceptr dst, cu_state *src_st, dv_CUdeviceptr src,
+                           size_t bytes, dv_CUstream s);
   /* The driver's kernel compiler and images (fam_kernel.c calls them). */
   const struct dv_cu_kernel_ops *kops;
   /* The driver's legacy default stream is its NULL stream (HIP), not
@@ -79,6 +89,12 @@ typedef struct dv_cu_driver {
 /* The entry points of the state `st` in scope (every function that calls
  * the driver has its context's state as `st`). */
 #define cu (*st->drv->api)
+/* A result of drv's entries as the CUDA code of the same meaning: what the
+ * core compares a result with (cu_code: the state `st` in scope). */
+static inline dv_CUresult dv__cu_code(const dv_cu_driver *drv, dv_CUresult r) {
+  return drv->code ? drv->code(r) : r;
+}
+#define cu_code(r) dv__cu_code(st->drv, (r))
 
 typedef struct dv_cu_staging dv_cu_staging;
 

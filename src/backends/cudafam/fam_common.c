@@ -50,14 +50,17 @@ const char *dv__cu_name(const dv_cu_driver *drv, dv_cu_entry e) {
   return e >= 0 && e < DV_CU_E_COUNT && drv->names[e] ? drv->names[e] : "?";
 }
 
-/* The driver's name and text for r (its cuGetErrorName/String), as "NAME (r): text". */
+/* The driver's own name and text for r (its cuGetErrorName/String, given
+ * the driver's own code), as "NAME (code): text", with the status and the
+ * number of the CUDA code of the same meaning. */
 static dv_status cu_failed(const dv_cu_driver *drv, dv_CUresult r, const char *what) {
   const char *name = NULL, *text = NULL;
   const dv_cu_api *api = drv->api;
   if (api->cuGetErrorName) api->cuGetErrorName(r, &name);
   if (api->cuGetErrorString) api->cuGetErrorString(r, &text);
-  return dv__error(dv__cu_status(r), "%s %s failed: %s (%d): %s", drv->vendor, what,
-                   name ? name : "unknown error", r, text ? text : "");
+  dv_CUresult c = dv__cu_code(drv, r);
+  return dv__error(dv__cu_status(c), "%s %s failed: %s (%d): %s", drv->vendor, what,
+                   name ? name : "unknown error", c, text ? text : "");
 }
 
 /* A failed driver call: devarray's status, with the driver's name and code kept. */

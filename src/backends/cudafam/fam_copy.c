@@ -25,7 +25,7 @@ static dv_status cu_refuse_capture(cu_state *st, dv_bstream *s) {
   dv_CUstreamCaptureStatus cs = DV_CU_STREAM_CAPTURE_STATUS_NONE;
   dv_CUresult r = cu.cuStreamIsCapturing(s->s, &cs);
   if (r == DV_CUDA_SUCCESS && cs == DV_CU_STREAM_CAPTURE_STATUS_NONE) return DV_OK;
-  if (r != DV_CUDA_SUCCESS && r != DV_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) return cu_fail(r, DV_CU_E_cuStreamIsCapturing, "");
+  if (r != DV_CUDA_SUCCESS && cu_code(r) != DV_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) return cu_fail(r, DV_CU_E_cuStreamIsCapturing, "");
   return dv__error(DV_ERR_MISUSE,
                    "a copy with pageable host memory on a %s stream that %s %s graph cannot be captured: the "
                    "driver copies pageable memory synchronously and devarray stages it through pinned buffers "
@@ -88,7 +88,7 @@ static dv_status cu_copy_rect(cu_state *st, dv_bstream *s, const dv_rect *r) {
     dv_CUresult e = cu.cuMemcpy2DAsync_v2(&c, s->s);
     /* "cuMemcpy2D() may fail for pitches not computed by cuMemAllocPitch()":
      * a device-to-device copy the driver refuses goes another way. */
-    if (e == DV_CUDA_ERROR_INVALID_VALUE && sd && dd) return DV_ERR_NOT_SUPPORTED;
+    if (cu_code(e) == DV_CUDA_ERROR_INVALID_VALUE && sd && dd) return DV_ERR_NOT_SUPPORTED;
     if (e) return cu_fail(e, DV_CU_E_cuMemcpy2DAsync_v2, "");
   } else {
     /* 3-D: a slice is srcHeight rows of srcPitch bytes. */
@@ -106,7 +106,7 @@ static dv_status cu_copy_rect(cu_state *st, dv_bstream *s, const dv_rect *r) {
     c.dstPitch = r->dst_pitch, c.dstHeight = r->dst_slice / r->dst_pitch;
     c.WidthInBytes = r->width, c.Height = r->height, c.Depth = r->depth;
     dv_CUresult e = cu.cuMemcpy3DAsync_v2(&c, s->s);
-    if (e == DV_CUDA_ERROR_INVALID_VALUE && sd && dd) return DV_ERR_NOT_SUPPORTED;
+    if (cu_code(e) == DV_CUDA_ERROR_INVALID_VALUE && sd && dd) return DV_ERR_NOT_SUPPORTED;
     if (e) return cu_fail(e, DV_CU_E_cuMemcpy3DAsync_v2, "");
   }
   if (r->flags & DV_COPY_SYNC) CU_TRY(cu.cuStreamSynchronize(s->s), DV_CU_E_cuStreamSynchronize, "");
@@ -131,7 +131,7 @@ static void cu_enable_peer(cu_state *st, cu_state *src) {
   int can = 0;
   if (cu.cuDeviceCanAccessPeer(&can, st->dev, src->dev) || !can) return;
   dv_CUresult r = cu.cuCtxEnablePeerAccess(src->ctx, 0);
-  if (r && r != 704 /* CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED */)
+  if (r && cu_code(r) != 704 /* CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED */)
     dv__log(DV_LOG_DEBUG, "cuda: no peer access from device %d to %d (%d): peer copies stage", st->ordinal,
             src->ordinal, r);
 }
@@ -155,7 +155,10 @@ dv_status dv__cub_copy_peer(void *state, dv_bstream *s, dv_memref dst, void *src
   pthread_mutex_lock(&st->copy_lock);
   cu_enable_peer(st, ss);
   pthread_mutex_unlock(&st->copy_lock);
-  CU_TRY(cu.cuMemcpyPeerAsync(cu_ptr(dst), st->ctx, cu_ptr(src), ss->ctx, bytes, s->s), DV_CU_E_cuMemcpyPeerAsync, "");
+  /* Between the two contexts, or (a driver that names devices) their devices. */
+  CU_TRY(st->drv->copy_peer ? st->drv->copy_peer(st, cu_ptr(dst), ss, cu_ptr(src), bytes, s->s)
+                            : cu.cuMemcpyPeerAsync(cu_ptr(dst), st->ctx, cu_ptr(src), ss->ctx, bytes, s->s),
+         DV_CU_E_cuMemcpyPeerAsync, "");
   /* A copy between contexts is synchronous on the source's side
    * (dv_array_copy): the caller may write or free the source as soon as
    * this returns, and nothing orders the source context's later work (or

@@ -54,7 +54,7 @@ dv_status dv__cub_ipc_open(void *state, const unsigned char *payload, void **nat
   memcpy(&h, payload, sizeof h);
   dv_CUdeviceptr p = 0;
   dv_CUresult r = cu.cuIpcOpenMemHandle_v2(&p, h, DV_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-  if (r == DV_CUDA_ERROR_INVALID_VALUE || r == DV_CUDA_ERROR_INVALID_HANDLE) {
+  if (cu_code(r) == DV_CUDA_ERROR_INVALID_VALUE || cu_code(r) == DV_CUDA_ERROR_INVALID_HANDLE) {
     const char *name = NULL;
     cu.cuGetErrorName(r, &name);
     return dv__error(DV_ERR_INVALID_ARGUMENT,

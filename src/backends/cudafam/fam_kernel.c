@@ -231,14 +231,14 @@ static dv_status cu_load_image(cu_state *st, const void *data, int kind, const c
   if (r != DV_CUDA_SUCCESS) {
     *out = NULL;
     const char *hint = "";
-    if (r == DV_CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+    if (cu_code(r) == DV_CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
       hint = " (the PTX is newer than this driver: update the driver, or use an NVRTC no newer "
              "than the driver)";
-    else if (r == DV_CUDA_ERROR_NO_BINARY_FOR_GPU || r == DV_CUDA_ERROR_INVALID_IMAGE)
+    else if (cu_code(r) == DV_CUDA_ERROR_NO_BINARY_FOR_GPU || cu_code(r) == DV_CUDA_ERROR_INVALID_IMAGE)
       hint = " (compiled for another architecture)";
     cu_fail(r, DV_CU_E_cuModuleLoadDataEx, "");
     cu_why why = cu_last();
-    dv_status rc = dv__error(dv__cu_status(r) == DV_ERR_INVALID_ARGUMENT ? DV_ERR_DRIVER : dv__cu_status(r),
+    dv_status rc = dv__error(dv__cu_status(cu_code(r)) == DV_ERR_INVALID_ARGUMENT ? DV_ERR_DRIVER : dv__cu_status(cu_code(r)),
                              "%s: loading the %s failed%s: %s%s%.2048s", what,
                              kind == DV_CU_IMAGE_HSACO ? "code object" : cu_image_tags[kind], hint,
                              why.s, *err ? "\nJIT log:\n" : "", err);
@@ -282,7 +282,7 @@ static dv_status cu_module_from(cu_state *st, const dv_build_req *req, const voi
     size_t n = 0;
     dv_CUresult r = cu.cuModuleGetGlobal_v2(&p, &n, m->mod, "dv__cbuf");
     m->const_bytes = req->const_bytes;
-    if (r == DV_CUDA_ERROR_NOT_FOUND) {
+    if (cu_code(r) == DV_CUDA_ERROR_NOT_FOUND) {
       /* No kernel reads the constants and the compiler dropped them: there
        * is nothing to fill, and updates have no reader. */
       dv__log(DV_LOG_DEBUG, "program %s: no constant buffer in the module (unused)", req->name);
@@ -388,7 +388,7 @@ dv_status dv__cub_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bk
   CU_ENTER(st);
   dv_CUfunction f = NULL;
   dv_CUresult r = cu.cuModuleGetFunction(&f, m->mod, name);
-  if (r == DV_CUDA_ERROR_NOT_FOUND)
+  if (cu_code(r) == DV_CUDA_ERROR_NOT_FOUND)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "the module has no kernel %s (declare it with DV_KERNEL)",
                      name);
   if (r) return cu_fail(r, DV_CU_E_cuModuleGetFunction, "");
@@ -539,7 +539,7 @@ dv_status dv__cub_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_bla
   dv_CUresult r = cu.cuLaunchKernel(k->f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
                                     l->block[2], (unsigned)l->dynamic_shared, s->s, params, NULL);
   if (r == DV_CUDA_SUCCESS) dv__cu_used(st, s);
-  if (r == DV_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+  if (cu_code(r) == DV_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
     return dv__error(DV_ERR_LAUNCH_CONFIG,
                      "kernel %s: a block of %u x %u x %u threads needs more registers than the "
                      "device has (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES); use smaller blocks",
@@ -547,7 +547,7 @@ dv_status dv__cub_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_bla
   if (r) {
     cu_fail(r, DV_CU_E_cuLaunchKernel, "");
     cu_why why = cu_last();
-    return dv__error(dv__cu_status(r), "kernel %s: %s", k->name, why.s);
+    return dv__error(dv__cu_status(cu_code(r)), "kernel %s: %s", k->name, why.s);
   }
   return DV_OK;
 }

@@ -325,7 +325,7 @@ static dv_status stage_get(dv_cu_staging *g, size_t n, bool sync, int own, cu_st
     pthread_cond_broadcast(&g->back); /* room for a waiting copy */
     pthread_mutex_unlock(&g->lock);
     if (!b) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a staging record");
-    if (r == DV_CUDA_ERROR_OUT_OF_MEMORY)
+    if (dv__cu_code(g->drv, r) == DV_CUDA_ERROR_OUT_OF_MEMORY)
       return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "%s %s of a %zu-byte staging buffer failed: out of page-locked memory",
                        g->drv->vendor, dv__cu_name(g->drv, DV_CU_E_cuMemHostAlloc), size);
     return dv__cu_fail(g->drv, r, DV_CU_E_cuMemHostAlloc, " (staging)");
