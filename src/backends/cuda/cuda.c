@@ -36,9 +36,16 @@ static void *cu_lib;
 static dv_cu_api cuda_api;
 static atomic_int cuda_forked;
 static void cuda_fill_info(cu_state *st, const dv_backend_config *cfg);
+/* How CUDA's messages name each entry (fam_symbols.def's cuda_name column). */
+static const char *const cuda_names[DV_CU_E_COUNT] = {
+#define DV_CU(ret, symbol, cuda_name, hip_name, params) [DV_CU_E_##symbol] = cuda_name,
+#include "../cudafam/fam_symbols.def"
+#undef DV_CU
+};
 static const dv_cu_driver cuda_driver = {.vendor = "CUDA",
                                          .backend = "cuda",
                                          .api = &cuda_api,
+                                         .names = cuda_names,
                                          .state_bytes = sizeof(cuda_ctx),
                                          .fill_info = cuda_fill_info,
                                          .kops = &cuda_kernel_ops,
@@ -52,7 +59,7 @@ static void cu_after_fork_child(void) { atomic_store(&cuda_forked, 1); }
 /* The driver's entry points (../cudafam/fam_symbols.def).  cuEventElapsedTime_v2 falls
  * back to the old name, which has the same prototype; cuFuncGetParamInfo
  * (CUDA 12.4) may be missing. */
-#define DV_CU(ret, name, params) {#name, NULL, (void **)&cuda_api.name, 0},
+#define DV_CU(ret, symbol, cuda_name, hip_name, params) {#symbol, NULL, (void **)&cuda_api.symbol, 0},
 static dv_dynsym cu_syms[] = { /* written once, in cu_load */
 #include "../cudafam/fam_symbols.def"
     {"cuFuncGetParamInfo", NULL, (void **)&cuda_api.cuFuncGetParamInfo, 1},

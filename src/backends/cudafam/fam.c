@@ -90,7 +90,7 @@ dv_status dv__cu_open(const dv_cu_driver *drv, const dv_backend_config *cfg, voi
     ordinal = (int)v;
   }
   dv_CUresult rn = api->cuDeviceGetCount(&n);
-  if (rn) return dv__cu_fail(drv, rn, "cuDeviceGetCount");
+  if (rn) return dv__cu_fail(drv, rn, DV_CU_E_cuDeviceGetCount, "");
   if (n == 0) return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "the %s driver reports no device", drv->vendor);
   if (ordinal >= n)
     return dv__error(DV_ERR_BACKEND_UNAVAILABLE, "no %s device %d (%d device(s); options device / %s_device)",
@@ -115,7 +115,7 @@ dv_status dv__cu_open(const dv_cu_driver *drv, const dv_backend_config *cfg, voi
   if (r) {
     pthread_mutex_destroy(&st->fence_lock);
     dv__free(st);
-    return cu_fail(r, "cuDevicePrimaryCtxRetain");
+    return cu_fail(r, DV_CU_E_cuDevicePrimaryCtxRetain, "");
   }
   CU_SCOPE(sc);
   if ((rc = dv__cu_enter_scope(st, &sc)) != DV_OK) {
@@ -184,7 +184,7 @@ dv_status dv__cub_mem_alloc(void *state, size_t bytes, void **buf) {
   cu_state *st = state;
   CU_ENTER(st);
   dv_CUdeviceptr p = 0;
-  CU_TRY(cu.cuMemAlloc_v2(&p, bytes), "cuMemAlloc");
+  CU_TRY(cu.cuMemAlloc_v2(&p, bytes), DV_CU_E_cuMemAlloc_v2, "");
   *buf = (void *)(uintptr_t)p;
   return DV_OK;
 }
@@ -196,7 +196,7 @@ dv_status dv__cub_managed_alloc(void *state, size_t bytes, int attach_global, vo
   if (!st->info.managed_memory) return dv__error(DV_ERR_NOT_SUPPORTED, "device %s has no managed memory", st->info.name);
   dv_CUdeviceptr p = 0;
   CU_TRY(cu.cuMemAllocManaged(&p, bytes, attach_global ? DV_CU_MEM_ATTACH_GLOBAL : DV_CU_MEM_ATTACH_HOST),
-         "cuMemAllocManaged");
+         DV_CU_E_cuMemAllocManaged, "");
   *buf = (void *)(uintptr_t)p;
   return DV_OK;
 }
@@ -231,7 +231,7 @@ static bool cu_capturing(cu_state *st, dv_CUstream s) {
   (void)st;
   dv_CUstreamCaptureStatus cs = DV_CU_STREAM_CAPTURE_STATUS_NONE;
   dv_CUresult r = cu.cuStreamIsCapturing(s, &cs);
-  if (r == DV_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) return true;
+  if (cu_code(r) == DV_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) return true;
   return r == DV_CUDA_SUCCESS && cs != DV_CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
@@ -289,7 +289,8 @@ static bool cu_take_exported(cu_state *st, void *buf) {
  * unfenced for such a stream (host memory, whose record is already gone). */
 static dv_status cu_fence_wait(cu_state *st, void *buf, bool *held) {
   dv_CUresult first = DV_CUDA_SUCCESS;
-  const char *what = NULL;
+  dv_cu_entry call = DV_CU_E_NONE; /* the first failure: which entry, and why it was called */
+  const char *note = NULL;
   if (held) *held = false;
   pthread_mutex_lock(&st->fence_lock);
   if (buf && cu_take_exported(st, buf)) {
@@ -302,40 +303,40 @@ static dv_status cu_fence_wait(cu_state *st, void *buf, bool *held) {
     dv_CUresult r = cu.cuCtxSynchronize();
     if (!r) r = cu_free_kept(st), st->kept_sync = false;
     pthread_mutex_unlock(&st->fence_lock);
-    return r ? cu_fail(r, "cuCtxSynchronize (before freeing memory handed out natively)") : DV_OK;
+    return r ? cu_fail(r, DV_CU_E_cuCtxSynchronize, " (before freeing memory handed out natively)") : DV_OK;
   }
   for (dv_bstream *x = st->streams; x; x = x->next) {
     if (atomic_exchange_explicit(&x->dirty, 0, memory_order_acq_rel) || x->exported) {
       dv_CUresult r = cu_fence_record(st, &x->fence, x->s);
       x->fence_pending = r == DV_CUDA_SUCCESS;
-      if (r && r != DV_CUDA_ERROR_NOT_READY && !first) first = r, what = "cuEventRecord (fence before a free)";
+      if (r && cu_code(r) != DV_CUDA_ERROR_NOT_READY && !first) first = r, call = DV_CU_E_cuEventRecord, note = " (fence before a free)";
     }
     if (x->fence_pending) {
       dv_CUresult r = cu.cuEventSynchronize(x->fence);
       x->fence_pending = false;
-      if (r && !first) first = r, what = "cuEventSynchronize (fence before a free)";
+      if (r && !first) first = r, call = DV_CU_E_cuEventSynchronize, note = " (fence before a free)";
     }
   }
   bool legacy_held = false;
   if (atomic_exchange_explicit(&st->builtin_dirty, 0, memory_order_acq_rel)) {
     dv_CUresult r = cu_fence_record(st, &st->legacy_fence, DV_CU_STREAM_LEGACY);
     st->legacy_pending = r == DV_CUDA_SUCCESS;
-    if (r == DV_CUDA_ERROR_NOT_READY) {
+    if (cu_code(r) == DV_CUDA_ERROR_NOT_READY) {
       /* Not fenced: the legacy stream would join a capture (or captures).  Its
        * work still runs: still to be fenced by the next free. */
       atomic_store_explicit(&st->builtin_dirty, 1, memory_order_release);
       legacy_held = true;
     }
-    if (r && r != DV_CUDA_ERROR_NOT_READY && !first) first = r, what = "cuEventRecord (fence before a free)";
+    if (r && cu_code(r) != DV_CUDA_ERROR_NOT_READY && !first) first = r, call = DV_CU_E_cuEventRecord, note = " (fence before a free)";
   }
   if (st->legacy_pending) {
     dv_CUresult r = cu.cuEventSynchronize(st->legacy_fence);
     st->legacy_pending = false;
-    if (r && !first) first = r, what = "cuEventSynchronize (fence before a free)";
+    if (r && !first) first = r, call = DV_CU_E_cuEventSynchronize, note = " (fence before a free)";
   }
   for (size_t i = 0; i < st->norphans; i++) {
     dv_CUresult r = cu.cuEventSynchronize(st->orphans[i]);
-    if (r && !first) first = r, what = "cuEventSynchronize (fence of a destroyed stream)";
+    if (r && !first) first = r, call = DV_CU_E_cuEventSynchronize, note = " (fence of a destroyed stream)";
     cu.cuEventDestroy_v2(st->orphans[i]);
   }
   st->norphans = 0;
@@ -344,15 +345,15 @@ static dv_status cu_fence_wait(cu_state *st, void *buf, bool *held) {
     /* Every stream fenced again; a kept buffer that was handed out natively
      * waits for the whole context first (as its free would have). */
     dv_CUresult r = st->kept_sync ? cu.cuCtxSynchronize() : DV_CUDA_SUCCESS;
-    if (r && !first) first = r, what = "cuCtxSynchronize (before a free a graph capture held back)";
+    if (r && !first) first = r, call = DV_CU_E_cuCtxSynchronize, note = " (before a free a graph capture held back)";
     if (!r) {
       st->kept_sync = false;
       r = cu_free_kept(st);
-      if (r && !first) first = r, what = "cuMemFree (a free a graph capture held back)";
+      if (r && !first) first = r, call = DV_CU_E_cuMemFree_v2, note = " (a free a graph capture held back)";
     }
   }
   pthread_mutex_unlock(&st->fence_lock);
-  return first ? cu_fail(first, what) : DV_OK;
+  return first ? cu_fail(first, call, note) : DV_OK;
 }
 
 dv_status dv__cub_mem_free(void *state, void *buf) {
@@ -378,14 +379,14 @@ dv_status dv__cub_mem_free(void *state, void *buf) {
   }
   /* Freed even when the wait failed: the memory goes back if the driver can take it. */
   dv_CUresult r = cu.cuMemFree_v2((dv_CUdeviceptr)(uintptr_t)buf);
-  if (r) return cu_fail(r, "cuMemFree");
+  if (r) return cu_fail(r, DV_CU_E_cuMemFree_v2, "");
   return wrc;
 }
 
 dv_status dv__cub_mem_info(void *state, size_t *free_bytes, size_t *total_bytes) {
   cu_state *st = state;
   CU_ENTER(st);
-  CU_TRY(cu.cuMemGetInfo_v2(free_bytes, total_bytes), "cuMemGetInfo");
+  CU_TRY(cu.cuMemGetInfo_v2(free_bytes, total_bytes), DV_CU_E_cuMemGetInfo_v2, "");
   return DV_OK;
 }
 
@@ -406,10 +407,10 @@ dv_status dv__cub_host_alloc(void *state, size_t bytes, unsigned flags, void **h
   dv_CUresult r = cu.cuMemHostAlloc(&h->ptr, bytes, f);
   if (r) {
     dv__free(h);
-    if (r == DV_CUDA_ERROR_OUT_OF_MEMORY) /* page-locked host memory, not the device's */
-      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "%s of %zu bytes failed: out of page-locked host memory",
-                       dv__cu_said(st->drv, "cuMemHostAlloc", (char[96]){0}, 96), bytes);
-    return cu_fail(r, "cuMemHostAlloc");
+    if (cu_code(r) == DV_CUDA_ERROR_OUT_OF_MEMORY) /* page-locked host memory, not the device's */
+      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "%s %s of %zu bytes failed: out of page-locked host memory",
+                       st->drv->vendor, dv__cu_name(st->drv, DV_CU_E_cuMemHostAlloc), bytes);
+    return cu_fail(r, DV_CU_E_cuMemHostAlloc, "");
   }
   h->bytes = bytes;
   h->drv = st->drv;
@@ -419,7 +420,7 @@ dv_status dv__cub_host_alloc(void *state, size_t bytes, unsigned flags, void **h
     if (r) {
       cu.cuMemFreeHost(h->ptr);
       dv__free(h);
-      return cu_fail(r, "cuMemHostGetDevicePointer");
+      return cu_fail(r, DV_CU_E_cuMemHostGetDevicePointer_v2, "");
     }
     if (dev_buf) *dev_buf = (void *)(uintptr_t)d;
     h->dev = d;
@@ -470,7 +471,7 @@ dv_status dv__cub_host_free(void *state, void *handle) {
                                  : cu.cuMemFreeHost(h->ptr);
   bool registered = h->registered;
   dv__free(h);
-  if (r) return cu_fail(r, registered ? "cuMemHostUnregister" : "cuMemFreeHost");
+  if (r) return cu_fail(r, registered ? DV_CU_E_cuMemHostUnregister : DV_CU_E_cuMemFreeHost, "");
   return wrc;
 }
 
@@ -497,7 +498,7 @@ dv_status dv__cub_host_register(void *state, void *ptr, size_t bytes, unsigned f
           cu.cuMemHostUnregister(h->ptr);
           dv__free(h);
         }
-        return cu_fail(r, "cuMemHostGetDevicePointer (a registration shared with another context)");
+        return cu_fail(r, DV_CU_E_cuMemHostGetDevicePointer_v2, " (a registration shared with another context)");
       }
       *dev_buf = (void *)(uintptr_t)d;
     }
@@ -507,7 +508,7 @@ dv_status dv__cub_host_register(void *state, void *ptr, size_t bytes, unsigned f
   h = dv__calloc(1, sizeof *h);
   if (!h) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a registration record");
   dv_CUresult r = cu.cuMemHostRegister_v2(ptr, bytes, f);
-  if (r == DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED && dv__cu_foreign_pinned(st, ptr, bytes)) {
+  if (cu_code(r) == DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED && dv__cu_foreign_pinned(st, ptr, bytes)) {
     /* Pinned already by someone else, the whole range (issue 36): accepted
      * as it is; copies with it go straight to the driver, and devarray never
      * unpins it.  Mapped where the driver has a device address for it (its
@@ -528,16 +529,16 @@ dv_status dv__cub_host_register(void *state, void *ptr, size_t bytes, unsigned f
   }
   if (r) {
     dv__free(h);
-    if (r == DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
-      return dv__error(DV_ERR_MISUSE, "%s failed: part of [%p, +%zu) is already registered, but not the "
+    if (cu_code(r) == DV_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+      return dv__error(DV_ERR_MISUSE, "%s %s failed: part of [%p, +%zu) is already registered, but not the "
                                       "whole range (page-locked by another registration of devarray or by "
                                       "other code in this process: overlapping registrations are refused by "
                                       "the driver)",
-                       dv__cu_said(st->drv, "cuMemHostRegister", (char[96]){0}, 96), ptr, bytes);
-    if (r == DV_CUDA_ERROR_OUT_OF_MEMORY)
-      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "%s of %zu bytes failed: out of page-locked host memory",
-                       dv__cu_said(st->drv, "cuMemHostRegister", (char[96]){0}, 96), bytes);
-    return cu_fail(r, "cuMemHostRegister");
+                       st->drv->vendor, dv__cu_name(st->drv, DV_CU_E_cuMemHostRegister_v2), ptr, bytes);
+    if (cu_code(r) == DV_CUDA_ERROR_OUT_OF_MEMORY)
+      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "%s %s of %zu bytes failed: out of page-locked host memory",
+                       st->drv->vendor, dv__cu_name(st->drv, DV_CU_E_cuMemHostRegister_v2), bytes);
+    return cu_fail(r, DV_CU_E_cuMemHostRegister_v2, "");
   }
   h->ptr = ptr;
   h->bytes = bytes;
@@ -549,7 +550,7 @@ dv_status dv__cub_host_register(void *state, void *ptr, size_t bytes, unsigned f
     if (r) { /* reported, not dropped: the caller asked for a mapping */
       cu.cuMemHostUnregister(ptr);
       dv__free(h);
-      return cu_fail(r, "cuMemHostGetDevicePointer (registered memory)");
+      return cu_fail(r, DV_CU_E_cuMemHostGetDevicePointer_v2, " (registered memory)");
     }
     h->dev = d;
     if (dev_buf) *dev_buf = (void *)(uintptr_t)d;
@@ -572,7 +573,7 @@ dv_status dv__cub_stream_create(void *state, unsigned flags, dv_bstream **out) {
   dv_CUresult r = cu.cuStreamCreate(&s->s, (flags & DV_STREAM_NON_BLOCKING) ? DV_CU_STREAM_NON_BLOCKING : 0);
   if (r) {
     dv__free(s);
-    return cu_fail(r, "cuStreamCreate");
+    return cu_fail(r, DV_CU_E_cuStreamCreate, "");
   }
   pthread_mutex_lock(&st->fence_lock);
   s->next = st->streams;
@@ -604,7 +605,7 @@ dv_status dv__cub_stream_destroy(void *state, dv_bstream *s) {
   pthread_mutex_unlock(&st->fence_lock);
   dv_CUresult r = cu.cuStreamDestroy_v2(s->s);
   dv__free(s);
-  if (r) return cu_fail(r, "cuStreamDestroy");
+  if (r) return cu_fail(r, DV_CU_E_cuStreamDestroy_v2, "");
   return DV_OK;
 }
 
@@ -612,23 +613,23 @@ dv_status dv__cub_stream_sync(void *state, dv_bstream *s) {
   cu_state *st = state;
   CU_ENTER(st);
   if (!s) {
-    CU_TRY(cu.cuCtxSynchronize(), "cuCtxSynchronize");
+    CU_TRY(cu.cuCtxSynchronize(), DV_CU_E_cuCtxSynchronize, "");
     return DV_OK;
   }
-  CU_TRY(cu.cuStreamSynchronize(s->s), "cuStreamSynchronize");
+  CU_TRY(cu.cuStreamSynchronize(s->s), DV_CU_E_cuStreamSynchronize, "");
   return DV_OK;
 }
 
 /* A query's result: DV_OK (complete), DV_ERR_NOT_READY, or the failure. */
-static dv_status cu_query(cu_state *st, dv_CUresult r, const char *what) {
-  if (r == DV_CUDA_ERROR_NOT_READY) return DV_ERR_NOT_READY;
-  return r ? cu_fail(r, what) : DV_OK;
+static dv_status cu_query(cu_state *st, dv_CUresult r, dv_cu_entry what) {
+  if (cu_code(r) == DV_CUDA_ERROR_NOT_READY) return DV_ERR_NOT_READY;
+  return r ? cu_fail(r, what, "") : DV_OK;
 }
 
 dv_status dv__cub_stream_query(void *state, dv_bstream *s) {
   cu_state *st = state;
   CU_ENTER(st);
-  return cu_query(st, cu.cuStreamQuery(s->s), "cuStreamQuery");
+  return cu_query(st, cu.cuStreamQuery(s->s), DV_CU_E_cuStreamQuery);
 }
 
 dv_status dv__cub_stream_builtin(void *state, int which, dv_bstream **out) {
@@ -669,7 +670,7 @@ dv_status dv__cub_stream_callback(void *state, dv_bstream *s, dv_bcallback_fn fn
   dv_CUresult r = cu.cuStreamAddCallback(s->s, cu_cb_trampoline, c, 0);
   if (r) {
     dv__free(c);
-    return cu_fail(r, "cuStreamAddCallback");
+    return cu_fail(r, DV_CU_E_cuStreamAddCallback, "");
   }
   return DV_OK;
 }
@@ -685,7 +686,7 @@ dv_status dv__cub_event_create(void *state, unsigned flags, dv_bevent **out) {
   dv_CUresult r = cu.cuEventCreate(&e->e, (flags & DV_EVENT_TIMING) ? 0 : DV_CU_EVENT_DISABLE_TIMING);
   if (r) {
     dv__free(e);
-    return cu_fail(r, "cuEventCreate");
+    return cu_fail(r, DV_CU_E_cuEventCreate, "");
   }
   e->flags = flags;
   *out = e;
@@ -697,14 +698,14 @@ dv_status dv__cub_event_destroy(void *state, dv_bevent *e) {
   CU_ENTER(st);
   dv_CUresult r = cu.cuEventDestroy_v2(e->e);
   dv__free(e);
-  if (r) return cu_fail(r, "cuEventDestroy");
+  if (r) return cu_fail(r, DV_CU_E_cuEventDestroy_v2, "");
   return DV_OK;
 }
 
 dv_status dv__cub_event_record(void *state, dv_bevent *e, dv_bstream *s) {
   cu_state *st = state;
   CU_ENTER(st);
-  CU_TRY(cu.cuEventRecord(e->e, s->s), "cuEventRecord");
+  CU_TRY(cu.cuEventRecord(e->e, s->s), DV_CU_E_cuEventRecord, "");
   e->recorded = true;
   return DV_OK;
 }
@@ -712,20 +713,20 @@ dv_status dv__cub_event_record(void *state, dv_bevent *e, dv_bstream *s) {
 dv_status dv__cub_event_wait(void *state, dv_bstream *s, dv_bevent *e) {
   cu_state *st = state;
   CU_ENTER(st);
-  CU_TRY(cu.cuStreamWaitEvent(s->s, e->e, 0), "cuStreamWaitEvent");
+  CU_TRY(cu.cuStreamWaitEvent(s->s, e->e, 0), DV_CU_E_cuStreamWaitEvent, "");
   return DV_OK;
 }
 
 dv_status dv__cub_event_query(void *state, dv_bevent *e) {
   cu_state *st = state;
   CU_ENTER(st);
-  return cu_query(st, cu.cuEventQuery(e->e), "cuEventQuery");
+  return cu_query(st, cu.cuEventQuery(e->e), DV_CU_E_cuEventQuery);
 }
 
 dv_status dv__cub_event_sync(void *state, dv_bevent *e) {
   cu_state *st = state;
   CU_ENTER(st);
-  CU_TRY(cu.cuEventSynchronize(e->e), "cuEventSynchronize");
+  CU_TRY(cu.cuEventSynchronize(e->e), DV_CU_E_cuEventSynchronize, "");
   return DV_OK;
 }
 
@@ -736,7 +737,7 @@ dv_status dv__cub_event_elapsed(void *state, dv_bevent *a, dv_bevent *b, float *
   cu_state *st = state;
   CU_ENTER(st);
   dv_CUresult r = cu.cuEventElapsedTime_v2(ms, a->e, b->e);
-  if (r == DV_CUDA_ERROR_NOT_READY) return dv__error(DV_ERR_NOT_READY, "an event has not completed yet");
-  if (r) return cu_fail(r, "cuEventElapsedTime");
+  if (cu_code(r) == DV_CUDA_ERROR_NOT_READY) return dv__error(DV_ERR_NOT_READY, "an event has not completed yet");
+  if (r) return cu_fail(r, DV_CU_E_cuEventElapsedTime_v2, "");
   return DV_OK;
 }

@@ -20,7 +20,7 @@
 #include "fam_status.h"
 
 typedef struct dv_cu_api {
-#define DV_CU(ret, name, params) ret(*name) params;
+#define DV_CU(ret, symbol, cuda_name, hip_name, params) ret(*symbol) params;
 #include "fam_symbols.def"
 #undef DV_CU
   /* Optional (NULL where the driver lacks it): CUDA 12.4's parameter layout. */
@@ -29,6 +29,16 @@ typedef struct dv_cu_api {
    * page-locked by someone else (NULL on HIP: such memory is staged). */
   dv_CUresult (*cuPointerGetAttribute)(void *data, int attribute, dv_CUdeviceptr ptr);
 } dv_cu_api;
+
+/* The entries of fam_symbols.def by number: what a message names
+ * (dv_cu_driver.names, each driver's column of the list; cu_fail). */
+typedef enum dv_cu_entry {
+  DV_CU_E_NONE = -1,
+#define DV_CU(ret, symbol, cuda_name, hip_name, params) DV_CU_E_##symbol,
+#include "fam_symbols.def"
+#undef DV_CU
+  DV_CU_E_COUNT
+} dv_cu_entry;
 
 /*
  * A driver shaped like CUDA's driver API: the entry points, how its
@@ -51,9 +61,19 @@ typedef struct dv_cu_driver {
    * this driver says differently (vendor, driver version) and its own
    * options into drv_state; NULL: nothing. */
   void (*fill_info)(cu_state *st, const dv_backend_config *cfg);
-  /* The driver's own name for what failed ("cuMemAlloc_v2 (staging)" ->
-   * "hipMalloc (staging)"), written to buf; NULL: as written. */
-  void (*call_name)(const char *what, char *buf, size_t cap);
+  /* How its messages name each entry (DV_CU_E_COUNT names: its column of
+   * fam_symbols.def; "cuMemAlloc" on CUDA, "hipMalloc" on HIP). */
+  const char *const *names;
+  /* The entries return the driver's own codes (so that its cuGetErrorName/
+   * String name what it said, HIP's hipErrorRuntimeMemory say): this gives
+   * the CUDA code of the same meaning, which the core compares and maps
+   * (dv__cu_code); NULL: the codes are CUDA's. */
+  dv_CUresult (*code)(dv_CUresult r);
+  /* A copy between two contexts' devices, for a driver that names devices
+   * rather than contexts (HIP: by ordinal, cu_state.dev); NULL: the entry
+   * cuMemcpyPeerAsync with the two contexts. */
+  dv_CUresult (*copy_peer)(cu_state *dst_st, dv_CUdeviceptr dst, cu_state *src_st, dv_CUdeviceptr src,
+                           size_t bytes, dv_CUstream s);
   /* The driver's kernel compiler and images (fam_kernel.c calls them). */
   const struct dv_cu_kernel_ops *kops;
   /* The driver's legacy default stream is its NULL stream (HIP), not
@@ -69,6 +89,12 @@ typedef struct dv_cu_driver {
 /* The entry points of the state `st` in scope (every function that calls
  * the driver has its context's state as `st`). */
 #define cu (*st->drv->api)
+/* A result of drv's entries as the CUDA code of the same meaning: what the
+ * core compares a result with (cu_code: the state `st` in scope). */
+static inline dv_CUresult dv__cu_code(const dv_cu_driver *drv, dv_CUresult r) {
+  return drv->code ? drv->code(r) : r;
+}
+#define cu_code(r) dv__cu_code(st->drv, (r))
 
 typedef struct dv_cu_staging dv_cu_staging;
 
@@ -148,11 +174,16 @@ void dv__cu_exported(cu_state *st, void *buf);
 void *dv__cu_grow(void *table, size_t n, size_t *cap, size_t elem, size_t first);
 
 /* A failed driver call: devarray's status, with the driver's name and code
- * kept (cu_fail: with the state `st` in scope). */
-dv_status dv__cu_fail(const dv_cu_driver *drv, dv_CUresult r, const char *what);
-/* "<vendor> <call>" for a message of its own: what, as the driver names it
- * ("CUDA cuMemHostAlloc", "HIP hipHostMalloc"), written to buf. */
-const char *dv__cu_said(const dv_cu_driver *drv, const char *what, char *buf, size_t cap);
+ * kept, and a message "<vendor> <entry's name><note> failed: <error>"
+ * (note: "", " (staging)", ...; cu_fail: with the state `st` in scope). */
+dv_status dv__cu_fail(const dv_cu_driver *drv, dv_CUresult r, dv_cu_entry e, const char *note);
+/* The same for a step of several calls: "<vendor> <doing> (<e1> / <e2>)
+ * failed: ..." (e2 DV_CU_E_NONE: "(<e1>)"). */
+dv_status dv__cu_fail_in(const dv_cu_driver *drv, dv_CUresult r, const char *doing, dv_cu_entry e1,
+                         dv_cu_entry e2);
+/* How the driver names entry e in a message of its own ("cuMemHostAlloc",
+ * "hipHostMalloc"). */
+const char *dv__cu_name(const dv_cu_driver *drv, dv_cu_entry e);
 /*
  * Make the context current on this thread for the length of one backend
  * call, and put back what was current before when the call returns: the
@@ -168,13 +199,14 @@ typedef struct cu_scope {
 } cu_scope;
 dv_status dv__cu_enter_scope(cu_state *st, cu_scope *sc);
 void dv__cu_leave(cu_scope *sc);
-#define cu_fail(r, what) dv__cu_fail(st->drv, (r), (what))
+#define cu_fail(r, e, note) dv__cu_fail(st->drv, (r), (e), (note))
+#define cu_fail_in(r, doing, e1, e2) dv__cu_fail_in(st->drv, (r), (doing), (e1), (e2))
 #define CU_SCOPE(name) cu_scope name __attribute__((cleanup(dv__cu_leave))) = {NULL, NULL, false}
 
-#define CU_TRY(call, what)                                 \
-  do {                                                     \
-    dv_CUresult r_ = (call);                               \
-    if (r_ != DV_CUDA_SUCCESS) return cu_fail(r_, what);   \
+#define CU_TRY(call, e, note)                                \
+  do {                                                       \
+    dv_CUresult r_ = (call);                                 \
+    if (r_ != DV_CUDA_SUCCESS) return cu_fail(r_, e, note);  \
   } while (0)
 #define CU_ENTER(st)                                   \
   CU_SCOPE(cu_scope_);                                 \

@@ -46,29 +46,36 @@ dv_status dv__cu_status(int r) {
   }
 }
 
-/* A failed driver call: devarray's status, with the driver's name and code kept. */
-dv_status dv__cu_fail(const dv_cu_driver *drv, dv_CUresult r, const char *what) {
+const char *dv__cu_name(const dv_cu_driver *drv, dv_cu_entry e) {
+  return e >= 0 && e < DV_CU_E_COUNT && drv->names[e] ? drv->names[e] : "?";
+}
+
+/* The driver's own name and text for r (its cuGetErrorName/String, given
+ * the driver's own code), as "NAME (code): text", with the status and the
+ * number of the CUDA code of the same meaning. */
+static dv_status cu_failed(const dv_cu_driver *drv, dv_CUresult r, const char *what) {
   const char *name = NULL, *text = NULL;
   const dv_cu_api *api = drv->api;
   if (api->cuGetErrorName) api->cuGetErrorName(r, &name);
   if (api->cuGetErrorString) api->cuGetErrorString(r, &text);
-  char call[256];
-  if (drv->call_name) {
-    drv->call_name(what, call, sizeof call);
-    what = call;
-  }
-  return dv__error(dv__cu_status(r), "%s %s failed: %s (%d): %s", drv->vendor, what,
-                   name ? name : "unknown error", r, text ? text : "");
+  dv_CUresult c = dv__cu_code(drv, r);
+  return dv__error(dv__cu_status(c), "%s %s failed: %s (%d): %s", drv->vendor, what,
+                   name ? name : "unknown error", c, text ? text : "");
 }
 
-const char *dv__cu_said(const dv_cu_driver *drv, const char *what, char *buf, size_t cap) {
-  char call[256];
-  if (drv->call_name) {
-    drv->call_name(what, call, sizeof call);
-    what = call;
-  }
-  snprintf(buf, cap, "%s %s", drv->vendor, what);
-  return buf;
+/* A failed driver call: devarray's status, with the driver's name and code kept. */
+dv_status dv__cu_fail(const dv_cu_driver *drv, dv_CUresult r, dv_cu_entry e, const char *note) {
+  char what[256];
+  snprintf(what, sizeof what, "%s%s", dv__cu_name(drv, e), note ? note : "");
+  return cu_failed(drv, r, what);
+}
+
+dv_status dv__cu_fail_in(const dv_cu_driver *drv, dv_CUresult r, const char *doing, dv_cu_entry e1,
+                         dv_cu_entry e2) {
+  char what[256];
+  if (e2 == DV_CU_E_NONE) snprintf(what, sizeof what, "%s (%s)", doing, dv__cu_name(drv, e1));
+  else snprintf(what, sizeof what, "%s (%s / %s)", doing, dv__cu_name(drv, e1), dv__cu_name(drv, e2));
+  return cu_failed(drv, r, what);
 }
 
 /* Make the context current for one call (cheap when it already is). */
@@ -89,7 +96,7 @@ dv_status dv__cu_enter_scope(cu_state *st, cu_scope *sc) {
                                     "thread from the callback and make the call there",
                      st->drv->vendor);
   if (cu.cuCtxGetCurrent(&cur) == DV_CUDA_SUCCESS && cur == st->ctx) return DV_OK;
-  CU_TRY(cu.cuCtxSetCurrent(st->ctx), "cuCtxSetCurrent");
+  CU_TRY(cu.cuCtxSetCurrent(st->ctx), DV_CU_E_cuCtxSetCurrent, "");
   sc->api = st->drv->api;
   sc->prev = cur;
   sc->set = true;

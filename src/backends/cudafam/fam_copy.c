@@ -25,7 +25,7 @@ static dv_status cu_refuse_capture(cu_state *st, dv_bstream *s) {
   dv_CUstreamCaptureStatus cs = DV_CU_STREAM_CAPTURE_STATUS_NONE;
   dv_CUresult r = cu.cuStreamIsCapturing(s->s, &cs);
   if (r == DV_CUDA_SUCCESS && cs == DV_CU_STREAM_CAPTURE_STATUS_NONE) return DV_OK;
-  if (r != DV_CUDA_SUCCESS && r != DV_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) return cu_fail(r, "cuStreamIsCapturing");
+  if (r != DV_CUDA_SUCCESS && cu_code(r) != DV_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) return cu_fail(r, DV_CU_E_cuStreamIsCapturing, "");
   return dv__error(DV_ERR_MISUSE,
                    "a copy with pageable host memory on a %s stream that %s %s graph cannot be captured: the "
                    "driver copies pageable memory synchronously and devarray stages it through pinned buffers "
@@ -72,9 +72,9 @@ static dv_status cu_copy_rect(cu_state *st, dv_bstream *s, const dv_rect *r) {
     }
   }
   if (r->height == 1 && r->depth == 1) {
-    if (sd && dd) CU_TRY(cu.cuMemcpyDtoDAsync_v2(cu_ptr(r->dst), cu_ptr(r->src), r->width, s->s), "cuMemcpyDtoDAsync");
-    else if (dd) CU_TRY(cu.cuMemcpyHtoDAsync_v2(cu_ptr(r->dst), r->src.ptr, r->width, s->s), "cuMemcpyHtoDAsync");
-    else CU_TRY(cu.cuMemcpyDtoHAsync_v2(r->dst.ptr, cu_ptr(r->src), r->width, s->s), "cuMemcpyDtoHAsync");
+    if (sd && dd) CU_TRY(cu.cuMemcpyDtoDAsync_v2(cu_ptr(r->dst), cu_ptr(r->src), r->width, s->s), DV_CU_E_cuMemcpyDtoDAsync_v2, "");
+    else if (dd) CU_TRY(cu.cuMemcpyHtoDAsync_v2(cu_ptr(r->dst), r->src.ptr, r->width, s->s), DV_CU_E_cuMemcpyHtoDAsync_v2, "");
+    else CU_TRY(cu.cuMemcpyDtoHAsync_v2(r->dst.ptr, cu_ptr(r->src), r->width, s->s), DV_CU_E_cuMemcpyDtoHAsync_v2, "");
   } else if (r->depth == 1) {
     dv_CUDA_MEMCPY2D c;
     memset(&c, 0, sizeof c);
@@ -88,8 +88,8 @@ static dv_status cu_copy_rect(cu_state *st, dv_bstream *s, const dv_rect *r) {
     dv_CUresult e = cu.cuMemcpy2DAsync_v2(&c, s->s);
     /* "cuMemcpy2D() may fail for pitches not computed by cuMemAllocPitch()":
      * a device-to-device copy the driver refuses goes another way. */
-    if (e == DV_CUDA_ERROR_INVALID_VALUE && sd && dd) return DV_ERR_NOT_SUPPORTED;
-    if (e) return cu_fail(e, "cuMemcpy2DAsync");
+    if (cu_code(e) == DV_CUDA_ERROR_INVALID_VALUE && sd && dd) return DV_ERR_NOT_SUPPORTED;
+    if (e) return cu_fail(e, DV_CU_E_cuMemcpy2DAsync_v2, "");
   } else {
     /* 3-D: a slice is srcHeight rows of srcPitch bytes. */
     if (!r->src_pitch || !r->dst_pitch || r->src_slice % r->src_pitch || r->dst_slice % r->dst_pitch ||
@@ -106,10 +106,10 @@ static dv_status cu_copy_rect(cu_state *st, dv_bstream *s, const dv_rect *r) {
     c.dstPitch = r->dst_pitch, c.dstHeight = r->dst_slice / r->dst_pitch;
     c.WidthInBytes = r->width, c.Height = r->height, c.Depth = r->depth;
     dv_CUresult e = cu.cuMemcpy3DAsync_v2(&c, s->s);
-    if (e == DV_CUDA_ERROR_INVALID_VALUE && sd && dd) return DV_ERR_NOT_SUPPORTED;
-    if (e) return cu_fail(e, "cuMemcpy3DAsync");
+    if (cu_code(e) == DV_CUDA_ERROR_INVALID_VALUE && sd && dd) return DV_ERR_NOT_SUPPORTED;
+    if (e) return cu_fail(e, DV_CU_E_cuMemcpy3DAsync_v2, "");
   }
-  if (r->flags & DV_COPY_SYNC) CU_TRY(cu.cuStreamSynchronize(s->s), "cuStreamSynchronize");
+  if (r->flags & DV_COPY_SYNC) CU_TRY(cu.cuStreamSynchronize(s->s), DV_CU_E_cuStreamSynchronize, "");
   return DV_OK;
 }
 
@@ -118,7 +118,7 @@ dv_status dv__cub_memset(void *state, dv_bstream *s, dv_memref dst, int value, s
   if (!dst.buf) return DV_ERR_NOT_SUPPORTED;
   cu_state *st = state;
   CU_ENTER(st);
-  CU_TRY(cu.cuMemsetD8Async(cu_ptr(dst), (unsigned char)value, bytes, s->s), "cuMemsetD8Async");
+  CU_TRY(cu.cuMemsetD8Async(cu_ptr(dst), (unsigned char)value, bytes, s->s), DV_CU_E_cuMemsetD8Async, "");
   dv__cu_used(state, s);
   return DV_OK;
 }
@@ -131,7 +131,7 @@ static void cu_enable_peer(cu_state *st, cu_state *src) {
   int can = 0;
   if (cu.cuDeviceCanAccessPeer(&can, st->dev, src->dev) || !can) return;
   dv_CUresult r = cu.cuCtxEnablePeerAccess(src->ctx, 0);
-  if (r && r != 704 /* CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED */)
+  if (r && cu_code(r) != 704 /* CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED */)
     dv__log(DV_LOG_DEBUG, "cuda: no peer access from device %d to %d (%d): peer copies stage", st->ordinal,
             src->ordinal, r);
 }
@@ -144,22 +144,25 @@ dv_status dv__cub_copy_peer(void *state, dv_bstream *s, dv_memref dst, void *src
   {
     /* The source context's queued work first (its streams are not ours). */
     CU_ENTER(ss);
-    CU_TRY(cu.cuCtxSynchronize(), "cuCtxSynchronize (peer copy source)");
+    CU_TRY(cu.cuCtxSynchronize(), DV_CU_E_cuCtxSynchronize, " (peer copy source)");
   }
   CU_ENTER(st);
   if (st->ctx == ss->ctx) {
-    CU_TRY(cu.cuMemcpyDtoDAsync_v2(cu_ptr(dst), cu_ptr(src), bytes, s->s), "cuMemcpyDtoDAsync");
-    CU_TRY(cu.cuStreamSynchronize(s->s), "cuStreamSynchronize (copy between contexts)"); /* as below */
+    CU_TRY(cu.cuMemcpyDtoDAsync_v2(cu_ptr(dst), cu_ptr(src), bytes, s->s), DV_CU_E_cuMemcpyDtoDAsync_v2, "");
+    CU_TRY(cu.cuStreamSynchronize(s->s), DV_CU_E_cuStreamSynchronize, " (copy between contexts)"); /* as below */
     return DV_OK;
   }
   pthread_mutex_lock(&st->copy_lock);
   cu_enable_peer(st, ss);
   pthread_mutex_unlock(&st->copy_lock);
-  CU_TRY(cu.cuMemcpyPeerAsync(cu_ptr(dst), st->ctx, cu_ptr(src), ss->ctx, bytes, s->s), "cuMemcpyPeerAsync");
+  /* Between the two contexts, or (a driver that names devices) their devices. */
+  CU_TRY(st->drv->copy_peer ? st->drv->copy_peer(st, cu_ptr(dst), ss, cu_ptr(src), bytes, s->s)
+                            : cu.cuMemcpyPeerAsync(cu_ptr(dst), st->ctx, cu_ptr(src), ss->ctx, bytes, s->s),
+         DV_CU_E_cuMemcpyPeerAsync, "");
   /* A copy between contexts is synchronous on the source's side
    * (dv_array_copy): the caller may write or free the source as soon as
    * this returns, and nothing orders the source context's later work (or
    * its cuMemFree) after a copy queued on this context's stream. */
-  CU_TRY(cu.cuStreamSynchronize(s->s), "cuStreamSynchronize (peer copy)");
+  CU_TRY(cu.cuStreamSynchronize(s->s), DV_CU_E_cuStreamSynchronize, " (peer copy)");
   return DV_OK;
 }

@@ -231,14 +231,14 @@ static dv_status cu_load_image(cu_state *st, const void *data, int kind, const c
   if (r != DV_CUDA_SUCCESS) {
     *out = NULL;
     const char *hint = "";
-    if (r == DV_CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+    if (cu_code(r) == DV_CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
       hint = " (the PTX is newer than this driver: update the driver, or use an NVRTC no newer "
              "than the driver)";
-    else if (r == DV_CUDA_ERROR_NO_BINARY_FOR_GPU || r == DV_CUDA_ERROR_INVALID_IMAGE)
+    else if (cu_code(r) == DV_CUDA_ERROR_NO_BINARY_FOR_GPU || cu_code(r) == DV_CUDA_ERROR_INVALID_IMAGE)
       hint = " (compiled for another architecture)";
-    cu_fail(r, "cuModuleLoadDataEx");
+    cu_fail(r, DV_CU_E_cuModuleLoadDataEx, "");
     cu_why why = cu_last();
-    dv_status rc = dv__error(dv__cu_status(r) == DV_ERR_INVALID_ARGUMENT ? DV_ERR_DRIVER : dv__cu_status(r),
+    dv_status rc = dv__error(dv__cu_status(cu_code(r)) == DV_ERR_INVALID_ARGUMENT ? DV_ERR_DRIVER : dv__cu_status(cu_code(r)),
                              "%s: loading the %s failed%s: %s%s%.2048s", what,
                              kind == DV_CU_IMAGE_HSACO ? "code object" : cu_image_tags[kind], hint,
                              why.s, *err ? "\nJIT log:\n" : "", err);
@@ -282,14 +282,14 @@ static dv_status cu_module_from(cu_state *st, const dv_build_req *req, const voi
     size_t n = 0;
     dv_CUresult r = cu.cuModuleGetGlobal_v2(&p, &n, m->mod, "dv__cbuf");
     m->const_bytes = req->const_bytes;
-    if (r == DV_CUDA_ERROR_NOT_FOUND) {
+    if (cu_code(r) == DV_CUDA_ERROR_NOT_FOUND) {
       /* No kernel reads the constants and the compiler dropped them: there
        * is nothing to fill, and updates have no reader. */
       dv__log(DV_LOG_DEBUG, "program %s: no constant buffer in the module (unused)", req->name);
     } else if (r != DV_CUDA_SUCCESS || n < req->const_bytes) {
       cu_why why = {""};
       if (r) {
-        cu_fail(r, "cuModuleGetGlobal(dv__cbuf)");
+        cu_fail(r, DV_CU_E_cuModuleGetGlobal_v2, "(dv__cbuf)");
         why = cu_last();
       }
       rc = dv__error(DV_ERR_DRIVER, "program %s: the module has no constant buffer of %zu bytes%s%s",
@@ -306,7 +306,7 @@ static dv_status cu_module_from(cu_state *st, const dv_build_req *req, const voi
         r = cu_load_stream(st, &ls);
         if (!r) r = cu.cuMemcpyHtoDAsync_v2(p, req->const_init, req->const_bytes, ls);
         if (!r) r = cu.cuStreamSynchronize(ls);
-        if (r) rc = cu_fail(r, "uploading the constant arrays (cuMemcpyHtoDAsync)");
+        if (r) rc = cu_fail_in(r, "uploading the constant arrays", DV_CU_E_cuMemcpyHtoDAsync_v2, DV_CU_E_NONE);
       }
     }
     if (rc) {
@@ -370,7 +370,7 @@ dv_status dv__cub_module_unload(void *state, dv_bmodule *m) {
   pthread_mutex_destroy(&m->lock);
   dv__free(m);
   if (rc) return rc;
-  if (r) return cu_fail(r, "cuModuleUnload");
+  if (r) return cu_fail(r, DV_CU_E_cuModuleUnload, "");
   return DV_OK;
 }
 
@@ -378,7 +378,7 @@ dv_status dv__cub_module_unload(void *state, dv_bmodule *m) {
 
 static dv_status cu_func_attr(cu_state *st, dv_CUfunction f, dv_CUfunction_attribute a, int *v) {
   *v = 0;
-  CU_TRY(cu.cuFuncGetAttribute(v, a, f), "cuFuncGetAttribute");
+  CU_TRY(cu.cuFuncGetAttribute(v, a, f), DV_CU_E_cuFuncGetAttribute, "");
   return DV_OK;
 }
 
@@ -388,10 +388,10 @@ dv_status dv__cub_kernel_get(void *state, dv_bmodule *m, const char *name, dv_bk
   CU_ENTER(st);
   dv_CUfunction f = NULL;
   dv_CUresult r = cu.cuModuleGetFunction(&f, m->mod, name);
-  if (r == DV_CUDA_ERROR_NOT_FOUND)
+  if (cu_code(r) == DV_CUDA_ERROR_NOT_FOUND)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "the module has no kernel %s (declare it with DV_KERNEL)",
                      name);
-  if (r) return cu_fail(r, "cuModuleGetFunction");
+  if (r) return cu_fail(r, DV_CU_E_cuModuleGetFunction, "");
   int stat = 0, dyn = 0;
   dv_status rc = cu_func_attr(st, f, DV_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &stat);
   if (!rc) rc = cu_func_attr(st, f, DV_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, &dyn);
@@ -472,9 +472,9 @@ dv_status dv__cub_constant_write(void *state, dv_bmodule *m, dv_bstream *s, size
   CU_ENTER(st);
   dv_CUdeviceptr dst = m->cbuf + offset;
   if (src.buf)
-    CU_TRY(cu.cuMemcpyDtoDAsync_v2(dst, cu_ptr(src), bytes, s->s), "cuMemcpyDtoDAsync (constants)");
+    CU_TRY(cu.cuMemcpyDtoDAsync_v2(dst, cu_ptr(src), bytes, s->s), DV_CU_E_cuMemcpyDtoDAsync_v2, " (constants)");
   else
-    CU_TRY(cu.cuMemcpyHtoDAsync_v2(dst, src.ptr, bytes, s->s), "cuMemcpyHtoDAsync (constants)");
+    CU_TRY(cu.cuMemcpyHtoDAsync_v2(dst, src.ptr, bytes, s->s), DV_CU_E_cuMemcpyHtoDAsync_v2, " (constants)");
   dv__cu_used(state, s);
   return DV_OK;
 }
@@ -506,7 +506,7 @@ static dv_status cu_dynamic_shared(cu_state *st, dv_bkernel *k, size_t dyn) {
   }
   pthread_mutex_unlock(&k->lock);
   if (r) {
-    cu_fail(r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    cu_fail(r, DV_CU_E_cuFuncSetAttribute, "(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
     cu_why why = cu_last();
     return dv__error(DV_ERR_LAUNCH_CONFIG,
                      "kernel %s: cannot opt in to %zu bytes of dynamic shared memory: %s", k->name,
@@ -539,15 +539,15 @@ dv_status dv__cub_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_bla
   dv_CUresult r = cu.cuLaunchKernel(k->f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
                                     l->block[2], (unsigned)l->dynamic_shared, s->s, params, NULL);
   if (r == DV_CUDA_SUCCESS) dv__cu_used(st, s);
-  if (r == DV_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+  if (cu_code(r) == DV_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
     return dv__error(DV_ERR_LAUNCH_CONFIG,
                      "kernel %s: a block of %u x %u x %u threads needs more registers than the "
                      "device has (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES); use smaller blocks",
                      k->name, l->block[0], l->block[1], l->block[2]);
   if (r) {
-    cu_fail(r, "cuLaunchKernel");
+    cu_fail(r, DV_CU_E_cuLaunchKernel, "");
     cu_why why = cu_last();
-    return dv__error(dv__cu_status(r), "kernel %s: %s", k->name, why.s);
+    return dv__error(dv__cu_status(cu_code(r)), "kernel %s: %s", k->name, why.s);
   }
   return DV_OK;
 }
@@ -632,7 +632,7 @@ static bool cu_copy_kernels(cu_state *st) {
     if (!rc) rc = cu_load_image(st, img, kind, "devarray's strided-copy kernels", &mod, &log);
     for (int i = 0; !rc && i < 10; i++) {
       dv_CUresult r = cu.cuModuleGetFunction(&st->copy_fn[i / 2][i % 2], mod, cu_copy_names[i / 2][i % 2]);
-      if (r) rc = cu_fail(r, "cuModuleGetFunction (copy kernels)");
+      if (r) rc = cu_fail(r, DV_CU_E_cuModuleGetFunction, " (copy kernels)");
     }
     if (rc) {
       dv__log(DV_LOG_DEBUG, "%s: strided copies stage through the host: %s", st->drv->backend,
@@ -723,8 +723,8 @@ dv_status dv__cub_copy_strided(void *state, dv_bstream *s, const dv_strided *c) 
   if (blocks > cap) blocks = cap;
   CU_TRY(cu.cuLaunchKernel(st->copy_fn[p.word_index][p.wide_index], (unsigned)blocks, 1, 1, threads, 1, 1, 0, s->s,
                            params, NULL),
-         "cuLaunchKernel (strided copy)");
+         DV_CU_E_cuLaunchKernel, " (strided copy)");
   dv__cu_used(st, s);
-  if (c->flags & DV_COPY_SYNC) CU_TRY(cu.cuStreamSynchronize(s->s), "cuStreamSynchronize");
+  if (c->flags & DV_COPY_SYNC) CU_TRY(cu.cuStreamSynchronize(s->s), DV_CU_E_cuStreamSynchronize, "");
   return DV_OK;
 }

@@ -325,10 +325,10 @@ static dv_status stage_get(dv_cu_staging *g, size_t n, bool sync, int own, cu_st
     pthread_cond_broadcast(&g->back); /* room for a waiting copy */
     pthread_mutex_unlock(&g->lock);
     if (!b) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a staging record");
-    if (r == DV_CUDA_ERROR_OUT_OF_MEMORY)
-      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "%s of a %zu-byte staging buffer failed: out of page-locked memory",
-                       dv__cu_said(g->drv, "cuMemHostAlloc", (char[96]){0}, 96), size);
-    return dv__cu_fail(g->drv, r, "cuMemHostAlloc (staging)");
+    if (dv__cu_code(g->drv, r) == DV_CUDA_ERROR_OUT_OF_MEMORY)
+      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "%s %s of a %zu-byte staging buffer failed: out of page-locked memory",
+                       g->drv->vendor, dv__cu_name(g->drv, DV_CU_E_cuMemHostAlloc), size);
+    return dv__cu_fail(g->drv, r, DV_CU_E_cuMemHostAlloc, " (staging)");
   }
   b->size = size;
   b->over = over;
@@ -405,9 +405,9 @@ static void h2d_fill(dv_CUstream s, dv_CUresult status, void *arg) {
 /* The DMA of one piece between a staging buffer (rows w apart) and the
  * device (rows dpitch apart), queued on s. */
 static dv_CUresult piece_dma(cu_state *st, dv_bstream *s, bool to_device, char *b, dv_CUdeviceptr dev, size_t dpitch, size_t w,
-                             size_t k, const char **what) {
+                             size_t k, dv_cu_entry *what) {
   if (k == 1) {
-    *what = to_device ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync";
+    *what = to_device ? DV_CU_E_cuMemcpyHtoDAsync_v2 : DV_CU_E_cuMemcpyDtoHAsync_v2;
     return to_device ? cu.cuMemcpyHtoDAsync_v2(dev, b, w, s->s) : cu.cuMemcpyDtoHAsync_v2(b, dev, w, s->s);
   }
   dv_CUDA_MEMCPY2D c;
@@ -420,7 +420,7 @@ static dv_CUresult piece_dma(cu_state *st, dv_bstream *s, bool to_device, char *
     c.dstMemoryType = DV_CU_MEMORYTYPE_HOST, c.dstHost = b, c.dstPitch = w;
   }
   c.WidthInBytes = w, c.Height = k;
-  *what = "cuMemcpy2DAsync";
+  *what = DV_CU_E_cuMemcpy2DAsync_v2;
   return cu.cuMemcpy2DAsync_v2(&c, s->s);
 }
 
@@ -441,14 +441,14 @@ static dv_status async_piece(cu_state *st, dv_bstream *s, bool to_device, bool f
     r = cu.cuStreamAddCallback(s->s, h2d_fill, p, 0);
     if (r) {
       piece_done(p, true);
-      return cu_fail(r, "cuStreamAddCallback (staging)");
+      return cu_fail(r, DV_CU_E_cuStreamAddCallback, " (staging)");
     }
   } else if (to_device) {
     dv__copy_team_rows(g->team, p->b->ptr, w, host, hpitch, w, k);
   }
-  const char *what = NULL;
+  dv_cu_entry what = DV_CU_E_NONE;
   r = piece_dma(st, s, to_device, p->b->ptr, dev, dpitch, w, k, &what);
-  rc = r ? cu_fail(r, what) : DV_OK;
+  rc = r ? cu_fail(r, what, "") : DV_OK;
   p->queued = r == DV_CUDA_SUCCESS;
   if (r && !fill_later) {
     piece_done(p, true); /* nothing queued uses it */
@@ -463,7 +463,7 @@ static dv_status async_piece(cu_state *st, dv_bstream *s, bool to_device, bool f
     if (!to_device && !r2 && p->queued)
       dv__copy_team_rows(g->team, host, hpitch, p->b->ptr, w, w, k);
     piece_done(p, true);
-    if (!rc) rc = cu_fail(rq, "cuStreamAddCallback (staging)");
+    if (!rc) rc = cu_fail(rq, DV_CU_E_cuStreamAddCallback, " (staging)");
   }
   return rc;
 }
@@ -496,7 +496,7 @@ static dv_status sync_oldest(dv_cu_staging *g, cu_sync *y, bool to_device, cu_st
   o->b = NULL;
   y->head ^= 1;
   y->n--;
-  return r ? dv__cu_fail(g->drv, r, "cuEventSynchronize (staging)") : DV_OK;
+  return r ? dv__cu_fail(g->drv, r, DV_CU_E_cuEventSynchronize, " (staging)") : DV_OK;
 }
 
 static dv_status sync_piece(cu_state *st, dv_bstream *s, cu_sync *y, bool to_device, char *host, size_t hpitch,
@@ -516,7 +516,7 @@ static dv_status sync_piece(cu_state *st, dv_bstream *s, cu_sync *y, bool to_dev
   if (r) {
     b->ev = NULL;
     stage_put(g, b, true);
-    return cu_fail(r, "cuEventCreate (staging)");
+    return cu_fail(r, DV_CU_E_cuEventCreate, " (staging)");
   }
   if (to_device && !y->waited) {
     /* The host rows are read after the stream's earlier work (a download
@@ -527,16 +527,17 @@ static dv_status sync_piece(cu_state *st, dv_bstream *s, cu_sync *y, bool to_dev
     if (!r) r = cu.cuEventSynchronize(b->ev);
     if (r) {
       stage_put(g, b, true);
-      return cu_fail(r, "waiting for the stream before a staged copy (cuEventRecord / cuEventSynchronize)");
+      return cu_fail_in(r, "waiting for the stream before a staged copy", DV_CU_E_cuEventRecord,
+                        DV_CU_E_cuEventSynchronize);
     }
     y->waited = true;
   }
   if (to_device) dv__copy_team_rows(g->team, b->ptr, w, host, hpitch, w, k);
-  const char *what = NULL;
+  dv_cu_entry what = DV_CU_E_NONE;
   r = piece_dma(st, s, to_device, b->ptr, dev, dpitch, w, k, &what);
   if (r) {
     stage_put(g, b, true);
-    return cu_fail(r, what);
+    return cu_fail(r, what, "");
   }
   r = cu.cuEventRecord(b->ev, s->s);
   if (r) {
@@ -544,7 +545,7 @@ static dv_status sync_piece(cu_state *st, dv_bstream *s, cu_sync *y, bool to_dev
     dv_CUresult r2 = cu.cuStreamSynchronize(s->s);
     if (!r2 && !to_device) dv__copy_team_rows(g->team, host, hpitch, b->ptr, w, w, k);
     stage_put(g, b, true);
-    return cu_fail(r, "cuEventRecord (staging)");
+    return cu_fail(r, DV_CU_E_cuEventRecord, " (staging)");
   }
   y->ring[(y->head + y->n) % 2] = (cu_own){b, host, w, k, hpitch};
   y->n++;

@@ -1,31 +1,31 @@
 /*
- * The HIP driver (issue 26): a dv_cu_driver whose every entry point is a
- * translation with the CUDA driver API's prototype that calls AMD's HIP
- * runtime, so that the CUDA backend's code (../cuda/: fences, staging,
+ * The HIP driver (issue 26): a dv_cu_driver whose entry points are
+ * translations with the CUDA driver API's prototypes that call AMD's HIP
+ * runtime, so that the CUDA family's core (../cudafam/: fences, staging,
  * pitch fallbacks, IPC, the backend table) runs on AMD GPUs unchanged.
  * What differs from a rename:
  *
- *  - Results: the codes HIP shares with CUDA are the same numbers; HIP's
- *    own are translated to the CUDA code of the same meaning
- *    (dv__hip_result), and the message names HIP's own error.
+ *  - Results: HIP's own error codes (the ones HIP shares with CUDA are the
+ *    same numbers), so that messages name HIP's error with HIP's words; the
+ *    core reads their meaning through the driver's code (dv__hip_result:
+ *    HIP's own codes as the CUDA code of the same meaning).  Messages name
+ *    the HIP calls (fam_symbols.def's hip_name column).
  *  - Streams: CUDA's pseudo-handles, the legacy stream 0x1 and the
  *    per-thread stream 0x2, are HIP's NULL stream and hipStreamPerThread.
  *  - Device attributes: CUDA's numbers as HIP's (dv__hip_attribute); AMD has
- *    no opt-in for LDS beyond a default: the opt-in limit is the LDS size,
- *    and cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) only checks that
- *    the function's static plus the dynamic bytes fit it.
+ *    no opt-in for LDS beyond a default: the opt-in limit is the LDS size
+ *    (kops.no_shared_optin), and there is no cuFuncSetAttribute.
  *  - 2-D copies: hipMemcpyParam2DAsync with hipMemoryType's numbers of the
  *    runtime's version (ROCm 5 and 6 differ); 3-D copies: one 2-D copy per
  *    slice (HIP_MEMCPY3D's fields are 32 bits wide in ROCm 5).
  *  - Contexts: HIP's primary contexts; cuCtxSynchronize is
  *    hipDeviceSynchronize (the context is current: the shared code enters
- *    it first); peer copies name devices by ordinal (a map from the
- *    contexts hipDevicePrimaryCtxRetain returned).
+ *    it first); peer copies name devices by ordinal (the driver's copy_peer,
+ *    with each context's device; no cuMemcpyPeerAsync).
  *  - Modules: hipModuleLoadData (HIP has no JIT log: the log buffers come
  *    back empty); cuFuncGetParamInfo is absent (NULL: the shared code says
  *    it cannot tell).
  */
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,11 +59,10 @@ int dv__hip_runtime_version(void) { return hip_version; }
 
 /* ---- results ------------------------------------------------------------------------------ */
 
-/* The HIP error behind the last translated result on this thread, so that
- * messages name what HIP said (cuGetErrorName/String below). */
-static _Thread_local dv_hipError_t hip_last_error;
-static _Thread_local dv_CUresult hip_last_result;
-
+/* The translations return HIP's own error (the codes HIP shares with CUDA
+ * are the same numbers), so that cuGetErrorName/String below name what HIP
+ * said; the core reads a result's meaning through the driver's code
+ * (dv__hip_result: HIP's own codes as the CUDA code of the same meaning). */
 dv_CUresult dv__hip_result(dv_hipError_t e) {
   switch (e) {
     case 9:  /* hipErrorInvalidConfiguration */
@@ -80,28 +79,20 @@ dv_CUresult dv__hip_result(dv_hipError_t e) {
   }
 }
 
-static dv_CUresult R(dv_hipError_t e) {
-  dv_CUresult r = dv__hip_result(e);
-  hip_last_error = e, hip_last_result = r; /* a success clears it */
-  return r;
-}
+/* HIP's result as the translation's.  A result a translation makes itself,
+ * without HIP (bad arguments, no memory), is a CUDA code HIP shares
+ * (invalid value, out of memory, invalid device or context, not supported). */
+static dv_CUresult R(dv_hipError_t e) { return (dv_CUresult)e; }
 
-/* A result the translation made itself, without HIP (bad arguments, no
- * memory): no HIP error stands behind it, so none is named. */
-static dv_CUresult OWN(dv_CUresult r) {
-  hip_last_error = 0, hip_last_result = 0;
-  return r;
-}
-
-static dv_hipError_t hip_error_of(dv_CUresult r) { return r && r == hip_last_result ? hip_last_error : r; }
+static dv_CUresult hip_code(dv_CUresult r) { return dv__hip_result(r); }
 
 static dv_CUresult t_cuGetErrorName(dv_CUresult e, const char **s) {
-  *s = H.hipGetErrorName(hip_error_of(e));
+  *s = H.hipGetErrorName(e);
   return *s ? DV_CUDA_SUCCESS : DV_CUDA_ERROR_INVALID_VALUE;
 }
 
 static dv_CUresult t_cuGetErrorString(dv_CUresult e, const char **s) {
-  *s = H.hipGetErrorString(hip_error_of(e));
+  *s = H.hipGetErrorString(e);
   return *s ? DV_CUDA_SUCCESS : DV_CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -195,138 +186,13 @@ dv_CUresult dv__hip_slice2d(const dv_CUDA_MEMCPY3D *c, size_t z, int version, dv
   return DV_CUDA_SUCCESS;
 }
 
-/* Each CUDA entry point the shared code names, and the HIP call behind it. */
-static const char *const hip_names[][2] = {
-    {"cuInit", "hipInit"},
-    {"cuDriverGetVersion", "hipDriverGetVersion"},
-    {"cuGetErrorName", "hipGetErrorName"},
-    {"cuGetErrorString", "hipGetErrorString"},
-    {"cuDeviceGetCount", "hipGetDeviceCount"},
-    {"cuDeviceGet", "hipDeviceGet"},
-    {"cuDeviceGetName", "hipDeviceGetName"},
-    {"cuDeviceTotalMem", "hipDeviceTotalMem"},
-    {"cuDeviceGetAttribute", "hipDeviceGetAttribute"},
-    {"cuDeviceGetPCIBusId", "hipDeviceGetPCIBusId"},
-    {"cuDeviceCanAccessPeer", "hipDeviceCanAccessPeer"},
-    {"cuDevicePrimaryCtxRetain", "hipDevicePrimaryCtxRetain"},
-    {"cuDevicePrimaryCtxRelease", "hipDevicePrimaryCtxRelease"},
-    {"cuCtxSetCurrent", "hipCtxSetCurrent"},
-    {"cuCtxGetCurrent", "hipCtxGetCurrent"},
-    {"cuCtxSynchronize", "hipDeviceSynchronize"},
-    {"cuMemAlloc", "hipMalloc"},
-    {"cuMemFree", "hipFree"},
-    {"cuMemGetInfo", "hipMemGetInfo"},
-    {"cuMemAllocManaged", "hipMallocManaged"},
-    {"cuMemHostAlloc", "hipHostMalloc"},
-    {"cuMemFreeHost", "hipHostFree"},
-    {"cuMemHostGetDevicePointer", "hipHostGetDevicePointer"},
-    {"cuMemHostRegister", "hipHostRegister"},
-    {"cuMemHostUnregister", "hipHostUnregister"},
-    {"cuMemcpyHtoDAsync", "hipMemcpyHtoDAsync"},
-    {"cuMemcpyDtoHAsync", "hipMemcpyDtoHAsync"},
-    {"cuMemcpyDtoDAsync", "hipMemcpyDtoDAsync"},
-    {"cuMemcpy2DAsync", "hipMemcpyParam2DAsync"},
-    {"cuMemcpy3DAsync", "hipMemcpyParam2DAsync (per slice)"},
-    {"cuMemsetD8Async", "hipMemsetD8Async"},
-    {"cuStreamCreate", "hipStreamCreateWithFlags"},
-    {"cuStreamDestroy", "hipStreamDestroy"},
-    {"cuStreamSynchronize", "hipStreamSynchronize"},
-    {"cuStreamQuery", "hipStreamQuery"},
-    {"cuStreamWaitEvent", "hipStreamWaitEvent"},
-    {"cuLaunchHostFunc", "hipLaunchHostFunc"},
-    {"cuStreamAddCallback", "hipStreamAddCallback"},
-    {"cuStreamIsCapturing", "hipStreamIsCapturing"},
-    {"cuEventCreate", "hipEventCreateWithFlags"},
-    {"cuEventDestroy", "hipEventDestroy"},
-    {"cuEventRecord", "hipEventRecord"},
-    {"cuEventQuery", "hipEventQuery"},
-    {"cuEventSynchronize", "hipEventSynchronize"},
-    {"cuEventElapsedTime", "hipEventElapsedTime"},
-    {"cuModuleLoadData", "hipModuleLoadData"},
-    {"cuModuleLoadDataEx", "hipModuleLoadData"},
-    {"cuModuleUnload", "hipModuleUnload"},
-    {"cuModuleGetFunction", "hipModuleGetFunction"},
-    {"cuModuleGetGlobal", "hipModuleGetGlobal"},
-    {"cuFuncGetAttribute", "hipFuncGetAttribute"},
-    {"cuFuncSetAttribute", "the dynamic LDS check"},
-    {"cuLaunchKernel", "hipModuleLaunchKernel"},
-    {"cuIpcGetMemHandle", "hipIpcGetMemHandle"},
-    {"cuIpcOpenMemHandle", "hipIpcOpenMemHandle"},
-    {"cuIpcCloseMemHandle", "hipIpcCloseMemHandle"},
-    {"cuMemGetAddressRange", "hipMemGetAddressRange"},
-    {"cuCtxEnablePeerAccess", "hipCtxEnablePeerAccess"},
-    {"cuMemcpyPeerAsync", "hipMemcpyPeerAsync"},
-};
-
-static bool hip_word_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-
-void dv__hip_call_name(const char *what, char *buf, size_t cap) {
-  if (!cap) return;
-  size_t k = 0;
-  const char *p = what ? what : "";
-  while (*p && k + 1 < cap) {
-    size_t n = 0;
-    bool start = p == what || !hip_word_char(p[-1]);
-    if (start && p[0] == 'c' && p[1] == 'u' && p[2] >= 'A' && p[2] <= 'Z')
-      while (hip_word_char(p[n])) n++;
-    const char *to = NULL;
-    if (n) {
-      size_t base = n >= 3 && !memcmp(p + n - 3, "_v2", 3) ? n - 3 : n;
-      for (size_t i = 0; i < sizeof hip_names / sizeof hip_names[0] && !to; i++)
-        if (strlen(hip_names[i][0]) == base && !memcmp(hip_names[i][0], p, base)) to = hip_names[i][1];
-    }
-    if (to) {
-      int w = snprintf(buf + k, cap - k, "%s", to);
-      k = (size_t)w < cap - k ? k + (size_t)w : cap - 1;
-      p += n;
-    } else {
-      size_t m = n ? n : 1; /* an untranslated word, or one character */
-      for (size_t i = 0; i < m && k + 1 < cap; i++) buf[k++] = p[i];
-      p += m;
-    }
-  }
-  buf[k] = 0;
-}
-
 /* ---- contexts and devices -------------------------------------------------------------------- */
-
-/* Which device each primary context is (peer copies and the LDS check name
- * devices by ordinal); filled as contexts are retained. */
-#define HIP_MAXCTX 256
-static pthread_mutex_t hip_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-  dv_hipCtx_t ctx;
-  int dev;
-} hip_ctx[HIP_MAXCTX];
-static int hip_nctx;
-
-static int hip_device_of(dv_CUcontext c) {
-  int d = -1;
-  pthread_mutex_lock(&hip_ctx_lock);
-  for (int i = 0; i < hip_nctx && d < 0; i++)
-    if ((void *)hip_ctx[i].ctx == (void *)c) d = hip_ctx[i].dev;
-  pthread_mutex_unlock(&hip_ctx_lock);
-  return d;
-}
 
 static dv_CUresult t_cuDevicePrimaryCtxRetain(dv_CUcontext *c, dv_CUdevice d) {
   dv_hipCtx_t h = NULL;
   dv_CUresult r = R(H.hipDevicePrimaryCtxRetain(&h, d));
-  if (r) return r;
-  pthread_mutex_lock(&hip_ctx_lock);
-  bool have = false;
-  for (int i = 0; i < hip_nctx && !have; i++) have = hip_ctx[i].ctx == h;
-  if (!have && hip_nctx < HIP_MAXCTX) hip_ctx[hip_nctx].ctx = h, hip_ctx[hip_nctx++].dev = d;
-  else if (!have) r = OWN(DV_CUDA_ERROR_INVALID_DEVICE); /* more than HIP_MAXCTX devices */
-  pthread_mutex_unlock(&hip_ctx_lock);
-  if (r) {
-    H.hipDevicePrimaryCtxRelease(d);
-    return r;
-  }
-  *c = (dv_CUcontext)(void *)h;
-  return DV_CUDA_SUCCESS;
+  *c = r ? NULL : (dv_CUcontext)(void *)h;
+  return r;
 }
 
 static dv_CUresult t_cuInit(unsigned f) { return R(H.hipInit(f)); }
@@ -338,7 +204,7 @@ static dv_CUresult t_cuDeviceTotalMem_v2(size_t *b, dv_CUdevice d) { return R(H.
 
 static dv_CUresult t_cuDeviceGetAttribute(int *v, dv_CUdevice_attribute a, dv_CUdevice d) {
   int h = dv__hip_attribute(a);
-  if (h < 0) return OWN(DV_CUDA_ERROR_INVALID_VALUE);
+  if (h < 0) return DV_CUDA_ERROR_INVALID_VALUE;
   dv_CUresult r = R(H.hipDeviceGetAttribute(v, h, d));
   if (a == DV_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN && (r || *v <= 0)) {
     /* No opt-in on AMD: the limit is the LDS a block may use. */
@@ -417,13 +283,13 @@ static dv_CUresult t_cuMemcpyDtoDAsync_v2(dv_CUdeviceptr d, dv_CUdeviceptr x, si
 static dv_CUresult t_cuMemcpy2DAsync_v2(const dv_CUDA_MEMCPY2D *c, dv_CUstream s) {
   dv_hip_Memcpy2D h;
   dv_CUresult r = dv__hip_copy2d(c, hip_version, &h);
-  return r ? OWN(r) : R(H.hipMemcpyParam2DAsync(&h, HS(s)));
+  return r ? r : R(H.hipMemcpyParam2DAsync(&h, HS(s)));
 }
 static dv_CUresult t_cuMemcpy3DAsync_v2(const dv_CUDA_MEMCPY3D *c, dv_CUstream s) {
   for (size_t z = 0; z < c->Depth; z++) {
     dv_hip_Memcpy2D h;
     dv_CUresult r = dv__hip_slice2d(c, z, hip_version, &h);
-    r = r ? OWN(r) : R(H.hipMemcpyParam2DAsync(&h, HS(s)));
+    r = r ? r : R(H.hipMemcpyParam2DAsync(&h, HS(s)));
     if (r) return r;
   }
   return DV_CUDA_SUCCESS;
@@ -431,11 +297,11 @@ static dv_CUresult t_cuMemcpy3DAsync_v2(const dv_CUDA_MEMCPY3D *c, dv_CUstream s
 static dv_CUresult t_cuMemsetD8Async(dv_CUdeviceptr d, unsigned char v, size_t n, dv_CUstream s) {
   return R(H.hipMemsetD8Async((void *)(uintptr_t)d, v, n, HS(s)));
 }
-static dv_CUresult t_cuMemcpyPeerAsync(dv_CUdeviceptr d, dv_CUcontext dc, dv_CUdeviceptr x, dv_CUcontext sc,
-                                       size_t n, dv_CUstream s) {
-  int dd = hip_device_of(dc), sd = hip_device_of(sc);
-  if (dd < 0 || sd < 0) return OWN(DV_CUDA_ERROR_INVALID_CONTEXT);
-  return R(H.hipMemcpyPeerAsync((void *)(uintptr_t)d, dd, (void *)(uintptr_t)x, sd, n, HS(s)));
+/* The driver's copy_peer: HIP names the two devices by ordinal (each
+ * context's device, cu_state.dev: hipDeviceGet's is the ordinal). */
+static dv_CUresult hip_copy_peer(cu_state *dst_st, dv_CUdeviceptr d, cu_state *src_st, dv_CUdeviceptr x, size_t n,
+                                 dv_CUstream s) {
+  return R(H.hipMemcpyPeerAsync((void *)(uintptr_t)d, dst_st->dev, (void *)(uintptr_t)x, src_st->dev, n, HS(s)));
 }
 
 /* ---- streams and events ------------------------------------------------------------------------ */
@@ -474,7 +340,7 @@ static dv_CUresult t_cuLaunchHostFunc(dv_CUstream s, dv_CUhostFn fn, void *user)
    * callback path below until ROCm 5.3, where it became a stream operation. */
   if (H.hipLaunchHostFunc && hip_version >= 50300000) return R(H.hipLaunchHostFunc(HS(s), fn, user));
   hip_hostfn *h = dv__malloc(sizeof *h);
-  if (!h) return OWN(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  if (!h) return DV_CUDA_ERROR_OUT_OF_MEMORY;
   h->fn = fn, h->user = user;
   dv_CUresult r = t_cuStreamAddCallback(s, hip_hostfn_trampoline, h, 0);
   if (r) dv__free(h);
@@ -498,7 +364,7 @@ static void hip_cb_trampoline(dv_hipStream_t s, dv_hipError_t status, void *arg)
 
 static dv_CUresult t_cuStreamAddCallback(dv_CUstream s, dv_CUstreamCallback fn, void *user, unsigned f) {
   hip_cb *c = dv__malloc(sizeof *c);
-  if (!c) return OWN(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  if (!c) return DV_CUDA_ERROR_OUT_OF_MEMORY;
   c->fn = fn, c->user = user, c->s = s;
   dv_CUresult r = R(H.hipStreamAddCallback(HS(s), hip_cb_trampoline, c, f));
   if (r) dv__free(c);
@@ -574,22 +440,6 @@ static dv_CUresult t_cuFuncGetAttribute(int *v, dv_CUfunction_attribute a, dv_CU
   return R(H.hipFuncGetAttribute(v, a, HF(f)));
 }
 
-/* AMD GPUs need no opt-in for dynamic LDS: a size is accepted when the
- * function's static LDS plus it fit the current device's LDS per block
- * (the shared code made the context current). */
-static dv_CUresult t_cuFuncSetAttribute(dv_CUfunction f, dv_CUfunction_attribute a, int v) {
-  if (a != DV_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) return DV_CUDA_ERROR_NOT_SUPPORTED;
-  if (v < 0) return DV_CUDA_ERROR_INVALID_VALUE;
-  dv_hipCtx_t c = NULL;
-  dv_CUresult r = R(H.hipCtxGetCurrent(&c));
-  if (r) return r;
-  int d = hip_device_of((dv_CUcontext)(void *)c), lds = 0, stat = 0;
-  if (d < 0) return DV_CUDA_ERROR_INVALID_CONTEXT;
-  if ((r = R(H.hipDeviceGetAttribute(&lds, DV_HIP_ATTR_MAX_SHARED_MEMORY_PER_BLOCK, d))) != 0) return r;
-  if ((r = R(H.hipFuncGetAttribute(&stat, DV_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, HF(f)))) != 0) return r;
-  return (long long)stat + v <= lds ? DV_CUDA_SUCCESS : DV_CUDA_ERROR_INVALID_VALUE;
-}
-
 static dv_CUresult t_cuLaunchKernel(dv_CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                     unsigned by, unsigned bz, unsigned shared, dv_CUstream s, void **params,
                                     void **extra) {
@@ -614,11 +464,26 @@ static dv_CUresult t_cuIpcCloseMemHandle(dv_CUdeviceptr p) { return R(H.hipIpcCl
 
 /* ---- the driver ----------------------------------------------------------------------------------- */
 
+/* Entries HIP has no call for, which the core never calls on HIP: a peer
+ * copy names devices (hip_copy_peer, the driver's copy_peer); AMD has no
+ * opt-in for dynamic LDS (kops.no_shared_optin: sizes within the per-block
+ * LDS need none, larger ones are refused before the driver is asked). */
+#define t_cuMemcpyPeerAsync NULL
+#define t_cuFuncSetAttribute NULL
+
 static const dv_cu_api hip_api_table = {
-#define DV_CU(ret, name, params) .name = t_##name,
+#define DV_CU(ret, symbol, cuda_name, hip_name, params) .symbol = t_##symbol,
 #include "../cudafam/fam_symbols.def"
 #undef DV_CU
     .cuFuncGetParamInfo = NULL, /* HIP cannot tell a function's parameter layout */
+};
+
+/* How HIP's messages name each entry: the HIP call behind its translation
+ * (fam_symbols.def's hip_name column). */
+static const char *const hip_names[DV_CU_E_COUNT] = {
+#define DV_CU(ret, symbol, cuda_name, hip_name, params) [DV_CU_E_##symbol] = hip_name,
+#include "../cudafam/fam_symbols.def"
+#undef DV_CU
 };
 
 bool dv__hip_gfx_name(unsigned long v, char *buf, size_t cap) {
@@ -692,7 +557,9 @@ const dv_cu_driver dv__hip_driver = {
     .api = &hip_api_table,
     .state_bytes = sizeof(dv_hip_ctx),
     .fill_info = hip_fill_info,
-    .call_name = dv__hip_call_name,
+    .names = hip_names,
+    .code = hip_code,
+    .copy_peer = hip_copy_peer,
     .kops = &dv__hip_kernel_ops, /* hipRTC (hiprtc.c) */
     .legacy_is_null = true,
     .forked = &dv__hip_forked,

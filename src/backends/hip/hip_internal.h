@@ -99,9 +99,5 @@ dv_CUresult dv__hip_slice2d(const dv_CUDA_MEMCPY3D *c, size_t z, int runtime_ver
                             dv_hip_Memcpy2D *out);
 /* A 2-D copy's descriptor in HIP's terms (memory types by version). */
 dv_CUresult dv__hip_copy2d(const dv_CUDA_MEMCPY2D *c, int runtime_version, dv_hip_Memcpy2D *out);
-/* The driver's call_name: every CUDA entry point named in `what` as the
- * HIP call that implements it ("cuMemAlloc_v2 (staging)" -> "hipMalloc
- * (staging)"); other words unchanged; truncated to cap. */
-void dv__hip_call_name(const char *what, char *buf, size_t cap);
 
 #endif

@@ -113,7 +113,7 @@ _Static_assert(sizeof(dv_bkview) == 8 + 2 * 8 * DV_BKVIEW_MAXDIMS && offsetof(dv
 #define dv_CUDA_MEMCPY3D CUDA_MEMCPY3D
 #define dv_CUipcMemHandle CUipcMemHandle
 #define dv_CUstreamCaptureStatus CUstreamCaptureStatus
-#define DV_CU(ret, name, params) extern ret CUDAAPI name params;
+#define DV_CU(ret, symbol, cuda_name, hip_name, params) extern ret CUDAAPI symbol params;
 #include "backends/cudafam/fam_symbols.def"
 #undef DV_CU
 #define dv_nvrtcResult nvrtcResult
@@ -168,7 +168,7 @@ int main(void) {
 #define DV_ABI_STR(x) #x
 #define DV_ABI_XSTR(x) DV_ABI_STR(x)
   static const char *const names[][2] = {
-#define DV_CU(ret, name, params) {#name, DV_ABI_XSTR(name)},
+#define DV_CU(ret, symbol, cuda_name, hip_name, params) {#symbol, DV_ABI_XSTR(symbol)},
 #include "backends/cudafam/fam_symbols.def"
 #undef DV_CU
   };

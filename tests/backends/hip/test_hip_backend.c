@@ -17,6 +17,7 @@
  * shared code calls has a translation.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -180,21 +181,67 @@ static void test_registered_by_both_drivers(void **state) {
   assert_ok(dv_context_destroy(hc));
 }
 
+/* A dense copy between two HIP devices is one hipMemcpyPeerAsync naming
+ * the two devices by ordinal (the driver's copy_peer, each context's
+ * device: no table of contexts). */
+static void test_copy_between_devices(void **state) {
+  (void)state;
+  if (!g_double) skip();
+  dv_config *cfg = NULL;
+  dv_context *c0 = NULL, *c1 = NULL;
+  assert_ok(dv_config_create(&cfg));
+  assert_ok(dv_config_set(cfg, "backend", "hip"));
+  assert_ok(dv_context_create(cfg, &c0));
+  assert_ok(dv_config_set(cfg, "hip_device", "1"));
+  assert_ok(dv_context_create(cfg, &c1));
+  dv_config_destroy(cfg);
+  int64_t n = 3000;
+  const dv_dtype *dt = dv_dtype_get(DV_INT32);
+  int32_t src[3000], out[3000];
+  for (int64_t i = 0; i < n; i++) src[i] = (int32_t)(i * 5 + 2), out[i] = -1;
+  dv_array *hs, *ho, *d1, *d0;
+  assert_ok(dv_host_array_wrap(c1, src, 1, &n, dt, NULL, &hs));
+  assert_ok(dv_to_device(c1, hs, NULL, 1, NULL, &d1));
+  assert_ok(dv_device_array(c0, 1, &n, dt, NULL, 'C', NULL, &d0));
+  typedef long (*count_fn)(void);
+  void *lib = hip_loaded();
+  count_fn peers = lib ? (count_fn)dlsym(lib, "dvdouble_peer_copies") : NULL;
+  assert_non_null(peers);
+  long before = peers();
+  assert_ok(dv_array_copy(d0, d1, NULL)); /* device 1 -> device 0 */
+  assert_int_equal(peers(), before + 1);
+  assert_ok(dv_host_array_wrap(c0, out, 1, &n, dt, NULL, &ho));
+  assert_ok(dv_copy_to_host(d0, ho, NULL, NULL));
+  assert_memory_equal(out, src, sizeof src);
+  dv_array_release(hs), dv_array_release(ho), dv_array_release(d0), dv_array_release(d1);
+  assert_ok(dv_context_destroy(c1));
+  assert_ok(dv_context_destroy(c0));
+}
+
 /* ---- the translations, with no runtime ---- */
 
-/* Every CUDA entry point the shared code may call has a translation. */
+/* Every CUDA entry point the shared code may call on HIP has a
+ * translation; the two it never calls there have none: peer copies name
+ * devices (the driver's copy_peer), and there is no opt-in for LDS. */
 static void test_api_complete(void **state) {
   (void)state;
   const dv_cu_api *api = dv__hip_driver.api;
-#define DV_CU(ret, name, params) \
-  if (!api->name) fail_msg("the HIP driver has no translation of %s", #name);
+#define DV_CU(ret, symbol, cuda_name, hip_name, params)                                            \
+  if (!api->symbol && DV_CU_E_##symbol != DV_CU_E_cuMemcpyPeerAsync &&                           \
+      DV_CU_E_##symbol != DV_CU_E_cuFuncSetAttribute)                                             \
+    fail_msg("the HIP driver has no translation of %s", #symbol);
 #include "backends/cudafam/fam_symbols.def"
 #undef DV_CU
+  assert_null(api->cuMemcpyPeerAsync);
+  assert_non_null(dv__hip_driver.copy_peer);
+  assert_null(api->cuFuncSetAttribute);
+  assert_true(dv__hip_driver.kops->no_shared_optin);
   assert_null(api->cuFuncGetParamInfo); /* optional: HIP cannot tell */
   assert_string_equal(dv__hip_driver.vendor, "HIP");
   assert_string_equal(dv__hip_driver.backend, "hip");
   assert_non_null(dv__hip_driver.fill_info);
-  assert_non_null(dv__hip_driver.call_name);
+  assert_non_null(dv__hip_driver.names);
+  assert_non_null(dv__hip_driver.code);
 }
 
 static void test_results(void **state) {
@@ -369,36 +416,111 @@ static void test_out_pointers(void **state) {
   assert_int_equal(m, 0x20000 + 32 + 1);
   assert_int_equal(r3, DV_CUDA_SUCCESS);
   assert_int_equal(d, (dv_CUdeviceptr)(uintptr_t)(host + 0x100));
-  assert_int_equal(r4, DV_CUDA_ERROR_INVALID_VALUE); /* HIP's 17, as CUDA's code */
+  assert_int_equal(r4, 17); /* HIP's own code (hipErrorInvalidDevicePointer) */
+  assert_int_equal(dv__cu_code(&dv__hip_driver, r4), DV_CUDA_ERROR_INVALID_VALUE); /* its meaning */
   assert_int_equal(q, 0);                            /* nothing handed out on failure */
 }
 
+/* Whether s has a word "cu<Capital>..." (a CUDA call's name). */
+static bool has_cu_word(const char *s) {
+  for (const char *p = s; *p; p++) {
+    bool start = p == s || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+    if (start && p[0] == 'c' && p[1] == 'u' && isupper((unsigned char)p[2])) return true;
+  }
+  return false;
+}
+
+static const char *fake_hip_name(dv_hipError_t e) {
+  return e == 1052 ? "hipErrorRuntimeMemory" : e == 17 ? "hipErrorInvalidDevicePointer" : "hipErrorInvalidValue";
+}
+static const char *fake_hip_string(dv_hipError_t e) { return e == 1052 ? "runtime memory" : "invalid argument"; }
+static dv_CUresult fake_cu_name(dv_CUresult e, const char **s) {
+  (void)e;
+  *s = "CUDA_ERROR_INVALID_VALUE";
+  return DV_CUDA_SUCCESS;
+}
+static dv_CUresult fake_cu_string(dv_CUresult e, const char **s) {
+  (void)e;
+  *s = "invalid argument";
+  return DV_CUDA_SUCCESS;
+}
+
+/* How messages name the calls: fam_symbols.def's columns.  CUDA's is the
+ * symbol without its version (_v2); HIP's names the HIP call and never a
+ * CUDA one (none for cuFuncSetAttribute: AMD has no opt-in); the HIP
+ * driver's table is HIP's column; and the messages made of them. */
 static void test_call_names(void **state) {
   (void)state;
-  char buf[128];
-  dv__hip_call_name("cuMemAlloc_v2 (staging)", buf, sizeof buf);
-  assert_string_equal(buf, "hipMalloc (staging)");
-  dv__hip_call_name("cuMemAlloc", buf, sizeof buf);
-  assert_string_equal(buf, "hipMalloc");
-  dv__hip_call_name("cuCtxSynchronize (before freeing memory handed out natively)", buf,
-                    sizeof buf);
-  assert_string_equal(buf, "hipDeviceSynchronize (before freeing memory handed out natively)");
-  dv__hip_call_name("cuEventRecord (fence before a free)", buf, sizeof buf);
-  assert_string_equal(buf, "hipEventRecord (fence before a free)");
-  dv__hip_call_name("cuStreamCreate", buf, sizeof buf);
-  assert_string_equal(buf, "hipStreamCreateWithFlags");
-  dv__hip_call_name("cuMemcpy2DAsync", buf, sizeof buf);
-  assert_string_equal(buf, "hipMemcpyParam2DAsync");
-  dv__hip_call_name("cuLaunchKernel of k", buf, sizeof buf);
-  assert_string_equal(buf, "hipModuleLaunchKernel of k");
-  /* Words not in the table, and cu inside a word, unchanged. */
-  dv__hip_call_name("cuNoSuchCall then accumulate cuMemFree", buf, sizeof buf);
-  assert_string_equal(buf, "cuNoSuchCall then accumulate hipFree");
-  dv__hip_call_name("", buf, sizeof buf);
-  assert_string_equal(buf, "");
-  /* Truncated to the room given, terminated. */
-  dv__hip_call_name("cuMemAlloc_v2 (staging)", buf, 6);
-  assert_string_equal(buf, "hipMa");
+  static const struct {
+    const char *symbol, *cuda, *hip;
+  } col[] = {
+#define DV_CU(ret, symbol, cuda_name, hip_name, params) {#symbol, cuda_name, hip_name},
+#include "backends/cudafam/fam_symbols.def"
+#undef DV_CU
+  };
+  static const char *cuda_names[DV_CU_E_COUNT];
+  assert_int_equal(sizeof col / sizeof col[0], DV_CU_E_COUNT);
+  for (int e = 0; e < DV_CU_E_COUNT; e++) {
+    size_t n = strlen(col[e].symbol);
+    if (n > 3 && !strcmp(col[e].symbol + n - 3, "_v2")) n -= 3;
+    if (strlen(col[e].cuda) != n || strncmp(col[e].cuda, col[e].symbol, n))
+      fail_msg("%s: CUDA's messages name it %s", col[e].symbol, col[e].cuda);
+    if (!col[e].hip) {
+      assert_int_equal(e, DV_CU_E_cuFuncSetAttribute); /* no such HIP call */
+      assert_null(dv__hip_driver.names[e]);
+      assert_string_equal(dv__cu_name(&dv__hip_driver, e), "?");
+    } else {
+      if (has_cu_word(col[e].hip) || strncmp(col[e].hip, "hip", 3))
+        fail_msg("%s: HIP's messages name it %s", col[e].symbol, col[e].hip);
+      assert_string_equal(dv__hip_driver.names[e], col[e].hip);
+    }
+    cuda_names[e] = col[e].cuda;
+  }
+  assert_string_equal(dv__hip_driver.names[DV_CU_E_cuMemAlloc_v2], "hipMalloc");
+  assert_string_equal(dv__hip_driver.names[DV_CU_E_cuCtxSynchronize], "hipDeviceSynchronize");
+  assert_string_equal(dv__hip_driver.names[DV_CU_E_cuStreamCreate], "hipStreamCreateWithFlags");
+  assert_string_equal(dv__hip_driver.names[DV_CU_E_cuMemcpy2DAsync_v2], "hipMemcpyParam2DAsync");
+  assert_string_equal(dv__hip_driver.names[DV_CU_E_cuLaunchKernel], "hipModuleLaunchKernel");
+
+  /* The messages: HIP's name HIP's calls and HIP's error, CUDA's CUDA's. */
+  dv_hip_api saved = dv__hip_api;
+  dv__hip_api.hipGetErrorName = fake_hip_name;
+  dv__hip_api.hipGetErrorString = fake_hip_string;
+  dv_cu_api capi = {.cuGetErrorName = fake_cu_name, .cuGetErrorString = fake_cu_string};
+  dv_cu_driver cuda = {.vendor = "CUDA", .backend = "cuda", .api = &capi, .names = cuda_names};
+  char want[256];
+  for (int e = 0; e < DV_CU_E_COUNT; e++) {
+    if (!col[e].hip) continue;
+    assert_int_equal(dv__cu_fail(&dv__hip_driver, DV_CUDA_ERROR_INVALID_VALUE, e, " (staging)"),
+                     DV_ERR_INVALID_ARGUMENT);
+    snprintf(want, sizeof want, "HIP %s (staging) failed: hipErrorInvalidValue (1): invalid argument",
+             col[e].hip);
+    assert_string_equal(dv_last_error(), want);
+    assert_false(has_cu_word(dv_last_error()));
+    assert_int_equal(dv__cu_fail(&cuda, DV_CUDA_ERROR_INVALID_VALUE, e, ""), DV_ERR_INVALID_ARGUMENT);
+    snprintf(want, sizeof want, "CUDA %s failed: CUDA_ERROR_INVALID_VALUE (1): invalid argument", col[e].cuda);
+    assert_string_equal(dv_last_error(), want);
+  }
+  dv__cu_fail_in(&dv__hip_driver, DV_CUDA_ERROR_INVALID_VALUE, "waiting for the stream before a staged copy",
+                 DV_CU_E_cuEventRecord, DV_CU_E_cuEventSynchronize);
+  assert_string_equal(dv_last_error(), "HIP waiting for the stream before a staged copy (hipEventRecord / "
+                                       "hipEventSynchronize) failed: hipErrorInvalidValue (1): invalid argument");
+  dv__cu_fail_in(&cuda, DV_CUDA_ERROR_INVALID_VALUE, "uploading the constant arrays",
+                 DV_CU_E_cuMemcpyHtoDAsync_v2, DV_CU_E_NONE);
+  assert_string_equal(dv_last_error(), "CUDA uploading the constant arrays (cuMemcpyHtoDAsync) failed: "
+                                       "CUDA_ERROR_INVALID_VALUE (1): invalid argument");
+  dv__cu_fail(&dv__hip_driver, DV_CUDA_ERROR_INVALID_VALUE, DV_CU_E_cuModuleGetGlobal_v2, "(dv__cbuf)");
+  assert_non_null(strstr(dv_last_error(), "HIP hipModuleGetGlobal(dv__cbuf) failed: "));
+  assert_string_equal(dv__cu_name(&dv__hip_driver, DV_CU_E_cuMemHostAlloc), "hipHostMalloc");
+  /* HIP's own codes: named by HIP, with the status and number of their
+   * CUDA meaning (no side channel: the result is HIP's code itself), also
+   * after other calls succeeded on this thread. */
+  assert_int_equal(dv__cu_fail(&dv__hip_driver, 1052, DV_CU_E_cuMemAlloc_v2, ""), DV_ERR_OUT_OF_MEMORY);
+  assert_string_equal(dv_last_error(), "HIP hipMalloc failed: hipErrorRuntimeMemory (2): runtime memory");
+  assert_int_equal(dv__cu_fail(&dv__hip_driver, 17, DV_CU_E_cuMemFree_v2, ""), DV_ERR_INVALID_ARGUMENT);
+  assert_string_equal(dv_last_error(), "HIP hipFree failed: hipErrorInvalidDevicePointer (1): invalid argument");
+  assert_string_equal(dv__cu_name(&cuda, DV_CU_E_cuMemHostRegister_v2), "cuMemHostRegister");
+  dv__hip_api = saved;
 }
 
 /* The shared loader (dynlib.c): the names tried, a missing entry point
@@ -492,7 +614,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_attributes),     cmocka_unit_test(test_memory_types_and_streams),
       cmocka_unit_test(test_copy2d),         cmocka_unit_test(test_slices),
       cmocka_unit_test(test_call_names),     cmocka_unit_test(test_out_pointers),
-      cmocka_unit_test(test_gfx_target),
+      cmocka_unit_test(test_gfx_target),     cmocka_unit_test(test_copy_between_devices),
   };
   if (argc > 1 && strcmp(argv[1], "beside-cuda") == 0) { /* both doubles on the library path */
     g_double = true;

@@ -137,7 +137,7 @@
 typedef int CUresult;
 
 /* Every entry point with the prototype the backend calls it through. */
-#define DV_CU(ret, name, params) EXPORT ret name params;
+#define DV_CU(ret, symbol, cuda_name, hip_name, params) EXPORT ret symbol params;
 #include "../../../../src/backends/cudafam/fam_symbols.def"
 #undef DV_CU
 CONTROL int dvdouble_is_double(void);
