@@ -3,7 +3,9 @@
  * (manager.c, with the built-in direct manager and the pool, pool.c, both
  * over the driver's own allocations, device.c), page-locked and registered
  * host memory (hostmem.c) and the planner's pinned staging pool
- * (staging.c).  Above the streams: the pool orders its reuse by stream.
+ * (staging.c).  Above the streams: the pool orders its reuse by stream,
+ * keeping its record of each stream in a stream slot (src/stream/).  Its
+ * part of the context is struct dv_memory_state (below, ctx->memory).
  */
 #ifndef DV_MEMORY_H
 #define DV_MEMORY_H

@@ -1,4 +1,6 @@
-/* Streams and events (stream.c), and the one submission path for stream
+/* Streams and events (stream.c), stream-local slots for the layers above
+ * (keys, like thread-local keys), the layer's part of the context
+ * (dv_stream_state, ctx->streams), and the one submission path for stream
  * work (dv__stream_submit, below): the layer above the backends. */
 #ifndef DV_STREAM_H
 #define DV_STREAM_H
