@@ -36,6 +36,7 @@
 #include "bench_util.h"
 #include "backends/backend.h"
 #include "core/core.h"
+#include "memory/memory.h"
 
 
 static dv_context *make(const char *backend, const char *mm) {
@@ -71,7 +72,7 @@ static double random_allocations(dv_context *c, int n, size_t max_mib, int *fail
     bool do_alloc = nlive < n && usage < cap && rnd() % 100 < 73;
     if (do_alloc) {
       size_t sz = (size_t)(1 + rnd() % (max_mib << 20));
-      if (c->mm.alloc(c->mm_state, sz, NULL, &live[nlive]) == DV_OK) {
+      if (c->memory->mm.alloc(c->memory->mm_state, sz, NULL, &live[nlive]) == DV_OK) {
         sizes[nlive++] = sz;
         usage += sz;
         continue;
@@ -80,13 +81,13 @@ static double random_allocations(dv_context *c, int n, size_t max_mib, int *fail
     }
     if (nlive) {
       int k = (int)(rnd() % (unsigned)nlive);
-      c->mm.free(c->mm_state, live[k], sizes[k], NULL);
+      c->memory->mm.free(c->memory->mm_state, live[k], sizes[k], NULL);
       usage -= sizes[k];
       live[k] = live[--nlive];
       sizes[k] = sizes[nlive];
     }
   }
-  for (int i = 0; i < nlive; i++) c->mm.free(c->mm_state, live[i], sizes[i], NULL);
+  for (int i = 0; i < nlive; i++) c->memory->mm.free(c->memory->mm_state, live[i], sizes[i], NULL);
   c->be->stream_sync(c->bst, NULL);
   double t = bench_now() - t0;
   free(live), free(sizes);
@@ -97,8 +98,8 @@ __attribute__((noinline)) void fastpath_loop(dv_context *c, long n);
 __attribute__((noinline)) void fastpath_loop(dv_context *c, long n) {
   dv_block b;
   for (long i = 0; i < n; i++) {
-    c->mm.alloc(c->mm_state, 1024, NULL, &b);
-    c->mm.free(c->mm_state, b, 1024, NULL);
+    c->memory->mm.alloc(c->memory->mm_state, 1024, NULL, &b);
+    c->memory->mm.free(c->memory->mm_state, b, 1024, NULL);
   }
 }
 

@@ -116,7 +116,8 @@ static dv_status dv__dtor_device(dv_context *ctx, void *handle, void *aux) {
   dv_status wrc = DV_OK;
   if (atomic_load_explicit(&a->outside, memory_order_relaxed) && dv__mm_stream_ordered(ctx))
     wrc = dv__bstream_wait(ctx, NULL);
-  dv_status rc = ctx->mm.free(ctx->mm_state, blk, a->bytes, a->stream);
+  dv_memory_state *m = ctx->memory;
+  dv_status rc = m->mm.free(m->mm_state, blk, a->bytes, a->stream);
   if (!rc) rc = wrc;
   dv__stats_sub(ctx, DV_STAT_DEVICE, a->bytes);
   dv__stream_irelease(a->stream);
@@ -368,7 +369,7 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
         if (!rc) a->opaque = !dv__mm_block_known(ctx, blk, (size_t)bytes);
         /* The stream its free is ordered after; the per-thread default
          * stream too (the pool keeps it apart: issue 13 #5). */
-        if (!rc && stream && (!stream->is_default || stream == ctx->per_thread_stream))
+        if (!rc && stream && (!stream->is_default || stream == dv__per_thread_stream(ctx)))
           a->stream = dv__stream_iretain(stream);
       }
       /* counted with its descriptor below when that is embedded (one lock) */
@@ -439,7 +440,7 @@ dv_status dv__opaque_error(const dv_array *a, const char *what) {
   return dv__error(DV_ERR_INVALID_ARGUMENT,
                    "the %s's memory came from the memory manager \"%s\" as buffer %p, which is "
                    "not device memory of the %s backend: devarray cannot read, write or export it",
-                   what, ctx->mm.name ? ctx->mm.name : "?", a->alloc->buf, ctx->be->name);
+                   what, ctx->memory->mm.name ? ctx->memory->mm.name : "?", a->alloc->buf, ctx->be->name);
 }
 
 /* ---- creation API ------------------------------------------------------------ */

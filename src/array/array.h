@@ -196,4 +196,11 @@ int dv__layout_squeeze(int ndim, const int64_t *shape, const int64_t *strides, i
 /* 'C' or 'F'; DV_ERR_BAD_ORDER otherwise. */
 dv_status dv__check_order(char order);
 
+/* ---- the array layer's part of the context (ctx->arrays, scope.c) ---- */
+struct dv_array_state {
+  _Atomic int64_t live_scopes; /* pinned and mapped scopes not yet ended */
+};
+dv_status dv__arrays_init(dv_context *ctx);
+void dv__arrays_fini(dv_context *ctx); /* nothing if init failed */
+
 #endif

@@ -16,7 +16,7 @@
 __attribute__((noinline)) dv_stream *dv__alloc_order_slow(dv_context *ctx, const dv_alloc *al,
                                                          const dv_stream *stream) {
   if (!dv__mm_stream_ordered(ctx) || !al->owned || !al->buf || al->ctx != ctx) return NULL;
-  dv_stream *owner = al->stream ? al->stream : ctx->default_stream;
+  dv_stream *owner = al->stream ? al->stream : dv__default_stream(ctx);
   return owner->bs == dv__bstream(ctx, (dv_stream *)stream) ? NULL : owner;
 }
 

@@ -16,6 +16,18 @@ struct dv_scope {
   dv_alloc **views;  /* mapped scope: the device views' allocations (retained) */
 };
 
+dv_status dv__arrays_init(dv_context *ctx) {
+  dv_array_state *st = dv__calloc(1, sizeof *st);
+  if (!st) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the array layer's state");
+  ctx->arrays = st;
+  return DV_OK;
+}
+
+void dv__arrays_fini(dv_context *ctx) {
+  dv__free(ctx->arrays);
+  ctx->arrays = NULL;
+}
+
 /* Take one registration reference on a's allocation (registering if first). */
 static dv_status dv__reg_acquire(dv_alloc *a) {
   dv_context *ctx = a->ctx;
@@ -129,7 +141,7 @@ dv_status dv_pinned_scope_begin(dv_context *ctx, size_t n, dv_array *const *arra
     dv__scope_close(s);
     return rc;
   }
-  atomic_fetch_add(&ctx->live_scopes, 1);
+  atomic_fetch_add(&ctx->arrays->live_scopes, 1);
   *scope = s;
   return DV_OK;
 }
@@ -174,7 +186,7 @@ dv_status dv_mapped_scope_begin(dv_context *ctx, size_t n, dv_array *const *arra
     dv__scope_close(s);
     return rc;
   }
-  atomic_fetch_add(&ctx->live_scopes, 1);
+  atomic_fetch_add(&ctx->arrays->live_scopes, 1);
   *scope = s;
   return DV_OK;
 }
@@ -185,7 +197,7 @@ dv_status dv_scope_end(dv_scope *scope) {
   /* Queued work may still read the memory: wait, then unregister at once. */
   dv_status rc = dv__bstream_wait(ctx, NULL);
   dv_status r2 = dv__scope_close(scope);
-  atomic_fetch_sub(&ctx->live_scopes, 1);
+  atomic_fetch_sub(&ctx->arrays->live_scopes, 1);
   return rc ? rc : r2;
 }
 

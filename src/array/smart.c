@@ -207,7 +207,7 @@ static dv_status dv__smart_alloc(dv_smart *s, dv_where where, dv_stream *stream)
 
 /* The stream work queued with `stream` goes to (NULL: the default stream). */
 static dv_stream *dv__smart_stream(const dv_smart *s, dv_stream *stream) {
-  return stream ? stream : s->ctx->default_stream;
+  return stream ? stream : dv__default_stream(s->ctx);
 }
 
 /* Order work about to be queued on `stream` that uses the device copy after

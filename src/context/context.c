@@ -1,9 +1,10 @@
 /*
- * The context, the top of the library: creating one chooses and opens a
- * backend, resolves the options, makes the default streams, the staging
- * pool and the memory manager's state; destroying one takes them down in
- * the reverse order.  Everything else reads the record (core/core.h) that
- * this file fills.
+ * The context, the top of the library: creating one resolves the options,
+ * chooses and opens a backend, and has each layer make its part of the
+ * record from the bottom up (streams, memory, arrays, kernels: each defined
+ * in its layer's header, hung off core/core.h's record by a pointer);
+ * destroying one takes them down in the reverse order.  Everything else
+ * reads the record that this file fills.
  */
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "../core/core.h"
 #include "../memory/memory.h"
 #include "../stream/stream.h"
+#include "../array/array.h"
 #include "../kernel/kernel_internal.h"
 
 static void dv__backend_config(const dv_optval *opt, const dv_backend *be, bool automatic,
@@ -147,27 +149,28 @@ dv_status dv_context_create(const dv_config *cfg, dv_context **out) {
   if (rc) goto fail_backend;
   ctx->total_memory = total_b;
   dv__pending_limits_set(ctx);
-  rc = dv__streams_open(ctx);
-  if (rc) goto fail_backend;
   dv__spin_init(&ctx->lock);
   dv__stats_init(&ctx->stats);
-  rc = dv__staging_init(ctx);
+  /* The layers' parts, from the bottom up (each init leaves nothing when
+   * it fails; each fini undoes its init). */
+  rc = dv__streams_open(ctx);
+  if (rc) goto fail_stats;
+  rc = dv__memory_init(ctx, cfg);
   if (rc) goto fail_streams;
+  rc = dv__arrays_init(ctx);
+  if (rc) goto fail_memory;
   rc = dv__kernel_state_init(ctx);
-  if (rc) goto fail_staging;
-  if (cfg && cfg->has_mm) ctx->mm = cfg->mm;
-  else ctx->mm = *dv_memory_manager_builtin(ctx->opt[DV_OPT_MEMORY_MANAGER].s);
-  rc = ctx->mm.init(ctx, ctx->mm.user, &ctx->mm_state);
-  if (rc) goto fail_kernels;
+  if (rc) goto fail_arrays;
   dv__log(DV_LOG_INFO, "context on backend %s", ctx->be->name);
   *out = ctx;
   return DV_OK;
-fail_kernels:
-  dv__kernel_state_fini(ctx);
-fail_staging:
-  dv__staging_fini(ctx);
+fail_arrays:
+  dv__arrays_fini(ctx);
+fail_memory:
+  dv__memory_fini(ctx);
 fail_streams:
   dv__streams_close(ctx);
+fail_stats:
   dv__stats_destroy(&ctx->stats);
 fail_backend:
   ctx->be->close(ctx->bst);
@@ -177,8 +180,8 @@ fail_backend:
 
 dv_status dv_context_destroy(dv_context *ctx) {
   if (!ctx) return DV_OK;
-  int64_t arrays = (int64_t)atomic_load(&ctx->stats.c[DV_STAT_ARRAYS].current), streams = atomic_load(&ctx->live_streams),
-          events = atomic_load(&ctx->live_events), scopes = atomic_load(&ctx->live_scopes),
+  int64_t arrays = (int64_t)atomic_load(&ctx->stats.c[DV_STAT_ARRAYS].current), streams = atomic_load(&ctx->streams->live_streams),
+          events = atomic_load(&ctx->streams->live_events), scopes = atomic_load(&ctx->arrays->live_scopes),
           modules = atomic_load(&ctx->kernels->live_modules), programs = atomic_load(&ctx->kernels->live_programs);
   if (arrays || streams || events || scopes || modules || programs)
     return dv__error(DV_ERR_BUSY,
@@ -186,7 +189,7 @@ dv_status dv_context_destroy(dv_context *ctx) {
                      "%lld kernel program(s), %lld kernel module(s)",
                      (long long)arrays, (long long)streams, (long long)events, (long long)scopes,
                      (long long)programs, (long long)modules);
-  dv_status rc = dv__bstream_wait(ctx, ctx->default_stream->bs);
+  dv_status rc = dv__stream_wait(ctx, NULL);
   dv__spin_lock(&ctx->lock);
   ctx->defer_depth = 0; /* destruction runs every pending free */
   dv__spin_unlock(&ctx->lock);
@@ -198,9 +201,10 @@ dv_status dv_context_destroy(dv_context *ctx) {
     dv_context_pending_deallocs(ctx, &left, NULL);
     if (left == 0) break;
   }
+  /* The layers' parts, from the top down. */
   dv__kernel_state_fini(ctx);
-  if (ctx->mm.fini) ctx->mm.fini(ctx->mm_state); /* returns every cached segment */
-  dv__staging_fini(ctx);
+  dv__arrays_fini(ctx);
+  dv__memory_fini(ctx); /* the manager returns every cached segment */
   dv__streams_close(ctx);
   ctx->be->close(ctx->bst);
   dv__free(ctx->pending.items);
@@ -225,7 +229,7 @@ dv_status dv_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_byte
   if (total_bytes) *total_bytes = 0;
   DV_CHECK_NULL(ctx);
   size_t f = 0, t = 0;
-  dv_status rc = ctx->mm.mem_info(ctx->mm_state, &f, &t);
+  dv_status rc = ctx->memory->mm.mem_info(ctx->memory->mm_state, &f, &t);
   if (free_bytes) *free_bytes = rc ? 0 : f;
   if (total_bytes) *total_bytes = rc ? 0 : t;
   return rc;
@@ -238,9 +242,9 @@ dv_status dv_context_synchronize(dv_context *ctx) {
   return dv__bstream_wait(ctx, NULL);
 }
 
-dv_stream *dv_context_default_stream(dv_context *ctx) { return ctx ? ctx->default_stream : NULL; }
-dv_stream *dv_context_legacy_stream(dv_context *ctx) { return ctx ? ctx->legacy_stream : NULL; }
-dv_stream *dv_context_per_thread_stream(dv_context *ctx) { return ctx ? ctx->per_thread_stream : NULL; }
+dv_stream *dv_context_default_stream(dv_context *ctx) { return ctx ? dv__default_stream(ctx) : NULL; }
+dv_stream *dv_context_legacy_stream(dv_context *ctx) { return ctx ? dv__legacy_stream(ctx) : NULL; }
+dv_stream *dv_context_per_thread_stream(dv_context *ctx) { return ctx ? dv__per_thread_stream(ctx) : NULL; }
 
 dv_status dv_context_option(dv_context *ctx, const char *name, char *buf, size_t cap,
                             dv_option_source *source) {

@@ -262,20 +262,25 @@ static inline void dv__stats_count(dv_thread_stats *t, bool dh, bool sh, uint64_
 }
 
 /* ---- the context ---- */
-/* Parts that belong to the layers above, known here by name only. */
-typedef struct dv_backend dv_backend; /* backends/backend.h */
-typedef struct dv_staging dv_staging; /* memory/memory.h */
+/* Each layer's part, defined in that layer's header and known here by name
+ * only: made by the layer's init and freed by its fini, which
+ * src/context/context.c calls in order (the layers below first). */
+typedef struct dv_backend dv_backend;           /* backends/backend.h */
+typedef struct dv_stream_state dv_stream_state; /* stream/stream.h */
+typedef struct dv_memory_state dv_memory_state; /* memory/memory.h */
+typedef struct dv_array_state dv_array_state;   /* array/array.h */
 typedef struct dv_kernel_state dv_kernel_state; /* kernel/kernel_internal.h */
 
-/* Made and torn down by src/context/context.c; every layer reads it. */
+/* Made and torn down by src/context/context.c; every layer reads it.  The
+ * core's own: the options, the lock, the pending queue, the statistics. */
 struct dv_context {
   const dv_backend *be;
   void *bst; /* backend state */
   const char *backend_name; /* be->name, for the core, which reports it */
   dv_optval opt[DV_OPT_COUNT];
-  dv_memory_manager mm; /* a copy of the table */
-  void *mm_state;
-  size_t total_memory; /* read once at creation (Numba reads it at initialize) */
+  /* read once at creation (Numba reads it at initialize): the pending
+   * queue's byte limit comes from it (dv__pending_limits_set) */
+  size_t total_memory;
 
   dv_spin lock; /* the queue, the defer count, the limits: short sections only */
   dv_pending_queue pending; /* memory, pinned memory, streams, events: one queue, as Numba's */
@@ -285,14 +290,11 @@ struct dv_context {
   size_t pending_byte_limit;
 
   dv_stats_state stats;
-  dv_staging *staging; /* the pinned staging pool */
-  /* The default stream, and the driver's legacy and per-thread default
-   * streams (borrowed by the caller; see dv_context_legacy_stream). */
-  dv_stream *default_stream, *legacy_stream, *per_thread_stream;
 
-  /* Live arrays are stats.c[DV_STAT_ARRAYS].current (one counter for both). */
-  _Atomic int64_t live_streams, live_events, live_scopes;
-  dv_kernel_state *kernels; /* the kernel layer's part: its programs, modules, dead kernels */
+  dv_stream_state *streams; /* the default streams, the live counts, the slot keys */
+  dv_memory_state *memory;  /* the memory manager, its state, the staging pool */
+  dv_array_state *arrays;   /* the live scopes (live arrays are stats.c[DV_STAT_ARRAYS]) */
+  dv_kernel_state *kernels; /* its programs, modules, dead kernels */
 };
 
 /* Count one copy made for a caller: `copies` and, unless both sides are host

@@ -497,7 +497,7 @@ dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nar
    * synchronous launch uses the default stream and waits for it at the
    * end). */
   dv_array *tmp[DV__KMAXARGS] = {0};
-  dv_stream *cs = cfg->stream ? cfg->stream : ctx->default_stream;
+  dv_stream *cs = cfg->stream ? cfg->stream : dv__default_stream(ctx);
   for (size_t i = 0; i < nargs && !rc; i++) {
     const dv_arg *a = &args[i];
     if (dv__is_smart_kind(a->kind))

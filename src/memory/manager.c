@@ -57,6 +57,52 @@ const dv_memory_manager *dv_memory_manager_builtin(const char *name) {
   return NULL;
 }
 
+/* ---- the layer's state ---- */
+
+/* A stream is going: the manager may forget it once its work is done. */
+static void dv__mm_stream_gone(dv_context *ctx, dv_stream *s, void *value, void *arg) {
+  (void)value;
+  dv_memory_state *m = arg;
+  ctx->be->stream_sync(ctx->bst, s->bs);
+  m->mm.stream_destroyed(m->mm_state, s);
+}
+
+dv_status dv__memory_init(dv_context *ctx, const dv_config *cfg) {
+  dv_memory_state *m = dv__calloc(1, sizeof *m);
+  if (!m) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the memory layer's state");
+  m->hook_key = -1;
+  if (cfg && cfg->has_mm) m->mm = cfg->mm;
+  else m->mm = *dv_memory_manager_builtin(ctx->opt[DV_OPT_MEMORY_MANAGER].s);
+  dv_status rc = DV_OK;
+  if (m->mm.stream_destroyed) rc = dv__stream_key_create(ctx, dv__mm_stream_gone, m, &m->hook_key);
+  if (rc) {
+    dv__free(m);
+    return rc;
+  }
+  dv__staging_init(&m->staging);
+  ctx->memory = m; /* the manager's init may ask for the context's manager */
+  rc = m->mm.init(ctx, m->mm.user, &m->mm_state);
+  if (rc) {
+    ctx->memory = NULL;
+    dv__staging_fini(ctx, &m->staging);
+    dv__stream_key_delete(ctx, m->hook_key);
+    dv__free(m);
+  }
+  return rc;
+}
+
+void dv__memory_fini(dv_context *ctx) {
+  dv_memory_state *m = ctx->memory;
+  if (!m) return;
+  if (m->mm.fini) m->mm.fini(m->mm_state); /* returns every cached segment */
+  dv__staging_fini(ctx, &m->staging);
+  dv__stream_key_delete(ctx, m->hook_key);
+  dv__free(m);
+  ctx->memory = NULL;
+}
+
+/* ---- plug-ins ---- */
+
 dv_status dv_config_set_memory_manager(dv_config *cfg, const dv_memory_manager *mm) {
   DV_CHECK_NULL(cfg);
   DV_CHECK_NULL(mm);
@@ -70,14 +116,15 @@ dv_status dv_config_set_memory_manager(dv_config *cfg, const dv_memory_manager *
   return DV_OK;
 }
 
-const char *dv_memory_manager_name(const dv_context *ctx) { return ctx ? ctx->mm.name : "none"; }
+const char *dv_memory_manager_name(const dv_context *ctx) { return ctx ? ctx->memory->mm.name : "none"; }
 
 dv_status dv_memory_stats(dv_context *ctx, dv_mm_stats *out) {
   DV_CHECK_NULL(out);
   memset(out, 0, sizeof *out);
   DV_CHECK_NULL(ctx);
-  if (!ctx->mm.stats) return dv__error(DV_ERR_NOT_SUPPORTED, "memory manager \"%s\" keeps no statistics", ctx->mm.name);
-  dv_status rc = ctx->mm.stats(ctx->mm_state, out);
+  dv_memory_state *m = ctx->memory;
+  if (!m->mm.stats) return dv__error(DV_ERR_NOT_SUPPORTED, "memory manager \"%s\" keeps no statistics", m->mm.name);
+  dv_status rc = m->mm.stats(m->mm_state, out);
   if (rc) memset(out, 0, sizeof *out); /* a plugged-in manager may have filled part of it */
   return rc;
 }
@@ -85,7 +132,8 @@ dv_status dv_memory_stats(dv_context *ctx, dv_mm_stats *out) {
 dv_status dv_memory_trim(dv_context *ctx) {
   DV_CHECK_NULL(ctx);
   dv_status rc = dv__flush(ctx);
-  dv_status r2 = ctx->mm.trim ? ctx->mm.trim(ctx->mm_state) : DV_OK;
+  dv_memory_state *m = ctx->memory;
+  dv_status r2 = m->mm.trim ? m->mm.trim(m->mm_state) : DV_OK;
   /* then what the backend itself keeps (the host simulator's block cache) */
   dv_status r3 = dv__be_has(ctx->be, DV_BCAP_TRIM) ? ctx->be->mem_trim(ctx->bst) : DV_OK;
   return rc ? rc : r2 ? r2 : r3;
@@ -95,27 +143,29 @@ dv_status dv_memory_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t
   DV_CHECK_NULL(needed);
   *needed = 0;
   DV_CHECK_NULL(ctx);
-  if (ctx->mm.init != dv__mm_pool.init)
-    return dv__error(DV_ERR_NOT_SUPPORTED, "snapshots are kept by the pool; this context uses \"%s\"", ctx->mm.name);
-  return dv__pool_snapshot(ctx->mm_state, buf, cap, needed);
+  dv_memory_state *m = ctx->memory;
+  if (m->mm.init != dv__mm_pool.init)
+    return dv__error(DV_ERR_NOT_SUPPORTED, "snapshots are kept by the pool; this context uses \"%s\"", m->mm.name);
+  return dv__pool_snapshot(m->mm_state, buf, cap, needed);
 }
 
 dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, dv_block *out) {
   out->buf = NULL;
   out->offset = 0;
-  dv_status rc = ctx->mm.alloc(ctx->mm_state, bytes, stream, out);
+  dv_memory_state *m = ctx->memory;
+  dv_status rc = m->mm.alloc(m->mm_state, bytes, stream, out);
   if (rc != DV_ERR_OUT_OF_MEMORY) return rc;
   pthread_mutex_lock(&ctx->stats.lock);
   ctx->stats.oom_retries++;
   pthread_mutex_unlock(&ctx->stats.lock);
   dv_status frc = dv__flush(ctx);
   if (frc) dv__log(DV_LOG_ERROR, "flush before retrying the allocation failed");
-  rc = ctx->mm.alloc(ctx->mm_state, bytes, stream, out);
+  rc = m->mm.alloc(m->mm_state, bytes, stream, out);
   if (rc == DV_ERR_OUT_OF_MEMORY) {
     char detail[768];
     snprintf(detail, sizeof detail, "%s", dv_last_error());
     size_t f = 0, t = 0;
-    ctx->mm.mem_info(ctx->mm_state, &f, &t);
+    m->mm.mem_info(m->mm_state, &f, &t);
     return dv__error(DV_ERR_OUT_OF_MEMORY,
                      "cannot allocate %zu bytes of device memory (%zu free of %zu, after one "
                      "flush of the pending-deallocation queue): %s",
@@ -124,15 +174,15 @@ dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, dv_
   return rc;
 }
 
-bool dv__mm_block_known(dv_context *ctx, dv_block blk, size_t bytes) {
-  if (ctx->mm.alloc == dv__mm_direct.alloc || ctx->mm.alloc == dv__mm_pool.alloc) return true;
+bool dv__mm_block_check(dv_context *ctx, dv_block blk, size_t bytes) {
+  const dv_memory_manager *mm = &ctx->memory->mm;
   if (!dv__be_has(ctx->be, DV_BCAP_BUFFER_CHECK)) return true;
   char saved[1024];
   snprintf(saved, sizeof saved, "%s", dv_last_error());
   dv_status rc = ctx->be->buffer_check(ctx->bst, blk.buf, false, blk.offset, bytes);
   if (rc) {
     dv__log(DV_LOG_DEBUG, "memory manager \"%s\": block %p+%zu is not the backend's memory (%s)",
-            ctx->mm.name ? ctx->mm.name : "?", blk.buf, blk.offset, dv_last_error());
+            mm->name ? mm->name : "?", blk.buf, blk.offset, dv_last_error());
     dv__error(DV_OK, "%s", saved); /* the allocation succeeded: keep the thread's message */
   }
   return rc == DV_OK;

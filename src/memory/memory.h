@@ -3,7 +3,9 @@
  * (manager.c, with the built-in direct manager and the pool, pool.c, both
  * over the driver's own allocations, device.c), page-locked and registered
  * host memory (hostmem.c) and the planner's pinned staging pool
- * (staging.c).  Above the streams: the pool orders its reuse by stream.
+ * (staging.c).  Above the streams: the pool orders its reuse by stream,
+ * keeping its record of each stream in a stream slot (src/stream/).  Its
+ * part of the context is struct dv_memory_state (below, ctx->memory).
  */
 #ifndef DV_MEMORY_H
 #define DV_MEMORY_H
@@ -20,28 +22,6 @@ dv_status dv__pool_snapshot(void *state, char *buf, size_t cap, size_t *needed);
 /* Device memory through the context's manager, with Numba's one
  * flush-and-retry on out-of-memory. */
 dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, dv_block *out);
-/* Whether block `blk` of `bytes` from the context's manager is device
- * memory of the backend (a buffer its mem_alloc made, holding the block):
- * always for the built-in managers, which allocate from the backend; for a
- * plugged-in one, as the backend's buffer_check says (a backend without one
- * takes its buffers as device addresses the driver validates).  A block
- * that is not is carried but never handed to the backend (dv_alloc.opaque). */
-bool dv__mm_block_known(dv_context *ctx, dv_block blk, size_t bytes);
-
-/* ---- the stream order of memory in use (manager.c) ---- */
-/* Whether the context's manager reuses a freed block in the order of the
- * stream it was allocated for: every manager but "direct" (the pool, a
- * plug-in).  The direct manager frees through the pending-deallocation
- * queue to the driver, which keeps memory that queued work uses alive. */
-static inline bool dv__mm_stream_ordered(const dv_context *ctx) {
-  return ctx->mm.alloc != dv__mm_direct.alloc;
-}
-/* Work using a block such a manager gave to a stream is followed by that
- * stream's wait for it (dv__stream_order_after, src/stream/, on the streams
- * the array layer names: dv__alloc_after, src/array/array.h).  A block
- * released meanwhile then goes back to its stream behind that work, so
- * neither its stream (at once) nor another (after the stream's fence) gets
- * it before the work is done. */
 
 /* ---- host memory (hostmem.c): the backend's, counted in the statistics ---- */
 /* Page-locked memory; with DV_HOSTMEM_MAPPED also device-addressable
@@ -62,14 +42,60 @@ typedef struct dv_staging_buf {
   int cls;
   struct dv_staging_buf *next;
 } dv_staging_buf;
-struct dv_staging {
+typedef struct dv_staging {
   pthread_mutex_t m;
   dv_staging_buf *free[DV_STAGING_CLASSES];
   size_t cached, reserved;
-};
-dv_status dv__staging_init(dv_context *ctx);
+} dv_staging;
 dv_status dv__staging_get(dv_context *ctx, size_t bytes, dv_staging_buf **out);
 void dv__staging_put(dv_context *ctx, dv_staging_buf *b); /* safe from stream callbacks */
-void dv__staging_fini(dv_context *ctx);
+/* Ready an empty pool; free every buffer it caches (dv__memory_init, _fini). */
+void dv__staging_init(dv_staging *st);
+void dv__staging_fini(dv_context *ctx, dv_staging *st);
+
+/* ---- the memory layer's part of the context (ctx->memory, manager.c) ---- */
+struct dv_memory_state {
+  dv_memory_manager mm; /* a copy of the table */
+  void *mm_state;
+  dv_staging staging; /* the pinned staging pool */
+  /* the stream key whose destruction call tells the manager
+   * (mm.stream_destroyed); -1 when it has none */
+  int hook_key;
+};
+/* The context's manager (cfg's plugged-in one, or the built-in one the
+ * memory_manager option names), its state and the staging pool; on failure
+ * nothing is left.  Needs the stream layer's state (dv__streams_open). */
+dv_status dv__memory_init(dv_context *ctx, const dv_config *cfg);
+/* The manager's fini (it returns every cached segment), the staging pool's
+ * buffers, the record (nothing if init failed). */
+void dv__memory_fini(dv_context *ctx);
+
+/* ---- the stream order of memory in use (manager.c) ---- */
+/* Whether the context's manager reuses a freed block in the order of the
+ * stream it was allocated for: every manager but "direct" (the pool, a
+ * plug-in).  The direct manager frees through the pending-deallocation
+ * queue to the driver, which keeps memory that queued work uses alive. */
+static inline bool dv__mm_stream_ordered(const dv_context *ctx) {
+  return ctx->memory->mm.alloc != dv__mm_direct.alloc;
+}
+/* Work using a block such a manager gave to a stream is followed by that
+ * stream's wait for it (dv__stream_order_after, src/stream/, on the streams
+ * the array layer names: dv__alloc_after, src/array/array.h).  A block
+ * released meanwhile then goes back to its stream behind that work, so
+ * neither its stream (at once) nor another (after the stream's fence) gets
+ * it before the work is done. */
+
+/* Whether block `blk` of `bytes` from the context's manager is device
+ * memory of the backend (a buffer its mem_alloc made, holding the block):
+ * always for the built-in managers, which allocate from the backend; for a
+ * plugged-in one, as the backend's buffer_check says (a backend without one
+ * takes its buffers as device addresses the driver validates:
+ * dv__mm_block_check).  A block that is not is carried but never handed to
+ * the backend (dv_alloc.opaque). */
+bool dv__mm_block_check(dv_context *ctx, dv_block blk, size_t bytes);
+static inline bool dv__mm_block_known(dv_context *ctx, dv_block blk, size_t bytes) {
+  dv_status (*a)(void *, size_t, dv_stream *, dv_block *) = ctx->memory->mm.alloc;
+  return a == dv__mm_direct.alloc || a == dv__mm_pool.alloc || dv__mm_block_check(ctx, blk, bytes);
+}
 
 #endif

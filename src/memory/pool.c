@@ -76,20 +76,16 @@ static pool_stream *ps_new(pool *p, dv_stream *s) {
 static pool_stream *ps_of(pool *p, dv_stream *s) {
   if (s && s == p->per_thread_ps_key && p->per_thread_ps) return p->per_thread_ps;
   if (!s || s->is_default) return p->default_ps;
-  pool_stream *ps = atomic_load(&s->pool_slot);
+  pool_stream *ps = dv__stream_slot(s, p->slot_key);
   if (ps) return ps;
   pthread_mutex_lock(&p->streams_m);
-  ps = atomic_load(&s->pool_slot);
+  ps = dv__stream_slot(s, p->slot_key);
   pthread_mutex_unlock(&p->streams_m);
   if (ps) return ps;
   ps = ps_new(p, s);
   if (!ps) return NULL;
-  void *expected = NULL;
-  if (!atomic_compare_exchange_strong(&s->pool_slot, &expected, ps)) {
-    /* another thread won; ours stays on the list, unused */
-    return expected;
-  }
-  return ps;
+  /* should another thread win, ours stays on the list, unused */
+  return dv__stream_slot_publish(s, p->slot_key, ps);
 }
 
 /* ps_of for the fast paths: NULL (take the slow path) when the record does
@@ -98,7 +94,7 @@ static pool_stream *ps_of(pool *p, dv_stream *s) {
 static inline pool_stream *ps_fast(pool *p, dv_stream *s) {
   if (!s) return p->default_ps;
   if (s == p->per_thread_ps_key) return NULL;
-  return s->is_default ? p->default_ps : atomic_load(&s->pool_slot);
+  return s->is_default ? p->default_ps : dv__stream_slot(s, p->slot_key);
 }
 
 /* Can block b (free) be used on stream `to`?  Never waits. */
@@ -517,8 +513,8 @@ static dv_status pool_init(dv_context *ctx, void *user, void **state) {
   pthread_mutex_init(&p->log_m, NULL);
   p->release_threshold = (size_t)ctx->opt[DV_OPT_POOL_RELEASE_THRESHOLD].i;
   p->default_ps = ps_new(p, NULL);
-  dv_stream *pt = ctx->per_thread_stream, *lg = ctx->legacy_stream;
-  if (p->default_ps && pt && lg && pt->bs != ctx->default_stream->bs) {
+  dv_stream *pt = dv__per_thread_stream(ctx), *lg = dv__legacy_stream(ctx);
+  if (p->default_ps && pt->bs != dv__default_stream(ctx)->bs) {
     p->per_thread_ps = ps_new(p, NULL);
     if (!p->per_thread_ps) { /* reported below: the default one goes too */
       pthread_mutex_destroy(&p->default_ps->m);
@@ -528,6 +524,20 @@ static dv_status pool_init(dv_context *ctx, void *user, void **state) {
     } else
       p->per_thread_ps->bs = lg->bs, p->per_thread_ps->per_thread = true, p->per_thread_ps_key = pt;
   }
+  dv_status rc = p->default_ps ? dv__stream_key_create(ctx, NULL, NULL, &p->slot_key)
+                               : dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the pool");
+  if (rc) {
+    for (pool_stream *ps = p->streams, *n; ps; ps = n) {
+      n = ps->next;
+      pthread_mutex_destroy(&ps->m);
+      dv__free(ps);
+    }
+    pthread_mutex_destroy(&p->large_m);
+    pthread_mutex_destroy(&p->streams_m);
+    pthread_mutex_destroy(&p->log_m);
+    dv__free(p);
+    return rc;
+  }
   const char *log = ctx->opt[DV_OPT_POOL_LOG].s;
   if (log[0]) {
     p->log = fopen(log, "a");
@@ -535,10 +545,6 @@ static dv_status pool_init(dv_context *ctx, void *user, void **state) {
     else if (ftell(p->log) == 0) fprintf(p->log, "Thread,Time,Action,Pointer,Size,Stream\n");
   }
   p->slow_free = p->log || p->release_threshold;
-  if (!p->default_ps) {
-    dv__free(p);
-    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the pool");
-  }
   *state = p;
   return DV_OK;
 }
@@ -558,6 +564,7 @@ static void pool_fini(void *state) {
     pthread_mutex_destroy(&ps->m);
     dv__free(ps);
   }
+  dv__stream_key_delete(ctx, p->slot_key);
   pthread_mutex_destroy(&p->large_m);
   pthread_mutex_destroy(&p->streams_m);
   pthread_mutex_destroy(&p->log_m);
@@ -734,7 +741,7 @@ static dv_status pool_trim(void *state) {
 
 static void pool_stream_destroyed(void *state, dv_stream *s) {
   pool *p = state;
-  pool_stream *ps = atomic_load(&s->pool_slot);
+  pool_stream *ps = dv__stream_slot(s, p->slot_key);
   if (!ps) return;
   pthread_mutex_lock(&ps->m);
   ps->bs = NULL; /* the stream's work is complete (the caller synchronized it) */

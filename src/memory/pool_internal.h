@@ -87,6 +87,7 @@ typedef struct pool {
   pthread_mutex_t streams_m;
   pool_stream *streams, *default_ps, *per_thread_ps;
   dv_stream *per_thread_ps_key; /* the context's per-thread stream record */
+  int slot_key; /* each stream's record lies in its slot under this key (src/stream/) */
   int next_stream_id;
   pool_atomic_counter reserved;
   _Atomic uint64_t hits, misses, splits, merges, releases, segments, free_cached;

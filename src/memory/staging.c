@@ -21,20 +21,14 @@ static int stg_class(size_t bytes) {
   return c - STG_MIN_SHIFT;
 }
 
-dv_status dv__staging_init(dv_context *ctx) {
-  dv_staging *st = dv__calloc(1, sizeof *st);
-  if (!st) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the staging pool");
-  pthread_mutex_init(&st->m, NULL);
-  ctx->staging = st;
-  return DV_OK;
-}
+void dv__staging_init(dv_staging *st) { pthread_mutex_init(&st->m, NULL); }
 
 dv_status dv__staging_get(dv_context *ctx, size_t bytes, dv_staging_buf **out) {
   *out = NULL;
   int c = stg_class(bytes);
   if (c >= DV_STAGING_CLASSES)
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "staging buffer of %zu bytes is too large", bytes);
-  dv_staging *st = ctx->staging;
+  dv_staging *st = &ctx->memory->staging;
   dv_staging_buf *trim = NULL;
   pthread_mutex_lock(&st->m);
   dv_staging_buf *b = st->free[c];
@@ -84,7 +78,7 @@ dv_status dv__staging_get(dv_context *ctx, size_t bytes, dv_staging_buf **out) {
 
 void dv__staging_put(dv_context *ctx, dv_staging_buf *b) {
   if (!b) return;
-  dv_staging *st = ctx->staging;
+  dv_staging *st = &ctx->memory->staging;
   pthread_mutex_lock(&st->m);
   b->next = st->free[b->cls];
   st->free[b->cls] = b;
@@ -92,9 +86,7 @@ void dv__staging_put(dv_context *ctx, dv_staging_buf *b) {
   pthread_mutex_unlock(&st->m);
 }
 
-void dv__staging_fini(dv_context *ctx) {
-  dv_staging *st = ctx->staging;
-  if (!st) return;
+void dv__staging_fini(dv_context *ctx, dv_staging *st) {
   for (int k = 0; k < DV_STAGING_CLASSES; k++)
     for (dv_staging_buf *x = st->free[k], *n; x; x = n) {
       n = x->next;
@@ -103,6 +95,4 @@ void dv__staging_fini(dv_context *ctx) {
       dv__free(x);
     }
   pthread_mutex_destroy(&st->m);
-  dv__free(st);
-  ctx->staging = NULL;
 }

@@ -10,16 +10,35 @@
 static dv_status dv__dtor_stream(dv_context *ctx, void *handle, void *aux) {
   (void)aux;
   dv_stream *s = handle;
-  /* The memory manager may keep a record per stream (the pool does): it
-   * hears of the stream's end through its table, the one call from this
-   * layer to the one above, made as an observer hook. */
-  if (ctx->mm.stream_destroyed) {
-    ctx->be->stream_sync(ctx->bst, s->bs); /* the manager may forget it: its work is done */
-    ctx->mm.stream_destroyed(ctx->mm_state, s);
-  }
+  /* The layers above that keep a record per stream (the memory manager's,
+   * through the memory layer) hear of its end through their keys. */
+  dv_stream_state *st = ctx->streams;
+  for (int k = 0; k < DV_STREAM_SLOTS; k++)
+    if (st->keys[k].destroyed) st->keys[k].destroyed(ctx, s, dv__stream_slot(s, k), st->keys[k].arg);
   dv_status rc = ctx->be->stream_destroy(ctx->bst, s->bs);
   dv__free(s);
   return rc;
+}
+
+dv_status dv__stream_key_create(dv_context *ctx, dv_stream_slot_fn destroyed, void *arg, int *key) {
+  dv_stream_state *st = ctx->streams;
+  for (int k = 0; k < DV_STREAM_SLOTS; k++)
+    if (!st->keys[k].used) {
+      st->keys[k].used = true;
+      st->keys[k].destroyed = destroyed;
+      st->keys[k].arg = arg;
+      *key = k;
+      return DV_OK;
+    }
+  *key = -1;
+  return dv__error(DV_ERR_NOT_SUPPORTED, "all %d stream slots are taken", DV_STREAM_SLOTS);
+}
+
+void dv__stream_key_delete(dv_context *ctx, int key) {
+  if (key < 0 || key >= DV_STREAM_SLOTS) return;
+  ctx->streams->keys[key].used = false;
+  ctx->streams->keys[key].destroyed = NULL;
+  ctx->streams->keys[key].arg = NULL;
 }
 
 static dv_status dv__dtor_event(dv_context *ctx, void *handle, void *aux) {
@@ -46,7 +65,7 @@ dv_status dv_stream_create(dv_context *ctx, unsigned flags, dv_stream **out) {
   s->ctx = ctx;
   atomic_store(&s->refs, 1);
   atomic_store(&s->user_refs, 1);
-  atomic_fetch_add(&ctx->live_streams, 1);
+  atomic_fetch_add(&ctx->streams->live_streams, 1);
   *out = s;
   return DV_OK;
 }
@@ -72,7 +91,7 @@ void dv__stream_irelease(dv_stream *s) {
 
 void dv_stream_release(dv_stream *s) {
   if (!s || s->is_default) return;
-  if (atomic_fetch_sub(&s->user_refs, 1) == 1) atomic_fetch_sub(&s->ctx->live_streams, 1);
+  if (atomic_fetch_sub(&s->user_refs, 1) == 1) atomic_fetch_sub(&s->ctx->streams->live_streams, 1);
   dv__stream_irelease(s);
 }
 
@@ -143,7 +162,7 @@ dv_status dv_event_create(dv_context *ctx, unsigned flags, dv_event **out) {
   e->ctx = ctx;
   e->flags = flags;
   atomic_init(&e->refs, 1);
-  atomic_fetch_add(&ctx->live_events, 1);
+  atomic_fetch_add(&ctx->streams->live_events, 1);
   *out = e;
   return DV_OK;
 }
@@ -157,7 +176,7 @@ void dv_event_release(dv_event *e) {
   if (!e) return;
   if (atomic_fetch_sub(&e->refs, 1) > 1) return;
   dv_context *ctx = e->ctx;
-  atomic_fetch_sub(&ctx->live_events, 1);
+  atomic_fetch_sub(&ctx->streams->live_events, 1);
   dv_status rc = dv__defer_free(ctx, dv__dtor_event, e, NULL, 0);
   if (rc) dv__log(DV_LOG_ERROR, "releasing an event: %s", dv_last_error());
 }
@@ -205,14 +224,15 @@ dv_status dv_event_elapsed_ms(dv_event *start, dv_event *end, float *ms) {
 }
 
 dv_status dv__streams_open(dv_context *ctx) {
-  /* One block for the three records: the default stream, and the legacy
-   * and per-thread streams, which are the default one where the backend
-   * has no built-in streams. */
-  dv_stream *s = dv__calloc(3, sizeof *s);
-  if (!s) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the default streams");
+  /* One block for the layer's state and the three records: the default
+   * stream, and the legacy and per-thread streams, which are the default
+   * one where the backend has no built-in streams. */
+  dv_stream_state *st = dv__calloc(1, sizeof *st);
+  if (!st) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the default streams");
+  dv_stream *s = st->std;
   dv_status rc = ctx->be->stream_create(ctx->bst, 0, &s[0].bs);
   if (rc) {
-    dv__free(s);
+    dv__free(st);
     return rc;
   }
   s[0].ctx = ctx;
@@ -224,22 +244,21 @@ dv_status dv__streams_open(dv_context *ctx) {
     ctx->be->stream_builtin(ctx->bst, 1, &s[1].bs);
     ctx->be->stream_builtin(ctx->bst, 2, &s[2].bs);
   }
-  ctx->default_stream = &s[0];
-  ctx->legacy_stream = &s[1];
-  ctx->per_thread_stream = &s[2];
+  ctx->streams = st;
   return DV_OK;
 }
 
 void dv__streams_close(dv_context *ctx) {
-  if (!ctx->default_stream) return;
-  ctx->be->stream_destroy(ctx->bst, ctx->default_stream->bs);
-  dv__free(ctx->default_stream); /* the block of all three */
-  ctx->default_stream = ctx->legacy_stream = ctx->per_thread_stream = NULL;
+  dv_stream_state *st = ctx->streams;
+  if (!st) return;
+  ctx->be->stream_destroy(ctx->bst, st->std[0].bs);
+  dv__free(st);
+  ctx->streams = NULL;
 }
 
 dv_status dv__sync_if_null(dv_context *ctx, dv_stream *s) {
   if (s) return DV_OK;
-  return ctx->be->stream_sync(ctx->bst, ctx->default_stream->bs);
+  return ctx->be->stream_sync(ctx->bst, ctx->streams->std[0].bs);
 }
 
 dv_status dv__stream_wait(dv_context *ctx, dv_stream *s) {

@@ -1,10 +1,17 @@
-/* Streams and events (stream.c), and the one submission path for stream
+/* Streams and events (stream.c), stream-local slots for the layers above
+ * (keys, like thread-local keys), the layer's part of the context
+ * (dv_stream_state, ctx->streams), and the one submission path for stream
  * work (dv__stream_submit, below): the layer above the backends. */
 #ifndef DV_STREAM_H
 #define DV_STREAM_H
 
 #include "../backends/backend.h"
 #include "../core/core.h"
+
+/* Stream-local slots: a layer above keeps a value per stream under a key
+ * it was given (dv__stream_key_create), like a thread-local key; the
+ * stream layer knows nothing of what it holds. */
+#define DV_STREAM_SLOTS 4
 
 struct dv_stream {
   _Atomic int refs;      /* every reference: the user's and the library's */
@@ -13,7 +20,7 @@ struct dv_stream {
   dv_bstream *bs;
   bool is_default;
   _Atomic int auto_sync_depth;
-  void *_Atomic pool_slot; /* the pool's per-stream record, set once */
+  void *_Atomic slot[DV_STREAM_SLOTS]; /* by key; NULL until set */
 };
 
 struct dv_event {
@@ -23,13 +30,57 @@ struct dv_event {
   atomic_int refs; /* dv_event_retain / dv_event_release; the last release destroys it */
 };
 
+/* Told that stream s is being destroyed (its work is not waited for):
+ * value is its slot under the key, arg the key's. */
+typedef void (*dv_stream_slot_fn)(dv_context *ctx, dv_stream *s, void *value, void *arg);
+
+/* The stream layer's part of the context (ctx->streams), made by
+ * dv__streams_open and freed by dv__streams_close. */
+typedef struct dv_stream_state {
+  /* The default stream, and the driver's legacy and per-thread default
+   * streams (the default one where the backend has none; borrowed by the
+   * caller: see dv_context_legacy_stream).  First, so that the default
+   * stream's backend stream is one load from the context's record. */
+  dv_stream std[3];
+  _Atomic int64_t live_streams, live_events; /* the user's */
+  struct {
+    bool used;
+    dv_stream_slot_fn destroyed; /* NULL: nothing to tell */
+    void *arg;
+  } keys[DV_STREAM_SLOTS];
+} dv_stream_state;
+
+static inline dv_stream *dv__default_stream(const dv_context *ctx) { return &ctx->streams->std[0]; }
+static inline dv_stream *dv__legacy_stream(const dv_context *ctx) { return &ctx->streams->std[1]; }
+static inline dv_stream *dv__per_thread_stream(const dv_context *ctx) { return &ctx->streams->std[2]; }
+
 /* The backend stream to use for `s` (NULL: the default stream). */
 static inline dv_bstream *dv__bstream(dv_context *ctx, dv_stream *s) {
-  return s ? s->bs : ctx->default_stream->bs;
+  return s ? s->bs : ctx->streams->std[0].bs;
 }
 
-/* The context's default stream and the driver's built-in ones (legacy,
- * per-thread; the default stream stands in where the backend has none). */
+/* A key for one slot of every stream of ctx, with the call that hears of a
+ * stream's destruction (before its backend stream goes; every stream the
+ * user made, whatever its slot holds), or NULL.  Keys are made and deleted
+ * while the context has no stream of the user's (the layers' init and fini,
+ * run by src/context/context.c): destroying a stream reads them unlocked. */
+dv_status dv__stream_key_create(dv_context *ctx, dv_stream_slot_fn destroyed, void *arg, int *key);
+void dv__stream_key_delete(dv_context *ctx, int key);
+/* The value in s's slot under key (NULL: none yet). */
+static inline void *dv__stream_slot(dv_stream *s, int key) {
+  return atomic_load_explicit(&s->slot[key], memory_order_acquire);
+}
+/* Set s's slot under key to v unless it holds a value already; returns the
+ * value it holds then (v, or the one another thread set first). */
+static inline void *dv__stream_slot_publish(dv_stream *s, int key, void *v) {
+  void *expected = NULL;
+  if (atomic_compare_exchange_strong(&s->slot[key], &expected, v)) return v;
+  return expected;
+}
+
+/* The stream layer's state: the context's default stream and the driver's
+ * built-in ones (legacy, per-thread; the default stream stands in where the
+ * backend has none).  Close frees what open made (nothing if it failed). */
 dv_status dv__streams_open(dv_context *ctx);
 void dv__streams_close(dv_context *ctx);
 

@@ -230,14 +230,15 @@ static dv_status dv__device_pack(dv_context *ctx, dv_stream *stream, dv_bstream 
   char saved[1024];
   snprintf(saved, sizeof saved, "%s", dv_last_error());
   dv_block blk = {NULL, 0, NULL};
-  if (ctx->mm.alloc(ctx->mm_state, bytes, stream, &blk) != DV_OK) {
+  dv_memory_state *m = ctx->memory;
+  if (m->mm.alloc(m->mm_state, bytes, stream, &blk) != DV_OK) {
     dv__log(DV_LOG_DEBUG, "device packing: no temporary of %zu bytes (%s); copying by rows", bytes,
             dv_last_error());
     dv__error(DV_OK, "%s", saved); /* the fallback succeeds or reports its own error */
     return DV_ERR_NOT_SUPPORTED;
   }
   if (!dv__mm_block_known(ctx, blk, bytes)) { /* a plug-in's memory the backend cannot use */
-    dv_status frc = ctx->mm.free(ctx->mm_state, blk, bytes, stream);
+    dv_status frc = m->mm.free(m->mm_state, blk, bytes, stream);
     if (frc) dv__log(DV_LOG_WARN, "device packing: giving back an unusable temporary failed: %s", dv_last_error());
     dv__error(DV_OK, "%s", saved);
     return DV_ERR_NOT_SUPPORTED;
@@ -265,7 +266,7 @@ static dv_status dv__device_pack(dv_context *ctx, dv_stream *stream, dv_bstream 
   if (rc == DV_OK) atomic_fetch_add(&ctx->stats.copies, 2);
   /* A copy that failed to queue may still have queued its first phase:
    * the manager's free is stream-ordered either way. */
-  dv_status frc = ctx->mm.free(ctx->mm_state, blk, bytes, stream);
+  dv_status frc = m->mm.free(m->mm_state, blk, bytes, stream);
   if (frc) dv__log(DV_LOG_ERROR, "releasing a packing temporary: %s", dv_last_error());
   return rc;
 }
