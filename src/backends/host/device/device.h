@@ -68,6 +68,10 @@ unsigned char *hb_block_data(const hb_block *b);
  * written again, so the free does not report it twice). */
 void hb_kernel_begin(hb_block *b);
 bool hb_kernel_end(hb_block *b, bool check);
+/* A fault's address against b (exec/signal.c names the array a kernel
+ * missed): its byte offset from b's payload in *off; true when that is
+ * outside the payload (false inside, or for a mapped view). */
+bool hb_block_miss(const hb_block *b, const void *addr, long long *off);
 
 /* ---- the backend table's device methods (host.c names them) ---- */
 dv_status hb_probe(char *reason, size_t cap);

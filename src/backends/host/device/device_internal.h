@@ -22,9 +22,11 @@ struct hb_block {
   size_t bytes;          /* payload bytes */
   size_t charged;        /* bytes counted against the capacity */
   size_t total;          /* bytes at base (guards included; the size class of a cacheable block) */
-  unsigned char *base;   /* allocation start (guards included) */
+  unsigned char *base;   /* the read-write mapping's start (total bytes; guards included) */
   unsigned char *data;   /* payload */
-  size_t color;          /* fast mode: bytes between the front guard and data (mem.c) */
+  size_t color;          /* fast mode: bytes between the payload's slack and the end (mem.c) */
+  void *map;             /* the mapping (PROT_NONE guard pages included), map_len bytes */
+  size_t map_len;        /* == total: mapped without guard pages (mem.c's budget) */
   struct hb_block *prev, *next; /* block list (live or cached) / quarantine list */
   bool live;             /* handed out, not yet freed (under the state's lock) */
   hb_state *st;
@@ -44,8 +46,10 @@ struct hb_block {
 unsigned char *hb_shared_alloc(hb_block *b, size_t total);
 /* The block is freed: close its descriptor (handles to it are stale now). */
 void hb_shared_revoke(hb_block *b);
-/* Release b->base: free() or, for a shared block, munmap. */
+/* Release b->base: hb_map_free or, for a shared block, munmap its memfd. */
 void hb_base_free(hb_block *b);
+/* mem.c: unmap a block's own mapping (its guard pages included). */
+void hb_map_free(hb_block *b);
 
 /* ---- mem.c: device memory ---- */
 #define HB_GUARD_BYTE 0xAB
@@ -54,17 +58,20 @@ void hb_base_free(hb_block *b);
  * stay poisoned in a quarantine of at most HB_QUARANTINE_MAX_BYTES. */
 #define HB_QUARANTINE_MAX_BYTES ((size_t)64 << 20)
 #define HB_QUARANTINE_MAX_BLOCK ((size_t)16 << 20)
-/* Fast mode (host_guard off): freed blocks of HB_CACHE_MIN .. HB_CACHE_MAX_BLOCK
+/* Every block is a mapping of its own (mem.c), with HB_MAP_GUARD bytes of
+ * PROT_NONE before and after it (within mem.c's budget of memory maps). */
+#define HB_MAP_GUARD ((size_t)128 << 10)
+/* Fast mode (host_guard off): freed blocks of up to HB_CACHE_MAX_BLOCK
  * bytes (guards included) are kept, at most HB_CACHE_SLOTS of them and
  * HB_CACHE_MAX_BYTES (or the capacity, if less) in all, for the next
- * allocation of their size class (an eighth of a power of two), so a
- * repeated 1 MiB allocation does not fault in fresh pages each time.
- * Smaller blocks are malloc's (its bins reuse them already). */
-#define HB_CACHE_MIN ((size_t)64 << 10)
-#define HB_COLORS 16 /* payload offsets of cached blocks, 256 bytes apart (mem.c) */
+ * allocation of their size class (whole pages; from HB_COLOR_MIN an eighth
+ * of a power of two), so a repeated allocation makes no system call and
+ * a repeated 1 MiB one does not fault in fresh pages each time. */
+#define HB_COLOR_MIN ((size_t)64 << 10)
+#define HB_COLORS 16 /* payload offsets of big cached blocks, 256 bytes apart (mem.c) */
 #define HB_CACHE_MAX_BLOCK ((size_t)16 << 20)
 #define HB_CACHE_MAX_BYTES ((size_t)64 << 20)
-#define HB_CACHE_SLOTS 16
+#define HB_CACHE_SLOTS 64
 /* Fast mode's guard: this many bytes on each side of the payload, written
  * by the first kernel launch that uses the block and from then on checked
  * after launches (kernel_check on), when the block is freed and by

@@ -3,8 +3,8 @@
  * IPC methods.
  *
  * With host_ipc on, each device block is a mapping of its own memfd
- * (MAP_SHARED; guards, poisoning and quarantine work as for malloc'd
- * blocks) and the descriptor stays open while the block lives.  A payload
+ * (MAP_SHARED, without guard pages; guard bytes, poisoning and quarantine
+ * work as for the other blocks) and the descriptor stays open while the block lives.  A payload
  * names it by (pid, fd, inode, device): another process of the same user
  * opens /proc/<pid>/fd/<fd> -- the kernel's own check that it may -- and
  * maps it.  Stale payloads are detected, not guessed:
@@ -87,7 +87,7 @@ void hb_shared_revoke(hb_block *b) {
 void hb_base_free(hb_block *b) {
   hb_shared *sh = b->shared;
   if (!sh) {
-    free(b->base);
+    hb_map_free(b);
     return;
   }
   hb_shared_revoke(b);

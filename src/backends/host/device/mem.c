@@ -2,6 +2,16 @@
  * The host simulator's device memory: blocks, capacity, and the two ways a
  * freed block goes.
  *
+ *  - Every block is a mapping of its own (never the C heap, issue 37): its
+ *    HB_MAP_GUARD bytes before and after are reserved PROT_NONE, and the
+ *    payload ends at most its tail slack (under 256 bytes, plus the colour
+ *    of a big fast-mode block) before the back guard, so a kernel's access
+ *    past the end or before the start of a buffer by up to 64 KiB is a
+ *    SIGSEGV the launch reports (exec/signal.c), never a write into the
+ *    program's memory.  Each such block costs two memory maps; past
+ *    hb_map_budget of them (vm.max_map_count) new blocks are mapped
+ *    without guards of their own (their neighbours are then mostly other
+ *    device blocks) and the canaries remain.
  *  - Every block is host RAM owned by the simulator, charged against the
  *    capacity (option host_memory) in 256-byte units; it is live until its
  *    last reference (the owner's, then queued operations') is gone.  Its
@@ -16,22 +26,25 @@
  *    allocation and free, on purpose.
  *  - Fast mode (host_guard off): no fill, no poison, no quarantine.  The
  *    HB_CANARY bytes on either side of the payload are set by the first
- *    launch that uses the block and checked from then on (O(1)), which
- *    catches a kernel's usual one-element overrun.  Freed blocks
- *    of HB_CACHE_MIN .. HB_CACHE_MAX_BLOCK bytes are kept in a small cache by
+ *    launch that uses the block and checked from then on (O(1), after
+ *    every launch that uses it, whatever kernel_check says), which catches
+ *    a kernel's usual one-element overrun inside the tail slack.  Freed blocks
+ *    of up to HB_CACHE_MAX_BLOCK bytes are kept in a small cache by
  *    size class (bounded in count and bytes; emptied by dv_memory_trim, at
  *    close, and before retrying an allocation the system refused), so a
  *    loop that allocates and frees 1 MiB reuses warm pages instead of
- *    faulting in 256 fresh ones each time (glibc maps blocks that large and
- *    unmaps them at free once its heap top is trimmed; mallopt would change
- *    that for the whole process, which a library must not).  Cached blocks
+ *    faulting in 256 fresh ones each time, and a small block costs no
+ *    system call either.  Cached blocks
  *    are free device memory: the capacity and the statistics do not count
  *    them.  option host_ipc blocks (memfds whose handles a free revokes) are
  *    never cached.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "device_internal.h"
 
@@ -79,9 +92,12 @@ DV_NO_ASAN static bool hb_all(const unsigned char *p, size_t n, unsigned char v)
   return true;
 }
 
+/* Checked mode's guards: all of the block's mapping before and after the payload. */
+static size_t hb_tail(const hb_block *b) { return (size_t)(b->base + b->total - b->data) - b->bytes; }
+
 static bool hb_full_guards_ok(const hb_block *b) {
-  return hb_all(b->base, HB_FRONT, HB_GUARD_BYTE) &&
-         hb_all(b->data + b->bytes, HB_BACK, HB_GUARD_BYTE);
+  return hb_all(b->base, (size_t)(b->data - b->base), HB_GUARD_BYTE) &&
+         hb_all(b->data + b->bytes, hb_tail(b), HB_GUARD_BYTE);
 }
 
 /* Fast mode's guard: HB_CANARY bytes on either side of the payload, once a
@@ -124,18 +140,93 @@ static void hb_corruption(hb_state *st, const hb_block *b, const char *what) {
           (void *)b->data);
 }
 
+/* ---- the mappings behind blocks ---- */
+
+static size_t hb_page(void) {
+  static _Atomic size_t page;
+  size_t p = atomic_load_explicit(&page, memory_order_relaxed);
+  if (!p) {
+    long v = sysconf(_SC_PAGESIZE);
+    p = v > 0 ? (size_t)v : 4096;
+    atomic_store_explicit(&page, p, memory_order_relaxed);
+  }
+  return p;
+}
+
+static size_t hb_round_page(size_t n) { return (n + hb_page() - 1) & ~(hb_page() - 1); }
+
+/* Blocks mapped with guards of their own, in the whole process (each costs
+ * two of vm.max_map_count's maps: its own and the guard it shares with a
+ * neighbour's), and how many may be: a third of the limit, leaving the
+ * rest to the program (a Python process uses a few hundred). */
+static _Atomic long hb_guarded_maps;
+static long hb_map_budget(void) {
+  static _Atomic long budget;
+  long b = atomic_load_explicit(&budget, memory_order_relaxed);
+  if (b) return b;
+  long limit = 65530;
+  FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+  if (f) {
+    long v;
+    if (fscanf(f, "%ld", &v) == 1 && v > 0) limit = v;
+    fclose(f);
+  }
+  b = limit / 3 > 1 ? limit / 3 : 1;
+  atomic_store_explicit(&budget, b, memory_order_relaxed);
+  return b;
+}
+
+/* Map `total` (a page multiple) read-write bytes for b, between
+ * HB_MAP_GUARD bytes of PROT_NONE on either side while the budget lasts;
+ * NULL when the system refuses. */
+static unsigned char *hb_map_new(hb_block *b, size_t total) {
+  const size_t g = hb_round_page(HB_MAP_GUARD);
+  if (atomic_fetch_add_explicit(&hb_guarded_maps, 1, memory_order_relaxed) < hb_map_budget()) {
+    size_t len = total + 2 * g;
+    void *m = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m != MAP_FAILED) {
+      unsigned char *rw = (unsigned char *)m + g;
+      if (mprotect(rw, total, PROT_READ | PROT_WRITE) == 0) {
+        b->map = m;
+        b->map_len = len;
+        return rw;
+      }
+      munmap(m, len);
+    }
+  }
+  atomic_fetch_sub_explicit(&hb_guarded_maps, 1, memory_order_relaxed);
+  /* Over the budget (or the guarded mapping was refused): no guards of its own. */
+  void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return NULL;
+  b->map = m;
+  b->map_len = total;
+  return m;
+}
+
+void hb_map_free(hb_block *b) {
+  if (!b->map) return;
+  if (b->map_len != b->total) atomic_fetch_sub_explicit(&hb_guarded_maps, 1, memory_order_relaxed);
+  munmap(b->map, b->map_len);
+  b->map = NULL;
+}
+
 /* Whether blocks of this state go to the cache when freed. */
 static bool hb_cacheable(const hb_state *st) { return !st->guard && !st->ipc; }
 
-/* Bytes behind a block charged `charged` (guards included, 256-byte units);
- * those the cache may keep are rounded up to their size class: an eighth
- * of the power of two below them (at most 12.5% more address space). */
+/* Read-write bytes behind a block charged `charged` (HB_FRONT, the
+ * payload, its back guard or canary rounded to 256, and for a big fast-mode
+ * block room for any colour), whole pages; those of HB_COLOR_MIN bytes or
+ * more that the cache may keep are rounded up to their size class: an
+ * eighth of the power of two below them (at most 12.5% more). */
 static size_t hb_total(const hb_state *st, size_t charged) {
-  size_t total = (HB_FRONT + charged + HB_BACK + 255) & ~(size_t)255;
-  if (!hb_cacheable(st) || total < HB_CACHE_MIN || total > HB_CACHE_MAX_BLOCK) return total;
+  size_t need = HB_FRONT + charged + 256;
+  const bool big = hb_cacheable(st) && need >= HB_COLOR_MIN && need <= HB_CACHE_MAX_BLOCK;
+  if (big) need += (HB_COLORS - 1) * 256;
+  size_t total = hb_round_page(need);
+  if (!big) return total;
   int lg = 63 - __builtin_clzll((unsigned long long)total);
   size_t step = (size_t)1 << (lg - 3);
-  return (total + step - 1) & ~(step - 1);
+  return hb_round_page((total + step - 1) & ~(step - 1));
 }
 
 static void hb_record_free(hb_block *b) {
@@ -162,7 +253,7 @@ static hb_block *hb_cache_drain(hb_state *st, size_t keep_bytes, int keep_slots)
   while (drop < st->ncache && (bytes > keep_bytes || st->ncache - drop > keep_slots)) {
     hb_cached *e = &st->cache[drop++];
     bytes -= e->total;
-    ASAN_UNPOISON_MEMORY_REGION(e->b->base, e->total + e->b->color);
+    ASAN_UNPOISON_MEMORY_REGION(e->b->base, e->total);
     hb_list_remove(e->b);
     e->b->next = chain;
     chain = e->b;
@@ -178,11 +269,11 @@ static hb_block *hb_cache_drain(hb_state *st, size_t keep_bytes, int keep_slots)
  * b does not fit (the caller frees it); *evicted gets what to free. */
 static bool hb_cache_put(hb_state *st, hb_block *b, size_t total, hb_block **evicted) {
   *evicted = NULL;
-  if (total < HB_CACHE_MIN || total > HB_CACHE_MAX_BLOCK || total > st->cache_limit) return false;
+  if (total > HB_CACHE_MAX_BLOCK || total > st->cache_limit) return false;
   if (st->ncache >= HB_CACHE_SLOTS || st->cache_bytes + total > st->cache_limit)
     *evicted = hb_cache_drain(st, st->cache_limit - total, HB_CACHE_SLOTS - 1);
   /* a use of freed memory still shows under ASan (its colour's bytes too) */
-  ASAN_POISON_MEMORY_REGION(b->base, total + b->color);
+  ASAN_POISON_MEMORY_REGION(b->base, total);
   st->cache[st->ncache++] = (hb_cached){b, total};
   st->cache_bytes += total;
   return true;
@@ -199,7 +290,7 @@ static hb_block *hb_cache_take(hb_state *st, size_t total) {
     st->ncache--;
     st->cache_bytes -= total;
     st->cache_hits++;
-    ASAN_UNPOISON_MEMORY_REGION(b->base, total + b->color);
+    ASAN_UNPOISON_MEMORY_REGION(b->base, total);
     return b;
   }
   return NULL;
@@ -284,14 +375,19 @@ dv_status hb_block_unref(hb_block *b) {
 }
 
 /* A block's fields for a new allocation (b->base set; b->shared as
- * hb_shared_alloc left it), its guards or canaries written. */
+ * hb_shared_alloc left it), its guards or canaries written.  The payload
+ * ends its guard or canary (rounded to 256 bytes) and its colour before the
+ * end of the mapping, where the back guard pages start. */
 static void hb_block_init(hb_state *st, hb_block *b, size_t bytes, size_t charged, size_t total) {
   b->st = st;
   b->alias = false;
   b->bytes = bytes;
   b->charged = charged;
   b->total = total;
-  b->data = b->base + HB_FRONT + b->color;
+  const size_t back = ((bytes + (st->guard ? HB_BACK : HB_CANARY) + 255) & ~(size_t)255);
+  size_t color = b->color; /* a cached block of the class may hold a bigger payload now */
+  if (color > total - HB_FRONT - back) color = (total - HB_FRONT - back) & ~(size_t)255;
+  b->data = b->base + total - color - back;
   /* Not yet shared (the caller publishes it under the state's lock or by
    * returning it): plain stores, not three locked exchanges. */
   atomic_store_explicit(&b->refs, 1, memory_order_relaxed);
@@ -300,8 +396,8 @@ static void hb_block_init(hb_state *st, hb_block *b, size_t bytes, size_t charge
   atomic_store_explicit(&b->canary, HB_CANARY_NONE, memory_order_relaxed);
   b->live = true; /* published under st->lock (or not yet at all) */
   if (st->guard) {
-    memset(b->base, HB_GUARD_BYTE, HB_FRONT);
-    memset(b->data + bytes, HB_GUARD_BYTE, total - HB_FRONT - bytes);
+    memset(b->base, HB_GUARD_BYTE, (size_t)(b->data - b->base));
+    memset(b->data + bytes, HB_GUARD_BYTE, hb_tail(b));
     /* Fresh device memory is not zero on a GPU either. */
     memset(b->data, 0xCD, bytes);
   }
@@ -354,14 +450,15 @@ dv_status hb_mem_alloc(void *state, size_t bytes, void **buf) {
    * start) would all fall in the same cache sets: a few blocks in turn (the
    * deferred frees keep ten) would evict each other.  Each new one starts
    * its payload at one of HB_COLORS offsets, 256 bytes apart. */
-  if (hb_cacheable(st) && total >= HB_CACHE_MIN && total <= HB_CACHE_MAX_BLOCK)
+  if (hb_cacheable(st) && total - HB_FRONT - charged - 256 >= (HB_COLORS - 1) * 256 &&
+      total >= HB_COLOR_MIN && total <= HB_CACHE_MAX_BLOCK)
     b->color = (size_t)(atomic_fetch_add_explicit(&st->color_next, 1, memory_order_relaxed) %
                         HB_COLORS) * 256;
   unsigned char *base =
-      st->ipc ? hb_shared_alloc(b, total) : aligned_alloc(256, total + b->color);
+      st->ipc ? hb_shared_alloc(b, total) : hb_map_new(b, total);
   if (!base) { /* the system refused: give the cache back, try once more */
     hb_mem_trim(st);
-    base = st->ipc ? hb_shared_alloc(b, total) : aligned_alloc(256, total + b->color);
+    base = st->ipc ? hb_shared_alloc(b, total) : hb_map_new(b, total);
   }
   if (!base) {
     free(b);
@@ -455,6 +552,12 @@ bool hb_block_hold(hb_block *b, unsigned char **data) {
 }
 
 size_t hb_block_bytes(const hb_block *b) { return b->bytes; }
+
+bool hb_block_miss(const hb_block *b, const void *addr, long long *off) {
+  if (b->alias) return false;
+  *off = (long long)((intptr_t)addr - (intptr_t)b->data);
+  return *off < 0 || (unsigned long long)*off >= b->bytes;
+}
 unsigned char *hb_block_data(const hb_block *b) { return b->data; }
 
 DV_NO_ASAN static void hb_guard_fill(unsigned char *p, size_t n) {
@@ -478,7 +581,7 @@ void hb_kernel_begin(hb_block *b) {
 bool hb_kernel_end(hb_block *b, bool check) {
   if (b->alias) return true;
   const bool guarded = b->st->guard;
-  if (!guarded && !check) return true;
+  if (!guarded) check = true; /* fast mode's canaries: O(1), after every launch */
 #if DV_HOST_ASAN
   if (guarded && atomic_fetch_sub(&b->kernel_users, 1) == 1) {
     ASAN_UNPOISON_MEMORY_REGION(b->data - HB_FRONT, HB_FRONT);
@@ -487,8 +590,13 @@ bool hb_kernel_end(hb_block *b, bool check) {
 #endif
   if (!check || hb_guards_ok(b)) return true;
   /* Reported by the launch; put the guards back so the free does not report it again. */
-  hb_guard_fill(b->data - HB_FRONT, HB_FRONT);
-  hb_guard_fill(b->data + b->bytes, HB_BACK);
+  if (guarded) {
+    hb_guard_fill(b->base, (size_t)(b->data - b->base));
+    hb_guard_fill(b->data + b->bytes, hb_tail(b));
+  } else {
+    hb_guard_fill(b->data - HB_CANARY, HB_CANARY);
+    hb_guard_fill(b->data + b->bytes, HB_CANARY);
+  }
   return false;
 }
 

@@ -335,6 +335,8 @@ extern const char *const hk_wave_names[HK_NWAVE_OPS];
 void hk_coords(uint64_t lin, const uint32_t dim[3], unsigned c[3]);
 /* "kernel K, block (x,y,z)" of the executor's running block. */
 int hk_where(const hk_exec *ex, char *buf, size_t cap);
+/* signal.c: the device buffer a SIGSEGV's address missed, as ", ..." (or nothing). */
+void hk_fault_array(const hk_exec *ex, char *buf, size_t cap);
 /* "thread (x,y,z)" of simulated thread i of the running block. */
 void hk_thread_name(const hk_exec *ex, int i, char *buf, size_t cap);
 /* Fast mode: the thread the block function runs on the executor's fiber

@@ -566,6 +566,7 @@ static void hk_signal_text(hk_exec *ex) {
         break;
       }
       hk_fmt(what, sizeof what, "SIGSEGV (invalid memory access) at address %p", ex->sig_addr);
+      hk_fault_array(ex, what + strlen(what), sizeof what - strlen(what));
       break;
     case SIGFPE:
       hk_fmt(what, sizeof what, "SIGFPE (%s)",

@@ -97,6 +97,29 @@ static void hk_on_signal(int sig, siginfo_t *si, void *uc) {
   }
 }
 
+/* A SIGSEGV's address near one of the launch's arrays (the guard pages
+ * around each device block, device/mem.c): which argument's buffer it
+ * missed and by how much, as " (...)"; nothing when none is within 1 MiB. */
+void hk_fault_array(const hk_exec *ex, char *buf, size_t cap) {
+  const hk_job *l = ex->l;
+  if (!cap) return;
+  buf[0] = 0;
+  if (!l || !ex->sig_addr) return;
+  long long best = -1, off = 0, o;
+  size_t at = 0;
+  for (size_t i = 0; i < l->nheld; i++) {
+    if (!hb_block_miss(l->held[i], ex->sig_addr, &o)) return; /* inside an array */
+    long long dist = o < 0 ? -o : o - (long long)hb_block_bytes(l->held[i]);
+    if (best < 0 || dist < best) best = dist, off = o, at = i;
+  }
+  if (best < 0 || best > (1 << 20)) return;
+  char decl[96];
+  hk_param_text(l->kern->sig, l->held_param[at], decl, sizeof decl);
+  hk_fmt(buf, cap, ", byte offset %lld of the %zu-byte device buffer of argument %d (`%s`), %s",
+         off, hb_block_bytes(l->held[at]), l->held_param[at], decl,
+         off < 0 ? "before its start" : "past its end");
+}
+
 void hk_sig_acquire(hk_state *k) {
   pthread_mutex_lock(&hk_sig_lock);
   if (!k->signals) {
