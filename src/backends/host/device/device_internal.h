@@ -46,10 +46,8 @@ struct hb_block {
 unsigned char *hb_shared_alloc(hb_block *b, size_t total);
 /* The block is freed: close its descriptor (handles to it are stale now). */
 void hb_shared_revoke(hb_block *b);
-/* Release b->base: hb_map_free or, for a shared block, munmap its memfd. */
-void hb_base_free(hb_block *b);
-/* mem.c: unmap a block's own mapping (its guard pages included). */
-void hb_map_free(hb_block *b);
+/* Release a shared block's memory (b->shared set): revoke, munmap its memfd. */
+void hb_shared_free(hb_block *b);
 
 /* ---- mem.c: device memory ---- */
 #define HB_GUARD_BYTE 0xAB

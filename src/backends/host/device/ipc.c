@@ -84,12 +84,8 @@ void hb_shared_revoke(hb_block *b) {
   }
 }
 
-void hb_base_free(hb_block *b) {
+void hb_shared_free(hb_block *b) {
   hb_shared *sh = b->shared;
-  if (!sh) {
-    hb_map_free(b);
-    return;
-  }
   hb_shared_revoke(b);
   munmap(b->base, sh->map_bytes);
   free(sh);

@@ -203,7 +203,8 @@ static unsigned char *hb_map_new(hb_block *b, size_t total) {
   return m;
 }
 
-void hb_map_free(hb_block *b) {
+/* Unmap a block's own mapping (its guard pages included). */
+static void hb_map_free(hb_block *b) {
   if (!b->map) return;
   if (b->map_len != b->total) atomic_fetch_sub_explicit(&hb_guarded_maps, 1, memory_order_relaxed);
   munmap(b->map, b->map_len);
@@ -230,7 +231,10 @@ static size_t hb_total(const hb_state *st, size_t charged) {
 }
 
 static void hb_record_free(hb_block *b) {
-  hb_base_free(b);
+  if (b->shared)
+    hb_shared_free(b);
+  else
+    hb_map_free(b);
   free(b);
 }
 
