@@ -560,6 +560,33 @@ static void test_declarations_refused_everywhere(void **state) {
                 "mixed.dvk:2: kernel bad, parameter 2 of 2 (`int *p`)");
 }
 
+/* A call to a function defined nowhere is a compile error on every backend
+ * (the host built it and failed to load it, DV_ERR_LIBRARY_LOAD), naming the
+ * function; the compiler's words come first, once, in the program's names
+ * (no dv__kb_ wrapper, no region-fission note on a program that does not
+ * compile).  Where kernels compile here: host and OpenCL. */
+static void test_compile_errors_in_users_words(void **state) {
+  (void)state;
+  if (strcmp(g_backend, "host") != 0 && strncmp(g_backend, "opencl", 6) != 0) skip();
+  build_refused("undef.dvk", "DV_KERNEL(k, int n) { (void)n; undefined_fn(n); }\n", "undefined_fn");
+  dv_program *p = NULL;
+  dv_module *m = NULL;
+  assert_ok(dv_program_create(g_ctx, "typo.dvk",
+                              "DV_KERNEL(k, DV_ARRAY(float, a), int n) {\n  DV_BIND(float, a);\n"
+                              "  for (int i = 0; i < n; i++) a[i] = b;\n}\n", &p));
+  assert_status(dv_program_build(p, 0, &m), DV_ERR_COMPILE);
+  const char *msg = dv_last_error();
+  if (strstr(msg, "dv__kb_") || strstr(msg, "region fission")) fail_msg("internal words in: %s", msg);
+  if (!strstr(msg, "typo.dvk:3:")) fail_msg("the error's line is not the program's: %s", msg);
+  if (strcmp(g_backend, "host") == 0 && !strstr(msg, "kernel \xe2\x80\x98k\xe2\x80\x99") &&
+      !strstr(msg, "kernel 'k'"))
+    fail_msg("the kernel is not named as the program names it: %s", msg);
+  const char *first = strstr(msg, "typo.dvk:3:");
+  if (strstr(first + 1, "typo.dvk:3:") && strstr(strstr(first + 1, "typo.dvk:3:") + 1, "typo.dvk:3:"))
+    fail_msg("the error is said more than once: %s", msg);
+  dv_program_destroy(p);
+}
+
 int main(int argc, char **argv) {
   int begin = kernel_suite_begin(argc, argv, "contract", NULL, g_cache_dir, sizeof g_cache_dir);
   if (begin) return begin;
@@ -568,7 +595,7 @@ int main(int argc, char **argv) {
       T(test_array_dtype_and_kind), T(test_strided_view), T(test_kernel_outlives_module),
       T(test_signedness_rule), T(test_scalar_constructors), T(test_parameters_as_read),
       T(test_unreadable_declarations), T(test_parameter_space), T(test_half_arguments), T(test_layouts_for_dv_array),
-      T(test_declarations_refused_everywhere),
+      T(test_declarations_refused_everywhere), T(test_compile_errors_in_users_words),
   };
   return kernel_suite_end(g_cache_dir, test_main(argc, argv, "contract", tests, sizeof tests / sizeof tests[0]));
 }
