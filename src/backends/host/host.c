@@ -190,6 +190,6 @@ const dv_backend dv__backend_host = {
     .ipc_open = hb_ipc_open,
     .ipc_close = hb_ipc_close,
     .kernel_params = host_kernel_params,
-    .mem_trim = hb_trim,
+    .mem_trim = hb_mem_trim,
     .buffer_check = hb_buffer_check,
 };

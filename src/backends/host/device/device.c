@@ -165,9 +165,9 @@ int hb_fault_pending(void *state, dv_fault_kind kind) {
  * cache when that work ends, so wait for it first (the header promises that
  * trim returns what work that used the memory held); the internal trim of a
  * refused allocation (host_mem.c) does not wait. */
-dv_status hb_trim(void *state) {
+dv_status hb_mem_trim(void *state) {
   if (!hb_on_worker()) hb_stream_sync(state, NULL);
-  return hb_mem_trim(state);
+  return hb_cache_trim(state);
 }
 
 /* ---- native handles, foreign memory ------------------------------------------- */

@@ -73,46 +73,43 @@ bool hb_kernel_end(hb_block *b, bool check);
  * outside the payload (false inside, or for a mapped view). */
 bool hb_block_miss(const hb_block *b, const void *addr, long long *off);
 
-/* ---- the backend table's device methods (host.c names them) ---- */
-dv_status hb_probe(char *reason, size_t cap);
-dv_status hb_device_info(void *state, dv_device_info *out);
-dv_status hb_fault_inject(void *state, dv_fault_kind kind, uint64_t k);
-int hb_fault_pending(void *state, dv_fault_kind kind);
-dv_status hb_trim(void *state);
-dv_status hb_check_memory(void *state);
-dv_status hb_mem_alloc(void *state, size_t bytes, void **buf);
-dv_status hb_mem_free(void *state, void *buf);
-dv_status hb_mem_info(void *state, size_t *free_bytes, size_t *total_bytes);
-/* Backend version 8: buf is a live block of st, or inside one's payload (looked up, not read). */
-dv_status hb_buffer_check(void *state, void *buf, bool native, size_t offset, size_t bytes);
-dv_status hb_host_alloc(void *state, size_t bytes, unsigned flags, void **handle, void **ptr,
-                        void **dev_buf);
-dv_status hb_host_free(void *state, void *handle);
-dv_status hb_host_register(void *state, void *ptr, size_t bytes, unsigned flags, void **handle,
-                           void **dev_buf);
-dv_status hb_host_unregister(void *state, void *handle);
-dv_status hb_native_stream(void *state, dv_bstream *s, void **handle);
-dv_status hb_native_buffer(void *state, void *buf, void **native);
-dv_status hb_buffer_wrap(void *state, void *native, size_t bytes, void **buf);
-dv_status hb_buffer_unwrap(void *state, void *buf);
-dv_status hb_ipc_export(void *state, void *buf, unsigned char *payload);
-dv_status hb_ipc_open(void *state, const unsigned char *payload, void **native, size_t *bytes,
-                      void **token);
-dv_status hb_ipc_close(void *state, void *token);
-dv_status hb_copy_rect(void *state, dv_bstream *s, const dv_rect *r);
-dv_status hb_copy_strided(void *state, dv_bstream *s, const dv_strided *c);
-dv_status hb_memset(void *state, dv_bstream *s, dv_memref dst, int value, size_t bytes);
-dv_status hb_stream_create(void *state, unsigned flags, dv_bstream **out);
-dv_status hb_stream_destroy(void *state, dv_bstream *s);
-dv_status hb_stream_sync(void *state, dv_bstream *s);
-dv_status hb_stream_query(void *state, dv_bstream *s);
-dv_status hb_stream_callback(void *state, dv_bstream *s, dv_bcallback_fn fn, void *user);
-dv_status hb_event_create(void *state, unsigned flags, dv_bevent **out);
-dv_status hb_event_destroy(void *state, dv_bevent *e);
-dv_status hb_event_record(void *state, dv_bevent *e, dv_bstream *s);
-dv_status hb_event_wait(void *state, dv_bstream *s, dv_bevent *e);
-dv_status hb_event_query(void *state, dv_bevent *e);
-dv_status hb_event_sync(void *state, dv_bevent *e);
-dv_status hb_event_elapsed(void *state, dv_bevent *a, dv_bevent *b, float *ms);
+/* ---- the backend table's device methods (host.c names them) ----
+ * Declared from the one list of methods (../../backend_methods.def) as hb_<method>: every
+ * method of the groups the device implements whole, and of the groups it shares with host.c
+ * (ENTRY, DEVICE, NATIVE: open, close and native_context concern the kernel part too and are
+ * host.c's) the ones picked below.  The kernel groups are host.c's. */
+#define DV_HB_ALL(m, decl) decl
+#define DV_HB_NONE(m, decl)
+#define DV_HB_SHARED(m, decl) DV_HB_PICK_##m(decl)
+#define DV_HB_PICK_probe(decl) decl
+#define DV_HB_PICK_open(decl)
+#define DV_HB_PICK_close(decl)
+#define DV_HB_PICK_device_info(decl) decl
+#define DV_HB_PICK_native_context(decl)
+#define DV_HB_PICK_native_stream(decl) decl
+#define DV_HB_PICK_native_buffer(decl) decl
+#define DV_HB_PICK_buffer_wrap(decl) decl
+#define DV_HB_PICK_buffer_unwrap(decl) decl
+#define DV_HB_ENTRY DV_HB_SHARED
+#define DV_HB_DEVICE DV_HB_SHARED
+#define DV_HB_NATIVE DV_HB_SHARED
+#define DV_HB_MEMORY DV_HB_ALL
+#define DV_HB_HOSTMEM DV_HB_ALL
+#define DV_HB_COPIES DV_HB_ALL
+#define DV_HB_STREAMS DV_HB_ALL
+#define DV_HB_EVENTS DV_HB_ALL
+#define DV_HB_STRIDED DV_HB_ALL
+#define DV_HB_IPC DV_HB_ALL
+#define DV_HB_FAULTS DV_HB_ALL
+#define DV_HB_TRIM DV_HB_ALL
+#define DV_HB_BUFFER_CHECK DV_HB_ALL
+#define DV_HB_PEER DV_HB_NONE
+#define DV_HB_MANAGED DV_HB_NONE
+#define DV_HB_BUILTIN_STREAMS DV_HB_NONE
+#define DV_HB_KERNELS DV_HB_NONE
+#define DV_HB_ORDER_NATIVE DV_HB_NONE
+#define DV_BE_METHOD(group, ret, name, params) DV_HB_##group(name, ret hb_##name params;)
+#include "../../backend_methods.def"
+#undef DV_BE_METHOD
 
 #endif

@@ -123,7 +123,7 @@ bool hb_guards_ok(const hb_block *b);
 void hb_guards_arm(hb_block *b);
 hb_block *hb_alias_new(hb_state *st, void *ptr, size_t bytes);
 
-dv_status hb_mem_trim(void *state);
+dv_status hb_cache_trim(void *state);
 
 
 /* ---- stream.c and copy.c ---- */

@@ -461,7 +461,7 @@ dv_status hb_mem_alloc(void *state, size_t bytes, void **buf) {
   unsigned char *base =
       st->ipc ? hb_shared_alloc(b, total) : hb_map_new(b, total);
   if (!base) { /* the system refused: give the cache back, try once more */
-    hb_mem_trim(st);
+    hb_cache_trim(st);
     base = st->ipc ? hb_shared_alloc(b, total) : hb_map_new(b, total);
   }
   if (!base) {
@@ -537,7 +537,7 @@ dv_status hb_mem_info(void *state, size_t *free_bytes, size_t *total_bytes) {
 }
 
 /* dv_memory_trim: give fast mode's cached blocks back to the system. */
-dv_status hb_mem_trim(void *state) {
+dv_status hb_cache_trim(void *state) {
   hb_state *st = state;
   dv__spin_lock(&st->lock);
   hb_block *chain = hb_cache_drain(st, 0, 0);
@@ -631,7 +631,7 @@ void hb_mem_open(hb_state *st, const dv_backend_config *cfg) {
 }
 
 void hb_mem_close(hb_state *st) {
-  hb_mem_trim(st); /* the cached blocks: the list holds live ones only now */
+  hb_cache_trim(st); /* the cached blocks: the list holds live ones only now */
   dv__spin_lock(&st->lock);
   hb_block *unquarantined = hb_quarantine_trim(st, 0);
   /* Blocks still live here were leaked by the caller (or by devarray):
