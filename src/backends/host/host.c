@@ -2,9 +2,10 @@
  * The host simulator: a device model, not a stub.  This file is the only
  * one that names every part: it opens and closes them and builds the
  * backend table.  The parts (each folder's header says what it owns):
- * device/ (memory, streams running opaque tasks, copies, IPC: device.h)
- * and the kernel files (compiler, modules, launches, executors, the
- * runtime and the checks: host_kernel_internal.h's entry points).
+ * device/ (memory, streams running opaque tasks, copies, IPC: device.h),
+ * toolchain/ (compiler, modules), exec/ (launches, executors, the runtime:
+ * exec.h), tools/ (plug-ins over exec's hooks: tools.h) and the access
+ * checks and the watchdog still at host/'s top.
  *
  *  - Device memory is host RAM owned by the simulator (never the caller's),
  *    bounded by a capacity (option host_memory), so out-of-memory and the
@@ -31,6 +32,7 @@
 
 #include "device/device.h"
 #include "exec/exec.h"
+#include "tools/tools.h"
 
 /* ---- open and close --------------------------------------------------------- */
 
@@ -39,6 +41,7 @@
 typedef struct host_parts {
   hk_state *k; /* launches, executors, the runtime, the checks */
   hk_tc *tc;   /* toolchain/ */
+  hkt_state *tools; /* tools/: plugged into k (hk_tool_add) */
 } host_parts;
 #define HK(state) (((host_parts *)hb_user(state))->k)
 #define TC(state) (((host_parts *)hb_user(state))->tc)
@@ -46,6 +49,7 @@ typedef struct host_parts {
 static void host_parts_free(host_parts *p) {
   if (!p) return;
   hk_close(p->k);
+  hkt_close(p->tools); /* after the launches' part: none is left */
   hk_tc_close(p->tc);
   dv__free(p);
 }
@@ -56,6 +60,7 @@ static dv_status host_open(const dv_backend_config *cfg, void **state) {
   if (!p) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the host simulator");
   dv_status rc = hk_tc_open(cfg, hk_runtime(), &p->tc);
   if (!rc) rc = hk_open(cfg, &p->k);
+  if (!rc) rc = hkt_open(cfg, p->k, &p->tools);
   hb_state *st = NULL;
   if (!rc) rc = hb_device_open(cfg, p, &st);
   if (rc) {
@@ -71,6 +76,8 @@ static void host_close(void *state) {
   hb_stream_sync(state, NULL);
   hk_close(p->k); /* after the streams: queued launches have run */
   p->k = NULL;
+  hkt_close(p->tools);
+  p->tools = NULL;
   hb_device_close(state);
   host_parts_free(p);
 }

@@ -83,7 +83,7 @@ void hk_access_free(hk_access *a) {
 }
 
 dv_status hk_access_new(hk_job *l, const dv_blaunch *bl) {
-  dv_status rc = hk_access_module(l->kern->m);
+  dv_status rc = hk_access_module(l->v.kern->m);
   if (rc) return rc;
   size_t na = bl->nargs ? bl->nargs : 1;
   hk_access *a = dv__calloc(1, sizeof *a);
@@ -135,7 +135,7 @@ dv_status hk_access_new(hk_job *l, const dv_blaunch *bl) {
       ga->item = 1;
     }
     char text[128];
-    hk_param_text(l->kern->sig, param, text, sizeof text);
+    hk_param_text(l->v.kern->sig, param, text, sizeof text);
     hk_param_name(text, ga->name, sizeof ga->name);
   }
   dv__free(bytes);
@@ -147,7 +147,7 @@ oom:
   dv__free(blk);
   hk_access_free(a);
   return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "kernel %s: no memory for the access checks' "
-                   "state (kernel_check=on)", l->kern->name);
+                   "state (kernel_check=on)", l->v.kern->name);
 }
 
 /* The shadows exist only while the launch runs (a queue of launches holds
@@ -163,7 +163,7 @@ dv_status hk_access_start(hk_job *l, int lanes) {
     for (size_t r = 0; r < a->nregions; r++) bytes[r] = a->regions[r].hi - a->regions[r].lo;
     for (int i = 0; ok && i < lanes; i++) {
       hk_lane *ln = &a->lanes[i];
-      ln->race = i == 0 ? hk_race_new(a->nregions, bytes, HK_ARENA_BYTES, l->nthreads, l->k->wave)
+      ln->race = i == 0 ? hk_race_new(a->nregions, bytes, HK_ARENA_BYTES, l->v.nthreads, l->k->wave)
                         : hk_race_view(a->lanes[0].race);
       ln->init = hk_init_new(HK_ARENA_BYTES);
       ok = ln->race && ln->init;
@@ -261,7 +261,7 @@ __attribute__((noreturn)) static void hk_race_fault(hk_exec *ex, const char *wha
   hk_line_of(ex->m, cur->pc, this_at, sizeof this_at);
   hk_line_of(ex->m, hit->prev.pc, prev_at, sizeof prev_at);
   hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: %s race on %s: %s %s it at %s, %s %s it at %s; %s",
-         ex->l->kern->name, cur->write && hit->prev.write ? "write-write" : "read-write", what,
+         ex->l->v.kern->name, cur->write && hit->prev.write ? "write-write" : "read-write", what,
          this_who, cur->write ? "wrote" : "read", this_at, prev_who,
          hit->prev.write ? "wrote" : "read", prev_at,
          cur->block != hit->prev.block ? "nothing orders the blocks of a launch"
@@ -279,7 +279,7 @@ static __attribute__((noinline)) void hk_acc_uninit(hk_exec *ex, hk_lane *a, siz
   hk_line_of(ex->m, pc, at, sizeof at);
   hk_fmt(a->uninit_msg, sizeof a->uninit_msg, "kernel %s: read of uninitialized %s by %s at "
          "%s (no thread of the block wrote it before, nor later in that barrier interval)",
-         ex->l->kern->name, what, who, at);
+         ex->l->v.kern->name, what, who, at);
   a->uninit = true; /* reported at the interval's end, unless a race is first */
 }
 

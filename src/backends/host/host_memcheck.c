@@ -14,8 +14,8 @@
 
 void hk_mc_who(const hk_exec *ex, uint64_t block, int t, char *buf, size_t cap) {
   unsigned b[3], c[3];
-  hk_coords(block, ex->l->grid, b);
-  hk_coords((uint64_t)t, ex->l->block, c);
+  hk_coords(block, ex->l->v.grid, b);
+  hk_coords((uint64_t)t, ex->l->v.block, c);
   hk_fmt(buf, cap, "thread (%u,%u,%u) of block (%u,%u,%u)", c[0], c[1], c[2], b[0], b[1], b[2]);
 }
 
@@ -96,7 +96,7 @@ void hk_mc_shared_fault(hk_exec *ex, uintptr_t p, size_t n, bool write, const vo
     hk_fmt(what, sizeof what, "every shared array: shared memory byte %zu", off);
   }
   (void)n;
-  hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: %s outside %s, by %s at %s", ex->l->kern->name,
+  hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: %s outside %s, by %s at %s", ex->l->v.kern->name,
          write ? "write" : "read", what, who, at);
 }
 
@@ -129,6 +129,6 @@ void hk_mc_global_fault(hk_exec *ex, const hk_access *a, uintptr_t p, size_t n, 
     hk_fmt(what, sizeof what, "every array of the launch: address %p (a wild pointer)",
            (void *)p);
   }
-  hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: %s outside %s, by %s at %s", ex->l->kern->name,
+  hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: %s outside %s, by %s at %s", ex->l->v.kern->name,
          write ? "write" : "read", what, who, at);
 }

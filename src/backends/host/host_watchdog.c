@@ -173,7 +173,7 @@ void hk_wd_begin(hk_job *l) {
   hk_state *k = l->k;
   if (!(k->timeout > 0)) return;
   uintptr_t lo, hi;
-  hk_module_text(l->kern->m, &lo, &hi);
+  hk_module_text(l->v.kern->m, &lo, &hi);
   pthread_mutex_lock(&k->wm);
   if (hk_wd_start(k)) {
     l->wd_on = true;
@@ -367,7 +367,7 @@ __attribute__((format(printf, 2, 3))) static void hk_sb_add(hk_sb *b, const char
 
 static void hk_wd_describe(const hk_job *l, const struct hk_wd_part *p, hk_sb *b) {
   unsigned bc[3];
-  hk_coords(p->block, l->grid, bc);
+  hk_coords(p->block, l->v.grid, bc);
   hk_sb_add(b, "block (%u,%u,%u): ", bc[0], bc[1], bc[2]);
   const char *file = p->m->name;
   for (int i = 0; i < p->ng; i++) {
@@ -398,7 +398,7 @@ static void hk_wd_describe(const hk_job *l, const struct hk_wd_part *p, hk_sb *b
         } else if (p->mode == 1) {
           char who[64];
           unsigned tc[3];
-          hk_coords((uint64_t)g->first, l->block, tc);
+          hk_coords((uint64_t)g->first, l->v.block, tc);
           hk_fmt(who, sizeof who, "thread (%u,%u,%u)", tc[0], tc[1], tc[2]);
           hk_sb_add(b, "1 thread at %s (running: %s or one after it, in fast mode's block "
                     "function, which runs the block's threads in turn: those before it "
@@ -434,13 +434,13 @@ static void hk_wd_describe(const hk_job *l, const struct hk_wd_part *p, hk_sb *b
 dv_status hk_wd_result(hk_job *l, char *msg, size_t cap) {
   if (!l->wd_on || !atomic_load(&l->wd_fired)) return DV_OK;
   uint64_t next = atomic_load(&l->next);
-  uint64_t started = next < l->nblocks ? next : l->nblocks;
+  uint64_t started = next < l->v.nblocks ? next : l->v.nblocks;
   uint64_t stopped = l->wd_nparts + l->wd_lost;
-  if (!stopped && started == l->nblocks) return DV_OK; /* it ended as the watchdog fired */
+  if (!stopped && started == l->v.nblocks) return DV_OK; /* it ended as the watchdog fired */
   qsort(l->wd_parts, l->wd_nparts, sizeof *l->wd_parts, hk_part_cmp);
   hk_sb b = {msg, cap, 0};
   if (cap) msg[0] = 0;
-  hk_sb_add(&b, "kernel %s timed out after %g s (option kernel_timeout)", l->kern->name,
+  hk_sb_add(&b, "kernel %s timed out after %g s (option kernel_timeout)", l->v.kern->name,
             l->k->timeout);
   size_t shown = l->wd_nparts < HK_WD_BLOCKS ? l->wd_nparts : HK_WD_BLOCKS;
   for (size_t i = 0; i < shown; i++) {
@@ -454,10 +454,10 @@ dv_status hk_wd_result(hk_job *l, char *msg, size_t cap) {
   if (finished)
     hk_sb_add(&b, "; %llu block%s finished", (unsigned long long)finished,
               finished == 1 ? "" : "s");
-  if (started < l->nblocks) {
+  if (started < l->v.nblocks) {
     unsigned c[3];
-    hk_coords(started, l->grid, c);
-    uint64_t left = l->nblocks - started;
+    hk_coords(started, l->v.grid, c);
+    uint64_t left = l->v.nblocks - started;
     if (left == 1)
       hk_sb_add(&b, "; block (%u,%u,%u) not started", c[0], c[1], c[2]);
     else

@@ -63,14 +63,14 @@
 /* State                                                                       */
 /* ========================================================================== */
 
-typedef struct hk_job hk_job; /* one queued launch */
-
 struct hk_state {
   bool fast;          /* option host_mode is fast: kernels run as loops over threads */
   size_t fiber_stack; /* usable bytes per fiber (page multiple) */
   size_t page;
   int wave;           /* option host_wave_size */
-  size_t printf_cap;  /* option host_printf_buffer: dv_printf bytes per launch */
+  /* The tools plugged in (hk_tool_add; tools/tools.h): their hooks, in order. */
+  hk_tool tools[HK_TOOLS];
+  int ntools;
 
   /* Helper threads that join launches with more than one block (pool.c). */
   struct hk_pool {
@@ -126,13 +126,10 @@ typedef struct hk_access hk_access; /* host_access.c's state of a launch */
 typedef struct hk_lane hk_lane;     /* ... and of the blocks one executor runs */
 
 struct hk_job {
+  hk_jview v; /* what the tools see: kernel, grid, block (exec.h) */
   hk_state *k;
-  const hk_kview *kern; /* toolchain/'s view of the kernel */
   void (*blk)(void); /* fast mode: the kernel's block function; NULL: a call per thread */
-  uint32_t grid[3], block[3];
   size_t dyn;
-  uint64_t nblocks;
-  int nthreads;
 #if HK_FLAT
   hk_flat flat;
 #endif
@@ -159,14 +156,8 @@ struct hk_job {
   int want, joined, active;
   hk_job *jnext;
   bool listed;
-  /* dv_printf's output (hk_rt_printf), written when the launch has run. */
-  pthread_mutex_t pmu;
-  char *out;         /* the calls' texts, one after the other */
-  size_t out_len, out_cap;
-  size_t out_used;   /* charged against host_printf_buffer */
-  struct hk_rec *recs;
-  size_t nrecs, recs_cap;
-  uint64_t dropped, dropped_bytes;
+  /* Each tool's state of the launch (hk_state.tools' order; NULL: none). */
+  _Atomic(void *) tool[HK_TOOLS];
   /* The watchdog (host_watchdog.c; k->wm guards what is not atomic). */
   bool wd_on;                  /* k->timeout is set: the launch runs under a deadline */
   struct timespec wd_deadline, wd_kick; /* CLOCK_MONOTONIC */
@@ -178,15 +169,6 @@ struct hk_job {
   size_t wd_nparts, wd_cap;
   uint64_t wd_lost;            /* stopped blocks not recorded (no memory) */
 };
-
-/* One dv_printf call's text in the launch's buffer. */
-typedef struct hk_rec {
-  uint64_t block, seq;
-  size_t off;
-  uint32_t len;
-  int thread;
-} hk_rec;
-#define HK_REC_COST 32 /* bytes of host_printf_buffer each call takes besides its text */
 
 /* ========================================================================== */
 /* Executors: an OS thread that runs blocks                                    */
@@ -228,7 +210,6 @@ typedef struct hk_slot {
   int line;
 } hk_slot;
 
-typedef struct hk_exec hk_exec;
 struct hk_exec {
   hk_state *k;
   fb_fiber sched;
@@ -331,8 +312,6 @@ extern _Thread_local hk_exec *hk_cur;
 #define HK_NWAVE_OPS 7
 /* The wave operations' names, by dv__wave_* number. */
 extern const char *const hk_wave_names[HK_NWAVE_OPS];
-/* Linear index lin as coordinates in a grid or block of extents dim. */
-void hk_coords(uint64_t lin, const uint32_t dim[3], unsigned c[3]);
 /* "kernel K, block (x,y,z)" of the executor's running block. */
 int hk_where(const hk_exec *ex, char *buf, size_t cap);
 /* signal.c: the device buffer a SIGSEGV's address missed, as ", ..." (or nothing). */

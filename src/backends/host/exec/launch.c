@@ -21,8 +21,9 @@
  * (global out-of-bounds writes); when devarray is built with
  * AddressSanitizer, the buffers' guards are poisoned while the kernel runs,
  * so ASan reports a bad global access with its stack (and ends the
- * process, as ASan does).  dv_printf's output (host_rt.c) is written to
- * stdout in block and thread order when the launch has run.
+ * process, as ASan does).  The tools (tools/: printf capture, ...) are
+ * called through their hooks (hk_tool_add): a launch holds each one's
+ * state of it, and is given to their finish hooks when it has run.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +48,6 @@ dv_status hk_open(const dv_backend_config *cfg, hk_state **out) {
   if (fs < 16384) fs = 16384; /* toolchain/'s hk_tc_open: the same */
   k->fiber_stack = (fs + k->page - 1) & ~(k->page - 1);
   k->wave = cfg->host_wave_size > 0 ? cfg->host_wave_size : 32;
-  k->printf_cap = cfg->host_printf_buffer ? cfg->host_printf_buffer : ((size_t)1 << 20);
   k->timeout = cfg->kernel_timeout > 0 ? cfg->kernel_timeout : 0;
   hk_pool_init(k);
   pthread_mutex_init(&k->wm, NULL);
@@ -57,6 +57,14 @@ dv_status hk_open(const dv_backend_config *cfg, hk_state **out) {
   pthread_cond_init(&k->wc, &ca);
   pthread_condattr_destroy(&ca);
   *out = k;
+  return DV_OK;
+}
+
+dv_status hk_tool_add(hk_state *k, const hk_tool *t) {
+  if (k->ntools == HK_TOOLS)
+    return dv__error(DV_ERR_MISUSE, "host simulator: no room for tool %s (%d are in)", t->name,
+                     HK_TOOLS);
+  k->tools[k->ntools++] = *t;
   return DV_OK;
 }
 
@@ -107,9 +115,10 @@ static void hk_launch_free(hk_job *l) {
   hk_access_free(l->acc);
   for (size_t i = 0; i < l->nheld; i++) hb_block_unref(l->held[i]);
   pthread_mutex_destroy(&l->em);
-  pthread_mutex_destroy(&l->pmu);
-  dv__free(l->out);
-  dv__free(l->recs);
+  for (int i = 0; i < l->k->ntools; i++) { /* the tools' states of it */
+    void *d = atomic_load_explicit(&l->tool[i], memory_order_relaxed);
+    if (d && l->k->tools[i].free) l->k->tools[i].free(l->k->tools[i].self, d);
+  }
   dv__free(l->types);
   dv__free(l->values);
   dv__free(l->vals);
@@ -151,8 +160,8 @@ dv_status hk_launch(hk_state *k, dv_bstream *s, dv_bkernel *bk, const dv_blaunch
   hk_job *l = dv__calloc(1, sizeof *l);
   size_t na = bl->nargs ? bl->nargs : 1;
   if (l) {
+    l->k = k;
     pthread_mutex_init(&l->em, NULL);
-    pthread_mutex_init(&l->pmu, NULL);
     l->types = dv__calloc(na, sizeof *l->types);
     l->values = dv__calloc(na, sizeof *l->values);
     l->vals = dv__calloc(na, sizeof *l->vals);
@@ -169,15 +178,14 @@ dv_status hk_launch(hk_state *k, dv_bstream *s, dv_bkernel *bk, const dv_blaunch
     hk_launch_free(l);
     return rc;
   }
-  l->k = k;
-  l->kern = kn;
+  l->v.kern = kn;
   /* The access checks run the per-thread path (no block function). */
   l->blk = k->fast && !kn->m->access ? kn->blk : NULL;
-  memcpy(l->grid, bl->grid, sizeof l->grid);
-  memcpy(l->block, bl->block, sizeof l->block);
+  memcpy(l->v.grid, bl->grid, sizeof l->v.grid);
+  memcpy(l->v.block, bl->block, sizeof l->v.block);
   l->dyn = bl->dynamic_shared;
-  l->nblocks = blocks;
-  l->nthreads = (int)threads;
+  l->v.nblocks = blocks;
+  l->v.nthreads = (int)threads;
   l->nargs = bl->nargs;
   int param = -1;
   for (size_t j = 0; j < bl->nargs; j++) {
@@ -253,12 +261,12 @@ static void hk_guards_end(hk_job *l, bool check) {
     hb_block *b = l->held[i];
     if (hb_kernel_end(b, check)) continue;
     char decl[96];
-    hk_param_text(l->kern->sig, l->held_param[i], decl, sizeof decl);
+    hk_param_text(l->v.kern->sig, l->held_param[i], decl, sizeof decl);
     char msg[600];
     hk_fmt(msg, sizeof msg,
              "kernel %s wrote outside the %zu-byte device buffer of argument %d (`%s`): its guard "
              "bytes were overwritten (found after the kernel; the block and thread are unknown)",
-             l->kern->name, hb_block_bytes(b), l->held_param[i], decl);
+             l->v.kern->name, hb_block_bytes(b), l->held_param[i], decl);
     pthread_mutex_lock(&l->em);
     if (!l->err) {
       l->err = DV_ERR_KERNEL_FAULT;
@@ -268,48 +276,14 @@ static void hk_guards_end(hk_job *l, bool check) {
   }
 }
 
-static int hk_rec_cmp(const void *a, const void *b) {
-  const hk_rec *x = a, *y = b;
-  if (x->block != y->block) return x->block < y->block ? -1 : 1;
-  if (x->thread != y->thread) return x->thread < y->thread ? -1 : 1;
-  return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* The launch's dv_printf output to stdout: block then thread order, each
- * line after its thread's coordinates; then what did not fit. */
-static void hk_print_flush(hk_job *l) {
-  if (!l->nrecs && !l->dropped) return;
-  qsort(l->recs, l->nrecs, sizeof *l->recs, hk_rec_cmp);
-  flockfile(stdout);
-  for (size_t r = 0; r < l->nrecs; r++) {
-    const hk_rec *rec = &l->recs[r];
-    unsigned b[3], t[3];
-    hk_coords(rec->block, l->grid, b);
-    hk_coords((uint64_t)rec->thread, l->block, t);
-    const char *p = l->out + rec->off, *e = p + rec->len;
-    while (p < e) {
-      const char *nl = memchr(p, '\n', (size_t)(e - p));
-      size_t len = nl ? (size_t)(nl - p) : (size_t)(e - p);
-      fprintf(stdout, "[block (%u,%u,%u) thread (%u,%u,%u)] ", b[0], b[1], b[2], t[0], t[1], t[2]);
-      fwrite(p, 1, len, stdout);
-      fputc('\n', stdout);
-      p += len + (nl ? 1 : 0);
-    }
+/* The launch has run: each tool's finish hook (printf capture writes the
+ * output, tools/). */
+static void hk_tools_finish(hk_job *l) {
+  const hk_state *k = l->k;
+  for (int i = 0; i < k->ntools; i++) {
+    void *d = atomic_load_explicit(&l->tool[i], memory_order_relaxed);
+    if (d && k->tools[i].finish) k->tools[i].finish(k->tools[i].self, d, l);
   }
-  if (l->dropped)
-    fprintf(stdout, "[devarray] kernel %s: %llu dv_printf call%s (%llu bytes) dropped: the "
-            "launch's output is limited to %zu bytes, %d per call besides its text (option "
-            "host_printf_buffer)\n", l->kern->name, (unsigned long long)l->dropped,
-            l->dropped == 1 ? "" : "s", (unsigned long long)l->dropped_bytes, l->k->printf_cap,
-            HK_REC_COST);
-  fflush(stdout);
-  funlockfile(stdout);
-  dv__free(l->out);
-  dv__free(l->recs);
-  l->out = NULL;
-  l->recs = NULL;
-  l->out_len = l->out_cap = l->out_used = l->nrecs = l->recs_cap = 0;
-  l->dropped = l->dropped_bytes = 0;
 }
 
 static dv_status hk_task_run(void *task, char *msg, size_t cap) {
@@ -318,19 +292,19 @@ static dv_status hk_task_run(void *task, char *msg, size_t cap) {
   hk_exec *ex = hk_exec_here(k);
   if (!ex) {
     snprintf(msg, cap, "kernel %s: the host simulator cannot set up a thread to run it",
-             l->kern->name);
+             l->v.kern->name);
     return DV_ERR_HOST_OUT_OF_MEMORY;
   }
-  if (l->nblocks > 1 && !hk_pool_start(k)) {
+  if (l->v.nblocks > 1 && !hk_pool_start(k)) {
     snprintf(msg, cap, "kernel %s: no memory to start the host simulator's helper threads",
-             l->kern->name);
+             l->v.kern->name);
     return DV_ERR_HOST_OUT_OF_MEMORY;
   }
   /* The helpers that will join: with the access checks, a lane each. */
-  int want = hk_pool_want(k, l->nblocks);
+  int want = hk_pool_want(k, l->v.nblocks);
   if (l->acc && hk_access_start(l, 1 + want)) {
     snprintf(msg, cap, "kernel %s: no host memory for the access checks' shadow "
-             "(kernel_check=on)", l->kern->name);
+             "(kernel_check=on)", l->v.kern->name);
     return DV_ERR_HOST_OUT_OF_MEMORY;
   }
   hk_sig_acquire(k);
@@ -343,8 +317,8 @@ static dv_status hk_task_run(void *task, char *msg, size_t cap) {
    * which blocks had started: l->next) and the access checks. */
   l->chunk = 1;
   if (!l->wd_on && !l->acc) {
-    uint64_t c = 4096 / (uint64_t)(l->nthreads > 0 ? l->nthreads : 1);
-    uint64_t even = l->nblocks / (8 * (uint64_t)(1 + want));
+    uint64_t c = 4096 / (uint64_t)(l->v.nthreads > 0 ? l->v.nthreads : 1);
+    uint64_t even = l->v.nblocks / (8 * (uint64_t)(1 + want));
     if (c > 64) c = 64;
     if (c > even) c = even;
     l->chunk = c ? c : 1;
@@ -353,17 +327,17 @@ static dv_status hk_task_run(void *task, char *msg, size_t cap) {
   hk_run_blocks(ex, l);
   if (posted) hk_pool_done(k, l);
   hk_wd_end(l);
-  hk_guards_end(l, l->kern->m->check);
+  hk_guards_end(l, l->v.kern->m->check);
   /* No memory is a status, also for the race checks' shadow (the launch ran
    * with part of global memory unchecked). */
   if (!l->err && hk_access_degraded(l->acc)) {
     l->err = DV_ERR_HOST_OUT_OF_MEMORY;
     hk_fmt(l->msg, sizeof l->msg, "kernel %s: no host memory for the race checks' shadow "
            "(kernel_check=on): the launch ran, but part of global memory went unchecked",
-           l->kern->name);
+           l->v.kern->name);
   }
   hk_access_stop(l->acc);
-  hk_print_flush(l);
+  hk_tools_finish(l);
   if (l->err) {
     snprintf(msg, cap, "%s", l->msg);
     return l->err;

@@ -97,7 +97,7 @@ static void *hk_helper(void *arg) {
       if (!job->err) {
         job->err = DV_ERR_HOST_OUT_OF_MEMORY;
         hk_fmt(job->msg, sizeof job->msg, "kernel %s: no memory to set up a helper thread",
-               job->kern->name);
+               job->v.kern->name);
       }
       pthread_mutex_unlock(&job->em);
       atomic_store(&job->abort, 1);

@@ -54,15 +54,18 @@ void hk_coords(uint64_t lin, const uint32_t dim[3], unsigned c[3]) {
   c[2] = (unsigned)(lin / ((uint64_t)dim[0] * dim[1]));
 }
 
+uint64_t hk_exec_block(const hk_exec *ex) { return ex->block; }
+int hk_exec_thread(const hk_exec *ex) { return ex->cur; }
+
 int hk_where(const hk_exec *ex, char *buf, size_t cap) {
   unsigned b[3];
-  hk_coords(ex->block, ex->l->grid, b);
-  return snprintf(buf, cap, "kernel %s, block (%u,%u,%u)", ex->l->kern->name, b[0], b[1], b[2]);
+  hk_coords(ex->block, ex->l->v.grid, b);
+  return snprintf(buf, cap, "kernel %s, block (%u,%u,%u)", ex->l->v.kern->name, b[0], b[1], b[2]);
 }
 
 void hk_thread_name(const hk_exec *ex, int i, char *buf, size_t cap) {
   unsigned t[3];
-  hk_coords((uint64_t)i, ex->l->block, t);
+  hk_coords((uint64_t)i, ex->l->v.block, t);
   snprintf(buf, cap, "thread (%u,%u,%u)", t[0], t[1], t[2]);
 }
 
@@ -427,22 +430,10 @@ static dv_u64 hk_rt_wave(int op, dv_u64 v, int arg, int site, int line) {
 
 /* *p (of *cap items of `size` bytes) with room for `need` items, doubling
  * from `first`.  False: no memory (*p is unchanged). */
-static bool hk_grow(void **p, size_t *cap, size_t size, size_t need, size_t first) {
-  if (need <= *cap) return true;
-  size_t nc = *cap ? *cap : first;
-  while (nc < need) nc *= 2;
-  void *np = dv__malloc(nc * size);
-  if (!np) return false;
-  if (*cap) memcpy(np, *p, *cap * size);
-  dv__free(*p);
-  *p = np;
-  *cap = nc;
-  return true;
-}
-
-/* dv_printf: the text goes to the launch's buffer (hk_print_flush writes it).
- * The first formatting reads the kernel's arguments (a bad %s pointer is
- * the kernel's fault) and holds no lock: it stays in the kernel's window. */
+/* dv_printf: the text goes to the tools' print hooks (tools/ printf capture
+ * keeps it for the launch's end).  The first formatting reads the kernel's
+ * arguments (a bad %s pointer is the kernel's fault) and holds no lock: it
+ * stays in the kernel's window. */
 __attribute__((format(printf, 1, 2))) static void hk_rt_printf(const char *fmt, ...) {
   hk_exec *ex = hk_cur;
   hk_job *l = ex->l;
@@ -453,25 +444,14 @@ __attribute__((format(printf, 1, 2))) static void hk_rt_printf(const char *fmt, 
   int n = vsnprintf(small, sizeof small, fmt, ap);
   va_end(ap);
   ex = hk_rt_enter();
-  pthread_mutex_lock(&l->pmu);
-  const size_t cap = l->k->printf_cap;
-  bool ok = n >= 0 && l->out_used + (size_t)n + HK_REC_COST <= cap;
-  if (ok) ok = hk_grow((void **)&l->out, &l->out_cap, 1, l->out_len + (size_t)n + 1, 4096);
-  if (ok) ok = hk_grow((void **)&l->recs, &l->recs_cap, sizeof *l->recs, l->nrecs + 1, 64);
-  if (ok) {
-    if ((size_t)n < sizeof small)
-      memcpy(l->out + l->out_len, small, (size_t)n + 1);
-    else
-      vsnprintf(l->out + l->out_len, (size_t)n + 1, fmt, ap2);
-    l->recs[l->nrecs] = (hk_rec){ex->block, l->nrecs, l->out_len, (uint32_t)n, ex->cur};
-    l->nrecs++;
-    l->out_len += (size_t)n;
-    l->out_used += (size_t)n + HK_REC_COST;
-  } else {
-    l->dropped++;
-    if (n > 0) l->dropped_bytes += (uint64_t)n;
-  }
-  pthread_mutex_unlock(&l->pmu);
+  const hk_state *k = l->k;
+  for (int i = 0; i < k->ntools; i++)
+    if (k->tools[i].print) {
+      va_list ap3;
+      va_copy(ap3, ap2);
+      k->tools[i].print(k->tools[i].self, &l->tool[i], l, ex, small, sizeof small, n, fmt, ap3);
+      va_end(ap3);
+    }
   va_end(ap2);
   hk_rt_leave(ex);
 }

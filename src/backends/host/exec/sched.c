@@ -174,14 +174,14 @@ static bool hk_exec_reserve(hk_exec *ex, int n) {
  * block ex->block of launch l, thread `first` (linear index). */
 static void hk_block_record(const hk_exec *ex, const hk_job *l, int first, dv__hthread *t) {
   unsigned bc[3], tc[3];
-  hk_coords(ex->block, l->grid, bc);
-  hk_coords((uint64_t)first, l->block, tc);
+  hk_coords(ex->block, l->v.grid, bc);
+  hk_coords((uint64_t)first, l->v.block, tc);
   memset(t, 0, sizeof *t);
   for (int d = 0; d < 3; d++) {
     t->tid[d] = (int)tc[d];
     t->bid[d] = (int)bc[d];
-    t->bdim[d] = (int)l->block[d];
-    t->gdim[d] = (int)l->grid[d];
+    t->bdim[d] = (int)l->v.block[d];
+    t->gdim[d] = (int)l->v.grid[d];
   }
   t->block = (void *)ex;
 }
@@ -197,9 +197,9 @@ static bool hk_claim(hk_exec *ex, hk_job *l, uint64_t *b) {
     return true;
   }
   uint64_t first = atomic_fetch_add(&l->next, l->chunk);
-  if (first >= l->nblocks) return false;
+  if (first >= l->v.nblocks) return false;
   ex->cnext = first + 1;
-  ex->cend = l->nblocks - first > l->chunk ? first + l->chunk : l->nblocks;
+  ex->cend = l->v.nblocks - first > l->chunk ? first + l->chunk : l->v.nblocks;
   *b = first;
   return true;
 }
@@ -259,15 +259,15 @@ static bool hk_runner_fis(hk_fib *fb, hk_exec *ex, hk_job *l) {
   ex->cur = 0;
   *ex->self = &t;
   ex->in_fis = true;
-  hk_call(l, l->kern->fis, &ex->in_kernel);
+  hk_call(l, l->v.kern->fis, &ex->in_kernel);
   ex->in_fis = false;
   fb->loop = false;
   if (t.stop == 3) { /* some threads returned before a barrier the others reached */
     struct { int site, line, n; unsigned char done[HK_MAX_THREADS]; } *div;
-    void *sym = dlsym(l->kern->m->dl, "dv__fis_div"); /* this OS thread's copy */
+    void *sym = dlsym(l->v.kern->m->dl, "dv__fis_div"); /* this OS thread's copy */
     memcpy(&div, &sym, sizeof div);
     if (!div || div->n != ex->n) { /* never: the module defines it with the function */
-      hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: divergent barrier", l->kern->name);
+      hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: divergent barrier", l->v.kern->name);
       ex->states_valid = true;
       for (int j = 0; j < ex->n; j++) ex->thr[j].state = j ? HK_T_EXIT : HK_T_FAULT;
       ex->cur = 0, ex->next_thread = ex->n;
@@ -298,7 +298,7 @@ static void hk_runner_main(void *arg) {
   hk_job *l = ex->l;
   /* Not with kernel_check (or DV_BUILD_DEBUG): it checks the shared arrays'
    * redzones at every barrier, which a fission function does not stop at. */
-  if (l->blk && l->kern->fis && !ex->m->check && !fb->taken && ex->next_thread == 0 &&
+  if (l->blk && l->v.kern->fis && !ex->m->check && !fb->taken && ex->next_thread == 0 &&
       hk_runner_fis(fb, ex, l)) {
   } else if (l->blk && !fb->taken && ex->next_thread < ex->n) {
     hk_runner_loop(fb, ex, l);
@@ -314,7 +314,7 @@ static void hk_runner_main(void *arg) {
     t->state = HK_T_RUN;
     ex->cur = i;
     *ex->self = &ex->ht[i];
-    hk_call(l, l->kern->fn, &ex->in_kernel);
+    hk_call(l, l->v.kern->fn, &ex->in_kernel);
     t->state = HK_T_EXIT;
   }
   HK_TEST_FAULT(HK_TEST_FAULT_RUNNER);
@@ -623,20 +623,20 @@ static void hk_launch_fail(hk_job *l, uint64_t block, const char *msg) {
 }
 
 static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
-  const int n = l->nthreads;
+  const int n = l->v.nthreads;
   if (!hk_exec_reserve(ex, n)) {
     pthread_mutex_lock(&l->em);
     if (!l->err) {
       l->err = DV_ERR_HOST_OUT_OF_MEMORY;
       hk_fmt(l->msg, sizeof l->msg, "kernel %s: no memory for %d fiber stacks of %zu bytes",
-               l->kern->name, n, ex->k->fiber_stack);
+               l->v.kern->name, n, ex->k->fiber_stack);
     }
     pthread_mutex_unlock(&l->em);
     atomic_store(&l->abort, 1);
     return;
   }
   ex->l = l;
-  ex->m = l->kern->m;
+  ex->m = l->v.kern->m;
   ex->block = b;
   ex->n = n;
   ex->wd_hit = HK_WD_NONE;
@@ -647,16 +647,16 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   ex->next_thread = 0;
   ex->direct = false;
   unsigned bc[3];
-  hk_coords(b, l->grid, bc);
+  hk_coords(b, l->v.grid, bc);
   for (int i = 0; !l->blk && i < n; i++) {
     dv__hthread *h = &ex->ht[i];
     unsigned tc[3];
-    hk_coords((uint64_t)i, l->block, tc);
+    hk_coords((uint64_t)i, l->v.block, tc);
     for (int d = 0; d < 3; d++) {
       h->tid[d] = (int)tc[d];
       h->bid[d] = (int)bc[d];
-      h->bdim[d] = (int)l->block[d];
-      h->gdim[d] = (int)l->grid[d];
+      h->bdim[d] = (int)l->v.block[d];
+      h->gdim[d] = (int)l->v.grid[d];
     }
     h->block = ex;
   }

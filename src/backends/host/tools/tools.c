@@ -1,0 +1,20 @@
+/* The tools' open and close (tools.h). */
+#include "tools_internal.h"
+
+dv_status hkt_open(const dv_backend_config *cfg, hk_state *k, hkt_state **out) {
+  *out = NULL;
+  hkt_state *t = dv__calloc(1, sizeof *t);
+  if (!t) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the host simulator's tools");
+  dv_status rc = hkt_printf_open(cfg, k, &t->printf);
+  if (rc) {
+    hkt_close(t);
+    return rc;
+  }
+  *out = t;
+  return DV_OK;
+}
+
+void hkt_close(hkt_state *t) {
+  if (!t) return;
+  dv__free(t);
+}
