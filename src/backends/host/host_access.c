@@ -239,7 +239,7 @@ static inline void hk_acc_leave(hk_exec *ex, const void *pc) {
   atomic_signal_fence(memory_order_seq_cst);
   ex->in_kernel = 1;
   atomic_signal_fence(memory_order_seq_cst);
-  if (__builtin_expect(atomic_load_explicit(&ex->wd_stop, memory_order_relaxed), 0))
+  if (__builtin_expect(atomic_load_explicit(&ex->stop, memory_order_relaxed), 0))
     hk_rt_timeout(ex, pc);
 }
 

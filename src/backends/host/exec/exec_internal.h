@@ -16,8 +16,7 @@
  *                  path, libffi
  *   host_rt.c      the runtime kernels call (dv__rt): shared memory,
  *                  barriers, wave operations, printf, faults
- *   host_watchdog.c the watchdog (option kernel_timeout): stops a launch
- *                  that runs too long and says where its threads were
+ *   hooks.c        the tools' hook list (exec.h's hk_tool; tools/)
  *   host_access.c  the access checks (kernel_check=on): the instrumented
  *                  module's runtime entries, classifying each access;
  *                  host_memcheck.c its out-of-bounds reports; initcheck and
@@ -82,14 +81,6 @@ struct hk_state {
     bool started, stop;
   } pool;
   bool signals; /* this state counts in the signal handler's users */
-
-  /* The watchdog (host_watchdog.c): option kernel_timeout. */
-  double timeout;      /* seconds a launch may run (0: no limit) */
-  pthread_mutex_t wm;  /* the lists below, the executors' wd_next */
-  pthread_cond_t wc;   /* CLOCK_MONOTONIC */
-  pthread_t wd;
-  bool wd_started, wd_quit;
-  hk_job *wd_jobs;     /* launches running under a deadline */
 };
 
 /* ========================================================================== */
@@ -158,23 +149,12 @@ struct hk_job {
   bool listed;
   /* Each tool's state of the launch (hk_state.tools' order; NULL: none). */
   _Atomic(void *) tool[HK_TOOLS];
-  /* The watchdog (host_watchdog.c; k->wm guards what is not atomic). */
-  bool wd_on;                  /* k->timeout is set: the launch runs under a deadline */
-  struct timespec wd_deadline, wd_kick; /* CLOCK_MONOTONIC */
-  _Atomic int wd_fired;        /* the deadline passed: executors are being stopped */
-  uintptr_t wd_lo, wd_hi;      /* the module's code (hk_module_text) */
-  hk_job *wd_next;             /* k->wd_jobs */
-  struct hk_exec *wd_execs;    /* executors running its blocks now */
-  struct hk_wd_part *wd_parts; /* the blocks it stopped (under em) */
-  size_t wd_nparts, wd_cap;
-  uint64_t wd_lost;            /* stopped blocks not recorded (no memory) */
+  unsigned tflags; /* what the tools' start hooks asked for (HK_WANT_*) */
 };
 
 /* ========================================================================== */
 /* Executors: an OS thread that runs blocks                                    */
 /* ========================================================================== */
-
-typedef enum { HK_T_NEW, HK_T_RUN, HK_T_BAR, HK_T_WAVE, HK_T_EXIT, HK_T_FAULT } hk_tstate;
 
 typedef struct hk_fib hk_fib;
 
@@ -269,26 +249,25 @@ struct hk_exec {
   void *volatile sig_sp; /* the interrupted stack pointer (NULL: unknown here) */
   char fault[700];
   size_t rt_room; /* HK_RT_HEADROOM for this fiber stack size */
-  /* The watchdog (host_watchdog.c).  wd_stop: set by the watchdog thread
-   * (before its signal) when the launch ran out of time; the block stops
-   * where this executor notices it (HK_WD_*: wd_hit says where, wd_pc the
-   * code address when known, wd_ret: a return address). */
-  _Atomic int wd_stop;
-  int wd_hit;
-  const void *volatile wd_pc;
+  /* A stop (hk_exec_stop: the watchdog, tools/watchdog.c).  stop: set by
+   * the stopping thread (before its signal); the block stops where this
+   * executor notices it (HK_STOP_*: stop_at says where, stop_pc the code
+   * address when known, stop_ret: a return address). */
+  _Atomic int stop;
+  int stop_at;
+  const void *volatile stop_pc;
   /* The access checks (host_access.c): the last access's instruction (a
    * return address in the kernel's code), where a watchdog signal that
    * lands inside the module's hooks says the thread was. */
   const void *volatile acc_pc;
   hk_lane *lane; /* the access checks' state for this executor's blocks (hk_access_lane) */
-  bool wd_ret;
-  bool in_fis;       /* fast mode: the fission function runs (host_exec.c) */
-  pthread_t wd_thread;
-  hk_exec *wd_next;  /* the launch's wd_execs (k->wm) */
-  uintptr_t wd_lo, wd_hi; /* the launch's module's code: the signal stops only a pc there */
+  bool stop_ret;
+  bool in_fis;       /* fast mode: the fission function runs (sched.c) */
+  pthread_t thread;  /* its OS thread (hk_exec_stoppable): HK_STOP_SIG goes there */
+  uintptr_t stop_lo, stop_hi; /* the launch's module's code: the signal stops only a pc there */
 };
-/* Where an executor noticed the watchdog. */
-enum { HK_WD_NONE, HK_WD_SIGNAL, HK_WD_RUNTIME, HK_WD_SCHED };
+/* Where an executor noticed a stop. */
+enum { HK_STOP_NONE, HK_STOP_SIGNAL, HK_STOP_RUNTIME, HK_STOP_SCHED };
 
 /* ========================================================================== */
 /* Across the files                                                            */
@@ -309,9 +288,6 @@ void hk_call(hk_job *l, void (*fn)(void), volatile sig_atomic_t *in_kernel);
 extern const dv__host_rt hk_rt;
 /* This OS thread's executor (host_exec.c sets it up; the runtime reads it). */
 extern _Thread_local hk_exec *hk_cur;
-#define HK_NWAVE_OPS 7
-/* The wave operations' names, by dv__wave_* number. */
-extern const char *const hk_wave_names[HK_NWAVE_OPS];
 /* "kernel K, block (x,y,z)" of the executor's running block. */
 int hk_where(const hk_exec *ex, char *buf, size_t cap);
 /* signal.c: the device buffer a SIGSEGV's address missed, as ", ..." (or nothing). */
@@ -322,7 +298,7 @@ void hk_thread_name(const hk_exec *ex, int i, char *buf, size_t cap);
  * becomes the current one (ex->cur, its record), the threads it ran before
  * exited; call on entry to the runtime when ex->rfib->loop is set. */
 void hk_loop_sync(hk_exec *ex);
-/* The watchdog stopped the launch: the calling thread's block stops here,
+/* A stop (hk_exec_stop): the calling thread's block stops here,
  * at the kernel's call pc (a return address); from the runtime only. */
 __attribute__((noreturn)) void hk_rt_timeout(hk_exec *ex, const void *pc);
 /* Fill a shared slot's redzone with its canary. */
@@ -347,28 +323,10 @@ void hk_test_fault_at(int where);
 #define HK_TEST_FAULT(where) ((void)0)
 #endif
 
-/* ---- host_watchdog.c ---- */
-/* The signal the watchdog sends an executor (pthread_kill; host_exec.c's
+/* ---- the stop signal (hk_exec_stop) ---- */
+/* The signal hk_exec_stop sends an executor (pthread_kill; signal.c's
  * handler takes it when si_code is SI_TKILL from this process). */
-#define HK_WD_SIG SIGBUS
-/* Around a launch's run (hk_task_run): put it under its deadline (starting the
- * watchdog thread on first use; without it, the launch runs unwatched and
- * a warning is logged), and take it off. */
-void hk_wd_begin(hk_job *l);
-void hk_wd_end(hk_job *l);
-/* Around an executor's part of a launch (hk_run_blocks). */
-void hk_wd_enter(hk_exec *ex, hk_job *l);
-void hk_wd_leave(hk_exec *ex, hk_job *l);
-/* The executor's block was stopped by the watchdog: record where its
- * threads were (before its fibers are abandoned). */
-void hk_wd_block_stopped(hk_exec *ex);
-/* After the launch ran: DV_ERR_KERNEL_TIMEOUT with the message (in msg)
- * when the watchdog stopped it, else DV_OK. */
-dv_status hk_wd_result(hk_job *l, char *msg, size_t cap);
-/* Stop the watchdog thread (hk_close). */
-void hk_wd_close(hk_state *k);
-/* Free what the launch's stops recorded (hk_launch_free). */
-void hk_wd_free(hk_job *l);
+#define HK_STOP_SIG SIGBUS
 
 /* ---- host_access.c (the access checks, kernel_check=on; host_check.h) ---- */
 /* A launch of an instrumented module (l->kern->m->access): its checks'
@@ -411,6 +369,19 @@ void hk_sig_release(void);
 hk_exec *hk_exec_here(hk_state *k);
 /* Run blocks of l on this executor until none is left or one faulted. */
 void hk_run_blocks(hk_exec *ex, hk_job *l);
+
+/* ---- hooks.c: the tools' hooks of each kind, for launch l (exec.h) ---- */
+/* Every tool's start: the launch is about to run, on lanes executors; the
+ * first error, with its message in msg (the tools started get their stop). */
+dv_status hk_tools_start(hk_job *l, int lanes, char *msg, size_t cap);
+/* These, only for a tool with a state of l: */
+void hk_tools_enter(hk_exec *ex, hk_job *l);
+void hk_tools_leave(hk_exec *ex, hk_job *l);
+void hk_tools_stopped(hk_exec *ex, hk_job *l);
+void hk_tools_stop(hk_job *l);
+/* The first error of their finish hooks, its message in msg. */
+dv_status hk_tools_finish(hk_job *l, char *msg, size_t cap);
+void hk_tools_free(hk_job *l);
 
 /* ---- pool.c: the helper threads ---- */
 void hk_pool_init(hk_state *k);

@@ -48,33 +48,15 @@ dv_status hk_open(const dv_backend_config *cfg, hk_state **out) {
   if (fs < 16384) fs = 16384; /* toolchain/'s hk_tc_open: the same */
   k->fiber_stack = (fs + k->page - 1) & ~(k->page - 1);
   k->wave = cfg->host_wave_size > 0 ? cfg->host_wave_size : 32;
-  k->timeout = cfg->kernel_timeout > 0 ? cfg->kernel_timeout : 0;
   hk_pool_init(k);
-  pthread_mutex_init(&k->wm, NULL);
-  pthread_condattr_t ca; /* the watchdog's deadlines are CLOCK_MONOTONIC's */
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&k->wc, &ca);
-  pthread_condattr_destroy(&ca);
   *out = k;
-  return DV_OK;
-}
-
-dv_status hk_tool_add(hk_state *k, const hk_tool *t) {
-  if (k->ntools == HK_TOOLS)
-    return dv__error(DV_ERR_MISUSE, "host simulator: no room for tool %s (%d are in)", t->name,
-                     HK_TOOLS);
-  k->tools[k->ntools++] = *t;
   return DV_OK;
 }
 
 void hk_close(hk_state *k) {
   if (!k) return;
   hk_pool_close(k);
-  hk_wd_close(k);
   if (k->signals) hk_sig_release();
-  pthread_mutex_destroy(&k->wm);
-  pthread_cond_destroy(&k->wc);
   dv__free(k);
 }
 
@@ -115,17 +97,13 @@ static void hk_launch_free(hk_job *l) {
   hk_access_free(l->acc);
   for (size_t i = 0; i < l->nheld; i++) hb_block_unref(l->held[i]);
   pthread_mutex_destroy(&l->em);
-  for (int i = 0; i < l->k->ntools; i++) { /* the tools' states of it */
-    void *d = atomic_load_explicit(&l->tool[i], memory_order_relaxed);
-    if (d && l->k->tools[i].free) l->k->tools[i].free(l->k->tools[i].self, d);
-  }
+  hk_tools_free(l); /* the tools' states of it */
   dv__free(l->types);
   dv__free(l->values);
   dv__free(l->vals);
   dv__free(l->views);
   dv__free(l->held);
   dv__free(l->held_param);
-  hk_wd_free(l);
   dv__free(l);
 }
 
@@ -276,16 +254,6 @@ static void hk_guards_end(hk_job *l, bool check) {
   }
 }
 
-/* The launch has run: each tool's finish hook (printf capture writes the
- * output, tools/). */
-static void hk_tools_finish(hk_job *l) {
-  const hk_state *k = l->k;
-  for (int i = 0; i < k->ntools; i++) {
-    void *d = atomic_load_explicit(&l->tool[i], memory_order_relaxed);
-    if (d && k->tools[i].finish) k->tools[i].finish(k->tools[i].self, d, l);
-  }
-}
-
 static dv_status hk_task_run(void *task, char *msg, size_t cap) {
   hk_job *l = task;
   hk_state *k = l->k;
@@ -307,16 +275,22 @@ static dv_status hk_task_run(void *task, char *msg, size_t cap) {
              "(kernel_check=on)", l->v.kern->name);
     return DV_ERR_HOST_OUT_OF_MEMORY;
   }
+  /* The tools (the watchdog: the deadline counts from here). */
+  dv_status trc = hk_tools_start(l, 1 + want, msg, cap);
+  if (trc) {
+    hk_access_stop(l->acc);
+    return trc;
+  }
   hk_sig_acquire(k);
   hk_guards_begin(l);
   bool posted = false;
-  hk_wd_begin(l); /* option kernel_timeout: the deadline counts from here */
   /* Blocks taken a chunk at a time (hk_claim): up to 4,096 threads' worth,
    * at most 64 blocks, and at least eight chunks per executor so that the
-   * last ones even out.  One at a time with the watchdog (its report says
-   * which blocks had started: l->next) and the access checks. */
+   * last ones even out.  One at a time when a tool asks (the watchdog: its
+   * report says which blocks had started, hk_job_started) and with the
+   * access checks. */
   l->chunk = 1;
-  if (!l->wd_on && !l->acc) {
+  if (!(l->tflags & HK_WANT_ONE) && !l->acc) {
     uint64_t c = 4096 / (uint64_t)(l->v.nthreads > 0 ? l->v.nthreads : 1);
     uint64_t even = l->v.nblocks / (8 * (uint64_t)(1 + want));
     if (c > 64) c = 64;
@@ -326,7 +300,7 @@ static dv_status hk_task_run(void *task, char *msg, size_t cap) {
   if (want > 0) posted = hk_pool_post(k, l, want);
   hk_run_blocks(ex, l);
   if (posted) hk_pool_done(k, l);
-  hk_wd_end(l);
+  hk_tools_stop(l);
   hk_guards_end(l, l->v.kern->m->check);
   /* No memory is a status, also for the race checks' shadow (the launch ran
    * with part of global memory unchecked). */
@@ -337,10 +311,10 @@ static dv_status hk_task_run(void *task, char *msg, size_t cap) {
            l->v.kern->name);
   }
   hk_access_stop(l->acc);
-  hk_tools_finish(l);
+  trc = hk_tools_finish(l, msg, cap);
   if (l->err) {
     snprintf(msg, cap, "%s", l->msg);
     return l->err;
   }
-  return hk_wd_result(l, msg, cap);
+  return trc;
 }

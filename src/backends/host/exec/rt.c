@@ -54,8 +54,76 @@ void hk_coords(uint64_t lin, const uint32_t dim[3], unsigned c[3]) {
   c[2] = (unsigned)(lin / ((uint64_t)dim[0] * dim[1]));
 }
 
+/* ---- the executor, for the tools (exec.h) ---- */
+
+uint64_t hk_job_started(const hk_job *l) {
+  uint64_t next = atomic_load(&l->next);
+  return next < l->v.nblocks ? next : l->v.nblocks;
+}
+
+void hk_job_abort(hk_job *l) { atomic_store(&l->abort, 1); }
+
 uint64_t hk_exec_block(const hk_exec *ex) { return ex->block; }
 int hk_exec_thread(const hk_exec *ex) { return ex->cur; }
+
+void hk_exec_stoppable(hk_exec *ex, uintptr_t lo, uintptr_t hi, bool stop) {
+  ex->thread = pthread_self();
+  ex->stop_lo = lo, ex->stop_hi = hi;
+  atomic_store(&ex->stop, stop ? 1 : 0);
+}
+
+void hk_exec_unstoppable(hk_exec *ex) { atomic_store(&ex->stop, 0); }
+
+void hk_exec_stop(hk_exec *ex) {
+  atomic_store(&ex->stop, 1); /* before the signal: the handler reads it */
+  pthread_kill(ex->thread, HK_STOP_SIG);
+}
+
+/* Linear index of the thread a block function's record names. */
+static int hk_rec_index(const dv__hthread *t) {
+  return t->tid[0] + t->bdim[0] * (t->tid[1] + t->bdim[1] * t->tid[2]);
+}
+
+void hk_exec_stopped_at(const hk_exec *ex, hk_xstop *p) {
+  memset(p, 0, sizeof *p);
+  p->block = ex->block;
+  p->m = ex->m;
+  p->n = ex->n;
+  p->run = -1;
+  p->pc = ex->stop_pc;
+  p->ret = ex->stop_ret;
+  /* A signal in an instrumented module (kernel_check=on) lands mostly in
+   * the access hooks kernel.h defines: the thread was at its last access. */
+  if (ex->stop_at == HK_STOP_SIGNAL && ex->m && ex->m->access && ex->acc_pc)
+    p->pc = ex->acc_pc, p->ret = true;
+  const hk_fib *fb = ex->rfib;
+  const bool running = ex->stop_at == HK_STOP_SIGNAL || ex->stop_at == HK_STOP_RUNTIME;
+  if (running && fb && fb->loop && ex->in_fis) {
+    p->mode = 2;
+  } else if (running && fb && fb->loop && ex->stop_at == HK_STOP_SIGNAL && ex->self &&
+             *ex->self) {
+    /* In the block function: its record may lag the thread it runs. */
+    p->mode = 1;
+    p->run = hk_rec_index(*ex->self);
+    p->loop_from = fb->loop_done;
+    if (p->run < p->loop_from) p->run = p->loop_from;
+  } else if (running) {
+    p->run = ex->cur;
+  }
+  if (!running) p->pc = NULL;
+}
+
+void hk_exec_thread_at(const hk_exec *ex, int j, int *state, int *line, int *op) {
+  *line = 0, *op = -1;
+  if (!ex->states_valid) { /* fast mode, no thread entered the runtime */
+    *state = j < ex->next_thread ? HK_T_EXIT : HK_T_NEW;
+    return;
+  }
+  const hk_thr *t = &ex->thr[j];
+  *state = t->state;
+  *line = t->line;
+  *op = t->op;
+}
 
 int hk_where(const hk_exec *ex, char *buf, size_t cap) {
   unsigned b[3];
@@ -174,26 +242,26 @@ void hk_loop_sync(hk_exec *ex) {
   ex->cur = i;
 }
 
-/* The watchdog stopped the launch (host_watchdog.c): the calling thread's
+/* A stop (hk_exec_stop; the watchdog, tools/watchdog.c): the calling thread's
  * block stops on its way back to the kernel, whose call (pc, a return
  * address) is where it was. */
 __attribute__((noreturn, noinline)) void hk_rt_timeout(hk_exec *ex, const void *pc) {
   ex->in_kernel = 0;
-  ex->wd_hit = HK_WD_RUNTIME;
-  ex->wd_pc = pc;
-  ex->wd_ret = true;
+  ex->stop_at = HK_STOP_RUNTIME;
+  ex->stop_pc = pc;
+  ex->stop_ret = true;
   fb_yield(&ex->rfib->f, true); /* not `done`: its stack is abandoned */
   __builtin_trap();             /* never resumed */
 }
 
 /* Always inlined: __builtin_return_address(0) is then the kernel's call of
- * the entry point.  The window opens before wd_stop is read, so a watchdog
+ * the entry point.  The window opens before stop is read, so a watchdog
  * signal after the read finds it open. */
 static inline __attribute__((always_inline)) void hk_rt_leave(hk_exec *ex) {
   atomic_signal_fence(memory_order_seq_cst);
   ex->in_kernel = 1;
   atomic_signal_fence(memory_order_seq_cst);
-  if (__builtin_expect(atomic_load_explicit(&ex->wd_stop, memory_order_relaxed), 0))
+  if (__builtin_expect(atomic_load_explicit(&ex->stop, memory_order_relaxed), 0))
     hk_rt_timeout(ex, __builtin_return_address(0));
 }
 

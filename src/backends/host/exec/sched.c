@@ -47,12 +47,12 @@
  * size and the host_fiber_stack option).  The process goes on; the fibers
  * of that block are abandoned (their stacks are reused).
  *
- * The watchdog (option kernel_timeout, host_watchdog.c) stops a block the
+ * The watchdog (option kernel_timeout, tools/watchdog.c) stops a block the
  * same way: its SIGBUS, sent with pthread_kill (si_code SI_TKILL), jumps
  * out of the kernel's own code (siglongjmp value 2, no fault text), and
- * the runner and the scheduler check the executor's wd_stop before they
+ * the runner and the scheduler check the executor's stop before they
  * resume a thread (hk_schedule returns 2); the block is then recorded
- * (hk_wd_block_stopped) and abandoned as after a fault.
+ * (the tools' stopped hook) and abandoned as after a fault.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -304,8 +304,8 @@ static void hk_runner_main(void *arg) {
     hk_runner_loop(fb, ex, l);
   }
   while (!fb->taken && ex->next_thread < ex->n) {
-    if (atomic_load_explicit(&ex->wd_stop, memory_order_relaxed)) { /* the watchdog (host_watchdog.c) */
-      ex->wd_hit = HK_WD_SCHED;
+    if (atomic_load_explicit(&ex->stop, memory_order_relaxed)) { /* the watchdog (tools/watchdog.c) */
+      ex->stop_at = HK_STOP_SCHED;
       fb_yield(&fb->f, true); /* not `done`: abandoned */
     }
     int i = ex->next_thread++;
@@ -407,19 +407,19 @@ static void hk_divergence(hk_exec *ex, int lo, int hi, const char *what) {
   hk_fmt(ex->fault, sizeof ex->fault, "%s", buf);
 }
 
-/* The watchdog stopped the launch (host_watchdog.c): seen here between threads. */
-#define HK_WD_STOPPED(ex)                                                           \
-  (atomic_load_explicit(&(ex)->wd_stop, memory_order_relaxed) ? ((ex)->wd_hit = HK_WD_SCHED, 1) \
+/* The watchdog stopped the launch (tools/watchdog.c): seen here between threads. */
+#define HK_STOPPED(ex)                                                           \
+  (atomic_load_explicit(&(ex)->stop, memory_order_relaxed) ? ((ex)->stop_at = HK_STOP_SCHED, 1) \
                                                                : 0)
 
 /* Run the fibers of the block until all have returned.  0: done; 1: fault
- * (ex->fault says what); 2: the watchdog stopped it (ex->wd_hit says where). */
+ * (ex->fault says what); 2: the watchdog stopped it (ex->stop_at says where). */
 static int hk_schedule(hk_exec *ex) {
   const int n = ex->n, W = ex->k->wave;
   const bool check = ex->m->check;
   /* First every thread runs, in order, on runners made as they are needed. */
   while (ex->next_thread < n) {
-    if (HK_WD_STOPPED(ex)) return 2;
+    if (HK_STOPPED(ex)) return 2;
     hk_fib *fb = &ex->fib[ex->nfib];
     fb->taken = fb->done = false;
     if (fb_prepare(&fb->f, &ex->sched, ex->stacks + (size_t)ex->nfib * ex->stride + ex->k->page,
@@ -434,7 +434,7 @@ static int hk_schedule(hk_exec *ex) {
     ex->rfib = fb;
     fb->loop = false;
     fb_resume(&ex->sched, &fb->f);
-    if (ex->wd_hit) return 2;
+    if (ex->stop_at) return 2;
     if (ex->states_valid && ex->thr[ex->cur].state == HK_T_FAULT) return 1;
     if (!fb->done) fb->taken = true; /* its thread waits at a barrier */
   }
@@ -458,12 +458,12 @@ static int hk_schedule(hk_exec *ex) {
         i++;
         continue;
       }
-      if (HK_WD_STOPPED(ex)) return 2;
+      if (HK_STOPPED(ex)) return 2;
       ex->cur = i;
       ex->rfib = t->fib;
       *ex->self = t->self;
       fb_resume(&ex->sched, &ex->rfib->f);
-      if (ex->wd_hit) return 2;
+      if (ex->stop_at) return 2;
       if (ex->thr[ex->cur].state == HK_T_FAULT) return 1;
       i = ex->cur + 1;
     }
@@ -587,7 +587,7 @@ static int hk_schedule_guarded(hk_exec *ex) {
   /* Without the signal mask (saving it is a system call per block): the
    * mask hk_run_blocks saved once per launch comes back here (the handler
    * ran with its signal, and whatever its sa_mask said, blocked). */
-  /* 1: a fault's signal; 2: the watchdog's (host_watchdog.c). */
+  /* 1: a fault's signal; 2: the watchdog's (tools/watchdog.c). */
 #if DV_FIBER_TSAN
   /* ThreadSanitizer lost the jump buffer saved without the mask when a
    * stack overflow's handler jumped back ("can't find longjmp buf"). */
@@ -639,10 +639,10 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   ex->m = l->v.kern->m;
   ex->block = b;
   ex->n = n;
-  ex->wd_hit = HK_WD_NONE;
+  ex->stop_at = HK_STOP_NONE;
   ex->in_fis = false;
   /* Under the watchdog: the line a thread last waited at is reported. */
-  for (int i = 0; l->wd_on && i < n; i++) ex->thr[i].line = 0;
+  for (int i = 0; (l->tflags & HK_WANT_LINES) && i < n; i++) ex->thr[i].line = 0;
   ex->nfib = 0;
   ex->next_thread = 0;
   ex->direct = false;
@@ -685,7 +685,7 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   ex->ntakes = 0;
   if (l->acc) hk_access_block(ex); /* the access checks: a new block */
   int rc = hk_schedule_guarded(ex);
-  if (rc == 2) hk_wd_block_stopped(ex); /* while its fibers' records are there */
+  if (rc == 2) hk_tools_stopped(ex, l); /* while its fibers' records are there */
   for (int f = 0; f < ex->nfib; f++)
     if (!ex->fib[f].done) fb_abandon(&ex->fib[f].f);
   *ex->self = NULL;
@@ -698,11 +698,11 @@ void hk_run_blocks(hk_exec *ex, hk_job *l) {
    * (hk_task_run made one for itself and each helper that may join). */
   if (l->acc && !hk_access_lane(ex, l)) return;
   pthread_sigmask(SIG_SETMASK, NULL, &ex->sigmask); /* hk_schedule_guarded restores it */
-  hk_wd_enter(ex, l);
+  hk_tools_enter(ex, l);
   ex->cnext = ex->cend = 0;
   uint64_t b;
   while (!atomic_load(&l->abort) && hk_claim(ex, l, &b)) hk_run_block(ex, l, b);
-  hk_wd_leave(ex, l);
+  hk_tools_leave(ex, l);
 }
 
 /* ========================================================================== */

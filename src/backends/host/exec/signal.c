@@ -3,7 +3,7 @@
  * SIGBUS, SIGFPE and SIGILL in a simulated thread's own code (the
  * executor's in_kernel) leave its block through siglongjmp to the
  * executor's jump buffer (host_exec.c's hk_schedule_guarded) and become
- * DV_ERR_KERNEL_FAULT; the watchdog's SIGBUS (host_watchdog.c: SI_TKILL from
+ * DV_ERR_KERNEL_FAULT; the watchdog's SIGBUS (tools/watchdog.c: SI_TKILL from
  * this process) stops a block that runs past its launch's deadline.  Any
  * other signal goes to whoever handled it before.  Installed while some
  * state that launched holds it (hk_sig_acquire / hk_sig_release).
@@ -47,24 +47,24 @@ static void *hk_uc_sp(void *uc) {
 
 static void hk_on_signal(int sig, siginfo_t *si, void *uc) {
   hk_exec *ex = hk_cur;
-  if (sig == HK_WD_SIG && si && si->si_code == SI_TKILL && si->si_pid == getpid()) {
-    /* The watchdog's (host_watchdog.c): in the kernel's code, the block
+  if (sig == HK_STOP_SIG && si && si->si_code == SI_TKILL && si->si_pid == getpid()) {
+    /* The watchdog's (tools/watchdog.c): in the kernel's code, the block
      * stops here; elsewhere the runtime, the runner or the scheduler sees
-     * wd_stop before the kernel runs again.  One that comes late (the
-     * executor left the launch: wd_stop is clear) is ignored. */
+     * stop before the kernel runs again.  One that comes late (the
+     * executor left the launch: stop is clear) is ignored. */
     const void *pc = hk_uc_pc(uc);
     /* Only in the module's own code (elsewhere, as in libc's formatting
      * of a dv_printf, the place would say little; the runtime's check or
      * the next signal stops it): where the module's code is not known,
      * anywhere in the kernel's window. */
-    bool there = !ex || ex->wd_hi <= ex->wd_lo ||
-                 ((uintptr_t)pc >= ex->wd_lo && (uintptr_t)pc < ex->wd_hi);
+    bool there = !ex || ex->stop_hi <= ex->stop_lo ||
+                 ((uintptr_t)pc >= ex->stop_lo && (uintptr_t)pc < ex->stop_hi);
     if (ex && ex->in_kernel && there &&
-        atomic_load_explicit(&ex->wd_stop, memory_order_relaxed)) {
+        atomic_load_explicit(&ex->stop, memory_order_relaxed)) {
       ex->in_kernel = 0;
-      ex->wd_hit = HK_WD_SIGNAL;
-      ex->wd_pc = pc;
-      ex->wd_ret = false;
+      ex->stop_at = HK_STOP_SIGNAL;
+      ex->stop_pc = pc;
+      ex->stop_ret = false;
       fb_escape(&ex->rfib->f);
       siglongjmp(ex->jb, 2);
     }

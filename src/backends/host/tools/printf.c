@@ -105,11 +105,12 @@ static int hkt_rec_cmp(const void *a, const void *b) {
 }
 
 /* The launch's output to stdout, then its buffer emptied. */
-static void hkt_flush(void *self, void *data, const hk_job *l) {
+static dv_status hkt_flush(void *self, void *data, const hk_job *l, char *msg, size_t cap) {
+  (void)msg, (void)cap;
   const hkt_printf *pf = self;
   hkt_out *o = data;
   const hk_jview *v = hk_job_view(l);
-  if (!o->nrecs && !o->dropped) return;
+  if (!o->nrecs && !o->dropped) return DV_OK;
   qsort(o->recs, o->nrecs, sizeof *o->recs, hkt_rec_cmp);
   flockfile(stdout);
   for (size_t r = 0; r < o->nrecs; r++) {
@@ -141,6 +142,7 @@ static void hkt_flush(void *self, void *data, const hk_job *l) {
   o->recs = NULL;
   o->len = o->cap = o->used = o->nrecs = o->recs_cap = 0;
   o->dropped = o->dropped_bytes = 0;
+  return DV_OK;
 }
 
 dv_status hkt_printf_open(const dv_backend_config *cfg, hk_state *k, hkt_printf *pf) {

@@ -5,7 +5,10 @@ dv_status hkt_open(const dv_backend_config *cfg, hk_state *k, hkt_state **out) {
   *out = NULL;
   hkt_state *t = dv__calloc(1, sizeof *t);
   if (!t) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the host simulator's tools");
+  /* In this order: a launch's printf output is written before the
+   * watchdog's report is made (their finish hooks). */
   dv_status rc = hkt_printf_open(cfg, k, &t->printf);
+  if (!rc) rc = hkt_watchdog_open(cfg, k, &t->watchdog);
   if (rc) {
     hkt_close(t);
     return rc;
@@ -16,5 +19,6 @@ dv_status hkt_open(const dv_backend_config *cfg, hk_state *k, hkt_state **out) {
 
 void hkt_close(hkt_state *t) {
   if (!t) return;
+  hkt_watchdog_close(&t->watchdog);
   dv__free(t);
 }

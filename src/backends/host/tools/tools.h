@@ -8,6 +8,8 @@
  *   printf.c  printf capture: dv_printf's texts kept per launch (option
  *             host_printf_buffer) and written to stdout in block and
  *             thread order when the launch has run
+ *   watchdog.c the watchdog (option kernel_timeout): stops a launch that
+ *             runs too long and says where its threads were
  */
 #ifndef DV_HOST_TOOLS_H
 #define DV_HOST_TOOLS_H

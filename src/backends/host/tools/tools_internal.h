@@ -15,8 +15,23 @@ typedef struct hkt_printf {
 } hkt_printf;
 dv_status hkt_printf_open(const dv_backend_config *cfg, hk_state *k, hkt_printf *pf);
 
+/* ---- watchdog.c (option kernel_timeout) ---- */
+typedef struct hkt_wjob hkt_wjob; /* a launch under a deadline */
+typedef struct hkt_watchdog {
+  double timeout;  /* seconds a launch may run (0: no limit) */
+  pthread_mutex_t m; /* the lists: jobs, each one's execs */
+  pthread_cond_t c;  /* CLOCK_MONOTONIC */
+  pthread_t thread;
+  bool inited, started, quit;
+  hkt_wjob *jobs;  /* launches running under a deadline */
+} hkt_watchdog;
+dv_status hkt_watchdog_open(const dv_backend_config *cfg, hk_state *k, hkt_watchdog *wd);
+/* Stop the watchdog thread (no launch is left). */
+void hkt_watchdog_close(hkt_watchdog *wd);
+
 struct hkt_state {
   hkt_printf printf;
+  hkt_watchdog watchdog;
 };
 
 #endif
