@@ -3,7 +3,7 @@
  * host_race.c) on its own: accesses per second and ns per access for the
  * access patterns of a block reduction and a tiled matmul in shared memory,
  * and of a streaming kernel and a naive matmul in global memory, driven
- * through host_check.h as the checked simulator's dispatcher drives it (no
+ * through tools/check.h as the checked simulator's dispatcher drives it (no
  * kernel, no fibers: the engine's own cost).  Also the shadow's size: per
  * byte touched, and for a big region touched at a few bytes.
  *
@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "backends/host/host_check.h"
+#include "backends/host/tools/check.h"
 #include "bench_util.h"
 #include "dialect/dialect.h"
 

@@ -1,7 +1,7 @@
 /*
  * The host simulator's access checks (issue 24, kernel_check=on:
- * src/backends/host/host_access.c, host_memcheck.c, host_initcheck.c,
- * host_race.c).  For each class of bug a seeded kernel is reported with
+ * src/backends/host/tools/: access.c, memcheck.c, initcheck.c,
+ * race.c).  For each class of bug a seeded kernel is reported with
  * DV_ERR_KERNEL_FAULT and a message naming the kind, the kernel, the
  * thread(s), the source line(s), the array and the element, and a
  * corrected twin (barrier added, atomic, bound fixed) runs clean; the

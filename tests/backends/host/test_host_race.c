@@ -11,7 +11,7 @@
 #include <pthread.h>
 
 #include "common.h"
-#include "backends/host/host_check.h"
+#include "backends/host/tools/check.h"
 #include "core/core.h"
 #include "dialect/dialect.h"
 

@@ -1,6 +1,6 @@
 /*
- * The host simulator's watchdog (option kernel_timeout, host_watchdog.c)
- * and the source lines of code addresses it reports (host_lines.c).
+ * The host simulator's watchdog (option kernel_timeout, tools/watchdog.c)
+ * and the source lines of code addresses it reports (toolchain/lines.c).
  *
  * Each scenario runs in both of the simulator's modes (a context with
  * host_mode=checked, one with host_mode=fast): a kernel that never ends

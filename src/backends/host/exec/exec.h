@@ -39,6 +39,7 @@ typedef struct hk_jview {
   uint32_t grid[3], block[3];
   uint64_t nblocks;
   int nthreads;
+  int wave; /* the simulated wave's lanes (option host_wave_size) */
 } hk_jview;
 static inline const hk_jview *hk_job_view(const hk_job *l) { return (const hk_jview *)(const void *)l; }
 
@@ -51,6 +52,72 @@ void hk_job_abort(hk_job *l);
  * simulated thread (linear index in the block). */
 uint64_t hk_exec_block(const hk_exec *ex);
 int hk_exec_thread(const hk_exec *ex);
+
+/* An executor as a tool sees it: hk_exec's first member (hk_exec_view),
+ * written by exec only (but acc_pc and tool[]), read by the tools from
+ * the executor's own thread while it runs the launch's blocks. */
+#define HK_ARENA_BYTES ((size_t)128 << 10) /* the block's shared arena: limit + redzones + alignment */
+#define HK_MAX_SLOTS 256
+#define HK_MAX_TAKES 16
+#define HK_TOOLS 4
+/* A shared array of the running block (or a dynamic array taken from the
+ * dynamic area), at arena offset off. */
+typedef struct hk_slot {
+  size_t off, bytes;
+  size_t item;      /* its element's bytes (instrumented modules; else 1) */
+  const char *name; /* static string of the kernel's module */
+  int line;
+} hk_slot;
+typedef struct hk_xview {
+  hk_job *l;         /* the launch it runs (hk_job_view) */
+  const hk_mview *m; /* its module */
+  uint64_t block;    /* the running block (linear index) */
+  int cur;           /* its running simulated thread (linear index in the block) */
+  /* Memory of its own: the fibers' stacks, [stacks, stacks + map_bytes),
+   * and the block's shared arena, HK_ARENA_BYTES from arena. */
+  unsigned char *stacks;
+  size_t map_bytes;
+  unsigned char *arena;
+  /* The running block's shared arrays (slot 0: the dynamic area, dyn_bytes
+   * of it) and the dynamic arrays its threads took (instrumented modules). */
+  hk_slot slots[HK_MAX_SLOTS];
+  int nslots;
+  hk_slot takes[HK_MAX_TAKES];
+  int ntakes;
+  size_t dyn_bytes;
+  /* A tool's runtime entry (hk_exec_lib_enter) sets it: the kernel's
+   * instruction it checks (a return address), where a stop that lands in
+   * the tool's code says the thread was. */
+  const void *volatile acc_pc;
+  /* Each tool's state of this executor's share of the running launch
+   * (hk_tool_add's index): the tool's enter hook sets it, its leave hook
+   * clears it. */
+  void *tool[HK_TOOLS];
+} hk_xview;
+static inline const hk_xview *hk_exec_view(const hk_exec *ex) {
+  return (const hk_xview *)(const void *)ex;
+}
+/* The same, for a tool's writes of acc_pc and its tool[] entry. */
+static inline hk_xview *hk_exec_tool_view(hk_exec *ex) { return (hk_xview *)(void *)ex; }
+
+/* This OS thread's executor (NULL: none): a tool's runtime entries find
+ * the calling kernel thread's here. */
+extern _Thread_local hk_exec *hk_cur;
+/* Is p in the threads' records of ex's running block or in its module's
+ * dv__self (memory the runtime owns, not the kernel's)? */
+bool hk_exec_records(const hk_exec *ex, uintptr_t p);
+/* A tool's runtime entry, called from the kernel's code on ex's thread,
+ * runs library code between these: enter closes the kernel's fault window
+ * (a fault from here on is the library's; a kernel that left too little
+ * stack is stopped with its stack overflow first); leave opens it again
+ * before the kernel's instruction pc, and stops the block there if a stop
+ * is on its way (hk_exec_stop). */
+void hk_exec_lib_enter(hk_exec *ex);
+void hk_exec_lib_leave(hk_exec *ex, const void *pc);
+/* Stop ex's running block (on ex's thread, between hk_exec_lib_enter and
+ * leave, or in a hook on it) with the fault msg: the launch fails with
+ * DV_ERR_KERNEL_FAULT and msg; the stream and context go on. */
+__attribute__((noreturn)) void hk_exec_fault(hk_exec *ex, const char *msg);
 /* Linear index lin as coordinates in a grid or block of extents dim. */
 void hk_coords(uint64_t lin, const uint32_t dim[3], unsigned c[3]);
 #define HK_NWAVE_OPS 7
@@ -91,9 +158,11 @@ void hk_exec_thread_at(const hk_exec *ex, int j, int *state, int *line, int *op)
 
 /* A tool: hooks the executor calls, each given the tool's own `self` and
  * its state of the launch (*slot, NULL until the tool sets it; the slot is
- * the launch's, one per tool).  A hook left NULL is not called; a tool
- * without a state of a launch costs that launch one test per hook. */
-#define HK_TOOLS 4
+ * the launch's, one per tool).  A hook left NULL is not called; but for
+ * make, start and print (which may set the state), a hook is called only
+ * for a tool with a state of the launch, so a launch no tool watches costs
+ * a test per tool and hook kind (the block events below: one test per
+ * event). */
 /* What a start hook may ask of the launch's run (*want |= ...). */
 enum {
   HK_WANT_ONE = 1,   /* executors take its blocks one at a time (hk_job_started is exact) */
@@ -102,18 +171,34 @@ enum {
 typedef struct hk_tool {
   const char *name;
   void *self;
+  /* The launch is made (hk_launch, on the caller's thread, its arguments
+   * as the backend table gives them; before it is queued).  An error
+   * (made with dv__error) fails the launch; its free hooks follow. */
+  dv_status (*make)(void *self, _Atomic(void *) *slot, hk_job *l, const dv_blaunch *bl);
   /* The launch starts to run (on the stream's worker, before its blocks;
    * lanes: the executors that may run them at once).  An error (its
    * message in msg) fails the launch before any block runs; the tools
    * started before it get their stop hooks. */
   dv_status (*start)(void *self, _Atomic(void *) *slot, hk_job *l, int lanes, unsigned *want,
                      char *msg, size_t cap);
-  /* An executor joins / leaves the launch's run (on its own thread). */
-  void (*enter)(void *self, void *data, hk_exec *ex);
+  /* An executor joins / leaves the launch's run (on its own thread; it may
+   * set / clears its hk_xview.tool[] entry).  enter false: ex runs none of
+   * the launch's blocks (the tools that entered before leave). */
+  bool (*enter)(void *self, void *data, hk_exec *ex);
   void (*leave)(void *self, void *data, hk_exec *ex);
+  /* The block events, on ex's thread: a block starts; every thread of it
+   * passed a barrier (fence: the DV_FENCE_* each named); every lane of
+   * wave w passed a wave barrier; a barrier interval ends (a barrier
+   * releases the block, or it ends), where pending may stop the block
+   * with a fault (true, its report in msg). */
+  void (*block)(void *self, void *data, hk_exec *ex);
+  void (*barrier)(void *self, void *data, hk_exec *ex, int fence);
+  void (*wave)(void *self, void *data, hk_exec *ex, int w);
+  bool (*pending)(void *self, void *data, hk_exec *ex, char *msg, size_t cap);
   /* ex's block was stopped (hk_exec_stop), before its fibers go. */
   void (*stopped)(void *self, void *data, const hk_exec *ex);
-  /* Every executor has left the launch (before its buffers' guards are checked). */
+  /* Every executor has left the launch (before its buffers' guards are
+   * checked), or a later tool's start failed. */
   void (*stop)(void *self, void *data, hk_job *l);
   /* dv_printf (from the runtime, on an executor, inside the launch's run):
    * the text of one call, n bytes (negative: it cannot be formatted);
@@ -128,7 +213,8 @@ typedef struct hk_tool {
   void (*free)(void *self, void *data);
 } hk_tool;
 /* Plug tool t in (copied) for the launches of k; hk_open's caller, before
- * any launch.  DV_ERR_MISUSE when HK_TOOLS are in already. */
-dv_status hk_tool_add(hk_state *k, const hk_tool *t);
+ * any launch.  *at: its index (its hk_xview.tool[] entry).  DV_ERR_MISUSE
+ * when HK_TOOLS are in already. */
+dv_status hk_tool_add(hk_state *k, const hk_tool *t, int *at);
 
 #endif

@@ -1,26 +1,25 @@
 /*
- * The host simulator's kernel execution, private to the files at
- * src/backends/host/'s top (host.c reaches them only through
- * host_internal.h's entry points).  They use the parts below them through
- * each part's one header: device/device.h (blocks, streams' opaque tasks),
- * toolchain/toolchain.h (the read-only views of modules and kernels, the
- * lines of code addresses).  One file per mechanism:
+ * The host simulator's kernel execution, private to exec/ (host.c reaches
+ * it through exec.h's entry points; tools/ through exec.h's hook list and
+ * views).  It uses the parts below it through each part's one header:
+ * device/device.h (blocks, streams' opaque tasks), toolchain/toolchain.h
+ * (the read-only views of modules and kernels, the lines of code
+ * addresses).  One file per mechanism:
  *
- *   host_kernel.c  the kernel state, limits, launches and running them as a
- *                  stream's task (uses all below)
- *   host_exec.c    executors (OS threads that run blocks), the runner and
- *                  block scheduler (fibers), helper threads
- *   host_signal.c  the signal handler: faults in a kernel's code, the
- *                  watchdog's signal
- *   host_call.c    calling a kernel: argument types, the System V "flat"
- *                  path, libffi
- *   host_rt.c      the runtime kernels call (dv__rt): shared memory,
- *                  barriers, wave operations, printf, faults
- *   hooks.c        the tools' hook list (exec.h's hk_tool; tools/)
- *   host_access.c  the access checks (kernel_check=on): the instrumented
- *                  module's runtime entries, classifying each access;
- *                  host_memcheck.c its out-of-bounds reports; initcheck and
- *                  race detection behind host_check.h
+ *   launch.c  the kernel state, limits, launches and running them as a
+ *             stream's task
+ *   sched.c   executors (OS threads that run blocks), the runner and
+ *             block scheduler (fibers)
+ *   pool.c    the helper threads that join launches of many blocks
+ *   signal.c  the signal handler: faults in a kernel's code, the stop
+ *             signal (hk_exec_stop)
+ *   call.c    calling a kernel: argument types, the System V "flat"
+ *             path, libffi
+ *   rt.c      the runtime kernels call (dv__rt): shared memory,
+ *             barriers, wave operations, printf, faults; the library-code
+ *             window tools' runtime entries use
+ *   fiber.c   the fibers (fiber.h)
+ *   hooks.c   the tools' hook list (exec.h's hk_tool; tools/ plugs them in)
  */
 #ifndef DV_HOST_KERNEL_INTERNAL_H
 #define DV_HOST_KERNEL_INTERNAL_H
@@ -45,9 +44,6 @@
 #define HK_REDZONE 64
 #define HK_CANARY 0xFD
 #define HK_POISON 0xDF
-#define HK_ARENA_BYTES ((size_t)128 << 10) /* shared limit + redzones + alignment */
-#define HK_MAX_SLOTS 256
-#define HK_MAX_TAKES 16
 #define HK_ALTSTACK ((size_t)64 << 10)
 /* Stack the runtime's own frames may need below its entry point (a shared
  * array may allocate; a fault formats its message): host_rt.c's
@@ -113,8 +109,6 @@ typedef struct hk_flat {
 } hk_flat;
 #endif
 
-typedef struct hk_access hk_access; /* host_access.c's state of a launch */
-typedef struct hk_lane hk_lane;     /* ... and of the blocks one executor runs */
 
 struct hk_job {
   hk_jview v; /* what the tools see: kernel, grid, block (exec.h) */
@@ -130,7 +124,6 @@ struct hk_job {
   void **values;
   hk_val *vals;
   dv_bkview *views;
-  hk_access *acc;   /* the access checks (instrumented module), or NULL */
   hb_block **held; /* one reference each */
   int *held_param; /* which parameter */
   size_t nheld;
@@ -150,6 +143,7 @@ struct hk_job {
   /* Each tool's state of the launch (hk_state.tools' order; NULL: none). */
   _Atomic(void *) tool[HK_TOOLS];
   unsigned tflags; /* what the tools' start hooks asked for (HK_WANT_*) */
+  bool tevents;    /* a tool with a state of it has block event hooks (hk_tools_start) */
 };
 
 /* ========================================================================== */
@@ -183,19 +177,13 @@ struct hk_fib {
   int owner; /* the thread that took it (fast mode) */
 };
 
-typedef struct hk_slot {
-  size_t off, bytes;
-  size_t item; /* its element's bytes (instrumented modules; else 1) */
-  const char *name; /* static string of the kernel's module */
-  int line;
-} hk_slot;
-
 struct hk_exec {
+  hk_xview x; /* what the tools see: the running block, its memory (exec.h) */
   hk_state *k;
   fb_fiber sched;
-  /* Fiber stacks: nstacks of `stride` bytes, a guard page at the bottom of each. */
-  unsigned char *stacks;
-  size_t nstacks, stride, map_bytes;
+  /* Fiber stacks (x.stacks, x.map_bytes): nstacks of `stride` bytes, a
+   * guard page at the bottom of each. */
+  size_t nstacks, stride;
   hk_thr *thr;
   dv__hthread *ht;
   hk_fib *fib;
@@ -204,28 +192,15 @@ struct hk_exec {
   void *alt;
   stack_t alt_old;
   bool alt_set;
-  /* Shared memory of the running block. */
-  unsigned char *arena;
-  hk_slot slots[HK_MAX_SLOTS];
-  int nslots;
-  /* Dynamic shared arrays taken in this block (instrumented modules: the
-   * access checks name them). */
-  hk_slot takes[HK_MAX_TAKES];
-  int ntakes;
   int *site_slot; /* site -> slot + 1 */
   int site_cap;
   size_t arena_used, static_bytes;
   unsigned char *dyn;
-  size_t dyn_bytes;
-  /* The running block. */
-  hk_job *l;
-  const hk_mview *m;
-  uint64_t block;
+  /* The running block (and x: its launch, module, block, thread). */
   uint64_t cnext, cend; /* the rest of the blocks this executor took (hk_claim) */
   int n;           /* threads */
   int nfib;        /* fibers made for this block */
   int next_thread; /* the next one a runner takes */
-  int cur;         /* simulated thread running */
   hk_fib *rfib;    /* the fiber running */
   bool direct;     /* every thread has its fiber: a waiting one switches to the next */
   /* The threads' records (thr) say where each one is.  In fast mode they
@@ -256,11 +231,6 @@ struct hk_exec {
   _Atomic int stop;
   int stop_at;
   const void *volatile stop_pc;
-  /* The access checks (host_access.c): the last access's instruction (a
-   * return address in the kernel's code), where a watchdog signal that
-   * lands inside the module's hooks says the thread was. */
-  const void *volatile acc_pc;
-  hk_lane *lane; /* the access checks' state for this executor's blocks (hk_access_lane) */
   bool stop_ret;
   bool in_fis;       /* fast mode: the fission function runs (sched.c) */
   pthread_t thread;  /* its OS thread (hk_exec_stoppable): HK_STOP_SIG goes there */
@@ -284,10 +254,6 @@ void hk_flat_build(hk_job *l);
 void hk_call(hk_job *l, void (*fn)(void), volatile sig_atomic_t *in_kernel);
 
 /* ---- host_rt.c ---- */
-/* The runtime every module's dv__rt points to. */
-extern const dv__host_rt hk_rt;
-/* This OS thread's executor (host_exec.c sets it up; the runtime reads it). */
-extern _Thread_local hk_exec *hk_cur;
 /* "kernel K, block (x,y,z)" of the executor's running block. */
 int hk_where(const hk_exec *ex, char *buf, size_t cap);
 /* signal.c: the device buffer a SIGSEGV's address missed, as ", ..." (or nothing). */
@@ -328,36 +294,6 @@ void hk_test_fault_at(int where);
  * handler takes it when si_code is SI_TKILL from this process). */
 #define HK_STOP_SIG SIGBUS
 
-/* ---- host_access.c (the access checks, kernel_check=on; host_check.h) ---- */
-/* A launch of an instrumented module (l->kern->m->access): its checks'
- * state, from its arguments (bl, as hk_launch got it); an error status
- * (no memory) leaves l->acc NULL. */
-dv_status hk_access_new(hk_job *l, const dv_blaunch *bl);
-void hk_access_free(hk_access *a);
-/* The launch starts running / has run: its checks' shadows are made /
- * freed, for `lanes` executors (the launch's thread and its helpers) that
- * may run its blocks at once.  hk_access_start:
- * DV_ERR_HOST_OUT_OF_MEMORY when they cannot be. */
-dv_status hk_access_start(hk_job *l, int lanes);
-void hk_access_stop(hk_access *a);
-/* An executor joins the running launch: ex->lane becomes a lane of its
- * own.  false: none is left (ex runs none of the launch's blocks). */
-bool hk_access_lane(hk_exec *ex, hk_job *l);
-/* Some global memory went unchecked for races (no memory for its shadow);
- * read before hk_access_stop. */
-bool hk_access_degraded(const hk_access *a);
-/* The running block of ex starts; every thread of it passed a barrier
- * (fences: DV_FENCE_*); every lane of wave w passed a wave barrier. */
-void hk_access_block(hk_exec *ex);
-void hk_access_barrier(hk_exec *ex, int fence);
-void hk_access_wave(hk_exec *ex, int w);
-/* A barrier interval of the running block ended (a barrier releases it, or
- * the block ends): true, with the report in ex->fault, when a thread read
- * shared memory no thread wrote before the interval's end (initcheck; a
- * write later in the interval by another thread is reported as a race
- * when it happens). */
-bool hk_access_pending(hk_exec *ex);
-
 /* ---- host_signal.c ---- */
 /* The signal handler, installed while some state that launched holds it. */
 void hk_sig_acquire(hk_state *k);
@@ -371,11 +307,19 @@ hk_exec *hk_exec_here(hk_state *k);
 void hk_run_blocks(hk_exec *ex, hk_job *l);
 
 /* ---- hooks.c: the tools' hooks of each kind, for launch l (exec.h) ---- */
+/* Every tool's make: the launch is made from bl; the first error. */
+dv_status hk_tools_make(hk_job *l, const dv_blaunch *bl);
 /* Every tool's start: the launch is about to run, on lanes executors; the
  * first error, with its message in msg (the tools started get their stop). */
 dv_status hk_tools_start(hk_job *l, int lanes, char *msg, size_t cap);
 /* These, only for a tool with a state of l: */
-void hk_tools_enter(hk_exec *ex, hk_job *l);
+/* false: a tool's enter refused ex (those entered before it left). */
+bool hk_tools_enter(hk_exec *ex, hk_job *l);
+/* The block events (only when l->tevents): pending true, with the report in msg. */
+void hk_tools_block(hk_exec *ex, hk_job *l);
+void hk_tools_barrier(hk_exec *ex, hk_job *l, int fence);
+void hk_tools_wave(hk_exec *ex, hk_job *l, int w);
+bool hk_tools_pending(hk_exec *ex, hk_job *l, char *msg, size_t cap);
 void hk_tools_leave(hk_exec *ex, hk_job *l);
 void hk_tools_stopped(hk_exec *ex, hk_job *l);
 void hk_tools_stop(hk_job *l);

@@ -94,7 +94,6 @@ dv_status hk_kernel_attrs(hk_state *k, dv_bkernel *kn, dv_kernel_attrs *out) {
 
 static void hk_launch_free(hk_job *l) {
   if (!l) return;
-  hk_access_free(l->acc);
   for (size_t i = 0; i < l->nheld; i++) hb_block_unref(l->held[i]);
   pthread_mutex_destroy(&l->em);
   hk_tools_free(l); /* the tools' states of it */
@@ -164,6 +163,7 @@ dv_status hk_launch(hk_state *k, dv_bstream *s, dv_bkernel *bk, const dv_blaunch
   l->dyn = bl->dynamic_shared;
   l->v.nblocks = blocks;
   l->v.nthreads = (int)threads;
+  l->v.wave = k->wave;
   l->nargs = bl->nargs;
   int param = -1;
   for (size_t j = 0; j < bl->nargs; j++) {
@@ -210,12 +210,10 @@ dv_status hk_launch(hk_state *k, dv_bstream *s, dv_bkernel *bk, const dv_blaunch
                      kn->name);
   }
   hk_flat_build(l);
-  if (kn->m->access) {
-    rc = hk_access_new(l, bl);
-    if (rc) {
-      hk_launch_free(l);
-      return rc;
-    }
+  rc = hk_tools_make(l, bl); /* the access checks: the launch's arrays */
+  if (rc) {
+    hk_launch_free(l);
+    return rc;
   }
   rc = hb_enqueue_task(s, &hk_task, l);
   if (rc) hk_launch_free(l);
@@ -268,29 +266,21 @@ static dv_status hk_task_run(void *task, char *msg, size_t cap) {
              l->v.kern->name);
     return DV_ERR_HOST_OUT_OF_MEMORY;
   }
-  /* The helpers that will join: with the access checks, a lane each. */
+  /* The helpers that will join, and the tools (the access checks: a lane
+   * for each executor; the watchdog: the deadline counts from here). */
   int want = hk_pool_want(k, l->v.nblocks);
-  if (l->acc && hk_access_start(l, 1 + want)) {
-    snprintf(msg, cap, "kernel %s: no host memory for the access checks' shadow "
-             "(kernel_check=on)", l->v.kern->name);
-    return DV_ERR_HOST_OUT_OF_MEMORY;
-  }
-  /* The tools (the watchdog: the deadline counts from here). */
   dv_status trc = hk_tools_start(l, 1 + want, msg, cap);
-  if (trc) {
-    hk_access_stop(l->acc);
-    return trc;
-  }
+  if (trc) return trc;
   hk_sig_acquire(k);
   hk_guards_begin(l);
   bool posted = false;
   /* Blocks taken a chunk at a time (hk_claim): up to 4,096 threads' worth,
    * at most 64 blocks, and at least eight chunks per executor so that the
    * last ones even out.  One at a time when a tool asks (the watchdog: its
-   * report says which blocks had started, hk_job_started) and with the
-   * access checks. */
+   * report says which blocks had started, hk_job_started; the access
+   * checks). */
   l->chunk = 1;
-  if (!(l->tflags & HK_WANT_ONE) && !l->acc) {
+  if (!(l->tflags & HK_WANT_ONE)) {
     uint64_t c = 4096 / (uint64_t)(l->v.nthreads > 0 ? l->v.nthreads : 1);
     uint64_t even = l->v.nblocks / (8 * (uint64_t)(1 + want));
     if (c > 64) c = 64;
@@ -302,15 +292,6 @@ static dv_status hk_task_run(void *task, char *msg, size_t cap) {
   if (posted) hk_pool_done(k, l);
   hk_tools_stop(l);
   hk_guards_end(l, l->v.kern->m->check);
-  /* No memory is a status, also for the race checks' shadow (the launch ran
-   * with part of global memory unchecked). */
-  if (!l->err && hk_access_degraded(l->acc)) {
-    l->err = DV_ERR_HOST_OUT_OF_MEMORY;
-    hk_fmt(l->msg, sizeof l->msg, "kernel %s: no host memory for the race checks' shadow "
-           "(kernel_check=on): the launch ran, but part of global memory went unchecked",
-           l->v.kern->name);
-  }
-  hk_access_stop(l->acc);
   trc = hk_tools_finish(l, msg, cap);
   if (l->err) {
     snprintf(msg, cap, "%s", l->msg);

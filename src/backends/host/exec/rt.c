@@ -63,8 +63,8 @@ uint64_t hk_job_started(const hk_job *l) {
 
 void hk_job_abort(hk_job *l) { atomic_store(&l->abort, 1); }
 
-uint64_t hk_exec_block(const hk_exec *ex) { return ex->block; }
-int hk_exec_thread(const hk_exec *ex) { return ex->cur; }
+uint64_t hk_exec_block(const hk_exec *ex) { return ex->x.block; }
+int hk_exec_thread(const hk_exec *ex) { return ex->x.cur; }
 
 void hk_exec_stoppable(hk_exec *ex, uintptr_t lo, uintptr_t hi, bool stop) {
   ex->thread = pthread_self();
@@ -86,16 +86,16 @@ static int hk_rec_index(const dv__hthread *t) {
 
 void hk_exec_stopped_at(const hk_exec *ex, hk_xstop *p) {
   memset(p, 0, sizeof *p);
-  p->block = ex->block;
-  p->m = ex->m;
+  p->block = ex->x.block;
+  p->m = ex->x.m;
   p->n = ex->n;
   p->run = -1;
   p->pc = ex->stop_pc;
   p->ret = ex->stop_ret;
   /* A signal in an instrumented module (kernel_check=on) lands mostly in
    * the access hooks kernel.h defines: the thread was at its last access. */
-  if (ex->stop_at == HK_STOP_SIGNAL && ex->m && ex->m->access && ex->acc_pc)
-    p->pc = ex->acc_pc, p->ret = true;
+  if (ex->stop_at == HK_STOP_SIGNAL && ex->x.m && ex->x.m->access && ex->x.acc_pc)
+    p->pc = ex->x.acc_pc, p->ret = true;
   const hk_fib *fb = ex->rfib;
   const bool running = ex->stop_at == HK_STOP_SIGNAL || ex->stop_at == HK_STOP_RUNTIME;
   if (running && fb && fb->loop && ex->in_fis) {
@@ -108,7 +108,7 @@ void hk_exec_stopped_at(const hk_exec *ex, hk_xstop *p) {
     p->loop_from = fb->loop_done;
     if (p->run < p->loop_from) p->run = p->loop_from;
   } else if (running) {
-    p->run = ex->cur;
+    p->run = ex->x.cur;
   }
   if (!running) p->pc = NULL;
 }
@@ -127,13 +127,13 @@ void hk_exec_thread_at(const hk_exec *ex, int j, int *state, int *line, int *op)
 
 int hk_where(const hk_exec *ex, char *buf, size_t cap) {
   unsigned b[3];
-  hk_coords(ex->block, ex->l->v.grid, b);
-  return snprintf(buf, cap, "kernel %s, block (%u,%u,%u)", ex->l->v.kern->name, b[0], b[1], b[2]);
+  hk_coords(ex->x.block, ex->x.l->v.grid, b);
+  return snprintf(buf, cap, "kernel %s, block (%u,%u,%u)", ex->x.l->v.kern->name, b[0], b[1], b[2]);
 }
 
 void hk_thread_name(const hk_exec *ex, int i, char *buf, size_t cap) {
   unsigned t[3];
-  hk_coords((uint64_t)i, ex->l->v.block, t);
+  hk_coords((uint64_t)i, ex->x.l->v.block, t);
   snprintf(buf, cap, "thread (%u,%u,%u)", t[0], t[1], t[2]);
 }
 
@@ -144,10 +144,10 @@ static void hk_states_make(hk_exec *ex) {
   if (ex->states_valid) return;
   for (int j = 0; j < ex->n; j++) {
     hk_thr *h = &ex->thr[j];
-    h->state = j < ex->cur ? HK_T_EXIT : HK_T_NEW, h->fib = NULL, h->op = -1, h->wphase = 0;
+    h->state = j < ex->x.cur ? HK_T_EXIT : HK_T_NEW, h->fib = NULL, h->op = -1, h->wphase = 0;
     h->self = NULL;
   }
-  hk_thr *h = &ex->thr[ex->cur];
+  hk_thr *h = &ex->thr[ex->x.cur];
   h->state = HK_T_RUN;
   h->fib = ex->rfib;
   h->self = ex->self ? *ex->self : NULL;
@@ -156,9 +156,14 @@ static void hk_states_make(hk_exec *ex) {
 
 void hk_fault_stop(hk_exec *ex) {
   hk_states_make(ex);
-  ex->thr[ex->cur].state = HK_T_FAULT;
+  ex->thr[ex->x.cur].state = HK_T_FAULT;
   fb_yield(&ex->rfib->f, true); /* not `done`: its stack is abandoned */
   __builtin_trap();             /* never resumed */
+}
+
+void hk_exec_fault(hk_exec *ex, const char *msg) {
+  if (msg != ex->fault) hk_fmt(ex->fault, sizeof ex->fault, "%s", msg);
+  hk_fault_stop(ex);
 }
 
 /* Stop the calling simulated thread's block with a fault; never returns. */
@@ -170,7 +175,7 @@ __attribute__((noreturn, format(printf, 2, 3))) static void hk_fault(hk_exec *ex
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
   hk_where(ex, where, sizeof where);
-  hk_thread_name(ex, ex->cur, who, sizeof who);
+  hk_thread_name(ex, ex->x.cur, who, sizeof who);
   hk_fmt(ex->fault, sizeof ex->fault, "%s, %s: %s", where, who, what);
   hk_fault_stop(ex);
 }
@@ -221,7 +226,7 @@ void hk_loop_sync(hk_exec *ex) {
      * here cost three passes over the block's threads a block, a light
      * kernel's most expensive part (issue 23's reduction). */
     fb->loop_done = i;
-    ex->cur = i;
+    ex->x.cur = i;
     return;
   }
   if (!ex->states_valid) { /* the block's first runtime call: the threads before i ended */
@@ -239,7 +244,7 @@ void hk_loop_sync(hk_exec *ex) {
   h->fib = fb;
   h->self = t;
   fb->loop_done = i;
-  ex->cur = i;
+  ex->x.cur = i;
 }
 
 /* A stop (hk_exec_stop; the watchdog, tools/watchdog.c): the calling thread's
@@ -252,6 +257,31 @@ __attribute__((noreturn, noinline)) void hk_rt_timeout(hk_exec *ex, const void *
   ex->stop_ret = true;
   fb_yield(&ex->rfib->f, true); /* not `done`: its stack is abandoned */
   __builtin_trap();             /* never resumed */
+}
+
+/* A tool's runtime entries (exec.h): the same window as the runtime's own
+ * (hk_rt_enter, hk_rt_leave); the kernel's instruction pc is the caller's
+ * to give.  No fast-mode block function calls them (an instrumented module
+ * runs a call per thread). */
+void hk_exec_lib_enter(hk_exec *ex) {
+  if ((uintptr_t)__builtin_frame_address(0) < (uintptr_t)ex->rfib->f.stack_lo + ex->rt_room)
+    hk_rt_overflow(ex);
+  atomic_signal_fence(memory_order_seq_cst);
+  ex->in_kernel = 0;
+  atomic_signal_fence(memory_order_seq_cst);
+}
+
+void hk_exec_lib_leave(hk_exec *ex, const void *pc) {
+  atomic_signal_fence(memory_order_seq_cst);
+  ex->in_kernel = 1;
+  atomic_signal_fence(memory_order_seq_cst);
+  if (__builtin_expect(atomic_load_explicit(&ex->stop, memory_order_relaxed), 0))
+    hk_rt_timeout(ex, pc);
+}
+
+bool hk_exec_records(const hk_exec *ex, uintptr_t p) {
+  return p - (uintptr_t)ex->ht < ex->cap * sizeof *ex->ht ||
+         p - (uintptr_t)ex->self < sizeof *ex->self; /* dv__self (thread-local) */
 }
 
 /* Always inlined: __builtin_return_address(0) is then the kernel's call of
@@ -280,34 +310,34 @@ static void *hk_shared(hk_exec *ex, int site, size_t bytes, size_t align, size_t
   }
   int s = ex->site_slot[site];
   if (s) {
-    hk_slot *sl = &ex->slots[s - 1];
+    hk_slot *sl = &ex->x.slots[s - 1];
     if (sl->bytes != bytes)
       hk_fault(ex, "shared array %s (%s:%d) is declared with %zu bytes here but %zu bytes by "
-               "another thread", name, ex->m->name, line, bytes, sl->bytes);
-    return ex->arena + sl->off;
+               "another thread", name, ex->x.m->name, line, bytes, sl->bytes);
+    return ex->x.arena + sl->off;
   }
   /* First use in this block: a fresh slot, poisoned, with a redzone. */
-  if (ex->static_bytes + bytes < bytes || ex->static_bytes + bytes + ex->dyn_bytes > HK_SHARED_LIMIT)
+  if (ex->static_bytes + bytes < bytes || ex->static_bytes + bytes + ex->x.dyn_bytes > HK_SHARED_LIMIT)
     hk_fault(ex, "shared memory exceeds the device's %zu bytes per block: %zu bytes of static "
              "arrays up to %s (%s:%d) plus %zu bytes of dynamic shared memory", HK_SHARED_LIMIT,
-             ex->static_bytes + bytes, name, ex->m->name, line, ex->dyn_bytes);
+             ex->static_bytes + bytes, name, ex->x.m->name, line, ex->x.dyn_bytes);
   if (align < 16) align = 16;
   if (align & (align - 1)) hk_fault(ex, "shared array %s: alignment %zu", name, align);
   size_t off = (ex->arena_used + align - 1) & ~(align - 1);
-  if (ex->nslots >= HK_MAX_SLOTS || off + bytes + HK_REDZONE > HK_ARENA_BYTES)
+  if (ex->x.nslots >= HK_MAX_SLOTS || off + bytes + HK_REDZONE > HK_ARENA_BYTES)
     hk_fault(ex, "too many shared arrays (at most %d per block)", HK_MAX_SLOTS);
-  memset(ex->arena + off, HK_POISON, bytes);
-  hk_fill_redzone(ex->arena + off + bytes);
-  hk_slot *sl = &ex->slots[ex->nslots++];
+  memset(ex->x.arena + off, HK_POISON, bytes);
+  hk_fill_redzone(ex->x.arena + off + bytes);
+  hk_slot *sl = &ex->x.slots[ex->x.nslots++];
   sl->off = off;
   sl->bytes = bytes;
   sl->item = item ? item : 1;
   sl->name = name;
   sl->line = line;
-  ex->site_slot[site] = ex->nslots;
+  ex->site_slot[site] = ex->x.nslots;
   ex->arena_used = off + bytes + HK_REDZONE;
   ex->static_bytes += bytes;
-  return ex->arena + off;
+  return ex->x.arena + off;
 }
 
 static void *hk_rt_shared(int site, size_t bytes, size_t align, const char *name, int line) {
@@ -328,7 +358,7 @@ static void *hk_rt_shared_item(int site, size_t bytes, size_t align, size_t item
 /* (Reads only: the kernel's own code, as far as faults go.) */
 static unsigned char *hk_rt_dyn(size_t *bytes) {
   hk_exec *ex = hk_cur;
-  if (bytes) *bytes = ex->dyn_bytes;
+  if (bytes) *bytes = ex->x.dyn_bytes;
   return ex->dyn;
 }
 
@@ -336,17 +366,17 @@ static void *hk_dyn_take(hk_exec *ex, size_t *cursor, size_t bytes, size_t align
                          const char *name, int line) {
   if (!align || (align & (align - 1))) align = 1;
   size_t c = (*cursor + align - 1) & ~(align - 1);
-  if (c < *cursor || c + bytes < c || c + bytes > ex->dyn_bytes)
+  if (c < *cursor || c + bytes < c || c + bytes > ex->x.dyn_bytes)
     hk_fault(ex, "dynamic shared array %s (%s:%d) needs bytes [%zu, %zu) of dynamic shared "
-             "memory, but the launch gave %zu bytes (dynamic_shared)", name, ex->m->name, line, c,
-             c + bytes, ex->dyn_bytes);
+             "memory, but the launch gave %zu bytes (dynamic_shared)", name, ex->x.m->name, line, c,
+             c + bytes, ex->x.dyn_bytes);
   *cursor = c + bytes;
   /* The access checks name the take an access falls in (the first threads' takes). */
   if (item) {
     int i = 0;
-    while (i < ex->ntakes && !(ex->takes[i].off == c && ex->takes[i].name == name)) i++;
-    if (i == ex->ntakes && i < HK_MAX_TAKES)
-      ex->takes[ex->ntakes++] = (hk_slot){c, bytes, item, name, line};
+    while (i < ex->x.ntakes && !(ex->x.takes[i].off == c && ex->x.takes[i].name == name)) i++;
+    if (i == ex->x.ntakes && i < HK_MAX_TAKES)
+      ex->x.takes[ex->x.ntakes++] = (hk_slot){c, bytes, item, name, line};
   }
   return ex->dyn + c;
 }
@@ -374,7 +404,7 @@ static void *hk_rt_dyn_take_item(size_t *cursor, size_t bytes, size_t align, siz
  * scheduler, which decides whom a barrier releases. */
 static void hk_wait(hk_exec *ex, int state, int site, int line) {
   hk_states_make(ex); /* never needed: a fission function has no waits */
-  int i = ex->cur;
+  int i = ex->x.cur;
   hk_thr *thr = ex->thr, *t = &thr[i];
   hk_fib *lf = ex->rfib;
   if (lf->loop) { /* fast mode: this fiber stays with thread i; a new runner takes i + 1 on */
@@ -400,7 +430,7 @@ static void hk_wait(hk_exec *ex, int state, int site, int line) {
     for (int j = i + 1; j < n; j++) {
       if (thr[j].state != HK_T_RUN) continue;
       hk_fib *to = thr[j].fib;
-      ex->cur = j;
+      ex->x.cur = j;
       ex->rfib = to;
       *ex->self = thr[j].self;
       fb_switch(&from->f, &to->f);
@@ -444,16 +474,16 @@ const char *const hk_wave_names[HK_NWAVE_OPS] = {
  * block's partial last wave, or host_wave_size 1) needs no wait. */
 static dv_u64 hk_wave_op(hk_exec *ex, int op, dv_u64 v, int arg, int site, int line) {
   hk_states_make(ex); /* never needed: a fission function has no wave operations */
-  const int W = ex->k->wave, n = ex->n, i = ex->cur;
+  const int W = ex->k->wave, n = ex->n, i = ex->x.cur;
   if (op < 0 || op >= HK_NWAVE_OPS)
-    hk_fault(ex, "unknown wave operation %d (%s:%d)", op, ex->m->name, line);
+    hk_fault(ex, "unknown wave operation %d (%s:%d)", op, ex->x.m->name, line);
   const char *name = hk_wave_names[op];
   if ((op == dv__wave_up || op == dv__wave_down || op == dv__wave_xor) && (arg < 0 || arg >= W))
     hk_fault(ex, "%s (%s:%d): %s %d is outside [0, %d), the wave size (host_wave_size)", name,
-             ex->m->name, line, op == dv__wave_xor ? "lane mask" : "delta", arg, W);
+             ex->x.m->name, line, op == dv__wave_xor ? "lane mask" : "delta", arg, W);
   if (op == dv__wave_ballot && W > 64)
     hk_fault(ex, "dv_wave_ballot (%s:%d): its 64-bit mask cannot hold a wave of %d threads "
-             "(host_wave_size)", ex->m->name, line, W);
+             "(host_wave_size)", ex->x.m->name, line, W);
   const int w0 = i - i % W, cnt = (w0 + W < n ? w0 + W : n) - w0, lane = i - w0;
   hk_thr *t = &ex->thr[i];
   const unsigned p = t->wphase++ & 1u;
@@ -504,7 +534,7 @@ static dv_u64 hk_rt_wave(int op, dv_u64 v, int arg, int site, int line) {
  * stays in the kernel's window. */
 __attribute__((format(printf, 1, 2))) static void hk_rt_printf(const char *fmt, ...) {
   hk_exec *ex = hk_cur;
-  hk_job *l = ex->l;
+  hk_job *l = ex->x.l;
   char small[256];
   va_list ap, ap2;
   va_start(ap, fmt);
@@ -526,12 +556,12 @@ __attribute__((format(printf, 1, 2))) static void hk_rt_printf(const char *fmt, 
 
 static void hk_rt_fault(const char *what, int line) {
   hk_exec *ex = hk_rt_enter();
-  if (line > 0) hk_fault(ex, "%s (%s:%d)", what, ex->m->name, line);
+  if (line > 0) hk_fault(ex, "%s (%s:%d)", what, ex->x.m->name, line);
   hk_fault(ex, "%s", what);
 }
 
 const dv__host_rt hk_rt = {
-    .version = 3, /* access and memop: host_access.c's table for instrumented modules */
+    .version = 3, /* access and memop: tools/access.c's table for instrumented modules */
     .shared = hk_rt_shared,
     .dyn = hk_rt_dyn,
     .dyn_take = hk_rt_dyn_take,

@@ -76,14 +76,14 @@
 /* ========================================================================== */
 
 static void hk_unmap_stacks(hk_exec *ex) {
-  if (!ex->stacks) return;
+  if (!ex->x.stacks) return;
 #if DV_HOST_ASAN
-  ASAN_UNPOISON_MEMORY_REGION(ex->stacks, ex->map_bytes);
+  ASAN_UNPOISON_MEMORY_REGION(ex->x.stacks, ex->x.map_bytes);
 #endif
-  munmap(ex->stacks, ex->map_bytes);
-  ex->stacks = NULL;
+  munmap(ex->x.stacks, ex->x.map_bytes);
+  ex->x.stacks = NULL;
   ex->nstacks = 0;
-  ex->map_bytes = 0;
+  ex->x.map_bytes = 0;
 }
 
 static void hk_exec_free(hk_exec *ex) {
@@ -100,7 +100,7 @@ static void hk_exec_free(hk_exec *ex) {
   dv__free(ex->thr);
   dv__free(ex->ht);
   dv__free(ex->fib);
-  dv__free(ex->arena);
+  dv__free(ex->x.arena);
   dv__free(ex->site_slot);
   dv__free(ex);
 }
@@ -111,8 +111,8 @@ static hk_exec *hk_exec_new(hk_state *k) {
   ex->k = k;
   ex->rt_room = k->fiber_stack / 4 < HK_RT_HEADROOM ? k->fiber_stack / 4 : HK_RT_HEADROOM;
   fb_sched_init(&ex->sched);
-  ex->arena = dv__malloc(HK_ARENA_BYTES);
-  if (!ex->arena) {
+  ex->x.arena = dv__malloc(HK_ARENA_BYTES);
+  if (!ex->x.arena) {
     hk_exec_free(ex);
     return NULL;
   }
@@ -159,11 +159,11 @@ static bool hk_exec_reserve(hk_exec *ex, int n) {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
     if (p == MAP_FAILED) return false;
-    ex->stacks = p;
-    ex->map_bytes = bytes;
+    ex->x.stacks = p;
+    ex->x.map_bytes = bytes;
     ex->stride = stride;
     ex->nstacks = (size_t)nf;
-    for (int i = 0; i < nf; i++) mprotect(ex->stacks + (size_t)i * stride, page, PROT_NONE);
+    for (int i = 0; i < nf; i++) mprotect(ex->x.stacks + (size_t)i * stride, page, PROT_NONE);
   }
   return true;
 }
@@ -171,10 +171,10 @@ static bool hk_exec_reserve(hk_exec *ex, int n) {
 /* ---- the runner: threads one after the other -------------------------------- */
 
 /* The thread record a block function or fission function starts from:
- * block ex->block of launch l, thread `first` (linear index). */
+ * block ex->x.block of launch l, thread `first` (linear index). */
 static void hk_block_record(const hk_exec *ex, const hk_job *l, int first, dv__hthread *t) {
   unsigned bc[3], tc[3];
-  hk_coords(ex->block, l->v.grid, bc);
+  hk_coords(ex->x.block, l->v.grid, bc);
   hk_coords((uint64_t)first, l->v.block, tc);
   memset(t, 0, sizeof *t);
   for (int d = 0; d < 3; d++) {
@@ -217,7 +217,7 @@ static void hk_runner_loop(hk_fib *fb, hk_exec *ex, hk_job *l) {
     fb->loop = true;
     fb->loop_done = first;
     fb->owner = -1;
-    ex->cur = first;
+    ex->x.cur = first;
     *ex->self = &t;
     hk_call(l, l->blk, &ex->in_kernel);
     if (!fb->loop) { /* its thread waited at a barrier, then ran to its end */
@@ -239,7 +239,7 @@ static void hk_runner_loop(hk_fib *fb, hk_exec *ex, hk_job *l) {
     if (first != 0 || atomic_load(&l->abort)) return;
     uint64_t b;
     if (!hk_claim(ex, l, &b)) return;
-    ex->block = b;
+    ex->x.block = b;
     ex->next_thread = 0;
   }
 }
@@ -256,7 +256,7 @@ static bool hk_runner_fis(hk_fib *fb, hk_exec *ex, hk_job *l) {
   fb->loop = true;
   fb->loop_done = 0;
   fb->owner = -1;
-  ex->cur = 0;
+  ex->x.cur = 0;
   *ex->self = &t;
   ex->in_fis = true;
   hk_call(l, l->v.kern->fis, &ex->in_kernel);
@@ -270,7 +270,7 @@ static bool hk_runner_fis(hk_fib *fb, hk_exec *ex, hk_job *l) {
       hk_fmt(ex->fault, sizeof ex->fault, "kernel %s: divergent barrier", l->v.kern->name);
       ex->states_valid = true;
       for (int j = 0; j < ex->n; j++) ex->thr[j].state = j ? HK_T_EXIT : HK_T_FAULT;
-      ex->cur = 0, ex->next_thread = ex->n;
+      ex->x.cur = 0, ex->next_thread = ex->n;
       return true;
     }
     ex->nbar = 0;
@@ -295,10 +295,10 @@ static bool hk_runner_fis(hk_fib *fb, hk_exec *ex, hk_job *l) {
 static void hk_runner_main(void *arg) {
   hk_fib *fb = arg;
   hk_exec *ex = hk_cur;
-  hk_job *l = ex->l;
+  hk_job *l = ex->x.l;
   /* Not with kernel_check (or DV_BUILD_DEBUG): it checks the shared arrays'
    * redzones at every barrier, which a fission function does not stop at. */
-  if (l->blk && l->v.kern->fis && !ex->m->check && !fb->taken && ex->next_thread == 0 &&
+  if (l->blk && l->v.kern->fis && !ex->x.m->check && !fb->taken && ex->next_thread == 0 &&
       hk_runner_fis(fb, ex, l)) {
   } else if (l->blk && !fb->taken && ex->next_thread < ex->n) {
     hk_runner_loop(fb, ex, l);
@@ -312,7 +312,7 @@ static void hk_runner_main(void *arg) {
     hk_thr *t = &ex->thr[i];
     t->fib = fb;
     t->state = HK_T_RUN;
-    ex->cur = i;
+    ex->x.cur = i;
     *ex->self = &ex->ht[i];
     hk_call(l, l->v.kern->fn, &ex->in_kernel);
     t->state = HK_T_EXIT;
@@ -325,8 +325,8 @@ static void hk_runner_main(void *arg) {
 
 /* Index of the first shared slot whose redzone was written, or -1. */
 static int hk_bad_redzone(const hk_exec *ex) {
-  for (int s = 0; s < ex->nslots; s++) {
-    const unsigned char *rz = ex->arena + ex->slots[s].off + ex->slots[s].bytes;
+  for (int s = 0; s < ex->x.nslots; s++) {
+    const unsigned char *rz = ex->x.arena + ex->x.slots[s].off + ex->x.slots[s].bytes;
     for (int i = 0; i < HK_REDZONE; i++)
       if (rz[i] != HK_CANARY) return s;
   }
@@ -336,11 +336,11 @@ static int hk_bad_redzone(const hk_exec *ex) {
 static void hk_redzone_fault(hk_exec *ex, int s, const char *when) {
   char where[160];
   hk_where(ex, where, sizeof where);
-  const hk_slot *sl = &ex->slots[s];
+  const hk_slot *sl = &ex->x.slots[s];
   if (sl->line > 0)
     hk_fmt(ex->fault, sizeof ex->fault,
              "%s: shared array %s (%s:%d, %zu bytes) was written past its end (its redzone was "
-             "overwritten; found %s)", where, sl->name, ex->m->name, sl->line, sl->bytes, when);
+             "overwritten; found %s)", where, sl->name, ex->x.m->name, sl->line, sl->bytes, when);
   else
     hk_fmt(ex->fault, sizeof ex->fault,
              "%s: %s (%zu bytes) was written past its end (its redzone was overwritten; found %s)",
@@ -395,7 +395,7 @@ static void hk_divergence(hk_exec *ex, int lo, int hi, const char *what) {
       hk_fmt(kind, sizeof kind, "%sbarrier", g[j].state == HK_T_WAVE ? "wave " : "");
     HK_ADD("%s%d thread%s wait%s at %s%s at %s:%d (first: %s)", j ? ", " : "", g[j].count,
            g[j].count == 1 ? "" : "s", g[j].count == 1 ? "s" : "", again ? "another " : "the ",
-           kind, ex->m->name, g[j].line, who);
+           kind, ex->x.m->name, g[j].line, who);
   }
   if (more) HK_ADD(", %d more thread%s wait elsewhere", more, more == 1 ? "" : "s");
   if (nexit) {
@@ -416,13 +416,13 @@ static void hk_divergence(hk_exec *ex, int lo, int hi, const char *what) {
  * (ex->fault says what); 2: the watchdog stopped it (ex->stop_at says where). */
 static int hk_schedule(hk_exec *ex) {
   const int n = ex->n, W = ex->k->wave;
-  const bool check = ex->m->check;
+  const bool check = ex->x.m->check;
   /* First every thread runs, in order, on runners made as they are needed. */
   while (ex->next_thread < n) {
     if (HK_STOPPED(ex)) return 2;
     hk_fib *fb = &ex->fib[ex->nfib];
     fb->taken = fb->done = false;
-    if (fb_prepare(&fb->f, &ex->sched, ex->stacks + (size_t)ex->nfib * ex->stride + ex->k->page,
+    if (fb_prepare(&fb->f, &ex->sched, ex->x.stacks + (size_t)ex->nfib * ex->stride + ex->k->page,
                    ex->k->fiber_stack, hk_runner_main, fb) != 0) {
       int w = hk_where(ex, ex->fault, sizeof ex->fault);
       if (w > 0 && (size_t)w < sizeof ex->fault)
@@ -435,7 +435,7 @@ static int hk_schedule(hk_exec *ex) {
     fb->loop = false;
     fb_resume(&ex->sched, &fb->f);
     if (ex->stop_at) return 2;
-    if (ex->states_valid && ex->thr[ex->cur].state == HK_T_FAULT) return 1;
+    if (ex->states_valid && ex->thr[ex->x.cur].state == HK_T_FAULT) return 1;
     if (!fb->done) fb->taken = true; /* its thread waits at a barrier */
   }
   if (!ex->states_valid) { /* fast mode: no thread entered the runtime; all ran to the end */
@@ -459,13 +459,13 @@ static int hk_schedule(hk_exec *ex) {
         continue;
       }
       if (HK_STOPPED(ex)) return 2;
-      ex->cur = i;
+      ex->x.cur = i;
       ex->rfib = t->fib;
       *ex->self = t->self;
       fb_resume(&ex->sched, &ex->rfib->f);
       if (ex->stop_at) return 2;
-      if (ex->thr[ex->cur].state == HK_T_FAULT) return 1;
-      i = ex->cur + 1;
+      if (ex->thr[ex->x.cur].state == HK_T_FAULT) return 1;
+      i = ex->x.cur + 1;
     }
     /* A pass leaves no thread runnable: each one returned or waits. */
     const int nbar = ex->nbar, nwave = ex->nwave;
@@ -475,7 +475,8 @@ static int hk_schedule(hk_exec *ex) {
         hk_redzone_fault(ex, bad, "at the end of the block");
         return 1;
       }
-      if (ex->l->acc && hk_access_pending(ex)) return 1; /* initcheck */
+      if (ex->x.l->tevents && hk_tools_pending(ex, ex->x.l, ex->fault, sizeof ex->fault))
+        return 1; /* initcheck */
       return 0;
     }
     /* Whole waves waiting at one wave barrier go on. */
@@ -489,7 +490,7 @@ static int hk_schedule(hk_exec *ex) {
       for (int i = w0; i < w1; i++) ex->thr[i].state = HK_T_RUN;
       ex->nwave -= w1 - w0;
       released = true;
-      if (ex->l->acc) hk_access_wave(ex, w0 / W); /* the access checks */
+      if (ex->x.l->tevents) hk_tools_wave(ex, ex->x.l, w0 / W); /* the access checks */
     }
     if (released) continue;
     /* The whole block waiting at one barrier goes on. */
@@ -498,14 +499,15 @@ static int hk_schedule(hk_exec *ex) {
         int bad = check ? hk_bad_redzone(ex) : -1;
         if (bad >= 0) {
           char when[160];
-          hk_fmt(when, sizeof when, "at the barrier at %s:%d", ex->m->name, ex->thr[0].line);
+          hk_fmt(when, sizeof when, "at the barrier at %s:%d", ex->x.m->name, ex->thr[0].line);
           hk_redzone_fault(ex, bad, when);
           return 1;
         }
-        if (ex->l->acc && hk_access_pending(ex)) return 1; /* initcheck */
+        if (ex->x.l->tevents && hk_tools_pending(ex, ex->x.l, ex->fault, sizeof ex->fault))
+          return 1; /* initcheck */
         for (int i = 0; i < n; i++) ex->thr[i].state = HK_T_RUN;
         ex->nbar = 0;
-        if (ex->l->acc) hk_access_barrier(ex, ex->bar_fence); /* the access checks */
+        if (ex->x.l->tevents) hk_tools_barrier(ex, ex->x.l, ex->bar_fence); /* the access checks */
         continue;
       }
     }
@@ -539,15 +541,15 @@ static void hk_signal_text(hk_exec *ex) {
     hk_fmt(who, sizeof who, "thread (%d,%d,%d) or one after it (host_mode=checked names it)",
            lt->tid[0], lt->tid[1], lt->tid[2]);
   else
-    hk_thread_name(ex, ex->cur, who, sizeof who);
+    hk_thread_name(ex, ex->x.cur, who, sizeof who);
   /* A stack overflow: the address is in a guard page (kernels are compiled
    * with -fstack-clash-protection, so a big frame touches the guard below
    * its stack before anything past it), or the stack pointer itself is
    * below the running fiber's stack (a compiler without that option: the
    * frame jumped the guard). */
-  uintptr_t a = (uintptr_t)ex->sig_addr, s0 = (uintptr_t)ex->stacks;
+  uintptr_t a = (uintptr_t)ex->sig_addr, s0 = (uintptr_t)ex->x.stacks;
   bool guard =
-      ex->stacks && a >= s0 && a < s0 + ex->map_bytes && (a - s0) % ex->stride < ex->k->page;
+      ex->x.stacks && a >= s0 && a < s0 + ex->x.map_bytes && (a - s0) % ex->stride < ex->k->page;
   uintptr_t sp = (uintptr_t)ex->sig_sp;
   const fb_fiber *rf = ex->rfib ? &ex->rfib->f : NULL;
   if (sp && rf && rf->stack_lo && sp < (uintptr_t)rf->stack_lo &&
@@ -635,9 +637,9 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
     atomic_store(&l->abort, 1);
     return;
   }
-  ex->l = l;
-  ex->m = l->v.kern->m;
-  ex->block = b;
+  ex->x.l = l;
+  ex->x.m = l->v.kern->m;
+  ex->x.block = b;
   ex->n = n;
   ex->stop_at = HK_STOP_NONE;
   ex->in_fis = false;
@@ -662,16 +664,16 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   }
   /* Shared memory: the dynamic area first, then static arrays as they come. */
   if (ex->site_cap) memset(ex->site_slot, 0, (size_t)ex->site_cap * sizeof *ex->site_slot);
-  ex->nslots = 0;
+  ex->x.nslots = 0;
   ex->static_bytes = 0;
-  ex->dyn = ex->arena;
-  ex->dyn_bytes = l->dyn;
+  ex->dyn = ex->x.arena;
+  ex->x.dyn_bytes = l->dyn;
   if (!ex->k->fast) memset(ex->dyn, HK_POISON, l->dyn); /* checked mode: poison */
-  hk_fill_redzone(ex->arena + l->dyn);
-  ex->slots[0] = (hk_slot){0, l->dyn, 1, "dynamic shared memory", 0};
-  ex->nslots = 1;
+  hk_fill_redzone(ex->x.arena + l->dyn);
+  ex->x.slots[0] = (hk_slot){0, l->dyn, 1, "dynamic shared memory", 0};
+  ex->x.nslots = 1;
   ex->arena_used = l->dyn + HK_REDZONE;
-  ex->self = ex->m->self_slot();
+  ex->self = ex->x.m->self_slot();
   ex->fault[0] = 0;
   /* Fast mode: the threads' records are set when one enters the runtime. */
   ex->states_valid = !l->blk;
@@ -681,24 +683,24 @@ static void hk_run_block(hk_exec *ex, hk_job *l, uint64_t b) {
   }
   ex->nbar = ex->nwave = 0;
   ex->bar_mixed = false;
-  ex->cur = 0;
-  ex->ntakes = 0;
-  if (l->acc) hk_access_block(ex); /* the access checks: a new block */
+  ex->x.cur = 0;
+  ex->x.ntakes = 0;
+  if (l->tevents) hk_tools_block(ex, l); /* the access checks: a new block */
   int rc = hk_schedule_guarded(ex);
   if (rc == 2) hk_tools_stopped(ex, l); /* while its fibers' records are there */
   for (int f = 0; f < ex->nfib; f++)
     if (!ex->fib[f].done) fb_abandon(&ex->fib[f].f);
   *ex->self = NULL;
-  /* The runner may have gone on to later blocks: ex->block is the one. */
-  if (rc == 1) hk_launch_fail(l, ex->block, ex->fault);
+  /* The runner may have gone on to later blocks: ex->x.block is the one. */
+  if (rc == 1) hk_launch_fail(l, ex->x.block, ex->fault);
 }
 
 void hk_run_blocks(hk_exec *ex, hk_job *l) {
-  /* The access checks: each executor of the launch takes a lane of its own
-   * (hk_task_run made one for itself and each helper that may join). */
-  if (l->acc && !hk_access_lane(ex, l)) return;
+  /* The tools (the access checks: each executor of the launch takes a
+   * lane of its own, made for the launch's thread and each helper that may
+   * join; none left, it runs none of the blocks). */
+  if (!hk_tools_enter(ex, l)) return;
   pthread_sigmask(SIG_SETMASK, NULL, &ex->sigmask); /* hk_schedule_guarded restores it */
-  hk_tools_enter(ex, l);
   ex->cnext = ex->cend = 0;
   uint64_t b;
   while (!atomic_load(&l->abort) && hk_claim(ex, l, &b)) hk_run_block(ex, l, b);

@@ -149,5 +149,6 @@ dv_status hkt_printf_open(const dv_backend_config *cfg, hk_state *k, hkt_printf 
   pf->cap = cfg->host_printf_buffer ? cfg->host_printf_buffer : ((size_t)1 << 20);
   const hk_tool t = {
       .name = "printf", .self = pf, .print = hkt_print, .finish = hkt_flush, .free = hkt_out_free};
-  return hk_tool_add(k, &t);
+  int at;
+  return hk_tool_add(k, &t, &at);
 }

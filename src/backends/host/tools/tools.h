@@ -10,6 +10,9 @@
  *             thread order when the launch has run
  *   watchdog.c the watchdog (option kernel_timeout): stops a launch that
  *             runs too long and says where its threads were
+ *   access.c  the access checks (option kernel_check=on, an instrumented
+ *             module): memcheck (memcheck.c), initcheck (initcheck.c) and
+ *             race detection (race.c, race_shadow.c) behind check.h
  */
 #ifndef DV_HOST_TOOLS_H
 #define DV_HOST_TOOLS_H

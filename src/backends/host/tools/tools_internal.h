@@ -29,6 +29,9 @@ dv_status hkt_watchdog_open(const dv_backend_config *cfg, hk_state *k, hkt_watch
 /* Stop the watchdog thread (no launch is left). */
 void hkt_watchdog_close(hkt_watchdog *wd);
 
+/* ---- access.c (kernel_check=on: memcheck, initcheck, race detection) ---- */
+dv_status hkt_access_open(const dv_backend_config *cfg, hk_state *k);
+
 struct hkt_state {
   hkt_printf printf;
   hkt_watchdog watchdog;

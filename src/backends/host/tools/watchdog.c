@@ -240,7 +240,7 @@ static void hkt_wd_stop(void *self, void *data, hk_job *l) {
   pthread_mutex_unlock(&wd->m);
 }
 
-static void hkt_wd_enter(void *self, void *data, hk_exec *ex) {
+static bool hkt_wd_enter(void *self, void *data, hk_exec *ex) {
   hkt_watchdog *wd = self;
   hkt_wjob *j = data;
   pthread_mutex_lock(&wd->m);
@@ -249,6 +249,7 @@ static void hkt_wd_enter(void *self, void *data, hk_exec *ex) {
     j->execs[j->nexecs++] = ex;
   }
   pthread_mutex_unlock(&wd->m);
+  return true;
 }
 
 static void hkt_wd_leave(void *self, void *data, hk_exec *ex) {
@@ -488,7 +489,8 @@ dv_status hkt_watchdog_open(const dv_backend_config *cfg, hk_state *k, hkt_watch
   const hk_tool t = {.name = "watchdog", .self = wd, .start = hkt_wd_start,
                      .enter = hkt_wd_enter, .leave = hkt_wd_leave, .stopped = hkt_wd_stopped,
                      .stop = hkt_wd_stop, .finish = hkt_wd_result, .free = hkt_wjob_free};
-  return hk_tool_add(k, &t);
+  int at;
+  return hk_tool_add(k, &t, &at);
 }
 
 void hkt_watchdog_close(hkt_watchdog *wd) {

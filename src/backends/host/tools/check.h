@@ -3,22 +3,22 @@
  * kernel_check=on adds to kernel_check=bounds.  Kernels are compiled with
  * the compiler's thread-sanitizer instrumentation (every load and store a
  * call); the module's entry points (kernel.h) hand each access to the
- * library's runtime (host_access.c), which finds what it touches and asks
+ * library's runtime (access.c), which finds what it touches and asks
  * the checks below.  One file per check:
  *
- *   host_access.c     the dispatch: which array, shared array or local an
- *                     access touches; memcheck (host_memcheck.c) for what is
+ *   access.c     the dispatch: which array, shared array or local an
+ *                     access touches; memcheck (memcheck.c) for what is
  *                     outside them; the reports
- *   host_initcheck.c  reads of shared memory no thread of the block wrote
- *   host_race.c       data races: shared memory within a block's barrier
+ *   initcheck.c  reads of shared memory no thread of the block wrote
+ *   race.c       data races: shared memory within a block's barrier
  *                     interval, global memory across the launch (its shared
- *                     shadow state: host_race_shadow.c)
+ *                     shadow state: race_shadow.c)
  *
  * A launch's blocks run in parallel under these checks, as without them:
  * each executor thread has its own state for the block it runs (shared
- * memory's shadow, init bits, barrier counts: host_access.c's lanes, a
+ * memory's shadow, init bits, barrier counts: access.c's lanes, a
  * view of the race state each); the global race shadow is the launch's,
- * under locks (host_race.c).  Offsets are bytes: into a global
+ * under locks (race.c).  Offsets are bytes: into a global
  * region (one of the launch's arrays, numbered by the dispatcher) or into
  * the block's shared arena (static shared arrays and the dynamic area).
  */
@@ -36,7 +36,7 @@ typedef struct hk_acc {
   bool write;
 } hk_acc;
 
-/* ---- host_initcheck.c ---- */
+/* ---- initcheck.c ---- */
 typedef struct hk_init hk_init;
 /* State for a shared arena of `bytes` bytes; NULL: no memory. */
 hk_init *hk_init_new(size_t bytes);
@@ -78,10 +78,10 @@ static inline bool hk_init_read_i(const hk_init *s, size_t off, size_t n, size_t
   return true;
 }
 
-/* ---- host_race.c ---- */
+/* ---- race.c ---- */
 /* Shadow: a 32-byte cell per aligned 4-byte word touched, byte cells for
  * words accessed in part (global regions per 4 KiB chunk on first touch; the
- * shared arena at hk_race_new); answers per byte.  host_race.c's top comment
+ * shared arena at hk_race_new); answers per byte.  race.c's top comment
  * has the details. */
 typedef struct hk_race hk_race;
 /* What a race report needs: the earlier access it conflicts with. */
@@ -124,7 +124,7 @@ void hk_race_wave(hk_race *r, int w);
  * earlier access (a write when there is one), the rest of the access is
  * still recorded.  Atomic accesses are never passed here.  The part of an
  * access past its region or arena, a region g out of range and a thread
- * outside the block are ignored (host_access.c reports them). */
+ * outside the block are ignored (access.c reports them). */
 bool hk_race_global(hk_race *r, size_t g, size_t off, size_t n, const hk_acc *a,
                     hk_race_hit *hit);
 bool hk_race_shared(hk_race *r, size_t off, size_t n, const hk_acc *a, hk_race_hit *hit);

@@ -7,8 +7,8 @@
  */
 #include <string.h>
 
-#include "../../core/core.h"
-#include "host_check.h"
+#include "../../../core/core.h"
+#include "check.h"
 
 hk_init *hk_init_new(size_t bytes) {
   if (bytes > SIZE_MAX - 64) return NULL;

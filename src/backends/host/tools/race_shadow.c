@@ -1,5 +1,5 @@
 /*
- * The race checks' shared shadow state (host_race_internal.h): what a
+ * The race checks' shared shadow state (race_internal.h): what a
  * launch's views share and allocate while blocks run in parallel: the pc
  * table (under `pcm`), the global regions' directory pages and chunks (made
  * under `alloc`, published with release stores) and the split words' pool
@@ -7,8 +7,8 @@
  */
 #include <string.h>
 
-#include "../../core/core.h"
-#include "host_race_internal.h"
+#include "../../../core/core.h"
+#include "race_internal.h"
 
 uint64_t dv__rc_dead_marker;
 

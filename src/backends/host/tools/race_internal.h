@@ -1,9 +1,9 @@
 /*
- * The race checks' shadow (host_race.c): the cells, and the state a
- * launch's views share (rc_glob), whose allocations host_race_shadow.c
+ * The race checks' shadow (race.c): the cells, and the state a
+ * launch's views share (rc_glob), whose allocations race_shadow.c
  * makes: the global regions' directory pages and chunks, the split words'
- * pool, the pc table.  host_race.c's top comment has the design; only
- * host_race.c and host_race_shadow.c include this.
+ * pool, the pc table.  race.c's top comment has the design; only
+ * race.c and race_shadow.c include this.
  */
 #ifndef DV_HOST_RACE_INTERNAL_H
 #define DV_HOST_RACE_INTERNAL_H
@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "host_check.h"
+#include "check.h"
 
 #define RC_INLINE inline __attribute__((always_inline))
 #define RC_NOINLINE __attribute__((noinline))
@@ -59,7 +59,7 @@ typedef struct rc_region {
 } rc_region;
 
 /* What a chunk or directory page that could not be allocated points to. */
-extern uint64_t dv__rc_dead_marker; /* host_race_shadow.c's */
+extern uint64_t dv__rc_dead_marker; /* race_shadow.c's */
 #define RC_DEAD_CHUNK ((rc_chunk *)(void *)&dv__rc_dead_marker)
 #define RC_DEAD_PAGE ((rc_chunk **)(void *)&dv__rc_dead_marker)
 
@@ -152,7 +152,7 @@ static inline rc_chunk *rc_chunk_get(rc_chunk **page, size_t k) {
   return __atomic_load_n(&page[k], __ATOMIC_ACQUIRE);
 }
 
-/* ---- host_race_shadow.c ---- */
+/* ---- race_shadow.c ---- */
 /* The launch's shared state for nregions regions of bytes[i] bytes each;
  * NULL: no memory.  rc_glob_free: every allocation of it. */
 rc_glob *rc_glob_new(size_t nregions, const size_t *bytes);

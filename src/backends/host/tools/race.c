@@ -1,7 +1,7 @@
 /*
  * Data races (issue 24): two accesses to one byte by two threads, at least
  * one a write, neither atomic, not ordered by a synchronization both passed.
- * host_check.h is the interface; host_access.c calls it for every access of
+ * check.h is the interface; access.c calls it for every access of
  * a checked kernel.
  *
  * Order.  A block's threads run one at a time and nothing orders two
@@ -64,9 +64,9 @@
  */
 #include <string.h>
 
-#include "../../core/core.h"
-#include "../../dialect/dialect.h"
-#include "host_race_internal.h"
+#include "../../../core/core.h"
+#include "../../../dialect/dialect.h"
+#include "race_internal.h"
 
 /* ---- pcs ---- */
 
