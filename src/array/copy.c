@@ -202,7 +202,9 @@ static dv_status dv__copy(dv_array *dst, const dv_array *src, dv_stream *stream)
 
 dv_status dv_array_copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
   DV_CHECK_NULL(dst);
+  DV_CHECK_ARRAY(dst);
   DV_CHECK_NULL(src);
+  DV_CHECK_ARRAY(src);
   dv_status rc = dv__check_stream(dst->alloc->ctx, stream);
   if (!rc) rc = dv__check_compat(dst, src);
   if (rc) return rc;
@@ -213,7 +215,9 @@ dv_status dv_to_device(dv_context *ctx, const dv_array *src, dv_stream *stream, 
                        dv_array *to, dv_array **out) {
   if (out) *out = NULL;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   DV_CHECK_NULL(src);
+  DV_CHECK_ARRAY(src);
   dv_status src_rc = dv__check_stream(ctx, stream);
   if (!src_rc && copy) src_rc = dv__check_live(src, "source");
   if (src_rc) return src_rc;
@@ -263,6 +267,7 @@ dv_status dv_to_device(dv_context *ctx, const dv_array *src, dv_stream *stream, 
 dv_status dv_copy_to_host(const dv_array *src, dv_array *dst, dv_stream *stream, dv_array **out) {
   if (out) *out = NULL;
   DV_CHECK_NULL(src);
+  DV_CHECK_ARRAY(src);
   /* The work runs on the destination's context (a new host array is made
    * on the source's). */
   dv_status src_rc = dv__check_stream(dst ? dst->alloc->ctx : src->alloc->ctx, stream);
@@ -292,7 +297,9 @@ dv_status dv_copy_to_host(const dv_array *src, dv_array *dst, dv_stream *stream,
 
 dv_status dv_copy_to_device(dv_array *dst, const dv_array *src, dv_stream *stream) {
   DV_CHECK_NULL(dst);
+  DV_CHECK_ARRAY(dst);
   DV_CHECK_NULL(src);
+  DV_CHECK_ARRAY(src);
   dv_status rc = dv__check_stream(dst->alloc->ctx, stream);
   if (rc) return rc;
   if (dv__is_host_side(dst))
@@ -304,6 +311,7 @@ dv_status dv_copy_to_device(dv_array *dst, const dv_array *src, dv_stream *strea
 
 dv_status dv_array_memset(dv_array *a, int value, dv_stream *stream) {
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   dv_context *ctx = a->alloc->ctx;
   dv_status rc = dv__check_stream(ctx, stream);
   if (!rc) rc = dv__check_live(a, "array");
@@ -318,6 +326,7 @@ dv_status dv_array_copy_new(const dv_array *a, char order, dv_stream *stream, dv
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   dv_status rc = dv__check_stream(a->alloc->ctx, stream);
   if (!rc) rc = dv__check_live(a, "source");
   if (rc) return rc;

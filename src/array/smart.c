@@ -100,6 +100,7 @@ dv_status dv_smart_create(dv_context *ctx, int ndim, const int64_t *shape, const
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   dv_status rc = dv__check_where(where);
   if (rc) return rc;
   if (stream && stream->ctx != ctx)
@@ -119,6 +120,7 @@ dv_status dv_smart_from_array(dv_array *a, unsigned flags, dv_stream *stream, dv
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   if (flags & ~DV_SMART_COPY)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown flags 0x%x for dv_smart_from_array", flags);
   if (stream && stream->ctx != a->alloc->ctx)
@@ -153,6 +155,7 @@ dv_status dv_smart_from_array(dv_array *a, unsigned flags, dv_stream *stream, dv
 dv_status dv_smart_attach(dv_smart *s, dv_array *a) {
   DV_CHECK_NULL(s);
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   dv_where where = DV_WHERE_HOST;
   dv_status rc = dv__copy_slot(a, &where);
   if (rc) return rc;

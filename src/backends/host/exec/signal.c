@@ -114,7 +114,7 @@ void hk_fault_array(const hk_exec *ex, char *buf, size_t cap) {
   }
   if (best < 0 || best > (1 << 20)) return;
   char decl[96];
-  hk_param_text(l->kern->sig, l->held_param[at], decl, sizeof decl);
+  hk_param_text(l->v.kern->sig, l->held_param[at], decl, sizeof decl);
   hk_fmt(buf, cap, ", byte offset %lld of the %zu-byte device buffer of argument %d (`%s`), %s",
          off, hb_block_bytes(l->held[at]), l->held_param[at], decl,
          off < 0 ? "before its start" : "past its end");
