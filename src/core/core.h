@@ -93,10 +93,8 @@ static inline dv_status dv__handle_check(const dv_handle *h, dv_handle_kind kind
     dv_status dv__hrc = dv__handle_check(&(h)->hdr, (kind), __func__);    \
     if (DV_UNLIKELY(dv__hrc)) return dv__hrc;                             \
   } while (0)
-/* Mark a live handle released (the caller's last release): true, or false
- * with DV_ERR_MISUSE set when it was not live (a double release). */
-bool dv__handle_kill(dv_handle *h, dv_handle_kind kind, const char *fn);
-/* Set the error for h and log it (release functions return nothing). */
+/* Set the error for a release of h that is not live (a double release:
+ * "fn: <kind> was released already") and log it; nothing changes. */
 void dv__handle_report(const dv_handle *h, dv_handle_kind kind, const char *fn);
 /* Free a released handle's memory (size bytes at p, its dv_handle at byte
  * hdr_off; free_fn NULL: dv__free), or in checked mode keep it in the

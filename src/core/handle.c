@@ -63,15 +63,12 @@ dv_status dv__handle_error(const dv_handle *h, dv_handle_kind kind, const char *
                    fn, what, what);
 }
 
-bool dv__handle_kill(dv_handle *h, dv_handle_kind kind, const char *fn) {
-  uint32_t live = DV__HANDLE_LIVE(kind);
-  if (atomic_compare_exchange_strong(&h->magic, &live, DV__HANDLE_RELEASED(kind))) return true;
-  dv__handle_error(h, kind, fn);
-  return false;
-}
-
 void dv__handle_report(const dv_handle *h, dv_handle_kind kind, const char *fn) {
-  dv__handle_error(h, kind, fn);
+  if (atomic_load_explicit(&((dv_handle *)h)->magic, memory_order_acquire) == DV__HANDLE_RELEASED(kind))
+    dv__error(DV_ERR_MISUSE, "%s: %s was released already (a double release: nothing changes)", fn,
+              dv__handle_kind_name(kind));
+  else
+    dv__handle_error(h, kind, fn);
   dv__log(DV_LOG_ERROR, "%s", dv_last_error());
 }
 

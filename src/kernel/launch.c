@@ -89,9 +89,10 @@ static dv_status dv__dtor_module(dv_context *ctx, void *handle, void *aux) {
 
 void dv_module_release(dv_module *m) {
   if (!m) return;
-  int r = atomic_load(&m->refs);
+  /* the header first: a released handle's other fields are not to be read */
+  int r = dv__handle_check(&m->hdr, DV_HANDLE_MODULE, __func__) ? 0 : atomic_load(&m->refs);
   do {
-    if (r <= 0 || dv__handle_check(&m->hdr, DV_HANDLE_MODULE, __func__)) {
+    if (r <= 0) {
       dv__handle_report(&m->hdr, DV_HANDLE_MODULE, __func__); /* a double release: nothing changes */
       return;
     }

@@ -207,9 +207,10 @@ dv_event *dv_event_retain(dv_event *e) {
 
 void dv_event_release(dv_event *e) {
   if (!e) return;
-  int r = atomic_load(&e->refs);
+  /* the header first: a released handle's other fields are not to be read */
+  int r = dv__handle_check(&e->hdr, DV_HANDLE_EVENT, __func__) ? 0 : atomic_load(&e->refs);
   do {
-    if (r <= 0 || dv__handle_check(&e->hdr, DV_HANDLE_EVENT, __func__)) {
+    if (r <= 0) {
       dv__handle_report(&e->hdr, DV_HANDLE_EVENT, __func__); /* a double release: nothing changes */
       return;
     }
