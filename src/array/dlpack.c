@@ -417,6 +417,7 @@ dv_status dv_array_to_dlpack(dv_array *a, dv_stream *stream, void *consumer_stre
   DV_CHECK_NULL(a);
   DV_CHECK_ARRAY(a);
   dv_context *ctx = a->alloc->ctx;
+  if (stream) DV_CHECK_HANDLE(stream, DV_HANDLE_STREAM);
   if (stream && stream->ctx != ctx)
     return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context");
   dv__dl_desc d;

@@ -238,7 +238,7 @@ dv_status dv_array_unregister(dv_array *a) {
 }
 
 int dv_array_is_pinned(const dv_array *a) {
-  if (!a || !dv__is_host_side(a)) return 0;
+  if (!a || dv__handle_check(&a->hdr, DV_HANDLE_ARRAY, __func__) || !dv__is_host_side(a)) return 0;
   if (dv__natively_pinned(a->alloc)) return 1;
   pthread_mutex_lock(&a->alloc->reg_lock);
   int r = a->alloc->reg_count > 0;

@@ -110,7 +110,9 @@ void dv_module_release(dv_module *m) {
   if (rc) dv__log(DV_LOG_ERROR, "unloading a kernel module: %s", dv_last_error());
 }
 
-int dv_module_from_cache(const dv_module *m) { return m ? m->from_cache : 0; }
+int dv_module_from_cache(const dv_module *m) {
+  return m && !dv__handle_check(&m->hdr, DV_HANDLE_MODULE, __func__) ? m->from_cache : 0;
+}
 
 /* ---- kernels ---------------------------------------------------------------------- */
 
@@ -307,6 +309,7 @@ dv_status dv_module_set_constant(dv_module *m, const char *name, const dv_array 
   for (size_t i = 0; i < m->nconsts; i++)
     if (strcmp(m->consts[i].name, name) == 0) c = &m->consts[i];
   if (!c) return dv__error(DV_ERR_INVALID_ARGUMENT, "the module has no constant array %s", name);
+  if (stream) DV_CHECK_HANDLE(stream, DV_HANDLE_STREAM);
   if (src->alloc->ctx != ctx || (stream && stream->ctx != ctx))
     return dv__error(DV_ERR_BACKEND_MISMATCH, "constant %s: array or stream of another context", name);
   if (src->dtype->id != c->type)

@@ -364,6 +364,7 @@ dv_status dv_stream_native(dv_stream *s, void **handle) {
   DV_CHECK_NULL(handle);
   *handle = NULL;
   DV_CHECK_NULL(s);
+  DV_CHECK_HANDLE(s, DV_HANDLE_STREAM);
   dv_context *ctx = s->ctx;
   if (!dv__be_has(ctx->be, DV_BCAP_NATIVE))
     return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend has no native streams", ctx->be->name);
