@@ -55,6 +55,32 @@
  *    (NULL: a no-op); objects with one owner are *_destroy'ed (context,
  *    config, program).  Scopes are *_begin / *_end; registrations are
  *    *_register / *_unregister.
+ *  - Released handles (issue 37): an array, stream, event, module or
+ *    context is "released" from its last *_release (a context: from
+ *    dv_context_destroy).  In checked mode (the host_mode option, checked
+ *    by default in Debug builds of devarray; it decides this on every
+ *    backend) passing a released handle to any function is DV_ERR_MISUSE,
+ *    the message naming the function and the kind ("dv_stream_synchronize:
+ *    stream was released ..."); a function that cannot fail answers as for
+ *    NULL (0, NULL, "none") and sets dv_last_error; a retain returns NULL;
+ *    a second release (or destroy) is reported (dv_last_error, and logged
+ *    as an error) and changes nothing.  A handle of another kind where one
+ *    is expected is DV_ERR_MISUSE too ("not a stream (a event handle)").
+ *    Checked mode keeps a released record's memory, poisoned, in a
+ *    quarantine of the process's last 4096 released records, so a handle
+ *    released longer ago than that is not caught.  In fast mode the same
+ *    checks run (one load and compare each) but released memory is freed
+ *    when the library is done with it, so what is caught is a use while
+ *    the record is still held: an array made by a creation call (up to 4
+ *    dimensions) while a view of its memory lives; a stream while arrays
+ *    allocated on it hold it; a stream, event, module or such a device array
+ *    released inside a dv_defer_cleanup_begin/end scope, until the flush
+ *    after it.  Not caught in fast mode: a view's descriptor (freed at its
+ *    release), a destroyed context, anything whose memory was freed or
+ *    reused (an array's record is recycled for the thread's next array in
+ *    builds without AddressSanitizer).  Never caught: a pointer that never was a
+ *    handle, a release racing another use of the same handle.  Kernel
+ *    handles follow their module (dv_kernel_retain).
  *  - Reading: *_info fills a struct or out-parameters and returns a status
  *    (dv_context_device_info, dv_memory_info); a bare noun returns the value
  *    itself and cannot fail (dv_array_size, dv_kernel_name); *_is_* and
@@ -381,6 +407,10 @@ DV_API dv_status dv_context_create(const dv_config *cfg, dv_context **out);
  * are still alive.  Otherwise waits
  * for all queued work, runs every pending deallocation, closes the backend.
  * NULL is a no-op returning DV_OK.  Must not race with other use of ctx.
+ * A second destroy is DV_ERR_MISUSE ("dv_context_destroy: context was
+ * released") in checked mode and changes nothing; in fast mode the
+ * context's memory is gone and a second destroy is undefined (see
+ * "Released handles").
  */
 DV_API dv_status dv_context_destroy(dv_context *ctx);
 /** The backend's name ("host", "opencl", "cuda", "hip").  Static string. */
@@ -586,7 +616,9 @@ DV_API dv_array *dv_array_retain(dv_array *a);
  *  a stream-ordered manager (the pool) the stream the memory was allocated
  *  for already waits for every copy, memset, element access, launch or
  *  constant upload queued on another stream (an event), so the block is not
- *  handed out again before that work is done.  NULL is a no-op. */
+ *  handed out again before that work is done.  NULL is a no-op.  A release
+ *  after the last one (a double release) is reported as DV_ERR_MISUSE in
+ *  dv_last_error and logged, and changes nothing (see "Released handles"). */
 DV_API void dv_array_release(dv_array *a);
 
 /** Number of dimensions (0 for a 0-d array). */
@@ -851,7 +883,10 @@ DV_API int dv_array_is_pinned(const dv_array *a);
 DV_API dv_status dv_stream_create(dv_context *ctx, unsigned flags, dv_stream **out);
 /** Add a reference to s and return s (a no-op for the context's default stream). */
 DV_API dv_stream *dv_stream_retain(dv_stream *s);
-/** Drop a reference; queued work still completes.  The default stream is never released. */
+/** Drop a reference; queued work still completes.  The default stream is never released.
+ *  A release after the last one is reported (DV_ERR_MISUSE in dv_last_error, logged) and
+ *  changes nothing; a released stream passed to any function is DV_ERR_MISUSE in checked
+ *  mode (see "Released handles"). */
 DV_API void dv_stream_release(dv_stream *s);
 /** Block until all work queued on s is complete.  Returns the first error a queued op hit since the last synchronize. */
 DV_API dv_status dv_stream_synchronize(dv_stream *s);
@@ -909,6 +944,8 @@ DV_API dv_event *dv_event_retain(dv_event *e);
 /**
  * Drop a reference to e; the last one destroys the event through the
  * deferred queue (a pending record completes).  NULL: no-op.  Thread-safe.
+ * A release after the last one is reported (DV_ERR_MISUSE in dv_last_error,
+ * logged) and changes nothing (see "Released handles").
  */
 DV_API void dv_event_release(dv_event *e);
 /** Record e on s (NULL: the default stream).  Re-recording replaces the earlier record. */
@@ -1368,7 +1405,9 @@ DV_API dv_module *dv_module_retain(dv_module *m);
  * deferred-deallocation queue, after launches already queued have run (the
  * flush that runs it waits for the device; this call itself does not block).
  * NULL is a no-op.  Thread-safe; kernels of m must not be used after the
- * caller's last reference is gone.
+ * caller's last reference is gone.  A release after the last one is
+ * reported (DV_ERR_MISUSE in dv_last_error, logged) and changes nothing
+ * (see "Released handles").
  */
 DV_API void dv_module_release(dv_module *m);
 /**

@@ -42,6 +42,15 @@ static void dv__alloc_destroy(dv_alloc *a) {
   dv__free(a);
 }
 
+/* A record released for good: in checked mode (the record's context's) kept
+ * in the handle quarantine, for the descriptor embedded in it (handle.c). */
+static bool dv__alloc_retired(dv_alloc *a) {
+  if (!a->ctx || !a->ctx->handles_checked) return false;
+  pthread_mutex_destroy(&a->reg_lock);
+  dv__handle_retire(a, sizeof *a, offsetof(dv_alloc, embed_), true, NULL);
+  return true;
+}
+
 #if DV_ALLOC_CACHE
 typedef struct dv_alloc_cache {
   int n;
@@ -74,6 +83,7 @@ static __attribute__((noinline)) bool dv__alloc_cache_arm(dv_alloc_cache *c) {
 #endif
 
 static void dv__alloc_free(dv_alloc *a) {
+  if (dv__alloc_retired(a)) return;
 #if DV_ALLOC_CACHE
   dv_alloc_cache *c = &dv__alloc_tl;
   if (c->n < DV_ALLOC_CACHE && (c->keyed || dv__alloc_cache_arm(c))) {
@@ -242,6 +252,7 @@ static void dv__alloc_abandon(dv_alloc *a) { dv__alloc_release(a); }
 
 static inline void dv__array_fill(dv_array *a, dv_alloc *alloc, const dv_dtype *dt, int ndim, const int64_t *shape,
                                   const int64_t *strides, int64_t offset) {
+  dv__handle_init(&a->hdr, DV_HANDLE_ARRAY);
   atomic_store_explicit(&a->refs, 1, memory_order_relaxed);
   a->alloc = alloc;
   a->dtype = dt;
@@ -278,16 +289,28 @@ static dv_array *dv__array_embed(dv_alloc *alloc, const dv_dtype *dt, int ndim, 
 }
 
 dv_array *dv_array_retain(dv_array *a) {
+  if (a && dv__handle_check(&a->hdr, DV_HANDLE_ARRAY, __func__)) {
+    dv__log(DV_LOG_ERROR, "%s", dv_last_error());
+    return NULL;
+  }
   if (a) atomic_fetch_add(&a->refs, 1);
   return a;
 }
 
 void dv_array_release(dv_array *a) {
-  if (!a || !dv__ref_drop(&a->refs)) return;
+  if (!a) return;
+  if (DV_UNLIKELY(dv__handle_check(&a->hdr, DV_HANDLE_ARRAY, __func__))) {
+    dv__handle_report(&a->hdr, DV_HANDLE_ARRAY, __func__); /* a double release: nothing changes */
+    return;
+  }
+  if (!dv__ref_drop(&a->refs)) return;
+  atomic_store_explicit(&a->hdr.magic, DV__HANDLE_RELEASED(DV_HANDLE_ARRAY), memory_order_release);
   dv_alloc *al = a->alloc;
   bool embedded = dv__array_embedded(a);
   if (atomic_load_explicit(&a->dtype->refs, memory_order_relaxed) >= 0) dv_dtype_release(a->dtype);
-  if (!embedded) dv__free(a);
+  if (!embedded)
+    dv__handle_retire(a, sizeof *a + 2 * (size_t)a->ndim * sizeof(int64_t), 0, al->ctx && al->ctx->handles_checked,
+                      NULL);
   dv__alloc_release_n(al, 1); /* last: an embedded descriptor goes with the record */
 }
 
@@ -450,6 +473,7 @@ dv_status dv_device_array(dv_context *ctx, int ndim, const int64_t *shape, const
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   dv_status rc = dv__check_stream(ctx, stream);
   if (rc) return rc;
   return dv__array_create(ctx, DV_MEM_DEVICE, ndim, shape, dtype, strides, order, 0, stream, out);
@@ -469,6 +493,7 @@ dv_status dv_device_array_like(const dv_array *a, dv_stream *stream, dv_array **
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   int64_t st[DV_MAXDIMS];
   dv__like_strides(a, st);
   return dv_device_array(a->alloc->ctx, a->ndim, a->shape, a->dtype, st, 'C', stream, out);
@@ -478,6 +503,7 @@ dv_status dv_device_record(dv_context *ctx, const dv_dtype *dtype, dv_stream *st
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   DV_CHECK_NULL(dtype);
   if (dtype->id != DV_RECORD)
     return dv__error(DV_ERR_BAD_DTYPE, "dv_device_record needs a record dtype, not %s", dtype->name);
@@ -489,6 +515,7 @@ dv_status dv_host_array_wrap(dv_context *ctx, void *data, int ndim, const int64_
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   int64_t st[DV_MAXDIMS], bytes = 0, offset = 0;
   dv_status rc = dv__check_layout(ndim, shape, dtype, strides, 'C', st, &bytes, &offset);
   if (rc) return rc;
@@ -518,6 +545,7 @@ dv_status dv_managed_array(dv_context *ctx, int ndim, const int64_t *shape, cons
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   return dv__array_create(ctx, DV_MEM_MANAGED, ndim, shape, dtype, strides, order, attach_global ? 1u : 0u, NULL, out);
 }
 
@@ -526,6 +554,7 @@ dv_status dv_mapped_array(dv_context *ctx, int ndim, const int64_t *shape, const
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   if (flags & ~(DV_MAPPED_PORTABLE | DV_MAPPED_WRITECOMBINED))
     return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown mapped-array flags 0x%x", flags);
   return dv__array_create(ctx, DV_MEM_MAPPED, ndim, shape, dtype, strides, order, flags, NULL, out);
@@ -533,33 +562,43 @@ dv_status dv_mapped_array(dv_context *ctx, int ndim, const int64_t *shape, const
 
 /* ---- accessors ------------------------------------------------------------------ */
 
-int dv_array_ndim(const dv_array *a) { return a ? a->ndim : 0; }
-const int64_t *dv_array_shape(const dv_array *a) { return a && a->ndim ? a->shape : NULL; }
-const int64_t *dv_array_strides(const dv_array *a) { return a && a->ndim ? a->strides : NULL; }
-const dv_dtype *dv_array_dtype(const dv_array *a) { return a ? a->dtype : NULL; }
-dv_memory_kind dv_array_memory(const dv_array *a) { return a ? a->alloc->kind : DV_MEM_DEVICE; }
-dv_context *dv_array_context(const dv_array *a) { return a ? a->alloc->ctx : NULL; }
+/* The accessors that cannot fail answer as for NULL when a was released
+ * (and set the thread's message, dv_last_error). */
+static inline bool dv__array_ok(const dv_array *a, const char *fn) {
+  return a && !dv__handle_check(&a->hdr, DV_HANDLE_ARRAY, fn);
+}
+int dv_array_ndim(const dv_array *a) { return dv__array_ok(a, __func__) ? a->ndim : 0; }
+const int64_t *dv_array_shape(const dv_array *a) { return dv__array_ok(a, __func__) && a->ndim ? a->shape : NULL; }
+const int64_t *dv_array_strides(const dv_array *a) {
+  return dv__array_ok(a, __func__) && a->ndim ? a->strides : NULL;
+}
+const dv_dtype *dv_array_dtype(const dv_array *a) { return dv__array_ok(a, __func__) ? a->dtype : NULL; }
+dv_memory_kind dv_array_memory(const dv_array *a) {
+  return dv__array_ok(a, __func__) ? a->alloc->kind : DV_MEM_DEVICE;
+}
+dv_context *dv_array_context(const dv_array *a) { return dv__array_ok(a, __func__) ? a->alloc->ctx : NULL; }
 
 int64_t dv_array_size(const dv_array *a) {
-  if (!a) return 0;
+  if (!dv__array_ok(a, __func__)) return 0;
   int64_t n = 1;
   for (int i = 0; i < a->ndim; i++) n *= a->shape[i]; /* checked at creation */
   return n;
 }
 
-int64_t dv_array_nbytes(const dv_array *a) { return a ? dv_array_size(a) * (int64_t)a->dtype->itemsize : 0; }
+int64_t dv_array_nbytes(const dv_array *a) { return dv__array_ok(a, __func__) ? dv_array_size(a) * (int64_t)a->dtype->itemsize : 0; }
 
 int dv_array_is_c_contiguous(const dv_array *a) {
-  return a && dv__layout_is_c(a->ndim, a->shape, a->strides, (int64_t)a->dtype->itemsize);
+  return dv__array_ok(a, __func__) && dv__layout_is_c(a->ndim, a->shape, a->strides, (int64_t)a->dtype->itemsize);
 }
 int dv_array_is_f_contiguous(const dv_array *a) {
-  return a && dv__layout_is_f(a->ndim, a->shape, a->strides, (int64_t)a->dtype->itemsize);
+  return dv__array_ok(a, __func__) && dv__layout_is_f(a->ndim, a->shape, a->strides, (int64_t)a->dtype->itemsize);
 }
 
 dv_status dv_array_host_data(const dv_array *a, void **ptr) {
   DV_CHECK_NULL(ptr);
   *ptr = NULL;
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   if (a->alloc->kind == DV_MEM_DEVICE)
     return dv__error(DV_ERR_MISUSE, "the array lives in device memory; copy it to the host first");
   *ptr = (char *)a->alloc->host + a->offset;

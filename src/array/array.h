@@ -56,12 +56,13 @@ typedef struct dv_alloc {
   /* Room for the descriptor made with the record (dv__array_create, up to
    * DV_EMBED_DIMS dimensions): a struct dv_array and its extents.  It is
    * gone with the record, which it outlives never (it holds a reference). */
-  int64_t embed_[6 + 2 * DV_EMBED_DIMS];
+  int64_t embed_[7 + 2 * DV_EMBED_DIMS];
 } dv_alloc;
 
-/* A descriptor is sized by its ndim (48 + 16 * ndim bytes): shape and
+/* A descriptor is sized by its ndim (56 + 16 * ndim bytes): shape and
  * strides point into its own tail, which dv__array_new allocates with it. */
 struct dv_array {
+  dv_handle hdr; /* DV_HANDLE_ARRAY: released at the descriptor's last release */
   _Atomic int refs;
   int ndim;
   dv_alloc *alloc;
@@ -71,7 +72,7 @@ struct dv_array {
   int64_t *strides; /* ndim byte strides (dims_ + ndim) */
   int64_t dims_[];  /* storage of both */
 };
-_Static_assert(sizeof(struct dv_array) == 6 * sizeof(int64_t), "dv_alloc.embed_ holds a descriptor's header");
+_Static_assert(sizeof(struct dv_array) == 7 * sizeof(int64_t), "dv_alloc.embed_ holds a descriptor's header");
 
 /* Whether a is the descriptor inside its allocation record (not freed by
  * itself: it goes with the record). */
@@ -107,11 +108,21 @@ dv_status dv__opaque_error(const dv_array *a, const char *what);
  * entry point that takes one checks it before it allocates, queues or
  * retains anything, so a refused call leaves nothing behind (a pending free
  * holding the foreign stream, a pool record attached to it). */
-static inline dv_status dv__check_stream(const dv_context *ctx, const dv_stream *stream) {
+static inline dv_status dv__check_stream_fn(const dv_context *ctx, const dv_stream *stream,
+                                           const char *fn) {
+  if (stream) {
+    dv_status rc = dv__handle_check(&stream->hdr, DV_HANDLE_STREAM, fn);
+    if (rc) return rc;
+  }
   if (stream && stream->ctx != ctx)
     return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context");
   return DV_OK;
 }
+
+/* The check in the entry point it is called from (its name in a message). */
+#define dv__check_stream(ctx, stream) dv__check_stream_fn((ctx), (stream), __func__)
+/* A live array handle, at an entry point that returns a dv_status. */
+#define DV_CHECK_ARRAY(a) DV_CHECK_HANDLE((a), DV_HANDLE_ARRAY)
 
 /* Dense strides for a copy of a: its own layout when it is C or F
  * contiguous (or 1-D), else dense in a's stride order (array.c). */

@@ -202,7 +202,9 @@ static dv_status dv__copy(dv_array *dst, const dv_array *src, dv_stream *stream)
 
 dv_status dv_array_copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
   DV_CHECK_NULL(dst);
+  DV_CHECK_ARRAY(dst);
   DV_CHECK_NULL(src);
+  DV_CHECK_ARRAY(src);
   dv_status rc = dv__check_stream(dst->alloc->ctx, stream);
   if (!rc) rc = dv__check_compat(dst, src);
   if (rc) return rc;
@@ -213,10 +215,13 @@ dv_status dv_to_device(dv_context *ctx, const dv_array *src, dv_stream *stream, 
                        dv_array *to, dv_array **out) {
   if (out) *out = NULL;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   DV_CHECK_NULL(src);
+  DV_CHECK_ARRAY(src);
   dv_status src_rc = dv__check_stream(ctx, stream);
   if (!src_rc && copy) src_rc = dv__check_live(src, "source");
   if (src_rc) return src_rc;
+  if (to) DV_CHECK_ARRAY(to);
   if (to && to->alloc->ctx != ctx)
     return dv__error(DV_ERR_BACKEND_MISMATCH, "`to` belongs to another context than ctx");
   if (to) {
@@ -263,8 +268,10 @@ dv_status dv_to_device(dv_context *ctx, const dv_array *src, dv_stream *stream, 
 dv_status dv_copy_to_host(const dv_array *src, dv_array *dst, dv_stream *stream, dv_array **out) {
   if (out) *out = NULL;
   DV_CHECK_NULL(src);
+  DV_CHECK_ARRAY(src);
   /* The work runs on the destination's context (a new host array is made
    * on the source's). */
+  if (dst) DV_CHECK_ARRAY(dst);
   dv_status src_rc = dv__check_stream(dst ? dst->alloc->ctx : src->alloc->ctx, stream);
   if (!src_rc) src_rc = dv__check_live(src, "source");
   if (src_rc) return src_rc;
@@ -292,7 +299,9 @@ dv_status dv_copy_to_host(const dv_array *src, dv_array *dst, dv_stream *stream,
 
 dv_status dv_copy_to_device(dv_array *dst, const dv_array *src, dv_stream *stream) {
   DV_CHECK_NULL(dst);
+  DV_CHECK_ARRAY(dst);
   DV_CHECK_NULL(src);
+  DV_CHECK_ARRAY(src);
   dv_status rc = dv__check_stream(dst->alloc->ctx, stream);
   if (rc) return rc;
   if (dv__is_host_side(dst))
@@ -304,6 +313,7 @@ dv_status dv_copy_to_device(dv_array *dst, const dv_array *src, dv_stream *strea
 
 dv_status dv_array_memset(dv_array *a, int value, dv_stream *stream) {
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   dv_context *ctx = a->alloc->ctx;
   dv_status rc = dv__check_stream(ctx, stream);
   if (!rc) rc = dv__check_live(a, "array");
@@ -318,6 +328,7 @@ dv_status dv_array_copy_new(const dv_array *a, char order, dv_stream *stream, dv
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   dv_status rc = dv__check_stream(a->alloc->ctx, stream);
   if (!rc) rc = dv__check_live(a, "source");
   if (rc) return rc;
@@ -350,11 +361,13 @@ static dv_status dv__element_offset(const dv_array *a, const int64_t *index, int
 }
 
 static dv_status dv__item_io(dv_array *a, const int64_t *index, void *buf, size_t size,
-                             dv_stream *stream, bool get) {
+                             dv_stream *stream, bool get, const char *fn) {
   DV_CHECK_NULL(a);
+  dv_status rc = dv__handle_check(&a->hdr, DV_HANDLE_ARRAY, fn);
+  if (rc) return rc;
   DV_CHECK_NULL(buf);
   if (a->ndim > 0) DV_CHECK_NULL(index);
-  dv_status rc = dv__check_stream(a->alloc->ctx, stream);
+  rc = dv__check_stream_fn(a->alloc->ctx, stream, fn);
   if (rc) return rc;
   if (size < a->dtype->itemsize)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "buffer of %zu bytes is smaller than the %zu-byte element",
@@ -375,12 +388,12 @@ static dv_status dv__item_io(dv_array *a, const int64_t *index, void *buf, size_
 
 dv_status dv_array_get_item(const dv_array *a, const int64_t *index, void *out, size_t outsize,
                             dv_stream *stream) {
-  return dv__item_io((dv_array *)a, index, out, outsize, stream, true);
+  return dv__item_io((dv_array *)a, index, out, outsize, stream, true, __func__);
 }
 
 dv_status dv_array_set_item(dv_array *a, const int64_t *index, const void *value, size_t size,
                             dv_stream *stream) {
-  return dv__item_io(a, index, (void *)value, size, stream, false);
+  return dv__item_io(a, index, (void *)value, size, stream, false, __func__);
 }
 /* A copy of a laid out densely in `order` with shape (nnd, nshape). */
 dv_status dv__reshape_copy(const dv_array *a, int nnd, const int64_t *nshape, char order,
@@ -410,11 +423,13 @@ dv_status dv__reshape_copy(const dv_array *a, int nnd, const int64_t *nshape, ch
 }
 
 static dv_status dv__record_io(dv_array *rec, const char *name, void *buf, size_t size,
-                               dv_stream *stream, bool get) {
+                               dv_stream *stream, bool get, const char *fn) {
   DV_CHECK_NULL(rec);
+  dv_status rc = dv__handle_check(&rec->hdr, DV_HANDLE_ARRAY, fn);
+  if (rc) return rc;
   DV_CHECK_NULL(name);
   DV_CHECK_NULL(buf);
-  dv_status rc = dv__check_stream(rec->alloc->ctx, stream);
+  rc = dv__check_stream_fn(rec->alloc->ctx, stream, fn);
   if (rc) return rc;
   if (rec->ndim != 0)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "a record is 0-d; this array has %d dims (use dv_array_field)", rec->ndim);
@@ -444,9 +459,9 @@ static dv_status dv__record_io(dv_array *rec, const char *name, void *buf, size_
 }
 
 dv_status dv_record_get(const dv_array *rec, const char *name, void *out, size_t size, dv_stream *stream) {
-  return dv__record_io((dv_array *)rec, name, out, size, stream, true);
+  return dv__record_io((dv_array *)rec, name, out, size, stream, true, __func__);
 }
 
 dv_status dv_record_set(dv_array *rec, const char *name, const void *value, size_t size, dv_stream *stream) {
-  return dv__record_io(rec, name, (void *)value, size, stream, false);
+  return dv__record_io(rec, name, (void *)value, size, stream, false, __func__);
 }

@@ -341,6 +341,7 @@ dv_status dv_array_from_dlpack(dv_context *ctx, struct DLManagedTensor *tensor, 
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   DV_CHECK_NULL(tensor);
   dv__dl_desc d;
   dv__dl_read_legacy(tensor, &d);
@@ -414,7 +415,9 @@ dv_status dv_array_to_dlpack(dv_array *a, dv_stream *stream, void *consumer_stre
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   dv_context *ctx = a->alloc->ctx;
+  if (stream) DV_CHECK_HANDLE(stream, DV_HANDLE_STREAM);
   if (stream && stream->ctx != ctx)
     return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context");
   dv__dl_desc d;

@@ -13,6 +13,7 @@ dv_status dv_array_native(const dv_array *a, void **buffer, size_t *offset) {
   if (buffer) *buffer = NULL;
   if (offset) *offset = 0;
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   dv_context *ctx = a->alloc->ctx;
   dv_memory_kind k = a->alloc->kind;
   if (k != DV_MEM_DEVICE && k != DV_MEM_MANAGED && k != DV_MEM_MAPPED)
@@ -38,6 +39,7 @@ dv_status dv_array_block(const dv_array *a, dv_block *block, size_t *offset, int
   if (offset) *offset = 0;
   if (usable) *usable = 0;
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   const dv_alloc *al = a->alloc;
   /* A manager's block: device memory devarray allocated and frees (mapped
    * views, wrapped and IPC memory are not owned). */
@@ -55,6 +57,7 @@ dv_status dv_array_block(const dv_array *a, dv_block *block, size_t *offset, int
 
 dv_status dv_context_check_native(dv_context *ctx, void *native, size_t offset, size_t bytes) {
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   if (!dv__be_has(ctx->be, DV_BCAP_BUFFER_CHECK))
     return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend's device pointers are checked by its driver on use",
                      ctx->be->name);
@@ -68,6 +71,7 @@ dv_status dv_device_array_wrap(dv_context *ctx, void *buffer, size_t offset, siz
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   DV_CHECK_NULL(buffer);
   DV_CHECK_NULL(dtype);
   if (!dv__be_has(ctx->be, DV_BCAP_NATIVE))

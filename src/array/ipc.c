@@ -42,6 +42,7 @@ dv_status dv_ipc_export(const dv_array *a, dv_ipc_handle *out) {
   DV_CHECK_NULL(out);
   memset(out, 0, sizeof *out);
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   const dv_alloc *al = a->alloc;
   dv_context *ctx = al->ctx;
   if (al->kind != DV_MEM_DEVICE)
@@ -97,6 +98,7 @@ dv_status dv_ipc_open(dv_context *ctx, const dv_ipc_handle *handle, int ndim, co
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   DV_CHECK_NULL(handle);
   DV_CHECK_NULL(dtype);
   dv__ipc_header h;
@@ -149,6 +151,7 @@ dv_status dv_ipc_open(dv_context *ctx, const dv_ipc_handle *handle, int ndim, co
 
 dv_status dv_ipc_close(dv_array *a) {
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   if (!a->alloc->foreign || a->alloc->release != dv__ipc_release)
     return dv__error(DV_ERR_MISUSE, "the array was not opened with dv_ipc_open");
   dv_context *ctx = a->alloc->ctx;

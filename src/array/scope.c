@@ -131,6 +131,7 @@ dv_status dv_pinned_scope_begin(dv_context *ctx, size_t n, dv_array *const *arra
   DV_CHECK_NULL(scope);
   *scope = NULL;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   dv_status rc = dv__check_host_arrays(ctx, n, arrays);
   if (rc) return rc;
   dv_scope *s;
@@ -153,6 +154,7 @@ dv_status dv_mapped_scope_begin(dv_context *ctx, size_t n, dv_array *const *arra
   if (device_views)
     for (size_t i = 0; i < n; i++) device_views[i] = NULL;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   if (n > 0) DV_CHECK_NULL(device_views);
   dv_status rc = dv__check_host_arrays(ctx, n, arrays);
   if (rc) return rc;
@@ -203,6 +205,7 @@ dv_status dv_scope_end(dv_scope *scope) {
 
 dv_status dv_array_register(dv_array *a) {
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   if (!dv__is_host_side(a)) return dv__error(DV_ERR_INVALID_ARGUMENT, "only host arrays can be registered");
   dv_alloc *al = a->alloc;
   if (dv__natively_pinned(al)) return DV_OK;
@@ -220,6 +223,7 @@ dv_status dv_array_register(dv_array *a) {
 
 dv_status dv_array_unregister(dv_array *a) {
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   dv_alloc *al = a->alloc;
   if (dv__natively_pinned(al)) return DV_OK;
   pthread_mutex_lock(&al->reg_lock);
@@ -234,7 +238,7 @@ dv_status dv_array_unregister(dv_array *a) {
 }
 
 int dv_array_is_pinned(const dv_array *a) {
-  if (!a || !dv__is_host_side(a)) return 0;
+  if (!a || dv__handle_check(&a->hdr, DV_HANDLE_ARRAY, __func__) || !dv__is_host_side(a)) return 0;
   if (dv__natively_pinned(a->alloc)) return 1;
   pthread_mutex_lock(&a->alloc->reg_lock);
   int r = a->alloc->reg_count > 0;

@@ -72,6 +72,7 @@ static bool dv__pinned_unavailable(dv_status rc) {
 }
 
 static dv_status dv__check_stream_of(const dv_smart *s, const dv_stream *stream) {
+  if (stream) DV_CHECK_HANDLE(stream, DV_HANDLE_STREAM);
   if (stream && stream->ctx != s->ctx)
     return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context than the smart array");
   return DV_OK;
@@ -100,8 +101,10 @@ dv_status dv_smart_create(dv_context *ctx, int ndim, const int64_t *shape, const
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   dv_status rc = dv__check_where(where);
   if (rc) return rc;
+  if (stream) DV_CHECK_HANDLE(stream, DV_HANDLE_STREAM);
   if (stream && stream->ctx != ctx)
     return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context");
   dv_array *a = NULL;
@@ -119,8 +122,10 @@ dv_status dv_smart_from_array(dv_array *a, unsigned flags, dv_stream *stream, dv
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   if (flags & ~DV_SMART_COPY)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown flags 0x%x for dv_smart_from_array", flags);
+  if (stream) DV_CHECK_HANDLE(stream, DV_HANDLE_STREAM);
   if (stream && stream->ctx != a->alloc->ctx)
     return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context than the array");
   dv_where where = DV_WHERE_HOST;
@@ -153,6 +158,7 @@ dv_status dv_smart_from_array(dv_array *a, unsigned flags, dv_stream *stream, dv
 dv_status dv_smart_attach(dv_smart *s, dv_array *a) {
   DV_CHECK_NULL(s);
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   dv_where where = DV_WHERE_HOST;
   dv_status rc = dv__copy_slot(a, &where);
   if (rc) return rc;

@@ -13,6 +13,7 @@ dv_status dv_array_slice(const dv_array *a, int nidx, const dv_index *idx, dv_ar
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   if (nidx < 0) return dv__error(DV_ERR_INVALID_ARGUMENT, "negative index count %d", nidx);
   if (nidx > 0 && !idx) return dv__error(DV_ERR_NULL_ARGUMENT, "idx is NULL with %d entries", nidx);
   if (nidx > a->ndim)
@@ -88,6 +89,7 @@ dv_status dv_array_reshape(const dv_array *a, int ndim, const int64_t *shape, ch
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   if (ndim > 0) DV_CHECK_NULL(shape);
   dv_status rc = dv__check_stream(a->alloc->ctx, stream);
   if (rc) return rc;
@@ -114,6 +116,7 @@ dv_status dv_array_ravel(const dv_array *a, char order, unsigned flags, dv_strea
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   dv_status rc = dv__check_stream(a->alloc->ctx, stream);
   if (rc) return rc;
   bool c = dv_array_is_c_contiguous(a), f = dv_array_is_f_contiguous(a);
@@ -136,6 +139,7 @@ dv_status dv_array_split(const dv_array *a, int64_t section, dv_array **views, s
   if (views)
     for (size_t i = 0; i < cap; i++) views[i] = NULL;
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   if (a->ndim != 1) return dv__error(DV_ERR_INVALID_ARGUMENT, "only support 1d array (got %d dims)", a->ndim);
   if (a->strides[0] != (int64_t)a->dtype->itemsize)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "only support unit stride (stride %lld, itemsize %zu)",
@@ -167,6 +171,7 @@ dv_status dv_array_field(const dv_array *a, const char *name, dv_array **out) {
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(a);
+  DV_CHECK_ARRAY(a);
   DV_CHECK_NULL(name);
   if (a->dtype->id != DV_RECORD)
     return dv__error(DV_ERR_BAD_DTYPE, "field access needs a record array, not %s", a->dtype->name);

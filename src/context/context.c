@@ -134,6 +134,8 @@ dv_status dv_context_create(const dv_config *cfg, dv_context **out) {
   if (!ctx) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a context");
   dv__options_resolve(cfg, ctx->opt);
   dv__resolve_host_mode(ctx->opt);
+  /* checked mode keeps released handles in the quarantine (core/handle.c) */
+  ctx->handles_checked = strcmp(ctx->opt[DV_OPT_HOST_MODE].s, "fast") != 0;
   if (ctx->opt[DV_OPT_LOG_LEVEL].source == DV_SOURCE_API)
     dv__log_set_level((dv_log_level)ctx->opt[DV_OPT_LOG_LEVEL].i);
   /* host-allocation faults are process-wide; a config arms them too */
@@ -162,6 +164,7 @@ dv_status dv_context_create(const dv_config *cfg, dv_context **out) {
   rc = dv__kernel_state_init(ctx);
   if (rc) goto fail_arrays;
   dv__log(DV_LOG_INFO, "context on backend %s", ctx->be->name);
+  dv__handle_init(&ctx->hdr, DV_HANDLE_CONTEXT);
   *out = ctx;
   return DV_OK;
 fail_arrays:
@@ -180,6 +183,7 @@ fail_backend:
 
 dv_status dv_context_destroy(dv_context *ctx) {
   if (!ctx) return DV_OK;
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT); /* a second destroy: DV_ERR_MISUSE */
   int64_t arrays = (int64_t)atomic_load(&ctx->stats.c[DV_STAT_ARRAYS].current), streams = atomic_load(&ctx->streams->live_streams),
           events = atomic_load(&ctx->streams->live_events), scopes = atomic_load(&ctx->arrays->live_scopes),
           modules = atomic_load(&ctx->kernels->live_modules), programs = atomic_load(&ctx->kernels->live_programs);
@@ -209,16 +213,23 @@ dv_status dv_context_destroy(dv_context *ctx) {
   ctx->be->close(ctx->bst);
   dv__free(ctx->pending.items);
   dv__stats_destroy(&ctx->stats);
-  dv__free(ctx);
+  atomic_store(&ctx->hdr.magic, DV__HANDLE_RELEASED(DV_HANDLE_CONTEXT));
+  dv__handle_retire(ctx, sizeof *ctx, 0, ctx->handles_checked, NULL);
   return rc;
 }
 
-const char *dv_context_backend(const dv_context *ctx) { return ctx ? ctx->be->name : "none"; }
+/* The accessors that cannot fail answer as for NULL on a destroyed context. */
+static inline bool dv__ctx_ok(const dv_context *ctx, const char *fn) {
+  return ctx && !dv__handle_check(&ctx->hdr, DV_HANDLE_CONTEXT, fn);
+}
+
+const char *dv_context_backend(const dv_context *ctx) { return dv__ctx_ok(ctx, __func__) ? ctx->be->name : "none"; }
 
 dv_status dv_context_device_info(dv_context *ctx, dv_device_info *out) {
   DV_CHECK_NULL(out);
   memset(out, 0, sizeof *out);
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   dv_status rc = ctx->be->device_info(ctx->bst, out);
   if (rc) memset(out, 0, sizeof *out);
   return rc;
@@ -228,6 +239,7 @@ dv_status dv_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_byte
   if (free_bytes) *free_bytes = 0;
   if (total_bytes) *total_bytes = 0;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   size_t f = 0, t = 0;
   dv_status rc = ctx->memory->mm.mem_info(ctx->memory->mm_state, &f, &t);
   if (free_bytes) *free_bytes = rc ? 0 : f;
@@ -237,20 +249,28 @@ dv_status dv_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_byte
 
 dv_status dv_context_synchronize(dv_context *ctx) {
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   /* Streams are independent on every backend; the default stream plus the
    * backend's device-wide wait (stream_sync with NULL) covers all of them. */
   return dv__bstream_wait(ctx, NULL);
 }
 
-dv_stream *dv_context_default_stream(dv_context *ctx) { return ctx ? dv__default_stream(ctx) : NULL; }
-dv_stream *dv_context_legacy_stream(dv_context *ctx) { return ctx ? dv__legacy_stream(ctx) : NULL; }
-dv_stream *dv_context_per_thread_stream(dv_context *ctx) { return ctx ? dv__per_thread_stream(ctx) : NULL; }
+dv_stream *dv_context_default_stream(dv_context *ctx) {
+  return dv__ctx_ok(ctx, __func__) ? dv__default_stream(ctx) : NULL;
+}
+dv_stream *dv_context_legacy_stream(dv_context *ctx) {
+  return dv__ctx_ok(ctx, __func__) ? dv__legacy_stream(ctx) : NULL;
+}
+dv_stream *dv_context_per_thread_stream(dv_context *ctx) {
+  return dv__ctx_ok(ctx, __func__) ? dv__per_thread_stream(ctx) : NULL;
+}
 
 dv_status dv_context_option(dv_context *ctx, const char *name, char *buf, size_t cap,
                             dv_option_source *source) {
   if (buf && cap) buf[0] = 0;
   if (source) *source = DV_SOURCE_DEFAULT;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   DV_CHECK_NULL(name);
   DV_CHECK_NULL(buf);
   int id = dv__option_lookup(name);
@@ -270,6 +290,7 @@ dv_status dv_fault_inject(dv_context *ctx, dv_fault_kind kind, uint64_t k) {
     return DV_OK;
   }
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   if ((unsigned)kind > DV_FAULT_FREE)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown fault kind %d", (int)kind);
   if (!dv__be_has(ctx->be, DV_BCAP_FAULTS))
@@ -282,12 +303,13 @@ int dv_fault_pending(dv_context *ctx, dv_fault_kind kind) {
    * pending, and must not index their tables. */
   if ((unsigned)kind > DV_FAULT_FREE) return 0;
   if (kind == DV_FAULT_HOST_ALLOC) return dv__fault_host_pending();
-  if (!ctx || !dv__be_has(ctx->be, DV_BCAP_FAULTS)) return 0;
+  if (!dv__ctx_ok(ctx, __func__) || !dv__be_has(ctx->be, DV_BCAP_FAULTS)) return 0;
   return ctx->be->fault_pending(ctx->bst, kind);
 }
 
 dv_status dv_context_check_memory(dv_context *ctx) {
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   dv_status rc = dv__bstream_wait(ctx, NULL);
   if (rc) return rc;
   return dv__be_has(ctx->be, DV_BCAP_FAULTS) ? ctx->be->check_memory(ctx->bst) : DV_OK;
@@ -297,6 +319,7 @@ dv_status dv_context_native(dv_context *ctx, void **context, void **device) {
   if (context) *context = NULL;
   if (device) *device = NULL;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   if (!dv__be_has(ctx->be, DV_BCAP_NATIVE))
     return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend has no native context", ctx->be->name);
   void *c = NULL, *d = NULL;

@@ -55,6 +55,52 @@ char *dv__strdup(const char *s);
 void dv__fault_host_set(uint64_t k);
 int dv__fault_host_pending(void);
 
+/* ---- handles that cannot be used after release (handle.c) ---- */
+/* The header every public handle begins with: `magic` is the kind's live
+ * word until the caller's last release, the kind's released word after it;
+ * `gen` numbers handles in creation order (for messages and debuggers). */
+typedef enum dv_handle_kind {
+  DV_HANDLE_ARRAY,
+  DV_HANDLE_STREAM,
+  DV_HANDLE_EVENT,
+  DV_HANDLE_MODULE,
+  DV_HANDLE_CONTEXT,
+  DV_HANDLE_KINDS
+} dv_handle_kind;
+typedef struct dv_handle {
+  _Atomic uint32_t magic;
+  uint32_t gen;
+} dv_handle;
+#define DV__HANDLE_LIVE(kind) (0x64760000u | (uint32_t)(kind))     /* "dv" */
+#define DV__HANDLE_RELEASED(kind) (0xdead0000u | (uint32_t)(kind))
+/* How many released handles checked mode keeps (process-wide). */
+#define DV_HANDLE_QUARANTINE 4096
+const char *dv__handle_kind_name(dv_handle_kind kind);
+void dv__handle_init(dv_handle *h, dv_handle_kind kind);
+/* DV_ERR_MISUSE naming fn and the kind, for a header that is not live. */
+dv_status dv__handle_error(const dv_handle *h, dv_handle_kind kind, const char *fn);
+/* DV_OK for a live handle of `kind`; else DV_ERR_MISUSE "fn: <kind> was
+ * released" (or "not a <kind>").  NULL is the caller's to handle. */
+static inline dv_status dv__handle_check(const dv_handle *h, dv_handle_kind kind, const char *fn) {
+  if (DV_LIKELY(atomic_load_explicit(&((dv_handle *)h)->magic, memory_order_relaxed) ==
+                DV__HANDLE_LIVE(kind)))
+    return DV_OK;
+  return dv__handle_error(h, kind, fn);
+}
+/* The check at an entry point returning dv_status (h non-NULL). */
+#define DV_CHECK_HANDLE(h, kind)                                          \
+  do {                                                                    \
+    dv_status dv__hrc = dv__handle_check(&(h)->hdr, (kind), __func__);    \
+    if (DV_UNLIKELY(dv__hrc)) return dv__hrc;                             \
+  } while (0)
+/* Set the error for a release of h that is not live (a double release:
+ * "fn: <kind> was released already") and log it; nothing changes. */
+void dv__handle_report(const dv_handle *h, dv_handle_kind kind, const char *fn);
+/* Free a released handle's memory (size bytes at p, its dv_handle at byte
+ * hdr_off; free_fn NULL: dv__free), or in checked mode keep it in the
+ * quarantine, all but the header poisoned under AddressSanitizer. */
+void dv__handle_retire(void *p, size_t size, size_t hdr_off, bool checked, void (*free_fn)(void *));
+
 /* ---- checked arithmetic ---- */
 static inline bool dv__mul_overflow(int64_t a, int64_t b, int64_t *r) {
   return __builtin_mul_overflow(a, b, r);
@@ -274,6 +320,9 @@ typedef struct dv_kernel_state dv_kernel_state; /* kernel/kernel_internal.h */
 /* Made and torn down by src/context/context.c; every layer reads it.  The
  * core's own: the options, the lock, the pending queue, the statistics. */
 struct dv_context {
+  dv_handle hdr; /* DV_HANDLE_CONTEXT (handle.c) */
+  /* host_mode is checked: released handles are quarantined (handle.c) */
+  bool handles_checked;
   const dv_backend *be;
   void *bst; /* backend state */
   const char *backend_name; /* be->name, for the core, which reports it */

@@ -142,6 +142,7 @@ dv_status dv__flush(dv_context *ctx) {
 
 dv_status dv_context_flush_deallocs(dv_context *ctx) {
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   dv_status first = DV_OK;
   for (int round = 0; round < DV__FLUSH_ROUNDS; round++) {
     dv_status rc = dv__flush(ctx);
@@ -158,6 +159,7 @@ dv_status dv_context_pending_deallocs(dv_context *ctx, size_t *count, size_t *by
   if (count) *count = 0;
   if (bytes) *bytes = 0;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   dv__spin_lock(&ctx->lock);
   if (count) *count = ctx->pending.count;
   if (bytes) *bytes = ctx->pending.bytes;
@@ -170,6 +172,7 @@ dv_status dv_context_pending_deallocs(dv_context *ctx, size_t *count, size_t *by
 
 dv_status dv_context_set_dealloc_limits(dv_context *ctx, size_t max_count, double max_ratio) {
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   if (max_count > DV__MAX_COUNT_LIMIT)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "pending-deallocation count limit %zu is above the maximum %u",
                      max_count, DV__MAX_COUNT_LIMIT);
@@ -192,6 +195,7 @@ dv_status dv_context_dealloc_limits(dv_context *ctx, size_t *max_count, double *
   if (max_ratio) *max_ratio = 0;
   if (max_bytes) *max_bytes = 0;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   dv__spin_lock(&ctx->lock);
   if (max_count) *max_count = (size_t)ctx->opt[DV_OPT_MAX_PENDING_COUNT].i;
   if (max_ratio) *max_ratio = ctx->opt[DV_OPT_MAX_PENDING_RATIO].d;
@@ -202,6 +206,7 @@ dv_status dv_context_dealloc_limits(dv_context *ctx, size_t *max_count, double *
 
 dv_status dv_defer_cleanup_begin(dv_context *ctx) {
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   dv__spin_lock(&ctx->lock);
   ctx->defer_depth++;
   dv__spin_unlock(&ctx->lock);
@@ -210,6 +215,7 @@ dv_status dv_defer_cleanup_begin(dv_context *ctx) {
 
 dv_status dv_defer_cleanup_end(dv_context *ctx) {
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   dv__spin_lock(&ctx->lock);
   if (ctx->defer_depth == 0) {
     dv__spin_unlock(&ctx->lock);

@@ -122,6 +122,7 @@ dv_status dv_context_stats(dv_context *ctx, dv_stats *out) {
     size_t have = out->size < sizeof *out ? out->size : sizeof *out;
     if (have > sizeof out->size) memset((char *)out + sizeof out->size, 0, have - sizeof out->size);
     DV_CHECK_NULL(ctx);
+    DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
     return dv__error(DV_ERR_INVALID_ARGUMENT,
                      "dv_stats.size is %u, smaller than any version of dv_stats (set it to sizeof(dv_stats))",
                      out->size);
@@ -179,6 +180,7 @@ dv_status dv_context_stats_json(dv_context *ctx, char *buf, size_t cap, size_t *
   DV_CHECK_NULL(needed);
   *needed = 0;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   dv_stats st = {.size = sizeof st};
   dv_status rc = dv_context_stats(ctx, &st);
   if (rc) return rc;

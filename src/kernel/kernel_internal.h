@@ -54,6 +54,7 @@ struct dv_kernel {
 };
 
 struct dv_module {
+  dv_handle hdr; /* DV_HANDLE_MODULE */
   _Atomic int refs;
   dv_context *ctx;
   dv_bmodule *bm;

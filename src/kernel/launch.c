@@ -14,6 +14,10 @@
 /* ---- modules ------------------------------------------------------------------- */
 
 dv_module *dv_module_retain(dv_module *m) {
+  if (m && dv__handle_check(&m->hdr, DV_HANDLE_MODULE, __func__)) {
+    dv__log(DV_LOG_ERROR, "%s", dv_last_error());
+    return NULL;
+  }
   if (m) atomic_fetch_add(&m->refs, 1);
   return m;
 }
@@ -79,12 +83,22 @@ static dv_status dv__dtor_module(dv_context *ctx, void *handle, void *aux) {
   dv__ksigs_free(&m->sigs);
   dv__free(m->program);
   pthread_mutex_destroy(&m->lock);
-  dv__free(m);
+  dv__handle_retire(m, sizeof *m, 0, ctx->handles_checked, NULL);
   return rc ? rc : r2;
 }
 
 void dv_module_release(dv_module *m) {
-  if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
+  if (!m) return;
+  /* the header first: a released handle's other fields are not to be read */
+  int r = dv__handle_check(&m->hdr, DV_HANDLE_MODULE, __func__) ? 0 : atomic_load(&m->refs);
+  do {
+    if (r <= 0) {
+      dv__handle_report(&m->hdr, DV_HANDLE_MODULE, __func__); /* a double release: nothing changes */
+      return;
+    }
+  } while (!atomic_compare_exchange_weak(&m->refs, &r, r - 1));
+  if (r != 1) return;
+  atomic_store(&m->hdr.magic, DV__HANDLE_RELEASED(DV_HANDLE_MODULE));
   dv_context *ctx = m->ctx;
   /* From now on its kernels are caught if used (the unload itself waits
    * for the next flush). */
@@ -96,7 +110,9 @@ void dv_module_release(dv_module *m) {
   if (rc) dv__log(DV_LOG_ERROR, "unloading a kernel module: %s", dv_last_error());
 }
 
-int dv_module_from_cache(const dv_module *m) { return m ? m->from_cache : 0; }
+int dv_module_from_cache(const dv_module *m) {
+  return m && !dv__handle_check(&m->hdr, DV_HANDLE_MODULE, __func__) ? m->from_cache : 0;
+}
 
 /* ---- kernels ---------------------------------------------------------------------- */
 
@@ -172,6 +188,7 @@ dv_status dv_module_kernel(dv_module *m, const char *name, dv_kernel **out) {
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(m);
+  DV_CHECK_HANDLE(m, DV_HANDLE_MODULE);
   DV_CHECK_NULL(name);
   dv_context *ctx = m->ctx;
   dv_status rc = DV_OK;
@@ -283,13 +300,16 @@ static dv_status dv__constant_run(dv_context *ctx, dv_stream *stream, dv_bstream
 dv_status dv_module_set_constant(dv_module *m, const char *name, const dv_array *src,
                                  dv_stream *stream) {
   DV_CHECK_NULL(m);
+  DV_CHECK_HANDLE(m, DV_HANDLE_MODULE);
   DV_CHECK_NULL(name);
   DV_CHECK_NULL(src);
+  DV_CHECK_ARRAY(src);
   dv_context *ctx = m->ctx;
   const dv_kconst *c = NULL;
   for (size_t i = 0; i < m->nconsts; i++)
     if (strcmp(m->consts[i].name, name) == 0) c = &m->consts[i];
   if (!c) return dv__error(DV_ERR_INVALID_ARGUMENT, "the module has no constant array %s", name);
+  if (stream) DV_CHECK_HANDLE(stream, DV_HANDLE_STREAM);
   if (src->alloc->ctx != ctx || (stream && stream->ctx != ctx))
     return dv__error(DV_ERR_BACKEND_MISMATCH, "constant %s: array or stream of another context", name);
   if (src->dtype->id != c->type)
@@ -424,6 +444,8 @@ static dv_status dv__check_arg(const dv_kernel *k, dv_context *ctx, size_t i, co
     const dv_array *arr = a->array;
     if (!arr)
       return dv__error(DV_ERR_NULL_ARGUMENT, "kernel %s, argument %zu: array is NULL", k->name, i);
+    if (dv__handle_check(&arr->hdr, DV_HANDLE_ARRAY, "dv_kernel_launch"))
+      return dv__error(DV_ERR_MISUSE, "dv_kernel_launch: kernel %s, argument %zu: array was released", k->name, i);
     if (arr->alloc->ctx != ctx)
       return dv__error(DV_ERR_BACKEND_MISMATCH,
                        "kernel %s, argument %zu: the array belongs to another context", k->name, i);
@@ -465,6 +487,7 @@ dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nar
   if (rc) return rc;
   if (nargs && !args) return dv__error(DV_ERR_NULL_ARGUMENT, "args is NULL with nargs = %zu", nargs);
   dv_context *ctx = k->module->ctx;
+  if (cfg->stream) DV_CHECK_HANDLE(cfg->stream, DV_HANDLE_STREAM);
   if (cfg->stream && cfg->stream->ctx != ctx)
     return dv__error(DV_ERR_BACKEND_MISMATCH, "kernel %s: the stream belongs to another context",
                      k->name);

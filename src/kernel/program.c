@@ -60,6 +60,7 @@ dv_status dv_program_create(dv_context *ctx, const char *name, const char *sourc
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   DV_CHECK_NULL(source);
   if (name) {
     bool bad = !*name || strlen(name) > 255;
@@ -151,6 +152,7 @@ dv_status dv_program_constant(dv_program *p, const char *name, const dv_array *h
   DV_CHECK_NULL(p);
   DV_CHECK_NULL(name);
   DV_CHECK_NULL(host);
+  DV_CHECK_ARRAY(host);
   if (!dv__is_identifier(name))
     return dv__error(DV_ERR_INVALID_ARGUMENT, "constant name \"%s\" is not a C identifier", name);
   if (dv__program_has_name(p, name))
@@ -361,6 +363,7 @@ static dv_status dv__module_new(dv_program *p, dv_bmodule *bm, const dv_klimits 
     dv__ksigs_free(&sigs);
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a module");
   }
+  dv__handle_init(&m->hdr, DV_HANDLE_MODULE);
   atomic_store(&m->refs, 1);
   m->ctx = p->ctx;
   m->bm = bm;

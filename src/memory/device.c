@@ -9,12 +9,14 @@ dv_status dv_backend_alloc(dv_context *ctx, size_t bytes, dv_block *out) {
   DV_CHECK_NULL(out);
   *out = (dv_block){NULL, 0, NULL};
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   if (bytes == 0) return dv__error(DV_ERR_INVALID_ARGUMENT, "allocation of 0 bytes");
   return ctx->be->mem_alloc(ctx->bst, bytes, &out->buf);
 }
 
 dv_status dv_backend_free(dv_context *ctx, dv_block block) {
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   if (!block.buf) return dv__error(DV_ERR_INVALID_ARGUMENT, "free of a NULL device buffer");
   return ctx->be->mem_free(ctx->bst, block.buf);
 }
@@ -23,6 +25,7 @@ dv_status dv_backend_memory_info(dv_context *ctx, size_t *free_bytes, size_t *to
   if (free_bytes) *free_bytes = 0;
   if (total_bytes) *total_bytes = 0;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   size_t f = 0, t = 0;
   dv_status rc = ctx->be->mem_info(ctx->bst, &f, &t);
   if (rc) return rc;

@@ -122,6 +122,7 @@ dv_status dv_memory_stats(dv_context *ctx, dv_mm_stats *out) {
   DV_CHECK_NULL(out);
   memset(out, 0, sizeof *out);
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   dv_memory_state *m = ctx->memory;
   if (!m->mm.stats) return dv__error(DV_ERR_NOT_SUPPORTED, "memory manager \"%s\" keeps no statistics", m->mm.name);
   dv_status rc = m->mm.stats(m->mm_state, out);
@@ -131,6 +132,7 @@ dv_status dv_memory_stats(dv_context *ctx, dv_mm_stats *out) {
 
 dv_status dv_memory_trim(dv_context *ctx) {
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   dv_status rc = dv__flush(ctx);
   dv_memory_state *m = ctx->memory;
   dv_status r2 = m->mm.trim ? m->mm.trim(m->mm_state) : DV_OK;
@@ -143,6 +145,7 @@ dv_status dv_memory_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t
   DV_CHECK_NULL(needed);
   *needed = 0;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   dv_memory_state *m = ctx->memory;
   if (m->mm.init != dv__mm_pool.init)
     return dv__error(DV_ERR_NOT_SUPPORTED, "snapshots are kept by the pool; this context uses \"%s\"", m->mm.name);

@@ -16,7 +16,7 @@ static dv_status dv__dtor_stream(dv_context *ctx, void *handle, void *aux) {
   for (int k = 0; k < DV_STREAM_SLOTS; k++)
     if (st->keys[k].destroyed) st->keys[k].destroyed(ctx, s, dv__stream_slot(s, k), st->keys[k].arg);
   dv_status rc = ctx->be->stream_destroy(ctx->bst, s->bs);
-  dv__free(s);
+  dv__handle_retire(s, sizeof *s, 0, ctx->handles_checked, NULL);
   return rc;
 }
 
@@ -45,7 +45,7 @@ static dv_status dv__dtor_event(dv_context *ctx, void *handle, void *aux) {
   (void)aux;
   dv_event *e = handle;
   dv_status rc = ctx->be->event_destroy(ctx->bst, e->be);
-  dv__free(e);
+  dv__handle_retire(e, sizeof *e, 0, ctx->handles_checked, NULL);
   return rc;
 }
 
@@ -53,6 +53,7 @@ dv_status dv_stream_create(dv_context *ctx, unsigned flags, dv_stream **out) {
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   if (flags & ~DV_STREAM_NON_BLOCKING)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown stream flags 0x%x", flags);
   dv_stream *s = dv__calloc(1, sizeof *s);
@@ -63,6 +64,7 @@ dv_status dv_stream_create(dv_context *ctx, unsigned flags, dv_stream **out) {
     return rc;
   }
   s->ctx = ctx;
+  dv__handle_init(&s->hdr, DV_HANDLE_STREAM);
   atomic_store(&s->refs, 1);
   atomic_store(&s->user_refs, 1);
   atomic_fetch_add(&ctx->streams->live_streams, 1);
@@ -71,6 +73,10 @@ dv_status dv_stream_create(dv_context *ctx, unsigned flags, dv_stream **out) {
 }
 
 dv_stream *dv_stream_retain(dv_stream *s) {
+  if (s && dv__handle_check(&s->hdr, DV_HANDLE_STREAM, __func__)) {
+    dv__log(DV_LOG_ERROR, "%s", dv_last_error());
+    return NULL;
+  }
   if (s && !s->is_default) {
     atomic_fetch_add(&s->user_refs, 1);
     atomic_fetch_add(&s->refs, 1);
@@ -90,18 +96,36 @@ void dv__stream_irelease(dv_stream *s) {
 }
 
 void dv_stream_release(dv_stream *s) {
-  if (!s || s->is_default) return;
-  if (atomic_fetch_sub(&s->user_refs, 1) == 1) atomic_fetch_sub(&s->ctx->streams->live_streams, 1);
+  if (!s) return;
+  if (dv__handle_check(&s->hdr, DV_HANDLE_STREAM, __func__)) {
+    dv__handle_report(&s->hdr, DV_HANDLE_STREAM, __func__); /* a double release: nothing changes */
+    return;
+  }
+  if (s->is_default) return;
+  int u = atomic_load(&s->user_refs);
+  do {
+    if (u <= 0) { /* a release racing the last one */
+      dv__handle_report(&s->hdr, DV_HANDLE_STREAM, __func__);
+      return;
+    }
+  } while (!atomic_compare_exchange_weak(&s->user_refs, &u, u - 1));
+  if (u == 1) {
+    /* the user's last reference: from now on s is caught if used */
+    atomic_store(&s->hdr.magic, DV__HANDLE_RELEASED(DV_HANDLE_STREAM));
+    atomic_fetch_sub(&s->ctx->streams->live_streams, 1);
+  }
   dv__stream_irelease(s);
 }
 
 dv_status dv_stream_synchronize(dv_stream *s) {
   DV_CHECK_NULL(s);
+  DV_CHECK_HANDLE(s, DV_HANDLE_STREAM);
   return s->ctx->be->stream_sync(s->ctx->bst, s->bs);
 }
 
 dv_status dv_stream_query(dv_stream *s) {
   DV_CHECK_NULL(s);
+  DV_CHECK_HANDLE(s, DV_HANDLE_STREAM);
   return s->ctx->be->stream_query(s->ctx->bst, s->bs);
 }
 
@@ -121,6 +145,7 @@ static void dv__user_cb(void *arg, dv_status status) {
 
 dv_status dv_stream_add_callback(dv_stream *s, dv_callback_fn fn, void *user) {
   DV_CHECK_NULL(s);
+  DV_CHECK_HANDLE(s, DV_HANDLE_STREAM);
   DV_CHECK_NULL(fn);
   dv_user_cb *c = dv__malloc(sizeof *c);
   if (!c) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a callback record");
@@ -134,12 +159,14 @@ dv_status dv_stream_add_callback(dv_stream *s, dv_callback_fn fn, void *user) {
 
 dv_status dv_stream_auto_sync_begin(dv_stream *s) {
   DV_CHECK_NULL(s);
+  DV_CHECK_HANDLE(s, DV_HANDLE_STREAM);
   atomic_fetch_add(&s->auto_sync_depth, 1);
   return DV_OK;
 }
 
 dv_status dv_stream_auto_sync_end(dv_stream *s) {
   DV_CHECK_NULL(s);
+  DV_CHECK_HANDLE(s, DV_HANDLE_STREAM);
   int d = atomic_load(&s->auto_sync_depth);
   do {
     if (d == 0) return dv__error(DV_ERR_MISUSE, "dv_stream_auto_sync_end without a matching begin");
@@ -151,6 +178,7 @@ dv_status dv_event_create(dv_context *ctx, unsigned flags, dv_event **out) {
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   if (flags & ~DV_EVENT_TIMING) return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown event flags 0x%x", flags);
   dv_event *e = dv__calloc(1, sizeof *e);
   if (!e) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate an event");
@@ -160,6 +188,7 @@ dv_status dv_event_create(dv_context *ctx, unsigned flags, dv_event **out) {
     return rc;
   }
   e->ctx = ctx;
+  dv__handle_init(&e->hdr, DV_HANDLE_EVENT);
   e->flags = flags;
   atomic_init(&e->refs, 1);
   atomic_fetch_add(&ctx->streams->live_events, 1);
@@ -168,13 +197,26 @@ dv_status dv_event_create(dv_context *ctx, unsigned flags, dv_event **out) {
 }
 
 dv_event *dv_event_retain(dv_event *e) {
+  if (e && dv__handle_check(&e->hdr, DV_HANDLE_EVENT, __func__)) {
+    dv__log(DV_LOG_ERROR, "%s", dv_last_error());
+    return NULL;
+  }
   if (e) atomic_fetch_add(&e->refs, 1);
   return e;
 }
 
 void dv_event_release(dv_event *e) {
   if (!e) return;
-  if (atomic_fetch_sub(&e->refs, 1) > 1) return;
+  /* the header first: a released handle's other fields are not to be read */
+  int r = dv__handle_check(&e->hdr, DV_HANDLE_EVENT, __func__) ? 0 : atomic_load(&e->refs);
+  do {
+    if (r <= 0) {
+      dv__handle_report(&e->hdr, DV_HANDLE_EVENT, __func__); /* a double release: nothing changes */
+      return;
+    }
+  } while (!atomic_compare_exchange_weak(&e->refs, &r, r - 1));
+  if (r > 1) return;
+  atomic_store(&e->hdr.magic, DV__HANDLE_RELEASED(DV_HANDLE_EVENT));
   dv_context *ctx = e->ctx;
   atomic_fetch_sub(&ctx->streams->live_events, 1);
   dv_status rc = dv__defer_free(ctx, dv__dtor_event, e, NULL, 0);
@@ -188,7 +230,9 @@ static dv_status dv__same_ctx(dv_context *a, dv_context *b) {
 
 dv_status dv_event_record(dv_event *e, dv_stream *s) {
   DV_CHECK_NULL(e);
+  DV_CHECK_HANDLE(e, DV_HANDLE_EVENT);
   if (s) {
+    DV_CHECK_HANDLE(s, DV_HANDLE_STREAM);
     dv_status rc = dv__same_ctx(e->ctx, s->ctx);
     if (rc) return rc;
   }
@@ -198,6 +242,8 @@ dv_status dv_event_record(dv_event *e, dv_stream *s) {
 dv_status dv_stream_wait_event(dv_stream *s, dv_event *e) {
   DV_CHECK_NULL(s);
   DV_CHECK_NULL(e);
+  DV_CHECK_HANDLE(s, DV_HANDLE_STREAM);
+  DV_CHECK_HANDLE(e, DV_HANDLE_EVENT);
   dv_status rc = dv__same_ctx(e->ctx, s->ctx);
   if (rc) return rc;
   return e->ctx->be->event_wait(e->ctx->bst, s->bs, e->be);
@@ -205,11 +251,13 @@ dv_status dv_stream_wait_event(dv_stream *s, dv_event *e) {
 
 dv_status dv_event_query(dv_event *e) {
   DV_CHECK_NULL(e);
+  DV_CHECK_HANDLE(e, DV_HANDLE_EVENT);
   return e->ctx->be->event_query(e->ctx->bst, e->be);
 }
 
 dv_status dv_event_synchronize(dv_event *e) {
   DV_CHECK_NULL(e);
+  DV_CHECK_HANDLE(e, DV_HANDLE_EVENT);
   return e->ctx->be->event_sync(e->ctx->bst, e->be);
 }
 
@@ -218,6 +266,8 @@ dv_status dv_event_elapsed_ms(dv_event *start, dv_event *end, float *ms) {
   *ms = 0;
   DV_CHECK_NULL(start);
   DV_CHECK_NULL(end);
+  DV_CHECK_HANDLE(start, DV_HANDLE_EVENT);
+  DV_CHECK_HANDLE(end, DV_HANDLE_EVENT);
   dv_status rc = dv__same_ctx(start->ctx, end->ctx);
   if (rc) return rc;
   return start->ctx->be->event_elapsed(start->ctx->bst, start->be, end->be, ms);
@@ -237,6 +287,7 @@ dv_status dv__streams_open(dv_context *ctx) {
   }
   s[0].ctx = ctx;
   s[0].is_default = true;
+  dv__handle_init(&s[0].hdr, DV_HANDLE_STREAM);
   atomic_store(&s[0].refs, 1);
   s[1] = s[0];
   s[2] = s[0];
@@ -313,6 +364,7 @@ dv_status dv_stream_native(dv_stream *s, void **handle) {
   DV_CHECK_NULL(handle);
   *handle = NULL;
   DV_CHECK_NULL(s);
+  DV_CHECK_HANDLE(s, DV_HANDLE_STREAM);
   dv_context *ctx = s->ctx;
   if (!dv__be_has(ctx->be, DV_BCAP_NATIVE))
     return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend has no native streams", ctx->be->name);

@@ -14,6 +14,7 @@
 #define DV_STREAM_SLOTS 4
 
 struct dv_stream {
+  dv_handle hdr;         /* DV_HANDLE_STREAM: released at the user's last release */
   _Atomic int refs;      /* every reference: the user's and the library's */
   _Atomic int user_refs; /* the user's (they make the context BUSY) */
   dv_context *ctx;
@@ -24,6 +25,7 @@ struct dv_stream {
 };
 
 struct dv_event {
+  dv_handle hdr; /* DV_HANDLE_EVENT */
   dv_context *ctx;
   dv_bevent *be;
   unsigned flags;
