@@ -52,6 +52,9 @@ def dl_ctx(ctx):
 
 
 def test_capsule_kind_follows_max_version(no_leak, dl_ctx):
+    """max_version (1, 0) and above gives "dltensor_versioned" (version 1.0, flags 0), None or
+    0.x "dltensor"; an unconsumed capsule's destructor calls the deleter; bad arguments are
+    TypeError."""
     d = cuda.to_device(np.arange(12, dtype=np.int32).reshape(3, 4))
     for mv in ((1, 0), (1, 3), (2, 0)):  # devarray gives 1.0 to any consumer that takes it
         cap = d.__dlpack__(max_version=mv)
@@ -79,13 +82,17 @@ def test_numpy_2_1_call_gets_writable(no_leak, dl_ctx):
     """NumPy >= 2.1's from_dlpack asks for 1.x and marks a 0.x import read-only: its call gets
     a versioned tensor without the read-only flag, so the NumPy array is writable."""
     d = cuda.to_device(np.arange(6.0))
-    cap = d.__dlpack__(stream=None, max_version=(1, 0), dl_device=None, copy=None)
+    # np.from_dlpack(d): exactly NumPy 2.1's call (no stream argument)
+    cap = d.__dlpack__(dl_device=None, copy=None, max_version=(1, 0))
     assert _tensor(cap)[1] & _dlpack.FLAG_READ_ONLY == 0
     del cap
+    # np.from_dlpack(d, device="cpu"): a host copy elsewhere, the array itself on the host backend
+    cap = d.__dlpack__(dl_device=(KDL_CPU, 0), copy=None, max_version=(1, 0))
+    assert _tensor(cap)[1] & _dlpack.FLAG_READ_ONLY == 0
+    assert _tensor(cap)[2] == (KDL_CPU, 0)
+    assert _tensor(cap)[1] == (0 if dl_ctx.backend == "host" else _dlpack.FLAG_IS_COPIED)
+    del cap
     if dl_ctx.backend == "host":
-        cap = d.__dlpack__(stream=None, max_version=(1, 0), dl_device=(KDL_CPU, 0), copy=None)
-        assert _tensor(cap)[1] == 0  # the host backend's arrays are kDLCPU: no copy
-        del cap
         if tuple(int(x) for x in np.__version__.split(".")[:2]) >= (2, 1):
             h = np.from_dlpack(d)
             assert h.flags.writeable
@@ -96,6 +103,8 @@ def test_numpy_2_1_call_gets_writable(no_leak, dl_ctx):
 
 
 def test_from_dlpack_both_kinds_renamed(no_leak, dl_ctx):
+    """from_dlpack takes either capsule kind as a view (no copy) and renames it used_*; a used
+    capsule is ValueError."""
     a = np.arange(20, dtype=np.float32).reshape(4, 5)
     d = cuda.to_device(a)
     for mv, used in (((1, 0), b"used_dltensor_versioned"), (None, b"used_dltensor")):
@@ -135,6 +144,8 @@ class _New(_Old):
 
 
 def test_from_dlpack_asks_for_1x_then_falls_back(no_leak, dl_ctx):
+    """from_dlpack calls __dlpack__(max_version=(1, 0)) once, and __dlpack__() once for a
+    producer that raises TypeError for max_version."""
     a = np.arange(8, dtype=np.int64)
     d = cuda.to_device(a)
     new = _New(d)
@@ -172,6 +183,8 @@ def test_read_only_tensor_refused(no_leak, dl_ctx):
 
 
 def test_copy(no_leak, dl_ctx):
+    """copy=True exports a copy on the array's device (1.x: IS_COPIED) that later writes do not
+    reach; copy=False on the own device exports the array itself."""
     a = np.arange(10, dtype=np.int32)
     d = cuda.to_device(a)
     cap = d.__dlpack__(max_version=(1, 0), copy=True)
@@ -198,6 +211,8 @@ def test_copy(no_leak, dl_ctx):
 
 
 def test_dl_device(no_leak, dl_ctx):
+    """dl_device other than the array's own is BufferError except kDLCPU (1, 0), which gives
+    a host copy (IS_COPIED) that NumPy reads, or BufferError with copy=False."""
     a = np.arange(6.0).reshape(2, 3)
     d = cuda.to_device(a)
     own = d.__dlpack_device__()

@@ -54,8 +54,8 @@ static int32_t item(const dv_array *a, int64_t i, int64_t j) {
   return v;
 }
 
-/* The versioned export: version 1.0, the flags given, the same DLTensor as
- * the 0.x export; its deleter gives the array back. */
+/* The versioned export has version 1.0, the flags given and the same DLTensor
+ * as the 0.x export, and its deleter gives the array back. */
 static void test_export_versioned(void **state) {
   (void)state;
   uint64_t arrays0 = arrays_now(g_ctx);
@@ -161,9 +161,9 @@ static void test_export_versioned_refusals(void **state) {
   assert_int_equal(arrays_now(g_ctx), arrays0);
 }
 
-/* devarray's versioned export imported back: the same memory; a read-only
- * tensor needs DV_DLPACK_IMPORT_READ_ONLY; the deleter runs once, at the
- * flush after the last view. */
+/* devarray's versioned export imported back views the same memory, a
+ * read-only one only with DV_DLPACK_IMPORT_READ_ONLY, and the deleter runs
+ * once, at the flush after the last view. */
 static void test_round_trip_versioned(void **state) {
   (void)state;
   uint64_t arrays0 = arrays_now(g_ctx);
@@ -256,6 +256,9 @@ static void import_ok(dv_dlpack_versioned *t, unsigned flags) {
   assert_int_equal(deleted, 1);
 }
 
+/* Any minor version of 1 is read, IS_COPIED, sub-byte and unknown flag bits
+ * are ignored, a read-only tensor is imported with DV_DLPACK_IMPORT_READ_ONLY,
+ * and each accepted tensor's deleter runs exactly once. */
 static void test_import_versions_and_flags(void **state) {
   (void)state;
   for (int i = 0; i < 64; i++) mem[i] = (float)i;
@@ -287,7 +290,9 @@ static void test_import_versions_and_flags(void **state) {
   assert_ok(dv_context_flush_deallocs(g_ctx));
 }
 
-/* Refusals: the status, a message, *out NULL, the deleter never called. */
+/* Versioned import refusals (another major version, read-only, unknown import
+ * flags, the 0.x field checks) have their status and a message, leave *out
+ * NULL and never call the deleter. */
 static void test_import_versioned_refusals(void **state) {
   (void)state;
   deleted = 0;
@@ -363,10 +368,10 @@ static void test_import_versioned_refusals(void **state) {
 
 /* ---- failing host allocations ----------------------------------------------------- */
 
-/* The k-th host allocation failing (k = 1, 2, ... until none is left to
- * fail) in each export and in the versioned import: a failure is
- * DV_ERR_HOST_OUT_OF_MEMORY (or another status with a message) with *out
- * NULL and the deleter not called; a success works; nothing leaks. */
+/* Each host allocation of both exports and of the versioned import failing
+ * in turn (the k-th, for k from 1 until none is left) gives
+ * DV_ERR_HOST_OUT_OF_MEMORY with a message, *out NULL and the deleter not
+ * called; a success works; nothing leaks. */
 static void test_fault_sweep(void **state) {
   (void)state;
   for (int op = 0; op < 3; op++) {
