@@ -17,6 +17,7 @@ BufferError and its capsule left unconsumed."""
 
 import ctypes
 
+from ._abi import DV_MEM_HOST as _MEM_HOST
 from ._lib import lib, check, has, speedups
 
 _api = ctypes.pythonapi
@@ -162,6 +163,8 @@ def export(handle, stream_handle, consumer, own, max_version, dl_device, copy):
     else:
         check(lib.dv_array_copy_new(handle, b"C", stream_handle, ctypes.byref(made)),
               "__dlpack__")
+        if lib.dv_array_memory(made.value) == _MEM_HOST:
+            consumer = None  # a copy of pinned or mapped memory is pageable: kDLCPU
     try:  # the tensor holds its own reference to the copy
         return to_capsule(made.value, stream_handle, consumer, versioned,
                           FLAG_IS_COPIED if versioned else 0)

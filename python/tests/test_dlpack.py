@@ -12,7 +12,7 @@ import pytest
 
 import devarray as cuda
 from devarray import _dlpack
-from devarray._lib import NotSupportedError, has
+from devarray._lib import NotSupportedError, has, lib
 
 KDL_CPU = 1
 
@@ -245,3 +245,22 @@ def test_dl_device(no_leak, dl_ctx):
     h = np.from_dlpack(AsHost())
     np.testing.assert_array_equal(h, a)
     del h, d
+
+
+def test_copy_of_pinned_memory(no_leak, dl_ctx):
+    """A device array over pinned memory (kDLCUDAHost on CUDA) copied for export becomes
+    pageable host memory, a kDLCPU tensor, which takes no consumer stream."""
+    from devarray._array import DeviceNDArray
+    from devarray._hostmem import _alloc
+    h, dt = _alloc(lib.dv_pinned_array, (5,), np.int16, None, "C", name="pinned_array")
+    ptr = ctypes.c_void_p()
+    assert lib.dv_array_host_data(h, ctypes.byref(ptr)) == 0
+    ctypes.memmove(ptr.value, np.arange(5, dtype=np.int16).ctypes.data, 10)
+    p = DeviceNDArray._from_handle(h, dt)
+    for mv in (None, (1, 0)):
+        c = cuda.from_dlpack(p.__dlpack__(max_version=mv, copy=True))
+        np.testing.assert_array_equal(c.copy_to_host(), np.arange(5))
+        del c
+    cap = p.__dlpack__(max_version=(1, 0), copy=True)
+    assert _tensor(cap)[2] == (KDL_CPU, 0)
+    del cap, p
