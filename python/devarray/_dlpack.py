@@ -45,6 +45,7 @@ _DELETER_OFFSET = {LEGACY: 56}
 # then the DLTensor.
 _DELETER_OFFSET[VERSIONED] = 16
 _VERSION_OFFSET, _FLAGS_OFFSET = 0, 24
+_NO_SYNC = (1 << 64) - 1  # DV_DLPACK_NO_SYNC: the protocol's stream -1
 
 
 def _call_deleter(tensor, name=LEGACY):
@@ -157,6 +158,8 @@ def export(handle, stream_handle, consumer, own, max_version, dl_device, copy):
     if what == "view":
         return to_capsule(handle, stream_handle, consumer, versioned)
     made = ctypes.c_void_p()
+    if consumer is not None and consumer.value == _NO_SYNC:
+        consumer = None  # the consumer cannot order itself after a copy it did not ask for
     if what == "host":
         check(lib.dv_copy_to_host(handle, None, stream_handle, ctypes.byref(made)), "__dlpack__")
         consumer = None  # a kDLCPU tensor: the export waits for the copy

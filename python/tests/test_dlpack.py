@@ -264,3 +264,21 @@ def test_copy_of_pinned_memory(no_leak, dl_ctx):
     cap = p.__dlpack__(max_version=(1, 0), copy=True)
     assert _tensor(cap)[2] == (KDL_CPU, 0)
     del cap, p
+
+
+def test_other_major_version_refused(no_leak, dl_ctx):
+    """A versioned tensor of another major version is NotSupportedError naming both versions,
+    its capsule left unconsumed; a copy exported with stream=-1 is complete all the same."""
+    d = cuda.to_device(np.arange(3.0))
+    cap = d.__dlpack__(max_version=(1, 0))
+    p = _dlpack._api.PyCapsule_GetPointer(id(cap), _dlpack.VERSIONED)
+    version = (ctypes.c_uint32 * 2).from_address(p)
+    version[0] = 2
+    with pytest.raises(NotSupportedError, match=r"DLPack 2\.0.*1\.x"):
+        cuda.from_dlpack(cap)
+    assert _valid(cap, b"dltensor_versioned")
+    version[0] = 1
+    del cap, version
+    c = cuda.from_dlpack(d.__dlpack__(stream=-1, max_version=(1, 0), copy=True))
+    np.testing.assert_array_equal(c.copy_to_host(), np.arange(3.0))
+    del c, d
