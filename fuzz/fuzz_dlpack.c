@@ -1,11 +1,19 @@
 /*
- * libFuzzer target: arbitrary DLManagedTensors into dv_array_from_dlpack on
- * the host simulator.  Every tensor must be refused with a status or become
- * an array whose view is exactly what the tensor describes (element 0 at
- * data + byte_offset, the tensor's shape, strides x itemsize) and, when the
- * described bytes lie inside the arena, whose first and last elements read
- * without leaving it (ASan watches).  The producer's deleter runs exactly
- * once for an accepted tensor and never for a refused one.
+ * libFuzzer target: arbitrary DLManagedTensors into dv_array_from_dlpack and
+ * arbitrary DLManagedTensorVersioneds (DLPack 1.x) into
+ * dv_array_from_dlpack_versioned, on the host simulator.  Every tensor must
+ * be refused with a status or become an array whose view is exactly what the
+ * tensor describes (element 0 at data + byte_offset, the tensor's shape,
+ * strides x itemsize) and, when the described bytes lie inside the arena,
+ * whose first and last elements read without leaving it (ASan watches).  The
+ * producer's deleter runs exactly once for an accepted tensor and never for a
+ * refused one.  A versioned tensor (one input byte chooses) with major
+ * version other than 1 is DV_ERR_NOT_SUPPORTED, a read-only one imported
+ * without DV_DLPACK_IMPORT_READ_ONLY DV_ERR_INVALID_ARGUMENT, unknown import
+ * flags DV_ERR_INVALID_ARGUMENT; otherwise its status is the 0.x import's of
+ * the same DLTensor.  An accepted array is exported again
+ * (dv_array_to_dlpack_versioned, fuzzed flags): version 1.0, the flags
+ * given (or DV_ERR_INVALID_ARGUMENT for unknown ones), the same view.
  *   build: cmake -DDV_FUZZ=ON with clang; run: fuzz_dlpack -runs=N
  */
 #include <stdint.h>
@@ -16,13 +24,18 @@
 #include "devarray.h"
 
 #if DV_HAVE_DLPACK
-#include <dlpack/dlpack.h>
+#include "devarray_dlpack.h"
 
 static dv_context *ctx;
 static _Alignas(256) unsigned char arena[1 << 12];
 static int deleted;
 
 static void deleter(DLManagedTensor *self) {
+  (void)self;
+  deleted++;
+}
+
+static void deleter_versioned(dv_dlpack_versioned *self) {
   (void)self;
   deleted++;
 }
@@ -80,9 +93,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   t.dl_tensor.device.device_type = (flags & 64) ? (DLDeviceType)take(&p, &n, 1) : kDLCPU;
   t.dl_tensor.device.device_id = (flags & 128) ? (int)take(&p, &n, 1) : 0;
   t.deleter = deleter;
+  /* 1.x: the same DLTensor in a versioned tensor, with a version (mostly 1.x),
+   * flags and import flags from the input. */
+  uint8_t kind = (uint8_t)take(&p, &n, 1);
+  int versioned = kind & 1;
+  dv_dlpack_versioned v;
+  memset(&v, 0, sizeof v);
+  v.version.major = (kind & 2) ? (uint32_t)take(&p, &n, 4) : 1;
+  v.version.minor = (uint32_t)take(&p, &n, 1);
+  v.flags = (kind & 4) ? take(&p, &n, 8) : (kind & 8) ? DV_DLPACK_FLAG_READ_ONLY : 0;
+  unsigned iflags = (kind & 16) ? (unsigned)take(&p, &n, 4) : (kind & 32) ? DV_DLPACK_IMPORT_READ_ONLY : 0;
+  uint64_t eflags = (kind & 64) ? take(&p, &n, 8) : (uint64_t)(kind >> 7) * DV_DLPACK_FLAG_IS_COPIED;
+  v.dl_tensor = t.dl_tensor;
+  v.deleter = deleter_versioned;
   deleted = 0;
   dv_array *a = NULL;
   dv_status rc = dv_array_from_dlpack(ctx, &t, &a);
+  if (versioned) {
+    if (a) dv_array_release(a);
+    dv_context_flush_deallocs(ctx);
+    if (deleted != (rc == DV_OK)) __builtin_trap();
+    dv_status legacy = rc;
+    deleted = 0;
+    a = NULL;
+    rc = dv_array_from_dlpack_versioned(ctx, &v, iflags, &a);
+    dv_status want = legacy;
+    if (iflags & ~DV_DLPACK_IMPORT_READ_ONLY) want = DV_ERR_INVALID_ARGUMENT;
+    else if (v.version.major != 1) want = DV_ERR_NOT_SUPPORTED;
+    else if ((v.flags & DV_DLPACK_FLAG_READ_ONLY) && !iflags) want = DV_ERR_INVALID_ARGUMENT;
+    if (rc != want) __builtin_trap();
+  }
   if (rc != DV_OK) {
     if (a || deleted) __builtin_trap();
     return 0;
@@ -121,6 +161,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       for (int i = 0; i < ndim; i++) idx[i] = shape[i] - 1;
       if (dv_array_get_item(a, idx, out, sizeof out, NULL)) __builtin_trap();
     }
+  }
+  /* Exported again as 1.x: version 1.0, the flags given, the same view. */
+  dv_dlpack_versioned *e = NULL;
+  rc = dv_array_to_dlpack_versioned(a, NULL, NULL, eflags, &e);
+  if (eflags & ~(DV_DLPACK_FLAG_READ_ONLY | DV_DLPACK_FLAG_IS_COPIED)) {
+    if (rc != DV_ERR_INVALID_ARGUMENT || e) __builtin_trap();
+  } else {
+    if (rc != DV_OK || !e) __builtin_trap(); /* what devarray imported it can export */
+    if (e->version.major != 1 || e->version.minor != 0 || e->flags != eflags) __builtin_trap();
+    if (e->dl_tensor.ndim != ndim || e->dl_tensor.dtype.bits != t.dl_tensor.dtype.bits) __builtin_trap();
+    for (int i = 0; i < ndim; i++)
+      if (e->dl_tensor.shape[i] != shape[i] ||
+          e->dl_tensor.strides[i] * isz != dv_array_strides(a)[i])
+        __builtin_trap();
+    if (!empty && (char *)e->dl_tensor.data + e->dl_tensor.byte_offset !=
+                      (char *)t.dl_tensor.data + t.dl_tensor.byte_offset)
+      __builtin_trap();
+    e->deleter(e);
   }
   dv_array_release(a);
   dv_context_flush_deallocs(ctx);

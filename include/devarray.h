@@ -2069,12 +2069,17 @@ DV_API dv_status dv_device_array_wrap(dv_context *ctx, void *buffer, size_t offs
  * @defgroup dlpack DLPack
  * Arrays to and from other libraries (NumPy, CuPy, PyTorch, JAX) through
  * DLPack's `DLManagedTensor` (the unversioned structure of DLPack 0.x, as
- * `<dlpack/dlpack.h>` declares it).  This header does not include
- * dlpack.h: the functions take and return a pointer to the forward-declared
- * `struct DLManagedTensor`, which callers with the header use as is and
- * callers without it (a ctypes binding) pass around as a pointer.  A
- * devarray built without dlpack.h (CMake says so) has both functions, and
- * they return DV_ERR_NOT_SUPPORTED.
+ * `<dlpack/dlpack.h>` declares it: kept for old consumers) and DLPack 1.x's
+ * `DLManagedTensorVersioned` (as `<devarray_dlpack.h>` declares it, under
+ * the name dv_dlpack_versioned, so that it is there whichever version the
+ * system's dlpack.h is; with a 1.x dlpack.h the two layouts are checked
+ * equal at compile time and the pointers may be cast).  This header
+ * includes neither: the functions take and return pointers to the
+ * forward-declared `struct DLManagedTensor` and `struct
+ * dv_dlpack_versioned`, which callers with the headers use as is and
+ * callers without them (a ctypes binding) pass around as pointers.  A
+ * devarray built without dlpack.h (CMake says so) has all four functions,
+ * and they return DV_ERR_NOT_SUPPORTED.
  * @{ */
 
 struct DLManagedTensor;
@@ -2166,6 +2171,54 @@ DV_API dv_status dv_array_to_dlpack(dv_array *a, dv_stream *stream, void *consum
  */
 DV_API dv_status dv_array_from_dlpack(dv_context *ctx, struct DLManagedTensor *tensor,
                                       dv_array **out);
+
+/* DLPack 1.x: the versioned structure (DLManagedTensorVersioned), declared
+ * as struct dv_dlpack_versioned by <devarray_dlpack.h> (it includes
+ * dlpack.h), with its flags DV_DLPACK_FLAG_*. */
+struct dv_dlpack_versioned;
+
+/** dv_array_from_dlpack_versioned: accept a tensor with DV_DLPACK_FLAG_READ_ONLY (the caller then must not write the array). */
+#define DV_DLPACK_IMPORT_READ_ONLY 1u
+
+/**
+ * Export a as a new DLPack 1.x tensor (DLManagedTensorVersioned, *out):
+ * everything as dv_array_to_dlpack (device, dtype, strides, ordering,
+ * ownership: the tensor holds a reference to a until its deleter is called,
+ * exactly once, from any thread), with `version` {DV_DLPACK_MAJOR,
+ * DV_DLPACK_MINOR} (1.0) and `flags` as given: DV_DLPACK_FLAG_READ_ONLY
+ * (the consumer must not write: devarray arrays are all writable, so the
+ * flag is the caller's to give, e.g. for a view it only lends to be read),
+ * DV_DLPACK_FLAG_IS_COPIED (a is a copy made for this exchange), or 0.
+ * Errors: those of dv_array_to_dlpack; DV_ERR_INVALID_ARGUMENT for other
+ * flag bits (nothing is made, *out NULL).  Blocks as dv_array_to_dlpack
+ * does (only with consumer_stream NULL).  Thread-safe.
+ */
+DV_API dv_status dv_array_to_dlpack_versioned(dv_array *a, dv_stream *stream,
+                                              void *consumer_stream, uint64_t flags,
+                                              struct dv_dlpack_versioned **out);
+/**
+ * Import a DLPack 1.x tensor (DLManagedTensorVersioned) as an array that
+ * views its memory (no copy): placement, field checks and their statuses,
+ * and ownership as for dv_array_from_dlpack (on success devarray calls the
+ * tensor's deleter exactly once, after the last array over it is released,
+ * at the next deallocation flush; on failure the caller keeps the tensor and
+ * the deleter is not called).
+ *
+ * Versions: a major version other than 1 is refused (DV_ERR_NOT_SUPPORTED,
+ * naming both versions: a new major version changes the layout, so no
+ * other field is read); any minor version of 1 is accepted (minor versions
+ * only add).  Flags: devarray has no read-only arrays (kernels and copies
+ * may write any array), so a tensor with DV_DLPACK_FLAG_READ_ONLY is
+ * refused with DV_ERR_INVALID_ARGUMENT naming the flag unless `flags` has
+ * DV_DLPACK_IMPORT_READ_ONLY, by which the caller promises not to write the
+ * array (devarray does not enforce it).  DV_DLPACK_FLAG_IS_COPIED and
+ * unknown bits are ignored.  `flags` bits other than
+ * DV_DLPACK_IMPORT_READ_ONLY are DV_ERR_INVALID_ARGUMENT.  Does not block.
+ * Thread-safe.
+ */
+DV_API dv_status dv_array_from_dlpack_versioned(dv_context *ctx,
+                                                struct dv_dlpack_versioned *tensor,
+                                                unsigned flags, dv_array **out);
 /** @} */
 
 /* ---- IPC handles ------------------------------------------------------- */

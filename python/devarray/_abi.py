@@ -88,6 +88,7 @@ DV_EVENT_TIMING = 0x1
 DV_MAPPED_PORTABLE = 0x1
 DV_MAPPED_WRITECOMBINED = 0x2
 DV_SMART_COPY = 0x1
+DV_DLPACK_IMPORT_READ_ONLY = 1
 DV_IPC_HANDLE_SIZE = 128
 DV_STATS_VERSION = 3
 DV_MEMORY_MANAGER_VERSION = 1
@@ -268,6 +269,7 @@ FUNCTIONS = {
     "dv_copy_to_device": (_S, [_P, _P, _P]),
     "dv_array_copy": (_S, [_P, _P, _P]),
     "dv_array_memset": (_S, [_P, c_int, _P]),
+    "dv_array_copy_new": (_S, [_P, c_char, _P, POINTER(_P)]),
     "dv_array_slice": (_S, [_P, c_int, POINTER(dv_index), POINTER(_P)]),
     "dv_array_get_item": (_S, [_P, _I64P, c_void_p, c_size_t, _P]),
     "dv_array_set_item": (_S, [_P, _I64P, c_void_p, c_size_t, _P]),
@@ -331,9 +333,12 @@ FUNCTIONS = {
     "dv_context_check_native": (_S, [_P, _P, c_size_t, c_size_t]),
     "dv_device_array_wrap": (_S, [_P, c_void_p, c_size_t, c_size_t, c_int, _I64P, _P, _I64P,
                                   c_void_p, c_void_p, POINTER(_P)]),
-    # DLPack (a build without dlpack.h lacks these two: _lib.has says)
+    # DLPack (0.x and 1.x; a library older than 1.x support lacks the versioned two: _lib.has
+    # says; a build without dlpack.h has all four, returning DV_ERR_NOT_SUPPORTED)
     "dv_array_to_dlpack": (_S, [_P, _P, _P, POINTER(_P)]),
     "dv_array_from_dlpack": (_S, [_P, _P, POINTER(_P)]),
+    "dv_array_to_dlpack_versioned": (_S, [_P, _P, _P, c_uint64, POINTER(_P)]),
+    "dv_array_from_dlpack_versioned": (_S, [_P, _P, c_uint, POINTER(_P)]),
     # IPC (the handle passed as the address of its bytes)
     "dv_ipc_export": (_S, [_P, _P]),
     "dv_ipc_open": (_S, [_P, _P, c_int, _P, _P, _P, _P]),

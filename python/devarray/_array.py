@@ -471,20 +471,28 @@ class DeviceNDArray(_ArrayBase):
                 self.strides, "data": (ptr, False), "typestr": self.dtype.str,
                 "descr": self.dtype.descr, "version": 3, "stream": _cai_stream(self.stream)}
 
-    def __dlpack__(self, stream=None):
-        """A DLPack capsule viewing this array (no copy; dv_array_to_dlpack). On the host
-        backend the tensor is kDLCPU, so np.from_dlpack(d) reads device memory in place.
+    def __dlpack__(self, stream=None, *, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule viewing this array (no copy; the Python array API's protocol). On
+        the host backend the tensor is kDLCPU, so np.from_dlpack(d) reads device memory in
+        place. max_version: a consumer's (major, minor); from (1, 0) on the capsule is
+        "dltensor_versioned" (DLPack 1.x, never marked read-only), else "dltensor" (0.x).
         stream: None (the consumer uses the legacy default stream on CUDA; elsewhere the
-        call waits for this array's stream), -1 (no ordering), or a native stream handle."""
+        call waits for this array's stream), -1 (no ordering), or a native stream handle.
+        dl_device: None or __dlpack_device__() exports in place; (1, 0) (kDLCPU) for an
+        array elsewhere exports a host copy unless copy is False; any other BufferError.
+        copy: True always exports a copy (on the array's device, or the host copy), False
+        never (BufferError where one is needed), None when needed. A 1.x copy has
+        DLPACK_FLAG_BITMASK_IS_COPIED set."""
         backend = current_context().backend
+        own = self.__dlpack_device__()
         if stream is None:
-            consumer = ctypes.c_void_p(1) if (backend == "cuda" and
-                                              self.__dlpack_device__()[0] != 1) else None
+            consumer = ctypes.c_void_p(1) if (backend == "cuda" and own[0] != 1) else None
         elif stream == -1:
             consumer = ctypes.c_void_p(-1 & ((1 << 64) - 1))
         else:
             consumer = ctypes.c_void_p(int(stream))
-        return _dlpack.to_capsule(self.handle, _stream_handle(self.stream), consumer)
+        return _dlpack.export(self.handle, _stream_handle(self.stream), consumer, own,
+                              max_version, dl_device, copy)
 
     def __dlpack_device__(self):
         """(device type, device id) as DLPack numbers them: host backend and host memory

@@ -147,9 +147,11 @@ def _to_device_ctypes(obj, stream, copy):
 
 def from_dlpack(obj):
     """A device array viewing a DLPack producer's memory (an object with __dlpack__, or a
-    'dltensor' capsule), no copy: on the host backend a CPU tensor (a NumPy array) becomes a
-    device array kernels use in place. Keep the producer's data unchanged while in use."""
-    cap = obj.__dlpack__() if hasattr(obj, "__dlpack__") else obj
+    'dltensor' / 'dltensor_versioned' capsule), no copy: on the host backend a CPU tensor (a
+    NumPy array) becomes a device array kernels use in place. Keep the producer's data
+    unchanged while in use. DLPack 1.x is asked for first; a read-only tensor is refused
+    (BufferError: devarray's arrays are writable)."""
+    cap = _dlpack.capsule_of(obj)
     h = _dlpack.from_capsule(_context._handle(), cap)
     return DeviceNDArray._from_handle(h, None)
 

@@ -679,6 +679,24 @@ static void sp_capsule_destructor(PyObject *capsule)
         t->deleter(t);
 }
 
+/* The same for a DLPack 1.x capsule ("dltensor_versioned", DLManagedTensorVersioned). */
+typedef struct sp_dl_versioned {
+    uint32_t major, minor;
+    void *manager_ctx;
+    void (*deleter)(struct sp_dl_versioned *self);
+    uint64_t flags;
+    unsigned char dl_tensor[48];
+} sp_dl_versioned;
+
+static void sp_capsule_destructor_versioned(PyObject *capsule)
+{
+    if (!PyCapsule_IsValid(capsule, "dltensor_versioned"))
+        return;
+    sp_dl_versioned *t = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+    if (t != NULL && t->deleter != NULL)
+        t->deleter(t);
+}
+
 static PyMethodDef sp_methods[] = {
     {"device_array", (PyCFunction)(void (*)(void))sp_device_array_py, METH_FASTCALL,
      sp_device_array_doc},
@@ -727,7 +745,9 @@ PyMODINIT_FUNC PyInit__speedups(void)
     if (PyModule_AddIntConstant(m, "API_VERSION", SP_API_VERSION) < 0 ||
         PyModule_AddIntConstant(m, "MAXDIMS", DV_MAXDIMS) < 0 ||
         PyModule_AddObject(m, "CAPSULE_DESTRUCTOR",
-                           PyLong_FromVoidPtr((void *)(uintptr_t)sp_capsule_destructor)) < 0) {
+                           PyLong_FromVoidPtr((void *)(uintptr_t)sp_capsule_destructor)) < 0 ||
+        PyModule_AddObject(m, "CAPSULE_DESTRUCTOR_VERSIONED",
+                           PyLong_FromVoidPtr((void *)(uintptr_t)sp_capsule_destructor_versioned)) < 0) {
         Py_DECREF(m);
         return NULL;
     }

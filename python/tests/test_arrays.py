@@ -226,9 +226,10 @@ def test_dlpack(ctx, no_leak):
     cap = d.__dlpack__()
     del cap  # never consumed: the capsule's destructor calls the deleter
     b = cuda.to_device(np.zeros(3, np.bool_))
-    with pytest.raises(cuda.ArgumentError) as err:
-        b.__dlpack__()
-    assert err.value.name == "DV_ERR_BAD_DTYPE"
+    try:  # kDLBool came with DLPack 0.8: a library built with an older dlpack.h refuses bool
+        b.__dlpack__()  # the capsule, never consumed, goes at once
+    except cuda.ArgumentError as err:
+        assert err.name == "DV_ERR_BAD_DTYPE"
     del d, e, f, b
     import gc
     gc.collect()

@@ -7,9 +7,10 @@
  * The DLPack structures are touched in two small functions only:
  * dv__dl_read_legacy (a DLManagedTensor into the neutral dv__dl_desc) and
  * dv__dl_write_legacy (the other way).  Everything else (validation, the
- * mapping of devices and dtypes, the views) works on dv__dl_desc, so the
- * versioned structures of DLPack 1.x (DLManagedTensorVersioned, its flags
- * and version) need only a second reader and writer.
+ * mapping of devices and dtypes, the views) works on dv__dl_desc; the
+ * versioned structure of DLPack 1.x (DLManagedTensorVersioned, declared by
+ * devarray_dlpack.h) has its own pair, dv__dl_read_versioned (which checks
+ * the version and the read-only flag first) and dv__dl_write_versioned.
  *
  * A foreign tensor must never make devarray read or write outside it: the
  * layout's extent is computed with overflow checks, and the view devarray
@@ -21,7 +22,16 @@
 #include "array.h"
 
 #if DV_HAVE_DLPACK
-#include <dlpack/dlpack.h>
+#include "devarray_dlpack.h" /* dlpack.h and DLPack 1.x's versioned structure */
+
+/* The system header's version: 0.x headers define DLPACK_VERSION (80 for
+ * 0.8), 1.x headers DLPACK_MAJOR_VERSION and DLPACK_MINOR_VERSION instead.
+ * kDLBool came with 0.8. */
+#ifdef DLPACK_MAJOR_VERSION
+#define DV__DL_HEADER_VERSION (DLPACK_MAJOR_VERSION * 100 + DLPACK_MINOR_VERSION * 10)
+#else
+#define DV__DL_HEADER_VERSION DLPACK_VERSION
+#endif
 
 /* The fields of a DLTensor, version-neutral. */
 typedef struct dv__dl_desc {
@@ -51,22 +61,30 @@ static void dv__dl_read_legacy(const DLManagedTensor *t, dv__dl_desc *d) {
 }
 
 /* What an exported tensor owns: the array it keeps alive and the shape and
- * strides its DLTensor points at. */
+ * strides its DLTensor points at; the tensor is mt (0.x) or mv (1.x). */
 typedef struct dv__dl_export {
-  DLManagedTensor mt;
+  union {
+    DLManagedTensor mt;
+    dv_dlpack_versioned mv;
+  } u;
   dv_array *keep;
   int64_t shape[DV_MAXDIMS], strides[DV_MAXDIMS];
 } dv__dl_export;
 
-static void dv__dl_deleter(DLManagedTensor *self) {
-  if (!self) return;
-  dv__dl_export *e = self->manager_ctx;
+static void dv__dl_export_free(dv__dl_export *e) {
   dv_array_release(e->keep);
   dv__free(e);
 }
 
-static void dv__dl_write_legacy(const dv__dl_desc *d, dv__dl_export *e) {
-  DLTensor *x = &e->mt.dl_tensor;
+static void dv__dl_deleter(DLManagedTensor *self) {
+  if (self) dv__dl_export_free(self->manager_ctx);
+}
+
+static void dv__dl_deleter_versioned(dv_dlpack_versioned *self) {
+  if (self) dv__dl_export_free(self->manager_ctx);
+}
+
+static void dv__dl_write_tensor(const dv__dl_desc *d, dv__dl_export *e, DLTensor *x) {
   x->data = d->data;
   x->device.device_type = (DLDeviceType)d->device_type;
   x->device.device_id = d->device_id;
@@ -77,12 +95,60 @@ static void dv__dl_write_legacy(const dv__dl_desc *d, dv__dl_export *e) {
   x->dtype.code = (uint8_t)d->code;
   x->dtype.bits = (uint8_t)d->bits;
   x->dtype.lanes = (uint16_t)d->lanes;
-  e->mt.manager_ctx = e;
-  e->mt.deleter = dv__dl_deleter;
+}
+
+static void dv__dl_write_legacy(const dv__dl_desc *d, dv__dl_export *e) {
+  dv__dl_write_tensor(d, e, &e->u.mt.dl_tensor);
+  e->u.mt.manager_ctx = e;
+  e->u.mt.deleter = dv__dl_deleter;
 }
 
 static void dv__dl_release_legacy(void *user) {
   DLManagedTensor *t = user;
+  if (t->deleter) t->deleter(t);
+}
+
+/* ---- the DLPack 1.x structures (DLManagedTensorVersioned) ---------------------- */
+
+static void dv__dl_write_versioned(const dv__dl_desc *d, uint64_t flags, dv__dl_export *e) {
+  dv__dl_write_tensor(d, e, &e->u.mv.dl_tensor);
+  e->u.mv.version.major = DV_DLPACK_MAJOR;
+  e->u.mv.version.minor = DV_DLPACK_MINOR;
+  e->u.mv.flags = flags;
+  e->u.mv.manager_ctx = e;
+  e->u.mv.deleter = dv__dl_deleter_versioned;
+}
+
+/* The version and flags first: a new major version may have moved every
+ * field after the deleter, so nothing else is read then. */
+static dv_status dv__dl_read_versioned(const dv_dlpack_versioned *t, unsigned flags,
+                                       dv__dl_desc *d) {
+  if (t->version.major != DV_DLPACK_MAJOR)
+    return dv__error(DV_ERR_NOT_SUPPORTED,
+                     "a DLPack %u.%u tensor (devarray reads DLPack %d.x: a new major version "
+                     "changes the structure)",
+                     (unsigned)t->version.major, (unsigned)t->version.minor, DV_DLPACK_MAJOR);
+  if ((t->flags & DV_DLPACK_FLAG_READ_ONLY) && !(flags & DV_DLPACK_IMPORT_READ_ONLY))
+    return dv__error(DV_ERR_INVALID_ARGUMENT,
+                     "the DLPack tensor is read-only (DLPACK_FLAG_BITMASK_READ_ONLY) and devarray "
+                     "arrays are writable: pass DV_DLPACK_IMPORT_READ_ONLY to import it anyway "
+                     "and not write it");
+  const DLTensor *x = &t->dl_tensor;
+  d->data = x->data;
+  d->device_type = (int)x->device.device_type;
+  d->device_id = x->device.device_id;
+  d->ndim = x->ndim;
+  d->shape = x->shape;
+  d->strides = x->strides;
+  d->byte_offset = x->byte_offset;
+  d->code = x->dtype.code;
+  d->bits = x->dtype.bits;
+  d->lanes = x->dtype.lanes;
+  return DV_OK;
+}
+
+static void dv__dl_release_versioned(void *user) {
+  dv_dlpack_versioned *t = user;
   if (t->deleter) t->deleter(t);
 }
 
@@ -97,7 +163,7 @@ static const struct {
     {DV_UINT32, kDLUInt, 32},     {DV_UINT64, kDLUInt, 64},     {DV_FLOAT16, kDLFloat, 16},
     {DV_FLOAT32, kDLFloat, 32},   {DV_FLOAT64, kDLFloat, 64},   {DV_COMPLEX64, kDLComplex, 64},
     {DV_COMPLEX128, kDLComplex, 128},
-#if DLPACK_VERSION >= 80
+#if DV__DL_HEADER_VERSION >= 80
     {DV_BOOL, kDLBool, 8},
 #endif
 };
@@ -112,7 +178,7 @@ static dv_status dv__dl_dtype_out(const dv_dtype *dt, unsigned *code, unsigned *
     }
   if (dt->id == DV_BOOL)
     return dv__error(DV_ERR_BAD_DTYPE, "DLPack %d (this build's dlpack.h) has no bool type",
-                     DLPACK_VERSION);
+                     DV__DL_HEADER_VERSION);
   return dv__error(DV_ERR_BAD_DTYPE, "DLPack has no type for the dtype %s", dt->name);
 }
 
@@ -348,6 +414,24 @@ dv_status dv_array_from_dlpack(dv_context *ctx, struct DLManagedTensor *tensor, 
   return dv__dl_import(ctx, &d, dv__dl_release_legacy, tensor, out);
 }
 
+dv_status dv_array_from_dlpack_versioned(dv_context *ctx, struct dv_dlpack_versioned *tensor,
+                                         unsigned flags, dv_array **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  DV_CHECK_NULL(tensor);
+  if (flags & ~DV_DLPACK_IMPORT_READ_ONLY)
+    return dv__error(DV_ERR_INVALID_ARGUMENT,
+                     "dv_array_from_dlpack_versioned: unknown flags 0x%x (only "
+                     "DV_DLPACK_IMPORT_READ_ONLY)", flags);
+  dv__dl_desc d;
+  memset(&d, 0, sizeof d);
+  dv_status rc = dv__dl_read_versioned(tensor, flags, &d);
+  if (rc) return rc;
+  return dv__dl_import(ctx, &d, dv__dl_release_versioned, tensor, out);
+}
+
 /* ---- export --------------------------------------------------------------------- */
 
 /* The DLPack device and data address of a's element 0. */
@@ -410,19 +494,20 @@ static dv_status dv__dl_order(dv_context *ctx, dv_stream *stream, void *consumer
   return dv__bstream_wait(ctx, bs);
 }
 
-dv_status dv_array_to_dlpack(dv_array *a, dv_stream *stream, void *consumer_stream,
-                             struct DLManagedTensor **out) {
-  DV_CHECK_NULL(out);
-  *out = NULL;
-  DV_CHECK_NULL(a);
-  DV_CHECK_ARRAY(a);
+/* The export of a (both versions): the tensor's fields in *d, the record
+ * that owns the shape and strides in *ep (its tensor left to the caller). */
+static dv_status dv__dl_export_new(dv_array *a, dv_stream *stream, void *consumer_stream,
+                                   dv__dl_desc *dp, dv__dl_export **ep, const char *fn) {
+  *ep = NULL;
+  dv_status rc = dv__handle_check(&a->hdr, DV_HANDLE_ARRAY, fn);
+  if (!rc && stream) rc = dv__handle_check(&stream->hdr, DV_HANDLE_STREAM, fn);
+  if (rc) return rc;
   dv_context *ctx = a->alloc->ctx;
-  if (stream) DV_CHECK_HANDLE(stream, DV_HANDLE_STREAM);
   if (stream && stream->ctx != ctx)
     return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context");
   dv__dl_desc d;
   memset(&d, 0, sizeof d);
-  dv_status rc = dv__dl_dtype_out(a->dtype, &d.code, &d.bits);
+  rc = dv__dl_dtype_out(a->dtype, &d.code, &d.bits);
   if (rc) return rc;
   d.lanes = 1;
   d.ndim = a->ndim;
@@ -452,8 +537,41 @@ dv_status dv_array_to_dlpack(dv_array *a, dv_stream *stream, void *consumer_stre
     atomic_store(&a->alloc->outside, true);
   for (int i = 0; i < a->ndim; i++) e->shape[i] = a->shape[i], e->strides[i] = est[i];
   e->keep = dv_array_retain(a);
+  *dp = d;
+  *ep = e;
+  return DV_OK;
+}
+
+dv_status dv_array_to_dlpack(dv_array *a, dv_stream *stream, void *consumer_stream,
+                             struct DLManagedTensor **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  DV_CHECK_NULL(a);
+  dv__dl_desc d;
+  dv__dl_export *e = NULL;
+  dv_status rc = dv__dl_export_new(a, stream, consumer_stream, &d, &e, __func__);
+  if (rc) return rc;
   dv__dl_write_legacy(&d, e);
-  *out = &e->mt;
+  *out = &e->u.mt;
+  return DV_OK;
+}
+
+dv_status dv_array_to_dlpack_versioned(dv_array *a, dv_stream *stream, void *consumer_stream,
+                                       uint64_t flags, struct dv_dlpack_versioned **out) {
+  DV_CHECK_NULL(out);
+  *out = NULL;
+  DV_CHECK_NULL(a);
+  const uint64_t known = DV_DLPACK_FLAG_READ_ONLY | DV_DLPACK_FLAG_IS_COPIED;
+  if (flags & ~known)
+    return dv__error(DV_ERR_INVALID_ARGUMENT,
+                     "dv_array_to_dlpack_versioned: flags 0x%llx beyond DV_DLPACK_FLAG_READ_ONLY "
+                     "and DV_DLPACK_FLAG_IS_COPIED", (unsigned long long)flags);
+  dv__dl_desc d;
+  dv__dl_export *e = NULL;
+  dv_status rc = dv__dl_export_new(a, stream, consumer_stream, &d, &e, __func__);
+  if (rc) return rc;
+  dv__dl_write_versioned(&d, flags, e);
+  *out = &e->u.mv;
   return DV_OK;
 }
 
@@ -468,6 +586,20 @@ dv_status dv_array_to_dlpack(dv_array *a, dv_stream *stream, void *consumer_stre
 
 dv_status dv_array_from_dlpack(dv_context *ctx, struct DLManagedTensor *tensor, dv_array **out) {
   (void)ctx, (void)tensor;
+  if (out) *out = NULL;
+  return dv__error(DV_ERR_NOT_SUPPORTED, "devarray was built without dlpack.h (libdlpack-dev)");
+}
+
+dv_status dv_array_to_dlpack_versioned(dv_array *a, dv_stream *stream, void *consumer_stream,
+                                       uint64_t flags, struct dv_dlpack_versioned **out) {
+  (void)a, (void)stream, (void)consumer_stream, (void)flags;
+  if (out) *out = NULL;
+  return dv__error(DV_ERR_NOT_SUPPORTED, "devarray was built without dlpack.h (libdlpack-dev)");
+}
+
+dv_status dv_array_from_dlpack_versioned(dv_context *ctx, struct dv_dlpack_versioned *tensor,
+                                         unsigned flags, dv_array **out) {
+  (void)ctx, (void)tensor, (void)flags;
   if (out) *out = NULL;
   return dv__error(DV_ERR_NOT_SUPPORTED, "devarray was built without dlpack.h (libdlpack-dev)");
 }

@@ -18,6 +18,16 @@ int main(void) {
 #else
 #include <dlpack/dlpack.h>
 
+/* kDLBool came with DLPack 0.8 (DLPACK_VERSION 80); 1.x headers define
+ * DLPACK_MAJOR_VERSION instead of DLPACK_VERSION. */
+#if defined(DLPACK_MAJOR_VERSION)
+#define HEADER_HAS_BOOL 1
+#elif DLPACK_VERSION >= 80
+#define HEADER_HAS_BOOL 1
+#else
+#define HEADER_HAS_BOOL 0
+#endif
+
 static bool on_host_backend(void) { return strncmp(g_backend, "host", 4) == 0; }
 static bool on_opencl(void) { return strncmp(g_backend, "opencl", 6) == 0; }
 static bool on_hip(void) { return strncmp(g_backend, "hip", 3) == 0; }
@@ -193,7 +203,7 @@ static void test_export_refusals(void **state) {
   dv_array_release(a);
   t = (DLManagedTensor *)1;
   assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_BOOL), NULL, 'C', NULL, &a));
-  assert_status(dv_array_to_dlpack(a, NULL, NULL, &t), DLPACK_VERSION >= 80 ? DV_OK : DV_ERR_BAD_DTYPE);
+  assert_status(dv_array_to_dlpack(a, NULL, NULL, &t), HEADER_HAS_BOOL ? DV_OK : DV_ERR_BAD_DTYPE);
   if (t) t->deleter(t);
   dv_array_release(a);
   dv_field_desc f[2] = {{"x", dv_dtype_get(DV_FLOAT32), 0, 0, NULL}, {"y", dv_dtype_get(DV_INT32), 4, 0, NULL}};
