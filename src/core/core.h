@@ -57,8 +57,9 @@ int dv__fault_host_pending(void);
 
 /* ---- handles that cannot be used after release (handle.c) ---- */
 /* The header every public handle begins with: `magic` is the kind's live
- * word until the caller's last release, the kind's released word after it;
- * `gen` numbers handles in creation order (for messages and debuggers). */
+ * word until the caller's last release, the kind's released word after it.
+ * (No creation counter: a process-wide atomic would be a cache line every
+ * thread's allocations contend for.) */
 typedef enum dv_handle_kind {
   DV_HANDLE_ARRAY,
   DV_HANDLE_STREAM,
@@ -69,14 +70,15 @@ typedef enum dv_handle_kind {
 } dv_handle_kind;
 typedef struct dv_handle {
   _Atomic uint32_t magic;
-  uint32_t gen;
 } dv_handle;
 #define DV__HANDLE_LIVE(kind) (0x64760000u | (uint32_t)(kind))     /* "dv" */
 #define DV__HANDLE_RELEASED(kind) (0xdead0000u | (uint32_t)(kind))
 /* How many released handles checked mode keeps (process-wide). */
 #define DV_HANDLE_QUARANTINE 4096
 const char *dv__handle_kind_name(dv_handle_kind kind);
-void dv__handle_init(dv_handle *h, dv_handle_kind kind);
+static inline void dv__handle_init(dv_handle *h, dv_handle_kind kind) {
+  atomic_store_explicit(&h->magic, DV__HANDLE_LIVE(kind), memory_order_release);
+}
 /* DV_ERR_MISUSE naming fn and the kind, for a header that is not live. */
 dv_status dv__handle_error(const dv_handle *h, dv_handle_kind kind, const char *fn);
 /* DV_OK for a live handle of `kind`; else DV_ERR_MISUSE "fn: <kind> was

@@ -43,13 +43,6 @@ const char *dv__handle_kind_name(dv_handle_kind kind) {
   return (unsigned)kind < DV_HANDLE_KINDS ? dv__kind_names[kind] : "handle";
 }
 
-static _Atomic uint32_t dv__handle_gen;
-
-void dv__handle_init(dv_handle *h, dv_handle_kind kind) {
-  h->gen = atomic_fetch_add_explicit(&dv__handle_gen, 1, memory_order_relaxed) + 1;
-  atomic_store_explicit(&h->magic, DV__HANDLE_LIVE(kind), memory_order_release);
-}
-
 dv_status dv__handle_error(const dv_handle *h, dv_handle_kind kind, const char *fn) {
   uint32_t m = atomic_load_explicit(&((dv_handle *)h)->magic, memory_order_acquire);
   const char *what = dv__handle_kind_name(kind);
