@@ -36,24 +36,25 @@ extern "C" {
 /** flags (1.1): sub-byte elements are padded to a byte (DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED). */
 #define DV_DLPACK_FLAG_SUBBYTE_PADDED ((uint64_t)1 << 2)
 
-/** The PyCapsule names of the Python protocol (1.x): unconsumed, consumed. */
+/** The PyCapsule name of an unconsumed 1.x tensor (the Python protocol). */
 #define DV_DLPACK_CAPSULE_VERSIONED "dltensor_versioned"
+/** The PyCapsule name a consumer gives a 1.x tensor it has taken. */
 #define DV_DLPACK_CAPSULE_VERSIONED_USED "used_dltensor_versioned"
 
 /** DLPackVersion: a major version change breaks the ABI; a minor one only adds. */
 typedef struct dv_dlpack_version {
-  uint32_t major;
-  uint32_t minor;
+  uint32_t major; /**< layout version: a consumer refuses a major version it does not know */
+  uint32_t minor; /**< additions within a major version */
 } dv_dlpack_version;
 
 /** DLManagedTensorVersioned. */
 typedef struct dv_dlpack_versioned {
-  dv_dlpack_version version;
-  void *manager_ctx;
+  dv_dlpack_version version; /**< the DLPack version the producer wrote */
+  void *manager_ctx;         /**< the producer's own (devarray's export record) */
   /** Called once by the consumer when it is done (may be NULL). */
   void (*deleter)(struct dv_dlpack_versioned *self);
   uint64_t flags; /**< DV_DLPACK_FLAG_* */
-  DLTensor dl_tensor;
+  DLTensor dl_tensor; /**< data, device, dtype, shape, strides (in elements), byte offset */
 } dv_dlpack_versioned;
 
 #ifdef DLPACK_MAJOR_VERSION

@@ -38,6 +38,7 @@ if [ "$mpi" = 1 ]; then
 fi
 cmake --install "$work/build" >/dev/null
 test -f "$prefix/include/devarray.h"
+test -f "$prefix/include/devarray_dlpack.h"
 pc=$(find "$prefix" -name devarray.pc)
 export PKG_CONFIG_PATH="${pc%/devarray.pc}"
 libdir=$(pkg-config --variable=libdir devarray)
