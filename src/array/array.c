@@ -299,7 +299,7 @@ dv_array *dv_array_retain(dv_array *a) {
 
 void dv_array_release(dv_array *a) {
   if (!a) return;
-  if (DV_UNLIKELY(dv__handle_check(&a->hdr, DV_HANDLE_ARRAY, __func__))) {
+  if (DV_UNLIKELY(!dv__handle_live(&a->hdr, DV_HANDLE_ARRAY))) {
     dv__handle_report(&a->hdr, DV_HANDLE_ARRAY, __func__); /* a double release: nothing changes */
     return;
   }

@@ -47,6 +47,15 @@ void dv__log(dv_log_level level, const char *fmt, ...) DV_PRINTF(2, 3);
 void dv__log_set_level(dv_log_level level);
 dv_log_level dv__log_level(void);
 
+/* ---- the report channel for `devarray check` (report.c) ---- */
+/* The longest report line (one write: atomic on a pipe). */
+#define DV_REPORT_MAX 4096
+/* Whether the environment opened the channel (DV_REPORT_FD). */
+bool dv__report_open_p(void);
+/* Send one report ("kernel" or "api", its status, its message) when the
+ * channel is open; nothing otherwise.  Thread-safe; never fails. */
+void dv__report(const char *category, dv_status s, const char *msg);
+
 /* ---- host allocation hook with fault injection (alloc.c) ---- */
 void *dv__malloc(size_t n);
 void *dv__calloc(size_t n, size_t size);
@@ -88,6 +97,12 @@ static inline dv_status dv__handle_check(const dv_handle *h, dv_handle_kind kind
                 DV__HANDLE_LIVE(kind)))
     return DV_OK;
   return dv__handle_error(h, kind, fn);
+}
+/* Whether h is a live handle of `kind`: the same test with no error set
+ * and no report (the release paths, which report a double release their
+ * own way: dv__handle_report). */
+static inline bool dv__handle_live(const dv_handle *h, dv_handle_kind kind) {
+  return atomic_load_explicit(&((dv_handle *)h)->magic, memory_order_relaxed) == DV__HANDLE_LIVE(kind);
 }
 /* The check at an entry point returning dv_status (h non-NULL). */
 #define DV_CHECK_HANDLE(h, kind)                                          \

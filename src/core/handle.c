@@ -43,7 +43,7 @@ const char *dv__handle_kind_name(dv_handle_kind kind) {
   return (unsigned)kind < DV_HANDLE_KINDS ? dv__kind_names[kind] : "handle";
 }
 
-dv_status dv__handle_error(const dv_handle *h, dv_handle_kind kind, const char *fn) {
+static dv_status dv__handle_message(const dv_handle *h, dv_handle_kind kind, const char *fn) {
   uint32_t m = atomic_load_explicit(&((dv_handle *)h)->magic, memory_order_acquire);
   const char *what = dv__handle_kind_name(kind);
   if (m == DV__HANDLE_RELEASED(kind))
@@ -56,12 +56,20 @@ dv_status dv__handle_error(const dv_handle *h, dv_handle_kind kind, const char *
                    fn, what, what);
 }
 
+/* Each misuse is also a report for `devarray check` (report.c). */
+dv_status dv__handle_error(const dv_handle *h, dv_handle_kind kind, const char *fn) {
+  dv_status rc = dv__handle_message(h, kind, fn);
+  dv__report("api", rc, dv_last_error());
+  return rc;
+}
+
 void dv__handle_report(const dv_handle *h, dv_handle_kind kind, const char *fn) {
   if (atomic_load_explicit(&((dv_handle *)h)->magic, memory_order_acquire) == DV__HANDLE_RELEASED(kind))
     dv__error(DV_ERR_MISUSE, "%s: %s was released already (a double release: nothing changes)", fn,
               dv__handle_kind_name(kind));
   else
-    dv__handle_error(h, kind, fn);
+    dv__handle_message(h, kind, fn);
+  dv__report("api", DV_ERR_MISUSE, dv_last_error());
   dv__log(DV_LOG_ERROR, "%s", dv_last_error());
 }
 

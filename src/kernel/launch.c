@@ -90,7 +90,7 @@ static dv_status dv__dtor_module(dv_context *ctx, void *handle, void *aux) {
 void dv_module_release(dv_module *m) {
   if (!m) return;
   /* the header first: a released handle's other fields are not to be read */
-  int r = dv__handle_check(&m->hdr, DV_HANDLE_MODULE, __func__) ? 0 : atomic_load(&m->refs);
+  int r = dv__handle_live(&m->hdr, DV_HANDLE_MODULE) ? atomic_load(&m->refs) : 0;
   do {
     if (r <= 0) {
       dv__handle_report(&m->hdr, DV_HANDLE_MODULE, __func__); /* a double release: nothing changes */

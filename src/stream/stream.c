@@ -97,7 +97,7 @@ void dv__stream_irelease(dv_stream *s) {
 
 void dv_stream_release(dv_stream *s) {
   if (!s) return;
-  if (dv__handle_check(&s->hdr, DV_HANDLE_STREAM, __func__)) {
+  if (!dv__handle_live(&s->hdr, DV_HANDLE_STREAM)) {
     dv__handle_report(&s->hdr, DV_HANDLE_STREAM, __func__); /* a double release: nothing changes */
     return;
   }
@@ -208,7 +208,7 @@ dv_event *dv_event_retain(dv_event *e) {
 void dv_event_release(dv_event *e) {
   if (!e) return;
   /* the header first: a released handle's other fields are not to be read */
-  int r = dv__handle_check(&e->hdr, DV_HANDLE_EVENT, __func__) ? 0 : atomic_load(&e->refs);
+  int r = dv__handle_live(&e->hdr, DV_HANDLE_EVENT) ? atomic_load(&e->refs) : 0;
   do {
     if (r <= 0) {
       dv__handle_report(&e->hdr, DV_HANDLE_EVENT, __func__); /* a double release: nothing changes */

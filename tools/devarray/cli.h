@@ -118,6 +118,7 @@ int run_gnuplot(const char *script, size_t len, outfile *out);
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_report(int argc, char **argv);
-extern const char info_help[], bench_help[], report_help[];
+int cmd_check(int argc, char **argv);
+extern const char info_help[], bench_help[], report_help[], check_help[];
 
 #endif

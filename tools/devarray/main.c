@@ -5,6 +5,9 @@
  *   devarray bench [options]    transfer sweep against memcpy of the same bytes (table, JSON, plot)
  *   devarray report [options]   the pool after a random workload: statistics, segment map (PNG),
  *                               snapshot (JSON), allocation log (CSV)
+ *   devarray check [options] -- PROGRAM [ARGS...]
+ *                               run PROGRAM under the host simulator's checks and report
+ *                               every bug found (cmd_check.c; its own exit status)
  *
  * Results go to stdout; progress, warnings and errors to stderr.  Exit
  * status: 0 success, 1 failure (a backend, an output file, gnuplot), 2 usage
@@ -37,6 +40,8 @@ static const char main_help[] =
     "  bench     transfer sweep against memcpy of the same bytes (table, JSON, plot)\n"
     "  report    the pool after a random workload: statistics, segment map (PNG),\n"
     "            snapshot (JSON), allocation log (CSV)\n"
+    "  check     run a program under the kernel and handle checks, report every\n"
+    "            bug found, then an error summary (exit status: see its --help)\n"
     "  help [COMMAND]  this help, or a command's\n"
     "  version   print the version\n"
     "\n"
@@ -58,6 +63,7 @@ static const command commands[] = {
     {"info", cmd_info, info_help},
     {"bench", cmd_bench, bench_help},
     {"report", cmd_report, report_help},
+    {"check", cmd_check, check_help},
 };
 
 static const command *find_command(const char *name) {

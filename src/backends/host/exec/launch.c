@@ -295,7 +295,10 @@ static dv_status hk_task_run(void *task, char *msg, size_t cap) {
   trc = hk_tools_finish(l, msg, cap);
   if (l->err) {
     snprintf(msg, cap, "%s", l->msg);
-    return l->err;
+    trc = l->err;
   }
+  /* A bug in the kernel is a report for `devarray check` too, whether or
+   * not the program reads the status (core's report channel). */
+  if (trc == DV_ERR_KERNEL_FAULT || trc == DV_ERR_KERNEL_TIMEOUT) dv__report("kernel", trc, msg);
   return trc;
 }
