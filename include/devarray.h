@@ -314,6 +314,21 @@ DV_API void dv_config_destroy(dv_config *cfg);
 
 /** @defgroup logging Logging
  *  Library messages go to stderr or to a callback; the `log_level` option filters them.
+ *
+ *  The report channel (`devarray check`): when the environment has
+ *  DV_REPORT_FD, the number of an open file descriptor the process inherited,
+ *  the library also writes every bug it finds in the program there, whether
+ *  or not the program looks at the status: each host-simulator launch that
+ *  fails with DV_ERR_KERNEL_FAULT or DV_ERR_KERNEL_TIMEOUT (the fault, or the
+ *  access checks' report) and each released or wrong-kind handle passed to a
+ *  function or released again (DV_ERR_MISUSE).  One line per report, written
+ *  with one write() call of at most 4096 bytes (so reports of several threads
+ *  never interleave on a pipe): `DVREPORT`, the category ("kernel" or "api"),
+ *  the status's name and the message, separated by tabs, with backslash, tab
+ *  and newline in the message written as backslash-backslash, backslash-t and
+ *  backslash-n.  The variable is read once per process; a value that is not
+ *  an open descriptor is a warning and no channel. `devarray check --
+ *  PROGRAM` opens it (docs/kernels.md); programs need not.
  *  @{ */
 
 /** Severity of a log message; also the values of the `log_level` option. */
