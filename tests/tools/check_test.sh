@@ -7,6 +7,7 @@
 # handles); usage errors; a program that cannot be run; the program's own
 # exit status passed through.
 # Usage: check_test.sh DEVARRAY CHECK_TARGET SEEDED.dvk | DEVARRAY - - python PYTHON
+#        | DEVARRAY - - examples PROGRAM...
 set -u
 tool="$1" target="$2" seeded="$3"
 d=$(mktemp -d)
@@ -32,6 +33,22 @@ $1"
     grep -q -e "$p" "$d/out" || { echo "FAIL: devarray check $*: no line matching '$p' in:"; cat "$d/out"; echo x >>"$d/fails"; }
   done
 }
+
+# Examples mode (check_test.sh DEVARRAY - - examples PROGRAM...): the
+# project's clean examples give 0 errors and exit 0 under the checks (the
+# kernel examples take --backend host; streams reads DV_BACKEND).
+if [ "${4:-}" = examples ]; then
+  shift 4
+  for ex in "$@"; do
+    case "$ex" in *streams*) set -- ;; *) set -- --backend host ;; esac
+    expect 0 "ERROR SUMMARY: 0 errors" -- -- "$ex" "$@"
+    echo "$(basename "$ex"): 0 errors"
+  done
+  [ -f "$d/fails" ] && fails=$((fails + $(wc -l <"$d/fails")))
+  [ "$fails" -gt 0 ] && { echo "$fails check(s) failed"; exit 1; }
+  echo "devarray check on the examples: all clean"
+  exit 0
+fi
 
 # Python mode (check_test.sh DEVARRAY - - python PYTHON): a Python program
 # whose kernels (the C dialect's, and a @jit one where Numba is installed)
