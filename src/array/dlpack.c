@@ -46,8 +46,8 @@ typedef struct dv__dl_desc {
 
 /* ---- the DLPack structures (legacy, unversioned) ------------------------------- */
 
-static void dv__dl_read_legacy(const DLManagedTensor *t, dv__dl_desc *d) {
-  const DLTensor *x = &t->dl_tensor;
+/* A DLTensor (the same in every version) into the neutral descriptor. */
+static void dv__dl_read_tensor(const DLTensor *x, dv__dl_desc *d) {
   d->data = x->data;
   d->device_type = (int)x->device.device_type;
   d->device_id = x->device.device_id;
@@ -59,6 +59,8 @@ static void dv__dl_read_legacy(const DLManagedTensor *t, dv__dl_desc *d) {
   d->bits = x->dtype.bits;
   d->lanes = x->dtype.lanes;
 }
+
+static void dv__dl_read_legacy(const DLManagedTensor *t, dv__dl_desc *d) { dv__dl_read_tensor(&t->dl_tensor, d); }
 
 /* What an exported tensor owns: the array it keeps alive and the shape and
  * strides its DLTensor points at; the tensor is mt (0.x) or mv (1.x). */
@@ -133,17 +135,7 @@ static dv_status dv__dl_read_versioned(const dv_dlpack_versioned *t, unsigned fl
                      "the DLPack tensor is read-only (DLPACK_FLAG_BITMASK_READ_ONLY) and devarray "
                      "arrays are writable: pass DV_DLPACK_IMPORT_READ_ONLY to import it anyway "
                      "and not write it");
-  const DLTensor *x = &t->dl_tensor;
-  d->data = x->data;
-  d->device_type = (int)x->device.device_type;
-  d->device_id = x->device.device_id;
-  d->ndim = x->ndim;
-  d->shape = x->shape;
-  d->strides = x->strides;
-  d->byte_offset = x->byte_offset;
-  d->code = x->dtype.code;
-  d->bits = x->dtype.bits;
-  d->lanes = x->dtype.lanes;
+  dv__dl_read_tensor(&t->dl_tensor, d);
   return DV_OK;
 }
 

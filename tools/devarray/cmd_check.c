@@ -194,7 +194,7 @@ int cmd_check(int argc, char **argv) {
   if (optind == argc) return usage_error("no program to run (devarray check [OPTIONS] -- PROGRAM [ARGS...])");
   outfile log = {0};
   if (log_path) {
-    if (out_open(&log, log_path, "w")) return EXIT_FAILURE;
+    if (out_open(&log, log_path, "we")) return EXIT_FAILURE; /* close-on-exec: not PROGRAM's */
     r.out = log.f;
   }
   int fds[2];
