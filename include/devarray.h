@@ -1265,10 +1265,185 @@ DV_API dv_status dv_memory_trim(dv_context *ctx);
  * "allocated|free","stream":ID,"any_stream":true|false}]}],"stats":{...}}),
  * written like dv_context_stats_json.  `stream` is the block's stream (-1:
  * none); `any_stream` tells whether a free block is known to be reusable on
- * other streams already.
- * DV_ERR_NOT_SUPPORTED for managers other than "pool".
+ * other streams already.  With tracking on (dv_tracking_enable), a
+ * "tracking" member follows "stats": dv_tracking_snapshot_json's document
+ * for ctx (its live arrays with their origins), for any manager; with
+ * tracking off, DV_ERR_NOT_SUPPORTED for managers other than "pool".
  */
 DV_API dv_status dv_memory_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t *needed);
+
+/** @} */
+
+/* ---- memory hooks, scoped statistics, the out-of-memory handler ------- */
+
+/**
+ * @defgroup memhooks Memory hooks, scoped statistics, out-of-memory handler
+ *
+ * What a program can hear of its context's memory (docs/memory_hooks.md):
+ * a hook called on every allocation and free of device, pinned, mapped and
+ * managed memory (CuPy's memory hooks, RMM's logging adaptor); statistics
+ * per scope, nested (RMM's statistics adaptor's push/pop); and a handler
+ * that may free or spill memory when a device allocation fails and ask for
+ * a retry (RMM's failure-callback adaptor).  None costs anything until one
+ * is installed: the paths test one counter.
+ *
+ * An allocation is an array's memory as it is made (dv_device_array,
+ * dv_to_device, dv_pinned_array, dv_mapped_array, dv_managed_array, ...) and
+ * the device temporaries the transfer planner takes from the manager; a
+ * free is the program's last release of that memory (its last array).  The
+ * memory itself goes back to the manager or the driver when the
+ * pending-deallocation queue is flushed (Numba's deferred deallocation), so
+ * a free event may come before the driver's free.  Wrapped memory
+ * (dv_host_array_wrap, dv_device_array_wrap, DLPack imports) and registered
+ * host memory are the program's own and make no event.
+ * @{
+ */
+
+/** Which way memory went in a dv_memory_event. */
+typedef enum dv_memory_event_kind {
+  DV_MEMORY_ALLOC = 0, /**< memory was allocated */
+  DV_MEMORY_FREE = 1   /**< the program let go of it */
+} dv_memory_event_kind;
+
+/** One allocation or free, as a hook hears it (valid during the call only). */
+typedef struct dv_memory_event {
+  dv_memory_event_kind event; /**< DV_MEMORY_ALLOC or DV_MEMORY_FREE */
+  dv_memory_kind memory;      /**< DV_MEM_DEVICE, DV_MEM_PINNED, DV_MEM_MAPPED or DV_MEM_MANAGED */
+  size_t bytes;               /**< the allocation's size */
+  /** Device memory: the block's backend buffer (a device pointer on CUDA and
+   *  HIP, a cl_mem on OpenCL); host-side memory: its host address.  The same
+   *  value in an allocation's ALLOC and FREE events. */
+  void *address;
+  size_t offset;            /**< device memory: the block's offset in `address`; 0 otherwise */
+  dv_stream *stream;        /**< the stream the device memory was allocated for; NULL: none (or not device memory) */
+  const char *manager;      /**< device memory: the memory manager's name; "driver" otherwise */
+} dv_memory_event;
+
+/** A memory hook: called after each allocation and at each free (see the group). */
+typedef void (*dv_memory_hook_fn)(dv_context *ctx, const dv_memory_event *event, void *user);
+
+/**
+ * Install fn(ctx, event, user) on ctx: called after every allocation and at
+ * every free of device, pinned, mapped and managed memory of the context,
+ * on the thread that makes the allocation or the release (any thread,
+ * including stream callbacks' threads), until dv_memory_hook_remove.  Hooks
+ * run in the order they were added, one call at a time per context (a
+ * hook needs no lock of its own; an allocation on another thread waits
+ * while one runs).  fn must not add or remove hooks or push or pop scopes (that is
+ * DV_ERR_MISUSE); allocations fn makes itself through devarray are not
+ * reported to the hooks.  *id gets the hook's number for
+ * dv_memory_hook_remove.
+ * DV_ERR_NULL_ARGUMENT for a NULL ctx, fn or id; DV_ERR_HOST_OUT_OF_MEMORY
+ * (nothing installed).  Thread-safe.
+ */
+DV_API dv_status dv_memory_hook_add(dv_context *ctx, dv_memory_hook_fn fn, void *user, int *id);
+/**
+ * Remove the hook `id` gave.  When it returns, the hook is not running and
+ * will not be called again.  DV_ERR_INVALID_ARGUMENT for an id that is not
+ * installed (removed already).  Blocks while a call of a hook is running.
+ */
+DV_API dv_status dv_memory_hook_remove(dv_context *ctx, int id);
+
+/** A scoped counter: may go below 0 in a scope that frees what was allocated before it. */
+typedef struct dv_scope_counter {
+  int64_t current; /**< net value within the scope (allocated minus freed) */
+  int64_t peak;    /**< highest value of current within the scope */
+  int64_t total;   /**< everything allocated within the scope */
+} dv_scope_counter;
+/** Bytes and allocations of one kind of memory within a scope. */
+typedef struct dv_memory_counts {
+  dv_scope_counter bytes;       /**< bytes */
+  dv_scope_counter allocations; /**< allocations */
+} dv_memory_counts;
+/** What a scope saw (dv_memory_scope_pop). */
+typedef struct dv_memory_scope_stats {
+  dv_memory_counts device;  /**< device memory (arrays and the planner's temporaries) */
+  dv_memory_counts pinned;  /**< pinned host memory */
+  dv_memory_counts mapped;  /**< mapped host memory */
+  dv_memory_counts managed; /**< managed memory */
+} dv_memory_scope_stats;
+
+/**
+ * Open a statistics scope on ctx (RMM's push_counters): from now on every
+ * allocation and free of the context, on any thread, counts in it.  Scopes
+ * nest (at most 64 deep: DV_ERR_INVALID_ARGUMENT beyond).
+ * DV_ERR_HOST_OUT_OF_MEMORY (no scope opened).  Thread-safe.
+ */
+DV_API dv_status dv_memory_scope_push(dv_context *ctx);
+/**
+ * Close the innermost scope, its counts into *out (which may be NULL); the
+ * enclosing scope, if any, takes them in: its current grows by the scope's
+ * current, its total by the scope's total, its peak to at least its current
+ * at the push plus the scope's peak.  DV_ERR_INVALID_ARGUMENT when no scope
+ * is open (*out cleared).  Thread-safe.
+ */
+DV_API dv_status dv_memory_scope_pop(dv_context *ctx, dv_memory_scope_stats *out);
+
+/**
+ * An out-of-memory handler: a device allocation of `bytes` failed after
+ * devarray's own flush of the pending-deallocation queue; this is the
+ * handler's `attempt`-th call for it (from 1).  It may release arrays,
+ * spill them to the host, call dv_memory_trim; nonzero asks for another try
+ * (after a flush), 0 gives up.
+ */
+typedef int (*dv_oom_fn)(dv_context *ctx, size_t bytes, int attempt, void *user);
+/**
+ * Install fn as ctx's out-of-memory handler (NULL removes it): when a
+ * device allocation fails with DV_ERR_OUT_OF_MEMORY after the flush and
+ * retry devarray always makes, fn is called on the allocating thread; while
+ * it returns nonzero the queue is flushed and the allocation tried again,
+ * at most max_retries times (1..1000); then the allocation fails with
+ * DV_ERR_OUT_OF_MEMORY as usual, its message saying how often fn was asked.
+ * fn may call devarray (it holds no lock of the library).
+ * DV_ERR_INVALID_ARGUMENT for max_retries out of range.  Thread-safe; an
+ * allocation already in its handler finishes with the handler it had.
+ */
+DV_API dv_status dv_memory_set_oom_handler(dv_context *ctx, dv_oom_fn fn, void *user, int max_retries);
+
+/** @} */
+
+/* ---- tracking ----------------------------------------------------------- */
+
+/**
+ * @defgroup tracking Tracking: live handles and where they were made
+ *
+ * With tracking on, every array, stream, event, module and context the
+ * library makes for a caller is listed until its last release, with where
+ * it was made: the return address of the first caller outside libdevarray
+ * (printed as `module+0xoffset (symbol)`, which `addr2line -e module
+ * offset` turns into file:line when the module has debug information), or
+ * the thread's origin label when one is set (the Python binding sets the
+ * caller's `file.py:line`).  `devarray check --leak-check` lists at exit
+ * what was never released; dv_memory_snapshot_json adds the live list.
+ * Turned on by dv_tracking_enable, or DV_TRACK=1 (or DV_LEAK_CHECK=1) in the
+ * environment when the library is loaded.  Handles made while it was off
+ * are not listed.  Off, the cost is one load and a branch per handle made
+ * or released; on, a record and a stack walk per handle (microseconds).  A
+ * record that cannot be allocated is counted ("untracked"), never a failure
+ * of the call that made the handle.
+ * @{
+ */
+
+/** Turn tracking on (nonzero) or off (0: every record is dropped). Process-wide; thread-safe. Always DV_OK. */
+DV_API dv_status dv_tracking_enable(int on);
+/** Whether tracking is on. */
+DV_API int dv_tracking_enabled(void);
+/**
+ * The calling thread's origin label (at most 159 bytes kept) for the handles
+ * it makes from now on, instead of the caller's return address; NULL or ""
+ * goes back to addresses.  For bindings: the Python binding sets the
+ * caller's file:line around each call that makes handles.
+ */
+DV_API void dv_tracking_set_origin(const char *where);
+/**
+ * The tracked live handles of ctx (of every context for NULL) as JSON:
+ * {"enabled":true|false,"untracked":N,"live":[{"kind":"array|stream|event|
+ * module|context","seq":N,"origin":"...",("memory":"device|host|pinned|
+ * mapped|managed","bytes":N,"what":"float32 (3, 4)")}]} in creation order
+ * (seq), written like dv_context_stats_json (buf NULL: *needed only; the
+ * whole document or nothing).  Thread-safe.
+ */
+DV_API dv_status dv_tracking_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t *needed);
 
 /** @} */
 

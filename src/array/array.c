@@ -113,6 +113,14 @@ static dv_alloc *dv__alloc_get(void) {
   return a;
 }
 
+/* An owned allocation's event for the memory hooks and scopes
+ * (memory/events.c): its memory made, or let go of by its last array. */
+static inline void dv__alloc_note(dv_alloc *a, dv_memory_event_kind ev) {
+  bool dev = a->kind == DV_MEM_DEVICE || a->kind == DV_MEM_MANAGED;
+  dv__mem_note(a->ctx, ev, a->kind, a->bytes, dev ? a->buf : a->host, a->kind == DV_MEM_DEVICE ? a->buf_offset : 0,
+               a->kind == DV_MEM_DEVICE ? a->stream : NULL);
+}
+
 /* A queued device free: the allocation record carries the block, its size
  * and the stream it belongs to. */
 static dv_status dv__dtor_device(dv_context *ctx, void *handle, void *aux) {
@@ -186,6 +194,7 @@ static void dv__alloc_release_n(dv_alloc *a, uint64_t arrays) {
     if (arrays) dv__stats_sub(ctx, DV_STAT_ARRAYS, arrays);
     return;
   }
+  if (a->owned && !a->foreign && a->kind != DV_MEM_HOST && a->bytes > 0) dv__alloc_note(a, DV_MEMORY_FREE);
   if (a->owned && a->kind == DV_MEM_DEVICE && a->buf && !a->foreign && a->reg_count == 0) {
     /* The record itself goes into the queue (it knows block and stream). */
     dv_status rc = dv__defer_free_counted(ctx, dv__dtor_device, a, NULL, a->bytes, DV_STAT_ARRAYS, arrays);
@@ -252,7 +261,7 @@ static void dv__alloc_abandon(dv_alloc *a) { dv__alloc_release(a); }
 
 static inline void dv__array_fill(dv_array *a, dv_alloc *alloc, const dv_dtype *dt, int ndim, const int64_t *shape,
                                   const int64_t *strides, int64_t offset) {
-  dv__handle_init(&a->hdr, DV_HANDLE_ARRAY);
+  dv__handle_open(&a->hdr, DV_HANDLE_ARRAY, alloc->ctx);
   atomic_store_explicit(&a->refs, 1, memory_order_relaxed);
   a->alloc = alloc;
   a->dtype = dt;
@@ -263,6 +272,21 @@ static inline void dv__array_fill(dv_array *a, dv_alloc *alloc, const dv_dtype *
   a->strides = a->dims_ + ndim;
   for (int i = 0; i < ndim; i++) a->shape[i] = shape[i], a->strides[i] = strides[i];
 }
+
+/* A tracked array for the core's listings (core/track.c): its dtype and
+ * shape, its allocation's memory and bytes.  Reads the live descriptor. */
+static void dv__array_describe(const void *h, dv_track_info *out) {
+  const dv_array *a = h;
+  out->memory = (int)a->alloc->kind;
+  out->bytes = a->alloc->bytes;
+  out->alloc = a->alloc;
+  size_t n = (size_t)snprintf(out->what, sizeof out->what, "%s (", a->dtype->name ? a->dtype->name : "record");
+  for (int i = 0; i < a->ndim && n < sizeof out->what; i++)
+    n += (size_t)snprintf(out->what + n, sizeof out->what - n, "%s%lld", i ? ", " : "", (long long)a->shape[i]);
+  if (n < sizeof out->what) snprintf(out->what + n, sizeof out->what - n, a->ndim == 1 ? ",)" : ")");
+}
+
+void dv__arrays_track_init(void) { dv__track_set_describer(dv__array_describe); }
 
 dv_status dv__array_new(dv_alloc *alloc, const dv_dtype *dt, int ndim, const int64_t *shape,
                         const int64_t *strides, int64_t offset, dv_array **out) {
@@ -304,7 +328,7 @@ void dv_array_release(dv_array *a) {
     return;
   }
   if (!dv__ref_drop(&a->refs)) return;
-  atomic_store_explicit(&a->hdr.magic, DV__HANDLE_RELEASED(DV_HANDLE_ARRAY), memory_order_release);
+  dv__handle_close(&a->hdr, DV_HANDLE_ARRAY);
   dv_alloc *al = a->alloc;
   bool embedded = dv__array_embedded(a);
   if (atomic_load_explicit(&a->dtype->refs, memory_order_relaxed) >= 0) dv_dtype_release(a->dtype);
@@ -436,6 +460,7 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
     dv__alloc_abandon(a);
     return rc;
   }
+  if (kind != DV_MEM_HOST && bytes > 0) dv__alloc_note(a, DV_MEMORY_ALLOC);
   if (ndim <= DV_EMBED_DIMS) {
     *out = dv__array_embed(a, dtype, ndim, shape, st, offset); /* it holds the record now */
     if (kind == DV_MEM_DEVICE) dv__stats_add2(ctx, DV_STAT_ARRAYS, 1, DV_STAT_DEVICE, (uint64_t)bytes);

@@ -212,6 +212,8 @@ struct dv_array_state {
   _Atomic int64_t live_scopes; /* pinned and mapped scopes not yet ended */
 };
 dv_status dv__arrays_init(dv_context *ctx);
+/* Tell the core how tracking describes an array (array.c). */
+void dv__arrays_track_init(void);
 void dv__arrays_fini(dv_context *ctx); /* nothing if init failed */
 
 #endif

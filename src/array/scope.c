@@ -20,6 +20,7 @@ dv_status dv__arrays_init(dv_context *ctx) {
   dv_array_state *st = dv__calloc(1, sizeof *st);
   if (!st) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate the array layer's state");
   ctx->arrays = st;
+  dv__arrays_track_init(); /* how tracking lists arrays (once would do; it is idempotent) */
   return DV_OK;
 }
 

@@ -164,7 +164,7 @@ dv_status dv_context_create(const dv_config *cfg, dv_context **out) {
   rc = dv__kernel_state_init(ctx);
   if (rc) goto fail_arrays;
   dv__log(DV_LOG_INFO, "context on backend %s", ctx->be->name);
-  dv__handle_init(&ctx->hdr, DV_HANDLE_CONTEXT);
+  dv__handle_open(&ctx->hdr, DV_HANDLE_CONTEXT, ctx);
   *out = ctx;
   return DV_OK;
 fail_arrays:
@@ -213,7 +213,7 @@ dv_status dv_context_destroy(dv_context *ctx) {
   ctx->be->close(ctx->bst);
   dv__free(ctx->pending.items);
   dv__stats_destroy(&ctx->stats);
-  atomic_store(&ctx->hdr.magic, DV__HANDLE_RELEASED(DV_HANDLE_CONTEXT));
+  dv__handle_close(&ctx->hdr, DV_HANDLE_CONTEXT);
   dv__handle_retire(ctx, sizeof *ctx, 0, ctx->handles_checked, NULL);
   return rc;
 }

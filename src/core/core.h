@@ -88,6 +88,32 @@ const char *dv__handle_kind_name(dv_handle_kind kind);
 static inline void dv__handle_init(dv_handle *h, dv_handle_kind kind) {
   atomic_store_explicit(&h->magic, DV__HANDLE_LIVE(kind), memory_order_release);
 }
+/* ---- tracking: live handles and where they were made (track.c) ---- */
+extern _Atomic int dv__tracking; /* dv_tracking_enable, DV_TRACK, DV_LEAK_CHECK */
+/* How the array layer describes one of its handles for a listing. */
+typedef struct dv_track_info {
+  int memory;         /* dv_memory_kind of its allocation; -1 unknown */
+  uint64_t bytes;     /* its allocation's bytes */
+  const void *alloc;  /* its allocation (one count of the bytes per allocation) */
+  char what[160];     /* "float32 (3, 4)" */
+} dv_track_info;
+typedef void (*dv_track_describe_fn)(const void *array, dv_track_info *out);
+void dv__track_set_describer(dv_track_describe_fn fn);
+void dv__track_add(const void *h, dv_handle_kind kind, dv_context *ctx);
+void dv__track_remove(const void *h);
+/* The live records of ctx (all for NULL) as JSON, snprintf's way: the
+ * length it needs, written up to cap. */
+size_t dv__track_json(dv_context *ctx, char *buf, size_t cap);
+/* A handle made for a caller: live, and tracked when tracking is on. */
+static inline void dv__handle_open(dv_handle *h, dv_handle_kind kind, dv_context *ctx) {
+  dv__handle_init(h, kind);
+  if (DV_UNLIKELY(atomic_load_explicit(&dv__tracking, memory_order_relaxed))) dv__track_add(h, kind, ctx);
+}
+/* The caller's last release of it: released from now on, and untracked. */
+static inline void dv__handle_close(dv_handle *h, dv_handle_kind kind) {
+  atomic_store_explicit(&h->magic, DV__HANDLE_RELEASED(kind), memory_order_release);
+  if (DV_UNLIKELY(atomic_load_explicit(&dv__tracking, memory_order_relaxed))) dv__track_remove(h);
+}
 /* DV_ERR_MISUSE naming fn and the kind, for a header that is not live. */
 dv_status dv__handle_error(const dv_handle *h, dv_handle_kind kind, const char *fn);
 /* DV_OK for a live handle of `kind`; else DV_ERR_MISUSE "fn: <kind> was

@@ -98,7 +98,7 @@ void dv_module_release(dv_module *m) {
     }
   } while (!atomic_compare_exchange_weak(&m->refs, &r, r - 1));
   if (r != 1) return;
-  atomic_store(&m->hdr.magic, DV__HANDLE_RELEASED(DV_HANDLE_MODULE));
+  dv__handle_close(&m->hdr, DV_HANDLE_MODULE);
   dv_context *ctx = m->ctx;
   /* From now on its kernels are caught if used (the unload itself waits
    * for the next flush). */

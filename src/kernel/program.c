@@ -363,7 +363,7 @@ static dv_status dv__module_new(dv_program *p, dv_bmodule *bm, const dv_klimits 
     dv__ksigs_free(&sigs);
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a module");
   }
-  dv__handle_init(&m->hdr, DV_HANDLE_MODULE);
+  dv__handle_open(&m->hdr, DV_HANDLE_MODULE, p->ctx);
   atomic_store(&m->refs, 1);
   m->ctx = p->ctx;
   m->bm = bm;

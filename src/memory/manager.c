@@ -80,11 +80,13 @@ dv_status dv__memory_init(dv_context *ctx, const dv_config *cfg) {
     return rc;
   }
   dv__staging_init(&m->staging);
+  dv__mem_events_init(&m->events);
   ctx->memory = m; /* the manager's init may ask for the context's manager */
   rc = m->mm.init(ctx, m->mm.user, &m->mm_state);
   if (rc) {
     ctx->memory = NULL;
     dv__staging_fini(ctx, &m->staging);
+    dv__mem_events_fini(&m->events);
     dv__stream_key_delete(ctx, m->hook_key);
     dv__free(m);
   }
@@ -96,6 +98,7 @@ void dv__memory_fini(dv_context *ctx) {
   if (!m) return;
   if (m->mm.fini) m->mm.fini(m->mm_state); /* returns every cached segment */
   dv__staging_fini(ctx, &m->staging);
+  dv__mem_events_fini(&m->events);
   dv__stream_key_delete(ctx, m->hook_key);
   dv__free(m);
   ctx->memory = NULL;
@@ -147,9 +150,35 @@ dv_status dv_memory_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t
   DV_CHECK_NULL(ctx);
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
   dv_memory_state *m = ctx->memory;
-  if (m->mm.init != dv__mm_pool.init)
-    return dv__error(DV_ERR_NOT_SUPPORTED, "snapshots are kept by the pool; this context uses \"%s\"", m->mm.name);
-  return dv__pool_snapshot(m->mm_state, buf, cap, needed);
+  if (m->mm.init == dv__mm_pool.init) return dv__pool_snapshot(m->mm_state, buf, cap, needed);
+  if (!dv_tracking_enabled())
+    return dv__error(DV_ERR_NOT_SUPPORTED,
+                     "snapshots are kept by the pool (or by tracking: dv_tracking_enable); this context uses \"%s\"",
+                     m->mm.name);
+  /* {"manager":NAME,"tracking":LISTING}, the whole document or nothing */
+  char head[160];
+  int hn = snprintf(head, sizeof head, "{\"manager\":\"%.100s\",\"tracking\":", m->mm.name);
+  size_t len = (size_t)hn + dv__track_json(ctx, NULL, 0) + 1;
+  for (int tries = 0; tries < 8; tries++) {
+    size_t room = len + 64;
+    char *w = dv__malloc(room);
+    if (!w) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate %zu bytes for the snapshot", room);
+    memcpy(w, head, (size_t)hn);
+    size_t got = (size_t)hn + dv__track_json(ctx, w + hn, room - (size_t)hn);
+    if (got + 1 < room) {
+      w[got++] = '}';
+      w[got] = 0;
+      *needed = got;
+      dv_status rc = DV_OK;
+      if (buf && got >= cap) rc = dv__error(DV_ERR_INVALID_ARGUMENT, "buffer of %zu bytes is too small; %zu needed", cap, got + 1);
+      else if (buf) memcpy(buf, w, got + 1);
+      dv__free(w);
+      return rc;
+    }
+    dv__free(w);
+    len = got + 1;
+  }
+  return dv__error(DV_ERR_BUSY, "the handles changed too fast to list them");
 }
 
 dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, dv_block *out) {
@@ -164,15 +193,18 @@ dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, dv_
   dv_status frc = dv__flush(ctx);
   if (frc) dv__log(DV_LOG_ERROR, "flush before retrying the allocation failed");
   rc = m->mm.alloc(m->mm_state, bytes, stream, out);
+  int asked = 0;
+  if (rc == DV_ERR_OUT_OF_MEMORY) rc = dv__mem_oom_retry(ctx, bytes, stream, out, &asked);
   if (rc == DV_ERR_OUT_OF_MEMORY) {
-    char detail[768];
+    char detail[768], handler[96] = "";
     snprintf(detail, sizeof detail, "%s", dv_last_error());
+    if (asked) snprintf(handler, sizeof handler, "; the out-of-memory handler was asked %d time%s", asked, asked == 1 ? "" : "s");
     size_t f = 0, t = 0;
     m->mm.mem_info(m->mm_state, &f, &t);
     return dv__error(DV_ERR_OUT_OF_MEMORY,
                      "cannot allocate %zu bytes of device memory (%zu free of %zu, after one "
-                     "flush of the pending-deallocation queue): %s",
-                     bytes, f, t, detail);
+                     "flush of the pending-deallocation queue%s): %s",
+                     bytes, f, t, handler, detail);
   }
   return rc;
 }

@@ -53,11 +53,43 @@ void dv__staging_put(dv_context *ctx, dv_staging_buf *b); /* safe from stream ca
 void dv__staging_init(dv_staging *st);
 void dv__staging_fini(dv_context *ctx, dv_staging *st);
 
+/* ---- hooks, scoped statistics, the out-of-memory handler (events.c) ---- */
+typedef struct dv_mem_hook {
+  int id;
+  dv_memory_hook_fn fn;
+  void *user;
+} dv_mem_hook;
+typedef struct dv_mem_events {
+  pthread_mutex_t hooks_lock; /* hooks, nhooks, cap, next_id; held while hooks run */
+  dv_mem_hook *hooks;
+  int nhooks, cap, next_id;
+  _Atomic int nhooks_on;       /* nhooks, read without the lock */
+  pthread_mutex_t scope_lock;  /* scopes, ndepth */
+  dv_memory_scope_stats *scopes; /* DV_SCOPES_MAX, made at the first push */
+  int ndepth;
+  _Atomic int depth;           /* ndepth, read without the lock */
+  pthread_mutex_t oom_lock;    /* the handler */
+  dv_oom_fn oom;
+  void *oom_user;
+  int oom_max;
+} dv_mem_events;
+void dv__mem_events_init(dv_mem_events *e);
+void dv__mem_events_fini(dv_mem_events *e);
+/* Scopes and hooks hear of the event (the caller tested `events_on`). */
+void dv__mem_dispatch(dv_context *ctx, const dv_memory_event *ev);
+/* After devarray's own flush and retry failed: the handler's tries
+ * (*asked: how often it was called); the last allocation's status. */
+dv_status dv__mem_oom_retry(dv_context *ctx, size_t bytes, dv_stream *stream, dv_block *out, int *asked);
+
 /* ---- the memory layer's part of the context (ctx->memory, manager.c) ---- */
 struct dv_memory_state {
+  /* hooks installed plus scopes open: the one load an allocation's or a
+   * free's event costs while there are none (dv__mem_note) */
+  _Atomic int events_on;
   dv_memory_manager mm; /* a copy of the table */
   void *mm_state;
   dv_staging staging; /* the pinned staging pool */
+  dv_mem_events events;
   /* the stream key whose destruction call tells the manager
    * (mm.stream_destroyed); -1 when it has none */
   int hook_key;
@@ -69,6 +101,20 @@ dv_status dv__memory_init(dv_context *ctx, const dv_config *cfg);
 /* The manager's fini (it returns every cached segment), the staging pool's
  * buffers, the record (nothing if init failed). */
 void dv__memory_fini(dv_context *ctx);
+
+/* Tell the hooks and scopes of an allocation or a free (see
+ * dv_memory_event in devarray.h): nothing but a load and a branch while
+ * none is installed. */
+static inline void dv__mem_note(dv_context *ctx, dv_memory_event_kind ev, dv_memory_kind kind, size_t bytes,
+                                void *address, size_t offset, dv_stream *stream) {
+  dv_memory_state *m = ctx->memory;
+  if (DV_LIKELY(atomic_load_explicit(&m->events_on, memory_order_relaxed) == 0)) return;
+  dv_memory_event e = {ev, kind, bytes, address, offset, stream, kind == DV_MEM_DEVICE ? m->mm.name : "driver"};
+  dv__mem_dispatch(ctx, &e);
+}
+static inline void dv__mem_events_update(dv_memory_state *m) {
+  atomic_store(&m->events_on, atomic_load(&m->events.nhooks_on) + atomic_load(&m->events.depth));
+}
 
 /* ---- the stream order of memory in use (manager.c) ---- */
 /* Whether the context's manager reuses a freed block in the order of the

@@ -50,6 +50,14 @@ static void snap_segment(pool *p, sbuf *b, pool_segment *seg, bool *first) {
   sb_printf(b, "]}");
 }
 
+/* With tracking on: ,"tracking":{...} (core/track.c's listing of ctx). */
+static void dv__snapshot_tracking(sbuf *b, dv_context *ctx) {
+  if (!dv_tracking_enabled()) return;
+  sb_printf(b, ",\"tracking\":");
+  size_t room = b->p && b->len < b->cap ? b->cap - b->len : 0;
+  b->len += dv__track_json(ctx, room ? b->p + b->len : NULL, room);
+}
+
 /* Render the snapshot into b (b->p NULL: measure only); returns its length. */
 static size_t snapshot_render(pool *p, sbuf *b) {
   bool first = true;
@@ -65,11 +73,13 @@ static size_t snapshot_render(pool *p, sbuf *b) {
   dv__pool_stats(p, &st);
   sb_printf(b,
             "],\"stats\":{\"allocated\":%llu,\"active\":%llu,\"reserved\":%llu,\"hits\":%llu,\"misses\":%llu,"
-            "\"splits\":%llu,\"merges\":%llu,\"releases\":%llu,\"largest_free\":%llu,\"free_cached\":%llu}}",
+            "\"splits\":%llu,\"merges\":%llu,\"releases\":%llu,\"largest_free\":%llu,\"free_cached\":%llu}",
             (unsigned long long)st.allocated.current, (unsigned long long)st.active.current,
             (unsigned long long)st.reserved.current, (unsigned long long)st.hits, (unsigned long long)st.misses,
             (unsigned long long)st.splits, (unsigned long long)st.merges, (unsigned long long)st.releases,
             (unsigned long long)st.largest_free, (unsigned long long)st.free_cached);
+  dv__snapshot_tracking(b, p->ctx);
+  sb_printf(b, "}");
   return b->len;
 }
 

@@ -64,7 +64,7 @@ dv_status dv_stream_create(dv_context *ctx, unsigned flags, dv_stream **out) {
     return rc;
   }
   s->ctx = ctx;
-  dv__handle_init(&s->hdr, DV_HANDLE_STREAM);
+  dv__handle_open(&s->hdr, DV_HANDLE_STREAM, ctx);
   atomic_store(&s->refs, 1);
   atomic_store(&s->user_refs, 1);
   atomic_fetch_add(&ctx->streams->live_streams, 1);
@@ -111,7 +111,7 @@ void dv_stream_release(dv_stream *s) {
   } while (!atomic_compare_exchange_weak(&s->user_refs, &u, u - 1));
   if (u == 1) {
     /* the user's last reference: from now on s is caught if used */
-    atomic_store(&s->hdr.magic, DV__HANDLE_RELEASED(DV_HANDLE_STREAM));
+    dv__handle_close(&s->hdr, DV_HANDLE_STREAM);
     atomic_fetch_sub(&s->ctx->streams->live_streams, 1);
   }
   dv__stream_irelease(s);
@@ -188,7 +188,7 @@ dv_status dv_event_create(dv_context *ctx, unsigned flags, dv_event **out) {
     return rc;
   }
   e->ctx = ctx;
-  dv__handle_init(&e->hdr, DV_HANDLE_EVENT);
+  dv__handle_open(&e->hdr, DV_HANDLE_EVENT, ctx);
   e->flags = flags;
   atomic_init(&e->refs, 1);
   atomic_fetch_add(&ctx->streams->live_events, 1);
@@ -216,7 +216,7 @@ void dv_event_release(dv_event *e) {
     }
   } while (!atomic_compare_exchange_weak(&e->refs, &r, r - 1));
   if (r > 1) return;
-  atomic_store(&e->hdr.magic, DV__HANDLE_RELEASED(DV_HANDLE_EVENT));
+  dv__handle_close(&e->hdr, DV_HANDLE_EVENT);
   dv_context *ctx = e->ctx;
   atomic_fetch_sub(&ctx->streams->live_events, 1);
   dv_status rc = dv__defer_free(ctx, dv__dtor_event, e, NULL, 0);

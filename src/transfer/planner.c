@@ -243,6 +243,7 @@ static dv_status dv__device_pack(dv_context *ctx, dv_stream *stream, dv_bstream 
     dv__error(DV_OK, "%s", saved);
     return DV_ERR_NOT_SUPPORTED;
   }
+  dv__mem_note(ctx, DV_MEMORY_ALLOC, DV_MEM_DEVICE, bytes, blk.buf, blk.offset, stream);
   dv_memref tmp = {.buf = blk.buf, .offset = blk.offset}, h = {.ptr = stage};
   dv_strided c;
   memset(&c, 0, sizeof c);
@@ -266,6 +267,7 @@ static dv_status dv__device_pack(dv_context *ctx, dv_stream *stream, dv_bstream 
   if (rc == DV_OK) atomic_fetch_add(&ctx->stats.copies, 2);
   /* A copy that failed to queue may still have queued its first phase:
    * the manager's free is stream-ordered either way. */
+  dv__mem_note(ctx, DV_MEMORY_FREE, DV_MEM_DEVICE, bytes, blk.buf, blk.offset, stream);
   dv_status frc = m->mm.free(m->mm_state, blk, bytes, stream);
   if (frc) dv__log(DV_LOG_ERROR, "releasing a packing temporary: %s", dv_last_error());
   return rc;
