@@ -1436,6 +1436,13 @@ DV_API int dv_tracking_enabled(void);
  */
 DV_API void dv_tracking_set_origin(const char *where);
 /**
+ * Stop listing `handle` (an array, stream, event, module or context; one
+ * not tracked is ignored): for a binding whose own handles outlive the
+ * program by design (the Python binding's contexts, as Numba's primary
+ * context), so that --leak-check lists only the program's.  Thread-safe.
+ */
+DV_API void dv_tracking_forget(const void *handle);
+/**
  * The tracked live handles of ctx (of every context for NULL) as JSON:
  * {"enabled":true|false,"untracked":N,"live":[{"kind":"array|stream|event|
  * module|context","seq":N,"origin":"...",("memory":"device|host|pinned|

@@ -59,6 +59,8 @@ from ._driver import (host_to_device, device_to_host, device_to_device, device_m
                       device_memory_size, host_memory_extents, host_memory_size,
                       is_device_memory, require_device_memory, device_pointer,
                       device_ctypes_pointer, profile_start, profile_stop, profiling)
+from ._memhooks import (MemoryEvent, memory_hook, memory_scope, set_oom_handler, enable_tracking,
+                        tracking_enabled, live_handles, memory_snapshot)
 from ._devices import gpus, require_context
 from ._devices import detect, list_devices
 from . import driver, devicearray

@@ -177,11 +177,37 @@ class dv_memory_manager(ctypes.Structure):
 
 
 #: The enums the binding passes as c_int (the C check asserts that each is an int's size).
+class dv_memory_event(ctypes.Structure):
+    _fields_ = [("event", c_int), ("memory", c_int), ("bytes", c_size_t), ("address", c_void_p),
+                ("offset", c_size_t), ("stream", c_void_p), ("manager", c_char_p)]
+
+
+class dv_scope_counter(ctypes.Structure):
+    _fields_ = [("current", c_int64), ("peak", c_int64), ("total", c_int64)]
+
+
+class dv_memory_counts(ctypes.Structure):
+    _fields_ = [("bytes", dv_scope_counter), ("allocations", dv_scope_counter)]
+
+
+class dv_memory_scope_stats(ctypes.Structure):
+    _fields_ = [("device", dv_memory_counts), ("pinned", dv_memory_counts),
+                ("mapped", dv_memory_counts), ("managed", dv_memory_counts)]
+
+
+DV_MEMORY_ALLOC = 0
+DV_MEMORY_FREE = 1
+
 ENUM_TYPES = ("dv_status", "dv_type_id", "dv_memory_kind", "dv_index_kind", "dv_param_kind",
-              "dv_arg_kind", "dv_arg_dir", "dv_where")
+              "dv_arg_kind", "dv_arg_dir", "dv_where", "dv_memory_event_kind")
 
 STRUCTS = (dv_counter, dv_stats, dv_device_info, dv_field_desc, dv_index, dv_dim3,
-           dv_launch_config, dv_arg, dv_kernel_param, dv_block, dv_memory_manager)
+           dv_launch_config, dv_arg, dv_kernel_param, dv_block, dv_memory_manager,
+           dv_memory_event, dv_scope_counter, dv_memory_counts, dv_memory_scope_stats)
+
+# dv_memory_hook_fn and dv_oom_fn (memory hooks, the out-of-memory handler)
+MEMORY_HOOK_FN = CFUNCTYPE(None, c_void_p, POINTER(dv_memory_event), c_void_p)
+OOM_FN = CFUNCTYPE(c_int, c_void_p, c_size_t, c_int, c_void_p)
 
 # dv_callback_fn: a stream callback
 CALLBACK_FN = CFUNCTYPE(None, c_void_p, c_int, c_void_p)
@@ -339,6 +365,18 @@ FUNCTIONS = {
     "dv_array_from_dlpack": (_S, [_P, _P, POINTER(_P)]),
     "dv_array_to_dlpack_versioned": (_S, [_P, _P, _P, c_uint64, POINTER(_P)]),
     "dv_array_from_dlpack_versioned": (_S, [_P, _P, c_uint, POINTER(_P)]),
+    # memory hooks, scoped statistics, the out-of-memory handler, tracking
+    "dv_memory_hook_add": (_S, [_P, MEMORY_HOOK_FN, _P, POINTER(c_int)]),
+    "dv_memory_hook_remove": (_S, [_P, c_int]),
+    "dv_memory_scope_push": (_S, [_P]),
+    "dv_memory_scope_pop": (_S, [_P, POINTER(dv_memory_scope_stats)]),
+    "dv_memory_set_oom_handler": (_S, [_P, OOM_FN, _P, c_int]),
+    "dv_memory_snapshot_json": (_S, [_P, c_char_p, c_size_t, POINTER(c_size_t)]),
+    "dv_tracking_enable": (_S, [c_int]),
+    "dv_tracking_enabled": (c_int, []),
+    "dv_tracking_set_origin": (None, [c_char_p]),
+    "dv_tracking_forget": (None, [_P]),
+    "dv_tracking_snapshot_json": (_S, [_P, c_char_p, c_size_t, POINTER(c_size_t)]),
     # IPC (the handle passed as the address of its bytes)
     "dv_ipc_export": (_S, [_P, _P]),
     "dv_ipc_open": (_S, [_P, _P, c_int, _P, _P, _P, _P]),

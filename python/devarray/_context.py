@@ -139,6 +139,10 @@ class Context:
         finally:
             lib.dv_config_destroy(cfg)
         self.handle = h.value
+        if _lib_tracking():
+            # the binding's own context (Numba's primary context) outlives the program by
+            # design: not a leak of the program's (devarray check --leak-check)
+            lib.dv_tracking_forget(self.handle)
         self._bridge = bridge
         try:
             self.backend = lib.dv_context_backend(self.handle).decode()
@@ -290,6 +294,11 @@ class Context:
 def _require_current(ctx):
     if _current.ctx is not ctx:
         raise NotImplementedError("events are made on the current context only")
+
+
+def _lib_tracking():
+    from . import _lib
+    return _lib.tracking
 
 
 def current_context():

@@ -167,6 +167,57 @@ def _load_speedups():
 speedups = _load_speedups()
 
 
+# ---- tracking: each handle's origin is the caller's Python line -------------
+#
+# With tracking on when the package loads (DV_TRACK=1, or DV_LEAK_CHECK=1 from `devarray
+# check --leak-check`), every C function is called with the thread's origin label set to the
+# first frame outside this package (dv_tracking_set_origin), so that the handles it makes are
+# listed with file.py:line rather than an address inside the interpreter; the compiled
+# per-call paths are not used then (they would make handles unlabelled). Off, nothing here
+# runs.
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_UNLABELLED = {"dv_last_error", "dv_status_name", "dv_status_str", "dv_tracking_set_origin",
+               "dv_tracking_enabled", "dv_tracking_enable", "dv_tracking_snapshot_json",
+               "dv_tracking_forget"}
+
+
+def _caller_line():
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+        f = f.f_back
+    if f is None:
+        return b""
+    return ("%s:%d (%s)" % (f.f_code.co_filename, f.f_lineno, f.f_code.co_name)).encode()
+
+
+def _labelled(fn, set_origin=None):
+    set_origin = set_origin or lib.dv_tracking_set_origin
+
+    def call(*args):
+        set_origin(_caller_line())
+        try:
+            return fn(*args)
+        finally:
+            set_origin(None)
+    call.__name__ = getattr(fn, "__name__", "call")
+    call.__wrapped__ = fn
+    return call
+
+
+tracking = has("dv_tracking_enabled") and bool(lib.dv_tracking_enabled())
+if tracking:
+    speedups = None
+    for _name in _PROTOS:
+        if _name not in missing and _name not in _UNLABELLED:
+            setattr(lib, _name, _labelled(getattr(lib, _name)))
+    _plain_lean = lean
+
+    def lean(name):  # noqa: F811 -- the labelled one, while tracking
+        return _labelled(_plain_lean(name))
+    del _name
+
+
 # ---- errors ---------------------------------------------------------------
 
 class DevarrayError(RuntimeError):

@@ -131,6 +131,10 @@ void dv__track_remove(const void *h) {
   dv__free(gone);
 }
 
+void dv_tracking_forget(const void *handle) {
+  if (handle) dv__track_remove(handle);
+}
+
 static void dv__track_clear_locked(void) {
   for (size_t b = 0; b < DV_TRACK_BUCKETS; b++)
     for (dv_track_rec *r = dv__track_tab[b], *n; r; r = n) {

@@ -5,6 +5,8 @@
  *   check_target - use-after-release a launch on an array already released
  *   check_target - double-release    an array released twice
  *   check_target - clean             a copy there and back, nothing wrong
+ *   check_target - leak              a device array, a pinned array, a stream
+ *                                    and an event never released, nor the context
  *
  * It exits 0 whatever happened: only the checker's channel can tell. */
 #include <stdio.h>
@@ -33,7 +35,7 @@ static char *read_file(const char *path) {
 
 int main(int argc, char **argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: check_target SEEDED.dvk KERNEL | - use-after-release|double-release|clean\n");
+    fprintf(stderr, "usage: check_target SEEDED.dvk KERNEL | - use-after-release|double-release|clean|leak\n");
     return 2;
   }
   static int in[N], out[N + 1];
@@ -73,6 +75,16 @@ int main(int argc, char **argv) {
     dv_array_release(di);
     dv_array_release(di); /* the second release */
     di = NULL;
+  } else if (!strcmp(what, "leak")) {
+    dv_array *lost = NULL, *pinned = NULL;
+    dv_stream *s = NULL;
+    dv_event *e = NULL;
+    int64_t shape[2] = {10, 25};
+    dv_device_array(ctx, 2, shape, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &lost); /* LEAK: array */
+    dv_pinned_array(ctx, 1, shape, dv_dtype_get(DV_INT8), NULL, 'C', &pinned);          /* LEAK: pinned */
+    dv_stream_create(ctx, 0, &s);                                                        /* LEAK: stream */
+    dv_event_create(ctx, 0, &e);                                                         /* LEAK: event */
+    return 0; /* nor the context, nor the arrays above */
   } else {
     dv_copy_to_host(dout, ho, NULL, NULL);
   }
