@@ -114,11 +114,17 @@ static dv_alloc *dv__alloc_get(void) {
 }
 
 /* An owned allocation's event for the memory hooks and scopes
- * (memory/events.c): its memory made, or let go of by its last array. */
-static inline void dv__alloc_note(dv_alloc *a, dv_memory_event_kind ev) {
+ * (memory/events.c): its memory made, or let go of by its last array.
+ * Out of line, behind dv__mem_events_on: nothing of it on the paths while
+ * no hook or scope is installed. */
+static __attribute__((noinline)) void dv__alloc_note_slow(dv_alloc *a, dv_memory_event_kind ev) {
+  if (!a->owned || a->foreign || a->kind == DV_MEM_HOST || a->bytes == 0) return;
   bool dev = a->kind == DV_MEM_DEVICE || a->kind == DV_MEM_MANAGED;
   dv__mem_note(a->ctx, ev, a->kind, a->bytes, dev ? a->buf : a->host, a->kind == DV_MEM_DEVICE ? a->buf_offset : 0,
                a->kind == DV_MEM_DEVICE ? a->stream : NULL);
+}
+static inline void dv__alloc_note(dv_context *ctx, dv_alloc *a, dv_memory_event_kind ev) {
+  if (DV_UNLIKELY(dv__mem_events_on(ctx))) dv__alloc_note_slow(a, ev);
 }
 
 /* A queued device free: the allocation record carries the block, its size
@@ -194,7 +200,7 @@ static void dv__alloc_release_n(dv_alloc *a, uint64_t arrays) {
     if (arrays) dv__stats_sub(ctx, DV_STAT_ARRAYS, arrays);
     return;
   }
-  if (a->owned && !a->foreign && a->kind != DV_MEM_HOST && a->bytes > 0) dv__alloc_note(a, DV_MEMORY_FREE);
+  dv__alloc_note(ctx, a, DV_MEMORY_FREE);
   if (a->owned && a->kind == DV_MEM_DEVICE && a->buf && !a->foreign && a->reg_count == 0) {
     /* The record itself goes into the queue (it knows block and stream). */
     dv_status rc = dv__defer_free_counted(ctx, dv__dtor_device, a, NULL, a->bytes, DV_STAT_ARRAYS, arrays);
@@ -460,7 +466,7 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
     dv__alloc_abandon(a);
     return rc;
   }
-  if (kind != DV_MEM_HOST && bytes > 0) dv__alloc_note(a, DV_MEMORY_ALLOC);
+  dv__alloc_note(ctx, a, DV_MEMORY_ALLOC);
   if (ndim <= DV_EMBED_DIMS) {
     *out = dv__array_embed(a, dtype, ndim, shape, st, offset); /* it holds the record now */
     if (kind == DV_MEM_DEVICE) dv__stats_add2(ctx, DV_STAT_ARRAYS, 1, DV_STAT_DEVICE, (uint64_t)bytes);

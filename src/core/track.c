@@ -73,8 +73,8 @@ void dv__track_set_describer(dv_track_describe_fn fn) {
  * above this file's caller, up to DV_TRACK_PCS of them. */
 static const char dv__track_anchor = 0; /* an address inside this library */
 static int dv__track_caller(void **pc) {
-  void *fr[32];
-  int n = backtrace(fr, 32);
+  void *fr[16]; /* the public entry is a few frames down: the unwinder's cost grows with depth */
+  int n = backtrace(fr, 16);
   Dl_info self, di, prog;
   bool known = dladdr(&dv__track_anchor, &self) != 0;
   bool same_object = known && n > 0 && dladdr(fr[n - 1], &prog) && prog.dli_fbase == self.dli_fbase;

@@ -112,6 +112,9 @@ static inline void dv__mem_note(dv_context *ctx, dv_memory_event_kind ev, dv_mem
   dv_memory_event e = {ev, kind, bytes, address, offset, stream, kind == DV_MEM_DEVICE ? m->mm.name : "driver"};
   dv__mem_dispatch(ctx, &e);
 }
+static inline bool dv__mem_events_on(dv_context *ctx) {
+  return atomic_load_explicit(&ctx->memory->events_on, memory_order_relaxed) != 0;
+}
 static inline void dv__mem_events_update(dv_memory_state *m) {
   atomic_store(&m->events_on, atomic_load(&m->events.nhooks_on) + atomic_load(&m->events.depth));
 }
