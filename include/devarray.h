@@ -1272,6 +1272,36 @@ DV_API dv_status dv_memory_trim(dv_context *ctx);
  */
 DV_API dv_status dv_memory_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t *needed);
 
+/**
+ * Limit the device memory ctx's manager may hold to `bytes` (0: no limit;
+ * the option `memory_limit`, DV_MEMORY_LIMIT, sets it at creation; CuPy's
+ * MemoryPool.set_limit(size=)).  What is held: the pool's segments, cached
+ * free ones included; the direct manager's allocations.  An allocation
+ * that would pass the limit first has the pool give its cached segments
+ * back (after the device finishes queued work), with devarray's flush of
+ * the pending-deallocation queue and the out-of-memory handler as for any
+ * out-of-memory, then fails with DV_ERR_OUT_OF_MEMORY saying the limit,
+ * what is held and what is cached.  A limit below what is held now frees
+ * nothing: allocations that need more from the driver fail until enough is
+ * freed (the pool still serves from what it caches).  DV_ERR_NOT_SUPPORTED for a
+ * plugged-in manager.  Thread-safe; does not block.
+ */
+DV_API dv_status dv_memory_set_limit(dv_context *ctx, size_t bytes);
+/**
+ * dv_memory_set_limit with `fraction` (0..1; 0: no limit) of the device's
+ * total memory as read when the context was made (the option
+ * `memory_limit_fraction`; CuPy's set_limit(fraction=)).
+ * DV_ERR_INVALID_ARGUMENT outside [0, 1].
+ */
+DV_API dv_status dv_memory_set_limit_fraction(dv_context *ctx, double fraction);
+/**
+ * The limit (0: none), the bytes ctx's manager holds and how many of them
+ * are cached free (the pool's; 0 for the direct manager); any pointer may
+ * be NULL.  The direct manager counts what it holds only while a limit is
+ * set.  DV_ERR_NOT_SUPPORTED for a plugged-in manager.  Thread-safe.
+ */
+DV_API dv_status dv_memory_limit(dv_context *ctx, size_t *bytes, size_t *held, size_t *cached);
+
 /** @} */
 
 /* ---- memory hooks, scoped statistics, the out-of-memory handler ------- */

@@ -61,6 +61,7 @@ from ._driver import (host_to_device, device_to_host, device_to_device, device_m
                       device_ctypes_pointer, profile_start, profile_stop, profiling)
 from ._memhooks import (MemoryEvent, memory_hook, memory_scope, set_oom_handler, enable_tracking,
                         tracking_enabled, live_handles, memory_snapshot)
+from ._mempool import MemoryPool, get_default_memory_pool
 from ._devices import gpus, require_context
 from ._devices import detect, list_devices
 from . import driver, devicearray

@@ -117,3 +117,30 @@ def test_tracking_off_by_default():
         pytest.skip("DV_TRACK is set for this run")
     cuda.device_array(4)
     assert cuda.live_handles() == []
+
+
+def test_memory_pool_limit_cupy_names():
+    """CuPy #7678 (512 MiB then 768 MiB under a 1 GiB limit), scaled to 4 and 6 MiB under 8:
+    the freed block's memory is given back instead of failing the second request; past the
+    limit, an error that says so."""
+    pool = cuda.get_default_memory_pool()
+    old = pool.get_limit()
+    try:
+        pool.set_limit(size=8 << 20)
+        assert pool.get_limit() == 8 << 20
+        a = cuda.device_array(4 << 20, dtype=np.uint8)
+        del a
+        gc.collect()
+        b = cuda.device_array(6 << 20, dtype=np.uint8)
+        assert pool.used_bytes() >= 6 << 20
+        with pytest.raises(cuda.DevarrayError, match="memory limit of 8388608 bytes"):
+            cuda.device_array(4 << 20, dtype=np.uint8)
+        del b
+        gc.collect()
+        pool.free_all_blocks()
+        with pytest.raises(ValueError):
+            pool.set_limit(size=1, fraction=0.5)
+        pool.set_limit(fraction=0.5)
+        assert pool.get_limit() > 0
+    finally:
+        pool.set_limit(size=old)

@@ -143,6 +143,17 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
     {"hiprtc_library", "DV_HIPRTC_LIBRARY", NULL, T_STRING, "", 0, 0,
      "HIP: hipRTC library to load (empty: libhiprtc.so.6, libhiprtc.so, then the HIP runtime's "
      "own library, which holds hipRTC on ROCm 5)"},
+    {"memory_limit", "DV_MEMORY_LIMIT", NULL, T_SIZE, "0", 0, 1125899906842624.0,
+     "device memory a context may hold through its built-in manager (the pool's segments, cached "
+     "ones included; the direct manager's allocations), at most: an allocation past it first has the "
+     "pool give its cached memory back, then fails with DV_ERR_OUT_OF_MEMORY (0: no limit)"},
+    {"memory_limit_fraction", "DV_MEMORY_LIMIT_FRACTION", NULL, T_DOUBLE, "0", 0, 1,
+     "memory_limit as a fraction of the device's total memory (0: none; with both set, the smaller "
+     "limit applies)"},
+    {"pool_reserve", "DV_POOL_RESERVE", NULL, T_SIZE, "0", 0, 1125899906842624.0,
+     "pool: bytes of device memory taken when the context is made and kept until it is destroyed "
+     "(never returned by dv_memory_trim or the release threshold); allocations above 1 MiB are "
+     "served from it (0: none)"},
 };
 
 /* Former names, kept as aliases of the option and its environment variable

@@ -5,20 +5,29 @@
  */
 #include "memory.h"
 
+dv_status dv__backend_alloc(dv_context *ctx, size_t bytes, dv_block *out) {
+  *out = (dv_block){NULL, 0, NULL};
+  if (bytes == 0) return dv__error(DV_ERR_INVALID_ARGUMENT, "allocation of 0 bytes");
+  return ctx->be->mem_alloc(ctx->bst, bytes, &out->buf);
+}
+
 dv_status dv_backend_alloc(dv_context *ctx, size_t bytes, dv_block *out) {
   DV_CHECK_NULL(out);
   *out = (dv_block){NULL, 0, NULL};
   DV_CHECK_NULL(ctx);
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
-  if (bytes == 0) return dv__error(DV_ERR_INVALID_ARGUMENT, "allocation of 0 bytes");
-  return ctx->be->mem_alloc(ctx->bst, bytes, &out->buf);
+  return dv__backend_alloc(ctx, bytes, out);
+}
+
+dv_status dv__backend_free(dv_context *ctx, dv_block block) {
+  if (!block.buf) return dv__error(DV_ERR_INVALID_ARGUMENT, "free of a NULL device buffer");
+  return ctx->be->mem_free(ctx->bst, block.buf);
 }
 
 dv_status dv_backend_free(dv_context *ctx, dv_block block) {
   DV_CHECK_NULL(ctx);
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
-  if (!block.buf) return dv__error(DV_ERR_INVALID_ARGUMENT, "free of a NULL device buffer");
-  return ctx->be->mem_free(ctx->bst, block.buf);
+  return dv__backend_free(ctx, block);
 }
 
 dv_status dv_backend_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_bytes) {

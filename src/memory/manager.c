@@ -25,15 +25,79 @@ static dv_status dv__direct_alloc(void *state, size_t bytes, dv_stream *stream, 
   dv_context *ctx = state;
   *out = (dv_block){NULL, 0, NULL};
   if (bytes == 0) return dv__error(DV_ERR_INVALID_ARGUMENT, "allocation of 0 bytes");
-  return ctx->be->mem_alloc(ctx->bst, bytes, &out->buf);
+  dv_memory_state *m = ctx->memory;
+  if (DV_LIKELY(atomic_load_explicit(&m->limit, memory_order_relaxed) == 0))
+    return ctx->be->mem_alloc(ctx->bst, bytes, &out->buf);
+  /* under a limit: count first, so that two threads cannot both pass it */
+  size_t held = atomic_fetch_add(&m->direct_held, bytes);
+  dv_status rc = dv__mm_limit_check(ctx, held, 0, bytes);
+  if (!rc) rc = ctx->be->mem_alloc(ctx->bst, bytes, &out->buf);
+  if (rc) atomic_fetch_sub(&m->direct_held, bytes);
+  else out->handle = (void *)(uintptr_t)1; /* counted in direct_held */
+  return rc;
 }
 
 static dv_status dv__direct_free(void *state, dv_block block, size_t bytes, dv_stream *stream) {
-  (void)bytes;
   (void)stream;
   dv_context *ctx = state;
   if (!block.buf) return dv__error(DV_ERR_INVALID_ARGUMENT, "free of a NULL device buffer");
+  if (block.handle) atomic_fetch_sub(&ctx->memory->direct_held, bytes);
   return ctx->be->mem_free(ctx->bst, block.buf);
+}
+
+dv_status dv__mm_limit_check(dv_context *ctx, uint64_t held, uint64_t cached, size_t more) {
+  size_t limit = atomic_load_explicit(&ctx->memory->limit, memory_order_relaxed);
+  if (!limit || held + more <= limit) return DV_OK;
+  return dv__error(DV_ERR_OUT_OF_MEMORY,
+                   "the memory limit of %zu bytes would be passed: the %s manager holds %llu bytes "
+                   "(%llu of them cached free) and needs %zu more",
+                   limit, ctx->memory->mm.name, (unsigned long long)held, (unsigned long long)cached, more);
+}
+
+/* min of the two limits' nonzero values (0: none) */
+static size_t dv__limit_of(size_t bytes, double fraction, size_t total) {
+  size_t f = fraction > 0 ? (size_t)(fraction * (double)total) : 0;
+  if (fraction > 0 && f == 0) f = 1;
+  return !bytes ? f : !f ? bytes : bytes < f ? bytes : f;
+}
+
+static dv_status dv__limit_set(dv_context *ctx, size_t limit) {
+  dv_memory_state *m = ctx->memory;
+  if (m->mm.init != dv__mm_direct.init && m->mm.init != dv__mm_pool.init)
+    return dv__error(DV_ERR_NOT_SUPPORTED, "memory limits are kept by the built-in managers; this context uses \"%s\"",
+                     m->mm.name);
+  atomic_store(&m->limit, limit);
+  return DV_OK;
+}
+
+dv_status dv_memory_set_limit(dv_context *ctx, size_t bytes) {
+  DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  return dv__limit_set(ctx, bytes);
+}
+
+dv_status dv_memory_set_limit_fraction(dv_context *ctx, double fraction) {
+  DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  if (!(fraction >= 0 && fraction <= 1)) return dv__error(DV_ERR_INVALID_ARGUMENT, "fraction %g is not in [0, 1]", fraction);
+  return dv__limit_set(ctx, dv__limit_of(0, fraction, ctx->total_memory));
+}
+
+dv_status dv_memory_limit(dv_context *ctx, size_t *bytes, size_t *held, size_t *cached) {
+  if (bytes) *bytes = 0;
+  if (held) *held = 0;
+  if (cached) *cached = 0;
+  DV_CHECK_NULL(ctx);
+  DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  dv_memory_state *m = ctx->memory;
+  uint64_t h = 0, c = 0;
+  if (m->mm.init == dv__mm_pool.init) dv__pool_held(m->mm_state, &h, &c);
+  else if (m->mm.init == dv__mm_direct.init) h = atomic_load(&m->direct_held);
+  else return dv__error(DV_ERR_NOT_SUPPORTED, "memory limits are kept by the built-in managers; this context uses \"%s\"", m->mm.name);
+  if (bytes) *bytes = atomic_load(&m->limit);
+  if (held) *held = (size_t)h;
+  if (cached) *cached = (size_t)c;
+  return DV_OK;
 }
 
 static dv_status dv__direct_info(void *state, size_t *free_bytes, size_t *total_bytes) {
@@ -73,6 +137,9 @@ dv_status dv__memory_init(dv_context *ctx, const dv_config *cfg) {
   m->hook_key = -1;
   if (cfg && cfg->has_mm) m->mm = cfg->mm;
   else m->mm = *dv_memory_manager_builtin(ctx->opt[DV_OPT_MEMORY_MANAGER].s);
+  if (!(cfg && cfg->has_mm))
+    m->limit = dv__limit_of((size_t)ctx->opt[DV_OPT_MEMORY_LIMIT].i, ctx->opt[DV_OPT_MEMORY_LIMIT_FRACTION].d,
+                            ctx->total_memory);
   dv_status rc = DV_OK;
   if (m->mm.stream_destroyed) rc = dv__stream_key_create(ctx, dv__mm_stream_gone, m, &m->hook_key);
   if (rc) {

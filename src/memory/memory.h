@@ -19,6 +19,11 @@ extern const dv_memory_manager dv__mm_direct;
 extern const dv_memory_manager dv__mm_pool;
 /* The pool's JSON snapshot (pool.c). */
 dv_status dv__pool_snapshot(void *state, char *buf, size_t cap, size_t *needed);
+/* The driver's device memory for the built-in managers (device.c):
+ * dv_backend_alloc without the handle check, so that the pool can take its
+ * reserve while the context is being made. */
+dv_status dv__backend_alloc(dv_context *ctx, size_t bytes, dv_block *out);
+dv_status dv__backend_free(dv_context *ctx, dv_block block);
 /* Device memory through the context's manager, with Numba's one
  * flush-and-retry on out-of-memory. */
 dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, dv_block *out);
@@ -90,6 +95,9 @@ struct dv_memory_state {
   void *mm_state;
   dv_staging staging; /* the pinned staging pool */
   dv_mem_events events;
+  /* the memory limit (0: none) and what the direct manager holds against it */
+  _Atomic size_t limit;
+  _Atomic size_t direct_held;
   /* the stream key whose destruction call tells the manager
    * (mm.stream_destroyed); -1 when it has none */
   int hook_key;
@@ -118,6 +126,14 @@ static inline bool dv__mem_events_on(dv_context *ctx) {
 static inline void dv__mem_events_update(dv_memory_state *m) {
   atomic_store(&m->events_on, atomic_load(&m->events.nhooks_on) + atomic_load(&m->events.depth));
 }
+
+/* ---- the memory limit (manager.c) ---- */
+/* DV_OK when a built-in manager holding `held` bytes (`cached` of them free
+ * in its cache) may take `more` from the driver; else DV_ERR_OUT_OF_MEMORY
+ * saying the limit, what is held and what is cached. */
+dv_status dv__mm_limit_check(dv_context *ctx, uint64_t held, uint64_t cached, size_t more);
+/* The pool's held and cached bytes (pool.c). */
+void dv__pool_held(void *state, uint64_t *held, uint64_t *cached);
 
 /* ---- the stream order of memory in use (manager.c) ---- */
 /* Whether the context's manager reuses a freed block in the order of the

@@ -159,7 +159,8 @@ static dv_status slab_new(pool *p, pool_class *c, int ci) {
     dv__free(blocks);
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate pool metadata");
   }
-  dv_status rc = dv_backend_alloc(p->ctx, sz, &seg->mem);
+  dv_status rc = dv__mm_limit_check(p->ctx, atomic_load(&p->reserved.current), atomic_load(&p->free_cached), sz);
+  if (!rc) rc = dv__backend_alloc(p->ctx, sz, &seg->mem);
   if (rc) {
     dv__free(seg);
     dv__free(blocks);
@@ -289,7 +290,8 @@ static dv_status large_segment(pool *p, size_t size) {
     dv__free(b);
     return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate pool metadata");
   }
-  dv_status rc = dv_backend_alloc(p->ctx, sz, &seg->mem);
+  dv_status rc = dv__mm_limit_check(p->ctx, atomic_load(&p->reserved.current), atomic_load(&p->free_cached), sz);
+  if (!rc) rc = dv__backend_alloc(p->ctx, sz, &seg->mem);
   if (rc) {
     dv__free(seg);
     dv__free(b);
@@ -320,7 +322,7 @@ static void segment_unlink(pool_segment **head, pool_segment *seg) {
 }
 
 static dv_status segment_release(pool *p, pool_segment *seg) {
-  dv_status rc = dv_backend_free(p->ctx, seg->mem);
+  dv_status rc = dv__backend_free(p->ctx, seg->mem);
   cnt_sub(&p->reserved, seg->size);
   atomic_fetch_sub(&p->segments, 1);
   atomic_fetch_sub(&p->free_cached, seg->size);
@@ -334,12 +336,12 @@ static dv_status segment_release(pool *p, pool_segment *seg) {
  * freeing device memory is safe with work still queued (cuMemFree waits for
  * the device, OpenCL defers the release, the simulator counts references).
  * Returns the bytes released. */
-static size_t release_free_segments(pool *p) {
+static size_t release_free_segments(pool *p, bool reserve_too) {
   size_t released = 0;
   pthread_mutex_lock(&p->large_m);
   for (pool_segment *seg = p->large, *next; seg; seg = next) {
     next = seg->next;
-    bool all_free = true;
+    bool all_free = reserve_too || !seg->keep;
     for (pool_block *b = seg->blocks; b && all_free; b = b->next) all_free = b->free;
     if (!all_free) continue;
     if (seg->blocks->size == seg->size) atomic_fetch_sub(&p->free_segments, 1);
@@ -489,6 +491,8 @@ static pool_block *coalesce(pool *p, pool_block *b) {
 
 /* ---- the manager table ------------------------------------------------------------------ */
 
+static void pool_fini(void *state);
+
 static dv_status pool_init(dv_context *ctx, void *user, void **state) {
   (void)user;
   *state = NULL;
@@ -545,15 +549,31 @@ static dv_status pool_init(dv_context *ctx, void *user, void **state) {
     else if (ftell(p->log) == 0) fprintf(p->log, "Thread,Time,Action,Pointer,Size,Stream\n");
   }
   p->slow_free = p->log || p->release_threshold;
+  /* the reserve: one large segment, kept until the pool goes */
+  size_t reserve = (size_t)ctx->opt[DV_OPT_POOL_RESERVE].i;
+  rc = reserve ? large_segment(p, reserve) : DV_OK;
+  if (rc) {
+    char why[400];
+    snprintf(why, sizeof why, "%s", dv_last_error());
+    pool_fini(p);
+    return dv__error(rc, "pool: cannot reserve %zu bytes (pool_reserve): %s", reserve, why);
+  }
+  if (reserve) p->large->keep = true;
   *state = p;
   return DV_OK;
+}
+
+void dv__pool_held(void *state, uint64_t *held, uint64_t *cached) {
+  pool *p = state;
+  *held = atomic_load(&p->reserved.current);
+  *cached = free_cached(p);
 }
 
 static void pool_fini(void *state) {
   pool *p = state;
   dv_context *ctx = p->ctx;
   dv__bstream_wait(ctx, NULL);
-  release_free_segments(p);
+  release_free_segments(p, true);
   /* segments still holding allocated blocks were leaked by their owners */
   if (p->large || atomic_load(&p->segments))
     dv__log(DV_LOG_WARN, "pool: %llu segment(s) still hold allocated blocks at close",
@@ -588,18 +608,22 @@ static __attribute__((noinline)) dv_status pool_alloc_slow(void *state, size_t b
     dv_context *ctx = p->ctx;
     size_t dfree = 0, dtotal = 0, released = 0;
     dv_backend_memory_info(ctx, &dfree, &dtotal);
-    /* only when giving the cache back can make room for this request */
-    if (free_segments(p) > 0 && dfree + free_cached(p) >= size) {
+    /* only when giving the cache back can make room for this request
+     * (on the device, and under the memory limit) */
+    uint64_t cached = free_cached(p), held = atomic_load(&p->reserved.current);
+    size_t limit = atomic_load(&ctx->memory->limit);
+    if (free_segments(p) > 0 && dfree + cached >= size && (!limit || held - cached + size <= limit)) {
       dv__bstream_wait(ctx, NULL);
-      released = release_free_segments(p);
+      released = release_free_segments(p, false);
     }
     if (released) rc = ci >= 0 ? small_alloc(p, ci, ps, bytes, &b) : large_alloc(p, size, bytes, ps, &b);
     if (rc == DV_ERR_OUT_OF_MEMORY) {
-      char detail[256];
+      char detail[512];
       snprintf(detail, sizeof detail, "%s", dv_last_error());
       size_t f = 0, t = 0;
       dv_backend_memory_info(ctx, &f, &t);
-      uint64_t largest = 0, cached = free_cached(p);
+      uint64_t largest = 0;
+      cached = free_cached(p);
       largest_free(p, &largest);
       double frag = cached ? 1.0 - (double)largest / (double)cached : 0.0;
       return dv__error(DV_ERR_OUT_OF_MEMORY,
@@ -677,7 +701,7 @@ static __attribute__((noinline)) dv_status pool_free_slow(void *state, dv_block 
     bin_insert(p, b);
     pthread_mutex_unlock(&p->large_m);
   }
-  if (p->release_threshold && free_cached(p) > p->release_threshold) release_free_segments(p);
+  if (p->release_threshold && free_cached(p) > p->release_threshold) release_free_segments(p, false);
   return DV_OK;
 }
 
@@ -735,7 +759,7 @@ dv_status dv__pool_stats(void *state, dv_mm_stats *out) {
 static dv_status pool_trim(void *state) {
   pool *p = state;
   dv_status rc = dv__bstream_wait(p->ctx, NULL);
-  release_free_segments(p);
+  release_free_segments(p, false);
   return rc;
 }
 

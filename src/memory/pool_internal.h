@@ -50,6 +50,7 @@ struct pool_segment {
   dv_block mem;
   size_t size;
   int cls; /* size class, or -1 for a large segment */
+  bool keep; /* the reserve (pool_reserve): released only when the pool goes */
   size_t nfree, nblocks;
   pool_block *blocks; /* small: array of nblocks; large: first block */
   pool_segment *prev, *next;
