@@ -143,6 +143,16 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
     {"hiprtc_library", "DV_HIPRTC_LIBRARY", NULL, T_STRING, "", 0, 0,
      "HIP: hipRTC library to load (empty: libhiprtc.so.6, libhiprtc.so, then the HIP runtime's "
      "own library, which holds hipRTC on ROCm 5)"},
+    {"pinned_pool", "DV_PINNED_POOL", NULL, T_BOOL, "on", 0, 1,
+     "cache the pinned and mapped arrays' page-locked memory for reuse (docs/pinned_pool.md): size "
+     "classes of 1/8 of a power of two, reuse after the queued work that used a block; off: every "
+     "pinned array is a driver allocation and its free"},
+    {"pinned_pool_reserve", "DV_PINNED_POOL_RESERVE", NULL, T_SIZE, "0", 0, 1099511627776.0,
+     "pinned pool: bytes of page-locked memory allocated when the context is made and kept until it "
+     "goes, from which the first pinned arrays are carved"},
+    {"pinned_pool_limit", "DV_PINNED_POOL_LIMIT", NULL, T_SIZE, "0", 0, 1099511627776.0,
+     "pinned pool: the most bytes it holds, in use and cached (0: a quarter of the host's physical "
+     "memory); requests past it are served outside the pool, as with pinned_pool=off"},
 };
 
 /* Former names, kept as aliases of the option and its environment variable

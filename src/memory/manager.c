@@ -81,7 +81,11 @@ dv_status dv__memory_init(dv_context *ctx, const dv_config *cfg) {
   }
   dv__staging_init(&m->staging);
   ctx->memory = m; /* the manager's init may ask for the context's manager */
-  rc = m->mm.init(ctx, m->mm.user, &m->mm_state);
+  rc = dv__pinned_init(ctx, &m->pinned);
+  if (!rc) {
+    rc = m->mm.init(ctx, m->mm.user, &m->mm_state);
+    if (rc) dv__pinned_fini(ctx, &m->pinned);
+  }
   if (rc) {
     ctx->memory = NULL;
     dv__staging_fini(ctx, &m->staging);
@@ -95,6 +99,7 @@ void dv__memory_fini(dv_context *ctx) {
   dv_memory_state *m = ctx->memory;
   if (!m) return;
   if (m->mm.fini) m->mm.fini(m->mm_state); /* returns every cached segment */
+  dv__pinned_fini(ctx, &m->pinned);
   dv__staging_fini(ctx, &m->staging);
   dv__stream_key_delete(ctx, m->hook_key);
   dv__free(m);
@@ -138,7 +143,8 @@ dv_status dv_memory_trim(dv_context *ctx) {
   dv_status r2 = m->mm.trim ? m->mm.trim(m->mm_state) : DV_OK;
   /* then what the backend itself keeps (the host simulator's block cache) */
   dv_status r3 = dv__be_has(ctx->be, DV_BCAP_TRIM) ? ctx->be->mem_trim(ctx->bst) : DV_OK;
-  return rc ? rc : r2 ? r2 : r3;
+  dv_status r4 = dv__pinned_trim(ctx); /* and the pinned pool's cached blocks */
+  return rc ? rc : r2 ? r2 : r3 ? r3 : r4;
 }
 
 dv_status dv_memory_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t *needed) {
