@@ -597,7 +597,8 @@ DV_API dv_status dv_host_array_wrap(dv_context *ctx, void *data, int ndim, const
 DV_API dv_status dv_host_array(dv_context *ctx, int ndim, const int64_t *shape,
                                const dv_dtype *dtype, const int64_t *strides, char order,
                                dv_array **out);
-/** A new page-locked host array (its free is queued at 0 bytes). */
+/** A new page-locked host array (its free is queued at 0 bytes); from the
+ *  pinned pool when the option pinned_pool is on (@ref pinnedpool). */
 DV_API dv_status dv_pinned_array(dv_context *ctx, int ndim, const int64_t *shape,
                                  const dv_dtype *dtype, const int64_t *strides, char order,
                                  dv_array **out);
@@ -1256,8 +1257,9 @@ DV_API dv_status dv_memory_info(dv_context *ctx, size_t *free_bytes, size_t *tot
 /** The manager's statistics into *out (DV_ERR_NOT_SUPPORTED if it keeps none). Thread-safe, non-blocking. */
 DV_API dv_status dv_memory_stats(dv_context *ctx, dv_mm_stats *out);
 /** Return cached device memory to the driver (a no-op for "direct"; the host
- *  simulator in fast mode also frees the blocks it keeps for reuse). Blocks
- *  until work that used the returned memory is complete. */
+ *  simulator in fast mode also frees the blocks it keeps for reuse), and the
+ *  pinned pool's cached blocks (dv_pinned_pool_trim). Blocks until work that
+ *  used the returned memory is complete. */
 DV_API dv_status dv_memory_trim(dv_context *ctx);
 /**
  * The pool's segments and blocks as JSON ({"segments":[{"size":..,"kind":
@@ -1481,6 +1483,101 @@ DV_API void dv_tracking_forget(const void *handle);
  * whole document or nothing).  Thread-safe.
  */
 DV_API dv_status dv_tracking_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t *needed);
+
+/** @} */
+
+/* ---- the pinned pool --------------------------------------------------- */
+
+/**
+ * @defgroup pinnedpool The pinned pool
+ *
+ * A cache of the page-locked host memory behind dv_pinned_array and
+ * dv_mapped_array (and the binding's pinned_array, mapped_array), per
+ * context, on every backend (docs/pinned_pool.md).  With the option
+ * pinned_pool on (DV_PINNED_POOL; the default, decided by measurement on
+ * the host backend: a pinned array's second allocation 1.35-1.59x faster
+ * than a direct one at 4 KiB to 16 MiB, an allocate-release-free cycle
+ * 1.40-1.52x, never slower beyond noise; docs/benchmarks.md, "Pinned
+ * pool"), a released array's memory goes back
+ * to the pool when its queued free runs (the pending-deallocation queue, as
+ * before) and a later array of the same size class and kind takes it
+ * instead of a driver allocation; off, every pinned array is a driver
+ * allocation and a driver free, which waits for the device.
+ *
+ * Classes: requests up to 512 bytes take 512; larger ones the next multiple
+ * of 2^e/8 above them (2^e < request <= 2^(e+1)), so a block holds at most
+ * 1/8 more than was asked, never the next power of two.  A block is reused
+ * for the same class and the same kind (pinned, or mapped with the same
+ * DV_MAPPED_* flags) only.
+ *
+ * Order: memory that queued work may still read or write is reused only
+ * after that work: the asynchronous streams that used a pinned or mapped
+ * array (its copies, memsets, element access, launches) are recorded, an
+ * event is recorded on each when its free runs, and the block is handed out
+ * again only once those events have completed (queried, never waited for).
+ * An array used on more than four streams, or exported through DLPack to a
+ * device consumer, is reused after a wait for the whole device.  Work on
+ * the default stream (NULL) has finished when its call returns.  Memory the
+ * program reaches around devarray (dv_array_host_data with its own
+ * asynchronous copies on native streams) is not seen: release such an array
+ * after that work is done.
+ *
+ * Options: pinned_pool_reserve (bytes allocated with the context and kept
+ * until it goes, carved into the first pinned arrays: RMM's initial pool
+ * size); pinned_pool_limit (the most bytes the pool holds, in use and
+ * cached; 0: a quarter of physical memory; a request past it frees cached
+ * blocks, largest first, and else is served outside the pool, as with the
+ * pool off).  Requests over 1 TiB are served outside the pool.  A driver
+ * allocation that fails for lack of page-locked memory empties the cache
+ * and is retried once.  dv_stats.pinned and .mapped count what the arrays
+ * hold, as without the pool; what the pool holds is dv_pinned_pool_stats.
+ * The planner's staging buffers (dv_stats.staging) are a pool of their own.
+ * @{
+ */
+
+/** The pinned pool's statistics (dv_pinned_pool_stats); bytes are blocks' (class sizes). */
+typedef struct dv_pinned_stats {
+  int enabled;          /**< 1 when the context's pinned and mapped arrays come from the pool */
+  dv_counter held;      /**< bytes the pool holds: blocks in use and cached, the reserve included */
+  dv_counter in_use;    /**< bytes of blocks handed out to arrays */
+  uint64_t cached;      /**< bytes of free blocks (those still waiting for queued work included) */
+  uint64_t pending;     /**< of those, bytes of blocks whose queued work was not yet seen complete */
+  uint64_t free_blocks; /**< free blocks (CuPy's n_free_blocks) */
+  /** Allocations served from the cache / by a new block (the driver's or the reserve's). @{ */
+  uint64_t hits, misses;
+  /** @} */
+  uint64_t uncached;    /**< allocations served outside the pool (past the limit, or over 1 TiB) */
+  uint64_t waits;       /**< allocations that waited for the device (blocks used on many streams) */
+  uint64_t releases;    /**< cached blocks given back to the driver (trims, the limit, out of memory) */
+  uint64_t reserve;     /**< bytes of the reserve (option pinned_pool_reserve) */
+  uint64_t limit;       /**< the most bytes the pool holds (pinned_pool_limit, dv_pinned_pool_set_limit) */
+} dv_pinned_stats;
+
+/**
+ * The pinned pool's statistics into *out (all zero, enabled 0, with the
+ * pool off).  DV_ERR_NULL_ARGUMENT for a NULL ctx or out.  Thread-safe;
+ * does not wait for the device (free blocks are counted as pending until an
+ * allocation has seen their work complete).
+ */
+DV_API dv_status dv_pinned_pool_stats(dv_context *ctx, dv_pinned_stats *out);
+/**
+ * Flush the pending-deallocation queue (released arrays go back to the
+ * pool), then give every cached block back to the driver but those carved
+ * from the reserve (CuPy's free_all_blocks).  Blocks until queued work that
+ * used the freed memory is done (the driver's free waits).  A no-op with the
+ * pool off.  dv_memory_trim trims the pinned pool too.  Thread-safe.
+ */
+DV_API dv_status dv_pinned_pool_trim(dv_context *ctx);
+/**
+ * Change the pool's limit on a live context (0: a quarter of physical
+ * memory), freeing cached blocks, largest first, until the pool holds no
+ * more than the new limit if it can; blocks in use stay.  Later requests
+ * that do not fit are served outside the pool.  DV_ERR_INVALID_ARGUMENT,
+ * nothing changed, for a limit below the reserve; DV_ERR_NOT_SUPPORTED with
+ * the pool off.  Blocks while freed memory's queued work finishes.
+ * Thread-safe.
+ */
+DV_API dv_status dv_pinned_pool_set_limit(dv_context *ctx, size_t limit);
 
 /** @} */
 

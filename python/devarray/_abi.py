@@ -118,6 +118,14 @@ class dv_stats(ctypes.Structure):
                 ("transfers_d2d", c_uint64)]
 
 
+class dv_pinned_stats(ctypes.Structure):
+    _fields_ = [("enabled", c_int), ("held", dv_counter), ("in_use", dv_counter),
+                ("cached", c_uint64), ("pending", c_uint64), ("free_blocks", c_uint64),
+                ("hits", c_uint64), ("misses", c_uint64), ("uncached", c_uint64),
+                ("waits", c_uint64), ("releases", c_uint64), ("reserve", c_uint64),
+                ("limit", c_uint64)]
+
+
 class dv_device_info(ctypes.Structure):
     _fields_ = [("backend", c_char * 16), ("name", c_char * 256),
                 ("vendor", c_char * 128), ("driver_version", c_char * 64),
@@ -201,7 +209,7 @@ DV_MEMORY_FREE = 1
 ENUM_TYPES = ("dv_status", "dv_type_id", "dv_memory_kind", "dv_index_kind", "dv_param_kind",
               "dv_arg_kind", "dv_arg_dir", "dv_where", "dv_memory_event_kind")
 
-STRUCTS = (dv_counter, dv_stats, dv_device_info, dv_field_desc, dv_index, dv_dim3,
+STRUCTS = (dv_counter, dv_stats, dv_pinned_stats, dv_device_info, dv_field_desc, dv_index, dv_dim3,
            dv_launch_config, dv_arg, dv_kernel_param, dv_block, dv_memory_manager,
            dv_memory_event, dv_scope_counter, dv_memory_counts, dv_memory_scope_stats)
 
@@ -259,6 +267,10 @@ FUNCTIONS = {
     "dv_backend_alloc": (_S, [_P, c_size_t, POINTER(dv_block)]),
     "dv_backend_free": (_S, [_P, dv_block]),
     "dv_backend_memory_info": (_S, [_P, POINTER(c_size_t), POINTER(c_size_t)]),
+    # the pinned pool
+    "dv_pinned_pool_stats": (_S, [_P, POINTER(dv_pinned_stats)]),
+    "dv_pinned_pool_trim": (_S, [_P]),
+    "dv_pinned_pool_set_limit": (_S, [_P, c_size_t]),
     # dtypes
     "dv_dtype_from_name": (_P, [c_char_p]),
     "dv_dtype_id": (c_int, [_P]),

@@ -319,3 +319,75 @@ def is_pinned(arr):
         lib.dv_array_release(h)
 
 
+
+
+# ---- the pinned pool ------------------------------------------------------
+
+class PinnedMemoryPool:
+    """The pinned pool of the current context (docs/pinned_pool.md): the cache of page-locked
+    memory behind pinned_array, mapped_array and memhostalloc, with CuPy's PinnedMemoryPool
+    names (Numba has none). It is on or off, with its reserve, per context through the options
+    pinned_pool, pinned_pool_reserve and pinned_pool_limit (DV_PINNED_POOL, ...); with it off
+    every figure is 0 and set_limit raises NotSupportedError."""
+
+    def _stats(self):
+        from ._abi import dv_pinned_stats
+        st = dv_pinned_stats()
+        check(lib.dv_pinned_pool_stats(_context._handle(), ctypes.byref(st)), "PinnedMemoryPool")
+        return st
+
+    @property
+    def enabled(self):
+        """Whether the current context's pinned and mapped arrays come from the pool."""
+        return bool(self._stats().enabled)
+
+    def free_all_blocks(self):
+        """Give every cached block back to the driver (those of the reserve excepted), after
+        the queued frees have run (dv_pinned_pool_trim)."""
+        check(lib.dv_pinned_pool_trim(_context._handle()), "free_all_blocks")
+
+    def n_free_blocks(self):
+        """Free blocks the pool caches."""
+        return self._stats().free_blocks
+
+    def used_bytes(self):
+        """Bytes of the blocks handed out to arrays (class sizes)."""
+        return self._stats().in_use.current
+
+    def free_bytes(self):
+        """Bytes of the cached free blocks."""
+        return self._stats().cached
+
+    def total_bytes(self):
+        """Bytes the pool holds: in use and cached, the reserve included."""
+        return self._stats().held.current
+
+    def get_limit(self):
+        """The most bytes the pool holds (option pinned_pool_limit, or set_limit)."""
+        return self._stats().limit
+
+    def set_limit(self, size=0):
+        """Change the limit (bytes; 0: a quarter of physical memory), freeing cached blocks
+        down to it; a request past it is served outside the pool."""
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError("size must be a non-negative int, got %r" % (size,))
+        check(lib.dv_pinned_pool_set_limit(_context._handle(), size), "set_limit")
+
+    def stats(self):
+        """Every figure of dv_pinned_pool_stats, as a dict."""
+        st = self._stats()
+        out = {}
+        for name, _ in st._fields_:
+            v = getattr(st, name)
+            out[name] = {"current": v.current, "peak": v.peak, "total": v.total} if hasattr(v, "peak") else v
+        out["enabled"] = bool(out["enabled"])
+        return out
+
+
+_pinned_pool = PinnedMemoryPool()
+
+
+def get_default_pinned_memory_pool():
+    """The pinned pool (of whichever context is current when its methods are called):
+    CuPy's get_default_pinned_memory_pool."""
+    return _pinned_pool

@@ -233,11 +233,14 @@ static void dv__alloc_release_n(dv_alloc *a, uint64_t arrays) {
           rc = dv__defer_free(ctx, dv__dtor_managed, a->buf, (void *)(uintptr_t)a->bytes, a->bytes);
         break;
       case DV_MEM_PINNED:
-        rc = dv__defer_free(ctx, dv__dtor_pinned, a->handle, (void *)(uintptr_t)a->bytes, 0);
+      case DV_MEM_MAPPED: {
+        /* exported to work devarray cannot see: the pool's reuse of it waits for the device */
+        if (a->pooled && atomic_load_explicit(&a->outside, memory_order_relaxed)) dv__pinned_used_outside(a->handle);
+        bool mapped = a->kind == DV_MEM_MAPPED;
+        rc = dv__defer_free(ctx, mapped ? dv__dtor_mapped : dv__dtor_pinned, a->handle, (void *)(uintptr_t)a->bytes,
+                            mapped ? a->bytes : 0);
         break;
-      case DV_MEM_MAPPED:
-        rc = dv__defer_free(ctx, dv__dtor_mapped, a->handle, (void *)(uintptr_t)a->bytes, a->bytes);
-        break;
+      }
       case DV_MEM_HOST:
         dv__free(a->host);
         break;
@@ -441,6 +444,7 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
         if (flags & DV_MAPPED_WRITECOMBINED) hf |= DV_HOSTMEM_WC;
       }
       rc = dv__host_alloc(ctx, (size_t)bytes, hf, &a->handle, &a->host, kind == DV_MEM_MAPPED ? &a->buf : NULL);
+      a->pooled = !rc && dv__pinned_on(ctx);
       break;
     }
     case DV_MEM_MANAGED:

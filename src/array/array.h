@@ -30,6 +30,7 @@ typedef struct dv_alloc {
   dv_context *ctx;
   dv_memory_kind kind;
   bool owned;          /* devarray frees it */
+  bool pooled;         /* pinned or mapped memory of the pinned pool (handle: its block) */
   void *buf;           /* device buffer handle (device, mapped device view) */
   size_t buf_offset;   /* byte offset of the allocation inside buf (pool blocks) */
   void *mm_handle;     /* the memory manager's record of the block */
@@ -153,9 +154,13 @@ static inline bool dv__is_host_side(const dv_array *a) {
  * of the work's own stream, cost a comparison or two.
  */
 /* The quick test, exact where it says no: device memory allocated for
- * another stream object than `stream` (dv__alloc_order_slow decides the rest). */
+ * another stream object than `stream`, or the pinned pool's host memory
+ * used on an asynchronous stream the pool has no record of yet
+ * (dv__alloc_order_slow decides the rest, and tells the pool: a released
+ * pinned array's block is reused after that work, dv__pinned_used). */
 static inline bool dv__alloc_maybe_elsewhere(const dv_alloc *al, const dv_stream *stream) {
-  return al->kind == DV_MEM_DEVICE && al->stream != stream;
+  if (al->kind == DV_MEM_DEVICE) return al->stream != stream;
+  return al->pooled && stream && !dv__pinned_known_use(al->handle, stream);
 }
 dv_stream *dv__alloc_order_slow(dv_context *ctx, const dv_alloc *al, const dv_stream *stream);
 static inline dv_stream *dv__alloc_after(dv_context *ctx, const dv_alloc *al, const dv_stream *stream) {

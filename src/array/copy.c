@@ -15,6 +15,10 @@
 /* The slow part of dv__alloc_after (array.h). */
 __attribute__((noinline)) dv_stream *dv__alloc_order_slow(dv_context *ctx, const dv_alloc *al,
                                                          const dv_stream *stream) {
+  if (al->kind != DV_MEM_DEVICE) { /* the pinned pool's block, used on `stream` */
+    if (al->pooled && stream) dv__pinned_used(al->handle, (dv_stream *)stream);
+    return NULL;
+  }
   if (!dv__mm_stream_ordered(ctx) || !al->owned || !al->buf || al->ctx != ctx) return NULL;
   dv_stream *owner = al->stream ? al->stream : dv__default_stream(ctx);
   return owner->bs == dv__bstream(ctx, (dv_stream *)stream) ? NULL : owner;
@@ -248,7 +252,9 @@ dv_status dv_to_device(dv_context *ctx, const dv_array *src, dv_stream *stream, 
   if (copy) {
     /* d is new, of ctx, laid out like src (dense in C order over `dense`
      * bytes when src is) and allocated for `stream`; src is host memory or
-     * another context's: no checks to repeat, no stream to order. */
+     * another context's: no checks to repeat, no stream to order (the
+     * pinned pool hears of the use of its memory: dv__alloc_after). */
+    (void)dv__alloc_after(ctx, src->alloc, stream);
     bool dh, sh;
     dv_memref dr, sr;
     if (dense > 0 && src->alloc->ctx == ctx &&

@@ -523,9 +523,10 @@ static dv_status dv__dl_export_new(dv_array *a, dv_stream *stream, void *consume
    * cannot order its allocation streams after (its deleter comes when the
    * consumer lets go, not when that work is done): the memory's free waits
    * for the device (dv__dtor_device) where the manager would otherwise hand
-   * the block out again in stream order.  A kDLCPU consumer reads and
-   * writes on the host, done before its deleter. */
-  if (d.device_type != kDLCPU && a->alloc->kind == DV_MEM_DEVICE && a->alloc->owned)
+   * the block out again in stream order; so does the pinned pool's reuse
+   * of its pinned memory (kDLCUDAHost, kDLROCMHost).  A kDLCPU consumer
+   * reads and writes on the host, done before its deleter. */
+  if (d.device_type != kDLCPU && ((a->alloc->kind == DV_MEM_DEVICE && a->alloc->owned) || a->alloc->pooled))
     atomic_store(&a->alloc->outside, true);
   for (int i = 0; i < a->ndim; i++) e->shape[i] = a->shape[i], e->strides[i] = est[i];
   e->keep = dv_array_retain(a);

@@ -154,6 +154,16 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "pool: bytes of device memory taken when the context is made and kept until it is destroyed "
      "(never returned by dv_memory_trim or the release threshold); allocations above 1 MiB are "
      "served from it (0: none)"},
+    {"pinned_pool", "DV_PINNED_POOL", NULL, T_BOOL, "on", 0, 1,
+     "cache the pinned and mapped arrays' page-locked memory for reuse (docs/pinned_pool.md): size "
+     "classes of 1/8 of a power of two, reuse after the queued work that used a block; off: every "
+     "pinned array is a driver allocation and its free"},
+    {"pinned_pool_reserve", "DV_PINNED_POOL_RESERVE", NULL, T_SIZE, "0", 0, 1099511627776.0,
+     "pinned pool: bytes of page-locked memory allocated when the context is made and kept until it "
+     "goes, from which the first pinned arrays are carved"},
+    {"pinned_pool_limit", "DV_PINNED_POOL_LIMIT", NULL, T_SIZE, "0", 0, 1099511627776.0,
+     "pinned pool: the most bytes it holds, in use and cached (0: a quarter of the host's physical "
+     "memory); requests past it are served outside the pool, as with pinned_pool=off"},
 };
 
 /* Former names, kept as aliases of the option and its environment variable

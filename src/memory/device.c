@@ -42,3 +42,14 @@ dv_status dv_backend_memory_info(dv_context *ctx, size_t *free_bytes, size_t *to
   if (total_bytes) *total_bytes = t;
   return rc;
 }
+
+/* The memory limit (set in manager.c), checked by both built-in managers
+ * before they take memory from the driver. */
+dv_status dv__mm_limit_check(dv_context *ctx, uint64_t held, uint64_t cached, size_t more) {
+  size_t limit = atomic_load_explicit(&ctx->memory->limit, memory_order_relaxed);
+  if (!limit || held + more <= limit) return DV_OK;
+  return dv__error(DV_ERR_OUT_OF_MEMORY,
+                   "the memory limit of %zu bytes would be passed: the %s manager holds %llu bytes "
+                   "(%llu of them cached free) and needs %zu more",
+                   limit, ctx->memory->mm.name, (unsigned long long)held, (unsigned long long)cached, more);
+}

@@ -45,15 +45,6 @@ static dv_status dv__direct_free(void *state, dv_block block, size_t bytes, dv_s
   return ctx->be->mem_free(ctx->bst, block.buf);
 }
 
-dv_status dv__mm_limit_check(dv_context *ctx, uint64_t held, uint64_t cached, size_t more) {
-  size_t limit = atomic_load_explicit(&ctx->memory->limit, memory_order_relaxed);
-  if (!limit || held + more <= limit) return DV_OK;
-  return dv__error(DV_ERR_OUT_OF_MEMORY,
-                   "the memory limit of %zu bytes would be passed: the %s manager holds %llu bytes "
-                   "(%llu of them cached free) and needs %zu more",
-                   limit, ctx->memory->mm.name, (unsigned long long)held, (unsigned long long)cached, more);
-}
-
 /* min of the two limits' nonzero values (0: none) */
 static size_t dv__limit_of(size_t bytes, double fraction, size_t total) {
   size_t f = fraction > 0 ? (size_t)(fraction * (double)total) : 0;
@@ -149,7 +140,11 @@ dv_status dv__memory_init(dv_context *ctx, const dv_config *cfg) {
   dv__staging_init(&m->staging);
   dv__mem_events_init(&m->events);
   ctx->memory = m; /* the manager's init may ask for the context's manager */
-  rc = m->mm.init(ctx, m->mm.user, &m->mm_state);
+  rc = dv__pinned_init(ctx, &m->pinned);
+  if (!rc) {
+    rc = m->mm.init(ctx, m->mm.user, &m->mm_state);
+    if (rc) dv__pinned_fini(ctx, &m->pinned);
+  }
   if (rc) {
     ctx->memory = NULL;
     dv__staging_fini(ctx, &m->staging);
@@ -164,6 +159,7 @@ void dv__memory_fini(dv_context *ctx) {
   dv_memory_state *m = ctx->memory;
   if (!m) return;
   if (m->mm.fini) m->mm.fini(m->mm_state); /* returns every cached segment */
+  dv__pinned_fini(ctx, &m->pinned);
   dv__staging_fini(ctx, &m->staging);
   dv__mem_events_fini(&m->events);
   dv__stream_key_delete(ctx, m->hook_key);
@@ -208,7 +204,8 @@ dv_status dv_memory_trim(dv_context *ctx) {
   dv_status r2 = m->mm.trim ? m->mm.trim(m->mm_state) : DV_OK;
   /* then what the backend itself keeps (the host simulator's block cache) */
   dv_status r3 = dv__be_has(ctx->be, DV_BCAP_TRIM) ? ctx->be->mem_trim(ctx->bst) : DV_OK;
-  return rc ? rc : r2 ? r2 : r3;
+  dv_status r4 = dv__pinned_trim(ctx); /* and the pinned pool's cached blocks */
+  return rc ? rc : r2 ? r2 : r3 ? r3 : r4;
 }
 
 dv_status dv_memory_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t *needed) {

@@ -2,8 +2,8 @@
  * The memory layer: device memory through the context's memory manager
  * (manager.c, with the built-in direct manager and the pool, pool.c, both
  * over the driver's own allocations, device.c), page-locked and registered
- * host memory (hostmem.c) and the planner's pinned staging pool
- * (staging.c).  Above the streams: the pool orders its reuse by stream,
+ * host memory (hostmem.c) with the pinned pool beneath it (pinned_pool.c),
+ * and the planner's pinned staging pool (staging.c).  Above the streams: the pool orders its reuse by stream,
  * keeping its record of each stream in a stream slot (src/stream/).  Its
  * part of the context is struct dv_memory_state (below, ctx->memory).
  */
@@ -38,6 +38,81 @@ dv_status dv__host_free(dv_context *ctx, void *handle, size_t bytes, unsigned fl
 /* Page-lock (and map) existing memory; counted as registered bytes. */
 dv_status dv__host_register(dv_context *ctx, void *ptr, size_t bytes, void **handle, void **dev_buf);
 dv_status dv__host_unregister(dv_context *ctx, void *handle, size_t bytes);
+
+/* ---- the pinned pool (pinned_pool.c), beneath dv__host_alloc/_free ---- */
+/* Async streams a pooled block keeps a record of; used on more, it waits for
+ * the whole device before its reuse. */
+#define DV_PINNED_USES 4
+/* Size classes: 512 bytes, then eight per power of two up to 1 TiB (a class
+ * holds at most 1/8 more than is asked above 512 bytes); larger requests
+ * are served outside the pool. */
+#define DV_PINNED_CLASSES 249
+/* A block of pinned (or mapped) host memory the pool hands out: the handle
+ * dv__host_alloc returns when the pool is on, which dv__host_free takes. */
+typedef struct dv_pinned_block dv_pinned_block;
+struct dv_pinned_block {
+  void *handle;   /* the backend's (NULL: carved from the reserve) */
+  void *ptr;      /* host address */
+  void *dev_buf;  /* device buffer of mapped memory (else NULL) */
+  size_t size;    /* bytes it holds (its class's size) */
+  unsigned flags; /* the DV_HOSTMEM_* it was made with: reused for the same flags only */
+  int cls;        /* size class; -1: outside the pool (freed at its release) */
+  /* Asynchronous streams whose queued work used it since it was handed out
+   * (retained; dv__pinned_used), and whether more did, or work devarray
+   * cannot see (a DLPack consumer's): `wide`, the device's whole queue. */
+  dv_stream *_Atomic used[DV_PINNED_USES];
+  _Atomic bool wide;
+  /* Set at its free: one event per stream of used[], recorded then (kept
+   * for the block's next frees); reusable once they have completed, and a
+   * wide block once the device has been waited for after its free. */
+  dv_bevent *fence[DV_PINNED_USES];
+  int nfence;      /* fences not yet seen complete */
+  bool wait;       /* wide at its free: needs a wait for the device */
+  uint64_t seq;    /* the pool's free sequence number when it went back */
+  dv_pinned_block *next;
+};
+typedef struct dv_pinned_pool {
+  bool on;                 /* option pinned_pool, fixed for the context's life */
+  pthread_mutex_t m;       /* everything below */
+  dv_pinned_block *free[DV_PINNED_CLASSES]; /* free blocks by class, newest first */
+  size_t limit, reserve;   /* bytes (limit: held, in use and cached together) */
+  /* the reserve: one page-locked allocation made at creation, carved into
+   * blocks of plain pinned memory; never freed before the context goes */
+  void *arena_handle;
+  char *arena_ptr;
+  size_t arena_used;
+  uint64_t seq, waited_upto; /* frees so far; the wide ones up to this are done */
+  /* statistics (bytes of blocks: class sizes) */
+  dv_counter held, in_use;
+  uint64_t cached, pending, free_blocks, hits, misses, uncached, waits, releases;
+} dv_pinned_pool;
+/* Ready the pool (options pinned_pool*, the reserve allocated); on failure
+ * nothing is left.  Fini frees every block and the reserve; the context has
+ * no pinned array left then. */
+dv_status dv__pinned_init(dv_context *ctx, dv_pinned_pool *p);
+void dv__pinned_fini(dv_context *ctx, dv_pinned_pool *p);
+/* What dv__host_alloc / dv__host_free do when the pool is on (*handle: the
+ * block).  The free records the block's fences; it never waits. */
+dv_status dv__pinned_alloc(dv_context *ctx, size_t bytes, unsigned flags, void **handle, void **ptr,
+                           void **dev_buf);
+dv_status dv__pinned_free(dv_context *ctx, void *handle);
+/* Return cached blocks to the driver (every one but the reserve's). */
+dv_status dv__pinned_trim(dv_context *ctx);
+/* Whether the context's pinned and mapped memory comes from the pool. */
+static inline bool dv__pinned_on(const dv_context *ctx);
+/* Work queued on stream s (not NULL: an asynchronous one) uses block
+ * `handle` of the pool: its reuse waits for that work (the array layer says
+ * so: dv__alloc_after, src/array/array.h).  The quick test first, exact
+ * where it says yes. */
+static inline bool dv__pinned_known_use(const void *handle, const dv_stream *s) {
+  const dv_pinned_block *b = handle;
+  return atomic_load_explicit(&b->used[0], memory_order_relaxed) == s ||
+         atomic_load_explicit(&b->wide, memory_order_relaxed);
+}
+void dv__pinned_used(void *handle, dv_stream *s);
+/* Work devarray cannot see may use it (exported through DLPack): its reuse
+ * waits for the whole device. */
+void dv__pinned_used_outside(void *handle);
 
 /* ---- pinned staging pool (staging.c) ---- */
 #define DV_STAGING_CLASSES 16 /* 64 KiB .. 2 GiB */
@@ -98,16 +173,18 @@ struct dv_memory_state {
   /* the memory limit (0: none) and what the direct manager holds against it */
   _Atomic size_t limit;
   _Atomic size_t direct_held;
+  dv_pinned_pool pinned; /* the pinned pool (pinned and mapped arrays) */
   /* the stream key whose destruction call tells the manager
    * (mm.stream_destroyed); -1 when it has none */
   int hook_key;
 };
 /* The context's manager (cfg's plugged-in one, or the built-in one the
- * memory_manager option names), its state and the staging pool; on failure
+ * memory_manager option names), its state, the pinned pool (its reserve
+ * allocated) and the staging pool; on failure
  * nothing is left.  Needs the stream layer's state (dv__streams_open). */
 dv_status dv__memory_init(dv_context *ctx, const dv_config *cfg);
-/* The manager's fini (it returns every cached segment), the staging pool's
- * buffers, the record (nothing if init failed). */
+/* The manager's fini (it returns every cached segment), the pinned pool's
+ * blocks, the staging pool's buffers, the record (nothing if init failed). */
 void dv__memory_fini(dv_context *ctx);
 
 /* Tell the hooks and scopes of an allocation or a free (see
@@ -127,13 +204,14 @@ static inline void dv__mem_events_update(dv_memory_state *m) {
   atomic_store(&m->events_on, atomic_load(&m->events.nhooks_on) + atomic_load(&m->events.depth));
 }
 
-/* ---- the memory limit (manager.c) ---- */
+/* ---- the memory limit (set in manager.c, checked in device.c) ---- */
 /* DV_OK when a built-in manager holding `held` bytes (`cached` of them free
  * in its cache) may take `more` from the driver; else DV_ERR_OUT_OF_MEMORY
  * saying the limit, what is held and what is cached. */
 dv_status dv__mm_limit_check(dv_context *ctx, uint64_t held, uint64_t cached, size_t more);
 /* The pool's held and cached bytes (pool.c). */
 void dv__pool_held(void *state, uint64_t *held, uint64_t *cached);
+static inline bool dv__pinned_on(const dv_context *ctx) { return ctx->memory->pinned.on; }
 
 /* ---- the stream order of memory in use (manager.c) ---- */
 /* Whether the context's manager reuses a freed block in the order of the

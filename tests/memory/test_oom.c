@@ -91,6 +91,10 @@ static dv_status p_dtype(void **o) {
 }
 static dv_status p_config(void **o) { return dv_config_create((dv_config **)o); }
 static dv_status p_context(void **o) { return test_context((dv_context **)o, NULL); }
+/* A context whose pinned pool has a reserve (allocated with it). */
+static dv_status p_context_pinned_pool(void **o) {
+  return test_context((dv_context **)o, "pinned_pool=on", "pinned_pool_reserve=64K", NULL);
+}
 /* Operations without an out object: a strided copy (staged on host-staged),
  * a strided memset, a device-side copy. */
 static dv_status p_copy_strided(void **o) {
@@ -142,7 +146,8 @@ static const struct {
     {"stream", p_stream, K_STREAM},            {"event", p_event, K_EVENT},
     {"pinned_scope", p_scope, K_SCOPE},        {"mapped_scope", p_mscope, K_SCOPE},
     {"record_dtype", p_dtype, K_DTYPE},        {"config", p_config, K_CONFIG},
-    {"context", p_context, K_CONTEXT},         {"strided_copy", p_copy_strided, K_NONE},
+    {"context", p_context, K_CONTEXT},         {"context_pinned_pool", p_context_pinned_pool, K_CONTEXT},
+    {"strided_copy", p_copy_strided, K_NONE},
     {"strided_memset", p_memset, K_NONE},      {"d2d", p_d2d, K_NONE},
 };
 
