@@ -20,21 +20,25 @@ static void dv__direct_fini(void *state) { (void)state; }
 
 /* The backend's own calls, without dv_backend_alloc's argument checks (the
  * manager's caller has made them; issue 23 counts every call on this path). */
-static dv_status dv__direct_alloc(void *state, size_t bytes, dv_stream *stream, dv_block *out) {
-  (void)stream;
-  dv_context *ctx = state;
-  *out = (dv_block){NULL, 0, NULL};
-  if (bytes == 0) return dv__error(DV_ERR_INVALID_ARGUMENT, "allocation of 0 bytes");
+/* Under a memory limit: count first, so that two threads cannot both pass it. */
+static __attribute__((noinline)) dv_status dv__direct_alloc_limited(dv_context *ctx, size_t bytes, dv_block *out) {
   dv_memory_state *m = ctx->memory;
-  if (DV_LIKELY(atomic_load_explicit(&m->limit, memory_order_relaxed) == 0))
-    return ctx->be->mem_alloc(ctx->bst, bytes, &out->buf);
-  /* under a limit: count first, so that two threads cannot both pass it */
   size_t held = atomic_fetch_add(&m->direct_held, bytes);
   dv_status rc = dv__mm_limit_check(ctx, held, 0, bytes);
   if (!rc) rc = ctx->be->mem_alloc(ctx->bst, bytes, &out->buf);
   if (rc) atomic_fetch_sub(&m->direct_held, bytes);
   else out->handle = (void *)(uintptr_t)1; /* counted in direct_held */
   return rc;
+}
+
+static dv_status dv__direct_alloc(void *state, size_t bytes, dv_stream *stream, dv_block *out) {
+  (void)stream;
+  dv_context *ctx = state;
+  *out = (dv_block){NULL, 0, NULL};
+  if (bytes == 0) return dv__error(DV_ERR_INVALID_ARGUMENT, "allocation of 0 bytes");
+  if (DV_UNLIKELY(atomic_load_explicit(&ctx->memory->limit, memory_order_relaxed) != 0))
+    return dv__direct_alloc_limited(ctx, bytes, out);
+  return ctx->be->mem_alloc(ctx->bst, bytes, &out->buf);
 }
 
 static dv_status dv__direct_free(void *state, dv_block block, size_t bytes, dv_stream *stream) {
