@@ -270,7 +270,6 @@ static void dv__alloc_abandon(dv_alloc *a) { dv__alloc_release(a); }
 
 static inline void dv__array_fill(dv_array *a, dv_alloc *alloc, const dv_dtype *dt, int ndim, const int64_t *shape,
                                   const int64_t *strides, int64_t offset) {
-  dv__handle_open(&a->hdr, DV_HANDLE_ARRAY, alloc->ctx);
   atomic_store_explicit(&a->refs, 1, memory_order_relaxed);
   a->alloc = alloc;
   a->dtype = dt;
@@ -280,6 +279,8 @@ static inline void dv__array_fill(dv_array *a, dv_alloc *alloc, const dv_dtype *
   a->shape = a->dims_;
   a->strides = a->dims_ + ndim;
   for (int i = 0; i < ndim; i++) a->shape[i] = shape[i], a->strides[i] = strides[i];
+  /* last: a tracking listing on another thread may describe it from now on */
+  dv__handle_open(&a->hdr, DV_HANDLE_ARRAY, alloc->ctx);
 }
 
 /* A tracked array for the core's listings (core/track.c): its dtype and
