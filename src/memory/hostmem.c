@@ -9,6 +9,7 @@
 
 dv_status dv__host_alloc(dv_context *ctx, size_t bytes, unsigned flags, void **handle, void **ptr,
                          void **dev_buf) {
+  if (dv__in_callback()) return dv__callback_refused("an allocation of pinned or mapped memory");
   /* The driver wants at least one byte; the statistics count what was asked. */
   dv_status rc = ctx->be->host_alloc(ctx->bst, bytes > 0 ? bytes : 1, flags, handle, ptr, dev_buf);
   if (!rc) dv__stats_add(ctx, (flags & DV_HOSTMEM_MAPPED) ? DV_STAT_MAPPED : DV_STAT_PINNED, bytes);
