@@ -928,7 +928,7 @@ typedef void (*dv_callback_fn)(dv_stream *stream, dv_status status, void *user);
  * Every devarray call fn makes that would reach the device's driver is
  * refused with DV_ERR_MISUSE before anything is asked or changed, on the
  * host simulator, OpenCL, CUDA and HIP alike (never deferred: the call
- * returns at once, naming itself in dv_last_error): anything that copies,
+ * returns at once; dv_last_error names the function, or the kind of work): anything that copies,
  * sets memory, launches, uploads constants or reads or writes elements;
  * allocates device, pinned, mapped or managed memory or registers host
  * memory (scopes included); creates, queries, records, waits for or
