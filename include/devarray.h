@@ -919,19 +919,29 @@ typedef void (*dv_callback_fn)(dv_stream *stream, dv_status status, void *user);
 /**
  * Call fn(stream, status, user) once all work queued before it is complete,
  * on a thread of the library's choosing; work queued on the stream after the
- * callback waits until fn returns.  fn must not block on the stream, must
- * not queue work on it, and must not call devarray functions that
- * synchronize or free memory (releasing the last reference to an array
- * included): as with CUDA's host functions, that could wait on the very
- * stream that runs fn.
+ * callback waits until fn returns.  fn must not block on the stream (wait
+ * for a thread that waits for it), and must not release the last reference
+ * to an array, stream or event: a release returns no status, so the free it
+ * may start cannot be refused as below, and as with CUDA's host functions it
+ * could wait on the very stream that runs fn.
  *
- * CUDA's rule: no call of the driver inside a callback.  On CUDA and HIP,
- * every devarray call fn makes that would reach the driver (anything that
- * allocates, copies, launches, records, queries or synchronizes) is refused
- * with DV_ERR_MISUSE before the driver is asked; calls that do not (array
- * metadata, views, dv_status_name, dv_last_error) work.  The host simulator
- * and OpenCL do not refuse them, but portable callbacks make none: signal
- * another thread from fn and make the call there.
+ * CUDA's rule, on every backend: no call of the driver inside a callback.
+ * Every devarray call fn makes that would reach the device's driver is
+ * refused with DV_ERR_MISUSE before anything is asked or changed, on the
+ * host simulator, OpenCL, CUDA and HIP alike (never deferred: the call
+ * returns at once; dv_last_error names the function, or the kind of work): anything that copies,
+ * sets memory, launches, uploads constants or reads or writes elements;
+ * allocates device, pinned, mapped or managed memory or registers host
+ * memory (scopes included); creates, queries, records, waits for or
+ * synchronizes streams and events, or adds a callback; builds a module or
+ * gets a kernel; imports or exports DLPack or IPC handles, wraps native
+ * memory; creates, destroys or synchronizes a context, or asks it for device
+ * or memory information.  Calls that do not reach the driver work: array
+ * metadata and views (shape, strides, dtype, slices, fields), dtypes,
+ * statistics and options, the context's streams, native handles, host
+ * arrays, dv_status_name and dv_last_error.  To act on a callback, signal
+ * another thread from fn and make the call there.  The rule holds on the
+ * thread that runs fn, while fn runs; other threads are not affected.
  *
  * On a CUDA or HIP stream that is capturing a graph (or the legacy stream
  * while a blocking stream captures), DV_ERR_MISUSE and nothing queued: the

@@ -69,9 +69,11 @@ class Stream:
 
         The callback runs on a library thread, holding the GIL. Like a CUDA host function it
         must be short (a backend may run every stream's callbacks on one thread, and the
-        stream's later work waits for it) and must not call devarray (no synchronize, no work queued on this
-        stream, no release of the last reference to an array): that could wait on the very
-        stream that runs it. The binding keeps `callback`, `arg`, the stream and what the
+        stream's later work waits for it). A devarray call in it that reaches the driver
+        (a copy, an allocation, a synchronize, a query, ...) raises MisuseError on every
+        backend, as CUDA forbids driver calls in host functions (dv_stream_add_callback);
+        metadata (shape, dtype, views) works. Releasing the last reference to an array there
+        could wait on the very stream that runs it: see below. The binding keeps `callback`, `arg`, the stream and what the
         callback returned alive until it has run, and lets them go later on a Python thread
         (the next synchronize(), add_callback() or async_done() future), never on the
         callback's thread. The host arrays the stream held for work queued before the

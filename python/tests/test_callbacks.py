@@ -132,6 +132,35 @@ def test_callback_exception_is_reported(monkeypatch):
     assert ran == [0]  # the stream went on
 
 
+def test_driver_calls_in_a_callback_raise_misuse(no_leak):
+    """A devarray call that reaches the driver, made in a callback, raises MisuseError on
+    every backend (dv_stream_add_callback: CUDA's rule for host functions); metadata works
+    there, and the same calls work afterwards on this thread."""
+    d = cuda.to_device(np.arange(8.0))
+    other = cuda.stream()
+    seen = {}
+
+    def cb(st, status, arg):
+        for name, call in (("copy", lambda: d.copy_to_host(stream=other)),
+                           ("alloc", lambda: cuda.device_array(4)),
+                           ("sync", other.synchronize)):
+            try:
+                call()
+                seen[name] = None
+            except cuda.MisuseError as e:
+                seen[name] = str(e)
+        seen["shape"] = d.shape
+    s = cuda.stream()
+    s.add_callback(cb, None)
+    s.synchronize()
+    for name in ("copy", "alloc", "sync"):
+        assert seen[name] is not None and "stream callback" in seen[name], (name, seen[name])
+    assert seen["shape"] == (8,)
+    assert d.copy_to_host(stream=other).shape == (8,)
+    cuda.device_array(4)
+    other.synchronize()
+
+
 def test_add_callback_rejects_non_callable():
     with pytest.raises(TypeError):
         cuda.stream().add_callback(42, None)

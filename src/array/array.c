@@ -453,6 +453,10 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
         rc = dv__error(DV_ERR_NOT_SUPPORTED, "managed memory is not supported by backend %s", ctx->be->name);
         break;
       }
+      if (dv__in_callback()) { /* devarray.h, dv_stream_add_callback */
+        rc = dv__callback_refused("an allocation of managed memory");
+        break;
+      }
       if (bytes > 0) {
         rc = ctx->be->managed_alloc(ctx->bst, (size_t)bytes, (int)(flags & 1u), &a->buf);
         if (rc == DV_ERR_OUT_OF_MEMORY) { /* Numba: flush the queue and retry once */

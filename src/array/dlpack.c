@@ -279,6 +279,7 @@ static dv_status dv__dl_placement(const dv_context *ctx, int type, int id, bool 
  * nothing is made and release is not called. */
 static dv_status dv__dl_import(dv_context *ctx, const dv__dl_desc *d, dv_release_fn release,
                                void *user, dv_array **out) {
+  DV_CHECK_NOT_IN_CALLBACK();
   if (d->ndim < 0 || d->ndim > DV_MAXDIMS)
     return dv__error(DV_ERR_BAD_SHAPE, "DLPack tensor with ndim %d (devarray allows 0..%d)", d->ndim,
                      DV_MAXDIMS);
@@ -494,6 +495,7 @@ static dv_status dv__dl_export_new(dv_array *a, dv_stream *stream, void *consume
   dv_status rc = dv__handle_check(&a->hdr, DV_HANDLE_ARRAY, fn);
   if (!rc && stream) rc = dv__handle_check(&stream->hdr, DV_HANDLE_STREAM, fn);
   if (rc) return rc;
+  if (dv__in_callback()) return dv__callback_refused(fn);
   dv_context *ctx = a->alloc->ctx;
   if (stream && stream->ctx != ctx)
     return dv__error(DV_ERR_BACKEND_MISMATCH, "the stream belongs to another context");

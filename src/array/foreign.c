@@ -58,6 +58,7 @@ dv_status dv_array_block(const dv_array *a, dv_block *block, size_t *offset, int
 dv_status dv_context_check_native(dv_context *ctx, void *native, size_t offset, size_t bytes) {
   DV_CHECK_NULL(ctx);
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  DV_CHECK_NOT_IN_CALLBACK();
   if (!dv__be_has(ctx->be, DV_BCAP_BUFFER_CHECK))
     return dv__error(DV_ERR_NOT_SUPPORTED, "the %s backend's device pointers are checked by its driver on use",
                      ctx->be->name);
@@ -72,6 +73,7 @@ dv_status dv_device_array_wrap(dv_context *ctx, void *buffer, size_t offset, siz
   *out = NULL;
   DV_CHECK_NULL(ctx);
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  DV_CHECK_NOT_IN_CALLBACK();
   DV_CHECK_NULL(buffer);
   DV_CHECK_NULL(dtype);
   if (!dv__be_has(ctx->be, DV_BCAP_NATIVE))

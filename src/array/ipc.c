@@ -43,6 +43,7 @@ dv_status dv_ipc_export(const dv_array *a, dv_ipc_handle *out) {
   memset(out, 0, sizeof *out);
   DV_CHECK_NULL(a);
   DV_CHECK_ARRAY(a);
+  DV_CHECK_NOT_IN_CALLBACK();
   const dv_alloc *al = a->alloc;
   dv_context *ctx = al->ctx;
   if (al->kind != DV_MEM_DEVICE)
@@ -99,6 +100,7 @@ dv_status dv_ipc_open(dv_context *ctx, const dv_ipc_handle *handle, int ndim, co
   *out = NULL;
   DV_CHECK_NULL(ctx);
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  DV_CHECK_NOT_IN_CALLBACK();
   DV_CHECK_NULL(handle);
   DV_CHECK_NULL(dtype);
   dv__ipc_header h;
@@ -152,6 +154,7 @@ dv_status dv_ipc_open(dv_context *ctx, const dv_ipc_handle *handle, int ndim, co
 dv_status dv_ipc_close(dv_array *a) {
   DV_CHECK_NULL(a);
   DV_CHECK_ARRAY(a);
+  DV_CHECK_NOT_IN_CALLBACK();
   if (!a->alloc->foreign || a->alloc->release != dv__ipc_release)
     return dv__error(DV_ERR_MISUSE, "the array was not opened with dv_ipc_open");
   dv_context *ctx = a->alloc->ctx;

@@ -133,6 +133,7 @@ dv_status dv_pinned_scope_begin(dv_context *ctx, size_t n, dv_array *const *arra
   *scope = NULL;
   DV_CHECK_NULL(ctx);
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  DV_CHECK_NOT_IN_CALLBACK();
   dv_status rc = dv__check_host_arrays(ctx, n, arrays);
   if (rc) return rc;
   dv_scope *s;
@@ -156,6 +157,7 @@ dv_status dv_mapped_scope_begin(dv_context *ctx, size_t n, dv_array *const *arra
     for (size_t i = 0; i < n; i++) device_views[i] = NULL;
   DV_CHECK_NULL(ctx);
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  DV_CHECK_NOT_IN_CALLBACK();
   if (n > 0) DV_CHECK_NULL(device_views);
   dv_status rc = dv__check_host_arrays(ctx, n, arrays);
   if (rc) return rc;
@@ -196,6 +198,7 @@ dv_status dv_mapped_scope_begin(dv_context *ctx, size_t n, dv_array *const *arra
 
 dv_status dv_scope_end(dv_scope *scope) {
   if (!scope) return DV_OK;
+  DV_CHECK_NOT_IN_CALLBACK();
   dv_context *ctx = scope->ctx;
   /* Queued work may still read the memory: wait, then unregister at once. */
   dv_status rc = dv__bstream_wait(ctx, NULL);
@@ -207,6 +210,7 @@ dv_status dv_scope_end(dv_scope *scope) {
 dv_status dv_array_register(dv_array *a) {
   DV_CHECK_NULL(a);
   DV_CHECK_ARRAY(a);
+  DV_CHECK_NOT_IN_CALLBACK();
   if (!dv__is_host_side(a)) return dv__error(DV_ERR_INVALID_ARGUMENT, "only host arrays can be registered");
   dv_alloc *al = a->alloc;
   if (dv__natively_pinned(al)) return DV_OK;
@@ -225,6 +229,7 @@ dv_status dv_array_register(dv_array *a) {
 dv_status dv_array_unregister(dv_array *a) {
   DV_CHECK_NULL(a);
   DV_CHECK_ARRAY(a);
+  DV_CHECK_NOT_IN_CALLBACK();
   dv_alloc *al = a->alloc;
   if (dv__natively_pinned(al)) return DV_OK;
   pthread_mutex_lock(&al->reg_lock);

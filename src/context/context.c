@@ -130,6 +130,7 @@ static dv_status dv__open_backend(dv_context *ctx) {
 dv_status dv_context_create(const dv_config *cfg, dv_context **out) {
   DV_CHECK_NULL(out);
   *out = NULL;
+  DV_CHECK_NOT_IN_CALLBACK();
   dv_context *ctx = dv__calloc(1, sizeof *ctx);
   if (!ctx) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a context");
   dv__options_resolve(cfg, ctx->opt);
@@ -184,6 +185,7 @@ fail_backend:
 dv_status dv_context_destroy(dv_context *ctx) {
   if (!ctx) return DV_OK;
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT); /* a second destroy: DV_ERR_MISUSE */
+  DV_CHECK_NOT_IN_CALLBACK();
   int64_t arrays = (int64_t)atomic_load(&ctx->stats.c[DV_STAT_ARRAYS].current), streams = atomic_load(&ctx->streams->live_streams),
           events = atomic_load(&ctx->streams->live_events), scopes = atomic_load(&ctx->arrays->live_scopes),
           modules = atomic_load(&ctx->kernels->live_modules), programs = atomic_load(&ctx->kernels->live_programs);
@@ -230,6 +232,7 @@ dv_status dv_context_device_info(dv_context *ctx, dv_device_info *out) {
   memset(out, 0, sizeof *out);
   DV_CHECK_NULL(ctx);
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  DV_CHECK_NOT_IN_CALLBACK();
   dv_status rc = ctx->be->device_info(ctx->bst, out);
   if (rc) memset(out, 0, sizeof *out);
   return rc;
@@ -240,6 +243,7 @@ dv_status dv_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_byte
   if (total_bytes) *total_bytes = 0;
   DV_CHECK_NULL(ctx);
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  DV_CHECK_NOT_IN_CALLBACK();
   size_t f = 0, t = 0;
   dv_status rc = ctx->memory->mm.mem_info(ctx->memory->mm_state, &f, &t);
   if (free_bytes) *free_bytes = rc ? 0 : f;
@@ -250,6 +254,7 @@ dv_status dv_memory_info(dv_context *ctx, size_t *free_bytes, size_t *total_byte
 dv_status dv_context_synchronize(dv_context *ctx) {
   DV_CHECK_NULL(ctx);
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  DV_CHECK_NOT_IN_CALLBACK();
   /* Streams are independent on every backend; the default stream plus the
    * backend's device-wide wait (stream_sync with NULL) covers all of them. */
   return dv__bstream_wait(ctx, NULL);
@@ -310,6 +315,7 @@ int dv_fault_pending(dv_context *ctx, dv_fault_kind kind) {
 dv_status dv_context_check_memory(dv_context *ctx) {
   DV_CHECK_NULL(ctx);
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  DV_CHECK_NOT_IN_CALLBACK();
   dv_status rc = dv__bstream_wait(ctx, NULL);
   if (rc) return rc;
   return dv__be_has(ctx->be, DV_BCAP_FAULTS) ? ctx->be->check_memory(ctx->bst) : DV_OK;

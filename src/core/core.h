@@ -289,7 +289,7 @@ typedef struct dv_stats_state {
   _Atomic uint64_t copies, staged_copies, bytes_h2d, bytes_d2h, bytes_d2d;
   _Atomic uint64_t staging_hits, staging_misses;
   _Atomic uint64_t n_h2d, n_d2h, n_d2d; /* transfers by direction (dv_stats v3) */
-  /* Copies counted per thread (dv__stats_copy): each thread adds to a block
+  /* Copies counted per thread (dv__stats_count): each thread adds to a block
    * of its own without a read-modify-write; reads sum the blocks (under
    * lock).  id is unique among all contexts ever made, so a thread's cached
    * block is never mistaken for another context's. */
@@ -340,11 +340,12 @@ typedef struct dv_stats_tls {
   dv_thread_stats *t;
 } dv_stats_tls;
 extern _Thread_local dv_stats_tls dv__stats_tl;
-/* Stream callbacks of the user running on this thread (src/stream/stream.c
- * counts them around the call; issue 36): a backend whose driver forbids
- * its own calls there (CUDA, HIP) refuses every entry while it is not 0. */
-extern _Thread_local int dv__callback_depth;
-void dv__stats_copy_slow(dv_context *ctx, bool dst_host, bool src_host, uint64_t bytes);
+/* The calling thread's block for ctx, found or made and cached in
+ * dv__stats_tl (NULL: no memory for one).  The fast path, the cache, is the
+ * caller's test (the stream layer's, in dv__stream_submit). */
+dv_thread_stats *dv__stats_block(dv_context *ctx);
+/* Drop the calling thread's cached block: its next lookup is dv__stats_block. */
+static inline void dv__stats_forget_thread(void) { dv__stats_tl.id = 0; }
 static inline void dv__stats_bump(_Atomic uint64_t *c, uint64_t n) {
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
 }
@@ -394,16 +395,6 @@ struct dv_context {
   dv_array_state *arrays;   /* the live scopes (live arrays are stats.c[DV_STAT_ARRAYS]) */
   dv_kernel_state *kernels; /* its programs, modules, dead kernels */
 };
-
-/* Count one copy made for a caller: `copies` and, unless both sides are host
- * memory, the bytes and transfers of its direction.  No atomic
- * read-modify-write once the calling thread has its block for ctx. */
-static inline void dv__stats_copy(dv_context *ctx, bool dst_host, bool src_host, uint64_t bytes) {
-  if (__builtin_expect(dv__stats_tl.id == ctx->stats.id, 1))
-    dv__stats_count(dv__stats_tl.t, dst_host, src_host, bytes);
-  else
-    dv__stats_copy_slow(ctx, dst_host, src_host, bytes);
-}
 
 /* Two counters at once (neither DV_STAT_STAGING): one lock, inline (an
  * array's creation counts its memory and itself). */

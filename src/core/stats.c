@@ -24,11 +24,11 @@ void dv__stats_destroy(dv_stats_state *s) {
   pthread_mutex_destroy(&s->lock);
 }
 
-/* The calling thread's block for s, found or made (NULL when the system has
- * no memory for one: the caller counts on the shared atomics instead).
- * Plain calloc: not the library's counted, fault-injected allocator, so
- * counting never changes which allocation an injected fault hits. */
-static dv_thread_stats *dv__stats_thread(dv_stats_state *s) {
+/* dv__stats_block (core.h).  Plain calloc: not the library's counted,
+ * fault-injected allocator, so counting never changes which allocation an
+ * injected fault hits. */
+dv_thread_stats *dv__stats_block(dv_context *ctx) {
+  dv_stats_state *s = &ctx->stats;
   pthread_t self = pthread_self();
   pthread_mutex_lock(&s->lock);
   dv_thread_stats *t = s->threads;
@@ -42,21 +42,6 @@ static dv_thread_stats *dv__stats_thread(dv_stats_state *s) {
   if (t) dv__stats_tl.id = s->id, dv__stats_tl.t = t;
   return t;
 }
-
-void dv__stats_copy_slow(dv_context *ctx, bool dh, bool sh, uint64_t bytes) {
-  dv_stats_state *s = &ctx->stats;
-  int dir = sh ? (dh ? -1 : 0) : dh ? 1 : 2;
-  dv_thread_stats *t = dv__stats_thread(s);
-  if (t) {
-    dv__stats_count(t, dh, sh, bytes);
-    return;
-  }
-  atomic_fetch_add(&s->copies, 1);
-  if (dir == 0) atomic_fetch_add(&s->bytes_h2d, bytes), atomic_fetch_add(&s->n_h2d, 1);
-  if (dir == 1) atomic_fetch_add(&s->bytes_d2h, bytes), atomic_fetch_add(&s->n_d2h, 1);
-  if (dir == 2) atomic_fetch_add(&s->bytes_d2d, bytes), atomic_fetch_add(&s->n_d2d, 1);
-}
-
 
 void dv__stats_add(dv_context *ctx, dv_stat_kind k, uint64_t n) {
   dv_stats_state *s = &ctx->stats;

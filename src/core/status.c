@@ -6,7 +6,6 @@
 #include "core.h"
 
 static _Thread_local char dv__msg[1024];
-_Thread_local int dv__callback_depth;
 
 const char *dv_status_name(dv_status s) {
   switch (s) {

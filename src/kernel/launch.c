@@ -190,6 +190,7 @@ dv_status dv_module_kernel(dv_module *m, const char *name, dv_kernel **out) {
   DV_CHECK_NULL(m);
   DV_CHECK_HANDLE(m, DV_HANDLE_MODULE);
   DV_CHECK_NULL(name);
+  DV_CHECK_NOT_IN_CALLBACK();
   dv_context *ctx = m->ctx;
   dv_status rc = DV_OK;
   pthread_mutex_lock(&m->lock);
@@ -304,6 +305,7 @@ dv_status dv_module_set_constant(dv_module *m, const char *name, const dv_array 
   DV_CHECK_NULL(name);
   DV_CHECK_NULL(src);
   DV_CHECK_ARRAY(src);
+  DV_CHECK_NOT_IN_CALLBACK();
   dv_context *ctx = m->ctx;
   const dv_kconst *c = NULL;
   for (size_t i = 0; i < m->nconsts; i++)
@@ -483,6 +485,7 @@ dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nar
                            const dv_arg *args) {
   DV_CHECK_NULL(k);
   DV_CHECK_NULL(cfg);
+  DV_CHECK_NOT_IN_CALLBACK();
   dv_status rc = dv__kernel_usable(k);
   if (rc) return rc;
   if (nargs && !args) return dv__error(DV_ERR_NULL_ARGUMENT, "args is NULL with nargs = %zu", nargs);

@@ -386,6 +386,7 @@ dv_status dv_program_build(dv_program *p, unsigned flags, dv_module **out) {
   DV_CHECK_NULL(out);
   *out = NULL;
   DV_CHECK_NULL(p);
+  DV_CHECK_NOT_IN_CALLBACK();
   if (flags & ~(DV_BUILD_DEBUG | DV_BUILD_NO_CACHE))
     return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown build flags 0x%x", flags);
   dv_context *ctx = p->ctx;

@@ -16,6 +16,7 @@ dv_status dv_backend_alloc(dv_context *ctx, size_t bytes, dv_block *out) {
   *out = (dv_block){NULL, 0, NULL};
   DV_CHECK_NULL(ctx);
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  DV_CHECK_NOT_IN_CALLBACK();
   return dv__backend_alloc(ctx, bytes, out);
 }
 
@@ -27,6 +28,7 @@ dv_status dv__backend_free(dv_context *ctx, dv_block block) {
 dv_status dv_backend_free(dv_context *ctx, dv_block block) {
   DV_CHECK_NULL(ctx);
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  DV_CHECK_NOT_IN_CALLBACK();
   return dv__backend_free(ctx, block);
 }
 
@@ -35,6 +37,7 @@ dv_status dv_backend_memory_info(dv_context *ctx, size_t *free_bytes, size_t *to
   if (total_bytes) *total_bytes = 0;
   DV_CHECK_NULL(ctx);
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  DV_CHECK_NOT_IN_CALLBACK();
   size_t f = 0, t = 0;
   dv_status rc = ctx->be->mem_info(ctx->bst, &f, &t);
   if (rc) return rc;

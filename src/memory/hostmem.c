@@ -11,6 +11,7 @@
 
 dv_status dv__host_alloc(dv_context *ctx, size_t bytes, unsigned flags, void **handle, void **ptr,
                          void **dev_buf) {
+  if (dv__in_callback()) return dv__callback_refused("an allocation of pinned or mapped memory");
   /* The driver wants at least one byte; the statistics count what was asked. */
   dv_status rc = dv__pinned_on(ctx) ? dv__pinned_alloc(ctx, bytes, flags, handle, ptr, dev_buf)
                                     : ctx->be->host_alloc(ctx->bst, bytes > 0 ? bytes : 1, flags, handle, ptr, dev_buf);

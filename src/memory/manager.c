@@ -203,6 +203,7 @@ dv_status dv_memory_stats(dv_context *ctx, dv_mm_stats *out) {
 dv_status dv_memory_trim(dv_context *ctx) {
   DV_CHECK_NULL(ctx);
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  DV_CHECK_NOT_IN_CALLBACK();
   dv_status rc = dv__flush(ctx);
   dv_memory_state *m = ctx->memory;
   dv_status r2 = m->mm.trim ? m->mm.trim(m->mm_state) : DV_OK;
@@ -252,6 +253,9 @@ dv_status dv_memory_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t
 dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, dv_block *out) {
   out->buf = NULL;
   out->offset = 0;
+  /* Refused in a stream callback whichever manager would serve it (a pool
+   * hit reaches no driver, a miss does: the rule does not depend on that). */
+  if (dv__in_callback()) return dv__callback_refused("an allocation of device memory");
   dv_memory_state *m = ctx->memory;
   dv_status rc = m->mm.alloc(m->mm_state, bytes, stream, out);
   if (rc != DV_ERR_OUT_OF_MEMORY) return rc;

@@ -7,6 +7,16 @@
 
 #include "stream.h"
 
+_Thread_local unsigned dv__callback_depth;
+
+__attribute__((cold, noinline)) dv_status dv__callback_refused(const char *what) {
+  return dv__error(DV_ERR_MISUSE, "%s, called from inside a stream callback: a devarray call that reaches the "
+                                  "device's driver is refused there on every backend (CUDA's rule: no driver "
+                                  "call in a host function; it could also wait on the stream that runs the "
+                                  "callback); signal another thread from the callback and make the call there",
+                   what);
+}
+
 static dv_status dv__dtor_stream(dv_context *ctx, void *handle, void *aux) {
   (void)aux;
   dv_stream *s = handle;
@@ -54,6 +64,7 @@ dv_status dv_stream_create(dv_context *ctx, unsigned flags, dv_stream **out) {
   *out = NULL;
   DV_CHECK_NULL(ctx);
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  DV_CHECK_NOT_IN_CALLBACK();
   if (flags & ~DV_STREAM_NON_BLOCKING)
     return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown stream flags 0x%x", flags);
   dv_stream *s = dv__calloc(1, sizeof *s);
@@ -120,12 +131,14 @@ void dv_stream_release(dv_stream *s) {
 dv_status dv_stream_synchronize(dv_stream *s) {
   DV_CHECK_NULL(s);
   DV_CHECK_HANDLE(s, DV_HANDLE_STREAM);
+  DV_CHECK_NOT_IN_CALLBACK();
   return s->ctx->be->stream_sync(s->ctx->bst, s->bs);
 }
 
 dv_status dv_stream_query(dv_stream *s) {
   DV_CHECK_NULL(s);
   DV_CHECK_HANDLE(s, DV_HANDLE_STREAM);
+  DV_CHECK_NOT_IN_CALLBACK();
   return s->ctx->be->stream_query(s->ctx->bst, s->bs);
 }
 
@@ -137,16 +150,27 @@ typedef struct dv_user_cb {
 
 static void dv__user_cb(void *arg, dv_status status) {
   dv_user_cb *c = arg;
-  dv__callback_depth++; /* devarray calls in fn: see dv__callback_depth */
+  dv__callback_depth++; /* devarray calls in fn that reach the backend: refused (stream.h) */
+  dv__stats_forget_thread(); /* so that submissions take dv__stream_admit, which refuses */
   c->fn(c->stream, status, c->user);
   dv__callback_depth--;
   dv__free(c);
+}
+
+dv_status dv__stream_admit(dv_context *ctx, dv_thread_stats **ts) {
+  *ts = NULL;
+  if (dv__in_callback()) return dv__callback_refused("a copy, memset, launch or constant upload");
+  dv_thread_stats *t = dv__stats_block(ctx);
+  if (!t) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "no memory for the calling thread's copy counters");
+  *ts = t;
+  return DV_OK;
 }
 
 dv_status dv_stream_add_callback(dv_stream *s, dv_callback_fn fn, void *user) {
   DV_CHECK_NULL(s);
   DV_CHECK_HANDLE(s, DV_HANDLE_STREAM);
   DV_CHECK_NULL(fn);
+  DV_CHECK_NOT_IN_CALLBACK();
   dv_user_cb *c = dv__malloc(sizeof *c);
   if (!c) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a callback record");
   c->stream = s;
@@ -167,6 +191,7 @@ dv_status dv_stream_auto_sync_begin(dv_stream *s) {
 dv_status dv_stream_auto_sync_end(dv_stream *s) {
   DV_CHECK_NULL(s);
   DV_CHECK_HANDLE(s, DV_HANDLE_STREAM);
+  DV_CHECK_NOT_IN_CALLBACK();
   int d = atomic_load(&s->auto_sync_depth);
   do {
     if (d == 0) return dv__error(DV_ERR_MISUSE, "dv_stream_auto_sync_end without a matching begin");
@@ -179,6 +204,7 @@ dv_status dv_event_create(dv_context *ctx, unsigned flags, dv_event **out) {
   *out = NULL;
   DV_CHECK_NULL(ctx);
   DV_CHECK_HANDLE(ctx, DV_HANDLE_CONTEXT);
+  DV_CHECK_NOT_IN_CALLBACK();
   if (flags & ~DV_EVENT_TIMING) return dv__error(DV_ERR_INVALID_ARGUMENT, "unknown event flags 0x%x", flags);
   dv_event *e = dv__calloc(1, sizeof *e);
   if (!e) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate an event");
@@ -231,6 +257,7 @@ static dv_status dv__same_ctx(dv_context *a, dv_context *b) {
 dv_status dv_event_record(dv_event *e, dv_stream *s) {
   DV_CHECK_NULL(e);
   DV_CHECK_HANDLE(e, DV_HANDLE_EVENT);
+  DV_CHECK_NOT_IN_CALLBACK();
   if (s) {
     DV_CHECK_HANDLE(s, DV_HANDLE_STREAM);
     dv_status rc = dv__same_ctx(e->ctx, s->ctx);
@@ -244,6 +271,7 @@ dv_status dv_stream_wait_event(dv_stream *s, dv_event *e) {
   DV_CHECK_NULL(e);
   DV_CHECK_HANDLE(s, DV_HANDLE_STREAM);
   DV_CHECK_HANDLE(e, DV_HANDLE_EVENT);
+  DV_CHECK_NOT_IN_CALLBACK();
   dv_status rc = dv__same_ctx(e->ctx, s->ctx);
   if (rc) return rc;
   return e->ctx->be->event_wait(e->ctx->bst, s->bs, e->be);
@@ -252,12 +280,14 @@ dv_status dv_stream_wait_event(dv_stream *s, dv_event *e) {
 dv_status dv_event_query(dv_event *e) {
   DV_CHECK_NULL(e);
   DV_CHECK_HANDLE(e, DV_HANDLE_EVENT);
+  DV_CHECK_NOT_IN_CALLBACK();
   return e->ctx->be->event_query(e->ctx->bst, e->be);
 }
 
 dv_status dv_event_synchronize(dv_event *e) {
   DV_CHECK_NULL(e);
   DV_CHECK_HANDLE(e, DV_HANDLE_EVENT);
+  DV_CHECK_NOT_IN_CALLBACK();
   return e->ctx->be->event_sync(e->ctx->bst, e->be);
 }
 
@@ -268,6 +298,7 @@ dv_status dv_event_elapsed_ms(dv_event *start, dv_event *end, float *ms) {
   DV_CHECK_NULL(end);
   DV_CHECK_HANDLE(start, DV_HANDLE_EVENT);
   DV_CHECK_HANDLE(end, DV_HANDLE_EVENT);
+  DV_CHECK_NOT_IN_CALLBACK();
   dv_status rc = dv__same_ctx(start->ctx, end->ctx);
   if (rc) return rc;
   return start->ctx->be->event_elapsed(start->ctx->bst, start->be, end->be, ms);

@@ -8,6 +8,38 @@
 #include "../backends/backend.h"
 #include "../core/core.h"
 
+/*
+ * Stream callbacks' rule (devarray.h, dv_stream_add_callback; issue 36): on
+ * the thread that runs a user's callback, no devarray call reaches the
+ * backend, on every backend alike (CUDA's drivers forbid their own calls
+ * there; a simulator or OpenCL call could wait on the very stream that runs
+ * the callback).  The stream layer counts the user's callbacks running on
+ * the thread (dv__callback_depth, around fn in stream.c) and refuses:
+ * DV_CHECK_NOT_IN_CALLBACK() at each entry point that would reach the
+ * backend, before it changes anything (the layers above use it too: array
+ * and host-memory allocation, modules, IPC, contexts), and in
+ * dv__stream_submit for every copy, memset, launch and constant upload,
+ * where it costs nothing: see dv__stream_admit.  The backends know nothing
+ * of it.
+ */
+extern _Thread_local unsigned dv__callback_depth __attribute__((visibility("hidden")));
+/* DV_ERR_MISUSE: `what` (a function's name, or the kind of call) was made
+ * from inside a stream callback.  Out of line, cold. */
+dv_status dv__callback_refused(const char *what);
+static inline bool dv__in_callback(void) { return DV_UNLIKELY(dv__callback_depth != 0); }
+#define DV_CHECK_NOT_IN_CALLBACK()                                \
+  do {                                                            \
+    if (dv__in_callback()) return dv__callback_refused(__func__); \
+  } while (0)
+/* The slow path of a submission's admission (dv__stream_submit): the
+ * calling thread has no cached copy counters for ctx (core's dv__stats_tl:
+ * its first work for ctx, another context since, or a user's callback
+ * running, which clears the cache on entry).  Refuses inside a callback
+ * (DV_ERR_MISUSE), else finds or makes the thread's block into *ts
+ * (DV_ERR_HOST_OUT_OF_MEMORY when there is no memory for one).  Nothing is
+ * queued or changed on failure. */
+dv_status dv__stream_admit(dv_context *ctx, dv_thread_stats **ts);
+
 /* Stream-local slots: a layer above keeps a value per stream under a key
  * it was given (dv__stream_key_create), like a thread-local key; the
  * stream layer knows nothing of what it holds. */
@@ -103,7 +135,7 @@ dv_status dv__bstream_wait(dv_context *ctx, dv_bstream *bs);
  * field access, reshape copy, constant upload and launch is an op handed to
  * dv__stream_submit, which resolves the stream (NULL: the default stream,
  * and the call is synchronous), runs the op on it, counts the copies the op
- * made for its caller (dv__stats_copy), and then either waits for the
+ * made for its caller (dv__stats_count), and then either waits for the
  * stream (a synchronous call) or orders the op's `after` streams behind it
  * (dv__stream_order_after).  The layers above describe their work as ops:
  * the planner its transfers and memsets (src/transfer/), the kernel layer
@@ -165,6 +197,17 @@ dv_status dv__stream_order_after(dv_context *ctx, dv_stream *used, dv_stream *co
  * launch costs what its backend call costs); the ordering is out of line. */
 static inline __attribute__((always_inline)) dv_status dv__stream_submit(dv_context *ctx, dv_stream *stream,
                                                                          const dv__op *op) {
+  /* Admission first, before anything is queued: the thread's cached copy
+   * counters for ctx, the same test that counting them needs anyway; a
+   * thread that runs a user's callback has none cached, so the callback rule
+   * is checked on the slow path only. */
+  dv_thread_stats *ts;
+  if (DV_LIKELY(dv__stats_tl.id == ctx->stats.id)) {
+    ts = dv__stats_tl.t;
+  } else {
+    dv_status arc = dv__stream_admit(ctx, &ts);
+    if (arc) return arc;
+  }
   dv_bstream *bs = dv__bstream(ctx, stream);
   unsigned sync = stream ? 0u : DV_COPY_SYNC;
   dv_status rc = DV_ERR_NOT_SUPPORTED;
@@ -173,7 +216,7 @@ static inline __attribute__((always_inline)) dv_status dv__stream_submit(dv_cont
     r->flags = sync;
     rc = ctx->be->copy_rect(ctx->bst, bs, r);
     if (DV_LIKELY(rc == DV_OK))
-      dv__stats_copy(ctx, op->dst_host, op->src_host, (uint64_t)(r->width * r->height * r->depth));
+      dv__stats_count(ts, op->dst_host, op->src_host, (uint64_t)(r->width * r->height * r->depth));
   }
   /* A backend that refuses the one copy has queued nothing: the run (when
    * there is one) does the work its own way. */
@@ -184,7 +227,7 @@ static inline __attribute__((always_inline)) dv_status dv__stream_submit(dv_cont
     if (DV_UNLIKELY(rc != DV_OK) &&
         ((op->flags & DV_OP_STOP_ON_ERROR) || (rc == DV_ERR_NOT_SUPPORTED && (op->flags & DV_OP_UNSUPPORTED_STOPS))))
       return rc;
-    for (int i = 0; i < t.n; i++) dv__stats_copy(ctx, t.c[i].dst_host, t.c[i].src_host, t.c[i].bytes);
+    for (int i = 0; i < t.n; i++) dv__stats_count(ts, t.c[i].dst_host, t.c[i].src_host, t.c[i].bytes);
   }
   /* A failed run may have queued part of its work: it is waited for, or
    * ordered, as the whole would have been. */

@@ -2,7 +2,12 @@
  * on the host simulator, and every refusal: a handle opened in the process
  * that exported it, from another backend, damaged, stale (the exporter
  * freed it, or exited); OpenCL's "not supported".  Backends: host,
- * host-pool (the handle names a pool segment and an offset), opencl. */
+ * host-pool (the handle names a pool segment and an offset), opencl, and
+ * CUDA and HIP (issue 36 item 7): on a GPU the other process reads and
+ * writes the exporter's memory; on the drivers' test doubles, which cannot
+ * share memory between processes, its open is refused (NOT_SUPPORTED) with
+ * a status and a message, and nothing changes; every refusal the library
+ * makes itself is checked on them as on the simulator. */
 #define _GNU_SOURCE /* fdopen, pipe2 */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +24,11 @@
 
 static bool is_pool(void) { return strstr(g_backend, "-pool") != NULL; }
 static bool on_host_backend(void) { return strncmp(g_backend, "host", 4) == 0; }
+static bool on_gpu_backend(void) { return strncmp(g_backend, "cuda", 4) == 0 || strncmp(g_backend, "hip", 3) == 0; }
+/* The backend's name without a "-pool" suffix (the helper's IPC_BACKEND). */
+static const char *backend_base(void) {
+  return on_host_backend() ? "host" : strncmp(g_backend, "cuda", 4) == 0 ? "cuda" : strncmp(g_backend, "hip", 3) == 0 ? "hip" : "opencl";
+}
 
 /* A context of the backend under test with host_ipc on. */
 static dv_context *ipc_context(void) {
@@ -44,6 +54,7 @@ static child spawn(const char *mode, const char *a1, const char *a2) {
     dup2(to[0], 0);
     dup2(from[1], 1);
     if (is_pool()) setenv("IPC_MEMORY_MANAGER", "pool", 1);
+    setenv("IPC_BACKEND", backend_base(), 1);
     char *argv[] = {(char *)DV_IPC_HELPER, (char *)mode, (char *)a1, (char *)a2, NULL};
     execv(DV_IPC_HELPER, argv);
     _exit(127);
@@ -102,8 +113,9 @@ static dv_array *exported_array(dv_context *c, int64_t n) {
 
 static void test_two_processes(void **state) {
   (void)state;
-  if (!on_host_backend()) skip();
+  if (!on_host_backend() && !on_gpu_backend()) skip();
   dv_context *c = ipc_context();
+  bool refused = on_gpu_backend() && test_on_cuda_double(c); /* it cannot share memory */
   int64_t pad = 1000, n = 1000; /* same size: the pool puts both in one segment */
   dv_array *first = NULL;
   assert_ok(dv_device_array(c, 1, &pad, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &first));
@@ -120,14 +132,20 @@ static void test_two_processes(void **state) {
   to_hex(&h, hex);
   snprintf(nbuf, sizeof nbuf, "%lld", (long long)n);
   child ch = spawn("open", hex, nbuf);
-  expect_line(&ch, "ok", line, sizeof line);
+  if (refused) {
+    /* a status and the driver's words, nothing opened */
+    expect_line(&ch, "refused DV_ERR_NOT_SUPPORTED: ", line, sizeof line);
+    if (strlen(line) < 60) fail_msg("the refusal says too little: %s", line);
+  } else {
+    expect_line(&ch, "ok", line, sizeof line);
+  }
   assert_int_equal(finish(&ch), 0);
-  /* the other process's writes are in our memory */
+  /* the other process's writes are in our memory (refused: unchanged) */
   dv_array *back = NULL;
   assert_ok(dv_copy_to_host(d, NULL, NULL, &back));
   int32_t *p = NULL;
   assert_ok(dv_array_host_data(back, (void **)&p));
-  for (int64_t i = 0; i < n; i++) assert_int_equal(p[i], (int32_t)-i);
+  for (int64_t i = 0; i < n; i++) assert_int_equal(p[i], refused ? (int32_t)(3 * i + 1) : (int32_t)-i);
   dv_array_release(back);
   dv_array_release(d), dv_array_release(first);
   assert_ok(dv_context_destroy(c));
@@ -164,7 +182,7 @@ static void test_exporter_frees_first(void **state) {
  * array is refused (and unmaps). */
 static void test_exporter_exits(void **state) {
   (void)state;
-  if (!on_host_backend()) skip();
+  if (!on_host_backend() && !on_gpu_backend()) skip();
   char line[2 * DV_IPC_HANDLE_SIZE + 16];
   child ch = spawn("export", "100", NULL);
   expect_line(&ch, "", line, sizeof line);
@@ -172,6 +190,28 @@ static void test_exporter_exits(void **state) {
   from_hex(line, &h);
   int64_t n = 100, big = 101;
   dv_array *a = (dv_array *)1;
+  if (on_gpu_backend()) {
+    /* The handle names this backend; on the doubles the driver cannot open
+     * another process's memory: refused with its words, nothing returned.
+     * On a GPU the other process's memory reads as it wrote it. */
+    dv_status rc = dv_ipc_open(g_ctx, &h, 1, &n, dv_dtype_get(DV_INT32), NULL, &a);
+    if (test_on_cuda_double(g_ctx)) {
+      assert_status(rc, DV_ERR_NOT_SUPPORTED);
+      assert_null(a);
+    } else {
+      assert_ok(rc);
+      dv_array *back = NULL;
+      assert_ok(dv_copy_to_host(a, NULL, NULL, &back));
+      int32_t *p = NULL;
+      assert_ok(dv_array_host_data(back, (void **)&p));
+      for (int64_t i = 0; i < n; i++) assert_int_equal(p[i], (int32_t)(3 * i + 1));
+      dv_array_release(back);
+      assert_ok(dv_ipc_close(a));
+    }
+    say(&ch, "exit\n");
+    assert_int_equal(finish(&ch), 0);
+    return;
+  }
   assert_status(dv_ipc_open(g_ctx, &h, 1, &big, dv_dtype_get(DV_INT32), NULL, &a), DV_ERR_BAD_STRIDES);
   assert_null(a);
   assert_ok(dv_ipc_open(g_ctx, &h, 1, &n, dv_dtype_get(DV_INT32), NULL, &a));
@@ -208,16 +248,20 @@ static void test_refusals(void **state) {
   const dv_dtype *i4 = dv_dtype_get(DV_INT32);
   assert_ok(dv_device_array(g_ctx, 1, &n, i4, NULL, 'C', NULL, &d));
   dv_status rc = dv_ipc_export(d, &h);
-  if (!on_host_backend()) {
+  if (!on_host_backend() && !on_gpu_backend()) {
     /* OpenCL: no IPC */
     assert_status(rc, DV_ERR_NOT_SUPPORTED);
     for (int i = 0; i < DV_IPC_HANDLE_SIZE; i++) assert_int_equal(h.bytes[i], 0);
     dv_array_release(d);
     return;
   }
-  /* the simulator without host_ipc cannot share */
-  assert_status(rc, DV_ERR_NOT_SUPPORTED);
-  assert_non_null(strstr(dv_last_error(), "host_ipc"));
+  if (on_host_backend()) {
+    /* the simulator without host_ipc cannot share */
+    assert_status(rc, DV_ERR_NOT_SUPPORTED);
+    assert_non_null(strstr(dv_last_error(), "host_ipc"));
+  } else {
+    assert_ok(rc); /* CUDA and HIP share device memory as it is */
+  }
   dv_array_release(d);
   dv_context *c = ipc_context();
   assert_ok(dv_device_array(c, 1, &n, i4, NULL, 'C', NULL, &d));
@@ -227,7 +271,7 @@ static void test_refusals(void **state) {
   assert_null(a);
   /* from another backend */
   dv_ipc_handle other = h;
-  memcpy(other.bytes + 8, "cuda\0\0\0\0", 8);
+  memcpy(other.bytes + 8, on_host_backend() ? "cuda\0\0\0\0" : "host\0\0\0\0", 8);
   a = (dv_array *)1;
   assert_status(dv_ipc_open(c, &other, 1, &n, i4, NULL, &a), DV_ERR_BACKEND_MISMATCH);
   assert_null(a);
@@ -254,7 +298,10 @@ static void test_refusals(void **state) {
   assert_ok(dv_host_array(c, 1, &n, i4, NULL, 'C', &hst));
   assert_status(dv_ipc_export(hst, &h), DV_ERR_MISUSE);
   static int32_t mine[16];
-  assert_ok(dv_device_array_wrap(c, mine, 0, sizeof mine, 1, &n, i4, NULL, NULL, NULL, &w));
+  void *wrapped = mine; /* the simulator's device addresses are host addresses */
+  size_t woff = 0;
+  if (!on_host_backend()) assert_ok(dv_array_native(d, &wrapped, &woff)); /* a device address */
+  assert_ok(dv_device_array_wrap(c, wrapped, woff, sizeof mine, 1, &n, i4, NULL, NULL, NULL, &w));
   assert_status(dv_ipc_export(w, &h), DV_ERR_MISUSE);
   int64_t zero = 0;
   assert_ok(dv_device_array(c, 1, &zero, i4, NULL, 'C', NULL, &e));
@@ -277,7 +324,9 @@ static void test_refusals(void **state) {
  * at the 64-bit limits (sums that would wrap), element 0 past the range. */
 static void test_damaged_ranges(void **state) {
   (void)state;
-  if (!on_host_backend()) skip();
+  /* On CUDA and HIP the range is checked against the buffer the driver
+   * opened: not on the doubles, which open nothing of another process's. */
+  if (!on_host_backend() && !(on_gpu_backend() && !test_on_cuda_double(g_ctx))) skip();
   dv_context *c = ipc_context();
   int64_t n = 64;
   dv_array *d = exported_array(c, n);

@@ -86,15 +86,6 @@ dv_status dv__cu_enter_scope(cu_state *st, cu_scope *sc) {
     return dv__error(DV_ERR_MISUSE, "a %s context made before fork() used in the child process: the %s driver "
                                     "does not support that; create contexts after fork (or use spawn)",
                      st->drv->vendor, st->drv->vendor);
-  /* The driver forbids its own calls in a stream callback (NOT_PERMITTED,
-   * and a callback that waits on the driver can deadlock it): every devarray
-   * call that would reach it is refused there, before the driver is asked
-   * (issue 36; devarray.h, dv_stream_add_callback). */
-  if (dv__callback_depth)
-    return dv__error(DV_ERR_MISUSE, "a devarray call that reaches the %s driver, made from inside a stream "
-                                    "callback: the driver forbids any of its calls there; signal another "
-                                    "thread from the callback and make the call there",
-                     st->drv->vendor);
   if (cu.cuCtxGetCurrent(&cur) == DV_CUDA_SUCCESS && cur == st->ctx) return DV_OK;
   CU_TRY(cu.cuCtxSetCurrent(st->ctx), DV_CU_E_cuCtxSetCurrent, "");
   sc->api = st->drv->api;
