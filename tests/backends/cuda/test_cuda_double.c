@@ -1253,7 +1253,9 @@ static void test_free_despite_device_error(void **state) {
   calls_fn calls = (calls_fn)double_sym("dvdouble_calls");
   if (!fault || !calls) skip();
   dv_context *c1 = NULL;
-  dv_status rc = test_context(&c1, "cuda_device=1", NULL);
+  /* the driver's own frees: with the pinned pool (on by default) a pinned
+   * array's memory would go back to the pool, not to cuMemFreeHost */
+  dv_status rc = test_context(&c1, "cuda_device=1", "pinned_pool=off", NULL);
   if (rc == DV_ERR_BACKEND_UNAVAILABLE) {
     printf("SKIPPED: test_free_despite_device_error: one CUDA device\n");
     skip();
@@ -1273,6 +1275,37 @@ static void test_free_despite_device_error(void **state) {
     fail_msg("after a device error the flush made %ld cuMemFree and %ld cuMemFreeHost calls, want 1 and 1",
              calls("cuMemFree_v2") - frees, calls("cuMemFreeHost") - host_frees);
   dv_context_destroy(c1); /* fails: the device is lost */
+}
+
+/* The same with the pinned pool on: the pinned block goes back to the pool
+ * (no driver free at the flush), and the context's destruction after the
+ * device error still gives everything back to the driver. */
+static void test_free_despite_device_error_pooled(void **state) {
+  (void)state;
+  void (*fault)(int) = (void (*)(int))double_sym("dvdouble_fault");
+  calls_fn calls = (calls_fn)double_sym("dvdouble_calls");
+  if (!fault || !calls) skip();
+  dv_context *c1 = NULL;
+  dv_status rc = test_context(&c1, "cuda_device=1", "pinned_pool=on", NULL);
+  if (rc == DV_ERR_BACKEND_UNAVAILABLE) {
+    printf("SKIPPED: test_free_despite_device_error_pooled: one CUDA device\n");
+    skip();
+  }
+  assert_ok(rc);
+  int64_t n = 4096;
+  dv_array *d, *p;
+  assert_ok(dv_device_array(c1, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', NULL, &d));
+  assert_ok(dv_pinned_array(c1, 1, &n, dv_dtype_get(DV_FLOAT32), NULL, 'C', &p));
+  long host_allocs = calls("cuMemHostAlloc"), host_frees = calls("cuMemFreeHost");
+  fault(1);
+  dv_array_release(d);
+  dv_array_release(p);
+  rc = dv_context_flush_deallocs(c1);
+  assert_status(rc, DV_ERR_DEVICE_LOST);
+  assert_status(dv_context_destroy(c1), DV_ERR_DEVICE_LOST); /* the device is lost; everything given back */
+  if (calls("cuMemFreeHost") - host_frees != calls("cuMemHostAlloc") - host_allocs + 1)
+    fail_msg("after the context went, %ld cuMemFreeHost calls for %ld page-locked allocations",
+             calls("cuMemFreeHost") - host_frees, calls("cuMemHostAlloc") - host_allocs + 1);
 }
 
 /* Issue 22 #10: a 1-D strided view whose stride is above the device's
@@ -1481,6 +1514,7 @@ int main(int argc, char **argv) {
       T(test_sync_copy_not_behind_callbacks), T(test_sync_legacy_upload_not_context_wide),
       T(test_module_load_not_behind_blocking_stream), T(test_free_not_behind_foreign_stream),
       T(test_free_despite_device_error),
+      T(test_free_despite_device_error_pooled),
       cmocka_unit_test_setup_teardown(test_1d_stride_above_pitch_limit, ctx_setup, reset_pitch_teardown),
       T(test_capture_refuses_pageable),
       cmocka_unit_test_setup_teardown(test_shared_registration_mapped_per_device, ctx_setup, reset_pitch_teardown),
