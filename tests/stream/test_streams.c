@@ -252,10 +252,12 @@ static int rule_calls(rule_probe *p) {
     snprintf(p->why[i], sizeof p->why[i], "%s", dv_last_error()); \
     i++;                                                           \
   } while (0)
-  CALL(dv_copy_to_device(p->d, p->h, p->other));
+  /* the synchronous ones first: outside a callback they would race with
+   * the copy and memset queued on the non-blocking stream `other` */
   CALL(dv_copy_to_host(p->d, p->h, NULL, NULL));
-  CALL(dv_array_memset(p->d, 0x55, p->other));
   CALL(dv_array_get_item(p->d, (int64_t[]){0}, &item, sizeof item, NULL));
+  CALL(dv_copy_to_device(p->d, p->h, p->other));
+  CALL(dv_array_memset(p->d, 0x55, p->other));
   CALL(dv_device_array(c, 1, &n, dt, NULL, 'C', NULL, (dv_array **)&p->made[0]));
   CALL(dv_pinned_array(c, 1, &n, dt, NULL, 'C', (dv_array **)&p->made[1]));
   CALL(dv_to_device(c, p->h, p->other, 1, NULL, (dv_array **)&p->made[2]));

@@ -454,37 +454,6 @@ dv_status hk_kernel_target_id(hk_tc *k, char *buf, size_t cap) {
   return rc;
 }
 
-/* The first lines of a compiler log, for the detail message. */
-/* The compiler's log in the program's words, in place: a kernel's function
- * is dv__kb_NAME in the translation unit (the prelude's wrapper), named in
- * the program as NAME ("In function 'dv__kb_k'" becomes "In kernel 'k'"). */
-static void hk_user_words(char *log) {
-  static const char *const from[] = {"function \xe2\x80\x98" "dv__kb_", "function 'dv__kb_", "dv__kb_"};
-  static const char *const to[] = {"kernel \xe2\x80\x98", "kernel '", ""};
-  for (size_t i = 0; i < sizeof from / sizeof *from; i++) {
-    size_t fl = strlen(from[i]), tl = strlen(to[i]);
-    char *r = log, *w = log;
-    for (char *hit; (hit = strstr(r, from[i])) != NULL; r = hit + fl) {
-      size_t keep = (size_t)(hit - r);
-      memmove(w, r, keep);
-      w += keep;
-      memcpy(w, to[i], tl); /* tl <= fl: the text only shrinks */
-      w += tl;
-    }
-    memmove(w, r, strlen(r) + 1);
-  }
-}
-
-static void hk_log_head(const char *log, char *buf, size_t cap) {
-  size_t n = 0;
-  int lines = 0;
-  while (log[n] && n + 1 < cap && lines < 6) {
-    if (log[n] == '\n') lines++;
-    n++;
-  }
-  memcpy(buf, log, n);
-  buf[n] = 0;
-}
 /* Run the compiler's command line argv (its output into log_path; its exit
  * status into *code) and read that log into *logtxt (replacing it). */
 static dv_status hk_run_logged(char **argv, const char *log_path, int *code, char **logtxt,
@@ -591,40 +560,6 @@ static bool hk_fission_worth(const char *unit) {
     if (word && *r == '(') return true;
   }
   return false;
-}
-
-/* A module that compiled and linked but does not load for a symbol defined
- * nowhere (a C compiler accepts a call to an undeclared function only with a
- * warning, and a shared object may leave symbols to its loader) is what
- * every other backend's compiler refuses: a compile error naming the
- * symbol, its text appended to the build log.  Any other load failure
- * stands as it is (DV_ERR_LIBRARY_LOAD). */
-static dv_status hk_undefined_symbol(const dv_build_req *req, char **logtxt) {
-  const char *why = dv_last_error();
-  const char *u = strstr(why, "undefined symbol: ");
-  if (!u) return DV_ERR_LIBRARY_LOAD;
-  u += strlen("undefined symbol: ");
-  char sym[128];
-  size_t n = strcspn(u, " \n(");
-  if (n == 0 || n >= sizeof sym) return DV_ERR_LIBRARY_LOAD;
-  memcpy(sym, u, n);
-  sym[n] = 0;
-  char msg[400];
-  snprintf(msg, sizeof msg,
-           "%s: undefined symbol '%s': the program calls a function (or names a variable) that "
-           "neither it nor the kernel dialect defines\n",
-           req->name ? req->name : "kernel", sym);
-  size_t ll = *logtxt ? strlen(*logtxt) : 0, ml = strlen(msg);
-  char *both = dv__malloc(ll + ml + 1);
-  if (both) {
-    if (ll) memcpy(both, *logtxt, ll);
-    memcpy(both + ll, msg, ml + 1);
-    dv__free(*logtxt);
-    *logtxt = both;
-  }
-  msg[ml - 1] = 0;
-  return dv__error(DV_ERR_COMPILE, "program %s failed to compile:\n%s", req->name ? req->name : "kernel",
-                   msg);
 }
 
 dv_status hk_module_build(hk_tc *k, const dv_build_req *req, dv_bmodule **out, void **image,
@@ -737,7 +672,9 @@ dv_status hk_module_build(hk_tc *k, const dv_build_req *req, dv_bmodule **out, v
   /* The program itself does not compile: its errors are the user's, said
    * once and alone (not also as the pass's notes on the same text). */
   if (code != 0) note[0] = 0;
-  if (note[0]) {
+  if (logtxt) hk_user_words(logtxt, src);
+  size_t cc_len = logtxt ? strlen(logtxt) : 0; /* the compiler's own words */
+  if (note[0] && logtxt) {
     dv__log(DV_LOG_DEBUG, "host simulator: program %s: %s", req->name ? req->name : "kernel", note);
     size_t nl = strlen(note), ll = strlen(logtxt);
     char *both = dv__malloc(nl + ll + 1);
@@ -750,7 +687,7 @@ dv_status hk_module_build(hk_tc *k, const dv_build_req *req, dv_bmodule **out, v
     dv__free(logtxt);
     logtxt = both;
   }
-  if (logtxt) hk_user_words(logtxt);
+  if (logtxt) hk_user_words(logtxt, src);
   if (code != 0) {
     char head[700];
     hk_log_head(logtxt, head, sizeof head);
@@ -768,7 +705,7 @@ dv_status hk_module_build(hk_tc *k, const dv_build_req *req, dv_bmodule **out, v
     goto done;
   }
   rc = hk_load(k, req, so, bytes, n, out);
-  if (rc == DV_ERR_LIBRARY_LOAD) rc = hk_undefined_symbol(req, &logtxt);
+  if (rc == DV_ERR_LIBRARY_LOAD) rc = hk_undefined_symbol(req, &logtxt, cc_len);
   if (!rc && image) {
     *image = bytes;
     if (image_size) *image_size = n;

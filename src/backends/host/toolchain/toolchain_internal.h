@@ -60,6 +60,16 @@ bool hk_write_file(const char *path, const void *data, size_t n);
 /* A private temporary directory (its path into buf). */
 bool hk_tempdir(char *buf, size_t cap);
 void hk_path(char *buf, size_t cap, const char *dir, const char *file);
+
+/* words.c: the compiler's log in the program's words, in place (it only
+ * shrinks); unit_path is the translation unit's temporary file. */
+void hk_user_words(char *log, const char *unit_path);
+/* The first lines of a compiler log into buf (cap bytes), for a message. */
+void hk_log_head(const char *log, char *buf, size_t cap);
+/* After a load failure (dv_last_error says why): a symbol defined nowhere is
+ * DV_ERR_COMPILE naming it, its error put ahead of the compiler's first
+ * cc_len bytes of *logtxt (the rest dropped); otherwise DV_ERR_LIBRARY_LOAD. */
+dv_status hk_undefined_symbol(const dv_build_req *req, char **logtxt, size_t cc_len);
 /* Load the module at path (its bytes: image); from memory if that fails. */
 dv_status hk_load(hk_tc *k, const dv_build_req *req, const char *path, const void *image,
                   size_t n, dv_bmodule **out);
