@@ -110,6 +110,11 @@ void dv__track_add(const void *h, dv_handle_kind kind, dv_context *ctx) {
   if (!r->label[0]) r->npc = dv__track_caller(r->pc);
   size_t b = dv__track_bucket(h);
   pthread_mutex_lock(&dv__track_lock);
+  if (!atomic_load(&dv__tracking)) { /* turned off meanwhile: its records are gone */
+    pthread_mutex_unlock(&dv__track_lock);
+    dv__free(r);
+    return;
+  }
   r->next = dv__track_tab[b];
   dv__track_tab[b] = r;
   dv__track_live++;

@@ -105,7 +105,7 @@ dv_status dv_memory_hook_add(dv_context *ctx, dv_memory_hook_fn fn, void *user, 
   int n = ++e->next_id;
   e->hooks[e->nhooks++] = (dv_mem_hook){n, fn, user};
   atomic_store(&e->nhooks_on, e->nhooks);
-  dv__mem_events_update(ctx->memory);
+  dv__mem_events_count(ctx->memory, 1);
   pthread_mutex_unlock(&e->hooks_lock);
   *id = n;
   return DV_OK;
@@ -127,7 +127,7 @@ dv_status dv_memory_hook_remove(dv_context *ctx, int id) {
   memmove(&e->hooks[i], &e->hooks[i + 1], (size_t)(e->nhooks - i - 1) * sizeof *e->hooks);
   e->nhooks--;
   atomic_store(&e->nhooks_on, e->nhooks);
-  dv__mem_events_update(ctx->memory);
+  dv__mem_events_count(ctx->memory, -1);
   pthread_mutex_unlock(&e->hooks_lock);
   return DV_OK;
 }
@@ -152,7 +152,7 @@ dv_status dv_memory_scope_push(dv_context *ctx) {
   }
   memset(&e->scopes[e->ndepth++], 0, sizeof *e->scopes);
   atomic_store(&e->depth, e->ndepth);
-  dv__mem_events_update(ctx->memory);
+  dv__mem_events_count(ctx->memory, 1);
   pthread_mutex_unlock(&e->scope_lock);
   return DV_OK;
 }
@@ -186,7 +186,7 @@ dv_status dv_memory_scope_pop(dv_context *ctx, dv_memory_scope_stats *out) {
     }
   }
   atomic_store(&e->depth, e->ndepth);
-  dv__mem_events_update(ctx->memory);
+  dv__mem_events_count(ctx->memory, -1);
   pthread_mutex_unlock(&e->scope_lock);
   if (out) *out = top;
   return DV_OK;

@@ -200,9 +200,9 @@ static inline void dv__mem_note(dv_context *ctx, dv_memory_event_kind ev, dv_mem
 static inline bool dv__mem_events_on(dv_context *ctx) {
   return atomic_load_explicit(&ctx->memory->events_on, memory_order_relaxed) != 0;
 }
-static inline void dv__mem_events_update(dv_memory_state *m) {
-  atomic_store(&m->events_on, atomic_load(&m->events.nhooks_on) + atomic_load(&m->events.depth));
-}
+/* One more (+1) or one fewer (-1) hook or open scope: by deltas, so that a
+ * hook's change and a scope's on two threads never undo each other. */
+static inline void dv__mem_events_count(dv_memory_state *m, int delta) { atomic_fetch_add(&m->events_on, delta); }
 
 /* ---- the memory limit (set in manager.c, checked in device.c) ---- */
 /* DV_OK when a built-in manager holding `held` bytes (`cached` of them free
