@@ -7,6 +7,7 @@ import gc as _gc
 import json
 
 from . import _current, _emm, _config, _stream
+from . import _lib
 from ._lib import lib, check
 from ._stream import Stream, _settle, _stream_handle, _release_later
 from ._abi import dv_device_info as _dv_device_info, dv_stats as _dv_stats, DV_ERR_BUSY as _DV_ERR_BUSY
@@ -139,7 +140,7 @@ class Context:
         finally:
             lib.dv_config_destroy(cfg)
         self.handle = h.value
-        if _lib_tracking():
+        if _lib.tracking:
             # the binding's own context (Numba's primary context) outlives the program by
             # design: not a leak of the program's (devarray check --leak-check)
             lib.dv_tracking_forget(self.handle)
@@ -294,11 +295,6 @@ class Context:
 def _require_current(ctx):
     if _current.ctx is not ctx:
         raise NotImplementedError("events are made on the current context only")
-
-
-def _lib_tracking():
-    from . import _lib
-    return _lib.tracking
 
 
 def current_context():

@@ -8,6 +8,7 @@ import threading
 import numpy as np
 
 from . import _context, _current
+from ._abi import dv_pinned_stats as _dv_pinned_stats
 from ._context import current_context
 from ._convert import (_P, _dv_dtype, _dtype_cache, _shape_tuple, _i64, _out,
                        _pack_shape)
@@ -331,8 +332,7 @@ class PinnedMemoryPool:
     every figure is 0 and set_limit raises NotSupportedError."""
 
     def _stats(self):
-        from ._abi import dv_pinned_stats
-        st = dv_pinned_stats()
+        st = _dv_pinned_stats()
         check(lib.dv_pinned_pool_stats(_context._handle(), ctypes.byref(st)), "PinnedMemoryPool")
         return st
 

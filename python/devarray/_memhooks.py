@@ -12,9 +12,11 @@ import contextlib
 import ctypes
 import json
 import threading
+import traceback
 from collections import namedtuple
 
 from . import _abi
+from ._context import current_context
 from ._lib import lib, check
 
 __all__ = ["MemoryEvent", "memory_hook", "memory_scope", "MemoryScopeStats", "set_oom_handler",
@@ -31,10 +33,7 @@ MemoryEvent = namedtuple("MemoryEvent", "event memory nbytes address offset mana
 
 
 def _context(context):
-    if context is not None:
-        return context
-    from ._context import current_context
-    return current_context()
+    return context if context is not None else current_context()
 
 
 # The C callbacks of installed hooks, kept alive while installed.
@@ -57,7 +56,6 @@ def memory_hook(fn, context=None):
                            _KINDS.get(e.memory, str(e.memory)), e.bytes, e.address or 0, e.offset,
                            (e.manager or b"").decode()))
         except Exception:  # noqa: BLE001 -- nowhere to raise it: report it, as ctypes would
-            import traceback
             traceback.print_exc()
 
     cb = _abi.MEMORY_HOOK_FN(trampoline)
@@ -125,7 +123,6 @@ def set_oom_handler(fn, max_retries=3, context=None):
         try:
             return 1 if fn(nbytes, attempt) else 0
         except Exception:  # noqa: BLE001
-            import traceback
             traceback.print_exc()
             return 0
 

@@ -7,6 +7,7 @@ DV_MEMORY_LIMIT_FRACTION, DV_POOL_RESERVE) set the same when a context is made."
 
 import ctypes
 
+from ._context import current_context
 from ._lib import lib, check
 
 __all__ = ["MemoryPool", "get_default_memory_pool"]
@@ -63,5 +64,4 @@ class MemoryPool:
 
 def get_default_memory_pool():
     """The current context's MemoryPool (CuPy's cupy.get_default_memory_pool())."""
-    from ._context import current_context
     return MemoryPool(current_context())
