@@ -57,8 +57,9 @@ static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 static void cu_after_fork_child(void) { atomic_store(&cuda_forked, 1); }
 
 /* The driver's entry points (../cudafam/fam_symbols.def).  cuEventElapsedTime_v2 falls
- * back to the old name, which has the same prototype; cuFuncGetParamInfo
- * (CUDA 12.4) may be missing. */
+ * back to the old name, which has the same prototype, and so does
+ * cuStreamWaitValue64_v2, which may be missing too (the staging threads are
+ * then not used); cuFuncGetParamInfo (CUDA 12.4) may be missing. */
 #define DV_CU(ret, symbol, cuda_name, hip_name, params) {#symbol, NULL, (void **)&cuda_api.symbol, 0},
 static dv_dynsym cu_syms[] = { /* written once, in cu_load */
 #include "../cudafam/fam_symbols.def"
@@ -70,8 +71,10 @@ static dv_dynsym cu_syms[] = { /* written once, in cu_load */
 static void cu_load(void) {
   static const char *const names[] = {"libcuda.so.1", "libcuda.so"};
   const size_t nsyms = sizeof cu_syms / sizeof cu_syms[0];
-  for (size_t i = 0; i < nsyms; i++)
+  for (size_t i = 0; i < nsyms; i++) {
     if (!strcmp(cu_syms[i].name, "cuEventElapsedTime_v2")) cu_syms[i].alt = "cuEventElapsedTime";
+    if (!strcmp(cu_syms[i].name, "cuStreamWaitValue64_v2")) cu_syms[i].alt = "cuStreamWaitValue64", cu_syms[i].optional = 1;
+  }
   const char *which = NULL;
   cu_load_status = dv__dynlib_open("CUDA driver", names, 2, cu_syms, nsyms, &cu_lib, &which, cu_load_msg,
                                    sizeof cu_load_msg);

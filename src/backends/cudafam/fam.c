@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "fam.h"
+#include "fam_stager.h"
 
 struct dv_bevent {
   dv_CUevent e;
@@ -603,6 +604,7 @@ dv_status dv__cub_stream_destroy(void *state, dv_bstream *s) {
     cu.cuEventDestroy_v2(s->fence);
   }
   pthread_mutex_unlock(&st->fence_lock);
+  dv__cu_stager_detach(st, s); /* its staging thread finishes what is queued */
   dv_CUresult r = cu.cuStreamDestroy_v2(s->s);
   dv__free(s);
   if (r) return cu_fail(r, DV_CU_E_cuStreamDestroy_v2, "");

@@ -79,6 +79,11 @@ typedef struct dv_cu_driver {
   /* The driver's legacy default stream is its NULL stream (HIP), not
    * CU_STREAM_LEGACY (0x1): the handle native_stream hands out for it. */
   bool legacy_is_null;
+  /* Its host-memory free waits for the whole device first (HIP's
+   * hipHostFree: an implicit device synchronize): idle staging buffers are
+   * then kept up to staging_limit and freed at close, never trimmed on a
+   * copy's path, which would wait for every stream (fam_stagebuf.c). */
+  bool host_free_syncs;
   /* Nonzero in a child process after fork (set by the driver's atfork
    * handler, registered when it loaded): this driver's state does not
    * survive fork, so every entry of its contexts refuses (DV_ERR_MISUSE).
@@ -97,6 +102,7 @@ static inline dv_CUresult dv__cu_code(const dv_cu_driver *drv, dv_CUresult r) {
 #define cu_code(r) dv__cu_code(st->drv, (r))
 
 typedef struct dv_cu_staging dv_cu_staging;
+typedef struct cu_stager cu_stager;
 
 struct dv_bstream {
   dv_CUstream s;
@@ -108,6 +114,9 @@ struct dv_bstream {
   bool fence_pending;   /* fence recorded, not yet waited for */
   dv_CUevent fence;
   struct dv_bstream *next, *prev;
+  /* Its staging thread (fam_stager.c), made at its first asynchronous
+   * pageable copy; read and set under the context's stagers lock. */
+  cu_stager *stager;
 };
 
 struct cu_state {
@@ -128,6 +137,7 @@ struct cu_state {
   /* Copies (fam_staging.c): pinned staging for pageable host memory; the
    * device's largest pitch for cuMemcpy2D/3D (CU_DEVICE_ATTRIBUTE_MAX_PITCH). */
   dv_cu_staging *staging;
+  struct dv_cu_stagers *stagers; /* the staging threads (fam_stager.c) */
   size_t max_pitch;
   /* Module loading (fam_kernel.c): a private non-blocking stream for the
    * constants' upload, made at first use (under copy_lock). */

@@ -79,6 +79,8 @@ enum {
   DV_CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY = 83,
   DV_CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS = 89,
   DV_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+  /* The v2 stream memory operations' 64-bit waits (cuStreamWaitValue64). */
+  DV_CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS = 122,
 };
 
 enum {
@@ -109,6 +111,8 @@ enum {
 };
 enum { DV_CU_STREAM_NON_BLOCKING = 1 };
 enum { DV_CU_EVENT_DISABLE_TIMING = 2 };
+/* cuStreamWaitValue64's: wait until (int64_t)(*addr - value) >= 0. */
+enum { DV_CU_STREAM_WAIT_VALUE_GEQ = 0 };
 enum { DV_CU_MEM_ATTACH_GLOBAL = 1, DV_CU_MEM_ATTACH_HOST = 2 };
 #define DV_CU_MEMHOSTALLOC_PORTABLE 0x01
 #define DV_CU_MEMHOSTALLOC_DEVICEMAP 0x02

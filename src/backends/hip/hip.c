@@ -53,9 +53,11 @@ static void hip_load(void) {
    * then the newest runtime. */
   static const char *const names[] = {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"};
   /* hipLaunchHostFunc came with ROCm 5.3: without it, hip_driver.c queues
-   * host functions through hipStreamAddCallback. */
+   * host functions through hipStreamAddCallback.  Without
+   * hipStreamWaitValue64 the staging threads are not used. */
   for (size_t i = 0; i < sizeof hip_syms / sizeof hip_syms[0]; i++)
-    if (!strcmp(hip_syms[i].name, "hipLaunchHostFunc")) hip_syms[i].optional = 1;
+    if (!strcmp(hip_syms[i].name, "hipLaunchHostFunc") || !strcmp(hip_syms[i].name, "hipStreamWaitValue64"))
+      hip_syms[i].optional = 1;
   hip_load_status =
       dv__dynlib_open("HIP runtime", names, 3, hip_syms, sizeof hip_syms / sizeof hip_syms[0],
                       &hip_lib, &dv__hip_lib_name, hip_load_msg, sizeof hip_load_msg);

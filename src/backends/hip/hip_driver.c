@@ -119,6 +119,7 @@ int dv__hip_attribute(int a) {
     case DV_CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: return DV_HIP_ATTR_MANAGED_MEMORY;
     case DV_CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: return DV_HIP_ATTR_CONCURRENT_MANAGED_ACCESS;
     case DV_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: return DV_HIP_ATTR_SHARED_MEM_PER_BLOCK_OPTIN;
+    case DV_CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS: return DV_HIP_ATTR_CAN_USE_STREAM_WAIT_VALUE;
     default: return -1;
   }
 }
@@ -319,6 +320,15 @@ static dv_CUresult t_cuStreamWaitEvent(dv_CUstream s, dv_CUevent e, unsigned f) 
   return R(H.hipStreamWaitEvent(HS(s), (dv_hipEvent_t)(void *)e, f));
 }
 static dv_CUresult t_cuStreamAddCallback(dv_CUstream s, dv_CUstreamCallback fn, void *user, unsigned f);
+
+/* The staging threads' waits on a word of mapped pinned memory: HIP takes
+ * its address as a pointer and a mask; its >= does not wrap, which the
+ * 64-bit numbers never need. */
+static dv_CUresult t_cuStreamWaitValue64_v2(dv_CUstream s, dv_CUdeviceptr addr, uint64_t value, unsigned flags) {
+  if (!H.hipStreamWaitValue64) return DV_CUDA_ERROR_NOT_SUPPORTED;
+  if (flags != DV_CU_STREAM_WAIT_VALUE_GEQ) return DV_CUDA_ERROR_INVALID_VALUE;
+  return R(H.hipStreamWaitValue64(HS(s), (void *)(uintptr_t)addr, value, DV_HIP_STREAM_WAIT_VALUE_GTE, ~(uint64_t)0));
+}
 
 /* Without hipLaunchHostFunc (ROCm before 5.3): a stream callback that
  * calls the function only when the stream had no error, as CUDA's host
@@ -562,5 +572,6 @@ const dv_cu_driver dv__hip_driver = {
     .copy_peer = hip_copy_peer,
     .kops = &dv__hip_kernel_ops, /* hipRTC (hiprtc.c) */
     .legacy_is_null = true,
+    .host_free_syncs = true,
     .forked = &dv__hip_forked,
 };

@@ -13,6 +13,7 @@
 #ifndef DV_HIP_RUNTIME_H
 #define DV_HIP_RUNTIME_H
 #include <stddef.h>
+#include <stdint.h>
 
 typedef int dv_hipError_t; /* hipError_t, an enum */
 typedef int dv_hipDevice_t;
@@ -71,7 +72,11 @@ enum {
   DV_HIP_ATTR_TOTAL_CONSTANT_MEMORY = 83,
   DV_HIP_ATTR_UNIFIED_ADDRESSING = 85,
   DV_HIP_ATTR_WARP_SIZE = 87,
+  /* AMD's range: hipStreamWaitValue32/64 work (the staging threads' waits). */
+  DV_HIP_ATTR_CAN_USE_STREAM_WAIT_VALUE = 10013,
 };
+/* hipStreamWaitValue64's flags: wait until (*ptr & mask) >= value. */
+enum { DV_HIP_STREAM_WAIT_VALUE_GTE = 0 };
 
 /* hipMemoryType: ROCm 5 numbers Host 0, Device 1; ROCm 6 took CUDA's
  * (Unregistered 0, Host 1, Device 2).  hip.c picks by the runtime's version. */

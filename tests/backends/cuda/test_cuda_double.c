@@ -960,21 +960,26 @@ static void test_staging_bounded(void **state) {
   assert_ok(dv_stream_synchronize(s));
   size_t peak = 0;
   pinned(&peak);
-  if (peak - base > limit)
+  /* Beside the staging: the stream's staging thread's word (64 bytes of
+   * mapped pinned memory, fam_stager.c), until the stream goes; none where
+   * the double plays a driver without stream memory operations. */
+  const char *memops = getenv("CUDA_DOUBLE_MEMOPS");
+  const size_t word = memops && !strcmp(memops, "0") ? 0 : 64;
+  if (peak - base > limit + word)
     fail_msg("an asynchronous 8 MiB copy had %zu bytes of staging pinned at once; cuda_staging_limit is %zu",
-             peak - base, limit);
+             peak - base - word, limit);
   if (memcmp(out, src, bytes)) fail_msg("the bounded asynchronous download differs");
   dv_stats st = {.size = sizeof st};
   assert_ok(dv_context_stats(c, &st));
-  if (st.staging.current != pinned(NULL) - base || st.staging.current == 0 || st.staging.peak > limit)
+  if (st.staging.current != pinned(NULL) - base - word || st.staging.current == 0 || st.staging.peak > limit)
     fail_msg("dv_stats staging: %llu bytes now (peak %llu); the driver has %zu pinned for this context's staging",
-             (unsigned long long)st.staging.current, (unsigned long long)st.staging.peak, pinned(NULL) - base);
+             (unsigned long long)st.staging.current, (unsigned long long)st.staging.peak, pinned(NULL) - base - word);
   if (st.staging_misses == 0 || st.staging_hits == 0) fail_msg("staging buffers were not counted as made and reused");
   /* Three more copies: what stays pinned is at most two chunks. */
   for (int i = 0; i < 3; i++) assert_ok(dv_copy_to_host(d, ho, NULL, NULL));
-  if (pinned(NULL) - base > 2 * chunk)
+  if (pinned(NULL) - base - word > 2 * chunk)
     fail_msg("%zu bytes of staging still pinned after three more copies (at most two chunks, %zu, are kept)",
-             pinned(NULL) - base, 2 * chunk);
+             pinned(NULL) - base - word, 2 * chunk);
   dv_stream_release(s);
   dv_array_release(d), dv_array_release(hs), dv_array_release(ho);
   free(src), free(out);
@@ -1012,7 +1017,7 @@ static void test_small_async_copies_pin_little(void **state) {
   double took = now_s() - t0;
   assert_ok(dv_stream_synchronize(s));
   pinned(&peak);
-  if (peak - base > 5 * ((size_t)64 << 10))
+  if (peak - base > 5 * ((size_t)64 << 10) + 64 /* the stream's staging thread's word */)
     fail_msg("five asynchronous 4 KiB copies pinned %zu bytes of staging (%.1f ms to queue)", peak - base, took * 1e3);
   for (size_t i = 0; i < 5 * (size_t)n; i++)
     if (memcmp(&h[i], &h[0], 4) || h[0] == 0) fail_msg("float %zu was not copied", i);

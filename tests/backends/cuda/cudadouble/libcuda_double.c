@@ -84,7 +84,15 @@
  * pitch check of 2-D/3-D copies; 0: 2^31 - 1 again) and dvdouble_set_uva
  * (0: no unified addressing, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING is 0 and
  * mapped host memory has a different device address on each device, host
- * address + device * 2^56, as the reference allows without it; 1: back).
+ * address + device * 2^56, as the reference allows without it; 1: back);
+ * dvdouble_set_memops(0/1): stream memory operations (cuStreamWaitValue64
+ * and CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS; on by default, as
+ * on every CUDA 12+ driver) -- off, the attribute is 0 and the call says
+ * CUDA_ERROR_NOT_SUPPORTED; contexts read the attribute when they open
+ * (CUDA_DOUBLE_MEMOPS=0 starts with them off).
+ *  - cuStreamWaitValue64 waits (GEQ, wrapping as the reference says) on a
+ *    word of device or mapped pinned memory; the stream's worker polls it
+ *    (every 50 us) and a context with a sticky error skips the wait.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -159,6 +167,7 @@ CONTROL long dvdouble_calls(const char *name);
 CONTROL long dvdouble_capture(dv_CUstream h, int on);
 CONTROL void dvdouble_set_max_pitch(size_t bytes);
 CONTROL void dvdouble_set_uva(int on);
+CONTROL void dvdouble_set_memops(int on);
 
 /* ---- state ------------------------------------------------------------------------------ */
 
@@ -172,6 +181,7 @@ static int g_block_s = 20;
 static int g_cb_busy;                 /* a host function or callback is running (they are serialized) */
 static size_t g_max_pitch = MAX_PITCH; /* dvdouble_set_max_pitch */
 static int g_no_uva;                  /* dvdouble_set_uva(0) */
+static int g_no_memops;               /* dvdouble_set_memops(0) */
 /* Calls counted for dvdouble_calls. */
 enum { C_CTXSYNC, C_MEMFREE, C_FREEHOST, C_UNREGISTER, C_HOSTALLOC, C_ADDCALLBACK, C_COUNT };
 static const char *const g_call_names[C_COUNT] = {"cuCtxSynchronize", "cuMemFree_v2", "cuMemFreeHost",
@@ -193,7 +203,8 @@ typedef struct op op;
 typedef struct dv_CUstream_st stream;
 struct op {
   op *next;
-  int kind; /* 1 copy, 2 memset, 3 host fn, 4 wait (stream, seq), 5 record, 6 copy kernel, 7 nop, 8 stream callback */
+  int kind; /* 1 copy, 2 memset, 3 host fn, 4 wait (stream, seq), 5 record, 6 copy kernel, 7 nop, 8 stream callback,
+             * 9 wait for a value (daddr, wval) */
   /* copy: sides (device address or host pointer) */
   int sdev, ddev;
   uint64_t saddr, daddr;
@@ -205,6 +216,7 @@ struct op {
   void *user;
   stream *wait_s;
   uint64_t wait_seq;
+  uint64_t wval;
   struct dv_CUevent_st *ev;
   unsigned char kparams[7 * 136];
   size_t word;
@@ -283,8 +295,13 @@ static stream *g_streams;
 static struct dv_CUevent_st *g_events;
 static struct dv_CUmod_st *g_mods;
 static uint64_t g_next_addr[MAX_DEV];
-static __thread struct dv_CUctx_st *t_cur;
-static __thread int t_in_callback;
+/* initial-exec: no __tls_get_addr, whose interception by GCC 12's
+ * ThreadSanitizer fails ("failed to allocate ... bytes") the first time a
+ * thread the library made (a staging thread) reaches this loaded library's
+ * TLS. */
+#define DBL_TLS __thread __attribute__((tls_model("initial-exec")))
+static DBL_TLS struct dv_CUctx_st *t_cur;
+static DBL_TLS int t_in_callback;
 static size_t g_pinned_used, g_pinned_peak, g_pinned_limit = (size_t)4 << 30;
 
 static void *worker(void *arg);
@@ -576,8 +593,23 @@ static void run_copy_kernel(struct dv_CUctx_st *c, op *o) {
   }
 }
 
-static int op_ready(op *o) {
+/* A wait for a value: the word's bytes, NULL when no allocation holds it
+ * any more (a fault: the wait ends). */
+static int value_reached(stream *s, op *o) {
+  struct dv_CUctx_st *c = s->ctx;
+  if (c->sticky) return 1;
+  alloc *x = find_dev(c->dev, o->daddr, 8);
+  if (!x) {
+    fault(c, "cuStreamWaitValue64 (its word was freed)");
+    return 1;
+  }
+  uint64_t v = __atomic_load_n((uint64_t *)(void *)dev_bytes(c->dev, x, o->daddr), __ATOMIC_ACQUIRE);
+  return (int64_t)(v - o->wval) >= 0;
+}
+
+static int op_ready(stream *s, op *o) {
   if (o->kind == 4) return !o->wait_s || o->wait_s->done >= o->wait_seq;
+  if (o->kind == 9) return value_reached(s, o);
   return 1;
 }
 
@@ -585,7 +617,18 @@ static void *worker(void *arg) {
   stream *s = arg;
   pthread_mutex_lock(&L);
   for (;;) {
-    while (!s->quit && (!s->head || g_hold || !op_ready(s->head))) pthread_cond_wait(&C, &L);
+    while (!s->quit && (!s->head || g_hold || !op_ready(s, s->head))) {
+      if (s->head && s->head->kind == 9 && !g_hold) {
+        /* A host thread's store ends the wait, and signals nothing: poll. */
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 50000;
+        if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&C, &L, &t);
+      } else {
+        pthread_cond_wait(&C, &L);
+      }
+    }
     if (s->quit && !s->head) break;
     op *o = s->head;
     struct dv_CUctx_st *c = s->ctx;
@@ -725,6 +768,7 @@ EXPORT CUresult cuInit(unsigned flags) {
     if (e && atoi(e) >= 0 && atoi(e) <= MAX_DEV) g_ndev = atoi(e);
     if ((e = getenv(DBL_ENV("MEMORY"))) && strtoull(e, NULL, 10)) g_dev_mem = (size_t)strtoull(e, NULL, 10);
     if ((e = getenv(DBL_ENV("BLOCK_S"))) && atoi(e) > 0) g_block_s = atoi(e);
+    if ((e = getenv(DBL_ENV("MEMOPS"))) && !strcmp(e, "0")) g_no_memops = 1; /* as dvdouble_set_memops(0) */
     for (int i = 0; i < MAX_DEV; i++) g_ctx[i].dev = i, g_next_addr[i] = 0x0a0000000000ull + (uint64_t)i * 0x010000000000ull;
     g_init = 1;
   }
@@ -859,6 +903,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, dv_CUdevice_attribute a, dv_CUdevic
     case 16: x = 4; break;               /* SMs */
     case 19: x = can_map_host(); break;  /* can map host memory */
     case 41: x = !g_no_uva; break;       /* unified addressing (dvdouble_set_uva) */
+    case 122: x = !g_no_memops; break;   /* 64-bit stream memory operations (dvdouble_set_memops) */
     case 75: x = g_cc[0]; break;         /* 99 by default: newer than any NVRTC (PTX) */
     case 76: x = g_cc[1]; break;
     case 83: x = 1; break;               /* managed memory */
@@ -1478,6 +1523,22 @@ EXPORT CUresult cuLaunchHostFunc(dv_CUstream h, dv_CUhostFn fn, void *user) {
   return unlock_ret(enqueue(s, o));
 }
 
+EXPORT CUresult cuStreamWaitValue64_v2(dv_CUstream h, dv_CUdeviceptr addr, uint64_t value, unsigned flags) {
+  ENTER();
+  CTX(c);
+  if (g_no_memops) return unlock_ret(DV_CUDA_ERROR_NOT_SUPPORTED);
+  if (flags != 0 /* GEQ; the others are not played */ || (addr & 7)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  alloc *x = find_dev(c->dev, addr, 8);
+  if (!x || x->kind == 2) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE); /* not managed memory, the reference says */
+  CUresult r;
+  stream *s = resolve_stream(c, h, &r);
+  if (!s) return unlock_ret(r);
+  op *o = op_new(9);
+  if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  o->daddr = addr, o->wval = value;
+  return unlock_ret(enqueue(s, o));
+}
+
 EXPORT CUresult cuStreamAddCallback(dv_CUstream h, dv_CUstreamCallback fn, void *user, unsigned flags) {
   ENTER();
   g_calls[C_ADDCALLBACK]++;
@@ -2012,6 +2073,13 @@ CONTROL void dvdouble_set_max_pitch(size_t bytes) {
 CONTROL void dvdouble_set_uva(int on) {
   pthread_mutex_lock(&L);
   g_no_uva = !on;
+  pthread_mutex_unlock(&L);
+}
+
+/* Stream memory operations on (1, the default) or off (0). */
+CONTROL void dvdouble_set_memops(int on) {
+  pthread_mutex_lock(&L);
+  g_no_memops = !on;
   pthread_mutex_unlock(&L);
 }
 

@@ -238,6 +238,7 @@ API dv_hipError_t hipDeviceGetAttribute(int *v, dv_hipDeviceAttribute_t a, int d
     case DV_HIP_ATTR_TOTAL_CONSTANT_MEMORY: x = 64 * 1024; break;
     case DV_HIP_ATTR_UNIFIED_ADDRESSING: x = !g_no_uva; break;
     case DV_HIP_ATTR_WARP_SIZE: x = 64; break;
+    case DV_HIP_ATTR_CAN_USE_STREAM_WAIT_VALUE: x = !g_no_memops; break;
     default:
       /* HIP's ranges: CUDA-compatible 0..9999, AMD-specific 10000..19999. */
       if (a < 0 || a > 19999) return unlock_ret(DV_HIP_ERROR_INVALID_VALUE);
@@ -447,6 +448,12 @@ API dv_hipError_t hipStreamWaitEvent(dv_hipStream_t s, dv_hipEvent_t e, unsigned
 }
 API dv_hipError_t hipLaunchHostFunc(dv_hipStream_t s, dv_hipHostFn_t fn, void *user) {
   return cuLaunchHostFunc(STREAM(s), fn, user);
+}
+API dv_hipError_t hipStreamWaitValue64(dv_hipStream_t s, void *ptr, uint64_t value, unsigned flags, uint64_t mask) {
+  /* Gte (0) on the whole word is what the engine plays (CUDA's GEQ, which
+   * wraps where HIP's does not: the same below 2^63). */
+  if (mask != ~(uint64_t)0) return DV_HIP_ERROR_INVALID_VALUE;
+  return cuStreamWaitValue64_v2(STREAM(s), (dv_CUdeviceptr)(uintptr_t)ptr, value, flags);
 }
 /* The callback's prototype is CUDA's with HIP's handle types (the same ABI). */
 API dv_hipError_t hipStreamAddCallback(dv_hipStream_t s, dv_hipStreamCallback_t fn, void *user, unsigned flags) {
