@@ -116,7 +116,7 @@ class OptionalBuildExt(build_ext):
                   % (ext.name, str(e).strip() or type(e).__name__), flush=True)
 
 
-SPEEDUPS = Extension("devarray._speedups", ["python/devarray/_speedups.c"],
+SPEEDUPS = Extension("devarray._speedups", ["python/devarray/_speedups.c", "python/devarray/_speedups_host.c"],
                      include_dirs=[os.path.join(ROOT, "include")],
                      extra_compile_args=["-std=c11"])
 

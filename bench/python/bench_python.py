@@ -3,7 +3,8 @@
     PYTHONPATH=python DEVARRAY_LIBRARY=build-rel/libdevarray.so \
       /usr/bin/python3 bench/python/bench_python.py [--peers sim|gpu|none] [--reps N]
 
-Rows: to_device and copy_to_host of a 64-byte array (8 float64) and an empty kernel launch,
+Rows: to_device and copy_to_host (into an existing array, and into a new one) of a 64-byte
+array (8 float64) and an empty kernel launch,
 through devarray (DV_BACKEND, default host) and, in the same run, through a peer:
 ``sim`` = Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1, set in a child process), ``gpu``
 = numba-cuda and CuPy on a real GPU (for bench/gpu). Medians of N batches of calls, in
@@ -68,14 +69,22 @@ def bench_devarray(reps):
     zero = ctypes.c_int32(0)
     args[0].kind, args[0].type, args[0].value = 1, 3, ctypes.addressof(zero)
 
+    def raw_copy_to_host_new():
+        n = np.empty(8, np.float64)
+        lib.dv_host_array_wrap(ctx, n.ctypes.data, 1, shp, dt, None, ctypes.byref(h))
+        lib.dv_copy_to_host(d.handle, h, None, None)
+        lib.dv_array_release(h)
+
     def raw_launch():
         lib.dv_kernel_launch(k.handle, ctypes.byref(cfg), 1, args)
 
     raw = {"to_device": median_us(raw_to_device, reps),
            "copy_to_host": median_us(raw_copy_to_host, reps),
+           "copy_to_host_new": median_us(raw_copy_to_host_new, reps),
            "launch": median_us(raw_launch, reps)}
     return {"raw": raw, "to_device": median_us(lambda: cuda.to_device(a), reps),
             "copy_to_host": median_us(lambda: d.copy_to_host(out), reps),
+            "copy_to_host_new": median_us(lambda: d.copy_to_host(), reps),
             "launch": median_us(lambda: launch(0), reps),
             "backend": cuda.current_context().backend}
 
@@ -95,6 +104,7 @@ def bench_numba(reps):
     launch = empty[1, 1]
     r = {"to_device": median_us(lambda: cuda.to_device(a), reps),
          "copy_to_host": median_us(lambda: d.copy_to_host(out), reps),
+         "copy_to_host_new": median_us(lambda: d.copy_to_host(), reps),
          "launch": median_us(lambda: (launch(0), cuda.synchronize()), reps)}
     return r
 
@@ -105,7 +115,7 @@ def bench_cupy(reps):
     d = cupy.asarray(a)
     k = cupy.RawKernel('extern "C" __global__ void empty(int n) {}', "empty")
     return {"to_device": median_us(lambda: cupy.asarray(a), reps),
-            "copy_to_host": median_us(lambda: d.get(), reps),
+            "copy_to_host_new": median_us(lambda: d.get(), reps),
             "launch": median_us(lambda: (k((1,), (1,), (np.int32(0),)),
                                          cupy.cuda.Device().synchronize()), reps)}
 
@@ -137,10 +147,10 @@ def main():
     res = {p: child(p, o.reps) for p in peers}
     print("per-call overhead, us (median of %d batches of %d calls); devarray backend %s"
           % (o.reps, BATCH, dv["backend"]))
-    print("%-14s %10s %10s" % ("op", "devarray", "C via ctypes")
+    print("%-16s %10s %10s" % ("op", "devarray", "C via ctypes")
           + "".join(" %12s %7s" % (p, "ratio") for p in peers))
-    for op in ("to_device", "copy_to_host", "launch"):
-        line = "%-14s %10.2f %10.2f" % (op, dv[op], dv["raw"][op])
+    for op in ("to_device", "copy_to_host", "copy_to_host_new", "launch"):
+        line = "%-16s %10.2f %10.2f" % (op, dv[op], dv["raw"][op])
         for p in peers:
             v = res[p].get(op)
             line += (" %12.2f %6.1fx" % (v, v / dv[op])) if v else " %12s %7s" % ("n/a", "")

@@ -160,7 +160,10 @@ class DeviceNDArray(_ArrayBase):
         return {"C_CONTIGUOUS": self.is_c_contiguous(), "F_CONTIGUOUS": self.is_f_contiguous()}
 
     # -- transfers
-    def copy_to_host(self, ary=None, stream=0):
+    # copy_to_host: compiled in _speedups._ArrayBase where the module is loaded (it calls
+    # _copy_to_host_py for what it does not do itself: a stream, a registered host array, an
+    # array that is not a plain aligned ndarray, any error); else this method (issue 39).
+    def _copy_to_host_py(self, ary=None, stream=0):
         """Copy to `ary` (a writeable NumPy array of the same dtype and shape, any layout) or
         to a new NumPy array with this array's dense layout; returns it. With a stream the
         copy is asynchronous: read the result after stream.synchronize(). ValueError for a
@@ -187,6 +190,9 @@ class DeviceNDArray(_ArrayBase):
             raise _incompatible(error(st, "copy_to_host"), self, ary)
         _hold(stream, ary)
         return ary
+
+    if speedups is None:
+        copy_to_host = _copy_to_host_py
 
     def copy_to_device(self, ary, stream=0):
         """Copy `ary` (NumPy or device array, same dtype and shape) into this array."""

@@ -35,6 +35,7 @@ _to_device_fn = lean("dv_to_device")
 if speedups is not None:
     speedups.init_binding(error, _shape_words, _shape_tuple, _dtype_pair, _dv_dtype, _current,
                           current_context, _stream._deferred, lib.dv_array_release)
+    speedups.init_host(np.ndarray, np.empty, _hostmem._registry)
     _fast_device_array = speedups.device_array
     _fast_to_device = speedups.to_device
 else:

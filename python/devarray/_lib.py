@@ -110,7 +110,7 @@ def lean(name):
 # A file found but not loadable (another Python, a stale build) leaves the binding on ctypes
 # silently, unless DEVARRAY_SPEEDUPS named it: then ImportError.
 
-_SPEEDUPS_API = 2  # the _speedups.c API_VERSION this binding speaks
+_SPEEDUPS_API = 3  # the _speedups.c API_VERSION this binding speaks
 
 
 def _speedups_candidates():
@@ -135,7 +135,7 @@ def _load_speedups_file(path):
                           % (getattr(mod, "API_VERSION", None), _SPEEDUPS_API))
     addr = [ctypes.cast(getattr(lib, n), c_void_p).value or 0 for n in
             ("dv_device_array", "dv_host_array_wrap", "dv_to_device", "dv_array_release",
-             "dv_array_ndim", "dv_array_shape")]
+             "dv_array_ndim", "dv_array_shape", "dv_copy_to_host", "dv_array_is_c_contiguous")]
     mod.init_library(*addr)
     sys.modules[spec.name] = mod
     return mod

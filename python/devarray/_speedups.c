@@ -12,7 +12,8 @@
  *   stream callback (set_in_callback), queued on _stream._deferred for _reap.
  * - device_array(cls, shape, dtype): the default-argument path of devarray.device_array.
  * - to_device(cls, obj, stream): devarray.to_device of an aligned, native-order NumPy array
- *   with copy and no stream (the caller checks those it can check cheaply).
+ *   with copy and no stream (the caller checks those it can check cheaply), and
+ *   _ArrayBase.copy_to_host without a stream (_speedups_host.c, issue 39).
  *
  * It does not link against libdevarray: init_library() is given the addresses of the
  * library functions that ctypes loaded (the very instance DEVARRAY_LIBRARY chose);
@@ -24,66 +25,40 @@
  * after; the dtype caches are read and written with the GIL held. Library calls run with the
  * GIL released, as ctypes makes them.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <structmember.h>
+#include "_speedups.h"
 
-#include <stdint.h>
+#include <structmember.h>
 #include <string.h>
 
-#include "devarray.h"
-
-#define SP_API_VERSION 2
-#define SP_DTYPE_CACHE 32
-
-typedef dv_status (*sp_device_array_fn)(dv_context *, int, const int64_t *, const dv_dtype *,
-                                        const int64_t *, char, dv_stream *, dv_array **);
-typedef dv_status (*sp_wrap_fn)(dv_context *, void *, int, const int64_t *, const dv_dtype *,
-                                const int64_t *, dv_array **);
-typedef dv_status (*sp_to_device_fn)(dv_context *, const dv_array *, dv_stream *, int,
-                                     dv_array *, dv_array **);
-typedef void (*sp_release_fn)(dv_array *);
-typedef int (*sp_ndim_fn)(const dv_array *);
-typedef const int64_t *(*sp_shape_fn)(const dv_array *);
+#define SP_API_VERSION 3
 
 /* the library (init_library) */
-static sp_device_array_fn sp_device_array_c;
-static sp_wrap_fn sp_wrap_c;
-static sp_to_device_fn sp_to_device_c;
-static sp_release_fn sp_release_c;
-static sp_ndim_fn sp_ndim_c;
-static sp_shape_fn sp_shape_c;
+sp_device_array_fn sp_device_array_c;
+sp_wrap_fn sp_wrap_c;
+sp_to_device_fn sp_to_device_c;
+sp_copy_to_host_fn sp_copy_to_host_c;
+sp_release_fn sp_release_c;
+sp_ndim_fn sp_ndim_c;
+sp_shape_fn sp_shape_c;
+sp_is_c_fn sp_is_c_contiguous_c;
 
-/* the binding (init_binding): all strong references, kept for the process */
-static PyObject *sp_error;        /* _lib.error(status, where) -> exception */
-static PyObject *sp_shape_words;  /* _words._shape_words(exc, shape) -> exception */
-static PyObject *sp_shape_tuple;  /* _convert._shape_tuple(shape) -> tuple of ints */
-static PyObject *sp_dtype_pair;   /* _convert._dtype_pair(arg) -> (np.dtype, C dtype) */
-static PyObject *sp_dv_dtype;     /* _convert._dv_dtype(np.dtype) -> C dtype */
-static PyObject *sp_context_dict; /* the registry _current's module dict (its ctx) */
-static PyObject *sp_current;      /* _context.current_context() */
-static PyObject *sp_deferred;     /* _stream._deferred: (release, handle) pairs for _reap */
-static PyObject *sp_release_obj;  /* the ctypes lib.dv_array_release _reap calls */
-static PyObject *sp_str_ctx, *sp_str_handle, *sp_str_array_struct, *sp_str_dtype;
-static PyObject *sp_where_device_array, *sp_where_host_array, *sp_where_to_device;
-static PyObject *sp_zero;          /* the int 0: a new array's stream */
+/* the binding (init_binding, init_host): _speedups.h says what each is */
+PyObject *sp_error, *sp_shape_words, *sp_shape_tuple, *sp_dtype_pair, *sp_dv_dtype;
+PyObject *sp_context_dict, *sp_current, *sp_deferred, *sp_release_obj;
+PyObject *sp_ndarray, *sp_np_empty, *sp_registry;
+PyObject *sp_str_ctx, *sp_str_handle, *sp_str_array_struct, *sp_str_dtype, *sp_str_copy_py;
+PyObject *sp_where_device_array, *sp_where_host_array, *sp_where_to_device;
+PyObject *sp_zero;
 
 /* a stream callback runs on this thread (set by _stream._run): never release here */
 static _Thread_local int sp_in_callback;
 
 /* ---- identity caches of dtypes ------------------------------------------------------ */
 
-/* key (held) -> NumPy dtype (held) and C dtype (owned by _convert's cache for the process) */
-typedef struct {
-    PyObject *key;
-    PyObject *np;
-    const dv_dtype *c;
-} sp_dtype_entry;
-
 static sp_dtype_entry sp_arg_cache[SP_DTYPE_CACHE];  /* device_array's dtype argument */
-static sp_dtype_entry sp_np_cache[SP_DTYPE_CACHE];   /* an ndarray's dtype */
+sp_dtype_entry sp_np_cache[SP_DTYPE_CACHE];          /* an ndarray's dtype */
 
-static const sp_dtype_entry *sp_cache_find(const sp_dtype_entry *cache, PyObject *key)
+const sp_dtype_entry *sp_cache_find(const sp_dtype_entry *cache, PyObject *key)
 {
     for (int i = 0; i < SP_DTYPE_CACHE && cache[i].key; i++)
         if (cache[i].key == key)
@@ -93,7 +68,7 @@ static const sp_dtype_entry *sp_cache_find(const sp_dtype_entry *cache, PyObject
 
 /* Remember key -> (np, c) when there is room and key is hashable (immutable by convention:
  * an unhashable dtype argument, a list of fields, could change under the same identity). */
-static void sp_cache_add(sp_dtype_entry *cache, PyObject *key, PyObject *np, const dv_dtype *c)
+void sp_cache_add(sp_dtype_entry *cache, PyObject *key, PyObject *np, const dv_dtype *c)
 {
     if (PyObject_Hash(key) == -1) {
         PyErr_Clear();
@@ -111,7 +86,7 @@ static void sp_cache_add(sp_dtype_entry *cache, PyObject *key, PyObject *np, con
     }
 }
 
-static int sp_pointer(PyObject *v, void **out)
+int sp_pointer(PyObject *v, void **out)
 {
     if (v == Py_None) {
         *out = NULL;
@@ -123,16 +98,6 @@ static int sp_pointer(PyObject *v, void **out)
 
 /* ---- _ArrayBase ------------------------------------------------------------------------ */
 
-typedef struct {
-    PyObject_HEAD
-    PyObject *h;        /* _h: the dv_array* as an int, or None */
-    PyObject *shape;
-    PyObject *strides;  /* _strides */
-    PyObject *dtype;
-    PyObject *base;     /* _base */
-    PyObject *stream;
-    PyObject *weakrefs;
-} sp_array;
 
 static PyTypeObject sp_array_type;
 
@@ -230,7 +195,7 @@ static PyTypeObject sp_array_type = {
 /* Release h on an error path: with the GIL released, and the pending exception kept aside
  * meanwhile (the release may flush the queue into a Python memory-manager plug-in, which
  * must not run with an exception set). */
-static void sp_release_on_error(dv_array *h)
+void sp_release_on_error(dv_array *h)
 {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
@@ -242,7 +207,7 @@ static void sp_release_on_error(dv_array *h)
 
 /* A new instance of cls (a subtype of _ArrayBase) over handle h (a new reference, taken: it
  * is released if the instance cannot be made). */
-static PyObject *sp_new_array(PyTypeObject *cls, dv_array *h, PyObject *shape, PyObject *dtype,
+PyObject *sp_new_array(PyTypeObject *cls, dv_array *h, PyObject *shape, PyObject *dtype,
                               PyObject *stream)
 {
     PyObject *hobj = PyLong_FromVoidPtr(h);
@@ -268,7 +233,7 @@ static PyObject *sp_new_array(PyTypeObject *cls, dv_array *h, PyObject *shape, P
 
 /* ---- shared pieces of the fast paths ---------------------------------------------------- */
 
-static int sp_ready(PyObject *cls)
+int sp_ready(PyObject *cls)
 {
     if (sp_release_c == NULL || sp_error == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "devarray._speedups: not initialised");
@@ -283,7 +248,7 @@ static int sp_ready(PyObject *cls)
 
 /* The current context's handle, as the binding finds it: _current.ctx, else
  * current_context() (which opens one); its .handle (None after close: NULL). */
-static int sp_context(dv_context **out)
+int sp_context(dv_context **out)
 {
     PyObject *ctx = PyDict_GetItemWithError(sp_context_dict, sp_str_ctx);  /* borrowed */
     if (ctx == NULL && PyErr_Occurred())
@@ -307,7 +272,7 @@ static int sp_context(dv_context **out)
 }
 
 /* Raise where(st[, shape]) built by the binding's own Python error builders. */
-static PyObject *sp_raise(dv_status st, PyObject *where, PyObject *shape)
+PyObject *sp_raise(dv_status st, PyObject *where, PyObject *shape)
 {
     PyObject *exc = PyObject_CallFunction(sp_error, "iO", (int)st, where);
     if (exc != NULL && shape != NULL) {
@@ -433,148 +398,24 @@ out:
     return result;
 }
 
-/* ---- to_device ------------------------------------------------------------------------- */
-
-/* NumPy's PyArrayInterface (the __array_struct__ capsule), as _hostmem._PyArrayInterface */
-typedef struct {
-    int two;
-    int nd;
-    char typekind;
-    int itemsize;
-    int flags;
-    Py_intptr_t *shape;
-    Py_intptr_t *strides;
-    void *data;
-    PyObject *descr;
-} sp_array_interface;
-
-#define SP_C_CONTIGUOUS 0x1
-#define SP_ALIGNED 0x100
-#define SP_NOTSWAPPED 0x200
-
-PyDoc_STRVAR(sp_to_device_doc,
-"to_device(cls, obj, stream) -> a new cls holding a device copy of obj, or None\n\n"
-"devarray.to_device(obj) for a NumPy array (type exactly numpy.ndarray) with copy and no "
-"stream, when no pinned or mapped host array is registered: None when obj is not aligned, "
-"not in native byte order, has more than DV_MAXDIMS dimensions or a void (record) dtype "
-"(the caller then takes the ctypes path); errors as that path raises them.");
-
-static PyObject *sp_to_device_py(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)mod;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "to_device(cls, obj, stream)");
-        return NULL;
-    }
-    if (sp_ready(args[0]) < 0)
-        return NULL;
-    PyObject *obj = args[1];
-    PyObject *cap = PyObject_GetAttr(obj, sp_str_array_struct);
-    if (cap == NULL)
-        return NULL;
-    PyObject *result = NULL, *npdt = NULL, *shape = NULL;
-    const sp_array_interface *ai = PyCapsule_GetPointer(cap, NULL);
-    if (ai == NULL)
-        goto out;
-    if (ai->two != 2 || (ai->flags & (SP_ALIGNED | SP_NOTSWAPPED)) != (SP_ALIGNED | SP_NOTSWAPPED)
-        || ai->nd > DV_MAXDIMS || ai->nd < 0 || ai->typekind == 'V' ||
-        (ai->nd > 0 && (ai->shape == NULL || ai->strides == NULL))) {
-        result = Py_None;  /* the ctypes path's business */
-        Py_INCREF(result);
-        goto out;
-    }
-    npdt = PyObject_GetAttr(obj, sp_str_dtype);
-    if (npdt == NULL)
-        goto out;
-    const dv_dtype *cdt;
-    const sp_dtype_entry *e = sp_cache_find(sp_np_cache, npdt);
-    if (e != NULL) {
-        cdt = e->c;
-    } else {
-        PyObject *c = PyObject_CallOneArg(sp_dv_dtype, npdt);
-        void *p;
-        if (c == NULL)
-            goto out;
-        int r = sp_pointer(c, &p);
-        Py_DECREF(c);
-        if (r < 0)
-            goto out;
-        cdt = p;
-        sp_cache_add(sp_np_cache, npdt, npdt, cdt);
-    }
-    dv_context *ctx;
-    if (sp_context(&ctx) < 0)
-        goto out;
-    int nd = ai->nd;
-    int64_t dims[DV_MAXDIMS], strides[DV_MAXDIMS];
-    int64_t size = 1;
-    for (int i = 0; i < nd; i++) {
-        dims[i] = (int64_t)ai->shape[i];
-        strides[i] = (int64_t)ai->strides[i];
-        size *= dims[i] ? 1 : 0;
-    }
-    int contiguous = (ai->flags & SP_C_CONTIGUOUS) != 0;
-    dv_array *wrap = NULL, *h = NULL;
-    dv_status st, st_wrap;
-    Py_BEGIN_ALLOW_THREADS
-    st_wrap = sp_wrap_c(ctx, ai->data, nd, dims, cdt, contiguous ? NULL : strides, &wrap);
-    st = st_wrap;
-    if (!st_wrap) {
-        st = sp_to_device_c(ctx, wrap, NULL, 1, NULL, &h);
-        sp_release_c(wrap);
-    }
-    Py_END_ALLOW_THREADS
-    if (st_wrap) {
-        sp_raise(st_wrap, sp_where_host_array, NULL);
-        goto out;
-    }
-    if (st) {
-        sp_raise(st, sp_where_to_device, NULL);
-        goto out;
-    }
-    if (!(contiguous && nd && size)) {
-        /* as _from_handle: the shape the library gave the new array */
-        nd = sp_ndim_c(h);
-        const int64_t *s = nd ? sp_shape_c(h) : NULL;
-        for (int i = 0; i < nd; i++)
-            dims[i] = s[i];
-    }
-    shape = PyTuple_New(nd);
-    for (int i = 0; shape != NULL && i < nd; i++) {
-        PyObject *v = PyLong_FromLongLong(dims[i]);
-        if (v == NULL)
-            Py_CLEAR(shape);
-        else
-            PyTuple_SET_ITEM(shape, i, v);
-    }
-    if (shape == NULL) {
-        sp_release_on_error(h);
-        goto out;
-    }
-    result = sp_new_array((PyTypeObject *)args[0], h, shape, npdt, args[2]);
-out:
-    Py_XDECREF(shape);
-    Py_XDECREF(npdt);
-    Py_DECREF(cap);
-    return result;
-}
-
 /* ---- set-up ------------------------------------------------------------------------------ */
 
 PyDoc_STRVAR(sp_init_library_doc,
 "init_library(device_array, host_array_wrap, to_device, array_release, array_ndim, "
-"array_shape)\n\n"
+"array_shape, copy_to_host, array_is_c_contiguous)\n\n"
 "The addresses (ints) of those dv_* functions in the libdevarray ctypes loaded. ValueError "
 "for a zero address; RuntimeError when called again with other addresses.");
 
 static PyObject *sp_init_library(PyObject *mod, PyObject *args)
 {
     (void)mod;
-    PyObject *o[6];
-    void *p[6];
-    if (!PyArg_ParseTuple(args, "OOOOOO:init_library", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5]))
+    enum { N = 8 };
+    PyObject *o[N];
+    void *p[N];
+    if (!PyArg_ParseTuple(args, "OOOOOOOO:init_library", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7]))
         return NULL;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < N; i++) {
         p[i] = PyLong_AsVoidPtr(o[i]);
         if (p[i] == NULL) {
             if (!PyErr_Occurred())
@@ -599,7 +440,34 @@ static PyObject *sp_init_library(PyObject *mod, PyObject *args)
     memcpy(&sp_to_device_c, &p[2], sizeof p[2]);
     memcpy(&sp_ndim_c, &p[4], sizeof p[4]);
     memcpy(&sp_shape_c, &p[5], sizeof p[5]);
+    memcpy(&sp_copy_to_host_c, &p[6], sizeof p[6]);
+    memcpy(&sp_is_c_contiguous_c, &p[7], sizeof p[7]);
     memcpy(&sp_release_c, &p[3], sizeof p[3]);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(sp_init_host_doc,
+"init_host(ndarray, empty, registry)\n\n"
+"numpy.ndarray, numpy.empty and _hostmem._registry (the dict of registered host arrays: "
+"while it holds any, copy_to_host takes the Python path, which finds them). A later call "
+"replaces them.");
+
+static PyObject *sp_init_host(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    PyObject *nd, *empty, *reg;
+    if (!PyArg_ParseTuple(args, "O!OO!:init_host", &PyType_Type, &nd, &empty, &PyDict_Type, &reg))
+        return NULL;
+    if (!PyCallable_Check(empty)) {
+        PyErr_SetString(PyExc_TypeError, "init_host: empty is not callable");
+        return NULL;
+    }
+    Py_INCREF(nd);
+    Py_XSETREF(sp_ndarray, nd);
+    Py_INCREF(empty);
+    Py_XSETREF(sp_np_empty, empty);
+    Py_INCREF(reg);
+    Py_XSETREF(sp_registry, reg);
     Py_RETURN_NONE;
 }
 
@@ -704,6 +572,7 @@ static PyMethodDef sp_methods[] = {
      sp_to_device_doc},
     {"init_library", sp_init_library, METH_VARARGS, sp_init_library_doc},
     {"init_binding", sp_init_binding, METH_VARARGS, sp_init_binding_doc},
+    {"init_host", sp_init_host, METH_VARARGS, sp_init_host_doc},
     {"set_in_callback", sp_set_in_callback, METH_O, sp_set_in_callback_doc},
     {NULL, NULL, 0, NULL}
 };
@@ -721,14 +590,17 @@ PyMODINIT_FUNC PyInit__speedups(void);
 
 PyMODINIT_FUNC PyInit__speedups(void)
 {
+    sp_array_type.tp_methods = sp_array_methods; /* copy_to_host (_speedups_host.c) */
     if (PyType_Ready(&sp_array_type) < 0)
         return NULL;
     if (sp_zero == NULL && (sp_zero = PyLong_FromLong(0)) == NULL)
         return NULL;
-    static const char *const names[] = {"ctx", "handle", "__array_struct__", "dtype",
-                                        "device_array", "host array", "to_device"};
-    PyObject **strs[] = {&sp_str_ctx, &sp_str_handle, &sp_str_array_struct, &sp_str_dtype,
-                         &sp_where_device_array, &sp_where_host_array, &sp_where_to_device};
+    static const char *const names[] = {"ctx",         "handle",     "__array_struct__",
+                                        "dtype",       "device_array", "host array",
+                                        "to_device",   "_copy_to_host_py"};
+    PyObject **strs[] = {&sp_str_ctx,           &sp_str_handle,       &sp_str_array_struct,
+                         &sp_str_dtype,         &sp_where_device_array, &sp_where_host_array,
+                         &sp_where_to_device,   &sp_str_copy_py};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         if (*strs[i] == NULL && (*strs[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return NULL;

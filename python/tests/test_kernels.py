@@ -73,6 +73,28 @@ def test_launch_errors(mod):
     assert e.value.name == "DV_ERR_COMPILE" and e.value.log
 
 
+def test_launchers_reused_only_for_plain_configurations(mod, no_leak):
+    """kernel[grid, block] of plain ints without a stream is built once and reused (issue
+    39); a float, a bool, a stream or an invalid extent is never served from that cache."""
+    k = mod.get("fill64")
+    assert k[2, 8] is k[2, 8] and k[(2, 1), (8,)] is k[(2, 1), (8,)]
+    assert k[2, 8, 0] is k[2, 8, 0] and k[2, 8, None, 0] is k[2, 8, None, 0]
+    s = cuda.stream()
+    assert k[2, 8, s] is not k[2, 8, s]
+    with pytest.raises(TypeError):
+        k[2.0, 8]  # equal to 2 as a key, but not an extent
+    with pytest.raises(ValueError):
+        k[-2, 8]
+    with pytest.raises(ValueError):
+        k[-2, 8]  # the failure is not cached either
+    assert k[True, 8] is not k[1, 8]
+    e = cuda.device_array(16, np.int64)
+    for v in (3, 4):  # a reused launcher passes each call's own arguments
+        k[2, 8](e, np.int64(v), 16)
+        np.testing.assert_array_equal(e.copy_to_host(), v + np.arange(16))
+    del e
+
+
 def test_launch_extents_fit_uint32(mod, no_leak):
     """Grid and block extents are dv_dim3's uint32_t, the dynamic shared size a size_t:
     larger values raise before the call instead of keeping their low bits (issue 22 #3:

@@ -340,13 +340,122 @@ def test_numba_constructor_on_either_base(no_leak):
     assert (d.copy_to_host() == 1).all()
 
 
+# ---- copy_to_host, compiled (issue 39) ------------------------------------------------
+
+def test_copy_to_host_is_the_compiled_method():
+    """With the module, DeviceNDArray.copy_to_host is _ArrayBase's C method (no Python
+    frame); without it, the Python one. Either way _copy_to_host_py is the Python path."""
+    if sp is not None:
+        assert DeviceNDArray.copy_to_host is sp._ArrayBase.copy_to_host
+    else:
+        assert DeviceNDArray.copy_to_host is DeviceNDArray._copy_to_host_py
+
+
+COPY_CASES = {
+    "into": lambda d, a: d.copy_to_host(np.empty_like(a)),
+    "into-kw": lambda d, a: d.copy_to_host(ary=np.empty_like(a)),
+    "new": lambda d, a: d.copy_to_host(),
+    "new-stream0": lambda d, a: d.copy_to_host(stream=0),
+    "into-F": lambda d, a: d.copy_to_host(np.asfortranarray(np.empty_like(a))),
+    "into-strided": lambda d, a: d.copy_to_host(np.empty((a.shape[0], 2 * a.shape[1]), a.dtype)[:, ::2]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COPY_CASES))
+@pytest.mark.parametrize("dtype", ["float64", "int8", "complex64", "bool"])
+def test_copy_to_host_matches_ctypes(no_leak, case, dtype):
+    """Every way of calling it: the same bytes, the same array layout, the object passed in
+    returned, as the Python path gives."""
+    a = (np.arange(24).reshape(4, 6) % 7).astype(dtype)
+    d = cuda.to_device(a)
+    fast = COPY_CASES[case](d, a)
+    slow = COPY_CASES[case](d, a) if sp is None else None
+    if sp is not None:
+        slow = d._copy_to_host_py(*_args_of(case, a))
+    assert (fast == a).all() and fast.dtype == a.dtype
+    assert (slow == a).all() and fast.strides == slow.strides and fast.flags.c_contiguous == slow.flags.c_contiguous
+    if case.startswith("into"):
+        out = np.empty_like(a)
+        assert d.copy_to_host(out) is out
+
+
+def _args_of(case, a):
+    return {"into": (np.empty_like(a),), "into-kw": (np.empty_like(a),), "new": (), "new-stream0": (),
+            "into-F": (np.asfortranarray(np.empty_like(a)),),
+            "into-strided": (np.empty((a.shape[0], 2 * a.shape[1]), a.dtype)[:, ::2],)}[case]
+
+
+def test_copy_to_host_of_views_and_orders(no_leak):
+    """The dense layout of a new array: F for an F-ordered device array, C for C, and a
+    non-contiguous device view gives a C array; 0-d and empty arrays too."""
+    a = np.arange(12.0).reshape(3, 4)
+    f = cuda.to_device(np.asfortranarray(a))
+    assert f.copy_to_host().flags.f_contiguous and (f.copy_to_host() == a).all()
+    c = cuda.to_device(a)
+    v = c[:, 1::2]
+    assert v.copy_to_host().flags.c_contiguous and (v.copy_to_host() == a[:, 1::2]).all()
+    z = cuda.to_device(np.array(3.5))
+    assert z.copy_to_host().shape == () and z.copy_to_host()[()] == 3.5
+    e = cuda.to_device(np.empty((0, 3)))
+    assert e.copy_to_host().shape == (0, 3)
+
+
+def copy_errors():
+    d = cuda.to_device(np.arange(6.0))
+    ro = np.empty(6)
+    ro.flags.writeable = False
+    return {
+        "dtype": lambda: d.copy_to_host(np.empty(6, np.float32)),
+        "shape": lambda: d.copy_to_host(np.empty(5)),
+        "read-only": lambda: d.copy_to_host(ro),
+        "not-numpy": lambda: d.copy_to_host([0.0] * 6),
+        "swapped": lambda: d.copy_to_host(np.empty(6, ">f8")),
+        "too-many": lambda: d.copy_to_host(np.empty(6), 0, 1),
+        "bad-kw": lambda: d.copy_to_host(out=np.empty(6)),
+        "twice": lambda: d.copy_to_host(np.empty(6), ary=np.empty(6)),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(copy_errors()))
+def test_copy_to_host_errors_match_python(no_leak, name):
+    """What the compiled method refuses is refused by the Python path, with its class and
+    words (the C method hands every error to it)."""
+    fast = outcome(copy_errors()[name])
+    d = cuda.to_device(np.arange(6.0))
+    calls = {"dtype": (np.empty(6, np.float32),), "shape": (np.empty(5),), "not-numpy": ([0.0] * 6,),
+             "swapped": (np.empty(6, ">f8"),)}
+    assert fast[0] == "raise", name
+    if name in calls:
+        slow = outcome(lambda: d._copy_to_host_py(*calls[name]))
+        assert fast[1:3] == slow[1:3]
+
+
+def test_copy_to_host_registered_and_stream_take_python(no_leak):
+    """A registered host array (the registry is not empty) and a stream take the Python path:
+    the copy is still right, and the stream's copy is held until it synchronizes."""
+    a = np.arange(8.0)
+    d = cuda.to_device(a)
+    s = cuda.stream()
+    out = np.empty(8)
+    assert d.copy_to_host(out, stream=s) is out
+    s.synchronize()
+    assert (out == a).all()
+    p = cuda.pinned_array(8)
+    assert (d.copy_to_host(p) == a).all()
+    with cuda.pinned(out):
+        out[:] = 0
+        assert (d.copy_to_host(out) == a).all()
+
+
 @needs_speedups
 def test_init_checks_its_addresses():
     with pytest.raises(ValueError, match="null address"):
-        sp.init_library(1, 2, 0, 4, 5, 6)
+        sp.init_library(1, 2, 0, 4, 5, 6, 7, 8)
     v = _lib.ctypes.cast(_lib.lib.dv_version, _lib.c_void_p).value
     with pytest.raises(RuntimeError, match="another libdevarray"):
-        sp.init_library(v, v, v, v, v, v)
+        sp.init_library(v, v, v, v, v, v, v, v)
+    with pytest.raises(TypeError):
+        sp.init_host(np.ndarray, 3, {})  # empty must be callable
     with pytest.raises(TypeError):
         sp.device_array(object, 3, np.float64)  # not a subclass of the base
 
