@@ -115,8 +115,9 @@ typedef enum dv_mpi_path {
   DV_MPI_PATH_COUNT = 3   /**< the number of paths; not a path */
 } dv_mpi_path;
 
-/** The version of struct dv_mpi_stats (fields are appended only). */
-#define DV_MPI_STATS_VERSION 1
+/** The version of struct dv_mpi_stats (fields are appended only; 2 added eager and
+ * late_rejections). */
+#define DV_MPI_STATS_VERSION 2
 
 /** Counters of one dv_mpi_comm since its creation (totals). */
 typedef struct dv_mpi_stats {
@@ -129,8 +130,10 @@ typedef struct dv_mpi_stats {
   uint64_t device_packs;             /**< strided views packed/unpacked on the device */
   uint64_t host_packs;               /**< strided views packed/unpacked on the host */
   uint64_t derived_types;            /**< strided host views sent as MPI derived datatypes */
-  uint64_t headers;                  /**< header exchanges */
-  uint64_t mismatches;               /**< calls failed by the header exchange */
+  uint64_t headers;                  /**< header exchanges with a round trip */
+  uint64_t mismatches;               /**< calls failed by the header check */
+  uint64_t eager;           /**< messages sent with their header, no round trip (version 2) */
+  uint64_t late_rejections; /**< rejection notices of eager messages taken (version 2) */
 } dv_mpi_stats;
 
 /**
