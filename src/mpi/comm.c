@@ -346,13 +346,12 @@ int64_t dv_mpi__chunk_elems(const dv_mpi_comm *c, const dv_dtype *dt) {
   return n;
 }
 
-/* 1 when a strided host view may travel as a derived datatype: small, no negative
- * stride (Open MPI 4.1's datatype engine mis-orders nested hvectors with
- * negative strides, seen in tests/mpi: such views are packed instead). */
+/* 1 when a strided host view may travel as MPI derived datatypes: no
+ * negative stride (Open MPI 4.1's datatype engine mis-orders nested
+ * hvectors with negative strides, seen in tests/mpi: such views are packed
+ * instead).  Point-to-point uses them at any size (one datatype per chunk,
+ * dv_mpi__derived_range); collectives up to DV_MPI_DERIVED_MAX and one chunk. */
 int dv_mpi__derivable(const dv_array *a) {
-  /* bench_mpi "column": a derived datatype beats packing up to tens of KiB
-   * (x1.5-4), packing wins or ties at 512 KiB; the switch is at 256 KiB */
-  if (dv_array_nbytes(a) > DV_MPI_DERIVED_MAX) return 0;
   for (int d = 0; d < dv_array_ndim(a); d++)
     if (dv_array_strides(a)[d] < 0 && dv_array_shape(a)[d] > 1) return 0;
   return 1;
@@ -388,6 +387,67 @@ dv_status dv_mpi__derived(const dv_array *a, MPI_Datatype elem, MPI_Datatype *ou
   }
   *out = t;
   return DV_OK;
+}
+
+/* The elements [lo, lo + cnt) in C order of the (nd, shape, strides) block
+ * at byte 0, as a new datatype (not committed). */
+static int range_type(int nd, const int64_t *sh, const int64_t *st, MPI_Datatype elem, int64_t lo,
+                      int64_t cnt, MPI_Datatype *out) {
+  while (nd > 0 && sh[0] == 1) nd--, sh++, st++; /* a size-1 dimension adds nothing */
+  if (nd == 0) return MPI_Type_dup(elem, out);
+  int64_t inner = 1;
+  for (int d = 1; d < nd; d++) inner *= sh[d];
+  int64_t end = lo + cnt, i0 = lo / inner, o0 = lo % inner, i1 = end / inner, o1 = end % inner;
+  if (i0 == i1 || (i0 + 1 == i1 && o1 == 0 && o0 > 0)) { /* within one row of dimension 0 */
+    MPI_Datatype t;
+    int err = range_type(nd - 1, sh + 1, st + 1, elem, o0, cnt, &t);
+    if (err != MPI_SUCCESS) return err;
+    MPI_Aint disp = (MPI_Aint)(i0 * st[0]);
+    int one = 1;
+    err = MPI_Type_create_struct(1, &one, &disp, &t, out);
+    MPI_Type_free(&t);
+    return err;
+  }
+  MPI_Datatype part[3];
+  MPI_Aint disp[3];
+  int len[3] = {1, 1, 1}, np = 0, err = MPI_SUCCESS;
+  int64_t full_lo = i0;
+  if (o0 > 0) { /* the head: the end of row i0 */
+    err = range_type(nd - 1, sh + 1, st + 1, elem, o0, inner - o0, &part[np]);
+    disp[np++] = (MPI_Aint)(i0 * st[0]);
+    full_lo = i0 + 1;
+  }
+  if (err == MPI_SUCCESS && i1 > full_lo) { /* whole rows */
+    MPI_Datatype row;
+    err = range_type(nd - 1, sh + 1, st + 1, elem, 0, inner, &row);
+    if (err == MPI_SUCCESS) {
+      err = MPI_Type_create_hvector((int)(i1 - full_lo), 1, (MPI_Aint)st[0], row, &part[np]);
+      MPI_Type_free(&row);
+      if (err == MPI_SUCCESS) disp[np++] = (MPI_Aint)(full_lo * st[0]);
+    }
+  }
+  if (err == MPI_SUCCESS && o1 > 0) { /* the tail: the start of row i1 */
+    err = range_type(nd - 1, sh + 1, st + 1, elem, 0, o1, &part[np]);
+    if (err == MPI_SUCCESS) disp[np++] = (MPI_Aint)(i1 * st[0]);
+  }
+  if (err == MPI_SUCCESS) err = MPI_Type_create_struct(np, len, disp, part, out);
+  for (int i = 0; i < np; i++) MPI_Type_free(&part[i]);
+  return err;
+}
+
+dv_status dv_mpi__derived_range(const dv_array *a, MPI_Datatype elem, int64_t lo, int64_t cnt,
+                                MPI_Datatype *out) {
+  int nd = dv_array_ndim(a);
+  const int64_t *sh = dv_array_shape(a);
+  for (int d = 0; d < nd; d++)
+    if (sh[d] > INT32_MAX)
+      return dv_mpi__fail(DV_ERR_OVERFLOW, "extent %lld exceeds MPI's int count", (long long)sh[d]);
+  int err = range_type(nd, sh, dv_array_strides(a), elem, lo, cnt, out);
+  if (err == MPI_SUCCESS) {
+    err = MPI_Type_commit(out);
+    if (err != MPI_SUCCESS) MPI_Type_free(out);
+  }
+  return err == MPI_SUCCESS ? DV_OK : dv_mpi__mpi(err, "MPI datatype of a chunk");
 }
 
 /* A C-dense array like a (device memory when a is device memory), filled

@@ -30,7 +30,8 @@ enum { DV_MPI_SYNC = 0, DV_MPI_EAGER = 1, DV_MPI_LATE = 2 };
 #define DV_MPI_SEEN_MAX 16
 /* Free requests kept per communicator for reuse. */
 #define DV_MPI_SPARE_MAX 8
-/* Strided host views up to this many bytes travel as MPI derived datatypes. */
+/* Strided host views up to this many bytes travel as MPI derived datatypes
+ * in collectives (point-to-point: any size, see dv_mpi__derivable). */
 #define DV_MPI_DERIVED_MAX ((int64_t)256 << 10)
 
 /* A set of pinned staging buffers and events for one (context, dtype,
@@ -116,6 +117,9 @@ dv_status dv_mpi__dense_c(dv_mpi_comm *c, const dv_array *a, dv_stream *s, const
                           dv_array **out);
 int dv_mpi__derivable(const dv_array *a);
 dv_status dv_mpi__derived(const dv_array *a, MPI_Datatype elem, MPI_Datatype *out);
+/* The C-order elements [lo, lo + cnt) of a, from element 0, committed. */
+dv_status dv_mpi__derived_range(const dv_array *a, MPI_Datatype elem, int64_t lo, int64_t cnt,
+                                MPI_Datatype *out);
 void dv_mpi__count(dv_mpi_comm *c, dv_mpi_path p, int64_t bytes);
 void dv_mpi__progress(dv_mpi_comm *c);
 /* headers: fill (a may be NULL: error only), length on the wire, compare

@@ -177,12 +177,13 @@ static dv_status prepare(dv_mpi_request *r) {
   r->type = r->elem;
   r->count_per = 0;
   if (!contiguous) {
-    if (r->path == DV_MPI_PATH_HOST && r->nchunks <= 1 && !(c->flags & DV_MPI_FORCE_PACK) &&
-        dv_mpi__derivable(a)) {
-      if ((s = dv_mpi__derived(a, r->elem, &r->derived)) != DV_OK) return s;
-      r->derived_owned = 1;
-      r->type = r->derived;
-      r->count_per = 1;
+    if (r->path == DV_MPI_PATH_HOST && !(c->flags & DV_MPI_FORCE_PACK) && dv_mpi__derivable(a)) {
+      if (r->nchunks <= 1) { /* one datatype for the whole view */
+        if ((s = dv_mpi__derived(a, r->elem, &r->derived)) != DV_OK) return s;
+        r->derived_owned = 1;
+        r->type = r->derived;
+      }
+      r->count_per = 1; /* several chunks: one datatype per chunk, made by launch() */
       atomic_fetch_add(&c->derived_types, 1);
     } else {
       if ((s = dv_mpi__dense_c(c, a, r->stream, r->is_send ? a : NULL, &r->dense)) != DV_OK)
@@ -212,8 +213,14 @@ static dv_status launch(dv_mpi_request *r) {
     int64_t lo = k * r->chunk, cnt = r->n - lo < r->chunk ? r->n - lo : r->chunk;
     void *b = r->count_per ? r->ptr : (char *)r->ptr + (size_t)lo * isz;
     int count = r->count_per ? r->count_per : (int)cnt;
-    int err = r->is_send ? MPI_Isend(b, count, r->type, r->peer, r->tag, c->data, &r->dreq[k])
-                         : MPI_Irecv(b, count, r->type, r->peer, r->tag, c->data, &r->dreq[k]);
+    MPI_Datatype t = r->type;
+    if (r->count_per && r->nchunks > 1) { /* this chunk's elements of the strided view */
+      dv_status s = dv_mpi__derived_range(r->user, r->elem, lo, cnt, &t);
+      if (s != DV_OK) return s;
+    }
+    int err = r->is_send ? MPI_Isend(b, count, t, r->peer, r->tag, c->data, &r->dreq[k])
+                         : MPI_Irecv(b, count, t, r->peer, r->tag, c->data, &r->dreq[k]);
+    if (t != r->type) MPI_Type_free(&t); /* the operation keeps what it needs */
     r->ndreq = (int)k + 1;
     if (err != MPI_SUCCESS) return dv_mpi__mpi(err, r->is_send ? "MPI_Isend" : "MPI_Irecv");
   }
