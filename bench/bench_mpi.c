@@ -228,7 +228,8 @@ int main(int argc, char **argv) {
       double raw = 0, t = time_dv(OP_STRIDED, host, paths[p].flags, n, &raw);
       if (g_rank == 0)
         printf("%-10s %9zu  %-24s %9.1f %9.1f %6.2f %8.1f\n", "strided", (size_t)mib << 20,
-               paths[p].name, t * 1e6, raw * 1e6, t / raw, 2.0 * (double)((size_t)mib << 20) / t / 1e6);
+               paths[p].name, t * 1e6, raw * 1e6, t / raw,
+               2.0 * (double)((size_t)mib << 20) / t / 1e6);
     }
   }
   for (int n = 256; n <= 65536 && !small; n *= 16) {

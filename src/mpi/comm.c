@@ -157,8 +157,7 @@ static void stage_free(dv_mpi_stage *st) {
  * DV_OK, or the first one's status (its message set). */
 static dv_status drain_notices(dv_mpi_comm *c) {
   int *due = calloc((size_t)c->size, sizeof *due);
-  if (!due)
-    return dv_mpi__fail(DV_ERR_HOST_OUT_OF_MEMORY, "dv_mpi_comm_destroy: no memory");
+  if (!due) return dv_mpi__fail(DV_ERR_HOST_OUT_OF_MEMORY, "dv_mpi_comm_destroy: no memory");
   int err = MPI_Alltoall(c->notes_sent, 1, MPI_INT, due, 1, MPI_INT, c->note);
   dv_status first = err == MPI_SUCCESS ? DV_OK : dv_mpi__mpi(err, "dv_mpi_comm_destroy");
   char msg[1024] = "";

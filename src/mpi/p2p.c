@@ -282,8 +282,8 @@ static int recv_header(dv_mpi_request *r) {
   r->peer = st.MPI_SOURCE;
   r->tag = st.MPI_TAG;
   r->mstat = st;
-  int eager = r->hdr[HDR_MAGIC] == DV_MPI_HDR_MAGIC && r->hdr[HDR_MODE] == DV_MPI_EAGER &&
-              !r->hdr[HDR_ERR];
+  int eager =
+      r->hdr[HDR_MAGIC] == DV_MPI_HDR_MAGIC && r->hdr[HDR_MODE] == DV_MPI_EAGER && !r->hdr[HDR_ERR];
   int64_t mine[DV_MPI_HDR_LEN];
   dv_mpi__hdr_fill(mine, r->user, r->chunk, r->status, 0);
   char msg[512];
@@ -319,6 +319,16 @@ static int recv_header(dv_mpi_request *r) {
     return 1;
   }
   s = launch(r);
+  if (s == DV_OK && r->use_pipe) { /* post the staged engine's first receives now, in order */
+    int fin = 0;
+    s = dv_mpi__pipe_step(&r->pipe, &fin);
+    if (s != DV_OK) {
+      dv_mpi__pipe_abort(&r->pipe);
+      r->use_pipe = 0;
+    } else if (fin) {
+      r->use_pipe = 0;
+    }
+  }
   if (s != DV_OK) {
     fail(r, s);
     r->phase = PH_ACK;
@@ -350,9 +360,10 @@ static int send_header(dv_mpi_request *r) {
       dv_mpi__hdr_describe(r->hdr, mine, sizeof mine);
       dv_mpi__hdr_describe(r->ack + 1, theirs, sizeof theirs);
       atomic_fetch_add(&c->mismatches, 1);
-      fail(r, dv_mpi__fail((dv_status)r->ack[0],
-                           "rank %d rejected the message from rank %d (%s): sent %s, receiver has %s",
-                           r->peer, c->rank, dv_status_name((dv_status)r->ack[0]), mine, theirs));
+      fail(r,
+           dv_mpi__fail((dv_status)r->ack[0],
+                        "rank %d rejected the message from rank %d (%s): sent %s, receiver has %s",
+                        r->peer, c->rank, dv_status_name((dv_status)r->ack[0]), mine, theirs));
       r->phase = PH_DONE;
       return 1;
     }
@@ -515,8 +526,8 @@ static dv_status start(dv_mpi_comm *c, dv_array *a, int peer, int tag, dv_stream
     if (ns != DV_OK && local == DV_OK) {
       local = ns;
       mode = DV_MPI_LATE;
-      snprintf(lmsg, sizeof lmsg, "%s: %.300s; this send fails on both ranks and moves nothing",
-               fn, nmsg);
+      snprintf(lmsg, sizeof lmsg, "%s: %.300s; this send fails on both ranks and moves nothing", fn,
+               nmsg);
     }
   }
   dv_mpi_request *r = request_new(c);
