@@ -338,6 +338,8 @@ static int recv_header(dv_mpi_request *r) {
   return 1;
 }
 
+static int advance(dv_mpi_request *r);
+
 /* A SYNC send's header phase: 0 while the answer (or an older send to the
  * same (peer, tag)) is awaited. */
 static int send_header(dv_mpi_request *r) {
@@ -373,7 +375,13 @@ static int send_header(dv_mpi_request *r) {
     }
     if (!r->use_pipe && r->nchunks <= 1) dv_mpi__seen_add(c, r->peer, r->tag, r->hdr);
   }
-  if (older_send(r)) return 0; /* its data must be posted first */
+  if (older_send(r)) { /* their data must be posted first: move them on (r may be waited alone) */
+    for (dv_mpi_request *q = c->sends, *next; q && q != r; q = next) {
+      next = q->qnext;
+      if (q->peer == r->peer && q->tag == r->tag) advance(q);
+    }
+    if (older_send(r)) return 0;
+  }
   if (!r->use_pipe) dequeue(r);
   dv_status s = launch(r);
   if (s != DV_OK) {
@@ -520,10 +528,10 @@ static dv_status start(dv_mpi_comm *c, dv_array *a, int peer, int tag, dv_stream
     return dv_mpi__fail(DV_ERR_INVALID_ARGUMENT, "%s: invalid tag %d", fn, tag);
   /* an earlier eager message to this peer was rejected: this send reports it */
   int64_t mode = DV_MPI_SYNC;
-  if (header && is_send && peer != MPI_PROC_NULL) {
+  if (header && is_send && peer != MPI_PROC_NULL && local == DV_OK) {
     char nmsg[1024];
     dv_status ns = dv_mpi__notice_take(c, peer, nmsg, sizeof nmsg);
-    if (ns != DV_OK && local == DV_OK) {
+    if (ns != DV_OK) {
       local = ns;
       mode = DV_MPI_LATE;
       snprintf(lmsg, sizeof lmsg, "%s: %.300s; this send fails on both ranks and moves nothing", fn,
