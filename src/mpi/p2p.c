@@ -249,13 +249,14 @@ static int drain(dv_mpi_request *r) {
   const int64_t *h = r->hdr;
   int64_t n = 1;
   for (int64_t d = 0; d < h[HDR_NDIM] && d < DV_MAXDIMS; d++) n *= h[HDR_SHAPE + d];
+  if (n == 0) return MPI_SUCCESS; /* an empty array sends no data message */
   const dv_dtype *dt = dv_dtype_get((dv_type_id)h[HDR_DTYPE]);
   int count = (int)n; /* the sender's eager messages are below INT_MAX bytes */
   r->drain_type = MPI_BYTE;
-  if (dt && dv_mpi__type(dt, &r->drain_type, &r->drain_owned) == DV_OK)
-    ;
-  else
-    count = (int)(n * h[HDR_ITEMSIZE]), r->drain_type = MPI_BYTE;
+  if (!dt || dv_mpi__type(dt, &r->drain_type, &r->drain_owned) != DV_OK) { /* a record: bytes */
+    count = (int)(n * h[HDR_ITEMSIZE]);
+    r->drain_type = MPI_BYTE;
+  }
   r->scratch = malloc((size_t)(n * h[HDR_ITEMSIZE]) + 1);
   if (!r->scratch) count = 0;
   r->dreq = &r->dreq1;

@@ -432,6 +432,13 @@ static void t_mismatch_after_warm_cache(void **state) {
   assert_status(pair_msg(f8, 6, 6, 22, 8), DV_ERR_DTYPE_MISMATCH);
   if (sender) assert_non_null(strstr(dv_last_error(), "int32"));
   assert_ok(pair_msg(f8, 6, 6, 22, 9));
+  /* an empty array (no data message) rejected after a warm cache: nothing to drain */
+  assert_ok(pair_msg(f8, 0, 0, 23, 1));
+  assert_ok(pair_msg(f8, 0, 0, 23, 1));
+  assert_status(pair_msg(f8, 0, 1, 23, 1), sender ? DV_OK : DV_ERR_SHAPE_MISMATCH);
+  MPI_Barrier(MPI_COMM_WORLD);
+  assert_status(pair_msg(f8, 0, 0, 23, 1), DV_ERR_SHAPE_MISMATCH);
+  assert_ok(pair_msg(f8, 0, 0, 23, 1));
 }
 
 /* a rejection the sender never learns from a later send: its
