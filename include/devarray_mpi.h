@@ -177,8 +177,9 @@ DV_API dv_status dv_mpi_comm_create(MPI_Comm comm, unsigned flags, dv_mpi_comm *
  * like MPI_Comm_free: it exchanges the counts of rejection notices, one
  * MPI_Alltoall, and takes those this rank has not).  Call it before
  * dv_context_destroy of any context whose arrays it moved (its cached
- * pinned buffers belong to that context).  DV_ERR_BUSY (nothing freed)
- * while requests on it are pending.  Everything else is freed, and then
+ * pinned buffers belong to that context).  DV_ERR_BUSY (nothing freed, no
+ * MPI call made) while requests on it are pending: call it again once they
+ * completed (the other ranks wait in it).  Otherwise everything is freed, and then
  * the status of the first rejection notice of one of this rank's eager
  * sends that no later send reported (see Errors in the file comment) is
  * returned with its message, or DV_OK.  NULL: DV_OK.
