@@ -21,9 +21,10 @@
  *    run time (MPIX_Query_cuda_support()): the device pointer goes to MPI.
  *  - host memory: host, pinned, mapped and managed arrays, and device arrays
  *    of the host simulator: their host pointer goes to MPI with no copy; a
- *    strided view of at most 256 KiB (and one chunk) without negative strides
- *    is described by an MPI derived datatype, others are packed into a host
- *    buffer first (DV_MPI_FORCE_PACK packs always).
+ *    strided view without negative strides is described by MPI derived
+ *    datatypes (point-to-point: one per chunk, at any size; collectives: up
+ *    to 256 KiB and one chunk), others are packed into a host buffer first
+ *    (DV_MPI_FORCE_PACK packs always).
  *  - staged: everything else (OpenCL and CUDA device memory), or any array
  *    when DV_MPI_FORCE_STAGED is set.  A strided view is packed on the device
  *    (dv_array_copy_new) first; then chunks go through pinned buffers
@@ -32,20 +33,40 @@
  *    while chunk k+1 arrives.
  *
  * Errors.  Every function returns a dv_status and sets dv_last_error().  The
- * communicator is duplicated (three times: data, headers, acknowledgements)
- * and the duplicates get MPI_ERRORS_RETURN, so MPI errors come back as
- * statuses (DV_ERR_DRIVER by default; see dv_mpi_status_from_mpi()) with
+ * communicator is duplicated (four times: data, headers, answers, rejection
+ * notices) and the duplicates get MPI_ERRORS_RETURN, so MPI errors come back
+ * as statuses (DV_ERR_DRIVER by default; see dv_mpi_status_from_mpi()) with
  * MPI's own message, and user traffic on the original communicator never
- * matches devarray's.  Before data moves, a small header is exchanged (for
- * point-to-point, the receiver checks the sender's dtype, shape and chunk
- * size and answers; for collectives, one MPI_Allreduce of the fields of
- * every rank): a mismatch, or a bad argument or failed local preparation
- * (packing, buffers) on any one rank, is reported with the same status on
- * every rank involved, and no data moves.  A copy or MPI failure in the
- * middle of a transfer is reported only where it happened.  With
- * DV_MPI_NO_HEADER that exchange is skipped: faster for small messages, but a
- * mismatch is then MPI's (truncation) or undefined, and a rank that fails its
- * local checks returns while its peers may wait forever.
+ * matches devarray's.  Before data is accepted, a small header (dtype, shape,
+ * chunk size, or the sender's own local error) is checked: a mismatch, or a
+ * bad argument or failed local preparation (packing, buffers) on any one
+ * rank, is reported with the same status on every rank involved, and no
+ * data is accepted.  Collectives: one MPI_Allreduce of the fields of every
+ * rank, before data moves.  Point-to-point: the receiver compares the
+ * sender's header with its own array on every message; how the sender
+ * learns the verdict depends on whether it has seen that header accepted:
+ *  - SYNC (a round trip): the first message with a given (destination, tag,
+ *    dtype, shape, chunk size) on this dv_mpi_comm, a message of several
+ *    chunks, a staged one, or one carrying an error: the receiver answers
+ *    and data moves only after acceptance, so a rejection fails both ranks
+ *    in the same call (as MPI_Ssend, the send completes once matched).
+ *  - EAGER (no round trip, as MPI_Send): a single-message send on the host
+ *    or direct path whose header this destination accepted for this tag
+ *    before (the sender remembers up to 16 (destination, tag) headers per
+ *    dv_mpi_comm).  Header and data leave at once.  If the receiver rejects
+ *    it (its array differs now), the receiver's call fails at once, the data
+ *    is drained, and a notice goes back: the sender's *next* send to that
+ *    rank (any tag) that starts after the notice arrived fails with the same
+ *    status and a message naming the rejected message, sends no data, and
+ *    makes the matching receive fail too (so both ranks see it); the
+ *    sender's remembered headers for that rank are dropped, so the send
+ *    after it is SYNC again.  A notice not taken that way by the sender is
+ *    returned by its dv_mpi_comm_destroy.  The send that was rejected itself
+ *    returned DV_OK.  dv_mpi_stats counts eager sends and notices taken.
+ * A copy or MPI failure in the middle of a transfer is reported only where
+ * it happened.  With DV_MPI_NO_HEADER no header travels: a mismatch is then
+ * MPI's (truncation) or undefined, and a rank that fails its local checks
+ * returns while its peers may wait forever.
  *
  * Streams.  Every operation takes a dv_stream (NULL: the array's context's
  * default stream).  Data sent is read after the work queued on that stream
@@ -53,9 +74,13 @@
  * complete on the host and on the stream when the call (or dv_mpi_wait)
  * returns.
  *
- * Ordering.  Two messages between the same two ranks with the same tag on
- * the same communicator must not be in flight at once when either spans
- * several chunks (their chunks could interleave): use distinct tags.
+ * Ordering.  Messages from one rank to another with one tag are received
+ * in the order they were sent (MPI's rule), eager or not: a send does not
+ * post its data before an older send to the same (rank, tag) has posted its
+ * own, and a receive's data is matched in the order the headers were.  Two
+ * messages between the same two ranks with the same tag on the same
+ * communicator must not be in flight at once when either spans several
+ * chunks (their chunks could interleave): use distinct tags.
  *
  * Threads.  The MPI library must be initialised (MPI_Init or
  * MPI_Init_thread) before dv_mpi_comm_create.  Calls on one dv_mpi_comm (and
@@ -115,8 +140,9 @@ typedef enum dv_mpi_path {
   DV_MPI_PATH_COUNT = 3   /**< the number of paths; not a path */
 } dv_mpi_path;
 
-/** The version of struct dv_mpi_stats (fields are appended only). */
-#define DV_MPI_STATS_VERSION 1
+/** The version of struct dv_mpi_stats (fields are appended only; 2 added eager and
+ * late_rejections). */
+#define DV_MPI_STATS_VERSION 2
 
 /** Counters of one dv_mpi_comm since its creation (totals). */
 typedef struct dv_mpi_stats {
@@ -129,8 +155,10 @@ typedef struct dv_mpi_stats {
   uint64_t device_packs;             /**< strided views packed/unpacked on the device */
   uint64_t host_packs;               /**< strided views packed/unpacked on the host */
   uint64_t derived_types;            /**< strided host views sent as MPI derived datatypes */
-  uint64_t headers;                  /**< header exchanges */
-  uint64_t mismatches;               /**< calls failed by the header exchange */
+  uint64_t headers;                  /**< header exchanges with a round trip */
+  uint64_t mismatches;               /**< calls failed by the header check */
+  uint64_t eager;           /**< messages sent with their header, no round trip (version 2) */
+  uint64_t late_rejections; /**< rejection notices of eager messages taken (version 2) */
 } dv_mpi_stats;
 
 /**
@@ -146,9 +174,15 @@ typedef struct dv_mpi_stats {
 DV_API dv_status dv_mpi_comm_create(MPI_Comm comm, unsigned flags, dv_mpi_comm **out);
 /**
  * Free the duplicates, the cached pinned buffers and events (collective,
- * like MPI_Comm_free).  Call it before dv_context_destroy of any context
- * whose arrays it moved (its cached pinned buffers belong to that context).
- * DV_ERR_BUSY (nothing freed) while requests on it are pending.  NULL: DV_OK.
+ * like MPI_Comm_free: it exchanges the counts of rejection notices, one
+ * MPI_Alltoall, and takes those this rank has not).  Call it before
+ * dv_context_destroy of any context whose arrays it moved (its cached
+ * pinned buffers belong to that context).  DV_ERR_BUSY (nothing freed, no
+ * MPI call made) while requests on it are pending: call it again once they
+ * completed (the other ranks wait in it).  Otherwise everything is freed, and then
+ * the status of the first rejection notice of one of this rank's eager
+ * sends that no later send reported (see Errors in the file comment) is
+ * returned with its message, or DV_OK.  NULL: DV_OK.
  */
 DV_API dv_status dv_mpi_comm_destroy(dv_mpi_comm *c);
 /**
@@ -189,12 +223,15 @@ DV_API dv_status dv_mpi_status_from_mpi(int mpi_err, const char *what);
 /**
  * Send all of `a` (any layout, any memory) to rank `dest` with `tag`, and
  * return when `a` may be reused.  With the header exchange on (the default)
- * it completes only once the receiver has matched it (as MPI_Ssend), so two
- * ranks that both send first deadlock: use dv_mpi_isend()/dv_mpi_irecv().
- * Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_OVERFLOW (a chunk count above
- * INT_MAX), the receiver's mismatch status (DV_ERR_DTYPE_MISMATCH,
- * DV_ERR_SHAPE_MISMATCH, DV_ERR_INVALID_ARGUMENT), devarray's copy errors,
- * MPI errors.  Blocks.
+ * a SYNC send (see the file comment) completes only once the receiver has
+ * matched it (as MPI_Ssend), so two ranks that both send first can
+ * deadlock: use dv_mpi_isend()/dv_mpi_irecv().  An EAGER send completes as
+ * MPI_Send does.  Errors: DV_ERR_NULL_ARGUMENT, DV_ERR_OVERFLOW (a chunk
+ * count above INT_MAX), the receiver's mismatch status
+ * (DV_ERR_DTYPE_MISMATCH, DV_ERR_SHAPE_MISMATCH, DV_ERR_INVALID_ARGUMENT)
+ * for this message or, reported late, for an earlier eager one to `dest`
+ * (then nothing is sent and the matching receive fails too), devarray's
+ * copy errors, MPI errors.  Blocks.
  */
 DV_API dv_status dv_mpi_send(dv_mpi_comm *c, const dv_array *a, int dest, int tag,
                              dv_stream *stream);
@@ -203,7 +240,8 @@ DV_API dv_status dv_mpi_send(dv_mpi_comm *c, const dv_array *a, int dest, int ta
  * DV_ERR_INVALID_ARGUMENT) from `source` (or MPI_ANY_SOURCE) with `tag` (or
  * MPI_ANY_TAG; both need the header exchange with a staged or chunked
  * message).  The sender's array must have the same dtype and the same shape
- * (DV_ERR_DTYPE_MISMATCH / DV_ERR_SHAPE_MISMATCH on both ranks otherwise).
+ * (DV_ERR_DTYPE_MISMATCH / DV_ERR_SHAPE_MISMATCH here, and on the sender in
+ * its call or, for an eager message, in its next send to this rank).
  * status (may be NULL or MPI_STATUS_IGNORE) gets the source and tag.  Blocks.
  */
 DV_API dv_status dv_mpi_recv(dv_mpi_comm *c, dv_array *a, int source, int tag, dv_stream *stream,

@@ -125,7 +125,8 @@ static dv_status move_prepare(coll *x, moving *m, dv_array *a, const dv_array *s
   const dv_array *from = src ? src : m->in ? a : NULL;
   int contiguous = dv_array_is_c_contiguous(a);
   if (!src && !contiguous && x->kind == K_BCAST && m->path == DV_MPI_PATH_HOST && m->nchunks <= 1 &&
-      !(c->flags & DV_MPI_FORCE_PACK) && dv_mpi__derivable(a)) {
+      !(c->flags & DV_MPI_FORCE_PACK) && dv_array_nbytes(a) <= DV_MPI_DERIVED_MAX &&
+      dv_mpi__derivable(a)) {
     if ((st = dv_mpi__derived(a, x->type, &m->derived)) != DV_OK) return st;
     atomic_fetch_add(&c->derived_types, 1);
   } else if (src || !contiguous) {

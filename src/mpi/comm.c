@@ -1,5 +1,7 @@
 /* Communicators, options, statistics, MPI error mapping, dtype mapping,
- * path choice and the cache of pinned staging buffers. */
+ * path choice, the cache of pinned staging buffers, and the point-to-point
+ * headers: their fields and comparison, the cache of headers a peer
+ * accepted, and the rejection notices of eager messages. */
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -110,17 +112,27 @@ dv_status dv_mpi_comm_create(MPI_Comm comm, unsigned flags, dv_mpi_comm **out) {
     return dv_mpi__fail(DV_ERR_NULL_ARGUMENT, "dv_mpi_comm_create: comm is MPI_COMM_NULL");
   dv_mpi_comm *c = calloc(1, sizeof *c);
   if (!c) return dv_mpi__fail(DV_ERR_HOST_OUT_OF_MEMORY, "dv_mpi_comm_create: no memory");
-  c->data = c->hdr = c->ack = MPI_COMM_NULL;
+  c->data = c->hdr = c->ack = c->note = MPI_COMM_NULL;
   int err = dup_returning(comm, &c->data);
   if (err == MPI_SUCCESS) err = dup_returning(comm, &c->hdr);
   if (err == MPI_SUCCESS) err = dup_returning(comm, &c->ack);
+  if (err == MPI_SUCCESS) err = dup_returning(comm, &c->note);
   if (err == MPI_SUCCESS) err = MPI_Comm_rank(c->data, &c->rank);
   if (err == MPI_SUCCESS) err = MPI_Comm_size(c->data, &c->size);
-  if (err != MPI_SUCCESS) {
-    dv_status s = dv_mpi__mpi(err, "dv_mpi_comm_create: MPI_Comm_dup");
+  dv_status s = err == MPI_SUCCESS ? DV_OK : dv_mpi__mpi(err, "dv_mpi_comm_create: MPI_Comm_dup");
+  if (s == DV_OK) {
+    c->notes_sent = calloc((size_t)c->size, sizeof *c->notes_sent);
+    c->notes_got = calloc((size_t)c->size, sizeof *c->notes_got);
+    if (!c->notes_sent || !c->notes_got)
+      s = dv_mpi__fail(DV_ERR_HOST_OUT_OF_MEMORY, "dv_mpi_comm_create: no memory");
+  }
+  if (s != DV_OK) {
     if (c->data != MPI_COMM_NULL) MPI_Comm_free(&c->data);
     if (c->hdr != MPI_COMM_NULL) MPI_Comm_free(&c->hdr);
     if (c->ack != MPI_COMM_NULL) MPI_Comm_free(&c->ack);
+    if (c->note != MPI_COMM_NULL) MPI_Comm_free(&c->note);
+    free(c->notes_sent);
+    free(c->notes_got);
     free(c);
     return s;
   }
@@ -140,21 +152,58 @@ static void stage_free(dv_mpi_stage *st) {
   free(st);
 }
 
+/* The rejection notices sent to this rank that it has not taken yet: every
+ * rank tells every other how many it sent, and the rest are received here.
+ * DV_OK, or the first one's status (its message set). */
+static dv_status drain_notices(dv_mpi_comm *c) {
+  int *due = calloc((size_t)c->size, sizeof *due);
+  if (!due) return dv_mpi__fail(DV_ERR_HOST_OUT_OF_MEMORY, "dv_mpi_comm_destroy: no memory");
+  int err = MPI_Alltoall(c->notes_sent, 1, MPI_INT, due, 1, MPI_INT, c->note);
+  dv_status first = err == MPI_SUCCESS ? DV_OK : dv_mpi__mpi(err, "dv_mpi_comm_destroy");
+  char msg[1024] = "";
+  for (int p = 0; p < c->size && err == MPI_SUCCESS; p++) {
+    while (c->notes_got[p] < due[p]) {
+      char m[1024];
+      /* blocks: the notice was sent before its sender reached this call */
+      MPI_Status st;
+      err = MPI_Probe(p, MPI_ANY_TAG, c->note, &st);
+      if (err != MPI_SUCCESS) break;
+      dv_status s = dv_mpi__notice_take(c, p, m, sizeof m);
+      if (s != DV_OK && first == DV_OK) {
+        first = s;
+        snprintf(msg, sizeof msg, "dv_mpi_comm_destroy: %.900s", m);
+      }
+    }
+  }
+  free(due);
+  if (first != DV_OK && msg[0]) dv_error_set(first, msg);
+  return first;
+}
+
 dv_status dv_mpi_comm_destroy(dv_mpi_comm *c) {
   if (!c) return DV_OK;
   if (atomic_load(&c->pending) > 0)
     return dv_mpi__fail(DV_ERR_BUSY, "dv_mpi_comm_destroy: %d requests are still pending",
                         atomic_load(&c->pending));
+  dv_status s = drain_notices(c);
   while (c->cache) {
     dv_mpi_stage *st = c->cache;
     c->cache = st->next;
     stage_free(st);
   }
+  while (c->spare) {
+    dv_mpi_spare *sp = c->spare;
+    c->spare = sp->next;
+    free(sp);
+  }
   MPI_Comm_free(&c->data);
   MPI_Comm_free(&c->hdr);
   MPI_Comm_free(&c->ack);
+  MPI_Comm_free(&c->note);
+  free(c->notes_sent);
+  free(c->notes_got);
   free(c);
-  return DV_OK;
+  return s;
 }
 
 dv_status dv_mpi_comm_set_flags(dv_mpi_comm *c, unsigned flags) {
@@ -191,6 +240,8 @@ dv_status dv_mpi_stats_get(const dv_mpi_comm *c, dv_mpi_stats *out) {
   out->derived_types = atomic_load(&m->derived_types);
   out->headers = atomic_load(&m->headers);
   out->mismatches = atomic_load(&m->mismatches);
+  out->eager = atomic_load(&m->eager);
+  out->late_rejections = atomic_load(&m->late);
   return DV_OK;
 }
 
@@ -294,13 +345,12 @@ int64_t dv_mpi__chunk_elems(const dv_mpi_comm *c, const dv_dtype *dt) {
   return n;
 }
 
-/* 1 when a strided host view may travel as a derived datatype: small, no negative
- * stride (Open MPI 4.1's datatype engine mis-orders nested hvectors with
- * negative strides, seen in tests/mpi: such views are packed instead). */
+/* 1 when a strided host view may travel as MPI derived datatypes: no
+ * negative stride (Open MPI 4.1's datatype engine mis-orders nested
+ * hvectors with negative strides, seen in tests/mpi: such views are packed
+ * instead).  Point-to-point uses them at any size (one datatype per chunk,
+ * dv_mpi__derived_range); collectives up to DV_MPI_DERIVED_MAX and one chunk. */
 int dv_mpi__derivable(const dv_array *a) {
-  /* bench_mpi "column": a derived datatype beats packing up to tens of KiB
-   * (x1.5-4), packing wins or ties at 512 KiB; the switch is at 256 KiB */
-  if (dv_array_nbytes(a) > DV_MPI_DERIVED_MAX) return 0;
   for (int d = 0; d < dv_array_ndim(a); d++)
     if (dv_array_strides(a)[d] < 0 && dv_array_shape(a)[d] > 1) return 0;
   return 1;
@@ -336,6 +386,67 @@ dv_status dv_mpi__derived(const dv_array *a, MPI_Datatype elem, MPI_Datatype *ou
   }
   *out = t;
   return DV_OK;
+}
+
+/* The elements [lo, lo + cnt) in C order of the (nd, shape, strides) block
+ * at byte 0, as a new datatype (not committed). */
+static int range_type(int nd, const int64_t *sh, const int64_t *st, MPI_Datatype elem, int64_t lo,
+                      int64_t cnt, MPI_Datatype *out) {
+  while (nd > 0 && sh[0] == 1) nd--, sh++, st++; /* a size-1 dimension adds nothing */
+  if (nd == 0) return MPI_Type_dup(elem, out);
+  int64_t inner = 1;
+  for (int d = 1; d < nd; d++) inner *= sh[d];
+  int64_t end = lo + cnt, i0 = lo / inner, o0 = lo % inner, i1 = end / inner, o1 = end % inner;
+  if (i0 == i1 || (i0 + 1 == i1 && o1 == 0 && o0 > 0)) { /* within one row of dimension 0 */
+    MPI_Datatype t;
+    int err = range_type(nd - 1, sh + 1, st + 1, elem, o0, cnt, &t);
+    if (err != MPI_SUCCESS) return err;
+    MPI_Aint disp = (MPI_Aint)(i0 * st[0]);
+    int one = 1;
+    err = MPI_Type_create_struct(1, &one, &disp, &t, out);
+    MPI_Type_free(&t);
+    return err;
+  }
+  MPI_Datatype part[3];
+  MPI_Aint disp[3];
+  int len[3] = {1, 1, 1}, np = 0, err = MPI_SUCCESS;
+  int64_t full_lo = i0;
+  if (o0 > 0) { /* the head: the end of row i0 */
+    err = range_type(nd - 1, sh + 1, st + 1, elem, o0, inner - o0, &part[np]);
+    disp[np++] = (MPI_Aint)(i0 * st[0]);
+    full_lo = i0 + 1;
+  }
+  if (err == MPI_SUCCESS && i1 > full_lo) { /* whole rows */
+    MPI_Datatype row;
+    err = range_type(nd - 1, sh + 1, st + 1, elem, 0, inner, &row);
+    if (err == MPI_SUCCESS) {
+      err = MPI_Type_create_hvector((int)(i1 - full_lo), 1, (MPI_Aint)st[0], row, &part[np]);
+      MPI_Type_free(&row);
+      if (err == MPI_SUCCESS) disp[np++] = (MPI_Aint)(full_lo * st[0]);
+    }
+  }
+  if (err == MPI_SUCCESS && o1 > 0) { /* the tail: the start of row i1 */
+    err = range_type(nd - 1, sh + 1, st + 1, elem, 0, o1, &part[np]);
+    if (err == MPI_SUCCESS) disp[np++] = (MPI_Aint)(i1 * st[0]);
+  }
+  if (err == MPI_SUCCESS) err = MPI_Type_create_struct(np, len, disp, part, out);
+  for (int i = 0; i < np; i++) MPI_Type_free(&part[i]);
+  return err;
+}
+
+dv_status dv_mpi__derived_range(const dv_array *a, MPI_Datatype elem, int64_t lo, int64_t cnt,
+                                MPI_Datatype *out) {
+  int nd = dv_array_ndim(a);
+  const int64_t *sh = dv_array_shape(a);
+  for (int d = 0; d < nd; d++)
+    if (sh[d] > INT32_MAX)
+      return dv_mpi__fail(DV_ERR_OVERFLOW, "extent %lld exceeds MPI's int count", (long long)sh[d]);
+  int err = range_type(nd, sh, dv_array_strides(a), elem, lo, cnt, out);
+  if (err == MPI_SUCCESS) {
+    err = MPI_Type_commit(out);
+    if (err != MPI_SUCCESS) MPI_Type_free(out);
+  }
+  return err == MPI_SUCCESS ? DV_OK : dv_mpi__mpi(err, "MPI datatype of a chunk");
 }
 
 /* A C-dense array like a (device memory when a is device memory), filled
@@ -407,4 +518,154 @@ void dv_mpi__stage_put(dv_mpi_comm *c, dv_mpi_stage *st) {
   st->next = c->cache;
   c->cache = st;
   c->ncache++;
+}
+
+/* ---- point-to-point headers ------------------------------------------------- */
+
+void dv_mpi__hdr_fill(int64_t *h, const dv_array *a, int64_t chunk, dv_status err, int64_t mode) {
+  h[HDR_MAGIC] = DV_MPI_HDR_MAGIC;
+  h[HDR_ERR] = err;
+  h[HDR_MODE] = mode;
+  h[HDR_DTYPE] = h[HDR_ITEMSIZE] = h[HDR_CHUNK] = h[HDR_NDIM] = 0;
+  if (!a) return;
+  h[HDR_DTYPE] = dv_dtype_id(dv_array_dtype(a));
+  h[HDR_ITEMSIZE] = (int64_t)dv_dtype_itemsize(dv_array_dtype(a));
+  h[HDR_CHUNK] = chunk;
+  h[HDR_NDIM] = dv_array_ndim(a);
+  for (int d = 0; d < dv_array_ndim(a); d++) h[HDR_SHAPE + d] = dv_array_shape(a)[d];
+}
+
+int dv_mpi__hdr_len(const int64_t *h) {
+  int64_t nd = h[HDR_NDIM];
+  return HDR_SHAPE + (nd < 0 ? 0 : nd > DV_MAXDIMS ? DV_MAXDIMS : (int)nd);
+}
+
+static void shape_str(const int64_t *h, char *buf, size_t cap) {
+  size_t o = 0;
+  o += (size_t)snprintf(buf + o, cap - o, "(");
+  for (int64_t d = 0; d < h[HDR_NDIM] && d < DV_MAXDIMS && o < cap; d++)
+    o += (size_t)snprintf(buf + o, cap - o, "%s%lld", d ? ", " : "", (long long)h[HDR_SHAPE + d]);
+  if (o < cap) snprintf(buf + o, cap - o, ")");
+}
+
+static const char *dtype_str(const int64_t *h) {
+  const dv_dtype *dt = dv_dtype_get((dv_type_id)h[HDR_DTYPE]);
+  return dt ? dv_dtype_name(dt) : "record";
+}
+
+void dv_mpi__hdr_describe(const int64_t *h, char *buf, size_t cap) {
+  char sh[200];
+  shape_str(h, sh, sizeof sh);
+  if (h[HDR_ERR])
+    snprintf(buf, cap, "(failed its own checks)");
+  else
+    snprintf(buf, cap, "%s %s", dtype_str(h), sh);
+}
+
+dv_status dv_mpi__hdr_compare(const int64_t *sent, const int64_t *mine, int sender, int receiver,
+                              char *msg, size_t cap) {
+  char s1[256], s2[256];
+  if (sent[HDR_MAGIC] != DV_MPI_HDR_MAGIC) {
+    snprintf(msg, cap,
+             "rank %d sent a message that is not a devarray header (is DV_MPI_NO_HEADER set on one "
+             "side only?)",
+             sender);
+    return DV_ERR_INVALID_ARGUMENT;
+  }
+  if (sent[HDR_ERR]) {
+    if (sent[HDR_MODE] == DV_MPI_LATE)
+      snprintf(msg, cap,
+               "rank %d reports that its earlier message to rank %d was rejected there (%s); this "
+               "message fails on both ranks and moves nothing",
+               sender, receiver, dv_status_name((dv_status)sent[HDR_ERR]));
+    else
+      snprintf(msg, cap, "sender rank %d failed its own checks (%s)", sender,
+               dv_status_name((dv_status)sent[HDR_ERR]));
+    return (dv_status)sent[HDR_ERR];
+  }
+  if (mine[HDR_ERR]) {
+    snprintf(msg, cap, "receiver rank %d failed its own checks (%s)", receiver,
+             dv_status_name((dv_status)mine[HDR_ERR]));
+    return (dv_status)mine[HDR_ERR];
+  }
+  if (sent[HDR_DTYPE] != mine[HDR_DTYPE] || sent[HDR_ITEMSIZE] != mine[HDR_ITEMSIZE]) {
+    snprintf(msg, cap,
+             "dtype mismatch: rank %d sends %s (%lld bytes), rank %d receives %s (%lld bytes)",
+             sender, dtype_str(sent), (long long)sent[HDR_ITEMSIZE], receiver, dtype_str(mine),
+             (long long)mine[HDR_ITEMSIZE]);
+    return DV_ERR_DTYPE_MISMATCH;
+  }
+  int same = sent[HDR_NDIM] == mine[HDR_NDIM];
+  for (int64_t d = 0; same && d < sent[HDR_NDIM] && d < DV_MAXDIMS; d++)
+    same = sent[HDR_SHAPE + d] == mine[HDR_SHAPE + d];
+  if (!same) {
+    shape_str(sent, s1, sizeof s1);
+    shape_str(mine, s2, sizeof s2);
+    snprintf(msg, cap, "shape mismatch: rank %d sends %.120s, rank %d receives %.120s", sender, s1,
+             receiver, s2);
+    return DV_ERR_SHAPE_MISMATCH;
+  }
+  return DV_OK;
+}
+
+/* ---- the acceptance cache (sender side) ------------------------------------------ */
+
+/* Equal for the cache: dtype, itemsize, chunk size, ndim and shape (not the mode). */
+static int same_header(const int64_t *a, const int64_t *b) {
+  if (a[HDR_ERR] || b[HDR_ERR] || a[HDR_NDIM] != b[HDR_NDIM]) return 0;
+  int n = dv_mpi__hdr_len(a);
+  return !memcmp(a + HDR_DTYPE, b + HDR_DTYPE, sizeof(int64_t) * (size_t)(n - HDR_DTYPE));
+}
+
+int dv_mpi__seen(const dv_mpi_comm *c, int peer, int tag, const int64_t *h) {
+  for (int i = 0; i < DV_MPI_SEEN_MAX; i++) {
+    const dv_mpi_seen *e = &c->seen[i];
+    if (e->used && e->peer == peer && e->tag == tag && same_header(e->hdr, h)) return 1;
+  }
+  return 0;
+}
+
+void dv_mpi__seen_add(dv_mpi_comm *c, int peer, int tag, const int64_t *h) {
+  dv_mpi_seen *slot = NULL;
+  for (int i = 0; i < DV_MPI_SEEN_MAX && !slot; i++) /* one entry per (peer, tag) */
+    if (c->seen[i].used && c->seen[i].peer == peer && c->seen[i].tag == tag) slot = &c->seen[i];
+  if (!slot) {
+    slot = &c->seen[c->seen_next];
+    c->seen_next = (c->seen_next + 1) % DV_MPI_SEEN_MAX;
+  }
+  slot->used = 1;
+  slot->peer = peer;
+  slot->tag = tag;
+  memcpy(slot->hdr, h, sizeof(int64_t) * (size_t)dv_mpi__hdr_len(h));
+}
+
+/* ---- rejection notices ------------------------------------------------------------- */
+
+dv_status dv_mpi__notice_take(dv_mpi_comm *c, int peer, char *msg, size_t cap) {
+  dv_status first = DV_OK;
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    int err = MPI_Iprobe(peer, MPI_ANY_TAG, c->note, &flag, &st);
+    if (err != MPI_SUCCESS || !flag) return first;
+    int64_t note[DV_MPI_NOTE_LEN];
+    err = MPI_Recv(note, DV_MPI_NOTE_LEN, MPI_INT64_T, st.MPI_SOURCE, st.MPI_TAG, c->note,
+                   MPI_STATUS_IGNORE);
+    if (err != MPI_SUCCESS) return first != DV_OK ? first : dv_mpi__mpi(err, "rejection notice");
+    int src = st.MPI_SOURCE;
+    c->notes_got[src]++;
+    atomic_fetch_add(&c->late, 1);
+    for (int i = 0; i < DV_MPI_SEEN_MAX; i++)
+      if (c->seen[i].peer == src) c->seen[i].used = 0;
+    if (first == DV_OK) {
+      char sent[256], theirs[256];
+      first = note[0] ? (dv_status)note[0] : DV_ERR_INVALID_ARGUMENT;
+      dv_mpi__hdr_describe(note + 1, sent, sizeof sent);
+      dv_mpi__hdr_describe(note + 1 + DV_MPI_HDR_LEN, theirs, sizeof theirs);
+      snprintf(msg, cap,
+               "rank %d rejected an earlier message of rank %d with tag %d (%s), sent without a "
+               "round trip once that header had been accepted: sent %s, receiver has %s",
+               src, c->rank, st.MPI_TAG, dv_status_name(first), sent, theirs);
+    }
+  }
 }

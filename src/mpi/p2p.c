@@ -2,13 +2,36 @@
  *
  * A request is a small state machine advanced by dv_mpi_test/wait/waitall:
  *   HEADER  the sender's header (dtype, shape, chunk size, or a local error)
- *           is on its way on the header communicator, and the receiver's
- *           answer (its status and its own header) on the ack communicator;
+ *           is on its way on the header communicator; for a SYNC header the
+ *           receiver's answer (its status and its own header) comes back on
+ *           the ack communicator and data moves only after acceptance;
  *   DATA    the chunks are moving: MPI requests straight on host (or, with a
  *           CUDA-aware MPI, device) memory, or the staged engine;
+ *   ACK     the last MPI operations of the request (the answer, a notice,
+ *           the header send) complete;
  *   DONE    unpacked, stream synchronized; the status is final.
- * Data moves only after the receiver has accepted the header, so a mismatch
- * fails both ranks and nothing is left in flight. */
+ *
+ * Round trips.  A SYNC header costs a round trip before the data, so a
+ * mismatch fails both ranks in the same call and nothing is left in
+ * flight.  Once a receiver has accepted a header (dtype, shape, chunk size)
+ * from this rank for a tag, the sender remembers it (comm.c's acceptance
+ * cache) and later single-message sends of the same header with that tag
+ * are EAGER: the header and then the data leave at once, with no answer on
+ * success.  The receiver still compares every header with its own array; on
+ * a rejection it drains the data, fails its call, and sends a notice on the
+ * notice communicator.  The sender takes notices from a peer before each
+ * send to it: the first send after one arrived fails with the rejection's
+ * status, sending a LATE error header so that the matching receive fails
+ * too (nothing moves), and the peer's cache entries are dropped (the next
+ * send is SYNC again).  dv_mpi_comm_destroy takes the rest (see comm.c).
+ *
+ * Order.  MPI matches messages of one (source, tag, communicator) in order,
+ * but completion may be observed out of order.  Headers and data travel on
+ * different communicators, so the data receive of a header is posted in
+ * header order: receives whose header has not arrived are kept in posting
+ * order (c->recvs) and an arrived header is processed only after the older
+ * ones were tested; a send posts its data only when no older send to the
+ * same (peer, tag) is still waiting to post its own (c->sends). */
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,20 +40,22 @@
 #include "mpi_internal.h"
 
 enum { PH_HEADER, PH_DATA, PH_ACK, PH_DONE };
-enum { HDR_MAGIC, HDR_ERR, HDR_DTYPE, HDR_ITEMSIZE, HDR_CHUNK, HDR_NDIM, HDR_SHAPE };
 
 struct dv_mpi_request {
+  dv_mpi_spare link; /* first: comm.c frees the spare ones */
   dv_mpi_comm *c;
-  int is_send, phase, use_pipe;
+  dv_mpi_request *qnext; /* in c->sends or c->recvs while queued */
+  int queued;
+  int is_send, phase, use_pipe, mode, answered;
   dv_array *user;  /* retained */
   dv_array *dense; /* packed copy or receive buffer (retained), NULL if none */
   dv_stream *stream;
   int peer, tag;
   int64_t chunk, n;
   int64_t hdr[DV_MPI_HDR_LEN];
-  int64_t ack[DV_MPI_HDR_LEN + 1];
+  int64_t ack[DV_MPI_NOTE_LEN]; /* the answer (status, header) or a notice */
   MPI_Request hreq, areq;
-  MPI_Request *dreq;
+  MPI_Request *dreq, dreq1; /* dreq is &dreq1 for a single message */
   int ndreq;
   MPI_Datatype elem, derived;
   int elem_owned, derived_owned;
@@ -40,76 +65,38 @@ struct dv_mpi_request {
   void *ptr;         /* host or device address given to MPI */
   MPI_Datatype type; /* elem, or the derived datatype */
   int count_per;     /* 1 with the derived datatype (one message), else 0 */
+  void *scratch;     /* the drained data of a rejected eager message */
+  MPI_Datatype drain_type;
+  int drain_owned;
   dv_status status;
   MPI_Status mstat;
   char msg[512];
 };
 
-static void fill_header(int64_t *h, const dv_array *a, int64_t chunk, dv_status err) {
-  memset(h, 0, sizeof(int64_t) * DV_MPI_HDR_LEN);
-  h[HDR_MAGIC] = DV_MPI_HDR_MAGIC;
-  h[HDR_ERR] = err;
-  if (!a) return;
-  h[HDR_DTYPE] = dv_dtype_id(dv_array_dtype(a));
-  h[HDR_ITEMSIZE] = (int64_t)dv_dtype_itemsize(dv_array_dtype(a));
-  h[HDR_CHUNK] = chunk;
-  h[HDR_NDIM] = dv_array_ndim(a);
-  for (int d = 0; d < dv_array_ndim(a); d++) h[HDR_SHAPE + d] = dv_array_shape(a)[d];
+/* ---- the send and receive queues (see the file comment) ---------------------- */
+
+static void enqueue(dv_mpi_request **head, dv_mpi_request *r) {
+  while (*head) head = &(*head)->qnext;
+  *head = r;
+  r->qnext = NULL;
+  r->queued = 1;
 }
 
-static void shape_str(const int64_t *h, char *buf, size_t cap) {
-  size_t o = 0;
-  o += (size_t)snprintf(buf + o, cap - o, "(");
-  for (int64_t d = 0; d < h[HDR_NDIM] && d < DV_MAXDIMS && o < cap; d++)
-    o += (size_t)snprintf(buf + o, cap - o, "%s%lld", d ? ", " : "", (long long)h[HDR_SHAPE + d]);
-  if (o < cap) snprintf(buf + o, cap - o, ")");
+static void dequeue(dv_mpi_request *r) {
+  if (!r->queued) return;
+  dv_mpi_request **head = r->is_send ? &r->c->sends : &r->c->recvs;
+  while (*head && *head != r) head = &(*head)->qnext;
+  if (*head) *head = r->qnext;
+  r->qnext = NULL;
+  r->queued = 0;
 }
 
-static const char *dtype_str(const int64_t *h) {
-  const dv_dtype *dt = dv_dtype_get((dv_type_id)h[HDR_DTYPE]);
-  return dt ? dv_dtype_name(dt) : "record";
-}
-
-/* Compare the receiver's header `mine` with the sender's: DV_OK or the
- * mismatch status, with a message. */
-static dv_status compare(const int64_t *sent, const int64_t *mine, int sender, int receiver,
-                         char *msg, size_t cap) {
-  char s1[256], s2[256];
-  if (sent[HDR_MAGIC] != DV_MPI_HDR_MAGIC) {
-    snprintf(msg, cap,
-             "rank %d sent a message that is not a devarray header (is DV_MPI_NO_HEADER set on one "
-             "side only?)",
-             sender);
-    return DV_ERR_INVALID_ARGUMENT;
-  }
-  if (sent[HDR_ERR]) {
-    snprintf(msg, cap, "sender rank %d failed its own checks (%s)", sender,
-             dv_status_name((dv_status)sent[HDR_ERR]));
-    return (dv_status)sent[HDR_ERR];
-  }
-  if (mine[HDR_ERR]) {
-    snprintf(msg, cap, "receiver rank %d failed its own checks (%s)", receiver,
-             dv_status_name((dv_status)mine[HDR_ERR]));
-    return (dv_status)mine[HDR_ERR];
-  }
-  if (sent[HDR_DTYPE] != mine[HDR_DTYPE] || sent[HDR_ITEMSIZE] != mine[HDR_ITEMSIZE]) {
-    snprintf(msg, cap,
-             "dtype mismatch: rank %d sends %s (%lld bytes), rank %d receives %s (%lld bytes)",
-             sender, dtype_str(sent), (long long)sent[HDR_ITEMSIZE], receiver, dtype_str(mine),
-             (long long)mine[HDR_ITEMSIZE]);
-    return DV_ERR_DTYPE_MISMATCH;
-  }
-  int same = sent[HDR_NDIM] == mine[HDR_NDIM];
-  for (int64_t d = 0; same && d < sent[HDR_NDIM] && d < DV_MAXDIMS; d++)
-    same = sent[HDR_SHAPE + d] == mine[HDR_SHAPE + d];
-  if (!same) {
-    shape_str(sent, s1, sizeof s1);
-    shape_str(mine, s2, sizeof s2);
-    snprintf(msg, cap, "shape mismatch: rank %d sends %.120s, rank %d receives %.120s", sender, s1,
-             receiver, s2);
-    return DV_ERR_SHAPE_MISMATCH;
-  }
-  return DV_OK;
+/* 1 when a send queued before r (all queued sends when r is not queued)
+ * goes to the same (peer, tag) and has not posted its data yet. */
+static int older_send(const dv_mpi_request *r) {
+  for (const dv_mpi_request *q = r->c->sends; q && q != r; q = q->qnext)
+    if (q->peer == r->peer && q->tag == r->tag) return 1;
+  return 0;
 }
 
 static int send_chunk(void *arg, int64_t k, void *buf, int count, MPI_Request *req) {
@@ -124,21 +111,35 @@ static int recv_chunk(void *arg, int64_t k, void *buf, int count, MPI_Request *r
   return MPI_Irecv(buf, count, r->elem, r->peer, r->tag, r->c->data, req);
 }
 
+static void cancel(MPI_Request *q) {
+  if (*q == MPI_REQUEST_NULL) return;
+  MPI_Cancel(q);
+  MPI_Wait(q, MPI_STATUS_IGNORE);
+}
+
 static void request_free(dv_mpi_request *r) {
   if (!r) return;
+  dv_mpi_comm *c = r->c;
+  dequeue(r);
   if (r->use_pipe) dv_mpi__pipe_abort(&r->pipe); /* prepared, never finished */
-  for (int i = 0; i < r->ndreq; i++)
-    if (r->dreq[i] != MPI_REQUEST_NULL) {
-      MPI_Cancel(&r->dreq[i]);
-      MPI_Wait(&r->dreq[i], MPI_STATUS_IGNORE);
-    }
-  free(r->dreq);
+  for (int i = 0; i < r->ndreq; i++) cancel(&r->dreq[i]);
+  cancel(&r->hreq);
+  cancel(&r->areq);
+  if (r->dreq != &r->dreq1) free(r->dreq);
   if (r->derived_owned) MPI_Type_free(&r->derived);
   if (r->elem_owned) MPI_Type_free(&r->elem);
+  if (r->drain_owned) MPI_Type_free(&r->drain_type);
+  free(r->scratch);
   dv_array_release(r->dense);
   dv_array_release(r->user);
-  atomic_fetch_sub(&r->c->pending, 1);
-  free(r);
+  atomic_fetch_sub(&c->pending, 1);
+  if (c->nspare < DV_MPI_SPARE_MAX) { /* kept for the next request: no allocation per message */
+    r->link.next = c->spare;
+    c->spare = &r->link;
+    c->nspare++;
+  } else {
+    free(r);
+  }
 }
 
 /* Everything that can fail locally before data moves: packing, buffers,
@@ -176,12 +177,13 @@ static dv_status prepare(dv_mpi_request *r) {
   r->type = r->elem;
   r->count_per = 0;
   if (!contiguous) {
-    if (r->path == DV_MPI_PATH_HOST && r->nchunks <= 1 && !(c->flags & DV_MPI_FORCE_PACK) &&
-        dv_mpi__derivable(a)) {
-      if ((s = dv_mpi__derived(a, r->elem, &r->derived)) != DV_OK) return s;
-      r->derived_owned = 1;
-      r->type = r->derived;
-      r->count_per = 1;
+    if (r->path == DV_MPI_PATH_HOST && !(c->flags & DV_MPI_FORCE_PACK) && dv_mpi__derivable(a)) {
+      if (r->nchunks <= 1) { /* one datatype for the whole view */
+        if ((s = dv_mpi__derived(a, r->elem, &r->derived)) != DV_OK) return s;
+        r->derived_owned = 1;
+        r->type = r->derived;
+      }
+      r->count_per = 1; /* several chunks: one datatype per chunk, made by launch() */
       atomic_fetch_add(&c->derived_types, 1);
     } else {
       if ((s = dv_mpi__dense_c(c, a, r->stream, r->is_send ? a : NULL, &r->dense)) != DV_OK)
@@ -191,8 +193,13 @@ static dv_status prepare(dv_mpi_request *r) {
   }
   /* work queued on the stream that reads or writes the memory comes first */
   if ((s = dv_stream_synchronize(r->stream)) != DV_OK) return s;
-  r->dreq = calloc(r->nchunks ? (size_t)r->nchunks : 1, sizeof *r->dreq);
-  if (!r->dreq) return dv_mpi__fail(DV_ERR_HOST_OUT_OF_MEMORY, "send/recv: no memory");
+  if (r->nchunks > 1) {
+    r->dreq = calloc((size_t)r->nchunks, sizeof *r->dreq);
+    if (!r->dreq) {
+      r->dreq = &r->dreq1;
+      return dv_mpi__fail(DV_ERR_HOST_OUT_OF_MEMORY, "send/recv: no memory");
+    }
+  }
   return DV_OK;
 }
 
@@ -206,8 +213,14 @@ static dv_status launch(dv_mpi_request *r) {
     int64_t lo = k * r->chunk, cnt = r->n - lo < r->chunk ? r->n - lo : r->chunk;
     void *b = r->count_per ? r->ptr : (char *)r->ptr + (size_t)lo * isz;
     int count = r->count_per ? r->count_per : (int)cnt;
-    int err = r->is_send ? MPI_Isend(b, count, r->type, r->peer, r->tag, c->data, &r->dreq[k])
-                         : MPI_Irecv(b, count, r->type, r->peer, r->tag, c->data, &r->dreq[k]);
+    MPI_Datatype t = r->type;
+    if (r->count_per && r->nchunks > 1) { /* this chunk's elements of the strided view */
+      dv_status s = dv_mpi__derived_range(r->user, r->elem, lo, cnt, &t);
+      if (s != DV_OK) return s;
+    }
+    int err = r->is_send ? MPI_Isend(b, count, t, r->peer, r->tag, c->data, &r->dreq[k])
+                         : MPI_Irecv(b, count, t, r->peer, r->tag, c->data, &r->dreq[k]);
+    if (t != r->type) MPI_Type_free(&t); /* the operation keeps what it needs */
     r->ndreq = (int)k + 1;
     if (err != MPI_SUCCESS) return dv_mpi__mpi(err, r->is_send ? "MPI_Isend" : "MPI_Irecv");
   }
@@ -230,83 +243,173 @@ static void fail(dv_mpi_request *r, dv_status s) {
   }
 }
 
+/* A rejected eager message: its data is on its way; receive it into a
+ * scratch buffer (into nothing, truncated, if that cannot be allocated). */
+static int drain(dv_mpi_request *r) {
+  const int64_t *h = r->hdr;
+  int64_t n = 1;
+  for (int64_t d = 0; d < h[HDR_NDIM] && d < DV_MAXDIMS; d++) n *= h[HDR_SHAPE + d];
+  if (n == 0) return MPI_SUCCESS; /* an empty array sends no data message */
+  const dv_dtype *dt = dv_dtype_get((dv_type_id)h[HDR_DTYPE]);
+  int count = (int)n; /* the sender's eager messages are below INT_MAX bytes */
+  r->drain_type = MPI_BYTE;
+  if (!dt || dv_mpi__type(dt, &r->drain_type, &r->drain_owned) != DV_OK) { /* a record: bytes */
+    count = (int)(n * h[HDR_ITEMSIZE]);
+    r->drain_type = MPI_BYTE;
+  }
+  r->scratch = malloc((size_t)(n * h[HDR_ITEMSIZE]) + 1);
+  if (!r->scratch) count = 0;
+  r->dreq = &r->dreq1;
+  r->ndreq = 1;
+  return MPI_Irecv(r->scratch, count, r->drain_type, r->peer, r->tag, r->c->data, &r->dreq1);
+}
+
+/* A receive's header arrived (or not yet: 0).  Compare, prepare, answer a
+ * SYNC header, start the data receive; or, on a rejection, answer or send a
+ * notice and drain. */
+static int recv_header(dv_mpi_request *r) {
+  dv_mpi_comm *c = r->c;
+  MPI_Status st;
+  int flag = 0;
+  int err = MPI_Test(&r->hreq, &flag, &st);
+  if (err != MPI_SUCCESS) {
+    dequeue(r);
+    fail(r, dv_mpi__mpi(err, "header receive"));
+    r->phase = PH_DONE;
+    return 1;
+  }
+  if (!flag) return 0;
+  dequeue(r);
+  r->peer = st.MPI_SOURCE;
+  r->tag = st.MPI_TAG;
+  r->mstat = st;
+  int eager =
+      r->hdr[HDR_MAGIC] == DV_MPI_HDR_MAGIC && r->hdr[HDR_MODE] == DV_MPI_EAGER && !r->hdr[HDR_ERR];
+  int64_t mine[DV_MPI_HDR_LEN];
+  dv_mpi__hdr_fill(mine, r->user, r->chunk, r->status, 0);
+  char msg[512];
+  dv_status s = dv_mpi__hdr_compare(r->hdr, mine, r->peer, c->rank, msg, sizeof msg);
+  if (s == DV_OK) {
+    r->chunk = r->hdr[HDR_CHUNK] > 0 ? r->hdr[HDR_CHUNK] : r->chunk; /* the sender's chunking */
+    s = prepare(r);
+    if (s != DV_OK) snprintf(msg, sizeof msg, "%s", dv_last_error());
+  }
+  if (!eager) {
+    atomic_fetch_add(&c->headers, 1);
+    r->ack[0] = s;
+    memcpy(r->ack + 1, mine, sizeof(int64_t) * (size_t)dv_mpi__hdr_len(mine));
+    err = MPI_Isend(r->ack, 1 + dv_mpi__hdr_len(mine), MPI_INT64_T, r->peer, r->tag, c->ack,
+                    &r->areq);
+  } else if (s != DV_OK) {
+    r->ack[0] = s;
+    memcpy(r->ack + 1, r->hdr, sizeof(int64_t) * DV_MPI_HDR_LEN);
+    memcpy(r->ack + 1 + DV_MPI_HDR_LEN, mine, sizeof(int64_t) * DV_MPI_HDR_LEN);
+    err = MPI_Isend(r->ack, DV_MPI_NOTE_LEN, MPI_INT64_T, r->peer, r->tag, c->note, &r->areq);
+    if (err == MPI_SUCCESS) c->notes_sent[r->peer]++;
+    if (err == MPI_SUCCESS) err = drain(r);
+  }
+  if (err != MPI_SUCCESS) {
+    fail(r, dv_mpi__mpi(err, eager ? "rejection notice" : "header answer"));
+    r->phase = PH_ACK;
+    return 1;
+  }
+  if (s != DV_OK) {
+    if (r->status == DV_OK) atomic_fetch_add(&c->mismatches, 1);
+    fail(r, dv_mpi__fail(s, "%s", msg));
+    r->phase = eager ? PH_DATA : PH_ACK;
+    return 1;
+  }
+  s = launch(r);
+  if (s == DV_OK && r->use_pipe) { /* post the staged engine's first receives now, in order */
+    int fin = 0;
+    s = dv_mpi__pipe_step(&r->pipe, &fin);
+    if (s != DV_OK) {
+      dv_mpi__pipe_abort(&r->pipe);
+      r->use_pipe = 0;
+    } else if (fin) {
+      r->use_pipe = 0;
+    }
+  }
+  if (s != DV_OK) {
+    fail(r, s);
+    r->phase = PH_ACK;
+    return 1;
+  }
+  r->phase = PH_DATA;
+  return 1;
+}
+
+static int advance(dv_mpi_request *r);
+
+/* A SYNC send's header phase: 0 while the answer (or an older send to the
+ * same (peer, tag)) is awaited. */
+static int send_header(dv_mpi_request *r) {
+  dv_mpi_comm *c = r->c;
+  if (!r->answered) {
+    int flag = 0;
+    MPI_Request two[2] = {r->hreq, r->areq};
+    int err = MPI_Testall(2, two, &flag, MPI_STATUSES_IGNORE);
+    r->hreq = two[0];
+    r->areq = two[1];
+    if (err != MPI_SUCCESS) {
+      fail(r, dv_mpi__mpi(err, "header exchange"));
+      r->phase = PH_DONE;
+      return 1;
+    }
+    if (!flag) return 0;
+    r->answered = 1;
+    if (r->ack[0] != DV_OK) {
+      char mine[256], theirs[256];
+      dv_mpi__hdr_describe(r->hdr, mine, sizeof mine);
+      dv_mpi__hdr_describe(r->ack + 1, theirs, sizeof theirs);
+      atomic_fetch_add(&c->mismatches, 1);
+      fail(r,
+           dv_mpi__fail((dv_status)r->ack[0],
+                        "rank %d rejected the message from rank %d (%s): sent %s, receiver has %s",
+                        r->peer, c->rank, dv_status_name((dv_status)r->ack[0]), mine, theirs));
+      r->phase = PH_DONE;
+      return 1;
+    }
+    if (r->hdr[HDR_ERR]) { /* our own local error, now known to the receiver */
+      r->phase = PH_DONE;
+      return 1;
+    }
+    if (!r->use_pipe && r->nchunks <= 1) dv_mpi__seen_add(c, r->peer, r->tag, r->hdr);
+  }
+  if (older_send(r)) { /* their data must be posted first: move them on (r may be waited alone) */
+    for (dv_mpi_request *q = c->sends, *next; q && q != r; q = next) {
+      next = q->qnext;
+      if (q->peer == r->peer && q->tag == r->tag) advance(q);
+    }
+    if (older_send(r)) return 0;
+  }
+  if (!r->use_pipe) dequeue(r);
+  dv_status s = launch(r);
+  if (s != DV_OK) {
+    dequeue(r);
+    fail(r, s);
+    r->phase = PH_DONE;
+    return 1;
+  }
+  r->phase = PH_DATA;
+  return 1;
+}
+
 /* Advance r without blocking; returns 1 when it reached PH_DONE. */
 static int advance(dv_mpi_request *r) {
   dv_mpi_comm *c = r->c;
   int flag = 0, err;
   if (r->phase == PH_HEADER) {
     if (r->is_send) {
-      MPI_Request two[2] = {r->hreq, r->areq};
-      err = MPI_Testall(2, two, &flag, MPI_STATUSES_IGNORE);
-      r->hreq = two[0];
-      r->areq = two[1];
-      if (err != MPI_SUCCESS) {
-        fail(r, dv_mpi__mpi(err, "header exchange"));
-        r->phase = PH_DONE;
-        return 1;
-      }
-      if (!flag) return 0;
-      if (r->ack[0] != DV_OK) {
-        char mine[256], theirs[256];
-        shape_str(r->hdr, mine, sizeof mine);
-        shape_str(r->ack + 1, theirs, sizeof theirs);
-        atomic_fetch_add(&c->mismatches, 1);
-        fail(r,
-             dv_mpi__fail(
-                 (dv_status)r->ack[0],
-                 "rank %d rejected the message from rank %d (%s): sent %s %s, receiver has %s %s",
-                 r->peer, c->rank, dv_status_name((dv_status)r->ack[0]), dtype_str(r->hdr), mine,
-                 r->ack[1 + HDR_ERR] ? "(failed its own checks)" : dtype_str(r->ack + 1), theirs));
-        r->phase = PH_DONE;
-        return 1;
-      }
-      if (r->hdr[HDR_ERR]) { /* our own local error, now known to the receiver */
-        r->phase = PH_DONE;
-        return 1;
-      }
+      if (!send_header(r)) return 0;
     } else {
-      MPI_Status st;
-      err = MPI_Test(&r->hreq, &flag, &st);
-      if (err != MPI_SUCCESS) {
-        fail(r, dv_mpi__mpi(err, "header receive"));
-        r->phase = PH_DONE;
-        return 1;
+      for (dv_mpi_request *q = c->recvs, *next; q && q != r; q = next) {
+        next = q->qnext; /* older receives first: their data receives are posted first */
+        recv_header(q);
       }
-      if (!flag) return 0;
-      r->peer = st.MPI_SOURCE;
-      r->tag = st.MPI_TAG;
-      r->mstat = st;
-      int64_t mine[DV_MPI_HDR_LEN];
-      fill_header(mine, r->user, r->chunk, r->status);
-      char msg[512];
-      dv_status s = compare(r->hdr, mine, r->peer, c->rank, msg, sizeof msg);
-      if (s == DV_OK) {
-        r->chunk = r->hdr[HDR_CHUNK] > 0 ? r->hdr[HDR_CHUNK] : r->chunk; /* the sender's chunking */
-        s = prepare(r);
-        if (s != DV_OK) snprintf(msg, sizeof msg, "%s", dv_last_error());
-      }
-      r->ack[0] = s;
-      memcpy(r->ack + 1, mine, sizeof mine);
-      err = MPI_Isend(r->ack, DV_MPI_HDR_LEN + 1, MPI_INT64_T, r->peer, r->tag, c->ack, &r->areq);
-      if (err != MPI_SUCCESS) {
-        fail(r, dv_mpi__mpi(err, "header answer"));
-        r->phase = PH_DONE;
-        return 1;
-      }
-      if (s != DV_OK) {
-        if (r->status == DV_OK) atomic_fetch_add(&c->mismatches, 1);
-        fail(r, dv_mpi__fail(s, "%s", msg));
-        r->phase = PH_ACK;
-        return advance(r);
-      }
+      if (!recv_header(r)) return 0;
     }
-    dv_status s = launch(r);
-    if (s != DV_OK) {
-      fail(r, s);
-      r->phase = r->is_send ? PH_DONE : PH_ACK;
-      return r->phase == PH_DONE ? 1 : advance(r);
-    }
-    r->phase = PH_DATA;
+    if (r->phase == PH_DONE) return 1;
   }
   if (r->phase == PH_DATA) {
     if (r->use_pipe) {
@@ -315,28 +418,34 @@ static int advance(dv_mpi_request *r) {
       if (s != DV_OK) {
         dv_mpi__pipe_abort(&r->pipe);
         r->use_pipe = 0;
+        dequeue(r);
         fail(r, s);
         r->phase = PH_ACK;
       } else if (!fin) {
+        if (r->is_send && r->pipe.netted == r->pipe.nchunks) dequeue(r); /* all chunks posted */
         return 0;
       } else {
         r->use_pipe = 0;
+        dequeue(r);
       }
-    } else if (r->ndreq) {
-      MPI_Status *sts = calloc((size_t)r->ndreq, sizeof *sts);
-      err = sts ? MPI_Testall(r->ndreq, r->dreq, &flag, sts) : MPI_ERR_NO_MEM;
-      if (err != MPI_SUCCESS) {
-        free(sts);
+    } else if (r->ndreq == 1) {
+      MPI_Status st;
+      err = MPI_Test(&r->dreq[0], &flag, &st);
+      if (err != MPI_SUCCESS) { /* (a drain into nothing ends truncated: its status is set) */
         fail(r, dv_mpi__mpi(err, r->is_send ? "send" : "receive"));
         r->phase = PH_ACK;
         return advance(r);
       }
-      if (!flag) {
-        free(sts);
-        return 0;
+      if (!flag) return 0;
+      if (!r->is_send && (c->flags & DV_MPI_NO_HEADER)) r->mstat = st;
+    } else if (r->ndreq) {
+      err = MPI_Testall(r->ndreq, r->dreq, &flag, MPI_STATUSES_IGNORE);
+      if (err != MPI_SUCCESS) {
+        fail(r, dv_mpi__mpi(err, r->is_send ? "send" : "receive"));
+        r->phase = PH_ACK;
+        return advance(r);
       }
-      if (!r->is_send && (c->flags & DV_MPI_NO_HEADER)) r->mstat = sts[0];
-      free(sts);
+      if (!flag) return 0;
     }
     if (r->status == DV_OK) {
       dv_status s = finish_data(r);
@@ -345,16 +454,47 @@ static int advance(dv_mpi_request *r) {
     r->phase = PH_ACK;
   }
   if (r->phase == PH_ACK) {
-    if (r->areq != MPI_REQUEST_NULL && !r->is_send) {
-      err = MPI_Test(&r->areq, &flag, MPI_STATUS_IGNORE);
+    MPI_Request *last = r->is_send ? &r->hreq : &r->areq;
+    if (*last != MPI_REQUEST_NULL) {
+      err = MPI_Test(last, &flag, MPI_STATUS_IGNORE);
       if (err != MPI_SUCCESS)
-        fail(r, dv_mpi__mpi(err, "header answer"));
+        fail(r, dv_mpi__mpi(err, r->is_send ? "header send" : "header answer"));
       else if (!flag)
         return 0;
     }
     r->phase = PH_DONE;
   }
   return r->phase == PH_DONE;
+}
+
+static dv_mpi_request *request_new(dv_mpi_comm *c) {
+  dv_mpi_request *r;
+  if (c->spare) {
+    r = (dv_mpi_request *)c->spare;
+    c->spare = c->spare->next;
+    c->nspare--;
+  } else if (!(r = malloc(sizeof *r))) {
+    return NULL;
+  }
+  /* every field but the large buffers, which are written before they are read */
+  r->link.next = NULL;
+  r->c = c;
+  r->qnext = NULL;
+  r->queued = r->is_send = r->phase = r->use_pipe = r->mode = r->answered = 0;
+  r->user = r->dense = NULL;
+  r->stream = NULL;
+  r->chunk = r->n = r->nchunks = 0;
+  r->hreq = r->areq = r->dreq1 = MPI_REQUEST_NULL;
+  r->dreq = &r->dreq1;
+  r->ndreq = 0;
+  r->elem = r->derived = r->type = r->drain_type = MPI_BYTE;
+  r->elem_owned = r->derived_owned = r->drain_owned = r->count_per = 0;
+  r->path = DV_MPI_PATH_HOST;
+  r->ptr = r->scratch = NULL;
+  r->status = DV_OK;
+  r->msg[0] = 0;
+  atomic_fetch_add(&c->pending, 1);
+  return r;
 }
 
 /* fn: the public function the caller called, named in every message. */
@@ -387,17 +527,25 @@ static dv_status start(dv_mpi_comm *c, dv_array *a, int peer, int tag, dv_stream
                         fn, peer, c->size);
   if (tag < 0 && !(tag == MPI_ANY_TAG && !is_send))
     return dv_mpi__fail(DV_ERR_INVALID_ARGUMENT, "%s: invalid tag %d", fn, tag);
-  dv_mpi_request *r = calloc(1, sizeof *r);
+  /* an earlier eager message to this peer was rejected: this send reports it */
+  int64_t mode = DV_MPI_SYNC;
+  if (header && is_send && peer != MPI_PROC_NULL && local == DV_OK) {
+    char nmsg[1024];
+    dv_status ns = dv_mpi__notice_take(c, peer, nmsg, sizeof nmsg);
+    if (ns != DV_OK) {
+      local = ns;
+      mode = DV_MPI_LATE;
+      snprintf(lmsg, sizeof lmsg, "%s: %.300s; this send fails on both ranks and moves nothing", fn,
+               nmsg);
+    }
+  }
+  dv_mpi_request *r = request_new(c);
   if (!r) return dv_mpi__fail(DV_ERR_HOST_OUT_OF_MEMORY, "%s: no memory", fn);
-  atomic_fetch_add(&c->pending, 1);
-  r->c = c;
   r->is_send = is_send;
   r->user = dv_array_retain(a);
   r->stream = a ? dv_mpi__stream(a, stream) : NULL;
   r->peer = peer;
   r->tag = tag;
-  r->hreq = r->areq = MPI_REQUEST_NULL;
-  r->elem = MPI_BYTE;
   r->mstat.MPI_SOURCE = peer;
   r->mstat.MPI_TAG = tag;
   r->mstat.MPI_ERROR = MPI_SUCCESS;
@@ -421,26 +569,42 @@ static dv_status start(dv_mpi_comm *c, dv_array *a, int peer, int tag, dv_stream
   }
   int err = MPI_SUCCESS;
   if (header) {
-    atomic_fetch_add(&c->headers, 1);
     r->phase = PH_HEADER;
     if (is_send) {
       if (local == DV_OK && (local = prepare(r)) != DV_OK) {
         r->status = local;
         snprintf(r->msg, sizeof r->msg, "%s", dv_last_error());
       }
-      fill_header(r->hdr, a, r->chunk, local);
-      err = MPI_Isend(r->hdr, DV_MPI_HDR_LEN, MPI_INT64_T, peer, tag, c->hdr, &r->hreq);
-      if (err == MPI_SUCCESS)
-        err = MPI_Irecv(r->ack, DV_MPI_HDR_LEN + 1, MPI_INT64_T, peer, tag, c->ack, &r->areq);
+      dv_mpi__hdr_fill(r->hdr, a, r->chunk, local, mode);
+      /* eager: one message already accepted with this header and tag, and
+       * no older send to the same (peer, tag) still to post its data */
+      if (local == DV_OK && !r->use_pipe && r->nchunks <= 1 &&
+          dv_array_nbytes(a) <= (int64_t)INT32_MAX && dv_mpi__seen(c, peer, tag, r->hdr) &&
+          !older_send(r))
+        r->hdr[HDR_MODE] = DV_MPI_EAGER;
+      r->mode = (int)r->hdr[HDR_MODE];
+      err = MPI_Isend(r->hdr, dv_mpi__hdr_len(r->hdr), MPI_INT64_T, peer, tag, c->hdr, &r->hreq);
+      if (r->mode == DV_MPI_EAGER) {
+        atomic_fetch_add(&c->eager, 1);
+        dv_status s = err == MPI_SUCCESS ? launch(r) : DV_OK;
+        if (s != DV_OK) { /* the header is out: the receiver waits for data that cannot come */
+          fail(r, s);
+          r->phase = PH_ACK;
+        } else {
+          r->phase = PH_DATA;
+        }
+      } else {
+        atomic_fetch_add(&c->headers, 1);
+        if (err == MPI_SUCCESS)
+          err = MPI_Irecv(r->ack, 1 + DV_MPI_HDR_LEN, MPI_INT64_T, peer, tag, c->ack, &r->areq);
+        if (err == MPI_SUCCESS) enqueue(&c->sends, r);
+      }
     } else {
       err = MPI_Irecv(r->hdr, DV_MPI_HDR_LEN, MPI_INT64_T, peer, tag, c->hdr, &r->hreq);
+      if (err == MPI_SUCCESS) enqueue(&c->recvs, r);
     }
     if (err != MPI_SUCCESS) {
       dv_status s = dv_mpi__mpi(err, "header exchange");
-      if (r->hreq != MPI_REQUEST_NULL) {
-        MPI_Cancel(&r->hreq);
-        MPI_Wait(&r->hreq, MPI_STATUS_IGNORE);
-      }
       request_free(r);
       return s;
     }
@@ -465,6 +629,16 @@ DV_API dv_status dv_mpi_isend(dv_mpi_comm *c, const dv_array *a, int dest, int t
 DV_API dv_status dv_mpi_irecv(dv_mpi_comm *c, dv_array *a, int source, int tag, dv_stream *stream,
                               dv_mpi_request **req) {
   return start(c, a, source, tag, stream, 0, "dv_mpi_irecv", req);
+}
+
+/* Between two polls of a wait: MPI_Test already drives MPI's progress, so
+ * spin at first (a small message's round trip is a few microseconds, a
+ * sched_yield a system call); then give the CPU away (ranks may share CPUs,
+ * and the staged engine waits for copies on other threads). */
+static void idle(dv_mpi_comm *c, int spins) {
+  if (spins < 512) return;
+  dv_mpi__progress(c);
+  sched_yield();
 }
 
 static dv_status complete(dv_mpi_request **req, MPI_Status *status) {
@@ -492,10 +666,7 @@ DV_API dv_status dv_mpi_test(dv_mpi_request **req, int *done, MPI_Status *status
 DV_API dv_status dv_mpi_wait(dv_mpi_request **req, MPI_Status *status) {
   if (!req) return dv_mpi__fail(DV_ERR_NULL_ARGUMENT, "dv_mpi_wait: req is NULL");
   if (!*req) return DV_OK;
-  while (!advance(*req)) {
-    dv_mpi__progress((*req)->c);
-    sched_yield();
-  }
+  for (int spins = 0; !advance(*req); spins++) idle((*req)->c, spins);
   return complete(req, status);
 }
 
@@ -503,7 +674,7 @@ DV_API dv_status dv_mpi_waitall(size_t n, dv_mpi_request **reqs) {
   if (!reqs && n) return dv_mpi__fail(DV_ERR_NULL_ARGUMENT, "dv_mpi_waitall: reqs is NULL");
   dv_status first = DV_OK;
   char msg[1024] = "";
-  for (;;) {
+  for (int spins = 0;; spins++) {
     size_t left = 0;
     dv_mpi_comm *any = NULL;
     for (size_t i = 0; i < n; i++) {
@@ -520,8 +691,7 @@ DV_API dv_status dv_mpi_waitall(size_t n, dv_mpi_request **reqs) {
       }
     }
     if (!left) break;
-    dv_mpi__progress(any);
-    sched_yield();
+    idle(any, spins);
   }
   if (first != DV_OK) dv_error_set(first, msg);
   return first;

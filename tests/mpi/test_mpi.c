@@ -311,6 +311,285 @@ static void t_p2p_any_source_and_records(void **state) {
   dv_dtype_release(rec);
 }
 
+/* ---- eager messages: the acceptance cache, notices, order ------------------------ */
+
+/* 1 when device arrays take a path that sends eagerly (host memory, not staged) */
+static int eager_path(void) {
+  int64_t n = 1;
+  dv_array *a = NULL;
+  assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_INT8), NULL, 'C', NULL, &a));
+  int e = dv_mpi_path_of(g_comm, a) != DV_MPI_PATH_STAGED;
+  dv_array_release(a);
+  return e && header_on();
+}
+
+static dv_mpi_stats stats_now(void) {
+  dv_mpi_stats st;
+  assert_ok(dv_mpi_stats_get(g_comm, &st));
+  return st;
+}
+
+static dv_array *vec(const dv_dtype *dt, int64_t n, int r) {
+  dv_array *a = NULL;
+  assert_ok(dv_device_array(g_ctx, 1, &n, dt, NULL, 'C', NULL, &a));
+  fill(a, r, 0);
+  return a;
+}
+
+/* a message between the pair (even sender, odd receiver); n elements each side */
+static dv_status pair_msg(const dv_dtype *dt, int64_t n_send, int64_t n_recv, int tag, int r) {
+  int peer = g_rank ^ 1;
+  int sender = g_rank % 2 == 0;
+  dv_array *a = vec(dt, sender ? n_send : n_recv, sender ? r : 99);
+  dv_status s = sender ? dv_mpi_send(g_comm, a, peer, tag, NULL)
+                       : dv_mpi_recv(g_comm, a, peer, tag, NULL, NULL);
+  if (s == DV_OK && !sender) expect_values(a, r, 0, n_recv);
+  dv_array_release(a);
+  return s;
+}
+
+/* cache hit: the second message of a header goes eager; a changed header
+ * (shape, dtype) goes SYNC again, and its mismatch fails both ranks at once */
+static void t_cache_hit_and_invalidation(void **state) {
+  (void)state;
+  MPI_Barrier(MPI_COMM_WORLD); /* the previous test's messages are all matched */
+  if (!eager_path() || (g_rank ^ 1) >= g_size) skip(); /* staged messages are always SYNC */
+  const dv_dtype *f8 = dv_dtype_get(DV_FLOAT64), *f4 = dv_dtype_get(DV_FLOAT32);
+  int sender = g_rank % 2 == 0;
+  dv_mpi_stats s0 = stats_now();
+  assert_ok(pair_msg(f8, 6, 6, 20, 1)); /* SYNC: the receiver accepts (6,) float64 */
+  dv_mpi_stats s1 = stats_now();
+  assert_int_equal(s1.headers - s0.headers, 1);
+  assert_int_equal(s1.eager - s0.eager, 0);
+  assert_ok(pair_msg(f8, 6, 6, 20, 2)); /* the same header: eager on the sender */
+  assert_ok(pair_msg(f8, 6, 6, 20, 3));
+  dv_mpi_stats s2 = stats_now();
+  assert_int_equal(s2.eager - s1.eager, sender ? 2 : 0);
+  assert_int_equal(s2.headers - s1.headers, 0);
+  assert_ok(pair_msg(f8, 6, 6, 21, 4)); /* another tag: not cached yet */
+  dv_mpi_stats s3 = stats_now();
+  assert_int_equal(s3.headers - s2.headers, 1);
+  /* the sender's array changes shape, then dtype: SYNC again, accepted */
+  assert_ok(pair_msg(f8, 7, 7, 20, 5));
+  assert_ok(pair_msg(f4, 7, 7, 20, 6));
+  dv_mpi_stats s4 = stats_now();
+  assert_int_equal(s4.headers - s3.headers, 2);
+  assert_int_equal(s4.eager - s3.eager, 0);
+  assert_ok(pair_msg(f4, 7, 7, 20, 7)); /* and cached again */
+  dv_mpi_stats s5 = stats_now();
+  assert_int_equal(s5.eager - s4.eager, sender ? 1 : 0);
+  /* a changed sender header that does not fit: both ranks fail in this call */
+  assert_status(pair_msg(f4, 8, 7, 20, 8), DV_ERR_SHAPE_MISMATCH);
+  assert_ok(pair_msg(f4, 7, 7, 20, 9)); /* nothing left in flight */
+}
+
+/* the receiver's array differs from the one the cache remembers: the
+ * receiver fails at once, the sender at its next send to that rank (which
+ * fails on both ranks), and the one after that is SYNC again and works */
+static void t_mismatch_after_warm_cache(void **state) {
+  (void)state;
+  MPI_Barrier(MPI_COMM_WORLD); /* the previous test's messages are all matched */
+  if (!eager_path() || (g_rank ^ 1) >= g_size) skip();
+  const dv_dtype *f8 = dv_dtype_get(DV_FLOAT64), *i4 = dv_dtype_get(DV_INT32);
+  int sender = g_rank % 2 == 0;
+  assert_ok(pair_msg(f8, 6, 6, 22, 1));
+  assert_ok(pair_msg(f8, 6, 6, 22, 2)); /* warm: eager */
+  dv_mpi_stats s0 = stats_now();
+  /* the receiver now has 7 elements: only it can know, at once */
+  dv_status s = pair_msg(f8, 6, 7, 22, 3);
+  if (sender)
+    assert_ok(s);
+  else {
+    if (s != DV_ERR_SHAPE_MISMATCH)
+      fail_msg("receiver: %s (%s)", dv_status_name(s), dv_last_error());
+    assert_non_null(strstr(dv_last_error(), "shape mismatch"));
+  }
+  /* the notice is on its way before the receiver's call returned; the
+   * barrier lets it arrive (Open MPI's shared memory keeps one order per pair) */
+  MPI_Barrier(MPI_COMM_WORLD);
+  s = pair_msg(f8, 6, 6, 22, 4);
+  if (s != DV_ERR_SHAPE_MISMATCH)
+    fail_msg("rank %d, the send after the rejection: %s (%s)", g_rank, dv_status_name(s),
+             dv_last_error());
+  if (sender)
+    assert_non_null(strstr(dv_last_error(), "rejected an earlier message"));
+  else
+    assert_non_null(strstr(dv_last_error(), "its earlier message"));
+  dv_mpi_stats s1 = stats_now();
+  if (sender) assert_int_equal(s1.late_rejections - s0.late_rejections, 1);
+  /* the cache entry is gone: SYNC, and it works */
+  assert_ok(pair_msg(f8, 6, 6, 22, 5));
+  dv_mpi_stats s2 = stats_now();
+  assert_int_equal(s2.headers - s1.headers, 1);
+  /* a dtype change on the receiver after a warm cache, the same way */
+  assert_ok(pair_msg(f8, 6, 6, 22, 6)); /* eager */
+  dv_array *a = vec(sender ? f8 : i4, 6, 7);
+  s = sender ? dv_mpi_send(g_comm, a, g_rank ^ 1, 22, NULL)
+             : dv_mpi_recv(g_comm, a, g_rank ^ 1, 22, NULL, NULL);
+  assert_status(s, sender ? DV_OK : DV_ERR_DTYPE_MISMATCH);
+  dv_array_release(a);
+  MPI_Barrier(MPI_COMM_WORLD);
+  assert_status(pair_msg(f8, 6, 6, 22, 8), DV_ERR_DTYPE_MISMATCH);
+  if (sender) assert_non_null(strstr(dv_last_error(), "int32"));
+  assert_ok(pair_msg(f8, 6, 6, 22, 9));
+  /* an empty array (no data message) rejected after a warm cache: nothing to drain */
+  assert_ok(pair_msg(f8, 0, 0, 23, 1));
+  assert_ok(pair_msg(f8, 0, 0, 23, 1));
+  assert_status(pair_msg(f8, 0, 1, 23, 1), sender ? DV_OK : DV_ERR_SHAPE_MISMATCH);
+  MPI_Barrier(MPI_COMM_WORLD);
+  assert_status(pair_msg(f8, 0, 0, 23, 1), DV_ERR_SHAPE_MISMATCH);
+  assert_ok(pair_msg(f8, 0, 0, 23, 1));
+}
+
+/* a rejection the sender never learns from a later send: its
+ * dv_mpi_comm_destroy reports it */
+static void t_rejection_at_destroy(void **state) {
+  (void)state;
+  MPI_Barrier(MPI_COMM_WORLD); /* the previous test's messages are all matched */
+  if (!eager_path()) skip();
+  dv_mpi_comm *c = NULL;
+  assert_ok(dv_mpi_comm_create(MPI_COMM_WORLD, 0, &c));
+  int peer = g_rank ^ 1, sender = g_rank % 2 == 0;
+  if (peer < g_size) {
+    for (int k = 0; k < 3; k++) { /* the third: the receiver's array has another shape */
+      dv_array *a = vec(dv_dtype_get(DV_INT16), sender || k < 2 ? 5 : 4, 1);
+      dv_status s =
+          sender ? dv_mpi_send(c, a, peer, 1, NULL) : dv_mpi_recv(c, a, peer, 1, NULL, NULL);
+      assert_status(s, k == 2 && !sender ? DV_ERR_SHAPE_MISMATCH : DV_OK);
+      dv_array_release(a);
+    }
+  }
+  dv_status s = dv_mpi_comm_destroy(c);
+  if (peer < g_size && sender) {
+    if (s != DV_ERR_SHAPE_MISMATCH) fail_msg("destroy: %s", dv_status_name(s));
+    assert_non_null(strstr(dv_last_error(), "dv_mpi_comm_destroy: rank"));
+  } else {
+    assert_ok(s);
+  }
+}
+
+/* MPI_ANY_SOURCE and MPI_ANY_TAG with eager messages: every rank sends rank
+ * 0 three messages of one header; the source and tag come back right */
+static void t_eager_any_source(void **state) {
+  (void)state;
+  MPI_Barrier(MPI_COMM_WORLD); /* the previous test's messages are all matched */
+  const dv_dtype *i8 = dv_dtype_get(DV_INT64);
+  if (g_rank == 0) {
+    int count[64] = {0};
+    for (int k = 0; k < 3 * (g_size - 1); k++) {
+      dv_array *a = vec(i8, 5, 0);
+      MPI_Status st;
+      int any = header_on(); /* without headers only a single chunk may use ANY */
+      assert_ok(dv_mpi_recv(g_comm, a, any ? MPI_ANY_SOURCE : 1 + k % (g_size - 1),
+                            any ? MPI_ANY_TAG : 50 + 1 + k % (g_size - 1), NULL, &st));
+      int src = st.MPI_SOURCE;
+      assert_true(src >= 1 && src < g_size);
+      assert_int_equal(st.MPI_TAG, 50 + src);
+      /* messages of one source arrive in order: its k-th carries 10 * k + src */
+      expect_values(a, 10 * count[src] + src, 0, 5);
+      count[src]++;
+      dv_array_release(a);
+    }
+    for (int r = 1; r < g_size; r++) assert_int_equal(count[r], 3);
+  } else {
+    dv_mpi_stats s0 = stats_now();
+    for (int k = 0; k < 3; k++) {
+      dv_array *a = vec(i8, 5, 10 * k + g_rank);
+      assert_ok(dv_mpi_send(g_comm, a, 0, 50 + g_rank, NULL));
+      dv_array_release(a);
+    }
+    dv_mpi_stats s1 = stats_now();
+    if (eager_path()) assert_true(s1.eager - s0.eager >= 2);
+  }
+}
+
+/* order: an eager send does not overtake an older SYNC send to the same
+ * (peer, tag), and the receiver posts data receives in header order even
+ * when a later receive is tested first */
+static void t_eager_order(void **state) {
+  (void)state;
+  MPI_Barrier(MPI_COMM_WORLD); /* the previous test's messages are all matched */
+  int peer = g_rank ^ 1, sender = g_rank % 2 == 0;
+  if (peer >= g_size || !header_on()) skip();
+  const dv_dtype *f8 = dv_dtype_get(DV_FLOAT64);
+  assert_ok(pair_msg(f8, 4, 4, 60, 1)); /* (4,) is cached for tag 60 */
+  dv_array *a = vec(f8, 5, sender ? 2 : 99), *b = vec(f8, 4, sender ? 3 : 99);
+  dv_mpi_request *req[2] = {NULL, NULL};
+  if (sender) {
+    assert_ok(dv_mpi_isend(g_comm, a, peer, 60, NULL, &req[0])); /* (5,): SYNC */
+    assert_ok(dv_mpi_isend(g_comm, b, peer, 60, NULL, &req[1])); /* (4,): must wait for it */
+    assert_ok(dv_mpi_wait(&req[1], NULL)); /* the later one alone: it moves the older on */
+    assert_ok(dv_mpi_wait(&req[0], NULL));
+  } else {
+    assert_ok(dv_mpi_irecv(g_comm, a, peer, 60, NULL, &req[0]));
+    assert_ok(dv_mpi_irecv(g_comm, b, peer, 60, NULL, &req[1]));
+    assert_ok(dv_mpi_waitall(2, req));
+    expect_values(a, 2, 0, 5);
+    expect_values(b, 3, 0, 4);
+  }
+  dv_array_release(a);
+  dv_array_release(b);
+  /* two eager messages to receives with MPI_ANY_SOURCE; the later tested first */
+  a = vec(f8, 4, sender ? 4 : 99);
+  b = vec(f8, 4, sender ? 5 : 99);
+  if (sender) {
+    assert_ok(dv_mpi_send(g_comm, a, peer, 60, NULL));
+    assert_ok(dv_mpi_send(g_comm, b, peer, 60, NULL));
+  } else {
+    assert_ok(dv_mpi_irecv(g_comm, a, MPI_ANY_SOURCE, 60, NULL, &req[0]));
+    assert_ok(dv_mpi_irecv(g_comm, b, MPI_ANY_SOURCE, 60, NULL, &req[1]));
+    assert_ok(dv_mpi_wait(&req[1], NULL));
+    assert_ok(dv_mpi_wait(&req[0], NULL));
+    expect_values(a, 4, 0, 4);
+    expect_values(b, 5, 0, 4);
+  }
+  dv_array_release(a);
+  dv_array_release(b);
+}
+
+/* strided views in many chunks: one MPI datatype per chunk on host memory
+ * (rows cut in the middle: heads, whole rows, tails) */
+static void t_chunked_views(void **state) {
+  (void)state;
+  MPI_Barrier(MPI_COMM_WORLD); /* the previous test's messages are all matched */
+  int peer = g_rank ^ 1;
+  if (peer >= g_size) skip();
+  size_t chunk = 5 * 8; /* 5 float64: chunks end inside rows of 7 */
+  assert_ok(dv_mpi_comm_set_chunk(g_comm, chunk));
+  const dv_dtype *f8 = dv_dtype_get(DV_FLOAT64);
+  for (int layout = 0; layout < L_COUNT; layout++) {
+    dv_array *out = make(f8, L_COLUMNS, 6, 7), *in = make(f8, layout, 6, 7);
+    fill(out, g_rank, 0);
+    dv_mpi_request *req[2] = {NULL, NULL};
+    assert_ok(dv_mpi_irecv(g_comm, in, peer, 70 + layout, NULL, &req[0]));
+    assert_ok(dv_mpi_isend(g_comm, out, peer, 70 + layout, NULL, &req[1]));
+    assert_ok(dv_mpi_waitall(2, req));
+    expect_values(in, peer, 0, 42);
+    dv_array_release(out);
+    dv_array_release(in);
+  }
+  /* 3-D: a strided view of a (4, 6, 6) array, chunks across two dimensions */
+  dv_array *base = NULL, *v = NULL, *in = NULL;
+  assert_ok(dv_device_array(g_ctx, 3, (int64_t[]){4, 6, 6}, f8, NULL, 'C', NULL, &base));
+  dv_index idx[3] = {DV_ALL, DV_SLICE(DV_NONE, DV_NONE, 2), DV_SLICE(1, DV_NONE, 2)};
+  assert_ok(dv_array_slice(base, 3, idx, &v)); /* (4, 3, 3) */
+  assert_ok(dv_device_array(g_ctx, 3, (int64_t[]){4, 3, 3}, f8, NULL, 'F', NULL, &in));
+  fill(v, g_rank, 0);
+  dv_mpi_request *req[2] = {NULL, NULL};
+  assert_ok(dv_mpi_irecv(g_comm, in, peer, 79, NULL, &req[0]));
+  assert_ok(dv_mpi_isend(g_comm, v, peer, 79, NULL, &req[1]));
+  assert_ok(dv_mpi_waitall(2, req));
+  expect_values(in, peer, 0, 36);
+  dv_array_release(in);
+  dv_array_release(v);
+  dv_array_release(base);
+  assert_ok(dv_mpi_comm_set_chunk(g_comm, !strcmp(g_mode, "noheader") ||
+                                                  !strcmp(g_backend, "opencl") ||
+                                                  !strcmp(g_mode, "staged")
+                                              ? 40
+                                              : (size_t)1 << 20));
+}
+
 /* ---- collectives ------------------------------------------------------------------ */
 
 static void t_bcast(void **state) {
@@ -532,11 +811,13 @@ static void t_errors(void **state) {
   assert_status(dv_mpi_irecv(g_comm, a, g_size + 3, 0, NULL, &r), DV_ERR_INVALID_ARGUMENT);
   assert_true(strncmp(dv_last_error(), "dv_mpi_irecv: ", 14) == 0);
   assert_status(dv_mpi_send(g_comm, a, 0, -5, NULL), DV_ERR_INVALID_ARGUMENT);
-  if (strncmp(dv_last_error(), "dv_mpi_send: ", 13) != 0) fail_msg("dv_mpi_send says: %s", dv_last_error());
+  if (strncmp(dv_last_error(), "dv_mpi_send: ", 13) != 0)
+    fail_msg("dv_mpi_send says: %s", dv_last_error());
   assert_status(dv_mpi_send(NULL, a, 0, 0, NULL), DV_ERR_NULL_ARGUMENT);
   assert_true(strncmp(dv_last_error(), "dv_mpi_send: ", 13) == 0);
   assert_status(dv_mpi_recv(g_comm, a, g_size + 3, 0, NULL, NULL), DV_ERR_INVALID_ARGUMENT);
-  if (strncmp(dv_last_error(), "dv_mpi_recv: ", 13) != 0) fail_msg("dv_mpi_recv says: %s", dv_last_error());
+  if (strncmp(dv_last_error(), "dv_mpi_recv: ", 13) != 0)
+    fail_msg("dv_mpi_recv says: %s", dv_last_error());
   assert_status(dv_mpi_comm_set_chunk(g_comm, 0), DV_ERR_INVALID_ARGUMENT);
   assert_ok(dv_mpi_send(g_comm, a, MPI_PROC_NULL, 0, NULL)); /* MPI's null peer: a no-op */
   assert_status(dv_mpi_comm_create(MPI_COMM_NULL, 0, &(dv_mpi_comm *){NULL}), DV_ERR_NULL_ARGUMENT);
@@ -642,6 +923,12 @@ int main(int argc, char **argv) {
       cmocka_unit_test(t_p2p_ring),
       cmocka_unit_test(t_p2p_blocking_strided),
       cmocka_unit_test(t_p2p_any_source_and_records),
+      cmocka_unit_test(t_cache_hit_and_invalidation),
+      cmocka_unit_test(t_mismatch_after_warm_cache),
+      cmocka_unit_test(t_rejection_at_destroy),
+      cmocka_unit_test(t_eager_any_source),
+      cmocka_unit_test(t_eager_order),
+      cmocka_unit_test(t_chunked_views),
       cmocka_unit_test(t_bcast),
       cmocka_unit_test(t_allreduce),
       cmocka_unit_test(t_gather),
