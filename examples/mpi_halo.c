@@ -191,7 +191,7 @@ int main(int argc, char **argv) {
     dv_mpi_comm *wc;
     TRY(dv_mpi_comm_create(MPI_COMM_WORLD, 0, &wc));
     TRY(dv_mpi_gather(wc, own, all, 0, NULL));
-    dv_mpi_stats st;
+    dv_mpi_stats st = {.size = sizeof st};
     TRY(dv_mpi_stats_get(wc, &st));
     TRY(dv_mpi_comm_destroy(wc));
     dv_array_release(own);

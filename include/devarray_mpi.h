@@ -147,7 +147,7 @@ typedef enum dv_mpi_path {
 /** Counters of one dv_mpi_comm since its creation (totals). */
 typedef struct dv_mpi_stats {
   uint32_t version; /**< DV_MPI_STATS_VERSION */
-  uint32_t size;    /**< sizeof(dv_mpi_stats) */
+  uint32_t size;    /**< set by the caller: sizeof(dv_mpi_stats); on return, the bytes filled */
   uint64_t
       calls[DV_MPI_PATH_COUNT]; /**< arrays moved, per path (a collective counts once per array) */
   uint64_t bytes[DV_MPI_PATH_COUNT]; /**< bytes of array data moved, per path */
@@ -200,7 +200,11 @@ DV_API dv_status dv_mpi_comm_set_chunk(dv_mpi_comm *c, size_t bytes);
 DV_API int dv_mpi_comm_rank(const dv_mpi_comm *c);
 /** The communicator's size (0 for NULL). */
 DV_API int dv_mpi_comm_size(const dv_mpi_comm *c);
-/** Copy the counters into *out (version and size filled).  Thread-safe.  DV_ERR_NULL_ARGUMENT. */
+/** Copy the counters into *out: set out->size = sizeof(dv_mpi_stats) first, as for
+ * dv_stats; that many bytes are written, and version and size say what was filled.  A
+ * size of 0 (or below version 1's) means version 1's layout, so a program built against
+ * version 1 that zeroed its struct keeps working; a larger one, the current struct.
+ * Thread-safe.  DV_ERR_NULL_ARGUMENT. */
 DV_API dv_status dv_mpi_stats_get(const dv_mpi_comm *c, dv_mpi_stats *out);
 /**
  * 1 when the MPI library reports CUDA support at run time (Open MPI's

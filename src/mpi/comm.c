@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #if defined(OPEN_MPI) && OPEN_MPI
 #include <mpi-ext.h>
@@ -227,21 +228,27 @@ int dv_mpi_comm_size(const dv_mpi_comm *c) { return c ? c->size : 0; }
 dv_status dv_mpi_stats_get(const dv_mpi_comm *c, dv_mpi_stats *out) {
   if (!c || !out) return dv_mpi__fail(DV_ERR_NULL_ARGUMENT, "dv_mpi_stats_get: c or out is NULL");
   dv_mpi_comm *m = (dv_mpi_comm *)c;
-  memset(out, 0, sizeof *out);
-  out->version = DV_MPI_STATS_VERSION;
-  out->size = sizeof *out;
+  /* The caller's struct: out->size bytes of it (0, or less than version 1's
+   * size: version 1's, as a program built before version 2 zeroed it). */
+  const size_t v1 = offsetof(dv_mpi_stats, eager);
+  size_t have = out->size < v1 ? v1 : out->size > sizeof *out ? sizeof *out : out->size;
+  dv_mpi_stats r;
+  memset(&r, 0, sizeof r);
+  r.version = have >= sizeof r ? DV_MPI_STATS_VERSION : 1;
+  r.size = (uint32_t)have;
   for (int i = 0; i < DV_MPI_PATH_COUNT; i++) {
-    out->calls[i] = atomic_load(&m->calls[i]);
-    out->bytes[i] = atomic_load(&m->bytes[i]);
+    r.calls[i] = atomic_load(&m->calls[i]);
+    r.bytes[i] = atomic_load(&m->bytes[i]);
   }
-  out->chunks = atomic_load(&m->chunks);
-  out->device_packs = atomic_load(&m->device_packs);
-  out->host_packs = atomic_load(&m->host_packs);
-  out->derived_types = atomic_load(&m->derived_types);
-  out->headers = atomic_load(&m->headers);
-  out->mismatches = atomic_load(&m->mismatches);
-  out->eager = atomic_load(&m->eager);
-  out->late_rejections = atomic_load(&m->late);
+  r.chunks = atomic_load(&m->chunks);
+  r.device_packs = atomic_load(&m->device_packs);
+  r.host_packs = atomic_load(&m->host_packs);
+  r.derived_types = atomic_load(&m->derived_types);
+  r.headers = atomic_load(&m->headers);
+  r.mismatches = atomic_load(&m->mismatches);
+  r.eager = atomic_load(&m->eager);
+  r.late_rejections = atomic_load(&m->late);
+  memcpy(out, &r, have);
   return DV_OK;
 }
 

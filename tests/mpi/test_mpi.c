@@ -324,7 +324,7 @@ static int eager_path(void) {
 }
 
 static dv_mpi_stats stats_now(void) {
-  dv_mpi_stats st;
+  dv_mpi_stats st = {.size = sizeof st};
   assert_ok(dv_mpi_stats_get(g_comm, &st));
   return st;
 }
@@ -789,9 +789,35 @@ static void t_mismatch(void **state) {
   assert_ok(dv_mpi_bcast(g_comm, a, 2 % g_size, NULL));
   expect_values(a, 2 % g_size, 0, 15);
   dv_array_release(a);
-  dv_mpi_stats st;
+  dv_mpi_stats st = {.size = sizeof st};
   assert_ok(dv_mpi_stats_get(g_comm, &st));
   assert_true(st.mismatches >= 6);
+}
+
+/* dv_mpi_stats_get writes the caller's size: a version-1 struct (size 0, as a program
+ * built before version 2 zeroed it, or its own size) gets version 1's fields and not a byte
+ * more; the current size gets everything. */
+static void t_stats_sizes(void **state) {
+  (void)state;
+  const size_t v1 = offsetof(dv_mpi_stats, eager);
+  unsigned char buf[sizeof(dv_mpi_stats) + 16];
+  for (int k = 0; k < 2; k++) {
+    memset(buf, 0xAB, sizeof buf);
+    uint32_t sz = k ? (uint32_t)v1 : 0;
+    memcpy(buf + offsetof(dv_mpi_stats, size), &sz, sizeof sz);
+    assert_ok(dv_mpi_stats_get(g_comm, (dv_mpi_stats *)(void *)buf));
+    dv_mpi_stats got;
+    memcpy(&got, buf, sizeof got);
+    assert_int_equal(got.version, 1);
+    assert_int_equal(got.size, v1);
+    for (size_t i = v1; i < sizeof buf; i++)
+      if (buf[i] != 0xAB) fail_msg("byte %zu past a version-1 struct was written", i);
+  }
+  dv_mpi_stats st = {.size = sizeof st};
+  assert_ok(dv_mpi_stats_get(g_comm, &st));
+  assert_int_equal(st.version, DV_MPI_STATS_VERSION);
+  assert_int_equal(st.size, sizeof st);
+  assert_status(dv_mpi_stats_get(g_comm, NULL), DV_ERR_NULL_ARGUMENT);
 }
 
 static void t_errors(void **state) {
@@ -858,7 +884,7 @@ static void t_self_and_one_shot(void **state) {
 
 static void t_stats(void **state) {
   (void)state;
-  dv_mpi_stats st;
+  dv_mpi_stats st = {.size = sizeof st};
   assert_ok(dv_mpi_stats_get(g_comm, &st));
   assert_int_equal(st.version, DV_MPI_STATS_VERSION);
   assert_int_equal(st.size, sizeof st);
@@ -933,7 +959,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(t_allreduce),
       cmocka_unit_test(t_gather),
       cmocka_unit_test(t_mismatch),
-      cmocka_unit_test(t_errors),
+      cmocka_unit_test(t_errors), cmocka_unit_test(t_stats_sizes),
       cmocka_unit_test(t_stats),
       cmocka_unit_test(t_self_and_one_shot),
   };
