@@ -232,7 +232,8 @@ static void test_transpose_tile_and_block_edges(void **state) {
 
 /* Streaming stores (rect copies of at least dv__memops_stream_min bytes,
  * here 0): a dense destination at 16- and 32-byte alignment, rows of 16
- * (stored two at a time) to 256 bytes, odd and even row counts; rows of at
+ * (stored two at a time) to 256 bytes and of 8 (two to a 16-byte store),
+ * odd and even row counts; rows of at
  * least 256 bytes of any width into a strided destination at any
  * alignment (whole lines streamed, partial ones plain); slices (depth 3);
  * layouts that do not stream (short rows into a strided destination, a
@@ -247,7 +248,7 @@ static void test_streaming_rect_copies(void **state) {
   for (size_t k = 0; k < sizeof widths / sizeof *widths; k++)
     for (size_t o = 0; o < sizeof offs / sizeof *offs; o++)
       for (int kind = 0; kind < 3; kind++) /* gather to dense, scatter to strided, both strided */
-        for (size_t rows = 1; rows <= 5; rows += 2) {
+        for (size_t rows = 1; rows <= 6; rows++) {
           size_t w = widths[k], wide = 2 * w + 24, depth = 3;
           size_t dp = kind == 0 ? w : wide + 40, sp = kind == 1 ? w : wide;
           size_t dsl = dp * rows + (kind == 0 ? 0 : 64), ssl = sp * rows + 16;
