@@ -189,9 +189,10 @@ static int dv__stream_kind(const char *d, size_t dp, size_t dslice, size_t w, si
  * ahead (how many rows ahead: 0 for none): the processor's own prefetcher
  * stops at each page, which a gather leaves every few rows.  Rows of 1 KiB
  * from rows of 2 KiB took 1.2-1.4 times memcpy's time without, 1.05-1.13
+ * with; rows of 64 bytes from rows of 128, 1.42-1.53 without and 1.24-1.36
  * with (docs/benchmarks.md, issue 39). */
 static inline size_t dv__prefetch_rows(size_t sp, size_t w) {
-  return w < DV_STREAM_ROW || sp <= w ? 0 : (4096 + sp - 1) / sp;
+  return w < 64 || sp <= w ? 0 : (4096 + sp - 1) / sp;
 }
 static inline void dv__prefetch(const char *row, size_t w) {
   for (size_t k = 0; k < w; k += 64) _mm_prefetch(row + k, _MM_HINT_T0);
