@@ -7,9 +7,11 @@
  *   bench_overhead [--quick] [--numpy PYTHON] [--mm direct|pool] [--only SECTION]
  *       contiguous sweep (4 KiB .. 16 MiB) against memcpy, context switches
  *       over 20,000 1 MiB copies, strided copies with short inner runs,
- *       a 4096x4096 float32 transpose (against NumPy's ascontiguousarray(a.T)
- *       when PYTHON has NumPy), allocating dv_to_device with the direct
- *       manager against the pool.  SECTION: contiguous, strided, transpose or
+ *       a 4096x4096 float32 transpose both ways (against NumPy's
+ *       ascontiguousarray(a.T) when PYTHON has NumPy), allocating dv_to_device with the direct
+ *       manager against the pool, and (issue 39) long gathers and
+ *       scatters of runs of 2..256 float32 both ways and the transpose
+ *       both ways.  SECTION: contiguous, strided, runs, transpose or
  *       todevice (only that one).
  *   bench_overhead --count WHAT N
  *       runs only N calls of WHAT inside a function named count_loop, for
@@ -245,7 +247,44 @@ static void strided(dv_context *c, int quick) {
   printf("\n");
 }
 
-/* NumPy's ascontiguousarray(a.T) on n x n float32, median seconds; < 0 if unavailable. */
+/* Long gathers and scatters (issue 39): a[:, :L] of float32 rows of 2L, 64
+ * MiB kept, host->device (gather into a dense device array) and
+ * device->host (scatter from one), time / memcpy of the kept bytes. */
+static void f_copy_d2h(void *p) {
+  copy_arg *a = p;
+  check(dv_copy_to_host(a->src, a->dst, NULL, NULL), "dv_copy_to_host");
+}
+
+static void runs(dv_context *c, int quick) {
+  printf("long strided copies: a[:, :L] of float32 rows of 2L, 64 MiB kept, against memcpy of the "
+         "kept bytes, median of interleaved batches\n");
+  printf("%6s %10s %12s %10s %12s %10s\n", "L", "bytes", "h2d time", "h2d/memcpy", "d2h time",
+         "d2h/memcpy");
+  size_t bytes = (size_t)64 << 20;
+  int64_t Ls[] = {2, 4, 16, 256};
+  for (int k = 0; k < 4; k++) {
+    int64_t L = Ls[k], rows = (int64_t)(bytes / (size_t)(4 * L));
+    float *h = malloc((size_t)(rows * 2 * L) * sizeof *h);
+    char *m = malloc(bytes), *ms = malloc(bytes);
+    if (!h || !m || !ms) exit(1);
+    memset(h, 1, (size_t)(rows * 2 * L) * sizeof *h), memset(m, 2, bytes), memset(ms, 3, bytes);
+    int64_t shape[2] = {rows, L}, st[2] = {2 * L * 4, 4};
+    dv_array *hv = wrap(c, h, 2, shape, st, f32()), *dev = NULL;
+    check(dv_device_array(c, 2, shape, f32(), NULL, 'C', NULL, &dev), "dv_device_array");
+    copy_arg a = {dev, hv, m, ms, bytes}, b = {hv, dev, m, ms, bytes};
+    int nb = quick ? 3 : 9, reps = quick ? 1 : 2;
+    double th, td, rh = ratio(f_copy, g_memcpy, &a, reps, nb, &th);
+    double rd = ratio(f_copy_d2h, g_memcpy, &b, reps, nb, &td);
+    printf("%6lld %10zu %9.2f ms %10.3f %9.2f ms %10.3f\n", (long long)L, bytes, th * 1e3, rh, td * 1e3, rd);
+    fflush(stdout);
+    dv_array_release(dev), dv_array_release(hv);
+    free(h), free(m), free(ms);
+  }
+  printf("\n");
+}
+
+/* NumPy's ascontiguousarray(a.T) on n x n float32, median seconds of reps;
+ * < 0 if unavailable. */
 static double numpy_transpose(const char *py, int n, int reps) {
   if (!py) return -1;
   char cmd[1024];
@@ -263,34 +302,54 @@ static double numpy_transpose(const char *py, int n, int reps) {
   return v;
 }
 
+/* A 4096 x 4096 float32 transpose both ways: host a.T into a C-order device
+ * array (h2d), and a C-order device array into a host a.T view (d2h), against
+ * memcpy of 64 MiB and NumPy's ascontiguousarray(a.T), batches interleaved
+ * (each batch: the median of reps copies of each, one NumPy run of reps). */
 static void transpose(dv_context *c, const char *py, int quick) {
-  int n = 4096, reps = quick ? 3 : 7;
+  int n = 4096, reps = 3, nb = quick ? 3 : 7;
   size_t bytes = (size_t)n * n * 4;
   float *h = malloc(bytes);
-  for (size_t i = 0; i < (size_t)n * n; i++) h[i] = (float)i;
   char *m = malloc(bytes);
+  if (!h || !m) exit(1);
+  for (size_t i = 0; i < (size_t)n * n; i++) h[i] = (float)i;
+  memset(m, 0, bytes);
   int64_t shape[2] = {n, n}, st[2] = {4, (int64_t)n * 4}; /* a.T of a C-order array */
-  copy_arg a = {NULL, wrap(c, h, 2, shape, st, f32()), m, h, bytes};
-  check(dv_device_array(c, 2, shape, f32(), NULL, 'C', NULL, &a.dst), "dv_device_array");
-  double t[16], tm[16];
-  f_copy(&a);
-  for (int i = 0; i < reps; i++) {
-    double t0 = bench_now();
-    f_copy(&a);
-    double t1 = bench_now();
-    g_memcpy(&a);
-    double t2 = bench_now();
-    t[i] = t1 - t0, tm[i] = t2 - t1;
+  dv_array *hv = wrap(c, h, 2, shape, st, f32()), *dev = NULL;
+  check(dv_device_array(c, 2, shape, f32(), NULL, 'C', NULL, &dev), "dv_device_array");
+  copy_arg a = {dev, hv, m, h, bytes}, b = {hv, dev, m, h, bytes};
+  double th[16], td[16], tm[16], tn[16], rh[16], rd[16];
+  int have_np = 1;
+  f_copy(&a), f_copy_d2h(&b);
+  for (int k = 0; k < nb; k++) {
+    double x[3][8];
+    for (int i = 0; i < reps; i++) {
+      double t0 = bench_now();
+      f_copy(&a);
+      double t1 = bench_now();
+      f_copy_d2h(&b);
+      double t2 = bench_now();
+      g_memcpy(&a);
+      double t3 = bench_now();
+      x[0][i] = t1 - t0, x[1][i] = t2 - t1, x[2][i] = t3 - t2;
+    }
+    th[k] = bench_median(x[0], reps), td[k] = bench_median(x[1], reps), tm[k] = bench_median(x[2], reps);
+    tn[k] = have_np ? numpy_transpose(py, n, reps) : -1;
+    if (tn[k] < 0) have_np = 0;
+    rh[k] = tn[k] / th[k], rd[k] = tn[k] / td[k];
+    th[k] /= tm[k], td[k] /= tm[k]; /* now time / memcpy */
   }
-  double dt = bench_median(t, reps), mt = bench_median(tm, reps);
-  double np = numpy_transpose(py, n, reps);
-  printf("transpose 4096x4096 float32 to C order (host a.T -> device): %.1f ms, %.2fx memcpy", dt * 1e3,
-         dt / mt);
-  if (np > 0)
-    printf("; NumPy ascontiguousarray(a.T): %.1f ms; NumPy/devarray %.2f\n\n", np * 1e3, np / dt);
+  double mh = bench_median(th, nb), md = bench_median(td, nb), mm = bench_median(tm, nb);
+  printf("transpose 4096x4096 float32, %d interleaved batches; memcpy of 64 MiB %.1f ms\n", nb, mm * 1e3);
+  printf("  h2d (host a.T -> C-order device): %.2fx memcpy", mh);
+  if (have_np) printf("; NumPy/devarray %.2f", bench_median(rh, nb));
+  printf("\n  d2h (C-order device -> host a.T): %.2fx memcpy", md);
+  if (have_np)
+    printf("; NumPy/devarray %.2f\n  NumPy ascontiguousarray(a.T): %.1f ms\n\n", bench_median(rd, nb),
+           bench_median(tn, nb) * 1e3);
   else
-    printf("; NumPy: not available (%s), skipped\n\n", py ? py : "no --numpy");
-  dv_array_release(a.dst), dv_array_release(a.src);
+    printf("\n  NumPy: not available (%s), skipped\n\n", py ? py : "no --numpy");
+  dv_array_release(dev), dv_array_release(hv);
   free(h), free(m);
 }
 
@@ -371,6 +430,7 @@ int main(int argc, char **argv) {
 #define RUN(name) (!only || !strcmp(only, name))
   if (RUN("contiguous")) contiguous(c, quick);
   if (RUN("strided")) strided(c, quick);
+  if (RUN("runs")) runs(c, quick);
   if (RUN("transpose")) transpose(c, py, quick);
   dv_context_destroy(c);
   if (RUN("todevice")) to_device(quick);

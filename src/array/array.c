@@ -490,7 +490,7 @@ dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const
 /* A device view whose memory is gone (a mapped scope that has ended) is bad
  * input; entry points that would allocate for it check this first, so that
  * the refusal changes nothing.  Size-0 arrays have no memory to lose. */
-dv_status dv__check_live(const dv_array *a, const char *what) {
+dv_status dv__check_live_slow(const dv_array *a, const char *what) {
   if (!dv__is_host_side(a) && !a->alloc->buf && dv_array_size(a) > 0)
     return dv__error(DV_ERR_INVALID_ARGUMENT,
                      "the %s is a device view of host memory whose mapped scope has ended", what);

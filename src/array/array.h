@@ -98,10 +98,8 @@ dv_status dv__check_layout(int ndim, const int64_t *shape, const dv_dtype *dtype
 /* A new allocation record of `kind` (one reference, nothing allocated). */
 dv_alloc *dv__alloc_new(dv_context *ctx, dv_memory_kind kind);
 
-/* DV_ERR_INVALID_ARGUMENT when a is a device view of host memory whose
- * mapped scope has ended (its memory is gone); `what` names it in the
- * message ("array", "source", ...).  Size-0 arrays are always live. */
-dv_status dv__check_live(const dv_array *a, const char *what);
+/* dv__check_live's whole test (below), out of line. */
+dv_status dv__check_live_slow(const dv_array *a, const char *what);
 /* The error for an access to opaque memory (dv_alloc.opaque). */
 dv_status dv__opaque_error(const dv_array *a, const char *what);
 
@@ -135,6 +133,18 @@ dv_status dv__reshape_copy(const dv_array *a, int nnd, const int64_t *nshape, ch
 
 static inline bool dv__is_host_side(const dv_array *a) {
   return a->alloc->kind != DV_MEM_DEVICE && a->alloc->kind != DV_MEM_MANAGED;
+}
+
+/* DV_ERR_INVALID_ARGUMENT when a is a device view of host memory whose
+ * mapped scope has ended (its memory is gone), or its memory is opaque
+ * (dv__opaque_error); `what` names it in the message ("array", "source",
+ * ...).  Size-0 arrays are always live.  Inline: the common case (device
+ * memory with its buffer, or host memory, and not opaque) is decided here,
+ * on every copy's path. */
+static inline dv_status dv__check_live(const dv_array *a, const char *what) {
+  const dv_alloc *al = a->alloc;
+  if (DV_LIKELY((al->buf || dv__is_host_side(a)) && !al->opaque)) return DV_OK;
+  return dv__check_live_slow(a, what);
 }
 
 /*

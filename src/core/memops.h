@@ -19,4 +19,8 @@ void dv__rect_copy(void *dst, size_t dpitch, size_t dslice, const void *src, siz
  * returns the previous setting (always true where the build has no AVX2
  * loops: other than x86 or other than GCC and Clang). */
 bool dv__memops_portable(bool on);
+/* Tests: rect copies of at least `bytes` bytes use streaming stores where
+ * their layout allows (memops.c, DV_STREAM_MIN by default); returns the
+ * previous setting (SIZE_MAX where the build has no streaming stores). */
+size_t dv__memops_stream_min(size_t bytes);
 #endif

@@ -1,7 +1,8 @@
 /* White-box tests of the host gather/scatter kernels (src/core/memops.c):
  * the cache-blocked transpose and the inline short-row loops against a
  * plain element-by-element reference, for every element size the kernels
- * specialise and the shapes around their tile and width boundaries. */
+ * specialise and the shapes around their tile and width boundaries, and
+ * the streaming stores of long rect copies. */
 #include <setjmp.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -137,7 +138,8 @@ static void test_short_rows_unrolled_both_paths(void **state) {
           memcpy(d2, d1, span);
           /* Odd offsets: nothing in the loops may assume alignment. */
           dv__rect_copy(d1 + 3, dp, 0, s + 5, sp, 0, w, (size_t)rows, 1);
-          for (int64_t i = 0; i < rows; i++) memcpy(d2 + 3 + (size_t)i * dp, s + 5 + (size_t)i * sp, w);
+          for (int64_t i = 0; i < rows; i++)
+            memcpy(d2 + 3 + (size_t)i * dp, s + 5 + (size_t)i * sp, w);
           assert_memory_equal(d1, d2, span);
           free(s), free(d1), free(d2);
         }
@@ -161,10 +163,10 @@ static void test_short_rows_negative_and_zero_strides(void **state) {
           int64_t w = (int64_t)widths[k], gap = w + 16;
           int64_t ss, ds;
           switch (kind) {
-            case 0: ds = w, ss = -w; break;        /* reversed gather into dense */
-            case 1: ds = -w, ss = w; break;        /* dense into reversed */
+            case 0: ds = w, ss = -w; break; /* reversed gather into dense */
+            case 1: ds = -w, ss = w; break; /* dense into reversed */
             case 2: ds = -gap, ss = -gap - 8; break;
-            case 3: ds = w, ss = 0; break;         /* broadcast source */
+            case 3: ds = w, ss = 0; break; /* broadcast source */
             default: ds = gap, ss = -gap; break;
           }
           size_t span = (size_t)(rows + 2) * (size_t)(gap + 8) * 2 + 64;
@@ -193,6 +195,87 @@ static void test_rect_width_zero_copies_nothing(void **state) {
   dv__memops_portable(was);
 }
 
+/* The transpose's tiles (1 KiB of the source dense side by 32 elements)
+ * and its SSE2 blocks (4 x 4 of 4 bytes, 2 x 2 of 8): shapes that end
+ * mid-tile and mid-block on both sides, stacked (3-D) and read backwards,
+ * every element size, gather and scatter, on both the SIMD blocks and the
+ * portable element loop. */
+static void test_transpose_tile_and_block_edges(void **state) {
+  (void)state;
+  size_t sizes[] = {1, 2, 4, 8, 16};
+  int64_t dims[][2] = {{257, 33}, {33, 257}, {1030, 19}, {18, 1027}, {130, 66}};
+  bool was = dv__memops_portable(false);
+  for (int portable = 0; portable < 2; portable++) {
+    dv__memops_portable(portable != 0);
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+      for (size_t j = 0; j < sizeof dims / sizeof *dims; j++) {
+        int64_t isz = (int64_t)sizes[k], r = dims[j][0], c = dims[j][1];
+        int64_t n[2] = {r, c};
+        int64_t dense[2] = {c * isz, isz}, tr[2] = {isz, r * isz};
+        size_t span = (size_t)(r * c * isz);
+        check_copy(n, 2, tr, dense, (size_t)isz, span, 0, 0);
+        check_copy(n, 2, dense, tr, (size_t)isz, span, 0, 0);
+      }
+    /* 2 stacked 261 x 23 transposes of 4 and 8 bytes, the transposed side
+     * read backwards along both dimensions and the outer one reversed. */
+    for (int64_t isz = 4; isz <= 8; isz += 4) {
+      int64_t n[3] = {2, 261, 23};
+      int64_t dense[3] = {261 * 23 * isz, 23 * isz, isz};
+      int64_t neg[3] = {-261 * 23 * isz, -isz, -261 * isz};
+      size_t span = (size_t)(2 * 261 * 23 * isz);
+      check_copy(n, 3, neg, dense, (size_t)isz, span, span - (size_t)isz, 0);
+      check_copy(n, 3, dense, neg, (size_t)isz, span, 0, span - (size_t)isz);
+    }
+  }
+  dv__memops_portable(was);
+}
+
+/* Streaming stores (rect copies of at least dv__memops_stream_min bytes,
+ * here 0): a dense destination at 16- and 32-byte alignment, rows of 16
+ * (stored two at a time) to 256 bytes and of 8 (two to a 16-byte store),
+ * odd and even row counts; rows of at
+ * least 256 bytes of any width into a strided destination at any
+ * alignment (whole lines streamed, partial ones plain); slices (depth 3);
+ * layouts that do not stream (short rows into a strided destination, a
+ * misaligned dense destination).  Against a row-by-row memcpy; no byte
+ * outside the rows may change. */
+static void test_streaming_rect_copies(void **state) {
+  (void)state;
+  size_t was_min = dv__memops_stream_min(0);
+  bool was = dv__memops_portable(false);
+  size_t widths[] = {8, 16, 32, 48, 64, 80, 128, 256, 300, 1024, 1031};
+  size_t offs[] = {0, 3, 16, 32, 48};
+  for (size_t k = 0; k < sizeof widths / sizeof *widths; k++)
+    for (size_t o = 0; o < sizeof offs / sizeof *offs; o++)
+      for (int kind = 0; kind < 3; kind++) /* gather to dense, scatter to strided, both strided */
+        for (size_t rows = 1; rows <= 6; rows++) {
+          size_t w = widths[k], wide = 2 * w + 24, depth = 3;
+          size_t dp = kind == 0 ? w : wide + 40, sp = kind == 1 ? w : wide;
+          size_t dsl = dp * rows + (kind == 0 ? 0 : 64), ssl = sp * rows + 16;
+          size_t span = depth * (dsl > ssl ? dsl : ssl) + 2 * wide + 256;
+          unsigned char *raw_s = malloc(span + 64), *raw1 = malloc(span + 64),
+                        *raw2 = malloc(span + 64);
+          assert_non_null(raw_s), assert_non_null(raw1), assert_non_null(raw2);
+          /* 64-byte aligned bases, then the offset under test. */
+          unsigned char *s = raw_s + (64 - (uintptr_t)raw_s % 64) % 64;
+          unsigned char *d1 = raw1 + (64 - (uintptr_t)raw1 % 64) % 64,
+                        *d2 = raw2 + (64 - (uintptr_t)raw2 % 64) % 64;
+          fill(s, span, (unsigned)(w + rows));
+          fill(d1, span, 11);
+          memcpy(d2, d1, span);
+          for (size_t dep = 1; dep <= depth; dep += 2) {
+            dv__rect_copy(d1 + offs[o], dp, dsl, s + 5, sp, ssl, w, rows + 1, dep);
+            for (size_t z = 0; z < dep; z++)
+              for (size_t i = 0; i < rows + 1; i++)
+                memcpy(d2 + offs[o] + z * dsl + i * dp, s + 5 + z * ssl + i * sp, w);
+            assert_memory_equal(d1, d2, span);
+          }
+          free(raw_s), free(raw1), free(raw2);
+        }
+  dv__memops_portable(was);
+  dv__memops_stream_min(was_min);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_transpose_every_itemsize),
@@ -201,6 +284,8 @@ int main(void) {
       cmocka_unit_test(test_short_rows_unrolled_both_paths),
       cmocka_unit_test(test_short_rows_negative_and_zero_strides),
       cmocka_unit_test(test_rect_width_zero_copies_nothing),
+      cmocka_unit_test(test_transpose_tile_and_block_edges),
+      cmocka_unit_test(test_streaming_rect_copies),
   };
   return cmocka_run_group_tests_name("memops", tests, NULL, NULL);
 }
