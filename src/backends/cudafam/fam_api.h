@@ -110,7 +110,7 @@ enum {
   DV_CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12
 };
 enum { DV_CU_STREAM_NON_BLOCKING = 1 };
-enum { DV_CU_EVENT_DISABLE_TIMING = 2 };
+enum { DV_CU_EVENT_BLOCKING_SYNC = 1, DV_CU_EVENT_DISABLE_TIMING = 2 };
 /* cuStreamWaitValue64's: wait until (int64_t)(*addr - value) >= 0. */
 enum { DV_CU_STREAM_WAIT_VALUE_GEQ = 0 };
 enum { DV_CU_MEM_ATTACH_GLOBAL = 1, DV_CU_MEM_ATTACH_HOST = 2 };

@@ -24,7 +24,10 @@
  * frees) with the context current; it never blocks on the calling thread,
  * and every wait on the stream is queued after the event the job waits
  * for, under the stream's submission lock, so the two cannot wait for each
- * other.  A destroyed stream's thread finishes its jobs and is joined by a
+ * other.  The events it waits for are made with blocking sync, so a thread
+ * waiting for a long kernel sleeps instead of spinning a core (the driver's
+ * default for a context with few threads).  A destroyed stream's thread
+ * finishes its jobs and is joined by a
  * later detach or by close (after the context's synchronize, so its waits
  * end).  Numbers are 64 bits (no wrap), compared as the driver's GEQ.
  */
@@ -320,7 +323,7 @@ void dv__cu_stagers_close(cu_state *st) {
 
 dv_status dv__cu_stage_event(cu_state *st, cu_stage *b) {
   if (b->ev) return DV_OK;
-  dv_CUresult r = cu.cuEventCreate(&b->ev, DV_CU_EVENT_DISABLE_TIMING);
+  dv_CUresult r = cu.cuEventCreate(&b->ev, DV_CU_EVENT_DISABLE_TIMING | DV_CU_EVENT_BLOCKING_SYNC);
   if (r) {
     b->ev = NULL;
     return cu_fail(r, DV_CU_E_cuEventCreate, " (staging)");
@@ -341,7 +344,7 @@ dv_status dv__cu_stager_mark(cu_state *st, dv_bstream *s, cu_stager *t, void **p
   if (!p) {
     if (!(p = dv__calloc(1, sizeof *p)))
       return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate a staging record");
-    dv_CUresult r = cu.cuEventCreate(&p->ev, DV_CU_EVENT_DISABLE_TIMING);
+    dv_CUresult r = cu.cuEventCreate(&p->ev, DV_CU_EVENT_DISABLE_TIMING | DV_CU_EVENT_BLOCKING_SYNC);
     if (r) {
       dv__free(p);
       return cu_fail(r, DV_CU_E_cuEventCreate, " (staging)");
