@@ -23,4 +23,13 @@ bool dv__memops_portable(bool on);
  * their layout allows (memops.c, DV_STREAM_MIN by default); returns the
  * previous setting (SIZE_MAX where the build has no streaming stores). */
 size_t dv__memops_stream_min(size_t bytes);
+/* Streamed rect copies of at least `bytes` bytes (16 MiB by default) are
+ * shared with a helper thread made for the copy (memops.c); returns the
+ * previous setting (SIZE_MAX where the build has no streaming stores). */
+size_t dv__memops_split_min(size_t bytes);
+/* 1: never split; 0 (the default): split where two CPUs are online; 2:
+ * split.  Returns the previous setting. */
+int dv__memops_threads(int n);
+/* Copies split so far (tests). */
+uint64_t dv__memops_splits(void);
 #endif

@@ -3,6 +3,7 @@
  * plain element-by-element reference, for every element size the kernels
  * specialise and the shapes around their tile and width boundaries, and
  * the streaming stores of long rect copies. */
+#define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -239,8 +240,7 @@ static void test_transpose_tile_and_block_edges(void **state) {
  * layouts that do not stream (short rows into a strided destination, a
  * misaligned dense destination).  Against a row-by-row memcpy; no byte
  * outside the rows may change. */
-static void test_streaming_rect_copies(void **state) {
-  (void)state;
+static void streaming_rect_copies(void) {
   size_t was_min = dv__memops_stream_min(0);
   bool was = dv__memops_portable(false);
   size_t widths[] = {8, 16, 32, 48, 64, 80, 128, 256, 300, 1024, 1031};
@@ -276,6 +276,42 @@ static void test_streaming_rect_copies(void **state) {
   dv__memops_stream_min(was_min);
 }
 
+static void test_streaming_rect_copies(void **state) {
+  (void)state;
+  int was = dv__memops_threads(1); /* one thread */
+  uint64_t before = dv__memops_splits();
+  streaming_rect_copies();
+  assert_int_equal(dv__memops_splits(), before);
+  dv__memops_threads(was);
+}
+
+/* The same copies shared with a helper thread (issue 39; every streamed copy
+ * of two rows or more splits with the threshold at 0): chunks of whole rows
+ * slice by slice, odd row counts, depth 3, the same bytes; and that they did
+ * split where the build streams. */
+static void test_streaming_rect_copies_split(void **state) {
+  (void)state;
+  int was = dv__memops_threads(2);
+  size_t was_min = dv__memops_split_min(0);
+  uint64_t before = dv__memops_splits();
+  streaming_rect_copies();
+  if (was_min != SIZE_MAX) assert_true(dv__memops_splits() > before);
+  /* a long gather at the default threshold: split, the same bytes */
+  dv__memops_split_min(was_min);
+  size_t rows = (size_t)1 << 18, w = 64, sp = 128; /* 16 MiB kept */
+  unsigned char *src = malloc(rows * sp + 16), *d1 = NULL, *d2 = malloc(rows * w);
+  assert_int_equal(posix_memalign((void **)&d1, 64, rows * w), 0);
+  assert_non_null(src), assert_non_null(d2);
+  fill(src, rows * sp + 16, 7);
+  before = dv__memops_splits();
+  dv__rect_copy(d1, w, 0, src + 16, sp, 0, w, rows, 1);
+  for (size_t i = 0; i < rows; i++) memcpy(d2 + i * w, src + 16 + i * sp, w);
+  assert_memory_equal(d1, d2, rows * w);
+  if (was_min != SIZE_MAX) assert_int_equal(dv__memops_splits(), before + 1);
+  free(src), free(d1), free(d2);
+  dv__memops_threads(was);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_transpose_every_itemsize),
@@ -286,6 +322,7 @@ int main(void) {
       cmocka_unit_test(test_rect_width_zero_copies_nothing),
       cmocka_unit_test(test_transpose_tile_and_block_edges),
       cmocka_unit_test(test_streaming_rect_copies),
+      cmocka_unit_test(test_streaming_rect_copies_split),
   };
   return cmocka_run_group_tests_name("memops", tests, NULL, NULL);
 }
