@@ -327,7 +327,10 @@ static void *dv__split_helper(void *arg) {
 static bool dv__rect_split(int kind, char *d, size_t dp, size_t dslice, const char *s, size_t sp,
                            size_t sslice, size_t w, size_t h, size_t depth) {
   int threads = atomic_load_explicit(&dv__split_threads, memory_order_relaxed);
-  if (threads == 1 || (threads == 0 && sysconf(_SC_NPROCESSORS_ONLN) < 2)) return false;
+  static _Atomic long online; /* read once (glibc reads a file for it) */
+  long cpus = atomic_load_explicit(&online, memory_order_relaxed);
+  if (threads == 0 && !cpus) atomic_store(&online, cpus = sysconf(_SC_NPROCESSORS_ONLN));
+  if (threads == 1 || (threads == 0 && cpus < 2)) return false;
   size_t rows = h * depth, bytes = rows * w; /* both exist as memory: no overflow */
   if (bytes < atomic_load_explicit(&dv__split_min, memory_order_relaxed) || rows < 2) return false;
   size_t chunk = bytes / 8 < ((size_t)1 << 20) ? bytes / 8 : ((size_t)1 << 20);
