@@ -28,6 +28,40 @@ typedef struct {
 #define SP_ALIGNED 0x100
 #define SP_NOTSWAPPED 0x200
 
+/* The C dtype of an ndarray's dtype (the identity cache, else _convert's conversion):
+ * -1 with the exception set. */
+static int sp_np_dtype(PyObject *npdt, const dv_dtype **out)
+{
+    const sp_dtype_entry *e = sp_cache_find(sp_np_cache, npdt);
+    if (e != NULL) {
+        *out = e->c;
+        return 0;
+    }
+    PyObject *c = PyObject_CallOneArg(sp_dv_dtype, npdt);
+    void *p;
+    if (c == NULL)
+        return -1;
+    int r = sp_pointer(c, &p);
+    Py_DECREF(c);
+    if (r < 0)
+        return -1;
+    *out = p;
+    sp_cache_add(sp_np_cache, npdt, npdt, *out);
+    return 0;
+}
+
+/* The array's extents and byte strides as int64; returns 1, or 0 when an extent is 0. */
+static int64_t sp_layout(const sp_array_interface *ai, int64_t *dims, int64_t *strides)
+{
+    int64_t nonempty = 1;
+    for (int i = 0; i < ai->nd; i++) {
+        dims[i] = (int64_t)ai->shape[i];
+        strides[i] = (int64_t)ai->strides[i];
+        nonempty &= dims[i] != 0;
+    }
+    return nonempty;
+}
+
 const char sp_to_device_doc[] =
 "to_device(cls, obj, stream) -> a new cls holding a device copy of obj, or None\n\n"
 "devarray.to_device(obj) for a NumPy array (type exactly numpy.ndarray) with copy and no "
@@ -63,32 +97,14 @@ PyObject *sp_to_device_py(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
     if (npdt == NULL)
         goto out;
     const dv_dtype *cdt;
-    const sp_dtype_entry *e = sp_cache_find(sp_np_cache, npdt);
-    if (e != NULL) {
-        cdt = e->c;
-    } else {
-        PyObject *c = PyObject_CallOneArg(sp_dv_dtype, npdt);
-        void *p;
-        if (c == NULL)
-            goto out;
-        int r = sp_pointer(c, &p);
-        Py_DECREF(c);
-        if (r < 0)
-            goto out;
-        cdt = p;
-        sp_cache_add(sp_np_cache, npdt, npdt, cdt);
-    }
+    if (sp_np_dtype(npdt, &cdt) < 0)
+        goto out;
     dv_context *ctx;
     if (sp_context(&ctx) < 0)
         goto out;
     int nd = ai->nd;
     int64_t dims[DV_MAXDIMS], strides[DV_MAXDIMS];
-    int64_t size = 1;
-    for (int i = 0; i < nd; i++) {
-        dims[i] = (int64_t)ai->shape[i];
-        strides[i] = (int64_t)ai->strides[i];
-        size *= dims[i] ? 1 : 0;
-    }
+    int64_t size = sp_layout(ai, dims, strides); /* 0: an extent is 0 */
     int contiguous = (ai->flags & SP_C_CONTIGUOUS) != 0;
     dv_array *wrap = NULL, *h = NULL;
     dv_status st, st_wrap;
@@ -216,30 +232,14 @@ static PyObject *sp_array_copy_to_host(PyObject *self, PyObject *const *args, Py
     if (npdt == NULL)
         goto slow_out;
     const dv_dtype *cdt;
-    const sp_dtype_entry *e = sp_cache_find(sp_np_cache, npdt);
-    if (e != NULL) {
-        cdt = e->c;
-    } else {
-        PyObject *c = PyObject_CallOneArg(sp_dv_dtype, npdt);
-        void *p;
-        if (c == NULL)
-            goto slow_out;
-        int r = sp_pointer(c, &p);
-        Py_DECREF(c);
-        if (r < 0)
-            goto slow_out;
-        cdt = p;
-        sp_cache_add(sp_np_cache, npdt, npdt, cdt);
-    }
+    if (sp_np_dtype(npdt, &cdt) < 0)
+        goto slow_out;
     dv_context *ctx;
     if (sp_context(&ctx) < 0)
         goto slow_out;
     int nd = ai->nd;
     int64_t dims[DV_MAXDIMS], strides[DV_MAXDIMS];
-    for (int i = 0; i < nd; i++) {
-        dims[i] = (int64_t)ai->shape[i];
-        strides[i] = (int64_t)ai->strides[i];
-    }
+    sp_layout(ai, dims, strides);
     int contiguous = (ai->flags & SP_C_CONTIGUOUS) != 0;
     dv_array *wrap = NULL;
     dv_status st;

@@ -235,7 +235,6 @@ static cu_stager *stager_new(cu_state *st) {
   pthread_cond_init(&t->work, NULL);
   pthread_cond_init(&t->done, NULL);
   if (pthread_create(&t->thread, NULL, stager_main, t)) {
-    t->pre_free = NULL;
     stager_free(t);
     return NULL;
   }
