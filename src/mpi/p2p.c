@@ -28,10 +28,13 @@
  * Order.  MPI matches messages of one (source, tag, communicator) in order,
  * but completion may be observed out of order.  Headers and data travel on
  * different communicators, so the data receive of a header is posted in
- * header order: receives whose header has not arrived are kept in posting
- * order (c->recvs) and an arrived header is processed only after the older
- * ones were tested; a send posts its data only when no older send to the
- * same (peer, tag) is still waiting to post its own (c->sends). */
+ * header order: receives whose header has not been processed are kept in
+ * posting order (c->recvs), and an arrived header waits until every older
+ * receive that could match the same (source, tag) has processed its own.
+ * Testing the older ones first is not enough: MPI may report the later
+ * header complete while the older, already matched, is not yet.  A send
+ * posts its data only when no older send to the same (peer, tag) is still
+ * waiting to post its own (c->sends). */
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +49,8 @@ struct dv_mpi_request {
   dv_mpi_comm *c;
   dv_mpi_request *qnext; /* in c->sends or c->recvs while queued */
   int queued;
+  int hdr_in; /* the header receive completed (hst); processed once the older ones are */
+  MPI_Status hst;
   int is_send, phase, use_pipe, mode, answered;
   dv_array *user;  /* retained */
   dv_array *dense; /* packed copy or receive buffer (retained), NULL if none */
@@ -264,21 +269,35 @@ static int drain(dv_mpi_request *r) {
   return MPI_Irecv(r->scratch, count, r->drain_type, r->peer, r->tag, r->c->data, &r->dreq1);
 }
 
-/* A receive's header arrived (or not yet: 0).  Compare, prepare, answer a
- * SYNC header, start the data receive; or, on a rejection, answer or send a
- * notice and drain. */
+/* 1 when a receive queued before r could match r's header's (source, tag)
+ * and has not processed its header yet: its data receive comes first. */
+static int older_recv(const dv_mpi_request *r) {
+  for (const dv_mpi_request *q = r->c->recvs; q && q != r; q = q->qnext)
+    if ((q->peer == MPI_ANY_SOURCE || q->peer == r->hst.MPI_SOURCE) &&
+        (q->tag == MPI_ANY_TAG || q->tag == r->hst.MPI_TAG))
+      return 1;
+  return 0;
+}
+
+/* A receive's header arrived (or not yet, or an older receive's has not
+ * been processed: 0).  Compare, prepare, answer a SYNC header, start the
+ * data receive; or, on a rejection, answer or send a notice and drain. */
 static int recv_header(dv_mpi_request *r) {
   dv_mpi_comm *c = r->c;
-  MPI_Status st;
-  int flag = 0;
-  int err = MPI_Test(&r->hreq, &flag, &st);
-  if (err != MPI_SUCCESS) {
-    dequeue(r);
-    fail(r, dv_mpi__mpi(err, "header receive"));
-    r->phase = PH_DONE;
-    return 1;
+  int flag = 0, err = MPI_SUCCESS;
+  if (!r->hdr_in) {
+    err = MPI_Test(&r->hreq, &flag, &r->hst);
+    if (err != MPI_SUCCESS) {
+      dequeue(r);
+      fail(r, dv_mpi__mpi(err, "header receive"));
+      r->phase = PH_DONE;
+      return 1;
+    }
+    if (!flag) return 0;
+    r->hdr_in = 1;
   }
-  if (!flag) return 0;
+  if (older_recv(r)) return 0;
+  MPI_Status st = r->hst;
   dequeue(r);
   r->peer = st.MPI_SOURCE;
   r->tag = st.MPI_TAG;
@@ -480,7 +499,7 @@ static dv_mpi_request *request_new(dv_mpi_comm *c) {
   r->link.next = NULL;
   r->c = c;
   r->qnext = NULL;
-  r->queued = r->is_send = r->phase = r->use_pipe = r->mode = r->answered = 0;
+  r->queued = r->hdr_in = r->is_send = r->phase = r->use_pipe = r->mode = r->answered = 0;
   r->user = r->dense = NULL;
   r->stream = NULL;
   r->chunk = r->n = r->nchunks = 0;
