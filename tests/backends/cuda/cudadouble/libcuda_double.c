@@ -90,6 +90,10 @@
  * on every CUDA 12+ driver) -- off, the attribute is 0 and the call says
  * CUDA_ERROR_NOT_SUPPORTED; contexts read the attribute when they open
  * (CUDA_DOUBLE_MEMOPS=0 starts with them off).
+ *  - Fail points: dvdouble_fail(name, k, result) makes the k-th next call
+ *    of an entry point that has one (FAILPOINT) return result, once;
+ *    dvdouble_fail_calls(name) counts its calls.  Fault sweeps fail each
+ *    such call in turn.
  *  - cuStreamWaitValue64 waits (GEQ, wrapping as the reference says) on a
  *    word of device or mapped pinned memory; the stream's worker polls it
  *    (every 50 us) and a context with a sticky error skips the wait.
@@ -168,6 +172,8 @@ CONTROL long dvdouble_capture(dv_CUstream h, int on);
 CONTROL void dvdouble_set_max_pitch(size_t bytes);
 CONTROL void dvdouble_set_uva(int on);
 CONTROL void dvdouble_set_memops(int on);
+CONTROL void dvdouble_fail(const char *name, long k, int result);
+CONTROL long dvdouble_fail_calls(const char *name);
 
 /* ---- state ------------------------------------------------------------------------------ */
 
@@ -187,6 +193,48 @@ enum { C_CTXSYNC, C_MEMFREE, C_FREEHOST, C_UNREGISTER, C_HOSTALLOC, C_ADDCALLBAC
 static const char *const g_call_names[C_COUNT] = {"cuCtxSynchronize", "cuMemFree_v2", "cuMemFreeHost",
                                                    "cuMemHostUnregister", "cuMemHostAlloc", "cuStreamAddCallback"};
 static long g_calls[C_COUNT];
+
+/* Fail points (dvdouble_fail): an entry point that calls FAILPOINT("name")
+ * first returns `result` at its k-th call from arming (1: the next one),
+ * once, and counts its calls (dvdouble_fail_calls).  Entries that have one
+ * are the ones fault sweeps go through: each fails in turn, k = 1, 2, ...,
+ * until a run meets no armed call. */
+#define FAIL_POINTS 64
+static struct {
+  const char *name; /* a string literal of the entry point: compared by content */
+  long calls, armed_at;
+  int result;
+} g_fail[FAIL_POINTS];
+static int g_nfail;
+static pthread_mutex_t g_fail_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int fail_slot(const char *name) { /* g_fail_lock held; -1: table full */
+  for (int i = 0; i < g_nfail; i++)
+    if (!strcmp(g_fail[i].name, name)) return i;
+  if (g_nfail == FAIL_POINTS) return -1;
+  g_fail[g_nfail].name = name;
+  return g_nfail++;
+}
+
+/* 0 (go on) or the armed result for this call of `name`. */
+__attribute__((unused)) static int failpoint(const char *name) {
+  pthread_mutex_lock(&g_fail_lock);
+  int i = fail_slot(name), r = 0;
+  if (i >= 0) {
+    g_fail[i].calls++;
+    if (g_fail[i].armed_at && g_fail[i].calls == g_fail[i].armed_at) {
+      r = g_fail[i].result;
+      g_fail[i].armed_at = 0;
+    }
+  }
+  pthread_mutex_unlock(&g_fail_lock);
+  return r;
+}
+#define FAILPOINT(name)                \
+  do {                                 \
+    int fp_ = failpoint(name);         \
+    if (fp_) return (CUresult)fp_;     \
+  } while (0)
 
 struct dv_CUctx_st;
 typedef struct alloc {
@@ -2040,6 +2088,36 @@ CONTROL long dvdouble_calls(const char *name) {
   for (int i = 0; i < C_COUNT; i++)
     if (name && !strcmp(name, g_call_names[i])) n = g_calls[i];
   pthread_mutex_unlock(&L);
+  return n;
+}
+
+/* Arm a fail point: the k-th next call (1: the next one) of the entry point
+ * `name` (its CUDA name; the HIP double's translations call the same
+ * engine, so HIP tests arm the CUDA names) returns `result` (a CUresult,
+ * 0 disarms).  Only entries with FAILPOINT are affected. */
+CONTROL void dvdouble_fail(const char *name, long k, int result) {
+  if (!name) return;
+  pthread_mutex_lock(&g_fail_lock);
+  int i = fail_slot(name);
+  if (i >= 0 && g_fail[i].name == name) { /* a new slot: keep a copy the caller cannot free */
+    char *copy = strdup(name);
+    g_fail[i].name = copy ? copy : "";
+  }
+  if (i >= 0) {
+    g_fail[i].armed_at = result && k > 0 ? g_fail[i].calls + k : 0;
+    g_fail[i].result = result;
+  }
+  pthread_mutex_unlock(&g_fail_lock);
+}
+
+/* Calls of entry `name` so far (through FAILPOINT), or -1 if none yet. */
+CONTROL long dvdouble_fail_calls(const char *name) {
+  long n = -1;
+  if (!name) return n;
+  pthread_mutex_lock(&g_fail_lock);
+  for (int i = 0; i < g_nfail; i++)
+    if (!strcmp(g_fail[i].name, name)) n = g_fail[i].calls;
+  pthread_mutex_unlock(&g_fail_lock);
   return n;
 }
 
