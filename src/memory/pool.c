@@ -107,6 +107,8 @@ static bool usable(pool *p, const pool_block *b, pool_stream *to) {
   pthread_mutex_lock(&from->m);
   if (!from->bs) {
     ok = true; /* its stream is gone: its work finished before */
+  } else if (from->stream && from->stream->capture) {
+    ok = false; /* a fence recorded there would go into its graph: not usable until the capture ends */
   } else {
     if (!from->fence && ctx->be->event_create(ctx->bst, 0, &from->fence) != DV_OK) from->fence = NULL;
     if (from->fence) {
