@@ -1370,6 +1370,21 @@ DV_API dv_status dv_memory_stats(dv_context *ctx, dv_mm_stats *out);
  *  pinned pool's cached blocks (dv_pinned_pool_trim). Blocks until work that
  *  used the returned memory is complete. */
 DV_API dv_status dv_memory_trim(dv_context *ctx);
+
+/**
+ * Whether an NVTX tool listens (compute-sanitizer, Nsight Systems: the tool
+ * names its library in NVTX_INJECTION64_PATH when it starts the program):
+ * bit 0, it took NVTX's memory extension, so the pool of every CUDA context
+ * made with option nvtx=on (the default) tells it of its memory (each
+ * segment a sub-allocator heap, each array's bytes a region, unregistered
+ * at free and trim), and memcheck reports an access outside an array inside
+ * a pool segment; bit 1, it took NVTX's ranges (option nvtx_ranges=on puts
+ * devarray's copies, memsets, launches and allocations in ranges of the
+ * domain "devarray").  0 when no tool listens: nothing is loaded, nothing
+ * happens.  The tool's library is loaded once, at the first call or pool;
+ * nothing is linked.  Thread-safe; never fails.
+ */
+DV_API int dv_nvtx_attached(void);
 /**
  * The pool's segments and blocks as JSON ({"segments":[{"size":..,"kind":
  * "small|large","class":..,"blocks":[{"offset":..,"size":..,"state":

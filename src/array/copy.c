@@ -219,7 +219,10 @@ static dv_status dv__copy(dv_array *dst, const dv_array *src, dv_stream *stream)
   dv_status rc = dv__check_live(src, "source");
   if (!rc) rc = dv__check_live(dst, "destination");
   if (rc) return rc;
-  return dv__copy_arrays(ctx, dst, src, stream);
+  DV_NVTX_RANGE_BEGIN("devarray copy");
+  rc = dv__copy_arrays(ctx, dst, src, stream);
+  DV_NVTX_RANGE_END();
+  return rc;
 }
 
 dv_status dv_array_copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
@@ -345,7 +348,10 @@ dv_status dv_array_memset(dv_array *a, int value, dv_stream *stream) {
   dv_view v;
   dv__view_of(a, &v);
   dv_stream *after = dv__alloc_after(ctx, a->alloc, stream);
-  return dv__memset(ctx, &v, &value, stream, &after, after ? 1 : 0);
+  DV_NVTX_RANGE_BEGIN("devarray memset");
+  rc = dv__memset(ctx, &v, &value, stream, &after, after ? 1 : 0);
+  DV_NVTX_RANGE_END();
+  return rc;
 }
 
 dv_status dv_array_copy_new(const dv_array *a, char order, dv_stream *stream, dv_array **out) {

@@ -493,8 +493,17 @@ static dv_status dv__launch_lowered(dv_kernel *k, const dv_launch_config *cfg, c
                                     const uint32_t block[3], size_t nargs, const dv_arg *args,
                                     dv_array *const *use);
 
+static dv_status dv__kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nargs, const dv_arg *args);
 dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nargs,
                            const dv_arg *args) {
+  DV_NVTX_RANGE_BEGIN("devarray launch");
+  dv_status rc = dv__kernel_launch(k, cfg, nargs, args);
+  DV_NVTX_RANGE_END();
+  return rc;
+}
+
+static inline __attribute__((always_inline)) dv_status dv__kernel_launch(dv_kernel *k, const dv_launch_config *cfg,
+                                                                        size_t nargs, const dv_arg *args) {
   DV_CHECK_NULL(k);
   DV_CHECK_NULL(cfg);
   DV_CHECK_NOT_IN_CALLBACK();

@@ -160,6 +160,16 @@ static void test_graph_keeps_memory(void **state) {
   dv_stream_release(s);
 }
 
+/* HIP before ROCm 5.3 has no capturable host functions (hipLaunchHostFunc):
+ * a callback in a capture is refused there (DV_ERR_NOT_SUPPORTED). */
+static bool host_fns_capturable(void) {
+  dv_device_info info;
+  if (dv_context_device_info(g_ctx, &info) != DV_OK) return true;
+  int major = 0, minor = 0;
+  if (sscanf(info.driver_version, "HIP runtime %d.%d", &major, &minor) != 2) return true;
+  return major > 5 || (major == 5 && minor >= 3);
+}
+
 static int g_calls;
 static void count_cb(dv_stream *s, dv_status st, void *user) {
   (void)s;
@@ -178,16 +188,19 @@ static void test_callbacks_and_events(void **state) {
   assert_ok(dv_stream_create(g_ctx, 0, &s));
   assert_ok(dv_event_create(g_ctx, 0, &ev));
   g_calls = 0;
+  bool fns = host_fns_capturable();
   assert_ok(dv_graph_capture_begin(s));
   work_queue(&w, s);
-  assert_ok(dv_stream_add_callback(s, count_cb, &g_calls));
+  if (fns)
+    assert_ok(dv_stream_add_callback(s, count_cb, &g_calls));
+  else /* refused, and the capture goes on */
+    assert_status(dv_stream_add_callback(s, count_cb, &g_calls), DV_ERR_NOT_SUPPORTED);
   assert_ok(dv_event_record(ev, s));
   dv_graph *g = NULL;
   assert_ok(dv_graph_capture_end(s, &g));
-  dv_event_release(ev); /* the graph keeps it */
   size_t n = 0;
   assert_ok(dv_graph_work_count(g, &n));
-  assert_int_equal(n, 7);
+  assert_int_equal(n, fns ? 7 : 6);
   assert_int_equal(__atomic_load_n(&g_calls, __ATOMIC_SEQ_CST), 0);
   dv_graph_exec *e = NULL;
   assert_ok(dv_graph_instantiate(g, &e));
@@ -196,8 +209,13 @@ static void test_callbacks_and_events(void **state) {
     assert_ok(dv_graph_launch(e, s));
   }
   assert_ok(dv_stream_synchronize(s));
-  assert_int_equal(__atomic_load_n(&g_calls, __ATOMIC_SEQ_CST), 3);
-  work_expect(&w, 2);
+  assert_int_equal(__atomic_load_n(&g_calls, __ATOMIC_SEQ_CST), fns ? 3 : 0);
+  assert_ok(dv_event_query(ev)); /* the graph's record of it ran */
+  dv_event_release(ev);            /* the graph keeps it for the next launch */
+  set_all(w.in, N, 9);
+  assert_ok(dv_graph_launch(e, s));
+  assert_ok(dv_stream_synchronize(s));
+  work_expect(&w, 9);
   assert_ok(dv_graph_exec_destroy(e));
   assert_ok(dv_graph_release(g));
   dv_stream_release(s);
@@ -340,7 +358,7 @@ static dv_status one_round(work *w, dv_stream *s, int *ok) {
   dv_status r;
   if ((r = dv_copy_to_device(w->a, w->in, s)) && !first) first = r;
   if ((r = dv_array_copy(w->c2, w->b2, s)) && !first) first = r;
-  if ((r = dv_stream_add_callback(s, count_cb, &g_calls)) && !first) first = r;
+  if (host_fns_capturable() && (r = dv_stream_add_callback(s, count_cb, &g_calls)) && !first) first = r;
   if ((r = dv_copy_to_host(w->c, w->out, s, NULL)) && !first) first = r;
   dv_graph *g = NULL;
   rc = dv_graph_capture_end(s, &g);

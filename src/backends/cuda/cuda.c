@@ -74,6 +74,12 @@ static void cu_load(void) {
   for (size_t i = 0; i < nsyms; i++) {
     if (!strcmp(cu_syms[i].name, "cuEventElapsedTime_v2")) cu_syms[i].alt = "cuEventElapsedTime";
     if (!strcmp(cu_syms[i].name, "cuStreamWaitValue64_v2")) cu_syms[i].alt = "cuStreamWaitValue64", cu_syms[i].optional = 1;
+    /* graphs (CUDA 10 to 11.4): without them, graphs are refused */
+    static const char *const graph_entries[] = {"cuStreamBeginCapture_v2", "cuStreamEndCapture",
+                                                "cuGraphInstantiateWithFlags", "cuGraphLaunch",
+                                                "cuGraphExecDestroy", "cuGraphDestroy"};
+    for (size_t g = 0; g < sizeof graph_entries / sizeof graph_entries[0]; g++)
+      if (!strcmp(cu_syms[i].name, graph_entries[g])) cu_syms[i].optional = 1;
   }
   const char *which = NULL;
   cu_load_status = dv__dynlib_open("CUDA driver", names, 2, cu_syms, nsyms, &cu_lib, &which, cu_load_msg,
