@@ -12,7 +12,10 @@
  * are copied several at a time. */
 void dv__strided_copy(void *dst, const int64_t *dst_strides, const void *src,
                       const int64_t *src_strides, const int64_t *shape, int nd, size_t itemsize);
-/* A rectangular copy (see dv_rect in backends/backend.h) between host addresses. */
+/* A rectangular copy (see dv_rect in backends/backend.h) between host
+ * addresses.  No destination byte is written by two rows (as every rect the
+ * planner makes): a long copy's rows may be copied by two threads at once,
+ * in any order. */
 void dv__rect_copy(void *dst, size_t dpitch, size_t dslice, const void *src, size_t spitch,
                    size_t sslice, size_t width, size_t height, size_t depth);
 /* Tests: with on, the portable loops even where the processor has AVX2;

@@ -251,7 +251,10 @@ static void streaming_rect_copies(void) {
         for (size_t rows = 1; rows <= 6; rows++) {
           size_t w = widths[k], wide = 2 * w + 24, depth = 3;
           size_t dp = kind == 0 ? w : wide + 40, sp = kind == 1 ? w : wide;
-          size_t dsl = dp * rows + (kind == 0 ? 0 : 64), ssl = sp * rows + 16;
+          /* slices one after another (rows + 1 rows each): no destination row is
+           * written twice, so the result does not depend on the order of the rows
+           * (a split copy's two threads take them in any order) */
+          size_t dsl = dp * (rows + 1) + (kind == 0 ? 0 : 64), ssl = sp * (rows + 1) + 16;
           size_t span = depth * (dsl > ssl ? dsl : ssl) + 2 * wide + 256;
           unsigned char *raw_s = malloc(span + 64), *raw1 = malloc(span + 64),
                         *raw2 = malloc(span + 64);
