@@ -157,6 +157,34 @@ static void test_refusals(void **state) {
   dv_array_release(d), dv_array_release(p), dv_array_release(h);
 }
 
+/* A released array or stream passed to either call is DV_ERR_MISUSE naming
+ * the function and the kind (the cases whose memory is held, so that every
+ * mode catches them: a view keeps its base's record, an array its stream). */
+static void test_released_handles(void **state) {
+  (void)state;
+  int64_t n = 32;
+  dv_stream *s;
+  assert_ok(dv_stream_create(g_ctx, 0, &s));
+  dv_array *a, *v, *keep;
+  if (has_managed(g_ctx))
+    assert_ok(dv_managed_array(g_ctx, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', 1, &a));
+  else
+    assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', NULL, &a));
+  assert_ok(dv_device_array(g_ctx, 1, &n, dv_dtype_get(DV_INT32), NULL, 'C', s, &keep));
+  dv_index ix = DV_SLICE(0, 8, 1);
+  assert_ok(dv_array_slice(a, 1, &ix, &v));
+  dv_array_release(a);
+  assert_status(dv_array_prefetch(a, DV_LOCATION_HOST, NULL), DV_ERR_MISUSE);
+  assert_msg_has("dv_array_prefetch");
+  assert_msg_has("array was released");
+  assert_status(dv_array_advise(a, DV_MEM_ADVISE_SET_READ_MOSTLY, DV_LOCATION_HOST), DV_ERR_MISUSE);
+  assert_msg_has("dv_array_advise");
+  dv_stream_release(s); /* kept by `keep` */
+  assert_status(dv_array_prefetch(v, DV_LOCATION_HOST, s), DV_ERR_MISUSE);
+  assert_msg_has("stream was released");
+  dv_array_release(v), dv_array_release(keep);
+}
+
 static void needs_managed(dv_context *ctx, const char *test) {
   if (!has_managed(ctx)) {
     printf("SKIPPED: %s: backend %s has no managed memory (no managed arrays to prefetch)\n", test,
@@ -500,6 +528,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_release_while_queued, ctx_setup, teardown),
       cmocka_unit_test_setup_teardown(test_fault_sweep, ctx_setup, teardown),
       cmocka_unit_test_setup_teardown(test_callback_rule, ctx_setup, teardown),
+      cmocka_unit_test_setup_teardown(test_released_handles, ctx_setup, teardown),
   };
   return test_main(argc, argv, "managed_hints", tests, sizeof tests / sizeof tests[0]);
 }
