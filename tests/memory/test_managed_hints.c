@@ -440,14 +440,15 @@ static void test_fault_sweep(void **state) {
       assert_int_equal(after.managed.current, before.managed.current);
       if (dbl) assert_int_equal(read_hints(m).prefetches, h0.prefetches);
     }
-    /* Driver calls: the entry the backend uses (CUDA: the _v2 ones; HIP's
-     * translations call the first ones). */
+    /* Driver calls: the entry the backend uses (CUDA 12.2+: the _v2 ones; an older
+     * driver, cuda-v1, and HIP's translations: the first ones). */
     fail_fn arm = (fail_fn)dsym("dvdouble_fail");
     calls_fn calls = (calls_fn)dsym("dvdouble_fail_calls");
     if (!man || !arm || !calls) continue;
-    bool hip = strncmp(g_backend, "hip", 3) == 0;
-    const char *entry = p->prefetch ? (hip ? "cuMemPrefetchAsync" : "cuMemPrefetchAsync_v2")
-                                    : (hip ? "cuMemAdvise" : "cuMemAdvise_v2");
+    bool hip = strncmp(g_backend, "hip", 3) == 0,
+         v2 = !hip && dsym("cuMemPrefetchAsync_v2") != NULL;
+    const char *entry = p->prefetch ? (v2 ? "cuMemPrefetchAsync_v2" : "cuMemPrefetchAsync")
+                                    : (v2 ? "cuMemAdvise_v2" : "cuMemAdvise");
     const char *named = p->prefetch ? (hip ? "hipMemPrefetchAsync" : "cuMemPrefetchAsync")
                                     : (hip ? "hipMemAdvise" : "cuMemAdvise");
     int failures = 0;

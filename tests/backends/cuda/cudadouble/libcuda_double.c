@@ -1192,11 +1192,15 @@ static CUresult prefetch(dv_CUdeviceptr p, size_t n, dv_CUmemLocation where, uns
   return unlock_ret(r);
 }
 
+/* DVDOUBLE_NO_V2_HINTS: a driver before CUDA 12.2, without the _v2 entries
+ * (tests/CMakeLists.txt's cuda_double_v1, managed_hints.cuda-v1). */
+#ifndef DVDOUBLE_NO_V2_HINTS
 EXPORT CUresult cuMemPrefetchAsync_v2(dv_CUdeviceptr p, size_t n, dv_CUmemLocation where, unsigned flags,
                                       dv_CUstream s) {
   FAILPOINT("cuMemPrefetchAsync_v2");
   return prefetch(p, n, where, flags, s);
 }
+#endif
 
 EXPORT CUresult cuMemPrefetchAsync(dv_CUdeviceptr p, size_t n, dv_CUdevice where, dv_CUstream s) {
   FAILPOINT("cuMemPrefetchAsync");
@@ -1227,10 +1231,12 @@ static CUresult advise(dv_CUdeviceptr p, size_t n, int advice, dv_CUmemLocation 
   return unlock_ret(DV_CUDA_SUCCESS);
 }
 
+#ifndef DVDOUBLE_NO_V2_HINTS
 EXPORT CUresult cuMemAdvise_v2(dv_CUdeviceptr p, size_t n, dv_CUmem_advise advice, dv_CUmemLocation where) {
   FAILPOINT("cuMemAdvise_v2");
   return advise(p, n, (int)advice, where);
 }
+#endif
 
 EXPORT CUresult cuMemAdvise(dv_CUdeviceptr p, size_t n, dv_CUmem_advise advice, dv_CUdevice where) {
   FAILPOINT("cuMemAdvise");
