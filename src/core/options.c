@@ -164,6 +164,13 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
     {"pinned_pool_limit", "DV_PINNED_POOL_LIMIT", NULL, T_SIZE, "0", 0, 1099511627776.0,
      "pinned pool: the most bytes it holds, in use and cached (0: a quarter of the host's physical "
      "memory); requests past it are served outside the pool, as with pinned_pool=off"},
+    {"nvtx", "DV_NVTX", NULL, T_BOOL, "on", 0, 1,
+     "CUDA: tell a listening NVTX tool (compute-sanitizer, which sets NVTX_INJECTION64_PATH) of the "
+     "pool's memory: segments as heaps, blocks as regions, so that memcheck checks each array's "
+     "bounds inside a segment; nothing happens when no tool listens"},
+    {"nvtx_ranges", "DV_NVTX_RANGES", NULL, T_BOOL, "off", 0, 1,
+     "NVTX ranges (domain \"devarray\") around devarray's copies, memsets, launches and "
+     "allocations, for a listening tool's timeline (Nsight Systems)"},
 };
 
 /* Former names, kept as aliases of the option and its environment variable

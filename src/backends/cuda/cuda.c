@@ -77,6 +77,12 @@ static void cu_load(void) {
   for (size_t i = 0; i < nsyms; i++) {
     if (!strcmp(cu_syms[i].name, "cuEventElapsedTime_v2")) cu_syms[i].alt = "cuEventElapsedTime";
     if (!strcmp(cu_syms[i].name, "cuStreamWaitValue64_v2")) cu_syms[i].alt = "cuStreamWaitValue64", cu_syms[i].optional = 1;
+    /* graphs (CUDA 10 to 11.4): without them, graphs are refused */
+    static const char *const graph_entries[] = {"cuStreamBeginCapture_v2", "cuStreamEndCapture",
+                                                "cuGraphInstantiateWithFlags", "cuGraphLaunch",
+                                                "cuGraphExecDestroy", "cuGraphDestroy"};
+    for (size_t g = 0; g < sizeof graph_entries / sizeof graph_entries[0]; g++)
+      if (!strcmp(cu_syms[i].name, graph_entries[g])) cu_syms[i].optional = 1;
     /* Managed memory's hints (fam_managed.c): the _v2 entries (CUDA 12.2+)
      * or the first ones (below); without either, DV_ERR_NOT_SUPPORTED. */
     if (!strcmp(cu_syms[i].name, "cuMemPrefetchAsync_v2") || !strcmp(cu_syms[i].name, "cuMemAdvise_v2"))

@@ -122,6 +122,9 @@ struct dv_bstream {
   /* Its staging thread (fam_stager.c), made at its first asynchronous
    * pageable copy; read and set under the context's stagers lock. */
   cu_stager *stager;
+  /* While devarray captures a graph on it (fam_graph.c): the records of the
+   * capture's host functions, handed to the graph at its end. */
+  struct cu_hostfn *hostfns;
 };
 
 struct cu_state {
@@ -254,7 +257,7 @@ void dv__cu_kernel_close(cu_state *st);
  * two can never drift apart.  Defined for the groups of DV_CU_BACKEND_CAPS:
  * memory, host memory, streams and events in fam.c; managed memory in fam_managed.c;
  * copies in fam_copy.c; kernels, native
- * handles and strided copies in fam_kernel.c; interop in fam_ipc.c.
+ * handles and strided copies in fam_kernel.c; interop in fam_ipc.c; graphs in fam_graph.c.
  */
 #define DV_BE_METHOD(group, ret, method, params) ret dv__cub_##method params;
 #include "../backend_methods.def"
@@ -262,7 +265,7 @@ void dv__cu_kernel_close(cu_state *st);
 /* The groups both tables fill (backend.h's DV_BCAP_*). */
 #define DV_CU_BACKEND_CAPS                                                                                  \
   (DV_BCAP_BASE | DV_BCAP_STRIDED | DV_BCAP_PEER | DV_BCAP_MANAGED | DV_BCAP_BUILTIN_STREAMS | DV_BCAP_KERNELS | \
-   DV_BCAP_NATIVE | DV_BCAP_ORDER_NATIVE | DV_BCAP_IPC)
+   DV_BCAP_NATIVE | DV_BCAP_ORDER_NATIVE | DV_BCAP_IPC | DV_BCAP_GRAPHS)
 #define DV_CU_BACKEND_METHODS \
   .close = dv__cub_close, \
   .device_info = dv__cub_device_info, \
@@ -311,7 +314,14 @@ void dv__cu_kernel_close(cu_state *st);
   .ipc_export = dv__cub_ipc_export, \
   .ipc_open = dv__cub_ipc_open, \
   .ipc_close = dv__cub_ipc_close, \
-  .copy_peer = dv__cub_copy_peer,
+  .copy_peer = dv__cub_copy_peer, \
+  .graph_begin = dv__cub_graph_begin, \
+  .graph_end = dv__cub_graph_end, \
+  .graph_host_fn = dv__cub_graph_host_fn, \
+  .graph_instantiate = dv__cub_graph_instantiate, \
+  .graph_launch = dv__cub_graph_launch, \
+  .graph_exec_destroy = dv__cub_graph_exec_destroy, \
+  .graph_destroy = dv__cub_graph_destroy,
 
 /*
  * A strided copy as the built-in copy kernels take it (src/kernel/

@@ -58,7 +58,9 @@ static void hip_load(void) {
    * hipMemPrefetchAsync / hipMemAdvise managed memory takes no hints. */
   for (size_t i = 0; i < sizeof hip_syms / sizeof hip_syms[0]; i++)
     if (!strcmp(hip_syms[i].name, "hipLaunchHostFunc") || !strcmp(hip_syms[i].name, "hipStreamWaitValue64") ||
-        !strcmp(hip_syms[i].name, "hipMemPrefetchAsync") || !strcmp(hip_syms[i].name, "hipMemAdvise"))
+        !strcmp(hip_syms[i].name, "hipMemPrefetchAsync") || !strcmp(hip_syms[i].name, "hipMemAdvise") ||
+        !strncmp(hip_syms[i].name, "hipGraph", 8) || !strcmp(hip_syms[i].name, "hipStreamBeginCapture") ||
+        !strcmp(hip_syms[i].name, "hipStreamEndCapture")) /* graphs: refused without them */
       hip_syms[i].optional = 1;
   hip_load_status =
       dv__dynlib_open("HIP runtime", names, 3, hip_syms, sizeof hip_syms / sizeof hip_syms[0],
