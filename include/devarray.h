@@ -668,7 +668,8 @@ typedef enum dv_mem_advice {
  * device has no concurrent managed access, CUDA's
  * CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS = 0: the driver refuses
  * it there; or a driver without the call); DV_ERR_MISUSE (from a stream
- * callback); the driver's failures as DV_ERR_DRIVER or the status their
+ * callback, or on a stream capturing a graph: a graph has no prefetch
+ * node); the driver's failures as DV_ERR_DRIVER or the status their
  * code maps to, with the driver's name of the call.  Backends without
  * managed memory (host, OpenCL) have no managed arrays, so every call
  * there is DV_ERR_INVALID_ARGUMENT for the array's kind.

@@ -73,6 +73,10 @@ dv_status dv_array_prefetch(const dv_array *a, dv_location where, dv_stream *str
   if (!rc) rc = dv__managed_range(a, __func__, &mem, &bytes);
   if (rc) return rc;
   DV_CHECK_NOT_IN_CALLBACK();
+  /* A graph has no prefetch node (CUDA's nor HIP's): refused before
+   * anything is queued, as the driver would refuse it and invalidate the
+   * capture. */
+  if (stream && stream->capture) return dv__capture_refused(__func__);
   if (!bytes) return DV_OK;
   dv_stream *after = dv__alloc_after(ctx, a->alloc, stream);
   dv__op op = {.run = dv__prefetch_run,

@@ -520,6 +520,44 @@ static void test_callback_rule(void **state) {
   assert_ok(dv_context_destroy(ctx));
 }
 
+/* A prefetch on a stream that captures a graph is DV_ERR_MISUSE before
+ * anything is queued (a graph has no prefetch node: the driver would
+ * refuse it and invalidate the capture); the capture goes on, and an
+ * advice (not stream work) is not refused. */
+static void test_prefetch_in_capture(void **state) {
+  (void)state;
+  needs_managed(g_ctx, __func__);
+  dv_context *ctx = ctx_concurrent(1);
+  dv_stream *s;
+  assert_ok(dv_stream_create(ctx, 0, &s));
+  dv_array *m = managed(ctx, 256);
+  dv_status rc = dv_graph_capture_begin(s);
+  if (rc == DV_ERR_NOT_SUPPORTED) {
+    printf("SKIPPED: %s: %s\n", __func__, dv_last_error());
+    dv_array_release(m), dv_stream_release(s);
+    assert_ok(dv_context_destroy(ctx));
+    skip();
+  }
+  assert_ok(rc);
+  long before = dsym("dvdouble_managed_hints") ? read_hints(m).prefetches : 0;
+  assert_status(dv_array_prefetch(m, DV_LOCATION_DEVICE, s), DV_ERR_MISUSE);
+  assert_msg_has("dv_array_prefetch");
+  assert_ok(dv_array_advise(m, DV_MEM_ADVISE_SET_READ_MOSTLY, DV_LOCATION_HOST));
+  assert_ok(dv_array_memset(m, 0, s)); /* the capture was not invalidated */
+  dv_graph *g = NULL;
+  assert_ok(dv_graph_capture_end(s, &g));
+  size_t n = 0;
+  assert_ok(dv_graph_work_count(g, &n));
+  assert_int_equal(n, 1);
+  assert_ok(dv_graph_release(g));
+  if (dsym("dvdouble_managed_hints")) assert_int_equal(read_hints(m).prefetches, before);
+  assert_ok(dv_array_prefetch(m, DV_LOCATION_DEVICE, s)); /* after the capture: queued */
+  assert_ok(dv_stream_synchronize(s));
+  dv_array_release(m);
+  dv_stream_release(s);
+  assert_ok(dv_context_destroy(ctx));
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_refusals, ctx_setup, teardown),
@@ -530,6 +568,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_fault_sweep, ctx_setup, teardown),
       cmocka_unit_test_setup_teardown(test_callback_rule, ctx_setup, teardown),
       cmocka_unit_test_setup_teardown(test_released_handles, ctx_setup, teardown),
+      cmocka_unit_test_setup_teardown(test_prefetch_in_capture, ctx_setup, teardown),
   };
   return test_main(argc, argv, "managed_hints", tests, sizeof tests / sizeof tests[0]);
 }

@@ -1158,7 +1158,9 @@ EXPORT CUresult cuMemAllocManaged(dv_CUdeviceptr *p, size_t bytes, unsigned flag
  * (CUDA_ERROR_INVALID_DEVICE) with concurrent managed access
  * (CUDA_ERROR_INVALID_DEVICE without it); a prefetch is queued on the
  * stream and checks its range again when it runs (freed meanwhile: the
- * sticky CUDA_ERROR_ILLEGAL_ADDRESS of any queued use).  The double keeps
+ * sticky CUDA_ERROR_ILLEGAL_ADDRESS of any queued use); a stream that
+ * captures a graph refuses it (no graph node prefetches:
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, the capture invalidated).  The double keeps
  * each allocation's hints whole (the driver keeps them per page), which
  * dvdouble_managed_hints reads back.  dvdouble_set_concurrent_managed(0/1)
  * sets the attribute (-1: the device's own, CUDA 1, HIP an xnack+
@@ -1220,6 +1222,7 @@ static CUresult prefetch(dv_CUdeviceptr p, size_t n, dv_CUmemLocation where, uns
   if (r) return unlock_ret(r);
   stream *s = resolve_stream(c, h, &r);
   if (!s) return unlock_ret(r);
+  if (s->capturing) return unlock_ret(capture_refuse(s, CAPTURE_UNSUPPORTED)); /* graphs have no prefetch node */
   op *o = op_new(10);
   if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
   o->daddr = p, o->width = n, o->word = (size_t)code;
