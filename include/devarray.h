@@ -628,6 +628,74 @@ DV_API dv_status dv_managed_array(dv_context *ctx, int ndim, const int64_t *shap
                                   const dv_dtype *dtype, const int64_t *strides, char order,
                                   int attach_global, dv_array **out);
 
+/**
+ * Where managed memory is prefetched to (dv_array_prefetch), or the
+ * processor an advice names (dv_array_advise).  Only these two values are
+ * accepted; any other is DV_ERR_INVALID_ARGUMENT.
+ */
+typedef enum dv_location {
+  DV_LOCATION_HOST = -1,  /**< the host's memory (CUDA's CU_DEVICE_CPU, HIP's hipCpuDeviceId) */
+  DV_LOCATION_DEVICE = 0  /**< the device of the array's context (whatever its ordinal) */
+} dv_location;
+
+/**
+ * A hint about how managed memory will be used (dv_array_advise): CUDA's
+ * CUmem_advise and HIP's hipMemoryAdvise, with their values.
+ */
+typedef enum dv_mem_advice {
+  DV_MEM_ADVISE_SET_READ_MOSTLY = 1,          /**< mostly read: processors that read it may keep a copy */
+  DV_MEM_ADVISE_UNSET_READ_MOSTLY = 2,        /**< undo SET_READ_MOSTLY (the copies collapse to one) */
+  DV_MEM_ADVISE_SET_PREFERRED_LOCATION = 3,   /**< keep the pages at `where` when possible */
+  DV_MEM_ADVISE_UNSET_PREFERRED_LOCATION = 4, /**< no preferred location */
+  DV_MEM_ADVISE_SET_ACCESSED_BY = 5,          /**< `where` will access it: keep it mapped there */
+  DV_MEM_ADVISE_UNSET_ACCESSED_BY = 6         /**< undo SET_ACCESSED_BY for `where` */
+} dv_mem_advice;
+
+/**
+ * Prefetch the bytes of managed array a to `where` (DV_LOCATION_HOST or
+ * DV_LOCATION_DEVICE), queued on `stream` as the other work of a stream is
+ * (CUDA's cuMemPrefetchAsync, HIP's hipMemPrefetchAsync).  The range is the
+ * array's own bytes: for a view, from the lowest to the highest byte one of
+ * its elements touches (the driver widens it to whole pages).  A hint: the
+ * data stays coherent and readable wherever it is; the prefetch only moves
+ * pages before they are needed.
+ * Size 0: checked, nothing queued.  Releasing a meanwhile frees its memory
+ * after the prefetch, as after a copy (dv_array_release).
+ * Errors (nothing queued): DV_ERR_NULL_ARGUMENT; DV_ERR_INVALID_ARGUMENT
+ * (a is not managed memory: the message names its memory kind; `where` is
+ * neither location); DV_ERR_BACKEND_MISMATCH (a stream of another
+ * context); DV_ERR_NOT_SUPPORTED (prefetching to the device where the
+ * device has no concurrent managed access, CUDA's
+ * CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS = 0: the driver refuses
+ * it there; or a driver without the call); DV_ERR_MISUSE (from a stream
+ * callback, or on a stream capturing a graph: a graph has no prefetch
+ * node); the driver's failures as DV_ERR_DRIVER or the status their
+ * code maps to, with the driver's name of the call.  Backends without
+ * managed memory (host, OpenCL) have no managed arrays, so every call
+ * there is DV_ERR_INVALID_ARGUMENT for the array's kind.
+ * Blocking: with stream NULL (the default stream) returns once the
+ * prefetch is done, as every NULL-stream call does; with a stream, returns
+ * once it is queued.  Thread-safe.
+ */
+DV_API dv_status dv_array_prefetch(const dv_array *a, dv_location where, dv_stream *stream);
+
+/**
+ * Advise the driver how managed array a will be used (CUDA's cuMemAdvise,
+ * HIP's hipMemAdvise) over the same range as dv_array_prefetch.  `where`
+ * names the processor for SET_PREFERRED_LOCATION and SET/UNSET_ACCESSED_BY;
+ * it is checked for the others too, which ignore it.  Not stream-ordered: the advice applies to the range
+ * from the call on, for the work already queued too (the driver's rule).
+ * Size 0: checked, nothing done.
+ * Errors: DV_ERR_NULL_ARGUMENT; DV_ERR_INVALID_ARGUMENT (not managed
+ * memory, naming its kind; an unknown advice or location);
+ * DV_ERR_NOT_SUPPORTED (an advice naming the device, DV_LOCATION_DEVICE
+ * with SET_PREFERRED_LOCATION or SET/UNSET_ACCESSED_BY, where the device
+ * has no concurrent managed access; a driver without the call);
+ * DV_ERR_MISUSE (from a stream callback); the driver's failures.
+ * Blocking: does not wait for any stream.  Thread-safe.
+ */
+DV_API dv_status dv_array_advise(const dv_array *a, dv_mem_advice advice, dv_location where);
+
 /** Add a reference to a and return a (NULL: returns NULL).  Thread-safe. */
 DV_API dv_array *dv_array_retain(dv_array *a);
 /** Drop a reference.  The memory is freed (through the deferred queue for

@@ -48,7 +48,8 @@ from ._create import (device_array, device_array_like, to_device, from_dlpack, i
 from ._create import as_cuda_array, from_cuda_array_interface
 from ._mapped import MappedNDArray, mapped_array, mapped, mapped_array_like
 from ._hostmem import (pinned_array, managed_array, pinned, register, deregister, is_pinned,
-                       pinned_array_like, PinnedMemoryPool, get_default_pinned_memory_pool)
+                       pinned_array_like, PinnedMemoryPool, get_default_pinned_memory_pool,
+                       prefetch, advise)
 from ._kernel import Module, Kernel, Arg, In, Out, InOut, View, SmartArray
 from ._emm import (BaseCUDAMemoryManager, HostOnlyCUDAMemoryManager, GetIpcHandleMixin,
                    NumbaCUDAMemoryManager, MemoryInfo, set_memory_manager, backend_memalloc)

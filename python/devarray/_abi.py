@@ -42,6 +42,15 @@ DV_MEM_PINNED = 2
 DV_MEM_MAPPED = 3
 DV_MEM_MANAGED = 4
 
+DV_LOCATION_HOST = -1
+DV_LOCATION_DEVICE = 0
+DV_MEM_ADVISE_SET_READ_MOSTLY = 1
+DV_MEM_ADVISE_UNSET_READ_MOSTLY = 2
+DV_MEM_ADVISE_SET_PREFERRED_LOCATION = 3
+DV_MEM_ADVISE_UNSET_PREFERRED_LOCATION = 4
+DV_MEM_ADVISE_SET_ACCESSED_BY = 5
+DV_MEM_ADVISE_UNSET_ACCESSED_BY = 6
+
 DV_ARG_SCALAR = 1
 DV_ARG_ARRAY = 2
 DV_ARG_VIEW = 3
@@ -207,7 +216,8 @@ DV_MEMORY_ALLOC = 0
 DV_MEMORY_FREE = 1
 
 ENUM_TYPES = ("dv_status", "dv_type_id", "dv_memory_kind", "dv_index_kind", "dv_param_kind",
-              "dv_arg_kind", "dv_arg_dir", "dv_where", "dv_memory_event_kind")
+              "dv_arg_kind", "dv_arg_dir", "dv_where", "dv_memory_event_kind", "dv_location",
+              "dv_mem_advice")
 
 STRUCTS = (dv_counter, dv_stats, dv_pinned_stats, dv_device_info, dv_field_desc, dv_index, dv_dim3,
            dv_launch_config, dv_arg, dv_kernel_param, dv_block, dv_memory_manager,
@@ -289,6 +299,8 @@ FUNCTIONS = {
     "dv_pinned_array": (_S, [_P, c_int, _I64P, _P, _I64P, c_char, POINTER(_P)]),
     "dv_mapped_array": (_S, [_P, c_int, _I64P, _P, _I64P, c_char, c_uint, POINTER(_P)]),
     "dv_managed_array": (_S, [_P, c_int, _I64P, _P, _I64P, c_char, c_int, POINTER(_P)]),
+    "dv_array_prefetch": (_S, [_P, c_int, _P]),
+    "dv_array_advise": (_S, [_P, c_int, c_int]),
     "dv_array_retain": (_P, [_P]),
     "dv_array_release": (None, [_P]),
     "dv_array_ndim": (c_int, [_P]),

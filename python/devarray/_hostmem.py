@@ -7,12 +7,13 @@ import threading
 
 import numpy as np
 
-from . import _context, _current
+from . import _abi, _context, _current
 from ._abi import dv_pinned_stats as _dv_pinned_stats
 from ._context import current_context
 from ._convert import (_P, _dv_dtype, _dtype_cache, _shape_tuple, _i64, _out,
                        _pack_shape)
 from ._lib import lib, check, error, lean
+from ._stream import _stream_handle
 from ._words import _shape_words
 
 # ---- host memory ----------------------------------------------------------
@@ -309,6 +310,86 @@ def _deregister_entries(keys):
             lib.dv_array_release(ent[0])
     if err is not None:
         raise err
+
+
+# ---- managed memory's hints (issue 40) ---------------------------------------
+
+_LOCATIONS = {"device": _abi.DV_LOCATION_DEVICE, "host": _abi.DV_LOCATION_HOST,
+              "cpu": _abi.DV_LOCATION_HOST}
+_ADVICE = {"read_mostly": _abi.DV_MEM_ADVISE_SET_READ_MOSTLY,
+           "unset_read_mostly": _abi.DV_MEM_ADVISE_UNSET_READ_MOSTLY,
+           "preferred_location": _abi.DV_MEM_ADVISE_SET_PREFERRED_LOCATION,
+           "unset_preferred_location": _abi.DV_MEM_ADVISE_UNSET_PREFERRED_LOCATION,
+           "accessed_by": _abi.DV_MEM_ADVISE_SET_ACCESSED_BY,
+           "unset_accessed_by": _abi.DV_MEM_ADVISE_UNSET_ACCESSED_BY}
+
+
+def _location(where):
+    if isinstance(where, str) and where in _LOCATIONS:
+        return _LOCATIONS[where]
+    if where in (-1, 0) and not isinstance(where, bool):  # cudaCpuDeviceId, this device
+        return int(where)
+    raise ValueError("location must be 'device' or 'host' (or 0 / -1), not %r" % (where,))
+
+
+def _hinted(ary, fn_name):
+    """(C handle with one reference) of the array a hint is for: a DeviceNDArray, or the NumPy
+    array managed_array returned (a view of one has no handle of its own: give its base)."""
+    h = getattr(ary, "handle", None)
+    if h is not None and not isinstance(ary, np.ndarray):
+        return lib.dv_array_retain(h)
+    if not isinstance(ary, np.ndarray):
+        raise TypeError("%s takes a managed array (managed_array), not %s"
+                        % (fn_name, type(ary).__name__))
+    with _registry_lock:
+        h = _registry.get(_key(ary))
+    if h is None:
+        base = ary.base
+        while base is not None and not isinstance(base, _HostOwner):
+            base = getattr(base, "base", None)
+        if isinstance(base, _HostOwner):
+            raise ValueError("%s takes the array managed_array returned, not a view of it "
+                             "(give the whole array)" % fn_name)
+        h, _ = _host_array(ary)  # refused by the library for its kind, with its message
+        return h
+    return lib.dv_array_retain(h)
+
+
+def prefetch(ary, to="device", stream=0):
+    """Prefetch a managed array's memory to the device ('device') or the host ('host'), in
+    stream order (dv_array_prefetch; CUDA's cuMemPrefetchAsync, CuPy's
+    runtime.memPrefetchAsync; Numba has none). stream=0: done when this returns.
+    NotSupportedError where the device has no concurrent managed access; ValueError for
+    memory that is not managed."""
+    loc = _location(to)
+    s = _stream_handle(stream)
+    h = _hinted(ary, "prefetch")
+    try:
+        check(lib.dv_array_prefetch(h, loc, s), "prefetch")
+    finally:
+        lib.dv_array_release(h)
+
+
+def advise(ary, advice, location="device"):
+    """Advise the driver how a managed array will be used (dv_array_advise; CUDA's
+    cuMemAdvise, CuPy's runtime.memAdvise): advice 'read_mostly', 'preferred_location',
+    'accessed_by' or their 'unset_' forms (or CUDA's values 1-6); location 'device' or
+    'host'. Not stream-ordered."""
+    if isinstance(advice, str):
+        if advice not in _ADVICE:
+            raise ValueError("advice must be one of %s, not %r" % (", ".join(sorted(_ADVICE)),
+                                                                   advice))
+        code = _ADVICE[advice]
+    elif isinstance(advice, int) and not isinstance(advice, bool) and 1 <= advice <= 6:
+        code = advice
+    else:
+        raise ValueError("advice must be a name or 1-6, not %r" % (advice,))
+    loc = _location(location)
+    h = _hinted(ary, "advise")
+    try:
+        check(lib.dv_array_advise(h, code, loc), "advise")
+    finally:
+        lib.dv_array_release(h)
 
 
 def is_pinned(arr):

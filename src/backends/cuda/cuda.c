@@ -59,12 +59,15 @@ static void cu_after_fork_child(void) { atomic_store(&cuda_forked, 1); }
 /* The driver's entry points (../cudafam/fam_symbols.def).  cuEventElapsedTime_v2 falls
  * back to the old name, which has the same prototype, and so does
  * cuStreamWaitValue64_v2, which may be missing too (the staging threads are
- * then not used); cuFuncGetParamInfo (CUDA 12.4) may be missing. */
+ * then not used); cuFuncGetParamInfo (CUDA 12.4) may be missing, and so may
+ * the managed-memory hints (cuMemPrefetchAsync[_v2], cuMemAdvise[_v2]). */
 #define DV_CU(ret, symbol, cuda_name, hip_name, params) {#symbol, NULL, (void **)&cuda_api.symbol, 0},
 static dv_dynsym cu_syms[] = { /* written once, in cu_load */
 #include "../cudafam/fam_symbols.def"
     {"cuFuncGetParamInfo", NULL, (void **)&cuda_api.cuFuncGetParamInfo, 1},
     {"cuPointerGetAttribute", NULL, (void **)&cuda_api.cuPointerGetAttribute, 1},
+    {"cuMemPrefetchAsync", NULL, (void **)&cuda_api.cuMemPrefetchAsync, 1},
+    {"cuMemAdvise", NULL, (void **)&cuda_api.cuMemAdvise, 1},
 };
 #undef DV_CU
 
@@ -80,6 +83,10 @@ static void cu_load(void) {
                                                 "cuGraphExecDestroy", "cuGraphDestroy"};
     for (size_t g = 0; g < sizeof graph_entries / sizeof graph_entries[0]; g++)
       if (!strcmp(cu_syms[i].name, graph_entries[g])) cu_syms[i].optional = 1;
+    /* Managed memory's hints (fam_managed.c): the _v2 entries (CUDA 12.2+)
+     * or the first ones (below); without either, DV_ERR_NOT_SUPPORTED. */
+    if (!strcmp(cu_syms[i].name, "cuMemPrefetchAsync_v2") || !strcmp(cu_syms[i].name, "cuMemAdvise_v2"))
+      cu_syms[i].optional = 1;
   }
   const char *which = NULL;
   cu_load_status = dv__dynlib_open("CUDA driver", names, 2, cu_syms, nsyms, &cu_lib, &which, cu_load_msg,

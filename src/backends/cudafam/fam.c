@@ -16,7 +16,7 @@
  *    stream order through cuStreamAddCallback.  Device-to-device layouts rects
  *    cannot express run the built-in strided-copy kernels (fam_kernel.c).
  *  - Pinned memory: cuMemHostAlloc (PORTABLE, DEVICEMAP, WRITECOMBINED
- *    honoured); registration: cuMemHostRegister; managed: cuMemAllocManaged.
+ *    honoured); registration: cuMemHostRegister; managed memory: fam_managed.c.
  *  - Streams: cuStreamCreate (blocking or non-blocking); the legacy and
  *    per-thread default streams are the driver's handles 0x1 and 0x2.
  *  - Kernels, native handles, foreign memory: fam_kernel.c (the compiler is
@@ -60,6 +60,9 @@ static void cu_fill_info(cu_state *st, const dv_backend_config *cfg) {
   x = 0;
   cu.cuDeviceGetAttribute(&x, DV_CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, st->dev);
   d->managed_memory = x;
+  x = 0; /* prefetching to the device needs it (fam_managed.c) */
+  cu.cuDeviceGetAttribute(&x, DV_CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, st->dev);
+  st->concurrent_managed = x != 0;
   cu.cuDeviceGetAttribute(&d->compute_major, DV_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, st->dev);
   cu.cuDeviceGetAttribute(&d->compute_minor, DV_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, st->dev);
   cu.cuDeviceGetPCIBusId(d->pci_bus_id, sizeof d->pci_bus_id, st->dev);
@@ -190,17 +193,7 @@ dv_status dv__cub_mem_alloc(void *state, size_t bytes, void **buf) {
   return DV_OK;
 }
 
-dv_status dv__cub_managed_alloc(void *state, size_t bytes, int attach_global, void **buf) {
-  *buf = NULL;
-  cu_state *st = state;
-  CU_ENTER(st);
-  if (!st->info.managed_memory) return dv__error(DV_ERR_NOT_SUPPORTED, "device %s has no managed memory", st->info.name);
-  dv_CUdeviceptr p = 0;
-  CU_TRY(cu.cuMemAllocManaged(&p, bytes, attach_global ? DV_CU_MEM_ATTACH_GLOBAL : DV_CU_MEM_ATTACH_HOST),
-         DV_CU_E_cuMemAllocManaged, "");
-  *buf = (void *)(uintptr_t)p;
-  return DV_OK;
-}
+/* Managed memory (allocation, prefetch, advice): fam_managed.c. */
 
 /* ---- frees, ordered by events ------------------------------------------------------------ */
 

@@ -3,7 +3,7 @@
  * core share, and what a driver (../cuda/, ../hip/) gives it.  The core is
  * written against a driver shaped like CUDA's driver API: the entry points
  * of fam_symbols.def with the types of fam_api.h.  fam.c holds open and
- * close, memory, streams and events; fam_copy.c copies; fam_kernel.c kernels, native
+ * close, memory, streams and events; fam_managed.c managed memory; fam_copy.c copies; fam_kernel.c kernels, native
  * handles and the strided-copy kernels; fam_staging.c pageable copies
  * through pinned buffers; fam_ipc.c interop; fam_common.c, below them all,
  * the entry points' scope and the error helpers.
@@ -28,6 +28,11 @@ typedef struct dv_cu_api {
   /* Optional too (issue 36): whether host memory devarray did not pin is
    * page-locked by someone else (NULL on HIP: such memory is staged). */
   dv_CUresult (*cuPointerGetAttribute)(void *data, int attribute, dv_CUdeviceptr ptr);
+  /* Optional: managed memory's hints as CUDA before 12.2 has them (a device
+   * ordinal or CU_DEVICE_CPU), used where the _v2 entries of
+   * fam_symbols.def are NULL; HIP's translations (fam_managed.c). */
+  dv_CUresult (*cuMemPrefetchAsync)(dv_CUdeviceptr p, size_t bytes, dv_CUdevice where, dv_CUstream s);
+  dv_CUresult (*cuMemAdvise)(dv_CUdeviceptr p, size_t bytes, dv_CUmem_advise advice, dv_CUdevice where);
 } dv_cu_api;
 
 /* The entries of fam_symbols.def by number: what a message names
@@ -129,6 +134,9 @@ struct cu_state {
   int ordinal;
   dv_CUcontext ctx;
   dv_device_info info;
+  /* CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, read at open: managed
+   * memory can be prefetched to the device (fam_managed.c). */
+  bool concurrent_managed;
   /* Kernels (fam_kernel.c). */
   dv_klimits klimits;
   int driver_version;
@@ -247,7 +255,8 @@ void dv__cu_kernel_close(cu_state *st);
  * (../cuda/cuda.c) and the HIP backend's (../hip/hip.c) both take every
  * method but probe and open from DV_CU_BACKEND_METHODS below, so that the
  * two can never drift apart.  Defined for the groups of DV_CU_BACKEND_CAPS:
- * memory, host memory, streams and events in fam.c; copies in fam_copy.c; kernels, native
+ * memory, host memory, streams and events in fam.c; managed memory in fam_managed.c;
+ * copies in fam_copy.c; kernels, native
  * handles and strided copies in fam_kernel.c; interop in fam_ipc.c; graphs in fam_graph.c.
  */
 #define DV_BE_METHOD(group, ret, method, params) ret dv__cub_##method params;
@@ -283,6 +292,8 @@ void dv__cu_kernel_close(cu_state *st);
   .event_sync = dv__cub_event_sync, \
   .event_elapsed = dv__cub_event_elapsed, \
   .managed_alloc = dv__cub_managed_alloc, \
+  .managed_prefetch = dv__cub_managed_prefetch, \
+  .managed_advise = dv__cub_managed_advise, \
   .stream_builtin = dv__cub_stream_builtin, \
   .kernel_limits = dv__cub_kernel_limits, \
   .kernel_target_id = dv__cub_kernel_target_id, \

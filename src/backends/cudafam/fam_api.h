@@ -122,6 +122,27 @@ enum { DV_CU_EVENT_BLOCKING_SYNC = 1, DV_CU_EVENT_DISABLE_TIMING = 2 };
 /* cuStreamWaitValue64's: wait until (int64_t)(*addr - value) >= 0. */
 enum { DV_CU_STREAM_WAIT_VALUE_GEQ = 0 };
 enum { DV_CU_MEM_ATTACH_GLOBAL = 1, DV_CU_MEM_ATTACH_HOST = 2 };
+/* Managed memory's hints (cuMemPrefetchAsync, cuMemAdvise): CUmem_advise's
+ * values (devarray.h's dv_mem_advice has the same), the first entries'
+ * CU_DEVICE_CPU, and the _v2 entries' CUmemLocation (CUDA 12.2+). */
+typedef enum dv_CUmem_advise {
+  DV_CU_MEM_ADVISE_SET_READ_MOSTLY = 1,
+  DV_CU_MEM_ADVISE_UNSET_READ_MOSTLY = 2,
+  DV_CU_MEM_ADVISE_SET_PREFERRED_LOCATION = 3,
+  DV_CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION = 4,
+  DV_CU_MEM_ADVISE_SET_ACCESSED_BY = 5,
+  DV_CU_MEM_ADVISE_UNSET_ACCESSED_BY = 6
+} dv_CUmem_advise;
+#define DV_CU_DEVICE_CPU ((dv_CUdevice)-1)
+typedef enum dv_CUmemLocationType {
+  DV_CU_MEM_LOCATION_TYPE_INVALID = 0,
+  DV_CU_MEM_LOCATION_TYPE_DEVICE = 1,
+  DV_CU_MEM_LOCATION_TYPE_HOST = 2
+} dv_CUmemLocationType;
+typedef struct dv_CUmemLocation {
+  dv_CUmemLocationType type;
+  int id; /* a device ordinal (DEVICE); ignored for HOST */
+} dv_CUmemLocation;
 #define DV_CU_MEMHOSTALLOC_PORTABLE 0x01
 #define DV_CU_MEMHOSTALLOC_DEVICEMAP 0x02
 #define DV_CU_MEMHOSTALLOC_WRITECOMBINED 0x04

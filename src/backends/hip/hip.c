@@ -54,9 +54,11 @@ static void hip_load(void) {
   static const char *const names[] = {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"};
   /* hipLaunchHostFunc came with ROCm 5.3: without it, hip_driver.c queues
    * host functions through hipStreamAddCallback.  Without
-   * hipStreamWaitValue64 the staging threads are not used. */
+   * hipStreamWaitValue64 the staging threads are not used; without
+   * hipMemPrefetchAsync / hipMemAdvise managed memory takes no hints. */
   for (size_t i = 0; i < sizeof hip_syms / sizeof hip_syms[0]; i++)
     if (!strcmp(hip_syms[i].name, "hipLaunchHostFunc") || !strcmp(hip_syms[i].name, "hipStreamWaitValue64") ||
+        !strcmp(hip_syms[i].name, "hipMemPrefetchAsync") || !strcmp(hip_syms[i].name, "hipMemAdvise") ||
         !strncmp(hip_syms[i].name, "hipGraph", 8) || !strcmp(hip_syms[i].name, "hipStreamBeginCapture") ||
         !strcmp(hip_syms[i].name, "hipStreamEndCapture")) /* graphs: refused without them */
       hip_syms[i].optional = 1;

@@ -252,6 +252,19 @@ static dv_CUresult t_cuMemAllocManaged(dv_CUdeviceptr *p, size_t n, unsigned f) 
   void *d = NULL; /* flags: CU_MEM_ATTACH_GLOBAL / HOST are hipMemAttachGlobal / Host */
   return hip_out_ptr(H.hipMallocManaged(&d, n, f), &d, p);
 }
+/* Managed memory's hints: HIP has the first CUDA prototypes (a device
+ * ordinal, or hipCpuDeviceId -1 = CU_DEVICE_CPU; hipMemoryAdvise's values
+ * are CUmem_advise's), no _v2. */
+static dv_CUresult t_cuMemPrefetchAsync(dv_CUdeviceptr p, size_t n, dv_CUdevice where, dv_CUstream s) {
+  if (!H.hipMemPrefetchAsync) return DV_CUDA_ERROR_NOT_SUPPORTED;
+  return R(H.hipMemPrefetchAsync((const void *)(uintptr_t)p, n, (int)where, HS(s)));
+}
+static dv_CUresult t_cuMemAdvise(dv_CUdeviceptr p, size_t n, dv_CUmem_advise advice, dv_CUdevice where) {
+  if (!H.hipMemAdvise) return DV_CUDA_ERROR_NOT_SUPPORTED;
+  return R(H.hipMemAdvise((const void *)(uintptr_t)p, n, (int)advice, (int)where));
+}
+#define t_cuMemPrefetchAsync_v2 NULL
+#define t_cuMemAdvise_v2 NULL
 /* Flags PORTABLE, DEVICEMAP, WRITECOMBINED are hipHostMalloc's Portable,
  * Mapped, WriteCombined (the same bits). */
 static dv_CUresult t_cuMemHostAlloc(void **p, size_t n, unsigned f) { return R(H.hipHostMalloc(p, n, f)); }
@@ -512,6 +525,8 @@ static const dv_cu_api hip_api_table = {
 #include "../cudafam/fam_symbols.def"
 #undef DV_CU
     .cuFuncGetParamInfo = NULL, /* HIP cannot tell a function's parameter layout */
+    .cuMemPrefetchAsync = t_cuMemPrefetchAsync,
+    .cuMemAdvise = t_cuMemAdvise,
 };
 
 /* How HIP's messages name each entry: the HIP call behind its translation

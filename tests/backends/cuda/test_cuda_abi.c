@@ -5,6 +5,7 @@
  * and flags, and the prototype of every entry point devarray loads (each is
  * redeclared with the toolkit's type names: a mismatch does not compile). */
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <nvrtc.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -48,6 +49,23 @@ _Static_assert(DV_CU_MEMHOSTALLOC_WRITECOMBINED == CU_MEMHOSTALLOC_WRITECOMBINED
 _Static_assert(DV_CU_MEMHOSTREGISTER_PORTABLE == CU_MEMHOSTREGISTER_PORTABLE && DV_CU_MEMHOSTREGISTER_DEVICEMAP == CU_MEMHOSTREGISTER_DEVICEMAP, "flags");
 _Static_assert(DV_CU_STREAM_NON_BLOCKING == CU_STREAM_NON_BLOCKING && DV_CU_EVENT_DISABLE_TIMING == CU_EVENT_DISABLE_TIMING, "flags");
 _Static_assert(DV_CU_MEM_ATTACH_GLOBAL == CU_MEM_ATTACH_GLOBAL && DV_CU_MEM_ATTACH_HOST == CU_MEM_ATTACH_HOST, "flags");
+/* Managed memory's hints (issue 40): advice values, locations, CU_DEVICE_CPU. */
+_Static_assert(sizeof(dv_CUmem_advise) == sizeof(CUmem_advise) &&
+                   DV_CU_MEM_ADVISE_SET_READ_MOSTLY == CU_MEM_ADVISE_SET_READ_MOSTLY &&
+                   DV_CU_MEM_ADVISE_UNSET_READ_MOSTLY == CU_MEM_ADVISE_UNSET_READ_MOSTLY &&
+                   DV_CU_MEM_ADVISE_SET_PREFERRED_LOCATION == CU_MEM_ADVISE_SET_PREFERRED_LOCATION &&
+                   DV_CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION == CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION &&
+                   DV_CU_MEM_ADVISE_SET_ACCESSED_BY == CU_MEM_ADVISE_SET_ACCESSED_BY &&
+                   DV_CU_MEM_ADVISE_UNSET_ACCESSED_BY == CU_MEM_ADVISE_UNSET_ACCESSED_BY,
+               "advice");
+_Static_assert((int)DV_MEM_ADVISE_SET_READ_MOSTLY == CU_MEM_ADVISE_SET_READ_MOSTLY &&
+                   (int)DV_MEM_ADVISE_UNSET_ACCESSED_BY == CU_MEM_ADVISE_UNSET_ACCESSED_BY &&
+                   (int)DV_LOCATION_HOST == CU_DEVICE_CPU && DV_CU_DEVICE_CPU == CU_DEVICE_CPU,
+               "devarray.h's advice and host location are CUDA's");
+_Static_assert(sizeof(dv_CUmemLocation) == sizeof(CUmemLocation) && offsetof(dv_CUmemLocation, id) == offsetof(CUmemLocation, id) &&
+                   DV_CU_MEM_LOCATION_TYPE_DEVICE == CU_MEM_LOCATION_TYPE_DEVICE &&
+                   DV_CU_MEM_LOCATION_TYPE_HOST == CU_MEM_LOCATION_TYPE_HOST,
+               "CUmemLocation");
 
 /* Kernels: modules, functions, launch limits, JIT options, load errors. */
 _Static_assert(sizeof(dv_CUmodule) == sizeof(CUmodule) && sizeof(dv_CUfunction) == sizeof(CUfunction), "handles");
@@ -117,12 +135,21 @@ _Static_assert(sizeof(dv_bkview) == 8 + 2 * 8 * DV_BKVIEW_MAXDIMS && offsetof(dv
 #define dv_CUDA_MEMCPY3D CUDA_MEMCPY3D
 #define dv_CUipcMemHandle CUipcMemHandle
 #define dv_CUstreamCaptureStatus CUstreamCaptureStatus
+#define dv_CUmem_advise CUmem_advise
+#define dv_CUmemLocation CUmemLocation
 #define dv_CUstreamCaptureMode CUstreamCaptureMode
 #define dv_CUgraph CUgraph
 #define dv_CUgraphExec CUgraphExec
 #define DV_CU(ret, symbol, cuda_name, hip_name, params) extern ret CUDAAPI symbol params;
 #include "backends/cudafam/fam_symbols.def"
 #undef DV_CU
+/* The first entries of managed memory's hints (fam.h's dv_cu_api, loaded by
+ * their own names): cuda.h declares only the _v2 prototypes under those
+ * names, cudaTypedefs.h the first ones. */
+extern PFN_cuMemPrefetchAsync_v8000 dv_abi_prefetch_v1;
+extern dv_CUresult (CUDAAPI *dv_abi_prefetch_v1)(dv_CUdeviceptr p, size_t bytes, dv_CUdevice where, dv_CUstream s);
+extern PFN_cuMemAdvise_v8000 dv_abi_advise_v1;
+extern dv_CUresult (CUDAAPI *dv_abi_advise_v1)(dv_CUdeviceptr p, size_t bytes, dv_CUmem_advise advice, dv_CUdevice where);
 #define dv_nvrtcResult nvrtcResult
 #define dv_nvrtcProgram nvrtcProgram
 #define DV_NVRTC(ret, name, params, optional) extern ret name params;
@@ -145,6 +172,8 @@ _Static_assert(sizeof(dv_bkview) == 8 + 2 * 8 * DV_BKVIEW_MAXDIMS && offsetof(dv
 #undef dv_CUDA_MEMCPY3D
 #undef dv_CUipcMemHandle
 #undef dv_CUstreamCaptureStatus
+#undef dv_CUmem_advise
+#undef dv_CUmemLocation
 #undef dv_nvrtcResult
 #undef dv_nvrtcProgram
 

@@ -221,14 +221,17 @@ static void test_copy_between_devices(void **state) {
 /* ---- the translations, with no runtime ---- */
 
 /* Every CUDA entry point the shared code may call on HIP has a
- * translation; the two it never calls there have none: peer copies name
- * devices (the driver's copy_peer), and there is no opt-in for LDS. */
+ * translation; the ones it never calls there have none: peer copies name
+ * devices (the driver's copy_peer), there is no opt-in for LDS, and HIP has
+ * managed memory's hints only as CUDA's first entries (no _v2: HIP takes
+ * device ordinals, issue 40). */
 static void test_api_complete(void **state) {
   (void)state;
   const dv_cu_api *api = dv__hip_driver.api;
 #define DV_CU(ret, symbol, cuda_name, hip_name, params)                                            \
   if (!api->symbol && DV_CU_E_##symbol != DV_CU_E_cuMemcpyPeerAsync &&                           \
-      DV_CU_E_##symbol != DV_CU_E_cuFuncSetAttribute)                                             \
+      DV_CU_E_##symbol != DV_CU_E_cuFuncSetAttribute && DV_CU_E_##symbol != DV_CU_E_cuMemPrefetchAsync_v2 && \
+      DV_CU_E_##symbol != DV_CU_E_cuMemAdvise_v2)                                                 \
     fail_msg("the HIP driver has no translation of %s", #symbol);
 #include "backends/cudafam/fam_symbols.def"
 #undef DV_CU
@@ -237,6 +240,10 @@ static void test_api_complete(void **state) {
   assert_null(api->cuFuncSetAttribute);
   assert_true(dv__hip_driver.kops->no_shared_optin);
   assert_null(api->cuFuncGetParamInfo); /* optional: HIP cannot tell */
+  assert_null(api->cuMemPrefetchAsync_v2);
+  assert_null(api->cuMemAdvise_v2);
+  assert_non_null(api->cuMemPrefetchAsync); /* hipMemPrefetchAsync, hipMemAdvise */
+  assert_non_null(api->cuMemAdvise);
   assert_string_equal(dv__hip_driver.vendor, "HIP");
   assert_string_equal(dv__hip_driver.backend, "hip");
   assert_non_null(dv__hip_driver.fill_info);

@@ -98,6 +98,12 @@
  *    of an entry point that has one (FAILPOINT) return result, once;
  *    dvdouble_fail_calls(name) counts its calls.  Fault sweeps fail each
  *    such call in turn.
+ *  - Managed memory's hints (cuMemPrefetchAsync[_v2], cuMemAdvise[_v2];
+ *    issue 40): the reference's argument rules, the prefetch queued on its
+ *    stream, the hints kept per allocation (dvdouble_managed_hints,
+ *    dvdouble_managed_range read them back), CU_DEVICE_ATTRIBUTE_
+ *    CONCURRENT_MANAGED_ACCESS from dvdouble_set_concurrent_managed (see
+ *    the section after cuMemAllocManaged).
  *  - cuStreamWaitValue64 waits (GEQ, wrapping as the reference says) on a
  *    word of device or mapped pinned memory; the stream's worker polls it
  *    (every 50 us) and a context with a sticky error skips the wait.
@@ -180,6 +186,12 @@ CONTROL void dvdouble_set_uva(int on);
 CONTROL void dvdouble_set_memops(int on);
 CONTROL void dvdouble_fail(const char *name, long k, int result);
 CONTROL long dvdouble_fail_calls(const char *name);
+EXPORT CUresult cuMemPrefetchAsync(dv_CUdeviceptr p, size_t n, dv_CUdevice where, dv_CUstream s);
+EXPORT CUresult cuMemAdvise(dv_CUdeviceptr p, size_t n, dv_CUmem_advise advice, dv_CUdevice where);
+CONTROL void dvdouble_set_concurrent_managed(int on);
+CONTROL int dvdouble_managed_hints(uint64_t addr, int *last_prefetch, int *preferred, int *read_mostly,
+                                   unsigned *accessed_by, long *prefetches);
+CONTROL int dvdouble_managed_range(uint64_t addr, uint64_t *start, size_t *bytes);
 
 /* ---- state ------------------------------------------------------------------------------ */
 
@@ -251,6 +263,13 @@ typedef struct alloc {
   size_t size;
   unsigned flags;
   struct dv_CUctx_st *ctx;
+  /* Managed memory's hints (cuMemPrefetchAsync, cuMemAdvise), for the whole
+   * allocation: locations as 0 none, 1 host, 2 + d device d. */
+  int last_prefetch, preferred, read_mostly;
+  unsigned accessed_by; /* bit 1 << location */
+  long prefetches;      /* prefetches run */
+  uint64_t hint_addr;   /* the range of the last prefetch or advice asked for */
+  size_t hint_bytes;
 } alloc;
 
 typedef struct op op;
@@ -258,7 +277,7 @@ typedef struct dv_CUstream_st stream;
 struct op {
   op *next;
   int kind; /* 1 copy, 2 memset, 3 host fn, 4 wait (stream, seq), 5 record, 6 copy kernel, 7 nop, 8 stream callback,
-             * 9 wait for a value (daddr, wval) */
+             * 9 wait for a value (daddr, wval), 10 prefetch managed memory (daddr, width; word: the location) */
   /* copy: sides (device address or host pointer) */
   int sdev, ddev;
   uint64_t saddr, daddr;
@@ -377,6 +396,8 @@ static DBL_TLS int t_in_callback;
 static size_t g_pinned_used, g_pinned_peak, g_pinned_limit = (size_t)4 << 30;
 
 static void *worker(void *arg);
+static void run_prefetch(struct dv_CUctx_st *c, op *o); /* managed memory, after cuMemAllocManaged */
+static int concurrent_managed(void);                    /* CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS */
 
 /* ---- helpers (called with L held unless said) ---------------------------------------------------- */
 
@@ -757,6 +778,9 @@ static void *worker(void *arg) {
       case 6:
         if (!failed) run_copy_kernel(c, o);
         break;
+      case 10:
+        if (!failed) run_prefetch(c, o);
+        break;
       default: break;
     }
     s->head = o->next;
@@ -994,7 +1018,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, dv_CUdevice_attribute a, dv_CUdevic
     case 75: x = g_cc[0]; break;         /* 99 by default: newer than any NVRTC (PTX) */
     case 76: x = g_cc[1]; break;
     case 83: x = 1; break;               /* managed memory */
-    case 89: x = 1; break;
+    case 89: x = concurrent_managed(); break; /* dvdouble_set_concurrent_managed */
     case 97: x = BLOCK_OPTIN; break;
     default:
       if (a <= 0 || a > 140) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
@@ -1125,6 +1149,173 @@ EXPORT CUresult cuMemAllocManaged(dv_CUdeviceptr *p, size_t bytes, unsigned flag
   c->used += bytes;
   *p = x->addr;
   return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+/* ---- managed memory's hints (cuMemPrefetchAsync, cuMemAdvise; issue 40) ---------------------
+ * The reference's rules: the range must lie in managed memory
+ * (cuMemAllocManaged), else CUDA_ERROR_INVALID_VALUE, as is a count of 0 or
+ * flags other than 0; a device location must be a device
+ * (CUDA_ERROR_INVALID_DEVICE) with concurrent managed access
+ * (CUDA_ERROR_INVALID_DEVICE without it); a prefetch is queued on the
+ * stream and checks its range again when it runs (freed meanwhile: the
+ * sticky CUDA_ERROR_ILLEGAL_ADDRESS of any queued use); a stream that
+ * captures a graph refuses it (no graph node prefetches:
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, the capture invalidated).  The double keeps
+ * each allocation's hints whole (the driver keeps them per page), which
+ * dvdouble_managed_hints reads back.  dvdouble_set_concurrent_managed(0/1)
+ * sets the attribute (-1: the device's own, CUDA 1, HIP an xnack+
+ * architecture); contexts read it when they open. */
+static int g_concurrent_managed = -1;
+#if DBL_HIP
+static int hip_xnack_on(void); /* the HIP double's: its architecture is xnack+ */
+static int concurrent_managed(void) { return g_concurrent_managed >= 0 ? g_concurrent_managed : hip_xnack_on(); }
+#else
+static int concurrent_managed(void) { return g_concurrent_managed >= 0 ? g_concurrent_managed : 1; }
+#endif
+
+CONTROL void dvdouble_set_concurrent_managed(int on) {
+  pthread_mutex_lock(&L);
+  g_concurrent_managed = on < 0 ? -1 : on != 0;
+  pthread_mutex_unlock(&L);
+}
+
+/* The managed allocation holding [p, p + n), or NULL (L held). */
+static alloc *managed_range(struct dv_CUctx_st *c, uint64_t p, size_t n) {
+  alloc *x = n ? find_dev(c->dev, p, n) : NULL;
+  return x && x->kind == 2 ? x : NULL;
+}
+
+/* A location as the double keeps it (1 host, 2 + d device d), or the error. */
+static CUresult location_code(dv_CUmemLocation l, int *code) {
+  if (l.type == DV_CU_MEM_LOCATION_TYPE_HOST) {
+    *code = 1;
+    return DV_CUDA_SUCCESS;
+  }
+  if (l.type != DV_CU_MEM_LOCATION_TYPE_DEVICE) return DV_CUDA_ERROR_INVALID_VALUE;
+  if (!DEV_OK(l.id) || !concurrent_managed()) return DV_CUDA_ERROR_INVALID_DEVICE;
+  *code = 2 + l.id;
+  return DV_CUDA_SUCCESS;
+}
+
+static dv_CUmemLocation device_location(dv_CUdevice d) {
+  dv_CUmemLocation l = {DV_CU_MEM_LOCATION_TYPE_HOST, 0};
+  if (d != DV_CU_DEVICE_CPU) l.type = DV_CU_MEM_LOCATION_TYPE_DEVICE, l.id = d;
+  return l;
+}
+
+static void run_prefetch(struct dv_CUctx_st *c, op *o) {
+  alloc *x = managed_range(c, o->daddr, o->width);
+  if (!x) {
+    fault(c, "a queued prefetch");
+    return;
+  }
+  x->last_prefetch = (int)o->word;
+  x->prefetches++;
+}
+
+static CUresult prefetch(dv_CUdeviceptr p, size_t n, dv_CUmemLocation where, unsigned flags, dv_CUstream h) {
+  ENTER();
+  CTX(c);
+  if (flags || !managed_range(c, p, n)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  int code = 0;
+  CUresult r = location_code(where, &code);
+  if (r) return unlock_ret(r);
+  stream *s = resolve_stream(c, h, &r);
+  if (!s) return unlock_ret(r);
+  if (s->capturing) return unlock_ret(capture_refuse(s, CAPTURE_UNSUPPORTED)); /* graphs have no prefetch node */
+  op *o = op_new(10);
+  if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  o->daddr = p, o->width = n, o->word = (size_t)code;
+  r = enqueue(s, o);
+  if (!r) {
+    alloc *x = managed_range(c, p, n);
+    x->hint_addr = p, x->hint_bytes = n;
+  }
+  return unlock_ret(r);
+}
+
+/* DVDOUBLE_NO_V2_HINTS: a driver before CUDA 12.2, without the _v2 entries
+ * (tests/CMakeLists.txt's cuda_double_v1, managed_hints.cuda-v1). */
+#ifndef DVDOUBLE_NO_V2_HINTS
+EXPORT CUresult cuMemPrefetchAsync_v2(dv_CUdeviceptr p, size_t n, dv_CUmemLocation where, unsigned flags,
+                                      dv_CUstream s) {
+  FAILPOINT("cuMemPrefetchAsync_v2");
+  return prefetch(p, n, where, flags, s);
+}
+#endif
+
+EXPORT CUresult cuMemPrefetchAsync(dv_CUdeviceptr p, size_t n, dv_CUdevice where, dv_CUstream s) {
+  FAILPOINT("cuMemPrefetchAsync");
+  return prefetch(p, n, device_location(where), 0, s);
+}
+
+static CUresult advise(dv_CUdeviceptr p, size_t n, int advice, dv_CUmemLocation where) {
+  ENTER();
+  CTX(c);
+  alloc *x = managed_range(c, p, n);
+  if (!x || advice < DV_CU_MEM_ADVISE_SET_READ_MOSTLY || advice > DV_CU_MEM_ADVISE_UNSET_ACCESSED_BY)
+    return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  int code = 0; /* read-mostly and unsetting the preferred location ignore the location */
+  if (advice == DV_CU_MEM_ADVISE_SET_PREFERRED_LOCATION || advice == DV_CU_MEM_ADVISE_SET_ACCESSED_BY ||
+      advice == DV_CU_MEM_ADVISE_UNSET_ACCESSED_BY) {
+    CUresult r = location_code(where, &code);
+    if (r) return unlock_ret(r);
+  }
+  switch (advice) {
+    case DV_CU_MEM_ADVISE_SET_READ_MOSTLY: x->read_mostly = 1; break;
+    case DV_CU_MEM_ADVISE_UNSET_READ_MOSTLY: x->read_mostly = 0; break;
+    case DV_CU_MEM_ADVISE_SET_PREFERRED_LOCATION: x->preferred = code; break;
+    case DV_CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION: x->preferred = 0; break;
+    case DV_CU_MEM_ADVISE_SET_ACCESSED_BY: x->accessed_by |= 1u << code; break;
+    default: x->accessed_by &= ~(1u << code); break;
+  }
+  x->hint_addr = p, x->hint_bytes = n;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+#ifndef DVDOUBLE_NO_V2_HINTS
+EXPORT CUresult cuMemAdvise_v2(dv_CUdeviceptr p, size_t n, dv_CUmem_advise advice, dv_CUmemLocation where) {
+  FAILPOINT("cuMemAdvise_v2");
+  return advise(p, n, (int)advice, where);
+}
+#endif
+
+EXPORT CUresult cuMemAdvise(dv_CUdeviceptr p, size_t n, dv_CUmem_advise advice, dv_CUdevice where) {
+  FAILPOINT("cuMemAdvise");
+  return advise(p, n, (int)advice, device_location(where));
+}
+
+/* The hints of the managed allocation holding addr, as locations -2 none,
+ * -1 host, d device d (accessed_by: bit 0 the host, bit 1 + d device d);
+ * 0, or -1 when no managed allocation holds addr. */
+CONTROL int dvdouble_managed_hints(uint64_t addr, int *last_prefetch, int *preferred, int *read_mostly,
+                                   unsigned *accessed_by, long *prefetches) {
+  pthread_mutex_lock(&L);
+  alloc *x = NULL;
+  for (alloc *y = g_allocs; y && !x; y = y->next)
+    if (y->kind == 2 && addr >= y->addr && addr - y->addr < y->size) x = y;
+  if (x) {
+    if (last_prefetch) *last_prefetch = x->last_prefetch - 2;
+    if (preferred) *preferred = x->preferred - 2;
+    if (read_mostly) *read_mostly = x->read_mostly;
+    if (accessed_by) *accessed_by = x->accessed_by >> 1;
+    if (prefetches) *prefetches = x->prefetches;
+  }
+  pthread_mutex_unlock(&L);
+  return x ? 0 : -1;
+}
+
+/* The range [*start, *start + *bytes) of the last prefetch or advice asked
+ * for on the managed allocation holding addr (0, 0 before any); -1 when no
+ * managed allocation holds addr. */
+CONTROL int dvdouble_managed_range(uint64_t addr, uint64_t *start, size_t *bytes) {
+  pthread_mutex_lock(&L);
+  alloc *x = NULL;
+  for (alloc *y = g_allocs; y && !x; y = y->next)
+    if (y->kind == 2 && addr >= y->addr && addr - y->addr < y->size) x = y;
+  if (x) *start = x->hint_addr, *bytes = x->hint_bytes;
+  pthread_mutex_unlock(&L);
+  return x ? 0 : -1;
 }
 
 EXPORT CUresult cuMemFree_v2(dv_CUdeviceptr p) {

@@ -128,6 +128,8 @@ static const char *arch(void) {
   const char *e = getenv("HIP_DOUBLE_ARCH");
   return e && *e ? e : "gfx90a:sramecc+:xnack-";
 }
+/* Concurrent managed access, the engine's default (dvdouble_set_concurrent_managed). */
+static int hip_xnack_on(void) { return strstr(arch(), "xnack+") != NULL; }
 
 /* ---- initialization, errors, devices --------------------------------------------------------- */
 
@@ -220,7 +222,7 @@ API dv_hipError_t hipDeviceGetAttribute(int *v, dv_hipDeviceAttribute_t a, int d
   int x = 0;
   switch (a) {
     case DV_HIP_ATTR_CAN_MAP_HOST_MEMORY: x = can_map_host(); break;
-    case DV_HIP_ATTR_CONCURRENT_MANAGED_ACCESS: x = strstr(arch(), "xnack+") != NULL; break;
+    case DV_HIP_ATTR_CONCURRENT_MANAGED_ACCESS: x = concurrent_managed(); break; /* xnack+, or the control's */
     case DV_HIP_ATTR_COMPUTE_CAPABILITY_MAJOR: x = g_cc[0]; break;
     case DV_HIP_ATTR_COMPUTE_CAPABILITY_MINOR: x = g_cc[1]; break;
     case DV_HIP_ATTR_MANAGED_MEMORY: x = 1; break;
@@ -422,6 +424,15 @@ API dv_hipError_t hipMemcpyParam2DAsync(const dv_hip_Memcpy2D *c, dv_hipStream_t
 
 API dv_hipError_t hipMemsetD8Async(dv_hipDeviceptr_t d, unsigned char v, size_t n, dv_hipStream_t s) {
   return cuMemsetD8Async(DPTR(d), v, n, STREAM(s));
+}
+
+/* Managed memory's hints: the engine's first CUDA entries (device ordinal,
+ * or hipCpuDeviceId -1 = CU_DEVICE_CPU), with their fail points. */
+API dv_hipError_t hipMemPrefetchAsync(const void *p, size_t n, int device, dv_hipStream_t s) {
+  return cuMemPrefetchAsync(DPTR(p), n, device, STREAM(s));
+}
+API dv_hipError_t hipMemAdvise(const void *p, size_t n, int advice, int device) {
+  return cuMemAdvise(DPTR(p), n, (dv_CUmem_advise)advice, device);
 }
 
 /* Device ordinals, not contexts: an ordinal past the devices is
