@@ -56,7 +56,10 @@ static void hip_load(void) {
    * host functions through hipStreamAddCallback.  Without
    * hipStreamWaitValue64 the staging threads are not used. */
   for (size_t i = 0; i < sizeof hip_syms / sizeof hip_syms[0]; i++)
-    if (!strcmp(hip_syms[i].name, "hipLaunchHostFunc") || !strcmp(hip_syms[i].name, "hipStreamWaitValue64"))
+    if (!strcmp(hip_syms[i].name, "hipLaunchHostFunc") || !strcmp(hip_syms[i].name, "hipStreamWaitValue64") ||
+        /* the stream-ordered allocator (ROCm 5.2): the "async" manager is refused without it */
+        strstr(hip_syms[i].name, "MemPool") || !strcmp(hip_syms[i].name, "hipMallocFromPoolAsync") ||
+        !strcmp(hip_syms[i].name, "hipFreeAsync"))
       hip_syms[i].optional = 1;
   hip_load_status =
       dv__dynlib_open("HIP runtime", names, 3, hip_syms, sizeof hip_syms / sizeof hip_syms[0],
@@ -74,6 +77,7 @@ static void hip_load(void) {
     hip_load_status = none ? DV_ERR_BACKEND_UNAVAILABLE : DV_ERR_DRIVER;
     return;
   }
+  dv__hip_pools_install(); /* the stream-ordered allocator, where the runtime has it */
   hip_load_status = dv__hip_driver_init();
   if (hip_load_status) {
     snprintf(hip_load_msg, sizeof hip_load_msg, "%s", dv_last_error());
