@@ -195,10 +195,12 @@ static void test_reuse_in_stream_order(void **state) {
   dv_array_release(a);
   assert_ok(dv_context_flush_deallocs(ctx)); /* cuMemFreeAsync on s */
   dv_array *on_t = dev_bytes(ctx, 4096, t);
-  assert_ptr_not_equal(addr_of(on_t), pa); /* the free has not run: not for t */
+  void *pt = addr_of(on_t);
   dv_array *on_s = dev_bytes(ctx, 4096, s);
-  assert_ptr_equal(addr_of(on_s), pa); /* in stream order on s */
-  hold(0);
+  void *ps = addr_of(on_s);
+  hold(0); /* before any assertion: a failing one must not leave the streams held */
+  assert_ptr_not_equal(pt, pa); /* the free has not run: not for t */
+  assert_ptr_equal(ps, pa);     /* in stream order on s */
   dv_array_release(on_s);
   assert_ok(dv_context_flush_deallocs(ctx));
   assert_ok(dv_stream_synchronize(s)); /* the free has run */
@@ -231,12 +233,17 @@ static void test_free_after_other_streams_work(void **state) {
     fill_pattern(hp, (size_t)n, (unsigned)round + 1);
     memset(bp, 0, (size_t)n);
     if (hold) hold(1);
-    dv_array *d = dev_bytes(ctx, n, s);
-    assert_ok(dv_copy_to_device(d, h, t));
-    assert_ok(dv_copy_to_host(d, back, t, NULL));
+    dv_array *d = NULL;
+    dv_status r1 = dv_device_array(ctx, 1, &n, dv_dtype_get(DV_UINT8), NULL, 'C', s, &d);
+    dv_status r2 = r1 ? r1 : dv_copy_to_device(d, h, t);
+    dv_status r3 = r2 ? r2 : dv_copy_to_host(d, back, t, NULL);
     dv_array_release(d);
-    assert_ok(dv_context_flush_deallocs(ctx));
-    if (hold) hold(0);
+    dv_status r4 = dv_context_flush_deallocs(ctx);
+    if (hold) hold(0); /* before any assertion */
+    assert_ok(r1);
+    assert_ok(r2);
+    assert_ok(r3);
+    assert_ok(r4);
     assert_ok(dv_stream_synchronize(t));
     assert_ok(dv_stream_synchronize(s));
     assert_memory_equal(hp, bp, (size_t)n);
