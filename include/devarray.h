@@ -1190,10 +1190,11 @@ DV_API dv_status dv_context_dealloc_limits(dv_context *ctx, size_t *max_count, d
  * with the driver's status.  Memory of the per-thread default stream is
  * allocated and freed on the legacy stream.  Memory handed out natively
  * (dv_array_native, DLPack), and memory freed while its stream captures a
- * graph, is freed as the direct manager frees (cuMemFree after every
- * stream's queued work; under capture, once the capture ends), never
- * captured into a graph; a cuMemFreeAsync that fails takes that path too,
- * and its status is reported.  Allocations are not graph-aware: an array
+ * graph, is freed as the direct manager frees (the backend's cuMemFree
+ * after the queued work of every stream it can wait for, held back while
+ * the legacy stream would join a capture), never captured into a graph; a
+ * cuMemFreeAsync that fails takes that path too, and its status is
+ * reported.  Allocations are not graph-aware: an array
  * allocated on a stream while it captures is captured as a graph
  * allocation (CUDA's rule), so allocate before capture begins.  Thread-safe
  * as every manager.

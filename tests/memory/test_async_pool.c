@@ -272,6 +272,40 @@ static void test_default_streams(void **state) {
   assert_ok(dv_context_destroy(ctx));
 }
 
+/* A free while its stream captures a graph (the double's dvdouble_capture):
+ * not captured (a cuMemFreeAsync there would be a graph node, not a free)
+ * but freed as the direct manager frees (the backend's fenced cuMemFree);
+ * the capture stays valid. */
+typedef long (*capture_fn)(void *stream, int on);
+static void test_free_during_capture(void **state) {
+  (void)state;
+  NEEDS_GPU_BACKEND();
+  capture_fn capture = (capture_fn)dbl("dvdouble_capture");
+  pool_stats_fn pst = (pool_stats_fn)dbl("dvdouble_pool_stats");
+  NEEDS_DOUBLE(capture && pst);
+  dv_context *ctx = async_ctx(NULL, NULL);
+  dv_stream *s = NULL;
+  assert_ok(dv_stream_create(ctx, DV_STREAM_NON_BLOCKING, &s));
+  void *native = NULL;
+  assert_ok(dv_stream_native(s, &native));
+  uint64_t v0[4], v[4];
+  assert_int_equal(pst(NULL, v0), 0);
+  dv_array *a = dev_bytes(ctx, 20000, s);
+  assert_ok(dv_array_memset(a, 9, s));
+  assert_ok(dv_stream_synchronize(s));
+  assert_int_equal(capture(native, 1), 0);
+  dv_array_release(a);
+  dv_status rc = dv_context_flush_deallocs(ctx);
+  long captured = capture(native, 0);
+  assert_ok(rc);
+  assert_int_equal(captured, 0); /* nothing captured, the capture still valid */
+  assert_int_equal(pst(NULL, v), 0);
+  assert_int_equal(v[1], v0[1]);
+  assert_int_equal(mstats(ctx).allocated.current, 0);
+  dv_stream_release(s);
+  assert_ok(dv_context_destroy(ctx));
+}
+
 /* ---- the release threshold, trim, the pools ---------------------------------------------- */
 
 static void test_release_threshold(void **state) {
@@ -525,6 +559,7 @@ int main(int argc, char **argv) {
                                      T(test_reuse_in_stream_order),
                                      T(test_free_after_other_streams_work),
                                      T(test_default_streams),
+                                     T(test_free_during_capture),
                                      T(test_release_threshold),
                                      T(test_which_pool),
                                      T(test_memory_limit),

@@ -14,7 +14,8 @@
  * buffer handed out natively, which foreign streams may use (its free waits
  * for the whole context, as for any buffer), and a stream under graph
  * capture, where a cuMemFreeAsync would be captured into the graph rather
- * than run (mem_free holds it back until the streams can be fenced again).
+ * than run (mem_free fences what it can without breaking the capture, and
+ * holds the free back while the legacy stream would join one).
  * A cuMemFreeAsync that fails takes the same path, so that the memory still
  * goes back (the failure is reported).
  */
