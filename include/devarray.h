@@ -225,6 +225,10 @@ typedef struct dv_dtype dv_dtype;
 typedef struct dv_scope dv_scope;
 /** A smart array: one array kept in host and device memory, moved only when stale. */
 typedef struct dv_smart dv_smart;
+/** A stream's captured work (dv_graph_capture_end); reference counted. */
+typedef struct dv_graph dv_graph;
+/** A graph made ready to launch (dv_graph_instantiate). */
+typedef struct dv_graph_exec dv_graph_exec;
 
 /** @} */
 
@@ -943,10 +947,13 @@ typedef void (*dv_callback_fn)(dv_stream *stream, dv_status status, void *user);
  * another thread from fn and make the call there.  The rule holds on the
  * thread that runs fn, while fn runs; other threads are not affected.
  *
- * On a CUDA or HIP stream that is capturing a graph (or the legacy stream
- * while a blocking stream captures), DV_ERR_MISUSE and nothing queued: the
- * driver cannot capture stream callbacks, and asking it would invalidate the
- * capture.  Copies that devarray stages through host callbacks (host to
+ * On a stream capturing a graph through dv_graph_capture_begin the callback
+ * is recorded as a host node of the graph: fn runs at each launch, with
+ * status DV_OK (a graph's host nodes do not see the stream's errors).  On a
+ * CUDA or HIP stream that captures outside devarray (the native stream under
+ * cuStreamBeginCapture, or the legacy stream while a blocking stream
+ * captures), DV_ERR_MISUSE and nothing queued: the driver cannot capture
+ * stream callbacks, and asking it would invalidate the capture.  Copies that devarray stages through host callbacks (host to
  * host on a stream, pageable host memory) are refused there the same way.
  */
 DV_API dv_status dv_stream_add_callback(dv_stream *s, dv_callback_fn fn, void *user);
@@ -984,6 +991,98 @@ DV_API dv_status dv_event_query(dv_event *e);
 DV_API dv_status dv_event_synchronize(dv_event *e);
 /** Milliseconds between two completed timing events.  DV_ERR_NOT_READY if either is pending. */
 DV_API dv_status dv_event_elapsed_ms(dv_event *start, dv_event *end, float *ms);
+
+/** @} */
+
+/** @defgroup graphs Graphs: capture and replay
+ *
+ * A stream's work, captured once and launched any number of times.
+ * Between dv_graph_capture_begin(s) and dv_graph_capture_end(s) the work
+ * queued on s is recorded, not run: copies, memsets, kernel launches,
+ * constant uploads, event records and host callbacks
+ * (dv_stream_add_callback).  dv_graph_instantiate makes the graph ready;
+ * each dv_graph_launch queues all of it on a stream, with the arrays and
+ * scalars it was captured with: a launch reads and writes the same memory
+ * each time, the current contents of it.
+ *
+ * On CUDA and HIP this is the driver's stream capture
+ * (cuStreamBeginCapture in relaxed mode, cuGraphInstantiate, cuGraphLaunch;
+ * HIP's); on the host simulator and OpenCL a recorded list of the backend's
+ * own calls, replayed without the planning and argument checks the layers
+ * above made at capture (OpenCL's command buffers are not used).
+ *
+ * What a graph uses lives as long as the graph: the allocations of the
+ * arrays its work uses (releasing an array during or after the capture
+ * frees nothing while the graph, or a launch of it, needs the memory),
+ * the modules of its launches, the events it records, the records of its
+ * callbacks.  Each launch orders the streams that own the memory (the
+ * pool's allocation streams) after itself, as a copy or launch does.
+ *
+ * What cannot be captured is refused with DV_ERR_MISUSE before anything is
+ * queued or recorded, and the capture goes on: dv_stream_synchronize and
+ * dv_stream_query of the capturing stream; work with pageable host memory
+ * (host arrays that are not registered: CUDA's rule, on every backend);
+ * copies staged through host memory, copies between views that may share
+ * memory, memsets of views that are not dense; copies between contexts,
+ * element and field access (dv_array_get_item, dv_record_get, ...),
+ * constant uploads from host memory; launches with host or smart array
+ * arguments.  dv_stream_wait_event on the capturing stream is
+ * DV_ERR_NOT_SUPPORTED (a graph captures one stream's work).  A graph cannot
+ * be launched on a stream that is capturing.
+ *
+ * Threads: a capturing stream is used by one thread at a time; graphs and
+ * executable graphs may be launched from several threads at once.  None of
+ * these may be called from a stream callback (DV_ERR_MISUSE).
+ *  @{ */
+
+/**
+ * Start capturing the work queued on s (a stream made by dv_stream_create;
+ * not the context's default, legacy or per-thread stream, which devarray's
+ * synchronous calls use: DV_ERR_INVALID_ARGUMENT).  DV_ERR_MISUSE if s
+ * captures already; DV_ERR_NOT_SUPPORTED if the backend has no graphs (a
+ * CUDA or HIP driver without the entry points).  Work queued on s before
+ * stays queued and runs as usual.  Never blocks.
+ */
+DV_API dv_status dv_graph_capture_begin(dv_stream *s);
+/**
+ * End s's capture: *out the graph of what was captured (the caller's
+ * reference; an empty capture is a graph with no work).  The capture ends
+ * whatever the status; on failure (DV_ERR_MISUSE: s does not capture; the
+ * driver's own error) *out is NULL and what was captured is dropped.
+ */
+DV_API dv_status dv_graph_capture_end(dv_stream *s, dv_graph **out);
+/** Work items the graph holds (copies, memsets, launches, records, callbacks). */
+DV_API dv_status dv_graph_work_count(const dv_graph *g, size_t *n);
+/** Add a reference to g and return g (NULL: NULL). */
+DV_API dv_graph *dv_graph_retain(dv_graph *g);
+/**
+ * Drop a reference to g.  The last one (the graph's executables hold one
+ * each) lets go of what the graph kept alive; if the graph was launched,
+ * it first waits for the context's device (the callbacks' records must
+ * outlive every launch).  NULL: DV_OK.  DV_ERR_MISUSE from a stream
+ * callback (nothing released).
+ */
+DV_API dv_status dv_graph_release(dv_graph *g);
+/**
+ * Make g ready to launch: *out holds a reference to g.  The driver's
+ * instantiation errors are returned as they are (DV_ERR_DRIVER with its
+ * message); DV_ERR_HOST_OUT_OF_MEMORY.  Never blocks.
+ */
+DV_API dv_status dv_graph_instantiate(dv_graph *g, dv_graph_exec **out);
+/**
+ * Queue all of e's work on s (NULL: the default stream, and wait for it, as
+ * every devarray call with a NULL stream does).  s is a stream of e's
+ * context that is not capturing (DV_ERR_BACKEND_MISMATCH, DV_ERR_MISUSE).
+ * Errors of the work itself come as they would from the same calls: at
+ * dv_stream_synchronize, or at once.  A launch that fails part way leaves
+ * the work before the failure queued.
+ */
+DV_API dv_status dv_graph_launch(dv_graph_exec *e, dv_stream *s);
+/**
+ * Destroy e (launches already queued complete) and drop its reference to
+ * its graph.  NULL: DV_OK.  DV_ERR_MISUSE from a stream callback.
+ */
+DV_API dv_status dv_graph_exec_destroy(dv_graph_exec *e);
 
 /** @} */
 
@@ -1313,6 +1412,21 @@ DV_API dv_status dv_memory_stats(dv_context *ctx, dv_mm_stats *out);
  *  pinned pool's cached blocks (dv_pinned_pool_trim). Blocks until work that
  *  used the returned memory is complete. */
 DV_API dv_status dv_memory_trim(dv_context *ctx);
+
+/**
+ * Whether an NVTX tool listens (compute-sanitizer, Nsight Systems: the tool
+ * names its library in NVTX_INJECTION64_PATH when it starts the program):
+ * bit 0, it took NVTX's memory extension, so the pool of every CUDA context
+ * made with option nvtx=on (the default) tells it of its memory (each
+ * segment a sub-allocator heap, each array's bytes a region, unregistered
+ * at free and trim), and memcheck reports an access outside an array inside
+ * a pool segment; bit 1, it took NVTX's ranges (option nvtx_ranges=on puts
+ * devarray's copies, memsets, launches and allocations in ranges of the
+ * domain "devarray").  0 when no tool listens: nothing is loaded, nothing
+ * happens.  The tool's library is loaded once, at the first call or pool;
+ * nothing is linked.  Thread-safe; never fails.
+ */
+DV_API int dv_nvtx_attached(void);
 /**
  * The pool's segments and blocks as JSON ({"segments":[{"size":..,"kind":
  * "small|large","class":..,"blocks":[{"offset":..,"size":..,"state":

@@ -270,7 +270,10 @@ one_step() {
     # plain C reference at n = 2048 alone takes most of a minute.
     tmo env $dbl_env $lb "$build/bench/bench_kernels" --backend cuda --n 512 --reps 5 >"$out/bench_kernels.txt" 2>&1
     rc=$?
-    done_part "exit $rc; $(grep -m1 'launch, queued' "$out/bench_kernels.txt" | tr -s ' ')"
+    # a captured sequence of 10 small launches and copies replayed (issue 40)
+    tmo env $dbl_env $lb "$build/bench/bench_graph" --backend cuda --batches 7 --reps 100 >>"$out/bench_kernels.txt" 2>&1
+    grc=$?
+    done_part "exit $rc, graphs $grc; $(grep -m1 'launch, queued' "$out/bench_kernels.txt" | tr -s ' '); $(grep -m1 'issue/replay' "$out/bench_kernels.txt")"
   fi
 
   # 5. one compute-sanitizer memcheck pass over the transfer and kernel
@@ -299,6 +302,17 @@ one_step() {
         echo "== exit $rc" >>"$out/memcheck.txt"
         errs=$(grep 'ERROR SUMMARY' "$out/memcheck.txt" | tail -1 | sed 's/.*ERROR SUMMARY: //')
         res="$res $t: exit $rc, ${errs:-no summary};"
+      done
+      # the planted write inside a pool segment (issue 40): found with the
+      # pool's NVTX annotations (nvtx=on, the default), missed without them
+      for nv in on off; do
+        if [ "$(pleft)" -lt 10 ]; then res="$res overrun nvtx=$nv: not run (time);"; continue; fi
+        echo "== memcheck test_nvtx overrun, nvtx=$nv ($kind) $(date -u +%H:%M:%S)" >>"$out/memcheck.txt"
+        tmo env $dbl_env DV_NVTX=$nv "$san" --tool memcheck --error-exitcode 9 \
+          "$build/tests/test_nvtx" overrun cuda >>"$out/memcheck.txt" 2>&1
+        rc=$?
+        echo "== exit $rc" >>"$out/memcheck.txt"
+        res="$res overrun nvtx=$nv: exit $rc;"
       done
       done_part "$kind:$res"
     fi

@@ -39,7 +39,7 @@ from ._lib import (DevarrayError, ArgumentError, DtypeMismatchError, DevarrayInd
                    MisuseError, error_class, library_path, lib as _clib)
 from ._context import (Context, current_context, select_backend, select_device, close,
                        get_current_device, synchronize, defer_cleanup)
-from ._stream import Stream
+from ._stream import Stream, Graph
 from ._context import (stream, default_stream, legacy_default_stream,
                        per_thread_default_stream, Event, event, event_elapsed_time)
 from ._array import DeviceNDArray, DeviceRecord

@@ -338,6 +338,14 @@ FUNCTIONS = {
     "dv_stream_wait_event": (_S, [_P, _P]),
     "dv_event_query": (_S, [_P]),
     "dv_event_synchronize": (_S, [_P]),
+    # graphs
+    "dv_graph_capture_begin": (_S, [_P]),
+    "dv_graph_capture_end": (_S, [_P, POINTER(_P)]),
+    "dv_graph_work_count": (_S, [_P, POINTER(c_size_t)]),
+    "dv_graph_release": (_S, [_P]),
+    "dv_graph_instantiate": (_S, [_P, POINTER(_P)]),
+    "dv_graph_launch": (_S, [_P, _P]),
+    "dv_graph_exec_destroy": (_S, [_P]),
     "dv_event_elapsed_ms": (_S, [_P, _P, POINTER(c_float)]),
     # kernels
     "dv_program_create": (_S, [_P, c_char_p, c_char_p, POINTER(_P)]),

@@ -9,7 +9,7 @@ import itertools
 import threading
 
 from . import _abi
-from ._lib import lib, check, error_class, speedups
+from ._lib import lib, check, error_class, speedups, MisuseError
 
 
 class Stream:
@@ -60,6 +60,53 @@ class Stream:
 
     def _hold(self, obj):
         self._keep.append(obj)
+        graph = self._capturing
+        if graph is not None:  # the graph's work uses it at each launch
+            graph._keep.append(obj)
+
+    _capturing = None  # the Graph being captured on this stream, if any
+
+    def begin_capture(self):
+        """Start capturing the work queued on this stream into a graph (CuPy's
+        Stream.begin_capture; devarray's dv_graph_capture_begin): until end_capture() the
+        copies, memsets, kernel launches, event records and callbacks queued on it are
+        recorded, not run. Only a stream made by stream() can capture (the default stream
+        carries the library's synchronous calls); what cannot be captured (synchronize(),
+        query(), NumPy arrays, which are pageable host memory) raises MisuseError and the
+        capture goes on."""
+        check(lib.dv_graph_capture_begin(self.handle), "stream.begin_capture")
+        self._capturing = Graph(self._ctx)
+
+    def end_capture(self):
+        """End the capture begun by begin_capture(): the Graph of what was captured (the
+        capture ends even when this raises)."""
+        graph, self._capturing = self._capturing, None
+        out = ctypes.c_void_p()
+        st = lib.dv_graph_capture_end(self.handle, ctypes.byref(out))
+        if graph is None:
+            graph = Graph(self._ctx)
+        if st:
+            graph._drop_calls()
+            check(st, "stream.end_capture")
+        graph.handle = out.value
+        return graph
+
+    @contextlib.contextmanager
+    def capture(self):
+        """A context manager around begin_capture() and end_capture(): ``with s.capture()
+        as g: ...`` then ``g.launch(s)``. The Graph it gives is ready when the block exits; if
+        the block raises, the capture is ended and dropped."""
+        self.begin_capture()
+        graph = self._capturing
+        try:
+            yield graph
+        except BaseException:
+            try:
+                self.end_capture()._release()
+            except Exception:
+                pass
+            raise
+        self.end_capture()  # fills `graph`, the object the block was given
 
     def add_callback(self, callback, arg):
         """Call ``callback(stream, status, arg)`` once all work queued on the stream before
@@ -87,6 +134,16 @@ class Stream:
         if not callable(callback):
             raise TypeError("callback must be callable, not %r" % (callback,))
         key = next(_keys)
+        graph = self._capturing
+        if graph is not None:  # a host node of the graph: runs at each launch
+            _graph_calls[key] = _Call(self, callback, arg, [])
+            try:
+                check(_add_callback(self.handle, _TRAMPOLINE, key), "add_callback")
+            except BaseException:
+                del _graph_calls[key]
+                raise
+            graph._calls.append(key)
+            return
         # what the stream holds for work queued so far is complete when the callback runs:
         # the record takes it over (taken before the callback is queued, so that it never
         # gets a hold of later work)
@@ -142,6 +199,7 @@ class _Call:
 
 _keys = itertools.count(1)
 _pending = {}     # key -> _Call, until its callback has run
+_graph_calls = {}  # key -> _Call of a graph's host node: runs at each launch, kept with the graph
 _finished = []    # _Call records whose callback ran; emptied by _reap on a Python thread
 _in_callback = threading.local()  # .active on a thread while it runs a callback
 
@@ -165,6 +223,15 @@ def _run(user, status):
     _set_in_callback(True)
     _in_callback.active = True  # a callback that calls add_callback (another stream) reaps not
     try:
+        call = _graph_calls.get(user)
+        if call is not None:  # a graph's: it stays for the next launch
+            try:
+                call.fn(call.stream, status, call.arg)
+            except BaseException as e:  # noqa: B036 -- reported, never propagated into C
+                if hasattr(e, "add_note"):
+                    e.add_note("devarray: raised by the stream callback %r" % (call.fn,))
+                _REPORT(_Reporter(e, call.fn))()
+            return
         call = _pending[user]
         try:
             call.result = call.fn(call.stream, status, call.arg)
@@ -272,3 +339,76 @@ def _stream_handle(stream):
     if isinstance(stream, Stream):
         return stream.handle
     raise TypeError("stream must be 0 or a devarray Stream, not %r" % (stream,))
+
+
+class Graph:
+    """A stream's captured work (Stream.capture(), end_capture()): launch() queues all of it
+    on a stream, as often as asked, with the arrays and values it was captured with (their
+    contents at the time of each launch). The graph keeps the memory, modules, events and
+    callbacks its work uses alive; dropping the last reference to it waits for its launches
+    first. CuPy's cupy.cuda.Graph; devarray's dv_graph and dv_graph_exec."""
+
+    def __init__(self, ctx):
+        self.handle = None
+        self._exec = None
+        self._ctx = ctx
+        self._keep = []   # Python objects the captured work uses
+        self._calls = []  # keys of its callbacks in _graph_calls
+
+    def __repr__(self):
+        return "<devarray.Graph %s on %s>" % ("%d work items" % len(self) if self.handle else "(capturing)",
+                                              self._ctx.backend)
+
+    def __len__(self):
+        """Work items captured (copies, memsets, launches, event records, callbacks)."""
+        if not self.handle:
+            return 0
+        n = ctypes.c_size_t()
+        check(lib.dv_graph_work_count(self.handle, ctypes.byref(n)), "graph.__len__")
+        return n.value
+
+    def instantiate(self):
+        """Make the graph ready to launch (launch() does it the first time)."""
+        if not self.handle:
+            raise MisuseError(_abi.DV_ERR_MISUSE, "the graph is still being captured", "graph.instantiate")
+        if self._exec is None:
+            e = ctypes.c_void_p()
+            check(lib.dv_graph_instantiate(self.handle, ctypes.byref(e)), "graph.instantiate")
+            self._exec = e.value
+        return self
+
+    def launch(self, stream=0):
+        """Queue the graph's work on `stream` (0 or None: the default stream, and wait for it,
+        as every call with no stream does)."""
+        self.instantiate()
+        h = stream.handle if isinstance(stream, Stream) else None
+        if stream not in (0, None) and not isinstance(stream, Stream):
+            raise TypeError("stream must be a devarray Stream, 0 or None, not %r" % (stream,))
+        check(lib.dv_graph_launch(self._exec, h), "graph.launch")
+        if h is None:
+            _reap()
+
+    def _drop_calls(self):
+        for key in self._calls:
+            _graph_calls.pop(key, None)
+        self._calls = []
+
+    def _release(self):
+        if lib is None:
+            return
+        if self._exec is not None:
+            lib.dv_graph_exec_destroy(self._exec)
+            self._exec = None
+        if self.handle:
+            lib.dv_graph_release(self.handle)
+            self.handle = None
+        self._drop_calls()
+        self._keep = []
+
+    def __del__(self):
+        try:
+            if getattr(_in_callback, "active", False):
+                return  # never released on a callback's thread (it would wait for the device)
+            self._release()
+        except Exception:
+            pass

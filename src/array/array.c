@@ -405,9 +405,24 @@ dv_status dv__check_layout(int ndim, const int64_t *shape, const dv_dtype *dtype
   return DV_OK;
 }
 
+static dv_status dv__array_create_in(dv_context *ctx, dv_memory_kind kind, int ndim, const int64_t *shape,
+                                     const dv_dtype *dtype, const int64_t *strides, char order, unsigned flags,
+                                     dv_stream *stream, dv_array **out);
 dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const int64_t *shape,
                            const dv_dtype *dtype, const int64_t *strides, char order,
                            unsigned flags, dv_stream *stream, dv_array **out) {
+  DV_NVTX_RANGE_BEGIN("devarray allocation");
+  dv_status rc = dv__array_create_in(ctx, kind, ndim, shape, dtype, strides, order, flags, stream, out);
+  DV_NVTX_RANGE_END();
+  return rc;
+}
+
+static inline __attribute__((always_inline)) dv_status dv__array_create_in(dv_context *ctx, dv_memory_kind kind,
+                                                                          int ndim, const int64_t *shape,
+                                                                          const dv_dtype *dtype,
+                                                                          const int64_t *strides, char order,
+                                                                          unsigned flags, dv_stream *stream,
+                                                                          dv_array **out) {
   int64_t st[DV_MAXDIMS], bytes = 0, offset = 0;
   dv_status rc = dv__check_layout(ndim, shape, dtype, strides, order, st, &bytes, &offset);
   if (rc) return rc;

@@ -167,8 +167,12 @@ static inline dv_status dv__check_live(const dv_array *a, const char *what) {
  * another stream object than `stream`, or the pinned pool's host memory
  * used on an asynchronous stream the pool has no record of yet
  * (dv__alloc_order_slow decides the rest, and tells the pool: a released
- * pinned array's block is reused after that work, dv__pinned_used). */
+ * pinned array's block is reused after that work, dv__pinned_used), or a
+ * stream that captures a graph (the slow path keeps the allocation for the
+ * graph: stream.h's capture record). */
 static inline bool dv__alloc_maybe_elsewhere(const dv_alloc *al, const dv_stream *stream) {
+  /* a capturing stream: the graph keeps the allocation (the slow path) */
+  if (DV_UNLIKELY(stream && stream->capture)) return true;
   if (al->kind == DV_MEM_DEVICE) return al->stream != stream;
   return al->pooled && stream && !dv__pinned_known_use(al->handle, stream);
 }

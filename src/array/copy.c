@@ -13,8 +13,26 @@
 #include "array.h"
 
 /* The slow part of dv__alloc_after (array.h). */
+static void dv__keep_alloc(void *al) { dv__alloc_release(al); }
+
 __attribute__((noinline)) dv_stream *dv__alloc_order_slow(dv_context *ctx, const dv_alloc *al,
                                                          const dv_stream *stream) {
+  if (stream && stream->capture) { /* the graph's work uses al at each launch: the graph keeps it */
+    dv_alloc *a = (dv_alloc *)al;
+    if (al->kind == DV_MEM_HOST && al->reg_count == 0) /* CUDA's rule, on every backend alike */
+      stream->capture->refuse = "work with pageable host memory (the driver copies it synchronously; register "
+                                "the array or use pinned memory)";
+    atomic_fetch_add(&a->refs, 1);
+    if (dv__capture_keep(stream->capture, a, dv__keep_alloc)) {
+      atomic_fetch_sub(&a->refs, 1);
+      stream->capture->oom = true; /* the op is refused when submitted */
+    }
+    /* Nothing to order and no use to note: the memory is the graph's until
+     * its last release, which waits for every launch first (graph.c); a use
+     * noted on the capturing stream would hold that stream, whose capture
+     * holds the memory. */
+    return NULL;
+  }
   if (al->kind != DV_MEM_DEVICE) { /* the pinned pool's block, used on `stream` */
     if (al->pooled && stream) dv__pinned_used(al->handle, (dv_stream *)stream);
     return NULL;
@@ -201,7 +219,10 @@ static dv_status dv__copy(dv_array *dst, const dv_array *src, dv_stream *stream)
   dv_status rc = dv__check_live(src, "source");
   if (!rc) rc = dv__check_live(dst, "destination");
   if (rc) return rc;
-  return dv__copy_arrays(ctx, dst, src, stream);
+  DV_NVTX_RANGE_BEGIN("devarray copy");
+  rc = dv__copy_arrays(ctx, dst, src, stream);
+  DV_NVTX_RANGE_END();
+  return rc;
 }
 
 dv_status dv_array_copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
@@ -327,7 +348,10 @@ dv_status dv_array_memset(dv_array *a, int value, dv_stream *stream) {
   dv_view v;
   dv__view_of(a, &v);
   dv_stream *after = dv__alloc_after(ctx, a->alloc, stream);
-  return dv__memset(ctx, &v, &value, stream, &after, after ? 1 : 0);
+  DV_NVTX_RANGE_BEGIN("devarray memset");
+  rc = dv__memset(ctx, &v, &value, stream, &after, after ? 1 : 0);
+  DV_NVTX_RANGE_END();
+  return rc;
 }
 
 dv_status dv_array_copy_new(const dv_array *a, char order, dv_stream *stream, dv_array **out) {
@@ -387,6 +411,8 @@ static dv_status dv__item_io(dv_array *a, const int64_t *index, void *buf, size_
   dv__view_part(a, a->dtype, 0, NULL, NULL, off, &v);
   dv__view_host(buf, a->dtype, 0, NULL, NULL, &h);
   dv_context *ctx = a->alloc->ctx;
+  /* the caller's buffer is not the graph's: an element access is not captured */
+  if (stream && stream->capture) return dv__capture_refused(fn);
   dv_stream *after = dv__alloc_after(ctx, a->alloc, stream);
   return get ? dv__transfer(ctx, &h, &v, stream, &after, after ? 1 : 0, 0)
              : dv__transfer(ctx, &v, &h, stream, &after, after ? 1 : 0, 0);
@@ -459,6 +485,7 @@ static dv_status dv__record_io(dv_array *rec, const char *name, void *buf, size_
   dv__view_part(rec, f->dtype, f->ndim, f->shape, st, rec->offset + (int64_t)f->offset, &fv);
   dv__view_host(buf, f->dtype, f->ndim, f->shape, hst, &h);
   dv_context *ctx = rec->alloc->ctx;
+  if (stream && stream->capture) return dv__capture_refused(fn);
   dv_stream *after = dv__alloc_after(ctx, rec->alloc, stream);
   return get ? dv__transfer(ctx, &h, &fv, stream, &after, after ? 1 : 0, 0)
              : dv__transfer(ctx, &fv, &h, stream, &after, after ? 1 : 0, 0);

@@ -26,6 +26,8 @@ typedef struct dv_bstream dv_bstream; /* backend stream */
 typedef struct dv_bevent dv_bevent;   /* backend event */
 typedef struct dv_bmodule dv_bmodule; /* backend module (a built program) */
 typedef struct dv_bkernel dv_bkernel; /* backend kernel (owned by its module) */
+typedef struct dv_bgraph dv_bgraph;   /* a captured graph (GRAPHS) */
+typedef struct dv_bgexec dv_bgexec;   /* an instantiated, launchable graph */
 
 /* One side of a copy: device memory (buf != NULL: handle + offset) or host
  * memory (buf == NULL: ptr). */
@@ -251,6 +253,7 @@ enum {
   DV_BCAP_TRIM = 1u << 16,           /* mem_trim */
   DV_BCAP_BUFFER_CHECK = 1u << 17,   /* buffer_check */
   DV_BCAP_DRIVER_POOL = 1u << 20,    /* the driver's stream-ordered pool (the "async" manager) */
+  DV_BCAP_GRAPHS = 1u << 24,         /* graph capture and replay */
 };
 /* What every backend that can open a context has.  A table with ENTRY alone
  * is a placeholder (OpenCL built without its headers): its open fails. */

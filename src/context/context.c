@@ -151,6 +151,7 @@ dv_status dv_context_create(const dv_config *cfg, dv_context **out) {
   rc = ctx->be->mem_info(ctx->bst, &free_b, &total_b);
   if (rc) goto fail_backend;
   ctx->total_memory = total_b;
+  if (ctx->opt[DV_OPT_NVTX_RANGES].i) dv__nvtx_ranges_enable(); /* a tool listening: ranges from now on */
   dv__pending_limits_set(ctx);
   dv__spin_init(&ctx->lock);
   dv__stats_init(&ctx->stats);

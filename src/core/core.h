@@ -64,6 +64,30 @@ char *dv__strdup(const char *s);
 void dv__fault_host_set(uint64_t k);
 int dv__fault_host_pending(void);
 
+/* ---- NVTX through its injection (nvtx.c): nothing unless a tool listens ---- */
+/* Whether a tool took NVTX's memory extension / core ranges (loads it once). */
+bool dv__nvtx_memory_on(void);
+bool dv__nvtx_ranges_on(void);
+/* A heap of sub-allocations over [ptr, ptr + bytes) (NULL: none, no tool). */
+void *dv__nvtx_heap_register(const void *ptr, size_t bytes, const char *name);
+void dv__nvtx_heap_unregister(void *heap);
+/* A region (one block handed out) of heap, and its end. */
+void dv__nvtx_region_register(void *heap, const void *ptr, size_t bytes);
+void dv__nvtx_region_unregister(const void *ptr);
+/* A range of devarray's own work on this thread (only when ranges are on). */
+void dv__nvtx_push(const char *name);
+void dv__nvtx_pop(void);
+/* A context made with nvtx_ranges=on: ranges from now on, if a tool listens. */
+void dv__nvtx_ranges_enable(void);
+/* Set once a context made with nvtx_ranges=on found a listening tool: from
+ * then on the process's devarray work is in ranges (one domain, one tool). */
+extern atomic_bool dv__nvtx_ranges_enabled;
+#define DV_NVTX_RANGE_BEGIN(name) \
+  bool nvtx_range_ = DV_UNLIKELY(atomic_load_explicit(&dv__nvtx_ranges_enabled, memory_order_relaxed)); \
+  if (nvtx_range_) dv__nvtx_push(name)
+#define DV_NVTX_RANGE_END() \
+  if (nvtx_range_) dv__nvtx_pop()
+
 /* ---- handles that cannot be used after release (handle.c) ---- */
 /* The header every public handle begins with: `magic` is the kind's live
  * word until the caller's last release, the kind's released word after it.
@@ -208,6 +232,8 @@ typedef enum dv_opt_id {
   DV_OPT_PINNED_POOL_LIMIT,
   DV_OPT_ASYNC_POOL,
   DV_OPT_ASYNC_RELEASE_THRESHOLD,
+  DV_OPT_NVTX,
+  DV_OPT_NVTX_RANGES,
   DV_OPT_COUNT
 } dv_opt_id;
 

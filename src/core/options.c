@@ -174,6 +174,13 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
      "back to the device (the pool's release threshold; the default keeps everything; 0 returns all "
      "free memory at every synchronization); set on a private pool always, on a default or current "
      "one only when given"},
+    {"nvtx", "DV_NVTX", NULL, T_BOOL, "on", 0, 1,
+     "CUDA: tell a listening NVTX tool (compute-sanitizer, which sets NVTX_INJECTION64_PATH) of the "
+     "pool's memory: segments as heaps, blocks as regions, so that memcheck checks each array's "
+     "bounds inside a segment; nothing happens when no tool listens"},
+    {"nvtx_ranges", "DV_NVTX_RANGES", NULL, T_BOOL, "off", 0, 1,
+     "NVTX ranges (domain \"devarray\") around devarray's copies, memsets, launches and "
+     "allocations, for a listening tool's timeline (Nsight Systems)"},
 };
 
 /* Former names, kept as aliases of the option and its environment variable

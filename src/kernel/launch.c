@@ -22,6 +22,9 @@ dv_module *dv_module_retain(dv_module *m) {
   return m;
 }
 
+/* A graph's hold on a module (dv__capture_keep). */
+static void dv__keep_module(void *m) { dv_module_release(m); }
+
 /* Keep a kernel of an unloaded module, poisoned, so a late use is caught;
  * the oldest beyond 1024 are freed. */
 static void dv__kernel_bury(dv_context *ctx, dv_kernel *k) {
@@ -322,6 +325,15 @@ dv_status dv_module_set_constant(dv_module *m, const char *name, const dv_array 
     return dv__error(DV_ERR_SHAPE_MISMATCH, "constant %s has %lld elements; the array has %lld",
                      name, (long long)c->count, (long long)n);
   dv_status rc;
+  if (stream && stream->capture) { /* a graph reads the array at each launch, into a module it keeps */
+    if (dv__is_host_side(src) || !dv_array_is_c_contiguous(src))
+      return dv__capture_refused("a constant upload from host memory or from an array that is not C-contiguous");
+    rc = dv__capture_keep(stream->capture, dv_module_retain(m), dv__keep_module);
+    if (rc) {
+      dv_module_release(m);
+      return rc;
+    }
+  }
   if (dv_array_is_c_contiguous(src)) {
     dv_memref r = {0};
     if (dv__is_host_side(src))
@@ -481,8 +493,17 @@ static dv_status dv__launch_lowered(dv_kernel *k, const dv_launch_config *cfg, c
                                     const uint32_t block[3], size_t nargs, const dv_arg *args,
                                     dv_array *const *use);
 
+static dv_status dv__kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nargs, const dv_arg *args);
 dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nargs,
                            const dv_arg *args) {
+  DV_NVTX_RANGE_BEGIN("devarray launch");
+  dv_status rc = dv__kernel_launch(k, cfg, nargs, args);
+  DV_NVTX_RANGE_END();
+  return rc;
+}
+
+static inline __attribute__((always_inline)) dv_status dv__kernel_launch(dv_kernel *k, const dv_launch_config *cfg,
+                                                                        size_t nargs, const dv_arg *args) {
   DV_CHECK_NULL(k);
   DV_CHECK_NULL(cfg);
   DV_CHECK_NOT_IN_CALLBACK();
@@ -515,6 +536,19 @@ dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nar
   if (rc) return rc;
   dv_array *use[DV__KMAXARGS];
   for (size_t i = 0; i < nargs; i++) use[i] = (dv_array *)args[i].array;
+  if (cfg->stream && cfg->stream->capture) {
+    /* A graph launches the kernel again and again: host and smart arrays,
+     * copied in and out around each call through temporaries, cannot be
+     * part of it; the module stays loaded while the graph lives. */
+    if (moves)
+      return dv__capture_refused("a launch with a host or smart array argument (copied through a temporary "
+                                 "around the call; pass device, mapped or managed arrays)");
+    rc = dv__capture_keep(cfg->stream->capture, dv_module_retain(k->module), dv__keep_module);
+    if (rc) {
+      dv_module_release(k->module);
+      return rc;
+    }
+  }
   if (!moves) return dv__launch_lowered(k, cfg, grid, block, nargs, args, use);
 
   /* Host and smart arrays.  First every device array they need is made, so

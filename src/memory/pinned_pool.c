@@ -267,6 +267,7 @@ dv_status dv__pinned_free(dv_context *ctx, void *handle) {
   for (int i = 0; i < DV_PINNED_USES; i++) {
     dv_stream *s = atomic_exchange(&b->used[i], NULL);
     if (!s) continue;
+    if (s->capture) wide = true; /* a fence there would go into its graph: reuse waits for the device */
     if (!wide && b->cls >= 0) {
       if (!b->fence[n] && ctx->be->event_create(ctx->bst, 0, &b->fence[n]) != DV_OK) b->fence[n] = NULL;
       if (b->fence[n] && ctx->be->event_record(ctx->bst, b->fence[n], s->bs) == DV_OK) n++;

@@ -107,6 +107,8 @@ static bool usable(pool *p, const pool_block *b, pool_stream *to) {
   pthread_mutex_lock(&from->m);
   if (!from->bs) {
     ok = true; /* its stream is gone: its work finished before */
+  } else if (from->stream && from->stream->capture) {
+    ok = false; /* a fence recorded there would go into its graph: not usable until the capture ends */
   } else {
     if (!from->fence && ctx->be->event_create(ctx->bst, 0, &from->fence) != DV_OK) from->fence = NULL;
     if (from->fence) {
@@ -125,15 +127,6 @@ static bool usable(pool *p, const pool_block *b, pool_stream *to) {
   return ok;
 }
 
-static void pool_log(pool *p, const char *action, const dv_block *blk, size_t size, pool_stream *ps) {
-  if (!p->log) return;
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  pthread_mutex_lock(&p->log_m);
-  fprintf(p->log, "%lu,%lld.%09ld,%s,%p,%zu,%d\n", (unsigned long)pthread_self(), (long long)ts.tv_sec, ts.tv_nsec,
-          action, (void *)((char *)blk->buf + blk->offset), size, ps ? ps->id : 0);
-  pthread_mutex_unlock(&p->log_m);
-}
 
 /* ---- small: size classes ------------------------------------------------------------ */
 
@@ -183,6 +176,7 @@ static dv_status slab_new(pool *p, pool_class *c, int ci) {
   seg->next = c->slabs;
   if (c->slabs) c->slabs->prev = seg;
   c->slabs = seg;
+  if (p->nvtx) dv__pool_note_segment(p, seg, true);
   cnt_add(&p->reserved, sz);
   atomic_fetch_add(&p->segments, 1);
   c->free_cached += sz;
@@ -307,6 +301,7 @@ static dv_status large_segment(pool *p, size_t size) {
   seg->next = p->large;
   if (p->large) p->large->prev = seg;
   p->large = seg;
+  if (p->nvtx) dv__pool_note_segment(p, seg, true);
   bin_insert(p, b);
   cnt_add(&p->reserved, sz);
   atomic_fetch_add(&p->segments, 1);
@@ -322,6 +317,7 @@ static void segment_unlink(pool_segment **head, pool_segment *seg) {
 }
 
 static dv_status segment_release(pool *p, pool_segment *seg) {
+  if (seg->nvtx_heap) dv__pool_note_segment(p, seg, false);
   dv_status rc = dv__backend_free(p->ctx, seg->mem);
   cnt_sub(&p->reserved, seg->size);
   atomic_fetch_sub(&p->segments, 1);
@@ -548,7 +544,10 @@ static dv_status pool_init(dv_context *ctx, void *user, void **state) {
     if (!p->log) dv__log(DV_LOG_WARN, "pool: cannot open the allocation log %s", log);
     else if (ftell(p->log) == 0) fprintf(p->log, "Thread,Time,Action,Pointer,Size,Stream\n");
   }
-  p->slow_free = p->log || p->release_threshold;
+  /* NVTX: device addresses (CUDA's buffers are its pointers) for a tool that listens */
+  p->nvtx = ctx->opt[DV_OPT_NVTX].i && !strcmp(ctx->be->name, "cuda") && dv__nvtx_memory_on();
+  p->noted = p->log || p->nvtx;
+  p->slow_free = p->noted || p->release_threshold;
   /* the reserve: one large segment, kept until the pool goes */
   size_t reserve = (size_t)ctx->opt[DV_OPT_POOL_RESERVE].i;
   rc = reserve ? large_segment(p, reserve) : DV_OK;
@@ -636,7 +635,7 @@ static __attribute__((noinline)) dv_status pool_alloc_slow(void *state, size_t b
   out->buf = b->seg->mem.buf;
   out->offset = b->seg->mem.offset + b->offset;
   out->handle = b;
-  pool_log(p, "allocate", out, bytes, ps);
+  dv__pool_note(p, "allocate", out, b, bytes, ps);
   return DV_OK;
 }
 
@@ -645,7 +644,7 @@ static __attribute__((noinline)) dv_status pool_alloc_slow(void *state, size_t b
 static dv_status pool_alloc(void *state, size_t bytes, dv_stream *stream, dv_block *out) {
   pool *p = state;
   pool_stream *ps = ps_fast(p, stream);
-  if (ps && bytes - 1 < SMALL_MAX && !p->log) {
+  if (ps && bytes - 1 < SMALL_MAX && !p->noted) {
     pool_class *c = &p->cls[p->cls_lut[(bytes - 1) / POOL_ALIGN]];
     dv__spin_lock(&p->small_m);
     pool_block *b = c->free;
@@ -670,7 +669,7 @@ static __attribute__((noinline)) dv_status pool_free_slow(void *state, dv_block 
   if (!b || b->free) return dv__error(DV_ERR_INVALID_ARGUMENT, "pool: free of a block it does not hold");
   pool_stream *ps = ps_of(p, stream);
   if (!ps) ps = b->ps;
-  pool_log(p, "free", &blk, bytes, ps);
+  dv__pool_note(p, "free", &blk, b, bytes, ps);
   size_t size = b->size;
   /* the stream's work that used the block was queued before this load */
   uint64_t seq = atomic_load(&ps->epoch);

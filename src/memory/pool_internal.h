@@ -54,6 +54,7 @@ struct pool_segment {
   size_t nfree, nblocks;
   pool_block *blocks; /* small: array of nblocks; large: first block */
   pool_segment *prev, *next;
+  void *nvtx_heap; /* its NVTX heap while a tool listens (pool_note.c), else NULL */
 };
 
 /* The small-block lock: held for a few dozen instructions, so a spinlock
@@ -94,10 +95,20 @@ typedef struct pool {
   _Atomic uint64_t hits, misses, splits, merges, releases, segments, free_cached;
   _Atomic int64_t free_segments; /* large segments known to be entirely free */
   size_t release_threshold;
-  bool slow_free; /* a log or a release threshold: every free goes the slow way */
+  bool slow_free; /* a log, NVTX or a release threshold: every free goes the slow way */
+  bool noted;     /* a log or NVTX: every allocation goes the slow way too (dv__pool_note) */
+  bool nvtx;      /* a listening NVTX tool hears of segments and blocks (CUDA: device addresses) */
   FILE *log;
   pthread_mutex_t log_m;
 } pool;
+
+/* pool_note.c: what the pool tells beyond itself.  An allocation or a free
+ * of blk (`size` bytes asked for) to the log and to a listening NVTX tool
+ * (a region of its segment's heap: the bytes the caller asked for, so that
+ * memcheck checks them); a segment made or released (its heap). */
+void dv__pool_note(pool *p, const char *action, const dv_block *blk, const pool_block *b, size_t size,
+                   const pool_stream *ps);
+void dv__pool_note_segment(pool *p, pool_segment *seg, bool made);
 
 /* The manager's statistics (pool.c), which the snapshot ends with. */
 dv_status dv__pool_stats(void *state, dv_mm_stats *out);

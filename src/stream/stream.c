@@ -4,6 +4,7 @@
  * streams and events at 0 bytes).
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "stream.h"
 
@@ -25,6 +26,12 @@ static dv_status dv__dtor_stream(dv_context *ctx, void *handle, void *aux) {
   dv_stream_state *st = ctx->streams;
   for (int k = 0; k < DV_STREAM_SLOTS; k++)
     if (st->keys[k].destroyed) st->keys[k].destroyed(ctx, s, dv__stream_slot(s, k), st->keys[k].arg);
+  if (s->capture) { /* released while capturing: the capture ends, its graph goes */
+    dv_bgraph *g = NULL;
+    if (ctx->be->graph_end(ctx->bst, s->bs, &g) == DV_OK && g) ctx->be->graph_destroy(ctx->bst, g);
+    dv__capture_free(s->capture);
+    s->capture = NULL;
+  }
   dv_status rc = ctx->be->stream_destroy(ctx->bst, s->bs);
   dv__handle_retire(s, sizeof *s, 0, ctx->handles_checked, NULL);
   return rc;
@@ -132,6 +139,7 @@ dv_status dv_stream_synchronize(dv_stream *s) {
   DV_CHECK_NULL(s);
   DV_CHECK_HANDLE(s, DV_HANDLE_STREAM);
   DV_CHECK_NOT_IN_CALLBACK();
+  if (s->capture) return dv__capture_refused("dv_stream_synchronize");
   return s->ctx->be->stream_sync(s->ctx->bst, s->bs);
 }
 
@@ -139,7 +147,87 @@ dv_status dv_stream_query(dv_stream *s) {
   DV_CHECK_NULL(s);
   DV_CHECK_HANDLE(s, DV_HANDLE_STREAM);
   DV_CHECK_NOT_IN_CALLBACK();
+  if (s->capture) return dv__capture_refused("dv_stream_query");
   return s->ctx->be->stream_query(s->ctx->bst, s->bs);
+}
+
+/* ---- the capture record (stream.h; the public API is graph.c's) -------------- */
+
+__attribute__((cold, noinline)) dv_status dv__capture_refused(const char *what) {
+  return dv__error(DV_ERR_MISUSE, "%s on a stream that is capturing a graph: it cannot be captured (nothing "
+                                  "was queued or recorded, and the capture goes on)", what);
+}
+
+dv_status dv__capture_keep(dv_capture *c, void *obj, void (*release)(void *obj)) {
+  if (c->nkeep == c->capkeep) {
+    size_t ncap = c->capkeep ? c->capkeep * 2 : 16;
+    dv_keep *n = dv__malloc(ncap * sizeof *n);
+    if (!n) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "graph capture: no memory to keep what the graph uses");
+    if (c->nkeep) memcpy(n, c->keep, c->nkeep * sizeof *n);
+    dv__free(c->keep);
+    c->keep = n;
+    c->capkeep = ncap;
+  }
+  c->keep[c->nkeep++] = (dv_keep){obj, release};
+  return DV_OK;
+}
+
+dv_status dv__capture_after(dv_capture *c, dv_stream *const *owners, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    dv_stream *o = owners[i];
+    bool seen = !o;
+    for (size_t j = 0; j < c->nafter && !seen; j++) seen = c->after[j] == o;
+    if (seen) continue;
+    if (c->nafter == c->capafter) {
+      size_t ncap = c->capafter ? c->capafter * 2 : 4;
+      dv_stream **m = dv__malloc(ncap * sizeof *m);
+      if (!m) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "graph capture: no memory for its stream order");
+      if (c->nafter) memcpy(m, c->after, c->nafter * sizeof *m);
+      dv__free(c->after);
+      c->after = m;
+      c->capafter = ncap;
+    }
+    c->after[c->nafter++] = dv__stream_iretain(o);
+  }
+  return DV_OK;
+}
+
+void dv__capture_free(dv_capture *c) {
+  if (!c) return;
+  for (size_t i = c->nkeep; i-- > 0;) c->keep[i].release(c->keep[i].obj);
+  for (size_t i = 0; i < c->nafter; i++) dv__stream_irelease(c->after[i]);
+  dv__free(c->keep);
+  dv__free(c->after);
+  dv__free(c);
+}
+
+dv_status dv__stream_submit_captured(dv_context *ctx, dv_stream *stream, const dv__op *op) {
+  if (dv__in_callback()) return dv__callback_refused("a copy, memset, launch or constant upload");
+  if (op->flags & DV_OP_WAIT)
+    return dv__capture_refused("a call whose operands live only until it returns (a copy between contexts, "
+                               "an element or field access, a copy through a temporary)");
+  dv_capture *c = stream->capture;
+  if (c->oom || c->refuse) {
+    const char *why = c->refuse;
+    c->oom = false;
+    c->refuse = NULL;
+    if (why) return dv__capture_refused(why);
+    return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "graph capture: no memory to keep the arrays the work uses");
+  }
+  dv_status rc = dv__capture_after(c, op->after, op->nafter);
+  if (rc) return rc;
+  rc = DV_ERR_NOT_SUPPORTED;
+  if (op->copy) {
+    op->copy->flags = 0;
+    rc = ctx->be->copy_rect(ctx->bst, stream->bs, op->copy);
+  }
+  if (rc == DV_ERR_NOT_SUPPORTED && op->run) {
+    dv__op_tally t;
+    t.n = 0;
+    rc = op->run(ctx, stream, stream->bs, 0, op, &t);
+  }
+  if (!rc) c->ops++;
+  return rc;
 }
 
 typedef struct dv_user_cb {
@@ -148,13 +236,39 @@ typedef struct dv_user_cb {
   void *user;
 } dv_user_cb;
 
-static void dv__user_cb(void *arg, dv_status status) {
-  dv_user_cb *c = arg;
+static void dv__user_cb_run(dv_user_cb *c, dv_status status) {
   dv__callback_depth++; /* devarray calls in fn that reach the backend: refused (stream.h) */
   dv__stats_forget_thread(); /* so that submissions take dv__stream_admit, which refuses */
   c->fn(c->stream, status, c->user);
   dv__callback_depth--;
-  dv__free(c);
+}
+
+static void dv__user_cb(void *arg, dv_status status) {
+  dv__user_cb_run(arg, status);
+  dv__free(arg);
+}
+
+/* A callback in a graph: its record is the graph's (kept), run at each launch. */
+static void dv__user_cb_kept(void *arg, dv_status status) { dv__user_cb_run(arg, status); }
+
+static void dv__keep_free(void *p) { dv__free(p); }
+static void dv__keep_event(void *e) { dv_event_release(e); }
+
+/* dv_stream_add_callback on a capturing stream: a host node of the graph. */
+static dv_status dv__capture_callback(dv_stream *s, dv_user_cb *c) {
+  dv_status rc = dv__capture_keep(s->capture, c, dv__keep_free);
+  if (rc) {
+    dv__free(c);
+    return rc;
+  }
+  rc = s->ctx->be->graph_host_fn(s->ctx->bst, s->bs, dv__user_cb_kept, c);
+  if (rc) { /* not recorded: the record goes now */
+    s->capture->nkeep--;
+    dv__free(c);
+    return rc;
+  }
+  s->capture->ops++;
+  return DV_OK;
 }
 
 dv_status dv__stream_admit(dv_context *ctx, dv_thread_stats **ts) {
@@ -176,6 +290,7 @@ dv_status dv_stream_add_callback(dv_stream *s, dv_callback_fn fn, void *user) {
   c->stream = s;
   c->fn = fn;
   c->user = user;
+  if (s->capture) return dv__capture_callback(s, c);
   dv_status rc = s->ctx->be->stream_callback(s->ctx->bst, s->bs, dv__user_cb, c);
   if (rc) dv__free(c);
   return rc;
@@ -263,6 +378,19 @@ dv_status dv_event_record(dv_event *e, dv_stream *s) {
     dv_status rc = dv__same_ctx(e->ctx, s->ctx);
     if (rc) return rc;
   }
+  if (s && s->capture) { /* an event record node: the graph keeps the event */
+    dv_status rc = dv__capture_keep(s->capture, e, dv__keep_event);
+    if (rc) return rc;
+    atomic_fetch_add(&e->refs, 1);
+    rc = e->ctx->be->event_record(e->ctx->bst, e->be, s->bs);
+    if (rc) {
+      s->capture->nkeep--;
+      atomic_fetch_sub(&e->refs, 1);
+      return rc;
+    }
+    s->capture->ops++;
+    return DV_OK;
+  }
   return e->ctx->be->event_record(e->ctx->bst, e->be, dv__bstream(e->ctx, s));
 }
 
@@ -274,6 +402,10 @@ dv_status dv_stream_wait_event(dv_stream *s, dv_event *e) {
   DV_CHECK_NOT_IN_CALLBACK();
   dv_status rc = dv__same_ctx(e->ctx, s->ctx);
   if (rc) return rc;
+  if (s->capture) /* one stream's work only: no dependency on work outside the capture */
+    return dv__error(DV_ERR_NOT_SUPPORTED, "dv_stream_wait_event on a stream that is capturing a graph: a graph "
+                                           "captures one stream's work, and cannot wait for other work (nothing "
+                                           "was queued or recorded, and the capture goes on)");
   return e->ctx->be->event_wait(e->ctx->bst, s->bs, e->be);
 }
 
@@ -355,8 +487,13 @@ dv_status dv__stream_order_after(dv_context *ctx, dv_stream *used, dv_stream *co
   dv_bstream *ubs = dv__bstream(ctx, used);
   dv_bevent *ev = NULL;
   dv_status rc = DV_OK;
+  bool host_wait = false;
   for (size_t i = 0; i < n && !rc; i++) {
     if (!owners[i]) continue;
+    if (owners[i]->capture) { /* a wait there would go into its graph: the host waits for the work instead */
+      host_wait = host_wait || owners[i]->bs != ubs;
+      continue;
+    }
     dv_bstream *obs = owners[i]->bs;
     bool seen = obs == ubs;
     for (size_t j = 0; j < i && !seen; j++) seen = owners[j] && owners[j]->bs == obs;
@@ -378,6 +515,7 @@ dv_status dv__stream_order_after(dv_context *ctx, dv_stream *used, dv_stream *co
     dv_status r2 = ctx->be->event_destroy(ctx->bst, ev);
     if (r2) dv__log(DV_LOG_WARN, "destroying an ordering event failed: %s", dv_last_error());
   }
+  if (!rc && host_wait) rc = ctx->be->stream_sync(ctx->bst, ubs);
   if (!rc) return DV_OK;
   char msg[512];
   snprintf(msg, sizeof msg, "%s", dv_last_error());

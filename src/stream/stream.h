@@ -45,6 +45,9 @@ dv_status dv__stream_admit(dv_context *ctx, dv_thread_stats **ts);
  * stream layer knows nothing of what it holds. */
 #define DV_STREAM_SLOTS 4
 
+typedef struct dv_capture dv_capture;
+struct dv__op;
+
 struct dv_stream {
   dv_handle hdr;         /* DV_HANDLE_STREAM: released at the user's last release */
   _Atomic int refs;      /* every reference: the user's and the library's */
@@ -54,7 +57,50 @@ struct dv_stream {
   bool is_default;
   _Atomic int auto_sync_depth;
   void *_Atomic slot[DV_STREAM_SLOTS]; /* by key; NULL until set */
+  dv_capture *capture; /* the graph capture in progress on this stream, or NULL (graph.c) */
 };
+
+/*
+ * Graph capture (issue 40; the public API in graph.c).  While a stream
+ * captures, the work devarray queues on it is recorded by the backend
+ * (CUDA's and HIP's stream capture; the shared recorder elsewhere) and the
+ * capture record below keeps what the graph's work uses alive for as long
+ * as the graph: the allocations of the arrays (the array layer, through
+ * dv__alloc_after), the modules of its launches, the events it records,
+ * the records of its host callbacks.  The streams the work must be
+ * ordered before (the op's `after`, dv__stream_order_after) are kept too
+ * and ordered after each launch of the graph instead of after the capture.
+ * Work that cannot be captured is refused before anything is queued, so a
+ * capture is never left half-recorded: an op that waits for the stream
+ * (DV_OP_WAIT), synchronize, query, waits for events, copies staged
+ * through host memory (dv__capture_refused).  A capturing stream is used
+ * by one thread at a time: the capture's own calls are not locked.
+ */
+typedef struct dv_keep {
+  void *obj;
+  void (*release)(void *obj);
+} dv_keep;
+struct dv_capture {
+  dv_keep *keep;
+  size_t nkeep, capkeep;
+  dv_stream **after; /* retained (dv__stream_iretain), each once */
+  size_t nafter, capafter;
+  size_t ops; /* ops recorded (for dv_graph_info) */
+  bool oom;   /* keeping an op's memory failed (dv__alloc_after cannot fail): the op is refused */
+  const char *refuse; /* or the op uses memory a graph cannot (pageable host memory): refused, named */
+};
+/* Keep obj alive while the capture and its graph live (release(obj) at
+ * the end).  DV_ERR_HOST_OUT_OF_MEMORY: nothing kept (the caller drops what
+ * it would have kept, and fails). */
+dv_status dv__capture_keep(dv_capture *c, void *obj, void (*release)(void *obj));
+/* Order the streams owners[0..n) after each launch of the graph. */
+dv_status dv__capture_after(dv_capture *c, dv_stream *const *owners, size_t n);
+/* Release everything c holds and free it (NULL: nothing). */
+void dv__capture_free(dv_capture *c);
+/* DV_ERR_MISUSE for `what` on a capturing stream: it cannot be captured. */
+dv_status dv__capture_refused(const char *what);
+/* dv__stream_submit on a capturing stream (out of line). */
+dv_status dv__stream_submit_captured(dv_context *ctx, dv_stream *stream, const struct dv__op *op);
 
 struct dv_event {
   dv_handle hdr; /* DV_HANDLE_EVENT */
@@ -201,6 +247,7 @@ static inline __attribute__((always_inline)) dv_status dv__stream_submit(dv_cont
    * counters for ctx, the same test that counting them needs anyway; a
    * thread that runs a user's callback has none cached, so the callback rule
    * is checked on the slow path only. */
+  if (DV_UNLIKELY(stream && stream->capture)) return dv__stream_submit_captured(ctx, stream, op);
   dv_thread_stats *ts;
   if (DV_LIKELY(dv__stats_tl.id == ctx->stats.id)) {
     ts = dv__stats_tl.t;

@@ -600,7 +600,10 @@ static __attribute__((noinline)) dv_status dv__plan_copy(dv_context *ctx, dv_str
     if (ov == DV_OVERLAP_YES)
       return dv__error(DV_ERR_INVALID_ARGUMENT,
                        "the source and destination views share memory (copy through a temporary array)");
-    if (ov == DV_OVERLAP_UNKNOWN) return dv__via_temporary(ctx, bs, flags, dst, src, &p, stream, t);
+    if (ov == DV_OVERLAP_UNKNOWN) {
+      if (stream && stream->capture) return dv__capture_refused("a copy between views that may share memory (copied through a temporary)");
+      return dv__via_temporary(ctx, bs, flags, dst, src, &p, stream, t);
+    }
   }
   int64_t count = 1;
   for (int i = 0; i < p.nd; i++) count *= p.n[i];
@@ -640,6 +643,9 @@ static __attribute__((noinline)) dv_status dv__plan_copy(dv_context *ctx, dv_str
     }
     if (rc != DV_ERR_NOT_SUPPORTED) return rc;
   }
+  if (stream && stream->capture)
+    return dv__capture_refused("a copy this backend stages through host memory (the layout has no rectangular or "
+                               "strided form here)");
   return dv__staged(ctx, stream, bs, dst, src, &p, t);
 }
 
@@ -690,6 +696,8 @@ dv_status dv__memset_run(dv_context *ctx, dv_stream *stream, dv_bstream *bs, uns
     return ctx->be->memset(ctx->bst, bs, dv__ref(a, a->offset + lo), value, (size_t)nbytes);
   /* Otherwise scatter a pattern (dense host memory filled with value) in
    * stream order, and free the pattern once the stream has used it. */
+  if (stream && stream->capture)
+    return dv__capture_refused("a memset of a view that is not dense, or of host memory (it copies a host pattern)");
   char *pat = dv__malloc((size_t)nbytes);
   if (!pat) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate %lld bytes for a memset pattern", (long long)nbytes);
   memset(pat, value, (size_t)nbytes);

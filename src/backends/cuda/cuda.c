@@ -79,6 +79,12 @@ static void cu_load(void) {
     if (strstr(cu_syms[i].name, "MemPool") || !strcmp(cu_syms[i].name, "cuMemAllocFromPoolAsync") ||
         !strcmp(cu_syms[i].name, "cuMemFreeAsync"))
       cu_syms[i].optional = 1;
+    /* graphs (CUDA 10 to 11.4): without them, graphs are refused */
+    static const char *const graph_entries[] = {"cuStreamBeginCapture_v2", "cuStreamEndCapture",
+                                                "cuGraphInstantiateWithFlags", "cuGraphLaunch",
+                                                "cuGraphExecDestroy", "cuGraphDestroy"};
+    for (size_t g = 0; g < sizeof graph_entries / sizeof graph_entries[0]; g++)
+      if (!strcmp(cu_syms[i].name, graph_entries[g])) cu_syms[i].optional = 1;
   }
   const char *which = NULL;
   cu_load_status = dv__dynlib_open("CUDA driver", names, 2, cu_syms, nsyms, &cu_lib, &which, cu_load_msg,

@@ -118,6 +118,9 @@ struct dv_bstream {
   /* Its staging thread (fam_stager.c), made at its first asynchronous
    * pageable copy; read and set under the context's stagers lock. */
   cu_stager *stager;
+  /* While devarray captures a graph on it (fam_graph.c): the records of the
+   * capture's host functions, handed to the graph at its end. */
+  struct cu_hostfn *hostfns;
 };
 
 struct cu_state {
@@ -246,7 +249,7 @@ void dv__cu_kernel_close(cu_state *st);
  * method but probe and open from DV_CU_BACKEND_METHODS below, so that the
  * two can never drift apart.  Defined for the groups of DV_CU_BACKEND_CAPS:
  * memory, host memory, streams and events in fam.c; copies in fam_copy.c; kernels, native
- * handles and strided copies in fam_kernel.c; interop in fam_ipc.c; the
+ * handles and strided copies in fam_kernel.c; interop in fam_ipc.c; graphs in fam_graph.c; the
  * driver's stream-ordered pool in fam_mempool.c.
  */
 #define DV_BE_METHOD(group, ret, method, params) ret dv__cub_##method params;
@@ -255,7 +258,7 @@ void dv__cu_kernel_close(cu_state *st);
 /* The groups both tables fill (backend.h's DV_BCAP_*). */
 #define DV_CU_BACKEND_CAPS                                                                                  \
   (DV_BCAP_BASE | DV_BCAP_STRIDED | DV_BCAP_PEER | DV_BCAP_MANAGED | DV_BCAP_BUILTIN_STREAMS | DV_BCAP_KERNELS | \
-   DV_BCAP_NATIVE | DV_BCAP_ORDER_NATIVE | DV_BCAP_IPC | DV_BCAP_DRIVER_POOL)
+   DV_BCAP_NATIVE | DV_BCAP_ORDER_NATIVE | DV_BCAP_IPC | DV_BCAP_DRIVER_POOL | DV_BCAP_GRAPHS)
 #define DV_CU_BACKEND_METHODS \
   .close = dv__cub_close, \
   .device_info = dv__cub_device_info, \
@@ -308,7 +311,14 @@ void dv__cu_kernel_close(cu_state *st);
   .alloc_async = dv__cub_alloc_async, \
   .free_async = dv__cub_free_async, \
   .pool_trim = dv__cub_pool_trim, \
-  .pool_stats = dv__cub_pool_stats,
+  .pool_stats = dv__cub_pool_stats, \
+  .graph_begin = dv__cub_graph_begin, \
+  .graph_end = dv__cub_graph_end, \
+  .graph_host_fn = dv__cub_graph_host_fn, \
+  .graph_instantiate = dv__cub_graph_instantiate, \
+  .graph_launch = dv__cub_graph_launch, \
+  .graph_exec_destroy = dv__cub_graph_exec_destroy, \
+  .graph_destroy = dv__cub_graph_destroy,
 
 /*
  * A strided copy as the built-in copy kernels take it (src/kernel/

@@ -18,6 +18,8 @@ typedef struct dv_CUevent_st *dv_CUevent;
 typedef struct dv_CUmod_st *dv_CUmodule;
 typedef struct dv_CUfunc_st *dv_CUfunction;
 typedef struct dv_CUmemPoolHandle_st *dv_CUmemoryPool;
+typedef struct dv_CUgraph_st *dv_CUgraph;         /* stream capture's graph (issue 40) */
+typedef struct dv_CUgraphExec_st *dv_CUgraphExec; /* an instantiated graph */
 typedef void (*dv_CUhostFn)(void *user);
 typedef void (*dv_CUstreamCallback)(dv_CUstream s, dv_CUresult status, void *user);
 /* Enumerations passed by value (int-sized, as the ABI passes cuda.h's enums). */
@@ -25,6 +27,7 @@ typedef int dv_CUdevice_attribute;
 typedef int dv_CUfunction_attribute;
 typedef int dv_CUjit_option;
 typedef int dv_CUmemPool_attribute;
+typedef int dv_CUstreamCaptureMode;
 
 enum {
   DV_CUDA_SUCCESS = 0,
@@ -41,6 +44,7 @@ enum {
   DV_CUDA_ERROR_JIT_COMPILER_NOT_FOUND = 221,
   DV_CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
   DV_CUDA_ERROR_INVALID_HANDLE = 400,
+  DV_CUDA_ERROR_ILLEGAL_STATE = 401,
   DV_CUDA_ERROR_NOT_FOUND = 500,
   DV_CUDA_ERROR_NOT_READY = 600,
   DV_CUDA_ERROR_ILLEGAL_ADDRESS = 700,
@@ -53,6 +57,10 @@ enum {
   DV_CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
   DV_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
 };
+
+/* cuStreamBeginCapture's mode: relaxed (devarray refuses what cannot be
+ * captured itself; the other modes forbid calls on every thread). */
+enum { DV_CU_STREAM_CAPTURE_MODE_RELAXED = 2 };
 
 /* cuStreamIsCapturing's answer (an enumeration written through a pointer:
  * declared as one, so that the prototype matches cuda.h's). */

@@ -59,7 +59,9 @@ static void hip_load(void) {
     if (!strcmp(hip_syms[i].name, "hipLaunchHostFunc") || !strcmp(hip_syms[i].name, "hipStreamWaitValue64") ||
         /* the stream-ordered allocator (ROCm 5.2): the "async" manager is refused without it */
         strstr(hip_syms[i].name, "MemPool") || !strcmp(hip_syms[i].name, "hipMallocFromPoolAsync") ||
-        !strcmp(hip_syms[i].name, "hipFreeAsync"))
+        !strcmp(hip_syms[i].name, "hipFreeAsync") ||
+        !strncmp(hip_syms[i].name, "hipGraph", 8) || !strcmp(hip_syms[i].name, "hipStreamBeginCapture") ||
+        !strcmp(hip_syms[i].name, "hipStreamEndCapture")) /* graphs: refused without them */
       hip_syms[i].optional = 1;
   hip_load_status =
       dv__dynlib_open("HIP runtime", names, 3, hip_syms, sizeof hip_syms / sizeof hip_syms[0],

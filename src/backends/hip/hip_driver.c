@@ -350,6 +350,9 @@ static dv_CUresult t_cuLaunchHostFunc(dv_CUstream s, dv_CUhostFn fn, void *user)
   /* ROCm 5.2 declares hipLaunchHostFunc as beta (graph capture): the
    * callback path below until ROCm 5.3, where it became a stream operation. */
   if (H.hipLaunchHostFunc && hip_version >= 50300000) return R(H.hipLaunchHostFunc(HS(s), fn, user));
+  /* a callback cannot be captured (the runtime would invalidate the capture) */
+  dv_hipStreamCaptureStatus cs = 0;
+  if (H.hipStreamIsCapturing(HS(s), &cs) == DV_HIP_SUCCESS && cs != 0) return DV_CUDA_ERROR_NOT_SUPPORTED;
   hip_hostfn *h = dv__malloc(sizeof *h);
   if (!h) return DV_CUDA_ERROR_OUT_OF_MEMORY;
   h->fn = fn, h->user = user;
@@ -387,6 +390,29 @@ static dv_CUresult t_cuStreamIsCapturing(dv_CUstream s, dv_CUstreamCaptureStatus
   dv_CUresult r = R(H.hipStreamIsCapturing(HS(s), &h));
   *cs = r ? DV_CU_STREAM_CAPTURE_STATUS_NONE : (dv_CUstreamCaptureStatus)h;
   return r;
+}
+
+/* Graphs (issue 40): HIP's capture and graphs take CUDA's arguments. */
+static dv_CUresult t_cuStreamBeginCapture_v2(dv_CUstream s, int mode) {
+  return H.hipStreamBeginCapture ? R(H.hipStreamBeginCapture(HS(s), mode)) : DV_CUDA_ERROR_NOT_SUPPORTED;
+}
+static dv_CUresult t_cuStreamEndCapture(dv_CUstream s, dv_CUgraph *g) {
+  return H.hipStreamEndCapture ? R(H.hipStreamEndCapture(HS(s), (dv_hipGraph_t *)(void *)g))
+                               : DV_CUDA_ERROR_NOT_SUPPORTED;
+}
+static dv_CUresult t_cuGraphInstantiateWithFlags(dv_CUgraphExec *e, dv_CUgraph g, unsigned long long f) {
+  return H.hipGraphInstantiateWithFlags
+             ? R(H.hipGraphInstantiateWithFlags((dv_hipGraphExec_t *)(void *)e, (dv_hipGraph_t)(void *)g, f))
+             : DV_CUDA_ERROR_NOT_SUPPORTED;
+}
+static dv_CUresult t_cuGraphLaunch(dv_CUgraphExec e, dv_CUstream s) {
+  return H.hipGraphLaunch ? R(H.hipGraphLaunch((dv_hipGraphExec_t)(void *)e, HS(s))) : DV_CUDA_ERROR_NOT_SUPPORTED;
+}
+static dv_CUresult t_cuGraphExecDestroy(dv_CUgraphExec e) {
+  return H.hipGraphExecDestroy ? R(H.hipGraphExecDestroy((dv_hipGraphExec_t)(void *)e)) : DV_CUDA_ERROR_NOT_SUPPORTED;
+}
+static dv_CUresult t_cuGraphDestroy(dv_CUgraph g) {
+  return H.hipGraphDestroy ? R(H.hipGraphDestroy((dv_hipGraph_t)(void *)g)) : DV_CUDA_ERROR_NOT_SUPPORTED;
 }
 
 static dv_CUresult t_cuEventCreate(dv_CUevent *e, unsigned f) {

@@ -29,6 +29,8 @@ typedef int dv_hipDeviceAttribute_t;   /* enum hipDeviceAttribute_t */
 typedef int dv_hipFunction_attribute;  /* enum hipFunction_attribute: CUDA's values */
 typedef int dv_hipJitOption;           /* enum hipJitOption */
 typedef int dv_hipStreamCaptureStatus; /* enum: None 0, Active 1, Invalidated 2 */
+typedef struct dv_hipGraph_st *dv_hipGraph_t;         /* hipGraph_t */
+typedef struct dv_hipGraphExec_st *dv_hipGraphExec_t; /* hipGraphExec_t */
 
 #define DV_HIP_SUCCESS 0
 #define DV_HIP_ERROR_INVALID_VALUE 1

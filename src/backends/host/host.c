@@ -33,6 +33,7 @@
 #include "device/device.h"
 #include "exec/exec.h"
 #include "tools/tools.h"
+#include "../graphrec.h"
 
 /* ---- open and close --------------------------------------------------------- */
 
@@ -112,14 +113,22 @@ static dv_status host_kernel_params(void *state, dv_bkernel *k, dv_bparam *out, 
   return hk_kernel_params(TC(state), k, out, cap, n, sig);
 }
 static dv_status host_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_blaunch *l) {
+  DV_REC_HOOK(s, dv__rec_launch(rec_, k, l));
   return hk_launch(HK(state), s, k, l);
 }
 
 /* A module's constant buffer is written by a copy on the stream (queued in
  * order with the launches that read it). */
+static dv_status host_constant_queue(void *state, dv_bmodule *m, dv_bstream *s, size_t offset, dv_memref src,
+                                     size_t bytes);
 static dv_status host_constant_write(void *state, dv_bmodule *m, dv_bstream *s, size_t offset,
                                      dv_memref src, size_t bytes) {
   if (!m || !s) return dv__error(DV_ERR_NULL_ARGUMENT, "constant write without module or stream");
+  DV_REC_HOOK(s, dv__rec_constant_write(rec_, m, offset, src, bytes));
+  return host_constant_queue(state, m, s, offset, src, bytes);
+}
+static dv_status host_constant_queue(void *state, dv_bmodule *m, dv_bstream *s, size_t offset, dv_memref src,
+                                     size_t bytes) {
   unsigned char *cbuf;
   size_t cbytes;
   const char *name = hk_module_constants(m, &cbuf, &cbytes);
@@ -138,6 +147,74 @@ static dv_status host_constant_write(void *state, dv_bmodule *m, dv_bstream *s, 
   return hb_copy_rect(state, s, &r);
 }
 
+/* ---- graphs: the shared recorder (../graphrec.h) ------------------------------------
+ * While a stream captures, its work goes to the recorder: these wrappers
+ * are the table's stream methods, one test each when not capturing. */
+static dv_status host_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
+  DV_REC_HOOK(s, dv__rec_copy_rect(rec_, r));
+  return hb_copy_rect(state, s, r);
+}
+static dv_status host_copy_strided(void *state, dv_bstream *s, const dv_strided *c) {
+  DV_REC_HOOK(s, dv__rec_copy_strided(rec_, c));
+  return hb_copy_strided(state, s, c);
+}
+static dv_status host_memset(void *state, dv_bstream *s, dv_memref dst, int value, size_t bytes) {
+  DV_REC_HOOK(s, dv__rec_memset(rec_, dst, value, bytes));
+  return hb_memset(state, s, dst, value, bytes);
+}
+static dv_status host_stream_callback(void *state, dv_bstream *s, dv_bcallback_fn fn, void *user) {
+  DV_REC_HOOK(s, dv__rec_refuse(rec_, "a stream callback"));
+  return hb_stream_callback(state, s, fn, user);
+}
+static dv_status host_event_record(void *state, dv_bevent *e, dv_bstream *s) {
+  DV_REC_HOOK(s, dv__rec_event_record(rec_, e));
+  return hb_event_record(state, e, s);
+}
+static dv_status host_event_wait(void *state, dv_bstream *s, dv_bevent *e) {
+  DV_REC_HOOK(s, dv__rec_event_wait(rec_, e));
+  return hb_event_wait(state, s, e);
+}
+static dv_status host_launch(void *state, dv_bstream *s, dv_bkernel *k, const dv_blaunch *l);
+static dv_status host_constant_queue(void *state, dv_bmodule *m, dv_bstream *s, size_t offset, dv_memref src,
+                                     size_t bytes);
+static const dv_rec_ops host_rec_ops = {
+    .copy_rect = hb_copy_rect,
+    .copy_strided = hb_copy_strided,
+    .memset = hb_memset,
+    .launch = host_launch, /* a replay's target stream does not capture: the hook passes */
+    .constant_write = host_constant_queue,
+    .event_record = hb_event_record,
+    .event_wait = hb_event_wait,
+    .stream_callback = hb_stream_callback,
+};
+static dv_status host_graph_begin(void *state, dv_bstream *s) { return dv__rec_begin(&host_rec_ops, state, s); }
+static dv_status host_graph_end(void *state, dv_bstream *s, dv_bgraph **out) {
+  (void)state;
+  return dv__rec_end(s, out);
+}
+static dv_status host_graph_host_fn(void *state, dv_bstream *s, dv_bcallback_fn fn, void *user) {
+  (void)state;
+  dv_rec *r = dv__rec_of(s);
+  if (!r) return dv__error(DV_ERR_MISUSE, "a graph's host function on a stream that is not capturing");
+  return dv__rec_host_fn(r, fn, user);
+}
+static dv_status host_graph_instantiate(void *state, dv_bgraph *g, dv_bgexec **out) {
+  (void)state;
+  return dv__rec_instantiate(g, out);
+}
+static dv_status host_graph_launch(void *state, dv_bgexec *e, dv_bstream *s) {
+  (void)state;
+  return dv__rec_replay(e, s);
+}
+static dv_status host_graph_exec_destroy(void *state, dv_bgexec *e) {
+  (void)state;
+  return dv__rec_exec_destroy(e);
+}
+static dv_status host_graph_destroy(void *state, dv_bgraph *g) {
+  (void)state;
+  return dv__rec_graph_destroy(g);
+}
+
 static dv_status host_native_context(void *state, void **context, void **device) {
   (void)state;
   if (context) *context = NULL;
@@ -148,7 +225,7 @@ static dv_status host_native_context(void *state, void **context, void **device)
 const dv_backend dv__backend_host = {
     .name = "host",
     .caps = DV_BCAP_BASE | DV_BCAP_STRIDED | DV_BCAP_KERNELS | DV_BCAP_NATIVE | DV_BCAP_IPC | DV_BCAP_FAULTS |
-            DV_BCAP_TRIM | DV_BCAP_BUFFER_CHECK,
+            DV_BCAP_TRIM | DV_BCAP_BUFFER_CHECK | DV_BCAP_GRAPHS,
     .probe = hb_probe,
     .open = host_open,
     .close = host_close,
@@ -160,18 +237,18 @@ const dv_backend dv__backend_host = {
     .host_free = hb_host_free,
     .host_register = hb_host_register,
     .host_unregister = hb_host_unregister,
-    .copy_rect = hb_copy_rect,
-    .copy_strided = hb_copy_strided,
-    .memset = hb_memset,
+    .copy_rect = host_copy_rect,
+    .copy_strided = host_copy_strided,
+    .memset = host_memset,
     .stream_create = hb_stream_create,
     .stream_destroy = hb_stream_destroy,
     .stream_sync = hb_stream_sync,
     .stream_query = hb_stream_query,
-    .stream_callback = hb_stream_callback,
+    .stream_callback = host_stream_callback,
     .event_create = hb_event_create,
     .event_destroy = hb_event_destroy,
-    .event_record = hb_event_record,
-    .event_wait = hb_event_wait,
+    .event_record = host_event_record,
+    .event_wait = host_event_wait,
     .event_query = hb_event_query,
     .event_sync = hb_event_sync,
     .event_elapsed = hb_event_elapsed,
@@ -199,4 +276,11 @@ const dv_backend dv__backend_host = {
     .kernel_params = host_kernel_params,
     .mem_trim = hb_mem_trim,
     .buffer_check = hb_buffer_check,
+    .graph_begin = host_graph_begin,
+    .graph_end = host_graph_end,
+    .graph_host_fn = host_graph_host_fn,
+    .graph_instantiate = host_graph_instantiate,
+    .graph_launch = host_graph_launch,
+    .graph_exec_destroy = host_graph_exec_destroy,
+    .graph_destroy = host_graph_destroy,
 };

@@ -17,6 +17,7 @@
 
 #include "../../core/core.h"
 #include "../backend.h"
+#include "../graphrec.h"
 #include "opencl.h"
 
 #if DV_HAVE_OPENCL_HEADERS
@@ -37,6 +38,7 @@ extern dv_cl_api dv__cl;
 #define CL_MARKS 4
 
 struct dv_bstream {
+  dv_rec *rec; /* first: the graph capture's recorder, NULL when none (../graphrec.h) */
   cl_command_queue q;
   struct dv_bstream *next;
   pthread_mutex_t m;
@@ -116,7 +118,13 @@ void dv__cl_kernel_fini(cl_state *st);
  * and device_info are opencl.c's own (static clb_<method>).  As
  * dv__clk_<method>: kernels, native handles and the strided copy
  * (opencl_kernel.c, opencl_program.c, opencl_copykernel.c).  Each file
- * defines only its groups' methods. */
+ * defines only its groups' methods.  As dv__clg_<method> (opencl_graph.c):
+ * the graph group, and the stream methods a capture records (each hands
+ * its work to the recorder while the stream captures, else calls the
+ * dv__clb_ or dv__clk_ method). */
+#define DV_BE_METHOD(group, ret, method, params) ret dv__clg_##method params;
+#include "../backend_methods.def"
+#undef DV_BE_METHOD
 #define DV_BE_METHOD(group, ret, method, params) ret dv__clb_##method params;
 #include "../backend_methods.def"
 #undef DV_BE_METHOD

@@ -21,6 +21,10 @@ _Static_assert(sizeof(dv_CUDA_MEMCPY3D) == sizeof(CUDA_MEMCPY3D), "CUDA_MEMCPY3D
 _Static_assert(sizeof(dv_CUipcMemHandle) == sizeof(CUipcMemHandle) && DV_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS == CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, "CUipcMemHandle");
 _Static_assert(sizeof(dv_CUdeviceptr) == sizeof(CUdeviceptr), "CUdeviceptr");
 _Static_assert(sizeof(dv_CUresult) == sizeof(CUresult), "CUresult");
+_Static_assert(DV_CU_STREAM_CAPTURE_MODE_RELAXED == CU_STREAM_CAPTURE_MODE_RELAXED &&
+                   DV_CUDA_ERROR_ILLEGAL_STATE == CUDA_ERROR_ILLEGAL_STATE &&
+                   sizeof(dv_CUstreamCaptureMode) == sizeof(CUstreamCaptureMode),
+               "graphs (issue 40)");
 _Static_assert(DV_CU_MEMORYTYPE_HOST == CU_MEMORYTYPE_HOST && DV_CU_MEMORYTYPE_DEVICE == CU_MEMORYTYPE_DEVICE, "memtype");
 _Static_assert(DV_CU_POINTER_ATTRIBUTE_MEMORY_TYPE == CU_POINTER_ATTRIBUTE_MEMORY_TYPE &&
                    DV_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR &&
@@ -135,6 +139,9 @@ _Static_assert(sizeof(dv_bkview) == 8 + 2 * 8 * DV_BKVIEW_MAXDIMS && offsetof(dv
 #define dv_CUmemoryPool CUmemoryPool
 #define dv_CUmemPool_attribute CUmemPool_attribute
 #define dv_CUmemPoolProps CUmemPoolProps
+#define dv_CUstreamCaptureMode CUstreamCaptureMode
+#define dv_CUgraph CUgraph
+#define dv_CUgraphExec CUgraphExec
 #define DV_CU(ret, symbol, cuda_name, hip_name, params) extern ret CUDAAPI symbol params;
 #include "backends/cudafam/fam_symbols.def"
 #undef DV_CU

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #include "../../../core/spin.h"
+#include "../../graphrec.h"
 #include "device.h"
 
 #define HB_FRONT 256 /* guard before the payload; keeps payloads 256-aligned */
@@ -160,6 +161,7 @@ typedef struct hb_op {
 } hb_op;
 
 struct dv_bstream {
+  dv_rec *rec; /* first: the graph capture's recorder, NULL when none (../graphrec.h) */
   hb_state *st;
   pthread_mutex_t m;
   pthread_cond_t cv_work, cv_done;

@@ -56,7 +56,11 @@
  *    any stream of the context captures, fail with
  *    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate the capture; work
  *    on the legacy stream while a blocking stream captures fails with
- *    CUDA_ERROR_STREAM_CAPTURE_IMPLICIT.  cuStreamIsCapturing reports it.
+ *    CUDA_ERROR_STREAM_CAPTURE_IMPLICIT; a wait for an event (cuStreamWaitEvent)
+ *    is CUDA_ERROR_STREAM_CAPTURE_ISOLATION.  cuStreamIsCapturing reports it.
+ *    cuStreamBeginCapture / cuStreamEndCapture do the same and keep the
+ *    captured operations as a graph, which cuGraphInstantiateWithFlags
+ *    copies and cuGraphLaunch queues again on its stream (see "graphs").
  *  - cuMemcpy2D/3D: pitches below the width or above the device's maximum
  *    pitch (2^31 - 1 bytes, CU_DEVICE_ATTRIBUTE_MAX_PITCH) are
  *    CUDA_ERROR_INVALID_VALUE; a device-to-device 2-D/3-D copy whose pitches
@@ -140,6 +144,8 @@
 #define CAPTURE_UNSUPPORTED 900
 #define CAPTURE_INVALIDATED 901
 #define CAPTURE_IMPLICIT 906
+#define CAPTURE_ISOLATION 905
+#define ILLEGAL_STATE 401
 #define CONTEXT_IS_DESTROYED 709
 #define MAX_DEV 4
 #define MAX_PITCH ((size_t)2147483647)
@@ -292,8 +298,24 @@ struct dv_CUstream_st {
   uint64_t enq, done;
   int destroyed, running, quit;
   pthread_t owner; /* per-thread streams */
-  int capturing, invalidated; /* dvdouble_capture */
+  int capturing, invalidated; /* cuStreamBeginCapture, dvdouble_capture */
   long captured;              /* operations captured (not run) */
+  op *cap_head, *cap_tail;    /* them, for cuStreamEndCapture's graph */
+};
+
+/* A captured graph and an instantiated one: the captured operations, in
+ * order (cuGraphLaunch queues a copy of each on its stream). */
+struct dv_CUgraph_st {
+  struct dv_CUgraph_st *next_all;
+  struct dv_CUctx_st *ctx;
+  op *head;
+  long n;
+};
+struct dv_CUgraphExec_st {
+  struct dv_CUgraphExec_st *next_all;
+  struct dv_CUctx_st *ctx;
+  op *head;
+  long n;
 };
 
 struct dv_CUctx_st {
@@ -353,6 +375,8 @@ static alloc *g_allocs;
 static stream *g_streams;
 static struct dv_CUevent_st *g_events;
 static struct dv_CUmod_st *g_mods;
+static struct dv_CUgraph_st *g_graphs;
+static struct dv_CUgraphExec_st *g_execs;
 static uint64_t g_next_addr[MAX_DEV];
 /* initial-exec: no __tls_get_addr, whose interception by GCC 12's
  * ThreadSanitizer fails ("failed to allocate ... bytes") the first time a
@@ -544,11 +568,25 @@ static CUresult capture_refuse(stream *s, CUresult r) {
   return r;
 }
 
+static void ops_free(op *o) {
+  while (o) {
+    op *n = o->next;
+    free(o);
+    o = n;
+  }
+}
+
 static CUresult enqueue(stream *s, op *o) {
   if (s->capturing) {
     /* Captured into the graph, not run. */
-    free(o);
-    if (s->invalidated) return CAPTURE_INVALIDATED;
+    if (s->invalidated) {
+      free(o);
+      return CAPTURE_INVALIDATED;
+    }
+    o->next = NULL;
+    if (s->cap_tail) s->cap_tail->next = o;
+    else s->cap_head = o;
+    s->cap_tail = o;
     s->captured++;
     return DV_CUDA_SUCCESS;
   }
@@ -769,6 +807,7 @@ static void stream_reap(stream *s) {
       if (o->kind == 4 && o->wait_s == s) o->wait_s = NULL;
   for (struct dv_CUevent_st *e = g_events; e; e = e->next_all)
     if (e->s == s) e->s = NULL; /* its record completed */
+  ops_free(s->cap_head); /* a capture never ended: its graph goes */
   free(s);
 }
 
@@ -1901,6 +1940,9 @@ EXPORT CUresult cuStreamWaitEvent(dv_CUstream h, dv_CUevent e, unsigned flags) {
   CUresult r;
   stream *s = resolve_stream(c, h, &r);
   if (!s) return unlock_ret(r);
+  /* A capture waits only for its own work: an event recorded outside it is
+   * the isolation error, and invalidates the capture. */
+  if (s->capturing) return unlock_ret(capture_refuse(s, CAPTURE_ISOLATION));
   if (!e->recorded || !e->s || e->s->done >= e->seq) return unlock_ret(DV_CUDA_SUCCESS);
   op *o = op_new(4);
   if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
@@ -1994,8 +2036,9 @@ EXPORT CUresult cuEventRecord(dv_CUevent e, dv_CUstream h) {
   CUresult r;
   stream *s = resolve_stream(c, h, &r);
   if (!s) return unlock_ret(r);
-  if (s->capturing) { /* a record node of the graph: the event itself is not recorded */
+  if (s->capturing) { /* a record node of the graph: the event itself is not recorded now */
     op *o = op_new(5);
+    if (o) o->ev = e;
     return unlock_ret(o ? enqueue(s, o) : DV_CUDA_ERROR_OUT_OF_MEMORY);
   }
   /* A record replaced before it ran: wait for the old one (keeps it simple). */
@@ -2339,6 +2382,161 @@ EXPORT CUresult cuLaunchKernel(dv_CUfunction f, unsigned gx, unsigned gy, unsign
   return unlock_ret(enqueue(s, o));
 }
 
+/* ---- graphs: stream capture and replay ----------------------------------------------------------
+ * cuStreamBeginCapture puts a created stream in capture (any mode; the
+ * legacy and per-thread streams cannot capture: CAPTURE_UNSUPPORTED; a
+ * capturing one: ILLEGAL_STATE); its work is kept, not run (enqueue);
+ * cuStreamEndCapture gives it as a graph (an invalidated capture:
+ * CAPTURE_INVALIDATED, nothing); cuGraphInstantiateWithFlags copies it
+ * (flags 0); cuGraphLaunch queues a copy of each operation on its stream,
+ * as if it were called again (an event record records the event there). */
+static op *ops_copy(const op *h, int *oom) {
+  op *head = NULL, **tail = &head;
+  *oom = 0;
+  for (; h; h = h->next) {
+    op *o = malloc(sizeof *o);
+    if (!o) {
+      ops_free(head);
+      *oom = 1;
+      return NULL;
+    }
+    *o = *h;
+    o->next = NULL;
+    *tail = o;
+    tail = &o->next;
+  }
+  return head;
+}
+
+static int graph_known(const struct dv_CUgraph_st *g) {
+  for (const struct dv_CUgraph_st *x = g_graphs; x; x = x->next_all)
+    if (x == g) return 1;
+  return 0;
+}
+static int exec_known(const struct dv_CUgraphExec_st *e) {
+  for (const struct dv_CUgraphExec_st *x = g_execs; x; x = x->next_all)
+    if (x == e) return 1;
+  return 0;
+}
+
+EXPORT CUresult cuStreamBeginCapture_v2(dv_CUstream h, int mode) {
+  FAILPOINT("cuStreamBeginCapture_v2");
+  ENTER();
+  CTX(c);
+  if (mode < 0 || mode > 2) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  CUresult r;
+  stream *s = resolve_stream(c, h, &r);
+  if (!s) return unlock_ret(r);
+  if (s->kind != 0) return unlock_ret(CAPTURE_UNSUPPORTED);
+  if (s->capturing) return unlock_ret(ILLEGAL_STATE);
+  s->capturing = 1;
+  s->invalidated = 0;
+  s->captured = 0;
+  s->cap_head = s->cap_tail = NULL;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuStreamEndCapture(dv_CUstream h, dv_CUgraph *g) {
+  FAILPOINT("cuStreamEndCapture");
+  ENTER();
+  CTX(c);
+  if (!g) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  *g = NULL;
+  CUresult r;
+  stream *s = resolve_stream(c, h, &r);
+  if (!s) return unlock_ret(r);
+  if (!s->capturing) return unlock_ret(ILLEGAL_STATE);
+  op *list = s->cap_head;
+  long n = s->captured;
+  int invalid = s->invalidated;
+  s->capturing = s->invalidated = 0;
+  s->cap_head = s->cap_tail = NULL;
+  if (invalid) {
+    ops_free(list);
+    return unlock_ret(CAPTURE_INVALIDATED);
+  }
+  struct dv_CUgraph_st *gr = calloc(1, sizeof *gr);
+  if (!gr) {
+    ops_free(list);
+    return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  gr->ctx = c, gr->head = list, gr->n = n;
+  gr->next_all = g_graphs;
+  g_graphs = gr;
+  *g = gr;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuGraphInstantiateWithFlags(dv_CUgraphExec *e, dv_CUgraph g, unsigned long long flags) {
+  FAILPOINT("cuGraphInstantiateWithFlags");
+  ENTER();
+  CTX(c);
+  if (!e || flags) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  *e = NULL;
+  if (!graph_known(g)) return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+  if (g->ctx != c) return unlock_ret(DV_CUDA_ERROR_INVALID_CONTEXT);
+  struct dv_CUgraphExec_st *x = calloc(1, sizeof *x);
+  int oom = 0;
+  if (x) x->head = ops_copy(g->head, &oom);
+  if (!x || oom) {
+    free(x);
+    return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  x->ctx = c, x->n = g->n;
+  x->next_all = g_execs;
+  g_execs = x;
+  *e = x;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuGraphLaunch(dv_CUgraphExec e, dv_CUstream h) {
+  FAILPOINT("cuGraphLaunch");
+  ENTER();
+  CTX(c);
+  if (!exec_known(e)) return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+  if (e->ctx != c) return unlock_ret(DV_CUDA_ERROR_INVALID_CONTEXT);
+  CUresult r;
+  stream *s = resolve_stream(c, h, &r);
+  if (!s) return unlock_ret(r);
+  for (const op *g = e->head; g; g = g->next) {
+    op *o = malloc(sizeof *o);
+    if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+    *o = *g;
+    o->next = NULL;
+    if (o->kind == 5 && o->ev) o->ev->when_set = 0;
+    if ((r = enqueue(s, o)) != DV_CUDA_SUCCESS) return unlock_ret(r);
+    if (o->kind == 5 && o->ev && !s->capturing) o->ev->s = s, o->ev->seq = o->seq, o->ev->recorded = 1;
+    if (o->kind == 7) g_launches_skipped++;
+  }
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuGraphExecDestroy(dv_CUgraphExec e) {
+  FAILPOINT("cuGraphExecDestroy");
+  ENTER();
+  for (struct dv_CUgraphExec_st **pp = &g_execs; *pp; pp = &(*pp)->next_all)
+    if (*pp == e) {
+      *pp = e->next_all;
+      ops_free(e->head); /* launches queued their own copies */
+      free(e);
+      return unlock_ret(DV_CUDA_SUCCESS);
+    }
+  return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+}
+
+EXPORT CUresult cuGraphDestroy(dv_CUgraph g) {
+  FAILPOINT("cuGraphDestroy");
+  ENTER();
+  for (struct dv_CUgraph_st **pp = &g_graphs; *pp; pp = &(*pp)->next_all)
+    if (*pp == g) {
+      *pp = g->next_all;
+      ops_free(g->head);
+      free(g);
+      return unlock_ret(DV_CUDA_SUCCESS);
+    }
+  return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
+}
+
 /* The old name, kept by drivers that have _v2 (same prototype). */
 EXPORT CUresult cuEventElapsedTime(float *ms, dv_CUevent a, dv_CUevent b) { return cuEventElapsedTime_v2(ms, a, b); }
 
@@ -2483,6 +2681,10 @@ CONTROL long dvdouble_capture(dv_CUstream h, int on) {
   if (h && h != DV_CU_STREAM_LEGACY && h != DV_CU_STREAM_PER_THREAD && stream_known(s) && s->kind == 0) {
     n = s->invalidated ? -1 : s->captured;
     if (on && !s->capturing) s->captured = 0, s->invalidated = 0;
+    if (!on) { /* the graph dropped */
+      ops_free(s->cap_head);
+      s->cap_head = s->cap_tail = NULL;
+    }
     s->capturing = on != 0;
   }
   pthread_mutex_unlock(&L);

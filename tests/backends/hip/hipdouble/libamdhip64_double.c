@@ -504,6 +504,21 @@ API dv_hipError_t hipStreamIsCapturing(dv_hipStream_t s, dv_hipStreamCaptureStat
   return r;
 }
 
+/* Graphs: the engine's capture and graphs (HIP's handle types, CUDA's
+ * arguments and numbers). */
+API dv_hipError_t hipStreamBeginCapture(dv_hipStream_t s, int mode) { return cuStreamBeginCapture_v2(STREAM(s), mode); }
+API dv_hipError_t hipStreamEndCapture(dv_hipStream_t s, dv_hipGraph_t *g) {
+  return cuStreamEndCapture(STREAM(s), (dv_CUgraph *)(void *)g);
+}
+API dv_hipError_t hipGraphInstantiateWithFlags(dv_hipGraphExec_t *e, dv_hipGraph_t g, unsigned long long flags) {
+  return cuGraphInstantiateWithFlags((dv_CUgraphExec *)(void *)e, (dv_CUgraph)(void *)g, flags);
+}
+API dv_hipError_t hipGraphLaunch(dv_hipGraphExec_t e, dv_hipStream_t s) {
+  return cuGraphLaunch((dv_CUgraphExec)(void *)e, STREAM(s));
+}
+API dv_hipError_t hipGraphExecDestroy(dv_hipGraphExec_t e) { return cuGraphExecDestroy((dv_CUgraphExec)(void *)e); }
+API dv_hipError_t hipGraphDestroy(dv_hipGraph_t g) { return cuGraphDestroy((dv_CUgraph)(void *)g); }
+
 #define EVENT_FLAGS (0x1u | 0x2u | 0x4u | 0x40000000u | 0x80000000u)
 
 API dv_hipError_t hipEventCreateWithFlags(dv_hipEvent_t *e, unsigned flags) {
