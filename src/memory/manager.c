@@ -58,7 +58,8 @@ static size_t dv__limit_of(size_t bytes, double fraction, size_t total) {
 
 static dv_status dv__limit_set(dv_context *ctx, size_t limit) {
   dv_memory_state *m = ctx->memory;
-  if (m->mm.init != dv__mm_direct.init && m->mm.init != dv__mm_pool.init && m->mm.init != dv__mm_async.init)
+  if (m->mm.init != dv__mm_direct.init && m->mm.init != dv__mm_pool.init &&
+      m->mm.init != dv__mm_async.init)
     return dv__error(DV_ERR_NOT_SUPPORTED, "memory limits are kept by the built-in managers; this context uses \"%s\"",
                      m->mm.name);
   atomic_store(&m->limit, limit);
