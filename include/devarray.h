@@ -1094,7 +1094,8 @@ DV_API dv_status dv_event_elapsed_ms(dv_event *start, dv_event *end, float *ms);
  * memory, memsets of views that are not dense; copies between contexts,
  * element and field access (dv_array_get_item, dv_record_get, ...),
  * constant uploads from host memory; launches with host or smart array
- * arguments.  dv_stream_wait_event on the capturing stream is
+ * arguments; an allocation for the capturing stream from the "async"
+ * manager (its memory would be the graph's).  dv_stream_wait_event on the capturing stream is
  * DV_ERR_NOT_SUPPORTED (a graph captures one stream's work).  A graph cannot
  * be launched on a stream that is capturing.
  *
@@ -1317,17 +1318,61 @@ DV_API dv_status dv_context_dealloc_limits(dv_context *ctx, size_t *max_count, d
 /**
  * @defgroup managers Memory managers
  *
- * A memory manager decides how device memory is obtained for arrays.  Two
+ * A memory manager decides how device memory is obtained for arrays.  Three
  * are built in: "direct" (every allocation is a driver allocation, every free
- * a driver free) and "pool" (a stream-ordered caching allocator).  The
- * option `memory_manager` (DV_MEMORY_MANAGER) picks one by name per context;
- * dv_config_set_memory_manager plugs in a third one.  Frees still pass
+ * a driver free), "pool" (devarray's stream-ordered caching allocator) and
+ * "async" (the driver's own stream-ordered pool, below).  The option
+ * `memory_manager` (DV_MEMORY_MANAGER) picks one by name per context;
+ * dv_config_set_memory_manager plugs in another one.  Frees still pass
  * through the pending-deallocation queue first (Numba's behaviour), then
  * reach the manager.
  *
+ * "async" (CUDA and HIP; RMM's cuda_async_memory_resource, CuPy's
+ * MemoryAsyncPool): every allocation is cuMemAllocFromPoolAsync
+ * (hipMallocFromPoolAsync) on the array's stream, every free cuMemFreeAsync
+ * (hipFreeAsync) queued on that stream when the pending-deallocation queue
+ * runs; the driver caches and reuses.  Option `async_pool` names the pool:
+ * "private" (the default: one made for the context with cuMemPoolCreate and
+ * destroyed with it), "default" (the device's default pool) or "current"
+ * (the device's current pool: memory shared with whichever library made its
+ * own pool current, cuDeviceSetMemPool).  Option `async_release_threshold`
+ * (bytes) is the pool's CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: what it keeps
+ * reserved at each stream, event or context synchronization, the rest going
+ * back to the device (default 2^50: everything kept until dv_memory_trim);
+ * set on a private pool always, on a default or current one only when the
+ * option is given (another library's setting is left alone otherwise).
+ * Statistics: `allocated` counts requested bytes exactly; `active` and
+ * `reserved` are the pool's used and reserved bytes and their peaks as the
+ * driver reports them (no totals; a shared pool's include other users'
+ * memory), `free_cached` their difference, `misses` every allocation,
+ * `releases` the trims; hits, splits, merges, segments and largest_free are
+ * 0.  dv_memory_trim waits for the device, then trims the pool to 0 bytes;
+ * an allocation out of memory does the same once before the queue's flush
+ * and retry.  The memory limit counts the bytes handed out.  Refused with
+ * DV_ERR_NOT_SUPPORTED, when the context is made, on the host simulator and
+ * OpenCL (no such pool; devarray does not substitute "pool", which is the
+ * name to use there), on a driver without the entry points (CUDA before
+ * 11.2, ROCm before 5.2) and on a device whose
+ * CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED is 0; a driver failure of
+ * cuMemPoolCreate or of setting the threshold fails the context creation
+ * with the driver's status.  Memory of the per-thread default stream is
+ * allocated and freed on the legacy stream.  Memory handed out natively
+ * (dv_array_native, DLPack), and memory freed while its stream captures a
+ * graph, is freed as the direct manager frees (the backend's cuMemFree
+ * after the queued work of every stream it can wait for, held back while
+ * the legacy stream would join a capture), never captured into a graph; a
+ * cuMemFreeAsync that fails takes that path too, and its status is
+ * reported.  An allocation for a stream that captures a graph
+ * (dv_graph_capture_begin) is DV_ERR_MISUSE, before the driver is asked:
+ * the driver would make it the graph's own allocation, memory that exists
+ * only while a launch runs; allocate before the capture begins (the "pool"
+ * and "direct" managers allocate there as anywhere).  Thread-safe as every
+ * manager.
+ *
  * Stream order: a manager other than "direct" may reuse a freed block at
  * once for later work on the stream the memory was allocated for (the pool
- * does; on other streams it waits for that stream's work).  devarray keeps
+ * and the driver's pool do; on other streams they wait for that stream's
+ * work).  devarray keeps
  * this safe for work queued on other streams: every copy, memset, element or
  * field access, launch and constant upload that uses device memory
  * allocated for another stream makes that stream wait for it (one event;
@@ -1405,7 +1450,7 @@ typedef struct dv_memory_manager {
  * DV_ERR_INVALID_ARGUMENT for a wrong version or missing required entries.
  */
 DV_API dv_status dv_config_set_memory_manager(dv_config *cfg, const dv_memory_manager *mm);
-/** The built-in managers ("direct", "pool"); NULL for another name. */
+/** The built-in managers ("direct", "pool", "async"); NULL for another name. */
 DV_API const dv_memory_manager *dv_memory_manager_builtin(const char *name);
 /** Name of the context's memory manager (static string; "none" for a NULL ctx). */
 DV_API const char *dv_memory_manager_name(const dv_context *ctx);
@@ -1470,7 +1515,9 @@ DV_API dv_status dv_memory_snapshot_json(dv_context *ctx, char *buf, size_t cap,
  * Limit the device memory ctx's manager may hold to `bytes` (0: no limit;
  * the option `memory_limit`, DV_MEMORY_LIMIT, sets it at creation; CuPy's
  * MemoryPool.set_limit(size=)).  What is held: the pool's segments, cached
- * free ones included; the direct manager's allocations.  An allocation
+ * free ones included; the direct manager's allocations; the async
+ * manager's allocations (requested bytes; the driver's pool may reserve
+ * more, which the limit does not see).  An allocation
  * that would pass the limit first has the pool give its cached segments
  * back (after the device finishes queued work), with devarray's flush of
  * the pending-deallocation queue and the out-of-memory handler as for any

@@ -7,7 +7,7 @@ dv_context *g_ctx;
 const char *g_backend = "host";
 
 /* A context for the backend under test (g_backend: "NAME-pool" is backend NAME with the pool
- * as memory manager, "host-staged" the simulator without its strided copies) with n options
+ * as memory manager, "NAME-async" with the driver's pool (the async manager), "host-staged" the simulator without its strided copies) with n options
  * "name=value". */
 static dv_status context_with(dv_context **out, const char *const *opts, int n) {
   dv_config *cfg = NULL;
@@ -20,6 +20,9 @@ static dv_status context_with(dv_context **out, const char *const *opts, int n) 
   if (dash && strcmp(dash, "-pool") == 0) {
     *dash = 0;
     dv_config_set(cfg, "memory_manager", "pool");
+  } else if (dash && strcmp(dash, "-async") == 0) { /* the driver's stream-ordered pool (CUDA, HIP) */
+    *dash = 0;
+    dv_config_set(cfg, "memory_manager", "async");
   } else if (strcmp(be, "host-staged") == 0) {
     be[4] = 0;
     dv_config_set(cfg, "host_strided", "off");

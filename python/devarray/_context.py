@@ -111,7 +111,7 @@ class Context:
 
     ``memory_manager`` is an object, never a string: the EMM plugin instance when one was set
     (set_memory_manager, NUMBA_CUDA_MEMORY_MANAGER), else a NumbaCUDAMemoryManager over the
-    library's own manager (its ``name``: "direct" or "pool")."""
+    library's own manager (its ``name``: "direct", "pool" or "async")."""
 
     def __init__(self, backend=None, device=None):
         plugin_cls = _emm._ensure_memory_manager()

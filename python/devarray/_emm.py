@@ -304,7 +304,7 @@ class GetIpcHandleMixin:
 
 
 class NumbaCUDAMemoryManager(GetIpcHandleMixin, BaseCUDAMemoryManager):
-    """The library's own manager ("direct" or "pool", the option memory_manager) seen as
+    """The library's own manager ("direct", "pool" or "async", the option memory_manager) seen as
     Numba's NumbaCUDAMemoryManager: ``deallocations`` is the context's one queue."""
 
     def __init__(self, *args, **kwargs):
@@ -313,7 +313,7 @@ class NumbaCUDAMemoryManager(GetIpcHandleMixin, BaseCUDAMemoryManager):
 
     @property
     def name(self):
-        """The library's name of the manager ("direct", "pool")."""
+        """The library's name of the manager ("direct", "pool", "async")."""
         return lib.dv_context_memory_manager(self.context.handle).decode()
 
     def __repr__(self):

@@ -82,3 +82,23 @@ def test_backend_from_environment(ctx):
     if want != "auto":
         assert ctx.backend == want
     assert "host" in cuda.list_backends()
+
+
+def test_async_manager_refused_on_the_simulator():
+    """memory_manager=async (the CUDA/HIP driver's stream-ordered pool, as Numba's
+    NUMBA_CUDA_MEMORY_MANAGER picks a manager per process) on the host simulator: the context
+    is refused, naming the manager to use instead."""
+    code = """
+import devarray as cuda
+try:
+    cuda.select_backend("host")
+except Exception as e:
+    assert getattr(e, "name", "") == "DV_ERR_NOT_SUPPORTED", e
+    assert "memory_manager=pool" in str(e), e
+    print("refused")
+else:
+    raise SystemExit("the async manager was accepted on the host simulator")
+"""
+    rc, out, err = run(code, DV_MEMORY_MANAGER="async")
+    assert rc == 0, err
+    assert out.endswith("refused")

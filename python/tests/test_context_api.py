@@ -21,7 +21,7 @@ def test_memory_manager_is_numbas_object(ctx):
     assert isinstance(mm, cuda.BaseCUDAMemoryManager)
     assert isinstance(mm, cuda.NumbaCUDAMemoryManager)
     assert mm.interface_version == 1
-    assert mm.name == ctx.option("memory_manager") and mm.name in ("direct", "pool")
+    assert mm.name == ctx.option("memory_manager") and mm.name in ("direct", "pool", "async")
     assert mm.context is ctx
     assert mm.deallocations is ctx.deallocations
 

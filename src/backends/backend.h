@@ -211,6 +211,22 @@ typedef struct dv_bparam {
   char type[48]; /* the driver's type name ("float*", "long", "dv_kview"); "" unknown */
 } dv_bparam;
 
+/* Which driver pool pool_open readies (DRIVER_POOL; option async_pool). */
+typedef enum dv_bpool_kind {
+  DV_BPOOL_PRIVATE = 0, /* one made for the context (cuMemPoolCreate), destroyed at close */
+  DV_BPOOL_DEFAULT = 1, /* the device's default pool (cuDeviceGetDefaultMemPool) */
+  DV_BPOOL_CURRENT = 2, /* the device's current pool (cuDeviceGetMemPool): whatever another library set */
+} dv_bpool_kind;
+typedef struct dv_bpool_config {
+  dv_bpool_kind kind;
+  bool set_threshold;         /* set the release threshold (else the pool keeps its own) */
+  uint64_t release_threshold; /* bytes the pool keeps reserved at synchronizations */
+} dv_bpool_config;
+/* A driver pool's own figures (bytes; *_high: peaks since it was made). */
+typedef struct dv_bpool_stats {
+  uint64_t reserved, reserved_high, used, used_high, release_threshold;
+} dv_bpool_stats;
+
 /*
  * The capabilities: one bit per group of backend_methods.def.  A table
  * declares in `caps` the groups it fills; dv__backend_check (registry.c)
@@ -236,6 +252,7 @@ enum {
   DV_BCAP_FAULTS = 1u << 15,         /* fault injection, check_memory */
   DV_BCAP_TRIM = 1u << 16,           /* mem_trim */
   DV_BCAP_BUFFER_CHECK = 1u << 17,   /* buffer_check */
+  DV_BCAP_DRIVER_POOL = 1u << 20,    /* the driver's stream-ordered pool (the "async" manager) */
   DV_BCAP_GRAPHS = 1u << 24,         /* graph capture and replay */
 };
 /* What every backend that can open a context has.  A table with ENTRY alone

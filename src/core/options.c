@@ -67,8 +67,9 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
     {"host_delay_us", "DV_HOST_DELAY_US", NULL, T_INT, "0", 0, 10000000,
      "host simulator: microseconds each queued operation waits before it runs"},
     {"memory_manager", "DV_MEMORY_MANAGER", NULL, T_STRING, "direct", 0, 0,
-     "device memory manager: direct (driver allocations behind the deferred queue) or pool "
-     "(stream-ordered caching allocator)"},
+     "device memory manager: direct (driver allocations behind the deferred queue), pool "
+     "(devarray's stream-ordered caching allocator) or async (the CUDA or HIP driver's "
+     "stream-ordered pool, cuMemAllocFromPoolAsync; refused on the host simulator and OpenCL)"},
     {"pool_release_threshold", "DV_POOL_RELEASE_THRESHOLD", NULL, T_SIZE, "0", 0, 1099511627776.0,
      "pool: cached free bytes above which fully free segments go back to the device after a free "
      "(0: keep everything cached until dv_memory_trim or out-of-memory)"},
@@ -164,6 +165,16 @@ static const dv_opt_desc dv__opts[DV_OPT_COUNT] = {
     {"pinned_pool_limit", "DV_PINNED_POOL_LIMIT", NULL, T_SIZE, "0", 0, 1099511627776.0,
      "pinned pool: the most bytes it holds, in use and cached (0: a quarter of the host's physical "
      "memory); requests past it are served outside the pool, as with pinned_pool=off"},
+    {"async_pool", "DV_ASYNC_POOL", NULL, T_STRING, "private", 0, 0,
+     "async manager (CUDA, HIP): the driver pool it allocates from: private (one made for the "
+     "context and destroyed with it), default (the device's default pool) or current (the "
+     "device's current pool, shared with whichever library made it current)"},
+    {"async_release_threshold", "DV_ASYNC_RELEASE_THRESHOLD", NULL, T_SIZE, "1024T", 0,
+     1125899906842624.0,
+     "async manager: reserved bytes the driver pool keeps at each synchronization, giving the "
+     "rest back to the device (the pool's release threshold; the default keeps everything; 0 "
+     "returns all free memory at every synchronization); set on a private pool always, on a "
+     "default or current one only when given"},
     {"nvtx", "DV_NVTX", NULL, T_BOOL, "on", 0, 1,
      "CUDA: tell a listening NVTX tool (compute-sanitizer, which sets NVTX_INJECTION64_PATH) of the "
      "pool's memory: segments as heaps, blocks as regions, so that memcheck checks each array's "
@@ -249,7 +260,12 @@ static int dv__parse(int id, const char *text, dv_optval *v) {
       if (id == DV_OPT_BACKEND && strcmp(text, "auto") && strcmp(text, "host") &&
           strcmp(text, "opencl") && strcmp(text, "cuda") && strcmp(text, "hip"))
         return -1;
-      if (id == DV_OPT_MEMORY_MANAGER && strcmp(text, "direct") && strcmp(text, "pool")) return -1;
+      if (id == DV_OPT_MEMORY_MANAGER && strcmp(text, "direct") && strcmp(text, "pool") &&
+          strcmp(text, "async"))
+        return -1;
+      if (id == DV_OPT_ASYNC_POOL && strcmp(text, "private") && strcmp(text, "default") &&
+          strcmp(text, "current"))
+        return -1;
       if (id == DV_OPT_HOST_MODE && strcmp(text, "fast") && strcmp(text, "checked")) return -1;
       if (id == DV_OPT_KERNEL_CHECK) { /* a level; the old booleans mean off and on */
         static const char *const lv[] = {"off", "bounds", "on"};

@@ -58,7 +58,8 @@ static size_t dv__limit_of(size_t bytes, double fraction, size_t total) {
 
 static dv_status dv__limit_set(dv_context *ctx, size_t limit) {
   dv_memory_state *m = ctx->memory;
-  if (m->mm.init != dv__mm_direct.init && m->mm.init != dv__mm_pool.init)
+  if (m->mm.init != dv__mm_direct.init && m->mm.init != dv__mm_pool.init &&
+      m->mm.init != dv__mm_async.init)
     return dv__error(DV_ERR_NOT_SUPPORTED, "memory limits are kept by the built-in managers; this context uses \"%s\"",
                      m->mm.name);
   atomic_store(&m->limit, limit);
@@ -88,6 +89,7 @@ dv_status dv_memory_limit(dv_context *ctx, size_t *bytes, size_t *held, size_t *
   uint64_t h = 0, c = 0;
   if (m->mm.init == dv__mm_pool.init) dv__pool_held(m->mm_state, &h, &c);
   else if (m->mm.init == dv__mm_direct.init) h = atomic_load(&m->direct_held);
+  else if (m->mm.init == dv__mm_async.init) dv__async_held(m->mm_state, &h);
   else return dv__error(DV_ERR_NOT_SUPPORTED, "memory limits are kept by the built-in managers; this context uses \"%s\"", m->mm.name);
   if (bytes) *bytes = atomic_load(&m->limit);
   if (held) *held = (size_t)h;
@@ -113,6 +115,7 @@ const dv_memory_manager *dv_memory_manager_builtin(const char *name) {
   if (!name) return NULL;
   if (strcmp(name, "direct") == 0) return &dv__mm_direct;
   if (strcmp(name, "pool") == 0) return &dv__mm_pool;
+  if (strcmp(name, "async") == 0) return &dv__mm_async;
   return NULL;
 }
 

@@ -17,6 +17,10 @@
 /* ---- memory managers (manager.c, pool.c) ---- */
 extern const dv_memory_manager dv__mm_direct;
 extern const dv_memory_manager dv__mm_pool;
+/* The driver's stream-ordered pool (async.c; backends with DV_BCAP_DRIVER_POOL). */
+extern const dv_memory_manager dv__mm_async;
+/* Bytes the async manager has handed out now (the memory limit's "held"). */
+void dv__async_held(void *state, uint64_t *held);
 /* The pool's JSON snapshot (pool.c). */
 dv_status dv__pool_snapshot(void *state, char *buf, size_t cap, size_t *needed);
 /* The driver's device memory for the built-in managers (device.c):
@@ -215,8 +219,8 @@ static inline bool dv__pinned_on(const dv_context *ctx) { return ctx->memory->pi
 
 /* ---- the stream order of memory in use (manager.c) ---- */
 /* Whether the context's manager reuses a freed block in the order of the
- * stream it was allocated for: every manager but "direct" (the pool, a
- * plug-in).  The direct manager frees through the pending-deallocation
+ * stream it was allocated for: every manager but "direct" (the pool, the
+ * async manager, a plug-in).  The direct manager frees through the pending-deallocation
  * queue to the driver, which keeps memory that queued work uses alive. */
 static inline bool dv__mm_stream_ordered(const dv_context *ctx) {
   return ctx->memory->mm.alloc != dv__mm_direct.alloc;
@@ -238,7 +242,8 @@ static inline bool dv__mm_stream_ordered(const dv_context *ctx) {
 bool dv__mm_block_check(dv_context *ctx, dv_block blk, size_t bytes);
 static inline bool dv__mm_block_known(dv_context *ctx, dv_block blk, size_t bytes) {
   dv_status (*a)(void *, size_t, dv_stream *, dv_block *) = ctx->memory->mm.alloc;
-  return a == dv__mm_direct.alloc || a == dv__mm_pool.alloc || dv__mm_block_check(ctx, blk, bytes);
+  return a == dv__mm_direct.alloc || a == dv__mm_pool.alloc || a == dv__mm_async.alloc ||
+         dv__mm_block_check(ctx, blk, bytes);
 }
 
 #endif

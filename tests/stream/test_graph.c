@@ -251,6 +251,18 @@ static void test_refusals(void **state) {
   float one = 0;
   int64_t idx = 3;
   assert_status(dv_array_get_item(w.a, &idx, &one, sizeof one, s), DV_ERR_MISUSE);
+  /* an allocation for the capturing stream: real memory from the pool or the
+   * driver, never the graph's; the async manager's would be the graph's */
+  dv_array *fresh = NULL;
+  int64_t four = 4;
+  dv_status ar = dv_device_array(g_ctx, 1, &four, dv_dtype_get(DV_FLOAT32), NULL, 'C', s, &fresh);
+  if (!strcmp(dv_memory_manager_name(g_ctx), "async")) {
+    assert_int_equal(ar, DV_ERR_MISUSE);
+    assert_true(strstr(dv_last_error(), "async manager") != NULL);
+  } else {
+    assert_ok(ar);
+  }
+  dv_array_release(fresh);
   /* a graph is not launched into a capture */
   dv_graph *g0 = NULL;
   dv_graph_exec *e0 = NULL;

@@ -60,7 +60,8 @@ static void cu_after_fork_child(void) { atomic_store(&cuda_forked, 1); }
  * back to the old name, which has the same prototype, and so does
  * cuStreamWaitValue64_v2, which may be missing too (the staging threads are
  * then not used); cuFuncGetParamInfo (CUDA 12.4) may be missing, and so may
- * the managed-memory hints (cuMemPrefetchAsync[_v2], cuMemAdvise[_v2]). */
+ * the managed-memory hints (cuMemPrefetchAsync[_v2], cuMemAdvise[_v2]), and the memory-pool
+ * entries (CUDA 11.2; the "async" manager is then refused). */
 #define DV_CU(ret, symbol, cuda_name, hip_name, params) {#symbol, NULL, (void **)&cuda_api.symbol, 0},
 static dv_dynsym cu_syms[] = { /* written once, in cu_load */
 #include "../cudafam/fam_symbols.def"
@@ -77,6 +78,10 @@ static void cu_load(void) {
   for (size_t i = 0; i < nsyms; i++) {
     if (!strcmp(cu_syms[i].name, "cuEventElapsedTime_v2")) cu_syms[i].alt = "cuEventElapsedTime";
     if (!strcmp(cu_syms[i].name, "cuStreamWaitValue64_v2")) cu_syms[i].alt = "cuStreamWaitValue64", cu_syms[i].optional = 1;
+    /* the stream-ordered allocator (CUDA 11.2): the "async" manager is refused without it */
+    if (strstr(cu_syms[i].name, "MemPool") || !strcmp(cu_syms[i].name, "cuMemAllocFromPoolAsync") ||
+        !strcmp(cu_syms[i].name, "cuMemFreeAsync"))
+      cu_syms[i].optional = 1;
     /* graphs (CUDA 10 to 11.4): without them, graphs are refused */
     static const char *const graph_entries[] = {"cuStreamBeginCapture_v2", "cuStreamEndCapture",
                                                 "cuGraphInstantiateWithFlags", "cuGraphLaunch",

@@ -5,7 +5,8 @@
  * of fam_symbols.def with the types of fam_api.h.  fam.c holds open and
  * close, memory, streams and events; fam_managed.c managed memory; fam_copy.c copies; fam_kernel.c kernels, native
  * handles and the strided-copy kernels; fam_staging.c pageable copies
- * through pinned buffers; fam_ipc.c interop; fam_common.c, below them all,
+ * through pinned buffers; fam_ipc.c interop; fam_mempool.c the driver's
+ * stream-ordered pool (the "async" manager); fam_common.c, below them all,
  * the entry points' scope and the error helpers.
  *
  * A driver's files may use the core (this header); the core never names a
@@ -257,7 +258,8 @@ void dv__cu_kernel_close(cu_state *st);
  * two can never drift apart.  Defined for the groups of DV_CU_BACKEND_CAPS:
  * memory, host memory, streams and events in fam.c; managed memory in fam_managed.c;
  * copies in fam_copy.c; kernels, native
- * handles and strided copies in fam_kernel.c; interop in fam_ipc.c; graphs in fam_graph.c.
+ * handles and strided copies in fam_kernel.c; interop in fam_ipc.c; graphs in fam_graph.c; the
+ * driver's stream-ordered pool in fam_mempool.c.
  */
 #define DV_BE_METHOD(group, ret, method, params) ret dv__cub_##method params;
 #include "../backend_methods.def"
@@ -265,7 +267,7 @@ void dv__cu_kernel_close(cu_state *st);
 /* The groups both tables fill (backend.h's DV_BCAP_*). */
 #define DV_CU_BACKEND_CAPS                                                                                  \
   (DV_BCAP_BASE | DV_BCAP_STRIDED | DV_BCAP_PEER | DV_BCAP_MANAGED | DV_BCAP_BUILTIN_STREAMS | DV_BCAP_KERNELS | \
-   DV_BCAP_NATIVE | DV_BCAP_ORDER_NATIVE | DV_BCAP_IPC | DV_BCAP_GRAPHS)
+   DV_BCAP_NATIVE | DV_BCAP_ORDER_NATIVE | DV_BCAP_IPC | DV_BCAP_DRIVER_POOL | DV_BCAP_GRAPHS)
 #define DV_CU_BACKEND_METHODS \
   .close = dv__cub_close, \
   .device_info = dv__cub_device_info, \
@@ -315,6 +317,12 @@ void dv__cu_kernel_close(cu_state *st);
   .ipc_open = dv__cub_ipc_open, \
   .ipc_close = dv__cub_ipc_close, \
   .copy_peer = dv__cub_copy_peer, \
+  .pool_open = dv__cub_pool_open, \
+  .pool_close = dv__cub_pool_close, \
+  .alloc_async = dv__cub_alloc_async, \
+  .free_async = dv__cub_free_async, \
+  .pool_trim = dv__cub_pool_trim, \
+  .pool_stats = dv__cub_pool_stats, \
   .graph_begin = dv__cub_graph_begin, \
   .graph_end = dv__cub_graph_end, \
   .graph_host_fn = dv__cub_graph_host_fn, \

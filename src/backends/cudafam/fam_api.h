@@ -17,6 +17,7 @@ typedef struct dv_CUstream_st *dv_CUstream;
 typedef struct dv_CUevent_st *dv_CUevent;
 typedef struct dv_CUmod_st *dv_CUmodule;
 typedef struct dv_CUfunc_st *dv_CUfunction;
+typedef struct dv_CUmemPoolHandle_st *dv_CUmemoryPool;
 typedef struct dv_CUgraph_st *dv_CUgraph;         /* stream capture's graph (issue 40) */
 typedef struct dv_CUgraphExec_st *dv_CUgraphExec; /* an instantiated graph */
 typedef void (*dv_CUhostFn)(void *user);
@@ -25,6 +26,7 @@ typedef void (*dv_CUstreamCallback)(dv_CUstream s, dv_CUresult status, void *use
 typedef int dv_CUdevice_attribute;
 typedef int dv_CUfunction_attribute;
 typedef int dv_CUjit_option;
+typedef int dv_CUmemPool_attribute;
 typedef int dv_CUstreamCaptureMode;
 
 enum {
@@ -88,6 +90,8 @@ enum {
   DV_CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS = 89,
   DV_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
   /* The v2 stream memory operations' 64-bit waits (cuStreamWaitValue64). */
+  /* The stream-ordered allocator (cuMemAllocFromPoolAsync, memory pools). */
+  DV_CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115,
   DV_CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS = 122,
 };
 
@@ -190,5 +194,30 @@ typedef struct dv_CUipcMemHandle {
   char reserved[64];
 } dv_CUipcMemHandle;
 #define DV_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
+
+/* Memory pools (the "async" manager, fam_mempool.c): CUmemPool_attribute's
+ * values (int-valued 1..3, the rest cuuint64_t) and cuMemPoolCreate's
+ * properties (CUmemPoolProps: 88 bytes; reserved must be zero). */
+enum {
+  DV_CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES = 1,
+  DV_CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC = 2,
+  DV_CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES = 3,
+  DV_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,
+  DV_CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5,
+  DV_CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH = 6,
+  DV_CU_MEMPOOL_ATTR_USED_MEM_CURRENT = 7,
+  DV_CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8,
+};
+/* (dv_CUmemLocation: above, with the managed-memory hints) */
+enum { DV_CU_MEM_ALLOCATION_TYPE_PINNED = 1, DV_CU_MEM_HANDLE_TYPE_NONE = 0 };
+typedef struct dv_CUmemPoolProps {
+  int allocType;   /* CUmemAllocationType */
+  int handleTypes; /* CUmemAllocationHandleType */
+  dv_CUmemLocation location;
+  void *win32SecurityAttributes;
+  size_t maxSize; /* 0: the system's */
+  unsigned short usage;
+  unsigned char reserved[54];
+} dv_CUmemPoolProps;
 
 #endif

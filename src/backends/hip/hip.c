@@ -59,6 +59,9 @@ static void hip_load(void) {
   for (size_t i = 0; i < sizeof hip_syms / sizeof hip_syms[0]; i++)
     if (!strcmp(hip_syms[i].name, "hipLaunchHostFunc") || !strcmp(hip_syms[i].name, "hipStreamWaitValue64") ||
         !strcmp(hip_syms[i].name, "hipMemPrefetchAsync") || !strcmp(hip_syms[i].name, "hipMemAdvise") ||
+        /* the stream-ordered allocator (ROCm 5.2): the "async" manager is refused without it */
+        strstr(hip_syms[i].name, "MemPool") || !strcmp(hip_syms[i].name, "hipMallocFromPoolAsync") ||
+        !strcmp(hip_syms[i].name, "hipFreeAsync") ||
         !strncmp(hip_syms[i].name, "hipGraph", 8) || !strcmp(hip_syms[i].name, "hipStreamBeginCapture") ||
         !strcmp(hip_syms[i].name, "hipStreamEndCapture")) /* graphs: refused without them */
       hip_syms[i].optional = 1;
@@ -78,6 +81,7 @@ static void hip_load(void) {
     hip_load_status = none ? DV_ERR_BACKEND_UNAVAILABLE : DV_ERR_DRIVER;
     return;
   }
+  dv__hip_pools_install(); /* the stream-ordered allocator, where the runtime has it */
   hip_load_status = dv__hip_driver_init();
   if (hip_load_status) {
     snprintf(hip_load_msg, sizeof hip_load_msg, "%s", dv_last_error());

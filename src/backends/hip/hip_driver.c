@@ -120,6 +120,7 @@ int dv__hip_attribute(int a) {
     case DV_CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: return DV_HIP_ATTR_CONCURRENT_MANAGED_ACCESS;
     case DV_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: return DV_HIP_ATTR_SHARED_MEM_PER_BLOCK_OPTIN;
     case DV_CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS: return DV_HIP_ATTR_CAN_USE_STREAM_WAIT_VALUE;
+    case DV_CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: return DV_HIP_ATTR_MEMORY_POOLS_SUPPORTED;
     default: return -1;
   }
 }
@@ -519,8 +520,20 @@ static dv_CUresult t_cuIpcCloseMemHandle(dv_CUdeviceptr p) { return R(H.hipIpcCl
  * LDS need none, larger ones are refused before the driver is asked). */
 #define t_cuMemcpyPeerAsync NULL
 #define t_cuFuncSetAttribute NULL
+/* The stream-ordered allocator: NULL here; hip_mempool.c installs its
+ * translations where the runtime has the entries (hip.c, at loading). */
+#define t_cuMemAllocFromPoolAsync NULL
+#define t_cuMemFreeAsync NULL
+#define t_cuMemPoolCreate NULL
+#define t_cuMemPoolDestroy NULL
+#define t_cuMemPoolSetAttribute NULL
+#define t_cuMemPoolGetAttribute NULL
+#define t_cuMemPoolTrimTo NULL
+#define t_cuDeviceGetDefaultMemPool NULL
+#define t_cuDeviceGetMemPool NULL
 
-static const dv_cu_api hip_api_table = {
+/* Written only by hip_mempool.c's dv__hip_pools_install, once, before any context. */
+dv_cu_api dv__hip_api_table = {
 #define DV_CU(ret, symbol, cuda_name, hip_name, params) .symbol = t_##symbol,
 #include "../cudafam/fam_symbols.def"
 #undef DV_CU
@@ -605,7 +618,7 @@ static void hip_fill_info(cu_state *st, const dv_backend_config *cfg) {
 const dv_cu_driver dv__hip_driver = {
     .vendor = "HIP",
     .backend = "hip",
-    .api = &hip_api_table,
+    .api = &dv__hip_api_table,
     .state_bytes = sizeof(dv_hip_ctx),
     .fill_info = hip_fill_info,
     .names = hip_names,

@@ -70,6 +70,15 @@ dv_status dv__hip_driver_init(void);
 /* The version read (HIP_VERSION: major * 10^7 + minor * 10^5 + patch). */
 int dv__hip_runtime_version(void);
 
+/* ---- the stream-ordered allocator (hip_mempool.c) ---- */
+/* The HIP driver's entry points (hip_driver.c's translations). */
+extern dv_cu_api dv__hip_api_table;
+/* Put the pool entries' translations into dv__hip_api_table where the
+ * runtime has every one of them (they are optional: ROCm 5.2); else they
+ * stay NULL and the "async" manager is refused.  hip.c calls it once,
+ * after loading, before any context. */
+void dv__hip_pools_install(void);
+
 /* ---- the translations' pure parts (tests/backends/hip/test_hip_backend.c) ---- */
 
 /* A HIP error as the CUresult the shared code tests: the numbers HIP shares

@@ -74,6 +74,7 @@ enum {
   DV_HIP_ATTR_TOTAL_CONSTANT_MEMORY = 83,
   DV_HIP_ATTR_UNIFIED_ADDRESSING = 85,
   DV_HIP_ATTR_WARP_SIZE = 87,
+  DV_HIP_ATTR_MEMORY_POOLS_SUPPORTED = 88, /* the stream-ordered allocator */
   /* AMD's range: hipStreamWaitValue32/64 work (the staging threads' waits). */
   DV_HIP_ATTR_CAN_USE_STREAM_WAIT_VALUE = 10013,
 };
@@ -122,6 +123,22 @@ typedef struct dv_hip_Memcpy2D {
 typedef struct dv_hipIpcMemHandle_t {
   char reserved[64];
 } dv_hipIpcMemHandle_t;
+
+/* The stream-ordered allocator (ROCm 5.2): hipMemPool_t, and
+ * hipMemPoolProps (CUDA's layout, 88 bytes: allocType hipMemAllocationTypePinned
+ * 1, handleTypes none 0, location {hipMemLocationTypeDevice 1, ordinal},
+ * win32SecurityAttributes, maxSize, reserved).  hipMemPoolAttr takes CUDA's
+ * numbers (release threshold 4, reserved current/high 5/6, used 7/8). */
+typedef struct dv_hipMemPool_st *dv_hipMemPool_t;
+typedef struct dv_hipMemPoolProps {
+  int allocType, handleTypes;
+  struct {
+    int type, id;
+  } location;
+  void *win32SecurityAttributes;
+  size_t maxSize;
+  unsigned char reserved[56];
+} dv_hipMemPoolProps;
 
 /* hipRTC (hiprtc.h). */
 typedef int dv_hiprtcResult; /* HIPRTC_SUCCESS 0 */

@@ -106,6 +106,25 @@ _Static_assert(sizeof(dv_CUstreamCaptureStatus) == sizeof(CUstreamCaptureStatus)
                DV_CU_STREAM_CAPTURE_STATUS_NONE == CU_STREAM_CAPTURE_STATUS_NONE &&
                DV_CU_STREAM_CAPTURE_STATUS_ACTIVE == CU_STREAM_CAPTURE_STATUS_ACTIVE &&
                DV_CU_STREAM_CAPTURE_STATUS_INVALIDATED == CU_STREAM_CAPTURE_STATUS_INVALIDATED, "capture");
+/* Memory pools (the "async" manager). */
+_Static_assert(sizeof(dv_CUmemoryPool) == sizeof(CUmemoryPool) && sizeof(dv_CUmemPool_attribute) == sizeof(CUmemPool_attribute), "pool");
+_Static_assert(DV_CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED == CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, "pool");
+_Static_assert(DV_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD &&
+               DV_CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT &&
+               DV_CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH &&
+               DV_CU_MEMPOOL_ATTR_USED_MEM_CURRENT == CU_MEMPOOL_ATTR_USED_MEM_CURRENT &&
+               DV_CU_MEMPOOL_ATTR_USED_MEM_HIGH == CU_MEMPOOL_ATTR_USED_MEM_HIGH &&
+               DV_CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC == CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, "pool attr");
+_Static_assert(DV_CU_MEM_ALLOCATION_TYPE_PINNED == CU_MEM_ALLOCATION_TYPE_PINNED &&
+               DV_CU_MEM_LOCATION_TYPE_DEVICE == CU_MEM_LOCATION_TYPE_DEVICE &&
+               DV_CU_MEM_HANDLE_TYPE_NONE == CU_MEM_HANDLE_TYPE_NONE, "pool props");
+_Static_assert(sizeof(dv_CUmemPoolProps) == sizeof(CUmemPoolProps) &&
+               SAME_OFFSET(dv_CUmemPoolProps, CUmemPoolProps, location) &&
+               SAME_OFFSET(dv_CUmemPoolProps, CUmemPoolProps, win32SecurityAttributes) &&
+               SAME_OFFSET(dv_CUmemPoolProps, CUmemPoolProps, maxSize) &&
+               SAME_OFFSET(dv_CUmemPoolProps, CUmemPoolProps, usage) &&
+               SAME_OFFSET(dv_CUmemPoolProps, CUmemPoolProps, reserved), "CUmemPoolProps layout");
+_Static_assert(sizeof(dv_CUmemLocation) == sizeof(CUmemLocation), "CUmemLocation");
 /* NVRTC. */
 _Static_assert(sizeof(dv_nvrtcResult) == sizeof(nvrtcResult) && sizeof(dv_nvrtcProgram) == sizeof(nvrtcProgram), "nvrtc");
 _Static_assert(DV_NVRTC_SUCCESS == NVRTC_SUCCESS && DV_NVRTC_ERROR_OUT_OF_MEMORY == NVRTC_ERROR_OUT_OF_MEMORY, "nvrtc");
@@ -137,6 +156,9 @@ _Static_assert(sizeof(dv_bkview) == 8 + 2 * 8 * DV_BKVIEW_MAXDIMS && offsetof(dv
 #define dv_CUstreamCaptureStatus CUstreamCaptureStatus
 #define dv_CUmem_advise CUmem_advise
 #define dv_CUmemLocation CUmemLocation
+#define dv_CUmemoryPool CUmemoryPool
+#define dv_CUmemPool_attribute CUmemPool_attribute
+#define dv_CUmemPoolProps CUmemPoolProps
 #define dv_CUstreamCaptureMode CUstreamCaptureMode
 #define dv_CUgraph CUgraph
 #define dv_CUgraphExec CUgraphExec

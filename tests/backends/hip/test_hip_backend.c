@@ -228,13 +228,21 @@ static void test_copy_between_devices(void **state) {
 static void test_api_complete(void **state) {
   (void)state;
   const dv_cu_api *api = dv__hip_driver.api;
+  /* the stream-ordered allocator's entries: installed (all of them) once a
+   * runtime that has them is loaded (hip_mempool.c), else all NULL */
+  int pool_entries = 0, pool_set = 0;
 #define DV_CU(ret, symbol, cuda_name, hip_name, params)                                            \
-  if (!api->symbol && DV_CU_E_##symbol != DV_CU_E_cuMemcpyPeerAsync &&                           \
-      DV_CU_E_##symbol != DV_CU_E_cuFuncSetAttribute && DV_CU_E_##symbol != DV_CU_E_cuMemPrefetchAsync_v2 && \
-      DV_CU_E_##symbol != DV_CU_E_cuMemAdvise_v2)                                                 \
+  if (strstr(#symbol, "MemPool") || !strcmp(#symbol, "cuMemAllocFromPoolAsync") ||               \
+      !strcmp(#symbol, "cuMemFreeAsync"))                                                         \
+    pool_entries++, pool_set += api->symbol != NULL;                                              \
+  else if (!api->symbol && DV_CU_E_##symbol != DV_CU_E_cuMemcpyPeerAsync &&                      \
+           DV_CU_E_##symbol != DV_CU_E_cuFuncSetAttribute &&                                     \
+           DV_CU_E_##symbol != DV_CU_E_cuMemPrefetchAsync_v2 && DV_CU_E_##symbol != DV_CU_E_cuMemAdvise_v2) \
     fail_msg("the HIP driver has no translation of %s", #symbol);
 #include "backends/cudafam/fam_symbols.def"
 #undef DV_CU
+  assert_int_equal(pool_entries, 9);
+  if (pool_set != 0 && pool_set != pool_entries) fail_msg("%d of the 9 pool entries installed", pool_set);
   assert_null(api->cuMemcpyPeerAsync);
   assert_non_null(dv__hip_driver.copy_peer);
   assert_null(api->cuFuncSetAttribute);

@@ -108,6 +108,7 @@ bool hb_block_miss(const hb_block *b, const void *addr, long long *off);
 #define DV_HB_BUILTIN_STREAMS DV_HB_NONE
 #define DV_HB_KERNELS DV_HB_NONE
 #define DV_HB_ORDER_NATIVE DV_HB_NONE
+#define DV_HB_DRIVER_POOL DV_HB_NONE
 #define DV_HB_GRAPHS DV_HB_NONE
 #define DV_BE_METHOD(group, ret, name, params) DV_HB_##group(name, ret hb_##name params;)
 #include "../../backend_methods.def"

@@ -192,6 +192,10 @@ CONTROL void dvdouble_set_concurrent_managed(int on);
 CONTROL int dvdouble_managed_hints(uint64_t addr, int *last_prefetch, int *preferred, int *read_mostly,
                                    unsigned *accessed_by, long *prefetches);
 CONTROL int dvdouble_managed_range(uint64_t addr, uint64_t *start, size_t *bytes);
+CONTROL void *dvdouble_pool_current(int device, int fresh);
+CONTROL void *dvdouble_pool_default(int device);
+CONTROL int dvdouble_pool_stats(void *pool, uint64_t out[4]);
+CONTROL void dvdouble_set_mempools(int on);
 
 /* ---- state ------------------------------------------------------------------------------ */
 
@@ -206,6 +210,7 @@ static int g_cb_busy;                 /* a host function or callback is running 
 static size_t g_max_pitch = MAX_PITCH; /* dvdouble_set_max_pitch */
 static int g_no_uva;                  /* dvdouble_set_uva(0) */
 static int g_no_memops;               /* dvdouble_set_memops(0) */
+static int g_no_mempools;             /* dvdouble_set_mempools(0) */
 /* Calls counted for dvdouble_calls. */
 enum { C_CTXSYNC, C_MEMFREE, C_FREEHOST, C_UNREGISTER, C_HOSTALLOC, C_ADDCALLBACK, C_COUNT };
 static const char *const g_call_names[C_COUNT] = {"cuCtxSynchronize", "cuMemFree_v2", "cuMemFreeHost",
@@ -257,7 +262,7 @@ static int failpoint(const char *name) {
 struct dv_CUctx_st;
 typedef struct alloc {
   struct alloc *next;
-  int kind;            /* 1 device, 2 managed, 3 pinned (cuMemHostAlloc), 4 registered */
+  int kind;            /* 1 device, 2 managed, 3 pinned (cuMemHostAlloc), 4 registered, 5 pool block */
   uint64_t addr;       /* the device address (managed, mapped: the host address) */
   char *host;          /* the bytes */
   size_t size;
@@ -270,6 +275,12 @@ typedef struct alloc {
   long prefetches;      /* prefetches run */
   uint64_t hint_addr;   /* the range of the last prefetch or advice asked for */
   size_t hint_bytes;
+  /* kind 5, a block of a memory pool: its pool, PB_* state, the stream its
+   * queued free is on and a number that changes at each reuse */
+  struct dv_CUmemPoolHandle_st *pool;
+  int pstate;
+  struct dv_CUstream_st *fstream;
+  uint64_t gen;
 } alloc;
 
 typedef struct op op;
@@ -277,7 +288,8 @@ typedef struct dv_CUstream_st stream;
 struct op {
   op *next;
   int kind; /* 1 copy, 2 memset, 3 host fn, 4 wait (stream, seq), 5 record, 6 copy kernel, 7 nop, 8 stream callback,
-             * 9 wait for a value (daddr, wval), 10 prefetch managed memory (daddr, width; word: the location) */
+             * 9 wait for a value (daddr, wval), 10 prefetch managed memory (daddr, width; word: the location),
+             * 11 a pool block's free (user: the block, wval: its gen) */
   /* copy: sides (device address or host pointer) */
   int sdev, ddev;
   uint64_t saddr, daddr;
@@ -398,6 +410,11 @@ static size_t g_pinned_used, g_pinned_peak, g_pinned_limit = (size_t)4 << 30;
 static void *worker(void *arg);
 static void run_prefetch(struct dv_CUctx_st *c, op *o); /* managed memory, after cuMemAllocManaged */
 static int concurrent_managed(void);                    /* CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS */
+/* Memory pools (after cuMemFree_v2): the pool states, a block's queued free, a synchronization point. */
+enum { PB_LIVE = 0, PB_PENDING = 1, PB_CACHED = 2 };
+static void pool_free_ran(op *o);
+static void pool_sync_point(int dev);
+static int pool_block_free(alloc *x, struct dv_CUctx_st *c);
 
 /* ---- helpers (called with L held unless said) ---------------------------------------------------- */
 
@@ -437,6 +454,7 @@ static uint64_t map_off(int dev) { return g_no_uva ? (uint64_t)dev << 56 : 0; }
 static alloc *find_dev(int dev, uint64_t a, size_t n) {
   for (alloc *x = g_allocs; x; x = x->next) {
     uint64_t base = x->addr;
+    if (x->kind == 5 && x->pstate == PB_CACHED) continue; /* freed: the pool's, no address of the program's */
     if (x->kind == 3 || x->kind == 4) {
       if (!(x->flags & DV_CU_MEMHOSTALLOC_DEVICEMAP)) continue; /* not mapped: no device address */
       base += map_off(dev);
@@ -460,7 +478,7 @@ static char *dev_bytes(int dev, alloc *x, uint64_t a) {
 static int host_pinned(const void *p, size_t n) {
   uintptr_t a = (uintptr_t)p;
   for (alloc *x = g_allocs; x; x = x->next) {
-    if (x->kind == 1) continue;
+    if (x->kind == 1 || x->kind == 5) continue;
     uintptr_t b = (uintptr_t)x->host;
     if (a >= b && a - b < x->size) return n <= x->size - (a - b);
   }
@@ -471,7 +489,7 @@ static int host_pinned(const void *p, size_t n) {
 static int is_dev_addr(const void *p) {
   uintptr_t a = (uintptr_t)p;
   for (alloc *x = g_allocs; x; x = x->next)
-    if (x->kind == 1 && a >= x->addr && a - x->addr < x->size) return 1;
+    if ((x->kind == 1 || x->kind == 5) && a >= x->addr && a - x->addr < x->size) return 1;
   return 0;
 }
 
@@ -781,6 +799,7 @@ static void *worker(void *arg) {
       case 10:
         if (!failed) run_prefetch(c, o);
         break;
+      case 11: pool_free_ran(o); break;
       default: break;
     }
     s->head = o->next;
@@ -832,7 +851,7 @@ static void ctx_teardown(struct dv_CUctx_st *c) {
   c->legacy = NULL;
   for (alloc **pp = &g_allocs; *pp;) {
     alloc *x = *pp;
-    if (x->ctx == c && x->kind != 4) {
+    if (x->ctx == c && x->kind != 4 && x->kind != 5) { /* pool blocks outlive contexts */
       *pp = x->next;
       if (x->kind == 3) g_pinned_used -= x->size;
       free(x->host);
@@ -1014,6 +1033,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, dv_CUdevice_attribute a, dv_CUdevic
     case 16: x = 4; break;               /* SMs */
     case 19: x = can_map_host(); break;  /* can map host memory */
     case 41: x = !g_no_uva; break;       /* unified addressing (dvdouble_set_uva) */
+    case 115: x = !g_no_mempools; break; /* memory pools (dvdouble_set_mempools) */
     case 122: x = !g_no_memops; break;   /* 64-bit stream memory operations (dvdouble_set_memops) */
     case 75: x = g_cc[0]; break;         /* 99 by default: newer than any NVRTC (PTX) */
     case 76: x = g_cc[1]; break;
@@ -1095,6 +1115,7 @@ EXPORT CUresult cuCtxSynchronize(void) {
   if (capturing) return unlock_ret(CAPTURE_UNSUPPORTED);
   for (stream *x = g_streams; x; x = x->next_all)
     if (x->ctx == c) wait_stream(x, x->enq, 0);
+  pool_sync_point(c->dev);
   return unlock_ret(c->sticky);
 }
 
@@ -1324,6 +1345,7 @@ EXPORT CUresult cuMemFree_v2(dv_CUdeviceptr p) {
   CTX(c);
   for (alloc **pp = &g_allocs; *pp; pp = &(*pp)->next) {
     alloc *x = *pp;
+    if (x->kind == 5 && x->addr == p && x->pstate == PB_LIVE) return unlock_ret(pool_block_free(x, c));
     if ((x->kind == 1 || x->kind == 2) && x->addr == p) {
       if (x->ctx != c) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE); /* another context's memory */
       if (getenv(DBL_ENV("DEBUG"))) fprintf(stderr, DBL_NAME ": cuMemFree [%#llx, +%zu)\n", (unsigned long long)p, x->size);
@@ -1335,6 +1357,334 @@ EXPORT CUresult cuMemFree_v2(dv_CUdeviceptr p) {
     }
   }
   return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE); /* not an allocation's start: double free, wrong kind */
+}
+
+/* ---- memory pools: the stream-ordered allocator --------------------------------------------------
+ * cuMemAllocFromPoolAsync / cuMemFreeAsync by the reference's rules, each
+ * block an allocation of kind 5 (g_allocs) of its pool, in one of three
+ * states: live (handed out), pending (cuMemFreeAsync queued on stream
+ * fstream, its free not yet run there) and cached (the free has run: kept
+ * by the pool, reserved, but no address of the program's any more: queued
+ * work that touches it then is the use after free it is).  An allocation on
+ * stream s takes the smallest block that fits among the pool's cached
+ * blocks (reuse of completed frees, the default
+ * CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC) and the blocks pending on s
+ * itself (in stream order), else new device memory (the request rounded up
+ * to 512 bytes; CUDA_ERROR_OUT_OF_MEMORY past the device's memory).  A
+ * block is used whole (no splitting).  Reserved bytes: every block;
+ * used: the live ones.  Release threshold: at cuStreamSynchronize,
+ * cuEventSynchronize and cuCtxSynchronize, cached blocks go back to the
+ * device while the pool reserves more than its threshold (default 0);
+ * cuMemPoolTrimTo(keep) does the same down to keep.  cuMemFree takes a live
+ * block too (cached at once, no implicit synchronization, as the reference
+ * says).  Pools outlive contexts; each device has a default pool, its
+ * current pool unless dvdouble_pool_current made another current (what
+ * cuDeviceSetMemPool does).  dvdouble_set_mempools(0): the device attribute
+ * CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED reads 0 and every pool entry
+ * says CUDA_ERROR_NOT_SUPPORTED. */
+struct dv_CUmemPoolHandle_st {
+  struct dv_CUmemPoolHandle_st *next_all;
+  int dev, owned, destroyed;
+  int reuse[4]; /* the int attributes 1..3 (1 by default) */
+  uint64_t threshold, reserved, reserved_high, used, used_high;
+};
+static struct dv_CUmemPoolHandle_st *g_pools;
+static struct dv_CUmemPoolHandle_st g_default_pool[MAX_DEV];
+static struct dv_CUmemPoolHandle_st *g_current_pool[MAX_DEV];
+
+static struct dv_CUmemPoolHandle_st *pool_default(int dev) {
+  struct dv_CUmemPoolHandle_st *p = &g_default_pool[dev];
+  if (!p->reuse[1]) p->dev = dev, p->reuse[1] = p->reuse[2] = p->reuse[3] = 1;
+  return p;
+}
+
+static int pool_known(struct dv_CUmemPoolHandle_st *p) {
+  for (int d = 0; d < MAX_DEV; d++)
+    if (p == &g_default_pool[d]) return 1;
+  for (struct dv_CUmemPoolHandle_st *x = g_pools; x; x = x->next_all)
+    if (x == p && !x->destroyed) return 1;
+  return 0;
+}
+
+/* Give cached block x (unlinked by the caller) back to the device. */
+static void pool_release_block(alloc *x) {
+  struct dv_CUmemPoolHandle_st *p = x->pool;
+  p->reserved -= x->size;
+  g_ctx[p->dev].used -= x->size;
+  free(x->host);
+  free(x);
+}
+
+/* Release the cached blocks of pool p while it reserves more than keep. */
+static void pool_shrink(struct dv_CUmemPoolHandle_st *p, uint64_t keep) {
+  for (alloc **pp = &g_allocs; *pp && p->reserved > keep;) {
+    alloc *x = *pp;
+    if (x->kind == 5 && x->pool == p && x->pstate == PB_CACHED) {
+      *pp = x->next;
+      pool_release_block(x);
+    } else {
+      pp = &x->next;
+    }
+  }
+}
+
+/* A synchronization point: every pool of device dev above its threshold shrinks to it. */
+static void pool_sync_point(int dev) {
+  pool_shrink(pool_default(dev), g_default_pool[dev].threshold);
+  for (struct dv_CUmemPoolHandle_st *x = g_pools; x; x = x->next_all)
+    if (x->dev == dev) pool_shrink(x, x->destroyed ? 0 : x->threshold);
+}
+
+/* The free op of a pending block ran on its stream (L held; the worker). */
+static void pool_free_ran(op *o) {
+  alloc *x = o->user;
+  if (x->pstate != PB_PENDING || x->gen != o->wval) return; /* reused on its stream since */
+  x->pstate = PB_CACHED;
+  x->fstream = NULL;
+  if (x->pool->destroyed) pool_shrink(x->pool, 0);
+}
+
+/* A live block goes back to its pool: pending on s (NULL: cached at once). */
+static void pool_unuse(alloc *x, stream *s) {
+  x->pool->used -= x->size;
+  x->pstate = s ? PB_PENDING : PB_CACHED;
+  x->fstream = s;
+  x->gen++;
+}
+
+static int pools_off(void) { return g_no_mempools; }
+
+/* cuMemFree of a live block (L held): cached at once. */
+static int pool_block_free(alloc *x, struct dv_CUctx_st *c) {
+  (void)c;
+  pool_unuse(x, NULL);
+  if (x->pool->destroyed) pool_shrink(x->pool, 0);
+  return DV_CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync(dv_CUdeviceptr *p, size_t bytes, dv_CUmemoryPool pool, dv_CUstream h) {
+  FAILPOINT("cuMemAllocFromPoolAsync");
+  ENTER();
+  if (pools_off()) return unlock_ret(DV_CUDA_ERROR_NOT_SUPPORTED);
+  if (!p) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  *p = 0;
+  CTX(c);
+  if (!bytes || !pool || !pool_known(pool)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (pool->dev != c->dev) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE); /* accessible from its device only */
+  CUresult r;
+  stream *s = resolve_stream(c, h, &r);
+  if (!s) return unlock_ret(r);
+  size_t size = (bytes + 511) / 512 * 512;
+  if (size < bytes) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  alloc *best = NULL;
+  for (alloc *x = g_allocs; x; x = x->next)
+    if (x->kind == 5 && x->pool == pool && x->size >= size &&
+        (x->pstate == PB_CACHED || (x->pstate == PB_PENDING && x->fstream == s)) && (!best || x->size < best->size))
+      best = x;
+  if (!best) {
+    if (size > g_dev_mem - c->used) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+    best = calloc(1, sizeof *best);
+    char *m = best ? malloc(size) : NULL;
+    if (!m) {
+      free(best);
+      return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    memset(m, 0xA5, size);
+    best->kind = 5, best->host = m, best->size = size, best->ctx = c, best->addr = take_addr(c->dev, size);
+    best->pool = pool;
+    best->next = g_allocs;
+    g_allocs = best;
+    c->used += size;
+    pool->reserved += size;
+    if (pool->reserved > pool->reserved_high) pool->reserved_high = pool->reserved;
+  }
+  best->pstate = PB_LIVE;
+  best->fstream = NULL;
+  best->gen++;
+  best->ctx = c;
+  pool->used += best->size;
+  if (pool->used > pool->used_high) pool->used_high = pool->used;
+  *p = best->addr;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuMemFreeAsync(dv_CUdeviceptr p, dv_CUstream h) {
+  FAILPOINT("cuMemFreeAsync");
+  ENTER();
+  if (pools_off()) return unlock_ret(DV_CUDA_ERROR_NOT_SUPPORTED);
+  CTX(c);
+  CUresult r;
+  stream *s = resolve_stream(c, h, &r);
+  if (!s) return unlock_ret(r);
+  alloc *x = g_allocs;
+  while (x && !(x->kind == 5 && x->addr == p && x->pstate == PB_LIVE)) x = x->next;
+  if (!x) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE); /* not live pool memory: a double free, cuMemAlloc's */
+  op *o = op_new(11);
+  if (!o) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  pool_unuse(x, s);
+  o->user = x, o->wval = x->gen;
+  r = enqueue(s, o);
+  if (r) { /* not queued: the block stays live */
+    x->pool->used += x->size;
+    x->pstate = PB_LIVE;
+    x->fstream = NULL;
+  }
+  return unlock_ret(r);
+}
+
+EXPORT CUresult cuMemPoolCreate(dv_CUmemoryPool *pool, const dv_CUmemPoolProps *props) {
+  FAILPOINT("cuMemPoolCreate");
+  ENTER();
+  if (pools_off()) return unlock_ret(DV_CUDA_ERROR_NOT_SUPPORTED);
+  if (!pool || !props) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  *pool = NULL;
+  static const unsigned char zero[sizeof props->reserved];
+  if (props->allocType != DV_CU_MEM_ALLOCATION_TYPE_PINNED || props->handleTypes != DV_CU_MEM_HANDLE_TYPE_NONE ||
+      props->location.type != DV_CU_MEM_LOCATION_TYPE_DEVICE || !DEV_OK(props->location.id) ||
+      props->win32SecurityAttributes || memcmp(props->reserved, zero, sizeof zero))
+    return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  struct dv_CUmemPoolHandle_st *x = calloc(1, sizeof *x);
+  if (!x) return unlock_ret(DV_CUDA_ERROR_OUT_OF_MEMORY);
+  x->dev = props->location.id, x->owned = 1, x->reuse[1] = x->reuse[2] = x->reuse[3] = 1;
+  x->next_all = g_pools;
+  g_pools = x;
+  *pool = x;
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuMemPoolDestroy(dv_CUmemoryPool pool) {
+  FAILPOINT("cuMemPoolDestroy");
+  ENTER();
+  if (pools_off()) return unlock_ret(DV_CUDA_ERROR_NOT_SUPPORTED);
+  if (!pool || !pool_known(pool) || !pool->owned) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  for (int d = 0; d < MAX_DEV; d++)
+    if (g_current_pool[d] == pool) g_current_pool[d] = NULL; /* the device's default is current again */
+  /* Returns at once; live and pending blocks go back when freed. */
+  pool->destroyed = 1;
+  pool_shrink(pool, 0);
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuMemPoolSetAttribute(dv_CUmemoryPool pool, dv_CUmemPool_attribute a, void *v) {
+  FAILPOINT("cuMemPoolSetAttribute");
+  ENTER();
+  if (pools_off()) return unlock_ret(DV_CUDA_ERROR_NOT_SUPPORTED);
+  if (!pool || !pool_known(pool) || !v) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  uint64_t u = 0;
+  if (a >= 4) memcpy(&u, v, sizeof u);
+  switch (a) {
+    case 1: case 2: case 3: pool->reuse[a] = *(int *)v != 0; break;
+    case DV_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: pool->threshold = u; break;
+    case DV_CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+    case DV_CU_MEMPOOL_ATTR_USED_MEM_HIGH: /* high watermarks: reset to 0 only */
+      if (u) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+      if (a == DV_CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH) pool->reserved_high = pool->reserved;
+      else pool->used_high = pool->used;
+      break;
+    default: return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE); /* the current figures are read-only */
+  }
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuMemPoolGetAttribute(dv_CUmemoryPool pool, dv_CUmemPool_attribute a, void *v) {
+  FAILPOINT("cuMemPoolGetAttribute");
+  ENTER();
+  if (pools_off()) return unlock_ret(DV_CUDA_ERROR_NOT_SUPPORTED);
+  if (!pool || !pool_known(pool) || !v) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  uint64_t u;
+  switch (a) {
+    case 1: case 2: case 3: *(int *)v = pool->reuse[a]; return unlock_ret(DV_CUDA_SUCCESS);
+    case DV_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: u = pool->threshold; break;
+    case DV_CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: u = pool->reserved; break;
+    case DV_CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: u = pool->reserved_high; break;
+    case DV_CU_MEMPOOL_ATTR_USED_MEM_CURRENT: u = pool->used; break;
+    case DV_CU_MEMPOOL_ATTR_USED_MEM_HIGH: u = pool->used_high; break;
+    default: return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  }
+  memcpy(v, &u, sizeof u);
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuMemPoolTrimTo(dv_CUmemoryPool pool, size_t keep) {
+  FAILPOINT("cuMemPoolTrimTo");
+  ENTER();
+  if (pools_off()) return unlock_ret(DV_CUDA_ERROR_NOT_SUPPORTED);
+  if (!pool || !pool_known(pool)) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  pool_shrink(pool, keep); /* pending frees are not done yet: not released */
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuDeviceGetDefaultMemPool(dv_CUmemoryPool *pool, dv_CUdevice d) {
+  FAILPOINT("cuDeviceGetDefaultMemPool");
+  ENTER();
+  if (pools_off()) return unlock_ret(DV_CUDA_ERROR_NOT_SUPPORTED);
+  if (!pool) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (!DEV_OK(d)) return unlock_ret(DV_CUDA_ERROR_INVALID_DEVICE);
+  *pool = pool_default(d);
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuDeviceGetMemPool(dv_CUmemoryPool *pool, dv_CUdevice d) {
+  FAILPOINT("cuDeviceGetMemPool");
+  ENTER();
+  if (pools_off()) return unlock_ret(DV_CUDA_ERROR_NOT_SUPPORTED);
+  if (!pool) return unlock_ret(DV_CUDA_ERROR_INVALID_VALUE);
+  if (!DEV_OK(d)) return unlock_ret(DV_CUDA_ERROR_INVALID_DEVICE);
+  *pool = g_current_pool[d] ? g_current_pool[d] : pool_default(d);
+  return unlock_ret(DV_CUDA_SUCCESS);
+}
+
+/* Make a new pool device d's current one (fresh 1; what another library's
+ * cuDeviceSetMemPool would do) or the default pool again (0); the current pool. */
+CONTROL void *dvdouble_pool_current(int d, int fresh) {
+  pthread_mutex_lock(&L);
+  struct dv_CUmemPoolHandle_st *x = NULL;
+  if (d >= 0 && d < MAX_DEV) {
+    if (fresh && (x = calloc(1, sizeof *x))) {
+      x->dev = d, x->owned = 1, x->reuse[1] = x->reuse[2] = x->reuse[3] = 1;
+      x->next_all = g_pools;
+      g_pools = x;
+    }
+    g_current_pool[d] = x;
+    if (!x) x = pool_default(d);
+  }
+  pthread_mutex_unlock(&L);
+  return x;
+}
+CONTROL void *dvdouble_pool_default(int d) {
+  pthread_mutex_lock(&L);
+  void *x = d >= 0 && d < MAX_DEV ? pool_default(d) : NULL;
+  pthread_mutex_unlock(&L);
+  return x;
+}
+/* Pool p's figures: reserved, used, release threshold, cached blocks; -1: no such pool.
+ * p NULL: every pool's reserved and used bytes, 0, and the created pools not destroyed. */
+CONTROL int dvdouble_pool_stats(void *p, uint64_t out[4]) {
+  pthread_mutex_lock(&L);
+  if (!p) {
+    memset(out, 0, 4 * sizeof out[0]);
+    for (int d = 0; d < MAX_DEV; d++) out[0] += g_default_pool[d].reserved, out[1] += g_default_pool[d].used;
+    for (struct dv_CUmemPoolHandle_st *x = g_pools; x; x = x->next_all) {
+      out[0] += x->reserved, out[1] += x->used;
+      if (!x->destroyed) out[3]++;
+    }
+    pthread_mutex_unlock(&L);
+    return 0;
+  }
+  struct dv_CUmemPoolHandle_st *x = p;
+  int ok = pool_known(x);
+  if (ok) {
+    out[0] = x->reserved, out[1] = x->used, out[2] = x->threshold, out[3] = 0;
+    for (alloc *a = g_allocs; a; a = a->next)
+      if (a->kind == 5 && a->pool == x && a->pstate == PB_CACHED) out[3]++;
+  }
+  pthread_mutex_unlock(&L);
+  return ok ? 0 : -1;
+}
+CONTROL void dvdouble_set_mempools(int on) {
+  pthread_mutex_lock(&L);
+  g_no_mempools = !on;
+  pthread_mutex_unlock(&L);
 }
 
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
@@ -1737,6 +2087,7 @@ EXPORT CUresult cuStreamSynchronize(dv_CUstream h) {
   if (!s) return unlock_ret(r);
   if (s->capturing) return unlock_ret(capture_refuse(s, CAPTURE_UNSUPPORTED));
   wait_stream(s, s->enq, 0);
+  pool_sync_point(c->dev);
   return unlock_ret(c->sticky);
 }
 
@@ -1907,6 +2258,7 @@ EXPORT CUresult cuEventSynchronize(dv_CUevent e) {
   CTX(c);
   if (!event_known(e)) return unlock_ret(DV_CUDA_ERROR_INVALID_HANDLE);
   if (e->recorded && e->s) wait_stream(e->s, e->seq, 0);
+  pool_sync_point(c->dev);
   return unlock_ret(c->sticky);
 }
 

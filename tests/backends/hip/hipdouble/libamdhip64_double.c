@@ -241,6 +241,7 @@ API dv_hipError_t hipDeviceGetAttribute(int *v, dv_hipDeviceAttribute_t a, int d
     case DV_HIP_ATTR_UNIFIED_ADDRESSING: x = !g_no_uva; break;
     case DV_HIP_ATTR_WARP_SIZE: x = 64; break;
     case DV_HIP_ATTR_CAN_USE_STREAM_WAIT_VALUE: x = !g_no_memops; break;
+    case DV_HIP_ATTR_MEMORY_POOLS_SUPPORTED: x = !g_no_mempools; break;
     default:
       /* HIP's ranges: CUDA-compatible 0..9999, AMD-specific 10000..19999. */
       if (a < 0 || a > 19999) return unlock_ret(DV_HIP_ERROR_INVALID_VALUE);
@@ -332,6 +333,42 @@ API dv_hipError_t hipFree(void *p) {
   CUresult r = device_sync("hipFree");
   if (!r) r = cuMemFree_v2(DPTR(p));
   return r == DV_HIP_ERROR_INVALID_VALUE ? HIP_INVALID_DEVICE_POINTER : r;
+}
+
+/* The stream-ordered allocator: the engine's memory pools (hipMemPool_t is
+ * its CUmemoryPool; hipMemPoolProps has CUmemPoolProps' layout and numbers). */
+#define HPOOL(p) ((dv_CUmemoryPool)(void *)(p))
+API dv_hipError_t hipMallocFromPoolAsync(void **p, size_t bytes, dv_hipMemPool_t pool, dv_hipStream_t s) {
+  if (!p) return DV_HIP_ERROR_INVALID_VALUE;
+  dv_CUdeviceptr u = 0;
+  CUresult r = cuMemAllocFromPoolAsync(&u, bytes, HPOOL(pool), (dv_CUstream)(void *)s);
+  *p = HPTR(u);
+  return r;
+}
+API dv_hipError_t hipFreeAsync(void *p, dv_hipStream_t s) {
+  CUresult r = cuMemFreeAsync(DPTR(p), (dv_CUstream)(void *)s);
+  return r == DV_HIP_ERROR_INVALID_VALUE ? HIP_INVALID_DEVICE_POINTER : r;
+}
+API dv_hipError_t hipMemPoolCreate(dv_hipMemPool_t *pool, const dv_hipMemPoolProps *props) {
+  _Static_assert(sizeof(dv_hipMemPoolProps) == sizeof(dv_CUmemPoolProps), "pool properties");
+  if (!props) return DV_HIP_ERROR_INVALID_VALUE;
+  dv_CUmemPoolProps cp;
+  memcpy(&cp, props, sizeof cp); /* the same layout; HIP's reserved bytes cover CUDA's usage field */
+  return cuMemPoolCreate((dv_CUmemoryPool *)(void *)pool, &cp);
+}
+API dv_hipError_t hipMemPoolDestroy(dv_hipMemPool_t pool) { return cuMemPoolDestroy(HPOOL(pool)); }
+API dv_hipError_t hipMemPoolSetAttribute(dv_hipMemPool_t pool, int a, void *v) {
+  return cuMemPoolSetAttribute(HPOOL(pool), a, v);
+}
+API dv_hipError_t hipMemPoolGetAttribute(dv_hipMemPool_t pool, int a, void *v) {
+  return cuMemPoolGetAttribute(HPOOL(pool), a, v);
+}
+API dv_hipError_t hipMemPoolTrimTo(dv_hipMemPool_t pool, size_t keep) { return cuMemPoolTrimTo(HPOOL(pool), keep); }
+API dv_hipError_t hipDeviceGetDefaultMemPool(dv_hipMemPool_t *pool, int d) {
+  return cuDeviceGetDefaultMemPool((dv_CUmemoryPool *)(void *)pool, d);
+}
+API dv_hipError_t hipDeviceGetMemPool(dv_hipMemPool_t *pool, int d) {
+  return cuDeviceGetMemPool((dv_CUmemoryPool *)(void *)pool, d);
 }
 
 API dv_hipError_t hipMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
