@@ -422,8 +422,8 @@ typedef struct dv_device_info {
 DV_API dv_status dv_context_create(const dv_config *cfg, dv_context **out);
 /**
  * Destroy a context.  DV_ERR_BUSY (and nothing changes) while arrays,
- * streams, events, scopes, kernel programs or kernel modules created from it
- * are still alive.  Otherwise waits
+ * streams, events, scopes, kernel programs, kernel modules or graphs created
+ * from it are still alive.  Otherwise waits
  * for all queued work, runs every pending deallocation, closes the backend.
  * NULL is a no-op returning DV_OK.  Must not race with other use of ctx.
  * A second destroy is DV_ERR_MISUSE ("dv_context_destroy: context was
@@ -1125,7 +1125,8 @@ DV_API dv_status dv_graph_work_count(const dv_graph *g, size_t *n);
 /** Add a reference to g and return g (NULL: NULL). */
 DV_API dv_graph *dv_graph_retain(dv_graph *g);
 /**
- * Drop a reference to g.  The last one (the graph's executables hold one
+ * Drop a reference to g.  The context is DV_ERR_BUSY for dv_context_destroy
+ * while a graph lives.  The last one (the graph's executables hold one
  * each) lets go of what the graph kept alive; if the graph was launched,
  * it first waits for the context's device (the callbacks' records must
  * outlive every launch).  NULL: DV_OK.  DV_ERR_MISUSE from a stream

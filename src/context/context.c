@@ -189,13 +189,14 @@ dv_status dv_context_destroy(dv_context *ctx) {
   DV_CHECK_NOT_IN_CALLBACK();
   int64_t arrays = (int64_t)atomic_load(&ctx->stats.c[DV_STAT_ARRAYS].current), streams = atomic_load(&ctx->streams->live_streams),
           events = atomic_load(&ctx->streams->live_events), scopes = atomic_load(&ctx->arrays->live_scopes),
-          modules = atomic_load(&ctx->kernels->live_modules), programs = atomic_load(&ctx->kernels->live_programs);
-  if (arrays || streams || events || scopes || modules || programs)
+          modules = atomic_load(&ctx->kernels->live_modules), programs = atomic_load(&ctx->kernels->live_programs),
+          graphs = atomic_load(&ctx->streams->live_graphs);
+  if (arrays || streams || events || scopes || modules || programs || graphs)
     return dv__error(DV_ERR_BUSY,
                      "context still has %lld array(s), %lld stream(s), %lld event(s), %lld scope(s), "
-                     "%lld kernel program(s), %lld kernel module(s)",
+                     "%lld kernel program(s), %lld kernel module(s), %lld graph(s)",
                      (long long)arrays, (long long)streams, (long long)events, (long long)scopes,
-                     (long long)programs, (long long)modules);
+                     (long long)programs, (long long)modules, (long long)graphs);
   dv_status rc = dv__stream_wait(ctx, NULL);
   dv__spin_lock(&ctx->lock);
   ctx->defer_depth = 0; /* destruction runs every pending free */

@@ -93,6 +93,7 @@ dv_status dv_graph_capture_end(dv_stream *s, dv_graph **out) {
   g->ctx = ctx;
   g->bg = bg;
   g->cap = c;
+  atomic_fetch_add(&ctx->streams->live_graphs, 1); /* the context is BUSY while it lives */
   *out = g;
   return DV_OK;
 }
@@ -126,6 +127,7 @@ static dv_status dv__graph_unref(dv_graph *g) {
   dv__capture_free(g->cap);
   g->magic = 0;
   dv__free(g);
+  atomic_fetch_sub(&ctx->streams->live_graphs, 1);
   return rc ? rc : r2;
 }
 

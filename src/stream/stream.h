@@ -123,6 +123,7 @@ typedef struct dv_stream_state {
    * stream's backend stream is one load from the context's record. */
   dv_stream std[3];
   _Atomic int64_t live_streams, live_events; /* the user's */
+  _Atomic int64_t live_graphs; /* graphs not yet gone (graph.c; their executables hold them) */
   struct {
     bool used;
     dv_stream_slot_fn destroyed; /* NULL: nothing to tell */

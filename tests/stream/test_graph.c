@@ -100,6 +100,8 @@ static void test_replay_copies(void **state) {
   dv_graph_exec *e = NULL;
   assert_ok(dv_graph_instantiate(g, &e));
   assert_ok(dv_graph_release(g)); /* the executable holds the graph */
+  assert_status(dv_context_destroy(g_ctx), DV_ERR_BUSY); /* while it lives */
+  assert_true(strstr(dv_last_error(), "1 graph(s)") != NULL);
   for (int round = 0; round < 3; round++) {
     set_all(w.in, N, (float)(10 * round));
     assert_ok(dv_graph_launch(e, round == 1 ? t : s));
