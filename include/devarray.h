@@ -1493,7 +1493,7 @@ DV_API dv_status dv_memory_trim(dv_context *ctx);
  * segment a sub-allocator heap, each array's bytes a region, unregistered
  * at free and trim), and memcheck reports an access outside an array inside
  * a pool segment; bit 1, it took NVTX's ranges (option nvtx_ranges=on puts
- * devarray's copies, memsets, launches and allocations in ranges of the
+ * devarray's copies, memsets, launches and device allocations in ranges of the
  * domain "devarray").  0 when no tool listens: nothing is loaded, nothing
  * happens.  The tool's library is loaded once, at the first call or pool;
  * nothing is linked.  Thread-safe; never fails.

@@ -348,22 +348,11 @@ void dv_array_release(dv_array *a) {
   dv__alloc_release_n(al, 1); /* last: an embedded descriptor goes with the record */
 }
 
-/* Validate (ndim, shape, dtype, strides, order) and compute the strides,
- * the allocation size and the offset of element 0. */
-dv_status dv__check_layout(int ndim, const int64_t *shape, const dv_dtype *dtype,
-                                  const int64_t *strides, char order, int64_t *st,
-                                  int64_t *alloc_bytes, int64_t *offset) {
-  /* One dense dimension (most arrays made per call): what the general path
-   * below checks, in a few instructions; anything it would refuse goes on
-   * to it for the message. */
-  int64_t n1;
-  if (ndim == 1 && !strides && shape && dtype && shape[0] >= 0 && dtype->itemsize > 0 &&
-      (order == 'C' || order == 'F') && !dv__mul_overflow(shape[0], (int64_t)dtype->itemsize, &n1)) {
-    st[0] = (int64_t)dtype->itemsize;
-    *alloc_bytes = n1;
-    *offset = 0;
-    return DV_OK;
-  }
+/* The general path of dv__check_layout: every layout, every message. */
+static __attribute__((noinline)) dv_status dv__check_layout_any(int ndim, const int64_t *shape,
+                                                               const dv_dtype *dtype, const int64_t *strides,
+                                                               char order, int64_t *st, int64_t *alloc_bytes,
+                                                               int64_t *offset) {
   if (!dtype) return dv__error(DV_ERR_NULL_ARGUMENT, "dtype is NULL");
   if (ndim < 0 || ndim > DV_MAXDIMS)
     return dv__error(DV_ERR_BAD_SHAPE, "ndim %d is outside 0..%d", ndim, DV_MAXDIMS);
@@ -405,26 +394,37 @@ dv_status dv__check_layout(int ndim, const int64_t *shape, const dv_dtype *dtype
   return DV_OK;
 }
 
-static dv_status dv__array_create_in(dv_context *ctx, dv_memory_kind kind, int ndim, const int64_t *shape,
-                                     const dv_dtype *dtype, const int64_t *strides, char order, unsigned flags,
-                                     dv_stream *stream, dv_array **out);
+/* One dense dimension (most arrays made per call): what the general path
+ * checks, in a few instructions, inlined where arrays are made; anything it
+ * would refuse goes on to the general path for the message. */
+static inline __attribute__((always_inline)) dv_status dv__check_layout_in(int ndim, const int64_t *shape,
+                                                                          const dv_dtype *dtype,
+                                                                          const int64_t *strides, char order,
+                                                                          int64_t *st, int64_t *alloc_bytes,
+                                                                          int64_t *offset) {
+  int64_t n1;
+  if (ndim == 1 && !strides && shape && dtype && shape[0] >= 0 && dtype->itemsize > 0 &&
+      (order == 'C' || order == 'F') && !dv__mul_overflow(shape[0], (int64_t)dtype->itemsize, &n1)) {
+    st[0] = (int64_t)dtype->itemsize;
+    *alloc_bytes = n1;
+    *offset = 0;
+    return DV_OK;
+  }
+  return dv__check_layout_any(ndim, shape, dtype, strides, order, st, alloc_bytes, offset);
+}
+
+/* Validate (ndim, shape, dtype, strides, order) and compute the strides,
+ * the allocation size and the offset of element 0. */
+dv_status dv__check_layout(int ndim, const int64_t *shape, const dv_dtype *dtype, const int64_t *strides,
+                           char order, int64_t *st, int64_t *alloc_bytes, int64_t *offset) {
+  return dv__check_layout_in(ndim, shape, dtype, strides, order, st, alloc_bytes, offset);
+}
+
 dv_status dv__array_create(dv_context *ctx, dv_memory_kind kind, int ndim, const int64_t *shape,
                            const dv_dtype *dtype, const int64_t *strides, char order,
                            unsigned flags, dv_stream *stream, dv_array **out) {
-  DV_NVTX_RANGE_BEGIN("devarray allocation");
-  dv_status rc = dv__array_create_in(ctx, kind, ndim, shape, dtype, strides, order, flags, stream, out);
-  DV_NVTX_RANGE_END();
-  return rc;
-}
-
-static inline __attribute__((always_inline)) dv_status dv__array_create_in(dv_context *ctx, dv_memory_kind kind,
-                                                                          int ndim, const int64_t *shape,
-                                                                          const dv_dtype *dtype,
-                                                                          const int64_t *strides, char order,
-                                                                          unsigned flags, dv_stream *stream,
-                                                                          dv_array **out) {
   int64_t st[DV_MAXDIMS], bytes = 0, offset = 0;
-  dv_status rc = dv__check_layout(ndim, shape, dtype, strides, order, st, &bytes, &offset);
+  dv_status rc = dv__check_layout_in(ndim, shape, dtype, strides, order, st, &bytes, &offset);
   if (rc) return rc;
   dv_alloc *a = dv__alloc_new(ctx, kind);
   if (!a) return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "cannot allocate an allocation record");

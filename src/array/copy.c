@@ -210,6 +210,15 @@ static __attribute__((noinline)) dv_status dv__copy_planned(dv_context *ctx, dv_
   return dv__transfer_planned(ctx, &dv, &sv, stream, after, nafter, 0);
 }
 
+/* dv__copy_arrays in an NVTX range (ranges on: nvtx.c). */
+static __attribute__((noinline, cold)) dv_status dv__copy_ranged(dv_context *ctx, dv_array *dst,
+                                                                const dv_array *src, dv_stream *stream) {
+  dv__nvtx_push("devarray copy");
+  dv_status rc = dv__copy_arrays(ctx, dst, src, stream);
+  dv__nvtx_pop();
+  return rc;
+}
+
 /* Copy array src into array dst (compatible): waited for when synchronous. */
 static dv_status dv__copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
   dv_context *ctx = dst->alloc->ctx;
@@ -219,10 +228,8 @@ static dv_status dv__copy(dv_array *dst, const dv_array *src, dv_stream *stream)
   dv_status rc = dv__check_live(src, "source");
   if (!rc) rc = dv__check_live(dst, "destination");
   if (rc) return rc;
-  DV_NVTX_RANGE_BEGIN("devarray copy");
-  rc = dv__copy_arrays(ctx, dst, src, stream);
-  DV_NVTX_RANGE_END();
-  return rc;
+  if (DV_NVTX_RANGES()) return dv__copy_ranged(ctx, dst, src, stream);
+  return dv__copy_arrays(ctx, dst, src, stream);
 }
 
 dv_status dv_array_copy(dv_array *dst, const dv_array *src, dv_stream *stream) {
@@ -348,10 +355,13 @@ dv_status dv_array_memset(dv_array *a, int value, dv_stream *stream) {
   dv_view v;
   dv__view_of(a, &v);
   dv_stream *after = dv__alloc_after(ctx, a->alloc, stream);
-  DV_NVTX_RANGE_BEGIN("devarray memset");
-  rc = dv__memset(ctx, &v, &value, stream, &after, after ? 1 : 0);
-  DV_NVTX_RANGE_END();
-  return rc;
+  if (DV_NVTX_RANGES()) {
+    dv__nvtx_push("devarray memset");
+    rc = dv__memset(ctx, &v, &value, stream, &after, after ? 1 : 0);
+    dv__nvtx_pop();
+    return rc;
+  }
+  return dv__memset(ctx, &v, &value, stream, &after, after ? 1 : 0);
 }
 
 dv_status dv_array_copy_new(const dv_array *a, char order, dv_stream *stream, dv_array **out) {

@@ -10,8 +10,9 @@
  *
  * The seam's rule for a backend that uses it: `dv_rec *rec` is the first
  * member of its struct dv_bstream (NULL: not capturing), and each stream
- * method starts with DV_REC_HOOK (one load and a branch when not
- * capturing).  stream_callback, stream_sync and stream_query on a
+ * method tests DV_REC_HOOK before it queues anything (one load and a
+ * branch when not capturing; a synchronous path the stream layer never
+ * uses under capture may come first).  stream_callback, stream_sync and stream_query on a
  * capturing stream are refused (dv__rec_refuse): a host callback is
  * captured through graph_host_fn, which the upper layer uses.
  *

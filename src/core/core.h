@@ -82,11 +82,10 @@ void dv__nvtx_ranges_enable(void);
 /* Set once a context made with nvtx_ranges=on found a listening tool: from
  * then on the process's devarray work is in ranges (one domain, one tool). */
 extern atomic_bool dv__nvtx_ranges_enabled;
-#define DV_NVTX_RANGE_BEGIN(name) \
-  bool nvtx_range_ = DV_UNLIKELY(atomic_load_explicit(&dv__nvtx_ranges_enabled, memory_order_relaxed)); \
-  if (nvtx_range_) dv__nvtx_push(name)
-#define DV_NVTX_RANGE_END() \
-  if (nvtx_range_) dv__nvtx_pop()
+/* True once ranges are on.  A caller with a range takes an out-of-line
+ * path for it (push, the work, pop), so that the common path pays one load
+ * and branch and keeps nothing live across its call. */
+#define DV_NVTX_RANGES() DV_UNLIKELY(atomic_load_explicit(&dv__nvtx_ranges_enabled, memory_order_relaxed))
 
 /* ---- handles that cannot be used after release (handle.c) ---- */
 /* The header every public handle begins with: `magic` is the kind's live

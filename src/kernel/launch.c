@@ -494,12 +494,18 @@ static dv_status dv__launch_lowered(dv_kernel *k, const dv_launch_config *cfg, c
                                     dv_array *const *use);
 
 static dv_status dv__kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nargs, const dv_arg *args);
+/* dv__kernel_launch in an NVTX range (ranges on: nvtx.c). */
+static __attribute__((noinline, cold)) dv_status dv__kernel_launch_ranged(dv_kernel *k, const dv_launch_config *cfg,
+                                                                         size_t nargs, const dv_arg *args) {
+  dv__nvtx_push("devarray launch");
+  dv_status rc = dv__kernel_launch(k, cfg, nargs, args);
+  dv__nvtx_pop();
+  return rc;
+}
 dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nargs,
                            const dv_arg *args) {
-  DV_NVTX_RANGE_BEGIN("devarray launch");
-  dv_status rc = dv__kernel_launch(k, cfg, nargs, args);
-  DV_NVTX_RANGE_END();
-  return rc;
+  if (DV_NVTX_RANGES()) return dv__kernel_launch_ranged(k, cfg, nargs, args);
+  return dv__kernel_launch(k, cfg, nargs, args);
 }
 
 static inline __attribute__((always_inline)) dv_status dv__kernel_launch(dv_kernel *k, const dv_launch_config *cfg,

@@ -253,7 +253,21 @@ dv_status dv_memory_snapshot_json(dv_context *ctx, char *buf, size_t cap, size_t
   return dv__error(DV_ERR_BUSY, "the handles changed too fast to list them");
 }
 
+static dv_status dv__device_alloc_in(dv_context *ctx, size_t bytes, dv_stream *stream, dv_block *out);
+/* dv__device_alloc in an NVTX range (ranges on: nvtx.c). */
+static __attribute__((noinline, cold)) dv_status dv__device_alloc_ranged(dv_context *ctx, size_t bytes,
+                                                                        dv_stream *stream, dv_block *out) {
+  dv__nvtx_push("devarray allocation");
+  dv_status rc = dv__device_alloc_in(ctx, bytes, stream, out);
+  dv__nvtx_pop();
+  return rc;
+}
 dv_status dv__device_alloc(dv_context *ctx, size_t bytes, dv_stream *stream, dv_block *out) {
+  if (DV_NVTX_RANGES()) return dv__device_alloc_ranged(ctx, bytes, stream, out);
+  return dv__device_alloc_in(ctx, bytes, stream, out);
+}
+static inline __attribute__((always_inline)) dv_status dv__device_alloc_in(dv_context *ctx, size_t bytes,
+                                                                          dv_stream *stream, dv_block *out) {
   out->buf = NULL;
   out->offset = 0;
   /* Refused in a stream callback whichever manager would serve it (a pool

@@ -149,11 +149,9 @@ static dv_status host_constant_queue(void *state, dv_bmodule *m, dv_bstream *s, 
 
 /* ---- graphs: the shared recorder (../graphrec.h) ------------------------------------
  * While a stream captures, its work goes to the recorder: these wrappers
- * are the table's stream methods, one test each when not capturing. */
-static dv_status host_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
-  DV_REC_HOOK(s, dv__rec_copy_rect(rec_, r));
-  return hb_copy_rect(state, s, r);
-}
+ * are the table's stream methods, one test each when not capturing (the
+ * copy_rect method, the hottest, tests it itself after its synchronous
+ * run: device/copy.c). */
 static dv_status host_copy_strided(void *state, dv_bstream *s, const dv_strided *c) {
   DV_REC_HOOK(s, dv__rec_copy_strided(rec_, c));
   return hb_copy_strided(state, s, c);
@@ -237,7 +235,7 @@ const dv_backend dv__backend_host = {
     .host_free = hb_host_free,
     .host_register = hb_host_register,
     .host_unregister = hb_host_unregister,
-    .copy_rect = host_copy_rect,
+    .copy_rect = hb_copy_rect, /* records on a capturing stream itself (device/copy.c) */
     .copy_strided = host_copy_strided,
     .memset = host_memset,
     .stream_create = hb_stream_create,

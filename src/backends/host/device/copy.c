@@ -98,6 +98,10 @@ dv_status hb_copy_rect(void *state, dv_bstream *s, const dv_rect *r) {
       return DV_OK;
     }
   }
+  /* A capturing stream's copy is recorded, not queued (../../graphrec.h).
+   * Here, not in a wrapper, so that the synchronous run above pays nothing
+   * for it: the stream layer never sets DV_COPY_SYNC under capture. */
+  DV_REC_HOOK(s, dv__rec_copy_rect(rec_, r));
   hb_op t, *op = &t;
   t.kind = OP_RECT;
   op->u.rect = *r;
