@@ -53,7 +53,7 @@ TSAN = TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" scr
 CUDA_DOUBLE = LD_LIBRARY_PATH=build-tsan/tests/cudadouble DV_CUDA_STAGING_CHUNK=65536 CUDA_DOUBLE_BLOCK_S=3
 tsan: setup
 	@$(CONFIGURE) -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_TSAN=ON -DDV_WERROR=ON > /dev/null
-	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool test_host_kernels test_host_fast test_modes test_kwave test_smart test_claim test_copyteam test_cuda_double test_cuda_stager test_soak test_host_checks test_host_race test_graph
+	@$(BUILD) build-tsan -j$(JOBS) --target test_threads test_streams test_memory test_pool test_host_kernels test_host_fast test_modes test_kwave test_smart test_claim test_copyteam test_cuda_double test_cuda_stager test_soak test_host_checks test_host_race test_graph test_sync_launch
 	@rm -f build-tsan/tsan.log
 	@$(TSAN) ./build-tsan/tests/test_threads host
 	@$(TSAN) ./build-tsan/tests/test_threads host-pool
@@ -72,6 +72,7 @@ tsan: setup
 	@$(TSAN) ./build-tsan/tests/test_claim host-pool
 	@$(TSAN) ./build-tsan/tests/test_copyteam
 	@$(TSAN) ./build-tsan/tests/test_graph host
+	@$(TSAN) ./build-tsan/tests/test_sync_launch host
 	@$(TSAN) env $(CUDA_DOUBLE) ./build-tsan/tests/test_cuda_double cuda
 	@$(TSAN) env $(CUDA_DOUBLE) ./build-tsan/tests/test_streams cuda
 	@$(TSAN) env $(CUDA_DOUBLE) ./build-tsan/tests/test_threads cuda

@@ -2369,6 +2369,16 @@ static inline dv_arg dv__arg_mem(dv_arg_kind k, const dv_array *arr, dv_smart *s
  * each stopped block and where its threads were (`file:line` and running,
  * waiting at a barrier, finished, not started; docs/kernels.md).  The
  * stream and the context stay usable, as after a fault.
+ * Host simulator, a synchronous launch: when the default stream has nothing
+ * queued or running (and host_delay_us is unset), the calling thread runs
+ * the kernel itself (with the helper threads for its other blocks) instead
+ * of waiting for the stream's worker to run it; for the length of the call
+ * the thread gets an alternate signal stack of the simulator's if its own
+ * is smaller than 64 KiB, and SIGSEGV, SIGBUS, SIGFPE and SIGILL unblocked;
+ * both are as they were when it returns.  Otherwise (work queued, or
+ * another thread running a synchronous launch of the context at that
+ * moment) the launch is queued and waited for: the order is the same
+ * either way.
  */
 DV_API dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nargs,
                                   const dv_arg *args);

@@ -177,6 +177,8 @@ typedef struct dv_blaunch {
   size_t dynamic_shared;
   size_t nargs;
   const dv_barg *args;        /* valid only during the call: copy what a queued launch needs */
+  unsigned flags;             /* DV_COPY_SYNC: the caller waits for the stream right after (the
+                               * host simulator may then run it on the caller's thread) */
 } dv_blaunch;
 
 /* Device-wide launch limits (filled once per context). */

@@ -216,6 +216,7 @@ dv_status dv__rec_launch(dv_rec *r, dv_bkernel *k, const dv_blaunch *l) {
   c->u.launch.k = k;
   c->u.launch.l = *l;
   c->u.launch.l.args = c->args;
+  c->u.launch.l.flags = 0; /* a replay is queued, never run inline */
   return DV_OK;
 }
 

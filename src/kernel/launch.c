@@ -614,9 +614,11 @@ typedef struct dv_klaunch {
 } dv_klaunch;
 static dv_status dv__launch_run(dv_context *ctx, dv_stream *stream, dv_bstream *bs, unsigned flags,
                                 const dv__op *op, dv__op_tally *t) {
-  (void)stream, (void)flags, (void)t;
+  (void)stream, (void)t;
   const dv_klaunch *kl = op->arg;
-  return ctx->be->launch(ctx->bst, bs, kl->bk, kl->bl);
+  dv_blaunch bl = *kl->bl;
+  bl.flags = flags; /* DV_COPY_SYNC for a synchronous launch (dv__stream_submit) */
+  return ctx->be->launch(ctx->bst, bs, kl->bk, &bl);
 }
 
 static dv_status dv__launch_lowered(dv_kernel *k, const dv_launch_config *cfg, const uint32_t grid[3],
@@ -673,6 +675,7 @@ static dv_status dv__launch_lowered(dv_kernel *k, const dv_launch_config *cfg, c
   bl.dynamic_shared = cfg->dynamic_shared;
   bl.nargs = nb;
   bl.args = bargs;
+  bl.flags = 0;
   /* Queued, then waited for (a synchronous launch) or followed by the
    * streams a stream-ordered manager gave the arrays' memory to (array.h). */
   dv_klaunch kl = {k->bk, &bl};

@@ -53,6 +53,14 @@ typedef struct hb_task_ops {
   void (*free)(void *task);
 } hb_task_ops;
 dv_status hb_enqueue_task(dv_bstream *s, const hb_task_ops *ops, void *task);
+/* A synchronous task (the caller waits for the stream right after) run at
+ * once on the calling thread when the stream is idle, as a synchronous
+ * copy is (stream.c's hb_try_inline): true when it ran (*rc its status, msg
+ * its detail; not the stream's error: the caller returns it), false when
+ * the stream was busy or the option host_delay_us is set (nothing done:
+ * queue it).  The task stays the caller's either way. */
+bool hb_task_try_inline(dv_bstream *s, const hb_task_ops *ops, void *task, char *msg, size_t cap,
+                        dv_status *rc);
 
 /* ---- blocks, for a kernel launch (exec/) and the access checks ----
  * hold: take a reference on b for the launch and give its payload (false:

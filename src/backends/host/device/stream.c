@@ -416,3 +416,11 @@ bool hb_try_inline(dv_bstream *s, hb_op *op) {
   hb_claim_release(s);
   return true;
 }
+
+bool hb_task_try_inline(dv_bstream *s, const hb_task_ops *ops, void *task, char *msg, size_t cap,
+                        dv_status *rc) {
+  if (s->st->delay_us > 0 || !hb_claim_inline(s)) return false;
+  *rc = ops->run(task, msg, cap);
+  hb_claim_release(s);
+  return true;
+}

@@ -77,6 +77,11 @@ struct hk_state {
     bool started, stop;
   } pool;
   bool signals; /* this state counts in the signal handler's users */
+  /* The executor lent to a caller's thread for a synchronous launch
+   * (lend.c): made on first use, freed by hk_close; lent to one thread
+   * at a time (busy). */
+  hk_exec *lent;
+  _Atomic bool lent_busy;
 };
 
 /* ========================================================================== */
@@ -303,8 +308,31 @@ void hk_sig_release(void);
 /* The calling OS thread's executor for state k (made on first use); NULL:
  * no memory. */
 hk_exec *hk_exec_here(hk_state *k);
+/* A new executor for state k and its end (hk_exec_here's; lend.c's).
+ * bind_alt: install its alternate signal stack on this thread now, unless
+ * the thread has a big enough one; false: map one, installed by whoever
+ * runs it (lend.c). */
+hk_exec *hk_exec_new(hk_state *k, bool bind_alt);
+void hk_exec_free(hk_exec *ex);
 /* Run blocks of l on this executor until none is left or one faulted. */
 void hk_run_blocks(hk_exec *ex, hk_job *l);
+
+/* ---- lend.c: the state's executor, lent to the calling thread ----
+ * hk_exec_lend makes it the calling thread's (hk_cur), with its alternate
+ * signal stack unless the thread has a big enough one, and the fault
+ * signals (the watchdog's among them) unblocked: 1.  0: another
+ * thread has it (run the launch on the stream's worker then); -1: no
+ * memory to make it (nothing done).  hk_exec_unlend gives back what the
+ * thread had. */
+typedef struct hk_lend {
+  hk_exec *prev;
+  stack_t alt_old;
+  sigset_t mask_old;
+  bool alt_set, mask_set;
+} hk_lend;
+int hk_exec_lend(hk_state *k, hk_lend *save);
+void hk_exec_unlend(hk_state *k, hk_lend *save);
+void hk_exec_lent_free(hk_state *k);
 
 /* ---- hooks.c: the tools' hooks of each kind, for launch l (exec.h) ---- */
 /* Every tool's make: the launch is made from bl; the first error. */

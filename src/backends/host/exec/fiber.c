@@ -148,6 +148,13 @@ void fb_sched_init(fb_fiber *sched) {
 
 void fb_sched_fini(fb_fiber *sched) { (void)sched; }
 
+void fb_sched_bind(fb_fiber *sched) {
+#if DV_FIBER_TSAN
+  sched->tsan = __tsan_get_current_fiber();
+#endif
+  (void)sched;
+}
+
 int fb_prepare(fb_fiber *f, fb_fiber *sched, unsigned char *stack_lo, size_t size, fb_fn fn,
                void *arg) {
   f->stack_lo = stack_lo;

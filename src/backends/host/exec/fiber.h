@@ -60,6 +60,10 @@ typedef struct fb_fiber {
 /* The calling thread's scheduler context (call once per thread, before fb_resume). */
 void fb_sched_init(fb_fiber *sched);
 void fb_sched_fini(fb_fiber *sched);
+/* The scheduler's fiber moved to the calling thread (an executor lent to
+ * it, lend.c): ThreadSanitizer's fiber of the thread.  No fiber of it may
+ * be suspended. */
+void fb_sched_bind(fb_fiber *sched);
 
 /* Set up f to run fn(arg) on [stack_lo, stack_lo + size) when first
  * resumed.  When fn returns, f switches to its scheduler for good (as

@@ -16,7 +16,9 @@
  * the helper threads when it has more than one block and runs blocks
  * itself until none is left (host_exec.c).  A fault is the stream's error
  * (device/stream.c keeps it with its message): the launch returns it when
- * synchronous, else the stream's next synchronize.  With kernel_check, the
+ * synchronous, else the stream's next synchronize.  A synchronous launch
+ * on an idle stream is run by the calling thread instead, on the executor
+ * the state lends it (lend.c), and returns its fault itself.  With kernel_check, the
  * guard bytes of every buffer argument are checked after the kernel
  * (global out-of-bounds writes); when devarray is built with
  * AddressSanitizer, the buffers' guards are poisoned while the kernel runs,
@@ -56,6 +58,7 @@ dv_status hk_open(const dv_backend_config *cfg, hk_state **out) {
 void hk_close(hk_state *k) {
   if (!k) return;
   hk_pool_close(k);
+  hk_exec_lent_free(k);
   if (k->signals) hk_sig_release();
   dv__free(k);
 }
@@ -214,6 +217,26 @@ dv_status hk_launch(hk_state *k, dv_bstream *s, dv_bkernel *bk, const dv_blaunch
   if (rc) {
     hk_launch_free(l);
     return rc;
+  }
+  /* A synchronous launch on an idle stream runs here (lend.c says why). */
+  if (bl->flags & DV_COPY_SYNC) {
+    hk_lend save;
+    int lent = hk_exec_lend(k, &save);
+    if (lent < 0) {
+      hk_launch_free(l);
+      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "kernel %s: the host simulator cannot set up "
+                       "the calling thread to run it", kn->name);
+    }
+    if (lent) {
+      char msg[768];
+      msg[0] = 0;
+      bool ran = hb_task_try_inline(s, &hk_task, l, msg, sizeof msg, &rc);
+      hk_exec_unlend(k, &save);
+      if (ran) {
+        hk_launch_free(l);
+        return rc ? dv__error(rc, "%s", msg) : DV_OK;
+      }
+    }
   }
   rc = hb_enqueue_task(s, &hk_task, l);
   if (rc) hk_launch_free(l);

@@ -86,7 +86,7 @@ static void hk_unmap_stacks(hk_exec *ex) {
   ex->x.map_bytes = 0;
 }
 
-static void hk_exec_free(hk_exec *ex) {
+void hk_exec_free(hk_exec *ex) {
   if (!ex) return;
   for (size_t i = 0; i < ex->cap; i++) fb_release(&ex->fib[i].f);
   hk_unmap_stacks(ex);
@@ -105,7 +105,7 @@ static void hk_exec_free(hk_exec *ex) {
   dv__free(ex);
 }
 
-static hk_exec *hk_exec_new(hk_state *k) {
+hk_exec *hk_exec_new(hk_state *k, bool bind_alt) {
   hk_exec *ex = dv__calloc(1, sizeof *ex);
   if (!ex) return NULL;
   ex->k = k;
@@ -116,14 +116,17 @@ static hk_exec *hk_exec_new(hk_state *k) {
     hk_exec_free(ex);
     return NULL;
   }
-  /* An alternate signal stack, unless the thread has a big enough one. */
+  /* An alternate signal stack, unless the thread has a big enough one
+   * (one lent to other threads maps its own, installed only while lent:
+   * lend.c). */
   stack_t cur;
-  if (sigaltstack(NULL, &cur) == 0 && ((cur.ss_flags & SS_DISABLE) || cur.ss_size < HK_ALTSTACK)) {
+  if (!bind_alt || (sigaltstack(NULL, &cur) == 0 &&
+                    ((cur.ss_flags & SS_DISABLE) || cur.ss_size < HK_ALTSTACK))) {
     void *p = mmap(NULL, HK_ALTSTACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p != MAP_FAILED) {
       ex->alt = p;
       stack_t ss = {.ss_sp = p, .ss_flags = 0, .ss_size = HK_ALTSTACK};
-      if (sigaltstack(&ss, &ex->alt_old) == 0) ex->alt_set = true;
+      if (bind_alt && sigaltstack(&ss, &ex->alt_old) == 0) ex->alt_set = true;
     }
   }
   return ex;
@@ -735,7 +738,7 @@ hk_exec *hk_exec_here(hk_state *k) {
     hk_exec_free(hk_cur);
     hk_cur = NULL;
   }
-  hk_exec *ex = hk_exec_new(k);
+  hk_exec *ex = hk_exec_new(k, true);
   if (ex && pthread_setspecific(hk_exec_key, ex) != 0) {
     hk_exec_free(ex);
     ex = NULL;
