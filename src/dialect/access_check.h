@@ -23,6 +23,14 @@
  * order it asked for) after the runtime has checked its address.
  * memcpy, memmove and memset called by the kernel's code are defined here
  * too and go to the runtime, which checks both ranges and does them.
+ *
+ * The hooks are the same for every kernel and take most of a checked
+ * kernel's compile time, so they are compiled once per toolchain state into
+ * an object of their own (this text with DV__ACCESS_HOOKS defined and no
+ * kernel: toolchain/build.c's hk_hooks_object) and linked into every checked
+ * module beside the kernel's object, where the kernel's calls bind to them
+ * (hidden symbols of one link).  The kernel's own unit, without
+ * DV__ACCESS_HOOKS, only marks the module as checked.
  */
 #if defined(__has_attribute)
 #if __has_attribute(disable_sanitizer_instrumentation) /* clang >= 14: no hooks at all */
@@ -36,7 +44,9 @@
 #else
 #error "kernel_check=on needs gcc or clang >= 14 (their thread-sanitizer instrumentation)"
 #endif
+#ifndef DV__ACCESS_HOOKS /* a kernel's unit */
 DV__EXPORT const int dv__access_checked = 1; /* the library's sign that the module is */
+#else /* the hooks' own unit */
 #define DV__RA __builtin_return_address(0)
 #define DV__ACC(p, n, f) dv__rt->access((const void *)(p), (n), (f), DV__RA)
 DV__NOTSAN void __tsan_init(void) {}
@@ -188,4 +198,5 @@ DV__NOTSAN void *__tsan_memmove(void *d, const void *s, size_t n) {
 DV__NOTSAN void *__tsan_memset(void *d, int c, size_t n) {
   return dv__rt->memop(dv__mem_set, d, (const void *)0, c, n, DV__RA);
 }
+#endif /* DV__ACCESS_HOOKS */
 #endif /* DV__ACCESS_CHECK */

@@ -9,6 +9,10 @@
  * levels, and that atomics and memcpy/memset in kernels are checked as
  * what they are.
  */
+#define _DEFAULT_SOURCE /* mkdtemp */
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "common.h"
 
 static char g_cache_dir[256];
@@ -396,6 +400,95 @@ static void test_no_false_reports(void **state) {
   assert_ok(dv_context_destroy(c));
 }
 
+/* ---- the hooks' object ------------------------------------------------------- */
+
+/* The access checks' hooks are compiled once for a compiler identity and
+ * linked into every checked module of the process, in any context
+ * (toolchain/build.c's hk_hooks_object): a compiler wrapper counts the
+ * compiles of hooks.c, and each module still reports its out-of-bounds
+ * write.  A wrapper that fails that compile makes the build DV_ERR_COMPILE,
+ * said as the hooks', and nothing is kept: the next build tries again. */
+static int count_lines(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  int n = 0, ch;
+  while ((ch = fgetc(f)) != EOF) n += ch == '\n';
+  fclose(f);
+  return n;
+}
+
+static void write_wrapper(const char *path, const char *log, bool fail) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in *hooks.c) echo hooks >> '%s'%s;; esac; done\n"
+             "exec cc \"$@\"\n", log, fail ? "; echo 'planted failure' >&2; exit 1" : "");
+  assert_int_equal(fclose(f), 0);
+  assert_int_equal(chmod(path, 0700), 0);
+}
+
+static const char *src_oob_a = "DV_KERNEL(fa, DV_ARRAY(int, out), int n) {\n"
+                               "  DV_BIND(int, out);\n"
+                               "  if (dv_thread_idx(0) == 0) out[n] = 1;\n"
+                               "}\n";
+static const char *src_oob_b = "DV_KERNEL(fb, DV_ARRAY(int, out), int n) {\n"
+                               "  DV_BIND(int, out);\n"
+                               "  if (dv_thread_idx(0) == 0) out[n] = 2;\n"
+                               "}\n";
+
+static void test_hooks_compiled_once(void **state) {
+  (void)state;
+  char dir[] = "/tmp/dv-hooks-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char good[64], bad[64], log[64], opt_good[96], opt_bad[96];
+  snprintf(good, sizeof good, "%s/cc-good", dir);
+  snprintf(bad, sizeof bad, "%s/cc-bad", dir);
+  snprintf(log, sizeof log, "%s/hooks.log", dir);
+  write_wrapper(good, log, false);
+  write_wrapper(bad, log, true);
+  snprintf(opt_good, sizeof opt_good, "host_cc=%s", good);
+  snprintf(opt_bad, sizeof opt_bad, "host_cc=%s", bad);
+  const char *srcs[] = {src_oob_a, src_oob_b, src_oob_a};
+  const char *names[] = {"fa", "fb", "fa"};
+  for (int round = 0; round < 3; round++) { /* two contexts; the third build in the second */
+    dv_context *c = test_context_or_fail("host_mode=checked", "kernel_check=on", "kernel_cache=off",
+                                         opt_good, NULL);
+    int upto = round == 0 ? 2 : 1;
+    for (int j = 0; j < upto; j++) {
+      int i = round == 0 ? j : round;
+      dv_module *m = test_build(c, "oob.dvk", srcs[i], NULL, NULL);
+      assert_int_equal(run1(c, m, names[i], 1, 4, 8, 8, NULL), DV_ERR_KERNEL_FAULT);
+      assert_contains(g_msg, "write outside argument 0 'out' (8 elements of 4 bytes): element 8");
+      int out[8];
+      assert_ok(run1(c, m, names[i], 1, 4, 8, 7, out));
+      assert_int_equal(out[7], i == 1 ? 2 : 1);
+      dv_module_release(m);
+    }
+    assert_ok(dv_context_destroy(c));
+    assert_int_equal(count_lines(log), 1); /* one compile of the hooks for all of them */
+  }
+  /* Another compiler (another identity) whose compile of the hooks fails. */
+  dv_context *c = test_context_or_fail("host_mode=checked", "kernel_check=on", "kernel_cache=off",
+                                       opt_bad, NULL);
+  dv_program *p;
+  assert_ok(dv_program_create(c, "oob.dvk", src_oob_b, &p));
+  for (int attempt = 0; attempt < 2; attempt++) {
+    dv_module *m = NULL;
+    assert_int_equal(dv_program_build(p, 0, &m), DV_ERR_COMPILE);
+    assert_null(m);
+    assert_contains(dv_last_error(), "program oob.dvk failed to compile on host:\n"
+                                     "the access checks' hooks failed to compile");
+    assert_contains(dv_program_log(p), "the access checks' hooks failed to compile");
+    assert_contains(dv_last_error(), "planted failure");
+    assert_int_equal(count_lines(log), 2 + attempt); /* tried again: nothing kept */
+  }
+  dv_program_destroy(p);
+  assert_ok(dv_context_destroy(c));
+  assert_int_equal(unlink(good), 0);
+  assert_int_equal(unlink(bad), 0);
+  assert_int_equal(unlink(log), 0);
+  assert_int_equal(rmdir(dir), 0);
+}
+
 int main(int argc, char **argv) {
   int begin = kernel_suite_begin(argc, argv, "host_checks", NULL, g_cache_dir, sizeof g_cache_dir);
   if (begin) return begin;
@@ -410,6 +503,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_memcpy_checked),
       cmocka_unit_test(test_levels),
       cmocka_unit_test(test_no_false_reports),
+      cmocka_unit_test(test_hooks_compiled_once),
   };
   return kernel_suite_end(g_cache_dir, test_main(argc, argv, "host_checks", tests,
                                                  sizeof tests / sizeof tests[0]));
