@@ -27,7 +27,7 @@
  * The hooks are the same for every kernel and take most of a checked
  * kernel's compile time, so they are compiled once per toolchain state into
  * an object of their own (this text with DV__ACCESS_HOOKS defined and no
- * kernel: toolchain/build.c's hk_hooks_object) and linked into every checked
+ * kernel: toolchain/access_hooks.c) and linked into every checked
  * module beside the kernel's object, where the kernel's calls bind to them
  * (hidden symbols of one link).  The kernel's own unit, without
  * DV__ACCESS_HOOKS, only marks the module as checked.

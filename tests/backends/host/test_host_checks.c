@@ -404,7 +404,7 @@ static void test_no_false_reports(void **state) {
 
 /* The access checks' hooks are compiled once for a compiler identity and
  * linked into every checked module of the process, in any context
- * (toolchain/build.c's hk_hooks_object): a compiler wrapper counts the
+ * (toolchain/access_hooks.c): a compiler wrapper counts the
  * compiles of hooks.c, and each module still reports its out-of-bounds
  * write.  A wrapper that fails that compile makes the build DV_ERR_COMPILE,
  * said as the hooks', and nothing is kept: the next build tries again. */

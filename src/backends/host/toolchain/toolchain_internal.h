@@ -77,6 +77,23 @@ dv_status hk_load(hk_tc *k, const dv_build_req *req, const char *path, const voi
 /* ---- build.c ---- */
 /* Free a NULL-terminated array of words (the compiler's command line). */
 void hk_free_words(char **w);
+/* What hk_cc does: preprocess (-E), compile a module, compile an object
+ * for the access checks (-c), or link that object and the hooks' into the
+ * module. */
+enum { HK_CC_PRE, HK_CC_MODULE, HK_CC_OBJECT, HK_CC_LINK };
+/* ---- access_hooks.c ---- */
+/* How the hooks are compiled: build.c's hk_cc, handed over by the caller
+ * (access_hooks.c sits below build.c and never calls up into it). */
+typedef dv_status (*hk_cc_fn)(hk_tc *k, const dv_build_req *req, bool check, const char *in,
+                              const char *in2, const char *out, int what, const char *log_path,
+                              int *code, char **logtxt);
+/* The access checks' hooks' object written at path (dir: the build's
+ * temporary directory), compiled with cc on the first call for k's
+ * compiler identity and kept for the process.  A compile that fails is
+ * DV_ERR_COMPILE with the compiler's words in *why (dv__malloc'd, for the
+ * build's log; NULL otherwise); nothing is kept on any failure. */
+dv_status hk_hooks_object(hk_tc *k, const dv_build_req *req, const char *dir, const char *path,
+                          hk_cc_fn cc, char **why);
 /* ---- lines.c ---- */
 /* Free a module's cached answers (module.c, at unload). */
 void hk_lines_free(struct hk_lines *c);
