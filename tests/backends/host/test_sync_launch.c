@@ -323,6 +323,17 @@ static void test_fault_returned(void **state) {
   assert_ok(dv_stream_synchronize(dv_context_default_stream(c)));
   assert_ok(dv_context_synchronize(c));
   assert_ok(dv_kernel_launch(test_kernel(m, "crash"), &lc, 2, ok));
+  /* An asynchronous launch on the default stream faults; once the stream is
+   * idle, a synchronous launch that would fault too returns the first fault
+   * (the stream's), not its own, and leaves nothing behind. */
+  dv_launch_config on_default = cfg(1, 32, dv_context_default_stream(c));
+  dv_arg bad9[] = {DV_ARG_ARRAY(a), DV_ARG_I32(9)};
+  assert_ok(dv_kernel_launch(test_kernel(m, "crash"), &on_default, 2, bad));
+  nanosleep(&(struct timespec){0, 200000000L}, NULL); /* idle by then (were it not, the launch is queued: the same answer) */
+  assert_status(dv_kernel_launch(test_kernel(m, "crash"), &lc, 2, bad9), DV_ERR_KERNEL_FAULT);
+  assert_contains(dv_last_error(), "by thread (7,0,0) of block (0,0,0)");
+  assert_ok(dv_stream_synchronize(dv_context_default_stream(c)));
+  assert_ok(dv_kernel_launch(test_kernel(m, "crash"), &lc, 2, ok));
   int r[64];
   test_to_host(a, r);
   for (int i = 0; i < 32; i++) assert_int_equal(r[i], i);

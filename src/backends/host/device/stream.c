@@ -420,6 +420,12 @@ bool hb_try_inline(dv_bstream *s, hb_op *op) {
 bool hb_task_try_inline(dv_bstream *s, const hb_task_ops *ops, void *task, char *msg, size_t cap,
                         dv_status *rc) {
   if (s->st->delay_us > 0 || !hb_claim_inline(s)) return false;
+  /* An earlier error of the stream is the launch's to return, first (the
+   * queued path's synchronize does that). */
+  if (atomic_load(&s->error) != DV_OK) {
+    hb_claim_release(s);
+    return false;
+  }
   *rc = ops->run(task, msg, cap);
   hb_claim_release(s);
   return true;
