@@ -2375,10 +2375,11 @@ static inline dv_arg dv__arg_mem(dv_arg_kind k, const dv_array *arr, dv_smart *s
  * of waiting for the stream's worker to run it; for the length of the call
  * the thread gets an alternate signal stack of the simulator's if its own
  * is smaller than 64 KiB, and SIGSEGV, SIGBUS, SIGFPE and SIGILL unblocked;
- * both are as they were when it returns.  Otherwise (work queued, or
- * another thread running a synchronous launch of the context at that
- * moment) the launch is queued and waited for: the order is the same
- * either way.
+ * both are as they were when it returns.  Otherwise (work queued, an
+ * earlier asynchronous fault not yet returned by a synchronize, or another
+ * thread running a synchronous launch of the context at that moment) the
+ * launch is queued and waited for: the order, and the error returned (the
+ * stream's first), are the same either way.
  */
 DV_API dv_status dv_kernel_launch(dv_kernel *k, const dv_launch_config *cfg, size_t nargs,
                                   const dv_arg *args);
