@@ -221,8 +221,13 @@ dv_status hk_launch(hk_state *k, dv_bstream *s, dv_bkernel *bk, const dv_blaunch
   /* A synchronous launch on an idle stream runs here (lend.c says why). */
   if (bl->flags & DV_COPY_SYNC) {
     hk_lend save;
-    int lent = hk_exec_lend(k, &save); /* -1: no memory for it: queued as below */
-    if (lent > 0) {
+    int lent = hk_exec_lend(k, &save);
+    if (lent < 0) { /* reported, never swallowed (test_host_alloc_failures) */
+      hk_launch_free(l);
+      return dv__error(DV_ERR_HOST_OUT_OF_MEMORY, "kernel %s: the host simulator cannot set up "
+                       "the calling thread to run it", kn->name);
+    }
+    if (lent) {
       char msg[768];
       msg[0] = 0;
       bool ran = hb_task_try_inline(s, &hk_task, l, msg, sizeof msg, &rc);
