@@ -57,8 +57,9 @@ dv_status hb_enqueue_task(dv_bstream *s, const hb_task_ops *ops, void *task);
  * once on the calling thread when the stream is idle, as a synchronous
  * copy is (stream.c's hb_try_inline): true when it ran (*rc its status, msg
  * its detail; not the stream's error: the caller returns it), false when
- * the stream was busy or the option host_delay_us is set (nothing done:
- * queue it).  The task stays the caller's either way. */
+ * the stream was busy, holds an earlier error (its synchronize returns that
+ * first) or the option host_delay_us is set (nothing done: queue it).  The
+ * task stays the caller's either way. */
 bool hb_task_try_inline(dv_bstream *s, const hb_task_ops *ops, void *task, char *msg, size_t cap,
                         dv_status *rc);
 

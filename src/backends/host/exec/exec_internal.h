@@ -303,6 +303,8 @@ void hk_test_fault_at(int where);
 /* The signal handler, installed while some state that launched holds it. */
 void hk_sig_acquire(hk_state *k);
 void hk_sig_release(void);
+/* The signals the handler takes (a kernel's faults and the watchdog's stop) into *out. */
+void hk_sig_fault_set(sigset_t *out);
 
 /* ---- host_exec.c ---- */
 /* The calling OS thread's executor for state k (made on first use); NULL:

@@ -39,14 +39,10 @@ int hk_exec_lend(hk_state *k, hk_lend *save) {
     stack_t ss = {.ss_sp = ex->alt, .ss_flags = 0, .ss_size = HK_ALTSTACK};
     if (sigaltstack(&ss, &save->alt_old) == 0) save->alt_set = true;
   }
-  static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL}; /* HK_STOP_SIG is SIGBUS */
-  sigset_t faults;
-  sigemptyset(&faults);
-  for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaddset(&faults, sigs[i]);
-  save->mask_set = false;
-  if (pthread_sigmask(SIG_UNBLOCK, &faults, &save->mask_old) == 0)
-    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
-      if (sigismember(&save->mask_old, sigs[i]) == 1) save->mask_set = true;
+  sigset_t faults, blocked; /* the mask is put back only if it blocked one of them */
+  hk_sig_fault_set(&faults);
+  save->mask_set = pthread_sigmask(SIG_UNBLOCK, &faults, &save->mask_old) == 0 &&
+                   sigandset(&blocked, &faults, &save->mask_old) == 0 && !sigisemptyset(&blocked);
   fb_sched_bind(&ex->sched);
   hk_cur = ex;
   return 1;

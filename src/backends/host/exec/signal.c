@@ -21,6 +21,11 @@ static struct sigaction hk_sig_old[HK_NSIGS];
 static pthread_mutex_t hk_sig_lock = PTHREAD_MUTEX_INITIALIZER;
 static int hk_sig_users;
 
+void hk_sig_fault_set(sigset_t *out) {
+  sigemptyset(out);
+  for (int i = 0; i < HK_NSIGS; i++) sigaddset(out, hk_sigs[i]);
+}
+
 /* The interrupted pc, where the platform says. */
 static const void *hk_uc_pc(void *uc) {
 #if defined(__linux__) && defined(__x86_64__)
